@@ -1,0 +1,1 @@
+"""Context layer: clearances, the `ContextBuilder` choke point, prompt rendering."""

@@ -1,0 +1,281 @@
+"""`ContextBuilder`: the one place where prompts are made.
+
+Every byte that reaches a model passes through here. The builder admits an item only when
+the task's `Clearance` allows its origin, renders each item in its own fenced block, and
+returns a `Prompt` whose `ContextManifest` lists each item's origin and token count.
+Budgets are enforced with `LimitExceeded`, never by silent truncation.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from clearance._context.clearance import Clearance
+from clearance._context.render import render_block
+from clearance._core.errors import ContextViolation, LimitExceeded
+from clearance._core.prompt import (
+    ChatMessage,
+    ContextItem,
+    ContextManifest,
+    Prompt,
+    messages_sha256,
+)
+from clearance._core.spec import Agent, Task
+from clearance._state.messages import MessageBus
+from clearance._state.queue import TaskQueue, TaskStatus
+from clearance._state.shared_memory import SharedMemory
+
+__all__ = ["ContextBuilder", "TokenCounter"]
+
+TokenCounter = Callable[[str], int]
+"""A function returning how many tokens a text takes for the target model."""
+
+TASK_TRAILER = "Complete the task above. Reply with your result only."
+SYNTHESIS_TRAILER = (
+    "Write the final answer to the goal, using the task results above. Say which results "
+    "you relied on, and mention any failed or skipped task whose result is missing."
+)
+PLAN_INSTRUCTIONS = (
+    "You are planning work for a team. Break the goal into a small number of tasks, each "
+    "assigned to one team member by name. A task lists the ids of the tasks whose results it "
+    "needs in depends_on; tasks without dependencies run in parallel. Reply with JSON only, "
+    'of the form {"tasks": [{"id": "...", "title": "...", "description": "...", '
+    '"assignee": "...", "depends_on": ["..."]}]}.'
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Section:
+    heading: str
+    blocks: tuple[tuple[ContextItem, str], ...]
+
+
+class ContextBuilder:
+    """Builds every prompt of a run, admitting only what each task is cleared to see.
+
+    Prompt layout: the system message holds the agent's instructions. The user message holds
+    ``# Task`` (the task's own text), then ``## Files``, ``## Context from prerequisite
+    tasks`` (one block per admitted result, headed ``### <title> (by <assignee>)``), and
+    ``## Messages from team members``; each block is fenced (see `render_block`).
+
+    Args:
+        count_tokens: Token counter of the target model; manifests and budgets use it.
+    """
+
+    def __init__(self, *, count_tokens: TokenCounter):
+        self._count = count_tokens
+
+    # -- public builders ---------------------------------------------------------------
+
+    def build_task_prompt(
+        self,
+        task: Task,
+        *,
+        agent: Agent,
+        queue: TaskQueue,
+        messages: MessageBus | None = None,
+        files: Mapping[str, str] | None = None,
+        max_prompt_tokens: int | None = None,
+    ) -> Prompt:
+        """Build the prompt of one task: its text plus exactly what its clearance admits.
+
+        Results are read from ``queue`` (completed tasks only), never from `SharedMemory`.
+        Without dependencies and messages the prompt is a clean slate: instructions and task.
+
+        Args:
+            task: The task; it must belong to ``queue.graph``.
+            agent: Its assignee (``agent.name == task.assignee``).
+            queue: The run's state; results of completed tasks come from here.
+            messages: The team's message bus; messages addressed to the assignee are admitted.
+            files: Contents of files by path; only the task's listed ``files`` are admitted.
+            max_prompt_tokens: Token budget of the whole prompt, ``None`` for no limit.
+
+        Returns:
+            The prompt, with a manifest of every admitted item.
+
+        Raises:
+            ContextViolation: An offered item is outside the task's clearance (for example a
+                file the task does not list, or an agent that is not the assignee).
+            LimitExceeded: The prompt exceeds ``max_prompt_tokens``.
+        """
+        clearance = Clearance.for_task(queue.graph, task.id)
+        if agent.name != task.assignee:
+            raise ContextViolation(task.id, f"instructions:{agent.name}")
+        subject = f"task:{task.id}"
+        task_item = self._block(f"task:{task.id}", f"{task.title} (task {task.id})", task.description)
+
+        file_blocks = []
+        for path, content in (files or {}).items():
+            origin = f"file:{path}"
+            if not clearance.admits(origin):
+                raise ContextViolation(task.id, origin)
+            file_blocks.append(self._block(origin, path, content))
+
+        result_blocks = []
+        for state in queue.states():
+            tid = state.task.id
+            if state.status is not TaskStatus.COMPLETED or tid not in clearance.result_task_ids:
+                continue
+            origin = f"task_result:{tid}"
+            if not clearance.admits(origin):  # pragma: no cover - guarded by the filter above
+                raise ContextViolation(task.id, origin)
+            heading = f"{state.task.title} (by {state.task.assignee})"
+            result_blocks.append(self._block(origin, heading, state.result or ""))
+
+        message_blocks = []
+        for message in messages.for_agent(agent.name) if messages else ():
+            origin = f"message:{message.id}"
+            if not clearance.admits(origin, message=message):
+                raise ContextViolation(task.id, origin)
+            message_blocks.append(self._block(origin, f"From {message.sender} ({message.id})", message.content))
+
+        sections = [
+            _Section("# Task", (task_item,)),
+            _Section("## Files", tuple(file_blocks)),
+            _Section("## Context from prerequisite tasks", tuple(result_blocks)),
+            _Section("## Messages from team members", tuple(message_blocks)),
+        ]
+        return self._assemble(
+            subject, agent, sections, TASK_TRAILER, max_prompt_tokens=max_prompt_tokens
+        )
+
+    def build_synthesis_prompt(
+        self,
+        goal: str,
+        *,
+        coordinator: Agent,
+        queue: TaskQueue,
+        shared_memory: SharedMemory,
+        max_prompt_tokens: int | None = None,
+    ) -> Prompt:
+        """Build the coordinator's synthesis prompt: the full view of the run.
+
+        Holds the goal, every completed result (untruncated), every failed and skipped task
+        with its reason, and ``shared_memory.get_summary()``.
+
+        Raises:
+            LimitExceeded: The prompt exceeds ``max_prompt_tokens``.
+        """
+        completed, failed, skipped = [], [], []
+        for state in queue.states():
+            t = state.task
+            heading = f"{t.title} (by {t.assignee})"
+            if state.status is TaskStatus.COMPLETED:
+                completed.append(self._block(f"task_result:{t.id}", heading, state.result or ""))
+            elif state.status is TaskStatus.FAILED:
+                failed.append(self._block(f"task_status:{t.id}", heading, state.error or "failed"))
+            elif state.status is TaskStatus.SKIPPED:
+                skipped.append(self._block(f"task_status:{t.id}", heading, state.error or "skipped"))
+        summary = shared_memory.get_summary()
+        sections = [
+            _Section("# Goal", (self._block("goal", "Goal", goal),)),
+            _Section("## Completed tasks", tuple(completed)),
+            _Section("## Failed tasks", tuple(failed)),
+            _Section("## Skipped tasks", tuple(skipped)),
+            _Section(
+                "## Shared memory",
+                (self._block("shared_memory", "Summary of all results", summary),)
+                if summary
+                else (),
+            ),
+        ]
+        return self._assemble(
+            "synthesis", coordinator, sections, SYNTHESIS_TRAILER, max_prompt_tokens=max_prompt_tokens
+        )
+
+    def build_plan_prompt(
+        self,
+        goal: str,
+        *,
+        coordinator: Agent,
+        roster: Sequence[Agent],
+        feedback: str | None = None,
+        max_prompt_tokens: int | None = None,
+    ) -> Prompt:
+        """Build the coordinator's planning prompt: the goal and a bounded roster.
+
+        The roster gives each agent's name and short role summary, never its instructions.
+
+        Args:
+            goal: What the team must achieve.
+            coordinator: The planning agent.
+            roster: The agents tasks may be assigned to.
+            feedback: For the repair attempt: the previous answer and why it was rejected.
+            max_prompt_tokens: Token budget, ``None`` for no limit.
+
+        Raises:
+            LimitExceeded: The prompt exceeds ``max_prompt_tokens``.
+        """
+        roster_blocks = tuple(self._block(f"agent:{a.name}", a.name, a.summary) for a in roster)
+        sections = [
+            _Section("# Goal", (self._block("goal", "Goal", goal),)),
+            _Section("## Team members", roster_blocks),
+        ]
+        if feedback is not None:
+            sections.append(
+                _Section(
+                    "## Your previous plan was rejected",
+                    (self._block("plan_feedback", "What was wrong", feedback),),
+                )
+            )
+        example = json.dumps({"tasks": [{"id": "t1", "title": "...", "description": "...",
+                                         "assignee": roster[0].name if roster else "...",
+                                         "depends_on": []}]})
+        trailer = f"{PLAN_INSTRUCTIONS} Example: {example}"
+        return self._assemble(
+            "plan", coordinator, sections, trailer, max_prompt_tokens=max_prompt_tokens
+        )
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _block(self, origin: str, heading: str, content: str) -> tuple[ContextItem, str]:
+        rendered = render_block(heading, content)
+        item = ContextItem(
+            origin=origin, title=heading, content=content, tokens=self._count(rendered)
+        )
+        return item, rendered
+
+    def _assemble(
+        self,
+        subject: str,
+        agent: Agent,
+        sections: Sequence[_Section],
+        trailer: str,
+        *,
+        max_prompt_tokens: int | None,
+    ) -> Prompt:
+        system = agent.instructions.strip()
+        items = [
+            ContextItem(
+                origin="instructions", title=agent.name, content=system, tokens=self._count(system)
+            )
+        ]
+        parts: list[str] = []
+        for section in sections:
+            if not section.blocks:
+                continue
+            parts.append(section.heading)
+            for item, rendered in section.blocks:
+                items.append(item)
+                parts.append(rendered)
+        parts.append(trailer)
+        user = "\n\n".join(parts)
+        messages = (
+            ChatMessage(role="system", content=system),
+            ChatMessage(role="user", content=user),
+        )
+        total = self._count(system) + self._count(user)
+        if max_prompt_tokens is not None and total > max_prompt_tokens:
+            raise LimitExceeded(
+                "max_prompt_tokens", value=total, maximum=max_prompt_tokens, subject=subject
+            )
+        manifest = ContextManifest(
+            subject=subject,
+            agent=agent.name,
+            items=tuple(items),
+            total_tokens=total,
+            prompt_sha256=messages_sha256(messages),
+        )
+        return Prompt(messages=messages, manifest=manifest)

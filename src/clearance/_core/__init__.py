@@ -1,0 +1,1 @@
+"""Core layer: errors, ids, clock and the declarative specs every other layer reads."""

@@ -1,0 +1,211 @@
+"""Errors raised by Clearance.
+
+Every error derives from one root, so ``except ClearanceError`` catches exactly what
+Clearance raises on purpose::
+
+    ClearanceError
+    ├── ConfigError                 misuse: a bad team file, model id or argument
+    ├── GraphError                  misuse: a task graph that cannot run
+    │   ├── DuplicateTaskError
+    │   ├── UnknownDependencyError
+    │   ├── SelfDependencyError
+    │   └── CycleError
+    ├── PlanError                   the coordinator's plan is not a valid graph (after repair)
+    ├── ModelError                  a model provider failed or returned nothing usable
+    ├── LimitExceeded               a budget was reached (prompt tokens, steps, ...)
+    ├── ContextViolation            an item outside the task's clearance reached the builder
+    ├── AccessDenied                a scoped view refused an operation
+    ├── StoreError                  the run ledger or store could not be read or written
+    └── PathEscapeError             a path resolved outside its allowed root
+
+Errors carry structured fields (ids, limits, the cycle) besides a message that says what
+is wrong and what to do about it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = [
+    "AccessDenied",
+    "ClearanceError",
+    "ConfigError",
+    "ContextViolation",
+    "CycleError",
+    "DuplicateTaskError",
+    "GraphError",
+    "LimitExceeded",
+    "ModelError",
+    "PathEscapeError",
+    "PlanError",
+    "SelfDependencyError",
+    "StoreError",
+    "UnknownDependencyError",
+]
+
+
+class ClearanceError(Exception):
+    """Root of every error Clearance raises on purpose."""
+
+
+class ConfigError(ClearanceError):
+    """A team file, model id or argument is invalid.
+
+    Attributes:
+        source: Where the bad value came from (a file path, ``"--model"``...), or ``None``.
+        field: Dotted path of the offending field, or ``None``.
+    """
+
+    def __init__(self, message: str, *, source: str | None = None, field: str | None = None):
+        self.source = source
+        self.field = field
+        where = ": ".join(part for part in (source, field) if part)
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class GraphError(ClearanceError):
+    """A task graph cannot run as given."""
+
+
+class DuplicateTaskError(GraphError):
+    """Two or more tasks share an id.
+
+    Attributes:
+        task_ids: The duplicated ids, sorted.
+    """
+
+    def __init__(self, task_ids: Sequence[str]):
+        self.task_ids = tuple(sorted(set(task_ids)))
+        super().__init__(f"duplicate task id(s): {', '.join(self.task_ids)}")
+
+
+class UnknownDependencyError(GraphError):
+    """A task depends on an id that is not in the graph.
+
+    Attributes:
+        task_id: The task that declares the dependency.
+        dependency: The id that does not exist.
+    """
+
+    def __init__(self, task_id: str, dependency: str):
+        self.task_id = task_id
+        self.dependency = dependency
+        super().__init__(f"task {task_id!r} depends on unknown task {dependency!r}")
+
+
+class SelfDependencyError(GraphError):
+    """A task lists itself in ``depends_on``.
+
+    Attributes:
+        task_id: The offending task.
+    """
+
+    def __init__(self, task_id: str):
+        self.task_id = task_id
+        super().__init__(f"task {task_id!r} depends on itself")
+
+
+class CycleError(GraphError):
+    """The dependencies form a cycle.
+
+    Attributes:
+        cycle: The ids along the cycle, first id repeated at the end
+            (``("a", "b", "c", "a")``).
+    """
+
+    def __init__(self, cycle: Sequence[str]):
+        self.cycle = tuple(cycle)
+        super().__init__(f"dependency cycle: {' -> '.join(self.cycle)}")
+
+
+class PlanError(ClearanceError):
+    """The coordinator did not return a usable plan, even after one repair attempt.
+
+    Attributes:
+        reason: The last validation error.
+        response: The coordinator's last raw answer.
+    """
+
+    def __init__(self, reason: str, *, response: str = ""):
+        self.reason = reason
+        self.response = response
+        super().__init__(f"the coordinator's plan is invalid: {reason}")
+
+
+class ModelError(ClearanceError):
+    """A model provider failed, or answered with nothing usable.
+
+    Attributes:
+        model_id: The ``"provider:name"`` id of the model.
+    """
+
+    def __init__(self, message: str, *, model_id: str | None = None):
+        self.model_id = model_id
+        super().__init__(f"{model_id}: {message}" if model_id else message)
+
+
+class LimitExceeded(ClearanceError):
+    """A configured limit was reached.
+
+    Attributes:
+        limit: Name of the limit (``"max_prompt_tokens"``...).
+        value: The value reached.
+        maximum: The configured maximum.
+        subject: What the limit applied to (a task id, an agent), or ``None``.
+    """
+
+    def __init__(self, limit: str, *, value: int | float, maximum: int | float, subject: str | None):
+        self.limit = limit
+        self.value = value
+        self.maximum = maximum
+        self.subject = subject
+        who = f"{subject}: " if subject else ""
+        super().__init__(f"{who}{limit} exceeded: {value} > {maximum}")
+
+
+class ContextViolation(ClearanceError):
+    """An item whose origin is not in the task's clearance was offered to the builder.
+
+    Attributes:
+        task_id: The task whose prompt was being built.
+        origin: The refused origin (``"task_result:b"``...).
+    """
+
+    def __init__(self, task_id: str, origin: str):
+        self.task_id = task_id
+        self.origin = origin
+        super().__init__(f"task {task_id!r} is not cleared to see {origin!r}")
+
+
+class AccessDenied(ClearanceError):
+    """A scoped view refused an operation.
+
+    Attributes:
+        agent: The agent that asked.
+        resource: What it asked for.
+        operation: ``"read"`` or ``"write"``.
+    """
+
+    def __init__(self, agent: str, resource: str, operation: str):
+        self.agent = agent
+        self.resource = resource
+        self.operation = operation
+        super().__init__(f"agent {agent!r} may not {operation} {resource!r}")
+
+
+class StoreError(ClearanceError):
+    """The run ledger or the context store could not be read or written."""
+
+
+class PathEscapeError(ClearanceError):
+    """A path resolves outside the root it is confined to.
+
+    Attributes:
+        path: The path as given.
+        root: The root it must stay inside.
+    """
+
+    def __init__(self, path: str, root: str):
+        self.path = path
+        self.root = root
+        super().__init__(f"path {path!r} escapes {root!r}")

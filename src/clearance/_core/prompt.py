@@ -1,0 +1,146 @@
+"""The vocabulary of prompts: messages, context items with their origin, manifests.
+
+These are plain data. Only `clearance.ContextBuilder` assembles a `Prompt`; model providers
+accept nothing else (see `clearance.models.ModelRequest`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+__all__ = [
+    "ChatMessage",
+    "ContextItem",
+    "ContextManifest",
+    "Prompt",
+    "Role",
+    "messages_sha256",
+    "sha256_text",
+]
+
+Role = Literal["system", "user", "assistant"]
+
+
+def sha256_text(text: str) -> str:
+    """Hex SHA-256 of ``text`` encoded as UTF-8."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ChatMessage:
+    """One chat message.
+
+    Attributes:
+        role: ``"system"``, ``"user"`` or ``"assistant"``.
+        content: The text.
+    """
+
+    role: Role
+    content: str
+
+    def to_dict(self) -> dict[str, str]:
+        """The message in the OpenAI chat format (``{"role": ..., "content": ...}``)."""
+        return {"role": self.role, "content": self.content}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ContextItem:
+    """One piece of admitted text and where it came from.
+
+    Attributes:
+        origin: ``kind:ref`` provenance: ``instructions``, ``task:<id>``,
+            ``task_result:<id>``, ``message:<id>``, ``file:<path>``, ``goal``,
+            ``task_status:<id>``, ``shared_memory``.
+        title: The heading the item is rendered under.
+        content: The text itself.
+        tokens: Tokens of the rendered block (heading, fences and content), counted with the
+            target model's tokenizer where it has one.
+    """
+
+    origin: str
+    title: str
+    content: str
+    tokens: int
+
+    @property
+    def kind(self) -> str:
+        """The origin's kind, the part before the first ``:``."""
+        return self.origin.split(":", 1)[0]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready record for the manifest (content as a hash, not the text)."""
+        return {
+            "origin": self.origin,
+            "title": self.title,
+            "tokens": self.tokens,
+            "chars": len(self.content),
+            "sha256": sha256_text(self.content),
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ContextManifest:
+    """What a prompt holds: every admitted item, its origin and token count.
+
+    Attributes:
+        subject: ``task:<id>`` for a task prompt, ``synthesis`` or ``plan`` for the
+            coordinator's prompts.
+        agent: The agent the prompt is for.
+        items: The admitted items, in prompt order.
+        total_tokens: Tokens of the whole rendered prompt.
+        prompt_sha256: Hash of the rendered messages (see `Prompt.sha256`).
+    """
+
+    subject: str
+    agent: str
+    items: tuple[ContextItem, ...]
+    total_tokens: int
+    prompt_sha256: str
+
+    @property
+    def origins(self) -> tuple[str, ...]:
+        """The origins of the admitted items, in prompt order."""
+        return tuple(item.origin for item in self.items)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form for the ledger."""
+        return {
+            "subject": self.subject,
+            "agent": self.agent,
+            "items": [item.to_dict() for item in self.items],
+            "total_tokens": self.total_tokens,
+            "prompt_sha256": self.prompt_sha256,
+        }
+
+
+def messages_sha256(messages: tuple[ChatMessage, ...]) -> str:
+    """Hash of messages in a canonical JSON form (sorted keys, no extra whitespace)."""
+    payload = json.dumps(
+        [m.to_dict() for m in messages], sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
+    return sha256_text(payload)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Prompt:
+    """Messages ready for a model, with the manifest that accounts for every part.
+
+    Attributes:
+        messages: The chat messages, system message first.
+        manifest: The admitted items and their origins.
+    """
+
+    messages: tuple[ChatMessage, ...]
+    manifest: ContextManifest
+
+    @property
+    def text(self) -> str:
+        """All message contents joined, for searching what a model received."""
+        return "\n\n".join(m.content for m in self.messages)
+
+    def to_dicts(self) -> list[dict[str, str]]:
+        """The messages in the OpenAI chat format."""
+        return [m.to_dict() for m in self.messages]

@@ -1,0 +1,248 @@
+"""Team files: YAML that declares agents, a coordinator, tasks and an input folder.
+
+Validated with pydantic, so an error names the file, the field and the problem. A task may
+carry ``for_each_file: GLOB``: it then stands for one task per matching file of the input
+folder, with ``{path}``, ``{name}``, ``{stem}`` and ``{slug}`` filled in from the file.
+A ``depends_on`` entry equal to such a task's ``id`` template depends on all of its copies.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from clearance._core.errors import ConfigError
+from clearance._core.spec import Agent, AgentLimits, Task, Team
+
+__all__ = ["LoadedTeam", "TeamFile", "load_team_file", "resolve_input"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LimitsSpec(_Strict):
+    """``limits:`` of an agent."""
+
+    max_output_tokens: int = Field(default=512, ge=1)
+    max_prompt_tokens: int | None = Field(default=None, ge=1)
+    timeout_s: float | None = Field(default=None, gt=0)
+
+
+class AgentSpec(_Strict):
+    """One entry of ``agents:`` (or the ``coordinator:``)."""
+
+    name: str = Field(min_length=1)
+    instructions: str = Field(min_length=1)
+    role: str = ""
+    model: str | None = None
+    limits: LimitsSpec = LimitsSpec()
+
+    def to_agent(self) -> Agent:
+        """The `Agent` this entry declares."""
+        return Agent(
+            name=self.name,
+            instructions=self.instructions,
+            role=self.role,
+            model=self.model,
+            limits=AgentLimits(**self.limits.model_dump()),
+        )
+
+
+class TaskSpec(_Strict):
+    """One entry of ``tasks:``."""
+
+    id: str = Field(min_length=1)
+    title: str = Field(min_length=1)
+    description: str = Field(min_length=1)
+    assignee: str = Field(min_length=1)
+    depends_on: list[str] = []
+    memory_scope: Literal["dependencies", "transitive", "all"] = "dependencies"
+    files: list[str] = []
+    for_each_file: str | None = None
+
+
+class MessageSpec(_Strict):
+    """One entry of ``messages:``: a message sent before the run starts."""
+
+    sender: str = Field(alias="from", min_length=1)
+    to: str = Field(min_length=1)
+    content: str = Field(min_length=1)
+
+
+class InputSpec(_Strict):
+    """``input:``: the folder that task files are read from."""
+
+    default: str | None = None
+    include: list[str] = ["*"]
+
+
+class TeamFile(_Strict):
+    """The whole team file."""
+
+    name: str = "team"
+    goal: str | None = None
+    model: str | None = None
+    max_concurrency: int = Field(default=4, ge=1)
+    input: InputSpec = InputSpec()
+    agents: list[AgentSpec] = Field(min_length=1)
+    coordinator: AgentSpec | None = None
+    tasks: list[TaskSpec] = []
+    messages: list[MessageSpec] = []
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LoadedTeam:
+    """A team file turned into specs.
+
+    Attributes:
+        spec: The validated file.
+        team: The agents and coordinator.
+        tasks: The tasks, with ``for_each_file`` entries expanded (empty: plan from a goal).
+        input_root: The folder task files are relative to, or ``None``.
+        source: The file's path, for messages.
+    """
+
+    spec: TeamFile
+    team: Team
+    tasks: tuple[Task, ...]
+    input_root: Path | None
+    source: str
+
+
+def resolve_input(value: str) -> Path:
+    """Resolve an input folder: a path, or ``python:<package>`` for an installed package.
+
+    ``python:json`` is the folder of the running interpreter's ``json`` package.
+
+    Raises:
+        ConfigError: The folder does not exist, or the package is unknown or not a package.
+    """
+    if value.startswith("python:"):
+        name = value.removeprefix("python:")
+        spec = importlib.util.find_spec(name)
+        if spec is None or not spec.submodule_search_locations:
+            raise ConfigError(f"{name!r} is not an installed Python package", field="input")
+        return Path(next(iter(spec.submodule_search_locations)))
+    path = Path(value).expanduser()
+    if not path.is_dir():
+        raise ConfigError(f"input folder {value!r} does not exist", field="input")
+    return path
+
+
+def _format_error(exc: ValidationError) -> tuple[str, str]:
+    err = exc.errors()[0]
+    field = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
+    return field, f"{err['msg']}{more}"
+
+
+def load_team_file(path: str | Path, *, input_dir: str | Path | None = None) -> LoadedTeam:
+    """Read, validate and expand a team file.
+
+    Args:
+        path: The YAML file.
+        input_dir: Overrides ``input.default`` (a folder, or ``python:<package>``).
+
+    Returns:
+        The team, its tasks (``for_each_file`` expanded, sorted by path), and input root.
+
+    Raises:
+        ConfigError: The file is missing, is not YAML, or fails validation; the message
+            names the file, the field and the problem.
+    """
+    source = str(path)
+    try:
+        raw: Any = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read the file: {exc.strerror or exc}", source=source) from exc
+    except yaml.YAMLError as exc:
+        line = getattr(getattr(exc, "problem_mark", None), "line", None)
+        where = f" (line {line + 1})" if line is not None else ""
+        raise ConfigError(f"not valid YAML{where}", source=source) from exc
+    if not isinstance(raw, dict):
+        raise ConfigError("the file must hold a mapping with at least 'agents'", source=source)
+    try:
+        spec = TeamFile.model_validate(raw)
+    except ValidationError as exc:
+        field, message = _format_error(exc)
+        raise ConfigError(message, source=source, field=field) from exc
+
+    try:
+        team = Team(
+            agents=tuple(a.to_agent() for a in spec.agents),
+            coordinator=spec.coordinator.to_agent() if spec.coordinator else None,
+            name=spec.name,
+        )
+        root_value = str(input_dir) if input_dir is not None else spec.input.default
+        input_root = resolve_input(root_value) if root_value else None
+        tasks = _expand_tasks(spec, input_root)
+    except ConfigError as exc:
+        raise ConfigError(str(exc), source=source) from exc
+    return LoadedTeam(spec=spec, team=team, tasks=tasks, input_root=input_root, source=source)
+
+
+def _matching_files(root: Path, pattern: str, include: list[str]) -> list[Path]:
+    files = sorted(p for p in root.glob(pattern) if p.is_file())
+    return [p for p in files if any(p.match(inc) for inc in include)]
+
+
+def _expand_tasks(spec: TeamFile, input_root: Path | None) -> tuple[Task, ...]:
+    groups: dict[str, list[str]] = {}
+    expanded: list[tuple[TaskSpec, dict[str, str]]] = []
+    for i, task in enumerate(spec.tasks):
+        if task.for_each_file is None:
+            expanded.append((task, {}))
+            continue
+        if input_root is None:
+            raise ConfigError(
+                "for_each_file needs an input folder (input.default or --input)",
+                field=f"tasks.{i}.for_each_file",
+            )
+        matches = _matching_files(input_root, task.for_each_file, spec.input.include)
+        if not matches:
+            raise ConfigError(
+                f"no file under {str(input_root)!r} matches {task.for_each_file!r}",
+                field=f"tasks.{i}.for_each_file",
+            )
+        ids = groups.setdefault(task.id, [])
+        for file in matches:
+            rel = file.relative_to(input_root).as_posix()
+            values = {
+                "path": rel,
+                "name": file.name,
+                "stem": file.stem,
+                "slug": rel.rsplit(".", 1)[0].replace("/", "."),
+            }
+            ids.append(_fill(task.id, values))
+            expanded.append((task, values))
+
+    tasks = []
+    for task, values in expanded:
+        depends: list[str] = []
+        for dep in task.depends_on:
+            depends.extend(groups.get(dep, [_fill(dep, values)]))
+        tasks.append(
+            Task(
+                id=_fill(task.id, values),
+                title=_fill(task.title, values),
+                description=_fill(task.description, values),
+                assignee=task.assignee,
+                depends_on=tuple(depends),
+                memory_scope=task.memory_scope,
+                files=tuple(_fill(f, values) for f in task.files),
+            )
+        )
+    return tuple(tasks)
+
+
+def _fill(text: str, values: dict[str, str]) -> str:
+    """Replace ``{path}``, ``{name}``, ``{stem}``, ``{slug}``; other braces stay as they are."""
+    for key, value in values.items():
+        text = text.replace("{" + key + "}", value)
+    return text

@@ -1,0 +1,440 @@
+"""`Orchestrator`: runs a task graph, or a team from a goal, with need-to-know context."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clearance._context.builder import ContextBuilder
+from clearance._core.clock import Clock, utc_now
+from clearance._core.errors import (
+    ClearanceError,
+    ConfigError,
+    LimitExceeded,
+    ModelError,
+    PlanError,
+)
+from clearance._core.ids import new_id
+from clearance._core.prompt import Prompt
+from clearance._core.spec import Agent, Task, Team
+from clearance._orchestration.files import read_task_files
+from clearance._orchestration.planner import PLAN_SCHEMA, parse_plan
+from clearance._orchestration.result import RunEvent, RunResult, TaskOutcome
+from clearance._state.graph import TaskGraph
+from clearance._state.ledger import RunLedger
+from clearance._state.messages import MessageBus
+from clearance._state.queue import TaskQueue, TaskStatus
+from clearance._state.shared_memory import SharedMemory
+from clearance.models._base import ChatModel, ModelRequest, ModelResponse, Usage
+from clearance.models._registry import DEFAULT_MODEL_ID, get_model
+
+__all__ = ["DEFAULT_COORDINATOR", "DEFAULT_GOAL", "Orchestrator"]
+
+DEFAULT_COORDINATOR = Agent(
+    name="coordinator",
+    instructions=(
+        "You are the coordinator of a team of agents. You plan the team's work, and you "
+        "write the final answer from the results your team members report."
+    ),
+)
+"""The coordinator used when a team declares none."""
+
+DEFAULT_GOAL = "Report on the results of the tasks."
+
+
+@dataclass(slots=True)
+class _Run:
+    run_id: str
+    goal: str
+    queue: TaskQueue
+    shared: SharedMemory
+    usage: Usage = field(default_factory=Usage)
+    prompt_tokens: dict[str, int] = field(default_factory=dict)
+
+
+class Orchestrator:
+    """Runs task graphs with default-deny context, then has the coordinator synthesize.
+
+    Each task's prompt is built by the `ContextBuilder` from its own text plus what its
+    clearance admits: the results of its dependencies (or more, if its ``memory_scope``
+    opts in), its listed files, and messages addressed to its assignee. A task starts the
+    moment its dependencies complete; independent tasks run concurrently, at most
+    ``max_concurrency`` at once. A failed task skips its transitive dependents and leaves
+    every other branch running. The coordinator alone gets the full view, for synthesis.
+
+    Args:
+        team: The agents, and optionally the coordinator.
+        model: Default model (an id such as ``"llama-cpp:smollm2"``, or an instance) for
+            agents whose ``model`` is ``None``.
+        models: Model instances by id, used instead of creating models from their ids.
+        ledger: Where runs are recorded; ``None`` opens the default SQLite ledger
+            (``.clearance/runs.db``).
+        max_concurrency: Most tasks running at once (at least 1).
+        input_root: Folder that task ``files`` are relative to; required when a task lists
+            files.
+        messages: The team's message bus; a new empty bus if ``None``.
+        on_event: Called with a `RunEvent` at each step of a run (for progress displays).
+        clock: Source of timestamps (UTC).
+
+    Raises:
+        ConfigError: ``max_concurrency`` is below 1.
+    """
+
+    def __init__(
+        self,
+        team: Team,
+        *,
+        model: str | ChatModel = DEFAULT_MODEL_ID,
+        models: Mapping[str, ChatModel] | None = None,
+        ledger: RunLedger | None = None,
+        max_concurrency: int = 4,
+        input_root: str | Path | None = None,
+        messages: MessageBus | None = None,
+        on_event: Callable[[RunEvent], None] | None = None,
+        clock: Clock = utc_now,
+    ):
+        if max_concurrency < 1:
+            raise ConfigError("must be at least 1", field="max_concurrency")
+        self.team = team
+        self.messages = messages if messages is not None else MessageBus(clock=clock)
+        self.max_concurrency = max_concurrency
+        self.input_root = Path(input_root) if input_root is not None else None
+        self._default_model = model
+        self._models: dict[str, ChatModel] = dict(models or {})
+        self._ledger = ledger
+        self._on_event = on_event
+        self._clock = clock
+
+    # -- public API ---------------------------------------------------------------------
+
+    @property
+    def ledger(self) -> RunLedger:
+        """The run ledger (opened on first use)."""
+        if self._ledger is None:
+            self._ledger = RunLedger()
+        return self._ledger
+
+    async def run_tasks(self, tasks: Iterable[Task], *, goal: str | None = None) -> RunResult:
+        """Run a task graph, then synthesize.
+
+        Args:
+            tasks: The tasks; validated as a `TaskGraph` before anything runs.
+            goal: What the synthesis should answer; a generic report if ``None``.
+
+        Returns:
+            The run's result. Task failures do not raise: they are in ``RunResult.tasks``.
+
+        Raises:
+            GraphError: The tasks do not form a valid graph (nothing is run).
+            ConfigError: A task names an unknown agent, or lists files without an
+                ``input_root`` (nothing is run).
+        """
+        graph = TaskGraph(tasks)
+        self._check_graph(graph)
+        run_id = new_id("run")
+        self.ledger.start_run(
+            run_id=run_id,
+            team=self.team.name,
+            goal=goal,
+            graph=graph.to_dict(),
+            config=self._config(),
+        )
+        self._emit(RunEvent(kind="run_started", run_id=run_id, detail=f"{len(graph)} tasks"))
+        return await self._execute(run_id, graph, goal or DEFAULT_GOAL)
+
+    async def run_team(self, goal: str) -> RunResult:
+        """Have the coordinator plan tasks for ``goal``, run them, then synthesize.
+
+        The coordinator sees the goal and a roster of agent names and role summaries (not
+        their instructions) and answers with a JSON plan, which is validated as a
+        `TaskGraph` with its dependency edges kept exactly as planned. An invalid plan gets
+        one repair attempt that shows the coordinator what was wrong.
+
+        Raises:
+            PlanError: The plan is still invalid after the repair attempt.
+            ModelError: The coordinator's model failed while planning.
+        """
+        run_id = new_id("run")
+        self.ledger.start_run(
+            run_id=run_id, team=self.team.name, goal=goal, graph=None, config=self._config()
+        )
+        self._emit(RunEvent(kind="run_started", run_id=run_id, detail="planning"))
+        try:
+            graph = await self._plan(run_id, goal)
+        except ClearanceError as exc:
+            self.ledger.finish_run(
+                run_id, status="failed", synthesis=None, usage=Usage(), error=str(exc)
+            )
+            self._emit(RunEvent(kind="run_finished", run_id=run_id, detail=str(exc)))
+            raise
+        self.ledger.set_graph(run_id, graph.to_dict())
+        self._emit(RunEvent(kind="plan_ready", run_id=run_id, detail=f"{len(graph)} tasks"))
+        return await self._execute(run_id, graph, goal)
+
+    # -- planning -----------------------------------------------------------------------
+
+    async def _plan(self, run_id: str, goal: str) -> TaskGraph:
+        coordinator = self.team.coordinator or DEFAULT_COORDINATOR
+        model = self._model_for(coordinator)
+        builder = ContextBuilder(count_tokens=model.count_tokens)
+        names = [a.name for a in self.team.agents]
+        if not names:
+            raise ConfigError("the team has no agents to assign tasks to", field="agents")
+        feedback: str | None = None
+        for _attempt in range(2):
+            prompt = builder.build_plan_prompt(
+                goal,
+                coordinator=coordinator,
+                roster=self.team.agents,
+                feedback=feedback,
+                max_prompt_tokens=self._budget(coordinator, model),
+            )
+            response = await self._call(
+                run_id, "plan", coordinator, model, prompt, json_schema=PLAN_SCHEMA
+            )
+            try:
+                return parse_plan(response.text, agents=names)
+            except ValueError as exc:
+                reason = str(exc)
+                feedback = f"Your answer was:\n{response.text}\n\nIt was rejected: {reason}"
+        raise PlanError(reason, response=response.text)
+
+    # -- execution ----------------------------------------------------------------------
+
+    async def _execute(self, run_id: str, graph: TaskGraph, goal: str) -> RunResult:
+        run = _Run(
+            run_id=run_id,
+            goal=goal,
+            queue=TaskQueue(graph, clock=self._clock),
+            shared=SharedMemory(clock=self._clock),
+        )
+        ledger = self.ledger
+        ledger.record_messages(run_id, self.messages.all())
+        for state in run.queue.states():
+            ledger.record_task(run_id, state)
+
+        running: dict[asyncio.Task[str], str] = {}
+        try:
+            while True:
+                for task in run.queue.ready():
+                    if len(running) >= self.max_concurrency:
+                        break
+                    run.queue.start(task.id)
+                    ledger.record_task(run_id, run.queue.get(task.id))
+                    self._emit(RunEvent(kind="task_started", run_id=run_id, task_id=task.id))
+                    running[asyncio.create_task(self._run_task(run, task))] = task.id
+                if not running:
+                    break
+                done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                for finished in done:
+                    self._settle(run, running.pop(finished), finished)
+        finally:
+            for pending in running:
+                pending.cancel()
+            if running:
+                await asyncio.gather(*running, return_exceptions=True)
+
+        synthesis, error = await self._synthesize(run)
+        all_completed = all(s.status is TaskStatus.COMPLETED for s in run.queue.states())
+        status = "completed" if synthesis is not None and all_completed else "failed"
+        if error is None and not all_completed:
+            bad = [s.task.id for s in run.queue.states() if s.status is not TaskStatus.COMPLETED]
+            error = f"tasks not completed: {', '.join(bad)}"
+        ledger.record_messages(run_id, self.messages.all())
+        ledger.finish_run(run_id, status=status, synthesis=synthesis, usage=run.usage, error=error)
+        self._emit(RunEvent(kind="run_finished", run_id=run_id, detail=status))
+        return RunResult(
+            run_id=run_id,
+            status=status,
+            synthesis=synthesis,
+            tasks={
+                s.task.id: TaskOutcome(
+                    task_id=s.task.id,
+                    assignee=s.task.assignee,
+                    status=s.status,
+                    result=s.result,
+                    error=s.error,
+                    prompt_tokens=run.prompt_tokens.get(s.task.id, 0),
+                )
+                for s in run.queue.states()
+            },
+            usage=run.usage,
+            error=error,
+        )
+
+    def _settle(self, run: _Run, task_id: str, finished: asyncio.Task[str]) -> None:
+        """Record a finished task: its result, or its failure and the skipped dependents."""
+        queue, ledger = run.queue, self.ledger
+        task = queue.get(task_id).task
+        exc = finished.exception()
+        if exc is None:
+            result = finished.result()
+            queue.complete(task_id, result)
+            run.shared.write(task_id=task_id, agent=task.assignee, content=result)
+            ledger.record_task(run.run_id, queue.get(task_id))
+            self._emit(RunEvent(kind="task_completed", run_id=run.run_id, task_id=task_id))
+            return
+        reason = str(exc) if isinstance(exc, ClearanceError) else f"{type(exc).__name__}: {exc}"
+        skipped = queue.fail(task_id, reason)
+        run.shared.write(task_id=task_id, agent=task.assignee, content=reason, kind="failure")
+        ledger.record_task(run.run_id, queue.get(task_id))
+        self._emit(RunEvent(kind="task_failed", run_id=run.run_id, task_id=task_id, detail=reason))
+        for skipped_id in skipped:
+            ledger.record_task(run.run_id, queue.get(skipped_id))
+            self._emit(
+                RunEvent(kind="task_skipped", run_id=run.run_id, task_id=skipped_id, detail=reason)
+            )
+
+    async def _run_task(self, run: _Run, task: Task) -> str:
+        agent = self.team.agent(task.assignee)
+        model = self._model_for(agent)
+        files = None
+        if task.files:
+            assert self.input_root is not None  # checked before the run started
+            files = read_task_files(self.input_root, task.files)
+        builder = ContextBuilder(count_tokens=model.count_tokens)
+        prompt = builder.build_task_prompt(
+            task,
+            agent=agent,
+            queue=run.queue,
+            messages=self.messages,
+            files=files,
+            max_prompt_tokens=self._budget(agent, model),
+        )
+        run.prompt_tokens[task.id] = prompt.manifest.total_tokens
+        response = await self._call(run.run_id, f"task:{task.id}", agent, model, prompt, run=run)
+        if not response.text.strip():
+            raise ModelError("the model returned an empty completion", model_id=model.model_id)
+        return response.text.strip()
+
+    async def _synthesize(self, run: _Run) -> tuple[str | None, str | None]:
+        """Write the synthesis; return ``(text, None)`` or ``(None, error)``."""
+        coordinator = self.team.coordinator or DEFAULT_COORDINATOR
+        self._emit(RunEvent(kind="synthesis_started", run_id=run.run_id))
+        try:
+            model = self._model_for(coordinator)
+            builder = ContextBuilder(count_tokens=model.count_tokens)
+            prompt = builder.build_synthesis_prompt(
+                run.goal,
+                coordinator=coordinator,
+                queue=run.queue,
+                shared_memory=run.shared,
+                max_prompt_tokens=self._budget(coordinator, model),
+            )
+            response = await self._call(run.run_id, "synthesis", coordinator, model, prompt, run=run)
+        except ClearanceError as exc:
+            return None, f"synthesis failed: {exc}"
+        text = response.text.strip()
+        if not text:
+            return None, "synthesis failed: the coordinator returned an empty completion"
+        return text, None
+
+    # -- model calls --------------------------------------------------------------------
+
+    async def _call(
+        self,
+        run_id: str,
+        subject: str,
+        agent: Agent,
+        model: ChatModel,
+        prompt: Prompt,
+        *,
+        json_schema: dict[str, Any] | None = None,
+        run: _Run | None = None,
+    ) -> ModelResponse:
+        """One model call, recorded in the ledger whether it succeeds or fails."""
+        request = ModelRequest(
+            prompt=prompt, max_tokens=agent.limits.max_output_tokens, json_schema=json_schema
+        )
+        started_at = self._clock()
+        t0 = time.perf_counter()
+        timeout = agent.limits.timeout_s
+        try:
+            try:
+                if timeout is None:
+                    response = await model.request(request)
+                else:
+                    response = await asyncio.wait_for(model.request(request), timeout)
+            except TimeoutError as exc:
+                raise LimitExceeded(
+                    "timeout_s",
+                    value=round(time.perf_counter() - t0, 3),
+                    maximum=timeout or 0,
+                    subject=subject,
+                ) from exc
+            except ClearanceError:
+                raise
+            except Exception as exc:
+                raise ModelError(f"{type(exc).__name__}: {exc}", model_id=model.model_id) from exc
+        except ClearanceError as exc:
+            self.ledger.record_call(
+                run_id=run_id, subject=subject, agent=agent.name, model_id=model.model_id,
+                prompt=prompt, response=None, error=str(exc), started_at=started_at,
+                latency_s=time.perf_counter() - t0,
+            )  # fmt: skip
+            raise
+        self.ledger.record_call(
+            run_id=run_id, subject=subject, agent=agent.name, model_id=model.model_id,
+            prompt=prompt, response=response, error=None, started_at=started_at,
+            latency_s=time.perf_counter() - t0,
+        )  # fmt: skip
+        if run is not None:
+            run.usage = run.usage + response.usage
+        return response
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _check_graph(self, graph: TaskGraph) -> None:
+        names = {a.name for a in self.team.agents}
+        for task in graph:
+            if task.assignee not in names:
+                known = ", ".join(sorted(names)) or "none"
+                raise ConfigError(
+                    f"task {task.id!r} is assigned to unknown agent {task.assignee!r} "
+                    f"(agents: {known})",
+                    field="assignee",
+                )
+            if task.files and self.input_root is None:
+                raise ConfigError(
+                    f"task {task.id!r} lists files but the orchestrator has no input_root",
+                    field="files",
+                )
+
+    def _model_for(self, agent: Agent) -> ChatModel:
+        key = agent.model
+        if key is None:
+            if not isinstance(self._default_model, str):
+                return self._default_model
+            key = self._default_model
+        if key not in self._models:
+            self._models[key] = get_model(key)
+        return self._models[key]
+
+    @staticmethod
+    def _budget(agent: Agent, model: ChatModel) -> int | None:
+        if agent.limits.max_prompt_tokens is not None:
+            return agent.limits.max_prompt_tokens
+        if model.context_window is not None:
+            return model.context_window - agent.limits.max_output_tokens
+        return None
+
+    def _config(self) -> dict[str, Any]:
+        default = self._default_model
+        return {
+            "default_model": default if isinstance(default, str) else default.model_id,
+            "max_concurrency": self.max_concurrency,
+            "input_root": str(self.input_root) if self.input_root else None,
+            "agents": [
+                {"name": a.name, "model": a.model, "instructions": a.instructions}
+                for a in self.team.agents
+            ],
+            "coordinator": (self.team.coordinator or DEFAULT_COORDINATOR).name,
+        }
+
+    def _emit(self, event: RunEvent) -> None:
+        if self._on_event is not None:
+            self._on_event(event)

@@ -1,0 +1,130 @@
+"""Turning the coordinator's answer into a validated `TaskGraph`."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Collection
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from clearance._core.errors import ClearanceError
+from clearance._core.spec import Task
+from clearance._state.graph import TaskGraph
+
+__all__ = ["MAX_PLAN_TASKS", "PLAN_SCHEMA", "parse_plan"]
+
+MAX_PLAN_TASKS = 20
+"""Most tasks a coordinator's plan may hold."""
+
+_MAX_FIELD_CHARS = 8000
+
+
+class _PlannedTask(BaseModel):
+    model_config = ConfigDict(extra="ignore", str_strip_whitespace=True)
+
+    id: str = Field(min_length=1, max_length=128)
+    title: str = Field(min_length=1, max_length=300)
+    description: str = Field(min_length=1, max_length=_MAX_FIELD_CHARS)
+    assignee: str = Field(min_length=1, max_length=128)
+    depends_on: list[str] = Field(default_factory=list, max_length=MAX_PLAN_TASKS)
+
+
+class _Plan(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    tasks: list[_PlannedTask] = Field(min_length=1, max_length=MAX_PLAN_TASKS)
+
+
+PLAN_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "tasks": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": MAX_PLAN_TASKS,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string"},
+                    "title": {"type": "string"},
+                    "description": {"type": "string"},
+                    "assignee": {"type": "string"},
+                    "depends_on": {"type": "array", "items": {"type": "string"}},
+                },
+                "required": ["id", "title", "description", "assignee", "depends_on"],
+            },
+        }
+    },
+    "required": ["tasks"],
+}
+"""JSON Schema of a plan, sent to providers that support structured output."""
+
+_FENCED = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
+
+
+def _extract_json(text: str) -> str:
+    """The JSON object in ``text``: a fenced code block's body, else first ``{`` to last ``}``."""
+    match = _FENCED.search(text)
+    if match:
+        text = match.group(1)
+    start, end = text.find("{"), text.rfind("}")
+    if start == -1 or end < start:
+        raise ValueError("the answer holds no JSON object")
+    return text[start : end + 1]
+
+
+def parse_plan(text: str, *, agents: Collection[str]) -> TaskGraph:
+    """Validate the coordinator's answer as a task graph.
+
+    Dependency edges are kept exactly as planned.
+
+    Args:
+        text: The coordinator's answer: a JSON object ``{"tasks": [...]}``, optionally inside
+            a fenced code block.
+        agents: Names the tasks may be assigned to.
+
+    Returns:
+        The validated graph.
+
+    Raises:
+        ValueError: With a one-paragraph reason fit to send back to the coordinator for
+            repair (invalid JSON, wrong shape, unknown assignee, invalid graph).
+    """
+    try:
+        data = json.loads(_extract_json(text))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"invalid JSON: {exc}") from exc
+    try:
+        plan = _Plan.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'plan'}: {err['msg']}"
+            for err in exc.errors()[:5]
+        )
+        raise ValueError(f"the plan does not have the required shape: {problems}") from exc
+    known = set(agents)
+    tasks = []
+    for planned in plan.tasks:
+        if planned.assignee not in known:
+            raise ValueError(
+                f"task {planned.id!r} is assigned to unknown agent {planned.assignee!r}; "
+                f"choose one of: {', '.join(sorted(known))}"
+            )
+        try:
+            tasks.append(
+                Task(
+                    id=planned.id,
+                    title=planned.title,
+                    description=planned.description,
+                    assignee=planned.assignee,
+                    depends_on=tuple(planned.depends_on),
+                )
+            )
+        except ClearanceError as exc:
+            raise ValueError(str(exc)) from exc
+    try:
+        return TaskGraph(tasks)
+    except ClearanceError as exc:
+        raise ValueError(str(exc)) from exc

@@ -1,0 +1,90 @@
+"""What a run returns: `RunResult`, its `TaskOutcome`s, and the progress `RunEvent`s."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from clearance._state.queue import TaskStatus
+from clearance.models._base import Usage
+
+__all__ = ["RunEvent", "RunResult", "TaskOutcome"]
+
+EventKind = Literal[
+    "run_started",
+    "plan_ready",
+    "task_started",
+    "task_completed",
+    "task_failed",
+    "task_skipped",
+    "synthesis_started",
+    "run_finished",
+]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunEvent:
+    """A progress event, delivered to the ``on_event`` callback of `Orchestrator`.
+
+    Attributes:
+        kind: What happened.
+        run_id: The run.
+        task_id: The task concerned, or ``None`` for run-level events.
+        detail: A short human-readable detail (an error, a token count), or ``""``.
+    """
+
+    kind: EventKind
+    run_id: str
+    task_id: str | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TaskOutcome:
+    """The final state of one task.
+
+    Attributes:
+        task_id: The task.
+        assignee: The agent that ran it.
+        status: ``completed``, ``failed`` or ``skipped``.
+        result: The result text when completed, else ``None``.
+        error: Why it failed or was skipped, else ``None``.
+        prompt_tokens: Tokens of the prompt it was given (0 if it never ran).
+    """
+
+    task_id: str
+    assignee: str
+    status: TaskStatus
+    result: str | None = None
+    error: str | None = None
+    prompt_tokens: int = 0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunResult:
+    """What a run produced.
+
+    Attributes:
+        run_id: Id of the run in the ledger.
+        status: ``completed`` when every task completed and the synthesis was written,
+            ``failed`` otherwise (finished results are kept either way).
+        synthesis: The coordinator's final answer, or ``None`` if synthesis failed.
+        tasks: Outcome per task id, in graph order.
+        usage: Tokens of every model call of the run.
+        error: Why the run failed, or ``None``.
+    """
+
+    run_id: str
+    status: Literal["completed", "failed"]
+    synthesis: str | None
+    tasks: dict[str, TaskOutcome] = field(default_factory=dict)
+    usage: Usage = field(default_factory=Usage)
+    error: str | None = None
+
+    def result(self, task_id: str) -> str | None:
+        """The result text of a task, ``None`` unless it completed.
+
+        Raises:
+            KeyError: If the run has no such task.
+        """
+        return self.tasks[task_id].result

@@ -1,0 +1,1 @@
+"""State layer: graphs and their run-time state, shared memory, messages, the run ledger."""

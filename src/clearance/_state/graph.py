@@ -1,0 +1,177 @@
+"""`TaskGraph`: a validated directed acyclic graph of tasks."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from clearance._core.errors import (
+    CycleError,
+    DuplicateTaskError,
+    SelfDependencyError,
+    UnknownDependencyError,
+)
+from clearance._core.spec import Task
+
+__all__ = ["TaskGraph"]
+
+
+class TaskGraph:
+    """A validated DAG of tasks, in the order they were given.
+
+    Validation runs once, in the constructor, and checks in this order: duplicate ids,
+    self-dependencies, unknown dependencies, cycles. Each error names the offending ids.
+
+    Args:
+        tasks: The tasks; ``depends_on`` ids must name tasks in the same collection.
+
+    Raises:
+        DuplicateTaskError: Two tasks share an id (all duplicated ids are named).
+        SelfDependencyError: A task depends on itself.
+        UnknownDependencyError: A task depends on an id not in the graph.
+        CycleError: The dependencies form a cycle; ``cycle`` lists it (``a -> b -> a``).
+    """
+
+    __slots__ = ("_dependents", "_order", "_tasks")
+
+    def __init__(self, tasks: Iterable[Task]):
+        task_list = list(tasks)
+        counts = Counter(t.id for t in task_list)
+        duplicates = [task_id for task_id, n in counts.items() if n > 1]
+        if duplicates:
+            raise DuplicateTaskError(duplicates)
+        self._tasks: dict[str, Task] = {t.id: t for t in task_list}
+        for task in task_list:
+            for dep in task.depends_on:
+                if dep == task.id:
+                    raise SelfDependencyError(task.id)
+                if dep not in self._tasks:
+                    raise UnknownDependencyError(task.id, dep)
+        self._dependents: dict[str, list[str]] = {t.id: [] for t in task_list}
+        for task in task_list:
+            for dep in task.depends_on:
+                self._dependents[dep].append(task.id)
+        self._order = self._topological_order()
+
+    def _topological_order(self) -> tuple[str, ...]:
+        """Order tasks so each comes after its dependencies; raise `CycleError` on a cycle.
+
+        Iterative depth-first search (no recursion limit on deep graphs); ties keep the
+        order in which tasks were given.
+        """
+        done: set[str] = set()
+        on_path: dict[str, int] = {}
+        path: list[str] = []
+        order: list[str] = []
+        for root in self._tasks:
+            if root in done:
+                continue
+            stack: list[tuple[str, Iterator[str]]] = [(root, iter(self._tasks[root].depends_on))]
+            on_path[root] = 0
+            path.append(root)
+            while stack:
+                node, deps = stack[-1]
+                dep = next(deps, None)
+                if dep is None:
+                    stack.pop()
+                    path.pop()
+                    del on_path[node]
+                    done.add(node)
+                    order.append(node)
+                elif dep in on_path:
+                    # path[i] depends on path[i+1]; report the cycle in "runs before" order.
+                    cycle = path[on_path[dep] :]
+                    cycle.reverse()
+                    raise CycleError([*cycle, cycle[0]])
+                elif dep not in done:
+                    on_path[dep] = len(path)
+                    path.append(dep)
+                    stack.append((dep, iter(self._tasks[dep].depends_on)))
+        return tuple(order)
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def __iter__(self) -> Iterator[Task]:
+        return iter(self._tasks.values())
+
+    def __contains__(self, task_id: object) -> bool:
+        return task_id in self._tasks
+
+    def __repr__(self) -> str:
+        return f"TaskGraph({len(self)} tasks)"
+
+    @property
+    def tasks(self) -> tuple[Task, ...]:
+        """The tasks in the order they were given."""
+        return tuple(self._tasks.values())
+
+    def get(self, task_id: str) -> Task:
+        """Return the task with this id.
+
+        Raises:
+            KeyError: If the graph has no such task.
+        """
+        return self._tasks[task_id]
+
+    def topological_order(self) -> tuple[str, ...]:
+        """Task ids ordered so that every task comes after all of its dependencies."""
+        return self._order
+
+    def dependents(self, task_id: str) -> tuple[str, ...]:
+        """Ids of the tasks that depend directly on ``task_id``."""
+        return tuple(self._dependents[task_id])
+
+    def ancestors(self, task_id: str) -> tuple[str, ...]:
+        """Ids of every task ``task_id`` depends on, directly or not, in topological order."""
+        seen: set[str] = set()
+        stack = list(self._tasks[task_id].depends_on)
+        while stack:
+            current = stack.pop()
+            if current not in seen:
+                seen.add(current)
+                stack.extend(self._tasks[current].depends_on)
+        return tuple(t for t in self._order if t in seen)
+
+    def descendants(self, task_id: str) -> tuple[str, ...]:
+        """Ids of every task that depends on ``task_id``, directly or not, in topological order."""
+        seen: set[str] = set()
+        stack = list(self._dependents[task_id])
+        while stack:
+            current = stack.pop()
+            if current not in seen:
+                seen.add(current)
+                stack.extend(self._dependents[current])
+        return tuple(t for t in self._order if t in seen)
+
+    def to_dict(self) -> list[dict[str, Any]]:
+        """The graph as JSON-ready data: one mapping per task, in the given order."""
+        return [
+            {
+                "id": t.id,
+                "title": t.title,
+                "description": t.description,
+                "assignee": t.assignee,
+                "depends_on": list(t.depends_on),
+                "memory_scope": t.memory_scope,
+                "files": list(t.files),
+            }
+            for t in self._tasks.values()
+        ]
+
+    @classmethod
+    def from_dict(cls, data: Iterable[dict[str, Any]]) -> TaskGraph:
+        """Rebuild a graph from `to_dict` output (validated again)."""
+        return cls(
+            Task(
+                id=d["id"],
+                title=d["title"],
+                description=d["description"],
+                assignee=d["assignee"],
+                depends_on=tuple(d.get("depends_on", ())),
+                memory_scope=d.get("memory_scope", "dependencies"),
+                files=tuple(d.get("files", ())),
+            )
+            for d in data
+        )

@@ -1,0 +1,894 @@
+"""`RunLedger`: the durable record of every run.
+
+The ledger keeps, per run: the goal, the task graph, each task's latest state, every model
+call (the prompt's messages, its manifest and hash, the response, usage and timing), the
+messages agents exchanged, the synthesis and the total usage. ``clearance inspect``,
+``verify`` and ``resume`` read it back.
+
+Storage is SQLAlchemy Core on SQLite by default (``sqlite:///.clearance/runs.db``, relative to
+the working directory); a PostgreSQL URL works the same way. On SQLite every connection uses
+write-ahead logging (readers never block the writer), ``synchronous=NORMAL`` (a commit
+survives a crash of the process; the last commits may be lost on power failure), enforced
+foreign keys and a busy timeout, and writes take the write lock up front (``BEGIN
+IMMEDIATE``) so two ledgers on one file queue behind each other instead of failing.
+
+The schema is versioned the way simonw's ``llm`` does it: `_MIGRATIONS` is an ordered list
+of functions, and the ``schema_version`` table records which of them a database has had.
+Opening a ledger applies the missing ones, in order, in one transaction.
+
+All timestamps are timezone-aware UTC datetimes. Every failure of the database surfaces as
+`StoreError`, naming the operation and the URL (password masked).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+from sqlalchemy import (
+    JSON,
+    Column,
+    DateTime,
+    Dialect,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    Row,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    create_engine,
+    event,
+    func,
+    inspect,
+    select,
+    update,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import URL, Connection, Engine, make_url
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.types import TypeDecorator
+
+from clearance._core.clock import Clock, utc_now
+from clearance._core.errors import ConfigError, StoreError
+from clearance._core.ids import new_id
+from clearance._core.prompt import Prompt
+from clearance._state.messages import Message
+from clearance._state.queue import TaskState
+from clearance.models._base import ModelResponse, Usage
+
+__all__ = ["DEFAULT_LEDGER_URL", "CallRecord", "RunLedger", "RunRecord", "TaskRecord"]
+
+DEFAULT_LEDGER_URL = "sqlite:///.clearance/runs.db"
+"""Where runs are recorded unless told otherwise (relative to the working directory)."""
+
+RUN_STATUSES = ("running", "completed", "failed")
+"""Statuses a run can have: ``running`` from `RunLedger.start_run` until `finish_run`."""
+
+BUSY_TIMEOUT_MS = 10_000
+"""How long an SQLite connection waits for another writer's lock before failing."""
+
+_WRITE = "clearance_ledger_write"
+"""Execution option marking the write engine's connections (SQLite: ``BEGIN IMMEDIATE``)."""
+
+
+# -- schema -----------------------------------------------------------------------------
+
+
+class _UTCDateTime(TypeDecorator[datetime]):
+    """Stores aware datetimes as UTC and reads them back aware (SQLite drops the zone).
+
+    A naive datetime is taken to be UTC already.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: Any | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        assert isinstance(value, datetime)
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _define_v1(metadata: MetaData) -> None:
+    """Add the tables of schema version 1 to ``metadata``.
+
+    Frozen: migration 1 creates exactly these tables. A later change to the schema is a new
+    migration appended to `_MIGRATIONS` (``ALTER TABLE ...``) plus ``append_column`` on the
+    module-level table it changes; never an edit here.
+    """
+    Table(
+        "runs",
+        metadata,
+        Column("run_id", String(64), primary_key=True),
+        Column("team", String(128), nullable=False),
+        Column("goal", Text),
+        Column("status", String(16), nullable=False),
+        Column("graph", JSON(none_as_null=True)),
+        Column("config", JSON, nullable=False),
+        Column("synthesis", Text),
+        Column("error", Text),
+        Column("requests", Integer, nullable=False, default=0),
+        Column("prompt_tokens", Integer, nullable=False, default=0),
+        Column("completion_tokens", Integer, nullable=False, default=0),
+        Column("created_at", _UTCDateTime, nullable=False),
+        Column("finished_at", _UTCDateTime),
+        Index("ix_runs_created_at", "created_at"),
+    )
+    Table(
+        "tasks",
+        metadata,
+        # Insertion order of a task's first record: the order `tasks()` returns.
+        Column("ordinal", Integer, primary_key=True, autoincrement=True),
+        Column("run_id", String(64), ForeignKey("runs.run_id", ondelete="CASCADE"), nullable=False),
+        Column("task_id", String(128), nullable=False),
+        Column("title", Text, nullable=False),
+        Column("assignee", String(128), nullable=False),
+        Column("depends_on", JSON, nullable=False),
+        Column("memory_scope", String(16), nullable=False),
+        Column("status", String(16), nullable=False),
+        Column("result", Text),
+        Column("error", Text),
+        Column("started_at", _UTCDateTime),
+        Column("finished_at", _UTCDateTime),
+        UniqueConstraint("run_id", "task_id", name="uq_tasks_run_task"),
+        Index("ix_tasks_run_id", "run_id"),
+    )
+    Table(
+        "calls",
+        metadata,
+        Column("ordinal", Integer, primary_key=True, autoincrement=True),
+        Column("call_id", String(64), nullable=False, unique=True),
+        Column("run_id", String(64), ForeignKey("runs.run_id", ondelete="CASCADE"), nullable=False),
+        Column("subject", String(160), nullable=False),
+        Column("agent", String(128), nullable=False),
+        Column("model_id", String(256), nullable=False),
+        Column("messages", JSON, nullable=False),
+        Column("manifest", JSON, nullable=False),
+        Column("prompt_sha256", String(64), nullable=False),
+        Column("response", Text),
+        Column("finish_reason", String(64)),
+        Column("requests", Integer, nullable=False),
+        Column("prompt_tokens", Integer, nullable=False),
+        Column("completion_tokens", Integer, nullable=False),
+        Column("error", Text),
+        Column("started_at", _UTCDateTime, nullable=False),
+        Column("latency_s", Float, nullable=False),
+        Index("ix_calls_run_subject", "run_id", "subject"),
+    )
+    Table(
+        "messages",
+        metadata,
+        Column("ordinal", Integer, primary_key=True, autoincrement=True),
+        Column("run_id", String(64), ForeignKey("runs.run_id", ondelete="CASCADE"), nullable=False),
+        Column("message_id", String(128), nullable=False),
+        Column("sender", String(128), nullable=False),
+        Column("recipient", String(128), nullable=False),
+        Column("content", Text, nullable=False),
+        Column("created_at", _UTCDateTime, nullable=False),
+        UniqueConstraint("run_id", "message_id", name="uq_messages_run_message"),
+    )
+
+
+_metadata = MetaData()
+_define_v1(_metadata)
+_runs = _metadata.tables["runs"]
+_tasks = _metadata.tables["tasks"]
+_calls = _metadata.tables["calls"]
+_messages = _metadata.tables["messages"]
+
+_schema_version = Table(
+    "schema_version",
+    MetaData(),
+    Column("version", Integer, primary_key=True, autoincrement=False),
+    Column("applied_at", _UTCDateTime, nullable=False),
+)
+
+
+def _m001_create_tables(conn: Connection) -> None:
+    """Version 1: runs, tasks, calls and messages."""
+    metadata = MetaData()
+    _define_v1(metadata)
+    metadata.create_all(conn)
+
+
+Migration = Callable[[Connection], None]
+"""One schema change, run inside the migration transaction."""
+
+_MIGRATIONS: list[Migration] = [_m001_create_tables]
+"""Applied in order; migration ``i`` (0-based) brings a database to version ``i + 1``."""
+
+SCHEMA_VERSION = len(_MIGRATIONS)
+"""The schema version this code reads and writes."""
+
+
+# -- records ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunRecord:
+    """One run as the ledger holds it.
+
+    Attributes:
+        run_id: The run's id.
+        team: The team's name.
+        goal: The goal given to `run_team`, or ``None`` for a run of explicit tasks.
+        status: ``"running"``, ``"completed"`` or ``"failed"``.
+        graph: The task graph (`TaskGraph.to_dict` form), or ``None`` before the
+            coordinator has planned.
+        config: Run settings recorded at the start (JSON-ready mapping).
+        synthesis: The coordinator's final answer, if any.
+        error: Why the run failed, if it did.
+        usage: Total token usage of the run, as given to `RunLedger.finish_run`.
+        created_at: When the run started (aware UTC).
+        finished_at: When it finished (aware UTC), or ``None`` while running.
+    """
+
+    run_id: str
+    team: str
+    goal: str | None
+    status: str
+    graph: list[dict[str, Any]] | None
+    config: dict[str, Any]
+    synthesis: str | None
+    error: str | None
+    usage: Usage
+    created_at: datetime
+    finished_at: datetime | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TaskRecord:
+    """The latest recorded state of one task of a run.
+
+    Attributes:
+        run_id: The run.
+        task_id: The task's id.
+        title: Its title.
+        assignee: The agent assigned to it.
+        depends_on: Ids of its dependencies.
+        memory_scope: ``"dependencies"``, ``"transitive"`` or ``"all"``.
+        status: A `TaskStatus` value (``"pending"``, ``"running"``, ``"completed"``...).
+        result: The result text once completed.
+        error: Why it failed or was skipped.
+        started_at: When it started running (aware UTC), if it did.
+        finished_at: When it reached a final status (aware UTC), if it did.
+    """
+
+    run_id: str
+    task_id: str
+    title: str
+    assignee: str
+    depends_on: tuple[str, ...]
+    memory_scope: str
+    status: str
+    result: str | None
+    error: str | None
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CallRecord:
+    """One model call: exactly what the model received, and what came back.
+
+    Attributes:
+        call_id: The call's id (``call_...``).
+        run_id: The run.
+        subject: ``"task:<id>"``, ``"synthesis"`` or ``"plan"``.
+        agent: The agent the prompt was built for.
+        model_id: The ``"provider:name"`` id called.
+        messages: The prompt's messages, ``[{"role": ..., "content": ...}, ...]``.
+        manifest: The prompt's manifest (`ContextManifest.to_dict` form).
+        prompt_sha256: Hash of the messages (`messages_sha256`), for ``verify``.
+        response: The completion text, or ``None`` if the call failed.
+        finish_reason: Why generation stopped, if known.
+        usage: Tokens of the call; all zero when the call failed.
+        error: Why the call failed, or ``None``.
+        started_at: When the call started (aware UTC).
+        latency_s: Wall-clock seconds the call took.
+    """
+
+    call_id: str
+    run_id: str
+    subject: str
+    agent: str
+    model_id: str
+    messages: list[dict[str, Any]]
+    manifest: dict[str, Any]
+    prompt_sha256: str
+    response: str | None
+    finish_reason: str | None
+    usage: Usage
+    error: str | None
+    started_at: datetime
+    latency_s: float
+
+
+# -- helpers ----------------------------------------------------------------------------
+
+
+def _mask(url: str) -> str:
+    """``url`` with any password replaced by ``***``, even when it does not parse."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except (SQLAlchemyError, ValueError, TypeError):
+        return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", url)
+
+
+def _cause(exc: BaseException) -> str:
+    """A one-line description of a database failure (never the SQL or its parameters)."""
+    if isinstance(exc, DBAPIError) and exc.orig is not None:
+        exc = exc.orig
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else 'no details'}"
+
+
+def _ensure_sqlite_folder(url: URL) -> None:
+    """Create the parent folder of an SQLite database file."""
+    database = url.database
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return
+    Path(database).parent.mkdir(parents=True, exist_ok=True)
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    """Set the pragmas of every new SQLite connection and take over ``BEGIN``.
+
+    The ``sqlite3`` module's legacy transaction handling neither begins a transaction
+    before DDL nor offers ``BEGIN IMMEDIATE``; the recipe from SQLAlchemy's SQLite
+    documentation disables it and emits ``BEGIN`` from the ``begin`` event instead.
+    """
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            cursor.execute("PRAGMA journal_mode = WAL")
+            cursor.execute("PRAGMA synchronous = NORMAL")
+            cursor.execute("PRAGMA foreign_keys = ON")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        write = conn.get_execution_options().get(_WRITE, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def _usage(row: Row[Any]) -> Usage:
+    return Usage(
+        requests=row.requests,
+        prompt_tokens=row.prompt_tokens,
+        completion_tokens=row.completion_tokens,
+    )
+
+
+def _run_record(row: Row[Any]) -> RunRecord:
+    return RunRecord(
+        run_id=row.run_id,
+        team=row.team,
+        goal=row.goal,
+        status=row.status,
+        graph=row.graph,
+        config=row.config,
+        synthesis=row.synthesis,
+        error=row.error,
+        usage=_usage(row),
+        created_at=row.created_at,
+        finished_at=row.finished_at,
+    )
+
+
+# -- the ledger -------------------------------------------------------------------------
+
+
+class RunLedger:
+    """The durable record of every run (SQLAlchemy Core; SQLite by default).
+
+    Each write is one short transaction; upserts use the dialect's
+    ``INSERT ... ON CONFLICT DO UPDATE``, so recording a task or a message again updates it
+    in place without a read first. Calls are synchronous and meant for one thread (the
+    orchestrator's event-loop thread); several ledgers, in one process or several, may share
+    a database file.
+
+    Usable as a context manager; `close` releases the connections.
+
+    Args:
+        url: SQLAlchemy database URL: ``sqlite:///path`` (relative) or ``sqlite:////abs/path``,
+            or ``postgresql://...``. The parent folder of an SQLite file is created.
+        clock: Source of ``created_at`` and ``finished_at`` timestamps (aware UTC).
+
+    Raises:
+        StoreError: The URL is malformed, names an unsupported database or a missing driver,
+            the database cannot be reached or created, or its schema is newer than this
+            version of Clearance. The message holds the URL (password masked) and the cause.
+    """
+
+    def __init__(self, url: str = DEFAULT_LEDGER_URL, *, clock: Clock = utc_now) -> None:
+        self._url = _mask(url)
+        self._clock = clock
+        self._closed = False
+        try:
+            parsed = make_url(url)
+            if parsed.get_backend_name() == "sqlite":
+                _ensure_sqlite_folder(parsed)
+            engine = create_engine(parsed)
+        except (SQLAlchemyError, ImportError, OSError, ValueError) as exc:
+            raise StoreError(f"cannot open the run ledger at {self._url}: {_cause(exc)}") from exc
+        self._dialect = engine.dialect.name
+        if self._dialect not in ("sqlite", "postgresql"):
+            engine.dispose()
+            raise StoreError(
+                f"cannot open the run ledger at {self._url}: unsupported database "
+                f"{self._dialect!r} (use sqlite or postgresql)"
+            )
+        if self._dialect == "sqlite":
+            _configure_sqlite(engine)
+        self._engine = engine
+        self._write_engine = engine.execution_options(**{_WRITE: True})
+        try:
+            self._migrate()
+        except BaseException:
+            engine.dispose()
+            raise
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """The database URL, with any password shown as ``***``."""
+        return self._url
+
+    def close(self) -> None:
+        """Release every connection. Further use raises `StoreError`; closing twice is fine."""
+        if not self._closed:
+            self._closed = True
+            self._engine.dispose()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"RunLedger({self._url!r})"
+
+    @contextmanager
+    def _writing(self, operation: str) -> Iterator[Connection]:
+        """One write transaction; database failures become `StoreError` naming ``operation``."""
+        if self._closed:
+            raise StoreError(f"cannot {operation}: the run ledger at {self._url} is closed")
+        try:
+            with self._write_engine.begin() as conn:
+                yield conn
+        except SQLAlchemyError as exc:
+            raise StoreError(
+                f"cannot {operation} in the run ledger at {self._url}: {_cause(exc)}"
+            ) from exc
+
+    @contextmanager
+    def _reading(self, operation: str) -> Iterator[Connection]:
+        """One read transaction (a consistent snapshot); failures become `StoreError`."""
+        if self._closed:
+            raise StoreError(f"cannot {operation}: the run ledger at {self._url} is closed")
+        try:
+            with self._engine.connect() as conn:
+                yield conn
+        except SQLAlchemyError as exc:
+            raise StoreError(
+                f"cannot {operation} from the run ledger at {self._url}: {_cause(exc)}"
+            ) from exc
+
+    def _version(self, conn: Connection) -> int:
+        if not inspect(conn).has_table(_schema_version.name):
+            return 0
+        return int(conn.execute(select(func.max(_schema_version.c.version))).scalar() or 0)
+
+    def _migrate(self) -> None:
+        """Apply the migrations the database lacks, in order, in one transaction."""
+        with self._reading("read the schema version") as conn:
+            if self._version(conn) == SCHEMA_VERSION:
+                return
+        with self._writing("migrate the schema") as conn:
+            current = self._version(conn)  # again, under the write lock
+            if current > SCHEMA_VERSION:
+                raise StoreError(
+                    f"the run ledger at {self._url} has schema version {current}, newer than "
+                    f"this version of Clearance supports ({SCHEMA_VERSION}); upgrade Clearance"
+                )
+            _schema_version.create(conn, checkfirst=True)
+            for version in range(current + 1, SCHEMA_VERSION + 1):
+                _MIGRATIONS[version - 1](conn)
+                conn.execute(_schema_version.insert().values(version=version, applied_at=self._clock()))
+
+    def _insert(self, table: Table) -> sqlite.Insert | postgresql.Insert:
+        if self._dialect == "sqlite":
+            return sqlite.insert(table)
+        return postgresql.insert(table)
+
+    def _update_run(self, conn: Connection, run_id: str, **values: Any) -> None:
+        result = conn.execute(update(_runs).where(_runs.c.run_id == run_id).values(**values))
+        if result.rowcount == 0:
+            raise StoreError(f"unknown run {run_id!r} in the run ledger at {self._url}")
+
+    # -- writes -------------------------------------------------------------------------
+
+    def start_run(
+        self,
+        *,
+        run_id: str,
+        team: str,
+        goal: str | None,
+        graph: list[dict[str, Any]] | None,
+        config: dict[str, Any] | None = None,
+    ) -> None:
+        """Record a new run with status ``"running"`` and ``created_at`` from the clock.
+
+        Args:
+            run_id: A new, unique id (``new_id("run")``).
+            team: The team's name.
+            goal: The goal of `run_team`, or ``None`` for a run of explicit tasks.
+            graph: The task graph (`TaskGraph.to_dict`), or ``None`` until the coordinator
+                has planned (then see `set_graph`).
+            config: JSON-ready run settings; ``None`` records ``{}``.
+
+        Raises:
+            StoreError: The id is already recorded, or the database failed.
+        """
+        with self._writing(f"start run {run_id!r}") as conn:
+            conn.execute(
+                _runs.insert().values(
+                    run_id=run_id,
+                    team=team,
+                    goal=goal,
+                    status="running",
+                    graph=graph,
+                    config=config or {},
+                    requests=0,
+                    prompt_tokens=0,
+                    completion_tokens=0,
+                    created_at=self._clock(),
+                )
+            )
+
+    def set_graph(self, run_id: str, graph: list[dict[str, Any]]) -> None:
+        """Record the task graph of a run (after the coordinator planned it).
+
+        Args:
+            run_id: The run's full id.
+            graph: The graph in `TaskGraph.to_dict` form; replaces any earlier one.
+
+        Raises:
+            StoreError: The run is unknown, or the database failed.
+        """
+        with self._writing(f"record the graph of run {run_id!r}") as conn:
+            self._update_run(conn, run_id, graph=graph)
+
+    def record_task(self, run_id: str, state: TaskState) -> None:
+        """Record a task's current state, replacing the previous record of the same task.
+
+        One upsert keyed by ``(run_id, task id)``: status, result, error, timestamps, title,
+        assignee, dependencies and memory scope are overwritten; the task keeps the position
+        of its first record in `tasks`.
+
+        Args:
+            run_id: The run's full id.
+            state: The task's state (`TaskQueue.get`).
+
+        Raises:
+            StoreError: The run is unknown, or the database failed.
+        """
+        task = state.task
+        values = {
+            "title": task.title,
+            "assignee": task.assignee,
+            "depends_on": list(task.depends_on),
+            "memory_scope": task.memory_scope,
+            "status": str(state.status.value),
+            "result": state.result,
+            "error": state.error,
+            "started_at": state.started_at,
+            "finished_at": state.finished_at,
+        }
+        stmt = self._insert(_tasks).values(run_id=run_id, task_id=task.id, **values)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[_tasks.c.run_id, _tasks.c.task_id],
+            set_={name: stmt.excluded[name] for name in values},
+        )
+        with self._writing(f"record task {task.id!r} of run {run_id!r}") as conn:
+            conn.execute(stmt)
+
+    def record_messages(self, run_id: str, messages: Sequence[Message]) -> None:
+        """Record messages of a run; a message already recorded (same id) is updated in place.
+
+        Args:
+            run_id: The run's full id.
+            messages: The messages (`MessageBus.all`); an empty sequence does nothing.
+
+        Raises:
+            StoreError: The run is unknown, or the database failed.
+        """
+        if not messages:
+            return
+        rows = {
+            m.id: {
+                "run_id": run_id,
+                "message_id": m.id,
+                "sender": m.sender,
+                "recipient": m.recipient,
+                "content": m.content,
+                "created_at": m.created_at,
+            }
+            for m in messages
+        }
+        stmt = self._insert(_messages)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[_messages.c.run_id, _messages.c.message_id],
+            set_={
+                name: stmt.excluded[name]
+                for name in ("sender", "recipient", "content", "created_at")
+            },
+        )
+        with self._writing(f"record {len(rows)} message(s) of run {run_id!r}") as conn:
+            conn.execute(stmt, list(rows.values()))
+
+    def record_call(
+        self,
+        *,
+        run_id: str,
+        subject: str,
+        agent: str,
+        model_id: str,
+        prompt: Prompt,
+        response: ModelResponse | None,
+        error: str | None,
+        started_at: datetime,
+        latency_s: float,
+    ) -> str:
+        """Record one model call with the exact prompt it was given.
+
+        Args:
+            run_id: The run's full id.
+            subject: ``"task:<id>"``, ``"synthesis"`` or ``"plan"``.
+            agent: The agent the prompt was built for.
+            model_id: The ``"provider:name"`` id called.
+            prompt: The prompt sent; its messages, manifest and hash are stored.
+            response: What the model returned, or ``None`` if the call failed (usage is then
+                recorded as zero).
+            error: Why the call failed, or ``None``.
+            started_at: When the call started (aware UTC; a naive value is taken as UTC).
+            latency_s: Wall-clock seconds the call took.
+
+        Returns:
+            The new call's id (``call_...``).
+
+        Raises:
+            StoreError: The run is unknown, or the database failed.
+        """
+        call_id = new_id("call")
+        usage = response.usage if response is not None else Usage()
+        stmt = _calls.insert().values(
+            call_id=call_id,
+            run_id=run_id,
+            subject=subject,
+            agent=agent,
+            model_id=model_id,
+            messages=prompt.to_dicts(),
+            manifest=prompt.manifest.to_dict(),
+            prompt_sha256=prompt.manifest.prompt_sha256,
+            response=response.text if response is not None else None,
+            finish_reason=response.finish_reason if response is not None else None,
+            requests=usage.requests,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            error=error,
+            started_at=started_at,
+            latency_s=latency_s,
+        )
+        with self._writing(f"record a {subject!r} call of run {run_id!r}") as conn:
+            conn.execute(stmt)
+        return call_id
+
+    def finish_run(
+        self, run_id: str, *, status: str, synthesis: str | None, usage: Usage, error: str | None
+    ) -> None:
+        """Record the end of a run, with ``finished_at`` from the clock.
+
+        Args:
+            run_id: The run's full id.
+            status: ``"completed"`` or ``"failed"`` (``"running"`` is accepted too).
+            synthesis: The final answer, or ``None``.
+            usage: Total usage of the run.
+            error: Why the run failed, or ``None``.
+
+        Raises:
+            ConfigError: ``status`` is not one of `RUN_STATUSES`.
+            StoreError: The run is unknown, or the database failed.
+        """
+        if status not in RUN_STATUSES:
+            raise ConfigError(
+                f"run status must be one of {', '.join(RUN_STATUSES)}, got {status!r}",
+                field="status",
+            )
+        with self._writing(f"finish run {run_id!r}") as conn:
+            self._update_run(
+                conn,
+                run_id,
+                status=status,
+                synthesis=synthesis,
+                error=error,
+                requests=usage.requests,
+                prompt_tokens=usage.prompt_tokens,
+                completion_tokens=usage.completion_tokens,
+                finished_at=self._clock(),
+            )
+
+    # -- reads --------------------------------------------------------------------------
+
+    def get_run(self, run_id: str) -> RunRecord:
+        """Return a run by its id, or by a prefix of the id that only one run has.
+
+        An exact id wins over longer ids it is a prefix of.
+
+        Args:
+            run_id: A full run id or a unique prefix of one (case-sensitive).
+
+        Raises:
+            StoreError: No run matches (the message names ``run_id``), several runs share the
+                prefix (the message lists some of them), or the database failed.
+        """
+        if not run_id:
+            raise StoreError("no run id given")
+        query = (
+            select(_runs)
+            .where(func.substr(_runs.c.run_id, 1, len(run_id)) == run_id)
+            .order_by((_runs.c.run_id == run_id).desc(), _runs.c.run_id)
+            .limit(6)
+        )
+        with self._reading(f"read run {run_id!r}") as conn:
+            rows = conn.execute(query).all()
+        if not rows:
+            raise StoreError(f"unknown run {run_id!r} in the run ledger at {self._url}")
+        if rows[0].run_id != run_id and len(rows) > 1:
+            shown = ", ".join(row.run_id for row in rows[:5])
+            more = ", ..." if len(rows) > 5 else ""
+            raise StoreError(
+                f"run id prefix {run_id!r} is ambiguous: it matches {shown}{more}; "
+                "give more characters"
+            )
+        return _run_record(rows[0])
+
+    def list_runs(self, limit: int = 20) -> list[RunRecord]:
+        """Return the most recent runs, newest first.
+
+        Args:
+            limit: Most runs to return (at least 1).
+
+        Raises:
+            ConfigError: ``limit`` is below 1.
+            StoreError: The database failed.
+        """
+        if limit < 1:
+            raise ConfigError(f"must be at least 1, got {limit}", field="limit")
+        query = (
+            select(_runs).order_by(_runs.c.created_at.desc(), _runs.c.run_id.desc()).limit(limit)
+        )
+        with self._reading("list runs") as conn:
+            return [_run_record(row) for row in conn.execute(query)]
+
+    def tasks(self, run_id: str) -> list[TaskRecord]:
+        """Return the latest record of each task of a run, in the order first recorded.
+
+        Args:
+            run_id: The run's full id; an unknown run has no tasks (``[]``).
+
+        Raises:
+            StoreError: The database failed.
+        """
+        query = select(_tasks).where(_tasks.c.run_id == run_id).order_by(_tasks.c.ordinal)
+        with self._reading(f"read the tasks of run {run_id!r}") as conn:
+            return [
+                TaskRecord(
+                    run_id=row.run_id,
+                    task_id=row.task_id,
+                    title=row.title,
+                    assignee=row.assignee,
+                    depends_on=tuple(row.depends_on),
+                    memory_scope=row.memory_scope,
+                    status=row.status,
+                    result=row.result,
+                    error=row.error,
+                    started_at=row.started_at,
+                    finished_at=row.finished_at,
+                )
+                for row in conn.execute(query)
+            ]
+
+    def calls(self, run_id: str, *, subject: str | None = None) -> list[CallRecord]:
+        """Return the model calls of a run, in the order they were recorded.
+
+        Args:
+            run_id: The run's full id; an unknown run has no calls (``[]``).
+            subject: Only calls with this subject (``"task:<id>"``, ``"synthesis"``,
+                ``"plan"``); ``None`` for all.
+
+        Raises:
+            StoreError: The database failed.
+        """
+        query = select(_calls).where(_calls.c.run_id == run_id)
+        if subject is not None:
+            query = query.where(_calls.c.subject == subject)
+        query = query.order_by(_calls.c.ordinal)
+        with self._reading(f"read the calls of run {run_id!r}") as conn:
+            return [
+                CallRecord(
+                    call_id=row.call_id,
+                    run_id=row.run_id,
+                    subject=row.subject,
+                    agent=row.agent,
+                    model_id=row.model_id,
+                    messages=row.messages,
+                    manifest=row.manifest,
+                    prompt_sha256=row.prompt_sha256,
+                    response=row.response,
+                    finish_reason=row.finish_reason,
+                    usage=_usage(row),
+                    error=row.error,
+                    started_at=row.started_at,
+                    latency_s=row.latency_s,
+                )
+                for row in conn.execute(query)
+            ]
+
+    def messages(self, run_id: str) -> list[dict[str, Any]]:
+        """Return the messages of a run, in the order first recorded.
+
+        Args:
+            run_id: The run's full id; an unknown run has no messages (``[]``).
+
+        Returns:
+            One mapping per message with the fields of `Message`: ``id``, ``sender``,
+            ``recipient``, ``content`` and ``created_at`` (an aware UTC datetime).
+
+        Raises:
+            StoreError: The database failed.
+        """
+        query = (
+            select(_messages).where(_messages.c.run_id == run_id).order_by(_messages.c.ordinal)
+        )
+        with self._reading(f"read the messages of run {run_id!r}") as conn:
+            return [
+                {
+                    "id": row.message_id,
+                    "sender": row.sender,
+                    "recipient": row.recipient,
+                    "content": row.content,
+                    "created_at": row.created_at,
+                }
+                for row in conn.execute(query)
+            ]

@@ -1,0 +1,167 @@
+"""`TaskQueue`: the run-time state of a task graph."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from clearance._core.clock import Clock, utc_now
+from clearance._core.errors import GraphError
+from clearance._core.spec import Task
+from clearance._state.graph import TaskGraph
+
+__all__ = ["TaskQueue", "TaskState", "TaskStatus"]
+
+
+class TaskStatus(StrEnum):
+    """Where a task is in its life.
+
+    ``pending`` → ``ready`` (all dependencies completed) → ``running`` → ``completed`` or
+    ``failed``; a task whose dependency failed or was skipped becomes ``skipped``.
+    """
+
+    PENDING = "pending"
+    READY = "ready"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+    @property
+    def is_final(self) -> bool:
+        """Whether the status can no longer change."""
+        return self in (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.SKIPPED)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TaskState:
+    """A snapshot of one task's run-time state.
+
+    Attributes:
+        task: The task spec.
+        status: Its current status.
+        result: The result text once ``completed``, else ``None``.
+        error: Why it failed or was skipped, else ``None``.
+        started_at: When it started running (UTC), else ``None``.
+        finished_at: When it reached a final status (UTC), else ``None``.
+    """
+
+    task: Task
+    status: TaskStatus
+    result: str | None = None
+    error: str | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+class TaskQueue:
+    """Run-time state of a `TaskGraph`: one `TaskState` per task.
+
+    A task is ``ready`` once every dependency is ``completed``. Failing a task marks every
+    transitive dependent ``skipped``; independent branches are untouched. Results of
+    completed tasks are never overwritten or erased.
+
+    Args:
+        graph: The validated graph.
+        clock: Source of timestamps (UTC).
+    """
+
+    def __init__(self, graph: TaskGraph, *, clock: Clock = utc_now):
+        self.graph = graph
+        self._clock = clock
+        self._states: dict[str, TaskState] = {}
+        for task in graph:
+            status = TaskStatus.READY if not task.depends_on else TaskStatus.PENDING
+            self._states[task.id] = TaskState(task=task, status=status)
+
+    def get(self, task_id: str) -> TaskState:
+        """Return the current state of a task.
+
+        Raises:
+            KeyError: If the graph has no such task.
+        """
+        return self._states[task_id]
+
+    def states(self) -> tuple[TaskState, ...]:
+        """Every task's state, in graph order."""
+        return tuple(self._states.values())
+
+    def ready(self) -> tuple[Task, ...]:
+        """Tasks that may start now, in graph order."""
+        return tuple(s.task for s in self._states.values() if s.status is TaskStatus.READY)
+
+    def with_status(self, status: TaskStatus) -> tuple[TaskState, ...]:
+        """States of the tasks that currently have ``status``, in graph order."""
+        return tuple(s for s in self._states.values() if s.status is status)
+
+    def is_finished(self) -> bool:
+        """Whether every task has a final status."""
+        return all(s.status.is_final for s in self._states.values())
+
+    def _replace(self, task_id: str, **changes: object) -> None:
+        self._states[task_id] = dataclasses.replace(self._states[task_id], **changes)  # type: ignore[arg-type]
+
+    def _expect(self, task_id: str, *allowed: TaskStatus) -> None:
+        status = self._states[task_id].status
+        if status not in allowed:
+            wanted = " or ".join(allowed)
+            raise GraphError(f"task {task_id!r} is {status}, expected {wanted}")
+
+    def start(self, task_id: str) -> None:
+        """Mark a ready task ``running``.
+
+        Raises:
+            GraphError: If the task is not ``ready``.
+        """
+        self._expect(task_id, TaskStatus.READY)
+        self._replace(task_id, status=TaskStatus.RUNNING, started_at=self._clock())
+
+    def complete(self, task_id: str, result: str) -> tuple[str, ...]:
+        """Record a running task's result; return the ids of tasks that became ready.
+
+        Raises:
+            GraphError: If the task is not ``running``.
+        """
+        self._expect(task_id, TaskStatus.RUNNING)
+        self._replace(
+            task_id, status=TaskStatus.COMPLETED, result=result, finished_at=self._clock()
+        )
+        newly_ready = []
+        for dependent in self.graph.dependents(task_id):
+            state = self._states[dependent]
+            if state.status is TaskStatus.PENDING and all(
+                self._states[d].status is TaskStatus.COMPLETED for d in state.task.depends_on
+            ):
+                self._replace(dependent, status=TaskStatus.READY)
+                newly_ready.append(dependent)
+        return tuple(newly_ready)
+
+    def fail(self, task_id: str, error: str) -> tuple[str, ...]:
+        """Mark a task ``failed`` and its transitive dependents ``skipped``.
+
+        Args:
+            task_id: A ``ready`` or ``running`` task.
+            error: Why it failed, in one line.
+
+        Returns:
+            The ids of the tasks newly skipped, in topological order.
+
+        Raises:
+            GraphError: If the task is not ``ready`` or ``running``.
+        """
+        self._expect(task_id, TaskStatus.READY, TaskStatus.RUNNING)
+        now = self._clock()
+        self._replace(task_id, status=TaskStatus.FAILED, error=error, finished_at=now)
+        skipped = []
+        for dependent in self.graph.descendants(task_id):
+            if not self._states[dependent].status.is_final:
+                self._replace(
+                    dependent,
+                    status=TaskStatus.SKIPPED,
+                    error=f"skipped: dependency {task_id!r} failed",
+                    finished_at=now,
+                )
+                skipped.append(dependent)
+        return tuple(skipped)

@@ -1,0 +1,290 @@
+"""The ``clearance`` command: run, inspect, graph, runs."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+from rich.tree import Tree
+
+from clearance._core.errors import ClearanceError, ConfigError
+from clearance._core.teamfile import LoadedTeam, load_team_file
+from clearance._orchestration.orchestrator import Orchestrator
+from clearance._orchestration.result import RunEvent, RunResult
+from clearance._state.graph import TaskGraph
+from clearance._state.ledger import DEFAULT_LEDGER_URL, RunLedger
+from clearance._state.messages import MessageBus
+from clearance.models._registry import DEFAULT_MODEL_ID
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="clearance",
+    help="Run teams of LLM agents on a task graph with need-to-know context.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+DbOption = Annotated[
+    str,
+    typer.Option(
+        "--db",
+        envvar="CLEARANCE_DB",
+        help="Ledger database URL (SQLAlchemy form).",
+        show_default=True,
+    ),
+]
+InputOption = Annotated[
+    str | None,
+    typer.Option(
+        "--input",
+        help="Folder the team's tasks read files from (or python:<package>); "
+        "overrides the team file's input.default.",
+    ),
+]
+
+
+def _one_line_errors(func: F) -> F:
+    """Turn a `ClearanceError` into one line on stderr and exit code 2, no traceback."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except ClearanceError as exc:
+            err.print(Text(f"error: {exc}"))
+            raise typer.Exit(2) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+class _Progress:
+    """Prints one line per task event, with the time since the run started."""
+
+    def __init__(self, console: Console):
+        self._console = console
+        self._t0 = time.perf_counter()
+        self._started: dict[str, float] = {}
+
+    def __call__(self, event: RunEvent) -> None:
+        now = time.perf_counter()
+        stamp = f"[{now - self._t0:7.1f}s]"
+        task = event.task_id or ""
+        if event.kind == "task_started":
+            self._started[task] = now
+            line = f"{stamp} started    {task}"
+        elif event.kind == "task_completed":
+            took = now - self._started.get(task, now)
+            line = f"{stamp} completed  {task} ({took:.1f}s)"
+        elif event.kind == "task_failed":
+            line = f"{stamp} FAILED     {task}: {event.detail}"
+        elif event.kind == "task_skipped":
+            line = f"{stamp} skipped    {task}"
+        elif event.kind == "synthesis_started":
+            line = f"{stamp} synthesis  (coordinator)"
+        elif event.kind == "run_started":
+            line = f"{stamp} run {event.run_id} started ({event.detail})"
+        elif event.kind == "plan_ready":
+            line = f"{stamp} plan ready ({event.detail})"
+        else:
+            line = f"{stamp} run finished: {event.detail}"
+        self._console.print(Text(line))
+
+
+def _with_model(loaded: LoadedTeam, model: str | None) -> tuple[LoadedTeam, str]:
+    """Apply ``--model``: it replaces every agent's model, coordinator included."""
+    if model is None:
+        return loaded, loaded.spec.model or DEFAULT_MODEL_ID
+    team = loaded.team
+    agents = tuple(dataclasses.replace(a, model=None) for a in team.agents)
+    coordinator = dataclasses.replace(team.coordinator, model=None) if team.coordinator else None
+    team = dataclasses.replace(team, agents=agents, coordinator=coordinator)
+    return dataclasses.replace(loaded, team=team), model
+
+
+@app.command()
+@_one_line_errors
+def run(
+    team_file: Annotated[Path, typer.Argument(help="Team file (YAML).")],
+    goal: Annotated[str | None, typer.Option(help="Goal for planning and synthesis.")] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(help="Model id for every agent, e.g. llama-cpp:smollm2 or openai:gpt-4o-mini."),
+    ] = None,
+    db: DbOption = DEFAULT_LEDGER_URL,
+    input_dir: InputOption = None,
+    max_concurrency: Annotated[
+        int | None, typer.Option(min=1, help="Most tasks running at once.")
+    ] = None,
+) -> None:
+    """Run a team: its tasks, or a plan the coordinator makes for --goal; then synthesize."""
+    loaded, model_id = _with_model(load_team_file(team_file, input_dir=input_dir), model)
+    goal = goal or loaded.spec.goal
+    if not loaded.tasks and not goal:
+        raise ConfigError(
+            "the team file has no tasks; give --goal so the coordinator can plan",
+            source=str(team_file),
+        )
+    bus = MessageBus()
+    for message in loaded.spec.messages:
+        bus.send(message.sender, message.to, message.content)
+    with RunLedger(db) as ledger:
+        orchestrator = Orchestrator(
+            loaded.team,
+            model=model_id,
+            ledger=ledger,
+            max_concurrency=max_concurrency or loaded.spec.max_concurrency,
+            input_root=loaded.input_root,
+            messages=bus,
+            on_event=_Progress(out),
+        )
+        if loaded.input_root is not None:
+            out.print(Text(f"input: {loaded.input_root}"))
+        out.print(Text(f"model: {model_id}"))
+        if loaded.tasks:
+            result = asyncio.run(orchestrator.run_tasks(loaded.tasks, goal=goal))
+        else:
+            assert goal is not None
+            result = asyncio.run(orchestrator.run_team(goal))
+    _print_result(result)
+    if result.status != "completed":
+        raise typer.Exit(1)
+
+
+def _print_result(result: RunResult) -> None:
+    table = Table(title="Tasks", title_justify="left")
+    for column in ("task", "agent", "status", "prompt tokens"):
+        table.add_column(column, justify="right" if column == "prompt tokens" else "left")
+    for outcome in result.tasks.values():
+        table.add_row(
+            outcome.task_id, outcome.assignee, str(outcome.status), str(outcome.prompt_tokens)
+        )
+    out.print(table)
+    if result.synthesis is not None:
+        out.print(Panel(Text(result.synthesis), title="Synthesis", title_align="left"))
+    if result.error:
+        err.print(Text(f"run {result.run_id}: {result.error}"))
+    usage = result.usage
+    out.print(
+        Text(
+            f"run id: {result.run_id}  status: {result.status}  model calls: {usage.requests}  "
+            f"prompt tokens: {usage.prompt_tokens}  completion tokens: {usage.completion_tokens}"
+        )
+    )
+    out.print(Text(f"see every prompt: clearance inspect {result.run_id}"))
+
+
+@app.command()
+@_one_line_errors
+def inspect(
+    run_id: Annotated[str, typer.Argument(help="Run id (or a unique prefix).")],
+    task: Annotated[
+        str | None, typer.Option("--task", help="Only this task (or 'synthesis', 'plan').")
+    ] = None,
+    show_prompt: Annotated[
+        bool, typer.Option("--prompt/--no-prompt", help="Show the full prompt text.")
+    ] = True,
+    db: DbOption = DEFAULT_LEDGER_URL,
+) -> None:
+    """Show what every agent of a run saw: admitted items with origin and tokens, and prompts."""
+    with RunLedger(db) as ledger:
+        record = ledger.get_run(run_id)
+        calls = ledger.calls(record.run_id)
+        tasks = {t.task_id: t for t in ledger.tasks(record.run_id)}
+    out.print(
+        Text(
+            f"run {record.run_id}  team {record.team}  status {record.status}  "
+            f"created {record.created_at:%Y-%m-%d %H:%M:%S}Z"
+        )
+    )
+    if record.goal:
+        out.print(Text(f"goal: {record.goal}"))
+    if task is not None:
+        wanted = task if task in ("synthesis", "plan") else f"task:{task}"
+        calls = [c for c in calls if c.subject == wanted]
+        if not calls:
+            raise ConfigError(f"run {record.run_id} has no model call for {task!r}", field="--task")
+    for call in calls:
+        task_id = call.subject.removeprefix("task:")
+        status = tasks[task_id].status if task_id in tasks else ""
+        header = f"{call.subject}  agent {call.agent}  model {call.model_id}  {status}".rstrip()
+        table = Table(title=header, title_justify="left", show_lines=False)
+        table.add_column("origin")
+        table.add_column("title")
+        table.add_column("tokens", justify="right")
+        for item in call.manifest.get("items", []):
+            table.add_row(str(item["origin"]), str(item["title"]), str(item["tokens"]))
+        table.add_row("", "total prompt", str(call.manifest.get("total_tokens", "")))
+        out.print(table)
+        if show_prompt:
+            for message in call.messages:
+                out.print(
+                    Panel(Text(message["content"]), title=message["role"], title_align="left")
+                )
+        if call.error:
+            out.print(Text(f"error: {call.error}"))
+        elif call.response is not None:
+            out.print(Panel(Text(call.response), title="response", title_align="left"))
+
+
+@app.command()
+@_one_line_errors
+def graph(
+    team_file: Annotated[Path, typer.Argument(help="Team file (YAML).")],
+    input_dir: InputOption = None,
+) -> None:
+    """Print a team file's task graph (after validation), in dependency order."""
+    loaded = load_team_file(team_file, input_dir=input_dir)
+    if not loaded.tasks:
+        out.print(Text("no tasks: the coordinator plans them from --goal at run time"))
+        return
+    task_graph = TaskGraph(loaded.tasks)
+    tree = Tree(Text(f"{loaded.spec.name}: {len(task_graph)} tasks"))
+    for task_id in task_graph.topological_order():
+        task = task_graph.get(task_id)
+        deps = ", ".join(task.depends_on) or "-"
+        node = tree.add(Text(f"{task.id}  [{task.assignee}]  {task.title}"))
+        node.add(Text(f"depends on: {deps}"))
+        if task.memory_scope != "dependencies":
+            node.add(Text(f"memory scope: {task.memory_scope}"))
+        if task.files:
+            node.add(Text(f"files: {', '.join(task.files)}"))
+    out.print(tree)
+
+
+@app.command()
+@_one_line_errors
+def runs(
+    limit: Annotated[int, typer.Option(min=1, help="How many runs.")] = 20,
+    db: DbOption = DEFAULT_LEDGER_URL,
+) -> None:
+    """List recent runs, newest first."""
+    with RunLedger(db) as ledger:
+        records = ledger.list_runs(limit=limit)
+    table = Table()
+    for column in ("run id", "team", "status", "created (UTC)", "goal"):
+        table.add_column(column)
+    for r in records:
+        goal = (r.goal or "")[:60]
+        table.add_row(r.run_id, r.team, r.status, f"{r.created_at:%Y-%m-%d %H:%M:%S}", goal)
+    out.print(table)
+
+
+def main() -> None:
+    """Entry point of the ``clearance`` command."""
+    app()

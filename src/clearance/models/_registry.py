@@ -1,0 +1,42 @@
+"""Model ids to providers: ``"provider:name"`` → a `ChatModel`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clearance._core.errors import ConfigError
+from clearance.models._base import ChatModel, split_model_id
+
+__all__ = ["DEFAULT_MODEL_ID", "PROVIDERS", "get_model"]
+
+DEFAULT_MODEL_ID = "llama-cpp:smollm2"
+"""The embedded model, used when nothing else is configured."""
+
+PROVIDERS = ("llama-cpp", "openai")
+
+
+def get_model(model_id: str, **options: Any) -> ChatModel:
+    """Create the model named by ``model_id``.
+
+    Args:
+        model_id: ``"llama-cpp:smollm2"`` (embedded, in-process) or ``"openai:<model>"``
+            (any OpenAI-compatible server; base URL and key from ``options`` or the
+            ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` environment variables).
+        **options: Passed to the provider's constructor.
+
+    Raises:
+        ConfigError: The id is malformed or names an unknown provider or model.
+    """
+    provider, name = split_model_id(model_id)
+    if provider == "llama-cpp":
+        from clearance.models._llama_cpp import LlamaCppModel
+
+        return LlamaCppModel(name, **options)
+    if provider == "openai":
+        from clearance.models._openai import OpenAIModel
+
+        return OpenAIModel(name, **options)
+    raise ConfigError(
+        f"unknown model provider {provider!r} in {model_id!r} (known: {', '.join(PROVIDERS)})",
+        field="model",
+    )

@@ -1,0 +1,95 @@
+"""Test doubles for `ChatModel`: they record every request they receive."""
+
+from __future__ import annotations
+
+import inspect
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable
+
+from clearance._core.errors import ModelError
+from clearance.models._base import ModelRequest, ModelResponse, Usage, estimate_tokens
+
+__all__ = ["FunctionModel", "ScriptedModel"]
+
+
+class _RecordingModel:
+    """Shared bookkeeping: the requests received, token counting, usage."""
+
+    context_window: int | None = None
+
+    def __init__(self, model_id: str):
+        self.model_id = model_id
+        self.requests: list[ModelRequest] = []
+
+    def count_tokens(self, text: str) -> int:
+        """Estimated tokens (one per 4 UTF-8 bytes)."""
+        return estimate_tokens(text)
+
+    @property
+    def prompts(self) -> list[str]:
+        """The full text of every prompt received, in order."""
+        return [r.prompt.text for r in self.requests]
+
+    def _respond(self, request: ModelRequest, text: str) -> ModelResponse:
+        prompt_tokens = sum(self.count_tokens(m.content) for m in request.prompt.messages)
+        return ModelResponse(
+            text=text,
+            usage=Usage(
+                requests=1,
+                prompt_tokens=prompt_tokens,
+                completion_tokens=self.count_tokens(text),
+            ),
+            model_id=self.model_id,
+            finish_reason="stop",
+        )
+
+
+class ScriptedModel(_RecordingModel):
+    """Answers with queued responses, in order; records every request.
+
+    Args:
+        responses: Texts to answer with, or exceptions to raise, one per call.
+        model_id: The id it reports.
+
+    Raises:
+        ModelError: When called after the script is used up.
+    """
+
+    def __init__(self, responses: Iterable[str | BaseException], *, model_id: str = "test:scripted"):
+        super().__init__(model_id)
+        self._queue: deque[str | BaseException] = deque(responses)
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        """Record the request and return (or raise) the next scripted response."""
+        self.requests.append(request)
+        if not self._queue:
+            raise ModelError("the script has no more responses", model_id=self.model_id)
+        nxt = self._queue.popleft()
+        if isinstance(nxt, BaseException):
+            raise nxt
+        return self._respond(request, nxt)
+
+
+ResponseFunction = Callable[[ModelRequest], str | Awaitable[str]]
+
+
+class FunctionModel(_RecordingModel):
+    """Answers with a function of the request (sync or async); records every request.
+
+    Args:
+        function: Returns the completion text for a request; may raise to simulate failure.
+        model_id: The id it reports.
+    """
+
+    def __init__(self, function: ResponseFunction, *, model_id: str = "test:function"):
+        super().__init__(model_id)
+        self._function = function
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        """Record the request and answer with ``function(request)``."""
+        self.requests.append(request)
+        result = self._function(request)
+        if inspect.isawaitable(result):
+            result = await result
+        assert isinstance(result, str)
+        return self._respond(request, result)

@@ -1,0 +1,63 @@
+import pytest
+
+from clearance import GraphError, Task, TaskGraph, TaskQueue, TaskStatus
+
+
+def t(task_id: str, *deps: str) -> Task:
+    return Task(id=task_id, title=task_id, description="d", assignee="a", depends_on=deps)
+
+
+def test_initial_statuses_and_get():
+    q = TaskQueue(TaskGraph([t("a"), t("b", "a")]))
+    assert q.get("a").status is TaskStatus.READY
+    assert q.get("b").status is TaskStatus.PENDING
+    with pytest.raises(KeyError):
+        q.get("nope")
+
+
+def test_dependent_becomes_ready_only_when_all_dependencies_complete():
+    q = TaskQueue(TaskGraph([t("a"), t("b"), t("c", "a", "b")]))
+    q.start("a")
+    assert q.complete("a", "ra") == ()
+    assert q.get("c").status is TaskStatus.PENDING
+    q.start("b")
+    assert q.complete("b", "rb") == ("c",)
+    assert q.get("c").status is TaskStatus.READY
+    assert q.get("a").result == "ra"
+
+
+def test_failure_cascades_to_transitive_dependents_only():
+    q = TaskQueue(TaskGraph([t("a"), t("b", "a"), t("c", "b"), t("x"), t("y", "x")]))
+    q.start("a")
+    skipped = q.fail("a", "boom")
+    assert skipped == ("b", "c")
+    assert q.get("a").status is TaskStatus.FAILED and q.get("a").error == "boom"
+    assert q.get("c").status is TaskStatus.SKIPPED
+    assert "'a'" in (q.get("c").error or "")
+    assert q.get("x").status is TaskStatus.READY
+    assert q.get("y").status is TaskStatus.PENDING
+    assert not q.is_finished()
+
+
+def test_failure_never_erases_completed_results():
+    q = TaskQueue(TaskGraph([t("a"), t("b"), t("c", "a", "b")]))
+    q.start("a")
+    q.complete("a", "kept")
+    q.start("b")
+    q.fail("b", "boom")
+    assert q.get("a").status is TaskStatus.COMPLETED and q.get("a").result == "kept"
+    assert q.get("c").status is TaskStatus.SKIPPED
+    assert q.is_finished()
+
+
+def test_illegal_transitions_raise():
+    q = TaskQueue(TaskGraph([t("a"), t("b", "a")]))
+    with pytest.raises(GraphError, match="'a' is ready"):
+        q.complete("a", "x")
+    with pytest.raises(GraphError, match="'b' is pending"):
+        q.start("b")
+    q.start("a")
+    q.complete("a", "x")
+    with pytest.raises(GraphError):
+        q.fail("a", "late")
+    assert q.get("a").result == "x"

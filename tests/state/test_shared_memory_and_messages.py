@@ -1,0 +1,28 @@
+from clearance import MessageBus, SharedMemory
+
+
+def test_get_summary_filters_by_task_ids_and_groups_by_agent():
+    mem = SharedMemory(summary_chars=20)
+    mem.write(task_id="a", agent="alice", content="result of a")
+    mem.write(task_id="b", agent="bob", content="result of b " * 10)
+    mem.write(task_id="c", agent="alice", content="boom", kind="failure")
+    full = mem.get_summary()
+    assert "- alice:" in full and "- bob:" in full
+    assert "result of a" in full and "boom" in full
+    assert "more characters]" in full  # long entries are cut visibly
+    only_a = mem.get_summary(task_ids=["a"])
+    assert "result of a" in only_a
+    assert "bob" not in only_a and "boom" not in only_a
+    assert mem.get_summary(task_ids=[]) == ""
+
+
+def test_messages_reach_only_their_addressees():
+    bus = MessageBus()
+    m1 = bus.send("alice", "bob", "for bob")
+    m2 = bus.broadcast("carol", "for everyone")
+    bus.send("bob", "alice", "for alice")
+    assert [m.id for m in bus.for_agent("bob")] == [m1.id, m2.id]
+    assert [m.content for m in bus.for_agent("carol")] == []  # not its own broadcast
+    assert [m.content for m in bus.for_agent("alice")] == ["for everyone", "for alice"]
+    assert [m.content for m in bus.for_agent("dave")] == ["for everyone"]
+    assert len({m.id for m in bus.all()}) == 3
