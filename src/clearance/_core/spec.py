@@ -29,9 +29,8 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 def _check_name(kind: str, value: str) -> None:
     if not isinstance(value, str) or not _NAME.match(value):
         raise ConfigError(
-            f"{kind} {value!r} is not a valid name: use 1-128 letters, digits, '_', '.', ':' "
-            "or '-', starting with a letter or digit",
-            field=kind,
+            f"{kind} {value!r} is not valid: use 1-128 letters, digits, '_', '.', ':' "
+            "or '-', starting with a letter or digit"
         )
 
 

@@ -158,6 +158,7 @@ class Orchestrator:
             PlanError: The plan is still invalid after the repair attempt.
             ModelError: The coordinator's model failed while planning.
         """
+        self._resolve_models()
         run_id = new_id("run")
         self.ledger.start_run(
             run_id=run_id, team=self.team.name, goal=goal, graph=None, config=self._config()
@@ -389,6 +390,8 @@ class Orchestrator:
     # -- helpers ------------------------------------------------------------------------
 
     def _check_graph(self, graph: TaskGraph) -> None:
+        """Refuse, before anything runs, a graph that cannot run with this team."""
+        self._resolve_models()
         names = {a.name for a in self.team.agents}
         for task in graph:
             if task.assignee not in names:
@@ -403,6 +406,11 @@ class Orchestrator:
                     f"task {task.id!r} lists files but the orchestrator has no input_root",
                     field="files",
                 )
+
+    def _resolve_models(self) -> None:
+        """Create every agent's model now, so a bad model id fails before the run starts."""
+        for agent in (*self.team.agents, self.team.coordinator or DEFAULT_COORDINATOR):
+            self._model_for(agent)
 
     def _model_for(self, agent: Agent) -> ChatModel:
         key = agent.model

@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from clearance._core.errors import ClearanceError, ConfigError
+from clearance._core.errors import ClearanceError, ConfigError, GraphError
 from clearance._core.teamfile import LoadedTeam, load_team_file
 from clearance._orchestration.orchestrator import Orchestrator
 from clearance._orchestration.result import RunEvent, RunResult
@@ -67,7 +67,7 @@ def _one_line_errors(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except ClearanceError as exc:
-            err.print(Text(f"error: {exc}"))
+            err.print(Text(f"error: {exc}"), soft_wrap=True)
             raise typer.Exit(2) from None
 
     return wrapper  # type: ignore[return-value]
@@ -106,6 +106,17 @@ class _Progress:
         self._console.print(Text(line))
 
 
+def _load(team_file: Path, input_dir: str | None) -> tuple[LoadedTeam, TaskGraph | None]:
+    """Load a team file and validate its task graph; graph errors name the file."""
+    loaded = load_team_file(team_file, input_dir=input_dir)
+    if not loaded.tasks:
+        return loaded, None
+    try:
+        return loaded, TaskGraph(loaded.tasks)
+    except GraphError as exc:
+        raise ConfigError(str(exc), source=str(team_file)) from exc
+
+
 def _with_model(loaded: LoadedTeam, model: str | None) -> tuple[LoadedTeam, str]:
     """Apply ``--model``: it replaces every agent's model, coordinator included."""
     if model is None:
@@ -133,7 +144,7 @@ def run(
     ] = None,
 ) -> None:
     """Run a team: its tasks, or a plan the coordinator makes for --goal; then synthesize."""
-    loaded, model_id = _with_model(load_team_file(team_file, input_dir=input_dir), model)
+    loaded, model_id = _with_model(_load(team_file, input_dir)[0], model)
     goal = goal or loaded.spec.goal
     if not loaded.tasks and not goal:
         raise ConfigError(
@@ -249,11 +260,10 @@ def graph(
     input_dir: InputOption = None,
 ) -> None:
     """Print a team file's task graph (after validation), in dependency order."""
-    loaded = load_team_file(team_file, input_dir=input_dir)
-    if not loaded.tasks:
+    loaded, task_graph = _load(team_file, input_dir)
+    if task_graph is None:
         out.print(Text("no tasks: the coordinator plans them from --goal at run time"))
         return
-    task_graph = TaskGraph(loaded.tasks)
     tree = Tree(Text(f"{loaded.spec.name}: {len(task_graph)} tasks"))
     for task_id in task_graph.topological_order():
         task = task_graph.get(task_id)

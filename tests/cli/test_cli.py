@@ -1,0 +1,123 @@
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from clearance import Agent, Orchestrator, RunLedger, Task, Team
+from clearance.cli import app
+from clearance.testing import FunctionModel
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "code_review.yaml"
+runner = CliRunner()
+
+
+def test_graph_prints_the_expanded_example():
+    result = runner.invoke(app, ["graph", str(EXAMPLE)])
+    assert result.exit_code == 0, result.output
+    assert "review-decoder" in result.output and "cross-module" in result.output
+    assert "depends on: review-__init__, review-decoder" in result.output
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        ("agents: [{name: a}]", "agents.0.instructions: Field required"),
+        (
+            "agents: [{name: a, instructions: x}]\ntasks:\n"
+            "  - {id: p, title: P, description: d, assignee: a, depends_on: [q]}\n"
+            "  - {id: q, title: Q, description: d, assignee: a, depends_on: [p]}\n",
+            "dependency cycle: ",
+        ),
+        (
+            "agents: [{name: a, instructions: x}]\ntasks:\n"
+            "  - {id: p, title: P, description: d, assignee: a, depends_on: [nope]}\n",
+            "task 'p' depends on unknown task 'nope'",
+        ),
+    ],
+)
+def test_bad_team_files_and_graphs_give_one_line_and_exit_2(tmp_path, content, fragment):
+    path = tmp_path / "team.yaml"
+    path.write_text(content)
+    for command in (["graph", str(path)], ["run", str(path), "--db", f"sqlite:///{tmp_path}/r.db"]):
+        result = runner.invoke(app, command)
+        assert result.exit_code == 2, result.output
+        lines = [line for line in result.output.splitlines() if line.strip()]
+        assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0]
+        assert "Traceback" not in result.output
+
+
+def test_run_without_tasks_or_goal_is_a_usage_error(tmp_path):
+    path = tmp_path / "team.yaml"
+    path.write_text("agents: [{name: a, instructions: x}]\n")
+    result = runner.invoke(app, ["run", str(path), "--db", f"sqlite:///{tmp_path}/r.db"])
+    assert result.exit_code == 2
+    assert "give --goal" in result.output
+
+
+def test_unknown_model_provider_is_a_one_line_error(tmp_path):
+    result = runner.invoke(
+        app, ["run", str(EXAMPLE), "--model", "nosuch:thing", "--db", f"sqlite:///{tmp_path}/r.db"]
+    )
+    assert result.exit_code == 2, result.output
+    assert "unknown model provider 'nosuch'" in result.output
+
+
+async def test_inspect_shows_items_origins_tokens_and_prompts(tmp_path):
+    db = f"sqlite:///{tmp_path}/runs.db"
+    team = Team(agents=(Agent(name="w", instructions="SYSTEM-TEXT"),), name="demo")
+    model = FunctionModel(lambda r: f"ANSWER-{r.prompt.manifest.subject}")
+    with RunLedger(db) as ledger:
+        result = await Orchestrator(team, model=model, ledger=ledger).run_tasks(
+            [
+                Task(id="a", title="First", description="DESC-A", assignee="w"),
+                Task(id="b", title="Second", description="DESC-B", assignee="w", depends_on=["a"]),
+            ]
+        )
+    out = runner.invoke(app, ["inspect", result.run_id[:20], "--db", db])
+    assert out.exit_code == 0, out.output
+    text = out.output
+    assert "task:b" in text and "task_result:a" in text and "instructions" in text
+    assert "DESC-B" in text and "SYSTEM-TEXT" in text and "ANSWER-task:a" in text
+    only_a = runner.invoke(app, ["inspect", result.run_id, "--task", "a", "--db", db]).output
+    assert "DESC-A" in only_a and "DESC-B" not in only_a
+    missing = runner.invoke(app, ["inspect", "run_nope", "--db", db])
+    assert missing.exit_code == 2 and "run_nope" in missing.output
+    listing = runner.invoke(app, ["runs", "--db", db])
+    assert result.run_id in listing.output
+
+
+@pytest.mark.embedded
+def test_run_on_the_embedded_model_end_to_end(tmp_path):
+    pytest.importorskip("llama_cpp")
+    src = tmp_path / "pkg"
+    src.mkdir()
+    (src / "adder.py").write_text('def add(a, b):\n    """Add two numbers."""\n    return a + b\n')
+    (src / "greeter.py").write_text('def greet(name):\n    return f"Hello, {name}!"\n')
+    db = f"sqlite:///{tmp_path}/runs.db"
+    proc = subprocess.run(
+        [sys.executable, "-m", "clearance", "run", str(EXAMPLE), "--input", str(src), "--db", db],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "completed  review-adder" in proc.stdout
+    assert "completed  cross-module" in proc.stdout
+    assert "Synthesis" in proc.stdout
+    with RunLedger(db) as ledger:
+        run = ledger.list_runs()[0]
+        calls = {c.subject: c for c in ledger.calls(run.run_id)}
+    # each module reviewer saw only its own file
+    adder = calls["task:review-adder"]
+    origins = [i["origin"] for i in adder.manifest["items"]]
+    assert origins == ["instructions", "task:review-adder", "file:adder.py"]
+    assert "greet" not in "".join(m["content"] for m in adder.messages)
+    cross = [i["origin"] for i in calls["task:cross-module"].manifest["items"]]
+    assert cross == [
+        "instructions",
+        "task:cross-module",
+        "task_result:review-adder",
+        "task_result:review-greeter",
+    ]

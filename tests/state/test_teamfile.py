@@ -1,0 +1,83 @@
+from pathlib import Path
+
+import pytest
+
+from clearance import ConfigError, TaskGraph
+from clearance._core.teamfile import load_team_file, resolve_input
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "code_review.yaml"
+
+
+def write(tmp_path, text):
+    path = tmp_path / "team.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_example_expands_one_task_per_module(tmp_path):
+    src = tmp_path / "pkg"
+    (src / "sub").mkdir(parents=True)
+    (src / "a.py").write_text("A = 1\n")
+    (src / "b.py").write_text("B = 2\n")
+    (src / "sub" / "c.py").write_text("C = 3\n")
+    (src / "notes.txt").write_text("not python")
+    loaded = load_team_file(EXAMPLE, input_dir=src)
+    ids = [t.id for t in loaded.tasks]
+    assert ids == ["review-a", "review-b", "cross-module"]  # top-level *.py, sorted
+    graph = TaskGraph(loaded.tasks)
+    assert graph.get("cross-module").depends_on == ("review-a", "review-b")
+    assert graph.get("review-a").files == ("a.py",)
+    assert "a.py" in graph.get("review-a").description
+    assert loaded.input_root == src
+
+
+def test_default_input_is_the_stdlib_json_package():
+    loaded = load_team_file(EXAMPLE)
+    assert loaded.input_root == resolve_input("python:json")
+    assert {"review-decoder", "review-encoder", "review-scanner"} <= {t.id for t in loaded.tasks}
+
+
+def test_braces_in_descriptions_are_left_alone(tmp_path):
+    (tmp_path / "x.py").write_text("")
+    path = write(
+        tmp_path,
+        """
+agents: [{name: a, instructions: hi}]
+input: {default: "."}
+tasks:
+  - id: "t-{stem}"
+    for_each_file: "*.py"
+    title: "T {name}"
+    description: 'Reply as {"ok": true} about {path}'
+    assignee: a
+""",
+    )
+    loaded = load_team_file(path, input_dir=tmp_path)
+    assert loaded.tasks[0].description == 'Reply as {"ok": true} about x.py'
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("agents: [", "not valid YAML (line"),
+        ("- just a list", "must hold a mapping"),
+        ("agents: []", "agents: List should have at least 1 item"),
+        ("agents: [{name: a}]", "agents.0.instructions: Field required"),
+        ("agents: [{name: a, instructions: x, colour: red}]", "agents.0.colour: Extra inputs"),
+        (
+            "agents: [{name: a, instructions: x}]\ntasks: [{id: t, title: T, description: d, "
+            "assignee: a, memory_scope: everything}]",
+            "tasks.0.memory_scope",
+        ),
+        ("agents: [{name: 'bad name!', instructions: x}]", "agent name 'bad name!' is not valid"),
+        ("agents: [{name: a, instructions: x}]\ninput: {default: /no/such/dir}", "does not exist"),
+    ],
+)
+def test_bad_files_name_the_file_field_and_problem(tmp_path, text, expected):
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_team_file(path)
+    message = str(info.value)
+    assert str(path) in message
+    assert expected in message
+    assert "\n" not in message
