@@ -61,7 +61,10 @@ def test_direct_dependencies_only_with_titled_blocks():
     prompt = builder().build_task_prompt(q.graph.get("c"), agent=AGENT, queue=q)
     assert prompt.manifest.origins == ("instructions", "task:c", "task_result:b")
     user = prompt.messages[1].content
-    assert "## Context from prerequisite tasks\n\n### Title b (by worker)\n~~~~\nRESULT-b\n~~~~" in user
+    assert (
+        "## Context from prerequisite tasks\n\n### Title b (by worker)\n~~~~\nRESULT-b\n~~~~"
+        in user
+    )
     assert "RESULT-a" not in prompt.text and "RESULT-x" not in prompt.text
 
 
@@ -69,7 +72,12 @@ def test_transitive_scope_sees_ancestors_only():
     tasks = [t("a"), t("b", "a"), t("c", "b", scope="transitive"), t("x")]
     q = completed_queue(tasks, {"a", "b", "x"})
     prompt = builder().build_task_prompt(q.graph.get("c"), agent=AGENT, queue=q)
-    assert set(prompt.manifest.origins) == {"instructions", "task:c", "task_result:a", "task_result:b"}
+    assert set(prompt.manifest.origins) == {
+        "instructions",
+        "task:c",
+        "task_result:a",
+        "task_result:b",
+    }
     assert "RESULT-x" not in prompt.text
 
 
@@ -82,7 +90,12 @@ def test_all_scope_sees_every_completed_result_untruncated():
     q.start("b")
     q.complete("b", "RESULT-b")
     prompt = builder().build_task_prompt(q.graph.get("c"), agent=AGENT, queue=q)
-    assert set(prompt.manifest.origins) == {"instructions", "task:c", "task_result:a", "task_result:b"}
+    assert set(prompt.manifest.origins) == {
+        "instructions",
+        "task:c",
+        "task_result:a",
+        "task_result:b",
+    }
     assert long in prompt.text  # not truncated
     assert "task_result:d" not in prompt.manifest.origins  # not completed
 
@@ -168,8 +181,14 @@ def test_synthesis_sees_completed_failed_skipped_and_summary():
     assert "## Skipped tasks" in text and "Title c" in text
     assert "## Shared memory" in text
     assert prompt.manifest.subject == "synthesis"
-    assert {"goal", "task_result:a", "task_result:d", "task_status:b", "task_status:c",
-            "shared_memory"} <= set(prompt.manifest.origins)
+    assert {
+        "goal",
+        "task_result:a",
+        "task_result:d",
+        "task_status:b",
+        "task_status:c",
+        "shared_memory",
+    } <= set(prompt.manifest.origins)
 
 
 def test_plan_prompt_shows_roster_summaries_not_instructions():

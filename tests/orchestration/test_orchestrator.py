@@ -219,7 +219,9 @@ async def test_ledger_records_every_call_with_prompt_and_manifest(ledger):
     calls = ledger.calls(result.run_id)
     assert [c.subject for c in calls] == ["task:a", "task:b", "synthesis"]
     b = calls[1]
-    assert [m["content"] for m in b.messages] == [m.content for m in model.requests[1].prompt.messages]
+    assert [m["content"] for m in b.messages] == [
+        m.content for m in model.requests[1].prompt.messages
+    ]
     assert [i["origin"] for i in b.manifest["items"]] == ["instructions", "task:b", "task_result:a"]
     run = ledger.get_run(result.run_id)
     assert run.status == "completed" and run.synthesis == "SYNTHESIS"
@@ -231,14 +233,33 @@ def plan(*tasks):
 
 async def test_run_team_forwards_planned_edges_exactly(ledger):
     the_plan = plan(
-        {"id": "r1", "title": "Research", "description": "find", "assignee": "alice", "depends_on": []},
-        {"id": "r2", "title": "More", "description": "find more", "assignee": "bob", "depends_on": []},
-        {"id": "w", "title": "Write", "description": "write", "assignee": "bob", "depends_on": ["r1"]},
+        {
+            "id": "r1",
+            "title": "Research",
+            "description": "find",
+            "assignee": "alice",
+            "depends_on": [],
+        },
+        {
+            "id": "r2",
+            "title": "More",
+            "description": "find more",
+            "assignee": "bob",
+            "depends_on": [],
+        },
+        {
+            "id": "w",
+            "title": "Write",
+            "description": "write",
+            "assignee": "bob",
+            "depends_on": ["r1"],
+        },
     )
     model = ScriptedModel([the_plan, "R1", "R2", "W", "FINAL"])
     orch = Orchestrator(TEAM, model=model, ledger=ledger, max_concurrency=1)
     result = await orch.run_team("Write a report")
     assert result.synthesis == "FINAL"
+    assert result.usage.requests == 5  # plan, three tasks, synthesis
     graph = ledger.get_run(result.run_id).graph
     assert {g["id"]: g["depends_on"] for g in graph} == {"r1": [], "r2": [], "w": ["r1"]}
     plan_request = model.requests[0]
@@ -252,7 +273,9 @@ async def test_run_team_forwards_planned_edges_exactly(ledger):
 
 
 async def test_run_team_repairs_once_then_fails_clearly(ledger):
-    good = plan({"id": "a", "title": "A", "description": "d", "assignee": "alice", "depends_on": []})
+    good = plan(
+        {"id": "a", "title": "A", "description": "d", "assignee": "alice", "depends_on": []}
+    )
     model = ScriptedModel(["not json at all", good, "RA", "FINAL"])
     result = await Orchestrator(TEAM, model=model, ledger=ledger).run_team("G")
     assert result.synthesis == "FINAL"
@@ -263,7 +286,9 @@ async def test_run_team_repairs_once_then_fails_clearly(ledger):
         {"id": "a", "title": "A", "description": "d", "assignee": "alice", "depends_on": ["b"]},
         {"id": "b", "title": "B", "description": "d", "assignee": "alice", "depends_on": ["a"]},
     )
-    unknown = plan({"id": "a", "title": "A", "description": "d", "assignee": "zed", "depends_on": []})
+    unknown = plan(
+        {"id": "a", "title": "A", "description": "d", "assignee": "zed", "depends_on": []}
+    )
     model2 = ScriptedModel([cyclic, unknown])
     with pytest.raises(PlanError, match="unknown agent 'zed'"):
         await Orchestrator(TEAM, model=model2, ledger=ledger).run_team("G")

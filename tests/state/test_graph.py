@@ -1,3 +1,5 @@
+import itertools
+
 import pytest
 
 from clearance import (
@@ -11,7 +13,9 @@ from clearance import (
 
 
 def t(task_id: str, *deps: str) -> Task:
-    return Task(id=task_id, title=f"Title {task_id}", description="d", assignee="a", depends_on=deps)
+    return Task(
+        id=task_id, title=f"Title {task_id}", description="d", assignee="a", depends_on=deps
+    )
 
 
 def test_duplicate_ids_are_all_named():
@@ -44,7 +48,7 @@ def test_cycle_names_the_cycle_in_order():
     assert len(cycle) == 4
     # each element runs before the next: the next depends on it
     deps = {"a": {"c"}, "b": {"a"}, "c": {"b"}}
-    for before, after in zip(cycle, cycle[1:], strict=False):
+    for before, after in itertools.pairwise(cycle):
         assert before in deps[after]
     assert " -> ".join(cycle) in str(info.value)
 

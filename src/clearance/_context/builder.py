@@ -104,7 +104,9 @@ class ContextBuilder:
         if agent.name != task.assignee:
             raise ContextViolation(task.id, f"instructions:{agent.name}")
         subject = f"task:{task.id}"
-        task_item = self._block(f"task:{task.id}", f"{task.title} (task {task.id})", task.description)
+        task_item = self._block(
+            f"task:{task.id}", f"{task.title} (task {task.id})", task.description
+        )
 
         file_blocks = []
         for path, content in (files or {}).items():
@@ -129,7 +131,9 @@ class ContextBuilder:
             origin = f"message:{message.id}"
             if not clearance.admits(origin, message=message):
                 raise ContextViolation(task.id, origin)
-            message_blocks.append(self._block(origin, f"From {message.sender} ({message.id})", message.content))
+            message_blocks.append(
+                self._block(origin, f"From {message.sender} ({message.id})", message.content)
+            )
 
         sections = [
             _Section("# Task", (task_item,)),
@@ -167,7 +171,9 @@ class ContextBuilder:
             elif state.status is TaskStatus.FAILED:
                 failed.append(self._block(f"task_status:{t.id}", heading, state.error or "failed"))
             elif state.status is TaskStatus.SKIPPED:
-                skipped.append(self._block(f"task_status:{t.id}", heading, state.error or "skipped"))
+                skipped.append(
+                    self._block(f"task_status:{t.id}", heading, state.error or "skipped")
+                )
         summary = shared_memory.get_summary()
         sections = [
             _Section("# Goal", (self._block("goal", "Goal", goal),)),
@@ -182,7 +188,11 @@ class ContextBuilder:
             ),
         ]
         return self._assemble(
-            "synthesis", coordinator, sections, SYNTHESIS_TRAILER, max_prompt_tokens=max_prompt_tokens
+            "synthesis",
+            coordinator,
+            sections,
+            SYNTHESIS_TRAILER,
+            max_prompt_tokens=max_prompt_tokens,
         )
 
     def build_plan_prompt(
@@ -220,9 +230,19 @@ class ContextBuilder:
                     (self._block("plan_feedback", "What was wrong", feedback),),
                 )
             )
-        example = json.dumps({"tasks": [{"id": "t1", "title": "...", "description": "...",
-                                         "assignee": roster[0].name if roster else "...",
-                                         "depends_on": []}]})
+        example = json.dumps(
+            {
+                "tasks": [
+                    {
+                        "id": "t1",
+                        "title": "...",
+                        "description": "...",
+                        "assignee": roster[0].name if roster else "...",
+                        "depends_on": [],
+                    }
+                ]
+            }
+        )
         trailer = f"{PLAN_INSTRUCTIONS} Example: {example}"
         return self._assemble(
             "plan", coordinator, sections, trailer, max_prompt_tokens=max_prompt_tokens

@@ -51,7 +51,10 @@ class Clearance:
         else:
             results = frozenset(task.depends_on)
         return cls(
-            task_id=task_id, agent=task.assignee, result_task_ids=results, files=frozenset(task.files)
+            task_id=task_id,
+            agent=task.assignee,
+            result_task_ids=results,
+            files=frozenset(task.files),
         )
 
     def admits(self, origin: str, *, message: Message | None = None) -> bool:

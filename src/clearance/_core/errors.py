@@ -154,7 +154,9 @@ class LimitExceeded(ClearanceError):
         subject: What the limit applied to (a task id, an agent), or ``None``.
     """
 
-    def __init__(self, limit: str, *, value: int | float, maximum: int | float, subject: str | None):
+    def __init__(
+        self, limit: str, *, value: int | float, maximum: int | float, subject: str | None
+    ):
         self.limit = limit
         self.value = value
         self.maximum = maximum

@@ -1,1 +1,1 @@
-"""Orchestration layer: runs task graphs and teams, with the coordinator's planning and synthesis."""
+"""Orchestration layer: runs task graphs and teams; the coordinator plans and synthesizes."""

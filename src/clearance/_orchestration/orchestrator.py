@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from clearance._context.builder import ContextBuilder
 from clearance._core.clock import Clock, utc_now
@@ -165,7 +165,7 @@ class Orchestrator:
         )
         self._emit(RunEvent(kind="run_started", run_id=run_id, detail="planning"))
         try:
-            graph = await self._plan(run_id, goal)
+            graph, plan_usage = await self._plan(run_id, goal)
         except ClearanceError as exc:
             self.ledger.finish_run(
                 run_id, status="failed", synthesis=None, usage=Usage(), error=str(exc)
@@ -174,11 +174,11 @@ class Orchestrator:
             raise
         self.ledger.set_graph(run_id, graph.to_dict())
         self._emit(RunEvent(kind="plan_ready", run_id=run_id, detail=f"{len(graph)} tasks"))
-        return await self._execute(run_id, graph, goal)
+        return await self._execute(run_id, graph, goal, usage=plan_usage)
 
     # -- planning -----------------------------------------------------------------------
 
-    async def _plan(self, run_id: str, goal: str) -> TaskGraph:
+    async def _plan(self, run_id: str, goal: str) -> tuple[TaskGraph, Usage]:
         coordinator = self.team.coordinator or DEFAULT_COORDINATOR
         model = self._model_for(coordinator)
         builder = ContextBuilder(count_tokens=model.count_tokens)
@@ -186,6 +186,7 @@ class Orchestrator:
         if not names:
             raise ConfigError("the team has no agents to assign tasks to", field="agents")
         feedback: str | None = None
+        usage = Usage()
         for _attempt in range(2):
             prompt = builder.build_plan_prompt(
                 goal,
@@ -197,8 +198,9 @@ class Orchestrator:
             response = await self._call(
                 run_id, "plan", coordinator, model, prompt, json_schema=PLAN_SCHEMA
             )
+            usage = usage + response.usage
             try:
-                return parse_plan(response.text, agents=names)
+                return parse_plan(response.text, agents=names), usage
             except ValueError as exc:
                 reason = str(exc)
                 feedback = f"Your answer was:\n{response.text}\n\nIt was rejected: {reason}"
@@ -206,12 +208,15 @@ class Orchestrator:
 
     # -- execution ----------------------------------------------------------------------
 
-    async def _execute(self, run_id: str, graph: TaskGraph, goal: str) -> RunResult:
+    async def _execute(
+        self, run_id: str, graph: TaskGraph, goal: str, *, usage: Usage | None = None
+    ) -> RunResult:
         run = _Run(
             run_id=run_id,
             goal=goal,
             queue=TaskQueue(graph, clock=self._clock),
             shared=SharedMemory(clock=self._clock),
+            usage=usage or Usage(),
         )
         ledger = self.ledger
         ledger.record_messages(run_id, self.messages.all())
@@ -241,7 +246,9 @@ class Orchestrator:
 
         synthesis, error = await self._synthesize(run)
         all_completed = all(s.status is TaskStatus.COMPLETED for s in run.queue.states())
-        status = "completed" if synthesis is not None and all_completed else "failed"
+        status: Literal["completed", "failed"] = (
+            "completed" if synthesis is not None and all_completed else "failed"
+        )
         if error is None and not all_completed:
             bad = [s.task.id for s in run.queue.states() if s.status is not TaskStatus.COMPLETED]
             error = f"tasks not completed: {', '.join(bad)}"
@@ -326,7 +333,9 @@ class Orchestrator:
                 shared_memory=run.shared,
                 max_prompt_tokens=self._budget(coordinator, model),
             )
-            response = await self._call(run.run_id, "synthesis", coordinator, model, prompt, run=run)
+            response = await self._call(
+                run.run_id, "synthesis", coordinator, model, prompt, run=run
+            )
         except ClearanceError as exc:
             return None, f"synthesis failed: {exc}"
         text = response.text.strip()

@@ -135,7 +135,9 @@ def run(
     goal: Annotated[str | None, typer.Option(help="Goal for planning and synthesis.")] = None,
     model: Annotated[
         str | None,
-        typer.Option(help="Model id for every agent, e.g. llama-cpp:smollm2 or openai:gpt-4o-mini."),
+        typer.Option(
+            help="Model id for every agent, e.g. llama-cpp:smollm2 or openai:gpt-4o-mini."
+        ),
     ] = None,
     db: DbOption = DEFAULT_LEDGER_URL,
     input_dir: InputOption = None,

@@ -55,7 +55,9 @@ class ScriptedModel(_RecordingModel):
         ModelError: When called after the script is used up.
     """
 
-    def __init__(self, responses: Iterable[str | BaseException], *, model_id: str = "test:scripted"):
+    def __init__(
+        self, responses: Iterable[str | BaseException], *, model_id: str = "test:scripted"
+    ):
         super().__init__(model_id)
         self._queue: deque[str | BaseException] = deque(responses)
 
