@@ -30,7 +30,12 @@ def build_prompt(
     """A task prompt for ``writer`` whose dependency ``facts`` (by ``researcher``) completed."""
     graph = TaskGraph(
         [
-            Task(id="facts", title="Collect facts", description="Collect facts.", assignee="researcher"),
+            Task(
+                id="facts",
+                title="Collect facts",
+                description="Collect facts.",
+                assignee="researcher",
+            ),
             Task(
                 id="answer",
                 title="Answer",

@@ -10,12 +10,11 @@ import pytest
 
 from clearance._core.errors import ConfigError, ModelError
 from clearance.models import ChatModel, ModelRequest, get_model
+from clearance.models._llama_cpp import LlamaCppModel, smollm2_path
 
 pytest.importorskip(
     "llama_cpp", reason="llama-cpp-python is not installed (pip install 'clearance[local]')"
 )
-
-from clearance.models._llama_cpp import LlamaCppModel, smollm2_path  # noqa: E402
 
 pytestmark = pytest.mark.embedded
 
@@ -90,9 +89,7 @@ async def test_json_schema_output_parses(model: LlamaCppModel, make_prompt) -> N
         description="Reply with JSON: the colour of the sky and your confidence from 1 to 10.",
     )
 
-    response = await model.request(
-        ModelRequest(prompt=prompt, max_tokens=96, json_schema=schema)
-    )
+    response = await model.request(ModelRequest(prompt=prompt, max_tokens=96, json_schema=schema))
 
     data = json.loads(response.text)
     assert set(data) == {"colour", "confidence"}

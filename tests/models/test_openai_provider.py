@@ -16,14 +16,8 @@ import pytest
 
 from clearance._core.errors import ConfigError, ModelError
 from clearance.models import ChatModel, ModelRequest
+from clearance.models._llama_cpp import smollm2_path
 from clearance.models._openai import OpenAIModel
-
-pytest.importorskip(
-    "llama_cpp.server",
-    reason="llama-cpp-python[server] is not installed (pip install 'clearance[local]')",
-)
-
-from clearance.models._llama_cpp import smollm2_path  # noqa: E402
 
 pytestmark = pytest.mark.network
 
@@ -48,6 +42,10 @@ def _ready(base_url: str) -> bool:
 @pytest.fixture(scope="module")
 def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Base URL (``http://127.0.0.1:P/v1``) of a llama.cpp server running the embedded model."""
+    pytest.importorskip(
+        "llama_cpp.server",
+        reason="llama-cpp-python[server] is not installed (pip install 'clearance[local]')",
+    )
     port = _free_port()
     base_url = f"http://127.0.0.1:{port}/v1"
     log_path: Path = tmp_path_factory.mktemp("llama_server") / "server.log"
@@ -117,9 +115,7 @@ async def test_json_schema_request_returns_matching_json(model: OpenAIModel, mak
         description="Reply with JSON: the colour of the sky and your confidence from 1 to 10.",
     )
 
-    response = await model.request(
-        ModelRequest(prompt=prompt, max_tokens=96, json_schema=schema)
-    )
+    response = await model.request(ModelRequest(prompt=prompt, max_tokens=96, json_schema=schema))
 
     data = json.loads(response.text)
     assert isinstance(data, dict)
