@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from clearance._context.clearance import Clearance
-from clearance._context.render import render_block
+from clearance._context.render import Block, Section, one_line, render_block, render_user_message
 from clearance._core.errors import ContextViolation, LimitExceeded
 from clearance._core.prompt import (
     ChatMessage,
@@ -49,7 +49,7 @@ PLAN_INSTRUCTIONS = (
 @dataclass(frozen=True, slots=True)
 class _Section:
     heading: str
-    blocks: tuple[tuple[ContextItem, str], ...]
+    blocks: tuple[tuple[ContextItem, Block], ...]
 
 
 class ContextBuilder:
@@ -142,7 +142,12 @@ class ContextBuilder:
             _Section("## Messages from team members", tuple(message_blocks)),
         ]
         return self._assemble(
-            subject, agent, sections, TASK_TRAILER, max_prompt_tokens=max_prompt_tokens
+            subject,
+            agent,
+            sections,
+            TASK_TRAILER,
+            max_prompt_tokens=max_prompt_tokens,
+            clearance=clearance,
         )
 
     def build_synthesis_prompt(
@@ -250,12 +255,15 @@ class ContextBuilder:
 
     # -- internals -----------------------------------------------------------------------
 
-    def _block(self, origin: str, heading: str, content: str) -> tuple[ContextItem, str]:
-        rendered = render_block(heading, content)
+    def _block(self, origin: str, heading: str, content: str) -> tuple[ContextItem, Block]:
+        heading = one_line(heading)
         item = ContextItem(
-            origin=origin, title=heading, content=content, tokens=self._count(rendered)
+            origin=origin,
+            title=heading,
+            content=content,
+            tokens=self._count(render_block(heading, content)),
         )
-        return item, rendered
+        return item, Block(heading=heading, content=content)
 
     def _assemble(
         self,
@@ -265,6 +273,7 @@ class ContextBuilder:
         trailer: str,
         *,
         max_prompt_tokens: int | None,
+        clearance: Clearance | None = None,
     ) -> Prompt:
         system = agent.instructions.strip()
         items = [
@@ -272,16 +281,11 @@ class ContextBuilder:
                 origin="instructions", title=agent.name, content=system, tokens=self._count(system)
             )
         ]
-        parts: list[str] = []
         for section in sections:
-            if not section.blocks:
-                continue
-            parts.append(section.heading)
-            for item, rendered in section.blocks:
-                items.append(item)
-                parts.append(rendered)
-        parts.append(trailer)
-        user = "\n\n".join(parts)
+            items.extend(item for item, _ in section.blocks)
+        user = render_user_message(
+            [Section(s.heading, tuple(block for _, block in s.blocks)) for s in sections], trailer
+        )
         messages = (
             ChatMessage(role="system", content=system),
             ChatMessage(role="user", content=user),
@@ -297,5 +301,6 @@ class ContextBuilder:
             items=tuple(items),
             total_tokens=total,
             prompt_sha256=messages_sha256(messages),
+            clearance=clearance.to_dict() if clearance is not None else None,
         )
         return Prompt(messages=messages, manifest=manifest)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from clearance._state.graph import TaskGraph
 from clearance._state.messages import Message
@@ -56,6 +57,15 @@ class Clearance:
             result_task_ids=results,
             files=frozenset(task.files),
         )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form, recorded in the manifest (ids and paths sorted)."""
+        return {
+            "task_id": self.task_id,
+            "agent": self.agent,
+            "result_task_ids": sorted(self.result_task_ids),
+            "files": sorted(self.files),
+        }
 
     def admits(self, origin: str, *, message: Message | None = None) -> bool:
         """Whether an item with this origin may enter the task's prompt.

@@ -1,20 +1,54 @@
-"""Rendering of untrusted text into fenced prompt blocks.
+"""Rendering untrusted text into fenced prompt blocks, and parsing it back.
 
-Every block is a heading line, an opening fence line, the content, and a closing fence
-line. The fence is a run of tildes longer than any run of tildes in the content, so no line
-of the content can close the block early, and text inside a block cannot pass for a heading
-or section of the prompt: a reader (or `parse_blocks`) that follows the fences recovers
-exactly the items that were rendered.
+A user message is a sequence of parts joined by blank lines: section headings (``# ...`` or
+``## ...``), blocks, and a closing instruction (the trailer). A block is a heading line
+``### <heading>``, an opening fence line, the content, and a closing fence line. The fence
+is a run of tildes longer than any run of tildes in the content, so no line of the content
+can close the block early, and text inside a block cannot pass for a heading or a section of
+the prompt. `parse_user_message` follows the fences and recovers exactly the sections and
+blocks that `render_user_message` rendered; ``clearance verify`` relies on that round trip.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 
-__all__ = ["fence_for", "one_line", "render_block"]
+__all__ = [
+    "Block",
+    "PromptParseError",
+    "Section",
+    "fence_for",
+    "one_line",
+    "parse_user_message",
+    "render_block",
+    "render_user_message",
+]
 
 _TILDES = re.compile(r"~+")
+_FENCE_LINE = re.compile(r"~{4,}")
 MIN_FENCE = 4
+
+
+class PromptParseError(ValueError):
+    """A user message does not have the layout the builder renders."""
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """One fenced item: a one-line heading and the content, verbatim."""
+
+    heading: str
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """A section heading (``# Task``, ``## Context from prerequisite tasks``...) and its blocks."""
+
+    heading: str
+    blocks: tuple[Block, ...]
 
 
 def fence_for(content: str) -> str:
@@ -24,7 +58,7 @@ def fence_for(content: str) -> str:
 
 
 def one_line(text: str) -> str:
-    """Collapse whitespace (newlines included) so a title stays on its heading line."""
+    """Collapse whitespace (newlines included) so a heading stays on its line."""
     return " ".join(text.split())
 
 
@@ -32,8 +66,68 @@ def render_block(heading: str, content: str) -> str:
     """Render ``content`` fenced under a ``### heading`` line.
 
     Args:
-        heading: Trusted heading text; collapsed to one line.
+        heading: Heading text; collapsed to one line.
         content: Untrusted text, rendered verbatim inside the fence.
     """
     fence = fence_for(content)
     return f"### {one_line(heading)}\n{fence}\n{content}\n{fence}"
+
+
+def render_user_message(sections: Sequence[Section], trailer: str) -> str:
+    """Render sections (empty ones are left out) and the trailer, joined by blank lines."""
+    parts: list[str] = []
+    for section in sections:
+        if not section.blocks:
+            continue
+        parts.append(section.heading)
+        parts.extend(render_block(b.heading, b.content) for b in section.blocks)
+    parts.append(trailer)
+    return "\n\n".join(parts)
+
+
+def parse_user_message(text: str) -> tuple[tuple[Section, ...], str]:
+    """Recover the sections, blocks and trailer of a rendered user message.
+
+    Returns:
+        ``(sections, trailer)``. ``render_user_message(*parse_user_message(t)) == t`` for
+        every message the builder renders.
+
+    Raises:
+        PromptParseError: The text does not follow the rendered layout (for example a block
+            whose fence never closes, or a block outside any section).
+    """
+    lines = text.split("\n")
+    sections: list[Section] = []
+    heading: str | None = None
+    blocks: list[Block] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("### "):
+            if heading is None:
+                raise PromptParseError(f"line {i + 1}: a block outside any section")
+            if i + 1 >= len(lines) or not _FENCE_LINE.fullmatch(lines[i + 1]):
+                raise PromptParseError(f"line {i + 2}: expected an opening fence")
+            fence = lines[i + 1]
+            try:
+                end = lines.index(fence, i + 2)
+            except ValueError:
+                raise PromptParseError(f"line {i + 2}: the fence never closes") from None
+            blocks.append(Block(heading=line[4:], content="\n".join(lines[i + 2 : end])))
+            i = end + 1
+        elif line.startswith(("# ", "## ")):
+            if heading is not None:
+                sections.append(Section(heading=heading, blocks=tuple(blocks)))
+            heading, blocks = line, []
+            i += 1
+        else:
+            # The trailer: everything that is left.
+            if heading is not None:
+                sections.append(Section(heading=heading, blocks=tuple(blocks)))
+            return tuple(sections), "\n".join(lines[i:])
+        # Parts are separated by exactly one blank line.
+        if i < len(lines):
+            if lines[i] != "":
+                raise PromptParseError(f"line {i + 1}: expected a blank line between parts")
+            i += 1
+    raise PromptParseError("the message has no closing instruction")

@@ -91,7 +91,10 @@ class ContextManifest:
         agent: The agent the prompt is for.
         items: The admitted items, in prompt order.
         total_tokens: Tokens of the whole rendered prompt.
-        prompt_sha256: Hash of the rendered messages (see `Prompt.sha256`).
+        prompt_sha256: Hash of the rendered messages (see `messages_sha256`).
+        clearance: For a task prompt, the clearance it was built under, as JSON-ready data
+            (``{"task_id", "agent", "result_task_ids", "files"}``); ``None`` for the
+            coordinator's prompts, which have the full view.
     """
 
     subject: str
@@ -99,6 +102,7 @@ class ContextManifest:
     items: tuple[ContextItem, ...]
     total_tokens: int
     prompt_sha256: str
+    clearance: dict[str, Any] | None = None
 
     @property
     def origins(self) -> tuple[str, ...]:
@@ -113,6 +117,7 @@ class ContextManifest:
             "items": [item.to_dict() for item in self.items],
             "total_tokens": self.total_tokens,
             "prompt_sha256": self.prompt_sha256,
+            "clearance": self.clearance,
         }
 
 

@@ -524,7 +524,8 @@ class RunLedger:
             _schema_version.create(conn, checkfirst=True)
             for version in range(current + 1, SCHEMA_VERSION + 1):
                 _MIGRATIONS[version - 1](conn)
-                conn.execute(_schema_version.insert().values(version=version, applied_at=self._clock()))
+                # Real time, not the injected clock: keeps a test clock's ticks for the runs.
+                conn.execute(_schema_version.insert().values(version=version, applied_at=utc_now()))
 
     def _insert(self, table: Table) -> sqlite.Insert | postgresql.Insert:
         if self._dialect == "sqlite":
@@ -878,9 +879,7 @@ class RunLedger:
         Raises:
             StoreError: The database failed.
         """
-        query = (
-            select(_messages).where(_messages.c.run_id == run_id).order_by(_messages.c.ordinal)
-        )
+        query = select(_messages).where(_messages.c.run_id == run_id).order_by(_messages.c.ordinal)
         with self._reading(f"read the messages of run {run_id!r}") as conn:
             return [
                 {
