@@ -6,6 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from clearance import Agent, Orchestrator, RunLedger, Task, Team
+from clearance._context.verify import verify_run
 from clearance.cli import app
 from clearance.testing import FunctionModel
 
@@ -108,6 +109,7 @@ def test_run_on_the_embedded_model_end_to_end(tmp_path):
     assert "Synthesis" in proc.stdout
     with RunLedger(db) as ledger:
         run = ledger.list_runs()[0]
+        assert verify_run(ledger, run.run_id).ok
         calls = {c.subject: c for c in ledger.calls(run.run_id)}
     # each module reviewer saw only its own file
     adder = calls["task:review-adder"]

@@ -22,6 +22,7 @@ All timestamps are timezone-aware UTC datetimes. Every failure of the database s
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -61,12 +62,19 @@ from sqlalchemy.types import TypeDecorator
 from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import ConfigError, StoreError
 from clearance._core.ids import new_id
-from clearance._core.prompt import Prompt
+from clearance._core.prompt import Prompt, sha256_text
 from clearance._state.messages import Message
 from clearance._state.queue import TaskState
 from clearance.models._base import ModelResponse, Usage
 
-__all__ = ["DEFAULT_LEDGER_URL", "CallRecord", "RunLedger", "RunRecord", "TaskRecord"]
+__all__ = [
+    "DEFAULT_LEDGER_URL",
+    "CallRecord",
+    "RunLedger",
+    "RunRecord",
+    "TaskRecord",
+    "call_record_sha256",
+]
 
 DEFAULT_LEDGER_URL = "sqlite:///.clearance/runs.db"
 """Where runs are recorded unless told otherwise (relative to the working directory)."""
@@ -208,10 +216,33 @@ def _m001_create_tables(conn: Connection) -> None:
     metadata.create_all(conn)
 
 
+_calls.append_column(Column("record_sha256", String(64)))
+
+
+def _m002_call_record_digest(conn: Connection) -> None:
+    """Version 2: ``calls.record_sha256``, a digest of the call's messages and manifest."""
+    conn.exec_driver_sql("ALTER TABLE calls ADD COLUMN record_sha256 VARCHAR(64)")
+
+
+def call_record_sha256(messages: list[dict[str, Any]], manifest: dict[str, Any]) -> str:
+    """Digest of a recorded call's messages and manifest, in canonical JSON.
+
+    Recorded with the call; ``clearance verify`` recomputes it, so an edit of any field of a
+    recorded prompt or manifest (a token count included) is detected.
+    """
+    payload = json.dumps(
+        {"messages": messages, "manifest": manifest},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    return sha256_text(payload)
+
+
 Migration = Callable[[Connection], None]
 """One schema change, run inside the migration transaction."""
 
-_MIGRATIONS: list[Migration] = [_m001_create_tables]
+_MIGRATIONS: list[Migration] = [_m001_create_tables, _m002_call_record_digest]
 """Applied in order; migration ``i`` (0-based) brings a database to version ``i + 1``."""
 
 SCHEMA_VERSION = len(_MIGRATIONS)
@@ -297,6 +328,7 @@ class CallRecord:
         messages: The prompt's messages, ``[{"role": ..., "content": ...}, ...]``.
         manifest: The prompt's manifest (`ContextManifest.to_dict` form).
         prompt_sha256: Hash of the messages (`messages_sha256`), for ``verify``.
+        record_sha256: Digest of messages and manifest (`call_record_sha256`), for ``verify``.
         response: The completion text, or ``None`` if the call failed.
         finish_reason: Why generation stopped, if known.
         usage: Tokens of the call; all zero when the call failed.
@@ -313,6 +345,7 @@ class CallRecord:
     messages: list[dict[str, Any]]
     manifest: dict[str, Any]
     prompt_sha256: str
+    record_sha256: str | None
     response: str | None
     finish_reason: str | None
     usage: Usage
@@ -693,15 +726,18 @@ class RunLedger:
         """
         call_id = new_id("call")
         usage = response.usage if response is not None else Usage()
+        messages = prompt.to_dicts()
+        manifest = prompt.manifest.to_dict()
         stmt = _calls.insert().values(
             call_id=call_id,
             run_id=run_id,
             subject=subject,
             agent=agent,
             model_id=model_id,
-            messages=prompt.to_dicts(),
-            manifest=prompt.manifest.to_dict(),
+            messages=messages,
+            manifest=manifest,
             prompt_sha256=prompt.manifest.prompt_sha256,
+            record_sha256=call_record_sha256(messages, manifest),
             response=response.text if response is not None else None,
             finish_reason=response.finish_reason if response is not None else None,
             requests=usage.requests,
@@ -856,6 +892,7 @@ class RunLedger:
                     messages=row.messages,
                     manifest=row.manifest,
                     prompt_sha256=row.prompt_sha256,
+                    record_sha256=row.record_sha256,
                     response=row.response,
                     finish_reason=row.finish_reason,
                     usage=_usage(row),

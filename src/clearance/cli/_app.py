@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from clearance._context.verify import verify_run
 from clearance._core.errors import ClearanceError, ConfigError, GraphError
 from clearance._core.teamfile import LoadedTeam, load_team_file
 from clearance._orchestration.orchestrator import Orchestrator
@@ -253,6 +254,34 @@ def inspect(
             out.print(Text(f"error: {call.error}"))
         elif call.response is not None:
             out.print(Panel(Text(call.response), title="response", title_align="left"))
+
+
+@app.command()
+@_one_line_errors
+def verify(
+    run_id: Annotated[str, typer.Argument(help="Run id (or a unique prefix).")],
+    db: DbOption = DEFAULT_LEDGER_URL,
+) -> None:
+    """Check every prompt of a run against its clearance and manifest (exit 1 on a finding)."""
+    with RunLedger(db) as ledger:
+        report = verify_run(ledger, run_id)
+    if report.ok:
+        out.print(
+            Text(
+                f"run {report.run_id}: {report.calls_checked} model calls verified: every item "
+                "was in its task's clearance and every prompt is exactly its manifest's items"
+            )
+        )
+        return
+    for finding in report.findings:
+        out.print(Text(str(finding)), soft_wrap=True)
+    out.print(
+        Text(
+            f"run {report.run_id}: {len(report.findings)} problem(s) "
+            f"in {report.calls_checked} calls"
+        )
+    )
+    raise typer.Exit(1)
 
 
 @app.command()

@@ -1,0 +1,307 @@
+"""Verifying a recorded run: every prompt against its task's clearance, from the ledger alone.
+
+`verify_run` re-derives, for every recorded model call:
+
+1. **Integrity.** The call's digest (`call_record_sha256`) matches its recorded messages and
+   manifest, and the manifest's prompt hash matches the messages: an edit to any recorded
+   field of a prompt or manifest is detected.
+2. **Accounting.** The prompt parses back (`parse_user_message`) into exactly the manifest's
+   items, in order, each under the section its kind belongs to, with the same heading and
+   content hash; re-rendering them reproduces the recorded text byte for byte, and the
+   closing instruction is the builder's. No text reached the model that the manifest does
+   not account for.
+3. **Clearance.** Each task's clearance is recomputed from the recorded graph (never from
+   model output) and must equal the recorded one; every item's origin must be admitted by
+   it, and messages must be addressed to the task's agent. The coordinator's synthesis and
+   planning prompts may hold only the kinds of item they are built from.
+4. **Provenance.** An item's content is what its origin says it is: the task text from the
+   graph, a result from the recorded result of that task, a message from the recorded
+   message, the instructions from the recorded agent.
+
+What it cannot check: file contents are compared with the manifest's hashes, not with the
+files on disk (which may have changed since), and anything the model provider did with the
+prompt after receiving it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from clearance._context.builder import PLAN_INSTRUCTIONS, SYNTHESIS_TRAILER, TASK_TRAILER
+from clearance._context.clearance import Clearance
+from clearance._context.render import (
+    PromptParseError,
+    parse_user_message,
+    render_user_message,
+)
+from clearance._core.prompt import ChatMessage, messages_sha256, sha256_text
+from clearance._state.graph import TaskGraph
+from clearance._state.ledger import CallRecord, RunLedger, RunRecord, call_record_sha256
+from clearance._state.messages import Message
+
+__all__ = ["Finding", "VerificationReport", "verify_run"]
+
+SECTION_KINDS: Mapping[str, frozenset[str]] = {
+    "# Task": frozenset({"task"}),
+    "## Files": frozenset({"file"}),
+    "## Context from prerequisite tasks": frozenset({"task_result"}),
+    "## Messages from team members": frozenset({"message"}),
+    "## Your previous answer was rejected": frozenset({"repair"}),
+    "# Goal": frozenset({"goal"}),
+    "## Completed tasks": frozenset({"task_result"}),
+    "## Failed tasks": frozenset({"task_status"}),
+    "## Skipped tasks": frozenset({"task_status"}),
+    "## Shared memory": frozenset({"shared_memory"}),
+    "## Team members": frozenset({"agent"}),
+    "## Your previous plan was rejected": frozenset({"plan_feedback"}),
+}
+"""Which kinds of item each section of a prompt may hold."""
+
+_SYNTHESIS_KINDS = frozenset(
+    {"instructions", "goal", "task_result", "task_status", "shared_memory"}
+)
+_PLAN_KINDS = frozenset({"instructions", "goal", "agent", "plan_feedback"})
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Finding:
+    """One problem found in a recorded call.
+
+    Attributes:
+        call_id: The call.
+        subject: ``task:<id>``, ``synthesis`` or ``plan``.
+        origin: The manifest item concerned, or ``None`` for the call as a whole.
+        reason: What is wrong, in one line.
+    """
+
+    call_id: str
+    subject: str
+    origin: str | None
+    reason: str
+
+    def __str__(self) -> str:
+        where = f"{self.subject} {self.origin}" if self.origin else self.subject
+        return f"{where}: {self.reason} (call {self.call_id})"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class VerificationReport:
+    """The outcome of `verify_run`.
+
+    Attributes:
+        run_id: The run verified.
+        calls_checked: How many model calls were checked.
+        findings: Every problem found; empty when the run is clean.
+    """
+
+    run_id: str
+    calls_checked: int
+    findings: tuple[Finding, ...]
+
+    @property
+    def ok(self) -> bool:
+        """Whether no problem was found."""
+        return not self.findings
+
+
+class _RunFacts:
+    """What the ledger says about a run, indexed for the checks."""
+
+    def __init__(self, ledger: RunLedger, run: RunRecord):
+        self.run = run
+        self.graph = TaskGraph.from_dict(run.graph) if run.graph else None
+        records = ledger.tasks(run.run_id)
+        self.results = {t.task_id: t.result for t in records if t.result is not None}
+        self.errors = {t.task_id: t.error for t in records if t.error is not None}
+        self.messages = {
+            m["id"]: Message(
+                id=m["id"],
+                sender=m["sender"],
+                recipient=m["recipient"],
+                content=m["content"],
+                created_at=m["created_at"],
+            )
+            for m in ledger.messages(run.run_id)
+        }
+        config = run.config or {}
+        self.instructions: dict[str, str] = {
+            a["name"]: str(a.get("instructions", "")).strip() for a in config.get("agents", [])
+        }
+        coordinator = config.get("coordinator")
+        if isinstance(coordinator, dict) and "instructions" in coordinator:
+            self.instructions[coordinator["name"]] = str(coordinator["instructions"]).strip()
+
+
+def verify_run(ledger: RunLedger, run_id: str) -> VerificationReport:
+    """Check every model call of a run against its clearance and its manifest.
+
+    Args:
+        ledger: The ledger holding the run.
+        run_id: The run's id, or a unique prefix of it.
+
+    Returns:
+        A report; ``report.ok`` is true when no problem was found.
+
+    Raises:
+        StoreError: The run is unknown or the ledger cannot be read.
+    """
+    run = ledger.get_run(run_id)
+    facts = _RunFacts(ledger, run)
+    calls = ledger.calls(run.run_id)
+    findings = [f for call in calls for f in _check_call(call, facts)]
+    return VerificationReport(run_id=run.run_id, calls_checked=len(calls), findings=tuple(findings))
+
+
+def _check_call(call: CallRecord, facts: _RunFacts) -> Iterator[Finding]:
+    def finding(reason: str, origin: str | None = None) -> Finding:
+        return Finding(call_id=call.call_id, subject=call.subject, origin=origin, reason=reason)
+
+    manifest: dict[str, Any] = call.manifest
+    if call.record_sha256 is None:
+        yield finding("the call was recorded without a digest, so edits cannot be ruled out")
+    elif call_record_sha256(call.messages, manifest) != call.record_sha256:
+        yield finding("the recorded prompt or manifest was altered after the call")
+
+    roles = [m.get("role") for m in call.messages]
+    if roles != ["system", "user"]:
+        yield finding(f"expected a system and a user message, found roles {roles}")
+        return
+    system, user = (str(m.get("content", "")) for m in call.messages)
+    recorded_hash = messages_sha256(
+        (ChatMessage(role="system", content=system), ChatMessage(role="user", content=user))
+    )
+    if recorded_hash != manifest.get("prompt_sha256") or recorded_hash != call.prompt_sha256:
+        yield finding("the prompt text does not match the hash in its manifest")
+
+    items: list[dict[str, Any]] = list(manifest.get("items", []))
+    if not items or items[0].get("origin") != "instructions":
+        yield finding("the manifest does not start with the agent's instructions")
+        return
+    if items[0].get("sha256") != sha256_text(system):
+        yield finding("the system message is not the manifest's instructions", "instructions")
+    expected_instructions = facts.instructions.get(call.agent)
+    if expected_instructions is not None and system != expected_instructions:
+        yield finding(f"the system message is not agent {call.agent!r}'s instructions")
+
+    yield from (finding(reason, origin) for origin, reason in _check_layout(call, user, items))
+    yield from (finding(reason, origin) for origin, reason in _check_admission(call, items, facts))
+
+
+def _check_layout(
+    call: CallRecord, user: str, items: list[dict[str, Any]]
+) -> Iterator[tuple[str | None, str]]:
+    """The user message is exactly the rendering of the manifest's items."""
+    try:
+        sections, trailer = parse_user_message(user)
+    except PromptParseError as exc:
+        yield None, f"the prompt does not have the rendered layout: {exc}"
+        return
+    blocks = [(s.heading, b) for s in sections for b in s.blocks]
+    if len(blocks) != len(items) - 1:
+        yield None, f"the prompt holds {len(blocks)} blocks, the manifest lists {len(items) - 1}"
+    for (heading, block), item in zip(blocks, items[1:], strict=False):
+        origin = str(item.get("origin"))
+        kind = origin.split(":", 1)[0]
+        if kind not in SECTION_KINDS.get(heading, frozenset()):
+            yield origin, f"a {kind!r} item under the section {heading!r}"
+        if block.heading != item.get("title"):
+            yield (
+                origin,
+                f"the block is headed {block.heading!r}, the manifest says {item.get('title')!r}",
+            )
+        if sha256_text(block.content) != item.get("sha256"):
+            yield origin, "the block's content does not match the manifest's hash"
+    if render_user_message(sections, trailer) != user:
+        yield None, "the prompt holds text outside the manifest's items"
+    subject = call.subject
+    if subject.startswith("task:"):
+        builders_trailer = trailer == TASK_TRAILER
+    elif subject == "synthesis":
+        builders_trailer = trailer == SYNTHESIS_TRAILER
+    else:
+        builders_trailer = trailer.startswith(PLAN_INSTRUCTIONS)
+    if not builders_trailer:
+        yield None, "the closing instruction is not the builder's"
+
+
+def _check_admission(
+    call: CallRecord, items: list[dict[str, Any]], facts: _RunFacts
+) -> Iterator[tuple[str | None, str]]:
+    """Every item is admitted by the subject's clearance and is what its origin says."""
+    subject = call.subject
+    if subject.startswith("task:"):
+        yield from _check_task_call(call, items, facts)
+        return
+    allowed = _SYNTHESIS_KINDS if subject == "synthesis" else _PLAN_KINDS
+    if subject not in ("synthesis", "plan"):
+        yield None, f"unknown call subject {subject!r}"
+        return
+    agents = set(facts.instructions)
+    for item in items[1:]:
+        origin = str(item.get("origin"))
+        kind, _, ref = origin.partition(":")
+        if kind not in allowed:
+            yield origin, f"a {subject} prompt may not hold {kind!r} items"
+        elif kind == "agent" and agents and ref not in agents:
+            yield origin, f"{ref!r} is not an agent of the run"
+        elif kind == "goal" and facts.run.goal is not None:
+            if item.get("sha256") != sha256_text(facts.run.goal):
+                yield origin, "the goal is not the run's goal"
+        else:
+            yield from _check_provenance(origin, item, facts)
+
+
+def _check_task_call(
+    call: CallRecord, items: list[dict[str, Any]], facts: _RunFacts
+) -> Iterator[tuple[str | None, str]]:
+    task_id = call.subject.removeprefix("task:")
+    if facts.graph is None or task_id not in facts.graph:
+        yield None, f"task {task_id!r} is not in the run's recorded graph"
+        return
+    task = facts.graph.get(task_id)
+    if call.agent != task.assignee:
+        yield (
+            None,
+            f"the prompt was built for {call.agent!r}, the task's assignee is {task.assignee!r}",
+        )
+    clearance = Clearance.for_task(facts.graph, task_id)
+    recorded = call.manifest.get("clearance")
+    if recorded != clearance.to_dict():
+        yield None, "the recorded clearance differs from the one the graph gives"
+    for item in items[1:]:
+        origin = str(item.get("origin"))
+        kind, _, ref = origin.partition(":")
+        message = facts.messages.get(ref) if kind == "message" else None
+        if kind == "message" and message is None:
+            yield origin, "no such message was recorded in the run"
+        elif not clearance.admits(origin, message=message):
+            yield origin, f"not in the clearance of task {task_id!r}"
+        elif kind == "task" and item.get("sha256") != sha256_text(task.description):
+            yield origin, "the task text is not the recorded task's description"
+        else:
+            yield from _check_provenance(origin, item, facts)
+
+
+def _check_provenance(
+    origin: str, item: dict[str, Any], facts: _RunFacts
+) -> Iterator[tuple[str | None, str]]:
+    kind, _, ref = origin.partition(":")
+    digest = item.get("sha256")
+    if kind == "task_result":
+        result = facts.results.get(ref)
+        if result is None:
+            yield origin, f"task {ref!r} has no recorded result"
+        elif digest != sha256_text(result):
+            yield origin, f"the content is not the recorded result of task {ref!r}"
+    elif kind == "task_status":
+        error = facts.errors.get(ref)
+        if error is None:
+            yield origin, f"task {ref!r} has no recorded failure or skip"
+        elif digest != sha256_text(error):
+            yield origin, f"the content is not the recorded reason of task {ref!r}"
+    elif kind == "message":
+        message = facts.messages.get(ref)
+        if message is not None and digest != sha256_text(message.content):
+            yield origin, "the content is not the recorded message"
