@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from clearance._context.clearance import Clearance
 from clearance._context.render import Block, Section, one_line, render_block, render_user_message
-from clearance._core.errors import ContextViolation, LimitExceeded
+from clearance._core.errors import ContextViolation, DependencyPayloadError, LimitExceeded
 from clearance._core.prompt import (
     ChatMessage,
     ContextItem,
@@ -58,7 +58,9 @@ class ContextBuilder:
     Prompt layout: the system message holds the agent's instructions. The user message holds
     ``# Task`` (the task's own text), then ``## Files``, ``## Context from prerequisite
     tasks`` (one block per admitted result, headed ``### <title> (by <assignee>)``), and
-    ``## Messages from team members``; each block is fenced (see `render_block`).
+    ``## Messages from team members``; on the repair attempt of a structured hand-off, a last
+    section ``## Your previous answer was rejected``. Each block is fenced (see
+    `render_block`).
 
     Args:
         count_tokens: Token counter of the target model; manifests and budgets use it.
@@ -78,11 +80,14 @@ class ContextBuilder:
         messages: MessageBus | None = None,
         files: Mapping[str, str] | None = None,
         max_prompt_tokens: int | None = None,
+        max_dependency_tokens: int | None = None,
+        repair: str | None = None,
     ) -> Prompt:
         """Build the prompt of one task: its text plus exactly what its clearance admits.
 
         Results are read from ``queue`` (completed tasks only), never from `SharedMemory`.
         Without dependencies and messages the prompt is a clean slate: instructions and task.
+        A result is never truncated: one over ``max_dependency_tokens`` fails the build.
 
         Args:
             task: The task; it must belong to ``queue.graph``.
@@ -91,6 +96,13 @@ class ContextBuilder:
             messages: The team's message bus; messages addressed to the assignee are admitted.
             files: Contents of files by path; only the task's listed ``files`` are admitted.
             max_prompt_tokens: Token budget of the whole prompt, ``None`` for no limit.
+            max_dependency_tokens: Most tokens each admitted result (``task_result:<id>``)
+                may hold, counted on the result text with ``count_tokens``; ``None`` for no
+                limit.
+            repair: For the repair attempt of a task with an ``output_schema``: the rejected
+                answer, a blank line, then ``Problem: <why it was rejected>``. Rendered as
+                the last section, ``## Your previous answer was rejected``, in one block
+                with origin ``repair:<task id>``. ``None`` on a first attempt.
 
         Returns:
             The prompt, with a manifest of every admitted item.
@@ -98,6 +110,8 @@ class ContextBuilder:
         Raises:
             ContextViolation: An offered item is outside the task's clearance (for example a
                 file the task does not list, or an agent that is not the assignee).
+            DependencyPayloadError: An admitted result exceeds ``max_dependency_tokens``; the
+                error names the dependency, its size and the limit.
             LimitExceeded: The prompt exceeds ``max_prompt_tokens``.
         """
         clearance = Clearance.for_task(queue.graph, task.id)
@@ -123,8 +137,18 @@ class ContextBuilder:
             origin = f"task_result:{tid}"
             if not clearance.admits(origin):  # pragma: no cover - guarded by the filter above
                 raise ContextViolation(task.id, origin)
+            content = state.result or ""
+            if max_dependency_tokens is not None:
+                tokens = self._count(content)
+                if tokens > max_dependency_tokens:
+                    raise DependencyPayloadError(
+                        dependency=tid,
+                        task_id=task.id,
+                        tokens=tokens,
+                        maximum=max_dependency_tokens,
+                    )
             heading = f"{state.task.title} (by {state.task.assignee})"
-            result_blocks.append(self._block(origin, heading, state.result or ""))
+            result_blocks.append(self._block(origin, heading, content))
 
         message_blocks = []
         for message in messages.for_agent(agent.name) if messages else ():
@@ -141,6 +165,16 @@ class ContextBuilder:
             _Section("## Context from prerequisite tasks", tuple(result_blocks)),
             _Section("## Messages from team members", tuple(message_blocks)),
         ]
+        if repair is not None:
+            origin = f"repair:{task.id}"
+            if not clearance.admits(origin):  # pragma: no cover - a task's own repair
+                raise ContextViolation(task.id, origin)
+            sections.append(
+                _Section(
+                    "## Your previous answer was rejected",
+                    (self._block(origin, "Previous answer and validation error", repair),),
+                )
+            )
         return self._assemble(
             subject,
             agent,

@@ -19,6 +19,8 @@ class Clearance:
 
     - always: the assignee's instructions (``instructions``) and the task's own text
       (``task:<id>``);
+    - ``repair:<id>``: the task's own rejected answer and why it was rejected, shown on the
+      repair attempt of a structured hand-off (``Task.output_schema``);
     - ``task_result:<id>`` for each id in ``result_task_ids``, which ``memory_scope``
       decides: the direct dependencies (``"dependencies"``), every ancestor
       (``"transitive"``), or every other task of the graph (``"all"``);
@@ -77,7 +79,7 @@ class Clearance:
         kind, _, ref = origin.partition(":")
         if kind == "instructions":
             return not ref
-        if kind == "task":
+        if kind in ("task", "repair"):
             return ref == self.task_id
         if kind == "task_result":
             return ref in self.result_task_ids

@@ -12,7 +12,9 @@ Clearance raises on purpose::
     │   └── CycleError
     ├── PlanError                   the coordinator's plan is not a valid graph (after repair)
     ├── ModelError                  a model provider failed or returned nothing usable
+    ├── OutputValidationError       a structured result did not validate (after repair)
     ├── LimitExceeded               a budget was reached (prompt tokens, steps, ...)
+    │   └── DependencyPayloadError  one dependency's result is over the per-dependency limit
     ├── ContextViolation            an item outside the task's clearance reached the builder
     ├── AccessDenied                a scoped view refused an operation
     ├── StoreError                  the run ledger or store could not be read or written
@@ -32,10 +34,12 @@ __all__ = [
     "ConfigError",
     "ContextViolation",
     "CycleError",
+    "DependencyPayloadError",
     "DuplicateTaskError",
     "GraphError",
     "LimitExceeded",
     "ModelError",
+    "OutputValidationError",
     "PathEscapeError",
     "PlanError",
     "SelfDependencyError",
@@ -144,6 +148,23 @@ class ModelError(ClearanceError):
         super().__init__(f"{model_id}: {message}" if model_id else message)
 
 
+class OutputValidationError(ClearanceError):
+    """A task's result did not validate against its ``output_schema``, even after one repair.
+
+    Attributes:
+        task_id: The task.
+        reason: Why the last answer was rejected (not JSON, or the schema error and where).
+    """
+
+    def __init__(self, task_id: str, reason: str):
+        self.task_id = task_id
+        self.reason = reason
+        super().__init__(
+            f"task {task_id!r}: the result does not match the task's output_schema after one "
+            f"repair attempt: {reason}"
+        )
+
+
 class LimitExceeded(ClearanceError):
     """A configured limit was reached.
 
@@ -163,6 +184,34 @@ class LimitExceeded(ClearanceError):
         self.subject = subject
         who = f"{subject}: " if subject else ""
         super().__init__(f"{who}{limit} exceeded: {value} > {maximum}")
+
+
+class DependencyPayloadError(LimitExceeded):
+    """The result of one dependency is too large to hand to a dependent task.
+
+    Raised instead of truncating the result. ``limit`` is ``"max_dependency_tokens"``,
+    ``value`` equals ``tokens`` and ``subject`` is ``"task:<task_id>"``.
+
+    Attributes:
+        dependency: The task whose result is too large.
+        task_id: The dependent task whose prompt was being built.
+        tokens: Tokens of the dependency's result, counted with the dependent's model.
+        maximum: The dependent agent's ``max_dependency_tokens``.
+    """
+
+    def __init__(self, *, dependency: str, task_id: str, tokens: int, maximum: int):
+        self.dependency = dependency
+        self.task_id = task_id
+        self.tokens = tokens
+        super().__init__(
+            "max_dependency_tokens", value=tokens, maximum=maximum, subject=f"task:{task_id}"
+        )
+        # Replace LimitExceeded's generic message with one that names the dependency.
+        self.args = (
+            f"task {task_id!r}: the result of dependency {dependency!r} is {tokens} tokens, "
+            f"over the limit of {maximum} tokens per dependency (max_dependency_tokens); "
+            "shorten that result or raise the assignee's limits.max_dependency_tokens",
+        )
 
 
 class ContextViolation(ClearanceError):

@@ -6,9 +6,15 @@ run lives in the state layer (`TaskQueue`, `SharedMemory`, the ledger).
 
 from __future__ import annotations
 
+import copy
+import json
 import re
 from dataclasses import dataclass, field
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
+
+from jsonschema.exceptions import SchemaError
+from jsonschema.protocols import Validator
+from jsonschema.validators import Draft202012Validator, validator_for
 
 from clearance._core.errors import ConfigError
 
@@ -46,6 +52,18 @@ class Task:
         depends_on: Ids of the tasks whose results this task needs.
         memory_scope: Which earlier results the task may see (see `MemoryScope`).
         files: Paths, relative to the run's input root, whose contents the task may see.
+        output_schema: JSON Schema the result must validate against (a structured hand-off),
+            or ``None`` for a free-text result. The model is asked for JSON matching it; an
+            invalid answer gets one repair attempt, then the task fails with
+            `OutputValidationError`. Dependents receive the validated JSON, re-serialized
+            canonically. The dialect is taken from ``$schema`` (draft 2020-12 when absent or
+            unknown); ``format`` is an annotation, not checked. Stored as a deep copy and
+            left out of the hash, so a task stays hashable.
+
+    Raises:
+        ConfigError: An invalid id, scope or title, or an ``output_schema`` that is not a
+            valid JSON Schema or not JSON-serializable (``field`` is
+            ``tasks.<id>.output_schema``; the message gives the problem and where it is).
     """
 
     id: str
@@ -55,6 +73,7 @@ class Task:
     depends_on: tuple[str, ...] = ()
     memory_scope: MemoryScope = "dependencies"
     files: tuple[str, ...] = ()
+    output_schema: dict[str, Any] | None = field(default=None, hash=False)
 
     def __post_init__(self) -> None:
         _check_name("task id", self.id)
@@ -68,6 +87,38 @@ class Task:
         # Accept lists from callers but store tuples, so the spec stays hashable and frozen.
         object.__setattr__(self, "depends_on", tuple(dict.fromkeys(self.depends_on)))
         object.__setattr__(self, "files", tuple(self.files))
+        if self.output_schema is not None:
+            object.__setattr__(self, "output_schema", _checked_schema(self.id, self.output_schema))
+
+
+def _checked_schema(task_id: str, schema: Any) -> dict[str, Any]:
+    """A deep copy of ``schema`` once it is known to be a valid, JSON-ready JSON Schema."""
+    where = f"tasks.{task_id}.output_schema"
+    if not isinstance(schema, dict):
+        raise ConfigError(
+            f"must be a JSON Schema object (a mapping), got {type(schema).__name__}",
+            field=where,
+        )
+    try:
+        json.dumps(schema)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"not JSON-serializable: {exc}", field=where) from exc
+    try:
+        validator_for(schema, default=Draft202012Validator).check_schema(schema)
+    except SchemaError as exc:
+        raise ConfigError(
+            f"not a valid JSON Schema: {exc.message} (at {exc.json_path})",
+            field=where,
+        ) from exc
+    return copy.deepcopy(schema)
+
+
+def schema_validator(schema: dict[str, Any]) -> Validator:
+    """A validator for ``schema`` (a task's checked ``output_schema``), in its own dialect.
+
+    The dialect is taken from ``$schema``; draft 2020-12 when absent or unknown.
+    """
+    return validator_for(schema, default=Draft202012Validator)(schema)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -80,11 +131,16 @@ class AgentLimits:
             window minus ``max_output_tokens``. A larger prompt fails the task with
             `LimitExceeded`; nothing is truncated silently.
         timeout_s: Wall-clock seconds one model call may take; ``None`` means no limit.
+        max_dependency_tokens: Most tokens the result of any one task admitted into this
+            agent's task prompts may hold, counted on the result text with the agent's model;
+            ``None`` means no limit. A larger result fails the dependent task with
+            `DependencyPayloadError`; nothing is truncated silently.
     """
 
     max_output_tokens: int = 512
     max_prompt_tokens: int | None = None
     timeout_s: float | None = None
+    max_dependency_tokens: int | None = 4000
 
     def __post_init__(self) -> None:
         if self.max_output_tokens < 1:
@@ -93,6 +149,8 @@ class AgentLimits:
             raise ConfigError("must be at least 1", field="limits.max_prompt_tokens")
         if self.timeout_s is not None and self.timeout_s <= 0:
             raise ConfigError("must be positive", field="limits.timeout_s")
+        if self.max_dependency_tokens is not None and self.max_dependency_tokens < 1:
+            raise ConfigError("must be at least 1", field="limits.max_dependency_tokens")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -32,6 +32,7 @@ class LimitsSpec(_Strict):
     max_output_tokens: int = Field(default=512, ge=1)
     max_prompt_tokens: int | None = Field(default=None, ge=1)
     timeout_s: float | None = Field(default=None, gt=0)
+    max_dependency_tokens: int | None = Field(default=4000, ge=1)
 
 
 class AgentSpec(_Strict):
@@ -64,6 +65,7 @@ class TaskSpec(_Strict):
     depends_on: list[str] = []
     memory_scope: Literal["dependencies", "transitive", "all"] = "dependencies"
     files: list[str] = []
+    output_schema: dict[str, Any] | None = None
     for_each_file: str | None = None
 
 
@@ -236,6 +238,7 @@ def _expand_tasks(spec: TeamFile, input_root: Path | None) -> tuple[Task, ...]:
                 depends_on=tuple(depends),
                 memory_scope=task.memory_scope,
                 files=tuple(_fill(f, values) for f in task.files),
+                output_schema=task.output_schema,
             )
         )
     return tuple(tasks)

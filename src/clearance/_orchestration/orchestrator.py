@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+from jsonschema.exceptions import best_match
 
 from clearance._context.builder import ContextBuilder
 from clearance._core.clock import Clock, utc_now
@@ -16,11 +20,12 @@ from clearance._core.errors import (
     ConfigError,
     LimitExceeded,
     ModelError,
+    OutputValidationError,
     PlanError,
 )
 from clearance._core.ids import new_id
 from clearance._core.prompt import Prompt
-from clearance._core.spec import Agent, Task, Team
+from clearance._core.spec import Agent, Task, Team, schema_validator
 from clearance._orchestration.files import read_task_files
 from clearance._orchestration.planner import PLAN_SCHEMA, parse_plan
 from clearance._orchestration.result import RunEvent, RunResult, TaskOutcome
@@ -45,6 +50,51 @@ DEFAULT_COORDINATOR = Agent(
 
 DEFAULT_GOAL = "Report on the results of the tasks."
 
+_FENCED_JSON = re.compile(r"```(?:json)?[ \t]*\n(.*?)```", re.DOTALL)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _validated_json(text: str, schema: dict[str, Any]) -> str:
+    """Parse a structured answer and validate it against the task's ``output_schema``.
+
+    Args:
+        text: The completion: a JSON value, or a fenced code block (```` ```json ````) holding
+            one.
+        schema: The task's (already checked) JSON Schema.
+
+    Returns:
+        The value re-serialized canonically:
+        ``json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True)``.
+
+    Raises:
+        ValueError: With a one-line reason fit to show the model on the repair attempt
+            (empty answer, invalid JSON, or the schema error and the JSON path it is at).
+    """
+    body = text.strip()
+    if not body:
+        raise ValueError("the answer is empty; reply with a JSON value only")
+    try:
+        value = json.loads(body, parse_constant=_reject_constant)
+    except ValueError as exc:
+        match = _FENCED_JSON.search(body)
+        if match is None:
+            raise ValueError(f"the answer is not valid JSON: {exc}") from exc
+        try:
+            value = json.loads(match.group(1), parse_constant=_reject_constant)
+        except ValueError as inner:
+            raise ValueError(f"the fenced block is not valid JSON: {inner}") from inner
+    errors = list(schema_validator(schema).iter_errors(value))
+    error = best_match(errors)
+    if error is not None:
+        more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
+        raise ValueError(
+            f"the JSON does not match the output schema at {error.json_path}: {error.message}{more}"
+        )
+    return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True)
+
 
 @dataclass(slots=True)
 class _Run:
@@ -65,6 +115,13 @@ class Orchestrator:
     moment its dependencies complete; independent tasks run concurrently, at most
     ``max_concurrency`` at once. A failed task skips its transitive dependents and leaves
     every other branch running. The coordinator alone gets the full view, for synthesis.
+
+    A task with an ``output_schema`` asks its model for JSON matching the schema; an answer
+    that does not validate gets exactly one repair attempt (the task prompt plus the rejected
+    answer and the validation error), then the task fails with `OutputValidationError`.
+    Dependents and the synthesis receive the validated JSON, re-serialized canonically. A
+    dependency result over the assignee's ``limits.max_dependency_tokens`` fails the
+    dependent task with `DependencyPayloadError`; it is never truncated.
 
     Args:
         team: The agents, and optionally the coordinator.
@@ -305,19 +362,39 @@ class Orchestrator:
             assert self.input_root is not None  # checked before the run started
             files = read_task_files(self.input_root, task.files)
         builder = ContextBuilder(count_tokens=model.count_tokens)
-        prompt = builder.build_task_prompt(
-            task,
-            agent=agent,
-            queue=run.queue,
-            messages=self.messages,
-            files=files,
-            max_prompt_tokens=self._budget(agent, model),
-        )
-        run.prompt_tokens[task.id] = prompt.manifest.total_tokens
-        response = await self._call(run.run_id, f"task:{task.id}", agent, model, prompt, run=run)
-        if not response.text.strip():
-            raise ModelError("the model returned an empty completion", model_id=model.model_id)
-        return response.text.strip()
+        schema = task.output_schema
+
+        async def attempt(repair: str | None = None) -> str:
+            prompt = builder.build_task_prompt(
+                task,
+                agent=agent,
+                queue=run.queue,
+                messages=self.messages,
+                files=files,
+                max_prompt_tokens=self._budget(agent, model),
+                max_dependency_tokens=agent.limits.max_dependency_tokens,
+                repair=repair,
+            )
+            run.prompt_tokens[task.id] = prompt.manifest.total_tokens
+            response = await self._call(
+                run.run_id, f"task:{task.id}", agent, model, prompt, json_schema=schema, run=run
+            )
+            return response.text.strip()
+
+        text = await attempt()
+        if schema is None:
+            if not text:
+                raise ModelError("the model returned an empty completion", model_id=model.model_id)
+            return text
+        # A structured hand-off: one repair attempt that shows the rejected answer and why.
+        try:
+            return _validated_json(text, schema)
+        except ValueError as exc:
+            text = await attempt(repair=f"{text}\n\nProblem: {exc}")
+        try:
+            return _validated_json(text, schema)
+        except ValueError as exc:
+            raise OutputValidationError(task.id, str(exc)) from exc
 
     async def _synthesize(self, run: _Run) -> tuple[str | None, str | None]:
         """Write the synthesis; return ``(text, None)`` or ``(None, error)``."""

@@ -156,6 +156,7 @@ class TaskGraph:
                 "depends_on": list(t.depends_on),
                 "memory_scope": t.memory_scope,
                 "files": list(t.files),
+                "output_schema": t.output_schema,
             }
             for t in self._tasks.values()
         ]
@@ -172,6 +173,7 @@ class TaskGraph:
                 depends_on=tuple(d.get("depends_on", ())),
                 memory_scope=d.get("memory_scope", "dependencies"),
                 files=tuple(d.get("files", ())),
+                output_schema=d.get("output_schema"),
             )
             for d in data
         )
