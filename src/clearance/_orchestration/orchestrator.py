@@ -526,7 +526,10 @@ class Orchestrator:
                 {"name": a.name, "model": a.model, "instructions": a.instructions}
                 for a in self.team.agents
             ],
-            "coordinator": (self.team.coordinator or DEFAULT_COORDINATOR).name,
+            "coordinator": {
+                "name": (self.team.coordinator or DEFAULT_COORDINATOR).name,
+                "instructions": (self.team.coordinator or DEFAULT_COORDINATOR).instructions,
+            },
         }
 
     def _emit(self, event: RunEvent) -> None:
