@@ -1,0 +1,229 @@
+"""`ArchitecturalContext`: what a subagent should know about the project, computed from it.
+
+Computed once per controller (see `ContextIsolationManager`) from the project directory:
+its structure (respecting ``.gitignore``), declared dependencies and versions, ADR summaries,
+detected patterns (language, test framework, web and CLI frameworks) and stated naming
+conventions. Every subagent of the controller receives the same text, so a server-side
+prefix cache can reuse it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from clearance._context.project_scan import (
+    AdrSummary,
+    Dependency,
+    read_adrs,
+    read_conventions,
+    read_dependencies,
+    walk_structure,
+)
+from clearance._core.errors import ConfigError
+
+__all__ = ["DEFAULT_TASK_ID_FORMAT", "AdrSummary", "ArchitecturalContext", "Dependency"]
+
+DEFAULT_TASK_ID_FORMAT = "task-{n:03d}"
+"""Default task id format: ``str.format`` with ``n``, the task's number (from 1)."""
+
+_EXTENSIONS = {
+    ".py": "Python",
+    ".js": "JavaScript",
+    ".ts": "TypeScript",
+    ".tsx": "TypeScript",
+    ".rs": "Rust",
+    ".go": "Go",
+    ".java": "Java",
+    ".rb": "Ruby",
+    ".c": "C",
+    ".cpp": "C++",
+}
+_TEST_FRAMEWORKS = {
+    "pytest": "pytest",
+    "hypothesis": "hypothesis (property-based tests)",
+    "jest": "jest",
+    "vitest": "vitest",
+    "mocha": "mocha",
+}
+_WEB_FRAMEWORKS = {
+    "fastapi": "FastAPI",
+    "flask": "Flask",
+    "django": "Django",
+    "starlette": "Starlette",
+    "aiohttp": "aiohttp",
+    "express": "Express",
+    "react": "React",
+    "next": "Next.js",
+    "vue": "Vue",
+    "actix-web": "actix-web",
+    "axum": "axum",
+    "github.com/gin-gonic/gin": "Gin",
+}
+_CLI_FRAMEWORKS = {
+    "typer": "Typer",
+    "click": "Click",
+    "clap": "clap",
+    "commander": "commander",
+    "yargs": "yargs",
+    "github.com/spf13/cobra": "Cobra",
+}
+_OTHER = {
+    "pydantic": "pydantic models",
+    "sqlalchemy": "SQLAlchemy",
+    "tokio": "tokio async runtime",
+    "mypy": "mypy type checking",
+    "ruff": "ruff lint/format",
+}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ArchitecturalContext:
+    """The project knowledge every subagent of a controller receives.
+
+    Attributes:
+        project: The project's name (its folder name).
+        structure: The directory listing, one entry per line, two spaces per level.
+        structure_omitted: Entries left out of ``structure`` by the entry limit.
+        dependencies: Declared dependencies with their version constraints.
+        adrs: Architecture decision record summaries.
+        patterns: Detected patterns (``"language: Python"``, ``"tests: pytest"``...).
+        conventions: Naming and style conventions, each naming its source.
+        task_id_format: ``str.format`` pattern of task ids, with field ``n``.
+    """
+
+    project: str
+    structure: tuple[str, ...] = ()
+    structure_omitted: int = 0
+    dependencies: tuple[Dependency, ...] = ()
+    adrs: tuple[AdrSummary, ...] = ()
+    patterns: tuple[str, ...] = ()
+    conventions: tuple[str, ...] = ()
+    task_id_format: str = DEFAULT_TASK_ID_FORMAT
+
+    def __post_init__(self) -> None:
+        try:
+            self.task_id_format.format(n=1)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ConfigError(
+                f"task_id_format {self.task_id_format!r} must be a format string with the "
+                f"single field {{n}}: {exc}",
+                field="task_id_format",
+            ) from exc
+
+    @classmethod
+    def from_project(
+        cls,
+        root: str | Path,
+        *,
+        max_depth: int = 3,
+        max_entries: int = 150,
+        task_id_format: str = DEFAULT_TASK_ID_FORMAT,
+    ) -> ArchitecturalContext:
+        """Compute the context from a project directory.
+
+        Reads only the root's manifests (``pyproject.toml``, ``requirements*.txt``,
+        ``package.json``, ``Cargo.toml``, ``go.mod``), ADR folders (``docs/adr``,
+        ``docs/decisions``, ``adr/``), ``ruff.toml``/``pyproject.toml``,
+        ``.editorconfig`` and ``CONTRIBUTING``; reads at most 64 KiB of each file.
+
+        Args:
+            root: The project directory.
+            max_depth: Deepest directory level listed in ``structure`` (1: root entries).
+            max_entries: Most entries listed in ``structure``; the rest are counted in
+                ``structure_omitted``.
+            task_id_format: ``str.format`` pattern of task ids, with field ``n``.
+
+        Raises:
+            ConfigError: ``root`` is not a directory, a limit is below 1, or
+                ``task_id_format`` is not a format string with field ``n``.
+        """
+        base = Path(root).resolve()
+        if not base.is_dir():
+            raise ConfigError(f"project root {str(root)!r} is not a directory", field="root")
+        if max_depth < 1 or max_entries < 1:
+            raise ConfigError("max_depth and max_entries must be at least 1", field="root")
+        structure, omitted = walk_structure(base, max_depth=max_depth, max_entries=max_entries)
+        dependencies = read_dependencies(base)
+        return cls(
+            project=base.name,
+            structure=structure,
+            structure_omitted=omitted,
+            dependencies=dependencies,
+            adrs=read_adrs(base),
+            patterns=_detect_patterns(base, structure, dependencies),
+            conventions=read_conventions(base),
+            task_id_format=task_id_format,
+        )
+
+    def task_id(self, n: int) -> str:
+        """The id of the ``n``-th task (from 1) in this project's task id format."""
+        return self.task_id_format.format(n=n)
+
+    def to_text(self) -> str:
+        """The context as plain text, one titled part per kind (empty parts left out)."""
+        parts = [f"Project: {self.project}"]
+        if self.patterns:
+            parts.append("Patterns:\n" + "\n".join(f"- {p}" for p in self.patterns))
+        if self.dependencies:
+            lines = [
+                f"- {d.name} {d.version}".rstrip() + (" (optional)" if d.optional else "") + f" [{d.source}]"
+                for d in self.dependencies
+            ]
+            parts.append("Dependencies:\n" + "\n".join(lines))
+        if self.conventions:
+            parts.append("Conventions:\n" + "\n".join(f"- {c}" for c in self.conventions))
+        if self.adrs:
+            lines = [
+                f"- {a.title}" + (f" [{a.status}]" if a.status else "") + f" ({a.path})"
+                + (f": {a.summary}" if a.summary else "")
+                for a in self.adrs
+            ]
+            parts.append("Architecture decisions:\n" + "\n".join(lines))
+        if self.structure:
+            more = (
+                f"\n... {self.structure_omitted} more entries" if self.structure_omitted else ""
+            )
+            parts.append("Structure:\n" + "\n".join(self.structure) + more)
+        parts.append(f"Task ids look like: {self.task_id(1)}")
+        return "\n\n".join(parts)
+
+
+def _detect_patterns(
+    root: Path, structure: tuple[str, ...], dependencies: tuple[Dependency, ...]
+) -> tuple[str, ...]:
+    counts = Counter(
+        _EXTENSIONS[Path(line.strip()).suffix]
+        for line in structure
+        if not line.endswith("/") and Path(line.strip()).suffix in _EXTENSIONS
+    )
+    manifests = {
+        "pyproject.toml": "Python",
+        "requirements.txt": "Python",
+        "package.json": "JavaScript",
+        "Cargo.toml": "Rust",
+        "go.mod": "Go",
+    }
+    for name, language in manifests.items():
+        if (root / name).is_file():
+            counts[language] += 1
+    if (root / "tsconfig.json").is_file():
+        counts["TypeScript"] += 1
+    patterns = [f"language: {lang}" for lang, _ in counts.most_common(3)]
+    names = {d.name.lower() for d in dependencies}
+    tests = [label for key, label in _TEST_FRAMEWORKS.items() if key in names]
+    if "pytest" not in names and (root / "conftest.py").is_file():
+        tests.insert(0, "pytest")
+    if (root / "Cargo.toml").is_file():
+        tests.append("cargo test")
+    if (root / "go.mod").is_file():
+        tests.append("go test")
+    patterns.extend(f"tests: {t}" for t in tests)
+    patterns.extend(f"web: {v}" for k, v in _WEB_FRAMEWORKS.items() if k in names)
+    patterns.extend(f"cli: {v}" for k, v in _CLI_FRAMEWORKS.items() if k in names)
+    patterns.extend(f"uses: {v}" for k, v in _OTHER.items() if k in names)
+    layout = [p for p in ("src/", "tests/", "docs/", "examples/") if p in structure]
+    if layout:
+        patterns.append("layout: " + ", ".join(layout))
+    return tuple(dict.fromkeys(patterns))
