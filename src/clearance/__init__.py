@@ -6,8 +6,23 @@ every prompt carries a `ContextManifest` of where each part came from, and every
 recorded in a `RunLedger`.
 """
 
+from clearance._agents.aggregator import (
+    AggregatedFinding,
+    AggregateResult,
+    Aggregator,
+    ChildOutcome,
+)
+from clearance._agents.compaction import StepCompactor
+from clearance._agents.files import FileCaps
+from clearance._agents.isolation import ContextIsolationManager, DispatchResult
+from clearance._agents.offload import DataOffloader, OffloadedOutput
+from clearance._agents.session import AgentSession, Step
+from clearance._agents.spawn import SpawnRequest, SpawnResult, SpawnWorker
+from clearance._agents.workspace import Workspace
+from clearance._context.architecture import AdrSummary, ArchitecturalContext, Dependency
 from clearance._context.builder import ContextBuilder
 from clearance._context.clearance import Clearance
+from clearance._context.isolated import IsolatedContext
 from clearance._core.errors import (
     AccessDenied,
     ClearanceError,
@@ -30,6 +45,7 @@ from clearance._core.prompt import ChatMessage, ContextItem, ContextManifest, Pr
 from clearance._core.spec import Agent, AgentLimits, MemoryScope, Task, Team
 from clearance._orchestration.orchestrator import Orchestrator
 from clearance._orchestration.result import RunEvent, RunResult, TaskOutcome
+from clearance._state.events import Event, EventBus
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import RunLedger
 from clearance._state.messages import Message, MessageBus
@@ -40,25 +56,41 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AccessDenied",
+    "AdrSummary",
     "Agent",
     "AgentLimits",
+    "AgentSession",
+    "AggregateResult",
+    "AggregatedFinding",
+    "Aggregator",
+    "ArchitecturalContext",
     "ChatMessage",
+    "ChildOutcome",
     "Clearance",
     "ClearanceError",
     "ConfigError",
     "ContextBuilder",
+    "ContextIsolationManager",
     "ContextItem",
     "ContextManifest",
     "ContextViolation",
     "CycleError",
+    "DataOffloader",
+    "Dependency",
     "DependencyPayloadError",
+    "DispatchResult",
     "DuplicateTaskError",
+    "Event",
+    "EventBus",
+    "FileCaps",
     "GraphError",
+    "IsolatedContext",
     "LimitExceeded",
     "MemoryScope",
     "Message",
     "MessageBus",
     "ModelError",
+    "OffloadedOutput",
     "Orchestrator",
     "OutputValidationError",
     "PathEscapeError",
@@ -69,6 +101,11 @@ __all__ = [
     "RunResult",
     "SelfDependencyError",
     "SharedMemory",
+    "SpawnRequest",
+    "SpawnResult",
+    "SpawnWorker",
+    "Step",
+    "StepCompactor",
     "StoreError",
     "Task",
     "TaskGraph",
@@ -78,4 +115,5 @@ __all__ = [
     "TaskStatus",
     "Team",
     "UnknownDependencyError",
+    "Workspace",
 ]

@@ -168,7 +168,9 @@ class ArchitecturalContext:
             parts.append("Patterns:\n" + "\n".join(f"- {p}" for p in self.patterns))
         if self.dependencies:
             lines = [
-                f"- {d.name} {d.version}".rstrip() + (" (optional)" if d.optional else "") + f" [{d.source}]"
+                f"- {d.name} {d.version}".rstrip()
+                + (" (optional)" if d.optional else "")
+                + f" [{d.source}]"
                 for d in self.dependencies
             ]
             parts.append("Dependencies:\n" + "\n".join(lines))
@@ -176,15 +178,15 @@ class ArchitecturalContext:
             parts.append("Conventions:\n" + "\n".join(f"- {c}" for c in self.conventions))
         if self.adrs:
             lines = [
-                f"- {a.title}" + (f" [{a.status}]" if a.status else "") + f" ({a.path})"
+                f"- {a.title}"
+                + (f" [{a.status}]" if a.status else "")
+                + f" ({a.path})"
                 + (f": {a.summary}" if a.summary else "")
                 for a in self.adrs
             ]
             parts.append("Architecture decisions:\n" + "\n".join(lines))
         if self.structure:
-            more = (
-                f"\n... {self.structure_omitted} more entries" if self.structure_omitted else ""
-            )
+            more = f"\n... {self.structure_omitted} more entries" if self.structure_omitted else ""
             parts.append("Structure:\n" + "\n".join(self.structure) + more)
         parts.append(f"Task ids look like: {self.task_id(1)}")
         return "\n\n".join(parts)

@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from clearance._context.clearance import Clearance
+from clearance._context.isolated import ISOLATED_TRAILER, IsolatedContext
 from clearance._context.render import Block, Section, one_line, render_block, render_user_message
 from clearance._core.errors import ContextViolation, DependencyPayloadError, LimitExceeded
 from clearance._core.prompt import (
@@ -287,6 +289,45 @@ class ContextBuilder:
             "plan", coordinator, sections, trailer, max_prompt_tokens=max_prompt_tokens
         )
 
+    def build_isolated_prompt(
+        self,
+        context: IsolatedContext,
+        *,
+        agent: Agent,
+        max_prompt_tokens: int | None = None,
+    ) -> Prompt:
+        """Build the prompt of a fresh subagent from an `IsolatedContext`, and nothing else.
+
+        The user message is exactly ``context.to_prompt()``; the system message is the
+        agent's instructions. Manifest origins: ``arch``, ``task:<id>``, ``file:<path>``,
+        ``constraint:<n>``, ``clarification:<n>``, ``child_result:<id>``. The subject is
+        ``isolated:<task id>``; the clearance records the task, the agent and the file paths.
+
+        Raises:
+            LimitExceeded: The prompt exceeds ``max_prompt_tokens``.
+        """
+        grouped: dict[str, list[tuple[ContextItem, Block]]] = {}
+        for part in context.parts():
+            grouped.setdefault(part.section, []).append(
+                self._block(part.origin, part.heading, part.content)
+            )
+        sections = [_Section(heading, tuple(blocks)) for heading, blocks in grouped.items()]
+        clearance = {
+            "task_id": context.task_id,
+            "agent": agent.name,
+            "result_task_ids": [],
+            "files": sorted(context.file_contents),
+            "isolated": True,
+        }
+        return self._assemble(
+            f"isolated:{context.task_id}",
+            agent,
+            sections,
+            ISOLATED_TRAILER,
+            max_prompt_tokens=max_prompt_tokens,
+            clearance_dict=clearance,
+        )
+
     # -- internals -----------------------------------------------------------------------
 
     def _block(self, origin: str, heading: str, content: str) -> tuple[ContextItem, Block]:
@@ -308,6 +349,7 @@ class ContextBuilder:
         *,
         max_prompt_tokens: int | None,
         clearance: Clearance | None = None,
+        clearance_dict: dict[str, Any] | None = None,
     ) -> Prompt:
         system = agent.instructions.strip()
         items = [
@@ -335,6 +377,6 @@ class ContextBuilder:
             items=tuple(items),
             total_tokens=total,
             prompt_sha256=messages_sha256(messages),
-            clearance=clearance.to_dict() if clearance is not None else None,
+            clearance=clearance.to_dict() if clearance is not None else clearance_dict,
         )
         return Prompt(messages=messages, manifest=manifest)

@@ -6,6 +6,7 @@ bytes read per file) and never follows a symlink out of the project.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import tomllib
@@ -77,7 +78,7 @@ def _inside(root: Path, path: Path) -> bool:
         return False
 
 
-def _gitignore_spec(root: Path) -> pathspec.PathSpec:
+def _gitignore_spec(root: Path) -> pathspec.PathSpec[pathspec.Pattern]:
     lines: list[str] = []
     gitignore = root / ".gitignore"
     if gitignore.is_file():
@@ -131,11 +132,13 @@ def walk_structure(root: Path, *, max_depth: int, max_entries: int) -> tuple[tup
 _REQ = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?\s*(.*?)\s*(?:#.*)?$")
 
 
-def _pep508(spec: str, source: str, *, dev: bool) -> Dependency | None:
+def _pep508(spec: str, source: str, *, optional: bool) -> Dependency | None:
     match = _REQ.match(spec.split(";", 1)[0])
     if not match:
         return None
-    return Dependency(name=match.group(1), version=match.group(3).strip(), source=source, optional=dev)
+    return Dependency(
+        name=match.group(1), version=match.group(3).strip(), source=source, optional=optional
+    )
 
 
 def _pyproject(root: Path) -> Iterator[Dependency]:
@@ -221,8 +224,10 @@ def _go_mod(root: Path) -> Iterator[Dependency]:
 
 
 def read_dependencies(root: Path) -> tuple[Dependency, ...]:
-    """Dependencies declared in the root's ``pyproject.toml``, ``requirements*.txt``,
-    ``package.json``, ``Cargo.toml`` and ``go.mod``, in that order, as declared.
+    """Dependencies declared in the root's manifests, as declared.
+
+    Reads ``pyproject.toml``, ``requirements*.txt``, ``package.json``, ``Cargo.toml`` and
+    ``go.mod``, in that order.
 
     A manifest that does not parse is skipped, not an error.
     """
@@ -237,7 +242,8 @@ _STATUS = re.compile(r"^\s*(?:[*_]*status[*_]*\s*:?[*_]*)\s*(.*)$", re.IGNORECAS
 
 def _adr(root: Path, path: Path) -> AdrSummary:
     lines = _read_text(path).splitlines()
-    title, status, paragraph = "", "", []
+    title, status = "", ""
+    paragraph: list[str] = []
     expect_status = False
     for line in lines:
         stripped = line.strip()
@@ -309,10 +315,8 @@ def read_conventions(root: Path) -> tuple[str, ...]:
             ruff = {}
     for name in ("ruff.toml", ".ruff.toml"):
         if (root / name).is_file():
-            try:
+            with contextlib.suppress(tomllib.TOMLDecodeError):
                 ruff = tomllib.loads(_read_text(root / name))
-            except tomllib.TOMLDecodeError:
-                pass
     if ruff:
         if "line-length" in ruff:
             out.append(f"ruff: line length {ruff['line-length']}")

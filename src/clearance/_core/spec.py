@@ -130,19 +130,37 @@ class AgentLimits:
         max_prompt_tokens: Most tokens a prompt may hold; ``None`` means the model's context
             window minus ``max_output_tokens``. A larger prompt fails the task with
             `LimitExceeded`; nothing is truncated silently.
-        timeout_s: Wall-clock seconds one model call may take; ``None`` means no limit.
+        timeout_s: Wall-clock seconds one model call may take; in an ``AgentSession``, the
+            whole session's wall time. ``None`` means no limit.
         max_dependency_tokens: Most tokens the result of any one task admitted into this
             agent's task prompts may hold, counted on the result text with the agent's model;
             ``None`` means no limit. A larger result fails the dependent task with
             `DependencyPayloadError`; nothing is truncated silently.
+        max_steps: Most steps an ``AgentSession`` may record (model calls, tool calls,
+            spawns); ``None`` means no limit.
+        max_tokens_per_step: Most tokens one model call of an ``AgentSession`` may generate;
+            passed to the model as its ``max_tokens`` and checked on the usage it reports.
+            ``None`` means ``max_output_tokens``, unchecked.
+        max_output_files: Most files an agent may write to its workspace's ``outputs/``.
+        max_output_size_bytes: Most bytes all files in an agent's ``outputs/`` may hold.
     """
 
     max_output_tokens: int = 512
     max_prompt_tokens: int | None = None
     timeout_s: float | None = None
     max_dependency_tokens: int | None = 4000
+    max_steps: int | None = None
+    max_tokens_per_step: int | None = None
+    max_output_files: int | None = None
+    max_output_size_bytes: int | None = None
 
     def __post_init__(self) -> None:
+        for name in ("max_steps", "max_tokens_per_step", "max_output_files"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ConfigError("must be at least 1", field=f"limits.{name}")
+        if self.max_output_size_bytes is not None and self.max_output_size_bytes < 0:
+            raise ConfigError("must not be negative", field="limits.max_output_size_bytes")
         if self.max_output_tokens < 1:
             raise ConfigError("must be at least 1", field="limits.max_output_tokens")
         if self.max_prompt_tokens is not None and self.max_prompt_tokens < 1:

@@ -1,0 +1,1 @@
+"""The agents layer: fresh-context dispatch, sessions, workspaces, limits, spawning."""

@@ -1,0 +1,117 @@
+"""Loading project files for an isolated context: confined, text only, size-capped."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Literal
+
+from clearance._core.errors import ConfigError, LimitExceeded, PathEscapeError
+
+__all__ = ["FileCaps", "OversizePolicy", "confined_path", "load_text_file", "truncation_marker"]
+
+OversizePolicy = Literal["error", "truncate"]
+"""What to do with a file over a cap: raise `LimitExceeded`, or cut it with a visible marker."""
+
+_SNIFF_BYTES = 8192
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FileCaps:
+    """Size caps on the files of one isolated context.
+
+    Attributes:
+        max_file_bytes: Most bytes of any one file.
+        max_total_bytes: Most bytes of all files of one context together.
+        on_oversize: ``"error"`` raises `LimitExceeded` (``max_file_bytes`` or
+            ``max_total_bytes``); ``"truncate"`` keeps the first bytes that fit and appends
+            `truncation_marker`, so the cut is visible to the model and in the manifest.
+    """
+
+    max_file_bytes: int = 64 * 1024
+    max_total_bytes: int = 256 * 1024
+    on_oversize: OversizePolicy = "error"
+
+    def __post_init__(self) -> None:
+        if self.max_file_bytes < 1 or self.max_total_bytes < 1:
+            raise ConfigError("file caps must be at least 1 byte", field="file_caps")
+        if self.on_oversize not in ("error", "truncate"):
+            raise ConfigError(
+                f"on_oversize must be 'error' or 'truncate', got {self.on_oversize!r}",
+                field="file_caps.on_oversize",
+            )
+
+
+def truncation_marker(path: str, kept: int, size: int) -> str:
+    """The line appended to a truncated file: ``[clearance: truncated <path>: ...]``."""
+    return f"\n[clearance: truncated {path}: showing the first {kept} of {size} bytes]"
+
+
+def confined_path(root: Path, rel: str) -> Path:
+    """Resolve ``rel`` inside ``root``.
+
+    Args:
+        root: The directory paths are confined to (resolved by the caller).
+        rel: A relative path, ``/``-separated.
+
+    Raises:
+        PathEscapeError: ``rel`` is absolute, contains a ``..`` component, or resolves
+            (through symlinks) outside ``root``.
+    """
+    if not rel or Path(rel).is_absolute() or PurePosixPath(rel).is_absolute():
+        raise PathEscapeError(rel, str(root))
+    if ".." in PurePosixPath(rel.replace("\\", "/")).parts:
+        raise PathEscapeError(rel, str(root))
+    target = (root / rel).resolve()
+    if not target.is_relative_to(root):
+        raise PathEscapeError(rel, str(root))
+    return target
+
+
+def load_text_file(root: Path, rel: str, *, caps: FileCaps, budget: int) -> str:
+    """Read one UTF-8 text file confined to ``root``, within its caps.
+
+    Args:
+        root: The project root (resolved).
+        rel: The file's path relative to ``root``.
+        caps: The size caps and oversize policy.
+        budget: Bytes still allowed for this context (``max_total_bytes`` minus what its
+            other files already hold).
+
+    Returns:
+        The text, possibly truncated with `truncation_marker` under ``"truncate"``.
+
+    Raises:
+        PathEscapeError: See `confined_path`.
+        ConfigError: The file does not exist, or is binary (a NUL byte, or not UTF-8).
+        LimitExceeded: Under ``"error"``: the file is over ``max_file_bytes``
+            (``limit="max_file_bytes"``) or over the remaining total budget
+            (``limit="max_total_bytes"``); under ``"truncate"``: no budget is left at all.
+    """
+    target = confined_path(root, rel)
+    if not target.is_file():
+        raise ConfigError(f"file {rel!r} does not exist under {str(root)!r}", field="files")
+    data = target.read_bytes()
+    if b"\x00" in data[:_SNIFF_BYTES]:
+        raise ConfigError(f"file {rel!r} is binary; only text files are given to agents",
+                          field="files")  # fmt: skip
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"file {rel!r} is not UTF-8 text ({exc.reason}); binary files are "
+                          "refused", field="files") from exc  # fmt: skip
+    size = len(data)
+    allowed = min(caps.max_file_bytes, budget)
+    if size <= allowed:
+        return text
+    if caps.on_oversize == "error" or allowed <= 0:
+        if size > caps.max_file_bytes:
+            raise LimitExceeded("max_file_bytes", value=size, maximum=caps.max_file_bytes,
+                                subject=rel)  # fmt: skip
+        raise LimitExceeded("max_total_bytes", value=caps.max_total_bytes - budget + size,
+                            maximum=caps.max_total_bytes, subject=rel)  # fmt: skip
+    marker = truncation_marker(rel, 0, size)
+    keep = max(0, allowed - len(marker.encode("utf-8")) - 8)
+    kept_text = data[:keep].decode("utf-8", errors="ignore")
+    kept = len(kept_text.encode("utf-8"))
+    return kept_text + truncation_marker(rel, kept, size)

@@ -1,0 +1,320 @@
+"""`ContextIsolationManager`: dispatch fresh subagents with exactly one task's context.
+
+The controller pattern: for each task the manager assembles an `IsolatedContext` (the task's
+full text, the project's architectural context, the contents of the files it needs,
+constraints), dispatches a fresh subagent on it through the `ContextBuilder`, and reads the
+status the subagent ends with. ``needs_context`` carries the subagent's question; the
+controller answers with `add_clarification` or `add_file_content` and dispatches again (the
+context is cached until the task is done). Follows the "fresh subagent per task" controller
+pattern of obra/superpowers' subagent-driven development (statuses ``DONE``,
+``DONE_WITH_CONCERNS``, ``NEEDS_CONTEXT``, ``BLOCKED``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Literal
+
+from clearance._agents.files import FileCaps, load_text_file
+from clearance._context.architecture import ArchitecturalContext
+from clearance._context.builder import ContextBuilder
+from clearance._context.isolated import STATUSES, IsolatedContext
+from clearance._core.clock import Clock, utc_now
+from clearance._core.errors import ClearanceError, ConfigError, LimitExceeded, ModelError
+from clearance._core.prompt import Prompt
+from clearance._core.spec import Agent
+from clearance._state.ledger import RunLedger
+from clearance.models._base import ChatModel, ModelRequest, ModelResponse, Usage
+
+__all__ = ["ContextIsolationManager", "DispatchResult", "DispatchStatus", "parse_status"]
+
+DispatchStatus = Literal["done", "done_with_concerns", "needs_context", "blocked"]
+
+_STATUS_LINE = re.compile(r"^\W*status\W*[:=]?\s*([a-z_ ]+?)\W*$", re.IGNORECASE)
+_QUESTION = re.compile(r"^\W*question\W*:\s*(.*)$", re.IGNORECASE)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DispatchResult:
+    """What a dispatched subagent returned.
+
+    Attributes:
+        task_id: The task.
+        status: ``done``, ``done_with_concerns``, ``needs_context`` or ``blocked``.
+        result: The answer without its status and question lines.
+        question: For ``needs_context``: what the subagent asks for, else ``None``.
+        concerns: For ``done_with_concerns`` and ``blocked``: the text after the status
+            line, or why the status was inferred; else ``None``.
+        prompt: The prompt the subagent received (with its manifest).
+        usage: Tokens of the call.
+    """
+
+    task_id: str
+    status: DispatchStatus
+    result: str
+    question: str | None
+    concerns: str | None
+    prompt: Prompt
+    usage: Usage
+
+
+def parse_status(text: str) -> tuple[DispatchStatus, str, str | None, str | None]:
+    """Split an answer into ``(status, result, question, concerns)``.
+
+    The last line of the form ``STATUS: <status>`` decides. Lines after it are the
+    question (``needs_context``; a ``QUESTION:`` prefix is dropped) or the concerns. An
+    answer with no valid status line is ``done_with_concerns``, with a concern saying so:
+    a missing status is never read as a clean ``done``.
+    """
+    lines = text.strip().splitlines()
+    for index in range(len(lines) - 1, -1, -1):
+        match = _STATUS_LINE.match(lines[index])
+        if not match:
+            continue
+        word = match.group(1).strip().lower().replace(" ", "_")
+        if word not in STATUSES:
+            continue
+        status: DispatchStatus = word  # type: ignore[assignment]
+        before = "\n".join(lines[:index]).strip()
+        after_lines = [ln for ln in lines[index + 1 :] if ln.strip()]
+        question_lines = [m.group(1) for ln in lines if (m := _QUESTION.match(ln))]
+        before = "\n".join(ln for ln in before.splitlines() if not _QUESTION.match(ln)).strip()
+        after = "\n".join(ln for ln in after_lines if not _QUESTION.match(ln)).strip()
+        if status == "needs_context":
+            question = " ".join(question_lines).strip() or after or before
+            return status, before, question, None
+        if status == "done":
+            return status, "\n".join(filter(None, (before, after))), None, None
+        return status, before, None, after or None
+    return "done_with_concerns", text.strip(), None, "the answer has no STATUS line"
+
+
+class ContextIsolationManager:
+    """Builds isolated contexts for tasks and dispatches fresh subagents on them.
+
+    The architectural context is computed once (on first use, from ``project_root``) and
+    shared by every context this manager creates.
+
+    Args:
+        project_root: The project directory; every file path is confined to it.
+        model: The model subagents run on (`dispatch` may override it).
+        architecture: A precomputed architectural context; ``None`` computes it with
+            `ArchitecturalContext.from_project` on first use.
+        file_caps: Per-file and total size caps, and whether to error or truncate.
+        ledger: Where to record every dispatch call (subject ``isolated:<task id>``), with
+            ``run_id``; ``None`` records nothing.
+        run_id: The run the calls belong to (already started in ``ledger``).
+        clock: Time source for the ledger's timestamps.
+
+    Raises:
+        ConfigError: ``project_root`` is not a directory.
+    """
+
+    def __init__(
+        self,
+        project_root: str | Path,
+        *,
+        model: ChatModel | None = None,
+        architecture: ArchitecturalContext | None = None,
+        file_caps: FileCaps | None = None,
+        ledger: RunLedger | None = None,
+        run_id: str | None = None,
+        clock: Clock = utc_now,
+    ) -> None:
+        self.project_root = Path(project_root).resolve()
+        if not self.project_root.is_dir():
+            raise ConfigError(f"{str(project_root)!r} is not a directory", field="project_root")
+        self.model = model
+        self.file_caps = file_caps or FileCaps()
+        self._architecture = architecture
+        self._contexts: dict[str, IsolatedContext] = {}
+        self._ledger = ledger
+        self._run_id = run_id
+        self._clock = clock
+
+    @property
+    def architecture(self) -> ArchitecturalContext:
+        """The project's architectural context, computed once and reused."""
+        if self._architecture is None:
+            self._architecture = ArchitecturalContext.from_project(self.project_root)
+        return self._architecture
+
+    @property
+    def active_task_ids(self) -> tuple[str, ...]:
+        """Tasks whose contexts are cached (created and not yet completed)."""
+        return tuple(self._contexts)
+
+    def create_isolated_context(
+        self,
+        task_id: str,
+        task_description: str,
+        required_files: Sequence[str] | None = None,
+        constraints: Sequence[str] | None = None,
+    ) -> IsolatedContext:
+        """Assemble and cache the context of one task.
+
+        Args:
+            task_id: The task's id.
+            task_description: Its full text.
+            required_files: Paths relative to the project root whose contents it needs.
+            constraints: Rules the result must follow.
+
+        Raises:
+            PathEscapeError: A path is absolute, has a ``..`` component or escapes through a
+                symlink.
+            ConfigError: A file does not exist or is binary.
+            LimitExceeded: A file is over a size cap and ``on_oversize`` is ``"error"``.
+        """
+        context = IsolatedContext(
+            task_id=task_id,
+            task_description=task_description,
+            architectural_context=self.architecture,
+            file_contents=self._load(required_files or (), used=0),
+            constraints=tuple(constraints or ()),
+        )
+        self._contexts[task_id] = context
+        return context
+
+    def get_context(self, task_id: str) -> IsolatedContext:
+        """The cached context of ``task_id``.
+
+        Raises:
+            ConfigError: No context is cached for it (never created, or completed).
+        """
+        try:
+            return self._contexts[task_id]
+        except KeyError:
+            raise ConfigError(f"no active isolated context for task {task_id!r}",
+                              field="task_id") from None  # fmt: skip
+
+    def add_clarification(self, task_id: str, text: str) -> IsolatedContext:
+        """Append a clarification to the cached context and return the new context.
+
+        Raises:
+            ConfigError: No context is cached for ``task_id``.
+        """
+        context = self.get_context(task_id).with_clarification(text)
+        self._contexts[task_id] = context
+        return context
+
+    def add_file_content(self, task_id: str, path: str) -> IsolatedContext:
+        """Load one more file into the cached context, within the same caps.
+
+        Raises:
+            ConfigError: No context is cached for ``task_id``; the file is missing or binary.
+            PathEscapeError: The path escapes the project root.
+            LimitExceeded: Over a cap, under ``on_oversize="error"``.
+        """
+        context = self.get_context(task_id)
+        used = sum(len(c.encode("utf-8")) for p, c in context.file_contents.items() if p != path)
+        added = self._load((path,), used=used)
+        context = context.with_file(path, added[path])
+        self._contexts[task_id] = context
+        return context
+
+    def complete(self, task_id: str) -> None:
+        """Drop the cached context of a finished task (no error if none is cached)."""
+        self._contexts.pop(task_id, None)
+
+    async def dispatch(
+        self,
+        context: IsolatedContext,
+        agent: Agent,
+        *,
+        model: ChatModel | None = None,
+    ) -> DispatchResult:
+        """Run a fresh subagent on ``context`` and read its status.
+
+        The prompt is built by `ContextBuilder.build_isolated_prompt` from the context alone:
+        no earlier attempt, no other task. A ``done`` or ``done_with_concerns`` answer drops
+        the cached context (`complete`); ``needs_context`` and ``blocked`` keep it for a
+        re-dispatch.
+
+        Args:
+            context: What the subagent may see.
+            agent: Its spec: instructions, ``limits.max_output_tokens`` (or
+                ``limits.max_tokens_per_step``), ``limits.timeout_s``,
+                ``limits.max_prompt_tokens``.
+            model: Overrides the manager's model.
+
+        Raises:
+            ConfigError: No model was given here or to the manager.
+            LimitExceeded: The prompt is over ``max_prompt_tokens``, or the call over
+                ``timeout_s``.
+            ModelError: The model failed.
+        """
+        chosen = model or self.model
+        if chosen is None:
+            raise ConfigError("dispatch needs a model", field="model")
+        builder = ContextBuilder(count_tokens=chosen.count_tokens)
+        prompt = builder.build_isolated_prompt(
+            context, agent=agent, max_prompt_tokens=agent.limits.max_prompt_tokens
+        )
+        max_tokens = agent.limits.max_tokens_per_step or agent.limits.max_output_tokens
+        subject = f"isolated:{context.task_id}"
+        started_at, t0 = self._clock(), time.perf_counter()
+        timeout = agent.limits.timeout_s
+        try:
+            try:
+                response = await asyncio.wait_for(
+                    chosen.request(ModelRequest(prompt=prompt, max_tokens=max_tokens)), timeout
+                )
+            except TimeoutError as exc:
+                raise LimitExceeded("timeout_s", value=round(time.perf_counter() - t0, 3),
+                                    maximum=timeout or 0, subject=subject) from exc  # fmt: skip
+            except ClearanceError:
+                raise
+            except Exception as exc:
+                raise ModelError(f"{type(exc).__name__}: {exc}", model_id=chosen.model_id) from exc
+        except ClearanceError as exc:
+            self._record(subject, agent, chosen, prompt, None, str(exc), started_at, t0)
+            raise
+        self._record(subject, agent, chosen, prompt, response, None, started_at, t0)
+        status, result, question, concerns = parse_status(response.text)
+        if status in ("done", "done_with_concerns"):
+            self.complete(context.task_id)
+        return DispatchResult(
+            task_id=context.task_id,
+            status=status,
+            result=result,
+            question=question,
+            concerns=concerns,
+            prompt=prompt,
+            usage=response.usage,
+        )
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _load(self, paths: Sequence[str], *, used: int) -> dict[str, str]:
+        contents: dict[str, str] = {}
+        for rel in paths:
+            budget = self.file_caps.max_total_bytes - used
+            text = load_text_file(self.project_root, rel, caps=self.file_caps, budget=budget)
+            contents[rel] = text
+            used += len(text.encode("utf-8"))
+        return contents
+
+    def _record(
+        self,
+        subject: str,
+        agent: Agent,
+        model: ChatModel,
+        prompt: Prompt,
+        response: ModelResponse | None,
+        error: str | None,
+        started_at: datetime,
+        t0: float,
+    ) -> None:
+        if self._ledger is None or self._run_id is None:
+            return
+        self._ledger.record_call(
+            run_id=self._run_id, subject=subject, agent=agent.name, model_id=model.model_id,
+            prompt=prompt, response=response, error=error, started_at=started_at,
+            latency_s=time.perf_counter() - t0,
+        )  # fmt: skip

@@ -1,0 +1,170 @@
+"""`IsolatedContext`: everything one fresh subagent is given, and nothing else.
+
+One task's id and full text, the project's architectural context, the contents (not paths)
+of the files it needs, its constraints and the controller's clarifications. It holds nothing
+about other tasks: no other ids, no results, not even how many tasks exist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+
+from clearance._context.architecture import ArchitecturalContext
+from clearance._context.render import Block, Section, render_user_message
+
+__all__ = ["ISOLATED_TRAILER", "STATUSES", "IsolatedContext", "IsolatedPart"]
+
+STATUSES = ("done", "done_with_concerns", "needs_context", "blocked")
+"""The statuses a subagent ends its answer with (``STATUS: <status>``)."""
+
+ISOLATED_TRAILER = (
+    "Complete the task above using only the material given. End your answer with one line "
+    "'STATUS: done', 'STATUS: done_with_concerns' (then say what worries you), "
+    "'STATUS: needs_context' (then ask your question on the next line, starting with "
+    "'QUESTION:') or 'STATUS: blocked' (then say why)."
+)
+
+SECTION_ARCH = "## Project architecture"
+SECTION_TASK = "# Task"
+SECTION_FILES = "## Files"
+SECTION_CONSTRAINTS = "## Constraints"
+SECTION_CLARIFICATIONS = "## Clarifications"
+SECTION_CHILDREN = "## Results from subagents"
+SECTION_HISTORY = "## Your earlier steps"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class IsolatedPart:
+    """One part of an isolated prompt: where it goes and where it came from.
+
+    Attributes:
+        section: The section heading it is rendered under.
+        origin: Its provenance: ``arch``, ``task:<id>``, ``file:<path>``,
+            ``constraint:<n>``, ``clarification:<n>`` (``n`` from 1), ``child_result:<id>``,
+            ``history``.
+        heading: Its block heading.
+        content: Its text.
+    """
+
+    section: str
+    origin: str
+    heading: str
+    content: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class IsolatedContext:
+    """Everything one fresh subagent receives for one task.
+
+    Attributes:
+        task_id: The task's id.
+        task_description: The task's full text.
+        architectural_context: The project context (shared by every subagent of a
+            controller), or ``None``.
+        file_contents: Path → file contents (already confined, checked and capped).
+        constraints: Rules the result must follow.
+        clarifications: Answers the controller gave to the subagent's questions, in order.
+        child_results: For a parent that spawned children: child id → its final result
+            (combined by an aggregator), never the children's steps.
+        history: The subagent's own earlier steps, compacted (see ``StepCompactor``);
+            ``""`` for a fresh subagent.
+    """
+
+    task_id: str
+    task_description: str
+    architectural_context: ArchitecturalContext | None = None
+    file_contents: Mapping[str, str] = field(default_factory=dict)
+    constraints: tuple[str, ...] = ()
+    clarifications: tuple[str, ...] = ()
+    child_results: Mapping[str, str] = field(default_factory=dict)
+    history: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "file_contents", MappingProxyType(dict(self.file_contents)))
+        object.__setattr__(self, "child_results", MappingProxyType(dict(self.child_results)))
+        object.__setattr__(self, "constraints", tuple(self.constraints))
+        object.__setattr__(self, "clarifications", tuple(self.clarifications))
+
+    def with_clarification(self, text: str) -> IsolatedContext:
+        """A copy with ``text`` appended to ``clarifications``."""
+        return replace(self, clarifications=(*self.clarifications, text))
+
+    def with_file(self, path: str, content: str) -> IsolatedContext:
+        """A copy with ``path`` → ``content`` added to (or replaced in) ``file_contents``."""
+        return replace(self, file_contents={**self.file_contents, path: content})
+
+    def parts(self) -> tuple[IsolatedPart, ...]:
+        """The prompt's parts, in order, exactly as the builder renders them.
+
+        Architecture, task, files, constraints, clarifications, child results, history.
+        """
+        parts: list[IsolatedPart] = []
+        if self.architectural_context is not None:
+            arch = self.architectural_context
+            parts.append(
+                IsolatedPart(
+                    section=SECTION_ARCH,
+                    origin="arch",
+                    heading=f"Project {arch.project}",
+                    content=arch.to_text(),
+                )
+            )
+        parts.append(
+            IsolatedPart(
+                section=SECTION_TASK,
+                origin=f"task:{self.task_id}",
+                heading=f"Task {self.task_id}",
+                content=self.task_description,
+            )
+        )
+        parts.extend(
+            IsolatedPart(section=SECTION_FILES, origin=f"file:{path}", heading=path,
+                         content=content)
+            for path, content in self.file_contents.items()
+        )  # fmt: skip
+        parts.extend(
+            IsolatedPart(section=SECTION_CONSTRAINTS, origin=f"constraint:{n}",
+                         heading=f"Constraint {n}", content=text)
+            for n, text in enumerate(self.constraints, start=1)
+        )  # fmt: skip
+        parts.extend(
+            IsolatedPart(section=SECTION_CLARIFICATIONS, origin=f"clarification:{n}",
+                         heading=f"Clarification {n}", content=text)
+            for n, text in enumerate(self.clarifications, start=1)
+        )  # fmt: skip
+        parts.extend(
+            IsolatedPart(section=SECTION_CHILDREN, origin=f"child_result:{child}",
+                         heading=f"Result of {child}", content=text)
+            for child, text in self.child_results.items()
+        )  # fmt: skip
+        if self.history:
+            parts.append(
+                IsolatedPart(
+                    section=SECTION_HISTORY,
+                    origin="history",
+                    heading="Your earlier steps",
+                    content=self.history,
+                )
+            )
+        return tuple(parts)
+
+    def to_prompt(self) -> str:
+        """The user message a subagent receives for this context.
+
+        The same text `ContextBuilder.build_isolated_prompt` renders (the system message,
+        the agent's instructions, comes on top): fenced blocks under ``## Project
+        architecture``, ``# Task``, ``## Files`` (one block per path, headed with the path),
+        ``## Constraints``, ``## Clarifications``, then the closing instruction asking for a
+        ``STATUS:`` line.
+        """
+        sections: dict[str, list[Block]] = {}
+        for part in self.parts():
+            sections.setdefault(part.section, []).append(
+                Block(heading=part.heading, content=part.content)
+            )
+        return render_user_message(
+            [Section(heading, tuple(blocks)) for heading, blocks in sections.items()],
+            ISOLATED_TRAILER,
+        )
