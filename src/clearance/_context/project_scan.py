@@ -78,12 +78,12 @@ def _inside(root: Path, path: Path) -> bool:
         return False
 
 
-def _gitignore_spec(root: Path) -> pathspec.PathSpec[pathspec.Pattern]:
+def _gitignore_spec(root: Path) -> pathspec.GitIgnoreSpec:
     lines: list[str] = []
     gitignore = root / ".gitignore"
     if gitignore.is_file():
         lines = _read_text(gitignore).splitlines()
-    return pathspec.PathSpec.from_lines("gitwildmatch", lines)
+    return pathspec.GitIgnoreSpec.from_lines(lines)
 
 
 def walk_structure(root: Path, *, max_depth: int, max_entries: int) -> tuple[tuple[str, ...], int]:
@@ -253,7 +253,7 @@ def _adr(root: Path, path: Path) -> AdrSummary:
         if expect_status and stripped:
             status, expect_status = stripped, False
             continue
-        status_match = _STATUS.match(stripped)
+        status_match = _STATUS.match(stripped.lstrip("#"))
         if not status and status_match:
             if status_match.group(1):
                 status = status_match.group(1).strip()
