@@ -28,7 +28,9 @@ def project(tmp_path: Path) -> Path:
     (root / "pkg").mkdir(parents=True)
     (root / "pkg" / "a.py").write_text("def alpha():\n    return 'ALPHA-CONTENT'\n")
     (root / "pkg" / "b.py").write_text("def beta():\n    return 'BETA-CONTENT'\n")
-    (root / "pyproject.toml").write_text('[project]\nname = "proj"\ndependencies = ["typer>=0.12"]\n')
+    (root / "pyproject.toml").write_text(
+        '[project]\nname = "proj"\ndependencies = ["typer>=0.12"]\n'
+    )
     (root / "blob.bin").write_bytes(b"\x89PNG\x00\x01\x02")
     (root / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
     return root
@@ -92,7 +94,11 @@ def test_per_file_cap_errors_by_default(project: Path) -> None:
     manager = ContextIsolationManager(project, file_caps=FileCaps(max_file_bytes=1000))
     with pytest.raises(LimitExceeded) as info:
         manager.create_isolated_context("t", "x", ["big.txt"])
-    assert (info.value.limit, info.value.value, info.value.maximum) == ("max_file_bytes", 5000, 1000)
+    assert (info.value.limit, info.value.value, info.value.maximum) == (
+        "max_file_bytes",
+        5000,
+        1000,
+    )
 
 
 def test_per_file_cap_truncates_with_a_visible_marker_when_configured(project: Path) -> None:
@@ -251,3 +257,38 @@ def test_parse_status(
     answer: str, status: str, result: str, question: str | None, concerns: str | None
 ) -> None:
     assert parse_status(answer) == (status, result, question, concerns)
+
+
+async def test_verify_accepts_isolated_dispatches_and_catches_a_foreign_item(
+    project: Path, ledger: RunLedger, tmp_path: Path
+) -> None:
+    import json
+    import sqlite3
+
+    from clearance._context.verify import verify_run
+    from clearance._state.ledger import call_record_sha256
+
+    ledger.start_run(run_id="run_v", team="t", goal=None, graph=None)
+    model = ScriptedModel(["done\nSTATUS: done"])
+    manager = ContextIsolationManager(project, model=model, ledger=ledger, run_id="run_v")
+    manager.create_isolated_context("t1", "Read a.", ["pkg/a.py"], ["Be brief."])
+    await manager.dispatch(manager.add_clarification("t1", "Only a."), WORKER)
+    report = verify_run(ledger, "run_v")
+    assert report.calls_checked == 1
+    assert report.ok, [str(f) for f in report.findings]
+
+    # A forger relabels the file as another task's text and re-signs the record.
+    call = ledger.calls("run_v")[0]
+    manifest = json.loads(json.dumps(call.manifest))
+    manifest["items"][2]["origin"] = "task:t2"
+    conn = sqlite3.connect(tmp_path / "runs.db")
+    try:
+        conn.execute(
+            "UPDATE calls SET manifest = ?, record_sha256 = ? WHERE call_id = ?",
+            (json.dumps(manifest), call_record_sha256(call.messages, manifest), call.call_id),
+        )
+        conn.commit()
+    finally:
+        conn.close()
+    reasons = [str(f) for f in verify_run(ledger, "run_v").findings]
+    assert any("not the subagent's own task" in r for r in reasons), reasons

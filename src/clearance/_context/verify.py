@@ -31,6 +31,7 @@ from typing import Any
 
 from clearance._context.builder import PLAN_INSTRUCTIONS, SYNTHESIS_TRAILER, TASK_TRAILER
 from clearance._context.clearance import Clearance
+from clearance._context.isolated import ISOLATED_TRAILER
 from clearance._context.render import (
     PromptParseError,
     parse_user_message,
@@ -56,6 +57,11 @@ SECTION_KINDS: Mapping[str, frozenset[str]] = {
     "## Shared memory": frozenset({"shared_memory"}),
     "## Team members": frozenset({"agent"}),
     "## Your previous plan was rejected": frozenset({"plan_feedback"}),
+    "## Project architecture": frozenset({"arch"}),
+    "## Constraints": frozenset({"constraint"}),
+    "## Clarifications": frozenset({"clarification"}),
+    "## Results from subagents": frozenset({"child_result"}),
+    "## Your earlier steps": frozenset({"history"}),
 }
 """Which kinds of item each section of a prompt may hold."""
 
@@ -63,6 +69,9 @@ _SYNTHESIS_KINDS = frozenset(
     {"instructions", "goal", "task_result", "task_status", "shared_memory"}
 )
 _PLAN_KINDS = frozenset({"instructions", "goal", "agent", "plan_feedback"})
+_ISOLATED_KINDS = frozenset(
+    {"arch", "task", "file", "constraint", "clarification", "child_result", "history"}
+)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -220,6 +229,8 @@ def _check_layout(
         builders_trailer = trailer == TASK_TRAILER
     elif subject == "synthesis":
         builders_trailer = trailer == SYNTHESIS_TRAILER
+    elif subject.startswith("isolated:"):
+        builders_trailer = trailer == ISOLATED_TRAILER
     else:
         builders_trailer = trailer.startswith(PLAN_INSTRUCTIONS)
     if not builders_trailer:
@@ -233,6 +244,9 @@ def _check_admission(
     subject = call.subject
     if subject.startswith("task:"):
         yield from _check_task_call(call, items, facts)
+        return
+    if subject.startswith("isolated:"):
+        yield from _check_isolated_call(call, items)
         return
     allowed = _SYNTHESIS_KINDS if subject == "synthesis" else _PLAN_KINDS
     if subject not in ("synthesis", "plan"):
@@ -282,6 +296,32 @@ def _check_task_call(
             yield origin, "the task text is not the recorded task's description"
         else:
             yield from _check_provenance(origin, item, facts)
+
+
+def _check_isolated_call(
+    call: CallRecord, items: list[dict[str, Any]]
+) -> Iterator[tuple[str | None, str]]:
+    """A fresh subagent's prompt: only its own task, and only the files its clearance lists.
+
+    The isolated context itself is not in the ledger, so contents are checked against the
+    manifest's hashes (accounting), not against a recorded source.
+    """
+    task_id = call.subject.removeprefix("isolated:")
+    recorded = call.manifest.get("clearance") or {}
+    if recorded.get("task_id") != task_id or recorded.get("agent") != call.agent:
+        yield None, "the recorded clearance is not this subagent's task and agent"
+    if recorded.get("result_task_ids"):
+        yield None, "an isolated prompt may not admit other tasks' results"
+    files = set(recorded.get("files") or ())
+    for item in items[1:]:
+        origin = str(item.get("origin"))
+        kind, _, ref = origin.partition(":")
+        if kind not in _ISOLATED_KINDS:
+            yield origin, f"an isolated prompt may not hold {kind!r} items"
+        elif kind == "task" and ref != task_id:
+            yield origin, f"not the subagent's own task {task_id!r}"
+        elif kind == "file" and ref not in files:
+            yield origin, "a file outside the recorded clearance"
 
 
 def _check_provenance(
