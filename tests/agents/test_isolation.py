@@ -238,6 +238,11 @@ async def test_dispatch_passes_limits_and_times_out(project: Path) -> None:
     await ContextIsolationManager(project, model=model).dispatch(IsolatedContext(
         task_id="t", task_description="x"), agent)  # fmt: skip
     assert model.requests[0].max_tokens == 33
+    wordy = ScriptedModel(["z" * 400 + "\nSTATUS: done"])  # ~100 tokens for the fake
+    with pytest.raises(LimitExceeded) as info:
+        await ContextIsolationManager(project, model=wordy).dispatch(IsolatedContext(
+            task_id="t", task_description="x"), agent)  # fmt: skip
+    assert (info.value.limit, info.value.maximum) == ("max_tokens_per_step", 33)
 
 
 @pytest.mark.parametrize(

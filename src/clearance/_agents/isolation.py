@@ -245,8 +245,9 @@ class ContextIsolationManager:
 
         Raises:
             ConfigError: No model was given here or to the manager.
-            LimitExceeded: The prompt is over ``max_prompt_tokens``, or the call over
-                ``timeout_s``.
+            LimitExceeded: The prompt is over ``max_prompt_tokens``, the call over
+                ``timeout_s``, or the answer over ``max_tokens_per_step`` (recorded in the
+                ledger with the error).
             ModelError: The model failed.
         """
         chosen = model or self.model
@@ -275,6 +276,12 @@ class ContextIsolationManager:
         except ClearanceError as exc:
             self._record(subject, agent, chosen, prompt, None, str(exc), started_at, t0)
             raise
+        per_step = agent.limits.max_tokens_per_step
+        if per_step is not None and response.usage.completion_tokens > per_step:
+            exc = LimitExceeded("max_tokens_per_step", value=response.usage.completion_tokens,
+                                maximum=per_step, subject=subject)  # fmt: skip
+            self._record(subject, agent, chosen, prompt, response, str(over), started_at, t0)
+            raise over
         self._record(subject, agent, chosen, prompt, response, None, started_at, t0)
         status, result, question, concerns = parse_status(response.text)
         if status in ("done", "done_with_concerns"):

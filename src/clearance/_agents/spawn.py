@@ -12,7 +12,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from clearance._core.errors import ClearanceError
 from clearance._state.events import Event, EventBus
 
 __all__ = ["SPAWN_REQUEST", "SPAWN_RESULT", "SpawnRequest", "SpawnResult", "SpawnWorker"]
@@ -142,7 +141,7 @@ class SpawnWorker:
             result = SpawnResult(parent_id=request.parent_id, child_id=request.child_id,
                                  success=False,
                                  error=f"timeout_s exceeded: {request.timeout_s}")  # fmt: skip
-        except (ClearanceError, Exception) as exc:  # a child's failure is its result
+        except Exception as exc:  # a child's failure is its result, not the worker's
             result = SpawnResult(parent_id=request.parent_id, child_id=request.child_id,
                                  success=False, error=f"{type(exc).__name__}: {exc}")  # fmt: skip
         self._bus.publish(SPAWN_RESULT, result.to_payload(), correlation_id=event.correlation_id)
