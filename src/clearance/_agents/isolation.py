@@ -278,7 +278,7 @@ class ContextIsolationManager:
             raise
         per_step = agent.limits.max_tokens_per_step
         if per_step is not None and response.usage.completion_tokens > per_step:
-            exc = LimitExceeded("max_tokens_per_step", value=response.usage.completion_tokens,
+            over = LimitExceeded("max_tokens_per_step", value=response.usage.completion_tokens,
                                 maximum=per_step, subject=subject)  # fmt: skip
             self._record(subject, agent, chosen, prompt, response, str(over), started_at, t0)
             raise over
