@@ -169,3 +169,4 @@ def test_from_project_on_this_repository_is_sensible() -> None:
     assert "src/" in arch.structure and "tests/" in arch.structure
     assert not any(".venv" in line or "__pycache__" in line for line in arch.structure)
     assert "ruff: line length 100" in arch.conventions
+    assert arch.project == "clearance"  # from pyproject.toml, not the checkout's folder name

@@ -19,6 +19,7 @@ from clearance._context.project_scan import (
     read_adrs,
     read_conventions,
     read_dependencies,
+    read_project_name,
     walk_structure,
 )
 from clearance._core.errors import ConfigError
@@ -83,7 +84,7 @@ class ArchitecturalContext:
     """The project knowledge every subagent of a controller receives.
 
     Attributes:
-        project: The project's name (its folder name).
+        project: The project's name as its manifest declares it, else its folder's name.
         structure: The directory listing, one entry per line, two spaces per level.
         structure_omitted: Entries left out of ``structure`` by the entry limit.
         dependencies: Declared dependencies with their version constraints.
@@ -147,7 +148,7 @@ class ArchitecturalContext:
         structure, omitted = walk_structure(base, max_depth=max_depth, max_entries=max_entries)
         dependencies = read_dependencies(base)
         return cls(
-            project=base.name,
+            project=read_project_name(base),
             structure=structure,
             structure_omitted=omitted,
             dependencies=dependencies,

@@ -10,7 +10,7 @@ import contextlib
 import json
 import re
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ __all__ = [
     "read_adrs",
     "read_conventions",
     "read_dependencies",
+    "read_project_name",
     "walk_structure",
 ]
 
@@ -221,6 +222,33 @@ def _go_mod(root: Path) -> Iterator[Dependency]:
                 source="go.mod",
                 optional="// indirect" in line,
             )
+
+
+def read_project_name(root: Path) -> str:
+    """The name the root's manifest declares (pyproject, package.json, Cargo.toml, go.mod).
+
+    Falls back to the folder's name.
+    """
+    readers: tuple[tuple[str, Callable[[str], Any]], ...] = (
+        ("pyproject.toml", lambda t: tomllib.loads(t).get("project", {}).get("name")),
+        ("package.json", lambda t: json.loads(t).get("name")),
+        ("Cargo.toml", lambda t: tomllib.loads(t).get("package", {}).get("name")),
+    )
+    for name, read in readers:
+        path = root / name
+        if path.is_file():
+            try:
+                declared = read(_read_text(path))
+            except (tomllib.TOMLDecodeError, json.JSONDecodeError, AttributeError):
+                continue
+            if isinstance(declared, str) and declared.strip():
+                return declared.strip()
+    go_mod = root / "go.mod"
+    if go_mod.is_file():
+        for line in _read_text(go_mod).splitlines():
+            if line.startswith("module "):
+                return line.split()[1]
+    return root.name
 
 
 def read_dependencies(root: Path) -> tuple[Dependency, ...]:
