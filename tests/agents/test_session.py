@@ -166,3 +166,13 @@ def test_limits_reject_nonsense() -> None:
         AgentLimits(max_steps=0)
     with pytest.raises(ConfigError, match="max_output_size_bytes"):
         AgentLimits(max_output_size_bytes=-1)
+
+
+def test_team_files_declare_the_session_limits() -> None:
+    from clearance._core.teamfile import AgentSpec
+
+    spec = AgentSpec.model_validate(
+        {"name": "a", "instructions": "i", "limits": {"max_steps": 5, "max_output_files": 2}}
+    )
+    limits = spec.to_agent().limits
+    assert (limits.max_steps, limits.max_output_files, limits.max_tokens_per_step) == (5, 2, None)

@@ -33,6 +33,10 @@ class LimitsSpec(_Strict):
     max_prompt_tokens: int | None = Field(default=None, ge=1)
     timeout_s: float | None = Field(default=None, gt=0)
     max_dependency_tokens: int | None = Field(default=4000, ge=1)
+    max_steps: int | None = Field(default=None, ge=1)
+    max_tokens_per_step: int | None = Field(default=None, ge=1)
+    max_output_files: int | None = Field(default=None, ge=1)
+    max_output_size_bytes: int | None = Field(default=None, ge=0)
 
 
 class AgentSpec(_Strict):
