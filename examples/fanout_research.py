@@ -48,12 +48,12 @@ ASPECTS = {
 CHILD = Agent(
     name="researcher",
     instructions="You research documents. Answer only from the files you are given, briefly.",
-    limits=AgentLimits(max_output_tokens=160, max_steps=4),
+    limits=AgentLimits(max_output_tokens=120, max_steps=4),
 )
 PARENT = Agent(
     name="lead",
     instructions="You write a short answer from your researchers' findings.",
-    limits=AgentLimits(max_output_tokens=200, max_steps=8),
+    limits=AgentLimits(max_output_tokens=160, max_steps=8),
 )
 
 
@@ -83,7 +83,7 @@ async def research(
     timeout_s: float = 300.0,
 ) -> ResearchReport:
     """Run the fan-out: three children over the bus, aggregation, parent synthesis."""
-    caps = FileCaps(max_file_bytes=2500, max_total_bytes=3000, on_oversize="truncate")
+    caps = FileCaps(max_file_bytes=2000, max_total_bytes=2400, on_oversize="truncate")
     manager = ContextIsolationManager(input_dir, model=model, file_caps=caps)
     files = text_files(input_dir)
     parent = AgentSession("lead", base_dir=workdir, goal=question, limits=PARENT.limits)
