@@ -33,6 +33,7 @@ class LimitsSpec(_Strict):
     max_prompt_tokens: int | None = Field(default=None, ge=1)
     timeout_s: float | None = Field(default=None, gt=0)
     max_dependency_tokens: int | None = Field(default=4000, ge=1)
+    retries: int = Field(default=2, ge=0)
 
 
 class AgentSpec(_Strict):

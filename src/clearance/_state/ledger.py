@@ -79,8 +79,9 @@ __all__ = [
 DEFAULT_LEDGER_URL = "sqlite:///.clearance/runs.db"
 """Where runs are recorded unless told otherwise (relative to the working directory)."""
 
-RUN_STATUSES = ("running", "completed", "failed")
-"""Statuses a run can have: ``running`` from `RunLedger.start_run` until `finish_run`."""
+RUN_STATUSES = ("running", "completed", "failed", "interrupted")
+"""Statuses a run can have: ``running`` from `RunLedger.start_run` (or `reopen_run`) until
+`finish_run`; ``interrupted`` when it was stopped and can be resumed."""
 
 BUSY_TIMEOUT_MS = 10_000
 """How long an SQLite connection waits for another writer's lock before failing."""
@@ -608,6 +609,20 @@ class RunLedger:
                     completion_tokens=0,
                     created_at=self._clock(),
                 )
+            )
+
+    def reopen_run(self, run_id: str) -> None:
+        """Mark a recorded run ``running`` again, to resume it (clears its end and error).
+
+        Args:
+            run_id: The run's full id.
+
+        Raises:
+            StoreError: The run is unknown, or the database failed.
+        """
+        with self._writing(f"reopen run {run_id!r}") as conn:
+            self._update_run(
+                conn, run_id, status="running", error=None, synthesis=None, finished_at=None
             )
 
     def set_graph(self, run_id: str, graph: list[dict[str, Any]]) -> None:
