@@ -341,8 +341,12 @@ class Orchestrator:
         else:
             self._resolve_models()
         usage = Usage()
+        prompt_tokens: dict[str, int] = {}
         for call in self.ledger.calls(run_id):
             usage = usage + call.usage
+            task_id = call.subject.removeprefix("task:")
+            if task_id in recorded.completed and call.error is None:
+                prompt_tokens[task_id] = int(call.manifest.get("total_tokens", 0))
         self.ledger.reopen_run(run_id)
         done = len(recorded.completed)
         total = len(recorded.graph) if recorded.graph is not None else 0
@@ -366,7 +370,12 @@ class Orchestrator:
             usage = usage + plan_usage
             self.ledger.set_graph(run_id, graph.to_dict())
         return await self._execute(
-            run_id, graph, record.goal or DEFAULT_GOAL, usage=usage, completed=recorded.completed
+            run_id,
+            graph,
+            record.goal or DEFAULT_GOAL,
+            usage=usage,
+            completed=recorded.completed,
+            prompt_tokens=prompt_tokens,
         )
 
     # -- planning -----------------------------------------------------------------------
@@ -409,6 +418,7 @@ class Orchestrator:
         *,
         usage: Usage | None = None,
         completed: Mapping[str, str] | None = None,
+        prompt_tokens: Mapping[str, int] | None = None,
     ) -> RunResult:
         run = _Run(
             run_id=run_id,
@@ -416,6 +426,7 @@ class Orchestrator:
             queue=TaskQueue(graph, clock=self._clock, completed=completed),
             shared=SharedMemory(clock=self._clock),
             usage=usage or Usage(),
+            prompt_tokens=dict(prompt_tokens or {}),
         )
         ledger = self.ledger
         ledger.record_messages(run_id, self.messages.all())
@@ -660,6 +671,10 @@ class Orchestrator:
                 ) from exc
             except ClearanceError:
                 raise
+            except ConnectionError as exc:
+                raise ModelError(
+                    f"{type(exc).__name__}: {exc}", model_id=model.model_id, transient=True
+                ) from exc
             except Exception as exc:
                 raise ModelError(f"{type(exc).__name__}: {exc}", model_id=model.model_id) from exc
         except ClearanceError as exc:
