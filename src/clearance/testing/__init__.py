@@ -13,10 +13,10 @@ from clearance.testing._models import FunctionModel, ScriptedModel
 
 __all__ = [
     "FAULT_KINDS",
-    "LATENCY_ENV",
     "FakeModel",
     "FaultInjectingModel",
     "FaultKind",
     "FunctionModel",
+    "LATENCY_ENV",
     "ScriptedModel",
 ]
