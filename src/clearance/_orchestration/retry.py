@@ -64,7 +64,7 @@ class RetryPolicy:
         if after is not None:
             return min(max(after, 0.0), self.max_retry_after_s)
         backoff = wait_exponential_jitter(
-            initial=self.initial_s, max=self.max_s, jitter=self.jitter_s
+            multiplier=self.initial_s, max=self.max_s, jitter=self.jitter_s
         )
         return float(backoff(retry_state))
 
