@@ -143,7 +143,10 @@ async def test_resume_with_a_team_lacking_an_assignee_is_refused_before_anything
 
 
 async def test_a_run_stopped_before_planning_is_planned_on_resume(ledger):
-    plan = '{"tasks": [{"id": "p", "title": "P", "description": "d", "assignee": "v", "depends_on": []}]}'
+    plan = (
+        '{"tasks": [{"id": "p", "title": "P", "description": "d", "assignee": "v", '
+        '"depends_on": []}]}'
+    )
     ledger.start_run(run_id="run_planless", team="resumers", goal="Goal", graph=None, config={})
     model = FunctionModel(lambda r: plan if subject(r) == "plan" else "done")
     resumed = await Orchestrator(TEAM, model=model, ledger=ledger).resume("run_planless")
