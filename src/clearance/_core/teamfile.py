@@ -164,6 +164,10 @@ def load_team_file(path: str | Path, *, input_dir: str | Path | None = None) -> 
         raw: Any = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
         raise ConfigError(f"cannot read the file: {exc.strerror or exc}", source=source) from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"not UTF-8 text (byte {exc.start} cannot be decoded)", source=source
+        ) from exc
     except yaml.YAMLError as exc:
         line = getattr(getattr(exc, "problem_mark", None), "line", None)
         where = f" (line {line + 1})" if line is not None else ""

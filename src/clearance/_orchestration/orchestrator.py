@@ -81,6 +81,13 @@ def _validated_json(text: str, schema: dict[str, Any]) -> str:
     if not body:
         raise ValueError("the answer is empty; reply with a JSON value only")
     try:
+        return _validated_json_value(body, schema)
+    except RecursionError as exc:
+        raise ValueError("the JSON is nested too deeply") from exc
+
+
+def _validated_json_value(body: str, schema: dict[str, Any]) -> str:
+    try:
         value = json.loads(body, parse_constant=_reject_constant)
     except ValueError as exc:
         match = _FENCED_JSON.search(body)
