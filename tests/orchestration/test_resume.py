@@ -107,6 +107,8 @@ async def test_failed_and_skipped_tasks_run_again(ledger):
     }
     assert sorted(subject(r) for r in healthy.requests) == ["synthesis", "task:c", "task:d"]
     assert resumed.tasks["a"].prompt_tokens == first.tasks["a"].prompt_tokens > 0
+    report = verify_run(ledger, first.run_id)
+    assert report.ok, report.findings
 
 
 async def test_from_run_rebuilds_team_settings_and_messages(ledger):

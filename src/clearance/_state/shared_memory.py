@@ -75,12 +75,12 @@ class SharedMemory:
             The summary, or an empty string when there is nothing to summarize.
         """
         ids = None if task_ids is None else list(task_ids)
-        entries = self.entries(ids)
+        selected = self.entries(ids)
         if ids is not None:
             rank = {task_id: i for i, task_id in reversed(list(enumerate(ids)))}
-            entries = tuple(sorted(entries, key=lambda e: rank[e.task_id]))
+            selected = tuple(sorted(selected, key=lambda e: rank[e.task_id]))
         by_agent: dict[str, list[MemoryEntry]] = {}
-        for entry in entries:
+        for entry in selected:
             by_agent.setdefault(entry.agent, []).append(entry)
         lines: list[str] = []
         for agent, entries in by_agent.items():
