@@ -31,7 +31,7 @@ from clearance._core.spec import Agent, Task, Team, schema_validator
 from clearance._orchestration.files import read_task_files
 from clearance._orchestration.planner import PLAN_SCHEMA, parse_plan
 from clearance._orchestration.result import RunEvent, RunResult, TaskOutcome
-from clearance._orchestration.resume import load_recorded_run, restore_messages
+from clearance._orchestration.resume import load_recorded_run, restore_messages, resume_run
 from clearance._orchestration.retry import RetryPolicy, with_retries
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import RunLedger
@@ -333,57 +333,7 @@ class Orchestrator:
                 the record is damaged.
             PlanError: The run had no plan yet, and the coordinator's new plan is invalid.
         """
-        recorded = load_recorded_run(self.ledger, run_id)
-        record = recorded.record
-        run_id = record.run_id
-        if record.status == "completed":
-            raise ConfigError(f"run {run_id} already completed; nothing to resume", field="run")
-        if not self.messages.all():
-            for message in recorded.messages:
-                self.messages.restore(message)
-        if recorded.graph is not None:
-            self._check_graph(recorded.graph)
-        elif record.goal is None:
-            raise ConfigError(f"run {run_id} has neither a task graph nor a goal", field="run")
-        else:
-            self._resolve_models()
-        usage = Usage()
-        prompt_tokens: dict[str, int] = {}
-        for call in self.ledger.calls(run_id):
-            usage = usage + call.usage
-            task_id = call.subject.removeprefix("task:")
-            if task_id in recorded.completed and call.error is None:
-                prompt_tokens[task_id] = int(call.manifest.get("total_tokens", 0))
-        self.ledger.reopen_run(run_id)
-        done = len(recorded.completed)
-        total = len(recorded.graph) if recorded.graph is not None else 0
-        self._emit(
-            RunEvent(
-                kind="run_started",
-                run_id=run_id,
-                detail=f"resumed: {done} of {total} tasks already completed",
-            )
-        )
-        graph = recorded.graph
-        if graph is None:
-            assert record.goal is not None
-            try:
-                graph, plan_usage = await self._plan(run_id, record.goal)
-            except ClearanceError as exc:
-                self.ledger.finish_run(
-                    run_id, status="failed", synthesis=None, usage=usage, error=str(exc)
-                )
-                raise
-            usage = usage + plan_usage
-            self.ledger.set_graph(run_id, graph.to_dict())
-        return await self._execute(
-            run_id,
-            graph,
-            record.goal or DEFAULT_GOAL,
-            usage=usage,
-            completed=recorded.completed,
-            prompt_tokens=prompt_tokens,
-        )
+        return await resume_run(self, run_id)
 
     # -- planning -----------------------------------------------------------------------
 
