@@ -103,7 +103,7 @@ def test_sigkill_mid_run_then_resume_gives_the_uninterrupted_results(tmp_path):
     url = f"sqlite:///{db}"
     proc = clearance(
         "run", str(team), "--model", "fake:m", "--db", url, "--max-concurrency", "2",
-        latency_s=0.15, cwd=tmp_path,
+        latency_s=0.25, cwd=tmp_path,
     )  # fmt: skip
     try:
         at_kill = wait_until(
