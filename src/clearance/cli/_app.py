@@ -70,7 +70,9 @@ def _one_line_errors(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except ClearanceError as exc:
-            err.print(Text(f"error: {exc}"), soft_wrap=True)
+            # One line even when the message quotes input holding line breaks.
+            message = "\\n".join(str(exc).splitlines())
+            err.print(Text(f"error: {message}"), soft_wrap=True)
             raise typer.Exit(2) from None
 
     return wrapper  # type: ignore[return-value]
