@@ -45,6 +45,7 @@ from clearance._core.prompt import ChatMessage, ContextItem, ContextManifest, Pr
 from clearance._core.spec import Agent, AgentLimits, MemoryScope, Task, Team
 from clearance._orchestration.orchestrator import Orchestrator
 from clearance._orchestration.result import RunEvent, RunResult, TaskOutcome
+from clearance._orchestration.retry import RetryPolicy
 from clearance._state.events import Event, EventBus
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import RunLedger
@@ -96,6 +97,7 @@ __all__ = [
     "PathEscapeError",
     "PlanError",
     "Prompt",
+    "RetryPolicy",
     "RunEvent",
     "RunLedger",
     "RunResult",

@@ -123,3 +123,12 @@ def test_run_on_the_embedded_model_end_to_end(tmp_path):
         "task_result:review-adder",
         "task_result:review-greeter",
     ]
+
+
+def test_an_error_quoting_line_breaks_is_still_one_line(tmp_path):
+    path = tmp_path / "team.yaml"
+    path.write_text('agents: [{name: a, instructions: x}]\ninput: {"bad\\nkey\\u2028x": 1}\n')
+    result = runner.invoke(app, ["graph", str(path)])
+    assert result.exit_code == 2
+    lines = result.output.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "bad\\nkey\\nx" in lines[0]

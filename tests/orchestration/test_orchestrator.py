@@ -198,7 +198,9 @@ async def test_prompt_budget_fails_the_task_not_the_run(ledger):
 
 async def test_timeout_is_a_limit(ledger):
     slow_team = Team(
-        agents=(Agent(name="alice", instructions="x", limits=AgentLimits(timeout_s=0.01)),),
+        agents=(
+            Agent(name="alice", instructions="x", limits=AgentLimits(timeout_s=0.01, retries=0)),
+        ),
         coordinator=COORD,
     )
 

@@ -61,3 +61,29 @@ def test_illegal_transitions_raise():
     with pytest.raises(GraphError):
         q.fail("a", "late")
     assert q.get("a").result == "x"
+
+
+def test_completed_results_start_completed_and_unblock_dependents():
+    from clearance import GraphError, Task, TaskGraph, TaskQueue, TaskStatus
+
+    graph = TaskGraph(
+        [
+            Task(id="a", title="A", description="d", assignee="x"),
+            Task(id="b", title="B", description="d", assignee="x", depends_on=("a",)),
+            Task(id="c", title="C", description="d", assignee="x", depends_on=("b",)),
+        ]
+    )
+    queue = TaskQueue(graph, completed={"a": "kept"})
+    assert [s.status for s in queue.states()] == [
+        TaskStatus.COMPLETED,
+        TaskStatus.READY,
+        TaskStatus.PENDING,
+    ]
+    assert queue.get("a").result == "kept"
+    queue.start("b")
+    queue.interrupt("b")
+    assert queue.get("b").status is TaskStatus.INTERRUPTED
+    with pytest.raises(GraphError, match="expected running"):
+        queue.interrupt("c")
+    with pytest.raises(GraphError, match="unknown task"):
+        TaskQueue(graph, completed={"zzz": "x"})

@@ -81,3 +81,16 @@ def test_bad_files_name_the_file_field_and_problem(tmp_path, text, expected):
     assert str(path) in message
     assert expected in message
     assert "\n" not in message
+
+
+def test_retries_and_timeout_per_agent(tmp_path):
+    from clearance import ConfigError
+    from clearance._core.teamfile import load_team_file
+
+    path = tmp_path / "team.yaml"
+    path.write_text("agents: [{name: a, instructions: x, limits: {retries: 5, timeout_s: 2.5}}]\n")
+    limits = load_team_file(path).team.agents[0].limits
+    assert (limits.retries, limits.timeout_s) == (5, 2.5)
+    path.write_text("agents: [{name: a, instructions: x, limits: {retries: -1}}]\n")
+    with pytest.raises(ConfigError, match=r"agents\.0\.limits\.retries"):
+        load_team_file(path)

@@ -198,7 +198,7 @@ class ContextBuilder:
         """Build the coordinator's synthesis prompt: the full view of the run.
 
         Holds the goal, every completed result (untruncated), every failed and skipped task
-        with its reason, and ``shared_memory.get_summary()``.
+        with its reason, and the shared memory's summary (in graph order).
 
         Raises:
             LimitExceeded: The prompt exceeds ``max_prompt_tokens``.
@@ -215,7 +215,8 @@ class ContextBuilder:
                 skipped.append(
                     self._block(f"task_status:{t.id}", heading, state.error or "skipped")
                 )
-        summary = shared_memory.get_summary()
+        # In graph order: the prompt must not depend on which concurrent task finished first.
+        summary = shared_memory.get_summary([s.task.id for s in queue.states()])
         sections = [
             _Section("# Goal", (self._block("goal", "Goal", goal),)),
             _Section("## Completed tasks", tuple(completed)),

@@ -123,7 +123,13 @@ class _RunFacts:
         self.graph = TaskGraph.from_dict(run.graph) if run.graph else None
         records = ledger.tasks(run.run_id)
         self.results = {t.task_id: t.result for t in records if t.result is not None}
-        self.errors = {t.task_id: t.error for t in records if t.error is not None}
+        # Every reason a task was ever recorded with: a resumed run re-runs failed tasks.
+        self.errors: dict[str, set[str]] = {
+            task_id: set(reasons) for task_id, reasons in ledger.task_reasons(run.run_id).items()
+        }
+        for t in records:
+            if t.error is not None:
+                self.errors.setdefault(t.task_id, set()).add(t.error)
         self.messages = {
             m["id"]: Message(
                 id=m["id"],
@@ -336,10 +342,10 @@ def _check_provenance(
         elif digest != sha256_text(result):
             yield origin, f"the content is not the recorded result of task {ref!r}"
     elif kind == "task_status":
-        error = facts.errors.get(ref)
-        if error is None:
+        errors = facts.errors.get(ref)
+        if not errors:
             yield origin, f"task {ref!r} has no recorded failure or skip"
-        elif digest != sha256_text(error):
+        elif digest not in {sha256_text(error) for error in errors}:
             yield origin, f"the content is not the recorded reason of task {ref!r}"
     elif kind == "message":
         message = facts.messages.get(ref)

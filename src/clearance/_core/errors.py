@@ -12,6 +12,7 @@ Clearance raises on purpose::
     │   └── CycleError
     ├── PlanError                   the coordinator's plan is not a valid graph (after repair)
     ├── ModelError                  a model provider failed or returned nothing usable
+    │                               (``transient`` and ``retry_after_s`` say whether to retry)
     ├── OutputValidationError       a structured result did not validate (after repair)
     ├── LimitExceeded               a budget was reached (prompt tokens, steps, ...)
     │   └── DependencyPayloadError  one dependency's result is over the per-dependency limit
@@ -141,10 +142,27 @@ class ModelError(ClearanceError):
 
     Attributes:
         model_id: The ``"provider:name"`` id of the model.
+        transient: Whether the same call may succeed if retried: a connection error, a
+            timeout, HTTP 429 or a 5xx status. ``False`` for client errors (other 4xx) and
+            unusable answers, which a retry would only repeat.
+        retry_after_s: Seconds the provider asked to wait before retrying (its
+            ``Retry-After``), or ``None`` when it did not say.
+        status_code: The HTTP status the provider answered with, or ``None``.
     """
 
-    def __init__(self, message: str, *, model_id: str | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        model_id: str | None = None,
+        transient: bool = False,
+        retry_after_s: float | None = None,
+        status_code: int | None = None,
+    ):
         self.model_id = model_id
+        self.transient = transient
+        self.retry_after_s = retry_after_s
+        self.status_code = status_code
         super().__init__(f"{model_id}: {message}" if model_id else message)
 
 

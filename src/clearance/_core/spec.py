@@ -130,8 +130,12 @@ class AgentLimits:
         max_prompt_tokens: Most tokens a prompt may hold; ``None`` means the model's context
             window minus ``max_output_tokens``. A larger prompt fails the task with
             `LimitExceeded`; nothing is truncated silently.
-        timeout_s: Wall-clock seconds one model call may take; in an ``AgentSession``, the
-            whole session's wall time. ``None`` means no limit.
+        timeout_s: Wall-clock seconds one model call (one attempt) may take; in an
+            ``AgentSession``, the whole session's wall time. ``None`` means no limit. A model
+            call that takes longer counts as a transient failure.
+        retries: Most retries of a model call after a transient failure (connection error,
+            timeout, HTTP 429 or 5xx), with exponential backoff and jitter between attempts;
+            0 disables retrying. Client errors (other 4xx) are never retried.
         max_dependency_tokens: Most tokens the result of any one task admitted into this
             agent's task prompts may hold, counted on the result text with the agent's model;
             ``None`` means no limit. A larger result fails the dependent task with
@@ -153,6 +157,7 @@ class AgentLimits:
     max_tokens_per_step: int | None = None
     max_output_files: int | None = None
     max_output_size_bytes: int | None = None
+    retries: int = 2
 
     def __post_init__(self) -> None:
         for name in ("max_steps", "max_tokens_per_step", "max_output_files"):
@@ -169,6 +174,8 @@ class AgentLimits:
             raise ConfigError("must be positive", field="limits.timeout_s")
         if self.max_dependency_tokens is not None and self.max_dependency_tokens < 1:
             raise ConfigError("must be at least 1", field="limits.max_dependency_tokens")
+        if self.retries < 0:
+            raise ConfigError("must be 0 or more", field="limits.retries")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

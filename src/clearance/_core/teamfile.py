@@ -37,6 +37,7 @@ class LimitsSpec(_Strict):
     max_tokens_per_step: int | None = Field(default=None, ge=1)
     max_output_files: int | None = Field(default=None, ge=1)
     max_output_size_bytes: int | None = Field(default=None, ge=0)
+    retries: int = Field(default=2, ge=0)
 
 
 class AgentSpec(_Strict):
@@ -167,6 +168,10 @@ def load_team_file(path: str | Path, *, input_dir: str | Path | None = None) -> 
         raw: Any = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
         raise ConfigError(f"cannot read the file: {exc.strerror or exc}", source=source) from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"not UTF-8 text (byte {exc.start} cannot be decoded)", source=source
+        ) from exc
     except yaml.YAMLError as exc:
         line = getattr(getattr(exc, "problem_mark", None), "line", None)
         where = f" (line {line + 1})" if line is not None else ""

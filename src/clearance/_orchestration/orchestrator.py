@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import json
 import re
 import time
@@ -29,6 +31,8 @@ from clearance._core.spec import Agent, Task, Team, schema_validator
 from clearance._orchestration.files import read_task_files
 from clearance._orchestration.planner import PLAN_SCHEMA, parse_plan
 from clearance._orchestration.result import RunEvent, RunResult, TaskOutcome
+from clearance._orchestration.resume import load_recorded_run, restore_messages, resume_run
+from clearance._orchestration.retry import RetryPolicy, with_retries
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import RunLedger
 from clearance._state.messages import MessageBus
@@ -77,6 +81,13 @@ def _validated_json(text: str, schema: dict[str, Any]) -> str:
     if not body:
         raise ValueError("the answer is empty; reply with a JSON value only")
     try:
+        return _validated_json_value(body, schema)
+    except RecursionError as exc:
+        raise ValueError("the JSON is nested too deeply") from exc
+
+
+def _validated_json_value(body: str, schema: dict[str, Any]) -> str:
+    try:
         value = json.loads(body, parse_constant=_reject_constant)
     except ValueError as exc:
         match = _FENCED_JSON.search(body)
@@ -94,6 +105,17 @@ def _validated_json(text: str, schema: dict[str, Any]) -> str:
             f"the JSON does not match the output schema at {error.json_path}: {error.message}{more}"
         )
     return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True)
+
+
+def _agent_config(agent: Agent) -> dict[str, Any]:
+    """An agent's spec as JSON-ready data, recorded so that a run can be resumed."""
+    return {
+        "name": agent.name,
+        "model": agent.model,
+        "instructions": agent.instructions,
+        "role": agent.role,
+        "limits": dataclasses.asdict(agent.limits),
+    }
 
 
 @dataclass(slots=True)
@@ -136,6 +158,9 @@ class Orchestrator:
         messages: The team's message bus; a new empty bus if ``None``.
         on_event: Called with a `RunEvent` at each step of a run (for progress displays).
         clock: Source of timestamps (UTC).
+        retry_policy: Backoff between attempts of a model call that failed transiently (the
+            number of retries is each agent's ``limits.retries``); ``None`` means
+            `RetryPolicy()` (1 s doubling to 60 s, up to 1 s jitter).
 
     Raises:
         ConfigError: ``max_concurrency`` is below 1.
@@ -153,6 +178,7 @@ class Orchestrator:
         messages: MessageBus | None = None,
         on_event: Callable[[RunEvent], None] | None = None,
         clock: Clock = utc_now,
+        retry_policy: RetryPolicy | None = None,
     ):
         if max_concurrency < 1:
             raise ConfigError("must be at least 1", field="max_concurrency")
@@ -165,6 +191,7 @@ class Orchestrator:
         self._ledger = ledger
         self._on_event = on_event
         self._clock = clock
+        self.retry_policy = retry_policy if retry_policy is not None else RetryPolicy()
 
     # -- public API ---------------------------------------------------------------------
 
@@ -233,6 +260,81 @@ class Orchestrator:
         self._emit(RunEvent(kind="plan_ready", run_id=run_id, detail=f"{len(graph)} tasks"))
         return await self._execute(run_id, graph, goal, usage=plan_usage)
 
+    @classmethod
+    def from_run(
+        cls,
+        run_id: str,
+        *,
+        ledger: RunLedger,
+        model: str | ChatModel | None = None,
+        models: Mapping[str, ChatModel] | None = None,
+        on_event: Callable[[RunEvent], None] | None = None,
+        clock: Clock = utc_now,
+        retry_policy: RetryPolicy | None = None,
+    ) -> Orchestrator:
+        """An orchestrator rebuilt from a recorded run, ready to `resume` it.
+
+        The team (every agent's spec), default model, concurrency, input folder and messages
+        are the ones the run recorded when it started.
+
+        Args:
+            run_id: The run's id, or a unique prefix of it.
+            ledger: The ledger the run is recorded in.
+            model: Default model instead of the recorded one (``None`` keeps the recorded one).
+            models: Model instances by id, used instead of creating models from their ids.
+            on_event: Called with a `RunEvent` at each step.
+            clock: Source of timestamps (UTC).
+            retry_policy: Backoff between attempts of a failing model call.
+
+        Raises:
+            StoreError: No run (or several) match ``run_id``, or the database failed.
+            ConfigError: The run was recorded without its team's specs (an older version of
+                Clearance), or its record is damaged.
+        """
+        recorded = load_recorded_run(ledger, run_id)
+        if recorded.team is None:
+            raise ConfigError(
+                f"run {recorded.record.run_id} was recorded without its agents' specs; resume it "
+                "with Orchestrator(team, ...).resume(run_id)",
+                field="run",
+            )
+        return cls(
+            recorded.team,
+            model=model or recorded.default_model or DEFAULT_MODEL_ID,
+            models=models,
+            ledger=ledger,
+            max_concurrency=recorded.max_concurrency or 4,
+            input_root=recorded.input_root,
+            messages=restore_messages(recorded.messages),
+            on_event=on_event,
+            clock=clock,
+            retry_policy=retry_policy,
+        )
+
+    async def resume(self, run_id: str) -> RunResult:
+        """Finish a recorded run that was stopped: keep completed results, run the rest.
+
+        Every task recorded ``completed`` keeps its result and is not run again; every other
+        task (``pending``, ``ready``, ``running``, ``interrupted``, ``failed`` or ``skipped``)
+        runs again, as soon as its dependencies are completed. Then the coordinator writes the
+        synthesis. A run stopped before the coordinator planned is planned again. The run keeps
+        its id; new model calls are added to its record, and its usage counts every call.
+        Messages recorded with the run are restored onto an empty message bus.
+
+        Args:
+            run_id: The run's id, or a unique prefix of it.
+
+        Returns:
+            The run's result, as `run_tasks` returns it.
+
+        Raises:
+            StoreError: No run (or several) match ``run_id``, or the database failed.
+            ConfigError: The run already completed, a task names an agent this team lacks, or
+                the record is damaged.
+            PlanError: The run had no plan yet, and the coordinator's new plan is invalid.
+        """
+        return await resume_run(self, run_id)
+
     # -- planning -----------------------------------------------------------------------
 
     async def _plan(self, run_id: str, goal: str) -> tuple[TaskGraph, Usage]:
@@ -266,19 +368,58 @@ class Orchestrator:
     # -- execution ----------------------------------------------------------------------
 
     async def _execute(
-        self, run_id: str, graph: TaskGraph, goal: str, *, usage: Usage | None = None
+        self,
+        run_id: str,
+        graph: TaskGraph,
+        goal: str,
+        *,
+        usage: Usage | None = None,
+        completed: Mapping[str, str] | None = None,
+        prompt_tokens: Mapping[str, int] | None = None,
     ) -> RunResult:
         run = _Run(
             run_id=run_id,
             goal=goal,
-            queue=TaskQueue(graph, clock=self._clock),
+            queue=TaskQueue(graph, clock=self._clock, completed=completed),
             shared=SharedMemory(clock=self._clock),
             usage=usage or Usage(),
+            prompt_tokens=dict(prompt_tokens or {}),
         )
         ledger = self.ledger
         ledger.record_messages(run_id, self.messages.all())
         for state in run.queue.states():
-            ledger.record_task(run_id, state)
+            if completed and state.task.id in completed:
+                # Kept from the run being resumed: its ledger record stays as it is.
+                run.shared.write(
+                    task_id=state.task.id, agent=state.task.assignee, content=state.result or ""
+                )
+            else:
+                ledger.record_task(run_id, state)
+        try:
+            return await self._execute_recorded(run)
+        except BaseException:
+            # Ctrl-C, cancellation or a failing ledger: leave the run resumable.
+            self._mark_interrupted(run)
+            raise
+
+    def _mark_interrupted(self, run: _Run) -> None:
+        """Record running tasks as ``interrupted`` and the run as ``interrupted``."""
+        with contextlib.suppress(ClearanceError):
+            for state in run.queue.with_status(TaskStatus.RUNNING):
+                run.queue.interrupt(state.task.id)
+                self.ledger.record_task(run.run_id, run.queue.get(state.task.id))
+            self.ledger.record_messages(run.run_id, self.messages.all())
+            self.ledger.finish_run(
+                run.run_id,
+                status="interrupted",
+                synthesis=None,
+                usage=run.usage,
+                error=f"interrupted; resume with: clearance resume {run.run_id}",
+            )
+        self._emit(RunEvent(kind="run_finished", run_id=run.run_id, detail="interrupted"))
+
+    async def _execute_recorded(self, run: _Run) -> RunResult:
+        run_id, ledger = run.run_id, self.ledger
 
         running: dict[asyncio.Task[str], str] = {}
         try:
@@ -433,10 +574,42 @@ class Orchestrator:
         json_schema: dict[str, Any] | None = None,
         run: _Run | None = None,
     ) -> ModelResponse:
-        """One model call, recorded in the ledger whether it succeeds or fails."""
+        """One model call, retried on transient errors; every attempt is recorded in the ledger.
+
+        Raises:
+            ModelError: The model failed (after the agent's ``limits.retries`` retries if the
+                error was transient).
+            LimitExceeded: The last attempt took longer than ``limits.timeout_s``.
+        """
         request = ModelRequest(
             prompt=prompt, max_tokens=agent.limits.max_output_tokens, json_schema=json_schema
         )
+        attempts = agent.limits.retries + 1
+
+        async def attempt(number: int) -> ModelResponse:
+            return await self._attempt(
+                run_id, subject, agent, model, request, attempt=f"attempt {number} of {attempts}"
+            )
+
+        response = await with_retries(
+            attempt, retries=agent.limits.retries, policy=self.retry_policy
+        )
+        if run is not None:
+            run.usage = run.usage + response.usage
+        return response
+
+    async def _attempt(
+        self,
+        run_id: str,
+        subject: str,
+        agent: Agent,
+        model: ChatModel,
+        request: ModelRequest,
+        *,
+        attempt: str,
+    ) -> ModelResponse:
+        """One attempt of a model call, recorded in the ledger whether it succeeds or fails."""
+        prompt = request.prompt
         started_at = self._clock()
         t0 = time.perf_counter()
         timeout = agent.limits.timeout_s
@@ -455,12 +628,16 @@ class Orchestrator:
                 ) from exc
             except ClearanceError:
                 raise
+            except ConnectionError as exc:
+                raise ModelError(
+                    f"{type(exc).__name__}: {exc}", model_id=model.model_id, transient=True
+                ) from exc
             except Exception as exc:
                 raise ModelError(f"{type(exc).__name__}: {exc}", model_id=model.model_id) from exc
         except ClearanceError as exc:
             self.ledger.record_call(
                 run_id=run_id, subject=subject, agent=agent.name, model_id=model.model_id,
-                prompt=prompt, response=None, error=str(exc), started_at=started_at,
+                prompt=prompt, response=None, error=f"{attempt}: {exc}", started_at=started_at,
                 latency_s=time.perf_counter() - t0,
             )  # fmt: skip
             raise
@@ -469,8 +646,6 @@ class Orchestrator:
             prompt=prompt, response=response, error=None, started_at=started_at,
             latency_s=time.perf_counter() - t0,
         )  # fmt: skip
-        if run is not None:
-            run.usage = run.usage + response.usage
         return response
 
     # -- helpers ------------------------------------------------------------------------
@@ -522,14 +697,8 @@ class Orchestrator:
             "default_model": default if isinstance(default, str) else default.model_id,
             "max_concurrency": self.max_concurrency,
             "input_root": str(self.input_root) if self.input_root else None,
-            "agents": [
-                {"name": a.name, "model": a.model, "instructions": a.instructions}
-                for a in self.team.agents
-            ],
-            "coordinator": {
-                "name": (self.team.coordinator or DEFAULT_COORDINATOR).name,
-                "instructions": (self.team.coordinator or DEFAULT_COORDINATOR).instructions,
-            },
+            "agents": [_agent_config(a) for a in self.team.agents],
+            "coordinator": _agent_config(self.team.coordinator or DEFAULT_COORDINATOR),
         }
 
     def _emit(self, event: RunEvent) -> None:

@@ -96,6 +96,8 @@ def parse_plan(text: str, *, agents: Collection[str]) -> TaskGraph:
         data = json.loads(_extract_json(text))
     except json.JSONDecodeError as exc:
         raise ValueError(f"invalid JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise ValueError("invalid JSON: it is nested too deeply") from exc
     try:
         plan = _Plan.model_validate(data)
     except ValidationError as exc:

@@ -79,8 +79,9 @@ __all__ = [
 DEFAULT_LEDGER_URL = "sqlite:///.clearance/runs.db"
 """Where runs are recorded unless told otherwise (relative to the working directory)."""
 
-RUN_STATUSES = ("running", "completed", "failed")
-"""Statuses a run can have: ``running`` from `RunLedger.start_run` until `finish_run`."""
+RUN_STATUSES = ("running", "completed", "failed", "interrupted")
+"""Statuses a run can have: ``running`` from `RunLedger.start_run` (or `reopen_run`) until
+`finish_run`; ``interrupted`` when it was stopped and can be resumed."""
 
 BUSY_TIMEOUT_MS = 10_000
 """How long an SQLite connection waits for another writer's lock before failing."""
@@ -239,10 +240,36 @@ def call_record_sha256(messages: list[dict[str, Any]], manifest: dict[str, Any])
     return sha256_text(payload)
 
 
+_task_reasons = Table(
+    "task_reasons",
+    _metadata,
+    Column("ordinal", Integer, primary_key=True, autoincrement=True),
+    Column("run_id", String(64), ForeignKey("runs.run_id", ondelete="CASCADE"), nullable=False),
+    Column("task_id", String(128), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("error", Text, nullable=False),
+    Column("recorded_at", _UTCDateTime, nullable=False),
+    Index("ix_task_reasons_run_task", "run_id", "task_id"),
+)
+
+
+def _m003_task_reasons(conn: Connection) -> None:
+    """Version 3: ``task_reasons``, every failure, skip or interruption a task ever had.
+
+    A resumed run overwrites a failed task's record when the task runs again; the reasons stay
+    here, so ``clearance verify`` can still check a prompt that showed the old failure.
+    """
+    _task_reasons.create(conn)
+
+
 Migration = Callable[[Connection], None]
 """One schema change, run inside the migration transaction."""
 
-_MIGRATIONS: list[Migration] = [_m001_create_tables, _m002_call_record_digest]
+_MIGRATIONS: list[Migration] = [
+    _m001_create_tables,
+    _m002_call_record_digest,
+    _m003_task_reasons,
+]
 """Applied in order; migration ``i`` (0-based) brings a database to version ``i + 1``."""
 
 SCHEMA_VERSION = len(_MIGRATIONS)
@@ -610,6 +637,20 @@ class RunLedger:
                 )
             )
 
+    def reopen_run(self, run_id: str) -> None:
+        """Mark a recorded run ``running`` again, to resume it (clears its end and error).
+
+        Args:
+            run_id: The run's full id.
+
+        Raises:
+            StoreError: The run is unknown, or the database failed.
+        """
+        with self._writing(f"reopen run {run_id!r}") as conn:
+            self._update_run(
+                conn, run_id, status="running", error=None, synthesis=None, finished_at=None
+            )
+
     def set_graph(self, run_id: str, graph: list[dict[str, Any]]) -> None:
         """Record the task graph of a run (after the coordinator planned it).
 
@@ -656,6 +697,16 @@ class RunLedger:
         )
         with self._writing(f"record task {task.id!r} of run {run_id!r}") as conn:
             conn.execute(stmt)
+            if state.error is not None:
+                conn.execute(
+                    _task_reasons.insert().values(
+                        run_id=run_id,
+                        task_id=task.id,
+                        status=str(state.status.value),
+                        error=state.error,
+                        recorded_at=self._clock(),
+                    )
+                )
 
     def record_messages(self, run_id: str, messages: Sequence[Message]) -> None:
         """Record messages of a run; a message already recorded (same id) is updated in place.
@@ -902,6 +953,30 @@ class RunLedger:
                 )
                 for row in conn.execute(query)
             ]
+
+    def task_reasons(self, run_id: str) -> dict[str, list[str]]:
+        """Every reason each task of a run was ever recorded with (failed, skipped, interrupted).
+
+        Args:
+            run_id: The run's full id; an unknown run has none (``{}``).
+
+        Returns:
+            Task id to its reasons, oldest first (a task re-run by a resumed run keeps the
+            reasons of its earlier failures).
+
+        Raises:
+            StoreError: The database failed.
+        """
+        query = (
+            select(_task_reasons.c.task_id, _task_reasons.c.error)
+            .where(_task_reasons.c.run_id == run_id)
+            .order_by(_task_reasons.c.ordinal)
+        )
+        reasons: dict[str, list[str]] = {}
+        with self._reading(f"read the task reasons of run {run_id!r}") as conn:
+            for row in conn.execute(query):
+                reasons.setdefault(row.task_id, []).append(row.error)
+        return reasons
 
     def messages(self, run_id: str) -> list[dict[str, Any]]:
         """Return the messages of a run, in the order first recorded.

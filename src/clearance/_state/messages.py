@@ -39,6 +39,12 @@ class Message:
         return self.recipient == agent
 
 
+def _number(message_id: str) -> int:
+    """``n`` of a ``msg-<n>`` id; 0 for any other id."""
+    rest = message_id.removeprefix("msg-")
+    return int(rest) if rest != message_id and rest.isdigit() else 0
+
+
 class MessageBus:
     """Holds messages until the `ContextBuilder` admits them into the addressee's prompts.
 
@@ -64,6 +70,19 @@ class MessageBus:
         )
         self._messages.append(message)
         return message
+
+    def restore(self, message: Message) -> None:
+        """Add a message recorded earlier (resuming a run), keeping its id, time and order.
+
+        Later `send` calls number their messages after the highest restored ``msg-<n>`` id.
+
+        Raises:
+            ValueError: A message with the same id is already on the bus.
+        """
+        if any(m.id == message.id for m in self._messages):
+            raise ValueError(f"message {message.id!r} is already on the bus")
+        self._messages.append(message)
+        self._counter = itertools.count(max(_number(m.id) for m in self._messages) + 1)
 
     def broadcast(self, sender: str, content: str) -> Message:
         """Send ``content`` from ``sender`` to every other agent."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -19,7 +20,9 @@ class TaskStatus(StrEnum):
     """Where a task is in its life.
 
     ``pending`` → ``ready`` (all dependencies completed) → ``running`` → ``completed`` or
-    ``failed``; a task whose dependency failed or was skipped becomes ``skipped``.
+    ``failed``; a task whose dependency failed or was skipped becomes ``skipped``. A running
+    task whose run was stopped (Ctrl-C, cancellation) becomes ``interrupted``; resuming the
+    run runs it again.
     """
 
     PENDING = "pending"
@@ -28,6 +31,7 @@ class TaskStatus(StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
     SKIPPED = "skipped"
+    INTERRUPTED = "interrupted"
 
     @property
     def is_final(self) -> bool:
@@ -66,15 +70,35 @@ class TaskQueue:
     Args:
         graph: The validated graph.
         clock: Source of timestamps (UTC).
+        completed: Results of tasks that already completed (a resumed run), by task id; they
+            start ``completed`` and are never run again. ``None`` means none.
+
+    Raises:
+        GraphError: ``completed`` names a task that is not in the graph.
     """
 
-    def __init__(self, graph: TaskGraph, *, clock: Clock = utc_now):
+    def __init__(
+        self,
+        graph: TaskGraph,
+        *,
+        clock: Clock = utc_now,
+        completed: Mapping[str, str] | None = None,
+    ):
         self.graph = graph
         self._clock = clock
         self._states: dict[str, TaskState] = {}
+        done = dict(completed or {})
+        unknown = sorted(set(done) - {t.id for t in graph})
+        if unknown:
+            raise GraphError(f"completed results for unknown task(s): {', '.join(unknown)}")
         for task in graph:
-            status = TaskStatus.READY if not task.depends_on else TaskStatus.PENDING
-            self._states[task.id] = TaskState(task=task, status=status)
+            if task.id in done:
+                status = TaskStatus.COMPLETED
+            elif all(d in done for d in task.depends_on):
+                status = TaskStatus.READY
+            else:
+                status = TaskStatus.PENDING
+            self._states[task.id] = TaskState(task=task, status=status, result=done.get(task.id))
 
     def get(self, task_id: str) -> TaskState:
         """Return the current state of a task.
@@ -165,3 +189,17 @@ class TaskQueue:
                 )
                 skipped.append(dependent)
         return tuple(skipped)
+
+    def interrupt(self, task_id: str) -> None:
+        """Mark a running task ``interrupted`` (its run stopped before it finished).
+
+        Raises:
+            GraphError: If the task is not ``running``.
+        """
+        self._expect(task_id, TaskStatus.RUNNING)
+        self._replace(
+            task_id,
+            status=TaskStatus.INTERRUPTED,
+            error="interrupted before it finished",
+            finished_at=self._clock(),
+        )

@@ -67,13 +67,20 @@ class SharedMemory:
         """A compact Markdown summary, grouped by agent, one line per entry.
 
         Args:
-            task_ids: Only entries of these tasks; ``None`` means every entry.
+            task_ids: Only entries of these tasks, ordered as ``task_ids`` lists them (entries
+                of one task in write order), so the summary does not depend on the order in
+                which concurrent tasks finished; ``None`` means every entry, in write order.
 
         Returns:
             The summary, or an empty string when there is nothing to summarize.
         """
+        ids = None if task_ids is None else list(task_ids)
+        selected = self.entries(ids)
+        if ids is not None:
+            rank = {task_id: i for i, task_id in reversed(list(enumerate(ids)))}
+            selected = tuple(sorted(selected, key=lambda e: rank[e.task_id]))
         by_agent: dict[str, list[MemoryEntry]] = {}
-        for entry in self.entries(task_ids):
+        for entry in selected:
             by_agent.setdefault(entry.agent, []).append(entry)
         lines: list[str] = []
         for agent, entries in by_agent.items():

@@ -1,12 +1,13 @@
-"""The ``clearance`` command: run, inspect, graph, runs."""
+"""The ``clearance`` command: run, resume, inspect, verify, graph, runs."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 import functools
+import shlex
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -19,6 +20,7 @@ from rich.tree import Tree
 
 from clearance._context.verify import verify_run
 from clearance._core.errors import ClearanceError, ConfigError, GraphError
+from clearance._core.spec import Team
 from clearance._core.teamfile import LoadedTeam, load_team_file
 from clearance._orchestration.orchestrator import Orchestrator
 from clearance._orchestration.result import RunEvent, RunResult
@@ -68,7 +70,9 @@ def _one_line_errors(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except ClearanceError as exc:
-            err.print(Text(f"error: {exc}"), soft_wrap=True)
+            # One line even when the message quotes input holding line breaks.
+            message = "\\n".join(str(exc).splitlines())
+            err.print(Text(f"error: {message}"), soft_wrap=True)
             raise typer.Exit(2) from None
 
     return wrapper  # type: ignore[return-value]
@@ -81,8 +85,11 @@ class _Progress:
         self._console = console
         self._t0 = time.perf_counter()
         self._started: dict[str, float] = {}
+        self.run_id: str | None = None
 
     def __call__(self, event: RunEvent) -> None:
+        if event.kind == "run_started":
+            self.run_id = event.run_id
         now = time.perf_counter()
         stamp = f"[{now - self._t0:7.1f}s]"
         task = event.task_id or ""
@@ -157,6 +164,7 @@ def run(
     bus = MessageBus()
     for message in loaded.spec.messages:
         bus.send(message.sender, message.to, message.content)
+    progress = _Progress(out)
     with RunLedger(db) as ledger:
         orchestrator = Orchestrator(
             loaded.team,
@@ -165,19 +173,75 @@ def run(
             max_concurrency=max_concurrency or loaded.spec.max_concurrency,
             input_root=loaded.input_root,
             messages=bus,
-            on_event=_Progress(out),
+            on_event=progress,
         )
         if loaded.input_root is not None:
             out.print(Text(f"input: {loaded.input_root}"))
         out.print(Text(f"model: {model_id}"))
         if loaded.tasks:
-            result = asyncio.run(orchestrator.run_tasks(loaded.tasks, goal=goal))
+            work = orchestrator.run_tasks(loaded.tasks, goal=goal)
         else:
             assert goal is not None
-            result = asyncio.run(orchestrator.run_team(goal))
+            work = orchestrator.run_team(goal)
+        result = _run_until_interrupted(work, progress, db)
     _print_result(result)
     if result.status != "completed":
         raise typer.Exit(1)
+
+
+def _run_until_interrupted(
+    work: Coroutine[Any, Any, RunResult], progress: _Progress, db: str
+) -> RunResult:
+    """Run ``work``; on Ctrl-C, say how to resume the run and exit with code 130."""
+    try:
+        return asyncio.run(work)
+    except KeyboardInterrupt:
+        if progress.run_id is None:
+            err.print(Text("interrupted before the run started"))
+        else:
+            where = "" if db == DEFAULT_LEDGER_URL else f" --db {shlex.quote(db)}"
+            err.print(
+                Text(
+                    f"interrupted: run {progress.run_id} is resumable; continue it with: "
+                    f"clearance resume {progress.run_id}{where}"
+                ),
+                soft_wrap=True,
+            )
+        raise typer.Exit(130) from None
+
+
+@app.command()
+@_one_line_errors
+def resume(
+    run_id: Annotated[str, typer.Argument(help="Run id (or a unique prefix).")],
+    model: Annotated[
+        str | None,
+        typer.Option(help="Model id for every agent, instead of the ones the run recorded."),
+    ] = None,
+    db: DbOption = DEFAULT_LEDGER_URL,
+    max_concurrency: Annotated[
+        int | None, typer.Option(min=1, help="Most tasks running at once.")
+    ] = None,
+) -> None:
+    """Resume a stopped run: keep its completed results, run the rest, then synthesize."""
+    progress = _Progress(out)
+    with RunLedger(db) as ledger:
+        orchestrator = Orchestrator.from_run(run_id, ledger=ledger, model=model, on_event=progress)
+        if model is not None:
+            orchestrator.team = _team_with_model_reset(orchestrator.team)
+        if max_concurrency is not None:
+            orchestrator.max_concurrency = max_concurrency
+        result = _run_until_interrupted(orchestrator.resume(run_id), progress, db)
+    _print_result(result)
+    if result.status != "completed":
+        raise typer.Exit(1)
+
+
+def _team_with_model_reset(team: Team) -> Team:
+    """``team`` with every agent's model (coordinator's too) left to the default model."""
+    agents = tuple(dataclasses.replace(a, model=None) for a in team.agents)
+    coordinator = dataclasses.replace(team.coordinator, model=None) if team.coordinator else None
+    return dataclasses.replace(team, agents=agents, coordinator=coordinator)
 
 
 def _print_result(result: RunResult) -> None:

@@ -14,6 +14,7 @@ import openai
 
 from clearance._core.errors import ConfigError, ModelError
 from clearance.models._base import ModelRequest, ModelResponse, Usage, estimate_tokens
+from clearance.models._transient import is_transient_status, parse_retry_after
 
 __all__ = ["PLACEHOLDER_API_KEY", "OpenAIModel"]
 
@@ -42,8 +43,9 @@ class OpenAIModel:
             ``"unused"``.
         context_window: Tokens the model can attend to, if known; ``None`` means unknown.
         timeout_s: Seconds one HTTP request may take before it fails.
-        max_retries: How many times the SDK retries connection errors, timeouts, 429 and 5xx
-            responses (with backoff) before giving up.
+        max_retries: How many times the SDK itself retries connection errors, timeouts, 429
+            and 5xx responses before giving up. 0 by default: the orchestrator retries
+            transient errors itself (per agent ``limits.retries``) and records every attempt.
         client: A ready ``openai.AsyncOpenAI`` client to use instead of creating one; then
             ``base_url``, ``api_key``, ``timeout_s`` and ``max_retries`` are ignored, and
             `aclose` leaves the client open (its owner closes it).
@@ -61,7 +63,7 @@ class OpenAIModel:
         api_key: str | None = None,
         context_window: int | None = None,
         timeout_s: float = 600.0,
-        max_retries: int = 2,
+        max_retries: int = 0,
         client: openai.AsyncOpenAI | None = None,
     ):
         if not name:
@@ -127,7 +129,9 @@ class OpenAIModel:
         Raises:
             ModelError: The server could not be reached, timed out after ``timeout_s``
                 seconds, answered with an error status (the status and message are in the
-                error's text), or answered without any choice.
+                error's text), or answered without any choice. Connection errors, timeouts,
+                408, 409, 429 and 5xx statuses are marked ``transient`` (with the server's
+                ``Retry-After`` in ``retry_after_s``); other statuses are not.
         """
         extra_body: dict[str, Any] | None = None
         if request.json_schema is not None:
@@ -142,16 +146,22 @@ class OpenAIModel:
                 extra_body=extra_body,
             )
         except openai.APITimeoutError as exc:
-            raise ModelError(f"request timed out: {exc}", model_id=self.model_id) from exc
+            raise ModelError(
+                f"request timed out: {exc}", model_id=self.model_id, transient=True
+            ) from exc
         except openai.APIConnectionError as exc:
             raise ModelError(
                 f"cannot reach {self.base_url}: {exc} (caused by {exc.__cause__!r})",
                 model_id=self.model_id,
+                transient=True,
             ) from exc
         except openai.APIStatusError as exc:
             raise ModelError(
                 f"HTTP {exc.status_code} from {self.base_url}: {exc.message}",
                 model_id=self.model_id,
+                transient=is_transient_status(exc.status_code),
+                retry_after_s=parse_retry_after(exc.response.headers),
+                status_code=exc.status_code,
             ) from exc
         except openai.OpenAIError as exc:
             raise ModelError(f"{type(exc).__name__}: {exc}", model_id=self.model_id) from exc

@@ -12,7 +12,7 @@ __all__ = ["DEFAULT_MODEL_ID", "PROVIDERS", "get_model"]
 DEFAULT_MODEL_ID = "llama-cpp:smollm2"
 """The embedded model, used when nothing else is configured."""
 
-PROVIDERS = ("llama-cpp", "openai")
+PROVIDERS = ("llama-cpp", "openai", "fake")
 
 
 def get_model(model_id: str, **options: Any) -> ChatModel:
@@ -21,7 +21,9 @@ def get_model(model_id: str, **options: Any) -> ChatModel:
     Args:
         model_id: ``"llama-cpp:smollm2"`` (embedded, in-process) or ``"openai:<model>"``
             (any OpenAI-compatible server; base URL and key from ``options`` or the
-            ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` environment variables).
+            ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` environment variables), or
+            ``"fake:<name>"`` (`clearance.testing.FakeModel`, a deterministic test double
+            that answers with digests of the prompt; for tests only).
         **options: Passed to the provider's constructor.
 
     Raises:
@@ -36,6 +38,10 @@ def get_model(model_id: str, **options: Any) -> ChatModel:
         from clearance.models._openai import OpenAIModel
 
         return OpenAIModel(name, **options)
+    if provider == "fake":
+        from clearance.testing._fake import FakeModel
+
+        return FakeModel(name, **options)
     raise ConfigError(
         f"unknown model provider {provider!r} in {model_id!r} (known: {', '.join(PROVIDERS)})",
         field="model",

@@ -1,0 +1,208 @@
+"""Reading a recorded run back from the ledger, to resume it.
+
+A run records, when it starts, its team (every agent's spec, the coordinator's too), its
+default model, concurrency and input folder (`Orchestrator`'s ``config``); its graph once
+known; each task's latest state the moment it changes; and its messages. That is enough to
+rebuild the run: completed results are kept, every other task runs again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from clearance._core.errors import ClearanceError, ConfigError
+from clearance._core.spec import Agent, AgentLimits, Team
+from clearance._orchestration.result import RunEvent, RunResult
+from clearance._state.graph import TaskGraph
+from clearance._state.ledger import RunLedger, RunRecord
+from clearance._state.messages import Message, MessageBus
+from clearance._state.queue import TaskStatus
+from clearance.models._base import Usage
+
+if TYPE_CHECKING:
+    from clearance._orchestration.orchestrator import Orchestrator
+
+__all__ = ["RecordedRun", "load_recorded_run", "restore_messages", "resume_run"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RecordedRun:
+    """What the ledger holds about a run, rebuilt as specs.
+
+    Attributes:
+        record: The run's ledger record.
+        graph: Its task graph, or ``None`` if it was stopped before the coordinator planned.
+        completed: Results of the tasks recorded ``completed``, by task id.
+        messages: Its recorded messages, oldest first.
+        team: The team rebuilt from the recorded config, or ``None`` when the run was
+            recorded without agent specs (then the resuming orchestrator's team is used).
+        default_model: The recorded default model id, or ``None``.
+        max_concurrency: The recorded concurrency, or ``None``.
+        input_root: The recorded input folder, or ``None``.
+    """
+
+    record: RunRecord
+    graph: TaskGraph | None
+    completed: dict[str, str]
+    messages: tuple[Message, ...]
+    team: Team | None
+    default_model: str | None
+    max_concurrency: int | None
+    input_root: Path | None
+
+
+def _agent(data: dict[str, Any]) -> Agent:
+    limits = data.get("limits")
+    return Agent(
+        name=data["name"],
+        instructions=data["instructions"],
+        role=data.get("role", ""),
+        model=data.get("model"),
+        limits=AgentLimits(**limits) if isinstance(limits, dict) else AgentLimits(),
+    )
+
+
+def _team(record: RunRecord) -> Team | None:
+    config = record.config
+    agents = config.get("agents")
+    if not agents or not all(isinstance(a, dict) and "limits" in a for a in agents):
+        return None
+    coordinator = config.get("coordinator")
+    return Team(
+        agents=tuple(_agent(a) for a in agents),
+        coordinator=_agent(coordinator)
+        if isinstance(coordinator, dict) and "limits" in coordinator
+        else None,
+        name=record.team,
+    )
+
+
+def load_recorded_run(ledger: RunLedger, run_id: str) -> RecordedRun:
+    """Read a run back from the ledger.
+
+    Args:
+        ledger: The ledger the run was recorded in.
+        run_id: The run's id, or a unique prefix of it.
+
+    Returns:
+        The run's record, graph, completed results, messages and recorded settings.
+
+    Raises:
+        StoreError: No run (or several) match ``run_id``, or the database failed.
+        ConfigError: The recorded run cannot be rebuilt (a damaged graph or config); the
+            message names the run.
+    """
+    record = ledger.get_run(run_id)
+    try:
+        graph = TaskGraph.from_dict(record.graph) if record.graph is not None else None
+        team = _team(record)
+        concurrency = record.config.get("max_concurrency")
+        root = record.config.get("input_root")
+        default = record.config.get("default_model")
+    except (ClearanceError, KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(
+            f"run {record.run_id} cannot be rebuilt from the ledger: {exc}", field="run"
+        ) from exc
+    completed = {
+        t.task_id: t.result
+        for t in ledger.tasks(record.run_id)
+        if t.status == TaskStatus.COMPLETED.value and t.result is not None
+    }
+    if graph is not None:
+        completed = {k: v for k, v in completed.items() if k in graph}
+    messages = tuple(
+        Message(
+            id=m["id"],
+            sender=m["sender"],
+            recipient=m["recipient"],
+            content=m["content"],
+            created_at=m["created_at"],
+        )
+        for m in ledger.messages(record.run_id)
+    )
+    return RecordedRun(
+        record=record,
+        graph=graph,
+        completed=completed,
+        messages=messages,
+        team=team,
+        default_model=default if isinstance(default, str) else None,
+        max_concurrency=concurrency if isinstance(concurrency, int) and concurrency > 0 else None,
+        input_root=Path(root) if isinstance(root, str) else None,
+    )
+
+
+def restore_messages(messages: tuple[Message, ...]) -> MessageBus:
+    """A message bus holding exactly ``messages`` (ids, times and order kept).
+
+    New messages sent on the bus continue the ``msg-<n>`` numbering after the restored ones.
+    """
+    bus = MessageBus()
+    for message in messages:
+        bus.restore(message)
+    return bus
+
+
+async def resume_run(orchestrator: Orchestrator, run_id: str) -> RunResult:
+    """Finish a recorded run with ``orchestrator`` (the body of `Orchestrator.resume`).
+
+    Raises:
+        StoreError: No run (or several) match ``run_id``, or the database failed.
+        ConfigError: The run already completed, a task names an agent the team lacks, or
+            the record is damaged.
+        PlanError: The run had no plan yet, and the coordinator's new plan is invalid.
+    """
+    from clearance._orchestration.orchestrator import DEFAULT_GOAL
+
+    ledger = orchestrator.ledger
+    recorded = load_recorded_run(ledger, run_id)
+    record = recorded.record
+    run_id = record.run_id
+    if record.status == "completed":
+        raise ConfigError(f"run {run_id} already completed; nothing to resume", field="run")
+    if not orchestrator.messages.all():
+        for message in recorded.messages:
+            orchestrator.messages.restore(message)
+    if recorded.graph is not None:
+        orchestrator._check_graph(recorded.graph)
+    elif record.goal is None:
+        raise ConfigError(f"run {run_id} has neither a task graph nor a goal", field="run")
+    else:
+        orchestrator._resolve_models()
+    # The run's usage counts every call, those of the earlier sessions included.
+    usage = Usage()
+    prompt_tokens: dict[str, int] = {}
+    for call in ledger.calls(run_id):
+        usage = usage + call.usage
+        task_id = call.subject.removeprefix("task:")
+        if call.subject.startswith("task:") and task_id in recorded.completed and not call.error:
+            prompt_tokens[task_id] = int(call.manifest.get("total_tokens", 0))
+    ledger.reopen_run(run_id)
+    total = len(recorded.graph) if recorded.graph is not None else 0
+    orchestrator._emit(
+        RunEvent(
+            kind="run_started",
+            run_id=run_id,
+            detail=f"resumed: {len(recorded.completed)} of {total} tasks already completed",
+        )
+    )
+    graph = recorded.graph
+    if graph is None:
+        assert record.goal is not None
+        try:
+            graph, plan_usage = await orchestrator._plan(run_id, record.goal)
+        except ClearanceError as exc:
+            ledger.finish_run(run_id, status="failed", synthesis=None, usage=usage, error=str(exc))
+            raise
+        usage = usage + plan_usage
+        ledger.set_graph(run_id, graph.to_dict())
+    return await orchestrator._execute(
+        run_id,
+        graph,
+        record.goal or DEFAULT_GOAL,
+        usage=usage,
+        completed=recorded.completed,
+        prompt_tokens=prompt_tokens,
+    )

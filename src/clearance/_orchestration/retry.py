@@ -1,0 +1,114 @@
+"""Retrying transient model errors: exponential backoff with jitter, honouring ``Retry-After``.
+
+Built on tenacity. An error is transient when a retry of the same call may succeed: a
+`ModelError` whose ``transient`` field is set by its provider (connection errors, provider
+timeouts, HTTP 429 and 5xx) and the orchestrator's own per-call timeout (`LimitExceeded` on
+``timeout_s``). Every other error, HTTP 4xx client errors included, fails at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
+
+from clearance._core.errors import ConfigError, LimitExceeded, ModelError
+
+__all__ = ["RetryPolicy", "is_transient", "retry_after_s", "with_retries"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RetryPolicy:
+    """How long to wait between attempts of a model call.
+
+    The wait before retry ``n`` (1-based) is ``min(initial_s * 2 ** (n - 1), max_s)`` plus a
+    uniform random jitter in ``[0, jitter_s]`` (tenacity's ``wait_exponential_jitter``). When
+    the provider sent ``Retry-After``, that many seconds are waited instead, capped at
+    ``max_retry_after_s``. How many retries an agent gets is its ``limits.retries``.
+
+    Attributes:
+        initial_s: Seconds before the first retry (0 or more).
+        max_s: Most seconds of backoff before any retry (0 or more).
+        jitter_s: Most seconds of random jitter added to each backoff (0 or more).
+        max_retry_after_s: Most seconds a provider's ``Retry-After`` may make us wait.
+
+    Raises:
+        ConfigError: A value is negative.
+    """
+
+    initial_s: float = 1.0
+    max_s: float = 60.0
+    jitter_s: float = 1.0
+    max_retry_after_s: float = 300.0
+
+    def __post_init__(self) -> None:
+        for name in ("initial_s", "max_s", "jitter_s", "max_retry_after_s"):
+            if getattr(self, name) < 0:
+                raise ConfigError("must be 0 or more", field=f"retry_policy.{name}")
+
+    def wait_s(self, retry_state: RetryCallState) -> float:
+        """Seconds to wait before the next attempt (a tenacity ``wait`` callable)."""
+        outcome = retry_state.outcome
+        exc = outcome.exception() if outcome is not None else None
+        after = retry_after_s(exc) if exc is not None else None
+        if after is not None:
+            return min(max(after, 0.0), self.max_retry_after_s)
+        backoff = wait_exponential_jitter(
+            multiplier=self.initial_s, max=self.max_s, jitter=self.jitter_s
+        )
+        return float(backoff(retry_state))
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether retrying the call that raised ``exc`` may succeed.
+
+    True for a `ModelError` with ``transient`` set and for a `LimitExceeded` on
+    ``timeout_s`` (the orchestrator's per-call timeout); false for anything else.
+    """
+    if isinstance(exc, ModelError):
+        return exc.transient
+    return isinstance(exc, LimitExceeded) and exc.limit == "timeout_s"
+
+
+def retry_after_s(exc: BaseException) -> float | None:
+    """The seconds a provider asked to wait before a retry, or ``None``."""
+    return exc.retry_after_s if isinstance(exc, ModelError) else None
+
+
+async def with_retries(
+    call: Callable[[int], Awaitable[T]], *, retries: int, policy: RetryPolicy
+) -> T:
+    """Await ``call(attempt)`` until it succeeds, retrying transient errors.
+
+    Args:
+        call: One attempt; receives the attempt number (1-based).
+        retries: Most retries after the first attempt (0: no retry).
+        policy: Waits between attempts.
+
+    Returns:
+        What the first successful attempt returned.
+
+    Raises:
+        Exception: The error of the last attempt, unchanged, once ``retries`` retries are
+            used up; a non-transient error at once.
+    """
+    retrying = AsyncRetrying(
+        stop=stop_after_attempt(retries + 1),
+        wait=policy.wait_s,
+        retry=retry_if_exception(is_transient),
+        reraise=True,
+    )
+    async for attempt in retrying:
+        with attempt:
+            return await call(attempt.retry_state.attempt_number)
+    raise AssertionError("unreachable: tenacity either returns or re-raises")  # pragma: no cover

@@ -1,0 +1,175 @@
+"""A real `clearance run` killed mid-run (SIGKILL, or Ctrl-C) resumes to the same results."""
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from clearance import RunLedger
+
+TEAM = """\
+name: killable
+agents:
+  - {name: alpha, instructions: "You are Alpha."}
+  - {name: beta, instructions: "You are Beta."}
+messages:
+  - {from: alpha, to: beta, content: "Beta, mind the edge cases."}
+tasks:
+"""
+
+
+def team_file(folder: Path) -> Path:
+    lines = [TEAM]
+    for i in range(12):
+        deps = [f"t{i - 1}"] if i % 4 else []
+        if i >= 8:
+            deps.append(f"t{i - 8}")
+        assignee = "beta" if i % 2 else "alpha"
+        lines.append(
+            f"  - {{id: t{i}, title: Step {i}, description: Do step {i}., "
+            f"assignee: {assignee}, depends_on: [{', '.join(deps)}]}}\n"
+        )
+    path = folder / "team.yaml"
+    path.write_text("".join(lines))
+    return path
+
+
+def clearance(*args: str, latency_s: float, cwd: Path) -> subprocess.Popen[str]:
+    env = dict(os.environ, CLEARANCE_FAKE_LATENCY_S=str(latency_s))
+    src = str(Path(__file__).parents[2] / "src")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
+    return subprocess.Popen(
+        [sys.executable, "-m", "clearance", *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = 60) -> tuple[int, str, str]:
+    out, err = proc.communicate(timeout=timeout)
+    return proc.returncode, out, err
+
+
+def statuses(db: Path) -> dict[str, str]:
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
+            return dict(conn.execute("SELECT task_id, status FROM tasks").fetchall())
+    except sqlite3.OperationalError:  # not created yet
+        return {}
+
+
+def wait_until(proc, db: Path, predicate, timeout: float = 30) -> dict[str, str]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "the run finished before it could be interrupted"
+        current = statuses(db)
+        if predicate(current):
+            return current
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting; last statuses {statuses(db)}")
+
+
+def final_results(db: Path) -> tuple[dict[str, tuple[str, str | None]], str | None]:
+    with RunLedger(f"sqlite:///{db}") as ledger:
+        run = ledger.list_runs(limit=1)[0]
+        tasks = {t.task_id: (t.status, t.result) for t in ledger.tasks(run.run_id)}
+        return tasks, run.synthesis
+
+
+def reference(tmp_path: Path, team: Path) -> tuple[dict[str, tuple[str, str | None]], str | None]:
+    db = tmp_path / "reference.db"
+    code, out, err = finish(
+        clearance("run", str(team), "--model", "fake:m", "--db", f"sqlite:///{db}",
+                  latency_s=0, cwd=tmp_path)
+    )  # fmt: skip
+    assert code == 0, out + err
+    return final_results(db)
+
+
+def test_sigkill_mid_run_then_resume_gives_the_uninterrupted_results(tmp_path):
+    team = team_file(tmp_path)
+    expected_tasks, expected_synthesis = reference(tmp_path, team)
+    assert all(status == "completed" for status, _ in expected_tasks.values())
+
+    db = tmp_path / "runs.db"
+    url = f"sqlite:///{db}"
+    proc = clearance(
+        "run", str(team), "--model", "fake:m", "--db", url, "--max-concurrency", "2",
+        latency_s=0.25, cwd=tmp_path,
+    )  # fmt: skip
+    try:
+        at_kill = wait_until(
+            proc,
+            db,
+            lambda s: list(s.values()).count("completed") >= 4 and "running" in s.values(),
+        )
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+
+    # The file of the killed run opens cleanly and holds every result committed before the kill.
+    with RunLedger(url) as ledger:
+        run = ledger.list_runs(limit=1)[0]
+        assert run.status == "running"
+        recorded = {t.task_id: t for t in ledger.tasks(run.run_id)}
+        done_before = {k for k, t in recorded.items() if t.status == "completed"}
+        assert done_before >= {k for k, v in at_kill.items() if v == "completed"}
+        calls_before = {c.subject for c in ledger.calls(run.run_id)}
+        assert {f"task:{k}" for k in done_before} <= calls_before
+        count_before = len(ledger.calls(run.run_id))
+
+    code, out, err = finish(clearance("resume", run.run_id, "--db", url, latency_s=0, cwd=tmp_path))
+    assert code == 0, out + err
+    assert f"run id: {run.run_id}  status: completed" in out
+    tasks, synthesis = final_results(db)
+    assert tasks == expected_tasks
+    assert synthesis == expected_synthesis
+    with RunLedger(url) as ledger:
+        new_calls = ledger.calls(run.run_id)[count_before:]
+    resumed_subjects = [c.subject for c in new_calls]
+    # No task that had completed was sent to the model again; every other task was, once.
+    assert not {f"task:{k}" for k in done_before} & set(resumed_subjects)
+    assert sorted(resumed_subjects) == sorted(
+        ["synthesis", *(f"task:{k}" for k in expected_tasks if k not in done_before)]
+    )
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_ctrl_c_marks_running_tasks_interrupted_and_says_how_to_resume(tmp_path):
+    team = team_file(tmp_path)
+    db = tmp_path / "runs.db"
+    url = f"sqlite:///{db}"
+    proc = clearance(
+        "run", str(team), "--model", "fake:m", "--db", url, latency_s=0.3, cwd=tmp_path
+    )
+    try:
+        wait_until(proc, db, lambda s: "completed" in s.values() and "running" in s.values())
+    finally:
+        proc.send_signal(signal.SIGINT)
+    code, out, err = finish(proc)
+    assert code == 130, out + err
+    with RunLedger(url) as ledger:
+        run = ledger.list_runs(limit=1)[0]
+        assert run.status == "interrupted"
+        recorded = [t.status for t in ledger.tasks(run.run_id)]
+    assert "interrupted" in recorded and "running" not in recorded
+    hint = [line for line in err.splitlines() if "clearance resume" in line]
+    assert hint == [
+        f"interrupted: run {run.run_id} is resumable; continue it with: "
+        f"clearance resume {run.run_id} --db {url}"
+    ]
+    assert "Traceback" not in err
+
+    code, out, err = finish(clearance("resume", run.run_id, "--db", url, latency_s=0, cwd=tmp_path))
+    assert code == 0, out + err
+    tasks, _ = final_results(db)
+    assert tasks == reference(tmp_path, team)[0]
