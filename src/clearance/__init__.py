@@ -30,11 +30,13 @@ from clearance._core.prompt import ChatMessage, ContextItem, ContextManifest, Pr
 from clearance._core.spec import Agent, AgentLimits, MemoryScope, Task, Team
 from clearance._orchestration.orchestrator import Orchestrator
 from clearance._orchestration.result import RunEvent, RunResult, TaskOutcome
+from clearance._state.grants import StoreGrants, StoreView
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import RunLedger
 from clearance._state.messages import Message, MessageBus
 from clearance._state.queue import TaskQueue, TaskState, TaskStatus
 from clearance._state.shared_memory import SharedMemory
+from clearance._state.store import ContextStore, StoreEntry
 
 __version__ = "0.1.0"
 
@@ -49,6 +51,7 @@ __all__ = [
     "ContextBuilder",
     "ContextItem",
     "ContextManifest",
+    "ContextStore",
     "ContextViolation",
     "CycleError",
     "DependencyPayloadError",
@@ -69,7 +72,10 @@ __all__ = [
     "RunResult",
     "SelfDependencyError",
     "SharedMemory",
+    "StoreEntry",
     "StoreError",
+    "StoreGrants",
+    "StoreView",
     "Task",
     "TaskGraph",
     "TaskOutcome",
