@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
@@ -135,14 +136,20 @@ class AgentLimits:
             agent's task prompts may hold, counted on the result text with the agent's model;
             ``None`` means no limit. A larger result fails the dependent task with
             `DependencyPayloadError`; nothing is truncated silently.
+        max_steps: Most model calls of one tool-using agent loop (a task, or one
+            delegation); reaching it fails the task with `LimitExceeded` naming
+            ``max_steps``.
     """
 
     max_output_tokens: int = 512
     max_prompt_tokens: int | None = None
     timeout_s: float | None = None
     max_dependency_tokens: int | None = 4000
+    max_steps: int = 8
 
     def __post_init__(self) -> None:
+        if self.max_steps < 1:
+            raise ConfigError("must be at least 1", field="limits.max_steps")
         if self.max_output_tokens < 1:
             raise ConfigError("must be at least 1", field="limits.max_output_tokens")
         if self.max_prompt_tokens is not None and self.max_prompt_tokens < 1:
@@ -164,6 +171,14 @@ class Agent:
             line of ``instructions``.
         model: Model id (``"provider:name"``), or ``None`` for the orchestrator's default.
         limits: Hard limits on the agent's model calls.
+        tools: Tools the agent may call (opt-in; none by default): names of built-in tools
+            (``store_get``, ``store_set``, ``store_query``), names of tools registered with
+            the orchestrator, or plain typed Python functions.
+        can_delegate_to: Agents this one may delegate to with the ``delegate`` tool (which
+            it gets when this is not empty).
+        store_grants: Store namespace (or ``prefix*``) to ``"read"``, ``"write"`` or
+            ``"read_write"``; every other namespace is denied. Stored as a copy and left
+            out of the hash.
     """
 
     name: str
@@ -171,9 +186,28 @@ class Agent:
     role: str = ""
     model: str | None = None
     limits: AgentLimits = field(default_factory=AgentLimits)
+    tools: tuple[str | Callable[..., Any], ...] = ()
+    can_delegate_to: tuple[str, ...] = ()
+    store_grants: Mapping[str, str] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         _check_name("agent name", self.name)
+        object.__setattr__(self, "tools", tuple(self.tools))
+        object.__setattr__(self, "can_delegate_to", tuple(dict.fromkeys(self.can_delegate_to)))
+        object.__setattr__(self, "store_grants", dict(self.store_grants))
+        if self.name in self.can_delegate_to:
+            raise ConfigError("an agent may not delegate to itself", field="can_delegate_to")
+        for pattern, access in self.store_grants.items():
+            if access not in ("read", "write", "read_write") or not pattern:
+                raise ConfigError(
+                    f"must be 'read', 'write' or 'read_write', got {access!r}",
+                    field=f"agents.{self.name}.store_grants.{pattern}",
+                )
+
+    @property
+    def uses_tools(self) -> bool:
+        """Whether the agent runs the tool loop (it has tools or delegation targets)."""
+        return bool(self.tools or self.can_delegate_to)
 
     @property
     def summary(self) -> str:

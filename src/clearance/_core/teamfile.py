@@ -33,6 +33,7 @@ class LimitsSpec(_Strict):
     max_prompt_tokens: int | None = Field(default=None, ge=1)
     timeout_s: float | None = Field(default=None, gt=0)
     max_dependency_tokens: int | None = Field(default=4000, ge=1)
+    max_steps: int = Field(default=8, ge=1)
 
 
 class AgentSpec(_Strict):
@@ -43,6 +44,9 @@ class AgentSpec(_Strict):
     role: str = ""
     model: str | None = None
     limits: LimitsSpec = LimitsSpec()
+    tools: list[str] = []
+    can_delegate_to: list[str] = []
+    store_grants: dict[str, Literal["read", "write", "read_write"]] = {}
 
     def to_agent(self) -> Agent:
         """The `Agent` this entry declares."""
@@ -52,6 +56,9 @@ class AgentSpec(_Strict):
             role=self.role,
             model=self.model,
             limits=AgentLimits(**self.limits.model_dump()),
+            tools=tuple(self.tools),
+            can_delegate_to=tuple(self.can_delegate_to),
+            store_grants=dict(self.store_grants),
         )
 
 

@@ -1,0 +1,1 @@
+"""Agents: the tool-using agent loop, tools and delegation."""
