@@ -385,7 +385,7 @@ def test_bad_url_gives_store_error_without_password(url: str) -> None:
         RunLedger(url)
     message = str(info.value)
     assert "s3cret" not in message
-    assert "cannot open the run ledger" in message
+    assert "run ledger at" in message  # "cannot open" or, with a driver, "cannot read"
 
 
 def test_unreachable_sqlite_file_gives_store_error(tmp_path: Path) -> None:

@@ -70,8 +70,10 @@ class Clearance:
 
     @classmethod
     def for_delegation(cls, tool_call_id: str, agent: Agent) -> Clearance:
-        """The clearance of a delegated run: the delegated task text and the agent's own
-        grants and tools, nothing of the delegator's context."""
+        """The clearance of a delegated run: its task text and the delegate's grants and tools.
+
+        Nothing of the delegator's context is admitted.
+        """
         return cls(
             task_id=f"delegation:{tool_call_id}",
             agent=agent.name,

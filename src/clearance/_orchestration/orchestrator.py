@@ -13,7 +13,11 @@ from typing import Any, Literal
 
 from jsonschema.exceptions import best_match
 
+from clearance._agents.delegation import DelegationChain
+from clearance._agents.loop import AgentLoop, check_tools
+from clearance._agents.tools import Tool, tool_name
 from clearance._context.builder import ContextBuilder
+from clearance._context.tool_sections import ToolStep
 from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import (
     ClearanceError,
@@ -34,6 +38,7 @@ from clearance._state.ledger import RunLedger
 from clearance._state.messages import MessageBus
 from clearance._state.queue import TaskQueue, TaskStatus
 from clearance._state.shared_memory import SharedMemory
+from clearance._state.store import ContextStore
 from clearance.models._base import ChatModel, ModelRequest, ModelResponse, Usage
 from clearance.models._registry import DEFAULT_MODEL_ID, get_model
 
@@ -136,6 +141,13 @@ class Orchestrator:
         messages: The team's message bus; a new empty bus if ``None``.
         on_event: Called with a `RunEvent` at each step of a run (for progress displays).
         clock: Source of timestamps (UTC).
+        store: The context store agents reach through their ``store_grants`` (built-in
+            store tools); ``None`` for none.
+        tools: User tools agents may opt in to by name: plain typed functions (named by
+            ``__name__``) or `Tool` objects, as a list or by name.
+
+    Agents with ``tools`` or ``can_delegate_to`` run the tool loop (see
+    `clearance._agents.loop`), bounded by ``limits.max_steps``.
 
     Raises:
         ConfigError: ``max_concurrency`` is below 1.
@@ -153,6 +165,8 @@ class Orchestrator:
         messages: MessageBus | None = None,
         on_event: Callable[[RunEvent], None] | None = None,
         clock: Clock = utc_now,
+        store: ContextStore | None = None,
+        tools: Mapping[str, Tool | Callable[..., Any]] | Iterable[Tool | Callable[..., Any]] = (),
     ):
         if max_concurrency < 1:
             raise ConfigError("must be at least 1", field="max_concurrency")
@@ -165,6 +179,12 @@ class Orchestrator:
         self._ledger = ledger
         self._on_event = on_event
         self._clock = clock
+        self.store = store
+        named = tools.items() if isinstance(tools, Mapping) else ((None, t) for t in tools)
+        self._tools: dict[str, Tool] = {}
+        for key, entry in named:
+            tool = entry if isinstance(entry, Tool) else Tool.from_function(entry, name=key)
+            self._tools[key or tool.name] = tool
 
     # -- public API ---------------------------------------------------------------------
 
@@ -365,6 +385,8 @@ class Orchestrator:
         schema = task.output_schema
 
         async def attempt(repair: str | None = None) -> str:
+            if agent.uses_tools:
+                return await self._run_tool_loop(run, task, agent, builder, files, repair)
             prompt = builder.build_task_prompt(
                 task,
                 agent=agent,
@@ -395,6 +417,58 @@ class Orchestrator:
             return _validated_json(text, schema)
         except ValueError as exc:
             raise OutputValidationError(task.id, str(exc)) from exc
+
+    async def _run_tool_loop(
+        self,
+        run: _Run,
+        task: Task,
+        agent: Agent,
+        builder: ContextBuilder,
+        files: Mapping[str, str] | None,
+        repair: str | None,
+    ) -> str:
+        """Run a tool-using agent's loop for one task attempt; return its final answer."""
+        model = self._model_for(agent)
+
+        def build(specs: tuple[dict[str, Any], ...], steps: list[ToolStep]) -> Prompt:
+            prompt = builder.build_task_prompt(
+                task,
+                agent=agent,
+                queue=run.queue,
+                messages=self.messages,
+                files=files,
+                max_prompt_tokens=self._budget(agent, model),
+                max_dependency_tokens=agent.limits.max_dependency_tokens,
+                repair=repair,
+                tools=specs,
+                tool_steps=steps,
+            )
+            run.prompt_tokens[task.id] = prompt.manifest.total_tokens
+            return prompt
+
+        async def call_model(
+            run_id: str,
+            subject: str,
+            agent: Agent,
+            model: ChatModel,
+            prompt: Prompt,
+            *,
+            tools: tuple[dict[str, Any], ...] = (),
+        ) -> ModelResponse:
+            return await self._call(run_id, subject, agent, model, prompt, run=run, tools=tools)
+
+        loop = AgentLoop(
+            run_id=run.run_id,
+            team=self.team,
+            ledger=self.ledger,
+            store=self.store,
+            user_tools=self._tools,
+            model_for=self._model_for,
+            call_model=call_model,
+            budget=self._budget,
+        )
+        chain = DelegationChain(origin=agent.name)
+        return await loop.run(agent=agent, subject=f"task:{task.id}", chain=chain, build=build)
 
     async def _synthesize(self, run: _Run) -> tuple[str | None, str | None]:
         """Write the synthesis; return ``(text, None)`` or ``(None, error)``."""
@@ -432,10 +506,14 @@ class Orchestrator:
         *,
         json_schema: dict[str, Any] | None = None,
         run: _Run | None = None,
+        tools: tuple[dict[str, Any], ...] = (),
     ) -> ModelResponse:
         """One model call, recorded in the ledger whether it succeeds or fails."""
         request = ModelRequest(
-            prompt=prompt, max_tokens=agent.limits.max_output_tokens, json_schema=json_schema
+            prompt=prompt,
+            max_tokens=agent.limits.max_output_tokens,
+            json_schema=json_schema,
+            tools=tools,
         )
         started_at = self._clock()
         t0 = time.perf_counter()
@@ -478,6 +556,7 @@ class Orchestrator:
     def _check_graph(self, graph: TaskGraph) -> None:
         """Refuse, before anything runs, a graph that cannot run with this team."""
         self._resolve_models()
+        check_tools(self.team, self._tools, self.store)
         names = {a.name for a in self.team.agents}
         for task in graph:
             if task.assignee not in names:
@@ -524,6 +603,15 @@ class Orchestrator:
             "input_root": str(self.input_root) if self.input_root else None,
             "agents": [
                 {"name": a.name, "model": a.model, "instructions": a.instructions}
+                | (
+                    {
+                        "tools": [tool_name(t) for t in a.tools],
+                        "can_delegate_to": list(a.can_delegate_to),
+                        "store_grants": dict(a.store_grants),
+                    }
+                    if a.uses_tools or a.store_grants
+                    else {}
+                )
                 for a in self.team.agents
             ],
             "coordinator": {
