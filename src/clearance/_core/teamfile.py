@@ -98,6 +98,7 @@ class TeamFile(_Strict):
     goal: str | None = None
     model: str | None = None
     max_concurrency: int = Field(default=4, ge=1)
+    store: str | None = None
     input: InputSpec = InputSpec()
     agents: list[AgentSpec] = Field(min_length=1)
     coordinator: AgentSpec | None = None
