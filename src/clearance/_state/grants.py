@@ -90,7 +90,7 @@ class StoreView:
     """One agent's window on a `ContextStore`: only granted namespaces, default deny.
 
     Writes are recorded under the view's agent. Every refused operation raises
-    `AccessDenied` with ``agent``, ``resource`` (the namespace) and ``operation``.
+    `AccessDenied` with ``agent``, ``resource`` (``store:<namespace>``) and ``operation``.
 
     Args:
         store: The store.
@@ -108,7 +108,7 @@ class StoreView:
 
     def _check(self, namespace: str, operation: Literal["read", "write"]) -> None:
         if not self.grants.allows(namespace, operation):
-            raise AccessDenied(self.agent, f"store namespace {namespace!r}", operation)
+            raise AccessDenied(self.agent, f"store:{namespace}", operation)
 
     def get(self, namespace: str, key: str) -> str | None:
         """`ContextStore.get`, if reads of ``namespace`` are granted.
