@@ -112,7 +112,8 @@ async def test_agent_without_grant_cannot_read_or_write_through_any_tool(ledger,
     calls = iter(
         [
             [
-                ToolCall(id="1", name="store_get", arguments={"namespace": "secret", "key": "plan"}),
+                ToolCall(id="1", name="store_get",
+                         arguments={"namespace": "secret", "key": "plan"}),
                 ToolCall(id="2", name="store_query", arguments={"namespace": "secret"}),
                 ToolCall(id="3", name="store_set",
                          arguments={"namespace": "secret", "key": "plan", "value": "pwned"}),
@@ -254,7 +255,7 @@ async def test_verify_detects_a_forged_store_read(tmp_path, store):
     with RunLedger(f"sqlite:///{db}") as led:
         report = verify_run(led, result.run_id)
     assert not report.ok
-    assert any("store:notes/k" == f.origin for f in report.findings)
+    assert any(f.origin == "store:notes/k" for f in report.findings)
 
 
 def test_store_cli(tmp_path):
