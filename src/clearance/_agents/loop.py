@@ -175,6 +175,9 @@ class AgentLoop:
             LimitExceeded: ``agent.limits.max_steps`` model calls were made without a final
                 answer (``limit`` is ``"max_steps"``).
             ModelError: The model failed, or answered with neither text nor a tool call.
+
+        A call identical (name and arguments) to an earlier one of the loop is not run
+        again: the model gets an error pointing at the earlier result.
         """
         model = self.model_for(agent)
         tools = self.tools_for(agent, chain)
@@ -197,7 +200,16 @@ class AgentLoop:
                 call_id = new_id("tool")
                 tool = tools.get(call.name)
                 chain_record: dict[str, Any] | None = None
-                if tool is None:
+                repeated = any(
+                    prev.name == call.name and prev.arguments == call.arguments for prev in steps
+                )
+                if repeated and call.name != DELEGATE_TOOL:
+                    output = ToolOutput(
+                        content=f"error: you already called {call.name} with these arguments; "
+                        "its result is above. Use it: answer, or call a different tool.",
+                        is_error=True,
+                    )
+                elif tool is None:
                     output = ToolOutput(
                         content=f"error: unknown tool {call.name!r} (tools: "
                         f"{', '.join(tools) or 'none'})",
