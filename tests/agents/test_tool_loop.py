@@ -276,3 +276,29 @@ def test_store_cli(tmp_path):
     assert r.exit_code == 1
     r = runner.invoke(app, ["store", "get", "ns", "k", "--db", "mysql://u:pw@h/db"])
     assert r.exit_code == 2 and "pw" not in r.output
+
+
+async def test_answer_at_max_steps_makes_the_last_call_without_tools(ledger, store):
+    agent = Agent(
+        name="alice",
+        instructions="A.",
+        tools=("store_get",),
+        store_grants={"n": "read"},
+        limits=AgentLimits(max_steps=2, answer_at_max_steps=True),
+    )
+
+    def script(request: ModelRequest):
+        if request.tools:
+            return ToolCall(id="c", name="store_get", arguments={"namespace": "n", "key": "k"})
+        return "ANSWER WITHOUT TOOLS"
+
+    model = synth_or(script)
+    result = await Orchestrator(
+        Team(agents=(agent,), coordinator=COORD), model=model, ledger=ledger, store=store
+    ).run_tasks([task()])
+    assert result.tasks["t1"].result == "ANSWER WITHOUT TOOLS"
+    last = task_requests(model)[-1]
+    assert last.tools == ()
+    assert not any(o.startswith("tool_spec:") for o in last.prompt.manifest.origins)
+    assert any(o.startswith("tool:") for o in last.prompt.manifest.origins)
+    assert verify_run(ledger, result.run_id).ok

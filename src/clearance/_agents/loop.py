@@ -177,7 +177,9 @@ class AgentLoop:
             ModelError: The model failed, or answered with neither text nor a tool call.
 
         A call identical (name and arguments) to an earlier one of the loop is not run
-        again: the model gets an error pointing at the earlier result.
+        again: the model gets an error pointing at the earlier result. With
+        ``agent.limits.answer_at_max_steps`` the last call offers no tools (the prompt lists
+        none and closes with the plain task trailer), so the model must answer.
         """
         model = self.model_for(agent)
         tools = self.tools_for(agent, chain)
@@ -185,9 +187,10 @@ class AgentLoop:
         steps: list[ToolStep] = []
         limit = agent.limits.max_steps
         for step_no in range(1, limit + 1):
-            prompt = build(specs, steps)
+            offered = () if step_no == limit and agent.limits.answer_at_max_steps else specs
+            prompt = build(offered, steps)
             response = await self.call_model(
-                self.run_id, subject, agent, model, prompt, tools=specs
+                self.run_id, subject, agent, model, prompt, tools=offered
             )
             if not response.tool_calls:
                 text = response.text.strip()

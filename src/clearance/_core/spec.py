@@ -139,6 +139,9 @@ class AgentLimits:
         max_steps: Most model calls of one tool-using agent loop (a task, or one
             delegation); reaching it fails the task with `LimitExceeded` naming
             ``max_steps``.
+        answer_at_max_steps: Opt-in: make the last of the ``max_steps`` model calls without
+            tools, so the agent must answer with what it has instead of failing with
+            `LimitExceeded` (useful with small models that keep calling tools).
     """
 
     max_output_tokens: int = 512
@@ -146,6 +149,7 @@ class AgentLimits:
     timeout_s: float | None = None
     max_dependency_tokens: int | None = 4000
     max_steps: int = 8
+    answer_at_max_steps: bool = False
 
     def __post_init__(self) -> None:
         if self.max_steps < 1:

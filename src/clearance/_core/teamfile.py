@@ -34,6 +34,7 @@ class LimitsSpec(_Strict):
     timeout_s: float | None = Field(default=None, gt=0)
     max_dependency_tokens: int | None = Field(default=4000, ge=1)
     max_steps: int = Field(default=8, ge=1)
+    answer_at_max_steps: bool = False
 
 
 class AgentSpec(_Strict):
