@@ -6,6 +6,8 @@ every prompt carries a `ContextManifest` of where each part came from, and every
 recorded in a `RunLedger`.
 """
 
+from clearance._agents.delegation import DelegationChain, DelegationStep
+from clearance._agents.tools import Tool, ToolOutput
 from clearance._context.builder import ContextBuilder
 from clearance._context.clearance import Clearance
 from clearance._core.errors import (
@@ -14,10 +16,13 @@ from clearance._core.errors import (
     ConfigError,
     ContextViolation,
     CycleError,
+    DelegationError,
+    DelegationLoopError,
     DependencyPayloadError,
     DuplicateTaskError,
     GraphError,
     LimitExceeded,
+    MaxDepthError,
     ModelError,
     OutputValidationError,
     PathEscapeError,
@@ -54,10 +59,15 @@ __all__ = [
     "ContextStore",
     "ContextViolation",
     "CycleError",
+    "DelegationChain",
+    "DelegationError",
+    "DelegationLoopError",
+    "DelegationStep",
     "DependencyPayloadError",
     "DuplicateTaskError",
     "GraphError",
     "LimitExceeded",
+    "MaxDepthError",
     "MemoryScope",
     "Message",
     "MessageBus",
@@ -83,5 +93,7 @@ __all__ = [
     "TaskState",
     "TaskStatus",
     "Team",
+    "Tool",
+    "ToolOutput",
     "UnknownDependencyError",
 ]

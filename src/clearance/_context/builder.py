@@ -133,9 +133,7 @@ class ContextBuilder:
                 error names the dependency, its size and the limit.
             LimitExceeded: The prompt exceeds ``max_prompt_tokens``.
         """
-        clearance = Clearance.for_task(
-            queue.graph, task.id, agent=agent if agent.uses_tools or agent.store_grants else None
-        )
+        clearance = Clearance.for_task(queue.graph, task.id, agent=agent)
         if agent.name != task.assignee:
             raise ContextViolation(task.id, f"instructions:{agent.name}")
         subject = f"task:{task.id}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import time
@@ -166,7 +167,7 @@ def run(
         bus.send(message.sender, message.to, message.content)
     store_url = store_url or loaded.spec.store
     store = ContextStore(store_url) if store_url else None
-    with RunLedger(db) as ledger:
+    with RunLedger(db) as ledger, contextlib.closing(store) if store else contextlib.nullcontext():
         orchestrator = Orchestrator(
             loaded.team,
             model=model_id,
@@ -185,8 +186,6 @@ def run(
         else:
             assert goal is not None
             result = asyncio.run(orchestrator.run_team(goal))
-    if store is not None:
-        store.close()
     _print_result(result)
     if result.status != "completed":
         raise typer.Exit(1)
