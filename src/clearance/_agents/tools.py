@@ -16,6 +16,7 @@ from typing import Any, get_type_hints
 
 from pydantic import ConfigDict, ValidationError, create_model
 
+from clearance._context.tool_sections import DELEGATE_TOOL, tool_name
 from clearance._core.errors import ConfigError
 from clearance._state.grants import StoreView
 from clearance._state.store import StoreEntry
@@ -31,9 +32,6 @@ __all__ = [
 
 BUILTIN_TOOL_NAMES = ("store_get", "store_set", "store_query")
 """Names of the built-in store tools, bound to the agent's scoped store view."""
-
-DELEGATE_TOOL = "delegate"
-"""Name of the delegation tool, given to agents that declare ``can_delegate_to``."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -53,11 +51,6 @@ class ToolOutput:
 
 
 ToolFunction = Callable[..., Any]
-
-
-def tool_name(tool: str | Callable[..., Any]) -> str:
-    """The name of an agent's tool entry: the string itself, or the function's name."""
-    return tool if isinstance(tool, str) else tool.__name__
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

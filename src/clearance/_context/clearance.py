@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from clearance._context.tool_sections import DELEGATE_TOOL, tool_name
 from clearance._core.spec import Agent
 from clearance._state.grants import StoreGrants, pattern_matches
 from clearance._state.graph import TaskGraph
@@ -58,8 +59,6 @@ class Clearance:
     def _agent_parts(agent: Agent | None) -> dict[str, Any]:
         if agent is None:
             return {}
-        from clearance._agents.tools import DELEGATE_TOOL, tool_name
-
         names = {tool_name(t) for t in agent.tools}
         if agent.can_delegate_to:
             names.add(DELEGATE_TOOL)

@@ -8,7 +8,7 @@ and one per store entry the call read (origin ``store:<namespace>/<key>``, the v
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,14 +16,25 @@ from clearance._state.store import StoreEntry
 
 __all__ = [
     "DELEGATED_SECTION",
+    "DELEGATE_TOOL",
     "TOOL_RESULTS_SECTION",
     "TOOL_TRAILER",
     "TOOLS_SECTION",
     "ToolStep",
     "store_heading",
     "tool_heading",
+    "tool_name",
     "tool_spec_text",
 ]
+
+DELEGATE_TOOL = "delegate"
+"""Name of the delegation tool, given to agents that declare ``can_delegate_to``."""
+
+
+def tool_name(tool: str | Callable[..., Any]) -> str:
+    """The name of an agent's tool entry: the string itself, or the function's name."""
+    return tool if isinstance(tool, str) else tool.__name__
+
 
 TOOLS_SECTION = "## Tools you can call"
 TOOL_RESULTS_SECTION = "## Results of your tool calls"
