@@ -18,7 +18,6 @@ A delegate runs with a fresh context (the delegated task text only) and the exte
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from clearance._agents.delegation import DelegationChain
@@ -41,7 +40,7 @@ from clearance._core.errors import (
     ModelError,
 )
 from clearance._core.ids import new_id
-from clearance._core.prompt import Prompt
+from clearance._core.prompt import Prompt, sha256_text
 from clearance._core.spec import Agent, Team
 from clearance._state.grants import StoreGrants
 from clearance._state.ledger import RunLedger
@@ -89,11 +88,6 @@ def check_tools(team: Team, user_tools: Mapping[str, Tool], store: ContextStore 
                     f"tool {name!r} needs a context store: pass store=ContextStore(...)",
                     field=where,
                 )
-
-
-@dataclass(slots=True)
-class _Budget:
-    steps: int = 0
 
 
 class AgentLoop:
@@ -238,7 +232,7 @@ class AgentLoop:
                         {
                             "namespace": e.namespace,
                             "key": e.key,
-                            "sha256": _sha(e.value),
+                            "sha256": sha256_text(e.value),
                         }
                         for e in output.store_reads
                     ],
@@ -343,9 +337,3 @@ class AgentLoop:
                 extended.to_dict(),
             )
         return ToolOutput(content=answer), extended.to_dict()
-
-
-def _sha(text: str) -> str:
-    from clearance._core.prompt import sha256_text
-
-    return sha256_text(text)
