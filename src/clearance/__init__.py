@@ -13,11 +13,13 @@ from clearance._agents.aggregator import (
     ChildOutcome,
 )
 from clearance._agents.compaction import StepCompactor
+from clearance._agents.delegation import DelegationChain, DelegationStep
 from clearance._agents.files import FileCaps
 from clearance._agents.isolation import ContextIsolationManager, DispatchResult
 from clearance._agents.offload import DataOffloader, OffloadedOutput
 from clearance._agents.session import AgentSession, Step
 from clearance._agents.spawn import SpawnRequest, SpawnResult, SpawnWorker
+from clearance._agents.tools import Tool, ToolOutput
 from clearance._agents.workspace import Workspace
 from clearance._context.architecture import AdrSummary, ArchitecturalContext, Dependency
 from clearance._context.builder import ContextBuilder
@@ -29,10 +31,13 @@ from clearance._core.errors import (
     ConfigError,
     ContextViolation,
     CycleError,
+    DelegationError,
+    DelegationLoopError,
     DependencyPayloadError,
     DuplicateTaskError,
     GraphError,
     LimitExceeded,
+    MaxDepthError,
     ModelError,
     OutputValidationError,
     PathEscapeError,
@@ -47,11 +52,13 @@ from clearance._orchestration.orchestrator import Orchestrator
 from clearance._orchestration.result import RunEvent, RunResult, TaskOutcome
 from clearance._orchestration.retry import RetryPolicy
 from clearance._state.events import Event, EventBus
+from clearance._state.grants import StoreGrants, StoreView
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import RunLedger
 from clearance._state.messages import Message, MessageBus
 from clearance._state.queue import TaskQueue, TaskState, TaskStatus
 from clearance._state.shared_memory import SharedMemory
+from clearance._state.store import ContextStore, StoreEntry
 
 __version__ = "0.1.0"
 
@@ -74,9 +81,14 @@ __all__ = [
     "ContextIsolationManager",
     "ContextItem",
     "ContextManifest",
+    "ContextStore",
     "ContextViolation",
     "CycleError",
     "DataOffloader",
+    "DelegationChain",
+    "DelegationError",
+    "DelegationLoopError",
+    "DelegationStep",
     "Dependency",
     "DependencyPayloadError",
     "DispatchResult",
@@ -87,6 +99,7 @@ __all__ = [
     "GraphError",
     "IsolatedContext",
     "LimitExceeded",
+    "MaxDepthError",
     "MemoryScope",
     "Message",
     "MessageBus",
@@ -108,7 +121,10 @@ __all__ = [
     "SpawnWorker",
     "Step",
     "StepCompactor",
+    "StoreEntry",
     "StoreError",
+    "StoreGrants",
+    "StoreView",
     "Task",
     "TaskGraph",
     "TaskOutcome",
@@ -116,6 +132,8 @@ __all__ = [
     "TaskState",
     "TaskStatus",
     "Team",
+    "Tool",
+    "ToolOutput",
     "UnknownDependencyError",
     "Workspace",
 ]

@@ -1,1 +1,1 @@
-"""The agents layer: fresh-context dispatch, sessions, workspaces, limits, spawning."""
+"""Agents layer: fresh-context dispatch, sessions, workspaces, spawning, tool loop, delegation."""

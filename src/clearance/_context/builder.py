@@ -16,6 +16,16 @@ from typing import Any
 from clearance._context.clearance import Clearance
 from clearance._context.isolated import ISOLATED_TRAILER, IsolatedContext
 from clearance._context.render import Block, Section, one_line, render_block, render_user_message
+from clearance._context.tool_sections import (
+    DELEGATED_SECTION,
+    TOOL_RESULTS_SECTION,
+    TOOL_TRAILER,
+    TOOLS_SECTION,
+    ToolStep,
+    store_heading,
+    tool_heading,
+    tool_spec_text,
+)
 from clearance._core.errors import ContextViolation, DependencyPayloadError, LimitExceeded
 from clearance._core.prompt import (
     ChatMessage,
@@ -84,6 +94,8 @@ class ContextBuilder:
         max_prompt_tokens: int | None = None,
         max_dependency_tokens: int | None = None,
         repair: str | None = None,
+        tools: Sequence[dict[str, Any]] = (),
+        tool_steps: Sequence[ToolStep] = (),
     ) -> Prompt:
         """Build the prompt of one task: its text plus exactly what its clearance admits.
 
@@ -105,6 +117,12 @@ class ContextBuilder:
                 answer, a blank line, then ``Problem: <why it was rejected>``. Rendered as
                 the last section, ``## Your previous answer was rejected``, in one block
                 with origin ``repair:<task id>``. ``None`` on a first attempt.
+            tools: For a tool-using agent, its tools (OpenAI function format), listed under
+                ``## Tools you can call`` (origin ``tool_spec:<name>``); the prompt then
+                closes with the tool-using trailer.
+            tool_steps: The agent's finished tool calls, in order, under ``## Results of your
+                tool calls``: per call a block ``tool:<call id>``, then one block
+                ``store:<namespace>/<key>`` per store entry it read.
 
         Returns:
             The prompt, with a manifest of every admitted item.
@@ -116,7 +134,7 @@ class ContextBuilder:
                 error names the dependency, its size and the limit.
             LimitExceeded: The prompt exceeds ``max_prompt_tokens``.
         """
-        clearance = Clearance.for_task(queue.graph, task.id)
+        clearance = Clearance.for_task(queue.graph, task.id, agent=agent)
         if agent.name != task.assignee:
             raise ContextViolation(task.id, f"instructions:{agent.name}")
         subject = f"task:{task.id}"
@@ -177,14 +195,89 @@ class ContextBuilder:
                     (self._block(origin, "Previous answer and validation error", repair),),
                 )
             )
+        sections.extend(self._tool_sections(clearance, tools, tool_steps))
         return self._assemble(
             subject,
             agent,
             sections,
-            TASK_TRAILER,
+            TOOL_TRAILER if tools else TASK_TRAILER,
             max_prompt_tokens=max_prompt_tokens,
             clearance=clearance,
         )
+
+    def build_delegation_prompt(
+        self,
+        tool_call_id: str,
+        task_text: str,
+        *,
+        agent: Agent,
+        tools: Sequence[dict[str, Any]] = (),
+        tool_steps: Sequence[ToolStep] = (),
+        max_prompt_tokens: int | None = None,
+    ) -> Prompt:
+        """Build a delegate's prompt: a fresh context holding the delegated task text only.
+
+        Nothing of the delegator's task, context or conversation enters: the user message
+        holds ``# Delegated task`` (origin ``delegation:<tool call id>``), then the delegate's
+        own tools and tool results (see `build_task_prompt`). The manifest's subject is
+        ``delegation:<tool call id>``.
+
+        Args:
+            tool_call_id: The ``delegate`` call this run serves.
+            task_text: The delegated task, verbatim.
+            agent: The delegate.
+            tools: The delegate's tools (OpenAI function format).
+            tool_steps: The delegate's finished tool calls.
+            max_prompt_tokens: Token budget, ``None`` for no limit.
+
+        Raises:
+            ContextViolation: A tool result is outside the delegate's clearance (a store
+                entry of a namespace it may not read).
+            LimitExceeded: The prompt exceeds ``max_prompt_tokens``.
+        """
+        clearance = Clearance.for_delegation(tool_call_id, agent)
+        origin = f"delegation:{tool_call_id}"
+        sections = [_Section(DELEGATED_SECTION, (self._block(origin, "Task", task_text),))]
+        sections.extend(self._tool_sections(clearance, tools, tool_steps))
+        return self._assemble(
+            origin,
+            agent,
+            sections,
+            TOOL_TRAILER if tools else TASK_TRAILER,
+            max_prompt_tokens=max_prompt_tokens,
+            clearance=clearance,
+        )
+
+    def _tool_sections(
+        self,
+        clearance: Clearance,
+        tools: Sequence[dict[str, Any]],
+        tool_steps: Sequence[ToolStep],
+    ) -> list[_Section]:
+        """The ``## Tools you can call`` and ``## Results of your tool calls`` sections."""
+        subject = clearance.task_id
+        spec_blocks = []
+        for spec in tools:
+            name = str(spec["function"]["name"])
+            origin = f"tool_spec:{name}"
+            if not clearance.admits(origin):
+                raise ContextViolation(subject, origin)
+            spec_blocks.append(self._block(origin, name, tool_spec_text(spec)))
+        result_blocks = []
+        for step in tool_steps:
+            origin = f"tool:{step.call_id}"
+            if not clearance.admits(origin):
+                raise ContextViolation(subject, origin)
+            result_blocks.append(self._block(origin, tool_heading(step), step.content))
+            for entry in step.store_reads:
+                origin = f"store:{entry.namespace}/{entry.key}"
+                if not clearance.admits_store(entry.namespace):
+                    raise ContextViolation(subject, origin)
+                result_blocks.append(self._block(origin, store_heading(entry), entry.value))
+        return [
+            _Section(TOOLS_SECTION, tuple(spec_blocks)),
+            _Section(TOOL_RESULTS_SECTION, tuple(result_blocks)),
+        ]
 
     def build_synthesis_prompt(
         self,

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from clearance._context.tool_sections import DELEGATE_TOOL, tool_name
+from clearance._core.spec import Agent
+from clearance._state.grants import StoreGrants, pattern_matches
 from clearance._state.graph import TaskGraph
 from clearance._state.messages import Message
 
@@ -25,23 +28,69 @@ class Clearance:
       decides: the direct dependencies (``"dependencies"``), every ancestor
       (``"transitive"``), or every other task of the graph (``"all"``);
     - ``file:<path>`` for each path listed in the task's ``files``;
-    - ``message:<id>`` for each message addressed to the assignee, directly or by broadcast.
+    - ``message:<id>`` for each message addressed to the assignee, directly or by broadcast;
+    - with the assignee's spec (tools, grants), from the team, never from a model's output:
+      ``store:<namespace>/<key>`` for namespaces its ``store_grants`` let it read,
+      ``tool_spec:<name>`` for each of its tools, and ``tool:<call id>`` for the results of
+      its own tool calls (the ledger ties each call id to its prompt subject).
+
+    A delegated run (`for_delegation`) admits ``delegation:<tool call id>`` (the delegated
+    task text) instead of any task, result, file or message.
 
     Attributes:
-        task_id: The task.
+        task_id: The task (for a delegation, ``delegation:<tool call id>``).
         agent: Its assignee.
         result_task_ids: Tasks whose results the task may see.
         files: Paths whose contents the task may see.
+        store_read: Store grant patterns the agent may read (a namespace, or ``prefix*``).
+        tools: Names of the tools the agent may call (``delegate`` included).
+        delegation_id: For a delegated run, the ``delegate`` tool call it serves.
     """
 
     task_id: str
     agent: str
     result_task_ids: frozenset[str]
     files: frozenset[str]
+    store_read: frozenset[str] = field(default_factory=frozenset)
+    tools: frozenset[str] = field(default_factory=frozenset)
+    delegation_id: str | None = None
+
+    @staticmethod
+    def _agent_parts(agent: Agent | None) -> dict[str, Any]:
+        if agent is None:
+            return {}
+        names = {tool_name(t) for t in agent.tools}
+        if agent.can_delegate_to:
+            names.add(DELEGATE_TOOL)
+        return {
+            "store_read": StoreGrants.parse(agent.store_grants).read_patterns,
+            "tools": frozenset(names),
+        }
 
     @classmethod
-    def for_task(cls, graph: TaskGraph, task_id: str) -> Clearance:
+    def for_delegation(cls, tool_call_id: str, agent: Agent) -> Clearance:
+        """The clearance of a delegated run: its task text and the delegate's grants and tools.
+
+        Nothing of the delegator's context is admitted.
+        """
+        return cls(
+            task_id=f"delegation:{tool_call_id}",
+            agent=agent.name,
+            result_task_ids=frozenset(),
+            files=frozenset(),
+            delegation_id=tool_call_id,
+            **cls._agent_parts(agent),
+        )
+
+    @classmethod
+    def for_task(cls, graph: TaskGraph, task_id: str, *, agent: Agent | None = None) -> Clearance:
         """Compute the clearance of ``task_id`` from ``graph``.
+
+        Args:
+            graph: The task graph.
+            task_id: The task.
+            agent: The assignee's spec, for its store grants and tools; ``None`` admits
+                neither.
 
         Raises:
             KeyError: If the graph has no such task.
@@ -58,16 +107,31 @@ class Clearance:
             agent=task.assignee,
             result_task_ids=results,
             files=frozenset(task.files),
+            **cls._agent_parts(agent),
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form, recorded in the manifest (ids and paths sorted)."""
-        return {
+        """JSON-ready form, recorded in the manifest (ids and paths sorted).
+
+        ``store_read``, ``tools`` and ``delegation_id`` appear only when set.
+        """
+        data: dict[str, Any] = {
             "task_id": self.task_id,
             "agent": self.agent,
             "result_task_ids": sorted(self.result_task_ids),
             "files": sorted(self.files),
         }
+        if self.store_read:
+            data["store_read"] = sorted(self.store_read)
+        if self.tools:
+            data["tools"] = sorted(self.tools)
+        if self.delegation_id is not None:
+            data["delegation_id"] = self.delegation_id
+        return data
+
+    def admits_store(self, namespace: str) -> bool:
+        """Whether entries of ``namespace`` may enter the prompt."""
+        return any(pattern_matches(p, namespace) for p in self.store_read)
 
     def admits(self, origin: str, *, message: Message | None = None) -> bool:
         """Whether an item with this origin may enter the task's prompt.
@@ -79,6 +143,19 @@ class Clearance:
         kind, _, ref = origin.partition(":")
         if kind == "instructions":
             return not ref
+        if kind == "store":
+            # ``<namespace>/<key>``: namespaces and keys may hold "/", so any split counts.
+            return any(
+                self.admits_store(ref[:i]) for i, ch in enumerate(ref) if ch == "/" and i > 0
+            )
+        if kind == "tool_spec":
+            return ref in self.tools
+        if kind == "tool":
+            return bool(self.tools) and bool(ref)
+        if kind == "delegation":
+            return self.delegation_id is not None and ref == self.delegation_id
+        if self.delegation_id is not None:
+            return False
         if kind in ("task", "repair"):
             return ref == self.task_id
         if kind == "task_result":

@@ -37,7 +37,15 @@ from clearance._context.render import (
     parse_user_message,
     render_user_message,
 )
+from clearance._context.tool_sections import (
+    DELEGATED_SECTION,
+    TOOL_RESULTS_SECTION,
+    TOOL_TRAILER,
+    TOOLS_SECTION,
+)
+from clearance._core.errors import ConfigError
 from clearance._core.prompt import ChatMessage, messages_sha256, sha256_text
+from clearance._core.spec import Agent
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import CallRecord, RunLedger, RunRecord, call_record_sha256
 from clearance._state.messages import Message
@@ -62,6 +70,9 @@ SECTION_KINDS: Mapping[str, frozenset[str]] = {
     "## Clarifications": frozenset({"clarification"}),
     "## Results from subagents": frozenset({"child_result"}),
     "## Your earlier steps": frozenset({"history"}),
+    DELEGATED_SECTION: frozenset({"delegation"}),
+    TOOLS_SECTION: frozenset({"tool_spec"}),
+    TOOL_RESULTS_SECTION: frozenset({"tool", "store"}),
 }
 """Which kinds of item each section of a prompt may hold."""
 
@@ -144,6 +155,20 @@ class _RunFacts:
         self.instructions: dict[str, str] = {
             a["name"]: str(a.get("instructions", "")).strip() for a in config.get("agents", [])
         }
+        # Tools and store grants, as the run's config recorded them (never model output).
+        self.agents: dict[str, Agent] = {}
+        for spec in config.get("agents", []):
+            try:
+                self.agents[spec["name"]] = Agent(
+                    name=spec["name"],
+                    instructions=str(spec.get("instructions", "")) or "-",
+                    tools=tuple(spec.get("tools", ())),
+                    can_delegate_to=tuple(spec.get("can_delegate_to", ())),
+                    store_grants=dict(spec.get("store_grants", {})),
+                )
+            except (ConfigError, KeyError, TypeError):
+                continue
+        self.tool_calls = {t.tool_call_id: t for t in ledger.tool_calls(run.run_id)}
         coordinator = config.get("coordinator")
         if isinstance(coordinator, dict) and "instructions" in coordinator:
             self.instructions[coordinator["name"]] = str(coordinator["instructions"]).strip()
@@ -231,8 +256,10 @@ def _check_layout(
     if render_user_message(sections, trailer) != user:
         yield None, "the prompt holds text outside the manifest's items"
     subject = call.subject
-    if subject.startswith("task:"):
-        builders_trailer = trailer == TASK_TRAILER
+    if subject.startswith(("task:", "delegation:")):
+        builders_trailer = trailer == TASK_TRAILER or (
+            trailer == TOOL_TRAILER and (call.manifest.get("clearance") or {}).get("tools")
+        )
     elif subject == "synthesis":
         builders_trailer = trailer == SYNTHESIS_TRAILER
     elif subject.startswith("isolated:"):
@@ -253,6 +280,9 @@ def _check_admission(
         return
     if subject.startswith("isolated:"):
         yield from _check_isolated_call(call, items)
+        return
+    if subject.startswith("delegation:"):
+        yield from _check_delegation_call(call, items, facts)
         return
     allowed = _SYNTHESIS_KINDS if subject == "synthesis" else _PLAN_KINDS
     if subject not in ("synthesis", "plan"):
@@ -286,7 +316,7 @@ def _check_task_call(
             None,
             f"the prompt was built for {call.agent!r}, the task's assignee is {task.assignee!r}",
         )
-    clearance = Clearance.for_task(facts.graph, task_id)
+    clearance = Clearance.for_task(facts.graph, task_id, agent=facts.agents.get(task.assignee))
     recorded = call.manifest.get("clearance")
     if recorded != clearance.to_dict():
         yield None, "the recorded clearance differs from the one the graph gives"
@@ -300,6 +330,8 @@ def _check_task_call(
             yield origin, f"not in the clearance of task {task_id!r}"
         elif kind == "task" and item.get("sha256") != sha256_text(task.description):
             yield origin, "the task text is not the recorded task's description"
+        elif kind in ("tool", "store"):
+            yield from _check_tool_item(call, clearance, origin, item, facts)
         else:
             yield from _check_provenance(origin, item, facts)
 
@@ -328,6 +360,63 @@ def _check_isolated_call(
             yield origin, f"not the subagent's own task {task_id!r}"
         elif kind == "file" and ref not in files:
             yield origin, "a file outside the recorded clearance"
+
+
+def _check_delegation_call(
+    call: CallRecord, items: list[dict[str, Any]], facts: _RunFacts
+) -> Iterator[tuple[str | None, str]]:
+    """A delegate's prompt: the recorded ``delegate`` call's task text and its own tools."""
+    tool_call_id = call.subject.removeprefix("delegation:")
+    record = facts.tool_calls.get(tool_call_id)
+    if record is None or record.name != "delegate":
+        yield None, f"no delegate tool call {tool_call_id!r} was recorded in the run"
+        return
+    if record.arguments.get("agent") != call.agent:
+        yield None, f"the delegation was to {record.arguments.get('agent')!r}, not {call.agent!r}"
+    agent = facts.agents.get(call.agent)
+    if agent is None:
+        yield None, f"agent {call.agent!r} is not in the run's recorded config"
+        return
+    clearance = Clearance.for_delegation(tool_call_id, agent)
+    if call.manifest.get("clearance") != clearance.to_dict():
+        yield None, "the recorded clearance differs from the one the team gives"
+    for item in items[1:]:
+        origin = str(item.get("origin"))
+        kind = origin.partition(":")[0]
+        if not clearance.admits(origin):
+            yield origin, f"not in the clearance of {call.subject}"
+        elif kind == "delegation":
+            if item.get("sha256") != sha256_text(str(record.arguments.get("task", ""))):
+                yield origin, "the task text is not the recorded delegated task"
+        elif kind in ("tool", "store"):
+            yield from _check_tool_item(call, clearance, origin, item, facts)
+
+
+def _check_tool_item(
+    call: CallRecord,
+    clearance: Clearance,
+    origin: str,
+    item: dict[str, Any],
+    facts: _RunFacts,
+) -> Iterator[tuple[str | None, str]]:
+    """A tool result or store entry is what a recorded tool call of this prompt returned."""
+    kind, _, ref = origin.partition(":")
+    digest = item.get("sha256")
+    mine = [t for t in facts.tool_calls.values() if t.subject == call.subject]
+    if kind == "tool":
+        record = facts.tool_calls.get(ref)
+        if record is None or record.subject != call.subject:
+            yield origin, f"no tool call {ref!r} was recorded for {call.subject}"
+        elif digest != sha256_text(record.result):
+            yield origin, "the content is not the recorded result of the tool call"
+        return
+    reads = [r for t in mine for r in t.store_reads if f"{r['namespace']}/{r['key']}" == ref]
+    if not reads:
+        yield origin, f"no recorded tool call of {call.subject} read this store entry"
+    elif not any(clearance.admits_store(r["namespace"]) for r in reads):
+        yield origin, "the store namespace is not granted for reads"
+    elif not any(r.get("sha256") == digest for r in reads):
+        yield origin, "the content is not what the recorded tool call read"
 
 
 def _check_provenance(

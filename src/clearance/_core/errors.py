@@ -16,6 +16,9 @@ Clearance raises on purpose::
     ├── OutputValidationError       a structured result did not validate (after repair)
     ├── LimitExceeded               a budget was reached (prompt tokens, steps, ...)
     │   └── DependencyPayloadError  one dependency's result is over the per-dependency limit
+    ├── DelegationError             a delegation was refused
+    │   ├── DelegationLoopError     the target already appears in the delegation chain
+    │   └── MaxDepthError           the chain is at its maximum depth
     ├── ContextViolation            an item outside the task's clearance reached the builder
     ├── AccessDenied                a scoped view refused an operation
     ├── StoreError                  the run ledger or store could not be read or written
@@ -35,10 +38,13 @@ __all__ = [
     "ConfigError",
     "ContextViolation",
     "CycleError",
+    "DelegationError",
+    "DelegationLoopError",
     "DependencyPayloadError",
     "DuplicateTaskError",
     "GraphError",
     "LimitExceeded",
+    "MaxDepthError",
     "ModelError",
     "OutputValidationError",
     "PathEscapeError",
@@ -229,6 +235,52 @@ class DependencyPayloadError(LimitExceeded):
             f"task {task_id!r}: the result of dependency {dependency!r} is {tokens} tokens, "
             f"over the limit of {maximum} tokens per dependency (max_dependency_tokens); "
             "shorten that result or raise the assignee's limits.max_dependency_tokens",
+        )
+
+
+class DelegationError(ClearanceError):
+    """A delegation was refused (an unknown or undeclared target, a loop, or depth).
+
+    Attributes:
+        from_agent: The agent that asked to delegate.
+        to_agent: The agent it asked for.
+        reason: Why it was refused, in one line.
+    """
+
+    def __init__(self, from_agent: str, to_agent: str, reason: str):
+        self.from_agent = from_agent
+        self.to_agent = to_agent
+        self.reason = reason
+        super().__init__(f"{from_agent!r} may not delegate to {to_agent!r}: {reason}")
+
+
+class DelegationLoopError(DelegationError):
+    """The target already appears in the delegation chain, so delegating would loop.
+
+    Attributes:
+        chain: The agents of the chain so far, in order.
+    """
+
+    def __init__(self, from_agent: str, to_agent: str, chain: Sequence[str]):
+        self.chain = tuple(chain)
+        super().__init__(
+            from_agent,
+            to_agent,
+            f"{to_agent!r} is already in the delegation chain {' -> '.join(self.chain)}",
+        )
+
+
+class MaxDepthError(DelegationError):
+    """The delegation chain already has its maximum number of steps.
+
+    Attributes:
+        max_depth: The maximum number of steps.
+    """
+
+    def __init__(self, from_agent: str, to_agent: str, max_depth: int):
+        self.max_depth = max_depth
+        super().__init__(
+            from_agent, to_agent, f"the delegation chain is at its maximum depth of {max_depth}"
         )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
@@ -18,7 +19,10 @@ from jsonschema.validators import Draft202012Validator, validator_for
 
 from clearance._core.errors import ConfigError
 
-__all__ = ["Agent", "AgentLimits", "MemoryScope", "Task", "Team"]
+__all__ = ["DEFAULT_TOOL_STEPS", "Agent", "AgentLimits", "MemoryScope", "Task", "Team"]
+
+DEFAULT_TOOL_STEPS = 8
+"""Model calls a tool-using agent loop may make when ``AgentLimits.max_steps`` is ``None``."""
 
 MemoryScope = Literal["dependencies", "transitive", "all"]
 """Which earlier results a task may see.
@@ -140,13 +144,18 @@ class AgentLimits:
             agent's task prompts may hold, counted on the result text with the agent's model;
             ``None`` means no limit. A larger result fails the dependent task with
             `DependencyPayloadError`; nothing is truncated silently.
-        max_steps: Most steps an ``AgentSession`` may record (model calls, tool calls,
-            spawns); ``None`` means no limit.
+        max_steps: Most model calls of one tool-using agent loop (a task, or one delegation)
+            and most steps an ``AgentSession`` may record (model calls, tool calls, spawns);
+            reaching it raises `LimitExceeded` naming ``max_steps``. ``None`` means
+            `DEFAULT_TOOL_STEPS` (8) for the tool loop and no limit for a session.
         max_tokens_per_step: Most tokens one model call of an ``AgentSession`` may generate;
             passed to the model as its ``max_tokens`` and checked on the usage it reports.
             ``None`` means ``max_output_tokens``, unchecked.
         max_output_files: Most files an agent may write to its workspace's ``outputs/``.
         max_output_size_bytes: Most bytes all files in an agent's ``outputs/`` may hold.
+        answer_at_max_steps: Opt-in: make the last of the ``max_steps`` model calls without
+            tools, so the agent must answer with what it has instead of failing with
+            `LimitExceeded` (useful with small models that keep calling tools).
     """
 
     max_output_tokens: int = 512
@@ -157,6 +166,7 @@ class AgentLimits:
     max_tokens_per_step: int | None = None
     max_output_files: int | None = None
     max_output_size_bytes: int | None = None
+    answer_at_max_steps: bool = False
     retries: int = 2
 
     def __post_init__(self) -> None:
@@ -189,6 +199,14 @@ class Agent:
             line of ``instructions``.
         model: Model id (``"provider:name"``), or ``None`` for the orchestrator's default.
         limits: Hard limits on the agent's model calls.
+        tools: Tools the agent may call (opt-in; none by default): names of built-in tools
+            (``store_get``, ``store_set``, ``store_query``), names of tools registered with
+            the orchestrator, or plain typed Python functions.
+        can_delegate_to: Agents this one may delegate to with the ``delegate`` tool (which
+            it gets when this is not empty).
+        store_grants: Store namespace (or ``prefix*``) to ``"read"``, ``"write"`` or
+            ``"read_write"``; every other namespace is denied. Stored as a copy and left
+            out of the hash.
     """
 
     name: str
@@ -196,9 +214,28 @@ class Agent:
     role: str = ""
     model: str | None = None
     limits: AgentLimits = field(default_factory=AgentLimits)
+    tools: tuple[str | Callable[..., Any], ...] = ()
+    can_delegate_to: tuple[str, ...] = ()
+    store_grants: Mapping[str, str] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         _check_name("agent name", self.name)
+        object.__setattr__(self, "tools", tuple(self.tools))
+        object.__setattr__(self, "can_delegate_to", tuple(dict.fromkeys(self.can_delegate_to)))
+        object.__setattr__(self, "store_grants", dict(self.store_grants))
+        if self.name in self.can_delegate_to:
+            raise ConfigError("an agent may not delegate to itself", field="can_delegate_to")
+        for pattern, access in self.store_grants.items():
+            if access not in ("read", "write", "read_write") or not pattern:
+                raise ConfigError(
+                    f"must be 'read', 'write' or 'read_write', got {access!r}",
+                    field=f"agents.{self.name}.store_grants.{pattern}",
+                )
+
+    @property
+    def uses_tools(self) -> bool:
+        """Whether the agent runs the tool loop (it has tools or delegation targets)."""
+        return bool(self.tools or self.can_delegate_to)
 
     @property
     def summary(self) -> str:

@@ -37,6 +37,7 @@ class LimitsSpec(_Strict):
     max_tokens_per_step: int | None = Field(default=None, ge=1)
     max_output_files: int | None = Field(default=None, ge=1)
     max_output_size_bytes: int | None = Field(default=None, ge=0)
+    answer_at_max_steps: bool = False
     retries: int = Field(default=2, ge=0)
 
 
@@ -48,6 +49,9 @@ class AgentSpec(_Strict):
     role: str = ""
     model: str | None = None
     limits: LimitsSpec = LimitsSpec()
+    tools: list[str] = []
+    can_delegate_to: list[str] = []
+    store_grants: dict[str, Literal["read", "write", "read_write"]] = {}
 
     def to_agent(self) -> Agent:
         """The `Agent` this entry declares."""
@@ -57,6 +61,9 @@ class AgentSpec(_Strict):
             role=self.role,
             model=self.model,
             limits=AgentLimits(**self.limits.model_dump()),
+            tools=tuple(self.tools),
+            can_delegate_to=tuple(self.can_delegate_to),
+            store_grants=dict(self.store_grants),
         )
 
 
@@ -96,6 +103,7 @@ class TeamFile(_Strict):
     goal: str | None = None
     model: str | None = None
     max_concurrency: int = Field(default=4, ge=1)
+    store: str | None = None
     input: InputSpec = InputSpec()
     agents: list[AgentSpec] = Field(min_length=1)
     coordinator: AgentSpec | None = None

@@ -15,7 +15,11 @@ from typing import Any, Literal
 
 from jsonschema.exceptions import best_match
 
+from clearance._agents.delegation import DelegationChain
+from clearance._agents.loop import AgentLoop, check_tools
+from clearance._agents.tools import Tool, tool_name
 from clearance._context.builder import ContextBuilder
+from clearance._context.tool_sections import ToolStep
 from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import (
     ClearanceError,
@@ -38,6 +42,7 @@ from clearance._state.ledger import RunLedger
 from clearance._state.messages import MessageBus
 from clearance._state.queue import TaskQueue, TaskStatus
 from clearance._state.shared_memory import SharedMemory
+from clearance._state.store import ContextStore
 from clearance.models._base import ChatModel, ModelRequest, ModelResponse, Usage
 from clearance.models._registry import DEFAULT_MODEL_ID, get_model
 
@@ -115,6 +120,9 @@ def _agent_config(agent: Agent) -> dict[str, Any]:
         "instructions": agent.instructions,
         "role": agent.role,
         "limits": dataclasses.asdict(agent.limits),
+        "tools": [tool_name(t) for t in agent.tools],
+        "can_delegate_to": list(agent.can_delegate_to),
+        "store_grants": dict(agent.store_grants),
     }
 
 
@@ -161,6 +169,13 @@ class Orchestrator:
         retry_policy: Backoff between attempts of a model call that failed transiently (the
             number of retries is each agent's ``limits.retries``); ``None`` means
             `RetryPolicy()` (1 s doubling to 60 s, up to 1 s jitter).
+        store: The context store agents reach through their ``store_grants`` (built-in
+            store tools); ``None`` for none.
+        tools: User tools agents may opt in to by name: plain typed functions (named by
+            ``__name__``) or `Tool` objects, as a list or by name.
+
+    Agents with ``tools`` or ``can_delegate_to`` run the tool loop (see
+    `clearance._agents.loop`), bounded by ``limits.max_steps``.
 
     Raises:
         ConfigError: ``max_concurrency`` is below 1.
@@ -179,6 +194,8 @@ class Orchestrator:
         on_event: Callable[[RunEvent], None] | None = None,
         clock: Clock = utc_now,
         retry_policy: RetryPolicy | None = None,
+        store: ContextStore | None = None,
+        tools: Mapping[str, Tool | Callable[..., Any]] | Iterable[Tool | Callable[..., Any]] = (),
     ):
         if max_concurrency < 1:
             raise ConfigError("must be at least 1", field="max_concurrency")
@@ -192,6 +209,12 @@ class Orchestrator:
         self._on_event = on_event
         self._clock = clock
         self.retry_policy = retry_policy if retry_policy is not None else RetryPolicy()
+        self.store = store
+        named = tools.items() if isinstance(tools, Mapping) else ((None, t) for t in tools)
+        self._tools: dict[str, Tool] = {}
+        for key, entry in named:
+            tool = entry if isinstance(entry, Tool) else Tool.from_function(entry, name=key)
+            self._tools[key or tool.name] = tool
 
     # -- public API ---------------------------------------------------------------------
 
@@ -506,6 +529,8 @@ class Orchestrator:
         schema = task.output_schema
 
         async def attempt(repair: str | None = None) -> str:
+            if agent.uses_tools:
+                return await self._run_tool_loop(run, task, agent, builder, files, repair)
             prompt = builder.build_task_prompt(
                 task,
                 agent=agent,
@@ -536,6 +561,58 @@ class Orchestrator:
             return _validated_json(text, schema)
         except ValueError as exc:
             raise OutputValidationError(task.id, str(exc)) from exc
+
+    async def _run_tool_loop(
+        self,
+        run: _Run,
+        task: Task,
+        agent: Agent,
+        builder: ContextBuilder,
+        files: Mapping[str, str] | None,
+        repair: str | None,
+    ) -> str:
+        """Run a tool-using agent's loop for one task attempt; return its final answer."""
+        model = self._model_for(agent)
+
+        def build(specs: tuple[dict[str, Any], ...], steps: list[ToolStep]) -> Prompt:
+            prompt = builder.build_task_prompt(
+                task,
+                agent=agent,
+                queue=run.queue,
+                messages=self.messages,
+                files=files,
+                max_prompt_tokens=self._budget(agent, model),
+                max_dependency_tokens=agent.limits.max_dependency_tokens,
+                repair=repair,
+                tools=specs,
+                tool_steps=steps,
+            )
+            run.prompt_tokens[task.id] = prompt.manifest.total_tokens
+            return prompt
+
+        async def call_model(
+            run_id: str,
+            subject: str,
+            agent: Agent,
+            model: ChatModel,
+            prompt: Prompt,
+            *,
+            tools: tuple[dict[str, Any], ...] = (),
+        ) -> ModelResponse:
+            return await self._call(run_id, subject, agent, model, prompt, run=run, tools=tools)
+
+        loop = AgentLoop(
+            run_id=run.run_id,
+            team=self.team,
+            ledger=self.ledger,
+            store=self.store,
+            user_tools=self._tools,
+            model_for=self._model_for,
+            call_model=call_model,
+            budget=self._budget,
+        )
+        chain = DelegationChain(origin=agent.name)
+        return await loop.run(agent=agent, subject=f"task:{task.id}", chain=chain, build=build)
 
     async def _synthesize(self, run: _Run) -> tuple[str | None, str | None]:
         """Write the synthesis; return ``(text, None)`` or ``(None, error)``."""
@@ -573,6 +650,7 @@ class Orchestrator:
         *,
         json_schema: dict[str, Any] | None = None,
         run: _Run | None = None,
+        tools: tuple[dict[str, Any], ...] = (),
     ) -> ModelResponse:
         """One model call, retried on transient errors; every attempt is recorded in the ledger.
 
@@ -582,7 +660,10 @@ class Orchestrator:
             LimitExceeded: The last attempt took longer than ``limits.timeout_s``.
         """
         request = ModelRequest(
-            prompt=prompt, max_tokens=agent.limits.max_output_tokens, json_schema=json_schema
+            prompt=prompt,
+            max_tokens=agent.limits.max_output_tokens,
+            json_schema=json_schema,
+            tools=tools,
         )
         attempts = agent.limits.retries + 1
 
@@ -653,6 +734,7 @@ class Orchestrator:
     def _check_graph(self, graph: TaskGraph) -> None:
         """Refuse, before anything runs, a graph that cannot run with this team."""
         self._resolve_models()
+        check_tools(self.team, self._tools, self.store)
         names = {a.name for a in self.team.agents}
         for task in graph:
             if task.assignee not in names:

@@ -61,6 +61,9 @@ def _agent(data: dict[str, Any]) -> Agent:
         role=data.get("role", ""),
         model=data.get("model"),
         limits=AgentLimits(**limits) if isinstance(limits, dict) else AgentLimits(),
+        tools=tuple(data.get("tools", ())),
+        can_delegate_to=tuple(data.get("can_delegate_to", ())),
+        store_grants=dict(data.get("store_grants", {})),
     )
 
 

@@ -73,6 +73,7 @@ __all__ = [
     "RunLedger",
     "RunRecord",
     "TaskRecord",
+    "ToolCallRecord",
     "call_record_sha256",
 ]
 
@@ -262,6 +263,32 @@ def _m003_task_reasons(conn: Connection) -> None:
     _task_reasons.create(conn)
 
 
+_tool_calls = Table(
+    "tool_calls",
+    _metadata,
+    Column("ordinal", Integer, primary_key=True, autoincrement=True),
+    Column("tool_call_id", String(128), nullable=False),
+    Column("run_id", String(64), ForeignKey("runs.run_id", ondelete="CASCADE"), nullable=False),
+    Column("subject", String(160), nullable=False),
+    Column("agent", String(128), nullable=False),
+    Column("step", Integer, nullable=False),
+    Column("name", String(128), nullable=False),
+    Column("arguments", JSON, nullable=False),
+    Column("result", Text, nullable=False),
+    Column("is_error", Integer, nullable=False),
+    Column("store_reads", JSON, nullable=False),
+    Column("chain", JSON),
+    Column("created_at", _UTCDateTime, nullable=False),
+    UniqueConstraint("run_id", "tool_call_id", name="uq_tool_calls_run_call"),
+    Index("ix_tool_calls_run_subject", "run_id", "subject"),
+)
+
+
+def _m004_tool_calls(conn: Connection) -> None:
+    """Version 4: ``tool_calls``, every tool call of an agent loop with its result."""
+    _tool_calls.create(conn)
+
+
 Migration = Callable[[Connection], None]
 """One schema change, run inside the migration transaction."""
 
@@ -269,6 +296,7 @@ _MIGRATIONS: list[Migration] = [
     _m001_create_tables,
     _m002_call_record_digest,
     _m003_task_reasons,
+    _m004_tool_calls,
 ]
 """Applied in order; migration ``i`` (0-based) brings a database to version ``i + 1``."""
 
@@ -379,6 +407,41 @@ class CallRecord:
     error: str | None
     started_at: datetime
     latency_s: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolCallRecord:
+    """One recorded tool call of an agent loop.
+
+    Attributes:
+        tool_call_id: The call's id, unique within the run (the origin ``tool:<id>``).
+        run_id: The run.
+        subject: The model call subject it belongs to (``task:<id>`` or
+            ``delegation:<tool call id>``).
+        agent: The agent that called the tool.
+        step: The loop step (1-based) whose model answer asked for the call.
+        name: The tool's name.
+        arguments: The arguments as the model gave them.
+        result: The text returned to the model (an error message when ``is_error``).
+        is_error: Whether the call failed or was refused.
+        store_reads: Store entries the call read: ``{"namespace", "key", "sha256"}`` each.
+        chain: For ``delegate`` calls, the delegation chain passed to the delegate
+            (`DelegationChain.to_dict`); ``None`` otherwise.
+        created_at: When it was recorded (aware UTC).
+    """
+
+    tool_call_id: str
+    run_id: str
+    subject: str
+    agent: str
+    step: int
+    name: str
+    arguments: dict[str, Any]
+    result: str
+    is_error: bool
+    store_reads: list[dict[str, str]]
+    chain: dict[str, Any] | None
+    created_at: datetime
 
 
 # -- helpers ----------------------------------------------------------------------------
@@ -1001,5 +1064,75 @@ class RunLedger:
                     "content": row.content,
                     "created_at": row.created_at,
                 }
+                for row in conn.execute(query)
+            ]
+
+    # -- tool calls ---------------------------------------------------------------------
+
+    def record_tool_call(
+        self,
+        *,
+        run_id: str,
+        tool_call_id: str,
+        subject: str,
+        agent: str,
+        step: int,
+        name: str,
+        arguments: dict[str, Any],
+        result: str,
+        is_error: bool,
+        store_reads: Sequence[dict[str, str]] = (),
+        chain: dict[str, Any] | None = None,
+    ) -> None:
+        """Record one tool call and its result (see `ToolCallRecord` for the fields).
+
+        Raises:
+            StoreError: The run is unknown, the id is already recorded in the run, or the
+                database failed.
+        """
+        stmt = _tool_calls.insert().values(
+            tool_call_id=tool_call_id,
+            run_id=run_id,
+            subject=subject,
+            agent=agent,
+            step=step,
+            name=name,
+            arguments=arguments,
+            result=result,
+            is_error=int(is_error),
+            store_reads=list(store_reads),
+            chain=chain,
+            created_at=self._clock(),
+        )
+        with self._writing(f"record tool call {tool_call_id!r} of run {run_id!r}") as conn:
+            conn.execute(stmt)
+
+    def tool_calls(self, run_id: str) -> list[ToolCallRecord]:
+        """Return the tool calls of a run, in the order recorded (``[]`` for none).
+
+        Raises:
+            StoreError: The database failed.
+        """
+        query = (
+            select(_tool_calls)
+            .where(_tool_calls.c.run_id == run_id)
+            .order_by(_tool_calls.c.ordinal)
+        )
+        with self._reading(f"read the tool calls of run {run_id!r}") as conn:
+            return [
+                ToolCallRecord(
+                    tool_call_id=row.tool_call_id,
+                    run_id=row.run_id,
+                    subject=row.subject,
+                    agent=row.agent,
+                    step=row.step,
+                    name=row.name,
+                    arguments=row.arguments,
+                    result=row.result,
+                    is_error=bool(row.is_error),
+                    store_reads=row.store_reads,
+                    chain=row.chain,
+                    created_at=row.created_at,
+                )
                 for row in conn.execute(query)
             ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import shlex
@@ -27,6 +28,8 @@ from clearance._orchestration.result import RunEvent, RunResult
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import DEFAULT_LEDGER_URL, RunLedger
 from clearance._state.messages import MessageBus
+from clearance._state.store import ContextStore
+from clearance.cli._store import print_tool_calls, store_app
 from clearance.models._registry import DEFAULT_MODEL_ID
 
 __all__ = ["app", "main"]
@@ -38,6 +41,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+app.add_typer(store_app, name="store")
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
 
@@ -152,6 +156,10 @@ def run(
     max_concurrency: Annotated[
         int | None, typer.Option(min=1, help="Most tasks running at once.")
     ] = None,
+    store_url: Annotated[
+        str | None,
+        typer.Option("--store", help="Context store URL; overrides the team file's store."),
+    ] = None,
 ) -> None:
     """Run a team: its tasks, or a plan the coordinator makes for --goal; then synthesize."""
     loaded, model_id = _with_model(_load(team_file, input_dir)[0], model)
@@ -165,7 +173,9 @@ def run(
     for message in loaded.spec.messages:
         bus.send(message.sender, message.to, message.content)
     progress = _Progress(out)
-    with RunLedger(db) as ledger:
+    store_url = store_url or loaded.spec.store
+    store = ContextStore(store_url) if store_url else None
+    with RunLedger(db) as ledger, contextlib.closing(store) if store else contextlib.nullcontext():
         orchestrator = Orchestrator(
             loaded.team,
             model=model_id,
@@ -174,6 +184,7 @@ def run(
             input_root=loaded.input_root,
             messages=bus,
             on_event=progress,
+            store=store,
         )
         if loaded.input_root is not None:
             out.print(Text(f"input: {loaded.input_root}"))
@@ -284,6 +295,7 @@ def inspect(
         record = ledger.get_run(run_id)
         calls = ledger.calls(record.run_id)
         tasks = {t.task_id: t for t in ledger.tasks(record.run_id)}
+        tool_calls = ledger.tool_calls(record.run_id)
     out.print(
         Text(
             f"run {record.run_id}  team {record.team}  status {record.status}  "
@@ -318,6 +330,7 @@ def inspect(
             out.print(Text(f"error: {call.error}"))
         elif call.response is not None:
             out.print(Panel(Text(call.response), title="response", title_align="left"))
+    print_tool_calls(out, tool_calls)
 
 
 @app.command()

@@ -13,6 +13,7 @@ __all__ = [
     "ChatModel",
     "ModelRequest",
     "ModelResponse",
+    "ToolCall",
     "Usage",
     "estimate_tokens",
     "split_model_id",
@@ -90,6 +91,9 @@ class ModelRequest:
         json_schema: When set, ask the provider for a JSON object matching this schema
             (providers without structured output ignore it; callers validate anyway).
         seed: Sampling seed where the provider supports one.
+        tools: Tools the model may call, in the OpenAI function-calling format
+            (``{"type": "function", "function": {"name", "description", "parameters"}}``);
+            empty for none. Providers answer with `ModelResponse.tool_calls`.
     """
 
     prompt: Prompt
@@ -97,6 +101,22 @@ class ModelRequest:
     temperature: float = 0.0
     json_schema: dict[str, Any] | None = None
     seed: int | None = 0
+    tools: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolCall:
+    """One tool call asked for by a model.
+
+    Attributes:
+        id: The call's id (the provider's, or one Clearance made up).
+        name: The tool's name.
+        arguments: The arguments, decoded from JSON (``{}`` when none were given).
+    """
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -108,12 +128,14 @@ class ModelResponse:
         usage: Tokens of this call (``requests`` is 1).
         model_id: The ``"provider:name"`` id that answered.
         finish_reason: Why generation stopped (``"stop"``, ``"length"``...), if known.
+        tool_calls: Tools the model asked to call, in order; empty for a final answer.
     """
 
     text: str
     usage: Usage
     model_id: str
     finish_reason: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
 
 
 @runtime_checkable

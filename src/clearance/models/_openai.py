@@ -6,6 +6,7 @@ server such as ``python -m llama_cpp.server``, vLLM or Ollama (through ``base_ur
 
 from __future__ import annotations
 
+import json
 import os
 from types import TracebackType
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 import openai
 
 from clearance._core.errors import ConfigError, ModelError
-from clearance.models._base import ModelRequest, ModelResponse, Usage, estimate_tokens
+from clearance.models._base import ModelRequest, ModelResponse, ToolCall, Usage, estimate_tokens
 from clearance.models._transient import is_transient_status, parse_retry_after
 
 __all__ = ["PLACEHOLDER_API_KEY", "OpenAIModel"]
@@ -116,8 +117,11 @@ class OpenAIModel:
 
         Sends ``request.prompt.to_dicts()`` with ``max_tokens`` (tokens), ``temperature`` and
         ``seed`` (omitted when ``None``). With ``request.json_schema`` set, asks for a JSON
-        object matching it (see the class docstring for the wire form). An empty completion
-        is returned as an empty text.
+        object matching it (see the class docstring for the wire form). With
+        ``request.tools``, sends them natively (``tools``, ``tool_choice="auto"``) and returns
+        the model's ``tool_calls`` (arguments decoded from JSON; undecodable arguments become
+        ``{"_raw": <text>}`` so the tool reports the problem). An empty completion is returned
+        as an empty text.
 
         Args:
             request: The prompt and sampling settings.
@@ -144,6 +148,7 @@ class OpenAIModel:
                 temperature=request.temperature,
                 seed=request.seed if request.seed is not None else openai.omit,
                 extra_body=extra_body,
+                tools=list(request.tools) if request.tools else openai.omit,  # type: ignore[arg-type]
             )
         except openai.APITimeoutError as exc:
             raise ModelError(
@@ -170,8 +175,21 @@ class OpenAIModel:
             raise ModelError("the server returned no choices", model_id=self.model_id)
         choice = completion.choices[0]
         usage = completion.usage
+        calls: list[ToolCall] = []
+        for call in choice.message.tool_calls or ():
+            function = getattr(call, "function", None)
+            if function is None:
+                continue
+            try:
+                arguments = json.loads(function.arguments or "{}")
+            except json.JSONDecodeError:
+                arguments = {"_raw": function.arguments}
+            if not isinstance(arguments, dict):
+                arguments = {"_raw": function.arguments}
+            calls.append(ToolCall(id=call.id, name=function.name, arguments=arguments))
         return ModelResponse(
             text=choice.message.content or "",
+            tool_calls=tuple(calls),
             usage=Usage(
                 requests=1,
                 prompt_tokens=usage.prompt_tokens if usage else 0,

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import inspect
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 from clearance._core.errors import ModelError
-from clearance.models._base import ModelRequest, ModelResponse, Usage, estimate_tokens
+from clearance.models._base import ModelRequest, ModelResponse, ToolCall, Usage, estimate_tokens
+
+Reply = str | ToolCall | Sequence[ToolCall]
+"""A scripted answer: a completion text, or one or more tool calls."""
 
 __all__ = ["FunctionModel", "ScriptedModel"]
 
@@ -30,7 +33,14 @@ class _RecordingModel:
         """The full text of every prompt received, in order."""
         return [r.prompt.text for r in self.requests]
 
-    def _respond(self, request: ModelRequest, text: str) -> ModelResponse:
+    def _respond(self, request: ModelRequest, reply: Reply) -> ModelResponse:
+        calls: tuple[ToolCall, ...] = ()
+        if isinstance(reply, ToolCall):
+            calls, text = (reply,), ""
+        elif isinstance(reply, str):
+            text = reply
+        else:
+            calls, text = tuple(reply), ""
         prompt_tokens = sum(self.count_tokens(m.content) for m in request.prompt.messages)
         return ModelResponse(
             text=text,
@@ -40,7 +50,8 @@ class _RecordingModel:
                 completion_tokens=self.count_tokens(text),
             ),
             model_id=self.model_id,
-            finish_reason="stop",
+            finish_reason="tool_calls" if calls else "stop",
+            tool_calls=calls,
         )
 
 
@@ -48,7 +59,8 @@ class ScriptedModel(_RecordingModel):
     """Answers with queued responses, in order; records every request.
 
     Args:
-        responses: Texts to answer with, or exceptions to raise, one per call.
+        responses: Texts to answer with, `ToolCall` s (one or a list) to ask for, or
+            exceptions to raise, one per call.
         model_id: The id it reports.
 
     Raises:
@@ -56,10 +68,10 @@ class ScriptedModel(_RecordingModel):
     """
 
     def __init__(
-        self, responses: Iterable[str | BaseException], *, model_id: str = "test:scripted"
+        self, responses: Iterable[Reply | BaseException], *, model_id: str = "test:scripted"
     ):
         super().__init__(model_id)
-        self._queue: deque[str | BaseException] = deque(responses)
+        self._queue: deque[Reply | BaseException] = deque(responses)
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         """Record the request and return (or raise) the next scripted response."""
@@ -72,14 +84,15 @@ class ScriptedModel(_RecordingModel):
         return self._respond(request, nxt)
 
 
-ResponseFunction = Callable[[ModelRequest], str | Awaitable[str]]
+ResponseFunction = Callable[[ModelRequest], Reply | Awaitable[Reply]]
 
 
 class FunctionModel(_RecordingModel):
     """Answers with a function of the request (sync or async); records every request.
 
     Args:
-        function: Returns the completion text for a request; may raise to simulate failure.
+        function: Returns the completion text (or tool calls) for a request; may raise to
+            simulate failure.
         model_id: The id it reports.
     """
 
@@ -93,5 +106,4 @@ class FunctionModel(_RecordingModel):
         result = self._function(request)
         if inspect.isawaitable(result):
             result = await result
-        assert isinstance(result, str)
         return self._respond(request, result)

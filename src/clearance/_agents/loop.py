@@ -1,0 +1,339 @@
+"""The tool-using agent loop, and delegation between agents.
+
+One loop serves one task (or one delegated run): build the prompt through the
+`ContextBuilder`, call the model with the agent's tools (OpenAI function-calling format),
+run the tools it asks for, then build the next prompt with their results as fenced items
+(``tool:<call id>``, ``store:<namespace>/<key>``), until the model answers with text. Every
+prompt is a fresh system + user pair from the builder, so ``clearance verify`` accounts for
+each one. ``AgentLimits.max_steps`` bounds the model calls (`LimitExceeded`).
+
+Tools are opt-in per agent: the built-in store tools bound to the agent's scoped
+`StoreView`, user tools registered with the orchestrator, and ``delegate`` for agents that
+declare ``can_delegate_to``. A refused delegation (unknown or undeclared target, a loop,
+the chain at its maximum depth) is a tool error returned to the caller; the run goes on.
+A delegate runs with a fresh context (the delegated task text only) and the extended
+`DelegationChain`, so it cannot delegate back to anyone already in the chain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol
+
+from clearance._agents.delegation import DelegationChain
+from clearance._agents.tools import (
+    BUILTIN_TOOL_NAMES,
+    DELEGATE_TOOL,
+    Tool,
+    ToolOutput,
+    store_tools,
+    tool_name,
+)
+from clearance._context.builder import ContextBuilder
+from clearance._context.tool_sections import ToolStep
+from clearance._core.errors import (
+    ConfigError,
+    DelegationError,
+    DelegationLoopError,
+    LimitExceeded,
+    MaxDepthError,
+    ModelError,
+)
+from clearance._core.ids import new_id
+from clearance._core.prompt import Prompt, sha256_text
+from clearance._core.spec import DEFAULT_TOOL_STEPS, Agent, Team
+from clearance._state.grants import StoreGrants
+from clearance._state.ledger import RunLedger
+from clearance._state.store import ContextStore
+from clearance.models._base import ChatModel, ModelResponse
+
+__all__ = ["AgentLoop", "CallModel", "check_tools"]
+
+
+class CallModel(Protocol):
+    """Calls a model and records the call (the orchestrator's ``_call``)."""
+
+    def __call__(
+        self,
+        run_id: str,
+        subject: str,
+        agent: Agent,
+        model: ChatModel,
+        prompt: Prompt,
+        *,
+        tools: tuple[dict[str, Any], ...] = (),
+    ) -> Awaitable[ModelResponse]: ...
+
+
+PromptFactory = Callable[[tuple[dict[str, Any], ...], list[ToolStep]], Prompt]
+"""Builds one step's prompt from the agent's tool specs and its finished tool steps."""
+
+
+def check_tools(team: Team, user_tools: Mapping[str, Tool], store: ContextStore | None) -> None:
+    """Refuse, before a run starts, tools that cannot be resolved.
+
+    Raises:
+        ConfigError: An agent names a tool that is neither built in nor registered, or
+            uses a store tool (or has store grants) while the orchestrator has no store.
+    """
+    for agent in team.agents:
+        for entry in agent.tools:
+            name = tool_name(entry)
+            where = f"agents.{agent.name}.tools"
+            if isinstance(entry, str) and name not in BUILTIN_TOOL_NAMES and name not in user_tools:
+                known = ", ".join([*BUILTIN_TOOL_NAMES, *sorted(user_tools)])
+                raise ConfigError(f"unknown tool {name!r} (tools: {known})", field=where)
+            if name in BUILTIN_TOOL_NAMES and store is None:
+                raise ConfigError(
+                    f"tool {name!r} needs a context store: pass store=ContextStore(...)",
+                    field=where,
+                )
+
+
+class AgentLoop:
+    """Runs tool-using agents for one run of the orchestrator.
+
+    Args:
+        run_id: The run.
+        team: The team (delegation targets are its agents).
+        ledger: Where tool calls are recorded.
+        store: The context store, or ``None`` when the run has none.
+        user_tools: Tools registered with the orchestrator, by name.
+        model_for: The model of an agent.
+        call_model: Calls a model and records the call.
+        budget: An agent's prompt token budget for a model (``None``: no limit).
+    """
+
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        team: Team,
+        ledger: RunLedger,
+        store: ContextStore | None,
+        user_tools: Mapping[str, Tool],
+        model_for: Callable[[Agent], ChatModel],
+        call_model: CallModel,
+        budget: Callable[[Agent, ChatModel], int | None],
+    ):
+        self.run_id = run_id
+        self.team = team
+        self.ledger = ledger
+        self.store = store
+        self.user_tools = dict(user_tools)
+        self.model_for = model_for
+        self.call_model = call_model
+        self.budget = budget
+
+    def tools_for(self, agent: Agent, chain: DelegationChain) -> dict[str, Tool]:
+        """The agent's tools, by name: only what it opted in to."""
+        tools: dict[str, Tool] = {}
+        bound: dict[str, Tool] | None = None
+        for entry in agent.tools:
+            name = tool_name(entry)
+            if not isinstance(entry, str):
+                tools[name] = Tool.from_function(entry)
+            elif name in BUILTIN_TOOL_NAMES:
+                if bound is None:
+                    if self.store is None:
+                        raise ConfigError(f"tool {name!r} needs a context store", field="store")
+                    view = self.store.view(agent.name, StoreGrants.parse(agent.store_grants))
+                    bound = store_tools(view)
+                tools[name] = bound[name]
+            else:
+                tools[name] = self.user_tools[name]
+        if agent.can_delegate_to:
+            tools[DELEGATE_TOOL] = self._delegate_tool(agent, chain)
+        return tools
+
+    async def run(
+        self,
+        *,
+        agent: Agent,
+        subject: str,
+        chain: DelegationChain,
+        build: PromptFactory,
+    ) -> str:
+        """Run the loop until the model answers with text.
+
+        Args:
+            agent: The agent.
+            subject: The prompts' subject (``task:<id>`` or ``delegation:<tool call id>``).
+            chain: The delegation chain this run is part of.
+            build: Builds each step's prompt (through the `ContextBuilder`).
+
+        Returns:
+            The final answer, stripped.
+
+        Raises:
+            LimitExceeded: ``agent.limits.max_steps`` model calls were made without a final
+                answer (``limit`` is ``"max_steps"``).
+            ModelError: The model failed, or answered with neither text nor a tool call.
+
+        A call identical (name and arguments) to an earlier one of the loop is not run
+        again: the model gets an error pointing at the earlier result. With
+        ``agent.limits.answer_at_max_steps`` the last call offers no tools (the prompt lists
+        none and closes with the plain task trailer), so the model must answer.
+        """
+        model = self.model_for(agent)
+        tools = self.tools_for(agent, chain)
+        specs = tuple(t.to_openai() for t in tools.values())
+        steps: list[ToolStep] = []
+        limit = agent.limits.max_steps or DEFAULT_TOOL_STEPS
+        for step_no in range(1, limit + 1):
+            offered = () if step_no == limit and agent.limits.answer_at_max_steps else specs
+            prompt = build(offered, steps)
+            response = await self.call_model(
+                self.run_id, subject, agent, model, prompt, tools=offered
+            )
+            if not response.tool_calls:
+                text = response.text.strip()
+                if not text:
+                    raise ModelError(
+                        "the model returned an empty completion", model_id=model.model_id
+                    )
+                return text
+            for call in response.tool_calls:
+                call_id = new_id("tool")
+                tool = tools.get(call.name)
+                chain_record: dict[str, Any] | None = None
+                repeated = any(
+                    prev.name == call.name and prev.arguments == call.arguments for prev in steps
+                )
+                if repeated and call.name != DELEGATE_TOOL:
+                    output = ToolOutput(
+                        content=f"error: you already called {call.name} with these arguments; "
+                        "its result is above. Use it: answer, or call a different tool.",
+                        is_error=True,
+                    )
+                elif tool is None:
+                    output = ToolOutput(
+                        content=f"error: unknown tool {call.name!r} (tools: "
+                        f"{', '.join(tools) or 'none'})",
+                        is_error=True,
+                    )
+                elif call.name == DELEGATE_TOOL:
+                    output, chain_record = await self._delegate(
+                        agent, chain, call_id, call.arguments
+                    )
+                else:
+                    output = await tool.call(call.arguments)
+                self.ledger.record_tool_call(
+                    run_id=self.run_id,
+                    tool_call_id=call_id,
+                    subject=subject,
+                    agent=agent.name,
+                    step=step_no,
+                    name=call.name,
+                    arguments=call.arguments,
+                    result=output.content,
+                    is_error=output.is_error,
+                    store_reads=[
+                        {
+                            "namespace": e.namespace,
+                            "key": e.key,
+                            "sha256": sha256_text(e.value),
+                        }
+                        for e in output.store_reads
+                    ],
+                    chain=chain_record,
+                )
+                steps.append(
+                    ToolStep(
+                        call_id=call_id,
+                        name=call.name,
+                        arguments=call.arguments,
+                        content=output.content,
+                        store_reads=output.store_reads,
+                    )
+                )
+        raise LimitExceeded("max_steps", value=limit + 1, maximum=limit, subject=subject)
+
+    # -- delegation -------------------------------------------------------------------------
+
+    def _delegate_tool(self, agent: Agent, chain: DelegationChain) -> Tool:
+        targets = ", ".join(agent.can_delegate_to)
+
+        def delegate(agent: str, task: str) -> str:  # pragma: no cover - run by _delegate
+            raise AssertionError
+
+        spec = Tool.from_function(delegate, name=DELEGATE_TOOL)
+        return Tool(
+            name=DELEGATE_TOOL,
+            description=(
+                f"Hand a self-contained task to another agent ({targets}) and get its answer. "
+                "The agent sees only the task text you give it."
+            ),
+            parameters=spec.parameters,
+            run=spec.run,
+        )
+
+    def refusal(self, agent: Agent, chain: DelegationChain, target: str) -> DelegationError | None:
+        """Why ``agent`` may not delegate to ``target`` along ``chain``, or ``None``."""
+        names = {a.name for a in self.team.agents}
+        if target not in names:
+            return DelegationError(agent.name, target, f"there is no agent {target!r}")
+        if target not in agent.can_delegate_to:
+            allowed = ", ".join(agent.can_delegate_to) or "nobody"
+            return DelegationError(
+                agent.name, target, f"{target!r} is not in its can_delegate_to ({allowed})"
+            )
+        if chain.would_loop(target):
+            return DelegationLoopError(agent.name, target, chain.agents)
+        if chain.is_max_depth():
+            return MaxDepthError(agent.name, target, chain.max_depth)
+        return None
+
+    async def _delegate(
+        self, agent: Agent, chain: DelegationChain, call_id: str, arguments: dict[str, Any]
+    ) -> tuple[ToolOutput, dict[str, Any] | None]:
+        target = arguments.get("agent")
+        task = arguments.get("task")
+        if not isinstance(target, str) or not isinstance(task, str) or not task.strip():
+            return (
+                ToolOutput(
+                    content="error: delegate needs 'agent' (a name) and 'task' (text)",
+                    is_error=True,
+                ),
+                None,
+            )
+        refused = self.refusal(agent, chain, target)
+        if refused is not None:
+            return ToolOutput(content=f"error: delegation refused: {refused}", is_error=True), None
+        extended = chain.add_step(agent.name, target, task)
+        delegate = self.team.agent(target)
+        model = self.model_for(delegate)
+        builder = ContextBuilder(count_tokens=model.count_tokens)
+        budget = self.budget(delegate, model)
+
+        def build(specs: tuple[dict[str, Any], ...], steps: list[ToolStep]) -> Prompt:
+            return builder.build_delegation_prompt(
+                call_id,
+                task,
+                agent=delegate,
+                tools=specs,
+                tool_steps=steps,
+                max_prompt_tokens=budget,
+            )
+
+        subject = f"delegation:{call_id}"
+        try:
+            if delegate.uses_tools:
+                answer = await self.run(
+                    agent=delegate, subject=subject, chain=extended, build=build
+                )
+            else:
+                response = await self.call_model(
+                    self.run_id, subject, delegate, model, build((), [])
+                )
+                answer = response.text.strip()
+                if not answer:
+                    raise ModelError(
+                        "the model returned an empty completion", model_id=model.model_id
+                    )
+        except (LimitExceeded, ModelError) as exc:
+            return (
+                ToolOutput(content=f"error: {target!r} failed: {exc}", is_error=True),
+                extended.to_dict(),
+            )
+        return ToolOutput(content=answer), extended.to_dict()

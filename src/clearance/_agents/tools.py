@@ -1,0 +1,215 @@
+"""Tools: plain typed Python functions, described to models in the OpenAI function format.
+
+`Tool.from_function` derives a tool's JSON Schema from the function's signature (with
+pydantic, so arguments are validated and coerced the same way) and its description from
+the docstring's first paragraph. A tool returns text, or any JSON-serializable value (sent
+as JSON). The built-in store tools (`store_tools`) are bound to one agent's `StoreView`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, get_type_hints
+
+from pydantic import ConfigDict, ValidationError, create_model
+
+from clearance._context.tool_sections import DELEGATE_TOOL, tool_name
+from clearance._core.errors import ConfigError
+from clearance._state.grants import StoreView
+from clearance._state.store import StoreEntry
+
+__all__ = [
+    "BUILTIN_TOOL_NAMES",
+    "DELEGATE_TOOL",
+    "Tool",
+    "ToolOutput",
+    "store_tools",
+    "tool_name",
+]
+
+BUILTIN_TOOL_NAMES = ("store_get", "store_set", "store_query")
+"""Names of the built-in store tools, bound to the agent's scoped store view."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolOutput:
+    """What a tool call produced.
+
+    Attributes:
+        content: The text the model will see (an error message when ``is_error``).
+        is_error: Whether the call failed (bad arguments, denied access, refused delegation).
+        store_reads: Store entries the call read; each enters the next prompt as its own
+            item with origin ``store:<namespace>/<key>``.
+    """
+
+    content: str
+    is_error: bool = False
+    store_reads: tuple[StoreEntry, ...] = ()
+
+
+ToolFunction = Callable[..., Any]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Tool:
+    """A tool a model may call.
+
+    Attributes:
+        name: The name the model calls it by.
+        description: What it does, for the model.
+        parameters: JSON Schema of its arguments (an object).
+        run: Called with the validated arguments; returns a `ToolOutput` (sync or async).
+    """
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    run: Callable[[dict[str, Any]], ToolOutput | Awaitable[ToolOutput]] = field(repr=False)
+
+    def to_openai(self) -> dict[str, Any]:
+        """The tool in the OpenAI function-calling format."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+    async def call(self, arguments: dict[str, Any]) -> ToolOutput:
+        """Run the tool; an exception becomes an error output (the run goes on)."""
+        try:
+            result = self.run(arguments)
+            if inspect.isawaitable(result):
+                result = await result
+        except Exception as exc:  # a tool's failure is reported to the model, not raised
+            return ToolOutput(content=f"error: {exc}", is_error=True)
+        assert isinstance(result, ToolOutput)
+        return result
+
+    @classmethod
+    def from_function(cls, function: ToolFunction, *, name: str | None = None) -> Tool:
+        """A tool from a typed Python function (sync or async).
+
+        Every parameter needs a type hint; defaults make a parameter optional. Arguments are
+        validated by pydantic before the call; invalid ones produce an error output naming
+        the problem. A ``str`` result is sent as is, anything else as JSON.
+
+        Args:
+            function: The function.
+            name: The tool's name; the function's ``__name__`` if ``None``.
+
+        Raises:
+            ConfigError: A parameter has no type hint or is ``*args``/``**kwargs``.
+        """
+        tool_name = name or function.__name__
+        signature = inspect.signature(function)
+        hints = get_type_hints(function)
+        fields: dict[str, Any] = {}
+        for param in signature.parameters.values():
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                raise ConfigError(f"tool {tool_name!r}: *args and **kwargs are not supported")
+            if param.name not in hints:
+                raise ConfigError(f"tool {tool_name!r}: parameter {param.name!r} has no type hint")
+            default = ... if param.default is param.empty else param.default
+            fields[param.name] = (hints[param.name], default)
+        model = create_model(
+            f"{tool_name}_arguments", __config__=ConfigDict(extra="forbid"), **fields
+        )
+        schema = model.model_json_schema()
+        schema.pop("title", None)
+        for prop in schema.get("properties", {}).values():
+            prop.pop("title", None)
+        doc = inspect.getdoc(function) or tool_name
+        description = doc.split("\n\n", 1)[0].replace("\n", " ")
+
+        async def run(arguments: dict[str, Any]) -> ToolOutput:
+            try:
+                values = model.model_validate(arguments)
+            except ValidationError as exc:
+                problems = "; ".join(
+                    f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
+                    for e in exc.errors()
+                )
+                return ToolOutput(content=f"error: invalid arguments: {problems}", is_error=True)
+            result = function(**{k: getattr(values, k) for k in fields})
+            if inspect.isawaitable(result):
+                result = await result
+            text = result if isinstance(result, str) else json.dumps(result, default=str)
+            return ToolOutput(content=text)
+
+        return cls(name=tool_name, description=description, parameters=schema, run=run)
+
+
+def store_tools(view: StoreView) -> dict[str, Tool]:
+    """The built-in store tools bound to one agent's scoped view.
+
+    - ``store_get(namespace, key)``: the value, or a note that there is none;
+    - ``store_set(namespace, key, value, ttl_s=None)``: write (as the view's agent);
+    - ``store_query(namespace, prefix="", limit=10)``: live entries, newest first.
+
+    A denied namespace gives an error output naming the agent, namespace and operation.
+    """
+
+    def store_get(namespace: str, key: str) -> ToolOutput:
+        entry = view.get_entry(namespace, key)
+        if entry is None:
+            return ToolOutput(content=f"no entry {namespace}/{key}")
+        return ToolOutput(content=f"entry {namespace}/{key} read", store_reads=(entry,))
+
+    def store_set(namespace: str, key: str, value: str, ttl_s: float | None = None) -> ToolOutput:
+        view.set(namespace, key, value, ttl_s)
+        return ToolOutput(content=f"stored {namespace}/{key}")
+
+    def store_query(namespace: str, prefix: str = "", limit: int = 10) -> ToolOutput:
+        entries = view.query_by_prefix(namespace, prefix, min(max(limit, 1), 50))
+        keys = ", ".join(e.key for e in entries) or "none"
+        return ToolOutput(content=f"{len(entries)} entries: {keys}", store_reads=tuple(entries))
+
+    docs = {
+        "store_get": "Read the value stored under a key in a namespace of the shared store.",
+        "store_set": "Write a text value under a key in a namespace of the shared store.",
+        "store_query": "List entries of a namespace whose key starts with a prefix.",
+    }
+    functions: dict[str, Callable[..., ToolOutput]] = {
+        "store_get": store_get,
+        "store_set": store_set,
+        "store_query": store_query,
+    }
+    tools = {}
+    for name, function in functions.items():
+        function.__doc__ = docs[name]
+        base = Tool.from_function(function, name=name)
+        tools[name] = Tool(
+            name=name, description=base.description, parameters=base.parameters,
+            run=_raw_output(base, function),
+        )  # fmt: skip
+    return tools
+
+
+def _raw_output(
+    base: Tool, function: Callable[..., ToolOutput]
+) -> Callable[[dict[str, Any]], ToolOutput]:
+    """Run ``function`` with arguments checked against ``base``'s schema, keeping its output."""
+
+    def run(arguments: dict[str, Any]) -> ToolOutput:
+        problems = _check_arguments(base.parameters, arguments)
+        if problems:
+            return ToolOutput(content=f"error: invalid arguments: {problems}", is_error=True)
+        return function(**arguments)
+
+    return run
+
+
+def _check_arguments(schema: dict[str, Any], arguments: dict[str, Any]) -> str:
+    """Problems of ``arguments`` against a tool's JSON Schema, or ``""``."""
+    from jsonschema.validators import Draft202012Validator
+
+    errors = [
+        f"{e.json_path}: {e.message}" for e in Draft202012Validator(schema).iter_errors(arguments)
+    ]
+    return "; ".join(errors)

@@ -1,0 +1,95 @@
+"""What a tool-using agent's prompt adds: its tools, and the results of its tool calls.
+
+Tool results reach the next prompt only as fenced blocks built here and admitted by the
+`ContextBuilder`: one block per call (origin ``tool:<call id>``, the text the tool returned)
+and one per store entry the call read (origin ``store:<namespace>/<key>``, the value).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from clearance._state.store import StoreEntry
+
+__all__ = [
+    "DELEGATED_SECTION",
+    "DELEGATE_TOOL",
+    "TOOL_RESULTS_SECTION",
+    "TOOL_TRAILER",
+    "TOOLS_SECTION",
+    "ToolStep",
+    "store_heading",
+    "tool_heading",
+    "tool_name",
+    "tool_spec_text",
+]
+
+DELEGATE_TOOL = "delegate"
+"""Name of the delegation tool, given to agents that declare ``can_delegate_to``."""
+
+
+def tool_name(tool: str | Callable[..., Any]) -> str:
+    """The name of an agent's tool entry: the string itself, or the function's name."""
+    return tool if isinstance(tool, str) else tool.__name__
+
+
+TOOLS_SECTION = "## Tools you can call"
+TOOL_RESULTS_SECTION = "## Results of your tool calls"
+DELEGATED_SECTION = "# Delegated task"
+
+TOOL_TRAILER = (
+    "Complete the task above. To use a tool, call it; when you have what you need, reply "
+    "with your result only."
+)
+"""The closing instruction of a tool-using agent's prompts."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolStep:
+    """One finished tool call, as the next prompt shows it.
+
+    Attributes:
+        call_id: The call's id (origin ``tool:<call_id>``).
+        name: The tool called.
+        arguments: Its arguments.
+        content: The text the tool returned (an error message if it failed).
+        store_reads: Store entries the call read.
+    """
+
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+    content: str
+    store_reads: tuple[StoreEntry, ...] = ()
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def tool_heading(step: ToolStep) -> str:
+    """The heading of a tool result block: ``<name>(<arguments JSON>) [call <id>]``."""
+    return f"{step.name}({_compact(step.arguments)}) [call {step.call_id}]"
+
+
+def store_heading(entry: StoreEntry) -> str:
+    """The heading of a store entry block."""
+    return f"Store entry {entry.namespace}/{entry.key} (written by {entry.agent})"
+
+
+def tool_spec_text(spec: dict[str, Any]) -> str:
+    """The text describing one tool (OpenAI function format) in a prompt."""
+    function = spec["function"]
+    return f"{function['description']}\nArguments (JSON Schema): {_compact(function['parameters'])}"
+
+
+def origins_of(steps: Sequence[ToolStep]) -> list[str]:
+    """The origins tool steps add to a prompt, in order."""
+    out: list[str] = []
+    for step in steps:
+        out.append(f"tool:{step.call_id}")
+        out.extend(f"store:{e.namespace}/{e.key}" for e in step.store_reads)
+    return out

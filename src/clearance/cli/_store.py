@@ -1,0 +1,157 @@
+"""``clearance store get|set|query|cleanup``: the context store, for operators.
+
+Also the tool-call and delegation-chain table that ``clearance inspect`` prints.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from clearance._core.errors import ClearanceError
+from clearance._state.ledger import ToolCallRecord
+from clearance._state.store import DEFAULT_STORE_URL, ContextStore
+
+__all__ = ["print_tool_calls", "store_app"]
+
+store_app = typer.Typer(
+    name="store",
+    help="Read and maintain the context store (operators only; agents use scoped views).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+_out = Console(highlight=False)
+_err = Console(stderr=True, highlight=False)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+StoreDbOption = Annotated[
+    str,
+    typer.Option(
+        "--db",
+        envvar="CLEARANCE_STORE_DB",
+        help="Store database URL (SQLAlchemy form: sqlite:///path or postgresql+psycopg://...).",
+        show_default=True,
+    ),
+]
+
+
+def _one_line_errors(func: F) -> F:
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except ClearanceError as exc:
+            _err.print(Text(f"error: {exc}"))
+            raise typer.Exit(2) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+@store_app.command("get")
+@_one_line_errors
+def get(
+    namespace: Annotated[str, typer.Argument(help="Namespace.")],
+    key: Annotated[str, typer.Argument(help="Key.")],
+    db: StoreDbOption = DEFAULT_STORE_URL,
+) -> None:
+    """Print the value of a live entry (exit 1 when absent or expired)."""
+    with ContextStore(db) as store:
+        value = store.get(namespace, key)
+    if value is None:
+        _err.print(Text(f"no live entry {namespace}/{key}"))
+        raise typer.Exit(1)
+    _out.print(Text(value), soft_wrap=True)
+
+
+@store_app.command("set")
+@_one_line_errors
+def set_(
+    namespace: Annotated[str, typer.Argument(help="Namespace.")],
+    key: Annotated[str, typer.Argument(help="Key.")],
+    value: Annotated[str, typer.Argument(help="Value (text; JSON for structured reads).")],
+    ttl_s: Annotated[
+        float | None, typer.Option("--ttl-s", min=0.001, help="Seconds until it expires.")
+    ] = None,
+    agent: Annotated[str, typer.Option(help="Recorded as the writer.")] = "operator",
+    db: StoreDbOption = DEFAULT_STORE_URL,
+) -> None:
+    """Write an entry (an upsert)."""
+    with ContextStore(db) as store:
+        store.set(namespace, key, value, agent, ttl_s)
+    _out.print(Text(f"stored {namespace}/{key}"))
+
+
+@store_app.command("query")
+@_one_line_errors
+def query(
+    namespace: Annotated[str, typer.Argument(help="Namespace.")],
+    prefix: Annotated[str, typer.Option(help="Only keys starting with this (literally).")] = "",
+    limit: Annotated[int, typer.Option(min=1, help="Most entries shown.")] = 20,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
+    db: StoreDbOption = DEFAULT_STORE_URL,
+) -> None:
+    """List live entries of a namespace, most recently updated first."""
+    with ContextStore(db) as store:
+        entries = store.query_by_prefix(namespace, prefix, limit)
+    if as_json:
+        for entry in entries:
+            _out.print(Text(json.dumps(entry.to_dict(), ensure_ascii=False)), soft_wrap=True)
+        return
+    table = Table(title=f"{namespace}: {len(entries)} entries", title_justify="left")
+    for column in ("key", "value", "agent", "updated", "expires"):
+        table.add_column(column)
+    for e in entries:
+        value = e.value if len(e.value) <= 60 else e.value[:57] + "..."
+        expires = f"{e.expires_at:%Y-%m-%d %H:%M:%S}Z" if e.expires_at else "never"
+        table.add_row(e.key, value, e.agent, f"{e.updated_at:%Y-%m-%d %H:%M:%S}Z", expires)
+    _out.print(table)
+
+
+@store_app.command("cleanup")
+@_one_line_errors
+def cleanup(db: StoreDbOption = DEFAULT_STORE_URL) -> None:
+    """Remove expired entries and say how many."""
+    with ContextStore(db) as store:
+        removed = store.cleanup()
+    _out.print(Text(f"removed {removed} expired entries"))
+
+
+def print_tool_calls(console: Console, records: Sequence[ToolCallRecord]) -> None:
+    """Print a run's tool calls, with the delegation chain of each ``delegate`` call."""
+    if not records:
+        return
+    table = Table(title="Tool calls", title_justify="left")
+    for column in ("subject", "agent", "step", "tool", "arguments", "result"):
+        table.add_column(column)
+    for r in records:
+        args = json.dumps(r.arguments, ensure_ascii=False)
+        result = ("ERROR " if r.is_error else "") + r.result
+        table.add_row(
+            r.subject,
+            r.agent,
+            str(r.step),
+            r.name,
+            args if len(args) <= 60 else args[:57] + "...",
+            result if len(result) <= 80 else result[:77] + "...",
+        )
+    console.print(table)
+    chains = [r for r in records if r.chain]
+    for r in chains:
+        assert r.chain is not None
+        steps = " -> ".join(
+            [r.chain["steps"][0]["from"], *(s["to"] for s in r.chain["steps"])]
+            if r.chain.get("steps")
+            else []
+        )
+        console.print(
+            Text(f"delegation chain ({r.tool_call_id}): {steps} (max depth {r.chain['max_depth']})")
+        )

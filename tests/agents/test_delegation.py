@@ -1,0 +1,217 @@
+"""Delegation: immutable chains, refusals returned to the caller, fresh delegate context."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from clearance import Agent, Orchestrator, RunLedger, Task, TaskStatus, Team
+from clearance._agents.delegation import DelegationChain
+from clearance._context.verify import verify_run
+from clearance._core.errors import ConfigError
+from clearance.cli import app
+from clearance.models import ModelRequest, ToolCall
+from clearance.testing import FunctionModel
+
+COORD = Agent(name="lead", instructions="You lead.")
+
+
+# -- the chain ---------------------------------------------------------------------------
+
+
+def test_add_step_returns_a_new_chain_and_leaves_the_original():
+    chain = DelegationChain(origin="a")
+    one = chain.add_step("a", "b", "task 1")
+    two = one.add_step("b", "c", "task 2")
+    assert chain.steps == () and chain.depth == 0
+    assert one.depth == 1 and [s.to_agent for s in one.steps] == ["b"]
+    assert two.agents == ("a", "b", "c")
+    assert one.agents == ("a", "b")
+    with pytest.raises(AttributeError):
+        one.steps = ()  # type: ignore[misc]
+
+
+def test_would_loop_and_max_depth():
+    chain = DelegationChain().add_step("a", "b", "t")
+    assert chain.would_loop("a") and chain.would_loop("b")
+    assert not chain.would_loop("c")
+    assert DelegationChain(origin="x").would_loop("x")
+    assert not chain.is_max_depth()
+    full = chain.add_step("b", "c", "t").add_step("c", "d", "t")
+    assert full.is_max_depth() and full.max_depth == 3
+    assert DelegationChain(max_depth=1).add_step("a", "b", "t").is_max_depth()
+    with pytest.raises(ConfigError):
+        DelegationChain(max_depth=0)
+    assert full.to_dict()["steps"][2] == {"from": "c", "to": "d", "task": "t"}
+    assert str(full) == "a -> b -> c -> d"
+
+
+def test_agent_may_not_delegate_to_itself():
+    with pytest.raises(ConfigError, match="itself"):
+        Agent(name="a", instructions="A.", can_delegate_to=("a",))
+
+
+# -- the delegate tool -------------------------------------------------------------------
+
+A_TASK = "SECRET-TASK-TEXT-A: find the answer."
+A_TOOL_RESULT = "A-PRIVATE-TOOL-RESULT"
+
+
+def peek() -> str:
+    """Look at something private."""
+    return A_TOOL_RESULT
+
+
+def tool_results(request: ModelRequest) -> list[str]:
+    return [o for o in request.prompt.manifest.origins if o.startswith("tool:")]
+
+
+def team_of(*agents: Agent) -> Team:
+    return Team(agents=agents, coordinator=COORD)
+
+
+def scripted(plans: dict[str, list[object]]):
+    """Each agent answers step by step from its plan (step = tool results seen so far)."""
+
+    def answer(request: ModelRequest):
+        manifest = request.prompt.manifest
+        if manifest.subject == "synthesis":
+            return "SYNTH"
+        plan = plans[manifest.agent]
+        step = len(tool_results(request))
+        return plan[min(step, len(plan) - 1)]
+
+    return FunctionModel(answer)
+
+
+def delegate(to: str, text: str) -> ToolCall:
+    return ToolCall(id="d", name="delegate", arguments={"agent": to, "task": text})
+
+
+async def run_alice(ledger, model, *agents):
+    orch = Orchestrator(team_of(*agents), model=model, ledger=ledger, tools=[peek])
+    task = Task(id="t1", title="Work", description=A_TASK, assignee="alice")
+    result = await orch.run_tasks([task])
+    assert result.tasks["t1"].status is TaskStatus.COMPLETED, result.tasks["t1"].error
+    return result
+
+
+def by_agent(model, name):
+    return [r for r in model.requests if r.prompt.manifest.agent == name]
+
+
+async def test_a_b_a_is_refused_and_the_reason_returned_to_the_caller(ledger):
+    alice = Agent(name="alice", instructions="ALICE-INSTRUCTIONS", tools=("peek",),
+                  can_delegate_to=("bob",))  # fmt: skip
+    bob = Agent(name="bob", instructions="You are Bob.", can_delegate_to=("alice",))
+    model = scripted(
+        {
+            "alice": [ToolCall(id="p", name="peek", arguments={}),
+                      delegate("bob", "Summarize the weather."), "ALICE-FINAL"],
+            "bob": [delegate("alice", "Do it yourself."), "BOB-DONE"],
+        }
+    )  # fmt: skip
+    result = await run_alice(ledger, model, alice, bob)
+    assert result.tasks["t1"].result == "ALICE-FINAL"
+
+    records = {r.name + ":" + r.agent: r for r in ledger.tool_calls(result.run_id)}
+    refused = records["delegate:bob"]
+    assert refused.is_error
+    assert "delegation refused" in refused.result
+    assert "'alice' is already in the delegation chain alice -> bob" in refused.result
+    assert records["delegate:alice"].result == "BOB-DONE"
+    assert records["delegate:alice"].chain["steps"] == [
+        {"from": "alice", "to": "bob", "task": "Summarize the weather."}
+    ]
+    # Bob's second prompt shows him the refusal.
+    assert "already in the delegation chain" in by_agent(model, "bob")[1].prompt.text
+
+    # The delegate's prompt holds the delegated task only: nothing of Alice's conversation.
+    for request in by_agent(model, "bob"):
+        text = request.prompt.text
+        assert "Summarize the weather." in text
+        for trace in (A_TASK, A_TOOL_RESULT, "ALICE-INSTRUCTIONS", "peek", "t1"):
+            assert trace not in text
+        assert request.prompt.manifest.subject.startswith("delegation:")
+        origins = request.prompt.manifest.origins
+        assert origins[:2] == ("instructions", origins[1])
+        assert origins[1].startswith("delegation:")
+        assert not any(o.startswith(("task:", "task_result:", "message:")) for o in origins)
+    assert verify_run(ledger, result.run_id).ok
+
+
+async def test_a_b_c_a_is_refused(ledger):
+    alice = Agent(name="alice", instructions="A.", can_delegate_to=("bob",))
+    bob = Agent(name="bob", instructions="B.", can_delegate_to=("carol",))
+    carol = Agent(name="carol", instructions="C.", can_delegate_to=("alice",))
+    model = scripted(
+        {
+            "alice": [delegate("bob", "to bob"), "A-FINAL"],
+            "bob": [delegate("carol", "to carol"), "B-DONE"],
+            "carol": [delegate("alice", "back to alice"), "C-DONE"],
+        }
+    )
+    result = await run_alice(ledger, model, alice, bob, carol)
+    records = ledger.tool_calls(result.run_id)
+    carols = [r for r in records if r.agent == "carol"]
+    assert len(carols) == 1 and carols[0].is_error
+    assert "alice -> bob -> carol" in carols[0].result
+    assert [r.result for r in records if r.agent == "bob"] == ["C-DONE"]
+    assert result.tasks["t1"].result == "A-FINAL"
+    # Carol never ran Alice: Alice's prompts are her task's only.
+    assert {r.prompt.manifest.subject for r in by_agent(model, "alice")} == {"task:t1"}
+    assert verify_run(ledger, result.run_id).ok
+
+
+async def test_depth_four_is_refused(ledger):
+    names = ["alice", "bob", "carol", "dave", "erin"]
+    agents = [
+        Agent(name=n, instructions=f"{n}.", can_delegate_to=(names[i + 1],) if i < 4 else ())
+        for i, n in enumerate(names)
+    ]
+    model = scripted(
+        {n: [delegate(names[i + 1], f"to {names[i + 1]}"), f"{n}-DONE"] for i, n in
+         enumerate(names[:4])} | {"erin": ["erin-DONE"]}
+    )  # fmt: skip
+    result = await run_alice(ledger, model, *agents)
+    records = ledger.tool_calls(result.run_id)
+    daves = [r for r in records if r.agent == "dave"]
+    assert len(daves) == 1 and daves[0].is_error
+    assert "maximum depth of 3" in daves[0].result
+    assert by_agent(model, "erin") == []
+    chains = [r.chain for r in records if r.chain]
+    assert max(len(c["steps"]) for c in chains) == 3
+    assert verify_run(ledger, result.run_id).ok
+
+
+async def test_unknown_and_undeclared_targets_are_refused(ledger):
+    alice = Agent(name="alice", instructions="A.", can_delegate_to=("bob", "ghost"))
+    bob = Agent(name="bob", instructions="B.")
+    carol = Agent(name="carol", instructions="C.")
+    model = scripted(
+        {
+            "alice": [delegate("ghost", "x"), delegate("carol", "x"),
+                      ToolCall(id="z", name="delegate", arguments={"agent": "bob"}), "A-FINAL"],
+            "bob": ["never"], "carol": ["never"],
+        }
+    )  # fmt: skip
+    result = await run_alice(ledger, model, alice, bob, carol)
+    results = [r.result for r in ledger.tool_calls(result.run_id)]
+    assert "there is no agent 'ghost'" in results[0]
+    assert "'carol' is not in its can_delegate_to (bob, ghost)" in results[1]
+    assert "needs 'agent'" in results[2]
+    assert by_agent(model, "carol") == [] and by_agent(model, "bob") == []
+
+
+async def test_inspect_shows_chains(tmp_path):
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    alice = Agent(name="alice", instructions="A.", can_delegate_to=("bob",))
+    bob = Agent(name="bob", instructions="B.")
+    model = scripted({"alice": [delegate("bob", "to bob"), "A-FINAL"], "bob": ["B-DONE"]})
+    with RunLedger(db) as led:
+        result = await run_alice(led, model, alice, bob)
+    out = CliRunner().invoke(app, ["inspect", result.run_id, "--db", db, "--no-prompt"]).output
+    assert "Tool calls" in out
+    assert "delegation chain" in out and "alice -> bob" in out
+    verify = CliRunner().invoke(app, ["verify", result.run_id, "--db", db])
+    assert verify.exit_code == 0, verify.output

@@ -1,0 +1,308 @@
+"""The same ContextStore suite against SQLite (a WAL file) and a real PostgreSQL server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from clearance import AccessDenied, ConfigError, ContextStore, StoreError
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'store.db'}"
+    url: str = request.getfixturevalue("postgres_url")
+    # A fresh table per test: a schema of its own would need search_path; drop rows instead.
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(text("DROP TABLE IF EXISTS store_entries"))
+    engine.dispose()
+    return url
+
+
+@pytest.fixture
+def store(store_url: str, clock: FakeClock) -> Iterator[ContextStore]:
+    with ContextStore(store_url, clock=clock) as s:
+        yield s
+
+
+def test_sqlite_file_uses_wal(tmp_path: Path) -> None:
+    with ContextStore(f"sqlite:///{tmp_path / 'sub' / 's.db'}") as s:
+        s.set("ns", "k", "v", "a")
+    engine = create_engine(f"sqlite:///{tmp_path / 'sub' / 's.db'}")
+    with engine.connect() as conn:
+        assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
+    engine.dispose()
+
+
+def test_set_get_upsert_keeps_created_at(store: ContextStore, clock: FakeClock) -> None:
+    assert store.get("ns", "k") is None
+    store.set("ns", "k", "one", "alice")
+    created = clock.now
+    clock.advance(10)
+    store.set("ns", "k", "two", "bob")
+    entry = store.get_entry("ns", "k")
+    assert entry is not None
+    assert (entry.value, entry.agent) == ("two", "bob")
+    assert entry.created_at == created
+    assert entry.updated_at == clock.now
+    assert entry.updated_at.tzinfo is not None
+    assert entry.expires_at is None
+    assert len(store.query("ns")) == 1
+
+
+def test_ttl_filtered_on_read_not_deleted(store: ContextStore, clock: FakeClock) -> None:
+    store.set("ns", "short", "x", "a", ttl_s=60)
+    store.set("ns", "forever", "y", "a")
+    clock.advance(59)
+    assert store.get("ns", "short") == "x"
+    clock.advance(1)
+    assert store.get("ns", "short") is None
+    assert [e.key for e in store.query("ns")] == ["forever"]
+    assert store.query_by_prefix("ns", "sh") == []
+    # Still there until cleanup, which counts what it removed.
+    assert store.cleanup() == 1
+    assert store.cleanup() == 0
+    assert store.get("ns", "forever") == "y"
+
+
+def test_cleanup_counts_only_expired(store: ContextStore, clock: FakeClock) -> None:
+    for i in range(5):
+        store.set("ns", f"k{i}", "v", "a", ttl_s=10 * (i + 1))
+    store.set("other", "k", "v", "a", ttl_s=5)
+    clock.advance(25)
+    assert store.cleanup() == 3  # k0, k1 and other/k
+    assert sorted(e.key for e in store.query("ns")) == ["k2", "k3", "k4"]
+
+
+def test_set_over_an_expired_entry_restarts_it(store: ContextStore, clock: FakeClock) -> None:
+    store.set("ns", "k", "old", "a", ttl_s=1)
+    clock.advance(5)
+    store.set("ns", "k", "new", "b")
+    entry = store.get_entry("ns", "k")
+    assert entry is not None and entry.value == "new" and entry.created_at == clock.now
+
+
+def test_set_with_extension_and_touch(store: ContextStore, clock: FakeClock) -> None:
+    store.set_with_extension("ns", "k", "v", "a")
+    entry = store.get_entry("ns", "k")
+    assert entry is not None and entry.expires_at == clock.now + timedelta(days=90)
+    store.set_with_extension("ns", "k", "v2", "a", ttl_s=100)
+    entry = store.get_entry("ns", "k")
+    assert entry is not None and entry.expires_at == clock.now + timedelta(seconds=100)
+
+    clock.advance(90)
+    assert store.touch("ns", "k", ttl_s=100) is True
+    entry = store.get_entry("ns", "k")
+    assert entry is not None
+    assert entry.value == "v2" and entry.expires_at == clock.now + timedelta(seconds=100)
+    assert entry.updated_at == clock.now - timedelta(seconds=90)  # not rewritten
+    # Expiry never moves backwards.
+    assert store.touch("ns", "k", ttl_s=1) is True
+    assert store.get_entry("ns", "k").expires_at == clock.now + timedelta(seconds=100)  # type: ignore[union-attr]
+    # Used knowledge survives, unused knowledge ages out.
+    clock.advance(99)
+    assert store.touch("ns", "k") is True  # default: 90 days
+    clock.advance(24 * 3600)
+    assert store.get("ns", "k") == "v2"
+    assert store.touch("ns", "absent") is False
+    store.set("ns", "gone", "x", "a", ttl_s=1)
+    clock.advance(2)
+    assert store.touch("ns", "gone") is False  # not revived
+    assert store.get("ns", "gone") is None
+    # An entry without expiry keeps none.
+    store.set("ns", "forever", "x", "a")
+    assert store.touch("ns", "forever") is True
+    assert store.get_entry("ns", "forever").expires_at is None  # type: ignore[union-attr]
+
+
+def test_query_order_and_limit(store: ContextStore, clock: FakeClock) -> None:
+    for i in range(15):
+        store.set("ns", f"k{i:02d}", str(i), "a")
+        clock.advance(1)
+    store.set("ns", "k03", "again", "a")
+    keys = [e.key for e in store.query("ns")]
+    assert len(keys) == 10
+    assert keys[:3] == ["k03", "k14", "k13"]
+    assert len(store.query("ns", limit=100)) == 15
+    with pytest.raises(ConfigError):
+        store.query("ns", limit=0)
+
+
+@pytest.mark.parametrize(
+    ("prefix", "expected"),
+    [
+        ("100%", ["100%", "100%_done"]),
+        ("a_b", ["a_b", "a_b\\c"]),
+        ("a\\", ["a\\b"]),
+        ("a_b\\", ["a_b\\c"]),
+        ("x/", ["x/%y"]),
+        ("A", ["ABC"]),
+        ("", ["100%", "1000", "100%_done", "ABC", "a\\b", "a_b", "a_b\\c", "aXb", "abc", "x/%y"]),
+    ],
+)
+def test_prefix_matches_literally(store: ContextStore, prefix: str, expected: list[str]) -> None:
+    for key in ["100%", "1000", "100%_done", "a_b", "aXb", "a_b\\c", "a\\b", "abc", "ABC", "x/%y"]:
+        store.set("ns", key, "v", "a")
+    store.set("ns2", "100%", "other namespace", "a")
+    found = sorted(e.key for e in store.query_by_prefix("ns", prefix, limit=50))
+    assert found == sorted(expected)
+
+
+def test_structured_reads(store: ContextStore) -> None:
+    store.set("ns", "doc", json.dumps({"a": [1, 2], "b": None}), "a")
+    assert store.get_structured("ns", "doc") == {"a": [1, 2], "b": None}
+    assert store.get_structured("ns", "absent") is None
+    store.set("ns", "bad", "{not json", "a")
+    with pytest.raises(StoreError, match=r"ns/bad .*not valid JSON"):
+        store.get_structured("ns", "bad")
+
+
+def test_sql_metacharacters_in_keys_and_values(store: ContextStore) -> None:
+    nasty = [
+        "'; DROP TABLE store_entries; --",
+        'a"b',
+        "x' OR '1'='1",
+        "semi;colon",
+        "unicodé ✓ \u2028",
+        "back\\slash",
+        "%_%",
+    ]
+    for i, key in enumerate(nasty):
+        store.set("ns'; --", key, key + "|" + str(i), "agent'\"")
+    for i, key in enumerate(nasty):
+        assert store.get("ns'; --", key) == key + "|" + str(i)
+    assert len(store.query("ns'; --", limit=50)) == len(nasty)
+    assert store.get("ns'; --", "x") is None
+    assert store.delete("ns'; --", nasty[0]) is True
+    assert store.delete("ns'; --", nasty[0]) is False
+
+
+def test_bad_arguments(store: ContextStore) -> None:
+    with pytest.raises(ConfigError, match="ttl_s"):
+        store.set("ns", "k", "v", "a", ttl_s=0)
+    with pytest.raises(ConfigError, match="text"):
+        store.set("ns", "k", {"a": 1}, "a")  # type: ignore[arg-type]
+
+
+def test_closed_store_and_bad_url(tmp_path: Path) -> None:
+    s = ContextStore(f"sqlite:///{tmp_path / 's.db'}")
+    s.close()
+    s.close()
+    with pytest.raises(StoreError, match="closed"):
+        s.get("ns", "k")
+    with pytest.raises(StoreError, match=r"unsupported|cannot open"):
+        ContextStore("mysql://u:secret@localhost/db")
+
+
+_WRITER = """
+import sys
+from clearance import ContextStore
+url, who, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+with ContextStore(url) as s:
+    for i in range(n):
+        s.set("shared", "hot", f"{who}:{i}", who)
+        s.set("own", f"{who}:{i}", "x", who)
+print("ok")
+"""
+
+
+def test_concurrent_writers_from_several_processes(store_url: str) -> None:
+    ContextStore(store_url).close()  # create the table before the race
+    writers, n = 4, 25
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WRITER, store_url, f"w{w}", str(n)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w in range(writers)
+    ]
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        assert out.strip() == "ok"
+    with ContextStore(store_url) as s:
+        hot = s.query("shared", limit=10)
+        assert len(hot) == 1  # one row, whoever won
+        assert hot[0].value.endswith(f":{n - 1}")  # the winner's last write
+        assert hot[0].value.split(":")[0] == hot[0].agent
+        assert len(s.query("own", limit=1000)) == writers * n  # no lost row
+        # And the last write, made now, wins.
+        marker = uuid.uuid4().hex
+        s.set("shared", "hot", marker, "main")
+        assert s.get("shared", "hot") == marker
+
+
+# -- grants ----------------------------------------------------------------------------
+
+
+def test_view_default_deny(store: ContextStore) -> None:
+    store.set("secret", "k", "v", "admin")
+    view = store.view("alice", {})
+    with pytest.raises(AccessDenied) as info:
+        view.get("secret", "k")
+    assert (info.value.agent, info.value.operation) == ("alice", "read")
+    assert "secret" in info.value.resource and "alice" in str(info.value)
+    with pytest.raises(AccessDenied) as info:
+        view.set("secret", "k", "v2")
+    assert info.value.operation == "write"
+    assert store.get("secret", "k") == "v"
+
+
+def test_view_levels_and_prefixes(store: ContextStore) -> None:
+    view = store.view("alice", {"notes": "read", "team/*": "read_write", "log": "write"})
+    view.set("team/a", "k", "v")
+    assert store.get_entry("team/a", "k").agent == "alice"  # type: ignore[union-attr]
+    assert view.get("team/a", "k") == "v"
+    assert [e.key for e in view.query_by_prefix("team/a", "")] == ["k"]
+    assert view.get("notes", "k") is None
+    with pytest.raises(AccessDenied, match="write"):
+        view.set("notes", "k", "v")
+    view.set("log", "k", "v")
+    with pytest.raises(AccessDenied, match="read"):
+        view.get("log", "k")
+    with pytest.raises(AccessDenied):
+        view.get("team", "k")  # 'team/*' does not cover 'team'
+    with pytest.raises(AccessDenied):
+        view.get("notes2", "k")  # exact grants are exact
+    with pytest.raises(AccessDenied):
+        view.delete("notes", "k")
+    with pytest.raises(AccessDenied):
+        view.touch("notes", "k")
+
+
+def test_bad_grants(store: ContextStore) -> None:
+    with pytest.raises(ConfigError, match=r"store_grants\.notes"):
+        store.view("a", {"notes": "admin"})
+    with pytest.raises(ConfigError, match="prefix"):
+        store.view("a", {"a*b": "read"})
