@@ -2,9 +2,11 @@
 
 `ScriptedModel` answers from a queue; `FunctionModel` answers with a function of the
 request. Both record every `ModelRequest` they receive, so tests assert on what a model
-was actually sent.
+was actually sent. `CanaryModel` marks every completion with a unique canary, and
+`assert_saw` / `assert_never_saw` check in one line whether a task's prompts held a text.
 """
 
+from clearance.testing._canary import CanaryModel, assert_never_saw, assert_saw
 from clearance.testing._models import FunctionModel, ScriptedModel
 
-__all__ = ["FunctionModel", "ScriptedModel"]
+__all__ = ["CanaryModel", "FunctionModel", "ScriptedModel", "assert_never_saw", "assert_saw"]
