@@ -2,16 +2,20 @@
 
 `ScriptedModel` answers from a queue; `FunctionModel` answers with a function of the
 request. Both record every `ModelRequest` they receive, so tests assert on what a model
-was actually sent. `FakeModel` answers deterministically and is reachable by model id
-(``fake:<name>``), so a ``clearance run`` subprocess can use it. `FaultInjectingModel` wraps
-any model and fails a seeded fraction of its calls with transient faults.
+was actually sent. `CanaryModel` marks every completion with a unique canary, and
+`assert_saw` / `assert_never_saw` check in one line whether a task's prompts held a text.
+`FakeModel` answers deterministically and is reachable by model id (``fake:<name>``), so a
+``clearance run`` subprocess can use it. `FaultInjectingModel` wraps any model and fails a
+seeded fraction of its calls with transient faults.
 """
 
+from clearance.testing._canary import CanaryModel, assert_never_saw, assert_saw
 from clearance.testing._fake import LATENCY_ENV, FakeModel
 from clearance.testing._faults import FAULT_KINDS, FaultInjectingModel, FaultKind
 from clearance.testing._models import FunctionModel, ScriptedModel
 
 __all__ = [
+    "CanaryModel",
     "FAULT_KINDS",
     "FakeModel",
     "FaultInjectingModel",
@@ -19,4 +23,6 @@ __all__ = [
     "FunctionModel",
     "LATENCY_ENV",
     "ScriptedModel",
+    "assert_never_saw",
+    "assert_saw",
 ]
