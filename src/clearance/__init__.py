@@ -33,6 +33,7 @@ from clearance._orchestration.result import RunEvent, RunResult, TaskOutcome
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import RunLedger
 from clearance._state.messages import Message, MessageBus
+from clearance._state.null_ledger import NullLedger
 from clearance._state.queue import TaskQueue, TaskState, TaskStatus
 from clearance._state.shared_memory import SharedMemory
 
@@ -59,6 +60,7 @@ __all__ = [
     "Message",
     "MessageBus",
     "ModelError",
+    "NullLedger",
     "Orchestrator",
     "OutputValidationError",
     "PathEscapeError",
