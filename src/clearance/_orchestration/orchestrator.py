@@ -277,8 +277,7 @@ class Orchestrator:
         )
         ledger = self.ledger
         ledger.record_messages(run_id, self.messages.all())
-        for state in run.queue.states():
-            ledger.record_task(run_id, state)
+        ledger.record_tasks(run_id, run.queue.states())
 
         running: dict[asyncio.Task[str], str] = {}
         try:

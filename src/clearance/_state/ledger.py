@@ -460,6 +460,7 @@ class RunLedger:
         self._url = _mask(url)
         self._clock = clock
         self._closed = False
+        self._task_stmt: sqlite.Insert | postgresql.Insert | None = None
         try:
             parsed = make_url(url)
             if parsed.get_backend_name() == "sqlite":
@@ -637,8 +638,47 @@ class RunLedger:
         Raises:
             StoreError: The run is unknown, or the database failed.
         """
+        with self._writing(f"record task {state.task.id!r} of run {run_id!r}") as conn:
+            conn.execute(self._task_upsert(), self._task_row(run_id, state))
+
+    def record_tasks(self, run_id: str, states: Sequence[TaskState]) -> None:
+        """Record several tasks' states at once, in one transaction (as `record_task` each).
+
+        Args:
+            run_id: The run's full id.
+            states: The states (`TaskQueue.states`); an empty sequence does nothing.
+
+        Raises:
+            StoreError: The run is unknown, or the database failed.
+        """
+        if not states:
+            return
+        with self._writing(f"record {len(states)} tasks of run {run_id!r}") as conn:
+            conn.execute(self._task_upsert(), [self._task_row(run_id, s) for s in states])
+
+    _TASK_FIELDS = (
+        "title", "assignee", "depends_on", "memory_scope", "status", "result", "error",
+        "started_at", "finished_at",
+    )  # fmt: skip
+
+    def _task_upsert(self) -> sqlite.Insert | postgresql.Insert:
+        """The task upsert statement, built once per ledger (building it is costly)."""
+        stmt = self._task_stmt
+        if stmt is None:
+            insert = self._insert(_tasks)
+            stmt = insert.on_conflict_do_update(
+                index_elements=[_tasks.c.run_id, _tasks.c.task_id],
+                set_={name: insert.excluded[name] for name in self._TASK_FIELDS},
+            )
+            self._task_stmt = stmt
+        return stmt
+
+    @staticmethod
+    def _task_row(run_id: str, state: TaskState) -> dict[str, Any]:
         task = state.task
-        values = {
+        return {
+            "run_id": run_id,
+            "task_id": task.id,
             "title": task.title,
             "assignee": task.assignee,
             "depends_on": list(task.depends_on),
@@ -649,13 +689,6 @@ class RunLedger:
             "started_at": state.started_at,
             "finished_at": state.finished_at,
         }
-        stmt = self._insert(_tasks).values(run_id=run_id, task_id=task.id, **values)
-        stmt = stmt.on_conflict_do_update(
-            index_elements=[_tasks.c.run_id, _tasks.c.task_id],
-            set_={name: stmt.excluded[name] for name in values},
-        )
-        with self._writing(f"record task {task.id!r} of run {run_id!r}") as conn:
-            conn.execute(stmt)
 
     def record_messages(self, run_id: str, messages: Sequence[Message]) -> None:
         """Record messages of a run; a message already recorded (same id) is updated in place.
@@ -728,7 +761,7 @@ class RunLedger:
         usage = response.usage if response is not None else Usage()
         messages = prompt.to_dicts()
         manifest = prompt.manifest.to_dict()
-        stmt = _calls.insert().values(
+        row = dict(
             call_id=call_id,
             run_id=run_id,
             subject=subject,
@@ -748,7 +781,7 @@ class RunLedger:
             latency_s=latency_s,
         )
         with self._writing(f"record a {subject!r} call of run {run_id!r}") as conn:
-            conn.execute(stmt)
+            conn.execute(_calls.insert(), row)  # parameters, not .values(): cached compile
         return call_id
 
     def finish_run(

@@ -78,6 +78,9 @@ class NullLedger(RunLedger):
     def record_task(self, run_id: str, state: TaskState) -> None:
         """Discard the task's state."""
 
+    def record_tasks(self, run_id: str, states: Sequence[TaskState]) -> None:
+        """Discard the tasks' states."""
+
     def record_messages(self, run_id: str, messages: Sequence[Message]) -> None:
         """Discard the messages."""
 
