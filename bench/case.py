@@ -30,14 +30,20 @@ FRAMEWORKS = (
 )
 
 
-def _run_once(framework: str, specs: Any, model: FakeModel, opts: dict[str, Any], tmp: Path, i: int) -> dict[str, str]:
+def _run_once(
+    framework: str, specs: Any, model: FakeModel, opts: dict[str, Any], tmp: Path, i: int
+) -> dict[str, str]:
     if framework == "floor":
         return asyncio.run(F.run_floor(specs, model))
     if framework == "clearance":
         url = f"sqlite:///{tmp / f'runs-{i}.db'}"
-        return asyncio.run(F.run_clearance(specs, model, ledger_url=url, scope=opts.get("scope", "dependencies")))
+        return asyncio.run(
+            F.run_clearance(specs, model, ledger_url=url, scope=opts.get("scope", "dependencies"))
+        )
     if framework == "clearance-noledger":
-        return asyncio.run(F.run_clearance(specs, model, ledger_url=None, scope=opts.get("scope", "dependencies")))
+        return asyncio.run(
+            F.run_clearance(specs, model, ledger_url=None, scope=opts.get("scope", "dependencies"))
+        )
     if framework == "langgraph":
         return asyncio.run(F.run_langgraph(specs, model))
     if framework == "crewai":

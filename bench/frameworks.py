@@ -219,7 +219,10 @@ def run_crewai(
     width = sum(1 for s in specs if s.layer == 0)
     agents = [
         Agent(
-            role=f"Worker {j}", goal="Do one task", backstory="You do one task.", llm=llm,
+            role=f"Worker {j}",
+            goal="Do one task",
+            backstory="You do one task.",
+            llm=llm,
             verbose=False,
         )
         for j in range(width)

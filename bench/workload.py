@@ -13,10 +13,11 @@ import hashlib
 import random
 from dataclasses import dataclass
 
-_WORDS = (
+_VOCABULARY = (
     "alpha beta gamma delta epsilon zeta theta kappa lambda sigma omega river stone cloud "
     "forest copper signal harbor lantern meadow orbit quartz ridge timber velvet willow"
-).split()
+)
+_WORDS = tuple(_VOCABULARY.split())
 
 
 @dataclass(frozen=True)
