@@ -282,18 +282,28 @@ class Orchestrator:
         running: dict[asyncio.Task[str], str] = {}
         try:
             while True:
+                # Each batch of state changes is one ledger transaction, written before any
+                # task of the batch runs (tasks start at the next ``await``).
+                started = []
                 for task in run.queue.ready():
                     if len(running) >= self.max_concurrency:
                         break
                     run.queue.start(task.id)
-                    ledger.record_task(run_id, run.queue.get(task.id))
-                    self._emit(RunEvent(kind="task_started", run_id=run_id, task_id=task.id))
+                    started.append(run.queue.get(task.id))
                     running[asyncio.create_task(self._run_task(run, task))] = task.id
+                ledger.record_tasks(run_id, started)
+                for state in started:
+                    self._emit(RunEvent(kind="task_started", run_id=run_id, task_id=state.task.id))
                 if not running:
                     break
                 done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                changed: dict[str, None] = {}
+                events: list[RunEvent] = []
                 for finished in done:
-                    self._settle(run, running.pop(finished), finished)
+                    self._settle(run, running.pop(finished), finished, changed, events)
+                ledger.record_tasks(run_id, [run.queue.get(t) for t in changed])
+                for event in events:
+                    self._emit(event)
         finally:
             for pending in running:
                 pending.cancel()
@@ -330,26 +340,38 @@ class Orchestrator:
             error=error,
         )
 
-    def _settle(self, run: _Run, task_id: str, finished: asyncio.Task[str]) -> None:
-        """Record a finished task: its result, or its failure and the skipped dependents."""
-        queue, ledger = run.queue, self.ledger
+    def _settle(
+        self,
+        run: _Run,
+        task_id: str,
+        finished: asyncio.Task[str],
+        changed: dict[str, None],
+        events: list[RunEvent],
+    ) -> None:
+        """Apply a finished task: its result, or its failure and the skipped dependents.
+
+        The ids whose state changed are added to ``changed`` (for one ledger write by the
+        caller) and the events to emit after that write to ``events``.
+        """
+        queue = run.queue
         task = queue.get(task_id).task
+        changed[task_id] = None
         exc = finished.exception()
         if exc is None:
             result = finished.result()
             queue.complete(task_id, result)
             run.shared.write(task_id=task_id, agent=task.assignee, content=result)
-            ledger.record_task(run.run_id, queue.get(task_id))
-            self._emit(RunEvent(kind="task_completed", run_id=run.run_id, task_id=task_id))
+            events.append(RunEvent(kind="task_completed", run_id=run.run_id, task_id=task_id))
             return
         reason = str(exc) if isinstance(exc, ClearanceError) else f"{type(exc).__name__}: {exc}"
         skipped = queue.fail(task_id, reason)
         run.shared.write(task_id=task_id, agent=task.assignee, content=reason, kind="failure")
-        ledger.record_task(run.run_id, queue.get(task_id))
-        self._emit(RunEvent(kind="task_failed", run_id=run.run_id, task_id=task_id, detail=reason))
+        events.append(
+            RunEvent(kind="task_failed", run_id=run.run_id, task_id=task_id, detail=reason)
+        )
         for skipped_id in skipped:
-            ledger.record_task(run.run_id, queue.get(skipped_id))
-            self._emit(
+            changed[skipped_id] = None
+            events.append(
                 RunEvent(kind="task_skipped", run_id=run.run_id, task_id=skipped_id, detail=reason)
             )
 
