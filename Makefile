@@ -20,6 +20,8 @@ BENCH_VENV ?= .venv-bench
 BENCH_STAMP := $(BENCH_VENV)/.installed
 # e.g. BENCH_ARGS="--skip-embedded" or "--quick" or "--peer-repeats 1"
 BENCH_ARGS ?=
+# A git revision to compare Clearance's hot path with (before/after table), e.g. 77f9bb9.
+BENCH_COMPARE_REV ?=
 
 .PHONY: run test lint typecheck check clean install bench
 
@@ -69,6 +71,7 @@ $(BENCH_STAMP): pyproject.toml $(LLAMA_BUILT)
 bench: $(BENCH_STAMP)
 	CREWAI_DISABLE_TELEMETRY=true CREWAI_DISABLE_TRACKING=true OTEL_SDK_DISABLED=true \
 		$(BENCH_VENV)/bin/python -m bench.run $(BENCH_ARGS)
+	$(if $(BENCH_COMPARE_REV),$(BENCH_VENV)/bin/python -m bench.compare $(BENCH_COMPARE_REV))
 	$(BENCH_VENV)/bin/python -m bench.report
 
 clean:

@@ -83,7 +83,7 @@ async def run_clearance(
     max_concurrency: int | None = None,
 ) -> PromptLog:
     """Clearance's `Orchestrator.run_tasks`; ``ledger_url=None`` runs with a `NullLedger`."""
-    from clearance import Agent, NullLedger, Orchestrator, RunLedger, Task, Team
+    from clearance import Agent, Orchestrator, RunLedger, Task, Team
     from clearance.testing import FunctionModel
 
     async def answer(request: Any) -> str:
@@ -105,7 +105,12 @@ async def run_clearance(
         )
         for s in specs
     ]
-    ledger = RunLedger(ledger_url) if ledger_url else NullLedger()
+    if ledger_url:
+        ledger = RunLedger(ledger_url)
+    else:
+        from clearance import NullLedger  # type: ignore[attr-defined,unused-ignore]
+
+        ledger = NullLedger()
     try:
         orch = Orchestrator(
             team, model=fake, ledger=ledger, max_concurrency=max_concurrency or len(specs)

@@ -33,8 +33,9 @@ def versions() -> dict[str, str]:
     return out
 
 
-def run_case(case: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")])}
+def run_case(case: dict[str, Any], timeout_s: float, src: Path = ROOT / "src") -> dict[str, Any]:
+    """Run one case in a fresh process; ``src`` is the Clearance source tree it imports."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(src)])}
     t0 = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "bench.case", json.dumps(case)],
