@@ -454,3 +454,30 @@ def test_record_tasks_in_one_batch_then_upsert(ledger: RunLedger) -> None:
         ("a", "completed", "done"),
         ("b", "pending", None),  # recorded before "a" completed
     ]
+
+
+def test_record_progress_writes_calls_and_states_in_one_go(ledger: RunLedger) -> None:
+    graph = two_task_graph()
+    queue = TaskQueue(graph, clock=StepClock())
+    builder = ContextBuilder(count_tokens=estimate_tokens)
+    ledger.start_run(run_id="run_1", team="t", goal=None, graph=graph.to_dict())
+    assert ledger.record_progress("run_1") == []
+    queue.start("a")
+    prompt = builder.build_task_prompt(graph.get("a"), agent=RESEARCHER, queue=queue)
+    response = ModelResponse(
+        text="Facts.", usage=Usage(requests=1, prompt_tokens=9, completion_tokens=2), model_id="m"
+    )
+    call = {
+        "subject": "task:a", "agent": "researcher", "model_id": "m", "prompt": prompt,
+        "response": response, "error": None, "started_at": T0, "latency_s": 0.5,
+    }  # fmt: skip
+    queue.complete("a", "Facts.")
+    ids = ledger.record_progress("run_1", calls=[call], states=queue.states())
+    calls = ledger.calls("run_1")
+    assert [c.call_id for c in calls] == ids and ids[0].startswith("call_")
+    assert calls[0].response == "Facts." and calls[0].usage.prompt_tokens == 9
+    assert calls[0].prompt_sha256 == prompt.manifest.prompt_sha256
+    assert [(t.task_id, t.status) for t in ledger.tasks("run_1")] == [
+        ("a", "completed"),
+        ("b", "ready"),
+    ]

@@ -104,6 +104,9 @@ class _Run:
     shared: SharedMemory
     usage: Usage = field(default_factory=Usage)
     prompt_tokens: dict[str, int] = field(default_factory=dict)
+    # Task calls made since the last ledger write (`RunLedger.record_call` arguments); the
+    # execution loop writes them together with the task states they led to.
+    pending_calls: list[dict[str, Any]] = field(default_factory=list)
 
 
 class Orchestrator:
@@ -301,7 +304,10 @@ class Orchestrator:
                 events: list[RunEvent] = []
                 for finished in done:
                     self._settle(run, running.pop(finished), finished, changed, events)
-                ledger.record_tasks(run_id, [run.queue.get(t) for t in changed])
+                ledger.record_progress(
+                    run_id, calls=run.pending_calls, states=[run.queue.get(t) for t in changed]
+                )
+                run.pending_calls.clear()
                 for event in events:
                     self._emit(event)
         finally:
@@ -309,6 +315,9 @@ class Orchestrator:
                 pending.cancel()
             if running:
                 await asyncio.gather(*running, return_exceptions=True)
+            if run.pending_calls:  # calls of tasks cut short by an error or a cancellation
+                ledger.record_progress(run_id, calls=run.pending_calls)
+                run.pending_calls.clear()
 
         synthesis, error = await self._synthesize(run)
         all_completed = all(s.status is TaskStatus.COMPLETED for s in run.queue.states())
@@ -398,8 +407,9 @@ class Orchestrator:
             )
             run.prompt_tokens[task.id] = prompt.manifest.total_tokens
             response = await self._call(
-                run.run_id, f"task:{task.id}", agent, model, prompt, json_schema=schema, run=run
-            )
+                run.run_id, f"task:{task.id}", agent, model, prompt, json_schema=schema, run=run,
+                defer=True,
+            )  # fmt: skip
             return response.text.strip()
 
         text = await attempt()
@@ -453,8 +463,13 @@ class Orchestrator:
         *,
         json_schema: dict[str, Any] | None = None,
         run: _Run | None = None,
+        defer: bool = False,
     ) -> ModelResponse:
-        """One model call, recorded in the ledger whether it succeeds or fails."""
+        """One model call, recorded in the ledger whether it succeeds or fails.
+
+        With ``defer`` (task calls inside the execution loop) the record is queued on
+        ``run.pending_calls`` and written with the task's next state change.
+        """
         request = ModelRequest(
             prompt=prompt, max_tokens=agent.limits.max_output_tokens, json_schema=json_schema
         )
@@ -479,20 +494,26 @@ class Orchestrator:
             except Exception as exc:
                 raise ModelError(f"{type(exc).__name__}: {exc}", model_id=model.model_id) from exc
         except ClearanceError as exc:
-            self.ledger.record_call(
-                run_id=run_id, subject=subject, agent=agent.name, model_id=model.model_id,
-                prompt=prompt, response=None, error=str(exc), started_at=started_at,
-                latency_s=time.perf_counter() - t0,
+            self._record_call(
+                run_id, run if defer else None, subject=subject, agent=agent.name,
+                model_id=model.model_id, prompt=prompt, response=None, error=str(exc),
+                started_at=started_at, latency_s=time.perf_counter() - t0,
             )  # fmt: skip
             raise
-        self.ledger.record_call(
-            run_id=run_id, subject=subject, agent=agent.name, model_id=model.model_id,
-            prompt=prompt, response=response, error=None, started_at=started_at,
-            latency_s=time.perf_counter() - t0,
+        self._record_call(
+            run_id, run if defer else None, subject=subject, agent=agent.name,
+            model_id=model.model_id, prompt=prompt, response=response, error=None,
+            started_at=started_at, latency_s=time.perf_counter() - t0,
         )  # fmt: skip
         if run is not None:
             run.usage = run.usage + response.usage
         return response
+
+    def _record_call(self, run_id: str, run: _Run | None, **call: Any) -> None:
+        if run is not None:
+            run.pending_calls.append(call)
+        else:
+            self.ledger.record_call(run_id=run_id, **call)
 
     # -- helpers ------------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -757,32 +757,84 @@ class RunLedger:
         Raises:
             StoreError: The run is unknown, or the database failed.
         """
-        call_id = new_id("call")
+        row = self._call_row(
+            run_id=run_id, subject=subject, agent=agent, model_id=model_id, prompt=prompt,
+            response=response, error=error, started_at=started_at, latency_s=latency_s,
+        )  # fmt: skip
+        with self._writing(f"record a {subject!r} call of run {run_id!r}") as conn:
+            conn.execute(_calls.insert(), row)  # parameters, not .values(): cached compile
+        return str(row["call_id"])
+
+    def record_progress(
+        self,
+        run_id: str,
+        *,
+        calls: Sequence[Mapping[str, Any]] = (),
+        states: Sequence[TaskState] = (),
+    ) -> list[str]:
+        """Record model calls, then task states, in one transaction.
+
+        The orchestrator uses it to write each batch of progress at once: what is recorded
+        is the same as `record_call` for each call and `record_tasks` for the states.
+
+        Args:
+            run_id: The run's full id.
+            calls: One mapping per call, holding `record_call`'s keyword arguments other
+                than ``run_id``.
+            states: Task states (`TaskQueue.get`).
+
+        Returns:
+            The new calls' ids, in the order given.
+
+        Raises:
+            StoreError: The run is unknown, or the database failed.
+        """
+        if not calls and not states:
+            return []
+        rows = [self._call_row(run_id=run_id, **call) for call in calls]
+        what = f"record {len(rows)} calls and {len(states)} tasks of run {run_id!r}"
+        with self._writing(what) as conn:
+            if rows:
+                conn.execute(_calls.insert(), rows)
+            if states:
+                conn.execute(self._task_upsert(), [self._task_row(run_id, s) for s in states])
+        return [str(r["call_id"]) for r in rows]
+
+    @staticmethod
+    def _call_row(
+        *,
+        run_id: str,
+        subject: str,
+        agent: str,
+        model_id: str,
+        prompt: Prompt,
+        response: ModelResponse | None,
+        error: str | None,
+        started_at: datetime,
+        latency_s: float,
+    ) -> dict[str, Any]:
         usage = response.usage if response is not None else Usage()
         messages = prompt.to_dicts()
         manifest = prompt.manifest.to_dict()
-        row = dict(
-            call_id=call_id,
-            run_id=run_id,
-            subject=subject,
-            agent=agent,
-            model_id=model_id,
-            messages=messages,
-            manifest=manifest,
-            prompt_sha256=prompt.manifest.prompt_sha256,
-            record_sha256=call_record_sha256(messages, manifest),
-            response=response.text if response is not None else None,
-            finish_reason=response.finish_reason if response is not None else None,
-            requests=usage.requests,
-            prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens,
-            error=error,
-            started_at=started_at,
-            latency_s=latency_s,
-        )
-        with self._writing(f"record a {subject!r} call of run {run_id!r}") as conn:
-            conn.execute(_calls.insert(), row)  # parameters, not .values(): cached compile
-        return call_id
+        return {
+            "call_id": new_id("call"),
+            "run_id": run_id,
+            "subject": subject,
+            "agent": agent,
+            "model_id": model_id,
+            "messages": messages,
+            "manifest": manifest,
+            "prompt_sha256": prompt.manifest.prompt_sha256,
+            "record_sha256": call_record_sha256(messages, manifest),
+            "response": response.text if response is not None else None,
+            "finish_reason": response.finish_reason if response is not None else None,
+            "requests": usage.requests,
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+            "error": error,
+            "started_at": started_at,
+            "latency_s": latency_s,
+        }
 
     def finish_run(
         self, run_id: str, *, status: str, synthesis: str | None, usage: Usage, error: str | None

@@ -7,7 +7,7 @@ verified or resumed: every read raises `StoreError`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, NoReturn
@@ -99,6 +99,16 @@ class NullLedger(RunLedger):
     ) -> str:
         """Discard the call; return a fresh call id, as `RunLedger.record_call` does."""
         return new_id("call")
+
+    def record_progress(
+        self,
+        run_id: str,
+        *,
+        calls: Sequence[Mapping[str, Any]] = (),
+        states: Sequence[TaskState] = (),
+    ) -> list[str]:
+        """Discard the calls and states; return fresh call ids."""
+        return [new_id("call") for _ in calls]
 
     def finish_run(
         self, run_id: str, *, status: str, synthesis: str | None, usage: Usage, error: str | None
