@@ -191,6 +191,28 @@ def main() -> None:
             f"Speed-up: **{b / a:.1f}×**. The profile of the run after the fixes is in "
             "`bench/results/profile.txt`.",
         ]
+    lines += [
+        "",
+        "## How to read this",
+        "",
+        "- *floor*: a plain asyncio scheduler that starts each task when its dependencies finish",
+        "  and builds the prompt as the description plus the dependency results; nothing else.",
+        "- *clearance*: `Orchestrator.run_tasks` with its SQLite `RunLedger` (every task state and",
+        "  every call with its prompt, manifest and hashes is recorded); *clearance-noledger*: the",
+        "  same with `NullLedger`. Both include the final synthesis call, graph validation, the",
+        "  per-prompt manifest (token estimate and SHA-256 per item) and fencing.",
+        "- *langgraph*: a `StateGraph` with one async node per task, joined with",
+        "  `add_edge([deps], task)`, results merged into state by a reducer.",
+        "- *crewai*: one `Task` per task with `context=` its dependencies and a `BaseLLM` fake;",
+        "  every task but the last of its layer is `async_execution=True` (CrewAI refuses an",
+        "  asynchronous task whose context names another task of the same asynchronous run, and",
+        "  an agent runs one task at a time, so there is one agent per position in a layer).",
+        "  CrewAI takes minutes per 1,000-task run, so it gets no warm-up run and",
+        "  `--peer-repeats` runs.",
+        "- Every case runs in a fresh process; graph construction is inside the timed region",
+        "  for every framework. The same `FakeModel` (cached results) serves all of them.",
+        "- Figures from a shared, loaded machine are noisy; re-run `make bench` on a quiet one.",
+    ]
     (ROOT / "BENCHMARKS.md").write_text("\n".join(lines) + "\n")
     print("wrote BENCHMARKS.md")
 
