@@ -16,6 +16,7 @@ import json
 import pstats
 import statistics
 import subprocess
+import sys
 import tarfile
 import tempfile
 from pathlib import Path
@@ -47,7 +48,10 @@ def profile(top: int = 30) -> str:
         prof.disable()
     out = io.StringIO()
     pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(top)
-    return out.getvalue().replace(str(ROOT) + "/", "")
+    text = out.getvalue().replace(str(ROOT) + "/", "")
+    for prefix in {sys.prefix, sys.base_prefix}:  # keep machine paths out of the file
+        text = text.replace(prefix + "/", "<python>/")
+    return text
 
 
 def main() -> None:

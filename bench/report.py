@@ -162,12 +162,17 @@ def main() -> None:
         lines.append(f"Skipped: {embedded.get('note', 'not run')}.")
     else:
         lines += [
-            "| example | wall s | tasks | prompt tokens/task | completion tokens/s | "
-            "all tokens/s | peak RSS MB |", "|---|---|---|---|---|---|---|",
-            f"| {embedded['example']} | {embedded['wall_s']:.1f} | {embedded['tasks']} | "
+            "| example | wall s | model calls | prompt tokens/task | completion tokens/s of "
+            "call time | completion tokens per wall s | peak RSS MB |",
+            "|---|---|---|---|---|---|---|",
+            f"| {embedded['example']} | {embedded['wall_s']:.1f} | {embedded['calls']} | "
             f"{embedded['prompt_tokens_per_task']:.0f} | "
-            f"{embedded['completion_tokens_per_s']:.1f} | {embedded['total_tokens_per_s']:.1f} "
+            f"{embedded['completion_tokens_per_s']:.1f} | "
+            f"{embedded['completion_tokens_total'] / embedded['wall_s']:.1f} "
             f"| {embedded['peak_rss_mb']:.0f} |",
+            "",
+            "Read from the run's ledger: prompt tokens as the model counted them, per task call;",
+            "call time is summed over calls, which overlap (the example runs 2 at once).",
         ]  # fmt: skip
     compare = _load("compare")
     if compare:
