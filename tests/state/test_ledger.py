@@ -442,3 +442,19 @@ def _schema_versions(path: Path) -> list[int]:
         return [v for (v,) in connection.execute("SELECT version FROM schema_version ORDER BY 1")]
     finally:
         connection.close()
+
+
+def test_record_tasks_in_one_batch_then_upsert(ledger: RunLedger) -> None:
+    graph = two_task_graph()
+    queue = TaskQueue(graph, clock=StepClock())
+    ledger.start_run(run_id="run_1", team="t", goal=None, graph=graph.to_dict())
+    ledger.record_tasks("run_1", ())
+    ledger.record_tasks("run_1", queue.states())
+    queue.start("a")
+    queue.complete("a", "done")
+    ledger.record_task("run_1", queue.get("a"))
+    tasks = ledger.tasks("run_1")
+    assert [(t.task_id, t.status, t.result) for t in tasks] == [
+        ("a", "completed", "done"),
+        ("b", "pending", None),  # recorded before "a" completed
+    ]

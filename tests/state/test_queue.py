@@ -87,3 +87,19 @@ def test_completed_results_start_completed_and_unblock_dependents():
         queue.interrupt("c")
     with pytest.raises(GraphError, match="unknown task"):
         TaskQueue(graph, completed={"zzz": "x"})
+
+
+def test_ready_is_in_graph_order_and_tracks_every_transition():
+    q = TaskQueue(TaskGraph([t("z"), t("m"), t("b", "z"), t("a", "z", "m"), t("c", "m")]))
+    assert [x.id for x in q.ready()] == ["z", "m"]
+    assert q.graph.position("a") == 3
+    q.start("m")
+    assert [x.id for x in q.ready()] == ["z"]
+    q.complete("m", "rm")
+    assert [x.id for x in q.ready()] == ["z", "c"]
+    q.start("z")
+    q.complete("z", "rz")
+    assert [x.id for x in q.ready()] == ["b", "a", "c"]
+    q.fail("a", "boom")
+    assert [x.id for x in q.ready()] == ["b", "c"]
+    assert [x.id for x in q.ready()] == [s.task.id for s in q.with_status(TaskStatus.READY)]

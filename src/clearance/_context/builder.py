@@ -150,9 +150,10 @@ class ContextBuilder:
             file_blocks.append(self._block(origin, path, content))
 
         result_blocks = []
-        for state in queue.states():
-            tid = state.task.id
-            if state.status is not TaskStatus.COMPLETED or tid not in clearance.result_task_ids:
+        # Only the admitted tasks are looked at (not every task of the run), in graph order.
+        for tid in sorted(clearance.result_task_ids, key=queue.graph.position):
+            state = queue.get(tid)
+            if state.status is not TaskStatus.COMPLETED:
                 continue
             origin = f"task_result:{tid}"
             if not clearance.admits(origin):  # pragma: no cover - guarded by the filter above

@@ -53,6 +53,8 @@ class Section:
 
 def fence_for(content: str) -> str:
     """A tilde fence (at least 4) longer than the longest run of ``~`` in ``content``."""
+    if "~" not in content:  # the common case: no regex scan needed
+        return "~" * MIN_FENCE
     longest = max((len(m) for m in _TILDES.findall(content)), default=0)
     return "~" * max(MIN_FENCE, longest + 1)
 

@@ -33,7 +33,7 @@ class TaskGraph:
         CycleError: The dependencies form a cycle; ``cycle`` lists it (``a -> b -> a``).
     """
 
-    __slots__ = ("_dependents", "_order", "_tasks")
+    __slots__ = ("_dependents", "_order", "_position", "_tasks")
 
     def __init__(self, tasks: Iterable[Task]):
         task_list = list(tasks)
@@ -42,6 +42,7 @@ class TaskGraph:
         if duplicates:
             raise DuplicateTaskError(duplicates)
         self._tasks: dict[str, Task] = {t.id: t for t in task_list}
+        self._position = {task_id: i for i, task_id in enumerate(self._tasks)}
         for task in task_list:
             for dep in task.depends_on:
                 if dep == task.id:
@@ -114,6 +115,14 @@ class TaskGraph:
             KeyError: If the graph has no such task.
         """
         return self._tasks[task_id]
+
+    def position(self, task_id: str) -> int:
+        """Index of the task in the order the tasks were given (graph order).
+
+        Raises:
+            KeyError: If the graph has no such task.
+        """
+        return self._position[task_id]
 
     def topological_order(self) -> tuple[str, ...]:
         """Task ids ordered so that every task comes after all of its dependencies."""

@@ -550,6 +550,7 @@ class RunLedger:
         self._url = _mask(url)
         self._clock = clock
         self._closed = False
+        self._task_stmt: sqlite.Insert | postgresql.Insert | None = None
         try:
             parsed = make_url(url)
             if parsed.get_backend_name() == "sqlite":
@@ -741,8 +742,49 @@ class RunLedger:
         Raises:
             StoreError: The run is unknown, or the database failed.
         """
+        with self._writing(f"record task {state.task.id!r} of run {run_id!r}") as conn:
+            conn.execute(self._task_upsert(), self._task_row(run_id, state))
+            self._record_reasons(conn, run_id, [state])
+
+    def record_tasks(self, run_id: str, states: Sequence[TaskState]) -> None:
+        """Record several tasks' states at once, in one transaction (as `record_task` each).
+
+        Args:
+            run_id: The run's full id.
+            states: The states (`TaskQueue.states`); an empty sequence does nothing.
+
+        Raises:
+            StoreError: The run is unknown, or the database failed.
+        """
+        if not states:
+            return
+        with self._writing(f"record {len(states)} tasks of run {run_id!r}") as conn:
+            conn.execute(self._task_upsert(), [self._task_row(run_id, s) for s in states])
+            self._record_reasons(conn, run_id, states)
+
+    _TASK_FIELDS = (
+        "title", "assignee", "depends_on", "memory_scope", "status", "result", "error",
+        "started_at", "finished_at",
+    )  # fmt: skip
+
+    def _task_upsert(self) -> sqlite.Insert | postgresql.Insert:
+        """The task upsert statement, built once per ledger (building it is costly)."""
+        stmt = self._task_stmt
+        if stmt is None:
+            insert = self._insert(_tasks)
+            stmt = insert.on_conflict_do_update(
+                index_elements=[_tasks.c.run_id, _tasks.c.task_id],
+                set_={name: insert.excluded[name] for name in self._TASK_FIELDS},
+            )
+            self._task_stmt = stmt
+        return stmt
+
+    @staticmethod
+    def _task_row(run_id: str, state: TaskState) -> dict[str, Any]:
         task = state.task
-        values = {
+        return {
+            "run_id": run_id,
+            "task_id": task.id,
             "title": task.title,
             "assignee": task.assignee,
             "depends_on": list(task.depends_on),
@@ -753,23 +795,22 @@ class RunLedger:
             "started_at": state.started_at,
             "finished_at": state.finished_at,
         }
-        stmt = self._insert(_tasks).values(run_id=run_id, task_id=task.id, **values)
-        stmt = stmt.on_conflict_do_update(
-            index_elements=[_tasks.c.run_id, _tasks.c.task_id],
-            set_={name: stmt.excluded[name] for name in values},
-        )
-        with self._writing(f"record task {task.id!r} of run {run_id!r}") as conn:
-            conn.execute(stmt)
-            if state.error is not None:
-                conn.execute(
-                    _task_reasons.insert().values(
-                        run_id=run_id,
-                        task_id=task.id,
-                        status=str(state.status.value),
-                        error=state.error,
-                        recorded_at=self._clock(),
-                    )
-                )
+
+    def _record_reasons(self, conn: Connection, run_id: str, states: Sequence[TaskState]) -> None:
+        """Keep every failure, skip or interruption reason (a resumed run overwrites tasks)."""
+        rows = [
+            {
+                "run_id": run_id,
+                "task_id": s.task.id,
+                "status": str(s.status.value),
+                "error": s.error,
+                "recorded_at": self._clock(),
+            }
+            for s in states
+            if s.error is not None
+        ]
+        if rows:
+            conn.execute(_task_reasons.insert(), rows)
 
     def record_messages(self, run_id: str, messages: Sequence[Message]) -> None:
         """Record messages of a run; a message already recorded (same id) is updated in place.
@@ -838,32 +879,49 @@ class RunLedger:
         Raises:
             StoreError: The run is unknown, or the database failed.
         """
-        call_id = new_id("call")
+        row = self._call_row(
+            run_id=run_id, subject=subject, agent=agent, model_id=model_id, prompt=prompt,
+            response=response, error=error, started_at=started_at, latency_s=latency_s,
+        )  # fmt: skip
+        with self._writing(f"record a {subject!r} call of run {run_id!r}") as conn:
+            conn.execute(_calls.insert(), row)  # parameters, not .values(): cached compile
+        return str(row["call_id"])
+
+    @staticmethod
+    def _call_row(
+        *,
+        run_id: str,
+        subject: str,
+        agent: str,
+        model_id: str,
+        prompt: Prompt,
+        response: ModelResponse | None,
+        error: str | None,
+        started_at: datetime,
+        latency_s: float,
+    ) -> dict[str, Any]:
         usage = response.usage if response is not None else Usage()
         messages = prompt.to_dicts()
         manifest = prompt.manifest.to_dict()
-        stmt = _calls.insert().values(
-            call_id=call_id,
-            run_id=run_id,
-            subject=subject,
-            agent=agent,
-            model_id=model_id,
-            messages=messages,
-            manifest=manifest,
-            prompt_sha256=prompt.manifest.prompt_sha256,
-            record_sha256=call_record_sha256(messages, manifest),
-            response=response.text if response is not None else None,
-            finish_reason=response.finish_reason if response is not None else None,
-            requests=usage.requests,
-            prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens,
-            error=error,
-            started_at=started_at,
-            latency_s=latency_s,
-        )
-        with self._writing(f"record a {subject!r} call of run {run_id!r}") as conn:
-            conn.execute(stmt)
-        return call_id
+        return {
+            "call_id": new_id("call"),
+            "run_id": run_id,
+            "subject": subject,
+            "agent": agent,
+            "model_id": model_id,
+            "messages": messages,
+            "manifest": manifest,
+            "prompt_sha256": prompt.manifest.prompt_sha256,
+            "record_sha256": call_record_sha256(messages, manifest),
+            "response": response.text if response is not None else None,
+            "finish_reason": response.finish_reason if response is not None else None,
+            "requests": usage.requests,
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+            "error": error,
+            "started_at": started_at,
+            "latency_s": latency_s,
+        }
 
     def finish_run(
         self, run_id: str, *, status: str, synthesis: str | None, usage: Usage, error: str | None

