@@ -11,7 +11,9 @@ from clearance.tokens import (
     tiktoken_counter,
 )
 
-TEXT = "Clearance keeps every memory private.\n<|endoftext|> naïve café 東京 ~~~~ def f(x): return x"
+TEXT = (
+    "Clearance keeps every memory private.\n<|endoftext|> naïve café 東京 ~~~~ def f(x): return x"
+)
 
 
 @pytest.mark.parametrize(
