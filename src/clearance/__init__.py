@@ -8,6 +8,7 @@ recorded in a `RunLedger`.
 
 from clearance._context.builder import ContextBuilder
 from clearance._context.clearance import Clearance
+from clearance._context.window import CompressionRecord, ContextWindowMonitor
 from clearance._core.errors import (
     AccessDenied,
     ClearanceError,
@@ -26,15 +27,19 @@ from clearance._core.errors import (
     StoreError,
     UnknownDependencyError,
 )
+from clearance._core.memory_spec import MemoryGroup, SharedConversation
 from clearance._core.prompt import ChatMessage, ContextItem, ContextManifest, Prompt
 from clearance._core.spec import Agent, AgentLimits, MemoryScope, Task, Team
 from clearance._orchestration.orchestrator import Orchestrator
 from clearance._orchestration.result import RunEvent, RunResult, TaskOutcome
+from clearance._state.conversation import ConversationMemory, Turn
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import RunLedger
+from clearance._state.memory import Embedder, MemoryRecord, PersistentMemory, memory_lookup
 from clearance._state.messages import Message, MessageBus
 from clearance._state.queue import TaskQueue, TaskState, TaskStatus
 from clearance._state.shared_memory import SharedMemory
+from clearance._state.team_conversation import TeamConversation
 
 __version__ = "0.1.0"
 
@@ -45,16 +50,22 @@ __all__ = [
     "ChatMessage",
     "Clearance",
     "ClearanceError",
+    "CompressionRecord",
     "ConfigError",
     "ContextBuilder",
     "ContextItem",
     "ContextManifest",
     "ContextViolation",
+    "ContextWindowMonitor",
+    "ConversationMemory",
     "CycleError",
     "DependencyPayloadError",
     "DuplicateTaskError",
+    "Embedder",
     "GraphError",
     "LimitExceeded",
+    "MemoryGroup",
+    "MemoryRecord",
     "MemoryScope",
     "Message",
     "MessageBus",
@@ -62,12 +73,14 @@ __all__ = [
     "Orchestrator",
     "OutputValidationError",
     "PathEscapeError",
+    "PersistentMemory",
     "PlanError",
     "Prompt",
     "RunEvent",
     "RunLedger",
     "RunResult",
     "SelfDependencyError",
+    "SharedConversation",
     "SharedMemory",
     "StoreError",
     "Task",
@@ -77,5 +90,8 @@ __all__ = [
     "TaskState",
     "TaskStatus",
     "Team",
+    "TeamConversation",
+    "Turn",
     "UnknownDependencyError",
+    "memory_lookup",
 ]

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from clearance._core.memory_spec import memory_scopes_of
 from clearance._state.graph import TaskGraph
 from clearance._state.messages import Message
+
+if TYPE_CHECKING:
+    from clearance._state.memory import MemoryRecord
 
 __all__ = ["Clearance"]
 
@@ -25,23 +30,40 @@ class Clearance:
       decides: the direct dependencies (``"dependencies"``), every ancestor
       (``"transitive"``), or every other task of the graph (``"all"``);
     - ``file:<path>`` for each path listed in the task's ``files``;
-    - ``message:<id>`` for each message addressed to the assignee, directly or by broadcast.
+    - ``message:<id>`` for each message addressed to the assignee, directly or by broadcast;
+    - ``memory:<id>`` for each long-term memory record in one of ``memory_scopes``: the
+      assignee's own (``agent:<name>``) and those of the memory groups declared in the team
+      file that it belongs to (``group:<name>``).
 
     Attributes:
         task_id: The task.
         agent: Its assignee.
         result_task_ids: Tasks whose results the task may see.
         files: Paths whose contents the task may see.
+        memory_scopes: Memory scopes whose records the task may see.
     """
 
     task_id: str
     agent: str
     result_task_ids: frozenset[str]
     files: frozenset[str]
+    memory_scopes: frozenset[str] = frozenset()
 
     @classmethod
-    def for_task(cls, graph: TaskGraph, task_id: str) -> Clearance:
-        """Compute the clearance of ``task_id`` from ``graph``.
+    def for_task(
+        cls,
+        graph: TaskGraph,
+        task_id: str,
+        *,
+        memory_groups: Mapping[str, Iterable[str]] | None = None,
+    ) -> Clearance:
+        """Compute the clearance of ``task_id`` from ``graph`` and the declared memory groups.
+
+        Args:
+            graph: The task graph.
+            task_id: The task.
+            memory_groups: ``{group name: members}`` as declared in the team file; ``None``
+                for none (the assignee's own memory only).
 
         Raises:
             KeyError: If the graph has no such task.
@@ -58,6 +80,7 @@ class Clearance:
             agent=task.assignee,
             result_task_ids=results,
             files=frozenset(task.files),
+            memory_scopes=memory_scopes_of(task.assignee, memory_groups),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -67,14 +90,25 @@ class Clearance:
             "agent": self.agent,
             "result_task_ids": sorted(self.result_task_ids),
             "files": sorted(self.files),
+            "memory_scopes": sorted(self.memory_scopes),
         }
 
-    def admits(self, origin: str, *, message: Message | None = None) -> bool:
+    def admits(
+        self,
+        origin: str,
+        *,
+        message: Message | None = None,
+        memory: MemoryRecord | None = None,
+        memory_scope: str | None = None,
+    ) -> bool:
         """Whether an item with this origin may enter the task's prompt.
 
         Args:
             origin: ``kind:ref`` provenance of the item.
             message: For ``message:<id>`` origins, the message itself (its addressee decides).
+            memory: For ``memory:<id>`` origins, the record itself (its scope decides).
+            memory_scope: For ``memory:<id>`` origins without the record (``clearance
+                verify`` reading a ledger): the scope the record was recorded in.
         """
         kind, _, ref = origin.partition(":")
         if kind == "instructions":
@@ -87,4 +121,8 @@ class Clearance:
             return ref in self.files
         if kind == "message":
             return message is not None and message.id == ref and message.is_for(self.agent)
+        if kind == "memory":
+            if memory is not None:
+                return memory.id == ref and memory.scope in self.memory_scopes
+            return memory_scope is not None and memory_scope in self.memory_scopes
         return False

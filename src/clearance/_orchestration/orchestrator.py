@@ -24,6 +24,7 @@ from clearance._core.errors import (
     PlanError,
 )
 from clearance._core.ids import new_id
+from clearance._core.memory_spec import group_members
 from clearance._core.prompt import Prompt
 from clearance._core.spec import Agent, Task, Team, schema_validator
 from clearance._orchestration.files import read_task_files
@@ -165,6 +166,7 @@ class Orchestrator:
         self._ledger = ledger
         self._on_event = on_event
         self._clock = clock
+        self._memory_groups = group_members(team.memory_groups)
 
     # -- public API ---------------------------------------------------------------------
 
@@ -238,7 +240,7 @@ class Orchestrator:
     async def _plan(self, run_id: str, goal: str) -> tuple[TaskGraph, Usage]:
         coordinator = self.team.coordinator or DEFAULT_COORDINATOR
         model = self._model_for(coordinator)
-        builder = ContextBuilder(count_tokens=model.count_tokens)
+        builder = ContextBuilder(count_tokens=model.count_tokens, memory_groups=self._memory_groups)
         names = [a.name for a in self.team.agents]
         if not names:
             raise ConfigError("the team has no agents to assign tasks to", field="agents")
@@ -361,7 +363,7 @@ class Orchestrator:
         if task.files:
             assert self.input_root is not None  # checked before the run started
             files = read_task_files(self.input_root, task.files)
-        builder = ContextBuilder(count_tokens=model.count_tokens)
+        builder = ContextBuilder(count_tokens=model.count_tokens, memory_groups=self._memory_groups)
         schema = task.output_schema
 
         async def attempt(repair: str | None = None) -> str:
@@ -402,7 +404,9 @@ class Orchestrator:
         self._emit(RunEvent(kind="synthesis_started", run_id=run.run_id))
         try:
             model = self._model_for(coordinator)
-            builder = ContextBuilder(count_tokens=model.count_tokens)
+            builder = ContextBuilder(
+                count_tokens=model.count_tokens, memory_groups=self._memory_groups
+            )
             prompt = builder.build_synthesis_prompt(
                 run.goal,
                 coordinator=coordinator,
@@ -526,6 +530,7 @@ class Orchestrator:
                 {"name": a.name, "model": a.model, "instructions": a.instructions}
                 for a in self.team.agents
             ],
+            "memory_groups": {g: sorted(m) for g, m in self._memory_groups.items()},
             "coordinator": {
                 "name": (self.team.coordinator or DEFAULT_COORDINATOR).name,
                 "instructions": (self.team.coordinator or DEFAULT_COORDINATOR).instructions,

@@ -15,7 +15,8 @@ Ranking:
   ranked by ``ts_rank_cd`` (cover density).
 - With an `Embedder`: cosine similarity of embeddings, over the readable scopes.
 
-The query is split into words (runs of letters and digits); a record matches when it holds any of them.
+The query is split into words (runs of letters and digits); a record matches when it
+holds any of them.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -35,7 +36,14 @@ from clearance._core.errors import AccessDenied, StoreError
 from clearance._core.ids import new_id
 from clearance._state.conversation import Turn
 
-__all__ = ["Embedder", "MemoryRecord", "PersistentMemory", "agent_scope", "group_scope"]
+__all__ = [
+    "Embedder",
+    "MemoryRecord",
+    "PersistentMemory",
+    "agent_scope",
+    "group_scope",
+    "memory_lookup",
+]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _METADATA = sa.MetaData()
@@ -253,7 +261,9 @@ class PersistentMemory:
 
     # -- reading -----------------------------------------------------------------------
 
-    def retrieve(self, query: str, limit: int = 5) -> list[MemoryRecord]:
+    def retrieve(
+        self, query: str, limit: int = 5, *, group: str | None = None
+    ) -> list[MemoryRecord]:
         """The records most relevant to ``query``, most relevant first.
 
         Only the agent's own scope and its groups are searched.
@@ -261,6 +271,7 @@ class PersistentMemory:
         Args:
             query: Free text; its words are matched (any of them).
             limit: Most records to return.
+            group: Search only this group's memory (empty if the agent is not a member).
 
         Returns:
             Up to ``limit`` records with ``score`` set; empty when nothing matches.
@@ -268,20 +279,21 @@ class PersistentMemory:
         Raises:
             StoreError: The query failed.
         """
-        if limit < 1:
+        scopes = self.scopes if group is None else self.scopes & {group_scope(group)}
+        if limit < 1 or not scopes:
             return []
         try:
             with self._engine.connect() as conn:
                 if self.embedder is not None:
-                    return self._by_embedding(conn, query, limit)
+                    return self._by_embedding(conn, query, limit, scopes)
                 words = _WORD.findall(query.lower())
                 if not words:
                     return []
                 if self._dialect == "sqlite":
-                    return self._by_fts5(conn, words, limit)
+                    return self._by_fts5(conn, words, limit, scopes)
                 if self._dialect == "postgresql":
-                    return self._by_tsvector(conn, words, limit)
-                return self._by_overlap(conn, words, limit)
+                    return self._by_tsvector(conn, words, limit, scopes)
+                return self._by_overlap(conn, words, limit, scopes)
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot retrieve memories: {exc}") from exc
 
@@ -307,7 +319,9 @@ class PersistentMemory:
             ).all()
         return [_record(r._mapping) for r in reversed(rows)]
 
-    def _by_fts5(self, conn: sa.Connection, words: list[str], limit: int) -> list[MemoryRecord]:
+    def _by_fts5(
+        self, conn: sa.Connection, words: list[str], limit: int, scopes: frozenset[str]
+    ) -> list[MemoryRecord]:
         match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
         rows = conn.execute(
             sa.text(
@@ -317,12 +331,14 @@ class PersistentMemory:
                 "WHERE clearance_memories_fts MATCH :match AND m.scope IN :scopes "
                 "ORDER BY rank, m.created_at DESC LIMIT :limit"
             ).bindparams(sa.bindparam("scopes", expanding=True)),
-            {"match": match, "scopes": sorted(self.scopes), "limit": limit},
+            {"match": match, "scopes": sorted(scopes), "limit": limit},
         ).all()
         # bm25() is lower-is-better; publish higher-is-better scores.
         return [_record(r._mapping, score=-float(r.rank)) for r in rows]
 
-    def _by_tsvector(self, conn: sa.Connection, words: list[str], limit: int) -> list[MemoryRecord]:
+    def _by_tsvector(
+        self, conn: sa.Connection, words: list[str], limit: int, scopes: frozenset[str]
+    ) -> list[MemoryRecord]:
         rows = conn.execute(
             sa.text(
                 "SELECT m.*, ts_rank_cd(to_tsvector('english', m.content), q) AS rank "
@@ -330,13 +346,15 @@ class PersistentMemory:
                 "WHERE to_tsvector('english', m.content) @@ q AND m.scope IN :scopes "
                 "ORDER BY rank DESC, m.created_at DESC LIMIT :limit"
             ).bindparams(sa.bindparam("scopes", expanding=True)),
-            {"query": " | ".join(words), "scopes": sorted(self.scopes), "limit": limit},
+            {"query": " | ".join(words), "scopes": sorted(scopes), "limit": limit},
         ).all()
         return [_record(r._mapping, score=float(r.rank)) for r in rows]
 
-    def _by_overlap(self, conn: sa.Connection, words: list[str], limit: int) -> list[MemoryRecord]:
+    def _by_overlap(
+        self, conn: sa.Connection, words: list[str], limit: int, scopes: frozenset[str]
+    ) -> list[MemoryRecord]:
         wanted = set(words)
-        rows = conn.execute(sa.select(_MEMORIES).where(_MEMORIES.c.scope.in_(self.scopes))).all()
+        rows = conn.execute(sa.select(_MEMORIES).where(_MEMORIES.c.scope.in_(scopes))).all()
         scored = []
         for row in rows:
             hits = len(wanted & set(_WORD.findall(row.content.lower())))
@@ -345,17 +363,43 @@ class PersistentMemory:
         scored.sort(key=lambda r: (-(r.score or 0.0), -r.created_at.timestamp()))
         return scored[:limit]
 
-    def _by_embedding(self, conn: sa.Connection, query: str, limit: int) -> list[MemoryRecord]:
+    def _by_embedding(
+        self, conn: sa.Connection, query: str, limit: int, scopes: frozenset[str]
+    ) -> list[MemoryRecord]:
         assert self.embedder is not None
         (qv,) = self.embedder.embed([query])
         rows = conn.execute(
             sa.select(_MEMORIES).where(
-                _MEMORIES.c.scope.in_(self.scopes), _MEMORIES.c.embedding.is_not(None)
+                _MEMORIES.c.scope.in_(scopes), _MEMORIES.c.embedding.is_not(None)
             )
         ).all()
         scored = [_record(r._mapping, score=_cosine(qv, json.loads(r.embedding))) for r in rows]
         scored.sort(key=lambda r: -(r.score or 0.0))
         return scored[:limit]
+
+
+def memory_lookup(url_or_engine: str | sa.Engine) -> Callable[[str], MemoryRecord | None]:
+    """An unscoped lookup of records by id, for auditing (``clearance verify``).
+
+    Not for agents: it ignores scopes. Pass it to `verify_run` as ``memories``.
+
+    Raises:
+        StoreError: The database cannot be opened.
+    """
+    try:
+        engine = (
+            sa.create_engine(url_or_engine) if isinstance(url_or_engine, str) else url_or_engine
+        )
+        _prepare(engine)
+    except SQLAlchemyError as exc:
+        raise StoreError(f"cannot open the memory store: {exc}") from exc
+
+    def lookup(memory_id: str) -> MemoryRecord | None:
+        with engine.connect() as conn:
+            row = conn.execute(sa.select(_MEMORIES).where(_MEMORIES.c.id == memory_id)).first()
+        return _record(row._mapping) if row is not None else None
+
+    return lookup
 
 
 def _turn_text(turn: Turn) -> str:
