@@ -30,6 +30,7 @@ from clearance._core.errors import (
 from clearance._core.memory_spec import MemoryGroup, SharedConversation
 from clearance._core.prompt import ChatMessage, ContextItem, ContextManifest, Prompt
 from clearance._core.spec import Agent, AgentLimits, MemoryScope, Task, Team
+from clearance._orchestration.chat import AgentChat
 from clearance._orchestration.orchestrator import Orchestrator
 from clearance._orchestration.result import RunEvent, RunResult, TaskOutcome
 from clearance._state.conversation import ConversationMemory, Turn
@@ -45,6 +46,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AccessDenied",
+    "AgentChat",
     "Agent",
     "AgentLimits",
     "ChatMessage",

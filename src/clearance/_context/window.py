@@ -189,7 +189,8 @@ class ContextWindowMonitor:
             assert model is not None
             summary = await self._summarize(agent, dropped, model)
         ids = {t.id for t in dropped}
-        first_kept = next((t.id for t in turns if t.id not in ids), None)
+        start = next((i for i, t in enumerate(turns) if t.id in ids), len(turns))
+        first_kept = next((t.id for t in turns[start:] if t.id not in ids), None)
         conversation.remove(ids)
         if summary is not None:
             conversation.insert_before(summary, first_kept)
