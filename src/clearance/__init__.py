@@ -46,8 +46,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AccessDenied",
-    "AgentChat",
     "Agent",
+    "AgentChat",
     "AgentLimits",
     "ChatMessage",
     "Clearance",

@@ -1,10 +1,12 @@
 """`AgentChat`: one agent in a multi-turn conversation, with memory and a bounded window.
 
 Each turn: the user's message joins the agent's `ConversationMemory`; relevant long-term
-memories (and the group's shared conversation, when declared) are retrieved; the
+memories (and the group's shared conversation, when declared) are retrieved, the least
+relevant left out when the prompt would not fit its budget; the
 `ContextBuilder` builds the prompt (manifest with every turn, memory record and the last
 compression); the model answers; the answer joins the conversation; then the
-`ContextWindowMonitor` compresses the conversation if its next prompt would reach the trigger.
+`ContextWindowMonitor` compresses the conversation if its turns reach the trigger (recalled
+memories come on top, bounded by ``recall_limit`` and the prompt budget).
 Every call is recorded in the ledger when one is given, so ``clearance verify`` checks it.
 """
 
@@ -15,7 +17,7 @@ from datetime import UTC, datetime
 
 from clearance._context.builder import ContextBuilder
 from clearance._context.window import CompressionRecord, ContextWindowMonitor, Strategy
-from clearance._core.errors import ConfigError
+from clearance._core.errors import ConfigError, LimitExceeded
 from clearance._core.ids import new_id
 from clearance._core.memory_spec import MemoryGroup, group_members
 from clearance._core.prompt import Prompt
@@ -130,13 +132,21 @@ class AgentChat:
         """
         self.conversation.add(Turn(id=new_id("turn"), role="user", content=text, author="user"))
         memories = self._recall(text)
-        prompt = self.builder.build_conversation_prompt(
-            agent=self.agent,
-            turns=self.conversation.get_messages(),
-            memories=memories,
-            compression=self._pending.to_dict() if self._pending else None,
-            max_prompt_tokens=self.monitor.context_window - self.agent.limits.max_output_tokens,
-        )
+        budget = self.monitor.context_window - self.agent.limits.max_output_tokens
+        while True:
+            try:
+                prompt = self.builder.build_conversation_prompt(
+                    agent=self.agent,
+                    turns=self.conversation.get_messages(),
+                    memories=memories,
+                    compression=self._pending.to_dict() if self._pending else None,
+                    max_prompt_tokens=budget,
+                )
+                break
+            except LimitExceeded:
+                if not memories:
+                    raise
+                memories = memories[:-1]  # leave out the least relevant recalled record
         self._pending = None
         self.prompts.append(prompt)
         response = await self._call(prompt)
@@ -147,7 +157,7 @@ class AgentChat:
         if self.team is not None:
             self.team.post(answer)
         record = await self.monitor.after_turn(
-            agent=self.agent, conversation=self.conversation, memories=memories, model=self.model
+            agent=self.agent, conversation=self.conversation, model=self.model
         )
         if record is not None:
             self.compressions.append(record)
