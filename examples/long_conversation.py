@@ -61,7 +61,7 @@ async def main(
 ) -> Outcome:
     """Run the conversation; return what happened."""
     folder = Path(workdir or tempfile.mkdtemp(prefix="clearance-chat-"))
-    model = LlamaCppModel(n_ctx=512, n_threads=2)
+    model = LlamaCppModel(n_ctx=512, n_threads=1)
     agent = Agent(
         name="helper",
         instructions="You are a friendly beekeeping helper. Answer in one or two sentences.",

@@ -13,8 +13,8 @@ async def test_long_conversation_runs_to_the_end_on_the_embedded_model(tmp_path)
     module = importlib.util.module_from_spec(spec)
     sys.modules["long_conversation"] = module
     spec.loader.exec_module(module)
-    outcome = await module.main(24, workdir=tmp_path)
-    assert outcome.turns == 24
+    outcome = await module.main(16, workdir=tmp_path)
+    assert outcome.turns == 16
     assert outcome.compressions >= 1
     assert outcome.max_prompt_tokens <= outcome.context_window
     assert outcome.verified

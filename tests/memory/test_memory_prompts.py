@@ -180,3 +180,37 @@ async def test_orchestrator_records_memory_groups_and_runs_verify_clean(tmp_path
         (call,) = ledger.calls(result.run_id, subject="task:a")
         assert call.manifest["clearance"]["memory_scopes"] == ["agent:alice", "group:research"]
         assert verify_run(ledger, result.run_id).ok
+
+
+async def test_chat_summaries_are_recorded_and_verified(tmp_path, db):
+    ledger = RunLedger(f"sqlite:///{tmp_path / 'runs.db'}")
+    memory = PersistentMemory(db, agent="alice")
+
+    def reply(request):
+        if request.prompt.manifest.subject == "summary:alice":
+            return "Summary: the user sent numbered messages."
+        return "ok " * 10
+
+    model = FunctionModel(reply, model_id="test:function")
+    model.context_window = 500
+    chat = AgentChat(
+        agent=Agent(name="alice", instructions="A.", limits=AgentLimits(max_output_tokens=32)),
+        model=model,
+        memory=memory,
+        strategy="summarize",
+        ledger=ledger,
+    )
+    for i in range(20):
+        await chat.say(f"message {i} " + "filler " * 15)
+    assert chat.compressions and all(c.summary_id for c in chat.compressions)
+    subjects = [c.subject for c in ledger.calls(chat.run_id)]
+    assert subjects.count("summary:alice") == len(chat.compressions)
+    assert subjects.count("conversation:alice") == 20
+    report = verify_run(ledger, chat.run_id, memories=memory_lookup(db))
+    assert report.ok, [str(f) for f in report.findings]
+    # Nothing dropped is lost: every turn is in the conversation or in long-term memory
+    # (an earlier summary is folded into the next one instead).
+    for record in chat.compressions:
+        for turn_id in record.dropped:
+            assert turn_id.startswith("summary_") or memory.get(turn_id) is not None
+    ledger.close()

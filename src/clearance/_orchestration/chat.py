@@ -7,7 +7,8 @@ relevant left out when the prompt would not fit its budget; the
 compression); the model answers; the answer joins the conversation; then the
 `ContextWindowMonitor` compresses the conversation if its turns reach the trigger (recalled
 memories come on top, bounded by ``recall_limit`` and the prompt budget).
-Every call is recorded in the ledger when one is given, so ``clearance verify`` checks it.
+Every call, the monitor's summaries included, is recorded in the ledger when one is given,
+so ``clearance verify`` checks it.
 """
 
 from __future__ import annotations
@@ -149,7 +150,9 @@ class AgentChat:
                 memories = memories[:-1]  # leave out the least relevant recalled record
         self._pending = None
         self.prompts.append(prompt)
-        response = await self._call(prompt)
+        response = await self._call(
+            ModelRequest(prompt=prompt, max_tokens=self.agent.limits.max_output_tokens)
+        )
         answer = Turn(
             id=new_id("turn"), role="assistant", content=response.text, author=self.agent.name
         )
@@ -157,7 +160,7 @@ class AgentChat:
         if self.team is not None:
             self.team.post(answer)
         record = await self.monitor.after_turn(
-            agent=self.agent, conversation=self.conversation, model=self.model
+            agent=self.agent, conversation=self.conversation, model=_Recorded(self)
         )
         if record is not None:
             self.compressions.append(record)
@@ -174,8 +177,8 @@ class AgentChat:
         unique = {r.id: r for r in found if r.id not in held}
         return list(unique.values())
 
-    async def _call(self, prompt: Prompt) -> ModelResponse:
-        request = ModelRequest(prompt=prompt, max_tokens=self.agent.limits.max_output_tokens)
+    async def _call(self, request: ModelRequest) -> ModelResponse:
+        prompt = request.prompt
         started, t0 = datetime.now(UTC), time.perf_counter()
         error: str | None = None
         response: ModelResponse | None = None
@@ -198,3 +201,18 @@ class AgentChat:
                     started_at=started,
                     latency_s=time.perf_counter() - t0,
                 )
+
+
+class _Recorded:
+    """The chat's model, with every call (the monitor's summaries too) recorded."""
+
+    def __init__(self, chat: AgentChat):
+        self._chat = chat
+        self.model_id = chat.model.model_id
+        self.context_window = chat.model.context_window
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        return await self._chat._call(request)
+
+    def count_tokens(self, text: str) -> int:
+        return self._chat.model.count_tokens(text)
