@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
+from typing import Any
 
 from clearance._context.builder import ContextBuilder
 from clearance._context.window import CompressionRecord, ContextWindowMonitor, Strategy
@@ -103,7 +104,7 @@ class AgentChat:
         self.run_id = new_id("run")
         self.compressions: list[CompressionRecord] = []
         self.prompts: list[Prompt] = []
-        self._pending: CompressionRecord | None = None
+        self._pending: list[CompressionRecord] = []
         if ledger is not None:
             ledger.start_run(
                 run_id=self.run_id,
@@ -132,6 +133,7 @@ class AgentChat:
             ModelError: The model failed.
         """
         self.conversation.add(Turn(id=new_id("turn"), role="user", content=text, author="user"))
+        await self._compress()  # the user's turn may itself reach the trigger
         memories = self._recall(text)
         budget = self.monitor.context_window - self.agent.limits.max_output_tokens
         while True:
@@ -140,7 +142,7 @@ class AgentChat:
                     agent=self.agent,
                     turns=self.conversation.get_messages(),
                     memories=memories,
-                    compression=self._pending.to_dict() if self._pending else None,
+                    compression=self._compression(),
                     max_prompt_tokens=budget,
                 )
                 break
@@ -148,7 +150,7 @@ class AgentChat:
                 if not memories:
                     raise
                 memories = memories[:-1]  # leave out the least relevant recalled record
-        self._pending = None
+        self._pending = []
         self.prompts.append(prompt)
         response = await self._call(
             ModelRequest(prompt=prompt, max_tokens=self.agent.limits.max_output_tokens)
@@ -159,13 +161,25 @@ class AgentChat:
         self.conversation.add(answer)
         if self.team is not None:
             self.team.post(answer)
+        await self._compress()
+        return response.text
+
+    async def _compress(self) -> None:
         record = await self.monitor.after_turn(
             agent=self.agent, conversation=self.conversation, model=_Recorded(self)
         )
         if record is not None:
             self.compressions.append(record)
-            self._pending = record
-        return response.text
+            self._pending.append(record)
+
+    def _compression(self) -> dict[str, Any] | None:
+        """The latest compression since the last prompt; earlier ones under ``"earlier"``."""
+        if not self._pending:
+            return None
+        data = self._pending[-1].to_dict()
+        if len(self._pending) > 1:
+            data["earlier"] = [r.to_dict() for r in self._pending[:-1]]
+        return data
 
     def _recall(self, text: str) -> list[MemoryRecord]:
         held = {t.id for t in self.conversation.get_messages()}
