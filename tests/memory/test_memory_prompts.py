@@ -214,3 +214,31 @@ async def test_chat_summaries_are_recorded_and_verified(tmp_path, db):
         for turn_id in record.dropped:
             assert turn_id.startswith("summary_") or memory.get(turn_id) is not None
     ledger.close()
+
+
+async def test_runs_recorded_before_memory_scopes_still_verify(tmp_path):
+    from clearance._state.ledger import call_record_sha256
+
+    db_path = tmp_path / "runs.db"
+    team = Team(agents=(ALICE,))
+    with RunLedger(f"sqlite:///{db_path}") as ledger:
+        orch = Orchestrator(team, model=FunctionModel(lambda r: "ok"), ledger=ledger)
+        result = await orch.run_tasks(
+            [Task(id="a", title="A", description="Do a.", assignee="alice")]
+        )
+    con = sqlite3.connect(db_path)
+    rows = con.execute("SELECT call_id, messages, manifest FROM calls").fetchall()
+    for call_id, messages, manifest_json in rows:
+        manifest = json.loads(manifest_json)
+        if manifest.get("clearance"):
+            del manifest["clearance"]["memory_scopes"]  # the old shape
+        digest = call_record_sha256(json.loads(messages), manifest)
+        con.execute(
+            "UPDATE calls SET manifest = ?, record_sha256 = ? WHERE call_id = ?",
+            (json.dumps(manifest), digest, call_id),
+        )
+    con.commit()
+    con.close()
+    with RunLedger(f"sqlite:///{db_path}") as ledger:
+        report = verify_run(ledger, result.run_id)
+    assert report.ok, [str(f) for f in report.findings]
