@@ -1,6 +1,7 @@
 import clearance
 import clearance.models
 import clearance.testing
+import clearance.tokens
 
 
 def public_names(module):
@@ -12,7 +13,7 @@ def public_names(module):
 
 
 def test_all_lists_exactly_the_public_names():
-    for module in (clearance, clearance.models, clearance.testing):
+    for module in (clearance, clearance.models, clearance.testing, clearance.tokens):
         assert module.__all__ == sorted(module.__all__), module.__name__
         exported = set(module.__all__)
         defined = {n for n in public_names(module) if not n.isupper()}

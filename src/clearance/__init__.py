@@ -25,6 +25,7 @@ from clearance._context.architecture import AdrSummary, ArchitecturalContext, De
 from clearance._context.builder import ContextBuilder
 from clearance._context.clearance import Clearance
 from clearance._context.isolated import IsolatedContext
+from clearance._context.window import CompressionRecord, ContextWindowMonitor
 from clearance._core.errors import (
     AccessDenied,
     ClearanceError,
@@ -46,20 +47,25 @@ from clearance._core.errors import (
     StoreError,
     UnknownDependencyError,
 )
+from clearance._core.memory_spec import MemoryGroup, SharedConversation
 from clearance._core.prompt import ChatMessage, ContextItem, ContextManifest, Prompt
 from clearance._core.spec import Agent, AgentLimits, MemoryScope, Task, Team
+from clearance._orchestration.chat import AgentChat
 from clearance._orchestration.orchestrator import Orchestrator
 from clearance._orchestration.result import RunEvent, RunResult, TaskOutcome
 from clearance._orchestration.retry import RetryPolicy
+from clearance._state.conversation import ConversationMemory, Turn
 from clearance._state.events import Event, EventBus
 from clearance._state.grants import StoreGrants, StoreView
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import RunLedger
+from clearance._state.memory import Embedder, MemoryRecord, PersistentMemory, memory_lookup
 from clearance._state.messages import Message, MessageBus
 from clearance._state.null_ledger import NullLedger
 from clearance._state.queue import TaskQueue, TaskState, TaskStatus
 from clearance._state.shared_memory import SharedMemory
 from clearance._state.store import ContextStore, StoreEntry
+from clearance._state.team_conversation import TeamConversation
 
 __version__ = "0.1.0"
 
@@ -67,6 +73,7 @@ __all__ = [
     "AccessDenied",
     "AdrSummary",
     "Agent",
+    "AgentChat",
     "AgentLimits",
     "AgentSession",
     "AggregateResult",
@@ -77,6 +84,7 @@ __all__ = [
     "ChildOutcome",
     "Clearance",
     "ClearanceError",
+    "CompressionRecord",
     "ConfigError",
     "ContextBuilder",
     "ContextIsolationManager",
@@ -84,6 +92,8 @@ __all__ = [
     "ContextManifest",
     "ContextStore",
     "ContextViolation",
+    "ContextWindowMonitor",
+    "ConversationMemory",
     "CycleError",
     "DataOffloader",
     "DelegationChain",
@@ -94,6 +104,7 @@ __all__ = [
     "DependencyPayloadError",
     "DispatchResult",
     "DuplicateTaskError",
+    "Embedder",
     "Event",
     "EventBus",
     "FileCaps",
@@ -101,6 +112,8 @@ __all__ = [
     "IsolatedContext",
     "LimitExceeded",
     "MaxDepthError",
+    "MemoryGroup",
+    "MemoryRecord",
     "MemoryScope",
     "Message",
     "MessageBus",
@@ -110,6 +123,7 @@ __all__ = [
     "Orchestrator",
     "OutputValidationError",
     "PathEscapeError",
+    "PersistentMemory",
     "PlanError",
     "Prompt",
     "RetryPolicy",
@@ -117,6 +131,7 @@ __all__ = [
     "RunLedger",
     "RunResult",
     "SelfDependencyError",
+    "SharedConversation",
     "SharedMemory",
     "SpawnRequest",
     "SpawnResult",
@@ -134,8 +149,11 @@ __all__ = [
     "TaskState",
     "TaskStatus",
     "Team",
+    "TeamConversation",
     "Tool",
     "ToolOutput",
+    "Turn",
     "UnknownDependencyError",
     "Workspace",
+    "memory_lookup",
 ]

@@ -9,12 +9,20 @@ Budgets are enforced with `LimitExceeded`, never by silent truncation.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clearance._context.clearance import Clearance
 from clearance._context.isolated import ISOLATED_TRAILER, IsolatedContext
+from clearance._context.memory_items import (
+    CONVERSATION_TRAILER,
+    MEMORY_SECTION,
+    SUMMARY_PROMPT,
+    TURNS_SECTION,
+    memory_title,
+    turn_title,
+)
 from clearance._context.render import Block, Section, one_line, render_block, render_user_message
 from clearance._context.tool_sections import (
     DELEGATED_SECTION,
@@ -27,6 +35,7 @@ from clearance._context.tool_sections import (
     tool_spec_text,
 )
 from clearance._core.errors import ContextViolation, DependencyPayloadError, LimitExceeded
+from clearance._core.memory_spec import memory_scopes_of
 from clearance._core.prompt import (
     ChatMessage,
     ContextItem,
@@ -38,6 +47,10 @@ from clearance._core.spec import Agent, Task
 from clearance._state.messages import MessageBus
 from clearance._state.queue import TaskQueue, TaskStatus
 from clearance._state.shared_memory import SharedMemory
+
+if TYPE_CHECKING:
+    from clearance._state.conversation import Turn
+    from clearance._state.memory import MemoryRecord
 
 __all__ = ["ContextBuilder", "TokenCounter"]
 
@@ -74,12 +87,24 @@ class ContextBuilder:
     section ``## Your previous answer was rejected``. Each block is fenced (see
     `render_block`).
 
+    Long-term memory records (``memory:<id>``) enter only in a ``## From memory`` section,
+    admitted when their scope is in the prompt's clearance (the agent's own, or a declared
+    memory group it belongs to).
+
     Args:
-        count_tokens: Token counter of the target model; manifests and budgets use it.
+        count_tokens: Token counter of the target model (see `clearance.tokens`); manifests
+            and budgets use it.
+        memory_groups: ``{group name: members}`` declared in the team file; ``None`` for none.
     """
 
-    def __init__(self, *, count_tokens: TokenCounter):
+    def __init__(
+        self,
+        *,
+        count_tokens: TokenCounter,
+        memory_groups: Mapping[str, Iterable[str]] | None = None,
+    ):
         self._count = count_tokens
+        self._memory_groups = {g: frozenset(m) for g, m in (memory_groups or {}).items()}
 
     # -- public builders ---------------------------------------------------------------
 
@@ -96,6 +121,7 @@ class ContextBuilder:
         repair: str | None = None,
         tools: Sequence[dict[str, Any]] = (),
         tool_steps: Sequence[ToolStep] = (),
+        memories: Sequence[MemoryRecord] = (),
     ) -> Prompt:
         """Build the prompt of one task: its text plus exactly what its clearance admits.
 
@@ -123,18 +149,23 @@ class ContextBuilder:
             tool_steps: The agent's finished tool calls, in order, under ``## Results of your
                 tool calls``: per call a block ``tool:<call id>``, then one block
                 ``store:<namespace>/<key>`` per store entry it read.
+            memories: Long-term memory records retrieved for this task; each must be in the
+                clearance's ``memory_scopes``. Rendered under ``## From memory``.
 
         Returns:
             The prompt, with a manifest of every admitted item.
 
         Raises:
             ContextViolation: An offered item is outside the task's clearance (for example a
-                file the task does not list, or an agent that is not the assignee).
+                file the task does not list, an agent that is not the assignee, or another
+                agent's memory).
             DependencyPayloadError: An admitted result exceeds ``max_dependency_tokens``; the
                 error names the dependency, its size and the limit.
             LimitExceeded: The prompt exceeds ``max_prompt_tokens``.
         """
-        clearance = Clearance.for_task(queue.graph, task.id, agent=agent)
+        clearance = Clearance.for_task(
+            queue.graph, task.id, agent=agent, memory_groups=self._memory_groups
+        )
         if agent.name != task.assignee:
             raise ContextViolation(task.id, f"instructions:{agent.name}")
         subject = f"task:{task.id}"
@@ -185,6 +216,7 @@ class ContextBuilder:
             _Section("## Files", tuple(file_blocks)),
             _Section("## Context from prerequisite tasks", tuple(result_blocks)),
             _Section("## Messages from team members", tuple(message_blocks)),
+            _Section(MEMORY_SECTION, self._memory_blocks(clearance, task.id, memories)),
         ]
         if repair is not None:
             origin = f"repair:{task.id}"
@@ -423,7 +455,81 @@ class ContextBuilder:
             clearance_dict=clearance,
         )
 
+    def build_conversation_prompt(
+        self,
+        *,
+        agent: Agent,
+        turns: Sequence[Turn],
+        memories: Sequence[MemoryRecord] = (),
+        compression: Mapping[str, Any] | None = None,
+        max_prompt_tokens: int | None = None,
+        summarize: bool = False,
+    ) -> Prompt:
+        """Build an agent's prompt for the next turn of its conversation.
+
+        Layout: the agent's instructions; ``## Conversation so far`` with one block per turn
+        (origin ``turn:<id>``, or ``summary:<id>`` for a summary written by compression),
+        headed with its author for attribution; ``## From memory`` with admitted records;
+        then the closing instruction. The manifest's clearance is ``{"agent",
+        "memory_scopes"}``.
+
+        Args:
+            agent: The agent whose conversation it is.
+            turns: The turns to show, oldest first (the agent's `ConversationMemory`, after
+                any compression).
+            memories: Long-term memory records (the agent's own or its groups', including a
+                group's shared conversation).
+            compression: What the context-window monitor dropped or summarized before this
+                prompt; recorded in the manifest.
+            max_prompt_tokens: Token budget, ``None`` for no limit.
+            summarize: Build the monitor's summarizing prompt instead: the turns, then a
+                request to summarize them (subject ``summary:<agent>``).
+
+        Raises:
+            ContextViolation: A memory record outside the agent's memory scopes.
+            LimitExceeded: The prompt exceeds ``max_prompt_tokens``.
+        """
+        subject = f"{'summary' if summarize else 'conversation'}:{agent.name}"
+        clearance = Clearance(
+            task_id=subject,
+            agent=agent.name,
+            result_task_ids=frozenset(),
+            files=frozenset(),
+            memory_scopes=memory_scopes_of(agent.name, self._memory_groups),
+        )
+        turn_blocks = tuple(
+            self._block(
+                f"{'summary' if t.id.startswith('summary_') else 'turn'}:{t.id}",
+                turn_title(t),
+                t.content,
+            )
+            for t in turns
+        )
+        sections = [
+            _Section(TURNS_SECTION, turn_blocks),
+            _Section(MEMORY_SECTION, self._memory_blocks(clearance, subject, memories)),
+        ]
+        return self._assemble(
+            subject,
+            agent,
+            sections,
+            SUMMARY_PROMPT if summarize else CONVERSATION_TRAILER,
+            max_prompt_tokens=max_prompt_tokens,
+            clearance=clearance,
+            compression=compression,
+        )
+
     # -- internals -----------------------------------------------------------------------
+
+    def _memory_blocks(
+        self, clearance: Clearance, subject: str, memories: Sequence[MemoryRecord]
+    ) -> tuple[tuple[ContextItem, Block], ...]:
+        blocks = []
+        for record in memories:
+            if not clearance.admits(record.origin, memory=record):
+                raise ContextViolation(subject, record.origin)
+            blocks.append(self._block(record.origin, memory_title(record), record.content))
+        return tuple(blocks)
 
     def _block(self, origin: str, heading: str, content: str) -> tuple[ContextItem, Block]:
         heading = one_line(heading)
@@ -445,6 +551,7 @@ class ContextBuilder:
         max_prompt_tokens: int | None,
         clearance: Clearance | None = None,
         clearance_dict: dict[str, Any] | None = None,
+        compression: Mapping[str, Any] | None = None,
     ) -> Prompt:
         system = agent.instructions.strip()
         items = [
@@ -472,6 +579,15 @@ class ContextBuilder:
             items=tuple(items),
             total_tokens=total,
             prompt_sha256=messages_sha256(messages),
-            clearance=clearance.to_dict() if clearance is not None else clearance_dict,
+            clearance=_clearance_dict(clearance) if clearance is not None else clearance_dict,
+            compression=dict(compression) if compression is not None else None,
         )
         return Prompt(messages=messages, manifest=manifest)
+
+
+def _clearance_dict(clearance: Clearance | None) -> dict[str, Any] | None:
+    if clearance is None:
+        return None
+    if clearance.task_id.startswith(("conversation:", "summary:")):
+        return {"agent": clearance.agent, "memory_scopes": sorted(clearance.memory_scopes)}
+    return clearance.to_dict()

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clearance._context.tool_sections import DELEGATE_TOOL, tool_name
+from clearance._core.memory_spec import memory_scopes_of
 from clearance._core.spec import Agent
 from clearance._state.grants import StoreGrants, pattern_matches
 from clearance._state.graph import TaskGraph
 from clearance._state.messages import Message
+
+if TYPE_CHECKING:
+    from clearance._state.memory import MemoryRecord
 
 __all__ = ["Clearance"]
 
@@ -29,6 +34,9 @@ class Clearance:
       (``"transitive"``), or every other task of the graph (``"all"``);
     - ``file:<path>`` for each path listed in the task's ``files``;
     - ``message:<id>`` for each message addressed to the assignee, directly or by broadcast;
+    - ``memory:<id>`` for each long-term memory record in one of ``memory_scopes``: the
+      assignee's own (``agent:<name>``) and those of the memory groups declared in the team
+      file that it belongs to (``group:<name>``).
     - with the assignee's spec (tools, grants), from the team, never from a model's output:
       ``store:<namespace>/<key>`` for namespaces its ``store_grants`` let it read,
       ``tool_spec:<name>`` for each of its tools, and ``tool:<call id>`` for the results of
@@ -45,6 +53,7 @@ class Clearance:
         store_read: Store grant patterns the agent may read (a namespace, or ``prefix*``).
         tools: Names of the tools the agent may call (``delegate`` included).
         delegation_id: For a delegated run, the ``delegate`` tool call it serves.
+        memory_scopes: Memory scopes whose records the task may see.
     """
 
     task_id: str
@@ -54,6 +63,7 @@ class Clearance:
     store_read: frozenset[str] = field(default_factory=frozenset)
     tools: frozenset[str] = field(default_factory=frozenset)
     delegation_id: str | None = None
+    memory_scopes: frozenset[str] = frozenset()
 
     @staticmethod
     def _agent_parts(agent: Agent | None) -> dict[str, Any]:
@@ -83,14 +93,22 @@ class Clearance:
         )
 
     @classmethod
-    def for_task(cls, graph: TaskGraph, task_id: str, *, agent: Agent | None = None) -> Clearance:
-        """Compute the clearance of ``task_id`` from ``graph``.
+    def for_task(
+        cls,
+        graph: TaskGraph,
+        task_id: str,
+        *,
+        agent: Agent | None = None,
+        memory_groups: Mapping[str, Iterable[str]] | None = None,
+    ) -> Clearance:
+        """Compute the clearance of ``task_id`` from ``graph`` and the declared memory groups.
 
         Args:
             graph: The task graph.
             task_id: The task.
-            agent: The assignee's spec, for its store grants and tools; ``None`` admits
-                neither.
+            agent: The assignee's spec, for its store grants and tools; ``None`` for none.
+            memory_groups: ``{group name: members}`` as declared in the team file; ``None``
+                for none (the assignee's own memory only).
 
         Raises:
             KeyError: If the graph has no such task.
@@ -107,6 +125,7 @@ class Clearance:
             agent=task.assignee,
             result_task_ids=results,
             files=frozenset(task.files),
+            memory_scopes=memory_scopes_of(task.assignee, memory_groups),
             **cls._agent_parts(agent),
         )
 
@@ -120,6 +139,7 @@ class Clearance:
             "agent": self.agent,
             "result_task_ids": sorted(self.result_task_ids),
             "files": sorted(self.files),
+            "memory_scopes": sorted(self.memory_scopes),
         }
         if self.store_read:
             data["store_read"] = sorted(self.store_read)
@@ -133,12 +153,22 @@ class Clearance:
         """Whether entries of ``namespace`` may enter the prompt."""
         return any(pattern_matches(p, namespace) for p in self.store_read)
 
-    def admits(self, origin: str, *, message: Message | None = None) -> bool:
+    def admits(
+        self,
+        origin: str,
+        *,
+        message: Message | None = None,
+        memory: MemoryRecord | None = None,
+        memory_scope: str | None = None,
+    ) -> bool:
         """Whether an item with this origin may enter the task's prompt.
 
         Args:
             origin: ``kind:ref`` provenance of the item.
             message: For ``message:<id>`` origins, the message itself (its addressee decides).
+            memory: For ``memory:<id>`` origins, the record itself (its scope decides).
+            memory_scope: For ``memory:<id>`` origins without the record (``clearance
+                verify`` reading a ledger): the scope the record was recorded in.
         """
         kind, _, ref = origin.partition(":")
         if kind == "instructions":
@@ -164,4 +194,8 @@ class Clearance:
             return ref in self.files
         if kind == "message":
             return message is not None and message.id == ref and message.is_for(self.agent)
+        if kind == "memory":
+            if memory is not None:
+                return memory.id == ref and memory.scope in self.memory_scopes
+            return memory_scope is not None and memory_scope in self.memory_scopes
         return False

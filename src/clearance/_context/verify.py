@@ -18,6 +18,11 @@
    graph, a result from the recorded result of that task, a message from the recorded
    message, the instructions from the recorded agent.
 
+Memory items (``memory:<id>``) are admitted when the scope their title names is one of the
+task's (or conversation's) memory scopes, recomputed from the team's recorded memory groups;
+given a lookup into the memory store, their content and scope are checked against the stored
+record too.
+
 What it cannot check: file contents are compared with the manifest's hashes, not with the
 files on disk (which may have changed since), and anything the model provider did with the
 prompt after receiving it.
@@ -25,13 +30,20 @@ prompt after receiving it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clearance._context.builder import PLAN_INSTRUCTIONS, SYNTHESIS_TRAILER, TASK_TRAILER
 from clearance._context.clearance import Clearance
 from clearance._context.isolated import ISOLATED_TRAILER
+from clearance._context.memory_items import (
+    CONVERSATION_TRAILER,
+    MEMORY_SECTION,
+    SUMMARY_PROMPT,
+    TURNS_SECTION,
+    scope_of_title,
+)
 from clearance._context.render import (
     PromptParseError,
     parse_user_message,
@@ -44,11 +56,18 @@ from clearance._context.tool_sections import (
     TOOLS_SECTION,
 )
 from clearance._core.errors import ConfigError
+from clearance._core.memory_spec import memory_scopes_of
 from clearance._core.prompt import ChatMessage, messages_sha256, sha256_text
 from clearance._core.spec import Agent
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import CallRecord, RunLedger, RunRecord, call_record_sha256
 from clearance._state.messages import Message
+
+if TYPE_CHECKING:
+    from clearance._state.memory import MemoryRecord
+
+MemoryLookup = Callable[[str], "MemoryRecord | None"]
+"""Finds a memory record by id in the memory store, whatever its scope (for auditing)."""
 
 __all__ = ["Finding", "VerificationReport", "verify_run"]
 
@@ -73,6 +92,8 @@ SECTION_KINDS: Mapping[str, frozenset[str]] = {
     DELEGATED_SECTION: frozenset({"delegation"}),
     TOOLS_SECTION: frozenset({"tool_spec"}),
     TOOL_RESULTS_SECTION: frozenset({"tool", "store"}),
+    MEMORY_SECTION: frozenset({"memory"}),
+    TURNS_SECTION: frozenset({"turn", "summary"}),
 }
 """Which kinds of item each section of a prompt may hold."""
 
@@ -83,6 +104,7 @@ _PLAN_KINDS = frozenset({"instructions", "goal", "agent", "plan_feedback"})
 _ISOLATED_KINDS = frozenset(
     {"arch", "task", "file", "constraint", "clarification", "child_result", "history"}
 )
+_CONVERSATION_KINDS = frozenset({"instructions", "turn", "summary", "memory"})
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -129,8 +151,9 @@ class VerificationReport:
 class _RunFacts:
     """What the ledger says about a run, indexed for the checks."""
 
-    def __init__(self, ledger: RunLedger, run: RunRecord):
+    def __init__(self, ledger: RunLedger, run: RunRecord, memories: MemoryLookup | None = None):
         self.run = run
+        self.memories = memories
         self.graph = TaskGraph.from_dict(run.graph) if run.graph else None
         records = ledger.tasks(run.run_id)
         self.results = {t.task_id: t.result for t in records if t.result is not None}
@@ -169,17 +192,23 @@ class _RunFacts:
             except (ConfigError, KeyError, TypeError):
                 continue
         self.tool_calls = {t.tool_call_id: t for t in ledger.tool_calls(run.run_id)}
+        self.memory_groups: dict[str, list[str]] = dict(config.get("memory_groups") or {})
         coordinator = config.get("coordinator")
         if isinstance(coordinator, dict) and "instructions" in coordinator:
             self.instructions[coordinator["name"]] = str(coordinator["instructions"]).strip()
 
 
-def verify_run(ledger: RunLedger, run_id: str) -> VerificationReport:
+def verify_run(
+    ledger: RunLedger, run_id: str, *, memories: MemoryLookup | None = None
+) -> VerificationReport:
     """Check every model call of a run against its clearance and its manifest.
 
     Args:
         ledger: The ledger holding the run.
         run_id: The run's id, or a unique prefix of it.
+        memories: Optional lookup into the memory store (`clearance.memory_lookup`); when
+            given, every ``memory:<id>`` item must be a stored record with that content in
+            the scope its title names.
 
     Returns:
         A report; ``report.ok`` is true when no problem was found.
@@ -188,7 +217,7 @@ def verify_run(ledger: RunLedger, run_id: str) -> VerificationReport:
         StoreError: The run is unknown or the ledger cannot be read.
     """
     run = ledger.get_run(run_id)
-    facts = _RunFacts(ledger, run)
+    facts = _RunFacts(ledger, run, memories)
     calls = ledger.calls(run.run_id)
     findings = [f for call in calls for f in _check_call(call, facts)]
     return VerificationReport(run_id=run.run_id, calls_checked=len(calls), findings=tuple(findings))
@@ -264,6 +293,10 @@ def _check_layout(
         builders_trailer = trailer == SYNTHESIS_TRAILER
     elif subject.startswith("isolated:"):
         builders_trailer = trailer == ISOLATED_TRAILER
+    elif subject.startswith("conversation:"):
+        builders_trailer = trailer == CONVERSATION_TRAILER
+    elif subject.startswith("summary:"):
+        builders_trailer = trailer == SUMMARY_PROMPT
     else:
         builders_trailer = trailer.startswith(PLAN_INSTRUCTIONS)
     if not builders_trailer:
@@ -283,6 +316,9 @@ def _check_admission(
         return
     if subject.startswith("delegation:"):
         yield from _check_delegation_call(call, items, facts)
+        return
+    if subject.startswith(("conversation:", "summary:")):
+        yield from _check_conversation_call(call, items, facts)
         return
     allowed = _SYNTHESIS_KINDS if subject == "synthesis" else _PLAN_KINDS
     if subject not in ("synthesis", "plan"):
@@ -316,17 +352,27 @@ def _check_task_call(
             None,
             f"the prompt was built for {call.agent!r}, the task's assignee is {task.assignee!r}",
         )
-    clearance = Clearance.for_task(facts.graph, task_id, agent=facts.agents.get(task.assignee))
+    clearance = Clearance.for_task(
+        facts.graph,
+        task_id,
+        agent=facts.agents.get(task.assignee),
+        memory_groups=facts.memory_groups,
+    )
     recorded = call.manifest.get("clearance")
-    if recorded != clearance.to_dict():
+    expected = clearance.to_dict()
+    if isinstance(recorded, dict) and "memory_scopes" not in recorded:
+        # Recorded before clearances carried memory scopes; such prompts hold no memory.
+        expected.pop("memory_scopes")
+    if recorded != expected:
         yield None, "the recorded clearance differs from the one the graph gives"
     for item in items[1:]:
         origin = str(item.get("origin"))
         kind, _, ref = origin.partition(":")
         message = facts.messages.get(ref) if kind == "message" else None
+        scope = scope_of_title(str(item.get("title"))) if kind == "memory" else None
         if kind == "message" and message is None:
             yield origin, "no such message was recorded in the run"
-        elif not clearance.admits(origin, message=message):
+        elif not clearance.admits(origin, message=message, memory_scope=scope):
             yield origin, f"not in the clearance of task {task_id!r}"
         elif kind == "task" and item.get("sha256") != sha256_text(task.description):
             yield origin, "the task text is not the recorded task's description"
@@ -419,6 +465,30 @@ def _check_tool_item(
         yield origin, "the content is not what the recorded tool call read"
 
 
+def _check_conversation_call(
+    call: CallRecord, items: list[dict[str, Any]], facts: _RunFacts
+) -> Iterator[tuple[str | None, str]]:
+    """A conversation (or summarizing) prompt holds turns and the agent's readable memory."""
+    agent = call.subject.split(":", 1)[1]
+    if call.agent != agent:
+        yield None, f"the prompt was built for {call.agent!r}, not {agent!r}"
+    scopes = memory_scopes_of(agent, facts.memory_groups)
+    expected = {"agent": agent, "memory_scopes": sorted(scopes)}
+    if call.manifest.get("clearance") != expected:
+        yield None, "the recorded clearance differs from the agent's memory scopes"
+    for item in items[1:]:
+        origin = str(item.get("origin"))
+        kind = origin.split(":", 1)[0]
+        if kind not in _CONVERSATION_KINDS:
+            yield origin, f"a conversation prompt may not hold {kind!r} items"
+        elif kind == "memory":
+            scope = scope_of_title(str(item.get("title")))
+            if scope not in scopes:
+                yield origin, f"memory scope {scope!r} is not readable by {agent!r}"
+            else:
+                yield from _check_provenance(origin, item, facts)
+
+
 def _check_provenance(
     origin: str, item: dict[str, Any], facts: _RunFacts
 ) -> Iterator[tuple[str | None, str]]:
@@ -440,3 +510,11 @@ def _check_provenance(
         message = facts.messages.get(ref)
         if message is not None and digest != sha256_text(message.content):
             yield origin, "the content is not the recorded message"
+    elif kind == "memory" and facts.memories is not None:
+        record = facts.memories(ref)
+        if record is None:
+            yield origin, "no such record in the memory store"
+        elif record.scope != scope_of_title(str(item.get("title"))):
+            yield origin, f"the record is in scope {record.scope!r}, not the one its title names"
+        elif digest != sha256_text(record.content):
+            yield origin, "the content is not the stored memory record"

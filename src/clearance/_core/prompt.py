@@ -53,7 +53,9 @@ class ContextItem:
     Attributes:
         origin: ``kind:ref`` provenance: ``instructions``, ``task:<id>``,
             ``task_result:<id>``, ``message:<id>``, ``file:<path>``, ``goal``,
-            ``task_status:<id>``, ``shared_memory``.
+            ``task_status:<id>``, ``shared_memory``, ``memory:<id>`` (a long-term memory
+            record), ``turn:<id>`` (a conversation turn), ``summary:<id>`` (a summary of
+            compressed turns).
         title: The heading the item is rendered under.
         content: The text itself.
         tokens: Tokens of the rendered block (heading, fences and content), counted with the
@@ -93,8 +95,11 @@ class ContextManifest:
         total_tokens: Tokens of the whole rendered prompt.
         prompt_sha256: Hash of the rendered messages (see `messages_sha256`).
         clearance: For a task prompt, the clearance it was built under, as JSON-ready data
-            (``{"task_id", "agent", "result_task_ids", "files"}``); ``None`` for the
-            coordinator's prompts, which have the full view.
+            (``{"task_id", "agent", "result_task_ids", "files", "memory_scopes"}``);
+            ``None`` for the coordinator's prompts, which have the full view.
+        compression: For a conversation prompt built after the context-window monitor
+            compressed the conversation: what was dropped or summarized (see
+            `clearance.CompressionRecord.to_dict`); ``None`` otherwise.
     """
 
     subject: str
@@ -103,6 +108,7 @@ class ContextManifest:
     total_tokens: int
     prompt_sha256: str
     clearance: dict[str, Any] | None = None
+    compression: dict[str, Any] | None = None
 
     @property
     def origins(self) -> tuple[str, ...]:
@@ -110,8 +116,8 @@ class ContextManifest:
         return tuple(item.origin for item in self.items)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form for the ledger."""
-        return {
+        """JSON-ready form for the ledger (``compression`` only when set)."""
+        data: dict[str, Any] = {
             "subject": self.subject,
             "agent": self.agent,
             "items": [item.to_dict() for item in self.items],
@@ -119,6 +125,9 @@ class ContextManifest:
             "prompt_sha256": self.prompt_sha256,
             "clearance": self.clearance,
         }
+        if self.compression is not None:
+            data["compression"] = self.compression
+        return data
 
 
 def messages_sha256(messages: tuple[ChatMessage, ...]) -> str:

@@ -18,6 +18,7 @@ from jsonschema.protocols import Validator
 from jsonschema.validators import Draft202012Validator, validator_for
 
 from clearance._core.errors import ConfigError
+from clearance._core.memory_spec import MemoryGroup
 
 __all__ = ["DEFAULT_TOOL_STEPS", "Agent", "AgentLimits", "MemoryScope", "Task", "Team"]
 
@@ -253,14 +254,18 @@ class Team:
         coordinator: The agent that plans (`Orchestrator.run_team`) and writes the synthesis
             with the full view; ``None`` means a built-in coordinator on the default model.
         name: A label for the team, shown in the ledger.
+        memory_groups: Declared memory groups, the only way agents share memory (none by
+            default: every agent's memory is private).
 
     Raises:
-        ConfigError: On duplicate agent names.
+        ConfigError: On duplicate agent names, or a memory group naming an unknown agent or
+            declared twice.
     """
 
     agents: tuple[Agent, ...]
     coordinator: Agent | None = None
     name: str = "team"
+    memory_groups: tuple[MemoryGroup, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "agents", tuple(self.agents))
@@ -269,6 +274,14 @@ class Team:
             if agent.name in seen:
                 raise ConfigError(f"duplicate agent name {agent.name!r}", field="agents")
             seen.add(agent.name)
+        object.__setattr__(self, "memory_groups", tuple(self.memory_groups))
+        names: set[str] = set()
+        for group in self.memory_groups:
+            unknown = sorted(set(group.agents) - seen)
+            if unknown or group.name in names:
+                problem = f"unknown agents {unknown}" if unknown else "declared twice"
+                raise ConfigError(problem, field=f"memory_groups.{group.name}")
+            names.add(group.name)
 
     def agent(self, name: str) -> Agent:
         """Return the worker named ``name``.

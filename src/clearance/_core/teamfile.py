@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from clearance._core.errors import ConfigError
+from clearance._core.memory_spec import MemoryGroup, SharedConversation
 from clearance._core.spec import Agent, AgentLimits, Task, Team
 
 __all__ = ["LoadedTeam", "TeamFile", "load_team_file", "resolve_input"]
@@ -89,6 +90,30 @@ class MessageSpec(_Strict):
     content: str = Field(min_length=1)
 
 
+class SharedConversationSpec(_Strict):
+    """``shared_conversation:`` of a memory group (opt-in)."""
+
+    window: int = Field(default=10, ge=1)
+    retrieval: Literal["recency", "relevance"] = "recency"
+
+
+class MemoryGroupSpec(_Strict):
+    """One entry of ``memory_groups:``: agents that share one long-term memory."""
+
+    name: str = Field(min_length=1)
+    agents: list[str] = Field(min_length=2)
+    shared_conversation: SharedConversationSpec | None = None
+
+    def to_group(self) -> MemoryGroup:
+        """The `MemoryGroup` this entry declares."""
+        shared = self.shared_conversation
+        return MemoryGroup(
+            name=self.name,
+            agents=tuple(self.agents),
+            shared_conversation=SharedConversation(**shared.model_dump()) if shared else None,
+        )
+
+
 class InputSpec(_Strict):
     """``input:``: the folder that task files are read from."""
 
@@ -109,6 +134,7 @@ class TeamFile(_Strict):
     coordinator: AgentSpec | None = None
     tasks: list[TaskSpec] = []
     messages: list[MessageSpec] = []
+    memory_groups: list[MemoryGroupSpec] = []
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -197,6 +223,7 @@ def load_team_file(path: str | Path, *, input_dir: str | Path | None = None) -> 
             agents=tuple(a.to_agent() for a in spec.agents),
             coordinator=spec.coordinator.to_agent() if spec.coordinator else None,
             name=spec.name,
+            memory_groups=tuple(g.to_group() for g in spec.memory_groups),
         )
         root_value = str(input_dir) if input_dir is not None else spec.input.default
         input_root = resolve_input(root_value) if root_value else None

@@ -30,6 +30,7 @@ from clearance._core.errors import (
     PlanError,
 )
 from clearance._core.ids import new_id
+from clearance._core.memory_spec import group_members
 from clearance._core.prompt import Prompt
 from clearance._core.spec import Agent, Task, Team, schema_validator
 from clearance._orchestration.files import read_task_files
@@ -215,6 +216,7 @@ class Orchestrator:
         for key, entry in named:
             tool = entry if isinstance(entry, Tool) else Tool.from_function(entry, name=key)
             self._tools[key or tool.name] = tool
+        self._memory_groups = group_members(team.memory_groups)
 
     # -- public API ---------------------------------------------------------------------
 
@@ -363,7 +365,7 @@ class Orchestrator:
     async def _plan(self, run_id: str, goal: str) -> tuple[TaskGraph, Usage]:
         coordinator = self.team.coordinator or DEFAULT_COORDINATOR
         model = self._model_for(coordinator)
-        builder = ContextBuilder(count_tokens=model.count_tokens)
+        builder = ContextBuilder(count_tokens=model.count_tokens, memory_groups=self._memory_groups)
         names = [a.name for a in self.team.agents]
         if not names:
             raise ConfigError("the team has no agents to assign tasks to", field="agents")
@@ -525,7 +527,7 @@ class Orchestrator:
         if task.files:
             assert self.input_root is not None  # checked before the run started
             files = read_task_files(self.input_root, task.files)
-        builder = ContextBuilder(count_tokens=model.count_tokens)
+        builder = ContextBuilder(count_tokens=model.count_tokens, memory_groups=self._memory_groups)
         schema = task.output_schema
 
         async def attempt(repair: str | None = None) -> str:
@@ -620,7 +622,9 @@ class Orchestrator:
         self._emit(RunEvent(kind="synthesis_started", run_id=run.run_id))
         try:
             model = self._model_for(coordinator)
-            builder = ContextBuilder(count_tokens=model.count_tokens)
+            builder = ContextBuilder(
+                count_tokens=model.count_tokens, memory_groups=self._memory_groups
+            )
             prompt = builder.build_synthesis_prompt(
                 run.goal,
                 coordinator=coordinator,
@@ -781,6 +785,7 @@ class Orchestrator:
             "input_root": str(self.input_root) if self.input_root else None,
             "agents": [_agent_config(a) for a in self.team.agents],
             "coordinator": _agent_config(self.team.coordinator or DEFAULT_COORDINATOR),
+            "memory_groups": {g: sorted(m) for g, m in self._memory_groups.items()},
         }
 
     def _emit(self, event: RunEvent) -> None:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from clearance._core.errors import ConfigError
 from clearance._core.prompt import Prompt
+from clearance.tokens import heuristic_tokens
 
 __all__ = [
     "ChatModel",
@@ -39,10 +39,10 @@ def split_model_id(model_id: str) -> tuple[str, str]:
 def estimate_tokens(text: str) -> int:
     """Rough token count for models without a tokenizer: one token per 4 UTF-8 bytes.
 
-    Used only when a provider has no tokenizer of its own; manifests built with it say so
-    through the model id they record.
+    Kept for compatibility: the same as `clearance.tokens.heuristic_tokens`, where token
+    counting lives. Used only when a provider has no tokenizer of its own.
     """
-    return math.ceil(len(text.encode("utf-8")) / 4)
+    return heuristic_tokens(text)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

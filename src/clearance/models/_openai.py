@@ -14,8 +14,9 @@ from typing import Any
 import openai
 
 from clearance._core.errors import ConfigError, ModelError
-from clearance.models._base import ModelRequest, ModelResponse, ToolCall, Usage, estimate_tokens
+from clearance.models._base import ModelRequest, ModelResponse, ToolCall, Usage
 from clearance.models._transient import is_transient_status, parse_retry_after
+from clearance.tokens import TokenCounter, counter_for
 
 __all__ = ["PLACEHOLDER_API_KEY", "OpenAIModel"]
 
@@ -81,6 +82,7 @@ class OpenAIModel:
             )
         self.name = name
         self.model_id = f"openai:{name}"
+        self._counter: TokenCounter | None = None
         self.context_window = context_window
         self._owns_client = client is None
         if client is None:
@@ -200,18 +202,22 @@ class OpenAIModel:
         )
 
     def count_tokens(self, text: str) -> int:
-        """Estimated tokens of ``text``: one per 4 UTF-8 bytes (`estimate_tokens`).
+        """Tokens of ``text`` for this model, from `clearance.tokens.counter_for`.
 
-        A stopgap: exact counts with tiktoken (for OpenAI models) come later. Manifests built
-        with this count are estimates.
+        Exact for OpenAI-family names (tiktoken ``o200k_base`` / ``cl100k_base``, offline);
+        for any other name (a local server's model) the documented heuristic of one token per
+        4 UTF-8 bytes.
 
         Args:
             text: Any text.
 
         Returns:
-            The estimated number of tokens, 0 for an empty text.
+            The number of tokens, 0 for an empty text.
         """
-        return estimate_tokens(text)
+        counter = self._counter
+        if counter is None:
+            counter = self._counter = counter_for(f"openai:{self.name}")
+        return counter(text)
 
     # -- lifecycle ---------------------------------------------------------------------
 

@@ -1,0 +1,50 @@
+"""How long-term memory records and conversation turns are titled in a prompt.
+
+The title of a memory block names the record's scope, so ``clearance verify`` can check from
+the ledger alone that the scope is in the prompt's clearance (the title is covered by the
+call's digest).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from clearance._state.conversation import Turn
+    from clearance._state.memory import MemoryRecord
+
+__all__ = [
+    "CONVERSATION_TRAILER",
+    "MEMORY_SECTION",
+    "SUMMARY_PROMPT",
+    "TURNS_SECTION",
+    "memory_title",
+    "scope_of_title",
+    "turn_title",
+]
+
+MEMORY_SECTION = "## From memory"
+TURNS_SECTION = "## Conversation so far"
+CONVERSATION_TRAILER = "Reply to the last message of the conversation above."
+SUMMARY_PROMPT = (
+    "Summarize the conversation above in a few sentences. Keep names, numbers, decisions and "
+    "open questions. Reply with the summary only."
+)
+_SCOPE = re.compile(r" from ((?:agent|group):\S+), by ")
+
+
+def memory_title(record: MemoryRecord) -> str:
+    """``"<kind> from <scope>, by <author> (<id>)"``."""
+    return f"{record.kind} from {record.scope}, by {record.author} ({record.id})"
+
+
+def scope_of_title(title: str) -> str | None:
+    """The scope named in a memory block's title, or ``None`` when it names none."""
+    match = _SCOPE.search(title)
+    return match.group(1) if match else None
+
+
+def turn_title(turn: Turn) -> str:
+    """``"<author or role> (<id>)"``: who said it, for attribution."""
+    return f"{turn.author or turn.role} ({turn.id})"

@@ -1,0 +1,260 @@
+"""`ContextWindowMonitor`: keep an agent's conversation prompt inside its context window.
+
+After each turn the monitor measures the prompt the agent's next turn would get (built by the
+`ContextBuilder`, counted with the model's tokenizer). When it reaches ``trigger_threshold`` of
+the context window, the conversation is compressed until the prompt is at most
+``target_ratio`` of the window, with one of two strategies:
+
+- ``"drop_oldest"``: remove the oldest turns; system turns and the newest turn are kept.
+- ``"summarize"``: remove the oldest turns as above and put in their place a summary written
+  by the agent's own model, which the caller passes in (the context layer never imports a
+  provider). The summarizing prompt is built by the builder too, from the dropped turns only.
+
+This is the usual "summary buffer" design of conversation memory (for example LangChain's
+``ConversationSummaryBufferMemory``, and MemGPT's queue eviction with recursive summaries,
+Packer et al., 2023), with thresholds expressed as fractions of the context window.
+
+When long-term memory is given, every dropped turn is recorded there *before* it leaves the
+conversation, so nothing is lost. What was dropped or summarized is returned as a
+`CompressionRecord`, which the caller passes to the next prompt's manifest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from clearance._context.builder import ContextBuilder
+from clearance._core.errors import ConfigError, LimitExceeded, ModelError
+from clearance._core.ids import new_id
+from clearance._core.prompt import sha256_text
+from clearance._core.spec import Agent
+from clearance._state.conversation import ConversationMemory, Turn
+from clearance._state.memory import MemoryRecord, PersistentMemory
+from clearance.models._base import ChatModel, ModelRequest
+
+__all__ = ["CompressionRecord", "ContextWindowMonitor", "Strategy"]
+
+Strategy = Literal["drop_oldest", "summarize"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CompressionRecord:
+    """What one compression did.
+
+    Attributes:
+        strategy: ``"drop_oldest"`` or ``"summarize"``.
+        context_window: The window the ratios refer to, in tokens.
+        tokens_before: Prompt tokens when the trigger was reached.
+        tokens_after: Prompt tokens after compression.
+        dropped: Ids of the turns removed from the conversation, oldest first.
+        summary_id: Id of the summary turn that replaced them (``"summarize"`` only).
+        summary_sha256: Hash of the summary text (``"summarize"`` only).
+        recorded_to_memory: Ids of the dropped turns recorded in long-term memory first
+            (already-held ones included).
+    """
+
+    strategy: Strategy
+    context_window: int
+    tokens_before: int
+    tokens_after: int
+    dropped: tuple[str, ...]
+    summary_id: str | None = None
+    summary_sha256: str | None = None
+    recorded_to_memory: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form, for `ContextManifest.compression`."""
+        return {
+            "strategy": self.strategy,
+            "context_window": self.context_window,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "dropped": list(self.dropped),
+            "summary_id": self.summary_id,
+            "summary_sha256": self.summary_sha256,
+            "recorded_to_memory": list(self.recorded_to_memory),
+        }
+
+
+class ContextWindowMonitor:
+    """Watches one agent's conversation and compresses it when it nears the context window.
+
+    Args:
+        builder: The builder that makes the agent's prompts (and counts their tokens).
+        context_window: The model's context window in tokens (prompt plus completion).
+        trigger_threshold: Compress when the next prompt is at least this fraction of the
+            window.
+        target_ratio: Compress until the prompt is at most this fraction of the window.
+        strategy: ``"drop_oldest"`` or ``"summarize"``.
+        long_term: Where dropped turns are recorded before they are removed; ``None`` to
+            drop them for good.
+        summary_max_tokens: Most tokens a summary may take; ``None`` means a tenth of the
+            window. The room is reserved below the target before turns are chosen.
+
+    Raises:
+        ConfigError: A ratio outside (0, 1], a target not below the trigger, an unknown
+            strategy, or a window below 1.
+    """
+
+    def __init__(
+        self,
+        *,
+        builder: ContextBuilder,
+        context_window: int,
+        trigger_threshold: float = 0.75,
+        target_ratio: float = 0.40,
+        strategy: Strategy = "drop_oldest",
+        long_term: PersistentMemory | None = None,
+        summary_max_tokens: int | None = None,
+    ):
+        if context_window < 1:
+            raise ConfigError("must be at least 1", field="context_window")
+        if not 0 < trigger_threshold <= 1:
+            raise ConfigError("must be in (0, 1]", field="trigger_threshold")
+        if not 0 < target_ratio < trigger_threshold:
+            raise ConfigError("must be above 0 and below the trigger", field="target_ratio")
+        if strategy not in ("drop_oldest", "summarize"):
+            raise ConfigError(f"unknown strategy {strategy!r}", field="strategy")
+        self.builder = builder
+        self.context_window = context_window
+        self.trigger_threshold = trigger_threshold
+        self.target_ratio = target_ratio
+        self.strategy: Strategy = strategy
+        self.long_term = long_term
+        self.summary_max_tokens = summary_max_tokens or max(16, context_window // 10)
+
+    @property
+    def trigger_tokens(self) -> int:
+        """Prompt tokens at which compression starts."""
+        return int(self.context_window * self.trigger_threshold)
+
+    @property
+    def target_tokens(self) -> int:
+        """Most prompt tokens after compression."""
+        return int(self.context_window * self.target_ratio)
+
+    def measure(
+        self, agent: Agent, turns: Sequence[Turn], memories: Sequence[MemoryRecord] = ()
+    ) -> int:
+        """Tokens of the conversation prompt these turns and memories would make."""
+        prompt = self.builder.build_conversation_prompt(agent=agent, turns=turns, memories=memories)
+        return prompt.manifest.total_tokens
+
+    async def after_turn(
+        self,
+        *,
+        agent: Agent,
+        conversation: ConversationMemory,
+        memories: Sequence[MemoryRecord] = (),
+        model: ChatModel | None = None,
+    ) -> CompressionRecord | None:
+        """Compress ``conversation`` if its next prompt reaches the trigger.
+
+        Args:
+            agent: The conversation's agent.
+            conversation: Its conversation; changed in place.
+            memories: Memory records the next prompt will hold (they count toward usage
+                but are never dropped).
+            model: The agent's model; required by ``"summarize"``.
+
+        Returns:
+            What was done, or ``None`` when usage was below the trigger.
+
+        Raises:
+            ConfigError: ``"summarize"`` without a model.
+            LimitExceeded: Even with every droppable turn gone, the prompt is above the
+                target (instructions, system turns, the newest turn and memories alone are
+                too large).
+            ModelError: The summary could not be written.
+        """
+        turns = conversation.get_messages()
+        before = self.measure(agent, turns, memories)
+        if before < self.trigger_tokens:
+            return None
+        if self.strategy == "summarize" and model is None:
+            raise ConfigError("the summarize strategy needs the agent's model", field="model")
+
+        reserve = self.summary_max_tokens if self.strategy == "summarize" else 0
+        dropped = self._choose(agent, turns, memories, self.target_tokens - reserve)
+        recorded: tuple[str, ...] = ()
+        if self.long_term is not None and dropped:
+            real = [t for t in dropped if not t.id.startswith("summary_")]
+            self.long_term.record(real)
+            recorded = tuple(t.id for t in real)
+
+        summary: Turn | None = None
+        if self.strategy == "summarize" and dropped:
+            assert model is not None
+            summary = await self._summarize(agent, dropped, model)
+        ids = {t.id for t in dropped}
+        start = next((i for i, t in enumerate(turns) if t.id in ids), len(turns))
+        first_kept = next((t.id for t in turns[start:] if t.id not in ids), None)
+        conversation.remove(ids)
+        if summary is not None:
+            conversation.insert_before(summary, first_kept)
+        after = self.measure(agent, conversation.get_messages(), memories)
+        if after > self.target_tokens:
+            # A summary longer than expected: fall back to dropping more of the oldest turns.
+            extra = self._choose(agent, conversation.get_messages(), memories, self.target_tokens)
+            if self.long_term is not None:
+                self.long_term.record([t for t in extra if not t.id.startswith("summary_")])
+            conversation.remove(t.id for t in extra)
+            dropped = [*dropped, *extra]
+            after = self.measure(agent, conversation.get_messages(), memories)
+        return CompressionRecord(
+            strategy=self.strategy,
+            context_window=self.context_window,
+            tokens_before=before,
+            tokens_after=after,
+            dropped=tuple(t.id for t in dropped),
+            summary_id=summary.id if summary else None,
+            summary_sha256=sha256_text(summary.content) if summary else None,
+            recorded_to_memory=recorded,
+        )
+
+    def _choose(
+        self,
+        agent: Agent,
+        turns: Sequence[Turn],
+        memories: Sequence[MemoryRecord],
+        budget: int,
+    ) -> list[Turn]:
+        """The oldest droppable turns whose removal brings the prompt to ``budget``."""
+        droppable = [t for t in turns[:-1] if t.role != "system"]
+        dropped: list[Turn] = []
+        kept = list(turns)
+        for turn in droppable:
+            if self.measure(agent, kept, memories) <= budget:
+                break
+            kept.remove(turn)
+            dropped.append(turn)
+        if self.measure(agent, kept, memories) > budget:
+            raise LimitExceeded(
+                "target_ratio",
+                value=self.measure(agent, kept, memories),
+                maximum=budget,
+                subject=f"conversation:{agent.name}",
+            )
+        return dropped
+
+    async def _summarize(self, agent: Agent, dropped: Sequence[Turn], model: ChatModel) -> Turn:
+        prompt = self.builder.build_conversation_prompt(
+            agent=agent,
+            turns=dropped,
+            summarize=True,
+            max_prompt_tokens=self.context_window - self.summary_max_tokens,
+        )
+        response = await model.request(
+            ModelRequest(prompt=prompt, max_tokens=self.summary_max_tokens, temperature=0.0)
+        )
+        text = response.text.strip()
+        if not text:
+            raise ModelError("the model wrote an empty summary", model_id=response.model_id)
+        return Turn(
+            id=new_id("summary"),
+            role="assistant",
+            content=text,
+            author="summary of earlier turns",
+        )

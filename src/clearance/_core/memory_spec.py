@@ -1,0 +1,77 @@
+"""Memory groups: the only way agents share memory, declared in the team file."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from clearance._core.errors import ConfigError
+
+__all__ = ["MemoryGroup", "SharedConversation", "group_members", "memory_scopes_of"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SharedConversation:
+    """Opt-in team conversation memory of a group: members see each other's turns.
+
+    Attributes:
+        window: Most shared turns admitted into one prompt.
+        retrieval: ``"recency"`` (the newest ``window`` turns) or ``"relevance"`` (the
+            ``window`` turns most relevant to the prompt's subject, by the memory's ranking).
+
+    Raises:
+        ConfigError: ``window`` below 1 or an unknown ``retrieval``.
+    """
+
+    window: int = 10
+    retrieval: Literal["recency", "relevance"] = "recency"
+
+    def __post_init__(self) -> None:
+        if self.window < 1:
+            raise ConfigError("must be at least 1", field="shared_conversation.window")
+        if self.retrieval not in ("recency", "relevance"):
+            raise ConfigError(
+                f"must be 'recency' or 'relevance', got {self.retrieval!r}",
+                field="shared_conversation.retrieval",
+            )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MemoryGroup:
+    """Named agents that share one long-term memory (scope ``group:<name>``).
+
+    Attributes:
+        name: The group's name.
+        agents: Its members; no other agent reads or writes the group's memory.
+        shared_conversation: When set, the group also keeps a shared conversation (off by
+            default).
+
+    Raises:
+        ConfigError: Fewer than two members, or a member listed twice.
+    """
+
+    name: str
+    agents: tuple[str, ...]
+    shared_conversation: SharedConversation | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "agents", tuple(self.agents))
+        if len(self.agents) < 2:
+            raise ConfigError(
+                "a memory group needs at least two agents", field=f"memory_groups.{self.name}"
+            )
+        if len(set(self.agents)) != len(self.agents):
+            raise ConfigError("an agent is listed twice", field=f"memory_groups.{self.name}")
+
+
+def group_members(groups: Iterable[MemoryGroup]) -> dict[str, frozenset[str]]:
+    """``{group name: members}`` for `clearance.PersistentMemory` and `Clearance`."""
+    return {g.name: frozenset(g.agents) for g in groups}
+
+
+def memory_scopes_of(agent: str, groups: Mapping[str, Iterable[str]] | None) -> frozenset[str]:
+    """The memory scopes ``agent`` reads: ``agent:<name>`` and ``group:<g>`` per membership."""
+    return frozenset(
+        {f"agent:{agent}", *(f"group:{g}" for g, m in (groups or {}).items() if agent in set(m))}
+    )

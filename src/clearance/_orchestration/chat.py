@@ -1,0 +1,232 @@
+"""`AgentChat`: one agent in a multi-turn conversation, with memory and a bounded window.
+
+Each turn: the user's message joins the agent's `ConversationMemory`; relevant long-term
+memories (and the group's shared conversation, when declared) are retrieved, the least
+relevant left out when the prompt would not fit its budget; the
+`ContextBuilder` builds the prompt (manifest with every turn, memory record and the last
+compression); the model answers; the answer joins the conversation; then the
+`ContextWindowMonitor` compresses the conversation if its turns reach the trigger (recalled
+memories come on top, bounded by ``recall_limit`` and the prompt budget).
+Every call, the monitor's summaries included, is recorded in the ledger when one is given,
+so ``clearance verify`` checks it.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from clearance._context.builder import ContextBuilder
+from clearance._context.window import CompressionRecord, ContextWindowMonitor, Strategy
+from clearance._core.errors import ConfigError, LimitExceeded
+from clearance._core.ids import new_id
+from clearance._core.memory_spec import MemoryGroup, group_members
+from clearance._core.prompt import Prompt
+from clearance._core.spec import Agent
+from clearance._state.conversation import ConversationMemory, Turn
+from clearance._state.ledger import RunLedger
+from clearance._state.memory import MemoryRecord, PersistentMemory
+from clearance._state.team_conversation import TeamConversation
+from clearance.models._base import ChatModel, ModelRequest, ModelResponse
+
+__all__ = ["AgentChat"]
+
+
+class AgentChat:
+    """A conversation between a user and one agent that never overflows the context window.
+
+    Args:
+        agent: The agent.
+        model: Its model; its ``context_window`` and tokenizer bound the prompts.
+        memory: Long-term memory of the agent: dropped turns are recorded there before they
+            leave the conversation, and relevant records are retrieved into each prompt.
+            ``None`` for none.
+        memory_groups: The team's declared memory groups.
+        shared_group: Name of a group whose shared conversation the agent takes part in
+            (the group must declare ``shared_conversation``).
+        strategy: Compression strategy of the monitor.
+        trigger_threshold: See `ContextWindowMonitor`.
+        target_ratio: See `ContextWindowMonitor`.
+        recall_limit: Most long-term records retrieved per turn.
+        ledger: Where each call is recorded (as run ``run_id``); ``None`` for no record.
+        context_window: Overrides ``model.context_window``.
+
+    Raises:
+        ConfigError: The model has no known context window and none is given, or
+            ``shared_group`` is not a declared group.
+    """
+
+    def __init__(
+        self,
+        *,
+        agent: Agent,
+        model: ChatModel,
+        memory: PersistentMemory | None = None,
+        memory_groups: tuple[MemoryGroup, ...] = (),
+        shared_group: str | None = None,
+        strategy: Strategy = "drop_oldest",
+        trigger_threshold: float = 0.75,
+        target_ratio: float = 0.40,
+        recall_limit: int = 3,
+        ledger: RunLedger | None = None,
+        context_window: int | None = None,
+    ):
+        window = context_window or model.context_window
+        if window is None:
+            raise ConfigError("the model's context window is unknown", field="context_window")
+        self.agent = agent
+        self.model = model
+        self.memory = memory
+        self.conversation = ConversationMemory(agent=agent.name)
+        self.builder = ContextBuilder(
+            count_tokens=model.count_tokens, memory_groups=group_members(memory_groups)
+        )
+        self.monitor = ContextWindowMonitor(
+            builder=self.builder,
+            context_window=window,
+            trigger_threshold=trigger_threshold,
+            target_ratio=target_ratio,
+            strategy=strategy,
+            long_term=memory,
+        )
+        self.team: TeamConversation | None = None
+        if shared_group is not None:
+            group = next((g for g in memory_groups if g.name == shared_group), None)
+            if group is None or memory is None:
+                raise ConfigError(
+                    f"no declared memory group {shared_group!r} (or no memory)",
+                    field="shared_group",
+                )
+            self.team = TeamConversation(memory, group)
+        self.recall_limit = recall_limit
+        self.ledger = ledger
+        self.run_id = new_id("run")
+        self.compressions: list[CompressionRecord] = []
+        self.prompts: list[Prompt] = []
+        self._pending: list[CompressionRecord] = []
+        if ledger is not None:
+            ledger.start_run(
+                run_id=self.run_id,
+                team=f"chat:{agent.name}",
+                goal=None,
+                graph=None,
+                config={
+                    "agents": [
+                        {
+                            "name": agent.name,
+                            "model": model.model_id,
+                            "instructions": agent.instructions,
+                        }
+                    ],
+                    "memory_groups": {
+                        g: sorted(m) for g, m in group_members(memory_groups).items()
+                    },
+                },
+            )
+
+    async def say(self, text: str) -> str:
+        """Send the user's message; return the agent's answer.
+
+        Raises:
+            LimitExceeded: The prompt does not fit even after compression.
+            ModelError: The model failed.
+        """
+        self.conversation.add(Turn(id=new_id("turn"), role="user", content=text, author="user"))
+        await self._compress()  # the user's turn may itself reach the trigger
+        memories = self._recall(text)
+        budget = self.monitor.context_window - self.agent.limits.max_output_tokens
+        while True:
+            try:
+                prompt = self.builder.build_conversation_prompt(
+                    agent=self.agent,
+                    turns=self.conversation.get_messages(),
+                    memories=memories,
+                    compression=self._compression(),
+                    max_prompt_tokens=budget,
+                )
+                break
+            except LimitExceeded:
+                if not memories:
+                    raise
+                memories = memories[:-1]  # leave out the least relevant recalled record
+        self._pending = []
+        self.prompts.append(prompt)
+        response = await self._call(
+            ModelRequest(prompt=prompt, max_tokens=self.agent.limits.max_output_tokens)
+        )
+        answer = Turn(
+            id=new_id("turn"), role="assistant", content=response.text, author=self.agent.name
+        )
+        self.conversation.add(answer)
+        if self.team is not None:
+            self.team.post(answer)
+        await self._compress()
+        return response.text
+
+    async def _compress(self) -> None:
+        record = await self.monitor.after_turn(
+            agent=self.agent, conversation=self.conversation, model=_Recorded(self)
+        )
+        if record is not None:
+            self.compressions.append(record)
+            self._pending.append(record)
+
+    def _compression(self) -> dict[str, Any] | None:
+        """The latest compression since the last prompt; earlier ones under ``"earlier"``."""
+        if not self._pending:
+            return None
+        data = self._pending[-1].to_dict()
+        if len(self._pending) > 1:
+            data["earlier"] = [r.to_dict() for r in self._pending[:-1]]
+        return data
+
+    def _recall(self, text: str) -> list[MemoryRecord]:
+        held = {t.id for t in self.conversation.get_messages()}
+        found: list[MemoryRecord] = []
+        if self.memory is not None:
+            found = self.memory.retrieve(text, limit=self.recall_limit)
+        if self.team is not None:
+            found.extend(self.team.view(text))
+        unique = {r.id: r for r in found if r.id not in held}
+        return list(unique.values())
+
+    async def _call(self, request: ModelRequest) -> ModelResponse:
+        prompt = request.prompt
+        started, t0 = datetime.now(UTC), time.perf_counter()
+        error: str | None = None
+        response: ModelResponse | None = None
+        try:
+            response = await self.model.request(request)
+            return response
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            if self.ledger is not None:
+                self.ledger.record_call(
+                    run_id=self.run_id,
+                    subject=prompt.manifest.subject,
+                    agent=self.agent.name,
+                    model_id=self.model.model_id,
+                    prompt=prompt,
+                    response=response,
+                    error=error,
+                    started_at=started,
+                    latency_s=time.perf_counter() - t0,
+                )
+
+
+class _Recorded:
+    """The chat's model, with every call (the monitor's summaries too) recorded."""
+
+    def __init__(self, chat: AgentChat):
+        self._chat = chat
+        self.model_id = chat.model.model_id
+        self.context_window = chat.model.context_window
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        return await self._chat._call(request)
+
+    def count_tokens(self, text: str) -> int:
+        return self._chat.model.count_tokens(text)

@@ -1,0 +1,449 @@
+"""`PersistentMemory`: one agent's long-term memory, with relevance retrieval.
+
+Stored through SQLAlchemy: SQLite by default, PostgreSQL for a shared server. Every record
+belongs to one **scope**: ``agent:<name>`` (private to that agent) or ``group:<name>`` (a
+memory group declared in the team file, shared by exactly its members). A memory reads only
+the scopes its agent is in, so agent B never retrieves agent A's memories unless both are in
+a declared group, and then only what was recorded to that group.
+
+Ranking:
+
+- SQLite: an FTS5 index over the content, ranked by BM25 (``bm25()``; Robertson and
+  Zaragoza, "The Probabilistic Relevance Framework: BM25 and Beyond", 2009; SQLite's FTS5
+  documentation, section "The bm25() function").
+- PostgreSQL: built-in full-text search, ``to_tsvector('english', content)`` with a GIN index,
+  ranked by ``ts_rank_cd`` (cover density).
+- With an `Embedder`: cosine similarity of embeddings, over the readable scopes.
+
+The query is split into words (runs of letters and digits); a record matches when it
+holds any of them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import sqlalchemy as sa
+from sqlalchemy.exc import SQLAlchemyError
+
+from clearance._core.errors import AccessDenied, StoreError
+from clearance._core.ids import new_id
+from clearance._state.conversation import Turn
+
+__all__ = [
+    "Embedder",
+    "MemoryRecord",
+    "PersistentMemory",
+    "agent_scope",
+    "group_scope",
+    "memory_lookup",
+]
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+_METADATA = sa.MetaData()
+_MEMORIES = sa.Table(
+    "clearance_memories",
+    _METADATA,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("scope", sa.String(200), nullable=False, index=True),
+    sa.Column("author", sa.String(128), nullable=False),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("content", sa.Text, nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("embedding", sa.Text, nullable=True),
+)
+
+
+def agent_scope(agent: str) -> str:
+    """The private scope of ``agent``: ``agent:<name>``."""
+    return f"agent:{agent}"
+
+
+def group_scope(group: str) -> str:
+    """The shared scope of a memory group: ``group:<name>``."""
+    return f"group:{group}"
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into vectors for semantic retrieval.
+
+    Attributes:
+        dimensions: Length of every vector.
+    """
+
+    dimensions: int
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One vector per text, in order."""
+        ...
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MemoryRecord:
+    """One remembered message or fact.
+
+    Attributes:
+        id: Unique id; prompts cite it as origin ``memory:<id>``.
+        scope: ``agent:<name>`` or ``group:<name>``.
+        author: The agent that recorded it.
+        kind: ``"message"`` (a conversation turn) or ``"fact"``.
+        content: The text.
+        created_at: When it was recorded (aware UTC).
+        score: Relevance of the last retrieval (higher is better), ``None`` otherwise.
+    """
+
+    id: str
+    scope: str
+    author: str
+    kind: Literal["message", "fact"]
+    content: str
+    created_at: datetime
+    score: float | None = None
+
+    @property
+    def origin(self) -> str:
+        """The record's origin in a prompt: ``memory:<id>``."""
+        return f"memory:{self.id}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (for the ledger)."""
+        return {
+            "id": self.id,
+            "scope": self.scope,
+            "author": self.author,
+            "kind": self.kind,
+            "content": self.content,
+            "created_at": self.created_at.isoformat(),
+        }
+
+
+class PersistentMemory:
+    """Long-term memory of one agent: its private scope plus the groups it belongs to.
+
+    Args:
+        url_or_engine: A SQLAlchemy URL (``"sqlite:///memory.db"``,
+            ``"postgresql+psycopg://..."``) or an engine (shared with a store, for example).
+        agent: The agent that owns this memory.
+        groups: Memory groups declared in the team file, by name, with their members; the
+            agent reads and writes the groups it is a member of and no others.
+        embedder: Optional; when given, records are embedded and retrieval ranks by cosine
+            similarity instead of full-text search.
+
+    Raises:
+        StoreError: The database cannot be opened or prepared.
+    """
+
+    def __init__(
+        self,
+        url_or_engine: str | sa.Engine,
+        *,
+        agent: str,
+        groups: Mapping[str, Iterable[str]] | None = None,
+        embedder: Embedder | None = None,
+    ):
+        self.agent = agent
+        self.groups = frozenset(
+            name for name, members in (groups or {}).items() if agent in set(members)
+        )
+        self.scopes = frozenset({agent_scope(agent), *(group_scope(g) for g in self.groups)})
+        self.embedder = embedder
+        self._owns_engine = isinstance(url_or_engine, str)
+        try:
+            self._engine = (
+                sa.create_engine(url_or_engine) if isinstance(url_or_engine, str) else url_or_engine
+            )
+            self._dialect = self._engine.dialect.name
+            _prepare(self._engine)
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot open the memory store: {exc}") from exc
+
+    def close(self) -> None:
+        """Release the engine if this memory created it."""
+        if self._owns_engine:
+            self._engine.dispose()
+
+    def __enter__(self) -> PersistentMemory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- writing -----------------------------------------------------------------------
+
+    def record(
+        self,
+        items: str | Turn | Iterable[str | Turn],
+        *,
+        group: str | None = None,
+        now: datetime | None = None,
+    ) -> list[MemoryRecord]:
+        """Remember messages (`Turn`) or facts (strings).
+
+        A turn keeps its id, so recording the same turn twice stores it once.
+
+        Args:
+            items: One item or several.
+            group: Record into this memory group instead of the agent's private scope.
+            now: Time stamp (aware UTC); ``None`` for the current time.
+
+        Returns:
+            The records stored (already-held turns left out).
+
+        Raises:
+            AccessDenied: The agent is not a member of ``group``.
+            StoreError: The write failed.
+        """
+        scope = agent_scope(self.agent)
+        if group is not None:
+            if group not in self.groups:
+                raise AccessDenied(self.agent, group_scope(group), "write")
+            scope = group_scope(group)
+        if isinstance(items, str | Turn):
+            items = [items]
+        created = now or datetime.now(UTC)
+        records = [
+            MemoryRecord(
+                id=item.id if isinstance(item, Turn) else new_id("mem"),
+                scope=scope,
+                author=self.agent,
+                kind="message" if isinstance(item, Turn) else "fact",
+                content=_turn_text(item) if isinstance(item, Turn) else item,
+                created_at=created,
+            )
+            for item in items
+        ]
+        vectors = (
+            self.embedder.embed([r.content for r in records]) if self.embedder and records else None
+        )
+        stored = []
+        try:
+            with self._engine.begin() as conn:
+                held = {
+                    row[0]
+                    for row in conn.execute(
+                        sa.select(_MEMORIES.c.id).where(_MEMORIES.c.id.in_([r.id for r in records]))
+                    )
+                }
+                for i, rec in enumerate(records):
+                    if rec.id in held:
+                        continue
+                    held.add(rec.id)
+                    conn.execute(
+                        _MEMORIES.insert().values(
+                            id=rec.id,
+                            scope=rec.scope,
+                            author=rec.author,
+                            kind=rec.kind,
+                            content=rec.content,
+                            created_at=rec.created_at,
+                            embedding=json.dumps(vectors[i]) if vectors else None,
+                        )
+                    )
+                    if self._dialect == "sqlite":
+                        conn.execute(
+                            sa.text(
+                                "INSERT INTO clearance_memories_fts(id, content) "
+                                "VALUES (:id, :content)"
+                            ),
+                            {"id": rec.id, "content": rec.content},
+                        )
+                    stored.append(rec)
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot record memories: {exc}") from exc
+        return stored
+
+    # -- reading -----------------------------------------------------------------------
+
+    def retrieve(
+        self, query: str, limit: int = 5, *, group: str | None = None
+    ) -> list[MemoryRecord]:
+        """The records most relevant to ``query``, most relevant first.
+
+        Only the agent's own scope and its groups are searched.
+
+        Args:
+            query: Free text; its words are matched (any of them).
+            limit: Most records to return.
+            group: Search only this group's memory (empty if the agent is not a member).
+
+        Returns:
+            Up to ``limit`` records with ``score`` set; empty when nothing matches.
+
+        Raises:
+            StoreError: The query failed.
+        """
+        scopes = self.scopes if group is None else self.scopes & {group_scope(group)}
+        if limit < 1 or not scopes:
+            return []
+        try:
+            with self._engine.connect() as conn:
+                if self.embedder is not None:
+                    return self._by_embedding(conn, query, limit, scopes)
+                words = _WORD.findall(query.lower())
+                if not words:
+                    return []
+                if self._dialect == "sqlite":
+                    return self._by_fts5(conn, words, limit, scopes)
+                if self._dialect == "postgresql":
+                    return self._by_tsvector(conn, words, limit, scopes)
+                return self._by_overlap(conn, words, limit, scopes)
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot retrieve memories: {exc}") from exc
+
+    def get(self, memory_id: str) -> MemoryRecord | None:
+        """The record with this id, if it is in a scope this agent reads; else ``None``."""
+        with self._engine.connect() as conn:
+            row = conn.execute(
+                sa.select(_MEMORIES).where(
+                    _MEMORIES.c.id == memory_id, _MEMORIES.c.scope.in_(self.scopes)
+                )
+            ).first()
+        return _record(row._mapping) if row is not None else None
+
+    def recent(self, limit: int = 10, *, group: str | None = None) -> list[MemoryRecord]:
+        """The newest records of the readable scopes (or of one group), oldest first."""
+        scopes = self.scopes if group is None else {group_scope(group)} & self.scopes
+        with self._engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(_MEMORIES)
+                .where(_MEMORIES.c.scope.in_(scopes))
+                .order_by(_MEMORIES.c.created_at.desc(), _MEMORIES.c.id.desc())
+                .limit(limit)
+            ).all()
+        return [_record(r._mapping) for r in reversed(rows)]
+
+    def _by_fts5(
+        self, conn: sa.Connection, words: list[str], limit: int, scopes: frozenset[str]
+    ) -> list[MemoryRecord]:
+        match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+        rows = conn.execute(
+            sa.text(
+                "SELECT m.*, bm25(clearance_memories_fts) AS rank "
+                "FROM clearance_memories_fts JOIN clearance_memories m "
+                "ON m.id = clearance_memories_fts.id "
+                "WHERE clearance_memories_fts MATCH :match AND m.scope IN :scopes "
+                "ORDER BY rank, m.created_at DESC LIMIT :limit"
+            ).bindparams(sa.bindparam("scopes", expanding=True)),
+            {"match": match, "scopes": sorted(scopes), "limit": limit},
+        ).all()
+        # bm25() is lower-is-better; publish higher-is-better scores.
+        return [_record(r._mapping, score=-float(r.rank)) for r in rows]
+
+    def _by_tsvector(
+        self, conn: sa.Connection, words: list[str], limit: int, scopes: frozenset[str]
+    ) -> list[MemoryRecord]:
+        rows = conn.execute(
+            sa.text(
+                "SELECT m.*, ts_rank_cd(to_tsvector('english', m.content), q) AS rank "
+                "FROM clearance_memories m, to_tsquery('english', :query) q "
+                "WHERE to_tsvector('english', m.content) @@ q AND m.scope IN :scopes "
+                "ORDER BY rank DESC, m.created_at DESC LIMIT :limit"
+            ).bindparams(sa.bindparam("scopes", expanding=True)),
+            {"query": " | ".join(words), "scopes": sorted(scopes), "limit": limit},
+        ).all()
+        return [_record(r._mapping, score=float(r.rank)) for r in rows]
+
+    def _by_overlap(
+        self, conn: sa.Connection, words: list[str], limit: int, scopes: frozenset[str]
+    ) -> list[MemoryRecord]:
+        wanted = set(words)
+        rows = conn.execute(sa.select(_MEMORIES).where(_MEMORIES.c.scope.in_(scopes))).all()
+        scored = []
+        for row in rows:
+            hits = len(wanted & set(_WORD.findall(row.content.lower())))
+            if hits:
+                scored.append(_record(row._mapping, score=float(hits)))
+        scored.sort(key=lambda r: (-(r.score or 0.0), -r.created_at.timestamp()))
+        return scored[:limit]
+
+    def _by_embedding(
+        self, conn: sa.Connection, query: str, limit: int, scopes: frozenset[str]
+    ) -> list[MemoryRecord]:
+        assert self.embedder is not None
+        (qv,) = self.embedder.embed([query])
+        rows = conn.execute(
+            sa.select(_MEMORIES).where(
+                _MEMORIES.c.scope.in_(scopes), _MEMORIES.c.embedding.is_not(None)
+            )
+        ).all()
+        scored = [_record(r._mapping, score=_cosine(qv, json.loads(r.embedding))) for r in rows]
+        scored.sort(key=lambda r: -(r.score or 0.0))
+        return scored[:limit]
+
+
+def memory_lookup(url_or_engine: str | sa.Engine) -> Callable[[str], MemoryRecord | None]:
+    """An unscoped lookup of records by id, for auditing (``clearance verify``).
+
+    Not for agents: it ignores scopes. Pass it to `verify_run` as ``memories``.
+
+    Raises:
+        StoreError: The database cannot be opened.
+    """
+    try:
+        engine = (
+            sa.create_engine(url_or_engine) if isinstance(url_or_engine, str) else url_or_engine
+        )
+        _prepare(engine)
+    except SQLAlchemyError as exc:
+        raise StoreError(f"cannot open the memory store: {exc}") from exc
+
+    def lookup(memory_id: str) -> MemoryRecord | None:
+        with engine.connect() as conn:
+            row = conn.execute(sa.select(_MEMORIES).where(_MEMORIES.c.id == memory_id)).first()
+        return _record(row._mapping) if row is not None else None
+
+    return lookup
+
+
+def _turn_text(turn: Turn) -> str:
+    author = turn.author or turn.role
+    return f"{author}: {turn.content}"
+
+
+def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return dot / norm if norm else 0.0
+
+
+def _record(row: Any, *, score: float | None = None) -> MemoryRecord:
+    created = row["created_at"]
+    if isinstance(created, str):
+        created = datetime.fromisoformat(created)
+    if created.tzinfo is None:
+        created = created.replace(tzinfo=UTC)
+    return MemoryRecord(
+        id=row["id"],
+        scope=row["scope"],
+        author=row["author"],
+        kind=row["kind"],
+        content=row["content"],
+        created_at=created,
+        score=score,
+    )
+
+
+def _prepare(engine: sa.Engine) -> None:
+    _METADATA.create_all(engine)
+    with engine.begin() as conn:
+        if engine.dialect.name == "sqlite":
+            conn.execute(
+                sa.text(
+                    "CREATE VIRTUAL TABLE IF NOT EXISTS clearance_memories_fts "
+                    "USING fts5(id UNINDEXED, content, tokenize = 'porter unicode61')"
+                )
+            )
+        elif engine.dialect.name == "postgresql":
+            conn.execute(
+                sa.text(
+                    "CREATE INDEX IF NOT EXISTS clearance_memories_tsv "
+                    "ON clearance_memories USING gin (to_tsvector('english', content))"
+                )
+            )
