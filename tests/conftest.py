@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import ipaddress
+import os
+import shutil
 import socket
+import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,3 +43,84 @@ def ledger(tmp_path: Path) -> Iterator[RunLedger]:
     """A run ledger in a fresh SQLite file."""
     with RunLedger(f"sqlite:///{tmp_path / 'runs.db'}") as led:
         yield led
+
+
+# -- a real PostgreSQL server, for the store and memory tests ---------------------------
+_PG_ROOT = Path("/usr/lib/postgresql")
+
+
+def _pg_bin() -> Path | None:
+    if not _PG_ROOT.is_dir():
+        return None
+    versions = sorted(
+        (p for p in _PG_ROOT.iterdir() if (p / "bin" / "initdb").exists()),
+        key=lambda p: int(p.name) if p.name.isdigit() else 0,
+    )
+    return versions[-1] / "bin" if versions else None
+
+
+def _install() -> str | None:
+    """Install Debian's postgresql when missing; return why it is unusable, or None."""
+    if _pg_bin() is not None:
+        return None
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        return "PostgreSQL is not installed and cannot be (needs root and apt-get)"
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for cmd in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", "postgresql"]):
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+        if done.returncode != 0:
+            return f"`{' '.join(cmd)}` failed: {done.stderr.strip()[-400:]}"
+    return None if _pg_bin() is not None else "postgresql installed but initdb not found"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _as_postgres(*cmd: str) -> subprocess.CompletedProcess[str]:
+    prefix = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    return subprocess.run([*prefix, *cmd], capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """URL of a fresh database on a PostgreSQL server started for this session."""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        pytest.skip("PostgreSQL tests need psycopg: pip install 'psycopg[binary]'")
+    reason = _install()
+    if reason is not None:
+        pytest.skip(f"NO POSTGRESQL: {reason}")
+    pg_bin = _pg_bin()
+    assert pg_bin is not None
+    base = Path(tempfile.mkdtemp(prefix="clearance-pg-"))
+    data = base / "pg"
+    data.mkdir()
+    if os.geteuid() == 0:
+        shutil.chown(base, "postgres", "postgres")
+        shutil.chown(data, "postgres", "postgres")
+    data.chmod(0o700)
+    port = _free_port()
+    steps = [
+        [str(pg_bin / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust", "-E", "UTF8",
+         "--locale=C.UTF-8"],
+        [str(pg_bin / "pg_ctl"), "-D", str(data), "-l", str(data / "server.log"), "-w",
+         "-t", "60", "-o", f"-p {port} -k {data} -c listen_addresses=127.0.0.1", "start"],
+        ["psql", "-h", str(data), "-p", str(port), "-U", "postgres", "-c",
+         "CREATE DATABASE clearance_test"],
+    ]  # fmt: skip
+    started = False
+    try:
+        for step in steps:
+            done = _as_postgres(*step)
+            if done.returncode != 0:
+                pytest.skip(f"NO POSTGRESQL: {step[0]} failed: {done.stderr.strip()[-400:]}")
+            started = started or step[-1] == "start"
+        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/clearance_test"
+    finally:
+        if started:
+            _as_postgres(str(pg_bin / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop")
+        shutil.rmtree(base, ignore_errors=True)
