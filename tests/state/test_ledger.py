@@ -404,7 +404,7 @@ def test_unreachable_sqlite_file_gives_store_error(tmp_path: Path) -> None:
 
 
 def test_url_masks_password() -> None:
-    from clearance._state.ledger import _mask
+    from clearance._state.database import _mask
 
     assert _mask("postgresql://u:pw@host/db") == "postgresql://u:***@host/db"
     assert "pw" not in _mask("bad url://u:pw@host")

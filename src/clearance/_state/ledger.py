@@ -23,20 +23,14 @@ All timestamps are timezone-aware UTC datetimes. Every failure of the database s
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from datetime import datetime
+from typing import Any
 
 from sqlalchemy import (
     JSON,
     Column,
-    DateTime,
-    Dialect,
     Float,
     ForeignKey,
     Index,
@@ -47,22 +41,19 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
-    create_engine,
-    event,
     func,
     inspect,
     select,
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import URL, Connection, Engine, make_url
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
-from sqlalchemy.types import TypeDecorator
+from sqlalchemy.engine import Connection
 
 from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import ConfigError, StoreError
 from clearance._core.ids import new_id
 from clearance._core.prompt import Prompt, sha256_text
+from clearance._state.database import DatabaseBase, _UTCDateTime
 from clearance._state.messages import Message
 from clearance._state.queue import TaskState
 from clearance.models._base import ModelResponse, Usage
@@ -84,36 +75,8 @@ RUN_STATUSES = ("running", "completed", "failed", "interrupted")
 """Statuses a run can have: ``running`` from `RunLedger.start_run` (or `reopen_run`) until
 `finish_run`; ``interrupted`` when it was stopped and can be resumed."""
 
-BUSY_TIMEOUT_MS = 10_000
-"""How long an SQLite connection waits for another writer's lock before failing."""
-
-_WRITE = "clearance_ledger_write"
-"""Execution option marking the write engine's connections (SQLite: ``BEGIN IMMEDIATE``)."""
-
 
 # -- schema -----------------------------------------------------------------------------
-
-
-class _UTCDateTime(TypeDecorator[datetime]):
-    """Stores aware datetimes as UTC and reads them back aware (SQLite drops the zone).
-
-    A naive datetime is taken to be UTC already.
-    """
-
-    impl = DateTime(timezone=True)
-    cache_ok = True
-
-    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
-
-    def process_result_value(self, value: Any | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        assert isinstance(value, datetime)
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def _define_v1(metadata: MetaData) -> None:
@@ -447,56 +410,6 @@ class ToolCallRecord:
 # -- helpers ----------------------------------------------------------------------------
 
 
-def _mask(url: str) -> str:
-    """``url`` with any password replaced by ``***``, even when it does not parse."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except (SQLAlchemyError, ValueError, TypeError):
-        return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", url)
-
-
-def _cause(exc: BaseException) -> str:
-    """A one-line description of a database failure (never the SQL or its parameters)."""
-    if isinstance(exc, DBAPIError) and exc.orig is not None:
-        exc = exc.orig
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0] if lines else 'no details'}"
-
-
-def _ensure_sqlite_folder(url: URL) -> None:
-    """Create the parent folder of an SQLite database file."""
-    database = url.database
-    if not database or database == ":memory:" or database.startswith("file:"):
-        return
-    Path(database).parent.mkdir(parents=True, exist_ok=True)
-
-
-def _configure_sqlite(engine: Engine) -> None:
-    """Set the pragmas of every new SQLite connection and take over ``BEGIN``.
-
-    The ``sqlite3`` module's legacy transaction handling neither begins a transaction
-    before DDL nor offers ``BEGIN IMMEDIATE``; the recipe from SQLAlchemy's SQLite
-    documentation disables it and emits ``BEGIN`` from the ``begin`` event instead.
-    """
-
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-        dbapi_connection.isolation_level = None
-        cursor = dbapi_connection.cursor()
-        try:
-            cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            cursor.execute("PRAGMA journal_mode = WAL")
-            cursor.execute("PRAGMA synchronous = NORMAL")
-            cursor.execute("PRAGMA foreign_keys = ON")
-        finally:
-            cursor.close()
-
-    @event.listens_for(engine, "begin")
-    def _on_begin(conn: Connection) -> None:
-        write = conn.get_execution_options().get(_WRITE, False)
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
-
-
 def _usage(row: Row[Any]) -> Usage:
     return Usage(
         requests=row.requests,
@@ -524,7 +437,7 @@ def _run_record(row: Row[Any]) -> RunRecord:
 # -- the ledger -------------------------------------------------------------------------
 
 
-class RunLedger:
+class RunLedger(DatabaseBase):
     """The durable record of every run (SQLAlchemy Core; SQLite by default).
 
     Each write is one short transaction; upserts use the dialect's
@@ -546,87 +459,16 @@ class RunLedger:
             version of Clearance. The message holds the URL (password masked) and the cause.
     """
 
+    _LABEL = "run ledger"
+
     def __init__(self, url: str = DEFAULT_LEDGER_URL, *, clock: Clock = utc_now) -> None:
-        self._url = _mask(url)
-        self._clock = clock
-        self._closed = False
+        super().__init__(url, clock=clock)
         self._task_stmt: sqlite.Insert | postgresql.Insert | None = None
-        try:
-            parsed = make_url(url)
-            if parsed.get_backend_name() == "sqlite":
-                _ensure_sqlite_folder(parsed)
-            engine = create_engine(parsed)
-        except (SQLAlchemyError, ImportError, OSError, ValueError) as exc:
-            raise StoreError(f"cannot open the run ledger at {self._url}: {_cause(exc)}") from exc
-        self._dialect = engine.dialect.name
-        if self._dialect not in ("sqlite", "postgresql"):
-            engine.dispose()
-            raise StoreError(
-                f"cannot open the run ledger at {self._url}: unsupported database "
-                f"{self._dialect!r} (use sqlite or postgresql)"
-            )
-        if self._dialect == "sqlite":
-            _configure_sqlite(engine)
-        self._engine = engine
-        self._write_engine = engine.execution_options(**{_WRITE: True})
         try:
             self._migrate()
         except BaseException:
-            engine.dispose()
-            raise
-
-    # -- lifecycle ----------------------------------------------------------------------
-
-    @property
-    def url(self) -> str:
-        """The database URL, with any password shown as ``***``."""
-        return self._url
-
-    def close(self) -> None:
-        """Release every connection. Further use raises `StoreError`; closing twice is fine."""
-        if not self._closed:
-            self._closed = True
             self._engine.dispose()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"RunLedger({self._url!r})"
-
-    @contextmanager
-    def _writing(self, operation: str) -> Iterator[Connection]:
-        """One write transaction; database failures become `StoreError` naming ``operation``."""
-        if self._closed:
-            raise StoreError(f"cannot {operation}: the run ledger at {self._url} is closed")
-        try:
-            with self._write_engine.begin() as conn:
-                yield conn
-        except SQLAlchemyError as exc:
-            raise StoreError(
-                f"cannot {operation} in the run ledger at {self._url}: {_cause(exc)}"
-            ) from exc
-
-    @contextmanager
-    def _reading(self, operation: str) -> Iterator[Connection]:
-        """One read transaction (a consistent snapshot); failures become `StoreError`."""
-        if self._closed:
-            raise StoreError(f"cannot {operation}: the run ledger at {self._url} is closed")
-        try:
-            with self._engine.connect() as conn:
-                yield conn
-        except SQLAlchemyError as exc:
-            raise StoreError(
-                f"cannot {operation} from the run ledger at {self._url}: {_cause(exc)}"
-            ) from exc
+            raise
 
     def _version(self, conn: Connection) -> int:
         if not inspect(conn).has_table(_schema_version.name):

@@ -21,12 +21,10 @@ which denies every namespace not granted.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     Column,
@@ -37,7 +35,6 @@ from sqlalchemy import (
     Text,
     and_,
     case,
-    create_engine,
     delete,
     func,
     literal,
@@ -46,20 +43,11 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Connection, make_url
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.sql.elements import ColumnElement
 
 from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import ConfigError, StoreError
-from clearance._state.ledger import (
-    _WRITE,
-    _cause,
-    _configure_sqlite,
-    _ensure_sqlite_folder,
-    _mask,
-    _UTCDateTime,
-)
+from clearance._state.database import DatabaseBase, _UTCDateTime
 
 if TYPE_CHECKING:
     from clearance._state.grants import StoreGrants, StoreView
@@ -155,7 +143,7 @@ def _check_limit(limit: int) -> None:
         raise ConfigError(f"must be at least 1, got {limit}", field="limit")
 
 
-class ContextStore:
+class ContextStore(DatabaseBase):
     """Durable namespaced key/value store with TTL (SQLAlchemy Core; SQLite by default).
 
     Safe to share between threads and processes: each operation is one short transaction,
@@ -173,90 +161,16 @@ class ContextStore:
             or the database cannot be reached; the message holds the URL (password masked).
     """
 
+    _LABEL = "store"
+
     def __init__(self, url: str = DEFAULT_STORE_URL, *, clock: Clock = utc_now) -> None:
-        self._url = _mask(url)
-        self._clock = clock
-        self._closed = False
-        try:
-            parsed = make_url(url)
-            if parsed.get_backend_name() == "sqlite":
-                _ensure_sqlite_folder(parsed)
-            engine = create_engine(parsed)
-        except (SQLAlchemyError, ImportError, OSError, ValueError) as exc:
-            raise StoreError(f"cannot open the store at {self._url}: {_cause(exc)}") from exc
-        self._dialect = engine.dialect.name
-        if self._dialect not in ("sqlite", "postgresql"):
-            engine.dispose()
-            raise StoreError(
-                f"cannot open the store at {self._url}: unsupported database "
-                f"{self._dialect!r} (use sqlite or postgresql)"
-            )
-        if self._dialect == "sqlite":
-            _configure_sqlite(engine)
-        self._engine = engine
-        self._write_engine = engine.execution_options(**{_WRITE: True})
+        super().__init__(url, clock=clock)
         try:
             with self._writing("create the store table") as conn:
                 _metadata.create_all(conn, checkfirst=True)
         except BaseException:
-            engine.dispose()
-            raise
-
-    # -- lifecycle ----------------------------------------------------------------------
-
-    @property
-    def url(self) -> str:
-        """The database URL, with any password shown as ``***``."""
-        return self._url
-
-    @property
-    def dialect(self) -> str:
-        """``"sqlite"`` or ``"postgresql"``."""
-        return self._dialect
-
-    def close(self) -> None:
-        """Release every connection. Further use raises `StoreError`; closing twice is fine."""
-        if not self._closed:
-            self._closed = True
             self._engine.dispose()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"ContextStore({self._url!r})"
-
-    @contextmanager
-    def _writing(self, operation: str) -> Iterator[Connection]:
-        if self._closed:
-            raise StoreError(f"cannot {operation}: the store at {self._url} is closed")
-        try:
-            with self._write_engine.begin() as conn:
-                yield conn
-        except SQLAlchemyError as exc:
-            raise StoreError(
-                f"cannot {operation} in the store at {self._url}: {_cause(exc)}"
-            ) from exc
-
-    @contextmanager
-    def _reading(self, operation: str) -> Iterator[Connection]:
-        if self._closed:
-            raise StoreError(f"cannot {operation}: the store at {self._url} is closed")
-        try:
-            with self._engine.connect() as conn:
-                yield conn
-        except SQLAlchemyError as exc:
-            raise StoreError(
-                f"cannot {operation} from the store at {self._url}: {_cause(exc)}"
-            ) from exc
+            raise
 
     # -- helpers --------------------------------------------------------------------------
 
