@@ -67,7 +67,7 @@ class ResearchReport:
     parent: AgentSession
 
 
-def text_files(folder: Path, limit: int = 6) -> list[str]:
+def text_files(folder: Path, limit: int = 3) -> list[str]:
     """Up to ``limit`` text files of ``folder`` (recursively), relative, sorted."""
     suffixes = {".md", ".txt", ".rst", ".py", ".yaml", ".toml"}
     files = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in suffixes)
@@ -83,7 +83,7 @@ async def research(
     timeout_s: float = 300.0,
 ) -> ResearchReport:
     """Run the fan-out: three children over the bus, aggregation, parent synthesis."""
-    caps = FileCaps(max_file_bytes=2000, max_total_bytes=2400, on_oversize="truncate")
+    caps = FileCaps(max_file_bytes=1500, max_total_bytes=4500, on_oversize="truncate")
     manager = ContextIsolationManager(input_dir, model=model, file_caps=caps)
     files = text_files(input_dir)
     parent = AgentSession("lead", base_dir=workdir, goal=question, limits=PARENT.limits)

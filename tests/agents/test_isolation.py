@@ -297,3 +297,16 @@ async def test_verify_accepts_isolated_dispatches_and_catches_a_foreign_item(
         conn.close()
     reasons = [str(f) for f in verify_run(ledger, "run_v").findings]
     assert any("not the subagent's own task" in r for r in reasons), reasons
+
+
+def test_truncating_with_no_total_budget_left_names_the_total_cap(tmp_path: Path) -> None:
+    from clearance._agents.files import load_text_file
+
+    (tmp_path / "big.md").write_text("x" * 3000)
+    caps = FileCaps(max_file_bytes=2000, max_total_bytes=2400, on_oversize="truncate")
+    cut = load_text_file(tmp_path, "big.md", caps=caps, budget=2400)
+    assert cut.endswith("[clearance: truncated big.md: showing the first 1927 of 3000 bytes]")
+    assert len(cut.encode()) <= 2000
+    with pytest.raises(LimitExceeded) as info:
+        load_text_file(tmp_path, "big.md", caps=caps, budget=0)
+    assert info.value.limit == "max_total_bytes"

@@ -105,9 +105,11 @@ def load_text_file(root: Path, rel: str, *, caps: FileCaps, budget: int) -> str:
     if size <= allowed:
         return text
     if caps.on_oversize == "error" or allowed <= 0:
-        if size > caps.max_file_bytes:
+        if caps.on_oversize == "error" and size > caps.max_file_bytes:
             raise LimitExceeded("max_file_bytes", value=size, maximum=caps.max_file_bytes,
                                 subject=rel)  # fmt: skip
+        # Nothing of the total budget is left (truncating cannot help), or the file fits its
+        # own cap but not what the earlier files left.
         raise LimitExceeded("max_total_bytes", value=caps.max_total_bytes - budget + size,
                             maximum=caps.max_total_bytes, subject=rel)  # fmt: skip
     marker = truncation_marker(rel, 0, size)
