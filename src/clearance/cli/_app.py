@@ -5,12 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import functools
 import shlex
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -20,7 +19,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from clearance._context.verify import verify_run
-from clearance._core.errors import ClearanceError, ConfigError, GraphError
+from clearance._core.errors import ConfigError, GraphError
 from clearance._core.spec import Team
 from clearance._core.teamfile import LoadedTeam, load_team_file
 from clearance._orchestration.orchestrator import Orchestrator
@@ -29,6 +28,7 @@ from clearance._state.graph import TaskGraph
 from clearance._state.ledger import DEFAULT_LEDGER_URL, RunLedger
 from clearance._state.messages import MessageBus
 from clearance._state.store import ContextStore
+from clearance.cli._common import err, one_line_errors, out
 from clearance.cli._store import print_tool_calls, store_app
 from clearance.models._registry import DEFAULT_MODEL_ID
 
@@ -42,10 +42,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(store_app, name="store")
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
 
-F = TypeVar("F", bound=Callable[..., Any])
 
 DbOption = Annotated[
     str,
@@ -64,22 +61,6 @@ InputOption = Annotated[
         "overrides the team file's input.default.",
     ),
 ]
-
-
-def _one_line_errors(func: F) -> F:
-    """Turn a `ClearanceError` into one line on stderr and exit code 2, no traceback."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except ClearanceError as exc:
-            # One line even when the message quotes input holding line breaks.
-            message = "\\n".join(str(exc).splitlines())
-            err.print(Text(f"error: {message}"), soft_wrap=True)
-            raise typer.Exit(2) from None
-
-    return wrapper  # type: ignore[return-value]
 
 
 class _Progress:
@@ -141,7 +122,7 @@ def _with_model(loaded: LoadedTeam, model: str | None) -> tuple[LoadedTeam, str]
 
 
 @app.command()
-@_one_line_errors
+@one_line_errors
 def run(
     team_file: Annotated[Path, typer.Argument(help="Team file (YAML).")],
     goal: Annotated[str | None, typer.Option(help="Goal for planning and synthesis.")] = None,
@@ -222,7 +203,7 @@ def _run_until_interrupted(
 
 
 @app.command()
-@_one_line_errors
+@one_line_errors
 def resume(
     run_id: Annotated[str, typer.Argument(help="Run id (or a unique prefix).")],
     model: Annotated[
@@ -279,7 +260,7 @@ def _print_result(result: RunResult) -> None:
 
 
 @app.command()
-@_one_line_errors
+@one_line_errors
 def inspect(
     run_id: Annotated[str, typer.Argument(help="Run id (or a unique prefix).")],
     task: Annotated[
@@ -334,7 +315,7 @@ def inspect(
 
 
 @app.command()
-@_one_line_errors
+@one_line_errors
 def verify(
     run_id: Annotated[str, typer.Argument(help="Run id (or a unique prefix).")],
     db: DbOption = DEFAULT_LEDGER_URL,
@@ -362,7 +343,7 @@ def verify(
 
 
 @app.command()
-@_one_line_errors
+@one_line_errors
 def graph(
     team_file: Annotated[Path, typer.Argument(help="Team file (YAML).")],
     input_dir: InputOption = None,
@@ -386,7 +367,7 @@ def graph(
 
 
 @app.command()
-@_one_line_errors
+@one_line_errors
 def runs(
     limit: Annotated[int, typer.Option(min=1, help="How many runs.")] = 20,
     db: DbOption = DEFAULT_LEDGER_URL,

@@ -5,19 +5,18 @@ Also the tool-call and delegation-chain table that ``clearance inspect`` prints.
 
 from __future__ import annotations
 
-import functools
 import json
-from collections.abc import Callable, Sequence
-from typing import Annotated, Any, TypeVar
+from collections.abc import Sequence
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from clearance._core.errors import ClearanceError
 from clearance._state.ledger import ToolCallRecord
 from clearance._state.store import DEFAULT_STORE_URL, ContextStore
+from clearance.cli._common import err, one_line_errors, out
 
 __all__ = ["print_tool_calls", "store_app"]
 
@@ -28,10 +27,7 @@ store_app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-_out = Console(highlight=False)
-_err = Console(stderr=True, highlight=False)
 
-F = TypeVar("F", bound=Callable[..., Any])
 
 StoreDbOption = Annotated[
     str,
@@ -44,20 +40,8 @@ StoreDbOption = Annotated[
 ]
 
 
-def _one_line_errors(func: F) -> F:
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except ClearanceError as exc:
-            _err.print(Text(f"error: {exc}"))
-            raise typer.Exit(2) from None
-
-    return wrapper  # type: ignore[return-value]
-
-
 @store_app.command("get")
-@_one_line_errors
+@one_line_errors
 def get(
     namespace: Annotated[str, typer.Argument(help="Namespace.")],
     key: Annotated[str, typer.Argument(help="Key.")],
@@ -67,13 +51,13 @@ def get(
     with ContextStore(db) as store:
         value = store.get(namespace, key)
     if value is None:
-        _err.print(Text(f"no live entry {namespace}/{key}"))
+        err.print(Text(f"no live entry {namespace}/{key}"))
         raise typer.Exit(1)
-    _out.print(Text(value), soft_wrap=True)
+    out.print(Text(value), soft_wrap=True)
 
 
 @store_app.command("set")
-@_one_line_errors
+@one_line_errors
 def set_(
     namespace: Annotated[str, typer.Argument(help="Namespace.")],
     key: Annotated[str, typer.Argument(help="Key.")],
@@ -87,11 +71,11 @@ def set_(
     """Write an entry (an upsert)."""
     with ContextStore(db) as store:
         store.set(namespace, key, value, agent, ttl_s)
-    _out.print(Text(f"stored {namespace}/{key}"))
+    out.print(Text(f"stored {namespace}/{key}"))
 
 
 @store_app.command("query")
-@_one_line_errors
+@one_line_errors
 def query(
     namespace: Annotated[str, typer.Argument(help="Namespace.")],
     prefix: Annotated[str, typer.Option(help="Only keys starting with this (literally).")] = "",
@@ -104,7 +88,7 @@ def query(
         entries = store.query_by_prefix(namespace, prefix, limit)
     if as_json:
         for entry in entries:
-            _out.print(Text(json.dumps(entry.to_dict(), ensure_ascii=False)), soft_wrap=True)
+            out.print(Text(json.dumps(entry.to_dict(), ensure_ascii=False)), soft_wrap=True)
         return
     table = Table(title=f"{namespace}: {len(entries)} entries", title_justify="left")
     for column in ("key", "value", "agent", "updated", "expires"):
@@ -113,16 +97,16 @@ def query(
         value = e.value if len(e.value) <= 60 else e.value[:57] + "..."
         expires = f"{e.expires_at:%Y-%m-%d %H:%M:%S}Z" if e.expires_at else "never"
         table.add_row(e.key, value, e.agent, f"{e.updated_at:%Y-%m-%d %H:%M:%S}Z", expires)
-    _out.print(table)
+    out.print(table)
 
 
 @store_app.command("cleanup")
-@_one_line_errors
+@one_line_errors
 def cleanup(db: StoreDbOption = DEFAULT_STORE_URL) -> None:
     """Remove expired entries and say how many."""
     with ContextStore(db) as store:
         removed = store.cleanup()
-    _out.print(Text(f"removed {removed} expired entries"))
+    out.print(Text(f"removed {removed} expired entries"))
 
 
 def print_tool_calls(console: Console, records: Sequence[ToolCallRecord]) -> None:
