@@ -412,6 +412,7 @@ class Orchestrator:
         )
         ledger = self.ledger
         ledger.record_messages(run_id, self.messages.all())
+        fresh = []
         for state in run.queue.states():
             if completed and state.task.id in completed:
                 # Kept from the run being resumed: its ledger record stays as it is.
@@ -419,7 +420,8 @@ class Orchestrator:
                     task_id=state.task.id, agent=state.task.assignee, content=state.result or ""
                 )
             else:
-                ledger.record_task(run_id, state)
+                fresh.append(state)
+        ledger.record_tasks(run_id, fresh)  # one transaction for the whole graph
         try:
             return await self._execute_recorded(run)
         except BaseException:
@@ -449,13 +451,18 @@ class Orchestrator:
         running: dict[asyncio.Task[str], str] = {}
         try:
             while True:
+                # The tasks started in one round are recorded in one transaction, before any
+                # of them runs (a new asyncio task first runs at the next ``await``).
+                started = []
                 for task in run.queue.ready():
                     if len(running) >= self.max_concurrency:
                         break
                     run.queue.start(task.id)
-                    ledger.record_task(run_id, run.queue.get(task.id))
-                    self._emit(RunEvent(kind="task_started", run_id=run_id, task_id=task.id))
+                    started.append(run.queue.get(task.id))
                     running[asyncio.create_task(self._run_task(run, task))] = task.id
+                ledger.record_tasks(run_id, started)
+                for state in started:
+                    self._emit(RunEvent(kind="task_started", run_id=run_id, task_id=state.task.id))
                 if not running:
                     break
                 done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
