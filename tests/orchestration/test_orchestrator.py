@@ -297,3 +297,22 @@ async def test_run_team_repairs_once_then_fails_clearly(ledger):
     assert "dependency cycle" in model2.requests[1].prompt.text
     failed = ledger.list_runs(limit=1)[0]
     assert failed.status == "failed" and "unknown agent" in (failed.error or "")
+
+
+async def test_a_completion_that_is_not_unicode_fails_the_task_cleanly(ledger):
+    from clearance.models import ModelResponse, Usage
+
+    class LoneSurrogate(FunctionModel):
+        """Returns what a JSON API can decode from "\\ud800": a lone surrogate."""
+
+        async def request(self, request):
+            self.requests.append(request)
+            text = "S" if subject(request) == "synthesis" else "bad \ud800 text"
+            return ModelResponse(text=text, usage=Usage(requests=1), model_id=self.model_id)
+
+    model = LoneSurrogate(lambda r: "")
+    result = await Orchestrator(TEAM, model=model, ledger=ledger).run_tasks([t("a")])
+    assert result.tasks["a"].status is TaskStatus.FAILED
+    assert "not valid Unicode" in (result.tasks["a"].error or "")
+    assert result.synthesis == "S"
+    assert "not valid Unicode" in (ledger.calls(result.run_id)[0].error or "")

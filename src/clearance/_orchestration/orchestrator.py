@@ -726,6 +726,14 @@ class Orchestrator:
                 ) from exc
             except Exception as exc:
                 raise ModelError(f"{type(exc).__name__}: {exc}", model_id=model.model_id) from exc
+            try:
+                response.text.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                # Lone surrogates: not text any store (or the next prompt) can hold.
+                raise ModelError(
+                    f"the completion is not valid Unicode ({exc.reason} at position {exc.start})",
+                    model_id=model.model_id,
+                ) from exc
         except ClearanceError as exc:
             self.ledger.record_call(
                 run_id=run_id, subject=subject, agent=agent.name, model_id=model.model_id,
