@@ -8,7 +8,7 @@ import dataclasses
 import json
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -540,17 +540,7 @@ class Orchestrator:
         async def attempt(repair: str | None = None) -> str:
             if agent.uses_tools:
                 return await self._run_tool_loop(run, task, agent, builder, files, repair)
-            prompt = builder.build_task_prompt(
-                task,
-                agent=agent,
-                queue=run.queue,
-                messages=self.messages,
-                files=files,
-                max_prompt_tokens=self._budget(agent, model),
-                max_dependency_tokens=agent.limits.max_dependency_tokens,
-                repair=repair,
-            )
-            run.prompt_tokens[task.id] = prompt.manifest.total_tokens
+            prompt = self._task_prompt(run, task, agent, builder, files, repair)
             response = await self._call(
                 run.run_id, f"task:{task.id}", agent, model, prompt, json_schema=schema, run=run
             )
@@ -571,6 +561,33 @@ class Orchestrator:
         except ValueError as exc:
             raise OutputValidationError(task.id, str(exc)) from exc
 
+    def _task_prompt(
+        self,
+        run: _Run,
+        task: Task,
+        agent: Agent,
+        builder: ContextBuilder,
+        files: Mapping[str, str] | None,
+        repair: str | None,
+        tools: tuple[dict[str, Any], ...] = (),
+        tool_steps: Sequence[ToolStep] = (),
+    ) -> Prompt:
+        """Build one attempt's task prompt (with the agent's budgets) and note its size."""
+        prompt = builder.build_task_prompt(
+            task,
+            agent=agent,
+            queue=run.queue,
+            messages=self.messages,
+            files=files,
+            max_prompt_tokens=self._budget(agent, self._model_for(agent)),
+            max_dependency_tokens=agent.limits.max_dependency_tokens,
+            repair=repair,
+            tools=tools,
+            tool_steps=tool_steps,
+        )
+        run.prompt_tokens[task.id] = prompt.manifest.total_tokens
+        return prompt
+
     async def _run_tool_loop(
         self,
         run: _Run,
@@ -581,23 +598,9 @@ class Orchestrator:
         repair: str | None,
     ) -> str:
         """Run a tool-using agent's loop for one task attempt; return its final answer."""
-        model = self._model_for(agent)
 
         def build(specs: tuple[dict[str, Any], ...], steps: list[ToolStep]) -> Prompt:
-            prompt = builder.build_task_prompt(
-                task,
-                agent=agent,
-                queue=run.queue,
-                messages=self.messages,
-                files=files,
-                max_prompt_tokens=self._budget(agent, model),
-                max_dependency_tokens=agent.limits.max_dependency_tokens,
-                repair=repair,
-                tools=specs,
-                tool_steps=steps,
-            )
-            run.prompt_tokens[task.id] = prompt.manifest.total_tokens
-            return prompt
+            return self._task_prompt(run, task, agent, builder, files, repair, specs, steps)
 
         async def call_model(
             run_id: str,
