@@ -411,23 +411,26 @@ class Orchestrator:
             prompt_tokens=dict(prompt_tokens or {}),
         )
         ledger = self.ledger
-        ledger.record_messages(run_id, self.messages.all())
-        fresh = []
-        for state in run.queue.states():
-            if completed and state.task.id in completed:
-                # Kept from the run being resumed: its ledger record stays as it is.
-                run.shared.write(
-                    task_id=state.task.id, agent=state.task.assignee, content=state.result or ""
-                )
-            else:
-                fresh.append(state)
-        ledger.record_tasks(run_id, fresh)  # one transaction for the whole graph
-        try:
-            return await self._execute_recorded(run)
-        except BaseException:
-            # Ctrl-C, cancellation or a failing ledger: leave the run resumable.
-            self._mark_interrupted(run)
-            raise
+        # Records are queued and committed in groups by the ledger's writer thread, in order:
+        # the ledger always holds a prefix of the run's history (see `RunLedger.write_behind`).
+        with ledger.write_behind():
+            ledger.record_messages(run_id, self.messages.all())
+            fresh = []
+            for state in run.queue.states():
+                if completed and state.task.id in completed:
+                    # Kept from the run being resumed: its ledger record stays as it is.
+                    run.shared.write(
+                        task_id=state.task.id, agent=state.task.assignee, content=state.result or ""
+                    )
+                else:
+                    fresh.append(state)
+            ledger.record_tasks(run_id, fresh)  # one transaction for the whole graph
+            try:
+                return await self._execute_recorded(run)
+            except BaseException:
+                # Ctrl-C, cancellation or a failing ledger: leave the run resumable.
+                self._mark_interrupted(run)
+                raise
 
     def _mark_interrupted(self, run: _Run) -> None:
         """Record running tasks as ``interrupted`` and the run as ``interrupted``."""

@@ -23,7 +23,9 @@ All timestamps are timezone-aware UTC datetimes. Every failure of the database s
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -47,7 +49,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, make_url
 
 from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import ConfigError, StoreError
@@ -56,6 +58,7 @@ from clearance._core.prompt import Prompt, sha256_text
 from clearance._state.database import DatabaseBase, _UTCDateTime
 from clearance._state.messages import Message
 from clearance._state.queue import TaskState
+from clearance._state.write_behind import PendingWrite, Rows, WriteBehind
 from clearance.models._base import ModelResponse, Usage
 
 __all__ = [
@@ -267,6 +270,19 @@ SCHEMA_VERSION = len(_MIGRATIONS)
 """The schema version this code reads and writes."""
 
 
+def _last_upsert_per_task(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One upsert per task: its last row, at the position of its first.
+
+    The task upsert overwrites every column but the key and the ordinal, so applying only a
+    task's last row where its first row was leaves the same table (the same order included)
+    as applying them all.
+    """
+    merged: dict[tuple[str, str], dict[str, Any]] = {}
+    for row in rows:
+        merged[(row["run_id"], row["task_id"])] = row  # a dict keeps the first key's position
+    return list(merged.values())
+
+
 # -- records ----------------------------------------------------------------------------
 
 
@@ -446,6 +462,12 @@ class RunLedger(DatabaseBase):
     orchestrator's event-loop thread); several ledgers, in one process or several, may share
     a database file.
 
+    Inside `write_behind` (the orchestrator uses it for every run), the frequent records
+    (`record_task`, `record_tasks`, `record_call`, `record_messages`, `record_tool_call`)
+    are queued instead and committed in groups by a writer thread, in order; every other
+    method, reads included, first waits for the queued writes, so this ledger object always
+    reads its own writes.
+
     Usable as a context manager; `close` releases the connections.
 
     Args:
@@ -463,7 +485,13 @@ class RunLedger(DatabaseBase):
 
     def __init__(self, url: str = DEFAULT_LEDGER_URL, *, clock: Clock = utc_now) -> None:
         super().__init__(url, clock=clock)
-        self._task_stmt: sqlite.Insert | postgresql.Insert | None = None
+        self._statements: dict[str, Any] = {}
+        database = make_url(url).database or ""
+        # Each thread has its own in-memory SQLite database: a writer thread would write
+        # to another one, so an in-memory ledger writes on the caller's thread always.
+        self._in_memory = self._dialect == "sqlite" and (
+            database in ("", ":memory:") or "mode=memory" in database
+        )
         try:
             self._migrate()
         except BaseException:
@@ -575,18 +603,22 @@ class RunLedger(DatabaseBase):
 
         One upsert keyed by ``(run_id, task id)``: status, result, error, timestamps, title,
         assignee, dependencies and memory scope are overwritten; the task keeps the position
-        of its first record in `tasks`.
+        of its first record in `tasks`. A failure, skip or interruption reason is also kept
+        in `task_reasons`.
 
         Args:
             run_id: The run's full id.
             state: The task's state (`TaskQueue.get`).
 
         Raises:
-            StoreError: The run is unknown, or the database failed.
+            StoreError: The run is unknown, or the database failed (inside `write_behind`:
+                raised by a later call, see there).
         """
-        with self._writing(f"record task {state.task.id!r} of run {run_id!r}") as conn:
-            conn.execute(self._task_upsert(), self._task_row(run_id, state))
-            self._record_reasons(conn, run_id, [state])
+        self._submit(
+            PendingWrite(
+                f"record task {state.task.id!r} of run {run_id!r}", self._task_rows(run_id, [state])
+            )
+        )
 
     def record_tasks(self, run_id: str, states: Sequence[TaskState]) -> None:
         """Record several tasks' states at once, in one transaction (as `record_task` each).
@@ -596,30 +628,39 @@ class RunLedger(DatabaseBase):
             states: The states (`TaskQueue.states`); an empty sequence does nothing.
 
         Raises:
-            StoreError: The run is unknown, or the database failed.
+            StoreError: The run is unknown, or the database failed (inside `write_behind`:
+                raised by a later call).
         """
-        if not states:
-            return
-        with self._writing(f"record {len(states)} tasks of run {run_id!r}") as conn:
-            conn.execute(self._task_upsert(), [self._task_row(run_id, s) for s in states])
-            self._record_reasons(conn, run_id, states)
+        if states:
+            self._submit(
+                PendingWrite(
+                    f"record {len(states)} tasks of run {run_id!r}",
+                    self._task_rows(run_id, states),
+                )
+            )
 
     _TASK_FIELDS = (
         "title", "assignee", "depends_on", "memory_scope", "status", "result", "error",
         "started_at", "finished_at",
     )  # fmt: skip
 
-    def _task_upsert(self) -> sqlite.Insert | postgresql.Insert:
-        """The task upsert statement, built once per ledger (building it is costly)."""
-        stmt = self._task_stmt
-        if stmt is None:
-            insert = self._insert(_tasks)
-            stmt = insert.on_conflict_do_update(
-                index_elements=[_tasks.c.run_id, _tasks.c.task_id],
-                set_={name: insert.excluded[name] for name in self._TASK_FIELDS},
-            )
-            self._task_stmt = stmt
-        return stmt
+    def _task_rows(self, run_id: str, states: Sequence[TaskState]) -> dict[str, list[Any]]:
+        """The task upserts of ``states`` and the reasons to keep, read now (on this thread)."""
+        rows: dict[str, list[Any]] = {"task": [self._task_row(run_id, s) for s in states]}
+        reasons = [
+            {
+                "run_id": run_id,
+                "task_id": s.task.id,
+                "status": str(s.status.value),
+                "error": s.error,
+                "recorded_at": self._clock(),
+            }
+            for s in states
+            if s.error is not None
+        ]
+        if reasons:
+            rows["task_reason"] = reasons
+        return rows
 
     @staticmethod
     def _task_row(run_id: str, state: TaskState) -> dict[str, Any]:
@@ -638,22 +679,6 @@ class RunLedger(DatabaseBase):
             "finished_at": state.finished_at,
         }
 
-    def _record_reasons(self, conn: Connection, run_id: str, states: Sequence[TaskState]) -> None:
-        """Keep every failure, skip or interruption reason (a resumed run overwrites tasks)."""
-        rows = [
-            {
-                "run_id": run_id,
-                "task_id": s.task.id,
-                "status": str(s.status.value),
-                "error": s.error,
-                "recorded_at": self._clock(),
-            }
-            for s in states
-            if s.error is not None
-        ]
-        if rows:
-            conn.execute(_task_reasons.insert(), rows)
-
     def record_messages(self, run_id: str, messages: Sequence[Message]) -> None:
         """Record messages of a run; a message already recorded (same id) is updated in place.
 
@@ -662,7 +687,8 @@ class RunLedger(DatabaseBase):
             messages: The messages (`MessageBus.all`); an empty sequence does nothing.
 
         Raises:
-            StoreError: The run is unknown, or the database failed.
+            StoreError: The run is unknown, or the database failed (inside `write_behind`:
+                raised by a later call).
         """
         if not messages:
             return
@@ -677,16 +703,12 @@ class RunLedger(DatabaseBase):
             }
             for m in messages
         }
-        stmt = self._insert(_messages)
-        stmt = stmt.on_conflict_do_update(
-            index_elements=[_messages.c.run_id, _messages.c.message_id],
-            set_={
-                name: stmt.excluded[name]
-                for name in ("sender", "recipient", "content", "created_at")
-            },
+        self._submit(
+            PendingWrite(
+                f"record {len(rows)} message(s) of run {run_id!r}",
+                {"message": list(rows.values())},
+            )
         )
-        with self._writing(f"record {len(rows)} message(s) of run {run_id!r}") as conn:
-            conn.execute(stmt, list(rows.values()))
 
     def record_call(
         self,
@@ -719,19 +741,25 @@ class RunLedger(DatabaseBase):
             The new call's id (``call_...``).
 
         Raises:
-            StoreError: The run is unknown, or the database failed.
+            StoreError: The run is unknown, or the database failed (inside `write_behind`:
+                raised by a later call).
         """
-        row = self._call_row(
-            run_id=run_id, subject=subject, agent=agent, model_id=model_id, prompt=prompt,
-            response=response, error=error, started_at=started_at, latency_s=latency_s,
-        )  # fmt: skip
-        with self._writing(f"record a {subject!r} call of run {run_id!r}") as conn:
-            conn.execute(_calls.insert(), row)  # parameters, not .values(): cached compile
-        return str(row["call_id"])
+        call_id = new_id("call")
+
+        def rows() -> Rows:  # prompt and response are immutable
+            return {"call": [self._call_row(
+                call_id=call_id, run_id=run_id, subject=subject, agent=agent,
+                model_id=model_id, prompt=prompt, response=response, error=error,
+                started_at=started_at, latency_s=latency_s,
+            )]}  # fmt: skip
+
+        self._submit(PendingWrite(f"record a {subject!r} call of run {run_id!r}", rows))
+        return call_id
 
     @staticmethod
     def _call_row(
         *,
+        call_id: str,
         run_id: str,
         subject: str,
         agent: str,
@@ -746,7 +774,7 @@ class RunLedger(DatabaseBase):
         messages = prompt.to_dicts()
         manifest = prompt.manifest.to_dict()
         return {
-            "call_id": new_id("call"),
+            "call_id": call_id,
             "run_id": run_id,
             "subject": subject,
             "agent": agent,
@@ -764,6 +792,125 @@ class RunLedger(DatabaseBase):
             "started_at": started_at,
             "latency_s": latency_s,
         }
+
+    # -- write-behind -------------------------------------------------------------------
+
+    _behind: WriteBehind | None = None
+
+    @contextmanager
+    def write_behind(self) -> Iterator[None]:
+        """Queue the frequent records and commit them in groups on a writer thread.
+
+        While the context is open, `record_task`, `record_tasks`, `record_call`,
+        `record_messages` and `record_tool_call` return at once; a writer thread commits
+        everything queued so far in one transaction (group commit), in the order written,
+        so the database always holds a prefix of the writes: a crash leaves what a crash a
+        moment earlier would have. Any other method (reads, `start_run`, `finish_run`) first
+        waits until the queue is committed. Leaving the context commits the rest.
+
+        Reentrant (an inner context does nothing). An in-memory SQLite ledger writes on the
+        caller's thread (each thread would see its own in-memory database).
+
+        Raises:
+            StoreError: A queued write failed: raised once, by the next call to this ledger
+                or on leaving the context; the message names the write. The writes queued
+                with it that did not fail are committed.
+        """
+        if self._behind is not None or self._in_memory or self._closed:
+            yield
+            return
+        behind = WriteBehind(self._commit_writes, name="clearance-ledger-writer")
+        self._behind = behind
+        ok = False
+        try:
+            yield
+            ok = True
+        finally:
+            try:
+                behind.close(raise_errors=ok)
+            finally:
+                self._behind = None
+
+    def flush(self) -> None:
+        """Wait until every queued write is committed (nothing to do outside `write_behind`).
+
+        Raises:
+            StoreError: A queued write failed (raised once).
+        """
+        behind = self._behind
+        if behind is not None and threading.get_ident() != behind.thread_id:
+            behind.flush()
+
+    def close(self) -> None:
+        """Commit any queued write, then release every connection. Closing twice is fine.
+
+        Raises:
+            StoreError: A queued write failed.
+        """
+        behind, self._behind = self._behind, None
+        try:
+            if behind is not None:
+                behind.close()
+        finally:
+            super().close()
+
+    def _submit(self, write: PendingWrite) -> None:
+        behind = self._behind
+        if behind is not None:
+            behind.submit(write)
+        else:
+            self._commit_writes([write])
+
+    def _commit_writes(self, writes: Sequence[PendingWrite]) -> None:
+        """Commit ``writes`` in one transaction, one ``executemany`` per statement."""
+        by_key: dict[str, list[dict[str, Any]]] = {}
+        for write in writes:
+            for key, rows in write.build().items():
+                by_key.setdefault(key, []).extend(rows)
+        if len(by_key.get("task", ())) > 1:
+            by_key["task"] = _last_upsert_per_task(by_key["task"])
+        operation = writes[0].operation if len(writes) == 1 else f"record {len(writes)} writes"
+        with self._writing(operation) as conn:
+            for key, rows in by_key.items():
+                conn.execute(self._statement(key), rows)  # parameters: a cached compile
+
+    def _statement(self, key: str) -> Any:
+        """The statement of a write kind, built once per ledger (building one is costly)."""
+        stmt = self._statements.get(key)
+        if stmt is None:
+            stmt = self._statements[key] = self._build_statement(key)
+        return stmt
+
+    def _build_statement(self, key: str) -> Any:
+        if key == "task":
+            insert = self._insert(_tasks)
+            return insert.on_conflict_do_update(
+                index_elements=[_tasks.c.run_id, _tasks.c.task_id],
+                set_={name: insert.excluded[name] for name in self._TASK_FIELDS},
+            )
+        if key == "message":
+            insert = self._insert(_messages)
+            return insert.on_conflict_do_update(
+                index_elements=[_messages.c.run_id, _messages.c.message_id],
+                set_={
+                    name: insert.excluded[name]
+                    for name in ("sender", "recipient", "content", "created_at")
+                },
+            )
+        tables = {"task_reason": _task_reasons, "call": _calls, "tool_call": _tool_calls}
+        return tables[key].insert()
+
+    @contextmanager
+    def _writing(self, operation: str) -> Iterator[Connection]:
+        self.flush()  # this ledger reads and orders after its own queued writes
+        with super()._writing(operation) as conn:
+            yield conn
+
+    @contextmanager
+    def _reading(self, operation: str) -> Iterator[Connection]:
+        self.flush()
+        with super()._reading(operation) as conn:
+            yield conn
 
     def finish_run(
         self, run_id: str, *, status: str, synthesis: str | None, usage: Usage, error: str | None
@@ -990,22 +1137,25 @@ class RunLedger(DatabaseBase):
             StoreError: The run is unknown, the id is already recorded in the run, or the
                 database failed.
         """
-        stmt = _tool_calls.insert().values(
-            tool_call_id=tool_call_id,
-            run_id=run_id,
-            subject=subject,
-            agent=agent,
-            step=step,
-            name=name,
-            arguments=arguments,
-            result=result,
-            is_error=int(is_error),
-            store_reads=list(store_reads),
-            chain=chain,
-            created_at=self._clock(),
+        row = {
+            "tool_call_id": tool_call_id,
+            "run_id": run_id,
+            "subject": subject,
+            "agent": agent,
+            "step": step,
+            "name": name,
+            "arguments": arguments,
+            "result": result,
+            "is_error": int(is_error),
+            "store_reads": list(store_reads),
+            "chain": chain,
+            "created_at": self._clock(),
+        }
+        self._submit(
+            PendingWrite(
+                f"record tool call {tool_call_id!r} of run {run_id!r}", {"tool_call": [row]}
+            )
         )
-        with self._writing(f"record tool call {tool_call_id!r} of run {run_id!r}") as conn:
-            conn.execute(stmt)
 
     def tool_calls(self, run_id: str) -> list[ToolCallRecord]:
         """Return the tool calls of a run, in the order recorded (``[]`` for none).

@@ -48,6 +48,14 @@ class NullLedger(RunLedger):
         return "NullLedger()"
 
     @contextmanager
+    def write_behind(self) -> Iterator[None]:
+        """Nothing to queue: writes are discarded at once."""
+        yield
+
+    def flush(self) -> None:
+        """Nothing is ever queued."""
+
+    @contextmanager
     def _reading(self, operation: str) -> Iterator[Connection]:
         self._refuse(operation)
         yield  # pragma: no cover - unreachable
@@ -99,6 +107,23 @@ class NullLedger(RunLedger):
     ) -> str:
         """Discard the call; return a fresh call id, as `RunLedger.record_call` does."""
         return new_id("call")
+
+    def record_tool_call(
+        self,
+        *,
+        run_id: str,
+        tool_call_id: str,
+        subject: str,
+        agent: str,
+        step: int,
+        name: str,
+        arguments: dict[str, Any],
+        result: str,
+        is_error: bool,
+        store_reads: Sequence[dict[str, str]] = (),
+        chain: dict[str, Any] | None = None,
+    ) -> None:
+        """Discard the tool call."""
 
     def finish_run(
         self, run_id: str, *, status: str, synthesis: str | None, usage: Usage, error: str | None
