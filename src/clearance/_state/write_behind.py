@@ -73,7 +73,12 @@ class WriteBehind:
     """
 
     def __init__(
-        self, commit: Commit, *, name: str, max_pending: int = 10_000, max_group: int = 2_000
+        self,
+        commit: Commit,
+        *,
+        name: str,
+        max_pending: int = 10_000,
+        max_group: int = 2_000,
     ) -> None:
         self._commit = commit
         self._max_pending = max_pending
@@ -112,7 +117,8 @@ class WriteBehind:
                 self._cond.wait()
             self._queue.append(write)
             self._submitted += 1
-            self._cond.notify_all()
+            if len(self._queue) == 1:  # the writer waits only on an empty queue
+                self._cond.notify_all()
 
     def flush(self) -> None:
         """Block until every write submitted so far is committed.
