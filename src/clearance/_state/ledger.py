@@ -651,7 +651,7 @@ class RunLedger(DatabaseBase):
             {
                 "run_id": run_id,
                 "task_id": s.task.id,
-                "status": str(s.status.value),
+                "status": str(s.status),
                 "error": s.error,
                 "recorded_at": self._clock(),
             }
@@ -672,7 +672,7 @@ class RunLedger(DatabaseBase):
             "assignee": task.assignee,
             "depends_on": list(task.depends_on),
             "memory_scope": task.memory_scope,
-            "status": str(state.status.value),
+            "status": str(state.status),  # a StrEnum: its value, without the slow `.value`
             "result": state.result,
             "error": state.error,
             "started_at": state.started_at,
