@@ -119,8 +119,10 @@ def overhead_section(case: Case, width: int, peers: list[str], quick: bool) -> N
 
 def makespan_section(case: Case, reps: int, peers: list[str]) -> None:
     print("2. makespan (D=50 ms, L=10, W=50)", flush=True)
+    # One warm-up run (as in the overhead section): the first run of a process pays for
+    # imports and first-use compilation, which is not the scheduler's makespan.
     makespan = [case(fw, layers=10, width=50, latency_s=0.05, result_tokens=50,
-                     repeats=min(reps, 3), warmup=0)
+                     repeats=min(reps, 3), warmup=1)
                 for fw in ["floor", "clearance", "clearance-noledger", *peers]]  # fmt: skip
     (RESULTS / "makespan.json").write_text(json.dumps(makespan, indent=2))
 
