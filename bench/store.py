@@ -54,7 +54,8 @@ UPSERT = (
     'INSERT INTO store_entries (namespace, "key", value, agent, created_at, updated_at, '
     'expires_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (namespace, "key") DO UPDATE SET '
     "value = excluded.value, agent = excluded.agent, created_at = CASE WHEN "
-    "(store_entries.expires_at IS NOT NULL AND store_entries.expires_at <= ?) THEN "
+    "(store_entries.expires_at IS NOT NULL AND store_entries.expires_at <= excluded.updated_at) "
+    "THEN "
     "excluded.created_at ELSE store_entries.created_at END, updated_at = excluded.updated_at, "
     "expires_at = excluded.expires_at"
 )
@@ -64,7 +65,10 @@ _COLUMNS = (
     "store_entries.expires_at \nFROM store_entries \n"
 )
 _LIVE = "(store_entries.expires_at IS NULL OR store_entries.expires_at > ?)"
-GET = f'{_COLUMNS}WHERE store_entries.namespace = ? AND store_entries."key" = ? AND {_LIVE}'
+GET = (
+    "SELECT store_entries.value \nFROM store_entries \nWHERE store_entries.namespace = ? AND "
+    f'store_entries."key" = ? AND {_LIVE}'
+)
 BY_PREFIX = (
     f'{_COLUMNS}WHERE store_entries.namespace = ? AND store_entries."key" LIKE ? '
     "ESCAPE '\\' AND substr(store_entries.\"key\", ?, ?) = ? AND "
@@ -159,11 +163,11 @@ class RawStore:
         now = self._clock()
         expires = None if ttl_s is None else now + timedelta(seconds=ttl_s)
         at = _db_time(now)
-        self._write(UPSERT, (namespace, key, value, agent, at, at, _db_time(expires), at))
+        self._write(UPSERT, (namespace, key, value, agent, at, at, _db_time(expires)))
 
     def get(self, namespace: str, key: str) -> str | None:
         rows = self._read(GET, (namespace, key, _db_time(self._clock())), one=True)
-        return self._entry(rows[0]).value if rows else None
+        return rows[0][0] if rows else None
 
     def query_by_prefix(self, namespace: str, prefix: str, limit: int = 20) -> list[Entry]:
         if limit < 1:
