@@ -34,22 +34,34 @@ def versions() -> dict[str, str]:
     return out
 
 
-def run_case(case: dict[str, Any], timeout_s: float, src: Path = ROOT / "src") -> dict[str, Any]:
-    """Run one case in a fresh process; ``src`` is the Clearance source tree it imports."""
+def fresh_process(
+    module: str, case: dict[str, Any], timeout_s: float, src: Path = ROOT / "src"
+) -> dict[str, Any]:
+    """``python -m MODULE CASE-AS-JSON`` in a fresh process: its last stdout line, parsed.
+
+    ``src`` is the Clearance source tree it imports. On failure: the case with ``error``.
+    """
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(src)])}
     t0 = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "bench.case", json.dumps(case)],
+        [sys.executable, "-m", module, json.dumps(case)],
         capture_output=True, text=True, env=env, timeout=timeout_s, cwd=ROOT,
     )  # fmt: skip
     if proc.returncode != 0:
         tail = proc.stderr.strip().splitlines()[-3:]
         print(f"  FAILED {case}: {' | '.join(tail)}", flush=True)
         return {**case, "error": "\n".join(tail)}
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     result["process_s"] = time.perf_counter() - t0
-    print(f"  {case['framework']:<20} {result['tasks']:>6} tasks  "
-          f"times {[round(t, 3) for t in result['times_s']]}", flush=True)  # fmt: skip
+    return result
+
+
+def run_case(case: dict[str, Any], timeout_s: float, src: Path = ROOT / "src") -> dict[str, Any]:
+    """Run one case in a fresh process; ``src`` is the Clearance source tree it imports."""
+    result = fresh_process("bench.case", case, timeout_s, src)
+    if "error" not in result:
+        print(f"  {case['framework']:<20} {result['tasks']:>6} tasks  "
+              f"times {[round(t, 3) for t in result['times_s']]}", flush=True)  # fmt: skip
     return result
 
 
@@ -98,7 +110,7 @@ def main() -> None:
     if "prompt" in args.only:
         prompt_section(case, args)
     if "store" in args.only:
-        store_section()
+        store_section(reps, args.quick, args.timeout_s)
     if "embedded" in args.only:
         embedded_section(args.skip_embedded)
     print(f"results in {RESULTS}", flush=True)
@@ -138,18 +150,34 @@ def prompt_section(case: Case, args: argparse.Namespace) -> None:
     (RESULTS / "prompt.json").write_text(json.dumps(prompt, indent=2))
 
 
-def store_section() -> None:
-    print("4. store", flush=True)
-    try:
-        import clearance
+def store_section(reps: int, quick: bool, timeout_s: float) -> None:
+    from bench import store as S
 
-        has_store = hasattr(clearance, "ContextStore")
-    except ImportError:
-        has_store = False
-    store = {"skipped": not has_store,
-             "note": "ContextStore does not exist on this branch yet; nothing measured."
-             if not has_store else "not implemented in the harness yet"}  # fmt: skip
-    (RESULTS / "store.json").write_text(json.dumps(store, indent=2))
+    keys = 200 if quick else S.KEYS
+    print(f"4. store (ContextStore vs raw sqlite3, {keys} keys, SQLite WAL file)", flush=True)
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    check = fresh_process("bench.store", {"side": "verify"}, timeout_s)
+    print(f"  same SQL, pragmas and schema on both sides: {check.get('same_sql')}", flush=True)
+    runs: dict[str, list[dict[str, Any]]] = {"store": [], "raw": []}
+    for _ in range(reps):  # alternating fresh processes: machine load hits both sides alike
+        for side, done in runs.items():
+            case = {"side": side, "keys": keys, "repeats": 1, "warmup": 1}
+            r = fresh_process("bench.store", case, timeout_s)
+            done.append(r)
+            if "error" not in r:
+                print(f"  {side:<6} " + "  ".join(
+                    f"{op} {n / r['times_s'][op][0]:,.0f}/s" for op, n in r["ops"].items()
+                ), flush=True)  # fmt: skip
+    failed = [r["error"] for rs in runs.values() for r in rs if "error" in r]
+    if "error" in check or failed:
+        out: dict[str, Any] = {"skipped": False, "error": check.get("error") or failed[0]}
+    else:
+        out = S.combine(runs, check)
+        for op, row in out["summary"].items():
+            print(f"  {op:<16} store/raw {row['ratio']:.2f}", flush=True)
+    meta = {"versions": versions(), "cpu_count": os.cpu_count(), "platform": platform.platform(),
+            "started_at": started, "rounds": reps, "quick": quick}  # fmt: skip
+    (RESULTS / "store.json").write_text(json.dumps({**out, "meta": meta}, indent=2))
 
 
 def embedded_section(skip: bool) -> None:

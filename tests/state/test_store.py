@@ -109,6 +109,65 @@ def test_set_over_an_expired_entry_restarts_it(store: ContextStore, clock: FakeC
     assert entry is not None and entry.value == "new" and entry.created_at == clock.now
 
 
+def test_expiring_exactly_now_counts_as_expired(store: ContextStore, clock: FakeClock) -> None:
+    store.set("ns", "k", "old", "a", ttl_s=10)
+    first = clock.now
+    clock.advance(9)
+    store.set("ns", "k", "kept", "a", ttl_s=1)  # live: created_at is kept
+    entry = store.get_entry("ns", "k")
+    assert entry is not None and entry.created_at == first
+    clock.advance(1)  # expires_at == now: gone for reads, and for the next write
+    assert store.get("ns", "k") is None
+    assert store.get_entry("ns", "k") is None
+    store.set("ns", "k", "new", "b")
+    entry = store.get_entry("ns", "k")
+    assert entry is not None and entry.created_at == clock.now == entry.updated_at
+
+
+class TickingClock(FakeClock):
+    """Moves one millisecond forward on every reading."""
+
+    def __call__(self) -> datetime:
+        self.now += timedelta(milliseconds=1)
+        return self.now
+
+
+def test_expiry_counts_from_the_time_written(store_url: str) -> None:
+    clock = TickingClock()
+    with ContextStore(store_url, clock=clock) as s:
+        s.set("ns", "k", "v", "a", ttl_s=30)
+        s.set_with_extension("ns", "k2", "v", "a", ttl_s=60)
+        for key, ttl in (("k", 30), ("k2", 60)):
+            entry = s.get_entry("ns", key)
+            assert entry is not None
+            assert entry.created_at == entry.updated_at
+            assert entry.expires_at == entry.updated_at + timedelta(seconds=ttl)
+
+
+def test_get_agrees_with_get_entry(store: ContextStore, clock: FakeClock) -> None:
+    store.set("ns", "live", "a", "x")
+    store.set("ns", "short", "b", "x", ttl_s=5)
+    store.set("other", "live", "c", "x")
+    clock.advance(5)
+    for ns, key in [("ns", "live"), ("ns", "short"), ("ns", "absent"), ("other", "live")]:
+        entry = store.get_entry(ns, key)
+        assert store.get(ns, key) == (entry.value if entry is not None else None)
+    assert store.get("ns", "live") == "a" and store.get("ns", "short") is None
+
+
+def test_stores_on_two_files_keep_apart(tmp_path: Path) -> None:
+    # Statements are built once and shared; each store still writes only its own database.
+    with (
+        ContextStore(f"sqlite:///{tmp_path / 'a.db'}") as a,
+        ContextStore(f"sqlite:///{tmp_path / 'b.db'}") as b,
+    ):
+        a.set("ns", "k", "in a", "x")
+        b.set("ns", "k", "in b", "x")
+        assert (a.get("ns", "k"), b.get("ns", "k")) == ("in a", "in b")
+        assert [e.value for e in a.query_by_prefix("ns", "k")] == ["in a"]
+        assert b.delete("ns", "k") and a.get("ns", "k") == "in a"
+
+
 def test_set_with_extension_and_touch(store: ContextStore, clock: FakeClock) -> None:
     store.set_with_extension("ns", "k", "v", "a")
     entry = store.get_entry("ns", "k")

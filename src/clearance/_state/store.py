@@ -24,20 +24,25 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     Column,
+    Delete,
     Index,
+    Integer,
     MetaData,
+    Select,
     String,
     Table,
     Text,
+    Update,
     and_,
+    bindparam,
     case,
     delete,
     func,
-    literal,
     or_,
     select,
     update,
@@ -96,6 +101,96 @@ def escape_like(text: str, escape: str = LIKE_ESCAPE) -> str:
         The text with each ``%``, ``_`` and ``escape`` preceded by ``escape``.
     """
     return "".join(escape + ch if ch in ("%", "_", escape) else ch for ch in text)
+
+
+def _live() -> ColumnElement[bool]:
+    """Not expired at the bound ``now``: no expiry, or expiry after it."""
+    c = _entries.c
+    return or_(c.expires_at.is_(None), c.expires_at > bindparam("now", type_=_UTCDateTime))
+
+
+def _newest_first(stmt: Select[Any]) -> Select[Any]:
+    """Live rows only, most recently updated first (ties by key), at most the bound limit."""
+    return (
+        stmt.where(_live())
+        .order_by(_entries.c.updated_at.desc(), _entries.c.key)
+        .limit(bindparam("limit", type_=Integer))
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Statements:
+    """Every statement of the store, built once per dialect with bound parameters.
+
+    Building an SQLAlchemy statement, and computing the cache key by which the engine finds
+    its compiled form, cost far more than running it on SQLite; a statement built once keeps
+    its cache key, so each call only binds values. Each attribute's note lists the
+    parameters it binds (``ns`` and ``k`` select the namespace and key, since an update may
+    not bind a column's own name).
+    """
+
+    upsert: sqlite.Insert | postgresql.Insert
+    """namespace, key, value, agent, created_at, updated_at, expires_at."""
+    get_entry: Select[Any]
+    """ns, k, now."""
+    get_value: Select[Any]
+    """ns, k, now (the value column only)."""
+    query: Select[Any]
+    """ns, now, limit."""
+    by_prefix: Select[Any]
+    """ns, pattern (escaped prefix + ``%``), length, prefix, now, limit."""
+    touch: Update
+    """ns, k, now, new_expiry."""
+    delete: Delete
+    """ns, k."""
+    cleanup: Delete
+    """now."""
+
+    @classmethod
+    def build(cls, dialect: str) -> _Statements:
+        c = _entries.c
+        this = (c.namespace == bindparam("ns"), c.key == bindparam("k"))
+        insert = sqlite.insert(_entries) if dialect == "sqlite" else postgresql.insert(_entries)
+        excluded = insert.excluded
+        # A dead (expired) row is replaced as if new: its created_at restarts too. Expired
+        # means at or before the time of this write, which is the row's new updated_at.
+        dead = and_(c.expires_at.is_not(None), c.expires_at <= excluded.updated_at)
+        upsert = insert.on_conflict_do_update(
+            index_elements=[c.namespace, c.key],
+            set_={
+                "value": excluded.value,
+                "agent": excluded.agent,
+                "updated_at": excluded.updated_at,
+                "expires_at": excluded.expires_at,
+                "created_at": case((dead, excluded.created_at), else_=c.created_at),
+            },
+        )
+        new = bindparam("new_expiry", type_=_UTCDateTime)
+        return cls(
+            upsert=upsert,
+            get_entry=select(_entries).where(*this, _live()),
+            get_value=select(c.value).where(*this, _live()),
+            query=_newest_first(select(_entries).where(c.namespace == bindparam("ns"))),
+            by_prefix=_newest_first(
+                select(_entries).where(
+                    c.namespace == bindparam("ns"),
+                    c.key.like(bindparam("pattern", type_=String), escape=LIKE_ESCAPE),
+                    func.substr(c.key, 1, bindparam("length", type_=Integer))
+                    == bindparam("prefix", type_=String),
+                )
+            ),
+            touch=update(_entries)
+            .where(*this, _live())
+            .values(expires_at=case((c.expires_at < new, new), else_=c.expires_at)),
+            delete=delete(_entries).where(*this),
+            cleanup=delete(_entries).where(
+                c.expires_at.is_not(None), c.expires_at <= bindparam("now", type_=_UTCDateTime)
+            ),
+        )
+
+
+_statements = cache(_Statements.build)
+"""The `_Statements` of a dialect (``"sqlite"``, ``"postgresql"``), built on first use."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -171,64 +266,44 @@ class ContextStore(DatabaseBase):
         except BaseException:
             self._engine.dispose()
             raise
+        self._sql = _statements(self._dialect)
 
     # -- helpers --------------------------------------------------------------------------
 
-    def _expiry(self, now: datetime, ttl_s: float | None) -> datetime | None:
-        return None if ttl_s is None else now + timedelta(seconds=ttl_s)
-
-    @staticmethod
-    def _live(now: datetime) -> ColumnElement[bool]:
-        return or_(_entries.c.expires_at.is_(None), _entries.c.expires_at > now)
-
     @staticmethod
     def _entry(row: Any) -> StoreEntry:
+        namespace, key, value, agent, created_at, updated_at, expires_at = row
         return StoreEntry(
-            namespace=row.namespace,
-            key=row.key,
-            value=row.value,
-            agent=row.agent,
-            created_at=row.created_at,
-            updated_at=row.updated_at,
-            expires_at=row.expires_at,
+            namespace=namespace,
+            key=key,
+            value=value,
+            agent=agent,
+            created_at=created_at,
+            updated_at=updated_at,
+            expires_at=expires_at,
         )
 
     def _upsert(
-        self, namespace: str, key: str, value: str, agent: str, expires_at: datetime | None
+        self, namespace: str, key: str, value: str, agent: str, ttl_s: float | None
     ) -> None:
+        """Write one entry; it expires ``ttl_s`` after its write time (never if ``None``)."""
         if not isinstance(value, str):
             raise ConfigError(
                 f"a store value must be text, got {type(value).__name__} (encode JSON first)",
                 field="value",
             )
         now = self._clock()
-        insert = (
-            sqlite.insert(_entries) if self._dialect == "sqlite" else postgresql.insert(_entries)
-        )
-        stmt = insert.values(
-            namespace=namespace,
-            key=key,
-            value=value,
-            agent=agent,
-            created_at=now,
-            updated_at=now,
-            expires_at=expires_at,
-        )
-        # A dead (expired) row is replaced as if new: its created_at restarts too.
-        excluded = stmt.excluded
-        dead = and_(_entries.c.expires_at.is_not(None), _entries.c.expires_at <= now)
-        stmt = stmt.on_conflict_do_update(
-            index_elements=[_entries.c.namespace, _entries.c.key],
-            set_={
-                "value": excluded.value,
-                "agent": excluded.agent,
-                "updated_at": excluded.updated_at,
-                "expires_at": excluded.expires_at,
-                "created_at": case((dead, excluded.created_at), else_=_entries.c.created_at),
-            },
-        )
+        params = {
+            "namespace": namespace,
+            "key": key,
+            "value": value,
+            "agent": agent,
+            "created_at": now,
+            "updated_at": now,
+            "expires_at": None if ttl_s is None else now + timedelta(seconds=ttl_s),
+        }
         with self._writing(f"write {namespace}/{key}") as conn:
-            conn.execute(stmt)
+            conn.execute(self._sql.upsert, params)
 
     # -- API ------------------------------------------------------------------------------
 
@@ -251,7 +326,7 @@ class ContextStore(DatabaseBase):
             StoreError: The database could not be written.
         """
         _check_ttl(ttl_s)
-        self._upsert(namespace, key, value, agent, self._expiry(self._clock(), ttl_s))
+        self._upsert(namespace, key, value, agent, ttl_s)
 
     def set_with_extension(
         self,
@@ -268,7 +343,7 @@ class ContextStore(DatabaseBase):
             StoreError: The database could not be written.
         """
         _check_ttl(ttl_s)
-        self._upsert(namespace, key, value, agent, self._expiry(self._clock(), ttl_s))
+        self._upsert(namespace, key, value, agent, ttl_s)
 
     def touch(self, namespace: str, key: str, ttl_s: float | None = None) -> bool:
         """Extend a live entry's expiry to ``ttl_s`` from now, without rewriting its value.
@@ -290,16 +365,14 @@ class ContextStore(DatabaseBase):
         """
         _check_ttl(ttl_s)
         now = self._clock()
-        new = literal(now + timedelta(seconds=ttl_s or DEFAULT_EXTENSION_TTL_S), _UTCDateTime)
-        stmt = (
-            update(_entries)
-            .where(_entries.c.namespace == namespace, _entries.c.key == key, self._live(now))
-            .values(
-                expires_at=case((_entries.c.expires_at < new, new), else_=_entries.c.expires_at)
-            )
-        )
+        params = {
+            "ns": namespace,
+            "k": key,
+            "now": now,
+            "new_expiry": now + timedelta(seconds=ttl_s or DEFAULT_EXTENSION_TTL_S),
+        }
         with self._writing(f"touch {namespace}/{key}") as conn:
-            return bool(conn.execute(stmt).rowcount)
+            return bool(conn.execute(self._sql.touch, params).rowcount)
 
     def get_entry(self, namespace: str, key: str) -> StoreEntry | None:
         """The live entry at ``(namespace, key)``, or ``None`` when absent or expired.
@@ -307,13 +380,9 @@ class ContextStore(DatabaseBase):
         Raises:
             StoreError: The database could not be read.
         """
-        stmt = select(_entries).where(
-            _entries.c.namespace == namespace,
-            _entries.c.key == key,
-            self._live(self._clock()),
-        )
+        params = {"ns": namespace, "k": key, "now": self._clock()}
         with self._reading(f"read {namespace}/{key}") as conn:
-            row = conn.execute(stmt).first()
+            row = conn.execute(self._sql.get_entry, params).first()
         return self._entry(row) if row is not None else None
 
     def get(self, namespace: str, key: str) -> str | None:
@@ -324,8 +393,10 @@ class ContextStore(DatabaseBase):
         Raises:
             StoreError: The database could not be read.
         """
-        entry = self.get_entry(namespace, key)
-        return entry.value if entry is not None else None
+        params = {"ns": namespace, "k": key, "now": self._clock()}
+        with self._reading(f"read {namespace}/{key}") as conn:
+            value: str | None = conn.execute(self._sql.get_value, params).scalar()
+        return value
 
     def get_structured(self, namespace: str, key: str) -> Any:
         """The JSON-decoded value at ``(namespace, key)``, or ``None`` when absent or expired.
@@ -357,7 +428,8 @@ class ContextStore(DatabaseBase):
             StoreError: The database could not be read.
         """
         _check_limit(limit)
-        return self._select(_entries.c.namespace == namespace, limit, f"query {namespace}")
+        params = {"ns": namespace, "limit": limit}
+        return self._select(self._sql.query, params, f"query {namespace}")
 
     def query_by_prefix(self, namespace: str, prefix: str, limit: int = 20) -> list[StoreEntry]:
         """Live entries of ``namespace`` whose key starts with ``prefix``, newest first.
@@ -376,24 +448,22 @@ class ContextStore(DatabaseBase):
             StoreError: The database could not be read.
         """
         _check_limit(limit)
-        condition = and_(
-            _entries.c.namespace == namespace,
-            _entries.c.key.like(escape_like(prefix) + "%", escape=LIKE_ESCAPE),
-            func.substr(_entries.c.key, 1, len(prefix)) == prefix,
-        )
-        return self._select(condition, limit, f"query {namespace} by prefix")
+        params = {
+            "ns": namespace,
+            "pattern": escape_like(prefix) + "%",
+            "length": len(prefix),
+            "prefix": prefix,
+            "limit": limit,
+        }
+        return self._select(self._sql.by_prefix, params, f"query {namespace} by prefix")
 
     def _select(
-        self, condition: ColumnElement[bool], limit: int, operation: str
+        self, stmt: Select[Any], params: dict[str, Any], operation: str
     ) -> list[StoreEntry]:
-        stmt = (
-            select(_entries)
-            .where(condition, self._live(self._clock()))
-            .order_by(_entries.c.updated_at.desc(), _entries.c.key)
-            .limit(limit)
-        )
+        params["now"] = self._clock()
+        entry = self._entry
         with self._reading(operation) as conn:
-            return [self._entry(row) for row in conn.execute(stmt)]
+            return [entry(row) for row in conn.execute(stmt, params)]
 
     def delete(self, namespace: str, key: str) -> bool:
         """Remove the entry at ``(namespace, key)``, live or expired.
@@ -404,9 +474,9 @@ class ContextStore(DatabaseBase):
         Raises:
             StoreError: The database could not be written.
         """
-        stmt = delete(_entries).where(_entries.c.namespace == namespace, _entries.c.key == key)
+        params = {"ns": namespace, "k": key}
         with self._writing(f"delete {namespace}/{key}") as conn:
-            return bool(conn.execute(stmt).rowcount)
+            return bool(conn.execute(self._sql.delete, params).rowcount)
 
     def cleanup(self) -> int:
         """Remove every expired entry.
@@ -417,12 +487,8 @@ class ContextStore(DatabaseBase):
         Raises:
             StoreError: The database could not be written.
         """
-        now = self._clock()
-        stmt = delete(_entries).where(
-            _entries.c.expires_at.is_not(None), _entries.c.expires_at <= now
-        )
         with self._writing("remove expired entries") as conn:
-            return int(conn.execute(stmt).rowcount)
+            return int(conn.execute(self._sql.cleanup, {"now": self._clock()}).rowcount)
 
     def view(self, agent: str, grants: Mapping[str, str] | StoreGrants) -> StoreView:
         """A view of the store for ``agent`` that allows only what ``grants`` say.
