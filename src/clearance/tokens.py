@@ -25,7 +25,6 @@ import functools
 import gzip
 import hashlib
 import importlib.resources
-import math
 import os
 import threading
 from collections.abc import Callable
@@ -76,7 +75,9 @@ def heuristic_tokens(text: str) -> int:
     Returns:
         The estimate; 0 for an empty text.
     """
-    return math.ceil(len(text.encode("utf-8")) / 4)
+    # An ASCII text has one byte per character: no need to encode it to count its bytes.
+    size = len(text) if text.isascii() else len(text.encode("utf-8"))
+    return (size + 3) // 4  # the ceiling of size / 4, in integers
 
 
 def _model_name(model_id: str) -> tuple[str, str]:

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from clearance._context.clearance import Clearance
 from clearance._context.isolated import ISOLATED_TRAILER, IsolatedContext
@@ -23,7 +22,7 @@ from clearance._context.memory_items import (
     memory_title,
     turn_title,
 )
-from clearance._context.render import Block, Section, one_line, render_block, render_user_message
+from clearance._context.render import one_line, render_block, render_parts
 from clearance._context.tool_sections import (
     DELEGATED_SECTION,
     TOOL_RESULTS_SECTION,
@@ -71,10 +70,13 @@ PLAN_INSTRUCTIONS = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class _Section:
+_Block = tuple[ContextItem, str]
+"""An admitted item and its block, rendered (`render_block`)."""
+
+
+class _Section(NamedTuple):
     heading: str
-    blocks: tuple[tuple[ContextItem, Block], ...]
+    blocks: tuple[_Block, ...]
 
 
 class ContextBuilder:
@@ -433,7 +435,7 @@ class ContextBuilder:
         Raises:
             LimitExceeded: The prompt exceeds ``max_prompt_tokens``.
         """
-        grouped: dict[str, list[tuple[ContextItem, Block]]] = {}
+        grouped: dict[str, list[_Block]] = {}
         for part in context.parts():
             grouped.setdefault(part.section, []).append(
                 self._block(part.origin, part.heading, part.content)
@@ -523,7 +525,7 @@ class ContextBuilder:
 
     def _memory_blocks(
         self, clearance: Clearance, subject: str, memories: Sequence[MemoryRecord]
-    ) -> tuple[tuple[ContextItem, Block], ...]:
+    ) -> tuple[_Block, ...]:
         blocks = []
         for record in memories:
             if not clearance.admits(record.origin, memory=record):
@@ -531,15 +533,12 @@ class ContextBuilder:
             blocks.append(self._block(record.origin, memory_title(record), record.content))
         return tuple(blocks)
 
-    def _block(self, origin: str, heading: str, content: str) -> tuple[ContextItem, Block]:
+    def _block(self, origin: str, heading: str, content: str) -> _Block:
+        """The item and its rendered block; the item's tokens are those of the block."""
         heading = one_line(heading)
-        item = ContextItem(
-            origin=origin,
-            title=heading,
-            content=content,
-            tokens=self._count(render_block(heading, content)),
-        )
-        return item, Block(heading=heading, content=content)
+        text = render_block(heading, content)
+        item = ContextItem(origin=origin, title=heading, content=content, tokens=self._count(text))
+        return item, text
 
     def _assemble(
         self,
@@ -554,21 +553,25 @@ class ContextBuilder:
         compression: Mapping[str, Any] | None = None,
     ) -> Prompt:
         system = agent.instructions.strip()
+        system_tokens = self._count(system)
         items = [
             ContextItem(
-                origin="instructions", title=agent.name, content=system, tokens=self._count(system)
+                origin="instructions", title=agent.name, content=system, tokens=system_tokens
             )
         ]
+        rendered: list[tuple[str, list[str]]] = []
         for section in sections:
-            items.extend(item for item, _ in section.blocks)
-        user = render_user_message(
-            [Section(s.heading, tuple(block for _, block in s.blocks)) for s in sections], trailer
-        )
+            texts = []
+            for item, text in section.blocks:
+                items.append(item)
+                texts.append(text)
+            rendered.append((section.heading, texts))
+        user = render_parts(rendered, trailer)
         messages = (
             ChatMessage(role="system", content=system),
             ChatMessage(role="user", content=user),
         )
-        total = self._count(system) + self._count(user)
+        total = system_tokens + self._count(user)
         if max_prompt_tokens is not None and total > max_prompt_tokens:
             raise LimitExceeded(
                 "max_prompt_tokens", value=total, maximum=max_prompt_tokens, subject=subject

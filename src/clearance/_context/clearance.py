@@ -67,8 +67,8 @@ class Clearance:
 
     @staticmethod
     def _agent_parts(agent: Agent | None) -> dict[str, Any]:
-        if agent is None:
-            return {}
+        if agent is None or not (agent.tools or agent.can_delegate_to or agent.store_grants):
+            return {}  # no grants and no tools: the (empty) defaults
         names = {tool_name(t) for t in agent.tools}
         if agent.can_delegate_to:
             names.add(DELEGATE_TOOL)

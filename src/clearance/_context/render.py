@@ -12,7 +12,7 @@ blocks that `render_user_message` rendered; ``clearance verify`` relies on that 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "one_line",
     "parse_user_message",
     "render_block",
+    "render_parts",
     "render_user_message",
 ]
 
@@ -77,12 +78,25 @@ def render_block(heading: str, content: str) -> str:
 
 def render_user_message(sections: Sequence[Section], trailer: str) -> str:
     """Render sections (empty ones are left out) and the trailer, joined by blank lines."""
+    return render_parts(
+        ((s.heading, [render_block(b.heading, b.content) for b in s.blocks]) for s in sections),
+        trailer,
+    )
+
+
+def render_parts(sections: Iterable[tuple[str, Sequence[str]]], trailer: str) -> str:
+    """`render_user_message` for blocks already rendered with `render_block`.
+
+    Args:
+        sections: ``(section heading, rendered blocks)`` pairs; empty ones are left out.
+        trailer: The closing instruction.
+    """
     parts: list[str] = []
-    for section in sections:
-        if not section.blocks:
+    for heading, blocks in sections:
+        if not blocks:
             continue
-        parts.append(section.heading)
-        parts.extend(render_block(b.heading, b.content) for b in section.blocks)
+        parts.append(heading)
+        parts.extend(blocks)
     parts.append(trailer)
     return "\n\n".join(parts)
 

@@ -72,6 +72,8 @@ def group_members(groups: Iterable[MemoryGroup]) -> dict[str, frozenset[str]]:
 
 def memory_scopes_of(agent: str, groups: Mapping[str, Iterable[str]] | None) -> frozenset[str]:
     """The memory scopes ``agent`` reads: ``agent:<name>`` and ``group:<g>`` per membership."""
+    if not groups:
+        return frozenset((f"agent:{agent}",))
     return frozenset(
         {f"agent:{agent}", *(f"group:{g}" for g, m in (groups or {}).items() if agent in set(m))}
     )

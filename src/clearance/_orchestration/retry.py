@@ -102,6 +102,14 @@ async def with_retries(
         Exception: The error of the last attempt, unchanged, once ``retries`` retries are
             used up; a non-transient error at once.
     """
+    # The common case costs one call: tenacity's machinery is entered only once a first
+    # attempt has failed with an error worth retrying.
+    try:
+        return await call(1)
+    except Exception as exc:
+        if retries < 1 or not is_transient(exc):
+            raise
+        first = exc
     retrying = AsyncRetrying(
         stop=stop_after_attempt(retries + 1),
         wait=policy.wait_s,
@@ -110,5 +118,10 @@ async def with_retries(
     )
     async for attempt in retrying:
         with attempt:
-            return await call(attempt.retry_state.attempt_number)
+            number = attempt.retry_state.attempt_number
+            if number == 1:
+                # Replay the first attempt's failure, so tenacity decides on it (and waits
+                # after it) exactly as if it had made that call itself.
+                raise first
+            return await call(number)
     raise AssertionError("unreachable: tenacity either returns or re-raises")  # pragma: no cover

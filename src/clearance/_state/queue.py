@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -94,10 +93,14 @@ class TaskQueue:
         # Ids of the ``ready`` tasks, kept up to date by `_replace`, so `ready` does not scan
         # every task (the orchestrator asks after each completion).
         self._ready: set[str] = set()
+        # How many dependencies of each task are not ``completed`` yet, so `complete` finds the
+        # dependents it makes ready without looking at their other dependencies.
+        self._unmet: dict[str, int] = {}
         for task in graph:
+            self._unmet[task.id] = sum(d not in done for d in task.depends_on)
             if task.id in done:
                 status = TaskStatus.COMPLETED
-            elif all(d in done for d in task.depends_on):
+            elif not self._unmet[task.id]:
                 status = TaskStatus.READY
             else:
                 status = TaskStatus.PENDING
@@ -130,8 +133,26 @@ class TaskQueue:
         """Whether every task has a final status."""
         return all(s.status.is_final for s in self._states.values())
 
-    def _replace(self, task_id: str, **changes: object) -> None:
-        state = dataclasses.replace(self._states[task_id], **changes)  # type: ignore[arg-type]
+    def _replace(
+        self,
+        task_id: str,
+        status: TaskStatus,
+        *,
+        result: str | None = None,
+        error: str | None = None,
+        started_at: datetime | None = None,
+        finished_at: datetime | None = None,
+    ) -> None:
+        """Give a task a new state with ``status``; a field left ``None`` keeps its value."""
+        old = self._states[task_id]
+        state = TaskState(
+            task=old.task,
+            status=status,
+            result=old.result if result is None else result,
+            error=old.error if error is None else error,
+            started_at=old.started_at if started_at is None else started_at,
+            finished_at=old.finished_at if finished_at is None else finished_at,
+        )
         self._states[task_id] = state
         if state.status is TaskStatus.READY:
             self._ready.add(task_id)
@@ -164,11 +185,10 @@ class TaskQueue:
             task_id, status=TaskStatus.COMPLETED, result=result, finished_at=self._clock()
         )
         newly_ready = []
+        unmet = self._unmet
         for dependent in self.graph.dependents(task_id):
-            state = self._states[dependent]
-            if state.status is TaskStatus.PENDING and all(
-                self._states[d].status is TaskStatus.COMPLETED for d in state.task.depends_on
-            ):
+            unmet[dependent] -= 1
+            if not unmet[dependent] and self._states[dependent].status is TaskStatus.PENDING:
                 self._replace(dependent, status=TaskStatus.READY)
                 newly_ready.append(dependent)
         return tuple(newly_ready)

@@ -7,7 +7,8 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 from clearance._core.errors import ModelError
-from clearance.models._base import ModelRequest, ModelResponse, ToolCall, Usage, estimate_tokens
+from clearance.models._base import ModelRequest, ModelResponse, ToolCall, Usage
+from clearance.tokens import heuristic_tokens
 
 Reply = str | ToolCall | Sequence[ToolCall]
 """A scripted answer: a completion text, or one or more tool calls."""
@@ -25,8 +26,8 @@ class _RecordingModel:
         self.requests: list[ModelRequest] = []
 
     def count_tokens(self, text: str) -> int:
-        """Estimated tokens (one per 4 UTF-8 bytes)."""
-        return estimate_tokens(text)
+        """Estimated tokens (one per 4 UTF-8 bytes, `clearance.tokens.heuristic_tokens`)."""
+        return heuristic_tokens(text)
 
     @property
     def prompts(self) -> list[str]:
