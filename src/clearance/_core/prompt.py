@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from json.encoder import encode_basestring as _json_string
 from typing import Any, Literal
 
 __all__ = [
@@ -133,28 +132,10 @@ class ContextManifest:
 
 def messages_sha256(messages: tuple[ChatMessage, ...]) -> str:
     """Hash of messages in a canonical JSON form (sorted keys, no extra whitespace)."""
-    return sha256_text(_canonical_json(messages))
-
-
-def _canonical_json(messages: tuple[ChatMessage, ...]) -> str:
-    """``json.dumps`` of the messages' dicts, sorted keys, no whitespace, non-ASCII kept.
-
-    Written out for messages of plain strings, the only kind there should be: key ``content``
-    sorts before ``role``, and each string goes through the encoder ``json.dumps`` itself uses
-    when ``ensure_ascii`` is off. Anything else goes through ``json.dumps``.
-    """
-    parts: list[str] = []
-    for m in messages:
-        role, content = m.role, m.content
-        if type(role) is not str or type(content) is not str:
-            return json.dumps(
-                [m.to_dict() for m in messages],
-                sort_keys=True,
-                separators=(",", ":"),
-                ensure_ascii=False,
-            )
-        parts.append(f'{{"content":{_json_string(content)},"role":{_json_string(role)}}}')
-    return f"[{','.join(parts)}]"
+    payload = json.dumps(
+        [m.to_dict() for m in messages], sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
+    return sha256_text(payload)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
