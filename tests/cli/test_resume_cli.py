@@ -173,3 +173,29 @@ def test_ctrl_c_marks_running_tasks_interrupted_and_says_how_to_resume(tmp_path)
     assert code == 0, out + err
     tasks, _ = final_results(db)
     assert tasks == reference(tmp_path, team)[0]
+
+
+def test_resume_refuses_a_run_that_is_still_running(tmp_path):
+    team = team_file(tmp_path)
+    db = tmp_path / "runs.db"
+    url = f"sqlite:///{db}"
+    proc = clearance(
+        "run", str(team), "--model", "fake:m", "--db", url, "--max-concurrency", "1",
+        latency_s=0.5, cwd=tmp_path,
+    )  # fmt: skip
+    try:
+        wait_until(proc, db, lambda s: "running" in s.values())
+        with RunLedger(url) as ledger:
+            run_id = ledger.list_runs(limit=1)[0].run_id
+        code, out, err = finish(clearance("resume", run_id, "--db", url, latency_s=0, cwd=tmp_path))
+        assert code == 2
+        assert f"still running in process {proc.pid} on this host" in out + err
+        assert len((out + err).strip().splitlines()) == 1
+        assert proc.poll() is None  # the live run went on
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=30)
+    # Killed: the same command now resumes it.
+    code, out, err = finish(clearance("resume", run_id, "--db", url, latency_s=0, cwd=tmp_path))
+    assert code == 0, out + err
+    assert f"run id: {run_id}  status: completed" in out

@@ -1,6 +1,12 @@
 """Orchestrator.resume: completed results are kept, everything else runs again."""
 
 import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -154,3 +160,75 @@ async def test_a_run_stopped_before_planning_is_planned_on_resume(ledger):
     resumed = await Orchestrator(TEAM, model=model, ledger=ledger).resume("run_planless")
     assert resumed.status == "completed"
     assert [subject(r) for r in model.requests] == ["plan", "task:p", "synthesis"]
+
+
+async def stopped_as_running(ledger, process):
+    """A run whose tasks failed, recorded as if its process were still running it."""
+
+    def broken(request):
+        if subject(request) == "task:c":
+            raise ValueError("model crashed")
+        return f"R-{subject(request)}"
+
+    first = await Orchestrator(TEAM, model=FunctionModel(broken), ledger=ledger).run_tasks(TASKS)
+    assert first.run_id and ledger.get_run(first.run_id).config["process"]["pid"] == os.getpid()
+    ledger.reopen_run(first.run_id, process=process)  # "running", owned by `process`
+    return first.run_id
+
+
+@pytest.fixture
+def sleeper():
+    """A live process on this host (killed and reaped at teardown)."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+@pytest.fixture
+def zombie():
+    """A killed child process not reaped yet (it still answers signal 0)."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    proc.kill()
+    stat = Path(f"/proc/{proc.pid}/stat")
+    deadline = time.monotonic() + 10
+    while stat.read_text().rsplit(")", 1)[-1].split()[0] != "Z":
+        assert time.monotonic() < deadline, "the child did not die"
+        time.sleep(0.01)
+    os.kill(proc.pid, 0)  # no error: signal 0 alone would call it alive
+    yield proc
+    proc.wait()
+
+
+async def test_a_run_whose_process_is_alive_is_not_resumed(ledger, sleeper):
+    run_id = await stopped_as_running(ledger, {"host": socket.gethostname(), "pid": sleeper.pid})
+    model = FunctionModel(lambda r: f"R-{subject(r)}")
+    with pytest.raises(ConfigError, match=rf"still running in process {sleeper.pid}"):
+        await Orchestrator(TEAM, model=model, ledger=ledger).resume(run_id)
+    assert model.requests == []  # refused before anything ran
+    assert ledger.get_run(run_id).status == "running"
+    # Once the process is gone (killed and reaped), the run resumes.
+    sleeper.kill()
+    sleeper.wait()
+    resumed = await Orchestrator(TEAM, model=model, ledger=ledger).resume(run_id)
+    assert resumed.status == "completed"
+    assert ledger.get_run(run_id).config["process"] == {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+    }
+
+
+async def test_a_killed_but_unreaped_process_does_not_block_resume(ledger, zombie):
+    run_id = await stopped_as_running(ledger, {"host": socket.gethostname(), "pid": zombie.pid})
+    model = FunctionModel(lambda r: f"R-{subject(r)}")
+    resumed = await Orchestrator(TEAM, model=model, ledger=ledger).resume(run_id)
+    assert resumed.status == "completed"
+
+
+async def test_a_run_of_another_host_needs_force(ledger):
+    run_id = await stopped_as_running(ledger, {"host": "elsewhere.example", "pid": 4242})
+    model = FunctionModel(lambda r: f"R-{subject(r)}")
+    with pytest.raises(ConfigError, match=r"process 4242 on host 'elsewhere.example'.*--force"):
+        await Orchestrator(TEAM, model=model, ledger=ledger).resume(run_id)
+    resumed = await Orchestrator(TEAM, model=model, ledger=ledger).resume(run_id, force=True)
+    assert resumed.status == "completed"

@@ -240,3 +240,43 @@ def test_an_in_memory_ledger_writes_on_the_callers_thread() -> None:
         run_id = new_run(ledger)
         ledger.record_tasks(run_id, TaskQueue(GRAPH).states())
         assert [t.task_id for t in ledger.tasks(run_id)] == ["a", "b"]
+
+
+def test_with_quiet_s_the_writer_waits_for_a_pause() -> None:
+    recorder = Recorder()
+    behind = WriteBehind(recorder, name="test-writer", quiet_s=1.0, max_delay_s=30)
+    for i in range(10):
+        behind.submit(write(f"w{i}"))
+        time.sleep(0.005)
+    assert recorder.committed == []  # still writing: no pause yet
+    deadline = time.monotonic() + 10
+    while not recorder.committed:  # the pause: one group with everything
+        assert time.monotonic() < deadline, "nothing committed after a pause"
+        time.sleep(0.01)
+    assert recorder.groups[0] == [f"w{i}" for i in range(10)]
+    behind.close()
+
+
+def test_max_delay_s_bounds_the_wait_for_a_pause() -> None:
+    recorder = Recorder()
+    behind = WriteBehind(recorder, name="test-writer", quiet_s=5, max_delay_s=0.05)
+    deadline = time.monotonic() + 10
+    i = 0
+    while not recorder.committed:  # never pausing 5 s; committed after 0.05 s anyway
+        assert time.monotonic() < deadline, "a write waited past max_delay_s"
+        behind.submit(write(f"w{i}"))
+        i += 1
+        time.sleep(0.005)
+    behind.close()
+    assert recorder.committed == [f"w{j}" for j in range(i)]
+
+
+def test_flush_does_not_wait_for_a_pause() -> None:
+    recorder = Recorder()
+    behind = WriteBehind(recorder, name="test-writer", quiet_s=30, max_delay_s=30)
+    behind.submit(write("w0"))
+    started = time.monotonic()
+    behind.flush()
+    assert recorder.committed == ["w0"]
+    assert time.monotonic() - started < 10
+    behind.close()

@@ -36,7 +36,12 @@ from clearance._core.spec import Agent, Task, Team, schema_validator
 from clearance._orchestration.files import read_task_files
 from clearance._orchestration.planner import PLAN_SCHEMA, parse_plan
 from clearance._orchestration.result import RunEvent, RunResult, TaskOutcome
-from clearance._orchestration.resume import load_recorded_run, restore_messages, resume_run
+from clearance._orchestration.resume import (
+    load_recorded_run,
+    process_identity,
+    restore_messages,
+    resume_run,
+)
 from clearance._orchestration.retry import RetryPolicy, with_retries
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import RunLedger
@@ -336,7 +341,7 @@ class Orchestrator:
             retry_policy=retry_policy,
         )
 
-    async def resume(self, run_id: str) -> RunResult:
+    async def resume(self, run_id: str, *, force: bool = False) -> RunResult:
         """Finish a recorded run that was stopped: keep completed results, run the rest.
 
         Every task recorded ``completed`` keeps its result and is not run again; every other
@@ -346,19 +351,26 @@ class Orchestrator:
         its id; new model calls are added to its record, and its usage counts every call.
         Messages recorded with the run are restored onto an empty message bus.
 
+        A run recorded ``running`` is refused while the process that runs it is alive (the
+        run records its host and process id): two processes must not run one run. A run
+        whose process was killed is ``running`` in the ledger and resumes normally.
+
         Args:
             run_id: The run's id, or a unique prefix of it.
+            force: Resume even a run recorded ``running`` by a live process or by a process
+                on another host (which cannot be checked): only when you know it stopped.
 
         Returns:
             The run's result, as `run_tasks` returns it.
 
         Raises:
             StoreError: No run (or several) match ``run_id``, or the database failed.
-            ConfigError: The run already completed, a task names an agent this team lacks, or
-                the record is damaged.
+            ConfigError: The run already completed, is still running in a live process on
+                this host or was started on another host (without ``force``), a task names an
+                agent this team lacks, or the record is damaged.
             PlanError: The run had no plan yet, and the coordinator's new plan is invalid.
         """
-        return await resume_run(self, run_id)
+        return await resume_run(self, run_id, force=force)
 
     # -- planning -----------------------------------------------------------------------
 
@@ -807,6 +819,7 @@ class Orchestrator:
             "agents": [_agent_config(a) for a in self.team.agents],
             "coordinator": _agent_config(self.team.coordinator or DEFAULT_COORDINATOR),
             "memory_groups": {g: sorted(m) for g, m in self._memory_groups.items()},
+            "process": process_identity(),  # `resume` refuses a run whose process is alive
         }
 
     def _emit(self, event: RunEvent) -> None:

@@ -8,6 +8,8 @@ rebuild the run: completed results are kept, every other task runs again.
 
 from __future__ import annotations
 
+import os
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,7 +26,63 @@ from clearance.models._base import Usage
 if TYPE_CHECKING:
     from clearance._orchestration.orchestrator import Orchestrator
 
-__all__ = ["RecordedRun", "load_recorded_run", "restore_messages", "resume_run"]
+__all__ = [
+    "RecordedRun",
+    "load_recorded_run",
+    "process_identity",
+    "restore_messages",
+    "resume_run",
+]
+
+
+def process_identity() -> dict[str, Any]:
+    """This process, as a run records its owner: ``{"host": hostname, "pid": pid}``."""
+    return {"host": socket.gethostname(), "pid": os.getpid()}
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this host and is not a zombie."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by another user
+    try:  # a killed child not yet reaped still answers signal 0
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def _refuse_live_run(record: RunRecord) -> None:
+    """Refuse to resume a run whose recorded process may still be running it.
+
+    Raises:
+        ConfigError: The run is ``running`` and its process is alive on this host, or it
+            was started on another host (which cannot be checked from here).
+    """
+    owner = record.config.get("process")
+    if record.status != "running" or not isinstance(owner, dict):
+        return  # stopped, or recorded before runs named their process: nothing to check
+    host, pid = owner.get("host"), owner.get("pid")
+    if not isinstance(pid, int) or not isinstance(host, str):
+        return
+    me = process_identity()
+    if host == me["host"]:
+        if pid != me["pid"] and _pid_alive(pid):
+            raise ConfigError(
+                f"run {record.run_id} is still running in process {pid} on this host; "
+                "stop it (Ctrl-C) or wait for it, then resume",
+                field="run",
+            )
+        return
+    raise ConfigError(
+        f"run {record.run_id} is marked running by process {pid} on host {host!r}, which "
+        "cannot be checked from here; if that process has stopped, resume with --force "
+        "(Orchestrator.resume(..., force=True))",
+        field="run",
+    )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -148,13 +206,13 @@ def restore_messages(messages: tuple[Message, ...]) -> MessageBus:
     return bus
 
 
-async def resume_run(orchestrator: Orchestrator, run_id: str) -> RunResult:
+async def resume_run(orchestrator: Orchestrator, run_id: str, *, force: bool = False) -> RunResult:
     """Finish a recorded run with ``orchestrator`` (the body of `Orchestrator.resume`).
 
     Raises:
         StoreError: No run (or several) match ``run_id``, or the database failed.
-        ConfigError: The run already completed, a task names an agent the team lacks, or
-            the record is damaged.
+        ConfigError: The run already completed, is still running in a live process (unless
+            ``force``), a task names an agent the team lacks, or the record is damaged.
         PlanError: The run had no plan yet, and the coordinator's new plan is invalid.
     """
     from clearance._orchestration.orchestrator import DEFAULT_GOAL
@@ -165,6 +223,8 @@ async def resume_run(orchestrator: Orchestrator, run_id: str) -> RunResult:
     run_id = record.run_id
     if record.status == "completed":
         raise ConfigError(f"run {run_id} already completed; nothing to resume", field="run")
+    if not force:
+        _refuse_live_run(record)
     if not orchestrator.messages.all():
         for message in recorded.messages:
             orchestrator.messages.restore(message)
@@ -182,7 +242,7 @@ async def resume_run(orchestrator: Orchestrator, run_id: str) -> RunResult:
         task_id = call.subject.removeprefix("task:")
         if call.subject.startswith("task:") and task_id in recorded.completed and not call.error:
             prompt_tokens[task_id] = int(call.manifest.get("total_tokens", 0))
-    ledger.reopen_run(run_id)
+    ledger.reopen_run(run_id, process=process_identity())
     total = len(recorded.graph) if recorded.graph is not None else 0
     orchestrator._emit(
         RunEvent(

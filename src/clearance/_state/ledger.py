@@ -571,18 +571,32 @@ class RunLedger(DatabaseBase):
                 )
             )
 
-    def reopen_run(self, run_id: str) -> None:
+    def reopen_run(self, run_id: str, *, process: dict[str, Any] | None = None) -> None:
         """Mark a recorded run ``running`` again, to resume it (clears its end and error).
 
         Args:
             run_id: The run's full id.
+            process: The process resuming it (``{"host", "pid"}``), recorded as the run
+                config's ``process``; ``None`` leaves the config as it is.
 
         Raises:
             StoreError: The run is unknown, or the database failed.
         """
         with self._writing(f"reopen run {run_id!r}") as conn:
+            values: dict[str, Any] = {}
+            if process is not None:
+                config = conn.execute(
+                    select(_runs.c.config).where(_runs.c.run_id == run_id)
+                ).scalar()
+                values["config"] = {**(config or {}), "process": process}
             self._update_run(
-                conn, run_id, status="running", error=None, synthesis=None, finished_at=None
+                conn,
+                run_id,
+                status="running",
+                error=None,
+                synthesis=None,
+                finished_at=None,
+                **values,
             )
 
     def set_graph(self, run_id: str, graph: list[dict[str, Any]]) -> None:
@@ -805,8 +819,10 @@ class RunLedger(DatabaseBase):
         `record_messages` and `record_tool_call` return at once; a writer thread commits
         everything queued so far in one transaction (group commit), in the order written,
         so the database always holds a prefix of the writes: a crash leaves what a crash a
-        moment earlier would have. Any other method (reads, `start_run`, `finish_run`) first
-        waits until the queue is committed. Leaving the context commits the rest.
+        moment earlier would have. The writer commits once the writes pause for 2 ms, and
+        never later than 0.5 s after a write was queued. Any other method (reads,
+        `start_run`, `finish_run`) first waits until the queue is committed. Leaving the
+        context commits the rest.
 
         Reentrant (an inner context does nothing). An in-memory SQLite ledger writes on the
         caller's thread (each thread would see its own in-memory database).
@@ -819,7 +835,11 @@ class RunLedger(DatabaseBase):
         if self._behind is not None or self._in_memory or self._closed:
             yield
             return
-        behind = WriteBehind(self._commit_writes, name="clearance-ledger-writer")
+        # The writer waits for a 2 ms pause in the orchestrator's writes (its busy bursts end
+        # when its tasks wait for their models), so its work rarely competes for the GIL.
+        behind = WriteBehind(
+            self._commit_writes, name="clearance-ledger-writer", quiet_s=0.002, max_delay_s=0.5
+        )
         self._behind = behind
         ok = False
         try:

@@ -21,6 +21,7 @@ Guarantees:
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -61,11 +62,19 @@ Commit = Callable[[Sequence[PendingWrite]], None]
 class WriteBehind:
     """Queue writes on the caller's thread; commit them in groups on one writer thread.
 
+    With ``quiet_s`` set, the writer waits for the submitting thread to pause (no new write
+    for ``quiet_s``) before it takes a group, so its work runs while the submitter waits
+    instead of competing with it for the interpreter lock; it waits no longer than
+    ``max_delay_s`` after the oldest queued write, nor once ``max_group`` writes wait, nor
+    while someone is in `flush` or `close`.
+
     Args:
         commit: Commits a group of writes in one transaction (the ledger's).
         name: The writer thread's name.
         max_pending: Writes that may wait before `submit` blocks.
         max_group: Most writes committed in one transaction.
+        quiet_s: Seconds without a new write that count as a pause; ``0`` commits at once.
+        max_delay_s: Longest a write waits for a pause, in seconds.
 
     Raises:
         StoreError: From `submit`, `flush` or `close`: an earlier write failed to commit (the
@@ -79,11 +88,16 @@ class WriteBehind:
         name: str,
         max_pending: int = 10_000,
         max_group: int = 2_000,
+        quiet_s: float = 0.0,
+        max_delay_s: float = 0.5,
     ) -> None:
         self._commit = commit
         self._max_pending = max_pending
         self._max_group = max_group
-        self._queue: deque[PendingWrite] = deque()
+        self._quiet_s = quiet_s
+        self._max_delay_s = max_delay_s
+        self._queue: deque[tuple[float, PendingWrite]] = deque()  # (time queued, write)
+        self._flushing = 0  # threads in `flush`
         self._cond = threading.Condition()
         self._submitted = 0
         self._done = 0  # writes committed (or failed and reported)
@@ -114,10 +128,11 @@ class WriteBehind:
             if self._stopping:
                 raise StoreError(f"cannot {write.operation}: the writer thread is closed")
             while len(self._queue) >= self._max_pending:
+                self._cond.notify_all()  # the writer may be waiting for a pause
                 self._cond.wait()
-            self._queue.append(write)
+            self._queue.append((time.monotonic(), write))
             self._submitted += 1
-            if len(self._queue) == 1:  # the writer waits only on an empty queue
+            if len(self._queue) == 1:  # the writer sleeps until the queue is not empty
                 self._cond.notify_all()
 
     def flush(self) -> None:
@@ -128,8 +143,13 @@ class WriteBehind:
         """
         with self._cond:
             target = self._submitted
-            while self._done < target and self._thread.is_alive():
-                self._cond.wait()
+            self._flushing += 1
+            self._cond.notify_all()  # no waiting for a pause now
+            try:
+                while self._done < target and self._thread.is_alive():
+                    self._cond.wait()
+            finally:
+                self._flushing -= 1
             self._raise_error()
 
     def close(self, *, raise_errors: bool = True) -> None:
@@ -164,8 +184,9 @@ class WriteBehind:
                     self._cond.wait()
                 if not self._queue:
                     return
+                self._wait_for_pause()
                 count = min(len(self._queue), self._max_group)
-                group = [self._queue.popleft() for _ in range(count)]
+                group = [self._queue.popleft()[1] for _ in range(count)]
                 self._cond.notify_all()  # room for blocked submitters
             error = self._commit_group(group)
             with self._cond:
@@ -173,6 +194,21 @@ class WriteBehind:
                     self._error = error
                 self._done += len(group)
                 self._cond.notify_all()
+
+    def _wait_for_pause(self) -> None:
+        """With the lock held: wait until no write arrived for ``quiet_s`` (or it is urgent)."""
+        if not self._quiet_s:
+            return
+        while not (
+            self._stopping
+            or self._flushing
+            or len(self._queue) >= self._max_group
+            or time.monotonic() - self._queue[0][0] >= self._max_delay_s
+        ):
+            seen = self._submitted
+            self._cond.wait(self._quiet_s)
+            if self._submitted == seen:
+                return  # a pause
 
     def _commit_group(self, group: list[PendingWrite]) -> StoreError | None:
         """Commit ``group``; if that fails, each write alone. Returns the first failure."""

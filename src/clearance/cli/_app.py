@@ -214,6 +214,13 @@ def resume(
     max_concurrency: Annotated[
         int | None, typer.Option(min=1, help="Most tasks running at once.")
     ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Resume even if the run's recorded process looks alive or is on another host.",
+        ),
+    ] = False,
 ) -> None:
     """Resume a stopped run: keep its completed results, run the rest, then synthesize."""
     progress = _Progress(out)
@@ -223,7 +230,7 @@ def resume(
             orchestrator.team = _team_with_model_reset(orchestrator.team)
         if max_concurrency is not None:
             orchestrator.max_concurrency = max_concurrency
-        result = _run_until_interrupted(orchestrator.resume(run_id), progress, db)
+        result = _run_until_interrupted(orchestrator.resume(run_id, force=force), progress, db)
     _print_result(result)
     if result.status != "completed":
         raise typer.Exit(1)
