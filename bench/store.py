@@ -48,6 +48,9 @@ DDL = (
     '\texpires_at DATETIME, \n\tPRIMARY KEY (namespace, "key")\n)',
     "CREATE INDEX IF NOT EXISTS ix_store_entries_expires_at ON store_entries (expires_at)",
     "CREATE INDEX IF NOT EXISTS ix_store_entries_namespace ON store_entries (namespace)",
+    # The store's schema-version table (written when a store opens; not timed).
+    "CREATE TABLE IF NOT EXISTS store_schema_version (\n\tversion INTEGER NOT NULL, \n"
+    "\tapplied_at DATETIME NOT NULL, \n\tPRIMARY KEY (version)\n)",
 )
 # The statements ContextStore sends SQLite (its compiled SQL; "verify" compares them).
 UPSERT = (

@@ -38,10 +38,12 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'store.db'}"
     url: str = request.getfixturevalue("postgres_url")
-    # A fresh table per test: a schema of its own would need search_path; drop rows instead.
+    # Fresh tables per test (a schema of its own would need search_path): the store's and
+    # its schema-version table, so that opening the store creates both again.
     engine = create_engine(url)
     with engine.begin() as conn:
         conn.execute(text("DROP TABLE IF EXISTS store_entries"))
+        conn.execute(text("DROP TABLE IF EXISTS store_schema_version"))
     engine.dispose()
     return url
 
@@ -365,3 +367,95 @@ def test_bad_grants(store: ContextStore) -> None:
         store.view("a", {"notes": "admin"})
     with pytest.raises(ConfigError, match="prefix"):
         store.view("a", {"a*b": "read"})
+
+
+# -- schema versions ----------------------------------------------------------------------
+
+
+def _store_versions(path: Path) -> list[int]:
+    import sqlite3
+
+    connection = sqlite3.connect(path)
+    try:
+        rows = connection.execute("SELECT version FROM store_schema_version ORDER BY 1")
+        return [v for (v,) in rows]
+    finally:
+        connection.close()
+
+
+def test_a_new_store_records_its_schema_version(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    with ContextStore(f"sqlite:///{path}"):
+        pass
+    assert _store_versions(path) == [1]
+    with ContextStore(f"sqlite:///{path}"):  # opening again applies nothing
+        pass
+    assert _store_versions(path) == [1]
+
+
+def test_a_store_made_before_versioning_opens_with_its_entries(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "store.db"
+    with ContextStore(f"sqlite:///{path}") as store:
+        store.set("ns", "k", "kept", agent="a")
+    connection = sqlite3.connect(path)
+    with connection:
+        connection.execute("DROP TABLE store_schema_version")  # as an older Clearance left it
+    connection.close()
+    with ContextStore(f"sqlite:///{path}") as store:
+        assert store.get("ns", "k") == "kept"
+    assert _store_versions(path) == [1]
+
+
+def test_a_newer_store_schema_is_refused(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "store.db"
+    with ContextStore(f"sqlite:///{path}"):
+        pass
+    connection = sqlite3.connect(path)
+    with connection:
+        connection.execute(
+            "INSERT INTO store_schema_version (version, applied_at) VALUES (2, '2030-01-01')"
+        )
+    connection.close()
+    with pytest.raises(StoreError, match=r"store at .* has schema version 2, newer than"):
+        ContextStore(f"sqlite:///{path}")
+
+
+def test_a_store_and_a_run_ledger_share_one_database(tmp_path: Path) -> None:
+    from clearance import RunLedger
+
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    with RunLedger(url) as ledger, ContextStore(url) as store:
+        store.set("ns", "k", "v", agent="a")
+        ledger.start_run(run_id="run_1", team="t", goal=None, graph=None)
+        assert store.get("ns", "k") == "v"
+        assert ledger.get_run("run_1").team == "t"
+    with RunLedger(url), ContextStore(url):  # each finds its own version table
+        pass
+
+
+def test_stores_opened_at_once_on_a_new_database_all_open(store_url: str) -> None:
+    import threading
+
+    barrier = threading.Barrier(6)
+    errors: list[BaseException] = []
+
+    def open_store() -> None:
+        barrier.wait()
+        try:
+            with ContextStore(store_url) as opened:
+                opened.set("ns", f"k{threading.get_ident()}", "v", agent="a")
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_store) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    with ContextStore(store_url) as store:
+        assert len(store.query_by_prefix("ns", "k", limit=100)) == 6

@@ -9,15 +9,28 @@ the operation and the URL (password masked).
 
 from __future__ import annotations
 
+import hashlib
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from sqlalchemy import DateTime, Dialect, create_engine, event
+from sqlalchemy import (
+    Column,
+    DateTime,
+    Dialect,
+    Integer,
+    MetaData,
+    Table,
+    create_engine,
+    event,
+    func,
+    inspect,
+    select,
+)
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.types import TypeDecorator
@@ -25,7 +38,7 @@ from sqlalchemy.types import TypeDecorator
 from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import StoreError
 
-__all__ = ["BUSY_TIMEOUT_MS", "DatabaseBase"]
+__all__ = ["BUSY_TIMEOUT_MS", "DatabaseBase", "Migration", "version_table"]
 
 BUSY_TIMEOUT_MS = 10_000
 """How long an SQLite connection waits for another writer's lock before failing."""
@@ -54,6 +67,25 @@ class _UTCDateTime(TypeDecorator[datetime]):
             return None
         assert isinstance(value, datetime)
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+Migration = Callable[[Connection], None]
+"""One schema change, run inside the migration transaction."""
+
+
+def version_table(name: str) -> Table:
+    """A table recording which migrations a database has had (``version``, ``applied_at``)."""
+    return Table(
+        name,
+        MetaData(),
+        Column("version", Integer, primary_key=True, autoincrement=False),
+        Column("applied_at", _UTCDateTime, nullable=False),
+    )
+
+
+def _lock_key(name: str) -> int:
+    """A stable signed 64-bit advisory-lock key for ``name`` (PostgreSQL migrations)."""
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
 
 
 def _mask(url: str) -> str:
@@ -192,6 +224,41 @@ class DatabaseBase:
             raise StoreError(
                 f"cannot {operation} in the {self._LABEL} at {self._url}: {_cause(exc)}"
             ) from exc
+
+    def _schema_version(self, conn: Connection, versions: Table) -> int:
+        if not inspect(conn).has_table(versions.name):
+            return 0
+        return int(conn.execute(select(func.max(versions.c.version))).scalar() or 0)
+
+    def _migrate(self, versions: Table, migrations: Sequence[Migration]) -> None:
+        """Apply the migrations the database lacks, in order, in one transaction.
+
+        The schema is versioned the way simonw's ``llm`` does it: ``migrations`` is an ordered
+        list of functions (migration ``i``, 0-based, brings a database to version ``i + 1``)
+        and the ``versions`` table records which of them a database has had.
+
+        Raises:
+            StoreError: The database's schema is newer than ``migrations`` know, or the
+                database failed.
+        """
+        latest = len(migrations)
+        with self._reading("read the schema version") as conn:
+            if self._schema_version(conn, versions) == latest:
+                return
+        with self._writing("migrate the schema") as conn:
+            if self._dialect == "postgresql":  # SQLite's BEGIN IMMEDIATE already serializes
+                conn.execute(select(func.pg_advisory_xact_lock(_lock_key(versions.name))))
+            current = self._schema_version(conn, versions)  # again, under the write lock
+            if current > latest:
+                raise StoreError(
+                    f"the {self._LABEL} at {self._url} has schema version {current}, newer than "
+                    f"this version of Clearance supports ({latest}); upgrade Clearance"
+                )
+            versions.create(conn, checkfirst=True)
+            for version in range(current + 1, latest + 1):
+                migrations[version - 1](conn)
+                # Real time, not the injected clock: keeps a test clock's ticks for the data.
+                conn.execute(versions.insert().values(version=version, applied_at=utc_now()))
 
     @contextmanager
     def _reading(self, operation: str) -> Iterator[Connection]:

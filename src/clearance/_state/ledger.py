@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -44,7 +44,6 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     func,
-    inspect,
     select,
     update,
 )
@@ -55,7 +54,7 @@ from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import ConfigError, StoreError
 from clearance._core.ids import new_id
 from clearance._core.prompt import Prompt, sha256_text
-from clearance._state.database import DatabaseBase, _UTCDateTime
+from clearance._state.database import DatabaseBase, Migration, _UTCDateTime, version_table
 from clearance._state.messages import Message
 from clearance._state.queue import TaskState
 from clearance._state.write_behind import PendingWrite, Rows, WriteBehind
@@ -169,12 +168,7 @@ _tasks = _metadata.tables["tasks"]
 _calls = _metadata.tables["calls"]
 _messages = _metadata.tables["messages"]
 
-_schema_version = Table(
-    "schema_version",
-    MetaData(),
-    Column("version", Integer, primary_key=True, autoincrement=False),
-    Column("applied_at", _UTCDateTime, nullable=False),
-)
+_schema_version = version_table("schema_version")
 
 
 def _m001_create_tables(conn: Connection) -> None:
@@ -254,9 +248,6 @@ def _m004_tool_calls(conn: Connection) -> None:
     """Version 4: ``tool_calls``, every tool call of an agent loop with its result."""
     _tool_calls.create(conn)
 
-
-Migration = Callable[[Connection], None]
-"""One schema change, run inside the migration transaction."""
 
 _MIGRATIONS: list[Migration] = [
     _m001_create_tables,
@@ -493,33 +484,10 @@ class RunLedger(DatabaseBase):
             database in ("", ":memory:") or "mode=memory" in database
         )
         try:
-            self._migrate()
+            self._migrate(_schema_version, _MIGRATIONS)
         except BaseException:
             self._engine.dispose()
             raise
-
-    def _version(self, conn: Connection) -> int:
-        if not inspect(conn).has_table(_schema_version.name):
-            return 0
-        return int(conn.execute(select(func.max(_schema_version.c.version))).scalar() or 0)
-
-    def _migrate(self) -> None:
-        """Apply the migrations the database lacks, in order, in one transaction."""
-        with self._reading("read the schema version") as conn:
-            if self._version(conn) == SCHEMA_VERSION:
-                return
-        with self._writing("migrate the schema") as conn:
-            current = self._version(conn)  # again, under the write lock
-            if current > SCHEMA_VERSION:
-                raise StoreError(
-                    f"the run ledger at {self._url} has schema version {current}, newer than "
-                    f"this version of Clearance supports ({SCHEMA_VERSION}); upgrade Clearance"
-                )
-            _schema_version.create(conn, checkfirst=True)
-            for version in range(current + 1, SCHEMA_VERSION + 1):
-                _MIGRATIONS[version - 1](conn)
-                # Real time, not the injected clock: keeps a test clock's ticks for the runs.
-                conn.execute(_schema_version.insert().values(version=version, applied_at=utc_now()))
 
     def _insert(self, table: Table) -> sqlite.Insert | postgresql.Insert:
         if self._dialect == "sqlite":

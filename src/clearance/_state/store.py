@@ -48,11 +48,12 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
 
 from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import ConfigError, StoreError
-from clearance._state.database import DatabaseBase, _UTCDateTime
+from clearance._state.database import DatabaseBase, Migration, _UTCDateTime, version_table
 
 if TYPE_CHECKING:
     from clearance._state.grants import StoreGrants, StoreView
@@ -88,6 +89,19 @@ _entries = Table(
     Index("ix_store_entries_namespace", "namespace"),
     Index("ix_store_entries_expires_at", "expires_at"),
 )
+
+
+def _m001_create_entries(conn: Connection) -> None:
+    """Version 1: ``store_entries`` (a store made before versioning already has it)."""
+    _metadata.create_all(conn, checkfirst=True)
+
+
+_MIGRATIONS: list[Migration] = [_m001_create_entries]
+"""Applied in order when a store opens; a schema change is a new function appended here."""
+
+_versions = version_table("store_schema_version")
+"""Which migrations a store's database has had (its own table: a store and a run ledger may
+share one database)."""
 
 
 def escape_like(text: str, escape: str = LIKE_ESCAPE) -> str:
@@ -261,8 +275,7 @@ class ContextStore(DatabaseBase):
     def __init__(self, url: str = DEFAULT_STORE_URL, *, clock: Clock = utc_now) -> None:
         super().__init__(url, clock=clock)
         try:
-            with self._writing("create the store table") as conn:
-                _metadata.create_all(conn, checkfirst=True)
+            self._migrate(_versions, _MIGRATIONS)
         except BaseException:
             self._engine.dispose()
             raise
