@@ -9,7 +9,7 @@ same pragmas; `bench.run` refuses to report a ratio when they differ.
 The raw side is what a careful hand-written ``sqlite3`` store with the same API would do:
 one connection with the store's pragmas (WAL, ``synchronous=NORMAL``, busy timeout, foreign
 keys) and SQLAlchemy's own table and indexes; ``BEGIN IMMEDIATE`` … ``COMMIT`` around each
-write and ``BEGIN`` … ``ROLLBACK`` around each read; the store's SQL text with the same
+write and each read a lone ``SELECT`` in autocommit; the store's SQL text with the same
 parameters (aware UTC timestamps stored as naive-UTC text, TTL filter on every read); rows
 turned back into frozen entries with aware datetimes. Only the connection pool,
 SQLAlchemy's statement construction and execution machinery, and its result processing
@@ -138,14 +138,10 @@ class RawStore:
         conn.execute("COMMIT")
 
     def _read(self, sql: str, params: tuple[Any, ...], one: bool) -> list[Any]:
-        conn = self._conn
-        conn.execute("BEGIN")
-        try:
-            cur = conn.execute(sql, params)
-            rows = [cur.fetchone()] if one else cur.fetchall()
-            cur.close()
-        finally:
-            conn.execute("ROLLBACK")
+        # One SELECT in autocommit: a consistent snapshot without BEGIN … ROLLBACK.
+        cur = self._conn.execute(sql, params)
+        rows = [cur.fetchone()] if one else cur.fetchall()
+        cur.close()
         return [r for r in rows if r is not None]
 
     @staticmethod
@@ -309,8 +305,8 @@ def _traced(side: str, path: Path) -> tuple[list[str], dict[str, Any]]:
         conn = store._conn
         conn.set_trace_callback(statements.append)
     else:
-        with store._engine.connect() as c:  # type: ignore[attr-defined]
-            conn = c.connection.dbapi_connection  # the pool's one connection, reused below
+        # The connection this thread holds for every operation below.
+        conn = store._held.connection().connection.dbapi_connection  # type: ignore[attr-defined]
         conn.set_trace_callback(statements.append)
     try:
         store.set("ns", "a_b%", "v1", "agent", ttl_s=60)

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -459,3 +459,195 @@ def test_stores_opened_at_once_on_a_new_database_all_open(store_url: str) -> Non
     assert errors == []
     with ContextStore(store_url) as store:
         assert len(store.query_by_prefix("ns", "k", limit=100)) == 6
+
+
+# -- connections and transactions --------------------------------------------------------
+
+
+def test_sqlite_times_are_written_and_read_as_before(tmp_path: Path) -> None:
+    """The store's SQLite time conversions give `_UTCDateTime`'s text and values."""
+    from sqlalchemy.dialects import sqlite
+
+    from clearance._state.database import _UTCDateTime
+    from clearance._state.store import _Time
+
+    dialect = sqlite.dialect()
+    fast, slow = _Time().dialect_impl(dialect), _UTCDateTime().dialect_impl(dialect)
+    fast_bind, slow_bind = fast.bind_processor(dialect), slow.bind_processor(dialect)
+    fast_read = fast.result_processor(dialect, None)
+    slow_read = slow.result_processor(dialect, None)
+    assert fast_bind and slow_bind and fast_read and slow_read
+    plus2 = timezone(timedelta(hours=2))
+    for value in (
+        datetime(2026, 1, 1, 12, 0, 0, 123456, tzinfo=UTC),
+        datetime(2026, 1, 1, tzinfo=plus2),
+        datetime(999, 3, 4, 5, 6, 7, 8),  # naive: taken as UTC
+        None,
+    ):
+        text_ = fast_bind(value)
+        assert text_ == slow_bind(value)
+        assert fast_read(text_) == slow_read(text_)
+    for stored in ("2026-01-01 12:00:00", "2030-01-01", "2026-01-01 12:00:00+02:00"):
+        assert fast_read(stored) == slow_read(stored)
+        assert fast_read(stored).tzinfo is UTC
+
+
+def _traced(store: ContextStore) -> list[str]:
+    statements: list[str] = []
+    assert store._held is not None
+    store._held.connection().connection.dbapi_connection.set_trace_callback(statements.append)
+    return statements
+
+
+def test_sqlite_reads_send_no_begin_and_writes_begin_immediate(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    with ContextStore(f"sqlite:///{tmp_path / 's.db'}", clock=clock) as store:
+        sent = _traced(store)
+        store.set("ns", "k", "v", "a")
+        assert store.get("ns", "k") == "v"
+        assert [e.key for e in store.query_by_prefix("ns", "k")] == ["k"]
+        assert store.delete("ns", "k") is True
+    kinds = [s.split()[0] for s in sent]
+    assert kinds == ["BEGIN", "INSERT", "COMMIT", "SELECT", "SELECT", "BEGIN", "DELETE", "COMMIT"]
+    assert sent[0] == sent[5] == "BEGIN IMMEDIATE"
+
+
+def test_each_thread_holds_one_connection_until_close(tmp_path: Path) -> None:
+    import threading
+
+    store = ContextStore(f"sqlite:///{tmp_path / 's.db'}")
+    assert store._held is not None
+    threads = 20  # more than the pool's size and overflow: none may wait for another
+    barrier = threading.Barrier(threads)
+    connections: dict[int, object] = {}
+    errors: list[BaseException] = []
+
+    def work(i: int) -> None:
+        try:
+            store.set("ns", f"k{i}", str(i), "a")
+            assert store._held is not None
+            first = store._held.connection()
+            barrier.wait(timeout=30)  # every thread holds its connection at once
+            assert store.get("ns", f"k{(i + 1) % threads}") == str((i + 1) % threads)
+            assert store._held.connection() is first  # the same one for every operation
+            connections[i] = first
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    workers = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    assert errors == []
+    assert len({id(c) for c in connections.values()}) == threads
+    store.close()
+    assert all(c.closed for c in connections.values())  # type: ignore[attr-defined]
+    with pytest.raises(StoreError, match="closed"):
+        store.get("ns", "k0")
+
+
+def test_an_ended_threads_connection_is_returned(tmp_path: Path) -> None:
+    import threading
+
+    with ContextStore(f"sqlite:///{tmp_path / 's.db'}") as store:
+        assert store._held is not None
+        held = store._held
+        seen: list[object] = []
+
+        def use() -> None:
+            store.set("ns", "k", "v", "a")
+            seen.append(held.connection())
+
+        first = threading.Thread(target=use)
+        first.start()
+        first.join()
+        assert not seen[0].closed  # type: ignore[attr-defined]
+        second = threading.Thread(target=use)
+        second.start()
+        second.join()
+        assert seen[0].closed  # type: ignore[attr-defined]
+        assert not seen[1].closed  # type: ignore[attr-defined]
+        assert store.get("ns", "k") == "v"
+
+
+def test_reads_in_another_thread_see_this_threads_writes(store: ContextStore) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for i in range(5):
+            store.set("ns", "k", f"v{i}", "a")
+            assert pool.submit(store.get, "ns", "k").result() == f"v{i}"
+            pool.submit(store.set, "ns", "k", f"w{i}", "b").result()
+            assert store.get("ns", "k") == f"w{i}"
+
+
+_SET_ONE = """
+import sys
+from clearance import ContextStore
+with ContextStore(sys.argv[1]) as s:
+    s.set("ns", "k", sys.argv[2], "other")
+"""
+
+
+def test_a_read_sees_a_write_from_another_process(store_url: str) -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    with ContextStore(store_url) as store:
+        store.set("ns", "k", "mine", "a")
+        assert store.get("ns", "k") == "mine"
+        for value in ("theirs", "theirs again"):
+            subprocess.run(
+                [sys.executable, "-c", _SET_ONE, store_url, value], env=env, check=True, timeout=120
+            )
+            assert store.get("ns", "k") == value
+            assert store.get_entry("ns", "k").agent == "other"  # type: ignore[union-attr]
+
+
+def test_a_failed_write_gives_up_the_connection_and_the_next_works(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    with ContextStore(url) as store:
+        assert store._held is not None
+        store.set("ns", "k", "v", "a")
+        before = store._held.connection()
+        engine = create_engine(url)
+        with engine.begin() as conn:
+            conn.execute(text("ALTER TABLE store_entries RENAME TO moved"))
+        with pytest.raises(StoreError, match=r"cannot write ns/k2 in the store at .*no such table"):
+            store.set("ns", "k2", "v", "a")
+        with pytest.raises(StoreError, match=r"cannot read ns/k from the store at .*no such table"):
+            store.get("ns", "k")
+        assert before.closed  # type: ignore[attr-defined]
+        with engine.begin() as conn:
+            conn.execute(text("ALTER TABLE moved RENAME TO store_entries"))
+        engine.dispose()
+        store.set("ns", "k2", "v2", "a")
+        assert store.get("ns", "k2") == "v2"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_opens_its_own_connection(tmp_path: Path) -> None:
+    import warnings
+
+    with ContextStore(f"sqlite:///{tmp_path / 's.db'}") as store:
+        assert store._held is not None
+        store.set("ns", "k", "parent", "a")
+        parents = store._held.connection()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (3.12+)
+            pid = os.fork()
+        if pid == 0:  # the child: exit code 0 only if everything holds
+            code = 1
+            try:
+                assert store._held.connection() is not parents
+                assert store.get("ns", "k") == "parent"
+                store.set("ns", "k", "child", "b")
+                code = 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert store._held.connection() is parents
+        assert store.get("ns", "k") == "child"
+        store.set("ns", "k", "parent again", "a")
+        assert store.get("ns", "k") == "parent again"

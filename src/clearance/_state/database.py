@@ -10,9 +10,12 @@ the operation and the URL (password masked).
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import threading
+import weakref
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -32,7 +35,7 @@ from sqlalchemy import (
     select,
 )
 from sqlalchemy.engine import URL, Connection, Engine, make_url
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, ResourceClosedError, SQLAlchemyError
 from sqlalchemy.types import TypeDecorator
 
 from clearance._core.clock import Clock, utc_now
@@ -112,12 +115,13 @@ def _ensure_sqlite_folder(url: URL) -> None:
     Path(database).parent.mkdir(parents=True, exist_ok=True)
 
 
-def _configure_sqlite(engine: Engine) -> None:
+def _configure_sqlite(engine: Engine, *, begin_event: bool = True) -> None:
     """Set the pragmas of every new SQLite connection and take over ``BEGIN``.
 
     The ``sqlite3`` module's legacy transaction handling neither begins a transaction
     before DDL nor offers ``BEGIN IMMEDIATE``; the recipe from SQLAlchemy's SQLite
-    documentation disables it and emits ``BEGIN`` from the ``begin`` event instead.
+    documentation disables it and emits ``BEGIN`` from the ``begin`` event instead. Without
+    ``begin_event`` nothing is sent when SQLAlchemy begins (see `HeldConnections`).
     """
 
     @event.listens_for(engine, "connect")
@@ -132,10 +136,148 @@ def _configure_sqlite(engine: Engine) -> None:
         finally:
             cursor.close()
 
+    if not begin_event:
+        return
+
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
         write = conn.get_execution_options().get(_WRITE, False)
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def is_sqlite_file(url: URL) -> bool:
+    """Whether ``url`` names an SQLite database file (not ``:memory:``, not a URI)."""
+    database = url.database
+    return (
+        url.get_backend_name() == "sqlite"
+        and bool(database)
+        and database != ":memory:"
+        and not str(database).startswith("file:")
+        and not url.query.get("uri")
+    )
+
+
+_INHERITED: list[Any] = []
+"""Connections and pools a forked child inherited: kept referenced and never closed there,
+since closing a copy of an SQLite connection in the child can disturb the parent's."""
+
+_holders: weakref.WeakSet[HeldConnections] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for holder in list(_holders):
+        holder._abandon()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+class HeldConnections:
+    """One SQLAlchemy connection per thread, checked out once and kept between operations.
+
+    Checking a connection out of the pool and back in for every operation costs more than
+    running a short statement on SQLite, so each thread keeps its own. The engine's
+    connections send no ``BEGIN`` when SQLAlchemy begins: a statement alone runs in
+    autocommit (one ``SELECT`` is one consistent snapshot, seeing every write committed
+    before it), and a write transaction starts with `begin_immediate` and ends with the
+    connection's ``commit``.
+
+    The connections of threads that have ended go back to the pool when another thread
+    takes its first one, and all of them on `close`. In a child made by ``os.fork`` the
+    parent's connections and pool are abandoned, neither used nor closed, and the child
+    opens its own.
+
+    Args:
+        engine: An SQLite file engine configured without the ``begin`` event, whose pool
+            does not limit its overflow (each thread holds one connection).
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._held: list[tuple[threading.Thread, Connection]] = []
+        self._closed = False
+        _holders.add(self)
+
+    def connection(self) -> Connection:
+        """This thread's connection (checked out on its first use)."""
+        conn: Connection | None = getattr(self._local, "conn", None)
+        return conn if conn is not None else self._hold()
+
+    def _hold(self) -> Connection:
+        with self._lock:
+            if self._closed:
+                raise ResourceClosedError("the connections were closed")
+            ended = [(t, c) for t, c in self._held if not t.is_alive()]
+            self._held = [(t, c) for t, c in self._held if t.is_alive()]
+            conn = self._engine.connect()
+            self._held.append((threading.current_thread(), conn))
+        self._local.conn = conn
+        for _, old in ended:
+            _close_quietly(old)
+        return conn
+
+    @staticmethod
+    def begin_immediate(conn: Connection) -> None:
+        """Start a write transaction on ``conn``, taking SQLite's write lock now.
+
+        The statement goes to the DB-API connection directly, as the dialect's own commit
+        and rollback do: through SQLAlchemy's statement execution it would cost more than a
+        short write. A failure is wrapped the way SQLAlchemy wraps its own.
+
+        Raises:
+            SQLAlchemyError: The lock was not had within the busy timeout, or the database
+                failed.
+        """
+        dialect = conn.dialect
+        cursor = conn.connection.cursor()
+        try:
+            cursor.execute("BEGIN IMMEDIATE")
+        except dialect.loaded_dbapi.Error as exc:
+            raise DBAPIError.instance(
+                "BEGIN IMMEDIATE", (), exc, dialect.loaded_dbapi.Error, dialect=dialect
+            ) from exc
+        finally:
+            cursor.close()
+
+    def release(self) -> None:
+        """Give up this thread's connection (after a failure), rolling back what it holds."""
+        conn: Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            return
+        self._local.conn = None
+        with self._lock:
+            self._held = [(t, c) for t, c in self._held if c is not conn]
+        _close_quietly(conn)
+
+    def close(self) -> None:
+        """Return every thread's connection to the pool.
+
+        A thread still in an operation on its connection may see that operation fail.
+        """
+        with self._lock:
+            held, self._held = self._held, []
+            self._closed = True
+        self._local = threading.local()
+        for _, conn in held:
+            _close_quietly(conn)
+
+    def _abandon(self) -> None:
+        """In a forked child: forget the parent's connections and pool without closing them."""
+        _INHERITED.extend(c for _, c in self._held)
+        _INHERITED.append(self._engine.pool)
+        self._held = []
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._engine.dispose(close=False)
+
+
+def _close_quietly(conn: Connection) -> None:
+    """Close ``conn`` (rolling back any transaction), ignoring a failure to do so."""
+    with suppress(SQLAlchemyError):
+        conn.close()
 
 
 class DatabaseBase:
@@ -156,6 +298,8 @@ class DatabaseBase:
     """
 
     _LABEL = "database"
+    _HOLD_CONNECTIONS = False
+    """Whether each thread holds one connection of an SQLite file (`HeldConnections`)."""
 
     def __init__(self, url: str, *, clock: Clock = utc_now) -> None:
         self._url = _mask(url)
@@ -165,7 +309,10 @@ class DatabaseBase:
             parsed = make_url(url)
             if parsed.get_backend_name() == "sqlite":
                 _ensure_sqlite_folder(parsed)
-            engine = create_engine(parsed)
+            hold = self._HOLD_CONNECTIONS and is_sqlite_file(parsed)
+            # A thread holds its connection (see `HeldConnections`): none may wait for one.
+            options: dict[str, Any] = {"max_overflow": -1} if hold else {}
+            engine = create_engine(parsed, **options)
         except (SQLAlchemyError, ImportError, OSError, ValueError) as exc:
             raise StoreError(
                 f"cannot open the {self._LABEL} at {self._url}: {_cause(exc)}"
@@ -178,9 +325,10 @@ class DatabaseBase:
                 f"{self._dialect!r} (use sqlite or postgresql)"
             )
         if self._dialect == "sqlite":
-            _configure_sqlite(engine)
+            _configure_sqlite(engine, begin_event=not hold)
         self._engine = engine
         self._write_engine = engine.execution_options(**{_WRITE: True})
+        self._held = HeldConnections(engine) if hold else None
 
     @property
     def url(self) -> str:
@@ -196,6 +344,8 @@ class DatabaseBase:
         """Release every connection. Further use raises `StoreError`; closing twice is fine."""
         if not self._closed:
             self._closed = True
+            if self._held is not None:
+                self._held.close()
             self._engine.dispose()
 
     def __enter__(self) -> Self:
@@ -214,16 +364,41 @@ class DatabaseBase:
 
     @contextmanager
     def _writing(self, operation: str) -> Iterator[Connection]:
-        """One write transaction; database failures become `StoreError` naming ``operation``."""
+        """One write transaction; database failures become `StoreError` naming ``operation``.
+
+        On SQLite it takes the write lock up front (``BEGIN IMMEDIATE``).
+        """
         if self._closed:
-            raise StoreError(f"cannot {operation}: the {self._LABEL} at {self._url} is closed")
+            raise self._closed_error(operation)
+        held = self._held
+        if held is None:
+            try:
+                with self._write_engine.begin() as conn:
+                    yield conn
+            except SQLAlchemyError as exc:
+                raise self._write_error(operation, exc) from exc
+            return
         try:
-            with self._write_engine.begin() as conn:
-                yield conn
-        except SQLAlchemyError as exc:
-            raise StoreError(
-                f"cannot {operation} in the {self._LABEL} at {self._url}: {_cause(exc)}"
-            ) from exc
+            conn = held.connection()
+            held.begin_immediate(conn)
+            yield conn
+            conn.commit()
+        except BaseException as exc:
+            held.release()  # rolls back
+            if isinstance(exc, SQLAlchemyError):
+                raise self._write_error(operation, exc) from exc
+            raise
+
+    def _closed_error(self, operation: str) -> StoreError:
+        return StoreError(f"cannot {operation}: the {self._LABEL} at {self._url} is closed")
+
+    def _write_error(self, operation: str, exc: BaseException) -> StoreError:
+        return StoreError(f"cannot {operation} in the {self._LABEL} at {self._url}: {_cause(exc)}")
+
+    def _read_error(self, operation: str, exc: BaseException) -> StoreError:
+        return StoreError(
+            f"cannot {operation} from the {self._LABEL} at {self._url}: {_cause(exc)}"
+        )
 
     def _schema_version(self, conn: Connection, versions: Table) -> int:
         if not inspect(conn).has_table(versions.name):
@@ -262,13 +437,26 @@ class DatabaseBase:
 
     @contextmanager
     def _reading(self, operation: str) -> Iterator[Connection]:
-        """One read transaction (a consistent snapshot); failures become `StoreError`."""
+        """A connection to read with; failures become `StoreError` naming ``operation``.
+
+        Its statements run in one transaction (a consistent snapshot), except on held
+        connections (`HeldConnections`), where each statement runs alone in autocommit: a
+        read of one statement is still one snapshot.
+        """
         if self._closed:
-            raise StoreError(f"cannot {operation}: the {self._LABEL} at {self._url} is closed")
+            raise self._closed_error(operation)
+        held = self._held
+        if held is None:
+            try:
+                with self._engine.connect() as conn:
+                    yield conn
+            except SQLAlchemyError as exc:
+                raise self._read_error(operation, exc) from exc
+            return
         try:
-            with self._engine.connect() as conn:
-                yield conn
-        except SQLAlchemyError as exc:
-            raise StoreError(
-                f"cannot {operation} from the {self._LABEL} at {self._url}: {_cause(exc)}"
-            ) from exc
+            yield held.connection()
+        except BaseException as exc:
+            held.release()
+            if isinstance(exc, SQLAlchemyError):
+                raise self._read_error(operation, exc) from exc
+            raise

@@ -12,6 +12,8 @@ PostgreSQL for scale; both use the same table, indexed on namespace and on expir
   removes them and says how many.
 - `ContextStore.set_with_extension` and `ContextStore.touch` push expiry forward, so
   knowledge that is used survives and unused knowledge ages out.
+- Reads are single ``SELECT`` statements; on an SQLite file they run in autocommit on the
+  thread's own connection (see `clearance._state.database.HeldConnections`).
 - All times are timezone-aware UTC from an injectable clock, so tests never sleep.
 
 Agents never get the store itself, only `ContextStore.view` (see `clearance._state.grants`),
@@ -21,15 +23,16 @@ which denies every namespace not granted.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     Column,
     Delete,
+    Dialect,
     Index,
     Integer,
     MetaData,
@@ -75,6 +78,48 @@ DEFAULT_EXTENSION_TTL_S = 90 * 24 * 3600
 LIKE_ESCAPE = "\\"
 """The escape character of prefix patterns (escaped itself when it occurs in a prefix)."""
 
+
+class _Time(_UTCDateTime):
+    """`_UTCDateTime` converting to and from SQLite's text in one call each.
+
+    The same text and values as `_UTCDateTime` on top of SQLAlchemy's SQLite ``DATETIME``
+    (``YYYY-MM-DD HH:MM:SS.ffffff``, naive UTC; read back with ``datetime.fromisoformat``),
+    without the chain of a decorator's conversion around the dialect's. Other databases use
+    `_UTCDateTime`'s own.
+    """
+
+    cache_ok = True
+
+    def bind_processor(self, dialect: Dialect) -> Callable[[datetime | None], Any] | None:
+        if dialect.name != "sqlite":
+            return super().bind_processor(dialect)
+        return _sqlite_time_text
+
+    def result_processor(
+        self, dialect: Dialect, coltype: object
+    ) -> Callable[[Any], datetime | None] | None:
+        if dialect.name != "sqlite":
+            return super().result_processor(dialect, coltype)
+        return _sqlite_time_value
+
+
+def _sqlite_time_text(value: datetime | None) -> str | None:
+    """An aware (or naive UTC) datetime as SQLite ``DATETIME`` text, naive UTC."""
+    if value is None:
+        return None
+    if value.tzinfo is not None:
+        value = value.astimezone(UTC).replace(tzinfo=None)
+    return value.isoformat(" ", "microseconds")
+
+
+def _sqlite_time_value(value: str | None) -> datetime | None:
+    """SQLite ``DATETIME`` text as an aware UTC datetime."""
+    if value is None:
+        return None
+    parsed = datetime.fromisoformat(value)
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
 _metadata = MetaData()
 _entries = Table(
     "store_entries",
@@ -83,9 +128,9 @@ _entries = Table(
     Column("key", String(1024), primary_key=True),
     Column("value", Text, nullable=False),
     Column("agent", String(255), nullable=False),
-    Column("created_at", _UTCDateTime, nullable=False),
-    Column("updated_at", _UTCDateTime, nullable=False),
-    Column("expires_at", _UTCDateTime, nullable=True),
+    Column("created_at", _Time, nullable=False),
+    Column("updated_at", _Time, nullable=False),
+    Column("expires_at", _Time, nullable=True),
     Index("ix_store_entries_namespace", "namespace"),
     Index("ix_store_entries_expires_at", "expires_at"),
 )
@@ -120,7 +165,7 @@ def escape_like(text: str, escape: str = LIKE_ESCAPE) -> str:
 def _live() -> ColumnElement[bool]:
     """Not expired at the bound ``now``: no expiry, or expiry after it."""
     c = _entries.c
-    return or_(c.expires_at.is_(None), c.expires_at > bindparam("now", type_=_UTCDateTime))
+    return or_(c.expires_at.is_(None), c.expires_at > bindparam("now", type_=_Time))
 
 
 def _newest_first(stmt: Select[Any]) -> Select[Any]:
@@ -179,7 +224,7 @@ class _Statements:
                 "created_at": case((dead, excluded.created_at), else_=c.created_at),
             },
         )
-        new = bindparam("new_expiry", type_=_UTCDateTime)
+        new = bindparam("new_expiry", type_=_Time)
         return cls(
             upsert=upsert,
             get_entry=select(_entries).where(*this, _live()),
@@ -198,7 +243,7 @@ class _Statements:
             .values(expires_at=case((c.expires_at < new, new), else_=c.expires_at)),
             delete=delete(_entries).where(*this),
             cleanup=delete(_entries).where(
-                c.expires_at.is_not(None), c.expires_at <= bindparam("now", type_=_UTCDateTime)
+                c.expires_at.is_not(None), c.expires_at <= bindparam("now", type_=_Time)
             ),
         )
 
@@ -255,9 +300,13 @@ def _check_limit(limit: int) -> None:
 class ContextStore(DatabaseBase):
     """Durable namespaced key/value store with TTL (SQLAlchemy Core; SQLite by default).
 
-    Safe to share between threads and processes: each operation is one short transaction,
-    and on SQLite writers queue on the database lock (``BEGIN IMMEDIATE`` with a busy
-    timeout) instead of failing. Usable as a context manager; `close` releases connections.
+    Safe to share between threads and processes: each write is one short transaction, and
+    on SQLite writers queue on the database lock (``BEGIN IMMEDIATE`` with a busy timeout)
+    instead of failing; each read is one ``SELECT``, a consistent snapshot that sees every
+    write committed before it (on an SQLite file it runs in autocommit, without ``BEGIN``).
+    On an SQLite file each thread keeps one connection for all its operations (a forked
+    child opens its own); elsewhere each operation takes one from the pool. Usable as a
+    context manager; `close` releases every connection.
 
     Args:
         url: SQLAlchemy URL: ``sqlite:///path`` (relative), ``sqlite:////abs/path``, or
@@ -271,6 +320,7 @@ class ContextStore(DatabaseBase):
     """
 
     _LABEL = "store"
+    _HOLD_CONNECTIONS = True
 
     def __init__(self, url: str = DEFAULT_STORE_URL, *, clock: Clock = utc_now) -> None:
         super().__init__(url, clock=clock)
@@ -476,7 +526,8 @@ class ContextStore(DatabaseBase):
         params["now"] = self._clock()
         entry = self._entry
         with self._reading(operation) as conn:
-            return [entry(row) for row in conn.execute(stmt, params)]
+            rows = conn.execute(stmt, params).all()  # one fetchall, not a fetch per row
+        return [entry(row) for row in rows]
 
     def delete(self, namespace: str, key: str) -> bool:
         """Remove the entry at ``(namespace, key)``, live or expired.
