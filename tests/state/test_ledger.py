@@ -5,11 +5,15 @@ import sqlite3
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from clearance._context.builder import ContextBuilder
 from clearance._core.errors import ConfigError, StoreError
+from clearance._core.prompt import canonical_json
 from clearance._core.spec import Agent, Task
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import (
@@ -17,6 +21,8 @@ from clearance._state.ledger import (
     SCHEMA_VERSION,
     CallRecord,
     RunLedger,
+    _record_sha256,
+    call_record_sha256,
 )
 from clearance._state.messages import MessageBus
 from clearance._state.queue import TaskQueue
@@ -458,3 +464,43 @@ def test_record_tasks_in_one_batch_then_upsert(ledger: RunLedger) -> None:
         ("a", "completed", "done"),
         ("b", "pending", None),  # recorded before "a" completed
     ]
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(
+    messages=st.lists(st.dictionaries(st.sampled_from(["role", "content"]), st.text())),
+    manifest=st.dictionaries(st.text(), json_values, max_size=6),
+)
+def test_record_digest_from_the_two_canonical_texts_equals_the_reference(
+    messages: list[dict[str, Any]], manifest: dict[str, Any]
+) -> None:
+    # The ledger digests the texts it stores; verify recomputes from the parsed values.
+    spliced = _record_sha256(canonical_json(messages), canonical_json(manifest))
+    assert spliced == call_record_sha256(messages, manifest)
+
+
+def test_call_columns_hold_canonical_json(ledger: RunLedger, db_path: Path) -> None:
+    graph = two_task_graph()
+    queue = TaskQueue(graph)
+    prompt = ContextBuilder(count_tokens=estimate_tokens).build_task_prompt(
+        graph.get("a"), agent=RESEARCHER, queue=queue
+    )
+    ledger.start_run(run_id="run_1", team="t", goal=None, graph=graph.to_dict(), config={})
+    ledger.record_call(
+        run_id="run_1", subject="task:a", agent="researcher", model_id="m", prompt=prompt,
+        response=None, error="boom", started_at=T0, latency_s=0.0,
+    )  # fmt: skip
+    ledger.close()
+    with sqlite3.connect(db_path) as db:
+        messages, manifest, digest = db.execute(
+            "SELECT messages, manifest, record_sha256 FROM calls"
+        ).fetchone()
+    assert messages == canonical_json(prompt.to_dicts())
+    assert manifest == canonical_json(prompt.manifest.to_dict())
+    assert digest == call_record_sha256(prompt.to_dicts(), prompt.manifest.to_dict())

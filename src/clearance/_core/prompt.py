@@ -17,6 +17,7 @@ __all__ = [
     "ContextManifest",
     "Prompt",
     "Role",
+    "canonical_json",
     "messages_sha256",
     "sha256_text",
 ]
@@ -130,12 +131,23 @@ class ContextManifest:
         return data
 
 
+def canonical_json(value: Any) -> str:
+    """``value`` as canonical JSON: sorted keys, no whitespace, non-ASCII kept as is.
+
+    The form every digest of a prompt is computed on (`messages_sha256`, the ledger's record
+    digest). Sorting is recursive, so the canonical form of ``{"a": x, "b": y}`` is
+    ``'{"a":' + canonical_json(x) + ',"b":' + canonical_json(y) + '}'``.
+    """
+    return _CANONICAL.encode(value)
+
+
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+"""One encoder for every canonical text (`json.dumps` would build one per call)."""
+
+
 def messages_sha256(messages: tuple[ChatMessage, ...]) -> str:
-    """Hash of messages in a canonical JSON form (sorted keys, no extra whitespace)."""
-    payload = json.dumps(
-        [m.to_dict() for m in messages], sort_keys=True, separators=(",", ":"), ensure_ascii=False
-    )
-    return sha256_text(payload)
+    """Hash of messages in their canonical JSON form (`canonical_json`)."""
+    return sha256_text(canonical_json([m.to_dict() for m in messages]))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

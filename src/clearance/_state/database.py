@@ -10,6 +10,7 @@ the operation and the URL (password masked).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import threading
@@ -41,7 +42,7 @@ from sqlalchemy.types import TypeDecorator
 from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import StoreError
 
-__all__ = ["BUSY_TIMEOUT_MS", "DatabaseBase", "Migration", "version_table"]
+__all__ = ["BUSY_TIMEOUT_MS", "DatabaseBase", "JSONText", "Migration", "version_table"]
 
 BUSY_TIMEOUT_MS = 10_000
 """How long an SQLite connection waits for another writer's lock before failing."""
@@ -70,6 +71,23 @@ class _UTCDateTime(TypeDecorator[datetime]):
             return None
         assert isinstance(value, datetime)
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class JSONText(str):
+    """Text that is already JSON: a ``JSON`` column stores it as it is, unserialized.
+
+    For a value serialized once for a digest and stored too (the ledger's call records);
+    reading the column parses it like any other JSON value.
+    """
+
+    __slots__ = ()
+
+
+def _serialize_json(value: Any) -> str:
+    """The engines' JSON serializer: `JSONText` as it is, anything else with `json.dumps`."""
+    if type(value) is JSONText:
+        return value
+    return json.dumps(value)
 
 
 Migration = Callable[[Connection], None]
@@ -312,7 +330,7 @@ class DatabaseBase:
             hold = self._HOLD_CONNECTIONS and is_sqlite_file(parsed)
             # A thread holds its connection (see `HeldConnections`): none may wait for one.
             options: dict[str, Any] = {"max_overflow": -1} if hold else {}
-            engine = create_engine(parsed, **options)
+            engine = create_engine(parsed, json_serializer=_serialize_json, **options)
         except (SQLAlchemyError, ImportError, OSError, ValueError) as exc:
             raise StoreError(
                 f"cannot open the {self._LABEL} at {self._url}: {_cause(exc)}"

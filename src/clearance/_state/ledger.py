@@ -22,8 +22,8 @@ All timestamps are timezone-aware UTC datetimes. Every failure of the database s
 
 from __future__ import annotations
 
-import json
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -53,8 +53,14 @@ from sqlalchemy.engine import Connection, make_url
 from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import ConfigError, StoreError
 from clearance._core.ids import new_id
-from clearance._core.prompt import Prompt, sha256_text
-from clearance._state.database import DatabaseBase, Migration, _UTCDateTime, version_table
+from clearance._core.prompt import Prompt, canonical_json, sha256_text
+from clearance._state.database import (
+    DatabaseBase,
+    JSONText,
+    Migration,
+    _UTCDateTime,
+    version_table,
+)
 from clearance._state.messages import Message
 from clearance._state.queue import TaskState
 from clearance._state.write_behind import PendingWrite, Rows, WriteBehind
@@ -189,16 +195,20 @@ def _m002_call_record_digest(conn: Connection) -> None:
 def call_record_sha256(messages: list[dict[str, Any]], manifest: dict[str, Any]) -> str:
     """Digest of a recorded call's messages and manifest, in canonical JSON.
 
+    The SHA-256 of ``canonical_json({"messages": messages, "manifest": manifest})``.
     Recorded with the call; ``clearance verify`` recomputes it, so an edit of any field of a
     recorded prompt or manifest (a token count included) is detected.
     """
-    payload = json.dumps(
-        {"messages": messages, "manifest": manifest},
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-    )
-    return sha256_text(payload)
+    return _record_sha256(canonical_json(messages), canonical_json(manifest))
+
+
+def _record_sha256(messages_json: str, manifest_json: str) -> str:
+    """`call_record_sha256` from the canonical JSON of the messages and of the manifest.
+
+    Canonical JSON sorts keys at every level (``"manifest"`` before ``"messages"``), so the
+    payload is the two texts spliced into the outer object: nothing is serialized twice.
+    """
+    return sha256_text(f'{{"manifest":{manifest_json},"messages":{messages_json}}}')
 
 
 _task_reasons = Table(
@@ -272,6 +282,18 @@ def _last_upsert_per_task(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for row in rows:
         merged[(row["run_id"], row["task_id"])] = row  # a dict keeps the first key's position
     return list(merged.values())
+
+
+_WRITE_ORDER = ("run", "task", "task_reason", "message", "call", "tool_call")
+"""The order in which one transaction applies the kinds of queued rows (foreign keys first)."""
+
+_CHUNK = 64
+"""Writes turned into rows, or rows sent to the database, between two yields of the GIL."""
+
+
+def _yield_gil() -> None:
+    """Let another thread that waits for the interpreter lock run (``time.sleep(0)``)."""
+    time.sleep(0)
 
 
 # -- records ----------------------------------------------------------------------------
@@ -521,23 +543,22 @@ class RunLedger(DatabaseBase):
             config: JSON-ready run settings; ``None`` records ``{}``.
 
         Raises:
-            StoreError: The id is already recorded, or the database failed.
+            StoreError: The id is already recorded, or the database failed (inside
+                `write_behind`: raised by a later call, see there).
         """
-        with self._writing(f"start run {run_id!r}") as conn:
-            conn.execute(
-                _runs.insert().values(
-                    run_id=run_id,
-                    team=team,
-                    goal=goal,
-                    status="running",
-                    graph=graph,
-                    config=config or {},
-                    requests=0,
-                    prompt_tokens=0,
-                    completion_tokens=0,
-                    created_at=self._clock(),
-                )
-            )
+        row = {
+            "run_id": run_id,
+            "team": team,
+            "goal": goal,
+            "status": "running",
+            "graph": graph,
+            "config": config or {},
+            "requests": 0,
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+            "created_at": self._clock(),
+        }
+        self._submit(PendingWrite(f"start run {run_id!r}", {"run": [row]}))
 
     def reopen_run(self, run_id: str, *, process: dict[str, Any] | None = None) -> None:
         """Mark a recorded run ``running`` again, to resume it (clears its end and error).
@@ -753,18 +774,19 @@ class RunLedger(DatabaseBase):
         latency_s: float,
     ) -> dict[str, Any]:
         usage = response.usage if response is not None else Usage()
-        messages = prompt.to_dicts()
-        manifest = prompt.manifest.to_dict()
+        # Each is serialized once, canonically: for the digest and for its column.
+        messages = canonical_json(prompt.to_dicts())
+        manifest = canonical_json(prompt.manifest.to_dict())
         return {
             "call_id": call_id,
             "run_id": run_id,
             "subject": subject,
             "agent": agent,
             "model_id": model_id,
-            "messages": messages,
-            "manifest": manifest,
+            "messages": JSONText(messages),
+            "manifest": JSONText(manifest),
             "prompt_sha256": prompt.manifest.prompt_sha256,
-            "record_sha256": call_record_sha256(messages, manifest),
+            "record_sha256": _record_sha256(messages, manifest),
             "response": response.text if response is not None else None,
             "finish_reason": response.finish_reason if response is not None else None,
             "requests": usage.requests,
@@ -783,7 +805,7 @@ class RunLedger(DatabaseBase):
     def write_behind(self) -> Iterator[None]:
         """Queue the frequent records and commit them in groups on a writer thread.
 
-        While the context is open, `record_task`, `record_tasks`, `record_call`,
+        While the context is open, `start_run`, `record_task`, `record_tasks`, `record_call`,
         `record_messages` and `record_tool_call` return at once; a writer thread commits
         everything queued so far in one transaction (group commit), in the order written,
         so the database always holds a prefix of the writes: a crash leaves what a crash a
@@ -850,17 +872,30 @@ class RunLedger(DatabaseBase):
             self._commit_writes([write])
 
     def _commit_writes(self, writes: Sequence[PendingWrite]) -> None:
-        """Commit ``writes`` in one transaction, one ``executemany`` per statement."""
+        """Commit ``writes`` in one transaction, one ``executemany`` per statement and chunk.
+
+        On the writer thread, the work is cut into chunks of `_CHUNK` writes or rows, and the
+        thread lets go of the interpreter lock between chunks: an event loop that woke up
+        while a large group is being committed waits for one chunk, not for the whole group
+        (or for the interpreter's 5 ms switch interval).
+        """
         by_key: dict[str, list[dict[str, Any]]] = {}
-        for write in writes:
-            for key, rows in write.build().items():
-                by_key.setdefault(key, []).extend(rows)
+        for start in range(0, len(writes), _CHUNK):
+            if start:
+                _yield_gil()
+            for write in writes[start : start + _CHUNK]:
+                for key, rows in write.build().items():
+                    by_key.setdefault(key, []).extend(rows)
         if len(by_key.get("task", ())) > 1:
             by_key["task"] = _last_upsert_per_task(by_key["task"])
         operation = writes[0].operation if len(writes) == 1 else f"record {len(writes)} writes"
         with self._writing(operation) as conn:
-            for key, rows in by_key.items():
-                conn.execute(self._statement(key), rows)  # parameters: a cached compile
+            for key in _WRITE_ORDER:  # a run's row before the rows that refer to it
+                queued = by_key.get(key, [])
+                for start in range(0, len(queued), _CHUNK):
+                    _yield_gil()
+                    # The statement is built once per ledger: each call binds parameters.
+                    conn.execute(self._statement(key), queued[start : start + _CHUNK])
 
     def _statement(self, key: str) -> Any:
         """The statement of a write kind, built once per ledger (building one is costly)."""
@@ -885,7 +920,12 @@ class RunLedger(DatabaseBase):
                     for name in ("sender", "recipient", "content", "created_at")
                 },
             )
-        tables = {"task_reason": _task_reasons, "call": _calls, "tool_call": _tool_calls}
+        tables = {
+            "run": _runs,
+            "task_reason": _task_reasons,
+            "call": _calls,
+            "tool_call": _tool_calls,
+        }
         return tables[key].insert()
 
     @contextmanager
