@@ -316,3 +316,29 @@ async def test_a_completion_that_is_not_unicode_fails_the_task_cleanly(ledger):
     assert "not valid Unicode" in (result.tasks["a"].error or "")
     assert result.synthesis == "S"
     assert "not valid Unicode" in (ledger.calls(result.run_id)[0].error or "")
+
+
+async def test_a_failing_ledger_stops_the_run_with_its_error(ledger, monkeypatch):
+    from clearance import StoreError
+
+    calls = 0
+    original = ledger.record_task
+
+    def failing(run_id, state):
+        nonlocal calls
+        calls += 1
+        if state.status is TaskStatus.COMPLETED and state.task.id == "a":
+            raise StoreError("disk full")
+        original(run_id, state)
+
+    monkeypatch.setattr(ledger, "record_task", failing)
+    model = echo_model()
+    orch = Orchestrator(TEAM, model=model, ledger=ledger, max_concurrency=2)
+    with pytest.raises(StoreError, match="disk full"):
+        await orch.run_tasks([t("a"), t("b", "a"), t("slow")])
+    # The error raised from a task's done callback stopped the run: "b" never started, and
+    # the run is left resumable.
+    assert "task:b" not in {subject(r) for r in model.requests}
+    assert calls >= 1
+    (run,) = ledger.list_runs()
+    assert run.status == "interrupted"

@@ -1,4 +1,6 @@
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from clearance import GraphError, Task, TaskGraph, TaskQueue, TaskStatus
 
@@ -103,3 +105,31 @@ def test_ready_is_in_graph_order_and_tracks_every_transition():
     q.fail("a", "boom")
     assert [x.id for x in q.ready()] == ["b", "c"]
     assert [x.id for x in q.ready()] == [s.task.id for s in q.with_status(TaskStatus.READY)]
+
+
+@given(data=st.data(), size=st.integers(min_value=1, max_value=25))
+def test_ready_with_a_limit_is_the_first_of_ready_in_graph_order(data, size):
+    # A random DAG (each task depends on some earlier ones), driven through random
+    # starts, completions and failures: ready(limit) always equals ready()[:limit].
+    tasks = []
+    for i in range(size):
+        deps = data.draw(st.sets(st.integers(0, i - 1), max_size=3)) if i else set()
+        tasks.append(t(f"n{i}", *(f"n{d}" for d in sorted(deps))))
+    order = data.draw(st.permutations(tasks))  # graph order need not be topological
+    q = TaskQueue(TaskGraph(order))
+    for _ in range(3 * size):
+        everything = q.ready()
+        limit = data.draw(st.integers(1, size + 1))
+        assert q.ready(limit=limit) == everything[:limit]
+        running = [s.task.id for s in q.with_status(TaskStatus.RUNNING)]
+        choices = [("start", x.id) for x in everything] + [("end", r) for r in running]
+        if not choices:
+            break
+        action, task_id = data.draw(st.sampled_from(choices))
+        if action == "start":
+            q.start(task_id)
+        elif data.draw(st.booleans()):
+            q.complete(task_id, "r")
+        else:
+            q.fail(task_id, "boom")
+    assert q.ready(limit=1) == q.ready()[:1]

@@ -118,6 +118,89 @@ def _validated_json_value(body: str, schema: dict[str, Any]) -> str:
     return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True)
 
 
+class _Scheduler:
+    """Runs a graph's tasks: each one starts the moment its last dependency completes.
+
+    Event-driven: a finishing task's done callback queues it; one loop step later the tasks
+    that finished meanwhile are recorded together and the tasks they made ready start, up to
+    the concurrency limit. No loop waits on the set of running tasks, so a completion costs
+    the same however many tasks are running, and a dependent starts two loop steps after its
+    last dependency finished.
+
+    The tasks started together are recorded in one ledger write, before any of them runs (a
+    new asyncio task first runs at the next step of the loop).
+    """
+
+    def __init__(self, orchestrator: Orchestrator, run: _Run) -> None:
+        self._orch = orchestrator
+        self._run = run
+        self._running: dict[asyncio.Task[str], str] = {}
+        self._done: list[asyncio.Task[str]] = []  # finished, not yet settled
+        self._idle = asyncio.get_running_loop().create_future()  # set once nothing runs
+        self._stopping = False
+
+    async def run(self) -> None:
+        """Run every task that can run; return once none is running.
+
+        Raises:
+            BaseException: What settling a task raised (a failing ledger, for example), or
+                the cancellation of this coroutine; the running tasks are cancelled first.
+        """
+        try:
+            self._launch()
+            await self._idle
+        finally:
+            self._stopping = True
+            running = list(self._running)
+            for pending in running:
+                pending.cancel()
+            if running:
+                await asyncio.gather(*running, return_exceptions=True)
+
+    def _launch(self) -> None:
+        """Start ready tasks up to the concurrency limit; resolve ``_idle`` if none runs."""
+        orch, run, running = self._orch, self._run, self._running
+        room = orch.max_concurrency - len(running)
+        started = []
+        if room > 0:
+            for task in run.queue.ready(limit=room):
+                run.queue.start(task.id)
+                started.append(run.queue.get(task.id))
+                job = asyncio.create_task(orch._run_task(run, task))
+                running[job] = task.id
+                job.add_done_callback(self._finished)
+        if started:
+            orch.ledger.record_tasks(run.run_id, started)
+            for state in started:
+                orch._emit(RunEvent(kind="task_started", run_id=run.run_id, task_id=state.task.id))
+        if not running and not self._idle.done():
+            self._idle.set_result(None)
+
+    def _finished(self, job: asyncio.Task[str]) -> None:
+        """Done callback of a task: queue it to be settled (see `_settle_finished`)."""
+        self._done.append(job)
+        if len(self._done) == 1:
+            job.get_loop().call_soon(self._settle_finished)
+
+    def _settle_finished(self) -> None:
+        """Record every finished task, then start what they made ready.
+
+        Runs one loop step after the first task of the batch finished, so every task started
+        before has taken its first step, in which it builds its prompt: a task sees exactly
+        the results completed when it started, never one settled in between (which a task
+        with ``memory_scope="all"`` would otherwise see).
+        """
+        done, self._done = self._done, []
+        if self._stopping or self._idle.done():
+            return  # cancelled on the way out: `_mark_interrupted` records them
+        try:
+            for job in done:
+                self._orch._settle(self._run, self._running.pop(job), job)
+            self._launch()
+        except BaseException as exc:  # a failing ledger: stop the run, raise it from `run`
+            self._idle.set_exception(exc)
+
+
 def _agent_config(agent: Agent) -> dict[str, Any]:
     """An agent's spec as JSON-ready data, recorded so that a run can be resumed."""
     return {
@@ -250,15 +333,18 @@ class Orchestrator:
         graph = TaskGraph(tasks)
         self._check_graph(graph)
         run_id = new_id("run")
-        self.ledger.start_run(
-            run_id=run_id,
-            team=self.team.name,
-            goal=goal,
-            graph=graph.to_dict(),
-            config=self._config(),
-        )
-        self._emit(RunEvent(kind="run_started", run_id=run_id, detail=f"{len(graph)} tasks"))
-        return await self._execute(run_id, graph, goal or DEFAULT_GOAL)
+        ledger = self.ledger
+        # The run's first record is queued like the rest (see `RunLedger.write_behind`).
+        with ledger.write_behind():
+            ledger.start_run(
+                run_id=run_id,
+                team=self.team.name,
+                goal=goal,
+                graph=graph.to_dict(),
+                config=self._config(),
+            )
+            self._emit(RunEvent(kind="run_started", run_id=run_id, detail=f"{len(graph)} tasks"))
+            return await self._execute(run_id, graph, goal or DEFAULT_GOAL)
 
     async def run_team(self, goal: str) -> RunResult:
         """Have the coordinator plan tasks for ``goal``, run them, then synthesize.
@@ -462,32 +548,7 @@ class Orchestrator:
 
     async def _execute_recorded(self, run: _Run) -> RunResult:
         run_id, ledger = run.run_id, self.ledger
-
-        running: dict[asyncio.Task[str], str] = {}
-        try:
-            while True:
-                # The tasks started in one round are recorded in one transaction, before any
-                # of them runs (a new asyncio task first runs at the next ``await``).
-                started = []
-                for task in run.queue.ready():
-                    if len(running) >= self.max_concurrency:
-                        break
-                    run.queue.start(task.id)
-                    started.append(run.queue.get(task.id))
-                    running[asyncio.create_task(self._run_task(run, task))] = task.id
-                ledger.record_tasks(run_id, started)
-                for state in started:
-                    self._emit(RunEvent(kind="task_started", run_id=run_id, task_id=state.task.id))
-                if not running:
-                    break
-                done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
-                for finished in done:
-                    self._settle(run, running.pop(finished), finished)
-        finally:
-            for pending in running:
-                pending.cancel()
-            if running:
-                await asyncio.gather(*running, return_exceptions=True)
+        await _Scheduler(self, run).run()
 
         synthesis, error = await self._synthesize(run)
         all_completed = all(s.status is TaskStatus.COMPLETED for s in run.queue.states())
