@@ -23,16 +23,15 @@ which denies every namespace not granted.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     Column,
     Delete,
-    Dialect,
     Index,
     Integer,
     MetaData,
@@ -56,7 +55,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import ConfigError, StoreError
-from clearance._state.database import DatabaseBase, Migration, _UTCDateTime, version_table
+from clearance._state.database import DatabaseBase, Migration, _Time, version_table
 
 if TYPE_CHECKING:
     from clearance._state.grants import StoreGrants, StoreView
@@ -77,47 +76,6 @@ DEFAULT_EXTENSION_TTL_S = 90 * 24 * 3600
 
 LIKE_ESCAPE = "\\"
 """The escape character of prefix patterns (escaped itself when it occurs in a prefix)."""
-
-
-class _Time(_UTCDateTime):
-    """`_UTCDateTime` converting to and from SQLite's text in one call each.
-
-    The same text and values as `_UTCDateTime` on top of SQLAlchemy's SQLite ``DATETIME``
-    (``YYYY-MM-DD HH:MM:SS.ffffff``, naive UTC; read back with ``datetime.fromisoformat``),
-    without the chain of a decorator's conversion around the dialect's. Other databases use
-    `_UTCDateTime`'s own.
-    """
-
-    cache_ok = True
-
-    def bind_processor(self, dialect: Dialect) -> Callable[[datetime | None], Any] | None:
-        if dialect.name != "sqlite":
-            return super().bind_processor(dialect)
-        return _sqlite_time_text
-
-    def result_processor(
-        self, dialect: Dialect, coltype: object
-    ) -> Callable[[Any], datetime | None] | None:
-        if dialect.name != "sqlite":
-            return super().result_processor(dialect, coltype)
-        return _sqlite_time_value
-
-
-def _sqlite_time_text(value: datetime | None) -> str | None:
-    """An aware (or naive UTC) datetime as SQLite ``DATETIME`` text, naive UTC."""
-    if value is None:
-        return None
-    if value.tzinfo is not None:
-        value = value.astimezone(UTC).replace(tzinfo=None)
-    return value.isoformat(" ", "microseconds")
-
-
-def _sqlite_time_value(value: str | None) -> datetime | None:
-    """SQLite ``DATETIME`` text as an aware UTC datetime."""
-    if value is None:
-        return None
-    parsed = datetime.fromisoformat(value)
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
 
 
 _metadata = MetaData()
