@@ -65,19 +65,27 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
     specs = make_graph(layers, width, seed=case.get("seed", 7))
     model = FakeModel(latency_s=latency_s, result_tokens=result_tokens)
     times: list[float] = []
+    first_call: list[float] = []  # seconds from the start of a run to its first model call
+    graph_done: list[float] = []  # ... to the last task's answer (the graph is done)
     prompts: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="clearance-bench-") as tmp:
         for i in range(warmup + repeats):
             gc.collect()
+            model.reset_clock()
             t0 = time.perf_counter()
             prompts = _run_once(framework, specs, model, case, Path(tmp), i)
             elapsed = time.perf_counter() - t0
             if i >= warmup:
                 times.append(elapsed)
+                if model.first_call_at is not None and model.last_answer_at is not None:
+                    first_call.append(model.first_call_at - t0)
+                    graph_done.append(model.last_answer_at - t0)
     out: dict[str, Any] = {
         **case,
         "tasks": len(specs),
         "times_s": times,
+        "first_call_s": first_call,
+        "graph_done_s": graph_done,
         "prompts_captured": len(prompts),
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import random
+import time
 from dataclasses import dataclass
 
 _VOCABULARY = (
@@ -78,6 +79,14 @@ class FakeModel:
         self.latency_s = latency_s
         self.result_tokens = result_tokens
         self._cache: dict[str, str] = {}
+        # `time.perf_counter` of the first call and of the last answer since `reset_clock`:
+        # where a run's makespan goes (before the first call, the graph, after it).
+        self.first_call_at: float | None = None
+        self.last_answer_at: float | None = None
+
+    def reset_clock(self) -> None:
+        """Forget the first-call and last-answer times (before each run)."""
+        self.first_call_at = self.last_answer_at = None
 
     def text(self, tid: str) -> str:
         cached = self._cache.get(tid)
@@ -86,16 +95,20 @@ class FakeModel:
         return cached
 
     async def answer(self, tid: str) -> str:
+        if self.first_call_at is None:
+            self.first_call_at = time.perf_counter()
         if self.latency_s > 0:
             await asyncio.sleep(self.latency_s)
+        self.last_answer_at = time.perf_counter()
         return self.text(tid)
 
     def answer_sync(self, tid: str) -> str:
         """For frameworks that call their model synchronously (sleeps the thread)."""
+        if self.first_call_at is None:
+            self.first_call_at = time.perf_counter()
         if self.latency_s > 0:
-            import time
-
             time.sleep(self.latency_s)
+        self.last_answer_at = time.perf_counter()
         return self.text(tid)
 
 
