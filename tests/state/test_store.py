@@ -651,3 +651,31 @@ def test_a_forked_child_opens_its_own_connection(tmp_path: Path) -> None:
         assert store.get("ns", "k") == "child"
         store.set("ns", "k", "parent again", "a")
         assert store.get("ns", "k") == "parent again"
+
+
+def test_switching_to_wal_is_retried_while_the_database_is_locked() -> None:
+    # Connections opening a new database at once may get "database is locked" at once from
+    # the switch to WAL (not after the busy timeout): the switch is retried.
+    import sqlite3
+
+    from clearance._state.database import _enable_wal
+
+    class Cursor:
+        def __init__(self, failures: list[BaseException]) -> None:
+            self.failures = failures
+            self.calls = 0
+
+        def execute(self, sql: str) -> None:
+            assert sql == "PRAGMA journal_mode = WAL"
+            self.calls += 1
+            if self.failures:
+                raise self.failures.pop(0)
+
+    locked = Cursor([sqlite3.OperationalError("database is locked")] * 2)
+    _enable_wal(locked)
+    assert locked.calls == 3
+
+    broken = Cursor([sqlite3.OperationalError("disk I/O error")])
+    with pytest.raises(sqlite3.OperationalError, match="disk I/O error"):
+        _enable_wal(broken)
+    assert broken.calls == 1

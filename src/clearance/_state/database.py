@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import re
+import sqlite3
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -38,6 +39,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import DBAPIError, ResourceClosedError, SQLAlchemyError
 from sqlalchemy.types import TypeDecorator
+from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential
 
 from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import StoreError
@@ -174,6 +176,31 @@ def _ensure_sqlite_folder(url: URL) -> None:
     Path(database).parent.mkdir(parents=True, exist_ok=True)
 
 
+def _is_locked(exc: BaseException) -> bool:
+    """Whether ``exc`` is SQLite's "database is locked" (or "busy") error."""
+    return isinstance(exc, sqlite3.OperationalError) and (
+        "locked" in str(exc) or "busy" in str(exc)
+    )
+
+
+def _enable_wal(cursor: Any) -> None:
+    """``PRAGMA journal_mode = WAL``, retried while another connection holds the database.
+
+    Switching a database to write-ahead logging takes an exclusive lock, and when several
+    connections open a new database at the same moment SQLite may answer "database is locked"
+    at once instead of waiting through the busy timeout. Retried with exponential backoff
+    (1 ms doubling to 50 ms, tenacity) for at most `BUSY_TIMEOUT_MS`; then the error stands.
+    """
+    for attempt in Retrying(
+        retry=retry_if_exception(_is_locked),
+        stop=stop_after_delay(BUSY_TIMEOUT_MS / 1000),
+        wait=wait_exponential(multiplier=0.001, max=0.05),
+        reraise=True,
+    ):
+        with attempt:
+            cursor.execute("PRAGMA journal_mode = WAL")
+
+
 def _configure_sqlite(engine: Engine, *, begin_event: bool = True) -> None:
     """Set the pragmas of every new SQLite connection and take over ``BEGIN``.
 
@@ -189,7 +216,7 @@ def _configure_sqlite(engine: Engine, *, begin_event: bool = True) -> None:
         cursor = dbapi_connection.cursor()
         try:
             cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            cursor.execute("PRAGMA journal_mode = WAL")
+            _enable_wal(cursor)
             cursor.execute("PRAGMA synchronous = NORMAL")
             cursor.execute("PRAGMA foreign_keys = ON")
         finally:
