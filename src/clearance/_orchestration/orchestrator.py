@@ -43,10 +43,11 @@ from clearance._orchestration.resume import (
     resume_run,
 )
 from clearance._orchestration.retry import RetryPolicy, with_retries
+from clearance._orchestration.scheduler import Scheduler
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import RunLedger
 from clearance._state.messages import MessageBus
-from clearance._state.queue import TaskQueue, TaskStatus
+from clearance._state.queue import TaskQueue, TaskState, TaskStatus
 from clearance._state.shared_memory import SharedMemory
 from clearance._state.store import ContextStore
 from clearance.models._base import ChatModel, ModelRequest, ModelResponse, Usage
@@ -116,89 +117,6 @@ def _validated_json_value(body: str, schema: dict[str, Any]) -> str:
             f"the JSON does not match the output schema at {error.json_path}: {error.message}{more}"
         )
     return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True)
-
-
-class _Scheduler:
-    """Runs a graph's tasks: each one starts the moment its last dependency completes.
-
-    Event-driven: a finishing task's done callback queues it; one loop step later the tasks
-    that finished meanwhile are recorded together and the tasks they made ready start, up to
-    the concurrency limit. No loop waits on the set of running tasks, so a completion costs
-    the same however many tasks are running, and a dependent starts two loop steps after its
-    last dependency finished.
-
-    The tasks started together are recorded in one ledger write, before any of them runs (a
-    new asyncio task first runs at the next step of the loop).
-    """
-
-    def __init__(self, orchestrator: Orchestrator, run: _Run) -> None:
-        self._orch = orchestrator
-        self._run = run
-        self._running: dict[asyncio.Task[str], str] = {}
-        self._done: list[asyncio.Task[str]] = []  # finished, not yet settled
-        self._idle = asyncio.get_running_loop().create_future()  # set once nothing runs
-        self._stopping = False
-
-    async def run(self) -> None:
-        """Run every task that can run; return once none is running.
-
-        Raises:
-            BaseException: What settling a task raised (a failing ledger, for example), or
-                the cancellation of this coroutine; the running tasks are cancelled first.
-        """
-        try:
-            self._launch()
-            await self._idle
-        finally:
-            self._stopping = True
-            running = list(self._running)
-            for pending in running:
-                pending.cancel()
-            if running:
-                await asyncio.gather(*running, return_exceptions=True)
-
-    def _launch(self) -> None:
-        """Start ready tasks up to the concurrency limit; resolve ``_idle`` if none runs."""
-        orch, run, running = self._orch, self._run, self._running
-        room = orch.max_concurrency - len(running)
-        started = []
-        if room > 0:
-            for task in run.queue.ready(limit=room):
-                run.queue.start(task.id)
-                started.append(run.queue.get(task.id))
-                job = asyncio.create_task(orch._run_task(run, task))
-                running[job] = task.id
-                job.add_done_callback(self._finished)
-        if started:
-            orch.ledger.record_tasks(run.run_id, started)
-            for state in started:
-                orch._emit(RunEvent(kind="task_started", run_id=run.run_id, task_id=state.task.id))
-        if not running and not self._idle.done():
-            self._idle.set_result(None)
-
-    def _finished(self, job: asyncio.Task[str]) -> None:
-        """Done callback of a task: queue it to be settled (see `_settle_finished`)."""
-        self._done.append(job)
-        if len(self._done) == 1:
-            job.get_loop().call_soon(self._settle_finished)
-
-    def _settle_finished(self) -> None:
-        """Record every finished task, then start what they made ready.
-
-        Runs one loop step after the first task of the batch finished, so every task started
-        before has taken its first step, in which it builds its prompt: a task sees exactly
-        the results completed when it started, never one settled in between (which a task
-        with ``memory_scope="all"`` would otherwise see).
-        """
-        done, self._done = self._done, []
-        if self._stopping or self._idle.done():
-            return  # cancelled on the way out: `_mark_interrupted` records them
-        try:
-            for job in done:
-                self._orch._settle(self._run, self._running.pop(job), job)
-            self._launch()
-        except BaseException as exc:  # a failing ledger: stop the run, raise it from `run`
-            self._idle.set_exception(exc)
 
 
 def _agent_config(agent: Agent) -> dict[str, Any]:
@@ -548,7 +466,13 @@ class Orchestrator:
 
     async def _execute_recorded(self, run: _Run) -> RunResult:
         run_id, ledger = run.run_id, self.ledger
-        await _Scheduler(self, run).run()
+        await Scheduler(
+            run.queue,
+            max_concurrency=self.max_concurrency,
+            run_task=lambda task: self._run_task(run, task),
+            settle=lambda task_id, job: self._settle(run, task_id, job),
+            on_started=lambda states: self._record_started(run, states),
+        ).run()
 
         synthesis, error = await self._synthesize(run)
         all_completed = all(s.status is TaskStatus.COMPLETED for s in run.queue.states())
@@ -579,6 +503,12 @@ class Orchestrator:
             usage=run.usage,
             error=error,
         )
+
+    def _record_started(self, run: _Run, states: Sequence[TaskState]) -> None:
+        """Record tasks that started together, in one ledger write, and announce them."""
+        self.ledger.record_tasks(run.run_id, states)
+        for state in states:
+            self._emit(RunEvent(kind="task_started", run_id=run.run_id, task_id=state.task.id))
 
     def _settle(self, run: _Run, task_id: str, finished: asyncio.Task[str]) -> None:
         """Record a finished task: its result, or its failure and the skipped dependents."""
