@@ -875,9 +875,8 @@ class RunLedger(DatabaseBase):
         """Commit ``writes`` in one transaction, one ``executemany`` per statement and chunk.
 
         On the writer thread, the work is cut into chunks of `_CHUNK` writes or rows, and the
-        thread lets go of the interpreter lock between chunks: an event loop that woke up
-        while a large group is being committed waits for one chunk, not for the whole group
-        (or for the interpreter's 5 ms switch interval).
+        thread lets go of the interpreter lock between chunks (`_yield_gil`), which gives an
+        event loop waiting for the lock a chance to run before the rest of a large group.
         """
         by_key: dict[str, list[dict[str, Any]]] = {}
         for start in range(0, len(writes), _CHUNK):
