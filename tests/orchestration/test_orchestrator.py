@@ -321,12 +321,9 @@ async def test_a_completion_that_is_not_unicode_fails_the_task_cleanly(ledger):
 async def test_a_failing_ledger_stops_the_run_with_its_error(ledger, monkeypatch):
     from clearance import StoreError
 
-    calls = 0
     original = ledger.record_task
 
     def failing(run_id, state):
-        nonlocal calls
-        calls += 1
         if state.status is TaskStatus.COMPLETED and state.task.id == "a":
             raise StoreError("disk full")
         original(run_id, state)
@@ -339,6 +336,5 @@ async def test_a_failing_ledger_stops_the_run_with_its_error(ledger, monkeypatch
     # The error raised from a task's done callback stopped the run: "b" never started, and
     # the run is left resumable.
     assert "task:b" not in {subject(r) for r in model.requests}
-    assert calls >= 1
     (run,) = ledger.list_runs()
     assert run.status == "interrupted"

@@ -465,18 +465,27 @@ def test_stores_opened_at_once_on_a_new_database_all_open(store_url: str) -> Non
 
 
 def test_sqlite_times_are_written_and_read_as_before(tmp_path: Path) -> None:
-    """The store's SQLite time conversions give `_UTCDateTime`'s text and values."""
+    """On SQLite, `_UTCDateTime` converts in one call, as its decorator chain would."""
+    from sqlalchemy import DateTime
     from sqlalchemy.dialects import sqlite
 
     from clearance._state.database import _UTCDateTime
-    from clearance._state.store import _Time
 
     dialect = sqlite.dialect()
-    fast, slow = _Time().dialect_impl(dialect), _UTCDateTime().dialect_impl(dialect)
-    fast_bind, slow_bind = fast.bind_processor(dialect), slow.bind_processor(dialect)
-    fast_read = fast.result_processor(dialect, None)
-    slow_read = slow.result_processor(dialect, None)
-    assert fast_bind and slow_bind and fast_read and slow_read
+    decorator = _UTCDateTime()
+    fast = decorator.dialect_impl(dialect)
+    fast_bind, fast_read = fast.bind_processor(dialect), fast.result_processor(dialect, None)
+    plain = DateTime(timezone=True).dialect_impl(dialect)  # SQLAlchemy's own DATETIME text
+    plain_bind, plain_read = plain.bind_processor(dialect), plain.result_processor(dialect, None)
+    assert plain_bind and plain_read
+
+    def slow_bind(value):
+        return plain_bind(decorator.process_bind_param(value, dialect))
+
+    def slow_read(text_):
+        return decorator.process_result_value(plain_read(text_), dialect)
+
+    assert fast_bind and fast_read
     plus2 = timezone(timedelta(hours=2))
     for value in (
         datetime(2026, 1, 1, 12, 0, 0, 123456, tzinfo=UTC),

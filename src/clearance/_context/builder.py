@@ -536,7 +536,7 @@ class ContextBuilder:
     def _block(self, origin: str, heading: str, content: str) -> _Block:
         """The item and its rendered block; the item's tokens are those of the block."""
         heading = one_line(heading)
-        text = render_block(heading, content, one_line=False)
+        text = render_block(heading, content)
         item = ContextItem(origin=origin, title=heading, content=content, tokens=self._count(text))
         return item, text
 

@@ -65,22 +65,15 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-_one_line = one_line  # `render_block` has a parameter of that name
-
-
-def render_block(heading: str, content: str, *, one_line: bool = True) -> str:
+def render_block(heading: str, content: str) -> str:
     """Render ``content`` fenced under a ``### heading`` line.
 
     Args:
-        heading: Heading text; collapsed to one line (see `one_line`).
+        heading: Heading text; collapsed to one line.
         content: Untrusted text, rendered verbatim inside the fence.
-        one_line: ``False`` when ``heading`` is already the result of `one_line` (saves
-            collapsing it twice).
     """
     fence = fence_for(content)
-    if one_line:
-        heading = _one_line(heading)
-    return f"### {heading}\n{fence}\n{content}\n{fence}"
+    return f"### {one_line(heading)}\n{fence}\n{content}\n{fence}"
 
 
 def render_user_message(sections: Sequence[Section], trailer: str) -> str:

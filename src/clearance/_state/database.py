@@ -74,17 +74,9 @@ class _UTCDateTime(TypeDecorator[datetime]):
         assert isinstance(value, datetime)
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
-
-class _Time(_UTCDateTime):
-    """`_UTCDateTime` converting to and from SQLite's text in one call each (every table's times).
-
-    The same text and values as `_UTCDateTime` on top of SQLAlchemy's SQLite ``DATETIME``
-    (``YYYY-MM-DD HH:MM:SS.ffffff``, naive UTC; read back with ``datetime.fromisoformat``),
-    without the chain of a decorator's conversion around the dialect's. Other databases use
-    `_UTCDateTime`'s own.
-    """
-
-    cache_ok = True
+    # On SQLite each conversion is one call: the same text and values as the two methods
+    # above chained with SQLAlchemy's ``DATETIME`` processors (``YYYY-MM-DD HH:MM:SS.ffffff``,
+    # naive UTC), without the chain. Every other database goes through the methods above.
 
     def bind_processor(self, dialect: Dialect) -> Callable[[datetime | None], Any] | None:
         if dialect.name != "sqlite":

@@ -58,7 +58,7 @@ from clearance._state.database import (
     DatabaseBase,
     JSONText,
     Migration,
-    _Time,
+    _UTCDateTime,
     version_table,
 )
 from clearance._state.messages import Message
@@ -108,8 +108,8 @@ def _define_v1(metadata: MetaData) -> None:
         Column("requests", Integer, nullable=False, default=0),
         Column("prompt_tokens", Integer, nullable=False, default=0),
         Column("completion_tokens", Integer, nullable=False, default=0),
-        Column("created_at", _Time, nullable=False),
-        Column("finished_at", _Time),
+        Column("created_at", _UTCDateTime, nullable=False),
+        Column("finished_at", _UTCDateTime),
         Index("ix_runs_created_at", "created_at"),
     )
     Table(
@@ -126,8 +126,8 @@ def _define_v1(metadata: MetaData) -> None:
         Column("status", String(16), nullable=False),
         Column("result", Text),
         Column("error", Text),
-        Column("started_at", _Time),
-        Column("finished_at", _Time),
+        Column("started_at", _UTCDateTime),
+        Column("finished_at", _UTCDateTime),
         UniqueConstraint("run_id", "task_id", name="uq_tasks_run_task"),
         Index("ix_tasks_run_id", "run_id"),
     )
@@ -149,7 +149,7 @@ def _define_v1(metadata: MetaData) -> None:
         Column("prompt_tokens", Integer, nullable=False),
         Column("completion_tokens", Integer, nullable=False),
         Column("error", Text),
-        Column("started_at", _Time, nullable=False),
+        Column("started_at", _UTCDateTime, nullable=False),
         Column("latency_s", Float, nullable=False),
         Index("ix_calls_run_subject", "run_id", "subject"),
     )
@@ -162,7 +162,7 @@ def _define_v1(metadata: MetaData) -> None:
         Column("sender", String(128), nullable=False),
         Column("recipient", String(128), nullable=False),
         Column("content", Text, nullable=False),
-        Column("created_at", _Time, nullable=False),
+        Column("created_at", _UTCDateTime, nullable=False),
         UniqueConstraint("run_id", "message_id", name="uq_messages_run_message"),
     )
 
@@ -219,7 +219,7 @@ _task_reasons = Table(
     Column("task_id", String(128), nullable=False),
     Column("status", String(16), nullable=False),
     Column("error", Text, nullable=False),
-    Column("recorded_at", _Time, nullable=False),
+    Column("recorded_at", _UTCDateTime, nullable=False),
     Index("ix_task_reasons_run_task", "run_id", "task_id"),
 )
 
@@ -248,7 +248,7 @@ _tool_calls = Table(
     Column("is_error", Integer, nullable=False),
     Column("store_reads", JSON, nullable=False),
     Column("chain", JSON),
-    Column("created_at", _Time, nullable=False),
+    Column("created_at", _UTCDateTime, nullable=False),
     UniqueConstraint("run_id", "tool_call_id", name="uq_tool_calls_run_call"),
     Index("ix_tool_calls_run_subject", "run_id", "subject"),
 )
@@ -889,8 +889,9 @@ class RunLedger(DatabaseBase):
             by_key["task"] = _last_upsert_per_task(by_key["task"])
         operation = writes[0].operation if len(writes) == 1 else f"record {len(writes)} writes"
         with self._writing(operation) as conn:
-            for key in _WRITE_ORDER:  # a run's row before the rows that refer to it
-                queued = by_key.get(key, [])
+            # A run's row before the rows that refer to it; an unknown kind fails loudly.
+            for key in sorted(by_key, key=_WRITE_ORDER.index):
+                queued = by_key[key]
                 for start in range(0, len(queued), _CHUNK):
                     _yield_gil()
                     # The statement is built once per ledger: each call binds parameters.

@@ -55,7 +55,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import ConfigError, StoreError
-from clearance._state.database import DatabaseBase, Migration, _Time, version_table
+from clearance._state.database import DatabaseBase, Migration, _UTCDateTime, version_table
 
 if TYPE_CHECKING:
     from clearance._state.grants import StoreGrants, StoreView
@@ -86,9 +86,9 @@ _entries = Table(
     Column("key", String(1024), primary_key=True),
     Column("value", Text, nullable=False),
     Column("agent", String(255), nullable=False),
-    Column("created_at", _Time, nullable=False),
-    Column("updated_at", _Time, nullable=False),
-    Column("expires_at", _Time, nullable=True),
+    Column("created_at", _UTCDateTime, nullable=False),
+    Column("updated_at", _UTCDateTime, nullable=False),
+    Column("expires_at", _UTCDateTime, nullable=True),
     Index("ix_store_entries_namespace", "namespace"),
     Index("ix_store_entries_expires_at", "expires_at"),
 )
@@ -123,7 +123,7 @@ def escape_like(text: str, escape: str = LIKE_ESCAPE) -> str:
 def _live() -> ColumnElement[bool]:
     """Not expired at the bound ``now``: no expiry, or expiry after it."""
     c = _entries.c
-    return or_(c.expires_at.is_(None), c.expires_at > bindparam("now", type_=_Time))
+    return or_(c.expires_at.is_(None), c.expires_at > bindparam("now", type_=_UTCDateTime))
 
 
 def _newest_first(stmt: Select[Any]) -> Select[Any]:
@@ -182,7 +182,7 @@ class _Statements:
                 "created_at": case((dead, excluded.created_at), else_=c.created_at),
             },
         )
-        new = bindparam("new_expiry", type_=_Time)
+        new = bindparam("new_expiry", type_=_UTCDateTime)
         return cls(
             upsert=upsert,
             get_entry=select(_entries).where(*this, _live()),
@@ -201,7 +201,7 @@ class _Statements:
             .values(expires_at=case((c.expires_at < new, new), else_=c.expires_at)),
             delete=delete(_entries).where(*this),
             cleanup=delete(_entries).where(
-                c.expires_at.is_not(None), c.expires_at <= bindparam("now", type_=_Time)
+                c.expires_at.is_not(None), c.expires_at <= bindparam("now", type_=_UTCDateTime)
             ),
         )
 
