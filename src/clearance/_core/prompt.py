@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import orjson
+
 __all__ = [
     "ChatMessage",
     "ContextItem",
@@ -137,12 +139,26 @@ def canonical_json(value: Any) -> str:
     The form every digest of a prompt is computed on (`messages_sha256`, the ledger's record
     digest). Sorting is recursive, so the canonical form of ``{"a": x, "b": y}`` is
     ``'{"a":' + canonical_json(x) + ',"b":' + canonical_json(y) + '}'``.
+
+    Encoded with orjson (``OPT_SORT_KEYS``), whose text for strings, integers, booleans,
+    ``None``, lists and dicts with string keys is exactly that of the standard library's
+    ``json`` with ``sort_keys=True, separators=(",", ":"), ensure_ascii=False``: the digests
+    recorded by earlier versions still verify. What orjson refuses (keys that are not
+    strings, integers beyond 64 bits, lone surrogates) is encoded by the standard library
+    as before. Floats are written in orjson's shortest form (``1e-05`` as ``0.00001``); no
+    digested record holds one.
+
+    Raises:
+        TypeError: ``value`` holds something neither encoder can serialize.
     """
-    return _CANONICAL.encode(value)
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError:  # orjson.JSONEncodeError: let the standard library try
+        return _CANONICAL.encode(value)
 
 
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-"""One encoder for every canonical text (`json.dumps` would build one per call)."""
+"""The standard library's canonical encoder, for what orjson refuses."""
 
 
 def messages_sha256(messages: tuple[ChatMessage, ...]) -> str:

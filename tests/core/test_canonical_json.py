@@ -1,0 +1,68 @@
+"""`canonical_json`: the one text every prompt and record digest is computed on."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from clearance._core.prompt import canonical_json
+
+STDLIB = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+"""The encoder earlier versions computed digests with: their recorded digests must verify."""
+
+# Every kind of value a digested record holds: text (any code point but lone surrogates,
+# which UTF-8 cannot encode), integers, booleans, None, lists and string-keyed dicts.
+text = st.text(st.characters(exclude_categories=("Cs",)))
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | text,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(text, inner, max_size=4),
+    max_leaves=16,
+)
+
+
+@given(json_values)
+def test_equals_the_standard_library_canonical_text(value: Any) -> None:
+    assert canonical_json(value) == STDLIB.encode(value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        '\x00\x1f\x7f " \\ / \u2028 \u2029 \ufeff é 漢 \U0001f600',
+        {"b": 1, "a": {"d": [], "c": None}},
+        [True, False, None, 0, -1],
+    ],
+)
+def test_escapes_and_key_order_are_the_standard_librarys(value: Any) -> None:
+    assert canonical_json(value) == STDLIB.encode(value)
+
+
+def _nested(depth: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {1: "a", 2: "b"},  # keys that are not strings
+        [2**64, -(2**63) - 1],  # integers beyond 64 bits
+        _nested(300),  # deeper than orjson nests
+    ],
+)
+def test_what_orjson_refuses_is_encoded_by_the_standard_library(value: Any) -> None:
+    with pytest.raises(TypeError):
+        orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    assert canonical_json(value) == STDLIB.encode(value)
+
+
+def test_a_value_no_encoder_can_serialize_raises_type_error() -> None:
+    with pytest.raises(TypeError):
+        canonical_json({"a": object()})
