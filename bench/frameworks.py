@@ -74,6 +74,37 @@ def global_memory_prompts(specs: list[Spec], model: FakeModel) -> PromptLog:
 # -- Clearance ---------------------------------------------------------------------------------
 
 
+class _BenchChatModel:
+    """Clearance's side of the fake: a `ChatModel` that keeps only the prompt texts.
+
+    Like every other framework's runner, it captures what each task's model call received as
+    a string. (`clearance.testing.FunctionModel` would keep every request object alive to
+    the end of the run, which the peers' runners do not pay for.)
+    """
+
+    context_window: int | None = None
+
+    def __init__(self, model: FakeModel):
+        from clearance.models import ModelResponse, Usage
+        from clearance.tokens import heuristic_tokens
+
+        self.model_id = "bench:fake"
+        self.prompts: PromptLog = {}
+        self.count_tokens = heuristic_tokens
+        self._model = model
+        self._response, self._usage = ModelResponse, Usage(requests=1)
+
+    async def request(self, request: Any) -> Any:
+        subject = request.prompt.manifest.subject
+        if subject == "synthesis":
+            text = "SYNTHESIS"
+        else:
+            tid = subject.removeprefix("task:")
+            self.prompts[tid] = request.prompt.text
+            text = await self._model.answer(tid)
+        return self._response(text=text, usage=self._usage, model_id=self.model_id)
+
+
 async def run_clearance(
     specs: list[Spec],
     model: FakeModel,
@@ -84,15 +115,8 @@ async def run_clearance(
 ) -> PromptLog:
     """Clearance's `Orchestrator.run_tasks`; ``ledger_url=None`` runs with a `NullLedger`."""
     from clearance import Agent, Orchestrator, RunLedger, Task, Team
-    from clearance.testing import FunctionModel
 
-    async def answer(request: Any) -> str:
-        subject = request.prompt.manifest.subject
-        if subject == "synthesis":
-            return "SYNTHESIS"
-        return await model.answer(subject.removeprefix("task:"))
-
-    fake = FunctionModel(answer, model_id="bench:fake")
+    fake = _BenchChatModel(model)
     team = Team(agents=(Agent(name="worker", instructions="You do one task."),), name="bench")
     tasks = [
         Task(
@@ -119,11 +143,7 @@ async def run_clearance(
     finally:
         ledger.close()
     assert result.status == "completed", result.error
-    return {
-        r.prompt.manifest.subject.removeprefix("task:"): r.prompt.text
-        for r in fake.requests
-        if r.prompt.manifest.subject != "synthesis"
-    }
+    return fake.prompts
 
 
 # -- LangGraph ---------------------------------------------------------------------------------
