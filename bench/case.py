@@ -57,6 +57,27 @@ def _run_once(
     raise SystemExit(f"unknown framework {framework!r}")
 
 
+class GCTimer:
+    """Seconds spent in CPython's cyclic garbage collector, summed over collections."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._started = 0.0
+
+    def __enter__(self) -> GCTimer:
+        gc.callbacks.append(self._on_gc)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._on_gc)
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._started
+
+
 def run_case(case: dict[str, Any]) -> dict[str, Any]:
     framework = case["framework"]
     layers, width = case["layers"], case["width"]
@@ -67,16 +88,19 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
     times: list[float] = []
     first_call: list[float] = []  # seconds from the start of a run to its first model call
     graph_done: list[float] = []  # ... to the last task's answer (the graph is done)
+    gc_s: list[float] = []  # of each run's time, spent in the garbage collector
     prompts: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="clearance-bench-") as tmp:
         for i in range(warmup + repeats):
             gc.collect()
             model.reset_clock()
-            t0 = time.perf_counter()
-            prompts = _run_once(framework, specs, model, case, Path(tmp), i)
-            elapsed = time.perf_counter() - t0
+            with GCTimer() as collector:
+                t0 = time.perf_counter()
+                prompts = _run_once(framework, specs, model, case, Path(tmp), i)
+                elapsed = time.perf_counter() - t0
             if i >= warmup:
                 times.append(elapsed)
+                gc_s.append(collector.seconds)
                 if model.first_call_at is not None and model.last_answer_at is not None:
                     first_call.append(model.first_call_at - t0)
                     graph_done.append(model.last_answer_at - t0)
@@ -86,6 +110,7 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
         "times_s": times,
         "first_call_s": first_call,
         "graph_done_s": graph_done,
+        "gc_s": gc_s,
         "prompts_captured": len(prompts),
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
