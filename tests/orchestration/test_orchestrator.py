@@ -134,6 +134,31 @@ async def test_failure_cascades_and_independent_branches_complete(ledger):
     assert rows["a"].result == "RESULT-task:a" and rows["d"].status == "skipped"
 
 
+async def test_progress_events_name_each_step_of_the_run(ledger):
+    def answer(request):
+        s = subject(request)
+        if s == "task:b":
+            raise RuntimeError("b exploded")
+        return "SYN" if s == "synthesis" else f"RESULT-{s}"
+
+    events = []
+    orch = Orchestrator(TEAM, model=FunctionModel(answer), ledger=ledger, on_event=events.append)
+    result = await orch.run_tasks([t("a"), t("b"), t("c", "b")])
+    assert all(e.run_id == result.run_id for e in events)
+    reason = "test:function: RuntimeError: b exploded"
+    seen = [(e.kind, e.task_id, e.detail) for e in events]
+    assert seen[0] == ("run_started", None, "3 tasks")
+    assert seen[-2:] == [("synthesis_started", None, ""), ("run_finished", None, "failed")]
+    assert set(seen[1:-2]) == {
+        ("task_started", "a", ""),
+        ("task_started", "b", ""),
+        ("task_completed", "a", ""),
+        ("task_failed", "b", reason),
+        ("task_skipped", "c", reason),
+    }
+    assert seen.index(("task_failed", "b", reason)) + 1 == seen.index(("task_skipped", "c", reason))
+
+
 async def test_concurrency_overlaps_and_respects_the_limit(ledger):
     active = 0
     peak = 0

@@ -35,7 +35,7 @@ from clearance._core.prompt import Prompt
 from clearance._core.spec import Agent, Task, Team, schema_validator
 from clearance._orchestration.files import read_task_files
 from clearance._orchestration.planner import PLAN_SCHEMA, parse_plan
-from clearance._orchestration.result import RunEvent, RunResult, TaskOutcome
+from clearance._orchestration.result import EventKind, RunEvent, RunResult, TaskOutcome
 from clearance._orchestration.resume import (
     load_recorded_run,
     process_identity,
@@ -261,7 +261,7 @@ class Orchestrator:
                 graph=graph.to_dict(),
                 config=self._config(),
             )
-            self._emit(RunEvent(kind="run_started", run_id=run_id, detail=f"{len(graph)} tasks"))
+            self._emit("run_started", run_id, detail=f"{len(graph)} tasks")
             return await self._execute(run_id, graph, goal or DEFAULT_GOAL)
 
     async def run_team(self, goal: str) -> RunResult:
@@ -281,17 +281,17 @@ class Orchestrator:
         self.ledger.start_run(
             run_id=run_id, team=self.team.name, goal=goal, graph=None, config=self._config()
         )
-        self._emit(RunEvent(kind="run_started", run_id=run_id, detail="planning"))
+        self._emit("run_started", run_id, detail="planning")
         try:
             graph, plan_usage = await self._plan(run_id, goal)
         except ClearanceError as exc:
             self.ledger.finish_run(
                 run_id, status="failed", synthesis=None, usage=Usage(), error=str(exc)
             )
-            self._emit(RunEvent(kind="run_finished", run_id=run_id, detail=str(exc)))
+            self._emit("run_finished", run_id, detail=str(exc))
             raise
         self.ledger.set_graph(run_id, graph.to_dict())
-        self._emit(RunEvent(kind="plan_ready", run_id=run_id, detail=f"{len(graph)} tasks"))
+        self._emit("plan_ready", run_id, detail=f"{len(graph)} tasks")
         return await self._execute(run_id, graph, goal, usage=plan_usage)
 
     @classmethod
@@ -462,7 +462,7 @@ class Orchestrator:
                 usage=run.usage,
                 error=f"interrupted; resume with: clearance resume {run.run_id}",
             )
-        self._emit(RunEvent(kind="run_finished", run_id=run.run_id, detail="interrupted"))
+        self._emit("run_finished", run.run_id, detail="interrupted")
 
     async def _execute_recorded(self, run: _Run) -> RunResult:
         run_id, ledger = run.run_id, self.ledger
@@ -484,7 +484,7 @@ class Orchestrator:
             error = f"tasks not completed: {', '.join(bad)}"
         ledger.record_messages(run_id, self.messages.all())
         ledger.finish_run(run_id, status=status, synthesis=synthesis, usage=run.usage, error=error)
-        self._emit(RunEvent(kind="run_finished", run_id=run_id, detail=status))
+        self._emit("run_finished", run_id, detail=status)
         return RunResult(
             run_id=run_id,
             status=status,
@@ -508,7 +508,7 @@ class Orchestrator:
         """Record tasks that started together, in one ledger write, and announce them."""
         self.ledger.record_tasks(run.run_id, states)
         for state in states:
-            self._emit(RunEvent(kind="task_started", run_id=run.run_id, task_id=state.task.id))
+            self._emit("task_started", run.run_id, task_id=state.task.id)
 
     def _settle(self, run: _Run, task_id: str, finished: asyncio.Task[str]) -> None:
         """Record a finished task: its result, or its failure and the skipped dependents."""
@@ -520,18 +520,16 @@ class Orchestrator:
             queue.complete(task_id, result)
             run.shared.write(task_id=task_id, agent=task.assignee, content=result)
             ledger.record_task(run.run_id, queue.get(task_id))
-            self._emit(RunEvent(kind="task_completed", run_id=run.run_id, task_id=task_id))
+            self._emit("task_completed", run.run_id, task_id=task_id)
             return
         reason = str(exc) if isinstance(exc, ClearanceError) else f"{type(exc).__name__}: {exc}"
         skipped = queue.fail(task_id, reason)
         run.shared.write(task_id=task_id, agent=task.assignee, content=reason, kind="failure")
         ledger.record_task(run.run_id, queue.get(task_id))
-        self._emit(RunEvent(kind="task_failed", run_id=run.run_id, task_id=task_id, detail=reason))
+        self._emit("task_failed", run.run_id, task_id=task_id, detail=reason)
         for skipped_id in skipped:
             ledger.record_task(run.run_id, queue.get(skipped_id))
-            self._emit(
-                RunEvent(kind="task_skipped", run_id=run.run_id, task_id=skipped_id, detail=reason)
-            )
+            self._emit("task_skipped", run.run_id, task_id=skipped_id, detail=reason)
 
     async def _run_task(self, run: _Run, task: Task) -> str:
         agent = self.team.agent(task.assignee)
@@ -635,7 +633,7 @@ class Orchestrator:
     async def _synthesize(self, run: _Run) -> tuple[str | None, str | None]:
         """Write the synthesis; return ``(text, None)`` or ``(None, error)``."""
         coordinator = self.team.coordinator or DEFAULT_COORDINATOR
-        self._emit(RunEvent(kind="synthesis_started", run_id=run.run_id))
+        self._emit("synthesis_started", run.run_id)
         try:
             model = self._model_for(coordinator)
             builder = ContextBuilder(
@@ -813,6 +811,9 @@ class Orchestrator:
             "process": process_identity(),  # `resume` refuses a run whose process is alive
         }
 
-    def _emit(self, event: RunEvent) -> None:
+    def _emit(
+        self, kind: EventKind, run_id: str, *, task_id: str | None = None, detail: str = ""
+    ) -> None:
+        """Deliver a `RunEvent` to the ``on_event`` callback; made only when there is one."""
         if self._on_event is not None:
-            self._on_event(event)
+            self._on_event(RunEvent(kind=kind, run_id=run_id, task_id=task_id, detail=detail))

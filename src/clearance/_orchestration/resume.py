@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from clearance._core.errors import ClearanceError, ConfigError
 from clearance._core.spec import Agent, AgentLimits, Team
-from clearance._orchestration.result import RunEvent, RunResult
+from clearance._orchestration.result import RunResult
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import RunLedger, RunRecord
 from clearance._state.messages import Message, MessageBus
@@ -245,11 +245,9 @@ async def resume_run(orchestrator: Orchestrator, run_id: str, *, force: bool = F
     ledger.reopen_run(run_id, process=process_identity())
     total = len(recorded.graph) if recorded.graph is not None else 0
     orchestrator._emit(
-        RunEvent(
-            kind="run_started",
-            run_id=run_id,
-            detail=f"resumed: {len(recorded.completed)} of {total} tasks already completed",
-        )
+        "run_started",
+        run_id,
+        detail=f"resumed: {len(recorded.completed)} of {total} tasks already completed",
     )
     graph = recorded.graph
     if graph is None:
