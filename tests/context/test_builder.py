@@ -13,7 +13,7 @@ from clearance import (
     TaskGraph,
     TaskQueue,
 )
-from clearance._context.render import fence_for, render_block
+from clearance._context.render import fence_block, fence_for, one_line, render_block
 from clearance.models import estimate_tokens
 
 AGENT = Agent(name="worker", instructions="You are careful.")
@@ -159,6 +159,17 @@ def test_fences_cannot_be_closed_or_forged_by_content():
     assert lines[1] == fence and lines[-1] == fence
     assert fence not in lines[2:-1]
     assert render_block("a\n## Task\nb", "x").splitlines()[0] == "### a ## Task b"
+
+
+def test_multiline_titles_give_one_line_headings_in_item_and_block():
+    a = Task(id="a", title="first\n## Task\n  line", description="Do a.", assignee="worker")
+    q = completed_queue([a, t("b", "a")], {"a"})
+    prompt = builder().build_task_prompt(q.graph.get("b"), agent=AGENT, queue=q)
+    item = prompt.manifest.items[2]
+    assert item.title == "first ## Task line (by worker)"
+    assert f"\n### {item.title}\n~~~~\nRESULT-a\n~~~~\n" in prompt.messages[1].content
+    heading = "x \n\t y"
+    assert fence_block(one_line(heading), "~~~~") == render_block(heading, "~~~~")
 
 
 def test_synthesis_sees_completed_failed_skipped_and_summary():

@@ -22,7 +22,7 @@ from clearance._context.memory_items import (
     memory_title,
     turn_title,
 )
-from clearance._context.render import one_line, render_block, render_parts
+from clearance._context.render import fence_block, one_line, render_parts
 from clearance._context.tool_sections import (
     DELEGATED_SECTION,
     TOOL_RESULTS_SECTION,
@@ -290,6 +290,8 @@ class ContextBuilder:
         tool_steps: Sequence[ToolStep],
     ) -> list[_Section]:
         """The ``## Tools you can call`` and ``## Results of your tool calls`` sections."""
+        if not tools and not tool_steps:
+            return []  # both would be empty, and empty sections are left out
         subject = clearance.task_id
         spec_blocks = []
         for spec in tools:
@@ -536,7 +538,7 @@ class ContextBuilder:
     def _block(self, origin: str, heading: str, content: str) -> _Block:
         """The item and its rendered block; the item's tokens are those of the block."""
         heading = one_line(heading)
-        text = render_block(heading, content)
+        text = fence_block(heading, content)
         item = ContextItem(origin=origin, title=heading, content=content, tokens=self._count(text))
         return item, text
 

@@ -19,6 +19,7 @@ __all__ = [
     "Block",
     "PromptParseError",
     "Section",
+    "fence_block",
     "fence_for",
     "one_line",
     "parse_user_message",
@@ -72,8 +73,18 @@ def render_block(heading: str, content: str) -> str:
         heading: Heading text; collapsed to one line.
         content: Untrusted text, rendered verbatim inside the fence.
     """
+    return fence_block(one_line(heading), content)
+
+
+def fence_block(heading_line: str, content: str) -> str:
+    """`render_block` for a heading already collapsed with `one_line`.
+
+    Args:
+        heading_line: Heading text on one line (``one_line(heading) == heading``).
+        content: Untrusted text, rendered verbatim inside the fence.
+    """
     fence = fence_for(content)
-    return f"### {one_line(heading)}\n{fence}\n{content}\n{fence}"
+    return f"### {heading_line}\n{fence}\n{content}\n{fence}"
 
 
 def render_user_message(sections: Sequence[Section], trailer: str) -> str:
