@@ -107,6 +107,46 @@ def test_close_without_raising_drops_the_failure() -> None:
     behind.close(raise_errors=False)
 
 
+def test_on_idle_runs_on_the_writer_after_a_group_when_nothing_waits() -> None:
+    recorder = Recorder()
+    idle: list[tuple[int, list[str]]] = []  # (thread, what was committed by then)
+
+    def on_idle() -> None:
+        idle.append((threading.get_ident(), list(recorder.committed)))
+
+    behind = WriteBehind(recorder, name="test-writer", on_idle=on_idle)
+    behind.submit(write("w0"))
+    behind.flush()
+    deadline = time.monotonic() + 10
+    while not idle:
+        assert time.monotonic() < deadline, "on_idle never ran after the group"
+        time.sleep(0.005)
+    assert idle == [(behind.thread_id, ["w0"])]  # after the commit, on the writer thread
+    behind.close()
+    assert len(idle) == 1  # not again for closing with nothing queued
+
+
+def test_a_failing_on_idle_is_raised_once_and_loses_no_write() -> None:
+    def on_idle() -> None:
+        raise OSError("disk trouble")
+
+    recorder = Recorder()
+    behind = WriteBehind(recorder, name="test-writer", on_idle=on_idle)
+    behind.submit(write("w0"))
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            behind.flush()
+        except StoreError as exc:
+            assert "idle work" in str(exc) and "OSError: disk trouble" in str(exc)
+            break
+        assert time.monotonic() < deadline, "the failure of on_idle was never raised"
+        time.sleep(0.005)
+    behind.flush()  # raised once
+    behind.close()
+    assert recorder.committed == ["w0"]
+
+
 # -- the ledger in write-behind mode ------------------------------------------------------
 
 GRAPH = TaskGraph(
@@ -280,3 +320,20 @@ def test_flush_does_not_wait_for_a_pause() -> None:
     assert recorder.committed == ["w0"]
     assert time.monotonic() - started < 10
     behind.close()
+
+
+def test_between_groups_the_writer_checkpoints_the_sqlite_log(tmp_path: Path) -> None:
+    # SQLite alone copies the log into the database file only past 1,000 pages or on close;
+    # the writer does it at its first pause, so a run's end does not wait for it.
+    path = tmp_path / "runs.db"
+    with RunLedger(f"sqlite:///{path}") as ledger:
+        size_before = path.stat().st_size
+        with ledger.write_behind():
+            run_id = new_run(ledger)
+            ledger.record_tasks(run_id, TaskQueue(GRAPH).states())
+            ledger.flush()
+            deadline = time.monotonic() + 10
+            while path.stat().st_size <= size_before:
+                assert time.monotonic() < deadline, "the log was not checkpointed in a pause"
+                time.sleep(0.01)
+        assert [t.task_id for t in ledger.tasks(run_id)] == ["a", "b"]

@@ -440,6 +440,36 @@ class DatabaseBase:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._url!r})"
 
+    def _checkpoint_wal(self) -> None:
+        """Copy the frames of SQLite's write-ahead log into the database file, if it can now.
+
+        SQLite checkpoints on its own when a commit grows the log past 1,000 pages, on the
+        committing connection, and when the last connection closes; either can land on a
+        caller that waits. A writer thread calls this between its commits instead, as SQLite
+        suggests for checkpoints run from a separate thread ("Application-Initiated
+        Checkpoints", https://www.sqlite.org/wal.html). ``PASSIVE``: it waits for no reader or
+        writer, and frames it cannot copy now stay in the log for a later checkpoint. Nothing
+        to do on PostgreSQL.
+
+        Raises:
+            StoreError: The checkpoint failed (the committed data stays in the log).
+        """
+        if self._dialect != "sqlite":
+            return
+        try:
+            connection = self._engine.raw_connection()
+            try:
+                cursor = connection.cursor()
+                cursor.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                cursor.close()
+            finally:
+                connection.close()
+        except (SQLAlchemyError, sqlite3.Error) as exc:
+            raise StoreError(
+                f"cannot checkpoint the write-ahead log of the {self._LABEL} at {self._url}: "
+                f"{_cause(exc)}"
+            ) from exc
+
     @contextmanager
     def _writing(self, operation: str) -> Iterator[Connection]:
         """One write transaction; database failures become `StoreError` naming ``operation``.

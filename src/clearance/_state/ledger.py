@@ -817,23 +817,32 @@ class RunLedger(DatabaseBase):
         moment earlier would have. The writer commits once the writes pause for 2 ms, and
         never later than 0.5 s after a write was queued. Any other method (reads,
         `start_run`, `finish_run`) first waits until the queue is committed. Leaving the
-        context commits the rest.
+        context commits the rest. On SQLite the writer also checkpoints the write-ahead log
+        (a ``PASSIVE`` checkpoint) each time it has committed everything queued, so that
+        neither a later commit nor `close` copies a whole run's log into the database file
+        (SQLite's "Application-Initiated Checkpoints", https://www.sqlite.org/wal.html).
 
         Reentrant (an inner context does nothing). An in-memory SQLite ledger writes on the
         caller's thread (each thread would see its own in-memory database).
 
         Raises:
-            StoreError: A queued write failed: raised once, by the next call to this ledger
-                or on leaving the context; the message names the write. The writes queued
-                with it that did not fail are committed.
+            StoreError: A queued write or a checkpoint failed: raised once, by the next call
+                to this ledger or on leaving the context; the message names the write. The
+                writes queued with it that did not fail are committed.
         """
         if self._behind is not None or self._in_memory or self._closed:
             yield
             return
         # The writer waits for a 2 ms pause in the orchestrator's writes (its busy bursts end
         # when its tasks wait for their models), so its work rarely competes for the GIL.
+        # Between groups, the writer checkpoints SQLite's log, so that neither the run's last
+        # commit nor `close` has to copy a whole run's log into the database file.
         behind = WriteBehind(
-            self._commit_writes, name="clearance-ledger-writer", quiet_s=0.002, max_delay_s=0.5
+            self._commit_writes,
+            name="clearance-ledger-writer",
+            quiet_s=0.002,
+            max_delay_s=0.5,
+            on_idle=self._checkpoint_wal if self.dialect == "sqlite" else None,
         )
         self._behind = behind
         ok = False

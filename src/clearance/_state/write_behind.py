@@ -16,6 +16,9 @@ Guarantees:
       submitting thread by its next `submit`, `flush` or `close`.
     * **Bounded memory.** At most ``max_pending`` writes wait; `submit` then blocks until
       the writer catches up (back-pressure).
+
+Between groups, when nothing waits, the writer can run housekeeping (``on_idle``): the run
+ledger checkpoints SQLite's write-ahead log there, off the caller's thread.
 """
 
 from __future__ import annotations
@@ -75,10 +78,13 @@ class WriteBehind:
         max_group: Most writes committed in one transaction.
         quiet_s: Seconds without a new write that count as a pause; ``0`` commits at once.
         max_delay_s: Longest a write waits for a pause, in seconds.
+        on_idle: Called on the writer thread after it committed a group when no write waits
+            and the writer is not closing; writes queued meanwhile wait until it returns. An
+            exception it raises is reported like a failed write.
 
     Raises:
         StoreError: From `submit`, `flush` or `close`: an earlier write failed to commit (the
-            message names it); raised once.
+            message names it), or ``on_idle`` failed; raised once.
     """
 
     def __init__(
@@ -90,8 +96,10 @@ class WriteBehind:
         max_group: int = 2_000,
         quiet_s: float = 0.0,
         max_delay_s: float = 0.5,
+        on_idle: Callable[[], None] | None = None,
     ) -> None:
         self._commit = commit
+        self._on_idle = on_idle
         self._max_pending = max_pending
         self._max_group = max_group
         self._quiet_s = quiet_s
@@ -194,6 +202,20 @@ class WriteBehind:
                     self._error = error
                 self._done += len(group)
                 self._cond.notify_all()
+                idle = self._on_idle is not None and not self._queue and not self._stopping
+            if idle:
+                self._run_on_idle()
+
+    def _run_on_idle(self) -> None:
+        assert self._on_idle is not None
+        try:
+            self._on_idle()
+        except Exception as exc:  # reported to the submitter, like a failed write
+            with self._cond:
+                if self._error is None:
+                    self._error = _as_store_error(
+                        PendingWrite("run the writer's idle work", {}), exc
+                    )
 
     def _wait_for_pause(self) -> None:
         """With the lock held: wait until no write arrived for ``quiet_s`` (or it is urgent)."""
