@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -270,6 +270,42 @@ _MIGRATIONS: list[Migration] = [
 
 SCHEMA_VERSION = len(_MIGRATIONS)
 """The schema version this code reads and writes."""
+
+
+def _task_rows(run_id: str, states: tuple[TaskState, ...], recorded_at: datetime | None) -> Rows:
+    """The task upserts of ``states``, and a reason row (at ``recorded_at``) per error."""
+    rows: dict[str, list[dict[str, Any]]] = {"task": [_task_row(run_id, s) for s in states]}
+    reasons = [
+        {
+            "run_id": run_id,
+            "task_id": s.task.id,
+            "status": str(s.status),
+            "error": s.error,
+            "recorded_at": recorded_at,
+        }
+        for s in states
+        if s.error is not None
+    ]
+    if reasons:
+        rows["task_reason"] = reasons
+    return rows
+
+
+def _task_row(run_id: str, state: TaskState) -> dict[str, Any]:
+    task = state.task
+    return {
+        "run_id": run_id,
+        "task_id": task.id,
+        "title": task.title,
+        "assignee": task.assignee,
+        "depends_on": list(task.depends_on),
+        "memory_scope": task.memory_scope,
+        "status": str(state.status),  # a StrEnum: its value, without the slow `.value`
+        "result": state.result,
+        "error": state.error,
+        "started_at": state.started_at,
+        "finished_at": state.finished_at,
+    }
 
 
 def _last_upsert_per_task(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -620,7 +656,8 @@ class RunLedger(DatabaseBase):
         """
         self._submit(
             PendingWrite(
-                f"record task {state.task.id!r} of run {run_id!r}", self._task_rows(run_id, [state])
+                f"record task {state.task.id!r} of run {run_id!r}",
+                self._task_rows(run_id, (state,)),
             )
         )
 
@@ -639,7 +676,7 @@ class RunLedger(DatabaseBase):
             self._submit(
                 PendingWrite(
                     f"record {len(states)} tasks of run {run_id!r}",
-                    self._task_rows(run_id, states),
+                    self._task_rows(run_id, tuple(states)),
                 )
             )
 
@@ -648,40 +685,15 @@ class RunLedger(DatabaseBase):
         "started_at", "finished_at",
     )  # fmt: skip
 
-    def _task_rows(self, run_id: str, states: Sequence[TaskState]) -> dict[str, list[Any]]:
-        """The task upserts of ``states`` and the reasons to keep, read now (on this thread)."""
-        rows: dict[str, list[Any]] = {"task": [self._task_row(run_id, s) for s in states]}
-        reasons = [
-            {
-                "run_id": run_id,
-                "task_id": s.task.id,
-                "status": str(s.status),
-                "error": s.error,
-                "recorded_at": self._clock(),
-            }
-            for s in states
-            if s.error is not None
-        ]
-        if reasons:
-            rows["task_reason"] = reasons
-        return rows
+    def _task_rows(self, run_id: str, states: tuple[TaskState, ...]) -> Callable[[], Rows]:
+        """The task upserts of ``states`` and the reasons to keep, built when committed.
 
-    @staticmethod
-    def _task_row(run_id: str, state: TaskState) -> dict[str, Any]:
-        task = state.task
-        return {
-            "run_id": run_id,
-            "task_id": task.id,
-            "title": task.title,
-            "assignee": task.assignee,
-            "depends_on": list(task.depends_on),
-            "memory_scope": task.memory_scope,
-            "status": str(state.status),  # a StrEnum: its value, without the slow `.value`
-            "result": state.result,
-            "error": state.error,
-            "started_at": state.started_at,
-            "finished_at": state.finished_at,
-        }
+        States are immutable, so the rows are built on the writer thread; only the time a
+        reason is recorded is read now, on the caller's thread (the clock may not be
+        thread-safe).
+        """
+        recorded_at = self._clock() if any(s.error is not None for s in states) else None
+        return partial(_task_rows, run_id, states, recorded_at)
 
     def record_messages(self, run_id: str, messages: Sequence[Message]) -> None:
         """Record messages of a run; a message already recorded (same id) is updated in place.
