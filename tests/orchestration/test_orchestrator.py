@@ -105,14 +105,16 @@ async def test_messages_reach_only_the_addressee(ledger):
     assert "message:msg-1" in seen["task:b"].prompt.manifest.origins
 
 
-async def test_failure_cascades_and_independent_branches_complete(ledger):
-    def answer(request):
-        s = subject(request)
-        if s == "task:b":
-            raise RuntimeError("b exploded")
-        return "SYN" if s == "synthesis" else f"RESULT-{s}"
+def fail_b(request):
+    """Task ``b`` raises; every other task answers ``RESULT-<subject>``, synthesis ``SYN``."""
+    s = subject(request)
+    if s == "task:b":
+        raise RuntimeError("b exploded")
+    return "SYN" if s == "synthesis" else f"RESULT-{s}"
 
-    model = FunctionModel(answer)
+
+async def test_failure_cascades_and_independent_branches_complete(ledger):
+    model = FunctionModel(fail_b)
     orch = Orchestrator(TEAM, model=model, ledger=ledger)
     result = await orch.run_tasks([t("a"), t("b"), t("c", "b"), t("d", "c"), t("e", "a")])
     status = {k: v.status for k, v in result.tasks.items()}
@@ -135,14 +137,8 @@ async def test_failure_cascades_and_independent_branches_complete(ledger):
 
 
 async def test_progress_events_name_each_step_of_the_run(ledger):
-    def answer(request):
-        s = subject(request)
-        if s == "task:b":
-            raise RuntimeError("b exploded")
-        return "SYN" if s == "synthesis" else f"RESULT-{s}"
-
     events = []
-    orch = Orchestrator(TEAM, model=FunctionModel(answer), ledger=ledger, on_event=events.append)
+    orch = Orchestrator(TEAM, model=FunctionModel(fail_b), ledger=ledger, on_event=events.append)
     result = await orch.run_tasks([t("a"), t("b"), t("c", "b")])
     assert all(e.run_id == result.run_id for e in events)
     reason = "test:function: RuntimeError: b exploded"
