@@ -272,7 +272,9 @@ SCHEMA_VERSION = len(_MIGRATIONS)
 """The schema version this code reads and writes."""
 
 
-def _task_rows(run_id: str, states: tuple[TaskState, ...], recorded_at: datetime | None) -> Rows:
+def _build_task_rows(
+    run_id: str, states: tuple[TaskState, ...], recorded_at: datetime | None
+) -> Rows:
     """The task upserts of ``states``, and a reason row (at ``recorded_at``) per error."""
     rows: dict[str, list[dict[str, Any]]] = {"task": [_task_row(run_id, s) for s in states]}
     reasons = [
@@ -693,7 +695,7 @@ class RunLedger(DatabaseBase):
         thread-safe).
         """
         recorded_at = self._clock() if any(s.error is not None for s in states) else None
-        return partial(_task_rows, run_id, states, recorded_at)
+        return partial(_build_task_rows, run_id, states, recorded_at)
 
     def record_messages(self, run_id: str, messages: Sequence[Message]) -> None:
         """Record messages of a run; a message already recorded (same id) is updated in place.
@@ -854,7 +856,7 @@ class RunLedger(DatabaseBase):
             name="clearance-ledger-writer",
             quiet_s=0.002,
             max_delay_s=0.5,
-            on_idle=self._checkpoint_wal if self.dialect == "sqlite" else None,
+            on_idle=self._checkpoint_wal,  # nothing to do on PostgreSQL
         )
         self._behind = behind
         ok = False

@@ -213,9 +213,7 @@ class WriteBehind:
         except Exception as exc:  # reported to the submitter, like a failed write
             with self._cond:
                 if self._error is None:
-                    self._error = _as_store_error(
-                        PendingWrite("run the writer's idle work", {}), exc
-                    )
+                    self._error = _as_store_error("run the writer's idle work", exc)
 
     def _wait_for_pause(self) -> None:
         """With the lock held: wait until no write arrived for ``quiet_s`` (or it is urgent)."""
@@ -239,13 +237,13 @@ class WriteBehind:
             return None
         except Exception as exc:  # any failure: isolate it below
             if len(group) == 1:
-                return _as_store_error(group[0], exc)
+                return _as_store_error(group[0].operation, exc)
         failures: list[StoreError] = []
         for write in group:
             try:
                 self._commit([write])
             except Exception as exc:  # reported to the submitter
-                failures.append(_as_store_error(write, exc))
+                failures.append(_as_store_error(write.operation, exc))
         if not failures:
             return None
         first = failures[0]
@@ -254,7 +252,7 @@ class WriteBehind:
         return StoreError(f"{first} (and {len(failures) - 1} more failed write(s))")
 
 
-def _as_store_error(write: PendingWrite, exc: Exception) -> StoreError:
+def _as_store_error(operation: str, exc: Exception) -> StoreError:
     if isinstance(exc, StoreError):
         return exc
-    return StoreError(f"cannot {write.operation}: {type(exc).__name__}: {exc}")
+    return StoreError(f"cannot {operation}: {type(exc).__name__}: {exc}")
