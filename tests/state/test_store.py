@@ -522,6 +522,61 @@ def test_sqlite_reads_send_no_begin_and_writes_begin_immediate(
     assert sent[0] == sent[5] == "BEGIN IMMEDIATE"
 
 
+def test_driver_statements_send_what_sqlalchemy_would(tmp_path: Path, clock: FakeClock) -> None:
+    """`set` and `get` on an SQLite file skip SQLAlchemy's execution, not its SQL: the
+    statements and parameters SQLite receives are the ones SQLAlchemy's execution sends."""
+    from clearance._state.store import _statements
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    with ContextStore(url, clock=clock) as store:
+        fast = _traced(store)
+        store.set("ns", "a_b%", "v1", "agent", ttl_s=60)
+        store.set("ns", "a_b%", "v2", "agent")
+        assert store.get("ns", "a_b%") == "v2"
+        assert store.get("ns", "missing") is None
+    engine = create_engine(url)
+    sql = _statements("sqlite")
+    slow: list[str] = []
+    now = clock()
+    with engine.connect() as conn:
+        conn.connection.dbapi_connection.set_trace_callback(slow.append)  # type: ignore[union-attr]
+        for ttl_s, value in ((60, "v1"), (None, "v2")):
+            expires = None if ttl_s is None else now + timedelta(seconds=ttl_s)
+            conn.execute(sql.upsert, {"namespace": "ns", "key": "a_b%", "value": value,
+                                      "agent": "agent", "created_at": now, "updated_at": now,
+                                      "expires_at": expires})  # fmt: skip
+        for key in ("a_b%", "missing"):
+            conn.execute(sql.get_value, {"ns": "ns", "k": key, "now": now})
+        conn.rollback()
+    engine.dispose()
+    statements = [s for s in fast if s.split()[0] in ("INSERT", "SELECT")]
+    assert statements == [s for s in slow if s.split()[0] in ("INSERT", "SELECT")]
+    assert len(statements) == 4
+    assert "'2026-01-01 12:01:00.000000'" in statements[0]  # the expiry, bind-processed
+
+
+def test_a_driver_statement_binds_like_sqlalchemy() -> None:
+    from sqlalchemy import Integer, bindparam, literal, select
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    from clearance._state.database import DriverStatement, _UTCDateTime
+
+    when = datetime(2026, 1, 1, 14, 0, tzinfo=timezone(timedelta(hours=2)))
+    stmt = select(
+        literal(7, Integer) + bindparam("x", type_=Integer), bindparam("t", type_=_UTCDateTime)
+    )
+    driver = DriverStatement(stmt, sqlite.dialect())
+    assert driver.sql.count("?") == 3
+    # The literal keeps the value it was bound with; the time is converted to naive UTC text.
+    assert driver.parameters({"x": 2, "t": when}) == (7, 2, "2026-01-01 12:00:00.000000")
+    assert driver.parameters({"x": 2, "t": None}) == (7, 2, None)
+    with pytest.raises(ValueError, match="not positional"):
+        DriverStatement(stmt, postgresql.psycopg.dialect())
+    expanding = select(literal(1)).where(literal(1).in_(bindparam("xs", expanding=True)))
+    with pytest.raises(ValueError, match="rendered at execution time"):
+        DriverStatement(expanding, sqlite.dialect())
+
+
 def test_each_thread_holds_one_connection_until_close(tmp_path: Path) -> None:
     import threading
 

@@ -16,7 +16,7 @@ import re
 import sqlite3
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,13 +38,22 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import DBAPIError, ResourceClosedError, SQLAlchemyError
+from sqlalchemy.sql import ClauseElement
+from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.types import TypeDecorator
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential
 
 from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import StoreError
 
-__all__ = ["BUSY_TIMEOUT_MS", "DatabaseBase", "JSONText", "Migration", "version_table"]
+__all__ = [
+    "BUSY_TIMEOUT_MS",
+    "DatabaseBase",
+    "DriverStatement",
+    "JSONText",
+    "Migration",
+    "version_table",
+]
 
 BUSY_TIMEOUT_MS = 10_000
 """How long an SQLite connection waits for another writer's lock before failing."""
@@ -123,6 +132,67 @@ def _serialize_json(value: Any) -> str:
     if type(value) is JSONText:
         return value
     return json.dumps(value)
+
+
+class DriverStatement:
+    """A Core statement compiled once by SQLAlchemy, for running on a DB-API connection.
+
+    On an SQLite file a short statement costs SQLite a few microseconds, and SQLAlchemy's
+    execution machinery (cache-key lookup, execution context, parameter construction, result
+    object) several times that. For the hottest statements of a store, `DatabaseBase` runs
+    this form on the thread's held connection (`HeldConnections`) instead: the SQL text is
+    SQLAlchemy's own compilation for the engine's dialect, byte for byte what its execution
+    would send, and each parameter goes through the type's own bind processor. Only the
+    execution machinery is skipped. Positional paramstyles only (``qmark`` for ``sqlite3``).
+
+    Args:
+        statement: The statement, with named bound parameters.
+        dialect: The engine's dialect.
+
+    Raises:
+        ValueError: The statement is not a SQL statement (DDL, say), the dialect's
+            paramstyle is not positional, or the statement has parameters rendered at
+            execution time (``expanding`` or literal-execute ones).
+    """
+
+    __slots__ = ("_binds", "sql")
+
+    def __init__(self, statement: ClauseElement, dialect: Dialect) -> None:
+        compiled = statement.compile(dialect=dialect)
+        if not isinstance(compiled, SQLCompiler):
+            raise ValueError(f"not a SQL statement: {type(statement).__name__}")
+        names = compiled.positiontup
+        if names is None:
+            raise ValueError(f"paramstyle {dialect.paramstyle!r} is not positional")
+        if compiled.literal_execute_params or compiled.post_compile_params:
+            raise ValueError("the statement has parameters rendered at execution time")
+        self.sql: str = compiled.string
+        """The SQL text sent to the database."""
+        binds = compiled.binds
+        self._binds = tuple(
+            (
+                name,
+                binds[name].value,
+                binds[name].type.dialect_impl(dialect).bind_processor(dialect),
+            )
+            for name in names
+        )
+
+    def parameters(self, values: Mapping[str, Any]) -> tuple[Any, ...]:
+        """The positional parameters for ``values``, each through its bind processor.
+
+        Args:
+            values: Values by bound name; a name missing takes the value the statement
+                bound, as SQLAlchemy's execution does.
+
+        Returns:
+            One value per ``?`` of `sql`, in order.
+        """
+        out = []
+        for name, default, process in self._binds:
+            value = values.get(name, default)
+            out.append(value if process is None else process(value))
+        return tuple(out)
 
 
 Migration = Callable[[Connection], None]
@@ -284,6 +354,15 @@ class HeldConnections:
         conn: Connection | None = getattr(self._local, "conn", None)
         return conn if conn is not None else self._hold()
 
+    def driver_connection(self) -> sqlite3.Connection:
+        """The ``sqlite3`` connection under this thread's `connection`."""
+        dbapi: sqlite3.Connection | None = getattr(self._local, "dbapi", None)
+        if dbapi is None:
+            dbapi = self.connection().connection.dbapi_connection  # type: ignore[assignment]
+            assert dbapi is not None
+            self._local.dbapi = dbapi
+        return dbapi
+
     def _hold(self) -> Connection:
         with self._lock:
             if self._closed:
@@ -325,7 +404,7 @@ class HeldConnections:
         conn: Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             return
-        self._local.conn = None
+        self._local.conn = self._local.dbapi = None
         with self._lock:
             self._held = [(t, c) for t, c in self._held if c is not conn]
         _close_quietly(conn)
@@ -496,6 +575,57 @@ class DatabaseBase:
             if isinstance(exc, SQLAlchemyError):
                 raise self._write_error(operation, exc) from exc
             raise
+
+    def _driver_first(
+        self, statement: DriverStatement, values: Mapping[str, Any], operation: str
+    ) -> tuple[Any, ...] | None:
+        """The first row of a read run as `DriverStatement` on this thread's held connection.
+
+        Like `_reading`: one statement in autocommit, one snapshot; failures become
+        `StoreError` naming ``operation``. Only where connections are held (an SQLite file).
+        """
+        held = self._held
+        assert held is not None
+        if self._closed:
+            raise self._closed_error(operation)
+        try:
+            cursor = held.driver_connection().execute(statement.sql, statement.parameters(values))
+            row: tuple[Any, ...] | None = cursor.fetchone()
+            cursor.close()  # ends the statement, and with it the read snapshot
+        except BaseException as exc:
+            held.release()
+            if isinstance(exc, (sqlite3.Error, SQLAlchemyError)):
+                raise self._read_error(operation, exc) from exc
+            raise
+        return row
+
+    def _driver_write(
+        self, statement: DriverStatement, values: Mapping[str, Any], operation: str
+    ) -> int:
+        """Run a write as `DriverStatement` in its own transaction on the held connection.
+
+        Like `_writing`: ``BEGIN IMMEDIATE``, the statement, ``COMMIT``; on failure the
+        connection is given up (rolling back) and database errors become `StoreError`
+        naming ``operation``. Only where connections are held (an SQLite file).
+
+        Returns:
+            The statement's row count.
+        """
+        held = self._held
+        assert held is not None
+        if self._closed:
+            raise self._closed_error(operation)
+        try:
+            dbapi = held.driver_connection()
+            dbapi.execute("BEGIN IMMEDIATE")
+            count = dbapi.execute(statement.sql, statement.parameters(values)).rowcount
+            dbapi.commit()
+        except BaseException as exc:
+            held.release()  # rolls back
+            if isinstance(exc, (sqlite3.Error, SQLAlchemyError)):
+                raise self._write_error(operation, exc) from exc
+            raise
+        return count
 
     def _closed_error(self, operation: str) -> StoreError:
         return StoreError(f"cannot {operation}: the {self._LABEL} at {self._url} is closed")

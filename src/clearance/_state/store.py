@@ -14,6 +14,10 @@ PostgreSQL for scale; both use the same table, indexed on namespace and on expir
   knowledge that is used survives and unused knowledge ages out.
 - Reads are single ``SELECT`` statements; on an SQLite file they run in autocommit on the
   thread's own connection (see `clearance._state.database.HeldConnections`).
+- On an SQLite file `ContextStore.set` and `ContextStore.get`, the hot paths, send
+  SQLAlchemy's compiled SQL straight to that connection
+  (`clearance._state.database.DriverStatement`): SQLAlchemy's execution would cost several
+  times SQLite's own work. The statements and parameters are the same either way.
 - All times are timezone-aware UTC from an injectable clock, so tests never sleep.
 
 Agents never get the store itself, only `ContextStore.view` (see `clearance._state.grants`),
@@ -55,7 +59,13 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import ConfigError, StoreError
-from clearance._state.database import DatabaseBase, Migration, _UTCDateTime, version_table
+from clearance._state.database import (
+    DatabaseBase,
+    DriverStatement,
+    Migration,
+    _UTCDateTime,
+    version_table,
+)
 
 if TYPE_CHECKING:
     from clearance._state.grants import StoreGrants, StoreView
@@ -288,6 +298,14 @@ class ContextStore(DatabaseBase):
             self._engine.dispose()
             raise
         self._sql = _statements(self._dialect)
+        # On an SQLite file the two hottest statements skip SQLAlchemy's execution
+        # machinery (see `DriverStatement`); everywhere else every statement goes through it.
+        self._driver_upsert: DriverStatement | None = None
+        self._driver_get: DriverStatement | None = None
+        if self._held is not None:
+            dialect = self._engine.dialect
+            self._driver_upsert = DriverStatement(self._sql.upsert, dialect)
+            self._driver_get = DriverStatement(self._sql.get_value, dialect)
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -323,6 +341,9 @@ class ContextStore(DatabaseBase):
             "updated_at": now,
             "expires_at": None if ttl_s is None else now + timedelta(seconds=ttl_s),
         }
+        if self._driver_upsert is not None:
+            self._driver_write(self._driver_upsert, params, f"write {namespace}/{key}")
+            return
         with self._writing(f"write {namespace}/{key}") as conn:
             conn.execute(self._sql.upsert, params)
 
@@ -415,6 +436,9 @@ class ContextStore(DatabaseBase):
             StoreError: The database could not be read.
         """
         params = {"ns": namespace, "k": key, "now": self._clock()}
+        if self._driver_get is not None:
+            row = self._driver_first(self._driver_get, params, f"read {namespace}/{key}")
+            return None if row is None else row[0]
         with self._reading(f"read {namespace}/{key}") as conn:
             value: str | None = conn.execute(self._sql.get_value, params).scalar()
         return value
