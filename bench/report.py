@@ -76,12 +76,13 @@ def _store(store: dict[str, Any]) -> list[str]:
         f"Peak RSS: ContextStore {s['peak_rss_mb']:.0f} MB, raw sqlite3 {r['peak_rss_mb']:.0f} MB"
         " (each its process's; the raw side imports neither SQLAlchemy nor Clearance).",
         "Both sides give SQLite the same work, so the extra time per call is the store's Python"
-        " side: SQLAlchemy Core's execution of each statement (compiled-cache lookup, parameter"
-        " processing, the cursor result) and transaction bookkeeping, and building the"
-        " entries; no pool checkout (the thread's connection is kept) and no `BEGIN` for"
-        " reads. A `get` costs SQLite so little that Core's execution shows most there: one"
-        " `Connection.execute` of the store's cached `SELECT`, with nothing around it, already"
-        " costs several times a whole raw `get`.",
+        " side. `set` and `get`, the hot paths, send SQLAlchemy's compiled SQL with its"
+        " bind-processed parameters straight to the thread's `sqlite3` connection"
+        " (`DriverStatement`): one `Connection.execute` of the cached `SELECT` through Core's"
+        " execution machinery (compiled-cache lookup, execution context, parameter"
+        " processing, the cursor result) costs several times a whole raw `get`. So those two"
+        " do about what the raw side does, and a negative extra time is noise. "
+        "`query_by_prefix` still runs through Core's execution, plus building the entries.",
         f"Machine: {m['cpu_count']} cores, {m['platform']}; run started {m['started_at']}. "
         f"Versions: python {v['python']}, clearance {v['clearance']}, sqlalchemy "
         f"{v['sqlalchemy']}, SQLite {store['sqlite']}.",
