@@ -21,7 +21,7 @@ from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, NoReturn, Self
 
 from sqlalchemy import (
     Column,
@@ -571,10 +571,7 @@ class DatabaseBase:
             yield conn
             conn.commit()
         except BaseException as exc:
-            held.release()  # rolls back
-            if isinstance(exc, SQLAlchemyError):
-                raise self._write_error(operation, exc) from exc
-            raise
+            self._give_up_held(held, exc, self._write_error(operation, exc))
 
     def _driver_first(
         self, statement: DriverStatement, values: Mapping[str, Any], operation: str
@@ -593,10 +590,7 @@ class DatabaseBase:
             row: tuple[Any, ...] | None = cursor.fetchone()
             cursor.close()  # ends the statement, and with it the read snapshot
         except BaseException as exc:
-            held.release()
-            if isinstance(exc, (sqlite3.Error, SQLAlchemyError)):
-                raise self._read_error(operation, exc) from exc
-            raise
+            self._give_up_held(held, exc, self._read_error(operation, exc))
         return row
 
     def _driver_write(
@@ -621,11 +615,20 @@ class DatabaseBase:
             count = dbapi.execute(statement.sql, statement.parameters(values)).rowcount
             dbapi.commit()
         except BaseException as exc:
-            held.release()  # rolls back
-            if isinstance(exc, (sqlite3.Error, SQLAlchemyError)):
-                raise self._write_error(operation, exc) from exc
-            raise
+            self._give_up_held(held, exc, self._write_error(operation, exc))
         return count
+
+    @staticmethod
+    def _give_up_held(held: HeldConnections, exc: BaseException, error: StoreError) -> NoReturn:
+        """Raise for ``exc``, a failure on this thread's held connection, giving it up.
+
+        Giving the connection up rolls back what it holds. A database failure is raised as
+        ``error`` (caused by ``exc``); anything else, a cancellation say, as it is.
+        """
+        held.release()
+        if isinstance(exc, (sqlite3.Error, SQLAlchemyError)):
+            raise error from exc
+        raise exc
 
     def _closed_error(self, operation: str) -> StoreError:
         return StoreError(f"cannot {operation}: the {self._LABEL} at {self._url} is closed")
@@ -694,7 +697,4 @@ class DatabaseBase:
         try:
             yield held.connection()
         except BaseException as exc:
-            held.release()
-            if isinstance(exc, SQLAlchemyError):
-                raise self._read_error(operation, exc) from exc
-            raise
+            self._give_up_held(held, exc, self._read_error(operation, exc))
