@@ -57,7 +57,13 @@ def profile(top: int = 30) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("rev", help="git revision to compare with (the 'before')")
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=7,
+        help="rounds of one 'before' and one 'after' process, 3 runs each (runs on a "
+        "shared machine vary by 10-20%%: 7 rounds give 21 runs a side)",
+    )
     args = ap.parse_args()
     case = {"framework": "clearance", "layers": 10, "width": 100, "repeats": 3}
     times: dict[str, list[float]] = {"before": [], "after": []}
@@ -68,6 +74,7 @@ def main() -> None:
                 times[label] += run_case(case, 3600, src=src)["times_s"]
     result = {
         "rev": args.rev,
+        "rounds": args.rounds,
         "case": case,
         "times_s": times,
         "median_ms_per_task": {k: statistics.median(v) for k, v in times.items()},

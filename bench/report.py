@@ -281,7 +281,8 @@ def main() -> None:
             "",
             "## Hot path: before and after",
             "",
-            f"`python -m bench.compare {compare['rev']}`: the 1,000-task D=0 run with the "
+            f"`python -m bench.compare {compare['rev']} --rounds {compare.get('rounds', 3)}`: "
+            "the 1,000-task D=0 run with the "
             f"ledger on, at revision `{compare['rev']}` and at this tree, alternating "
             f"({len(compare['times_s']['after'])} runs each).",
             "",
