@@ -32,6 +32,14 @@ def _ok(flag: bool) -> str:
     return "met" if flag else "**not met**"
 
 
+def _started(meta: dict[str, Any]) -> str:
+    """When the run started, or when each section did if they were run apart (``--only``)."""
+    sections: dict[str, str] = meta.get("sections") or {}
+    if all(t >= meta["started_at"] for t in sections.values()):  # all from this run
+        return f"run started {meta['started_at']}"
+    return "sections started " + ", ".join(f"{name} {t}" for name, t in sections.items())
+
+
 def _store(store: dict[str, Any]) -> list[str]:
     """The store section: ops/s of both sides per operation, their ratio, the target."""
     if "summary" not in store:
@@ -116,8 +124,8 @@ def main() -> None:
         "`python -m bench.report`). Absolute times depend on the machine and its load; compare",
         "the ratios. Each case runs in its own process (peak RSS is that process's).",
         "",
-        f"Machine: {meta['cpu_count']} cores, {meta['platform']}; run started "
-        f"{meta['started_at']}; {meta['repeats']} measured runs per case after one warm-up "
+        f"Machine: {meta['cpu_count']} cores, {meta['platform']}; {_started(meta)}; "
+        f"{meta['repeats']} measured runs per case after one warm-up "
         f"({meta['peer_repeats']} for CrewAI){' — QUICK smoke run' if meta['quick'] else ''}.",
         "",
         "Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()) + ".",

@@ -105,25 +105,43 @@ def main() -> None:
             kw = {"repeats": peer_reps, **kw, "warmup": 0}
         return run_case({"framework": fw, "repeats": reps, **kw}, args.timeout_s)
 
+    # With --only, the other sections' results are kept, and so is when each was run.
+    meta_file = RESULTS / "meta.json"
+    kept = json.loads(meta_file.read_text()) if meta_file.exists() else {}
     meta = {"versions": versions(), "cpu_count": os.cpu_count(), "platform": platform.platform(),
-            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "repeats": reps, "peer_repeats": peer_reps, "quick": args.quick}  # fmt: skip
-    (RESULTS / "meta.json").write_text(json.dumps(meta, indent=2))
+            "started_at": _utc_now(), "repeats": reps, "peer_repeats": peer_reps,
+            "quick": args.quick, "sections": {}}  # fmt: skip
+    if set(args.only) != set(SECTIONS):
+        # (A meta file without "sections" had every section started with its run.)
+        before = kept.get("sections") or dict.fromkeys(SECTIONS, kept.get("started_at", "?"))
+        meta["sections"] = {s: t for s, t in before.items() if s in SECTIONS}
 
-    if "overhead" in args.only:
+    def begin(section: str) -> bool:
+        """Whether to run ``section``; if so, record when it started."""
+        if section not in args.only:
+            return False
+        meta["sections"][section] = _utc_now()
+        meta_file.write_text(json.dumps(meta, indent=2))
+        return True
+
+    if begin("overhead"):
         overhead_section(case, width, peers, args.quick, 1 if args.quick else args.rounds)
-    if "makespan" in args.only:
+    if begin("makespan"):
         makespan_section(case, reps, peers)
-    if "prompt" in args.only:
+    if begin("prompt"):
         prompt_section(case, args)
-    if "store" in args.only:
+    if begin("store"):
         store_section(reps, args.quick, args.timeout_s)
-    if "embedded" in args.only:
+    if begin("embedded"):
         embedded_section(args.skip_embedded)
     print(f"results in {RESULTS}", flush=True)
 
 
 Case = Any
+
+
+def _utc_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def alternating(case: Case, frameworks: list[str], rounds: int, **kw: Any) -> list[dict[str, Any]]:
