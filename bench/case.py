@@ -89,18 +89,26 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
     first_call: list[float] = []  # seconds from the start of a run to its first model call
     graph_done: list[float] = []  # ... to the last task's answer (the graph is done)
     gc_s: list[float] = []  # of each run's time, spent in the garbage collector
+    # CPU seconds of each run: on this (the event loop's) thread, and in the whole process
+    # (the difference is other threads': Clearance's ledger writer, CrewAI's task threads).
+    cpu_loop_s: list[float] = []
+    cpu_s: list[float] = []
     prompts: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="clearance-bench-") as tmp:
         for i in range(warmup + repeats):
             gc.collect()
             model.reset_clock()
             with GCTimer() as collector:
+                c0, p0 = time.thread_time(), time.process_time()
                 t0 = time.perf_counter()
                 prompts = _run_once(framework, specs, model, case, Path(tmp), i)
                 elapsed = time.perf_counter() - t0
+                c1, p1 = time.thread_time(), time.process_time()
             if i >= warmup:
                 times.append(elapsed)
                 gc_s.append(collector.seconds)
+                cpu_loop_s.append(c1 - c0)
+                cpu_s.append(p1 - p0)
                 if model.first_call_at is not None and model.last_answer_at is not None:
                     first_call.append(model.first_call_at - t0)
                     graph_done.append(model.last_answer_at - t0)
@@ -111,6 +119,8 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
         "first_call_s": first_call,
         "graph_done_s": graph_done,
         "gc_s": gc_s,
+        "cpu_loop_s": cpu_loop_s,
+        "cpu_s": cpu_s,
         "prompts_captured": len(prompts),
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }

@@ -28,6 +28,28 @@ def _spread(r: dict[str, Any]) -> str:
     return f"{min(t) * 1e3 / r['tasks']:.3f}–{max(t) * 1e3 / r['tasks']:.3f} (n={len(t)})"
 
 
+def _cpu(r: dict[str, Any]) -> tuple[float, float] | None:
+    """Median CPU ms per task of a case's runs: on the event-loop thread, on other threads."""
+    loop, total = r.get("cpu_loop_s"), r.get("cpu_s")
+    if not loop or not total:
+        return None
+    others = [t - lo for lo, t in zip(loop, total, strict=True)]
+    per_task = 1e3 / r["tasks"]
+    return statistics.median(loop) * per_task, statistics.median(others) * per_task
+
+
+def _cpu_table(rows: list[dict[str, Any]]) -> list[str]:
+    """A table of wall time and CPU per task (event-loop thread, other threads) per framework."""
+    out = ["| framework | wall ms/task | event-loop thread CPU ms/task | "
+           "other threads CPU ms/task |", "|---|---|---|---|"]  # fmt: skip
+    for r in rows:
+        cpu = _cpu(r)
+        if cpu is not None:
+            out.append(f"| {r['framework']} | {_med(r) * 1e3 / r['tasks']:.3f} | {cpu[0]:.3f} | "
+                       f"{cpu[1]:.3f} |")  # fmt: skip
+    return out if len(out) > 2 else []
+
+
 def _ok(flag: bool) -> str:
     return "met" if flag else "**not met**"
 
@@ -174,6 +196,17 @@ def main() -> None:
                 f"- Ledger off: LangGraph / Clearance **{lg / nl:.2f}×**, Clearance / floor "
                 f"**{nl / floor:.1f}×**; the ledger costs {cl - nl:.3f} ms/task."
             )
+    cpu_rows = _cpu_table(main_rows)
+    if cpu_rows:
+        lines += ["", "### Where the time goes", "", *cpu_rows, "",
+                  "CPU time of each run (medians), measured in the run's process: on the thread "
+                  "running the event loop (`time.thread_time`), and on every other thread (the "
+                  "process's `time.process_time` less the loop's). For Clearance with its "
+                  "ledger, the other thread is the ledger's writer, which turns the queued "
+                  "records into rows and commits them. It waits for the loop to pause (see "
+                  "`RunLedger.write_behind`), and at D=0 the loop never pauses, so its work "
+                  "follows the last task: wall time is about the sum of the two columns, not "
+                  "the larger. CrewAI's other threads run its asynchronous tasks."]  # fmt: skip
     scaling = [r for r in ok if r.get("series") == "scaling"]
     if scaling:
         lines += ["", "### Growth with graph size (L=10)", "",
@@ -236,6 +269,15 @@ def main() -> None:
                   "last answer* is what follows: for Clearance the coordinator's synthesis "
                   "prompt over every result, its call, and committing and closing the ledger "
                   "(the other frameworks have no synthesis step)."]  # fmt: skip
+    cpu_rows = _cpu_table([r for r in makespan if "error" not in r])
+    if cpu_rows:
+        lines += ["", *cpu_rows, "",
+                  "CPU per task as in section 1. A layer's 50 tasks start one after another on "
+                  "the event loop, so the loop's CPU per task, times 50, is about how far apart "
+                  "the first and the last start of a layer are, and the next layer's tasks that "
+                  "depend on the last ones start that much later. The ledger's writer commits "
+                  "while the tasks wait for their model, but while it holds the interpreter "
+                  "lock the loop waits."]  # fmt: skip
     label = {
         "clearance": "Clearance, default scope (dependencies)",
         "clearance-noledger": 'Clearance, memory_scope="all"',

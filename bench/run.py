@@ -159,7 +159,7 @@ def alternating(case: Case, frameworks: list[str], rounds: int, **kw: Any) -> li
                 merged[fw] = r
             if "error" in merged.get(fw, {}):
                 continue
-            runs = ("times_s", "gc_s", "first_call_s", "graph_done_s")
+            runs = ("times_s", "gc_s", "cpu_loop_s", "cpu_s", "first_call_s", "graph_done_s")
             into = merged.setdefault(fw, {**r, "round_medians_s": [], **{k: [] for k in runs}})
             for key in runs:
                 into[key] += r.get(key, [])
