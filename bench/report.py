@@ -240,12 +240,13 @@ def main() -> None:
         plt.savefig(ROOT / "bench" / "overhead.png", dpi=100, bbox_inches="tight"), plt.close()
         lines += ["", "![overhead per task](bench/overhead.png)"]
     lines += ["", "## 2. Makespan (D=50 ms, L=10, W=50; critical path = L×D = 0.5 s)", "",
-              "| framework | median makespan s | ÷ critical path | before the first call ms "
-              "| graph done ÷ critical path | after the last answer ms | runs | peak RSS MB |",
-              "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+              "| framework | median makespan s | ÷ critical path | range ÷ critical path "
+              "| before the first call ms | graph done ÷ critical path "
+              "| after the last answer ms | runs | peak RSS MB |",
+              "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in makespan:
         if "error" in r:
-            lines.append(f"| {r['framework']} | failed | | | | | | |")
+            lines.append(f"| {r['framework']} | failed | | | | | | | |")
             continue
         cp = r["layers"] * r["latency_s"]
         first, done = r.get("first_call_s") or [], r.get("graph_done_s") or []
@@ -256,8 +257,9 @@ def main() -> None:
             if first and done
             else "— | — | —"
         )
-        lines.append(f"| {r['framework']} | {_med(r):.3f} | {_med(r) / cp:.3f} | {parts} | "
-                     f"{len(r['times_s'])} | {r['peak_rss_mb']:.0f} |")  # fmt: skip
+        span = f"{min(r['times_s']) / cp:.3f}–{max(r['times_s']) / cp:.3f}"
+        lines.append(f"| {r['framework']} | {_med(r):.3f} | {_med(r) / cp:.3f} | {span} | "
+                     f"{parts} | {len(r['times_s'])} | {r['peak_rss_mb']:.0f} |")  # fmt: skip
     cm = [r for r in makespan if r["framework"] == "clearance" and "error" not in r]
     if cm:
         ratio = _med(cm[0]) / (cm[0]["layers"] * cm[0]["latency_s"])
