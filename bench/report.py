@@ -33,7 +33,8 @@ def _cpu(r: dict[str, Any]) -> tuple[float, float] | None:
     loop, total = r.get("cpu_loop_s"), r.get("cpu_s")
     if not loop or not total:
         return None
-    others = [t - lo for lo, t in zip(loop, total, strict=True)]
+    # Clock granularity can put the process a hair below its one thread: that is zero.
+    others = [max(0.0, t - lo) for lo, t in zip(loop, total, strict=True)]
     per_task = 1e3 / r["tasks"]
     return statistics.median(loop) * per_task, statistics.median(others) * per_task
 
