@@ -39,15 +39,19 @@ def _cpu(r: dict[str, Any]) -> tuple[float, float] | None:
     return statistics.median(loop) * per_task, statistics.median(others) * per_task
 
 
-def _cpu_table(rows: list[dict[str, Any]]) -> list[str]:
-    """A table of wall time and CPU per task (event-loop thread, other threads) per framework."""
-    out = ["| framework | wall ms/task | event-loop thread CPU ms/task | "
-           "other threads CPU ms/task |", "|---|---|---|---|"]  # fmt: skip
+def _cpu_table(rows: list[dict[str, Any]], *, wall: bool) -> list[str]:
+    """A table of CPU per task (event-loop thread, other threads) per framework.
+
+    With ``wall``, the wall time per task too (meaningful where tasks do not wait).
+    """
+    head = "| framework | " + ("wall ms/task | " if wall else "")
+    out = [head + "event-loop thread CPU ms/task | other threads CPU ms/task |",
+           "|---|---|---|" + ("---|" if wall else "")]  # fmt: skip
     for r in rows:
         cpu = _cpu(r)
         if cpu is not None:
-            out.append(f"| {r['framework']} | {_med(r) * 1e3 / r['tasks']:.3f} | {cpu[0]:.3f} | "
-                       f"{cpu[1]:.3f} |")  # fmt: skip
+            cell = f"{_med(r) * 1e3 / r['tasks']:.3f} | " if wall else ""
+            out.append(f"| {r['framework']} | {cell}{cpu[0]:.3f} | {cpu[1]:.3f} |")
     return out if len(out) > 2 else []
 
 
@@ -197,7 +201,7 @@ def main() -> None:
                 f"- Ledger off: LangGraph / Clearance **{lg / nl:.2f}×**, Clearance / floor "
                 f"**{nl / floor:.1f}×**; the ledger costs {cl - nl:.3f} ms/task."
             )
-    cpu_rows = _cpu_table(main_rows)
+    cpu_rows = _cpu_table(main_rows, wall=True)
     if cpu_rows:
         lines += ["", "### Where the time goes", "", *cpu_rows, "",
                   "CPU time of each run (medians), measured in the run's process: on the thread "
@@ -272,7 +276,7 @@ def main() -> None:
                   "last answer* is what follows: for Clearance the coordinator's synthesis "
                   "prompt over every result, its call, and committing and closing the ledger "
                   "(the other frameworks have no synthesis step)."]  # fmt: skip
-    cpu_rows = _cpu_table([r for r in makespan if "error" not in r])
+    cpu_rows = _cpu_table([r for r in makespan if "error" not in r], wall=False)
     if cpu_rows:
         lines += ["", *cpu_rows, "",
                   "CPU per task as in section 1. A layer's 50 tasks start one after another on "
