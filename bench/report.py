@@ -21,6 +21,11 @@ def _med(r: dict[str, Any]) -> float:
     return statistics.median(r["times_s"])
 
 
+def _net_med(r: dict[str, Any]) -> float:
+    """Median time of a case's runs less each run's garbage-collection time."""
+    return statistics.median(t - g for t, g in zip(r["times_s"], r["gc_s"], strict=True))
+
+
 def _spread(r: dict[str, Any]) -> str:
     t = r["times_s"]
     if len(t) < 2:
@@ -223,17 +228,32 @@ def main() -> None:
             lines.append(
                 f"| {r['framework']} | {r['tasks']} | {_med(r) * 1e3 / r['tasks']:.3f} | {gc_ms} |"
             )
-        growth = []
+        growth, net_growth = [], []
         for fw in ("floor", "clearance", "clearance-noledger"):
             rs = sorted((r for r in scaling if r["framework"] == fw), key=lambda r: r["tasks"])
             if len(rs) >= 2:
                 a, b = rs[-2], rs[-1]
                 g = (_med(b) / b["tasks"]) / (_med(a) / a["tasks"])
-                growth.append(f"{fw} {g:.2f}×")
+                rounds = [
+                    (tb / b["tasks"]) / (ta / a["tasks"])
+                    for ta, tb in zip(
+                        a.get("round_medians_s", []), b.get("round_medians_s", []), strict=False
+                    )
+                ]
+                per_round = (
+                    f" (per round {min(rounds):.2f}–{max(rounds):.2f}×)" if len(rounds) > 1 else ""
+                )
+                growth.append(f"{fw} {g:.2f}×{per_round}")
+                if a.get("gc_s") and b.get("gc_s"):
+                    net = (_net_med(b) / b["tasks"]) / (_net_med(a) / a["tasks"])
+                    net_growth.append(f"{fw} {net:.2f}×")
                 plt.plot([r["tasks"] for r in rs], [_med(r) * 1e3 / r["tasks"] for r in rs],
                          marker="o", label=fw)  # fmt: skip
         lines += ["", "Per-task time at the largest size over the next smaller one (1.0 = "
-                  "linear total cost): " + ", ".join(growth) + ".", "",
+                  "linear total cost; every size runs in every round, one after the other, "
+                  "and a round's ratio is that of its medians): " + ", ".join(growth) + "."
+                  + (" Less the garbage collector's time: " + ", ".join(net_growth) + "."
+                     if net_growth else ""), "",
                   "*Garbage collection* is the time CPython's cyclic collector ran during the "
                   "run (`gc.callbacks`). A full collection walks every live container object, "
                   "and one runs each time the long-lived objects grow by a quarter, so a run "

@@ -14,6 +14,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -144,28 +145,38 @@ def _utc_now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def alternating(case: Case, frameworks: list[str], rounds: int, **kw: Any) -> list[dict[str, Any]]:
-    """Run ``case`` for each framework in ``rounds`` rounds of fresh processes, alternating.
+def alternating(
+    case: Case,
+    frameworks: list[str],
+    rounds: int,
+    variants: Sequence[dict[str, Any]] = ({},),
+    **kw: Any,
+) -> list[dict[str, Any]]:
+    """Run ``case`` for each framework and variant in ``rounds`` rounds of fresh processes.
 
-    A slow spell of a shared machine then hits every framework alike. Returns one result
-    per framework with the runs of all rounds merged (``times_s`` and the other per-run
-    lists) and each round's median in ``round_medians_s``; a failed round is the result.
+    In each round every framework runs once per variant (extra case settings, such as
+    another graph width), one after the other, so a slow spell of a shared machine hits
+    every framework and size alike. Returns one result per variant and framework (in that
+    order) with the runs of all rounds merged (``times_s`` and the other per-run lists) and
+    each round's median in ``round_medians_s``; a failed round is the result.
     """
-    merged: dict[str, dict[str, Any]] = {}
+    merged: dict[tuple[int, str], dict[str, Any]] = {}
     for _ in range(rounds):
-        for fw in frameworks:
-            r = case(fw, **kw)
-            if "error" in r:  # the framework's result is its failure
-                merged[fw] = r
-            if "error" in merged.get(fw, {}):
-                continue
-            runs = ("times_s", "gc_s", "cpu_loop_s", "cpu_s", "first_call_s", "graph_done_s")
-            into = merged.setdefault(fw, {**r, "round_medians_s": [], **{k: [] for k in runs}})
-            for key in runs:
-                into[key] += r.get(key, [])
-            into["round_medians_s"].append(statistics.median(r["times_s"]))
-            into["peak_rss_mb"] = max(into["peak_rss_mb"], r["peak_rss_mb"])
-    return [merged[fw] for fw in frameworks]
+        for v, variant in enumerate(variants):
+            for fw in frameworks:
+                key = (v, fw)
+                r = case(fw, **kw, **variant)
+                if "error" in r:  # the framework's result is its failure
+                    merged[key] = r
+                if "error" in merged.get(key, {}):
+                    continue
+                runs = ("times_s", "gc_s", "cpu_loop_s", "cpu_s", "first_call_s", "graph_done_s")
+                into = merged.setdefault(key, {**r, "round_medians_s": [], **{k: [] for k in runs}})
+                for name in runs:
+                    into[name] += r.get(name, [])
+                into["round_medians_s"].append(statistics.median(r["times_s"]))
+                into["peak_rss_mb"] = max(into["peak_rss_mb"], r["peak_rss_mb"])
+    return [merged[(v, fw)] for v in range(len(variants)) for fw in frameworks]
 
 
 def overhead_section(case: Case, width: int, peers: list[str], quick: bool, rounds: int) -> None:
@@ -174,9 +185,12 @@ def overhead_section(case: Case, width: int, peers: list[str], quick: bool, roun
     overhead = alternating(case, alternate, rounds, layers=10, width=width, result_tokens=50)
     if "crewai" in peers:  # minutes per run: one round
         overhead.append(case("crewai", layers=10, width=width, result_tokens=50))
-    for w in [10, 100, 1000] if not quick else [10, 100]:
-        overhead += alternating(case, ["floor", "clearance", "clearance-noledger"], rounds,
-                                layers=10, width=w, result_tokens=50, series="scaling")  # fmt: skip
+    # Every size in every round: the growth from one size to the next is measured on runs
+    # that alternate, like the ratios between frameworks.
+    widths = [10, 100, 1000] if not quick else [10, 100]
+    overhead += alternating(case, ["floor", "clearance", "clearance-noledger"], rounds,
+                            [{"width": w} for w in widths], layers=10, result_tokens=50,
+                            series="scaling")  # fmt: skip
     (RESULTS / "overhead.json").write_text(json.dumps(overhead, indent=2))
 
 
