@@ -9,13 +9,15 @@ import time
 __all__ = ["new_id"]
 
 # The random suffixes come from a generator of this module's own, seeded from the operating
-# system's entropy once per process (and again in a forked child, which would otherwise
-# repeat its parent's ids). Not `secrets`: `os.urandom` is a system call that lets go of
-# the interpreter lock, so on a thread that makes ids for every model call another thread
-# can take the lock each time. Not the `random` module's shared generator either: a
-# program that calls `random.seed` would make every one of its processes draw the same ids.
+# system's entropy once per process, and again in a forked child, which would otherwise
+# repeat its parent's ids (Windows has no fork, and no `register_at_fork`). Not `secrets`:
+# `os.urandom` is a system call that lets go of the interpreter lock, so on a thread that
+# makes ids for every model call another thread can take the lock each time. Not the
+# `random` module's shared generator either: a program that calls `random.seed` would make
+# every one of its processes draw the same ids.
 _rng = random.Random()
-os.register_at_fork(after_in_child=_rng.seed)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_rng.seed)
 
 
 def new_id(prefix: str) -> str:
