@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from clearance._core import ids
 from clearance._core.ids import new_id
 
 
@@ -29,28 +30,39 @@ def test_ids_sort_by_creation_time() -> None:
     assert new_id("run") > first
 
 
-def test_ids_made_on_many_threads_are_distinct() -> None:
+def test_threads_share_one_generator_and_each_draw_is_used_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Seeded, the generator's outputs are known: the suffixes made on 4 threads together
+    # must be exactly its first 20,000 outputs, none repeated and none lost.
+    monkeypatch.setattr(ids, "_rng", random.Random(7))
     made: list[list[str]] = [[] for _ in range(4)]
 
     def make(out: list[str]) -> None:
-        out.extend(new_id("x") for _ in range(5_000))
+        out.extend(ids.new_id("x")[-8:] for _ in range(5_000))
 
     threads = [threading.Thread(target=make, args=(out,)) for out in made]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    every = [i for out in made for i in out]
-    assert len(set(every)) == len(every) == 20_000
+    expected = random.Random(7)
+    assert sorted(s for out in made for s in out) == sorted(
+        f"{expected.getrandbits(32):08x}" for _ in range(20_000)
+    )
 
 
 def test_seeding_the_random_module_does_not_repeat_ids() -> None:
     # A program that seeds `random` (as tests and ML scripts do) must not make the same ids
     # as another process seeded alike.
-    random.seed(42)
-    one = [new_id("run")[-8:] for _ in range(3)]
-    random.seed(42)
-    two = [new_id("run")[-8:] for _ in range(3)]
+    state = random.getstate()
+    try:
+        random.seed(42)
+        one = [new_id("run")[-8:] for _ in range(3)]
+        random.seed(42)
+        two = [new_id("run")[-8:] for _ in range(3)]
+    finally:
+        random.setstate(state)
     assert one != two
 
 
