@@ -115,8 +115,7 @@ def test_on_idle_runs_on_the_writer_after_a_group_when_nothing_waits() -> None:
         idle.append((threading.get_ident(), list(recorder.committed)))
 
     behind = WriteBehind(recorder, name="test-writer", on_idle=on_idle)
-    behind.submit(write("w0"))
-    behind.flush()
+    behind.submit(write("w0"))  # not flushed: the writer takes it on its own (quiet_s=0)
     deadline = time.monotonic() + 10
     while not idle:
         assert time.monotonic() < deadline, "on_idle never ran after the group"
@@ -124,6 +123,27 @@ def test_on_idle_runs_on_the_writer_after_a_group_when_nothing_waits() -> None:
     assert idle == [(behind.thread_id, ["w0"])]  # after the commit, on the writer thread
     behind.close()
     assert len(idle) == 1  # not again for closing with nothing queued
+
+
+def test_on_idle_does_not_run_after_a_group_a_flush_waited_for() -> None:
+    # The flusher goes on with its own work at once (the ledger: `finish_run`'s transaction);
+    # housekeeping then would compete with it.
+    recorder = Recorder()
+    idle: list[list[str]] = []
+    # The writer waits for a 30 s pause, so only the flush makes it take the write.
+    behind = WriteBehind(
+        recorder,
+        name="test-writer",
+        quiet_s=30,
+        max_delay_s=60,
+        on_idle=lambda: idle.append(list(recorder.committed)),
+    )
+    behind.submit(write("w0"))
+    behind.flush()
+    assert recorder.committed == ["w0"]
+    behind.close()  # joins the writer: an on_idle decided after the flushed group has run
+    assert recorder.groups == [["w0"]]
+    assert idle == []
 
 
 def test_a_failing_on_idle_is_raised_once_and_loses_no_write() -> None:
@@ -134,6 +154,9 @@ def test_a_failing_on_idle_is_raised_once_and_loses_no_write() -> None:
     behind = WriteBehind(recorder, name="test-writer", on_idle=on_idle)
     behind.submit(write("w0"))
     deadline = time.monotonic() + 10
+    while not recorder.committed:  # taken by the writer on its own, not for a flush
+        assert time.monotonic() < deadline, "the write was never committed"
+        time.sleep(0.005)
     while True:
         try:
             behind.flush()
@@ -331,7 +354,7 @@ def test_between_groups_the_writer_checkpoints_the_sqlite_log(tmp_path: Path) ->
         with ledger.write_behind():
             run_id = new_run(ledger)
             ledger.record_tasks(run_id, TaskQueue(GRAPH).states())
-            ledger.flush()
+            # Not flushed: after a group a caller waits for, the caller goes on instead.
             deadline = time.monotonic() + 10
             while path.stat().st_size <= size_before:
                 assert time.monotonic() < deadline, "the log was not checkpointed in a pause"

@@ -835,7 +835,8 @@ class RunLedger(DatabaseBase):
         write-ahead log (a ``PASSIVE`` checkpoint) each time it has committed everything
         queued, so that neither a later commit nor `close` copies a whole run's log into the
         database file (SQLite's "Application-Initiated Checkpoints",
-        https://www.sqlite.org/wal.html).
+        https://www.sqlite.org/wal.html); not when a caller waits for that commit (a read,
+        or `finish_run` at the end of a run), which goes on at once.
 
         Reentrant (an inner context does nothing). An in-memory SQLite ledger writes on the
         caller's thread (each thread would see its own in-memory database).

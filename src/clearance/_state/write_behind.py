@@ -18,7 +18,9 @@ Guarantees:
       the writer catches up (back-pressure).
 
 Between groups, when nothing waits, the writer can run housekeeping (``on_idle``): the run
-ledger checkpoints SQLite's write-ahead log there, off the caller's thread.
+ledger checkpoints SQLite's write-ahead log there, off the caller's thread. Not after a group
+that a caller waits for in `flush`: that caller goes on at once (the ledger with a transaction
+of its own, as ``finish_run`` at the end of a run), and housekeeping would compete with it.
 """
 
 from __future__ import annotations
@@ -78,9 +80,9 @@ class WriteBehind:
         max_group: Most writes committed in one transaction.
         quiet_s: Seconds without a new write that count as a pause; ``0`` commits at once.
         max_delay_s: Longest a write waits for a pause, in seconds.
-        on_idle: Called on the writer thread after it committed a group when no write waits
-            and the writer is not closing; writes queued meanwhile wait until it returns. An
-            exception it raises is reported like a failed write.
+        on_idle: Called on the writer thread after it committed a group when no write waits,
+            no thread waits in `flush` and the writer is not closing; writes queued meanwhile
+            wait until it returns. An exception it raises is reported like a failed write.
 
     Raises:
         StoreError: From `submit`, `flush` or `close`: an earlier write failed to commit (the
@@ -202,7 +204,10 @@ class WriteBehind:
                     self._error = error
                 self._done += len(group)
                 self._cond.notify_all()
-                idle = self._on_idle is not None and not self._queue and not self._stopping
+                # Not for a flusher: it resumes now, and would compete with the housekeeping.
+                idle = self._on_idle is not None and not (
+                    self._queue or self._stopping or self._flushing
+                )
             if idle:
                 self._run_on_idle()
 
