@@ -202,6 +202,38 @@ def test_synthesis_sees_completed_failed_skipped_and_summary():
     } <= set(prompt.manifest.origins)
 
 
+def test_a_builder_renders_each_result_once_and_again_when_it_changed():
+    counted: list[str] = []
+
+    def counting(text):
+        counted.append(text)
+        return estimate_tokens(text)
+
+    tasks = [t("a"), t("b", "a"), t("c", "a")]
+    q = completed_queue(tasks, {"a"})
+    shared = builder()
+    keeper = ContextBuilder(count_tokens=counting)
+    prompts = [keeper.build_task_prompt(q.graph.get(i), agent=AGENT, queue=q) for i in "bc"]
+    synthesis = keeper.build_synthesis_prompt(
+        "G", coordinator=COORD, queue=q, shared_memory=SharedMemory()
+    )
+    block = fence_block("Title a (by worker)", "RESULT-a")
+    assert counted.count(block) == 1  # rendered (and counted) for b's prompt only
+    # ... and the prompts are exactly those of builders that keep nothing.
+    assert prompts == [shared.build_task_prompt(q.graph.get(i), agent=AGENT, queue=q) for i in "bc"]
+    assert synthesis == builder().build_synthesis_prompt(
+        "G", coordinator=COORD, queue=q, shared_memory=SharedMemory()
+    )
+    # A result that changed (another run of the graph) is rendered again, never reused.
+    q2 = TaskQueue(TaskGraph(tasks))
+    q2.start("a")
+    q2.complete("a", "NEW-a")
+    again = keeper.build_task_prompt(q2.graph.get("b"), agent=AGENT, queue=q2)
+    assert "NEW-a" in again.text and "RESULT-a" not in again.text
+    assert again == builder().build_task_prompt(q2.graph.get("b"), agent=AGENT, queue=q2)
+    assert counted.count(fence_block("Title a (by worker)", "NEW-a")) == 1
+
+
 def test_plan_prompt_shows_roster_summaries_not_instructions():
     workers = [
         Agent(name="alice", instructions="SECRET-INSTRUCTIONS\nmore", role="Researcher"),

@@ -93,6 +93,11 @@ class ContextBuilder:
     admitted when their scope is in the prompt's clearance (the agent's own, or a declared
     memory group it belongs to).
 
+    A task's result usually enters several prompts (each dependent's, then the synthesis).
+    A builder renders it once: it keeps the block of each result it rendered and renders
+    the result again only if its text or heading changed. Use one builder per run and
+    token counter; the kept blocks hold about as much text as the results themselves.
+
     Args:
         count_tokens: Token counter of the target model (see `clearance.tokens`); manifests
             and budgets use it.
@@ -107,6 +112,8 @@ class ContextBuilder:
     ):
         self._count = count_tokens
         self._memory_groups = {g: frozenset(m) for g, m in (memory_groups or {}).items()}
+        # ``task_result:<id>`` -> (heading, content, block): see `_result_block`.
+        self._results: dict[str, tuple[str, str, _Block]] = {}
 
     # -- public builders ---------------------------------------------------------------
 
@@ -201,8 +208,7 @@ class ContextBuilder:
                         tokens=tokens,
                         maximum=max_dependency_tokens,
                     )
-            heading = f"{state.task.title} (by {state.task.assignee})"
-            result_blocks.append(self._block(origin, heading, content))
+            result_blocks.append(self._result_block(origin, state.task, content))
 
         message_blocks = []
         for message in messages.for_agent(agent.name) if messages else ():
@@ -338,7 +344,8 @@ class ContextBuilder:
             t = state.task
             heading = f"{t.title} (by {t.assignee})"
             if state.status is TaskStatus.COMPLETED:
-                completed.append(self._block(f"task_result:{t.id}", heading, state.result or ""))
+                origin = f"task_result:{t.id}"
+                completed.append(self._result_block(origin, t, state.result or ""))
             elif state.status is TaskStatus.FAILED:
                 failed.append(self._block(f"task_status:{t.id}", heading, state.error or "failed"))
             elif state.status is TaskStatus.SKIPPED:
@@ -534,6 +541,20 @@ class ContextBuilder:
                 raise ContextViolation(subject, record.origin)
             blocks.append(self._block(record.origin, memory_title(record), record.content))
         return tuple(blocks)
+
+    def _result_block(self, origin: str, task: Task, content: str) -> _Block:
+        """`_block` of a task's result, headed ``<title> (by <assignee>)``, rendered once.
+
+        A kept block is reused only for the same heading and content (compared by value),
+        so a result that changed (a task run again) is rendered again.
+        """
+        heading = f"{task.title} (by {task.assignee})"
+        kept = self._results.get(origin)
+        if kept is not None and kept[0] == heading and kept[1] == content:
+            return kept[2]
+        block = self._block(origin, heading, content)
+        self._results[origin] = (heading, content, block)
+        return block
 
     def _block(self, origin: str, heading: str, content: str) -> _Block:
         """The item and its rendered block; the item's tokens are those of the block."""

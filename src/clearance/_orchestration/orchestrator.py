@@ -141,6 +141,9 @@ class _Run:
     shared: SharedMemory
     usage: Usage = field(default_factory=Usage)
     prompt_tokens: dict[str, int] = field(default_factory=dict)
+    # The run's prompt builders, one per model (``id(model)``: the model, its builder); a
+    # builder renders each result once for all the prompts it enters (see `ContextBuilder`).
+    builders: dict[int, tuple[ChatModel, ContextBuilder]] = field(default_factory=dict)
 
 
 class Orchestrator:
@@ -538,7 +541,7 @@ class Orchestrator:
         if task.files:
             assert self.input_root is not None  # checked before the run started
             files = read_task_files(self.input_root, task.files)
-        builder = ContextBuilder(count_tokens=model.count_tokens, memory_groups=self._memory_groups)
+        builder = self._builder(run, model)
         schema = task.output_schema
 
         async def attempt(repair: str | None = None) -> str:
@@ -636,10 +639,7 @@ class Orchestrator:
         self._emit("synthesis_started", run.run_id)
         try:
             model = self._model_for(coordinator)
-            builder = ContextBuilder(
-                count_tokens=model.count_tokens, memory_groups=self._memory_groups
-            )
-            prompt = builder.build_synthesis_prompt(
+            prompt = self._builder(run, model).build_synthesis_prompt(
                 run.goal,
                 coordinator=coordinator,
                 queue=run.queue,
@@ -780,6 +780,15 @@ class Orchestrator:
         """Create every agent's model now, so a bad model id fails before the run starts."""
         for agent in (*self.team.agents, self.team.coordinator or DEFAULT_COORDINATOR):
             self._model_for(agent)
+
+    def _builder(self, run: _Run, model: ChatModel) -> ContextBuilder:
+        """The run's prompt builder for ``model`` (made on first use)."""
+        kept = run.builders.get(id(model))
+        if kept is not None:
+            return kept[1]
+        builder = ContextBuilder(count_tokens=model.count_tokens, memory_groups=self._memory_groups)
+        run.builders[id(model)] = (model, builder)  # holding the model keeps its id unique
+        return builder
 
     def _model_for(self, agent: Agent) -> ChatModel:
         key = agent.model
