@@ -219,6 +219,12 @@ def test_a_builder_renders_each_result_once_and_again_when_it_changed():
     )
     block = fence_block("Title a (by worker)", "RESULT-a")
     assert counted.count(block) == 1  # rendered (and counted) for b's prompt only
+    # A kept block enters only prompts that admit it: x has no dependencies.
+    tasks_x = [*tasks, t("x")]
+    qx = completed_queue(tasks_x, {"a"})
+    clean = keeper.build_task_prompt(qx.graph.get("x"), agent=AGENT, queue=qx)
+    assert clean.manifest.origins == ("instructions", "task:x")
+    assert "RESULT-a" not in clean.text
     # ... and the prompts are exactly those of builders that keep nothing.
     assert prompts == [shared.build_task_prompt(q.graph.get(i), agent=AGENT, queue=q) for i in "bc"]
     assert synthesis == builder().build_synthesis_prompt(
