@@ -374,6 +374,25 @@ def main() -> None:
             f"Speed-up: **{b / a:.1f}×**. The profile of the run after the fixes is in "
             "`bench/results/profile.txt`.",
         ]
+    makespan = _load("compare-makespan")
+    if makespan:
+        b, a = (makespan["median_over_critical_path"][k] for k in ("before", "after"))
+        cp = makespan["critical_path_s"]
+        lines += [
+            "",
+            f"`python -m bench.compare {makespan['rev']} --rounds {makespan['rounds']} "
+            "--makespan`: section 2's run (D=50 ms, L=10, W=50, ledger on), the same way "
+            f"({len(makespan['times_s']['after'])} runs each).",
+            "",
+            "| Clearance | median makespan ÷ critical path | runs ÷ critical path |",
+            "|---|---|---|",
+            f"| before ({makespan['rev']}) | {b:.3f} | "
+            + ", ".join(f"{t / cp:.3f}" for t in makespan["times_s"]["before"])
+            + " |",
+            f"| after (this tree) | {a:.3f} | "
+            + ", ".join(f"{t / cp:.3f}" for t in makespan["times_s"]["after"])
+            + " |",
+        ]
     lines += [
         "",
         "## How to read this",
