@@ -208,7 +208,8 @@ class ContextBuilder:
                         tokens=tokens,
                         maximum=max_dependency_tokens,
                     )
-            result_blocks.append(self._result_block(origin, state.task, content))
+            heading = f"{state.task.title} (by {state.task.assignee})"
+            result_blocks.append(self._result_block(origin, heading, content))
 
         message_blocks = []
         for message in messages.for_agent(agent.name) if messages else ():
@@ -345,7 +346,7 @@ class ContextBuilder:
             heading = f"{t.title} (by {t.assignee})"
             if state.status is TaskStatus.COMPLETED:
                 origin = f"task_result:{t.id}"
-                completed.append(self._result_block(origin, t, state.result or ""))
+                completed.append(self._result_block(origin, heading, state.result or ""))
             elif state.status is TaskStatus.FAILED:
                 failed.append(self._block(f"task_status:{t.id}", heading, state.error or "failed"))
             elif state.status is TaskStatus.SKIPPED:
@@ -542,13 +543,12 @@ class ContextBuilder:
             blocks.append(self._block(record.origin, memory_title(record), record.content))
         return tuple(blocks)
 
-    def _result_block(self, origin: str, task: Task, content: str) -> _Block:
-        """`_block` of a task's result, headed ``<title> (by <assignee>)``, rendered once.
+    def _result_block(self, origin: str, heading: str, content: str) -> _Block:
+        """`_block` of a task's result (``task_result:<id>``), rendered once per builder.
 
         A kept block is reused only for the same heading and content (compared by value),
         so a result that changed (a task run again) is rendered again.
         """
-        heading = f"{task.title} (by {task.assignee})"
         kept = self._results.get(origin)
         if kept is not None and kept[0] == heading and kept[1] == content:
             return kept[2]
