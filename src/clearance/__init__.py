@@ -17,6 +17,7 @@ from clearance._agents.delegation import DelegationChain, DelegationStep
 from clearance._agents.files import FileCaps
 from clearance._agents.isolation import ContextIsolationManager, DispatchResult
 from clearance._agents.offload import DataOffloader, OffloadedOutput
+from clearance._agents.retry import RetryPolicy
 from clearance._agents.session import AgentSession, Step
 from clearance._agents.spawn import SpawnRequest, SpawnResult, SpawnWorker
 from clearance._agents.tools import Tool, ToolOutput
@@ -53,7 +54,6 @@ from clearance._core.spec import Agent, AgentLimits, MemoryScope, Task, Team
 from clearance._orchestration.chat import AgentChat
 from clearance._orchestration.orchestrator import Orchestrator
 from clearance._orchestration.result import RunEvent, RunResult, TaskOutcome
-from clearance._orchestration.retry import RetryPolicy
 from clearance._state.conversation import ConversationMemory, Turn
 from clearance._state.events import Event, EventBus
 from clearance._state.grants import StoreGrants, StoreView

@@ -10,10 +10,17 @@ from clearance import (
     PersistentMemory,
     Turn,
 )
+from clearance._agents.caller import ModelCaller
 from clearance.testing import FunctionModel, ScriptedModel
 from clearance.tokens import counter_for
 
 AGENT = Agent(name="alice", instructions="You are Alice.")
+
+
+def summarizer(model):
+    return ModelCaller().summarizer(AGENT, model)
+
+
 WINDOW = 1000
 
 
@@ -46,11 +53,16 @@ async def test_compression_triggers_at_threshold_and_lands_under_target(strategy
     conv.add(Turn(id="sys", role="system", content="Keep this rule.", author="rules"))
     # Below the trigger nothing happens.
     conv.add(turn(0))
-    assert await monitor.after_turn(agent=AGENT, conversation=conv, model=model) is None
+    assert (
+        await monitor.after_turn(agent=AGENT, conversation=conv, summarize_with=summarizer(model))
+        is None
+    )
     usage = fill_until_trigger(monitor, conv)
     newest = conv.get_last_message()
     before = conv.get_messages()
-    record = await monitor.after_turn(agent=AGENT, conversation=conv, model=model)
+    record = await monitor.after_turn(
+        agent=AGENT, conversation=conv, summarize_with=summarizer(model)
+    )
     assert record is not None and record.strategy == strategy
     assert record.tokens_before == usage >= 0.75 * WINDOW
     assert record.tokens_after <= 0.40 * WINDOW
@@ -120,4 +132,6 @@ async def test_a_single_turn_too_large_is_an_explicit_error():
     conv = ConversationMemory(agent="alice")
     conv.add(Turn(id="big", role="user", content="word " * 200))
     with pytest.raises(LimitExceeded):
-        await monitor.after_turn(agent=AGENT, conversation=conv, model=FunctionModel(str))
+        await monitor.after_turn(
+            agent=AGENT, conversation=conv, summarize_with=summarizer(FunctionModel(str))
+        )

@@ -52,8 +52,8 @@ def big_graph(n=100):
     return tasks
 
 
-def team(retries, timeout_s=None):
-    limits = AgentLimits(retries=retries, timeout_s=timeout_s)
+def team(retries, attempt_timeout_s=None):
+    limits = AgentLimits(retries=retries, attempt_timeout_s=attempt_timeout_s)
     return Team(
         agents=(
             Agent(name="v", instructions="You are V.", limits=limits),
@@ -72,7 +72,7 @@ async def test_thirty_percent_faults_with_retries_give_the_fault_free_results(le
 
     faulty = FaultInjectingModel(digest_model(), rate=0.3, seed=7, hang_s=5.0)
     result = await Orchestrator(
-        team(retries=10, timeout_s=0.05),
+        team(retries=10, attempt_timeout_s=0.05),
         model=faulty,
         ledger=ledger,
         max_concurrency=8,
@@ -93,7 +93,7 @@ async def test_thirty_percent_faults_with_retries_give_the_fault_free_results(le
     failed = [c for c in calls if c.error is not None]
     assert len(calls) == faulty.calls
     assert len(failed) == injected
-    timeouts = [c for c in failed if "timeout_s exceeded" in c.error]
+    timeouts = [c for c in failed if "attempt_timeout_s exceeded" in c.error]
     assert len(timeouts) == faulty.injected["hang"]
     assert all(c.error.startswith("attempt ") for c in failed)
     assert len(calls) - len(failed) == 101  # 100 tasks and the synthesis, once each

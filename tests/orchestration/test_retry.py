@@ -7,7 +7,7 @@ from email.utils import format_datetime
 import pytest
 
 from clearance import ConfigError, LimitExceeded, ModelError, RetryPolicy
-from clearance._orchestration.retry import is_transient, with_retries
+from clearance._agents.retry import is_transient, with_retries
 from clearance.models._transient import is_transient_status, parse_retry_after
 
 NO_WAIT = RetryPolicy(initial_s=0, max_s=0, jitter_s=0)
@@ -28,7 +28,7 @@ def flaky(errors):
 
 async def test_transient_errors_are_retried_until_success():
     call, seen = flaky([ModelError("503", transient=True), LimitExceeded(
-        "timeout_s", value=2, maximum=1, subject="task:a")])  # fmt: skip
+        "attempt_timeout_s", value=2, maximum=1, subject="task:a")])  # fmt: skip
     assert await with_retries(call, retries=2, policy=NO_WAIT) == 3
     assert seen == [1, 2, 3]
 
@@ -106,3 +106,10 @@ def test_parse_retry_after():
     assert parse_retry_after({"Retry-After": "-3"}) is None
     assert parse_retry_after({"Retry-After": "nan"}) is None
     assert parse_retry_after({}) is None
+
+
+async def test_the_calls_deadline_is_not_retried():
+    call, seen = flaky([LimitExceeded("timeout_s", value=2, maximum=1, subject="task:a")])
+    with pytest.raises(LimitExceeded, match="timeout_s"):
+        await with_retries(call, retries=3, policy=NO_WAIT)
+    assert seen == [1]

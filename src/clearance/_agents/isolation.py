@@ -12,25 +12,23 @@ pattern of obra/superpowers' subagent-driven development (statuses ``DONE``,
 
 from __future__ import annotations
 
-import asyncio
 import re
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
+from clearance._agents.caller import CallBudget, ModelCaller
 from clearance._agents.files import FileCaps, load_text_file
 from clearance._context.architecture import ArchitecturalContext
 from clearance._context.builder import ContextBuilder
 from clearance._context.isolated import STATUSES, IsolatedContext
 from clearance._core.clock import Clock, utc_now
-from clearance._core.errors import ClearanceError, ConfigError, LimitExceeded, ModelError
+from clearance._core.errors import ConfigError
 from clearance._core.prompt import Prompt
 from clearance._core.spec import Agent
 from clearance._state.ledger import RunLedger
-from clearance.models._base import ChatModel, ModelRequest, ModelResponse, Usage
+from clearance.models._base import ChatModel, Usage
 
 __all__ = ["ContextIsolationManager", "DispatchResult", "DispatchStatus", "parse_status"]
 
@@ -108,9 +106,11 @@ class ContextIsolationManager:
             `ArchitecturalContext.from_project` on first use.
         file_caps: Per-file and total size caps, and whether to error or truncate.
         ledger: Where to record every dispatch call (subject ``isolated:<task id>``), with
-            ``run_id``; ``None`` records nothing.
+            ``run_id``; ``None`` records nothing. Ignored when ``caller`` is given.
         run_id: The run the calls belong to (already started in ``ledger``).
         clock: Time source for the ledger's timestamps.
+        caller: The `ModelCaller` every dispatch goes through; ``None`` makes one from
+            ``ledger`` and ``run_id``.
 
     Raises:
         ConfigError: ``project_root`` is not a directory.
@@ -126,6 +126,7 @@ class ContextIsolationManager:
         ledger: RunLedger | None = None,
         run_id: str | None = None,
         clock: Clock = utc_now,
+        caller: ModelCaller | None = None,
     ) -> None:
         self.project_root = Path(project_root).resolve()
         if not self.project_root.is_dir():
@@ -134,9 +135,10 @@ class ContextIsolationManager:
         self.file_caps = file_caps or FileCaps()
         self._architecture = architecture
         self._contexts: dict[str, IsolatedContext] = {}
-        self._ledger = ledger
-        self._run_id = run_id
-        self._clock = clock
+        if caller is None:
+            recorder = ledger if run_id is not None else None
+            caller = ModelCaller(ledger=recorder, run_id=run_id, clock=clock)
+        self.caller = caller
 
     @property
     def architecture(self) -> ArchitecturalContext:
@@ -228,6 +230,7 @@ class ContextIsolationManager:
         agent: Agent,
         *,
         model: ChatModel | None = None,
+        budget: CallBudget | None = None,
     ) -> DispatchResult:
         """Run a fresh subagent on ``context`` and read its status.
 
@@ -238,16 +241,14 @@ class ContextIsolationManager:
 
         Args:
             context: What the subagent may see.
-            agent: Its spec: instructions, ``limits.max_output_tokens`` (or
-                ``limits.max_tokens_per_step``), ``limits.timeout_s``,
-                ``limits.max_prompt_tokens``.
+            agent: Its spec: instructions and limits (applied by the `ModelCaller`).
             model: Overrides the manager's model.
+            budget: The task's model-call budget, charged one call.
 
         Raises:
             ConfigError: No model was given here or to the manager.
-            LimitExceeded: The prompt is over ``max_prompt_tokens``, the call over
-                ``timeout_s``, or the answer over ``max_tokens_per_step`` (recorded in the
-                ledger with the error).
+            LimitExceeded: The prompt is over ``max_prompt_tokens``; or a limit of the call
+                (see `ModelCaller.call`), recorded in the ledger with the error.
             ModelError: The model failed.
         """
         chosen = model or self.model
@@ -257,32 +258,10 @@ class ContextIsolationManager:
         prompt = builder.build_isolated_prompt(
             context, agent=agent, max_prompt_tokens=agent.limits.max_prompt_tokens
         )
-        max_tokens = agent.limits.max_tokens_per_step or agent.limits.max_output_tokens
-        subject = f"isolated:{context.task_id}"
-        started_at, t0 = self._clock(), time.perf_counter()
-        timeout = agent.limits.timeout_s
-        try:
-            try:
-                response = await asyncio.wait_for(
-                    chosen.request(ModelRequest(prompt=prompt, max_tokens=max_tokens)), timeout
-                )
-            except TimeoutError as exc:
-                raise LimitExceeded("timeout_s", value=round(time.perf_counter() - t0, 3),
-                                    maximum=timeout or 0, subject=subject) from exc  # fmt: skip
-            except ClearanceError:
-                raise
-            except Exception as exc:
-                raise ModelError(f"{type(exc).__name__}: {exc}", model_id=chosen.model_id) from exc
-        except ClearanceError as exc:
-            self._record(subject, agent, chosen, prompt, None, str(exc), started_at, t0)
-            raise
-        per_step = agent.limits.max_tokens_per_step
-        if per_step is not None and response.usage.completion_tokens > per_step:
-            over = LimitExceeded("max_tokens_per_step", value=response.usage.completion_tokens,
-                                maximum=per_step, subject=subject)  # fmt: skip
-            self._record(subject, agent, chosen, prompt, response, str(over), started_at, t0)
-            raise over
-        self._record(subject, agent, chosen, prompt, response, None, started_at, t0)
+        response = await self.caller.call(
+            subject=f"isolated:{context.task_id}", agent=agent, model=chosen, prompt=prompt,
+            budget=budget,
+        )  # fmt: skip
         status, result, question, concerns = parse_status(response.text)
         if status in ("done", "done_with_concerns"):
             self.complete(context.task_id)
@@ -306,22 +285,3 @@ class ContextIsolationManager:
             contents[rel] = text
             used += len(text.encode("utf-8"))
         return contents
-
-    def _record(
-        self,
-        subject: str,
-        agent: Agent,
-        model: ChatModel,
-        prompt: Prompt,
-        response: ModelResponse | None,
-        error: str | None,
-        started_at: datetime,
-        t0: float,
-    ) -> None:
-        if self._ledger is None or self._run_id is None:
-            return
-        self._ledger.record_call(
-            run_id=self._run_id, subject=subject, agent=agent.name, model_id=model.model_id,
-            prompt=prompt, response=response, error=error, started_at=started_at,
-            latency_s=time.perf_counter() - t0,
-        )  # fmt: skip

@@ -17,9 +17,10 @@ A delegate runs with a fresh context (the delegated task text only) and the exte
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping
+from typing import Any
 
+from clearance._agents.caller import CallBudget, ModelCaller
 from clearance._agents.delegation import DelegationChain
 from clearance._agents.tools import (
     BUILTIN_TOOL_NAMES,
@@ -45,24 +46,9 @@ from clearance._core.spec import DEFAULT_TOOL_STEPS, Agent, Team
 from clearance._state.grants import StoreGrants
 from clearance._state.ledger import RunLedger
 from clearance._state.store import ContextStore
-from clearance.models._base import ChatModel, ModelResponse
+from clearance.models._base import ChatModel
 
-__all__ = ["AgentLoop", "CallModel", "check_tools"]
-
-
-class CallModel(Protocol):
-    """Calls a model and records the call (the orchestrator's ``_call``)."""
-
-    def __call__(
-        self,
-        run_id: str,
-        subject: str,
-        agent: Agent,
-        model: ChatModel,
-        prompt: Prompt,
-        *,
-        tools: tuple[dict[str, Any], ...] = (),
-    ) -> Awaitable[ModelResponse]: ...
+__all__ = ["AgentLoop", "check_tools"]
 
 
 PromptFactory = Callable[[tuple[dict[str, Any], ...], list[ToolStep]], Prompt]
@@ -100,7 +86,8 @@ class AgentLoop:
         store: The context store, or ``None`` when the run has none.
         user_tools: Tools registered with the orchestrator, by name.
         model_for: The model of an agent.
-        call_model: Calls a model and records the call.
+        caller: Makes (and records) every model call.
+        call_budget: The task's model-call budget (delegates' calls count toward it).
         budget: An agent's prompt token budget for a model (``None``: no limit).
     """
 
@@ -113,7 +100,8 @@ class AgentLoop:
         store: ContextStore | None,
         user_tools: Mapping[str, Tool],
         model_for: Callable[[Agent], ChatModel],
-        call_model: CallModel,
+        caller: ModelCaller,
+        call_budget: CallBudget | None,
         budget: Callable[[Agent, ChatModel], int | None],
     ):
         self.run_id = run_id
@@ -122,7 +110,8 @@ class AgentLoop:
         self.store = store
         self.user_tools = dict(user_tools)
         self.model_for = model_for
-        self.call_model = call_model
+        self.caller = caller
+        self.call_budget = call_budget
         self.budget = budget
 
     def tools_for(self, agent: Agent, chain: DelegationChain) -> dict[str, Tool]:
@@ -183,9 +172,10 @@ class AgentLoop:
         for step_no in range(1, limit + 1):
             offered = () if step_no == limit and agent.limits.answer_at_max_steps else specs
             prompt = build(offered, steps)
-            response = await self.call_model(
-                self.run_id, subject, agent, model, prompt, tools=offered
-            )
+            response = await self.caller.call(
+                subject=subject, agent=agent, model=model, prompt=prompt, tools=offered,
+                budget=self.call_budget,
+            )  # fmt: skip
             if not response.tool_calls:
                 text = response.text.strip()
                 if not text:
@@ -323,9 +313,10 @@ class AgentLoop:
                     agent=delegate, subject=subject, chain=extended, build=build
                 )
             else:
-                response = await self.call_model(
-                    self.run_id, subject, delegate, model, build((), [])
-                )
+                response = await self.caller.call(
+                    subject=subject, agent=delegate, model=model, prompt=build((), []),
+                    budget=self.call_budget,
+                )  # fmt: skip
                 answer = response.text.strip()
                 if not answer:
                     raise ModelError(

@@ -9,7 +9,6 @@ or files.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -17,12 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
+from clearance._agents.caller import CallBudget, ModelCaller
 from clearance._agents.workspace import Workspace, check_agent_id
 from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import ConfigError, LimitExceeded
 from clearance._core.prompt import Prompt
-from clearance._core.spec import AgentLimits
-from clearance.models._base import ChatModel, ModelRequest, ModelResponse
+from clearance._core.spec import Agent, AgentLimits
+from clearance.models._base import ChatModel, ModelResponse
 
 __all__ = ["AgentSession", "Step"]
 
@@ -66,10 +66,12 @@ class AgentSession:
         agent_id: Names the agent's folder under ``base_dir`` (letters, digits, ``_.-``).
         base_dir: The folder that holds every agent's workspace of a run.
         goal: Recorded as the first step (kind ``goal``) when given.
-        limits: ``max_steps``, ``max_tokens_per_step``, ``timeout_s`` (the session's wall
-            time, from creation), ``max_output_files``, ``max_output_size_bytes``.
+        limits: ``max_steps``, ``max_tokens_per_step``, ``timeout_s`` (the deadline of each
+            model call, as everywhere), ``max_output_files``, ``max_output_size_bytes``.
         clock: Timestamps of the steps.
-        monotonic: Seconds counter for ``timeout_s`` (injectable so tests never sleep).
+        monotonic: Seconds counter for `elapsed_s` (injectable so tests never sleep).
+        caller: The `ModelCaller` model steps go through; ``None`` for one that records
+            nothing in a ledger.
 
     Raises:
         ConfigError: A bad ``agent_id``, or its folder already holds a history.
@@ -84,6 +86,7 @@ class AgentSession:
         limits: AgentLimits | None = None,
         clock: Clock = utc_now,
         monotonic: Callable[[], float] = time.monotonic,
+        caller: ModelCaller | None = None,
     ) -> None:
         self.agent_id = check_agent_id(agent_id)
         self.base_dir = base_dir
@@ -95,6 +98,7 @@ class AgentSession:
                               field="agent_id")  # fmt: skip
         self._clock = clock
         self._monotonic = monotonic
+        self.caller = caller if caller is not None else ModelCaller(clock=clock)
         self._started = monotonic()
         self._steps: list[Step] = []
         self._children: dict[str, AgentSession] = {}
@@ -121,62 +125,60 @@ class AgentSession:
         """Record one step and write it to ``history/<index:04d>.json``.
 
         Raises:
-            LimitExceeded: The step would exceed ``max_steps`` (``limit="max_steps"``), or
-                the session is past ``timeout_s``. The refusal itself is recorded as a
-                ``limit_exceeded`` step.
+            LimitExceeded: The step would exceed ``max_steps`` (``limit="max_steps"``). The
+                refusal itself is recorded as a ``limit_exceeded`` step.
         """
         maximum = self.limits.max_steps
         if maximum is not None and kind != "goal" and self._work_steps() + 1 > maximum:
             self._limit("max_steps", value=self._work_steps() + 1, maximum=maximum)
-        self.check_timeout()
         return self._write(kind, content, ok=ok, data=data or {})
 
-    def check_timeout(self) -> None:
-        """Raise if the session is past ``timeout_s``.
-
-        Raises:
-            LimitExceeded: ``limit="timeout_s"``, value the elapsed seconds (recorded).
-        """
-        timeout = self.limits.timeout_s
-        if timeout is not None and self.elapsed_s > timeout:
-            self._limit("timeout_s", value=round(self.elapsed_s, 3), maximum=timeout)
-
-    async def call_model(self, model: ChatModel, prompt: Prompt) -> ModelResponse:
+    async def call_model(
+        self,
+        model: ChatModel,
+        prompt: Prompt,
+        *,
+        subject: str | None = None,
+        budget: CallBudget | None = None,
+    ) -> ModelResponse:
         """One model step: call ``model`` on ``prompt`` (from the `ContextBuilder`), checked.
 
-        ``max_tokens`` sent is ``limits.max_tokens_per_step`` (or ``max_output_tokens``);
-        the call may take at most the session's remaining ``timeout_s``. The answer is
-        recorded as a ``model`` step.
+        The call goes through the session's `ModelCaller` under the session's limits
+        (``timeout_s`` is the call's deadline, ``max_tokens_per_step`` the completion
+        limit); the answer is recorded as a ``model`` step.
+
+        Args:
+            model: The model.
+            prompt: The prompt.
+            subject: The call's subject in the ledger; ``None`` means ``agent:<id>``.
+            budget: A task's model-call budget, charged one call.
 
         Raises:
-            LimitExceeded: ``max_steps``; ``timeout_s`` (the call outlived the session's
-                remaining time); ``max_tokens_per_step`` (the model reported more completion
-                tokens than allowed). Each is recorded as a ``limit_exceeded`` step.
+            LimitExceeded: ``max_steps``, or a limit of the call (see `ModelCaller.call`);
+                each is recorded as a ``limit_exceeded`` step.
+            ModelError: The model failed.
         """
         maximum = self.limits.max_steps
         if maximum is not None and self._work_steps() + 1 > maximum:
             self._limit("max_steps", value=self._work_steps() + 1, maximum=maximum)
-        self.check_timeout()
-        per_step = self.limits.max_tokens_per_step
-        request = ModelRequest(prompt=prompt, max_tokens=per_step or self.limits.max_output_tokens)
-        remaining = None
-        if self.limits.timeout_s is not None:
-            remaining = max(0.0, self.limits.timeout_s - self.elapsed_s)
         try:
-            response = await asyncio.wait_for(model.request(request), remaining)
-        except TimeoutError:
-            assert self.limits.timeout_s is not None
-            self._limit("timeout_s", value=round(self.elapsed_s, 3),
-                        maximum=self.limits.timeout_s)  # fmt: skip
-        tokens = response.usage.completion_tokens
-        if per_step is not None and tokens > per_step:
-            self._limit("max_tokens_per_step", value=tokens, maximum=per_step)
+            response = await self.caller.call(
+                subject=subject or f"agent:{self.agent_id}", agent=self._as_agent(), model=model,
+                prompt=prompt, budget=budget,
+            )  # fmt: skip
+        except LimitExceeded as exc:
+            self._write("limit_exceeded", str(exc), ok=False, data=_limit_data(exc))
+            raise
         self._write("model", response.text, ok=True, data={
             "prompt_sha256": prompt.manifest.prompt_sha256,
             "origins": list(prompt.manifest.origins),
             "usage": response.usage.to_dict(),
         })  # fmt: skip
         return response
+
+    def _as_agent(self) -> Agent:
+        """The spec the caller applies: this session's name and limits."""
+        return Agent(name=self.agent_id, instructions="-", limits=self.limits)
 
     def write_output(self, name: str, data: str | bytes) -> Path:
         """Write to the workspace's ``outputs/`` within the output limits.
@@ -216,7 +218,7 @@ class AgentSession:
         self.record_step("spawn", goal, data={"child_id": child_id})
         child = AgentSession(child_id, base_dir=self.base_dir, goal=goal,
                              limits=limits or self.limits, clock=self._clock,
-                             monotonic=self._monotonic)  # fmt: skip
+                             monotonic=self._monotonic, caller=self.caller)  # fmt: skip
         self._children[child_id] = child
         return child
 

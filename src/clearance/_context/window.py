@@ -7,8 +7,10 @@ the context window, the conversation is compressed until the prompt is at most
 
 - ``"drop_oldest"``: remove the oldest turns; system turns and the newest turn are kept.
 - ``"summarize"``: remove the oldest turns as above and put in their place a summary written
-  by the agent's own model, which the caller passes in (the context layer never imports a
-  provider). The summarizing prompt is built by the builder too, from the dropped turns only.
+  by the agent's own model through a `SummaryCall` the caller passes in (in practice
+  `ModelCaller.summarizer`, so the summary is a recorded call under the agent's limits; the
+  context layer never calls a model itself). The summarizing prompt is built by the builder
+  too, from the dropped turns only.
 
 This is the usual "summary buffer" design of conversation memory (for example LangChain's
 ``ConversationSummaryBufferMemory``, and MemGPT's queue eviction with recursive summaries,
@@ -23,18 +25,27 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from clearance._context.builder import ContextBuilder
 from clearance._core.errors import ConfigError, LimitExceeded, ModelError
 from clearance._core.ids import new_id
-from clearance._core.prompt import sha256_text
+from clearance._core.prompt import Prompt, sha256_text
 from clearance._core.spec import Agent
 from clearance._state.conversation import ConversationMemory, Turn
 from clearance._state.memory import MemoryRecord, PersistentMemory
-from clearance.models._base import ChatModel, ModelRequest
 
-__all__ = ["CompressionRecord", "ContextWindowMonitor", "Strategy"]
+__all__ = ["CompressionRecord", "ContextWindowMonitor", "Strategy", "SummaryCall"]
+
+
+class SummaryCall(Protocol):
+    """Writes a summary: calls the agent's model on ``prompt`` and returns the text.
+
+    `ModelCaller.summarizer` makes one that records the call under the agent's limits.
+    """
+
+    async def __call__(self, prompt: Prompt, *, max_tokens: int) -> str: ...
+
 
 Strategy = Literal["drop_oldest", "summarize"]
 
@@ -148,7 +159,7 @@ class ContextWindowMonitor:
         agent: Agent,
         conversation: ConversationMemory,
         memories: Sequence[MemoryRecord] = (),
-        model: ChatModel | None = None,
+        summarize_with: SummaryCall | None = None,
     ) -> CompressionRecord | None:
         """Compress ``conversation`` if its next prompt reaches the trigger.
 
@@ -157,13 +168,14 @@ class ContextWindowMonitor:
             conversation: Its conversation; changed in place.
             memories: Memory records the next prompt will hold (they count toward usage
                 but are never dropped).
-            model: The agent's model; required by ``"summarize"``.
+            summarize_with: Writes the summary with the agent's model; required by
+                ``"summarize"``.
 
         Returns:
             What was done, or ``None`` when usage was below the trigger.
 
         Raises:
-            ConfigError: ``"summarize"`` without a model.
+            ConfigError: ``"summarize"`` without ``summarize_with``.
             LimitExceeded: Even with every droppable turn gone, the prompt is above the
                 target (instructions, system turns, the newest turn and memories alone are
                 too large).
@@ -173,8 +185,10 @@ class ContextWindowMonitor:
         before = self.measure(agent, turns, memories)
         if before < self.trigger_tokens:
             return None
-        if self.strategy == "summarize" and model is None:
-            raise ConfigError("the summarize strategy needs the agent's model", field="model")
+        if self.strategy == "summarize" and summarize_with is None:
+            raise ConfigError(
+                "the summarize strategy needs the agent's model", field="summarize_with"
+            )
 
         reserve = self.summary_max_tokens if self.strategy == "summarize" else 0
         dropped = self._choose(agent, turns, memories, self.target_tokens - reserve)
@@ -186,8 +200,8 @@ class ContextWindowMonitor:
 
         summary: Turn | None = None
         if self.strategy == "summarize" and dropped:
-            assert model is not None
-            summary = await self._summarize(agent, dropped, model)
+            assert summarize_with is not None
+            summary = await self._summarize(agent, dropped, summarize_with)
         ids = {t.id for t in dropped}
         start = next((i for i, t in enumerate(turns) if t.id in ids), len(turns))
         first_kept = next((t.id for t in turns[start:] if t.id not in ids), None)
@@ -239,19 +253,18 @@ class ContextWindowMonitor:
             )
         return dropped
 
-    async def _summarize(self, agent: Agent, dropped: Sequence[Turn], model: ChatModel) -> Turn:
+    async def _summarize(
+        self, agent: Agent, dropped: Sequence[Turn], summarize_with: SummaryCall
+    ) -> Turn:
         prompt = self.builder.build_conversation_prompt(
             agent=agent,
             turns=dropped,
             summarize=True,
             max_prompt_tokens=self.context_window - self.summary_max_tokens,
         )
-        response = await model.request(
-            ModelRequest(prompt=prompt, max_tokens=self.summary_max_tokens, temperature=0.0)
-        )
-        text = response.text.strip()
+        text = (await summarize_with(prompt, max_tokens=self.summary_max_tokens)).strip()
         if not text:
-            raise ModelError("the model wrote an empty summary", model_id=response.model_id)
+            raise ModelError("the model wrote an empty summary")
         return Turn(
             id=new_id("summary"),
             role="assistant",

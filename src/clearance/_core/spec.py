@@ -135,9 +135,13 @@ class AgentLimits:
         max_prompt_tokens: Most tokens a prompt may hold; ``None`` means the model's context
             window minus ``max_output_tokens``. A larger prompt fails the task with
             `LimitExceeded`; nothing is truncated silently.
-        timeout_s: Wall-clock seconds one model call (one attempt) may take; in an
-            ``AgentSession``, the whole session's wall time. ``None`` means no limit. A model
-            call that takes longer counts as a transient failure.
+        timeout_s: Deadline, in wall-clock seconds, of one model call: every attempt, and
+            the backoff between attempts, included. When it passes the call fails with
+            `LimitExceeded` naming ``timeout_s`` and is not retried. ``None`` means no
+            deadline (not recommended: a server that trickles bytes then holds the task).
+        attempt_timeout_s: Most seconds one attempt may take before it is abandoned and
+            retried (a transient failure), within ``timeout_s``; ``None`` lets an attempt
+            use whatever is left of the deadline.
         retries: Most retries of a model call after a transient failure (connection error,
             timeout, HTTP 429 or 5xx), with exponential backoff and jitter between attempts;
             0 disables retrying. Client errors (other 4xx) are never retried.
@@ -149,10 +153,17 @@ class AgentLimits:
             and most steps an ``AgentSession`` may record (model calls, tool calls, spawns);
             reaching it raises `LimitExceeded` naming ``max_steps``. ``None`` means
             `DEFAULT_TOOL_STEPS` (8) for the tool loop and no limit for a session.
-        max_tokens_per_step: Most tokens one model call of an ``AgentSession`` may generate;
-            passed to the model as its ``max_tokens`` and checked on the usage it reports.
-            ``None`` means ``max_output_tokens``, unchecked.
-        max_output_files: Most files an agent may write to its workspace's ``outputs/``.
+        max_tokens_per_step: Most tokens one model call of this agent may generate: the
+            ``max_tokens`` sent is at most this, and a provider reporting more completion
+            tokens fails the call with `LimitExceeded`. ``None`` means ``max_output_tokens``,
+            unchecked.
+        max_model_calls: Most model calls one task of this agent may cause in all: its
+            tool loop, its delegates, its clarification rounds and its spawned children
+            together (retries of one call are not counted again). Bounds delegation and
+            spawn fan-out; reaching it fails the task with `LimitExceeded` naming
+            ``max_model_calls``. ``None`` for no cap.
+        max_output_files: Most files an agent may write to its workspace's ``outputs/``
+            (a spawned child's, in runs).
         max_output_size_bytes: Most bytes all files in an agent's ``outputs/`` may hold.
         answer_at_max_steps: Opt-in: make the last of the ``max_steps`` model calls without
             tools, so the agent must answer with what it has instead of failing with
@@ -161,17 +172,19 @@ class AgentLimits:
 
     max_output_tokens: int = 512
     max_prompt_tokens: int | None = None
-    timeout_s: float | None = None
+    timeout_s: float | None = 600.0
+    attempt_timeout_s: float | None = None
     max_dependency_tokens: int | None = 4000
     max_steps: int | None = None
     max_tokens_per_step: int | None = None
+    max_model_calls: int | None = 64
     max_output_files: int | None = None
     max_output_size_bytes: int | None = None
     answer_at_max_steps: bool = False
     retries: int = 2
 
     def __post_init__(self) -> None:
-        for name in ("max_steps", "max_tokens_per_step", "max_output_files"):
+        for name in ("max_steps", "max_tokens_per_step", "max_output_files", "max_model_calls"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ConfigError("must be at least 1", field=f"limits.{name}")
@@ -181,8 +194,10 @@ class AgentLimits:
             raise ConfigError("must be at least 1", field="limits.max_output_tokens")
         if self.max_prompt_tokens is not None and self.max_prompt_tokens < 1:
             raise ConfigError("must be at least 1", field="limits.max_prompt_tokens")
-        if self.timeout_s is not None and self.timeout_s <= 0:
-            raise ConfigError("must be positive", field="limits.timeout_s")
+        for name in ("timeout_s", "attempt_timeout_s"):
+            value = getattr(self, name)
+            if value is not None and not 0 < value < 10**7:
+                raise ConfigError("must be a positive number of seconds", field=f"limits.{name}")
         if self.max_dependency_tokens is not None and self.max_dependency_tokens < 1:
             raise ConfigError("must be at least 1", field="limits.max_dependency_tokens")
         if self.retries < 0:

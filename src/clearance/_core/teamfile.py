@@ -32,10 +32,12 @@ class LimitsSpec(_Strict):
 
     max_output_tokens: int = Field(default=512, ge=1)
     max_prompt_tokens: int | None = Field(default=None, ge=1)
-    timeout_s: float | None = Field(default=None, gt=0)
+    timeout_s: float | None = Field(default=600.0, gt=0, lt=10**7)
+    attempt_timeout_s: float | None = Field(default=None, gt=0, lt=10**7)
     max_dependency_tokens: int | None = Field(default=4000, ge=1)
     max_steps: int | None = Field(default=None, ge=1)
     max_tokens_per_step: int | None = Field(default=None, ge=1)
+    max_model_calls: int | None = Field(default=64, ge=1)
     max_output_files: int | None = Field(default=None, ge=1)
     max_output_size_bytes: int | None = Field(default=None, ge=0)
     answer_at_max_steps: bool = False

@@ -13,10 +13,9 @@ so ``clearance verify`` checks it.
 
 from __future__ import annotations
 
-import time
-from datetime import UTC, datetime
 from typing import Any
 
+from clearance._agents.caller import ModelCaller
 from clearance._context.builder import ContextBuilder
 from clearance._context.window import CompressionRecord, ContextWindowMonitor, Strategy
 from clearance._core.errors import ConfigError, LimitExceeded
@@ -28,7 +27,7 @@ from clearance._state.conversation import ConversationMemory, Turn
 from clearance._state.ledger import RunLedger
 from clearance._state.memory import MemoryRecord, PersistentMemory
 from clearance._state.team_conversation import TeamConversation
-from clearance.models._base import ChatModel, ModelRequest, ModelResponse
+from clearance.models._base import ChatModel
 
 __all__ = ["AgentChat"]
 
@@ -105,6 +104,7 @@ class AgentChat:
         self.compressions: list[CompressionRecord] = []
         self.prompts: list[Prompt] = []
         self._pending: list[CompressionRecord] = []
+        self.caller = ModelCaller(ledger=ledger, run_id=self.run_id if ledger else None)
         if ledger is not None:
             ledger.start_run(
                 run_id=self.run_id,
@@ -152,8 +152,8 @@ class AgentChat:
                 memories = memories[:-1]  # leave out the least relevant recalled record
         self._pending = []
         self.prompts.append(prompt)
-        response = await self._call(
-            ModelRequest(prompt=prompt, max_tokens=self.agent.limits.max_output_tokens)
+        response = await self.caller.call(
+            subject=prompt.manifest.subject, agent=self.agent, model=self.model, prompt=prompt
         )
         answer = Turn(
             id=new_id("turn"), role="assistant", content=response.text, author=self.agent.name
@@ -166,7 +166,9 @@ class AgentChat:
 
     async def _compress(self) -> None:
         record = await self.monitor.after_turn(
-            agent=self.agent, conversation=self.conversation, model=_Recorded(self)
+            agent=self.agent,
+            conversation=self.conversation,
+            summarize_with=self.caller.summarizer(self.agent, self.model),
         )
         if record is not None:
             self.compressions.append(record)
@@ -190,43 +192,3 @@ class AgentChat:
             found.extend(self.team.view(text))
         unique = {r.id: r for r in found if r.id not in held}
         return list(unique.values())
-
-    async def _call(self, request: ModelRequest) -> ModelResponse:
-        prompt = request.prompt
-        started, t0 = datetime.now(UTC), time.perf_counter()
-        error: str | None = None
-        response: ModelResponse | None = None
-        try:
-            response = await self.model.request(request)
-            return response
-        except Exception as exc:
-            error = f"{type(exc).__name__}: {exc}"
-            raise
-        finally:
-            if self.ledger is not None:
-                self.ledger.record_call(
-                    run_id=self.run_id,
-                    subject=prompt.manifest.subject,
-                    agent=self.agent.name,
-                    model_id=self.model.model_id,
-                    prompt=prompt,
-                    response=response,
-                    error=error,
-                    started_at=started,
-                    latency_s=time.perf_counter() - t0,
-                )
-
-
-class _Recorded:
-    """The chat's model, with every call (the monitor's summaries too) recorded."""
-
-    def __init__(self, chat: AgentChat):
-        self._chat = chat
-        self.model_id = chat.model.model_id
-        self.context_window = chat.model.context_window
-
-    async def request(self, request: ModelRequest) -> ModelResponse:
-        return await self._chat._call(request)
-
-    def count_tokens(self, text: str) -> int:
-        return self._chat.model.count_tokens(text)

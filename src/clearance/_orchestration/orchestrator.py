@@ -7,7 +7,6 @@ import contextlib
 import dataclasses
 import json
 import re
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,8 +14,10 @@ from typing import Any, Literal
 
 from jsonschema.exceptions import best_match
 
+from clearance._agents.caller import CallBudget, ModelCaller
 from clearance._agents.delegation import DelegationChain
 from clearance._agents.loop import AgentLoop, check_tools
+from clearance._agents.retry import RetryPolicy
 from clearance._agents.tools import Tool, tool_name
 from clearance._context.builder import ContextBuilder
 from clearance._context.tool_sections import ToolStep
@@ -24,7 +25,6 @@ from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import (
     ClearanceError,
     ConfigError,
-    LimitExceeded,
     ModelError,
     OutputValidationError,
     PlanError,
@@ -37,12 +37,12 @@ from clearance._orchestration.files import read_task_files
 from clearance._orchestration.planner import PLAN_SCHEMA, parse_plan
 from clearance._orchestration.result import EventKind, RunEvent, RunResult, TaskOutcome
 from clearance._orchestration.resume import (
+    check_resumable,
     load_recorded_run,
     process_identity,
+    recorded_usage,
     restore_messages,
-    resume_run,
 )
-from clearance._orchestration.retry import RetryPolicy, with_retries
 from clearance._orchestration.scheduler import Scheduler
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import RunLedger
@@ -50,7 +50,7 @@ from clearance._state.messages import MessageBus
 from clearance._state.queue import TaskQueue, TaskState, TaskStatus
 from clearance._state.shared_memory import SharedMemory
 from clearance._state.store import ContextStore
-from clearance.models._base import ChatModel, ModelRequest, ModelResponse, Usage
+from clearance.models._base import ChatModel, Usage
 from clearance.models._registry import DEFAULT_MODEL_ID, get_model
 
 __all__ = ["DEFAULT_COORDINATOR", "DEFAULT_GOAL", "Orchestrator"]
@@ -139,11 +139,18 @@ class _Run:
     goal: str
     queue: TaskQueue
     shared: SharedMemory
-    usage: Usage = field(default_factory=Usage)
+    caller: ModelCaller
+    # Usage before this session of the run (the plan's, or a resumed run's earlier calls).
+    base_usage: Usage = field(default_factory=Usage)
     prompt_tokens: dict[str, int] = field(default_factory=dict)
     # The run's prompt builders, one per model (``id(model)``: the model, its builder); a
     # builder renders each result once for all the prompts it enters (see `ContextBuilder`).
     builders: dict[int, tuple[ChatModel, ContextBuilder]] = field(default_factory=dict)
+
+    @property
+    def usage(self) -> Usage:
+        """Tokens of every call of the run so far."""
+        return self.base_usage + self.caller.usage
 
 
 class Orchestrator:
@@ -285,17 +292,18 @@ class Orchestrator:
             run_id=run_id, team=self.team.name, goal=goal, graph=None, config=self._config()
         )
         self._emit("run_started", run_id, detail="planning")
+        caller = self._caller(run_id)
         try:
-            graph, plan_usage = await self._plan(run_id, goal)
+            graph = await self._plan(caller, goal)
         except ClearanceError as exc:
             self.ledger.finish_run(
-                run_id, status="failed", synthesis=None, usage=Usage(), error=str(exc)
+                run_id, status="failed", synthesis=None, usage=caller.usage, error=str(exc)
             )
             self._emit("run_finished", run_id, detail=str(exc))
             raise
         self.ledger.set_graph(run_id, graph.to_dict())
         self._emit("plan_ready", run_id, detail=f"{len(graph)} tasks")
-        return await self._execute(run_id, graph, goal, usage=plan_usage)
+        return await self._execute(run_id, graph, goal, usage=caller.usage)
 
     @classmethod
     def from_run(
@@ -377,11 +385,58 @@ class Orchestrator:
                 agent this team lacks, or the record is damaged.
             PlanError: The run had no plan yet, and the coordinator's new plan is invalid.
         """
-        return await resume_run(self, run_id, force=force)
+        ledger = self.ledger
+        recorded = load_recorded_run(ledger, run_id)
+        record = recorded.record
+        run_id = record.run_id
+        check_resumable(record, force=force)
+        if not self.messages.all():
+            for message in recorded.messages:
+                self.messages.restore(message)
+        if recorded.graph is not None:
+            self._check_graph(recorded.graph)
+        elif record.goal is None:
+            raise ConfigError(f"run {run_id} has neither a task graph nor a goal", field="run")
+        else:
+            self._resolve_models()
+        # The run's usage counts every call, those of the earlier sessions included.
+        usage, prompt_tokens = recorded_usage(ledger, recorded)
+        ledger.reopen_run(run_id, process=process_identity())
+        total = len(recorded.graph) if recorded.graph is not None else 0
+        done = len(recorded.completed)
+        self._emit(
+            "run_started", run_id, detail=f"resumed: {done} of {total} tasks already completed"
+        )
+        graph = recorded.graph
+        if graph is None:
+            assert record.goal is not None
+            caller = self._caller(run_id)
+            try:
+                graph = await self._plan(caller, record.goal)
+            except ClearanceError as exc:
+                usage = usage + caller.usage
+                ledger.finish_run(run_id, status="failed", synthesis=None, usage=usage,
+                                  error=str(exc))  # fmt: skip
+                raise
+            usage = usage + caller.usage
+            ledger.set_graph(run_id, graph.to_dict())
+        return await self._execute(
+            run_id,
+            graph,
+            record.goal or DEFAULT_GOAL,
+            usage=usage,
+            completed=recorded.completed,
+            prompt_tokens=prompt_tokens,
+        )
 
     # -- planning -----------------------------------------------------------------------
 
-    async def _plan(self, run_id: str, goal: str) -> tuple[TaskGraph, Usage]:
+    async def _plan(self, caller: ModelCaller, goal: str) -> TaskGraph:
+        """Ask the coordinator for a plan (one repair attempt); its calls go through ``caller``.
+
+        Raises:
+            PlanError: The plan is still invalid after the repair attempt.
+        """
         coordinator = self.team.coordinator or DEFAULT_COORDINATOR
         model = self._model_for(coordinator)
         builder = ContextBuilder(count_tokens=model.count_tokens, memory_groups=self._memory_groups)
@@ -389,7 +444,6 @@ class Orchestrator:
         if not names:
             raise ConfigError("the team has no agents to assign tasks to", field="agents")
         feedback: str | None = None
-        usage = Usage()
         for _attempt in range(2):
             prompt = builder.build_plan_prompt(
                 goal,
@@ -398,12 +452,12 @@ class Orchestrator:
                 feedback=feedback,
                 max_prompt_tokens=self._budget(coordinator, model),
             )
-            response = await self._call(
-                run_id, "plan", coordinator, model, prompt, json_schema=PLAN_SCHEMA
-            )
-            usage = usage + response.usage
+            response = await caller.call(
+                subject="plan", agent=coordinator, model=model, prompt=prompt,
+                json_schema=PLAN_SCHEMA,
+            )  # fmt: skip
             try:
-                return parse_plan(response.text, agents=names), usage
+                return parse_plan(response.text, agents=names)
             except ValueError as exc:
                 reason = str(exc)
                 feedback = f"Your answer was:\n{response.text}\n\nIt was rejected: {reason}"
@@ -426,7 +480,8 @@ class Orchestrator:
             goal=goal,
             queue=TaskQueue(graph, clock=self._clock, completed=completed),
             shared=SharedMemory(clock=self._clock),
-            usage=usage or Usage(),
+            caller=self._caller(run_id),
+            base_usage=usage or Usage(),
             prompt_tokens=dict(prompt_tokens or {}),
         )
         ledger = self.ledger
@@ -543,14 +598,16 @@ class Orchestrator:
             files = read_task_files(self.input_root, task.files)
         builder = self._builder(run, model)
         schema = task.output_schema
+        budget = CallBudget(agent.limits.max_model_calls, subject=f"task:{task.id}")
 
         async def attempt(repair: str | None = None) -> str:
             if agent.uses_tools:
-                return await self._run_tool_loop(run, task, agent, builder, files, repair)
+                return await self._run_tool_loop(run, task, agent, builder, files, repair, budget)
             prompt = self._task_prompt(run, task, agent, builder, files, repair)
-            response = await self._call(
-                run.run_id, f"task:{task.id}", agent, model, prompt, json_schema=schema, run=run
-            )
+            response = await run.caller.call(
+                subject=f"task:{task.id}", agent=agent, model=model, prompt=prompt,
+                json_schema=schema, budget=budget,
+            )  # fmt: skip
             return response.text.strip()
 
         text = await attempt()
@@ -603,22 +660,12 @@ class Orchestrator:
         builder: ContextBuilder,
         files: Mapping[str, str] | None,
         repair: str | None,
+        budget: CallBudget,
     ) -> str:
         """Run a tool-using agent's loop for one task attempt; return its final answer."""
 
         def build(specs: tuple[dict[str, Any], ...], steps: list[ToolStep]) -> Prompt:
             return self._task_prompt(run, task, agent, builder, files, repair, specs, steps)
-
-        async def call_model(
-            run_id: str,
-            subject: str,
-            agent: Agent,
-            model: ChatModel,
-            prompt: Prompt,
-            *,
-            tools: tuple[dict[str, Any], ...] = (),
-        ) -> ModelResponse:
-            return await self._call(run_id, subject, agent, model, prompt, run=run, tools=tools)
 
         loop = AgentLoop(
             run_id=run.run_id,
@@ -627,7 +674,8 @@ class Orchestrator:
             store=self.store,
             user_tools=self._tools,
             model_for=self._model_for,
-            call_model=call_model,
+            caller=run.caller,
+            call_budget=budget,
             budget=self._budget,
         )
         chain = DelegationChain(origin=agent.name)
@@ -646,8 +694,8 @@ class Orchestrator:
                 shared_memory=run.shared,
                 max_prompt_tokens=self._budget(coordinator, model),
             )
-            response = await self._call(
-                run.run_id, "synthesis", coordinator, model, prompt, run=run
+            response = await run.caller.call(
+                subject="synthesis", agent=coordinator, model=model, prompt=prompt
             )
         except ClearanceError as exc:
             return None, f"synthesis failed: {exc}"
@@ -658,102 +706,11 @@ class Orchestrator:
 
     # -- model calls --------------------------------------------------------------------
 
-    async def _call(
-        self,
-        run_id: str,
-        subject: str,
-        agent: Agent,
-        model: ChatModel,
-        prompt: Prompt,
-        *,
-        json_schema: dict[str, Any] | None = None,
-        run: _Run | None = None,
-        tools: tuple[dict[str, Any], ...] = (),
-    ) -> ModelResponse:
-        """One model call, retried on transient errors; every attempt is recorded in the ledger.
-
-        Raises:
-            ModelError: The model failed (after the agent's ``limits.retries`` retries if the
-                error was transient).
-            LimitExceeded: The last attempt took longer than ``limits.timeout_s``.
-        """
-        request = ModelRequest(
-            prompt=prompt,
-            max_tokens=agent.limits.max_output_tokens,
-            json_schema=json_schema,
-            tools=tools,
+    def _caller(self, run_id: str) -> ModelCaller:
+        """The run's `ModelCaller`: every model call of the run goes through it."""
+        return ModelCaller(
+            ledger=self.ledger, run_id=run_id, retry_policy=self.retry_policy, clock=self._clock
         )
-        attempts = agent.limits.retries + 1
-
-        async def attempt(number: int) -> ModelResponse:
-            return await self._attempt(
-                run_id, subject, agent, model, request, attempt=f"attempt {number} of {attempts}"
-            )
-
-        response = await with_retries(
-            attempt, retries=agent.limits.retries, policy=self.retry_policy
-        )
-        if run is not None:
-            run.usage = run.usage + response.usage
-        return response
-
-    async def _attempt(
-        self,
-        run_id: str,
-        subject: str,
-        agent: Agent,
-        model: ChatModel,
-        request: ModelRequest,
-        *,
-        attempt: str,
-    ) -> ModelResponse:
-        """One attempt of a model call, recorded in the ledger whether it succeeds or fails."""
-        prompt = request.prompt
-        started_at = self._clock()
-        t0 = time.perf_counter()
-        timeout = agent.limits.timeout_s
-        try:
-            try:
-                if timeout is None:
-                    response = await model.request(request)
-                else:
-                    response = await asyncio.wait_for(model.request(request), timeout)
-            except TimeoutError as exc:
-                raise LimitExceeded(
-                    "timeout_s",
-                    value=round(time.perf_counter() - t0, 3),
-                    maximum=timeout or 0,
-                    subject=subject,
-                ) from exc
-            except ClearanceError:
-                raise
-            except ConnectionError as exc:
-                raise ModelError(
-                    f"{type(exc).__name__}: {exc}", model_id=model.model_id, transient=True
-                ) from exc
-            except Exception as exc:
-                raise ModelError(f"{type(exc).__name__}: {exc}", model_id=model.model_id) from exc
-            try:
-                response.text.encode("utf-8")
-            except UnicodeEncodeError as exc:
-                # Lone surrogates: not text any store (or the next prompt) can hold.
-                raise ModelError(
-                    f"the completion is not valid Unicode ({exc.reason} at position {exc.start})",
-                    model_id=model.model_id,
-                ) from exc
-        except ClearanceError as exc:
-            self.ledger.record_call(
-                run_id=run_id, subject=subject, agent=agent.name, model_id=model.model_id,
-                prompt=prompt, response=None, error=f"{attempt}: {exc}", started_at=started_at,
-                latency_s=time.perf_counter() - t0,
-            )  # fmt: skip
-            raise
-        self.ledger.record_call(
-            run_id=run_id, subject=subject, agent=agent.name, model_id=model.model_id,
-            prompt=prompt, response=response, error=None, started_at=started_at,
-            latency_s=time.perf_counter() - t0,
-        )  # fmt: skip
-        return response
 
     # -- helpers ------------------------------------------------------------------------
 

@@ -12,26 +12,23 @@ import os
 import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from clearance._core.errors import ClearanceError, ConfigError
 from clearance._core.spec import Agent, AgentLimits, Team
-from clearance._orchestration.result import RunResult
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import RunLedger, RunRecord
 from clearance._state.messages import Message, MessageBus
 from clearance._state.queue import TaskStatus
 from clearance.models._base import Usage
 
-if TYPE_CHECKING:
-    from clearance._orchestration.orchestrator import Orchestrator
-
 __all__ = [
     "RecordedRun",
+    "check_resumable",
     "load_recorded_run",
     "process_identity",
+    "recorded_usage",
     "restore_messages",
-    "resume_run",
 ]
 
 
@@ -206,64 +203,30 @@ def restore_messages(messages: tuple[Message, ...]) -> MessageBus:
     return bus
 
 
-async def resume_run(orchestrator: Orchestrator, run_id: str, *, force: bool = False) -> RunResult:
-    """Finish a recorded run with ``orchestrator`` (the body of `Orchestrator.resume`).
+def check_resumable(record: RunRecord, *, force: bool = False) -> None:
+    """Refuse to resume a run that completed or that a live process may still be running.
 
     Raises:
-        StoreError: No run (or several) match ``run_id``, or the database failed.
-        ConfigError: The run already completed, is still running in a live process (unless
-            ``force``), a task names an agent the team lacks, or the record is damaged.
-        PlanError: The run had no plan yet, and the coordinator's new plan is invalid.
+        ConfigError: The run already completed, or is still running in a live process on
+            this host or was started on another host (unless ``force``).
     """
-    from clearance._orchestration.orchestrator import DEFAULT_GOAL
-
-    ledger = orchestrator.ledger
-    recorded = load_recorded_run(ledger, run_id)
-    record = recorded.record
-    run_id = record.run_id
     if record.status == "completed":
-        raise ConfigError(f"run {run_id} already completed; nothing to resume", field="run")
+        raise ConfigError(f"run {record.run_id} already completed; nothing to resume", field="run")
     if not force:
         _refuse_live_run(record)
-    if not orchestrator.messages.all():
-        for message in recorded.messages:
-            orchestrator.messages.restore(message)
-    if recorded.graph is not None:
-        orchestrator._check_graph(recorded.graph)
-    elif record.goal is None:
-        raise ConfigError(f"run {run_id} has neither a task graph nor a goal", field="run")
-    else:
-        orchestrator._resolve_models()
-    # The run's usage counts every call, those of the earlier sessions included.
+
+
+def recorded_usage(ledger: RunLedger, recorded: RecordedRun) -> tuple[Usage, dict[str, int]]:
+    """The usage of every recorded call of a run, and the prompt tokens of its kept tasks.
+
+    Returns:
+        ``(usage, {task id: prompt tokens})`` for the tasks recorded ``completed``.
+    """
     usage = Usage()
     prompt_tokens: dict[str, int] = {}
-    for call in ledger.calls(run_id):
+    for call in ledger.calls(recorded.record.run_id):
         usage = usage + call.usage
         task_id = call.subject.removeprefix("task:")
         if call.subject.startswith("task:") and task_id in recorded.completed and not call.error:
             prompt_tokens[task_id] = int(call.manifest.get("total_tokens", 0))
-    ledger.reopen_run(run_id, process=process_identity())
-    total = len(recorded.graph) if recorded.graph is not None else 0
-    orchestrator._emit(
-        "run_started",
-        run_id,
-        detail=f"resumed: {len(recorded.completed)} of {total} tasks already completed",
-    )
-    graph = recorded.graph
-    if graph is None:
-        assert record.goal is not None
-        try:
-            graph, plan_usage = await orchestrator._plan(run_id, record.goal)
-        except ClearanceError as exc:
-            ledger.finish_run(run_id, status="failed", synthesis=None, usage=usage, error=str(exc))
-            raise
-        usage = usage + plan_usage
-        ledger.set_graph(run_id, graph.to_dict())
-    return await orchestrator._execute(
-        run_id,
-        graph,
-        record.goal or DEFAULT_GOAL,
-        usage=usage,
-        completed=recorded.completed,
-        prompt_tokens=prompt_tokens,
-    )
+    return usage, prompt_tokens

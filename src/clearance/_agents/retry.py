@@ -2,8 +2,9 @@
 
 Built on tenacity. An error is transient when a retry of the same call may succeed: a
 `ModelError` whose ``transient`` field is set by its provider (connection errors, provider
-timeouts, HTTP 429 and 5xx) and the orchestrator's own per-call timeout (`LimitExceeded` on
-``timeout_s``). Every other error, HTTP 4xx client errors included, fails at once.
+timeouts, HTTP 429 and 5xx) and an attempt abandoned at ``attempt_timeout_s`` (`LimitExceeded`
+on ``attempt_timeout_s``). Every other error, HTTP 4xx client errors included, fails at once;
+so does the call's own deadline (``timeout_s``), which covers every attempt.
 """
 
 from __future__ import annotations
@@ -73,11 +74,12 @@ def is_transient(exc: BaseException) -> bool:
     """Whether retrying the call that raised ``exc`` may succeed.
 
     True for a `ModelError` with ``transient`` set and for a `LimitExceeded` on
-    ``timeout_s`` (the orchestrator's per-call timeout); false for anything else.
+    ``attempt_timeout_s`` (one attempt abandoned); false for anything else, the call's
+    deadline (``timeout_s``) included.
     """
     if isinstance(exc, ModelError):
         return exc.transient
-    return isinstance(exc, LimitExceeded) and exc.limit == "timeout_s"
+    return isinstance(exc, LimitExceeded) and exc.limit == "attempt_timeout_s"
 
 
 def retry_after_s(exc: BaseException) -> float | None:

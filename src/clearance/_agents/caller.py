@@ -1,0 +1,328 @@
+"""`ModelCaller`: the one way a model is called.
+
+Every model call of the project (a task, a tool-loop step, a delegate, an isolated subagent,
+a clarification, a spawned child, a memory summary, the plan and the synthesis) goes through
+`ModelCaller.call`, which applies the calling agent's limits in one place:
+
+- ``max_model_calls``: a `CallBudget` shared by everything one task causes (its tool loop,
+  its delegates, its clarification rounds and its spawned children), so a model that answers
+  with many delegate or spawn calls per turn cannot fan out without bound;
+- ``max_output_tokens`` and ``max_tokens_per_step``: the completion limit sent, and checked
+  against the usage the provider reports;
+- ``timeout_s``: the deadline of the whole call, every attempt and backoff included;
+  ``attempt_timeout_s``: the most one attempt may take before it is abandoned and retried;
+- ``retries``: transient errors are retried with backoff (see `with_retries`);
+
+then translates provider errors into `ModelError`, validates what came back (Unicode text,
+token counts within range), adds the usage up, and records every attempt in the ledger
+(failed ones with their error), so the ledger shows every request that left the process.
+The shape follows pydantic-ai's ``WrapperModel`` and ``UsageLimits``: one wrapper around
+the model, limits that carry their own checks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from clearance._agents.retry import RetryPolicy, with_retries
+from clearance._context.window import SummaryCall
+from clearance._core.clock import Clock, utc_now
+from clearance._core.errors import ClearanceError, LimitExceeded, ModelError
+from clearance._core.prompt import Prompt
+from clearance._core.spec import Agent
+from clearance.models._base import ChatModel, ModelRequest, ModelResponse, Usage
+
+__all__ = ["MAX_REPORTED_TOKENS", "CallBudget", "CallRecorder", "ModelCaller"]
+
+MAX_REPORTED_TOKENS = 10**9
+"""Most tokens a provider may report for one call; more (or fewer than 0) is a `ModelError`."""
+
+
+class CallRecorder(Protocol):
+    """Where model calls are recorded (`RunLedger`, `NullLedger`)."""
+
+    def record_call(
+        self,
+        *,
+        run_id: str,
+        subject: str,
+        agent: str,
+        model_id: str,
+        prompt: Prompt,
+        response: ModelResponse | None,
+        error: str | None,
+        started_at: datetime,
+        latency_s: float,
+    ) -> str:
+        """Record one attempt of a model call; return the call's id."""
+        ...
+
+
+class CallBudget:
+    """Counts the model calls one task causes, against its agent's ``max_model_calls``.
+
+    One budget is shared by a task's tool loop, its delegates, its clarification rounds and
+    its spawned children. Retries of one call are not counted again.
+
+    Args:
+        maximum: Most calls; ``None`` for no cap.
+        subject: What the budget belongs to (``task:<id>``), named in the error.
+    """
+
+    def __init__(self, maximum: int | None, *, subject: str) -> None:
+        self.maximum = maximum
+        self.subject = subject
+        self.used = 0
+
+    def take(self) -> None:
+        """Count one more call.
+
+        Raises:
+            LimitExceeded: ``limit="max_model_calls"``: the call would be one too many.
+        """
+        if self.maximum is not None and self.used >= self.maximum:
+            raise LimitExceeded(
+                "max_model_calls", value=self.used + 1, maximum=self.maximum, subject=self.subject
+            )
+        self.used += 1
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Call:
+    """One call's fixed parts, shared by its attempts."""
+
+    subject: str
+    agent: Agent
+    model: ChatModel
+    request: ModelRequest
+    attempts: int
+
+
+class ModelCaller:
+    """Calls models under their agents' limits, retrying, validating and recording each call.
+
+    Args:
+        ledger: Where every attempt is recorded; ``None`` records nothing.
+        run_id: The run the calls belong to (already started in ``ledger``); required
+            with a ledger.
+        retry_policy: Backoff between attempts; ``None`` means `RetryPolicy()`.
+        clock: Timestamps of the records (aware UTC).
+        monotonic: Seconds counter for latencies and deadlines.
+
+    Attributes:
+        usage: Tokens of every successful call made through this caller.
+    """
+
+    def __init__(
+        self,
+        *,
+        ledger: CallRecorder | None = None,
+        run_id: str | None = None,
+        retry_policy: RetryPolicy | None = None,
+        clock: Clock = utc_now,
+        monotonic: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        if ledger is not None and run_id is None:
+            raise ValueError("a ModelCaller that records needs the run_id")
+        self.ledger = ledger
+        self.run_id = run_id
+        self.retry_policy = retry_policy if retry_policy is not None else RetryPolicy()
+        self.usage = Usage()
+        self._clock = clock
+        self._monotonic = monotonic
+
+    async def call(
+        self,
+        *,
+        subject: str,
+        agent: Agent,
+        model: ChatModel,
+        prompt: Prompt,
+        json_schema: dict[str, Any] | None = None,
+        tools: tuple[dict[str, Any], ...] = (),
+        max_tokens: int | None = None,
+        temperature: float = 0.0,
+        budget: CallBudget | None = None,
+    ) -> ModelResponse:
+        """Make one model call for ``agent`` with ``prompt`` (built by the `ContextBuilder`).
+
+        Args:
+            subject: What the call is for (``task:<id>``, ``delegation:<call id>``,
+                ``isolated:<task id>``, ``child:<id>``, ``synthesis``...); recorded.
+            agent: Whose limits apply and in whose name the call is recorded.
+            model: The model to call.
+            prompt: The prompt (its manifest is recorded with the call).
+            json_schema: Ask for a JSON answer matching this schema.
+            tools: Tools offered, in the OpenAI function-calling format.
+            max_tokens: Most tokens to generate; ``None`` means the agent's
+                ``max_output_tokens`` (never more than its ``max_tokens_per_step``).
+            temperature: Sampling temperature.
+            budget: The task's call budget, charged one call; ``None`` for none.
+
+        Returns:
+            The response of the first successful attempt.
+
+        Raises:
+            LimitExceeded: ``max_model_calls`` (nothing is sent), ``timeout_s`` (the call's
+                deadline passed), ``attempt_timeout_s`` (the last attempt was abandoned) or
+                ``max_tokens_per_step`` (the model reported more completion tokens).
+            ModelError: The model failed (after the agent's retries if transient), or
+                returned text that is not valid Unicode or token counts out of range.
+        """
+        if budget is not None:
+            budget.take()
+        limits = agent.limits
+        cap = limits.max_output_tokens if max_tokens is None else max_tokens
+        if limits.max_tokens_per_step is not None:
+            cap = min(cap, limits.max_tokens_per_step)
+        request = ModelRequest(
+            prompt=prompt,
+            max_tokens=cap,
+            json_schema=json_schema,
+            tools=tools,
+            temperature=temperature,
+        )
+        call = _Call(
+            subject=subject, agent=agent, model=model, request=request, attempts=limits.retries + 1
+        )
+        started = self._monotonic()
+
+        async def attempt(number: int) -> ModelResponse:
+            return await self._attempt(call, number, started)
+
+        response = await with_retries(attempt, retries=limits.retries, policy=self.retry_policy)
+        self.usage = self.usage + response.usage
+        return response
+
+    def summarizer(self, agent: Agent, model: ChatModel) -> SummaryCall:
+        """A `SummaryCall` for the context-window monitor: each summary is a call made here.
+
+        The call's subject is the prompt's (``summary:<agent>``); its ``max_tokens`` is the
+        monitor's summary budget (within the agent's ``max_tokens_per_step``).
+        """
+
+        async def summarize(prompt: Prompt, *, max_tokens: int) -> str:
+            response = await self.call(
+                subject=prompt.manifest.subject, agent=agent, model=model, prompt=prompt,
+                max_tokens=max_tokens,
+            )  # fmt: skip
+            return response.text
+
+        return summarize
+
+    async def _attempt(self, call: _Call, number: int, started: float) -> ModelResponse:
+        """One attempt, recorded whether it succeeds or fails."""
+        started_at, t0 = self._clock(), self._monotonic()
+        error: str | None = None
+        response: ModelResponse | None = None
+        try:
+            response = await self._send(call, started)
+            _check_response(call, response)
+            return response
+        except ClearanceError as exc:
+            error = f"attempt {number} of {call.attempts}: {exc}"
+            raise
+        except BaseException:  # cancelled (Ctrl-C, a sibling's failure): the request left
+            error = f"attempt {number} of {call.attempts}: cancelled"
+            raise
+        finally:
+            if self.ledger is not None:
+                assert self.run_id is not None
+                self.ledger.record_call(
+                    run_id=self.run_id, subject=call.subject, agent=call.agent.name,
+                    model_id=call.model.model_id, prompt=call.request.prompt,
+                    response=response if error is None else None, error=error,
+                    started_at=started_at, latency_s=self._monotonic() - t0,
+                )  # fmt: skip
+
+    async def _send(self, call: _Call, started: float) -> ModelResponse:
+        """Send the request within the attempt's time; translate the provider's errors."""
+        limits = call.agent.limits
+        t0 = self._monotonic()
+        remaining = None
+        if limits.timeout_s is not None:
+            remaining = limits.timeout_s - (t0 - started)
+            if remaining <= 0:
+                raise _deadline(call, t0 - started)
+        wait = remaining
+        if limits.attempt_timeout_s is not None and (
+            wait is None or limits.attempt_timeout_s < wait
+        ):
+            wait = limits.attempt_timeout_s
+        try:
+            async with asyncio.timeout(wait):
+                return await call.model.request(call.request)
+        except TimeoutError as exc:
+            elapsed = self._monotonic() - started
+            if remaining is not None and wait == remaining:
+                raise _deadline(call, elapsed) from exc
+            raise LimitExceeded(
+                "attempt_timeout_s",
+                value=round(self._monotonic() - t0, 3),
+                maximum=limits.attempt_timeout_s or 0,
+                subject=call.subject,
+            ) from exc
+        except ClearanceError:
+            raise
+        except ConnectionError as exc:
+            raise ModelError(
+                f"{type(exc).__name__}: {exc}", model_id=call.model.model_id, transient=True
+            ) from exc
+        except Exception as exc:
+            raise ModelError(f"{type(exc).__name__}: {exc}", model_id=call.model.model_id) from exc
+
+
+def _deadline(call: _Call, elapsed: float) -> LimitExceeded:
+    return LimitExceeded(
+        "timeout_s",
+        value=round(elapsed, 3),
+        maximum=call.agent.limits.timeout_s or 0,
+        subject=call.subject,
+    )
+
+
+def _check_response(call: _Call, response: ModelResponse) -> None:
+    """Refuse what no later step can hold: bad Unicode, absurd usage, an over-long answer.
+
+    Raises:
+        ModelError: Lone surrogates in the text or a tool call's arguments; token counts
+            that are not integers in ``[0, MAX_REPORTED_TOKENS]``.
+        LimitExceeded: ``max_tokens_per_step``.
+    """
+    model_id = call.model.model_id
+    try:
+        response.text.encode("utf-8")
+        for tool_call in response.tool_calls:
+            tool_call.name.encode("utf-8")
+            json.dumps(tool_call.arguments, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ModelError(
+            f"the completion is not valid Unicode ({exc.reason} at position {exc.start})",
+            model_id=model_id,
+        ) from exc
+    usage = response.usage
+    for name in ("requests", "prompt_tokens", "completion_tokens"):
+        value = getattr(usage, name)
+        if (
+            not isinstance(value, int)
+            or isinstance(value, bool)
+            or not 0 <= value <= MAX_REPORTED_TOKENS
+        ):
+            raise ModelError(
+                f"the model server reported an impossible usage: {name}={value!r}",
+                model_id=model_id,
+            )
+    per_step = call.agent.limits.max_tokens_per_step
+    if per_step is not None and usage.completion_tokens > per_step:
+        raise LimitExceeded(
+            "max_tokens_per_step",
+            value=usage.completion_tokens,
+            maximum=per_step,
+            subject=call.subject,
+        )
