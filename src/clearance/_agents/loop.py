@@ -17,7 +17,7 @@ A delegate runs with a fresh context (the delegated task text only) and the exte
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from clearance._agents.caller import CallBudget, ModelCaller
@@ -30,9 +30,11 @@ from clearance._agents.tools import (
     store_tools,
     tool_name,
 )
+from clearance._agents.workspace import Workspace
 from clearance._context.builder import ContextBuilder
 from clearance._context.tool_sections import ToolStep
 from clearance._core.errors import (
+    ClearanceError,
     ConfigError,
     DelegationError,
     DelegationLoopError,
@@ -54,6 +56,17 @@ __all__ = ["AgentLoop", "check_tools"]
 PromptFactory = Callable[[tuple[dict[str, Any], ...], list[ToolStep]], Prompt]
 """Builds one step's prompt from the agent's tool specs and its finished tool steps."""
 
+SPAWN_TOOL = "spawn"
+"""The tool an agent with ``can_spawn`` gets: ``spawn(agent, goal)``."""
+
+WRITE_OUTPUT_TOOL = "write_output"
+"""The built-in tool that writes a file to the agent's own workspace ``outputs/``."""
+
+SpawnCalls = Callable[[Agent, list[tuple[str, dict[str, Any]]]], Awaitable[dict[str, ToolOutput]]]
+"""Runs the ``spawn`` calls of one model turn together: ``(agent, [(call id, arguments)])``
+to the tool output of each call id. The children's results reach the next prompt as
+``child_result:`` items, not as tool results."""
+
 
 def check_tools(team: Team, user_tools: Mapping[str, Tool], store: ContextStore | None) -> None:
     """Refuse, before a run starts, tools that cannot be resolved.
@@ -66,8 +79,9 @@ def check_tools(team: Team, user_tools: Mapping[str, Tool], store: ContextStore 
         for entry in agent.tools:
             name = tool_name(entry)
             where = f"agents.{agent.name}.tools"
-            if isinstance(entry, str) and name not in BUILTIN_TOOL_NAMES and name not in user_tools:
-                known = ", ".join([*BUILTIN_TOOL_NAMES, *sorted(user_tools)])
+            builtin = (*BUILTIN_TOOL_NAMES, WRITE_OUTPUT_TOOL)
+            if isinstance(entry, str) and name not in builtin and name not in user_tools:
+                known = ", ".join([*builtin, *sorted(user_tools)])
                 raise ConfigError(f"unknown tool {name!r} (tools: {known})", field=where)
             if name in BUILTIN_TOOL_NAMES and store is None:
                 raise ConfigError(
@@ -89,6 +103,9 @@ class AgentLoop:
         caller: Makes (and records) every model call.
         call_budget: The task's model-call budget (delegates' calls count toward it).
         budget: An agent's prompt token budget for a model (``None``: no limit).
+        workspace: The agent's own folder, for ``write_output``; ``None`` when it has none.
+        spawn: Runs the ``spawn`` calls of a turn; ``None`` when spawning is not possible
+            here (a spawned child never spawns).
     """
 
     def __init__(
@@ -103,6 +120,8 @@ class AgentLoop:
         caller: ModelCaller,
         call_budget: CallBudget | None,
         budget: Callable[[Agent, ChatModel], int | None],
+        workspace: Workspace | None = None,
+        spawn: SpawnCalls | None = None,
     ):
         self.run_id = run_id
         self.team = team
@@ -113,6 +132,8 @@ class AgentLoop:
         self.caller = caller
         self.call_budget = call_budget
         self.budget = budget
+        self.workspace = workspace
+        self.spawn = spawn
 
     def tools_for(self, agent: Agent, chain: DelegationChain) -> dict[str, Tool]:
         """The agent's tools, by name: only what it opted in to."""
@@ -122,6 +143,8 @@ class AgentLoop:
             name = tool_name(entry)
             if not isinstance(entry, str):
                 tools[name] = Tool.from_function(entry)
+            elif name == WRITE_OUTPUT_TOOL:
+                tools[name] = _write_output_spec()
             elif name in BUILTIN_TOOL_NAMES:
                 if bound is None:
                     if self.store is None:
@@ -133,6 +156,8 @@ class AgentLoop:
                 tools[name] = self.user_tools[name]
         if agent.can_delegate_to:
             tools[DELEGATE_TOOL] = self._delegate_tool(agent, chain)
+        if agent.can_spawn and self.spawn is not None:
+            tools[SPAWN_TOOL] = _spawn_spec(agent)
         return tools
 
     async def run(
@@ -183,14 +208,25 @@ class AgentLoop:
                         "the model returned an empty completion", model_id=model.model_id
                     )
                 return text
-            for call in response.tool_calls:
-                call_id = new_id("tool")
+            ids = [new_id("tool") for _ in response.tool_calls]
+            spawned: dict[str, ToolOutput] = {}
+            batch = [
+                (call_id, call.arguments)
+                for call_id, call in zip(ids, response.tool_calls, strict=True)
+                if call.name == SPAWN_TOOL and SPAWN_TOOL in tools
+            ]
+            if batch and self.spawn is not None:
+                spawned = await self.spawn(agent, batch)
+            for call_id, call in zip(ids, response.tool_calls, strict=True):
                 tool = tools.get(call.name)
                 chain_record: dict[str, Any] | None = None
                 repeated = any(
                     prev.name == call.name and prev.arguments == call.arguments for prev in steps
                 )
-                if repeated and call.name != DELEGATE_TOOL:
+                breach: LimitExceeded | None = None
+                if call_id in spawned:
+                    output = spawned[call_id]
+                elif repeated and call.name != DELEGATE_TOOL:
                     output = ToolOutput(
                         content=f"error: you already called {call.name} with these arguments; "
                         "its result is above. Use it: answer, or call a different tool.",
@@ -206,6 +242,8 @@ class AgentLoop:
                     output, chain_record = await self._delegate(
                         agent, chain, call_id, call.arguments
                     )
+                elif call.name == WRITE_OUTPUT_TOOL:
+                    output, breach = self._write_output(call.arguments)
                 else:
                     output = await tool.call(call.arguments)
                 self.ledger.record_tool_call(
@@ -228,6 +266,8 @@ class AgentLoop:
                     ],
                     chain=chain_record,
                 )
+                if breach is not None:
+                    raise breach
                 steps.append(
                     ToolStep(
                         call_id=call_id,
@@ -328,3 +368,51 @@ class AgentLoop:
                 extended.to_dict(),
             )
         return ToolOutput(content=answer), extended.to_dict()
+
+    # -- workspace ----------------------------------------------------------------------
+
+    def _write_output(self, arguments: dict[str, Any]) -> tuple[ToolOutput, LimitExceeded | None]:
+        """Run ``write_output``: a bad request is a tool error; a breached limit fails the loop."""
+        name, content = arguments.get("name"), arguments.get("content")
+        if not isinstance(name, str) or not isinstance(content, str):
+            return ToolOutput(content="error: write_output needs 'name' and 'content' (text)",
+                              is_error=True), None  # fmt: skip
+        if self.workspace is None:
+            return ToolOutput(content="error: this agent has no workspace", is_error=True), None
+        try:
+            self.workspace.write_output(name, content)
+        except LimitExceeded as exc:
+            return ToolOutput(content=f"error: {exc}", is_error=True), exc
+        except ClearanceError as exc:
+            return ToolOutput(content=f"error: {exc}", is_error=True), None
+        size = len(content.encode("utf-8"))
+        return ToolOutput(content=f"wrote outputs/{name} ({size} bytes)"), None
+
+
+def _write_output_spec() -> Tool:
+    def write_output(name: str, content: str) -> str:  # pragma: no cover - run by the loop
+        raise AssertionError
+
+    spec = Tool.from_function(write_output, name=WRITE_OUTPUT_TOOL)
+    return Tool(
+        name=WRITE_OUTPUT_TOOL,
+        description="Write a text file to your own outputs folder (name: a relative path).",
+        parameters=spec.parameters,
+        run=spec.run,
+    )
+
+
+def _spawn_spec(agent: Agent) -> Tool:
+    def spawn(agent: str, goal: str) -> str:  # pragma: no cover - run by the loop
+        raise AssertionError
+
+    spec = Tool.from_function(spawn, name=SPAWN_TOOL)
+    return Tool(
+        name=SPAWN_TOOL,
+        description=(
+            f"Start a child agent ({', '.join(agent.can_spawn)}) on a self-contained goal. "
+            "The child sees only the goal. Its result appears under 'Results from subagents'."
+        ),
+        parameters=spec.parameters,
+        run=spec.run,
+    )

@@ -10,10 +10,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from clearance._context.architecture import ArchitecturalContext
 from clearance._context.clearance import Clearance
-from clearance._context.isolated import ISOLATED_TRAILER, IsolatedContext
+from clearance._context.isolated import (
+    ISOLATED_TRAILER,
+    SECTION_CHILDREN,
+    SECTION_CONSTRAINTS,
+    IsolatedContext,
+)
 from clearance._context.memory_items import (
     CONVERSATION_TRAILER,
     MEMORY_SECTION,
@@ -69,6 +76,14 @@ PLAN_INSTRUCTIONS = (
     '"assignee": "...", "depends_on": ["..."]}]}.'
 )
 
+
+SECTION_RESULTS = "## Context from prerequisite tasks"
+QUESTION_SECTION = "## Question from the subagent"
+CHILD_GOAL_SECTION = "# Your goal"
+CLARIFICATION_TRAILER = (
+    "A subagent working on the task above asked the question above. Answer it from the "
+    "material above, briefly and precisely. If the material does not hold the answer, say so."
+)
 
 _Block = tuple[ContextItem, str]
 """An admitted item and its block, rendered (`render_block`)."""
@@ -131,6 +146,7 @@ class ContextBuilder:
         tools: Sequence[dict[str, Any]] = (),
         tool_steps: Sequence[ToolStep] = (),
         memories: Sequence[MemoryRecord] = (),
+        child_results: Mapping[str, str] | None = None,
     ) -> Prompt:
         """Build the prompt of one task: its text plus exactly what its clearance admits.
 
@@ -160,6 +176,9 @@ class ContextBuilder:
                 ``store:<namespace>/<key>`` per store entry it read.
             memories: Long-term memory records retrieved for this task; each must be in the
                 clearance's ``memory_scopes``. Rendered under ``## From memory``.
+            child_results: Final results of the children this task spawned (child id →
+                text, as aggregated), under ``## Results from subagents`` (origin
+                ``child_result:<child id>``); never the children's steps.
 
         Returns:
             The prompt, with a manifest of every admitted item.
@@ -175,6 +194,8 @@ class ContextBuilder:
         clearance = Clearance.for_task(
             queue.graph, task.id, agent=agent, memory_groups=self._memory_groups
         )
+        if child_results:
+            clearance = replace(clearance, children=frozenset(child_results))
         if agent.name != task.assignee:
             raise ContextViolation(task.id, f"instructions:{agent.name}")
         subject = f"task:{task.id}"
@@ -189,27 +210,7 @@ class ContextBuilder:
                 raise ContextViolation(task.id, origin)
             file_blocks.append(self._block(origin, path, content))
 
-        result_blocks = []
-        # Only the admitted tasks are looked at (not every task of the run), in graph order.
-        for tid in sorted(clearance.result_task_ids, key=queue.graph.position):
-            state = queue.get(tid)
-            if state.status is not TaskStatus.COMPLETED:
-                continue
-            origin = f"task_result:{tid}"
-            if not clearance.admits(origin):  # pragma: no cover - guarded by the filter above
-                raise ContextViolation(task.id, origin)
-            content = state.result or ""
-            if max_dependency_tokens is not None:
-                tokens = self._count(content)
-                if tokens > max_dependency_tokens:
-                    raise DependencyPayloadError(
-                        dependency=tid,
-                        task_id=task.id,
-                        tokens=tokens,
-                        maximum=max_dependency_tokens,
-                    )
-            heading = f"{state.task.title} (by {state.task.assignee})"
-            result_blocks.append(self._result_block(origin, heading, content))
+        result_blocks = self._result_blocks(task, clearance, queue, max_dependency_tokens)
 
         message_blocks = []
         for message in messages.for_agent(agent.name) if messages else ():
@@ -226,6 +227,7 @@ class ContextBuilder:
             _Section("## Context from prerequisite tasks", tuple(result_blocks)),
             _Section("## Messages from team members", tuple(message_blocks)),
             _Section(MEMORY_SECTION, self._memory_blocks(clearance, task.id, memories)),
+            _Section(SECTION_CHILDREN, self._child_blocks(task.id, clearance, child_results)),
         ]
         if repair is not None:
             origin = f"repair:{task.id}"
@@ -467,6 +469,166 @@ class ContextBuilder:
             clearance_dict=clearance,
         )
 
+    def build_isolated_task_prompt(
+        self,
+        task: Task,
+        *,
+        agent: Agent,
+        queue: TaskQueue,
+        architecture: ArchitecturalContext | None,
+        files: Mapping[str, str] | None = None,
+        clarifications: Sequence[str] = (),
+        child_results: Mapping[str, str] | None = None,
+        max_prompt_tokens: int | None = None,
+        max_dependency_tokens: int | None = None,
+    ) -> Prompt:
+        """Build the prompt of a fresh subagent for an isolated task of a run.
+
+        Layout (the `IsolatedContext` layout, with the task's admitted results added):
+        ``## Project architecture`` (``arch``), ``# Task`` (``task:<id>``), ``## Files``
+        (``file:<path>``), ``## Context from prerequisite tasks`` (``task_result:<id>``,
+        exactly as for a standard task), ``## Constraints`` (``constraint:<n>``),
+        ``## Clarifications`` (``clarification:<n>``), ``## Results from subagents``
+        (``child_result:<id>``), then the closing instruction asking for a ``STATUS:`` line.
+        Nothing about sibling tasks: no other ids, no other results, no count of tasks.
+
+        Args:
+            task: The task (``mode == "isolated"``); it must belong to ``queue.graph``.
+            agent: Its assignee.
+            queue: The run's state (admitted results come from here).
+            architecture: The run's architectural context, or ``None``.
+            files: File contents by path: the task's own files and those served on request.
+            clarifications: Answers to the subagent's earlier questions, in order.
+            child_results: Final results of the task's children.
+            max_prompt_tokens: Token budget of the whole prompt, ``None`` for no limit.
+            max_dependency_tokens: Most tokens of each admitted result.
+
+        Raises:
+            ContextViolation: An item outside the task's clearance.
+            DependencyPayloadError: An admitted result over ``max_dependency_tokens``.
+            LimitExceeded: The prompt exceeds ``max_prompt_tokens``.
+        """
+        clearance = replace(
+            Clearance.for_task(queue.graph, task.id, agent=agent,
+                               memory_groups=self._memory_groups),
+            files=frozenset(task.files) | frozenset(files or {}),
+            clarifications=len(clarifications),
+            children=frozenset(child_results or {}),
+        )  # fmt: skip
+        if agent.name != task.assignee or not clearance.isolated:
+            raise ContextViolation(task.id, f"instructions:{agent.name}")
+        context = IsolatedContext(
+            task_id=task.id,
+            task_description=task.description,
+            architectural_context=architecture,
+            file_contents=dict(files or {}),
+            constraints=task.constraints,
+            clarifications=tuple(clarifications),
+            child_results=dict(child_results or {}),
+        )
+        grouped: dict[str, list[_Block]] = {}
+        for part in context.parts():
+            if part.section == SECTION_CONSTRAINTS and SECTION_RESULTS not in grouped:
+                grouped[SECTION_RESULTS] = list(
+                    self._result_blocks(task, clearance, queue, max_dependency_tokens)
+                )
+            if not clearance.admits(part.origin):
+                raise ContextViolation(task.id, part.origin)
+            grouped.setdefault(part.section, []).append(
+                self._block(part.origin, part.heading, part.content)
+            )
+        if SECTION_RESULTS not in grouped:
+            grouped[SECTION_RESULTS] = list(
+                self._result_blocks(task, clearance, queue, max_dependency_tokens)
+            )
+        sections = [_Section(heading, tuple(blocks)) for heading, blocks in grouped.items()]
+        return self._assemble(
+            f"isolated:{task.id}",
+            agent,
+            sections,
+            ISOLATED_TRAILER,
+            max_prompt_tokens=max_prompt_tokens,
+            clearance=clearance,
+        )
+
+    def build_clarification_prompt(
+        self,
+        task: Task,
+        question: str,
+        *,
+        coordinator: Agent,
+        queue: TaskQueue,
+        max_prompt_tokens: int | None = None,
+        max_dependency_tokens: int | None = None,
+    ) -> Prompt:
+        """Build the coordinator's prompt to answer an isolated subagent's question.
+
+        The coordinator sees what the task is cleared for, and no more: ``# Task``
+        (``task:<id>``), ``## Context from prerequisite tasks`` (the task's admitted
+        results) and ``## Question from the subagent`` (``question:<task id>``). Its answer
+        becomes the subagent's next ``clarification:<n>`` item. Subject
+        ``clarification:<task id>``; the manifest's clearance is the task's.
+
+        Raises:
+            ContextViolation: The task is not isolated.
+            LimitExceeded: The prompt exceeds ``max_prompt_tokens``.
+        """
+        clearance = Clearance.for_task(queue.graph, task.id, memory_groups=self._memory_groups)
+        origin = f"question:{task.id}"
+        if not clearance.admits(origin):
+            raise ContextViolation(task.id, origin)
+        task_block = self._block(f"task:{task.id}", f"{task.title} (task {task.id})",
+                                 task.description)  # fmt: skip
+        sections = [
+            _Section("# Task", (task_block,)),
+            _Section(
+                SECTION_RESULTS,
+                self._result_blocks(task, clearance, queue, max_dependency_tokens),
+            ),
+            _Section(QUESTION_SECTION, (self._block(origin, "Question", question),)),
+        ]
+        return self._assemble(
+            f"clarification:{task.id}",
+            coordinator,
+            sections,
+            CLARIFICATION_TRAILER,
+            max_prompt_tokens=max_prompt_tokens,
+            clearance=clearance,
+        )
+
+    def build_child_prompt(
+        self,
+        child_id: str,
+        goal: str,
+        *,
+        agent: Agent,
+        tools: Sequence[dict[str, Any]] = (),
+        tool_steps: Sequence[ToolStep] = (),
+        max_prompt_tokens: int | None = None,
+    ) -> Prompt:
+        """Build a spawned child's prompt: its goal, and its own tool calls' results only.
+
+        Layout: the child agent's instructions; ``# Your goal`` (``child_goal:<child
+        id>``); its tools and their results, as in a task prompt. Subject ``child:<id>``.
+        Nothing of the parent's context reaches it.
+
+        Raises:
+            LimitExceeded: The prompt exceeds ``max_prompt_tokens``.
+        """
+        clearance = Clearance.for_child(child_id, agent)
+        sections = [
+            _Section(CHILD_GOAL_SECTION, (self._block(f"child_goal:{child_id}", "Goal", goal),)),
+            *self._tool_sections(clearance, tools, tool_steps),
+        ]
+        return self._assemble(
+            f"child:{child_id}",
+            agent,
+            sections,
+            TOOL_TRAILER if tools else TASK_TRAILER,
+            max_prompt_tokens=max_prompt_tokens,
+            clearance=clearance,
+        )
+
     def build_conversation_prompt(
         self,
         *,
@@ -532,6 +694,48 @@ class ContextBuilder:
         )
 
     # -- internals -----------------------------------------------------------------------
+
+    def _result_blocks(
+        self,
+        task: Task,
+        clearance: Clearance,
+        queue: TaskQueue,
+        max_dependency_tokens: int | None,
+    ) -> tuple[_Block, ...]:
+        """The blocks of the completed results ``clearance`` admits, in graph order."""
+        blocks = []
+        # Only the admitted tasks are looked at (not every task of the run), in graph order.
+        for tid in sorted(clearance.result_task_ids, key=queue.graph.position):
+            state = queue.get(tid)
+            if state.status is not TaskStatus.COMPLETED:
+                continue
+            origin = f"task_result:{tid}"
+            if not clearance.admits(origin):  # pragma: no cover - guarded by the filter above
+                raise ContextViolation(task.id, origin)
+            content = state.result or ""
+            if max_dependency_tokens is not None:
+                tokens = self._count(content)
+                if tokens > max_dependency_tokens:
+                    raise DependencyPayloadError(
+                        dependency=tid,
+                        task_id=task.id,
+                        tokens=tokens,
+                        maximum=max_dependency_tokens,
+                    )
+            heading = f"{state.task.title} (by {state.task.assignee})"
+            blocks.append(self._result_block(origin, heading, content))
+        return tuple(blocks)
+
+    def _child_blocks(
+        self, task_id: str, clearance: Clearance, child_results: Mapping[str, str] | None
+    ) -> tuple[_Block, ...]:
+        blocks = []
+        for child_id, text in (child_results or {}).items():
+            origin = f"child_result:{child_id}"
+            if not clearance.admits(origin):
+                raise ContextViolation(task_id, origin)
+            blocks.append(self._block(origin, f"Result of {child_id}", text))
+        return tuple(blocks)
 
     def _memory_blocks(
         self, clearance: Clearance, subject: str, memories: Sequence[MemoryRecord]

@@ -45,6 +45,13 @@ class Clearance:
     A delegated run (`for_delegation`) admits ``delegation:<tool call id>`` (the delegated
     task text) instead of any task, result, file or message.
 
+    An isolated task (``Task.mode == "isolated"``) also admits the project's architectural
+    context (``arch``), its constraints (``constraint:1`` to ``constraint:<n>``) and the
+    answers to its questions (``clarification:1`` to ``clarification:<n>``); files served on
+    its request join ``files``. A task that spawned children admits their final results
+    (``child_result:<child id>``, for its own children only). A spawned child (`for_child`)
+    admits its goal (``child_goal:<child id>``) and its own tools' results, nothing else.
+
     Attributes:
         task_id: The task (for a delegation, ``delegation:<tool call id>``).
         agent: Its assignee.
@@ -54,6 +61,11 @@ class Clearance:
         tools: Names of the tools the agent may call (``delegate`` included).
         delegation_id: For a delegated run, the ``delegate`` tool call it serves.
         memory_scopes: Memory scopes whose records the task may see.
+        isolated: Whether the task runs as a fresh isolated subagent.
+        constraints: How many constraints the (isolated) task has.
+        clarifications: How many answers to its questions the prompt may hold.
+        children: Ids of the children this task spawned.
+        child_id: For a spawned child's prompt, the child's id.
     """
 
     task_id: str
@@ -64,14 +76,23 @@ class Clearance:
     tools: frozenset[str] = field(default_factory=frozenset)
     delegation_id: str | None = None
     memory_scopes: frozenset[str] = frozenset()
+    isolated: bool = False
+    constraints: int = 0
+    clarifications: int = 0
+    children: frozenset[str] = frozenset()
+    child_id: str | None = None
 
     @staticmethod
     def _agent_parts(agent: Agent | None) -> dict[str, Any]:
-        if agent is None or not (agent.tools or agent.can_delegate_to or agent.store_grants):
+        if agent is None or not (
+            agent.tools or agent.can_delegate_to or agent.can_spawn or agent.store_grants
+        ):
             return {}  # no grants and no tools: the (empty) defaults
         names = {tool_name(t) for t in agent.tools}
         if agent.can_delegate_to:
             names.add(DELEGATE_TOOL)
+        if agent.can_spawn:
+            names.add("spawn")
         return {
             "store_read": StoreGrants.parse(agent.store_grants).read_patterns,
             "tools": frozenset(names),
@@ -89,6 +110,21 @@ class Clearance:
             result_task_ids=frozenset(),
             files=frozenset(),
             delegation_id=tool_call_id,
+            **cls._agent_parts(agent),
+        )
+
+    @classmethod
+    def for_child(cls, child_id: str, agent: Agent) -> Clearance:
+        """The clearance of a spawned child: its goal, and its own tools' results.
+
+        Nothing of its parent's context (task, results, files, history) is admitted.
+        """
+        return cls(
+            task_id=f"child:{child_id}",
+            agent=agent.name,
+            result_task_ids=frozenset(),
+            files=frozenset(),
+            child_id=child_id,
             **cls._agent_parts(agent),
         )
 
@@ -114,6 +150,7 @@ class Clearance:
             KeyError: If the graph has no such task.
         """
         task = graph.get(task_id)
+        isolated = task.mode == "isolated"
         if task.memory_scope == "all":
             results = frozenset(t.id for t in graph if t.id != task_id)
         elif task.memory_scope == "transitive":
@@ -126,6 +163,8 @@ class Clearance:
             result_task_ids=results,
             files=frozenset(task.files),
             memory_scopes=memory_scopes_of(task.assignee, memory_groups),
+            isolated=isolated,
+            constraints=len(task.constraints) if isolated else 0,
             **cls._agent_parts(agent),
         )
 
@@ -147,6 +186,14 @@ class Clearance:
             data["tools"] = sorted(self.tools)
         if self.delegation_id is not None:
             data["delegation_id"] = self.delegation_id
+        if self.isolated:
+            data["isolated"] = True
+            data["constraints"] = self.constraints
+            data["clarifications"] = self.clarifications
+        if self.children:
+            data["children"] = sorted(self.children)
+        if self.child_id is not None:
+            data["child_id"] = self.child_id
         return data
 
     def admits_store(self, namespace: str) -> bool:
@@ -184,8 +231,19 @@ class Clearance:
             return bool(self.tools) and bool(ref)
         if kind == "delegation":
             return self.delegation_id is not None and ref == self.delegation_id
-        if self.delegation_id is not None:
+        if kind == "child_goal":
+            return self.child_id is not None and ref == self.child_id
+        if self.delegation_id is not None or self.child_id is not None:
             return False
+        if kind == "child_result":
+            return ref in self.children
+        if kind == "arch":
+            return self.isolated and not ref
+        if kind in ("constraint", "clarification"):
+            count = self.constraints if kind == "constraint" else self.clarifications
+            return self.isolated and ref.isascii() and ref.isdigit() and 1 <= int(ref) <= count
+        if kind == "question":
+            return self.isolated and ref == self.task_id
         if kind in ("task", "repair"):
             return ref == self.task_id
         if kind == "task_result":

@@ -22,8 +22,8 @@ STATUSES = ("done", "done_with_concerns", "needs_context", "blocked")
 ISOLATED_TRAILER = (
     "Complete the task above using only the material given. End your answer with one line "
     "'STATUS: done', 'STATUS: done_with_concerns' (then say what worries you), "
-    "'STATUS: needs_context' (then ask your question on the next line, starting with "
-    "'QUESTION:') or 'STATUS: blocked' (then say why)."
+    "'STATUS: needs_context' (then, on the next line, 'QUESTION: <your question>' or "
+    "'FILE: <path of a project file you need>') or 'STATUS: blocked' (then say why)."
 )
 
 SECTION_ARCH = "## Project architecture"

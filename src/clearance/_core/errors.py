@@ -14,6 +14,7 @@ Clearance raises on purpose::
     ├── ModelError                  a model provider failed or returned nothing usable
     │                               (``transient`` and ``retry_after_s`` say whether to retry)
     ├── OutputValidationError       a structured result did not validate (after repair)
+    ├── SubagentError               an isolated subagent is blocked, or still needs context
     ├── LimitExceeded               a budget was reached (prompt tokens, steps, ...)
     │   └── DependencyPayloadError  one dependency's result is over the per-dependency limit
     ├── DelegationError             a delegation was refused
@@ -38,6 +39,7 @@ __all__ = [
     "ConfigError",
     "ContextViolation",
     "CycleError",
+    "SubagentError",
     "DelegationError",
     "DelegationLoopError",
     "DependencyPayloadError",
@@ -187,6 +189,23 @@ class OutputValidationError(ClearanceError):
             f"task {task_id!r}: the result does not match the task's output_schema after one "
             f"repair attempt: {reason}"
         )
+
+
+class SubagentError(ClearanceError):
+    """An isolated task's subagent ended without a result.
+
+    Attributes:
+        task_id: The task.
+        status: ``"blocked"``, or ``"needs_context"`` when the clarification rounds ran out.
+        reason: What the subagent said (why it is blocked, or its last question).
+    """
+
+    def __init__(self, task_id: str, status: str, reason: str):
+        self.task_id = task_id
+        self.status = status
+        self.reason = reason
+        what = "is blocked" if status == "blocked" else "still needs context"
+        super().__init__(f"the subagent of task {task_id!r} {what}: {reason}")
 
 
 class LimitExceeded(ClearanceError):

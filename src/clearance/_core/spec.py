@@ -20,7 +20,16 @@ from jsonschema.validators import Draft202012Validator, validator_for
 from clearance._core.errors import ConfigError
 from clearance._core.memory_spec import MemoryGroup
 
-__all__ = ["DEFAULT_TOOL_STEPS", "Agent", "AgentLimits", "MemoryScope", "Task", "Team"]
+__all__ = [
+    "DEFAULT_TOOL_STEPS",
+    "Agent",
+    "AgentLimits",
+    "FanOut",
+    "MemoryScope",
+    "Task",
+    "TaskMode",
+    "Team",
+]
 
 DEFAULT_TOOL_STEPS = 8
 """Model calls a tool-using agent loop may make when ``AgentLimits.max_steps`` is ``None``."""
@@ -34,6 +43,53 @@ MemoryScope = Literal["dependencies", "transitive", "all"]
 """
 
 _SCOPES = frozenset(get_args(MemoryScope))
+
+TaskMode = Literal["standard", "isolated"]
+"""How a task's agent is run.
+
+- ``"standard"`` (default): one prompt with the task, its files and admitted results.
+- ``"isolated"``: a fresh subagent (the "fresh subagent per task" controller pattern): the
+  task's full text, the project's architectural context, the contents of its files, its
+  constraints and admitted results; it ends its answer with a ``STATUS:`` line and may ask
+  for context (``NEEDS_CONTEXT``), which the orchestrator answers before dispatching a
+  fresh subagent again.
+"""
+
+_MODES = frozenset(get_args(TaskMode))
+MAX_FAN_OUT = 32
+"""Most goals one task's ``fan_out`` may list."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FanOut:
+    """Children a task spawns before its own agent answers (a static fan-out).
+
+    Each goal becomes one child of agent ``agent``, which sees only that goal; the results
+    reach the task's prompt as ``child_result:<child id>`` items.
+
+    Attributes:
+        agent: The children's agent; the task's assignee must list it in ``can_spawn``.
+        goals: One goal per child (1 to `MAX_FAN_OUT`).
+
+    Raises:
+        ConfigError: No goals, too many, or an empty goal.
+    """
+
+    agent: str
+    goals: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "goals", tuple(self.goals))
+        if not 1 <= len(self.goals) <= MAX_FAN_OUT:
+            raise ConfigError(f"must list 1 to {MAX_FAN_OUT} goals", field="fan_out.goals")
+        if any(not isinstance(g, str) or not g.strip() for g in self.goals):
+            raise ConfigError("a goal is empty", field="fan_out.goals")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"agent": self.agent, "goals": list(self.goals)}
+
+
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 
 
@@ -57,6 +113,10 @@ class Task:
         depends_on: Ids of the tasks whose results this task needs.
         memory_scope: Which earlier results the task may see (see `MemoryScope`).
         files: Paths, relative to the run's input root, whose contents the task may see.
+        mode: ``"standard"`` or ``"isolated"`` (see `TaskMode`).
+        constraints: Rules the result must follow; only for isolated tasks, where each is
+            one ``constraint:<n>`` item of the prompt.
+        fan_out: Children spawned before the assignee answers, or ``None``.
         output_schema: JSON Schema the result must validate against (a structured hand-off),
             or ``None`` for a free-text result. The model is asked for JSON matching it; an
             invalid answer gets one repair attempt, then the task fails with
@@ -79,9 +139,32 @@ class Task:
     memory_scope: MemoryScope = "dependencies"
     files: tuple[str, ...] = ()
     output_schema: dict[str, Any] | None = field(default=None, hash=False)
+    mode: TaskMode = "standard"
+    constraints: tuple[str, ...] = ()
+    fan_out: FanOut | None = None
 
     def __post_init__(self) -> None:
         _check_name("task id", self.id)
+        if self.mode not in _MODES:
+            raise ConfigError(
+                f"mode must be one of {sorted(_MODES)}, got {self.mode!r}",
+                field=f"tasks.{self.id}.mode",
+            )
+        object.__setattr__(self, "constraints", tuple(self.constraints))
+        if self.constraints and self.mode != "isolated":
+            raise ConfigError(
+                "constraints are given only to isolated tasks: add 'mode: isolated' or "
+                "put the rule in the description",
+                field=f"tasks.{self.id}.constraints",
+            )
+        if any(not isinstance(c, str) or not c.strip() for c in self.constraints):
+            raise ConfigError("a constraint is empty", field=f"tasks.{self.id}.constraints")
+        if self.mode == "isolated" and self.output_schema is not None:
+            raise ConfigError(
+                "an isolated task answers with a STATUS line, not a structured hand-off: "
+                "drop output_schema or the isolated mode",
+                field=f"tasks.{self.id}.output_schema",
+            )
         if self.memory_scope not in _SCOPES:
             raise ConfigError(
                 f"memory_scope must be one of {sorted(_SCOPES)}, got {self.memory_scope!r}",
@@ -165,6 +248,10 @@ class AgentLimits:
         max_output_files: Most files an agent may write to its workspace's ``outputs/``
             (a spawned child's, in runs).
         max_output_size_bytes: Most bytes all files in an agent's ``outputs/`` may hold.
+        max_children: Most children one task of this agent may spawn (its ``fan_out`` and
+            ``spawn`` tool calls together); more is `LimitExceeded` naming ``max_children``.
+        spawn_timeout_s: Most seconds a parent waits for the children of one fan-out; a
+            child still running then is cancelled and reported as timed out.
         answer_at_max_steps: Opt-in: make the last of the ``max_steps`` model calls without
             tools, so the agent must answer with what it has instead of failing with
             `LimitExceeded` (useful with small models that keep calling tools).
@@ -182,9 +269,17 @@ class AgentLimits:
     max_output_size_bytes: int | None = None
     answer_at_max_steps: bool = False
     retries: int = 2
+    max_children: int = 8
+    spawn_timeout_s: float = 300.0
 
     def __post_init__(self) -> None:
-        for name in ("max_steps", "max_tokens_per_step", "max_output_files", "max_model_calls"):
+        for name in (
+            "max_steps",
+            "max_tokens_per_step",
+            "max_output_files",
+            "max_model_calls",
+            "max_children",
+        ):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ConfigError("must be at least 1", field=f"limits.{name}")
@@ -194,7 +289,7 @@ class AgentLimits:
             raise ConfigError("must be at least 1", field="limits.max_output_tokens")
         if self.max_prompt_tokens is not None and self.max_prompt_tokens < 1:
             raise ConfigError("must be at least 1", field="limits.max_prompt_tokens")
-        for name in ("timeout_s", "attempt_timeout_s"):
+        for name in ("timeout_s", "attempt_timeout_s", "spawn_timeout_s"):
             value = getattr(self, name)
             if value is not None and not 0 < value < 10**7:
                 raise ConfigError("must be a positive number of seconds", field=f"limits.{name}")
@@ -220,6 +315,8 @@ class Agent:
             the orchestrator, or plain typed Python functions.
         can_delegate_to: Agents this one may delegate to with the ``delegate`` tool (which
             it gets when this is not empty).
+        can_spawn: Agents this one may spawn as children, with the ``spawn`` tool (which it
+            gets when this is not empty) or a task's ``fan_out``. A child sees only its goal.
         store_grants: Store namespace (or ``prefix*``) to ``"read"``, ``"write"`` or
             ``"read_write"``; every other namespace is denied. Stored as a copy and left
             out of the hash.
@@ -233,11 +330,13 @@ class Agent:
     tools: tuple[str | Callable[..., Any], ...] = ()
     can_delegate_to: tuple[str, ...] = ()
     store_grants: Mapping[str, str] = field(default_factory=dict, hash=False)
+    can_spawn: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         _check_name("agent name", self.name)
         object.__setattr__(self, "tools", tuple(self.tools))
         object.__setattr__(self, "can_delegate_to", tuple(dict.fromkeys(self.can_delegate_to)))
+        object.__setattr__(self, "can_spawn", tuple(dict.fromkeys(self.can_spawn)))
         object.__setattr__(self, "store_grants", dict(self.store_grants))
         if self.name in self.can_delegate_to:
             raise ConfigError("an agent may not delegate to itself", field="can_delegate_to")
@@ -250,8 +349,8 @@ class Agent:
 
     @property
     def uses_tools(self) -> bool:
-        """Whether the agent runs the tool loop (it has tools or delegation targets)."""
-        return bool(self.tools or self.can_delegate_to)
+        """Whether the agent runs the tool loop (it has tools, delegation or spawn targets)."""
+        return bool(self.tools or self.can_delegate_to or self.can_spawn)
 
     @property
     def summary(self) -> str:
@@ -289,6 +388,13 @@ class Team:
             if agent.name in seen:
                 raise ConfigError(f"duplicate agent name {agent.name!r}", field="agents")
             seen.add(agent.name)
+        for agent in (*self.agents, *((self.coordinator,) if self.coordinator else ())):
+            unknown = sorted(set(agent.can_spawn) - seen)
+            if unknown:
+                raise ConfigError(
+                    f"can_spawn names unknown agents {unknown}",
+                    field=f"agents.{agent.name}.can_spawn",
+                )
         object.__setattr__(self, "memory_groups", tuple(self.memory_groups))
         names: set[str] = set()
         for group in self.memory_groups:

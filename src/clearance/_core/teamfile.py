@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from clearance._core.errors import ConfigError
 from clearance._core.memory_spec import MemoryGroup, SharedConversation
-from clearance._core.spec import Agent, AgentLimits, Task, Team
+from clearance._core.spec import MAX_FAN_OUT, Agent, AgentLimits, FanOut, Task, Team
 
 __all__ = ["LoadedTeam", "TeamFile", "load_team_file", "resolve_input"]
 
@@ -38,6 +38,8 @@ class LimitsSpec(_Strict):
     max_steps: int | None = Field(default=None, ge=1)
     max_tokens_per_step: int | None = Field(default=None, ge=1)
     max_model_calls: int | None = Field(default=64, ge=1)
+    max_children: int = Field(default=8, ge=1)
+    spawn_timeout_s: float = Field(default=300.0, gt=0, lt=10**7)
     max_output_files: int | None = Field(default=None, ge=1)
     max_output_size_bytes: int | None = Field(default=None, ge=0)
     answer_at_max_steps: bool = False
@@ -54,6 +56,7 @@ class AgentSpec(_Strict):
     limits: LimitsSpec = LimitsSpec()
     tools: list[str] = []
     can_delegate_to: list[str] = []
+    can_spawn: list[str] = []
     store_grants: dict[str, Literal["read", "write", "read_write"]] = {}
 
     def to_agent(self) -> Agent:
@@ -67,7 +70,15 @@ class AgentSpec(_Strict):
             tools=tuple(self.tools),
             can_delegate_to=tuple(self.can_delegate_to),
             store_grants=dict(self.store_grants),
+            can_spawn=tuple(self.can_spawn),
         )
+
+
+class FanOutSpec(_Strict):
+    """``fan_out:`` of a task: children spawned before its agent answers."""
+
+    agent: str = Field(min_length=1)
+    goals: list[str] = Field(min_length=1, max_length=MAX_FAN_OUT)
 
 
 class TaskSpec(_Strict):
@@ -82,6 +93,9 @@ class TaskSpec(_Strict):
     files: list[str] = []
     output_schema: dict[str, Any] | None = None
     for_each_file: str | None = None
+    mode: Literal["standard", "isolated"] = "standard"
+    constraints: list[str] = []
+    fan_out: FanOutSpec | None = None
 
 
 class MessageSpec(_Strict):
@@ -123,6 +137,21 @@ class InputSpec(_Strict):
     include: list[str] = ["*"]
 
 
+class FileCapsSpec(_Strict):
+    """``isolation.file_caps:``: size caps on the files of one isolated task."""
+
+    max_file_bytes: int = Field(default=64 * 1024, ge=1, le=64 * 1024 * 1024)
+    max_total_bytes: int = Field(default=256 * 1024, ge=1, le=256 * 1024 * 1024)
+    on_oversize: Literal["error", "truncate"] = "error"
+
+
+class IsolationSpec(_Strict):
+    """``isolation:``: how isolated tasks are run."""
+
+    max_rounds: int = Field(default=2, ge=0, le=10)
+    file_caps: FileCapsSpec = FileCapsSpec()
+
+
 class TeamFile(_Strict):
     """The whole team file."""
 
@@ -132,6 +161,9 @@ class TeamFile(_Strict):
     max_concurrency: int = Field(default=4, ge=1)
     store: str | None = None
     input: InputSpec = InputSpec()
+    project: str | None = None
+    workspace: str | None = None
+    isolation: IsolationSpec = IsolationSpec()
     agents: list[AgentSpec] = Field(min_length=1)
     coordinator: AgentSpec | None = None
     tasks: list[TaskSpec] = []
@@ -285,6 +317,14 @@ def _expand_tasks(spec: TeamFile, input_root: Path | None) -> tuple[Task, ...]:
                 memory_scope=task.memory_scope,
                 files=tuple(_fill(f, values) for f in task.files),
                 output_schema=task.output_schema,
+                mode=task.mode,
+                constraints=tuple(_fill(c, values) for c in task.constraints),
+                fan_out=FanOut(
+                    agent=task.fan_out.agent,
+                    goals=tuple(_fill(g, values) for g in task.fan_out.goals),
+                )
+                if task.fan_out is not None
+                else None,
             )
         )
     return tuple(tasks)

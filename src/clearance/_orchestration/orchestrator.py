@@ -16,9 +16,11 @@ from jsonschema.exceptions import best_match
 
 from clearance._agents.caller import CallBudget, ModelCaller
 from clearance._agents.delegation import DelegationChain
+from clearance._agents.files import FileCaps
 from clearance._agents.loop import AgentLoop, check_tools
 from clearance._agents.retry import RetryPolicy
-from clearance._agents.tools import Tool, tool_name
+from clearance._agents.tools import Tool, ToolOutput, tool_name
+from clearance._context.architecture import ArchitecturalContext
 from clearance._context.builder import ContextBuilder
 from clearance._context.tool_sections import ToolStep
 from clearance._core.clock import Clock, utc_now
@@ -31,7 +33,7 @@ from clearance._core.errors import (
 )
 from clearance._core.ids import new_id
 from clearance._core.memory_spec import group_members
-from clearance._core.prompt import Prompt
+from clearance._core.prompt import Prompt, sha256_text
 from clearance._core.spec import Agent, Task, Team, schema_validator
 from clearance._orchestration.files import read_task_files
 from clearance._orchestration.planner import PLAN_SCHEMA, parse_plan
@@ -44,6 +46,13 @@ from clearance._orchestration.resume import (
     restore_messages,
 )
 from clearance._orchestration.scheduler import Scheduler
+from clearance._orchestration.subagents import (
+    AskPerson,
+    ChildRunner,
+    IsolatedRunner,
+    TaskContext,
+    gather_children,
+)
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import RunLedger
 from clearance._state.messages import MessageBus
@@ -53,7 +62,10 @@ from clearance._state.store import ContextStore
 from clearance.models._base import ChatModel, Usage
 from clearance.models._registry import DEFAULT_MODEL_ID, get_model
 
-__all__ = ["DEFAULT_COORDINATOR", "DEFAULT_GOAL", "Orchestrator"]
+__all__ = ["DEFAULT_COORDINATOR", "DEFAULT_GOAL", "DEFAULT_WORKSPACE_ROOT", "Orchestrator"]
+
+DEFAULT_WORKSPACE_ROOT = ".clearance/workspaces"
+"""Where runs that spawn children get their folders (relative to the working directory)."""
 
 DEFAULT_COORDINATOR = Agent(
     name="coordinator",
@@ -129,6 +141,7 @@ def _agent_config(agent: Agent) -> dict[str, Any]:
         "limits": dataclasses.asdict(agent.limits),
         "tools": [tool_name(t) for t in agent.tools],
         "can_delegate_to": list(agent.can_delegate_to),
+        "can_spawn": list(agent.can_spawn),
         "store_grants": dict(agent.store_grants),
     }
 
@@ -146,6 +159,9 @@ class _Run:
     # The run's prompt builders, one per model (``id(model)``: the model, its builder); a
     # builder renders each result once for all the prompts it enters (see `ContextBuilder`).
     builders: dict[int, tuple[ChatModel, ContextBuilder]] = field(default_factory=dict)
+    # Made when the graph has isolated tasks, or agents that spawn (see `_prepare_subagents`).
+    isolated: IsolatedRunner | None = None
+    children: ChildRunner | None = None
 
     @property
     def usage(self) -> Usage:
@@ -190,6 +206,16 @@ class Orchestrator:
             store tools); ``None`` for none.
         tools: User tools agents may opt in to by name: plain typed functions (named by
             ``__name__``) or `Tool` objects, as a list or by name.
+        project_root: The project isolated tasks work on: their architectural context is
+            computed from it once per run, and their ``files`` (and files they ask for) are
+            read from it; ``None`` means ``input_root``.
+        file_caps: Size caps on one isolated task's files; ``None`` means `FileCaps()`.
+        clarification_rounds: Most times an isolated task's subagent may ask for context
+            before the task fails (0 to 10).
+        workspace_root: Folder under which each run that spawns children gets its own
+            folder (one workspace per child, created exclusively).
+        ask_person: Answers isolated subagents' questions instead of the coordinator (an
+            interactive run); ``None`` lets the coordinator answer.
 
     Agents with ``tools`` or ``can_delegate_to`` run the tool loop (see
     `clearance._agents.loop`), bounded by ``limits.max_steps``.
@@ -213,6 +239,11 @@ class Orchestrator:
         retry_policy: RetryPolicy | None = None,
         store: ContextStore | None = None,
         tools: Mapping[str, Tool | Callable[..., Any]] | Iterable[Tool | Callable[..., Any]] = (),
+        project_root: str | Path | None = None,
+        file_caps: FileCaps | None = None,
+        clarification_rounds: int = 2,
+        workspace_root: str | Path = DEFAULT_WORKSPACE_ROOT,
+        ask_person: AskPerson | None = None,
     ):
         if max_concurrency < 1:
             raise ConfigError("must be at least 1", field="max_concurrency")
@@ -233,6 +264,14 @@ class Orchestrator:
             tool = entry if isinstance(entry, Tool) else Tool.from_function(entry, name=key)
             self._tools[key or tool.name] = tool
         self._memory_groups = group_members(team.memory_groups)
+        if not 0 <= clarification_rounds <= 10:
+            raise ConfigError("must be 0 to 10", field="clarification_rounds")
+        project = project_root if project_root is not None else self.input_root
+        self.project_root = Path(project) if project is not None else None
+        self.file_caps = file_caps or FileCaps()
+        self.clarification_rounds = clarification_rounds
+        self.workspace_root = Path(workspace_root)
+        self.ask_person = ask_person
 
     # -- public API ---------------------------------------------------------------------
 
@@ -488,6 +527,7 @@ class Orchestrator:
         # Records are queued and committed in groups by the ledger's writer thread, in order:
         # the ledger always holds a prefix of the run's history (see `RunLedger.write_behind`).
         with ledger.write_behind():
+            self._prepare_subagents(run)
             ledger.record_messages(run_id, self.messages.all())
             fresh = []
             for state in run.queue.states():
@@ -592,21 +632,36 @@ class Orchestrator:
     async def _run_task(self, run: _Run, task: Task) -> str:
         agent = self.team.agent(task.assignee)
         model = self._model_for(agent)
+        builder = self._builder(run, model)
+        ctx = TaskContext(
+            run_id=run.run_id, task=task, agent=agent, model=model, builder=builder,
+            queue=run.queue, budget=CallBudget(agent.limits.max_model_calls,
+                                               subject=f"task:{task.id}"),
+            max_prompt_tokens=self._budget(agent, model),
+        )  # fmt: skip
+        if task.fan_out is not None:
+            assert run.children is not None  # made for every graph with a fan-out
+            await gather_children(run.children, ctx)
+        if task.mode == "isolated":
+            assert run.isolated is not None
+            files: dict[str, str] | None = {}
+            if task.files:
+                assert self.project_root is not None  # checked before the run started
+                files = read_task_files(self.project_root, task.files)
+            return await run.isolated.run(ctx, files or {})
         files = None
         if task.files:
             assert self.input_root is not None  # checked before the run started
             files = read_task_files(self.input_root, task.files)
-        builder = self._builder(run, model)
         schema = task.output_schema
-        budget = CallBudget(agent.limits.max_model_calls, subject=f"task:{task.id}")
 
         async def attempt(repair: str | None = None) -> str:
             if agent.uses_tools:
-                return await self._run_tool_loop(run, task, agent, builder, files, repair, budget)
-            prompt = self._task_prompt(run, task, agent, builder, files, repair)
+                return await self._run_tool_loop(run, ctx, files, repair)
+            prompt = self._task_prompt(run, ctx, files, repair)
             response = await run.caller.call(
                 subject=f"task:{task.id}", agent=agent, model=model, prompt=prompt,
-                json_schema=schema, budget=budget,
+                json_schema=schema, budget=ctx.budget,
             )  # fmt: skip
             return response.text.strip()
 
@@ -628,44 +683,48 @@ class Orchestrator:
     def _task_prompt(
         self,
         run: _Run,
-        task: Task,
-        agent: Agent,
-        builder: ContextBuilder,
+        ctx: TaskContext,
         files: Mapping[str, str] | None,
         repair: str | None,
         tools: tuple[dict[str, Any], ...] = (),
         tool_steps: Sequence[ToolStep] = (),
     ) -> Prompt:
         """Build one attempt's task prompt (with the agent's budgets) and note its size."""
-        prompt = builder.build_task_prompt(
-            task,
-            agent=agent,
+        prompt = ctx.builder.build_task_prompt(
+            ctx.task,
+            agent=ctx.agent,
             queue=run.queue,
             messages=self.messages,
             files=files,
-            max_prompt_tokens=self._budget(agent, self._model_for(agent)),
-            max_dependency_tokens=agent.limits.max_dependency_tokens,
+            max_prompt_tokens=ctx.max_prompt_tokens,
+            max_dependency_tokens=ctx.agent.limits.max_dependency_tokens,
             repair=repair,
             tools=tools,
             tool_steps=tool_steps,
+            child_results=ctx.child_results,
         )
-        run.prompt_tokens[task.id] = prompt.manifest.total_tokens
+        run.prompt_tokens[ctx.task.id] = prompt.manifest.total_tokens
         return prompt
 
     async def _run_tool_loop(
         self,
         run: _Run,
-        task: Task,
-        agent: Agent,
-        builder: ContextBuilder,
+        ctx: TaskContext,
         files: Mapping[str, str] | None,
         repair: str | None,
-        budget: CallBudget,
     ) -> str:
         """Run a tool-using agent's loop for one task attempt; return its final answer."""
 
         def build(specs: tuple[dict[str, Any], ...], steps: list[ToolStep]) -> Prompt:
-            return self._task_prompt(run, task, agent, builder, files, repair, specs, steps)
+            return self._task_prompt(run, ctx, files, repair, specs, steps)
+
+        children = run.children
+
+        async def spawn(
+            agent: Agent, calls: list[tuple[str, dict[str, Any]]]
+        ) -> dict[str, ToolOutput]:
+            assert children is not None
+            return await children.spawn_calls(ctx, calls)
 
         loop = AgentLoop(
             run_id=run.run_id,
@@ -675,11 +734,14 @@ class Orchestrator:
             user_tools=self._tools,
             model_for=self._model_for,
             caller=run.caller,
-            call_budget=budget,
+            call_budget=ctx.budget,
             budget=self._budget,
+            spawn=spawn if children is not None else None,
         )
-        chain = DelegationChain(origin=agent.name)
-        return await loop.run(agent=agent, subject=f"task:{task.id}", chain=chain, build=build)
+        chain = DelegationChain(origin=ctx.agent.name)
+        return await loop.run(
+            agent=ctx.agent, subject=f"task:{ctx.task.id}", chain=chain, build=build
+        )
 
     async def _synthesize(self, run: _Run) -> tuple[str | None, str | None]:
         """Write the synthesis; return ``(text, None)`` or ``(None, error)``."""
@@ -712,6 +774,44 @@ class Orchestrator:
             ledger=self.ledger, run_id=run_id, retry_policy=self.retry_policy, clock=self._clock
         )
 
+    # -- isolated tasks and children ---------------------------------------------------
+
+    def _prepare_subagents(self, run: _Run) -> None:
+        """Make the run's isolated-task and child runners, when its graph needs them.
+
+        The architectural context is computed once per run from ``project_root`` and
+        recorded (event ``architecture``); each run that can spawn gets its own folder under
+        ``workspace_root``, created exclusively.
+        """
+        tasks = [s.task for s in run.queue.states() if s.status is not TaskStatus.COMPLETED]
+        if any(t.mode == "isolated" for t in tasks):
+            architecture = None
+            if self.project_root is not None:
+                architecture = ArchitecturalContext.from_project(self.project_root)
+                text = architecture.to_text()
+                self.ledger.record_event(run.run_id, "architecture", "run", {
+                    "project": architecture.project, "text": text, "sha256": sha256_text(text),
+                })  # fmt: skip
+            coordinator = self.team.coordinator or DEFAULT_COORDINATOR
+            coordinator_model = self._model_for(coordinator)
+            run.isolated = IsolatedRunner(
+                run_id=run.run_id, ledger=self.ledger, caller=run.caller,
+                architecture=architecture, project_root=self.project_root,
+                file_caps=self.file_caps, max_rounds=self.clarification_rounds,
+                coordinator=coordinator, coordinator_model=coordinator_model,
+                coordinator_builder=self._builder(run, coordinator_model),
+                coordinator_budget=self._budget(coordinator, coordinator_model),
+                ask_person=self.ask_person,
+            )  # fmt: skip
+        spawners = {a.name for a in self.team.agents if a.can_spawn}
+        if any(t.fan_out is not None or t.assignee in spawners for t in tasks):
+            run.children = ChildRunner(
+                run_id=run.run_id, team=self.team, ledger=self.ledger, caller=run.caller,
+                store=self.store, user_tools=self._tools, model_for=self._model_for,
+                builder_for=lambda model: self._builder(run, model),
+                prompt_budget=self._budget, run_dir=_new_run_dir(self.workspace_root, run.run_id),
+            )  # fmt: skip
+
     # -- helpers ------------------------------------------------------------------------
 
     def _check_graph(self, graph: TaskGraph) -> None:
@@ -727,10 +827,26 @@ class Orchestrator:
                     f"(agents: {known})",
                     field="assignee",
                 )
-            if task.files and self.input_root is None:
+            root = self.project_root if task.mode == "isolated" else self.input_root
+            if task.files and root is None:
                 raise ConfigError(
                     f"task {task.id!r} lists files but the orchestrator has no input_root",
                     field="files",
+                )
+            assignee = self.team.agent(task.assignee)
+            fan_out = task.fan_out
+            if fan_out is not None and fan_out.agent not in assignee.can_spawn:
+                allowed = ", ".join(assignee.can_spawn) or "nobody"
+                raise ConfigError(
+                    f"task {task.id!r} fans out to {fan_out.agent!r}, but its assignee "
+                    f"{assignee.name!r} may spawn only: {allowed} (can_spawn)",
+                    field=f"tasks.{task.id}.fan_out",
+                )
+            if fan_out is not None and len(fan_out.goals) > assignee.limits.max_children:
+                raise ConfigError(
+                    f"task {task.id!r} fans out to {len(fan_out.goals)} children, over "
+                    f"its assignee's max_children ({assignee.limits.max_children})",
+                    field=f"tasks.{task.id}.fan_out",
                 )
 
     def _resolve_models(self) -> None:
@@ -774,6 +890,10 @@ class Orchestrator:
             "agents": [_agent_config(a) for a in self.team.agents],
             "coordinator": _agent_config(self.team.coordinator or DEFAULT_COORDINATOR),
             "memory_groups": {g: sorted(m) for g, m in self._memory_groups.items()},
+            "project_root": str(self.project_root) if self.project_root else None,
+            "workspace_root": str(self.workspace_root),
+            "file_caps": dataclasses.asdict(self.file_caps),
+            "clarification_rounds": self.clarification_rounds,
             "process": process_identity(),  # `resume` refuses a run whose process is alive
         }
 
@@ -783,3 +903,25 @@ class Orchestrator:
         """Deliver a `RunEvent` to the ``on_event`` callback; made only when there is one."""
         if self._on_event is not None:
             self._on_event(RunEvent(kind=kind, run_id=run_id, task_id=task_id, detail=detail))
+
+
+def _new_run_dir(root: Path, run_id: str) -> Path:
+    """A new folder for a run's workspaces, created exclusively (never an earlier one).
+
+    ``<root>/<run id>``, or ``<run id>.2``, ``.3``... for the later sessions of a resumed run.
+
+    Raises:
+        ConfigError: No folder could be made.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    for n in range(1, 1000):
+        path = root / (run_id if n == 1 else f"{run_id}.{n}")
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue
+        return path
+    raise ConfigError(
+        f"cannot make a workspace folder for run {run_id} in {str(root)!r}",
+        field="workspace_root",
+    )

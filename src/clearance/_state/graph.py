@@ -12,7 +12,7 @@ from clearance._core.errors import (
     SelfDependencyError,
     UnknownDependencyError,
 )
-from clearance._core.spec import Task
+from clearance._core.spec import FanOut, Task
 
 __all__ = ["TaskGraph"]
 
@@ -156,19 +156,7 @@ class TaskGraph:
 
     def to_dict(self) -> list[dict[str, Any]]:
         """The graph as JSON-ready data: one mapping per task, in the given order."""
-        return [
-            {
-                "id": t.id,
-                "title": t.title,
-                "description": t.description,
-                "assignee": t.assignee,
-                "depends_on": list(t.depends_on),
-                "memory_scope": t.memory_scope,
-                "files": list(t.files),
-                "output_schema": t.output_schema,
-            }
-            for t in self._tasks.values()
-        ]
+        return [_task_dict(t) for t in self._tasks.values()]
 
     @classmethod
     def from_dict(cls, data: Iterable[dict[str, Any]]) -> TaskGraph:
@@ -183,6 +171,32 @@ class TaskGraph:
                 memory_scope=d.get("memory_scope", "dependencies"),
                 files=tuple(d.get("files", ())),
                 output_schema=d.get("output_schema"),
+                mode=d.get("mode", "standard"),
+                constraints=tuple(d.get("constraints", ())),
+                fan_out=FanOut(agent=d["fan_out"]["agent"], goals=tuple(d["fan_out"]["goals"]))
+                if d.get("fan_out")
+                else None,
             )
             for d in data
         )
+
+
+def _task_dict(task: Task) -> dict[str, Any]:
+    """One task of `TaskGraph.to_dict`; the isolated-task fields only when set."""
+    data: dict[str, Any] = {
+        "id": task.id,
+        "title": task.title,
+        "description": task.description,
+        "assignee": task.assignee,
+        "depends_on": list(task.depends_on),
+        "memory_scope": task.memory_scope,
+        "files": list(task.files),
+        "output_schema": task.output_schema,
+    }
+    if task.mode != "standard":
+        data["mode"] = task.mode
+    if task.constraints:
+        data["constraints"] = list(task.constraints)
+    if task.fan_out is not None:
+        data["fan_out"] = task.fan_out.to_dict()
+    return data

@@ -70,6 +70,7 @@ from clearance.models._base import ModelResponse, Usage
 __all__ = [
     "DEFAULT_LEDGER_URL",
     "CallRecord",
+    "EventRecord",
     "RunLedger",
     "RunRecord",
     "TaskRecord",
@@ -260,11 +261,37 @@ def _m004_tool_calls(conn: Connection) -> None:
     _tool_calls.create(conn)
 
 
+_events = Table(
+    "events",
+    _metadata,
+    Column("ordinal", Integer, primary_key=True, autoincrement=True),
+    Column("event_id", String(64), nullable=False),
+    Column("run_id", String(64), ForeignKey("runs.run_id", ondelete="CASCADE"), nullable=False),
+    Column("kind", String(64), nullable=False),
+    Column("subject", String(160), nullable=False),
+    Column("data", JSON, nullable=False),
+    Column("created_at", _UTCDateTime, nullable=False),
+    UniqueConstraint("run_id", "event_id", name="uq_events_run_event"),
+    Index("ix_events_run_kind", "run_id", "kind"),
+)
+
+
+def _m005_events(conn: Connection) -> None:
+    """Version 5: ``events``, append-only records of a run's other steps.
+
+    Spawns and their outcomes, clarification rounds, the architectural context, limit
+    breaches, a child's session steps: what ``inspect`` shows and ``verify`` checks besides
+    model and tool calls.
+    """
+    _events.create(conn)
+
+
 _MIGRATIONS: list[Migration] = [
     _m001_create_tables,
     _m002_call_record_digest,
     _m003_task_reasons,
     _m004_tool_calls,
+    _m005_events,
 ]
 """Applied in order; migration ``i`` (0-based) brings a database to version ``i + 1``."""
 
@@ -323,7 +350,7 @@ def _last_upsert_per_task(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(merged.values())
 
 
-_WRITE_ORDER = ("run", "task", "task_reason", "message", "call", "tool_call")
+_WRITE_ORDER = ("run", "task", "task_reason", "message", "call", "tool_call", "event")
 """The order in which one transaction applies the kinds of queued rows (foreign keys first)."""
 
 _CHUNK = 64
@@ -472,6 +499,28 @@ class ToolCallRecord:
     is_error: bool
     store_reads: list[dict[str, str]]
     chain: dict[str, Any] | None
+    created_at: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EventRecord:
+    """One recorded event of a run (see `RunLedger.record_event`).
+
+    Attributes:
+        event_id: The event's id, unique within the run.
+        run_id: The run.
+        kind: What happened: ``spawn``, ``child``, ``step``, ``clarification``,
+            ``architecture``, ``limit_exceeded``...
+        subject: What it concerns (``task:<id>``, ``child:<id>``...).
+        data: Its JSON-ready fields.
+        created_at: When it was recorded (aware UTC).
+    """
+
+    event_id: str
+    run_id: str
+    kind: str
+    subject: str
+    data: dict[str, Any]
     created_at: datetime
 
 
@@ -958,6 +1007,7 @@ class RunLedger(DatabaseBase):
             "task_reason": _task_reasons,
             "call": _calls,
             "tool_call": _tool_calls,
+            "event": _events,
         }
         return tables[key].insert()
 
@@ -1246,4 +1296,56 @@ class RunLedger(DatabaseBase):
                     created_at=row.created_at,
                 )
                 for row in conn.execute(query)
+            ]
+
+    # -- events -------------------------------------------------------------------------
+
+    def record_event(self, run_id: str, kind: str, subject: str, data: dict[str, Any]) -> str:
+        """Record one event of a run, append-only (see `EventRecord`).
+
+        Args:
+            run_id: The run's full id.
+            kind: What happened (``spawn``, ``clarification``...).
+            subject: What it concerns (``task:<id>``, ``child:<id>``...).
+            data: JSON-ready fields.
+
+        Returns:
+            The new event's id (``event_...``).
+
+        Raises:
+            StoreError: The run is unknown or the database failed (inside `write_behind`:
+                raised by a later call).
+        """
+        event_id = new_id("event")
+        row = {
+            "event_id": event_id,
+            "run_id": run_id,
+            "kind": kind,
+            "subject": subject,
+            "data": data,
+            "created_at": self._clock(),
+        }
+        self._submit(PendingWrite(f"record a {kind!r} event of run {run_id!r}", {"event": [row]}))
+        return event_id
+
+    def events(self, run_id: str, *, kind: str | None = None) -> list[EventRecord]:
+        """Return the events of a run (of one ``kind``, or all), in the order recorded.
+
+        Raises:
+            StoreError: The database failed.
+        """
+        query = select(_events).where(_events.c.run_id == run_id)
+        if kind is not None:
+            query = query.where(_events.c.kind == kind)
+        with self._reading(f"read the events of run {run_id!r}") as conn:
+            return [
+                EventRecord(
+                    event_id=row.event_id,
+                    run_id=row.run_id,
+                    kind=row.kind,
+                    subject=row.subject,
+                    data=row.data,
+                    created_at=row.created_at,
+                )
+                for row in conn.execute(query.order_by(_events.c.ordinal))
             ]

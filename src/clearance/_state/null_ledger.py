@@ -125,6 +125,10 @@ class NullLedger(RunLedger):
     ) -> None:
         """Discard the tool call."""
 
+    def record_event(self, run_id: str, kind: str, subject: str, data: dict[str, Any]) -> str:
+        """Discard the event; return a fresh event id."""
+        return new_id("event")
+
     def finish_run(
         self, run_id: str, *, status: str, synthesis: str | None, usage: Usage, error: str | None
     ) -> None:
