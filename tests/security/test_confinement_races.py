@@ -130,13 +130,15 @@ def test_a_folder_flipping_with_a_link_never_leaks(
     project, outside = layout
     outcomes: set[str] = set()
     with flipper(project / "data", outside):
-        for _ in range(ITERATIONS):
+        for i in range(ITERATIONS * 10):
             try:
                 text = READERS[reader](project)
             except ClearanceError as exc:
                 text = type(exc).__name__
             assert canary not in text
             outcomes.add(text)
+            if i >= ITERATIONS and len(outcomes) > 1:
+                break
     assert outcomes - {"HARMLESS\n"}, "the flipping never interfered; the test proves nothing"
 
 
