@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import codecs
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Literal
 
+from clearance._core.confined import read_bytes_confined, split_relative
 from clearance._core.errors import ConfigError, LimitExceeded, PathEscapeError
 
 __all__ = ["FileCaps", "OversizePolicy", "confined_path", "load_text_file", "truncation_marker"]
@@ -48,28 +50,34 @@ def truncation_marker(path: str, kept: int, size: int) -> str:
 
 
 def confined_path(root: Path, rel: str) -> Path:
-    """Resolve ``rel`` inside ``root``.
+    """The absolute path ``rel`` names inside ``root``, for display and reference only.
+
+    Never open the returned path: a folder on the way may be swapped for a link after this
+    check. Read and write through `clearance._core.confined`, which checks as it opens.
 
     Args:
         root: The directory paths are confined to (resolved by the caller).
         rel: A relative path, ``/``-separated.
 
     Raises:
-        PathEscapeError: ``rel`` is absolute, contains a ``..`` component, or resolves
-            (through symlinks) outside ``root``.
+        PathEscapeError: ``rel`` is absolute, contains a ``..`` component or a NUL byte, or
+            resolves (through symlinks) outside ``root``.
     """
-    if not rel or Path(rel).is_absolute() or PurePosixPath(rel).is_absolute():
-        raise PathEscapeError(rel, str(root))
-    if ".." in PurePosixPath(rel.replace("\\", "/")).parts:
-        raise PathEscapeError(rel, str(root))
-    target = (root / rel).resolve()
+    parts = split_relative(rel, root)
+    if not parts:
+        raise PathEscapeError(rel, str(root), reason="it names no file")
+    target = root.joinpath(*parts).resolve()
     if not target.is_relative_to(root):
-        raise PathEscapeError(rel, str(root))
+        raise PathEscapeError(rel, str(root), reason="it resolves outside through a link")
     return target
 
 
 def load_text_file(root: Path, rel: str, *, caps: FileCaps, budget: int) -> str:
     """Read one UTF-8 text file confined to ``root``, within its caps.
+
+    The file is opened with `read_bytes_confined` (no link leads outside ``root``, no
+    check-then-open race, regular files only) and at most ``max_file_bytes + 1`` bytes are
+    read, whatever its size.
 
     Args:
         root: The project root (resolved).
@@ -82,25 +90,28 @@ def load_text_file(root: Path, rel: str, *, caps: FileCaps, budget: int) -> str:
         The text, possibly truncated with `truncation_marker` under ``"truncate"``.
 
     Raises:
-        PathEscapeError: See `confined_path`.
-        ConfigError: The file does not exist, or is binary (a NUL byte, or not UTF-8).
+        PathEscapeError: ``rel`` is absolute, has a ``..`` component, or leads outside
+            ``root`` through a link.
+        ConfigError: The file does not exist, is not a regular file (a folder, FIFO or
+            device), or is binary (a NUL byte, or not UTF-8).
         LimitExceeded: Under ``"error"``: the file is over ``max_file_bytes``
             (``limit="max_file_bytes"``) or over the remaining total budget
             (``limit="max_total_bytes"``); under ``"truncate"``: no budget is left at all.
     """
-    target = confined_path(root, rel)
-    if not target.is_file():
-        raise ConfigError(f"file {rel!r} does not exist under {str(root)!r}", field="files")
-    data = target.read_bytes()
+    try:
+        read = read_bytes_confined(root, rel, max_bytes=caps.max_file_bytes)
+    except ConfigError as exc:
+        raise ConfigError(str(exc), field="files") from None
+    data, size = read.data, read.size
     if b"\x00" in data[:_SNIFF_BYTES]:
         raise ConfigError(f"file {rel!r} is binary; only text files are given to agents",
                           field="files")  # fmt: skip
     try:
-        text = data.decode("utf-8")
+        # A cut file may end inside a character: only a complete file must end cleanly.
+        text = codecs.getincrementaldecoder("utf-8")().decode(data, final=not read.truncated)
     except UnicodeDecodeError as exc:
         raise ConfigError(f"file {rel!r} is not UTF-8 text ({exc.reason}); binary files are "
                           "refused", field="files") from exc  # fmt: skip
-    size = len(data)
     allowed = min(caps.max_file_bytes, budget)
     if size <= allowed:
         return text

@@ -4,7 +4,8 @@ Outputs over a size or line threshold are written to the workspace's ``outputs/`
 their SHA-256 (content-addressed, so identical outputs are stored once) and replaced in the
 agent's context by their first lines and a reference the agent can read back through its
 workspace. Follows the "offload to the file system" pattern of context engineering
-(Manus, "Context Engineering for AI Agents", 2025).
+(Manus, "Context Engineering for AI Agents", 2025). Writes go through
+`Workspace.write_output`, the confined writer (no link followed, no folder reused).
 """
 
 from __future__ import annotations

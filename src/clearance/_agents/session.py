@@ -74,7 +74,8 @@ class AgentSession:
             nothing in a ledger.
 
     Raises:
-        ConfigError: A bad ``agent_id``, or its folder already holds a history.
+        ConfigError: A bad ``agent_id``, or its folder already exists under ``base_dir``
+            (even empty): each session's workspace is created fresh, never reused.
     """
 
     def __init__(
@@ -91,11 +92,12 @@ class AgentSession:
         self.agent_id = check_agent_id(agent_id)
         self.base_dir = base_dir
         self.limits = limits or AgentLimits()
-        self.workspace = Workspace(base_dir / agent_id, limits=self.limits,
-                                   subject=f"agent:{agent_id}")  # fmt: skip
-        if any(self.workspace.history_dir.iterdir()):
-            raise ConfigError(f"agent {agent_id!r} already has a history in {base_dir}",
-                              field="agent_id")  # fmt: skip
+        try:
+            self.workspace = Workspace(base_dir / agent_id, limits=self.limits,
+                                       subject=f"agent:{agent_id}")  # fmt: skip
+        except ConfigError as exc:
+            raise ConfigError(f"agent {agent_id!r} needs a fresh workspace: {exc}",
+                              field="agent_id") from None  # fmt: skip
         self._clock = clock
         self._monotonic = monotonic
         self.caller = caller if caller is not None else ModelCaller(clock=clock)
@@ -128,10 +130,14 @@ class AgentSession:
             LimitExceeded: The step would exceed ``max_steps`` (``limit="max_steps"``). The
                 refusal itself is recorded as a ``limit_exceeded`` step.
         """
-        maximum = self.limits.max_steps
-        if maximum is not None and kind != "goal" and self._work_steps() + 1 > maximum:
-            self._limit("max_steps", value=self._work_steps() + 1, maximum=maximum)
+        if kind != "goal":
+            self._admit_step()
         return self._write(kind, content, ok=ok, data=data or {})
+
+    def _admit_step(self) -> None:
+        maximum = self.limits.max_steps
+        if maximum is not None and self._work_steps() + 1 > maximum:
+            self._limit("max_steps", value=self._work_steps() + 1, maximum=maximum)
 
     async def call_model(
         self,
@@ -200,8 +206,11 @@ class AgentSession:
     ) -> AgentSession:
         """Create a child session in a sibling folder whose history holds only ``goal``.
 
-        The parent records one ``spawn`` step (child id and goal). The child shares nothing
-        with the parent: not its history, not its workspace.
+        The parent records one ``spawn`` step (child id and goal) once the child's folder is
+        created. The child shares nothing with the parent: not its history, not its
+        workspace. Its folder is created fresh: a folder that already exists under
+        ``base_dir`` (another agent's, even with an empty history) is refused, so a child
+        never reads another agent's outputs.
 
         Args:
             child_id: The child's agent id (its folder name under ``base_dir``).
@@ -209,17 +218,18 @@ class AgentSession:
             limits: The child's limits; ``None`` gives it the parent's.
 
         Raises:
-            ConfigError: A bad or already used ``child_id``.
+            ConfigError: A bad or already used ``child_id``, or its folder already exists.
             LimitExceeded: The spawn step would exceed the parent's ``max_steps``.
         """
         check_agent_id(child_id)
         if child_id in self._children or child_id == self.agent_id:
             raise ConfigError(f"child id {child_id!r} is already used", field="child_id")
-        self.record_step("spawn", goal, data={"child_id": child_id})
+        self._admit_step()
         child = AgentSession(child_id, base_dir=self.base_dir, goal=goal,
                              limits=limits or self.limits, clock=self._clock,
                              monotonic=self._monotonic, caller=self.caller)  # fmt: skip
         self._children[child_id] = child
+        self._write("spawn", goal, ok=True, data={"child_id": child_id})
         return child
 
     def finish(self, result: str) -> None:
@@ -244,8 +254,9 @@ class AgentSession:
     def _write(self, kind: str, content: str, *, ok: bool, data: Mapping[str, Any]) -> Step:
         step = Step(index=len(self._steps) + 1, kind=kind, content=content, ok=ok, data=data,
                     created_at=self._clock().isoformat())  # fmt: skip
-        path = self.workspace.history_dir / f"{step.index:04d}.json"
-        path.write_text(json.dumps(step.to_dict(), ensure_ascii=False, indent=1), "utf-8")
+        self.workspace.write_history(
+            f"{step.index:04d}.json", json.dumps(step.to_dict(), ensure_ascii=False, indent=1)
+        )
         self._steps.append(step)
         return step
 

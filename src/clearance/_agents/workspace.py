@@ -6,12 +6,24 @@ import re
 from pathlib import Path
 
 from clearance._agents.files import confined_path
+from clearance._core.confined import (
+    make_dir_confined,
+    make_dir_exclusive,
+    read_text_confined,
+    split_relative,
+    walk_confined,
+    write_confined,
+)
 from clearance._core.errors import ConfigError, LimitExceeded
 from clearance._core.spec import AgentLimits
 
-__all__ = ["Workspace", "check_agent_id"]
+__all__ = ["DEFAULT_MAX_READ_BYTES", "Workspace", "check_agent_id"]
 
 _AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+_MAX_DEPTH = 32
+
+DEFAULT_MAX_READ_BYTES = 64 * 1024 * 1024
+"""Largest workspace file `Workspace.read_text` reads by default, in bytes."""
 
 
 def check_agent_id(agent_id: str) -> str:
@@ -32,26 +44,36 @@ def check_agent_id(agent_id: str) -> str:
 class Workspace:
     """An agent's folder: ``history/`` (one JSON file per step) and ``outputs/``.
 
-    Every path a tool touches goes through `resolve`, which refuses anything outside the
-    workspace; writes to ``outputs/`` are counted against the agent's limits.
+    The folder is created fresh: if anything exists at ``root`` (even an empty folder), the
+    workspace is refused, so an agent never lands in a folder another agent used. Every
+    read and write goes through `clearance._core.confined`, opened beneath ``root`` one
+    component at a time without following links, so neither a link nor a folder swapped
+    for a link leads outside it. Writes to ``outputs/`` are counted against the agent's
+    limits.
 
     Args:
-        root: The workspace folder; created with its subfolders if missing.
+        root: The workspace folder; must not exist (its parent is created if missing).
         limits: ``max_output_files`` and ``max_output_size_bytes`` are enforced on writes.
         subject: Names the agent in errors (``"agent:<id>"``).
+
+    Raises:
+        ConfigError: ``root`` already exists.
     """
 
     def __init__(self, root: Path, *, limits: AgentLimits | None = None, subject: str = ""):
-        self.root = root.resolve()
+        self.root = make_dir_exclusive(root)
         self.history_dir = self.root / "history"
         self.outputs_dir = self.root / "outputs"
-        self.history_dir.mkdir(parents=True, exist_ok=True)
-        self.outputs_dir.mkdir(exist_ok=True)
+        make_dir_confined(self.root, "history")
+        make_dir_confined(self.root, "outputs")
         self.limits = limits or AgentLimits()
         self.subject = subject or f"workspace:{self.root.name}"
 
     def resolve(self, path: str) -> Path:
-        """The absolute path of ``path`` (relative to the workspace root).
+        """The absolute path of ``path`` (relative to the workspace root), for reference.
+
+        Do not open the returned path; use `read_text` and `write_output`, which check as
+        they open.
 
         Raises:
             PathEscapeError: ``path`` is absolute, has a ``..`` component, or resolves
@@ -59,31 +81,35 @@ class Workspace:
         """
         return confined_path(self.root, path)
 
-    def read_text(self, path: str) -> str:
-        """Read a UTF-8 file of the workspace.
+    def read_text(self, path: str, *, max_bytes: int = DEFAULT_MAX_READ_BYTES) -> str:
+        """Read a UTF-8 file of the workspace; links are not followed.
+
+        Args:
+            path: Relative to the workspace root (``"outputs/notes.md"``).
+            max_bytes: Largest file read; at most ``max_bytes + 1`` bytes are ever read.
 
         Raises:
-            PathEscapeError: The path leaves the workspace.
-            ConfigError: The file does not exist.
+            PathEscapeError: The path leaves the workspace or crosses a link.
+            ConfigError: The file does not exist, is not a regular file, or is not UTF-8.
+            LimitExceeded: The file is over ``max_bytes`` (``limit="max_file_bytes"``).
         """
-        target = self.resolve(path)
-        if not target.is_file():
-            raise ConfigError(f"no file {path!r} in the workspace", field="path")
-        return target.read_text(encoding="utf-8")
+        return read_text_confined(self.root, path, max_bytes=max_bytes, follow_symlinks=False)
+
+    def _output_sizes(self) -> dict[str, int]:
+        prefix = "outputs/"
+        return {
+            entry.path[len(prefix) :]: entry.size
+            for entry in walk_confined(self.root, "outputs", max_depth=_MAX_DEPTH)
+            if entry.kind == "file"
+        }
 
     def outputs(self) -> tuple[str, ...]:
-        """Paths of the files in ``outputs/`` (relative to it), sorted."""
-        return tuple(
-            sorted(
-                p.relative_to(self.outputs_dir).as_posix()
-                for p in self.outputs_dir.rglob("*")
-                if p.is_file()
-            )
-        )
+        """Paths of the regular files in ``outputs/`` (relative to it), sorted."""
+        return tuple(sorted(self._output_sizes()))
 
     def outputs_size(self) -> int:
-        """Bytes held by the files in ``outputs/``."""
-        return sum(p.stat().st_size for p in self.outputs_dir.rglob("*") if p.is_file())
+        """Bytes held by the regular files in ``outputs/``."""
+        return sum(self._output_sizes().values())
 
     def write_output(self, name: str, data: str | bytes) -> Path:
         """Write (or overwrite) ``outputs/<name>``, within the agent's limits.
@@ -96,16 +122,19 @@ class Workspace:
             The file's absolute path.
 
         Raises:
-            PathEscapeError: ``name`` leaves ``outputs/``.
+            PathEscapeError: ``name`` leaves ``outputs/`` or crosses a link.
+            ConfigError: ``name`` is held by something other than a regular file.
             LimitExceeded: The write would make more than ``max_output_files`` files
                 (``limit="max_output_files"``) or more than ``max_output_size_bytes`` bytes
                 (``limit="max_output_size_bytes"``) in ``outputs/``.
         """
         payload = data.encode("utf-8") if isinstance(data, str) else data
-        target = confined_path(self.outputs_dir, name)
-        existing = target.stat().st_size if target.is_file() else None
-        files = len(self.outputs()) + (0 if existing is not None else 1)
-        size = self.outputs_size() - (existing or 0) + len(payload)
+        parts = split_relative(name, self.outputs_dir)
+        rel = "/".join(parts)
+        sizes = self._output_sizes()
+        existing = sizes.get(rel)
+        files = len(sizes) + (0 if existing is not None else 1)
+        size = sum(sizes.values()) - (existing or 0) + len(payload)
         if self.limits.max_output_files is not None and files > self.limits.max_output_files:
             raise LimitExceeded("max_output_files", value=files,
                                 maximum=self.limits.max_output_files,
@@ -114,6 +143,16 @@ class Workspace:
         if maximum is not None and size > maximum:
             raise LimitExceeded("max_output_size_bytes", value=size, maximum=maximum,
                                 subject=self.subject)  # fmt: skip
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(payload)
-        return target
+        write_confined(self.root, f"outputs/{rel}", payload, exclusive=False, make_parents=True)
+        return self.outputs_dir.joinpath(*parts)
+
+    def write_history(self, name: str, data: str) -> Path:
+        """Create ``history/<name>`` holding ``data`` (UTF-8); an existing file is kept.
+
+        Raises:
+            PathEscapeError: ``name`` leaves ``history/`` or crosses a link.
+            ConfigError: ``history/<name>`` already exists (steps are never rewritten).
+        """
+        parts = split_relative(name, self.history_dir)
+        write_confined(self.root, "history/" + "/".join(parts), data.encode("utf-8"))
+        return self.history_dir.joinpath(*parts)

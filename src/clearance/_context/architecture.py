@@ -20,6 +20,7 @@ from clearance._context.project_scan import (
     read_conventions,
     read_dependencies,
     read_project_name,
+    root_files,
     walk_structure,
 )
 from clearance._core.errors import ConfigError
@@ -127,7 +128,9 @@ class ArchitecturalContext:
         Reads only the root's manifests (``pyproject.toml``, ``requirements*.txt``,
         ``package.json``, ``Cargo.toml``, ``go.mod``), ADR folders (``docs/adr``,
         ``docs/decisions``, ``adr/``), ``ruff.toml``/``pyproject.toml``,
-        ``.editorconfig`` and ``CONTRIBUTING``; reads at most 64 KiB of each file.
+        ``.editorconfig`` and ``CONTRIBUTING``; reads at most 64 KiB of each file. Every
+        file and folder is opened beneath ``root`` without following symbolic links (a link
+        is skipped, wherever it points), and only regular files are read.
 
         Args:
             root: The project directory.
@@ -208,19 +211,20 @@ def _detect_patterns(
         "Cargo.toml": "Rust",
         "go.mod": "Go",
     }
+    files = root_files(root)
     for name, language in manifests.items():
-        if (root / name).is_file():
+        if name in files:
             counts[language] += 1
-    if (root / "tsconfig.json").is_file():
+    if "tsconfig.json" in files:
         counts["TypeScript"] += 1
     patterns = [f"language: {lang}" for lang, _ in counts.most_common(3)]
     names = {d.name.lower() for d in dependencies}
     tests = [label for key, label in _TEST_FRAMEWORKS.items() if key in names]
-    if "pytest" not in names and (root / "conftest.py").is_file():
+    if "pytest" not in names and "conftest.py" in files:
         tests.insert(0, "pytest")
-    if (root / "Cargo.toml").is_file():
+    if "Cargo.toml" in files:
         tests.append("cargo test")
-    if (root / "go.mod").is_file():
+    if "go.mod" in files:
         tests.append("go test")
     patterns.extend(f"tests: {t}" for t in tests)
     patterns.extend(f"web: {v}" for k, v in _WEB_FRAMEWORKS.items() if k in names)

@@ -1,12 +1,16 @@
 """Reading a project directory: its tree, dependencies, ADRs and conventions.
 
 Helpers for `ArchitecturalContext.from_project`. Every reader is bounded (depth, entries,
-bytes read per file) and never follows a symlink out of the project.
+bytes read per file) and goes through `clearance._core.confined`: files and folders are opened
+beneath the project root one component at a time and symbolic links are never followed, so
+a link to a secret outside the project (or to ``/proc/self/environ``), or a folder swapped
+for a link during the scan, never reaches a prompt.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import json
 import re
 import tomllib
@@ -17,6 +21,9 @@ from typing import Any
 
 import pathspec
 
+from clearance._core.confined import TreeEntry, list_confined, read_bytes_confined
+from clearance._core.errors import ClearanceError
+
 __all__ = [
     "AdrSummary",
     "Dependency",
@@ -24,6 +31,8 @@ __all__ = [
     "read_conventions",
     "read_dependencies",
     "read_project_name",
+    "read_text",
+    "root_files",
     "walk_structure",
 ]
 
@@ -66,32 +75,45 @@ class AdrSummary:
     summary: str
 
 
-def _read_text(path: Path) -> str:
-    with path.open("rb") as fh:
-        data = fh.read(MAX_READ_BYTES)
-    return data.decode("utf-8", errors="replace")
+def read_text(root: Path, rel: str) -> str | None:
+    """The first `MAX_READ_BYTES` of a regular file of the project, as text.
 
+    Links are not followed; bytes that are not UTF-8 are replaced.
 
-def _inside(root: Path, path: Path) -> bool:
+    Returns:
+        The text, or ``None`` when the file is missing, a link, not a regular file, or
+        otherwise unreadable.
+    """
     try:
-        return path.resolve().is_relative_to(root)
-    except OSError:
-        return False
+        read = read_bytes_confined(root, rel, max_bytes=MAX_READ_BYTES, follow_symlinks=False)
+    except ClearanceError:
+        return None
+    return read.data.decode("utf-8", errors="replace")
+
+
+def _listing(root: Path, rel: str = "") -> tuple[TreeEntry, ...]:
+    try:
+        return list_confined(root, rel)
+    except ClearanceError:
+        return ()
+
+
+def root_files(root: Path) -> frozenset[str]:
+    """Names of the regular files (not links) directly in the project root."""
+    return frozenset(e.name for e in _listing(root) if e.kind == "file")
 
 
 def _gitignore_spec(root: Path) -> pathspec.GitIgnoreSpec:
-    lines: list[str] = []
-    gitignore = root / ".gitignore"
-    if gitignore.is_file():
-        lines = _read_text(gitignore).splitlines()
-    return pathspec.GitIgnoreSpec.from_lines(lines)
+    text = read_text(root, ".gitignore") or ""
+    return pathspec.GitIgnoreSpec.from_lines(text.splitlines())
 
 
 def walk_structure(root: Path, *, max_depth: int, max_entries: int) -> tuple[tuple[str, ...], int]:
     """List the project tree, respecting the root ``.gitignore``, breadth-limited.
 
     Directories are listed with a trailing ``/``, indented two spaces per level, sorted
-    (directories first). ``.git`` and symlinks resolving outside the root are skipped.
+    (directories first). ``.git``, symbolic links, FIFOs, devices and sockets are skipped;
+    each folder is opened beneath its parent without following links.
 
     Args:
         root: The project root (resolved).
@@ -106,27 +128,24 @@ def walk_structure(root: Path, *, max_depth: int, max_entries: int) -> tuple[tup
     lines: list[str] = []
     omitted = 0
 
-    def visit(folder: Path, depth: int) -> None:
+    def visit(folder: str, depth: int) -> None:
         nonlocal omitted
-        try:
-            children = sorted(folder.iterdir(), key=lambda p: (not p.is_dir(), p.name))
-        except OSError:
-            return
+        children = [e for e in _listing(root, folder) if e.kind in ("file", "dir")]
+        children.sort(key=lambda e: (e.kind != "dir", e.name))
         for child in children:
-            rel = child.relative_to(root).as_posix()
-            is_dir = child.is_dir()
-            if child.name in ALWAYS_SKIPPED or not _inside(root, child):
+            is_dir = child.kind == "dir"
+            if child.name in ALWAYS_SKIPPED:
                 continue
-            if spec.match_file(rel + "/" if is_dir else rel):
+            if spec.match_file(child.path + "/" if is_dir else child.path):
                 continue
             if len(lines) >= max_entries:
                 omitted += 1
                 continue
             lines.append("  " * (depth - 1) + child.name + ("/" if is_dir else ""))
             if is_dir and depth < max_depth:
-                visit(child, depth + 1)
+                visit(child.path, depth + 1)
 
-    visit(root, 1)
+    visit("", 1)
     return tuple(lines), omitted
 
 
@@ -143,11 +162,11 @@ def _pep508(spec: str, source: str, *, optional: bool) -> Dependency | None:
 
 
 def _pyproject(root: Path) -> Iterator[Dependency]:
-    path = root / "pyproject.toml"
-    if not path.is_file():
+    text = read_text(root, "pyproject.toml")
+    if text is None:
         return
     try:
-        data = tomllib.loads(_read_text(path))
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError:
         return
     project: dict[str, Any] = data.get("project", {})
@@ -167,22 +186,24 @@ def _pyproject(root: Path) -> Iterator[Dependency]:
 
 
 def _requirements(root: Path) -> Iterator[Dependency]:
-    for path in sorted(root.glob("requirements*.txt")):
-        dev = path.name != "requirements.txt"
-        for line in _read_text(path).splitlines():
+    for entry in _listing(root):
+        if entry.kind != "file" or not fnmatch.fnmatchcase(entry.name, "requirements*.txt"):
+            continue
+        dev = entry.name != "requirements.txt"
+        for line in (read_text(root, entry.name) or "").splitlines():
             line = line.strip()
             if not line or line.startswith(("#", "-")):
                 continue
-            if (dep := _pep508(line, path.name, optional=dev)) is not None:
+            if (dep := _pep508(line, entry.name, optional=dev)) is not None:
                 yield dep
 
 
 def _package_json(root: Path) -> Iterator[Dependency]:
-    path = root / "package.json"
-    if not path.is_file():
+    text = read_text(root, "package.json")
+    if text is None:
         return
     try:
-        data = json.loads(_read_text(path))
+        data = json.loads(text)
     except json.JSONDecodeError:
         return
     for key, dev in (("dependencies", False), ("devDependencies", True)):
@@ -191,11 +212,11 @@ def _package_json(root: Path) -> Iterator[Dependency]:
 
 
 def _cargo(root: Path) -> Iterator[Dependency]:
-    path = root / "Cargo.toml"
-    if not path.is_file():
+    text = read_text(root, "Cargo.toml")
+    if text is None:
         return
     try:
-        data = tomllib.loads(_read_text(path))
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError:
         return
     for key, dev in (("dependencies", False), ("dev-dependencies", True)):
@@ -208,10 +229,7 @@ _GO_REQUIRE = re.compile(r"^\s*(?:require\s+)?([\w.\-/]+\.[\w.\-/]+)\s+(v[\w.\-+
 
 
 def _go_mod(root: Path) -> Iterator[Dependency]:
-    path = root / "go.mod"
-    if not path.is_file():
-        return
-    for line in _read_text(path).splitlines():
+    for line in (read_text(root, "go.mod") or "").splitlines():
         if line.strip().startswith("module "):
             continue
         match = _GO_REQUIRE.match(line)
@@ -235,19 +253,17 @@ def read_project_name(root: Path) -> str:
         ("Cargo.toml", lambda t: tomllib.loads(t).get("package", {}).get("name")),
     )
     for name, read in readers:
-        path = root / name
-        if path.is_file():
+        text = read_text(root, name)
+        if text is not None:
             try:
-                declared = read(_read_text(path))
+                declared = read(text)
             except (tomllib.TOMLDecodeError, json.JSONDecodeError, AttributeError):
                 continue
             if isinstance(declared, str) and declared.strip():
                 return declared.strip()
-    go_mod = root / "go.mod"
-    if go_mod.is_file():
-        for line in _read_text(go_mod).splitlines():
-            if line.startswith("module "):
-                return line.split()[1]
+    for line in (read_text(root, "go.mod") or "").splitlines():
+        if line.startswith("module ") and len(line.split()) > 1:
+            return line.split()[1]
     return root.name
 
 
@@ -268,8 +284,8 @@ def read_dependencies(root: Path) -> tuple[Dependency, ...]:
 _STATUS = re.compile(r"^\s*(?:[*_]*status[*_]*\s*:?[*_]*)\s*(.*)$", re.IGNORECASE)
 
 
-def _adr(root: Path, path: Path) -> AdrSummary:
-    lines = _read_text(path).splitlines()
+def _adr(path: str, text: str) -> AdrSummary:
+    lines = text.splitlines()
     title, status = "", ""
     paragraph: list[str] = []
     expect_status = False
@@ -300,8 +316,8 @@ def _adr(root: Path, path: Path) -> AdrSummary:
     if len(summary) > 400:
         summary = summary[:397] + "..."
     return AdrSummary(
-        path=path.relative_to(root).as_posix(),
-        title=title or path.stem,
+        path=path,
+        title=title or Path(path).stem,
         status=status,
         summary=summary,
     )
@@ -316,14 +332,14 @@ def read_adrs(root: Path, *, max_adrs: int = 20) -> tuple[AdrSummary, ...]:
     """
     found: list[AdrSummary] = []
     for folder in ADR_DIRS:
-        base = root / folder
-        if not base.is_dir() or not _inside(root, base):
-            continue
-        for path in sorted(base.glob("*.md")):
-            if path.name.lower() in ("readme.md", "index.md", "template.md"):
+        for entry in _listing(root, folder):
+            if entry.kind != "file" or not fnmatch.fnmatchcase(entry.name, "*.md"):
                 continue
-            if _inside(root, path) and len(found) < max_adrs:
-                found.append(_adr(root, path))
+            if entry.name.lower() in ("readme.md", "index.md", "template.md"):
+                continue
+            text = read_text(root, entry.path)
+            if text is not None and len(found) < max_adrs:
+                found.append(_adr(entry.path, text))
     return tuple(found)
 
 
@@ -335,16 +351,16 @@ def read_conventions(root: Path) -> tuple[str, ...]:
     """
     out: list[str] = []
     ruff: dict[str, Any] = {}
-    pyproject = root / "pyproject.toml"
-    if pyproject.is_file():
+    pyproject = read_text(root, "pyproject.toml")
+    if pyproject is not None:
         try:
-            ruff = tomllib.loads(_read_text(pyproject)).get("tool", {}).get("ruff", {})
+            ruff = tomllib.loads(pyproject).get("tool", {}).get("ruff", {})
         except tomllib.TOMLDecodeError:
             ruff = {}
     for name in ("ruff.toml", ".ruff.toml"):
-        if (root / name).is_file():
+        if (text := read_text(root, name)) is not None:
             with contextlib.suppress(tomllib.TOMLDecodeError):
-                ruff = tomllib.loads(_read_text(root / name))
+                ruff = tomllib.loads(text)
     if ruff:
         if "line-length" in ruff:
             out.append(f"ruff: line length {ruff['line-length']}")
@@ -357,10 +373,10 @@ def read_conventions(root: Path) -> tuple[str, ...]:
         convention = lint.get("pydocstyle", {}).get("convention")
         if convention:
             out.append(f"ruff: {convention}-style docstrings")
-    editorconfig = root / ".editorconfig"
-    if editorconfig.is_file():
+    editorconfig = read_text(root, ".editorconfig")
+    if editorconfig is not None:
         section = ""
-        for line in _read_text(editorconfig).splitlines():
+        for line in editorconfig.splitlines():
             line = line.strip()
             if line.startswith("[") and line.endswith("]"):
                 section = line
@@ -368,9 +384,9 @@ def read_conventions(root: Path) -> tuple[str, ...]:
                 key, _, value = line.partition("=")
                 out.append(f"editorconfig {section}: {key.strip()} = {value.strip()}")
     for name in ("CONTRIBUTING.md", "CONTRIBUTING.rst", "CONTRIBUTING", "docs/CONTRIBUTING.md"):
-        path = root / name
-        if path.is_file():
-            for line in _read_text(path).splitlines():
+        text = read_text(root, name)
+        if text is not None:
+            for line in text.splitlines():
                 low = line.lower()
                 if any(w in low for w in ("naming", "name ", "names ", "snake_case", "camelcase")):
                     text = line.strip().lstrip("-*# ").strip()

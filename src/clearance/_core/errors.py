@@ -343,9 +343,12 @@ class PathEscapeError(ClearanceError):
     Attributes:
         path: The path as given.
         root: The root it must stay inside.
+        reason: How it escapes (``"it has a '..' component"``...), or ``None``.
     """
 
-    def __init__(self, path: str, root: str):
+    def __init__(self, path: str, root: str, *, reason: str | None = None):
         self.path = path
         self.root = root
-        super().__init__(f"path {path!r} escapes {root!r}")
+        self.reason = reason
+        because = f": {reason}" if reason else ""
+        super().__init__(f"path {path!r} escapes {root!r}{because}")

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from clearance._core.errors import ConfigError, LimitExceeded, PathEscapeError
+from clearance._core.confined import read_bytes_confined
+from clearance._core.errors import ConfigError, LimitExceeded
 
 __all__ = ["DEFAULT_MAX_FILE_BYTES", "read_task_files"]
 
@@ -17,8 +18,12 @@ def read_task_files(
 ) -> dict[str, str]:
     """Read the UTF-8 text of each path, relative to ``root``.
 
+    Each file is opened with `read_bytes_confined`: component by component beneath
+    ``root``, so neither a link nor a folder swapped for a link during the read leads
+    outside it; only regular files are read, and at most ``max_file_bytes + 1`` bytes.
+
     Args:
-        root: The input root; every path must resolve inside it (symlinks included).
+        root: The input root; every path must stay inside it (links included).
         paths: Relative paths, as listed in a task's ``files``.
         max_file_bytes: Largest file accepted, in bytes.
 
@@ -26,28 +31,25 @@ def read_task_files(
         Path (as given) → file contents, in the given order.
 
     Raises:
-        PathEscapeError: A path is absolute or resolves outside ``root``.
-        ConfigError: A path does not exist, is not a file, or is not UTF-8 text.
+        PathEscapeError: A path is absolute, has a ``..`` component, or leads outside
+            ``root`` through a link.
+        ConfigError: A path does not exist, is not a regular file, or is not UTF-8 text.
         LimitExceeded: A file is larger than ``max_file_bytes`` (``max_file_bytes``).
     """
-    base = root.resolve()
     contents: dict[str, str] = {}
     for rel in paths:
-        if Path(rel).is_absolute():
-            raise PathEscapeError(rel, str(root))
-        target = (base / rel).resolve()
-        if not target.is_relative_to(base):
-            raise PathEscapeError(rel, str(root))
-        if not target.is_file():
-            raise ConfigError(f"file {rel!r} does not exist under {str(root)!r}", field="files")
-        size = target.stat().st_size
-        if size > max_file_bytes:
-            raise LimitExceeded("max_file_bytes", value=size, maximum=max_file_bytes, subject=rel)
-        data = target.read_bytes()
-        if b"\x00" in data:
+        try:
+            read = read_bytes_confined(root, rel, max_bytes=max_file_bytes)
+        except ConfigError as exc:
+            raise ConfigError(str(exc), field="files") from None
+        if read.truncated:
+            raise LimitExceeded("max_file_bytes", value=read.size, maximum=max_file_bytes,
+                                subject=rel)  # fmt: skip
+        if b"\x00" in read.data:
             raise ConfigError(f"file {rel!r} is binary, not text", field="files")
         try:
-            contents[rel] = data.decode("utf-8")
+            contents[rel] = read.data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise ConfigError(f"file {rel!r} is not UTF-8 text: {exc}", field="files") from exc
+            raise ConfigError(f"file {rel!r} is not UTF-8 text: {exc.reason}",
+                              field="files") from None  # fmt: skip
     return contents
