@@ -3,45 +3,15 @@
 from __future__ import annotations
 
 import codecs
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from clearance._core.confined import read_bytes_confined, split_relative
 from clearance._core.errors import ConfigError, LimitExceeded, PathEscapeError
+from clearance._core.spec import FileCaps, OversizePolicy
 
 __all__ = ["FileCaps", "OversizePolicy", "confined_path", "load_text_file", "truncation_marker"]
 
-OversizePolicy = Literal["error", "truncate"]
-"""What to do with a file over a cap: raise `LimitExceeded`, or cut it with a visible marker."""
-
 _SNIFF_BYTES = 8192
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class FileCaps:
-    """Size caps on the files of one isolated context.
-
-    Attributes:
-        max_file_bytes: Most bytes of any one file.
-        max_total_bytes: Most bytes of all files of one context together.
-        on_oversize: ``"error"`` raises `LimitExceeded` (``max_file_bytes`` or
-            ``max_total_bytes``); ``"truncate"`` keeps the first bytes that fit and appends
-            `truncation_marker`, so the cut is visible to the model and in the manifest.
-    """
-
-    max_file_bytes: int = 64 * 1024
-    max_total_bytes: int = 256 * 1024
-    on_oversize: OversizePolicy = "error"
-
-    def __post_init__(self) -> None:
-        if self.max_file_bytes < 1 or self.max_total_bytes < 1:
-            raise ConfigError("file caps must be at least 1 byte", field="file_caps")
-        if self.on_oversize not in ("error", "truncate"):
-            raise ConfigError(
-                f"on_oversize must be 'error' or 'truncate', got {self.on_oversize!r}",
-                field="file_caps.on_oversize",
-            )
 
 
 def truncation_marker(path: str, kept: int, size: int) -> str:

@@ -25,7 +25,7 @@ from clearance._context.builder import ContextBuilder
 from clearance._context.isolated import STATUSES, IsolatedContext
 from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import ConfigError
-from clearance._core.prompt import Prompt
+from clearance._core.prompt import Prompt, sha256_text
 from clearance._core.spec import Agent
 from clearance._state.ledger import RunLedger
 from clearance.models._base import ChatModel, Usage
@@ -258,6 +258,14 @@ class ContextIsolationManager:
         prompt = builder.build_isolated_prompt(
             context, agent=agent, max_prompt_tokens=agent.limits.max_prompt_tokens
         )
+        recorder, run_id = self.caller.ledger, self.caller.run_id
+        if isinstance(recorder, RunLedger) and run_id is not None:
+            # What the context was made of, so `clearance verify` checks each item's source.
+            recorder.record_event(run_id, "isolated_context", f"isolated:{context.task_id}", {
+                "agent": agent.name,
+                "prompt_sha256": prompt.manifest.prompt_sha256,
+                "items": {i.origin: sha256_text(i.content) for i in prompt.manifest.items},
+            })  # fmt: skip
         response = await self.caller.call(
             subject=f"isolated:{context.task_id}", agent=agent, model=chosen, prompt=prompt,
             budget=budget,

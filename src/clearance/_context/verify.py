@@ -31,10 +31,17 @@ prompt after receiving it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from clearance._context.builder import PLAN_INSTRUCTIONS, SYNTHESIS_TRAILER, TASK_TRAILER
+from clearance._context.builder import (
+    CHILD_GOAL_SECTION,
+    CLARIFICATION_TRAILER,
+    PLAN_INSTRUCTIONS,
+    QUESTION_SECTION,
+    SYNTHESIS_TRAILER,
+    TASK_TRAILER,
+)
 from clearance._context.clearance import Clearance
 from clearance._context.isolated import ISOLATED_TRAILER
 from clearance._context.memory_items import (
@@ -54,6 +61,13 @@ from clearance._context.tool_sections import (
     TOOL_RESULTS_SECTION,
     TOOL_TRAILER,
     TOOLS_SECTION,
+)
+from clearance._context.verify_subagents import (
+    SubagentFacts,
+    check_child_call,
+    check_child_result,
+    check_clarification_call,
+    check_isolated_call,
 )
 from clearance._core.errors import ConfigError
 from clearance._core.memory_spec import memory_scopes_of
@@ -94,6 +108,8 @@ SECTION_KINDS: Mapping[str, frozenset[str]] = {
     TOOL_RESULTS_SECTION: frozenset({"tool", "store"}),
     MEMORY_SECTION: frozenset({"memory"}),
     TURNS_SECTION: frozenset({"turn", "summary"}),
+    QUESTION_SECTION: frozenset({"question"}),
+    CHILD_GOAL_SECTION: frozenset({"child_goal"}),
 }
 """Which kinds of item each section of a prompt may hold."""
 
@@ -101,9 +117,7 @@ _SYNTHESIS_KINDS = frozenset(
     {"instructions", "goal", "task_result", "task_status", "shared_memory"}
 )
 _PLAN_KINDS = frozenset({"instructions", "goal", "agent", "plan_feedback"})
-_ISOLATED_KINDS = frozenset(
-    {"arch", "task", "file", "constraint", "clarification", "child_result", "history"}
-)
+_CLARIFICATION_KINDS = frozenset({"instructions", "task", "task_result", "question"})
 _CONVERSATION_KINDS = frozenset({"instructions", "turn", "summary", "memory"})
 
 
@@ -188,14 +202,18 @@ class _RunFacts:
                     tools=tuple(spec.get("tools", ())),
                     can_delegate_to=tuple(spec.get("can_delegate_to", ())),
                     store_grants=dict(spec.get("store_grants", {})),
+                    can_spawn=tuple(spec.get("can_spawn", ())),
                 )
             except (ConfigError, KeyError, TypeError):
                 continue
         self.tool_calls = {t.tool_call_id: t for t in ledger.tool_calls(run.run_id)}
         self.memory_groups: dict[str, list[str]] = dict(config.get("memory_groups") or {})
         coordinator = config.get("coordinator")
+        self.coordinator: str | None = None
         if isinstance(coordinator, dict) and "instructions" in coordinator:
             self.instructions[coordinator["name"]] = str(coordinator["instructions"]).strip()
+            self.coordinator = str(coordinator["name"])
+        self.subagents = SubagentFacts(ledger.events(run.run_id))
 
 
 def verify_run(
@@ -285,7 +303,7 @@ def _check_layout(
     if render_user_message(sections, trailer) != user:
         yield None, "the prompt holds text outside the manifest's items"
     subject = call.subject
-    if subject.startswith(("task:", "delegation:")):
+    if subject.startswith(("task:", "delegation:", "child:")):
         builders_trailer = trailer == TASK_TRAILER or (
             trailer == TOOL_TRAILER and (call.manifest.get("clearance") or {}).get("tools")
         )
@@ -293,6 +311,8 @@ def _check_layout(
         builders_trailer = trailer == SYNTHESIS_TRAILER
     elif subject.startswith("isolated:"):
         builders_trailer = trailer == ISOLATED_TRAILER
+    elif subject.startswith("clarification:"):
+        builders_trailer = trailer == CLARIFICATION_TRAILER
     elif subject.startswith("conversation:"):
         builders_trailer = trailer == CONVERSATION_TRAILER
     elif subject.startswith("summary:"):
@@ -311,8 +331,25 @@ def _check_admission(
     if subject.startswith("task:"):
         yield from _check_task_call(call, items, facts)
         return
+
+    def provenance(origin: str, item: dict[str, Any]) -> Iterator[tuple[str | None, str]]:
+        return _check_provenance(origin, item, facts)
+
     if subject.startswith("isolated:"):
-        yield from _check_isolated_call(call, items)
+        yield from check_isolated_call(call, items, facts, provenance)
+        return
+    if subject.startswith("clarification:"):
+        yield from check_clarification_call(call, items, facts, provenance)
+        return
+    if subject.startswith("child:"):
+        agent = facts.agents.get(call.agent)
+
+        def tool_item(origin: str, item: dict[str, Any]) -> Iterator[tuple[str | None, str]]:
+            assert agent is not None  # checked before any item
+            clearance = Clearance.for_child(subject.removeprefix("child:"), agent)
+            return _check_tool_item(call, clearance, origin, item, facts)
+
+        yield from check_child_call(call, items, facts, tool_item)
         return
     if subject.startswith("delegation:"):
         yield from _check_delegation_call(call, items, facts)
@@ -359,6 +396,11 @@ def _check_task_call(
         memory_groups=facts.memory_groups,
     )
     recorded = call.manifest.get("clearance")
+    children = facts.subagents.children_shown(task_id, recorded)
+    if children is None:
+        yield None, "the recorded clearance names children the task never spawned"
+    else:
+        clearance = replace(clearance, children=frozenset(children))
     expected = clearance.to_dict()
     if isinstance(recorded, dict) and "memory_scopes" not in recorded:
         # Recorded before clearances carried memory scopes; such prompts hold no memory.
@@ -378,34 +420,10 @@ def _check_task_call(
             yield origin, "the task text is not the recorded task's description"
         elif kind in ("tool", "store"):
             yield from _check_tool_item(call, clearance, origin, item, facts)
+        elif kind == "child_result":
+            yield from check_child_result(task_id, ref, item, facts)
         else:
             yield from _check_provenance(origin, item, facts)
-
-
-def _check_isolated_call(
-    call: CallRecord, items: list[dict[str, Any]]
-) -> Iterator[tuple[str | None, str]]:
-    """A fresh subagent's prompt: only its own task, and only the files its clearance lists.
-
-    The isolated context itself is not in the ledger, so contents are checked against the
-    manifest's hashes (accounting), not against a recorded source.
-    """
-    task_id = call.subject.removeprefix("isolated:")
-    recorded = call.manifest.get("clearance") or {}
-    if recorded.get("task_id") != task_id or recorded.get("agent") != call.agent:
-        yield None, "the recorded clearance is not this subagent's task and agent"
-    if recorded.get("result_task_ids"):
-        yield None, "an isolated prompt may not admit other tasks' results"
-    files = set(recorded.get("files") or ())
-    for item in items[1:]:
-        origin = str(item.get("origin"))
-        kind, _, ref = origin.partition(":")
-        if kind not in _ISOLATED_KINDS:
-            yield origin, f"an isolated prompt may not hold {kind!r} items"
-        elif kind == "task" and ref != task_id:
-            yield origin, f"not the subagent's own task {task_id!r}"
-        elif kind == "file" and ref not in files:
-            yield origin, "a file outside the recorded clearance"
 
 
 def _check_delegation_call(

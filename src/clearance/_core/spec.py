@@ -25,6 +25,8 @@ __all__ = [
     "Agent",
     "AgentLimits",
     "FanOut",
+    "FileCaps",
+    "OversizePolicy",
     "MemoryScope",
     "Task",
     "TaskMode",
@@ -207,6 +209,36 @@ def schema_validator(schema: dict[str, Any]) -> Validator:
     The dialect is taken from ``$schema``; draft 2020-12 when absent or unknown.
     """
     return validator_for(schema, default=Draft202012Validator)(schema)
+
+
+OversizePolicy = Literal["error", "truncate"]
+"""What to do with a file over a cap: raise `LimitExceeded`, or cut it with a visible marker."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FileCaps:
+    """Size caps on the files of one isolated context.
+
+    Attributes:
+        max_file_bytes: Most bytes of any one file.
+        max_total_bytes: Most bytes of all files of one context together.
+        on_oversize: ``"error"`` raises `LimitExceeded` (``max_file_bytes`` or
+            ``max_total_bytes``); ``"truncate"`` keeps the first bytes that fit and appends
+            `truncation_marker`, so the cut is visible to the model and in the manifest.
+    """
+
+    max_file_bytes: int = 64 * 1024
+    max_total_bytes: int = 256 * 1024
+    on_oversize: OversizePolicy = "error"
+
+    def __post_init__(self) -> None:
+        if self.max_file_bytes < 1 or self.max_total_bytes < 1:
+            raise ConfigError("file caps must be at least 1 byte", field="file_caps")
+        if self.on_oversize not in ("error", "truncate"):
+            raise ConfigError(
+                f"on_oversize must be 'error' or 'truncate', got {self.on_oversize!r}",
+                field="file_caps.on_oversize",
+            )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -18,7 +18,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from clearance._core.errors import ConfigError
 from clearance._core.memory_spec import MemoryGroup, SharedConversation
-from clearance._core.spec import MAX_FAN_OUT, Agent, AgentLimits, FanOut, Task, Team
+from clearance._core.spec import (
+    MAX_FAN_OUT,
+    Agent,
+    AgentLimits,
+    FanOut,
+    FileCaps,
+    Task,
+    Team,
+)
 
 __all__ = ["LoadedTeam", "TeamFile", "load_team_file", "resolve_input"]
 
@@ -181,6 +189,8 @@ class LoadedTeam:
         tasks: The tasks, with ``for_each_file`` entries expanded (empty: plan from a goal).
         input_root: The folder task files are relative to, or ``None``.
         source: The file's path, for messages.
+        project_root: The project folder of isolated tasks (``project:``, else the input
+            folder), or ``None``.
     """
 
     spec: TeamFile
@@ -188,6 +198,11 @@ class LoadedTeam:
     tasks: tuple[Task, ...]
     input_root: Path | None
     source: str
+    project_root: Path | None = None
+
+    def file_caps(self) -> FileCaps:
+        """The ``isolation.file_caps`` of the file, as `FileCaps`."""
+        return FileCaps(**self.spec.isolation.file_caps.model_dump())
 
 
 def resolve_input(value: str) -> Path:
@@ -261,10 +276,25 @@ def load_team_file(path: str | Path, *, input_dir: str | Path | None = None) -> 
         )
         root_value = str(input_dir) if input_dir is not None else spec.input.default
         input_root = resolve_input(root_value) if root_value else None
+        project_root = _project_root(spec.project) if spec.project else input_root
         tasks = _expand_tasks(spec, input_root)
     except ConfigError as exc:
         raise ConfigError(str(exc), source=source) from exc
-    return LoadedTeam(spec=spec, team=team, tasks=tasks, input_root=input_root, source=source)
+    return LoadedTeam(spec=spec, team=team, tasks=tasks, input_root=input_root, source=source,
+                      project_root=project_root)  # fmt: skip
+
+
+def _project_root(value: str) -> Path:
+    """The ``project:`` folder (a path, or ``python:<package>``).
+
+    Raises:
+        ConfigError: It does not exist or is not a folder.
+    """
+    try:
+        return resolve_input(value)
+    except ConfigError as exc:
+        raise ConfigError(str(exc).replace("input folder", "project folder"),
+                          field="project") from exc  # fmt: skip
 
 
 def _matching_files(root: Path, pattern: str, include: list[str]) -> list[Path]:

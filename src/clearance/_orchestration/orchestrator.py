@@ -390,6 +390,7 @@ class Orchestrator:
             max_concurrency=recorded.max_concurrency or 4,
             input_root=recorded.input_root,
             messages=restore_messages(recorded.messages),
+            **_recorded_subagent_settings(recorded.record.config),
             on_event=on_event,
             clock=clock,
             retry_policy=retry_policy,
@@ -925,3 +926,18 @@ def _new_run_dir(root: Path, run_id: str) -> Path:
         f"cannot make a workspace folder for run {run_id} in {str(root)!r}",
         field="workspace_root",
     )
+
+
+def _recorded_subagent_settings(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The isolated-task and workspace settings a run recorded, as `Orchestrator` arguments."""
+    settings: dict[str, Any] = {}
+    if isinstance(config.get("project_root"), str):
+        settings["project_root"] = config["project_root"]
+    if isinstance(config.get("workspace_root"), str):
+        settings["workspace_root"] = config["workspace_root"]
+    if isinstance(config.get("file_caps"), dict):
+        settings["file_caps"] = FileCaps(**config["file_caps"])
+    rounds = config.get("clarification_rounds")
+    if isinstance(rounds, int) and not isinstance(rounds, bool):
+        settings["clarification_rounds"] = rounds
+    return settings

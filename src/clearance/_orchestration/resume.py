@@ -118,6 +118,7 @@ def _agent(data: dict[str, Any]) -> Agent:
         limits=AgentLimits(**limits) if isinstance(limits, dict) else AgentLimits(),
         tools=tuple(data.get("tools", ())),
         can_delegate_to=tuple(data.get("can_delegate_to", ())),
+        can_spawn=tuple(data.get("can_spawn", ())),
         store_grants=dict(data.get("store_grants", {})),
     )
 

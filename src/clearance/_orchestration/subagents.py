@@ -360,6 +360,9 @@ class IsolatedRunner:
         """
         task = ctx.task
         files = dict(files)
+        self.ledger.record_event(self.run_id, "files", f"task:{task.id}", {
+            "files": {path: sha256_text(text) for path, text in files.items()},
+        })  # fmt: skip
         clarifications: list[str] = []
         for round_no in range(self.max_rounds + 1):
             prompt = ctx.builder.build_isolated_task_prompt(
@@ -397,14 +400,13 @@ class IsolatedRunner:
         if match is not None:
             path = match.group(1).strip().strip("'\"`")
             reason = self._serve_file(path, files)
+            answer = None if reason is None else f"The file {path!r} cannot be given: {reason}"
             self.ledger.record_event(self.run_id, "clarification", subject, {
                 "round": round_no, "kind": "file", "path": path, "served": reason is None,
                 "sha256": sha256_text(files[path]) if reason is None else None,
-                "reason": reason,
+                "answer": answer,
             })  # fmt: skip
-            if reason is None:
-                return None
-            return f"The file {path!r} cannot be given: {reason}"
+            return answer
         if self.ask_person is not None:
             answer, by = (await self.ask_person(task.id, question)).strip(), "person"
         else:

@@ -22,7 +22,7 @@ from clearance._context.verify import verify_run
 from clearance._core.errors import ConfigError, GraphError
 from clearance._core.spec import Team
 from clearance._core.teamfile import LoadedTeam, load_team_file
-from clearance._orchestration.orchestrator import Orchestrator
+from clearance._orchestration.orchestrator import DEFAULT_WORKSPACE_ROOT, Orchestrator
 from clearance._orchestration.result import RunEvent, RunResult
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import DEFAULT_LEDGER_URL, RunLedger
@@ -141,6 +141,13 @@ def run(
         str | None,
         typer.Option("--store", help="Context store URL; overrides the team file's store."),
     ] = None,
+    interactive: Annotated[
+        bool,
+        typer.Option(
+            "--interactive",
+            help="Answer isolated subagents' questions yourself instead of the coordinator.",
+        ),
+    ] = False,
 ) -> None:
     """Run a team: its tasks, or a plan the coordinator makes for --goal; then synthesize."""
     loaded, model_id = _with_model(_load(team_file, input_dir)[0], model)
@@ -166,6 +173,11 @@ def run(
             messages=bus,
             on_event=progress,
             store=store,
+            project_root=loaded.project_root,
+            file_caps=loaded.file_caps(),
+            clarification_rounds=loaded.spec.isolation.max_rounds,
+            workspace_root=loaded.spec.workspace or DEFAULT_WORKSPACE_ROOT,
+            ask_person=_ask_at_terminal if interactive else None,
         )
         if loaded.input_root is not None:
             out.print(Text(f"input: {loaded.input_root}"))
@@ -179,6 +191,12 @@ def run(
     _print_result(result)
     if result.status != "completed":
         raise typer.Exit(1)
+
+
+async def _ask_at_terminal(task_id: str, question: str) -> str:
+    """Ask the person at the terminal an isolated subagent's question (``--interactive``)."""
+    err.print(Text(f"the subagent of task {task_id} asks: {question}"), soft_wrap=True)
+    return await asyncio.to_thread(input, "your answer> ")
 
 
 def _run_until_interrupted(

@@ -1,0 +1,274 @@
+"""Verifying the prompts of isolated tasks, clarifications and spawned children.
+
+Each clearance is derived from what the ledger recorded about the run — its graph, its
+``clarification``, ``files``, ``architecture``, ``spawn`` and ``child`` events — never from
+what the prompt declares about itself. Then each item's provenance is checked:
+
+- ``arch`` is the run's recorded architectural context;
+- ``task:<id>`` is the task's description, ``constraint:<n>`` its n-th constraint in the graph
+  (the team file);
+- ``file:<path>`` has the digest recorded when the file was loaded or served;
+- ``clarification:<n>`` is the n-th recorded answer to the task's questions;
+- ``question:<id>`` is a recorded question of the task;
+- ``child_result:<id>`` is what the task's own child ``<id>`` was recorded to end with;
+- ``child_goal:<id>`` is the goal recorded when child ``<id>`` was spawned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, Protocol
+
+from clearance._context.clearance import Clearance
+from clearance._core.prompt import sha256_text
+from clearance._core.spec import Agent
+from clearance._state.graph import TaskGraph
+from clearance._state.ledger import CallRecord, EventRecord
+
+__all__ = [
+    "SubagentFacts",
+    "check_child_call",
+    "check_child_result",
+    "check_clarification_call",
+    "check_isolated_call",
+]
+
+_DISPATCH_KINDS = frozenset(
+    {"instructions", "arch", "task", "file", "constraint", "clarification", "child_result",
+     "history"}
+)  # fmt: skip
+
+Problem = tuple[str | None, str]
+"""``(origin or None, reason)``: one finding about a call."""
+
+ItemCheck = Callable[[str, dict[str, Any]], Iterator[Problem]]
+"""Checks one item (origin, manifest entry) against the run's records."""
+
+
+class SubagentFacts:
+    """The run's recorded events, indexed for the checks.
+
+    Args:
+        events: Every event of the run, in the order recorded.
+    """
+
+    def __init__(self, events: Sequence[EventRecord]) -> None:
+        self.architecture: set[str] = set()
+        self.answers: dict[str, list[str]] = {}
+        self.questions: dict[str, set[str]] = {}
+        self.file_digests: dict[str, dict[str, set[str]]] = {}
+        self.served: dict[str, set[str]] = {}
+        self.spawns: dict[str, dict[str, Any]] = {}
+        self.children: dict[str, dict[str, Any]] = {}
+        self.dispatches: dict[str, list[dict[str, Any]]] = {}
+        for event in events:
+            data = event.data
+            task_id = event.subject.removeprefix("task:")
+            if event.kind == "architecture":
+                self.architecture.add(str(data.get("sha256")))
+            elif event.kind == "files":
+                for path, digest in dict(data.get("files") or {}).items():
+                    self.file_digests.setdefault(task_id, {}).setdefault(path, set()).add(digest)
+            elif event.kind == "clarification":
+                self._clarification(task_id, data)
+            elif event.kind == "spawn":
+                self.spawns[str(data.get("child_id"))] = {**data, "task_id": task_id}
+            elif event.kind == "child":
+                self.children[str(data.get("child_id"))] = {**data, "task_id": task_id}
+            elif event.kind == "isolated_context":
+                self.dispatches.setdefault(event.subject, []).append(dict(data))
+
+    def _clarification(self, task_id: str, data: Mapping[str, Any]) -> None:
+        if data.get("kind") == "question":
+            self.questions.setdefault(task_id, set()).add(sha256_text(str(data.get("question"))))
+        if data.get("kind") == "file" and data.get("served"):
+            path = str(data.get("path"))
+            self.served.setdefault(task_id, set()).add(path)
+            digests = self.file_digests.setdefault(task_id, {}).setdefault(path, set())
+            digests.add(str(data.get("sha256")))
+        answer = data.get("answer")
+        if isinstance(answer, str):
+            self.answers.setdefault(task_id, []).append(answer)
+
+    def children_shown(self, task_id: str, recorded: Any) -> list[str] | None:
+        """The children a task prompt's recorded clearance names, if all are the task's own.
+
+        Returns:
+            Their ids (``[]`` when it names none), or ``None`` when one is not a recorded
+            child of ``task_id``.
+        """
+        named = recorded.get("children", []) if isinstance(recorded, dict) else []
+        if not isinstance(named, list):
+            return None
+        mine = {c for c, d in self.children.items() if d.get("task_id") == task_id}
+        return [str(c) for c in named] if set(map(str, named)) <= mine else None
+
+
+class _Facts(Protocol):
+    graph: TaskGraph | None
+    agents: dict[str, Agent]
+    memory_groups: dict[str, list[str]]
+    coordinator: str | None
+    subagents: SubagentFacts
+
+
+def check_child_result(
+    task_id: str, child_id: str, item: Mapping[str, Any], facts: _Facts
+) -> Iterator[Problem]:
+    """A ``child_result:<id>`` item is what the task's own child was recorded to end with."""
+    origin = f"child_result:{child_id}"
+    record = facts.subagents.children.get(child_id)
+    if record is None or record.get("task_id") != task_id:
+        yield origin, f"{child_id!r} is not a recorded child of task {task_id!r}"
+    elif item.get("sha256") != record.get("shown_sha256"):
+        yield origin, f"the content is not the recorded result of child {child_id!r}"
+
+
+def check_isolated_call(
+    call: CallRecord, items: list[dict[str, Any]], facts: _Facts, provenance: ItemCheck
+) -> Iterator[Problem]:
+    """An isolated task's prompt, against the clearance its recorded graph and events give."""
+    task_id = call.subject.removeprefix("isolated:")
+    graph = facts.graph
+    if graph is None or task_id not in graph:
+        yield from _check_dispatch(call, items, facts)
+        return
+    task = graph.get(task_id)
+    if task.mode != "isolated":
+        yield None, f"task {task_id!r} of the run's recorded graph is not isolated"
+        return
+    if call.agent != task.assignee:
+        yield None, f"the prompt was built for {call.agent!r}, not the assignee {task.assignee!r}"
+    recorded = call.manifest.get("clearance") or {}
+    events = facts.subagents
+    answers = events.answers.get(task_id, [])
+    children = events.children_shown(task_id, recorded)
+    shown = recorded.get("clarifications")
+    files = set(map(str, recorded.get("files") or ()))
+    allowed_files = set(task.files) | events.served.get(task_id, set())
+    if (
+        children is None
+        or not isinstance(shown, int)
+        or not 0 <= shown <= len(answers)
+        or not files <= allowed_files
+    ):
+        yield None, "the recorded clearance is not one the graph and the recorded rounds give"
+        return
+    clearance = replace(
+        Clearance.for_task(graph, task_id, agent=facts.agents.get(task.assignee),
+                           memory_groups=facts.memory_groups),
+        files=frozenset(files), clarifications=shown, children=frozenset(children),
+    )  # fmt: skip
+    if recorded != clearance.to_dict():
+        yield None, "the recorded clearance differs from the one the graph gives"
+    for item in items[1:]:
+        origin = str(item.get("origin"))
+        kind, _, ref = origin.partition(":")
+        digest = item.get("sha256")
+        if not clearance.admits(origin):
+            yield origin, f"not in the clearance of isolated task {task_id!r}"
+        elif kind == "arch" and digest not in events.architecture:
+            yield origin, "not the run's recorded architectural context"
+        elif kind == "task" and digest != sha256_text(task.description):
+            yield origin, "the task text is not the recorded task's description"
+        elif kind == "constraint" and digest != sha256_text(task.constraints[int(ref) - 1]):
+            yield origin, f"not constraint {ref} of the task in the team file"
+        elif kind == "clarification" and digest != sha256_text(answers[int(ref) - 1]):
+            yield origin, f"not the recorded answer {ref} to the task's questions"
+        elif kind == "file" and digest not in events.file_digests.get(task_id, {}).get(ref, ()):
+            yield origin, "not the content recorded when the file was loaded"
+        elif kind == "child_result":
+            yield from check_child_result(task_id, ref, item, facts)
+        elif kind == "task_result":
+            yield from provenance(origin, item)
+
+
+def _check_dispatch(
+    call: CallRecord, items: list[dict[str, Any]], facts: _Facts
+) -> Iterator[Problem]:
+    """A `ContextIsolationManager` dispatch outside a run's graph: the recorded context.
+
+    The manager records, at each dispatch, the digest of every item of the context it was
+    given; the prompt must be one of those, item for item, with the clearance
+    `ContextBuilder.build_isolated_prompt` records.
+    """
+    task_id = call.subject.removeprefix("isolated:")
+    dispatches = facts.subagents.dispatches.get(call.subject, [])
+    if not dispatches:
+        yield None, f"{task_id!r} is neither a task of the run's graph nor a recorded dispatch"
+        return
+    mine = {str(i.get("origin")): i.get("sha256") for i in items}
+    files = sorted(o.removeprefix("file:") for o in mine if o.startswith("file:"))
+    expected = {"task_id": task_id, "agent": call.agent, "result_task_ids": [],
+                "files": files, "isolated": True}  # fmt: skip
+    if call.manifest.get("clearance") != expected:
+        yield None, "the recorded clearance is not the one its dispatch gives"
+    for origin in mine:
+        kind, _, ref = origin.partition(":")
+        if kind == "task" and ref != task_id:
+            yield origin, f"not the subagent's own task {task_id!r}"
+        elif kind not in _DISPATCH_KINDS:
+            yield origin, f"an isolated prompt may not hold {kind!r} items"
+    if not any(d.get("agent") == call.agent and d.get("items") == mine for d in dispatches):
+        yield None, "the prompt's items are not those of any recorded dispatch of the task"
+
+
+def check_clarification_call(
+    call: CallRecord, items: list[dict[str, Any]], facts: _Facts, provenance: ItemCheck
+) -> Iterator[Problem]:
+    """The coordinator's answer prompt: the task, its admitted results, a recorded question."""
+    task_id = call.subject.removeprefix("clarification:")
+    graph = facts.graph
+    if graph is None or task_id not in graph or graph.get(task_id).mode != "isolated":
+        yield None, f"{task_id!r} is not an isolated task of the run's recorded graph"
+        return
+    if facts.coordinator is not None and call.agent != facts.coordinator:
+        yield None, f"the prompt was built for {call.agent!r}, not the coordinator"
+    clearance = Clearance.for_task(graph, task_id, memory_groups=facts.memory_groups)
+    if call.manifest.get("clearance") != clearance.to_dict():
+        yield None, "the recorded clearance differs from the one the graph gives"
+    task = graph.get(task_id)
+    questions = facts.subagents.questions.get(task_id, set())
+    for item in items[1:]:
+        origin = str(item.get("origin"))
+        kind = origin.partition(":")[0]
+        digest = item.get("sha256")
+        if kind not in ("task", "task_result", "question") or not clearance.admits(origin):
+            yield origin, f"not in the clearance of a question about task {task_id!r}"
+        elif kind == "task" and digest != sha256_text(task.description):
+            yield origin, "the task text is not the recorded task's description"
+        elif kind == "question" and digest not in questions:
+            yield origin, "not a recorded question of the task's subagent"
+        elif kind == "task_result":
+            yield from provenance(origin, item)
+
+
+def check_child_call(
+    call: CallRecord, items: list[dict[str, Any]], facts: _Facts, tool_item: ItemCheck
+) -> Iterator[Problem]:
+    """A spawned child's prompt: its recorded goal and its own tools' results only."""
+    child_id = call.subject.removeprefix("child:")
+    spawn = facts.subagents.spawns.get(child_id)
+    if spawn is None:
+        yield None, f"no spawn of child {child_id!r} was recorded in the run"
+        return
+    if call.agent != spawn.get("agent"):
+        yield None, f"child {child_id!r} was spawned as {spawn.get('agent')!r}, not {call.agent!r}"
+        return
+    agent = facts.agents.get(call.agent)
+    if agent is None:
+        yield None, f"agent {call.agent!r} is not in the run's recorded config"
+        return
+    clearance = Clearance.for_child(child_id, agent)
+    if call.manifest.get("clearance") != clearance.to_dict():
+        yield None, "the recorded clearance differs from the one the spawn gives"
+    for item in items[1:]:
+        origin = str(item.get("origin"))
+        kind = origin.partition(":")[0]
+        if not clearance.admits(origin):
+            yield origin, f"not in the clearance of child {child_id!r}"
+        elif kind == "child_goal" and item.get("sha256") != sha256_text(str(spawn.get("goal"))):
+            yield origin, "the goal is not the one recorded when the child was spawned"
+        elif kind in ("tool", "store"):
+            yield from tool_item(origin, item)

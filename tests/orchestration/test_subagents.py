@@ -1,0 +1,292 @@
+"""Isolated tasks and spawned children in orchestrated runs: protocol, limits, canaries, ledger."""
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from clearance import Agent, AgentLimits, Orchestrator, RunLedger, Task, Team
+from clearance._context.verify import verify_run
+from clearance._core.spec import FanOut
+from clearance.models._base import ToolCall
+from clearance.testing import FunctionModel
+
+SIBLING_TASK = "SIBLING-TASK-CANARY-7f3a"
+SIBLING_RESULT = "SIBLING-RESULT-CANARY-91bc"
+NOTES = "NOTES-FILE-CONTENT-5d2e"
+
+
+def subject(request):
+    return request.prompt.manifest.subject
+
+
+def user_text(request):
+    return request.prompt.messages[-1].content
+
+
+@pytest.fixture
+def project(tmp_path):
+    root = tmp_path / "project"
+    (root / "src").mkdir(parents=True)
+    (root / "docs").mkdir()
+    (root / "src" / "app.py").write_text("def main():\n    return 42\n")
+    (root / "docs" / "notes.md").write_text(f"# Notes\n{NOTES}\n")
+    (root / "README.md").write_text("# Demo\nA demo project.\n")
+    return root
+
+
+@pytest.fixture
+def ledger(tmp_path):
+    with RunLedger(f"sqlite:///{tmp_path / 'runs.db'}") as ledger:
+        yield ledger
+
+
+TEAM = Team(
+    agents=(
+        Agent(name="worker", instructions="You review code."),
+        Agent(
+            name="lead",
+            instructions="You lead.",
+            can_spawn=("helper",),
+            limits=AgentLimits(spawn_timeout_s=1.0),
+        ),
+        Agent(
+            name="helper",
+            instructions="You help.",
+            tools=("write_output",),
+            limits=AgentLimits(max_output_files=1, max_steps=3),
+        ),
+    ),
+    coordinator=Agent(name="editor", instructions="You edit."),
+)
+
+TASKS = [
+    Task(
+        id="review",
+        title="Review app",
+        description="Review src/app.py.",
+        assignee="worker",
+        mode="isolated",
+        constraints=("Name every function.",),
+        files=("src/app.py",),
+    ),
+    Task(
+        id="sibling",
+        title="Sibling",
+        description=f"Do the other thing. {SIBLING_TASK}",
+        assignee="worker",
+        mode="isolated",
+    ),
+    Task(
+        id="parent",
+        title="Parent",
+        description="Summarize what the helpers found.",
+        assignee="lead",
+        depends_on=("review",),
+        fan_out=FanOut(agent="helper", goals=("goal ok", "goal slow", "goal write")),
+    ),
+]
+
+
+async def answer(request):
+    s, text = subject(request), user_text(request)
+    if s == "isolated:sibling":
+        return f"{SIBLING_RESULT}\nSTATUS: done"
+    if s == "isolated:review":
+        if "Clarification 1" not in text:
+            return "I need the purpose.\nSTATUS: needs_context\nQUESTION: What is the app for?"
+        if NOTES not in text:
+            return "STATUS: needs_context\nFILE: docs/notes.md"
+        return "main() returns 42; all good.\nSTATUS: done"
+    if s == "clarification:review":
+        return "It is a demo app."
+    if s.startswith("child:"):
+        if "goal slow" in text:
+            await asyncio.sleep(5)
+        if "goal write" in text:
+            return [
+                ToolCall(id="a", name="write_output", arguments={"name": "a.txt", "content": "A"}),
+                ToolCall(id="b", name="write_output", arguments={"name": "b.txt", "content": "B"}),
+            ]
+        return "- child finding A"
+    if s == "task:parent":
+        return "parent summary"
+    return "SYNTHESIS"
+
+
+async def run(project, ledger, tmp_path, model=None):
+    model = model or FunctionModel(answer)
+    orchestrator = Orchestrator(
+        TEAM,
+        model=model,
+        ledger=ledger,
+        input_root=project,
+        workspace_root=tmp_path / "ws",
+        max_concurrency=3,
+    )
+    return model, await orchestrator.run_tasks(TASKS)
+
+
+async def test_isolated_tasks_and_children_run_and_verify(project, ledger, tmp_path):
+    model, result = await run(project, ledger, tmp_path)
+    assert result.tasks["review"].result == "main() returns 42; all good."
+    assert result.tasks["parent"].result == "parent summary"
+    assert result.status == "completed", result.error
+
+    reviews = [r for r in model.requests if subject(r) == "isolated:review"]
+    assert len(reviews) == 3  # asked a question, asked for a file, answered
+    last = user_text(reviews[-1])
+    assert "It is a demo app." in last and NOTES in last
+    assert "## Project architecture" in last and "Name every function." in last
+    origins = reviews[-1].prompt.manifest.origins
+    assert {"arch", "task:review", "file:src/app.py", "file:docs/notes.md"} <= set(origins)
+    assert {"constraint:1", "clarification:1"} <= set(origins)
+
+    # The coordinator's clarification prompt holds the question and the task, nothing else.
+    (clarify,) = [r for r in model.requests if subject(r) == "clarification:review"]
+    assert "What is the app for?" in user_text(clarify)
+    assert SIBLING_TASK not in clarify.prompt.text
+
+    # Children: goal only; outcomes ok, timed out (cancelled), failed on max_output_files.
+    events = ledger.events(result.run_id)
+    outcomes = {e.data["child_id"]: e.data for e in events if e.kind == "child"}
+    assert sorted(o["status"] for o in outcomes.values()) == ["failed", "ok", "timed_out"]
+    failed = next(o for o in outcomes.values() if o["status"] == "failed")
+    assert "max_output_files" in failed["error"]
+    breaches = [e for e in events if e.kind == "limit_exceeded"]
+    assert [b.data["limit"] for b in breaches] == ["max_output_files"]
+    assert len([e for e in events if e.kind == "spawn"]) == 3
+    assert len([e for e in events if e.kind == "clarification"]) == 2
+    parent = next(r for r in model.requests if subject(r) == "task:parent")
+    child_items = [o for o in parent.prompt.manifest.origins if o.startswith("child_result:")]
+    assert len(child_items) == 3
+    assert "[no result: the child timed out" in user_text(parent)
+
+    # Each child wrote only under its own fresh folder.
+    run_dir = tmp_path / "ws" / result.run_id
+    writer = next(cid for cid, o in outcomes.items() if o["status"] == "failed")
+    assert (run_dir / writer / "outputs" / "a.txt").read_text() == "A"
+    assert not (run_dir / writer / "outputs" / "b.txt").exists()
+
+    report = verify_run(ledger, result.run_id)
+    assert report.ok, [str(f) for f in report.findings]
+
+
+async def test_no_isolated_or_child_prompt_holds_a_siblings_text(project, ledger, tmp_path):
+    model, _ = await run(project, ledger, tmp_path)
+    for request in model.requests:
+        s = subject(request)
+        if s in ("isolated:sibling", "synthesis"):
+            continue
+        assert SIBLING_TASK not in request.prompt.text, s
+        assert SIBLING_RESULT not in request.prompt.text, s
+        if s.startswith("child:"):
+            # A child sees its goal: not the parent's task, results, or other children.
+            assert "Summarize what the helpers found." not in request.prompt.text
+            assert "main() returns 42" not in request.prompt.text
+            assert (
+                sum(g in request.prompt.text for g in ("goal ok", "goal slow", "goal write")) == 1
+            )
+
+
+async def test_verify_catches_a_siblings_result_smuggled_in_as_a_constraint(
+    project, ledger, tmp_path
+):
+    _, result = await run(project, ledger, tmp_path)
+    forge_item(ledger, result.run_id, "isolated:review", "Constraint 1", SIBLING_RESULT)
+    report = verify_run(ledger, result.run_id)
+    assert not report.ok
+    assert any("constraint" in (f.origin or "") for f in report.findings)
+
+
+async def test_verify_catches_a_forged_child_result(project, ledger, tmp_path):
+    _, result = await run(project, ledger, tmp_path)
+    forge_item(ledger, result.run_id, "task:parent", "Result of parent.", SIBLING_RESULT)
+    report = verify_run(ledger, result.run_id)
+    assert not report.ok
+    assert any("child_result" in (f.origin or "") for f in report.findings)
+
+
+def forge_item(ledger, run_id, subject, heading_prefix, text):
+    """Replace one item's content in a recorded prompt, digests recomputed as a forger would."""
+    import sqlite3
+
+    from clearance._context.render import (
+        Block,
+        Section,
+        parse_user_message,
+        render_user_message,
+    )
+    from clearance._core.prompt import ChatMessage, messages_sha256, sha256_text
+    from clearance._state.ledger import call_record_sha256
+
+    ledger.flush()
+    path = ledger._url.removeprefix("sqlite:///")
+    connection = sqlite3.connect(path)
+    call_id, messages, manifest = connection.execute(
+        "SELECT call_id, messages, manifest FROM calls WHERE subject = ? ORDER BY rowid DESC",
+        (subject,),
+    ).fetchone()
+    messages, manifest = json.loads(messages), json.loads(manifest)
+    sections, trailer = parse_user_message(messages[1]["content"])
+    index, found, rebuilt = 0, False, []
+    for section in sections:
+        blocks = []
+        for block in section.blocks:
+            index += 1
+            if not found and block.heading.startswith(heading_prefix):
+                block = Block(heading=block.heading, content=text)
+                manifest["items"][index]["sha256"] = sha256_text(text)
+                found = True
+            blocks.append(block)
+        rebuilt.append(Section(section.heading, tuple(blocks)))
+    assert found, f"no block headed {heading_prefix!r}"
+    messages[1]["content"] = render_user_message(rebuilt, trailer)
+    manifest["prompt_sha256"] = messages_sha256(
+        tuple(ChatMessage(role=m["role"], content=m["content"]) for m in messages)
+    )
+    connection.execute(
+        "UPDATE calls SET messages = ?, manifest = ?, prompt_sha256 = ?, record_sha256 = ? "
+        "WHERE call_id = ?",
+        (
+            json.dumps(messages),
+            json.dumps(manifest),
+            manifest["prompt_sha256"],
+            call_record_sha256(messages, manifest),
+            call_id,
+        ),
+    )
+    connection.commit()
+    connection.close()
+
+
+def test_a_fan_out_to_an_agent_not_in_can_spawn_is_refused_before_the_run(project, ledger):
+    tasks = [
+        Task(
+            id="p",
+            title="P",
+            description="p",
+            assignee="worker",
+            fan_out=FanOut(agent="helper", goals=("g",)),
+        )
+    ]
+    orchestrator = Orchestrator(TEAM, model=FunctionModel(lambda r: "x"), ledger=ledger)
+    with pytest.raises(Exception, match="can_spawn"):
+        asyncio.run(orchestrator.run_tasks(tasks))
+
+
+def test_constraints_without_isolated_mode_are_refused():
+    from clearance import ConfigError
+
+    with pytest.raises(ConfigError, match="isolated"):
+        Task(id="t", title="T", description="d", assignee="a", constraints=("x",))
+
+
+def test_a_workspace_of_a_run_is_never_reused(tmp_path):
+    from clearance._orchestration.orchestrator import _new_run_dir
+
+    first = _new_run_dir(tmp_path, "run-1")
+    second = _new_run_dir(tmp_path, "run-1")
+    assert first != second and first.is_dir() and second.is_dir()
+    assert isinstance(first, Path)
