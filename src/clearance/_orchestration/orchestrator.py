@@ -682,6 +682,7 @@ class Orchestrator:
             max_tokens=agent.limits.max_output_tokens,
             json_schema=json_schema,
             tools=tools,
+            timeout_s=agent.limits.timeout_s,
         )
         attempts = agent.limits.retries + 1
 
