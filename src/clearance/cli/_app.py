@@ -15,7 +15,6 @@ import typer
 from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
-from rich.text import Text
 from rich.tree import Tree
 
 from clearance._context.verify import verify_run
@@ -28,7 +27,7 @@ from clearance._state.graph import TaskGraph
 from clearance._state.ledger import DEFAULT_LEDGER_URL, RunLedger
 from clearance._state.messages import MessageBus
 from clearance._state.store import ContextStore
-from clearance.cli._common import err, one_line_errors, out
+from clearance.cli._common import err, one_line_errors, out, safe_text
 from clearance.cli._store import print_tool_calls, store_app
 from clearance.models._registry import DEFAULT_MODEL_ID
 
@@ -96,7 +95,7 @@ class _Progress:
             line = f"{stamp} plan ready ({event.detail})"
         else:
             line = f"{stamp} run finished: {event.detail}"
-        self._console.print(Text(line))
+        self._console.print(safe_text(line))
 
 
 def _load(team_file: Path, input_dir: str | None) -> tuple[LoadedTeam, TaskGraph | None]:
@@ -168,8 +167,8 @@ def run(
             store=store,
         )
         if loaded.input_root is not None:
-            out.print(Text(f"input: {loaded.input_root}"))
-        out.print(Text(f"model: {model_id}"))
+            out.print(safe_text(f"input: {loaded.input_root}"))
+        out.print(safe_text(f"model: {model_id}"))
         if loaded.tasks:
             work = orchestrator.run_tasks(loaded.tasks, goal=goal)
         else:
@@ -189,11 +188,11 @@ def _run_until_interrupted(
         return asyncio.run(work)
     except KeyboardInterrupt:
         if progress.run_id is None:
-            err.print(Text("interrupted before the run started"))
+            err.print(safe_text("interrupted before the run started"))
         else:
             where = "" if db == DEFAULT_LEDGER_URL else f" --db {shlex.quote(db)}"
             err.print(
-                Text(
+                safe_text(
                     f"interrupted: run {progress.run_id} is resumable; continue it with: "
                     f"clearance resume {progress.run_id}{where}"
                 ),
@@ -249,21 +248,24 @@ def _print_result(result: RunResult) -> None:
         table.add_column(column, justify="right" if column == "prompt tokens" else "left")
     for outcome in result.tasks.values():
         table.add_row(
-            outcome.task_id, outcome.assignee, str(outcome.status), str(outcome.prompt_tokens)
+            *map(
+                safe_text,
+                (outcome.task_id, outcome.assignee, outcome.status, outcome.prompt_tokens),
+            )
         )
     out.print(table)
     if result.synthesis is not None:
-        out.print(Panel(Text(result.synthesis), title="Synthesis", title_align="left"))
+        out.print(Panel(safe_text(result.synthesis), title="Synthesis", title_align="left"))
     if result.error:
-        err.print(Text(f"run {result.run_id}: {result.error}"))
+        err.print(safe_text(f"run {result.run_id}: {result.error}"))
     usage = result.usage
     out.print(
-        Text(
+        safe_text(
             f"run id: {result.run_id}  status: {result.status}  model calls: {usage.requests}  "
             f"prompt tokens: {usage.prompt_tokens}  completion tokens: {usage.completion_tokens}"
         )
     )
-    out.print(Text(f"see every prompt: clearance inspect {result.run_id}"))
+    out.print(safe_text(f"see every prompt: clearance inspect {result.run_id}"))
 
 
 @app.command()
@@ -285,13 +287,13 @@ def inspect(
         tasks = {t.task_id: t for t in ledger.tasks(record.run_id)}
         tool_calls = ledger.tool_calls(record.run_id)
     out.print(
-        Text(
+        safe_text(
             f"run {record.run_id}  team {record.team}  status {record.status}  "
             f"created {record.created_at:%Y-%m-%d %H:%M:%S}Z"
         )
     )
     if record.goal:
-        out.print(Text(f"goal: {record.goal}"))
+        out.print(safe_text(f"goal: {record.goal}"))
     if task is not None:
         wanted = task if task in ("synthesis", "plan") else f"task:{task}"
         calls = [c for c in calls if c.subject == wanted]
@@ -301,23 +303,27 @@ def inspect(
         task_id = call.subject.removeprefix("task:")
         status = tasks[task_id].status if task_id in tasks else ""
         header = f"{call.subject}  agent {call.agent}  model {call.model_id}  {status}".rstrip()
-        table = Table(title=header, title_justify="left", show_lines=False)
+        table = Table(title=safe_text(header), title_justify="left", show_lines=False)
         table.add_column("origin")
         table.add_column("title")
         table.add_column("tokens", justify="right")
         for item in call.manifest.get("items", []):
-            table.add_row(str(item["origin"]), str(item["title"]), str(item["tokens"]))
-        table.add_row("", "total prompt", str(call.manifest.get("total_tokens", "")))
+            table.add_row(*map(safe_text, (item["origin"], item["title"], item["tokens"])))
+        table.add_row("", "total prompt", safe_text(call.manifest.get("total_tokens", "")))
         out.print(table)
         if show_prompt:
             for message in call.messages:
                 out.print(
-                    Panel(Text(message["content"]), title=message["role"], title_align="left")
+                    Panel(
+                        safe_text(message["content"]),
+                        title=safe_text(message["role"]),
+                        title_align="left",
+                    )
                 )
         if call.error:
-            out.print(Text(f"error: {call.error}"))
+            out.print(safe_text(f"error: {call.error}"))
         elif call.response is not None:
-            out.print(Panel(Text(call.response), title="response", title_align="left"))
+            out.print(Panel(safe_text(call.response), title="response", title_align="left"))
     print_tool_calls(out, tool_calls)
 
 
@@ -332,16 +338,16 @@ def verify(
         report = verify_run(ledger, run_id)
     if report.ok:
         out.print(
-            Text(
+            safe_text(
                 f"run {report.run_id}: {report.calls_checked} model calls verified: every item "
                 "was in its task's clearance and every prompt is exactly its manifest's items"
             )
         )
         return
     for finding in report.findings:
-        out.print(Text(str(finding)), soft_wrap=True)
+        out.print(safe_text(str(finding)), soft_wrap=True)
     out.print(
-        Text(
+        safe_text(
             f"run {report.run_id}: {len(report.findings)} problem(s) "
             f"in {report.calls_checked} calls"
         )
@@ -358,18 +364,18 @@ def graph(
     """Print a team file's task graph (after validation), in dependency order."""
     loaded, task_graph = _load(team_file, input_dir)
     if task_graph is None:
-        out.print(Text("no tasks: the coordinator plans them from --goal at run time"))
+        out.print(safe_text("no tasks: the coordinator plans them from --goal at run time"))
         return
-    tree = Tree(Text(f"{loaded.spec.name}: {len(task_graph)} tasks"))
+    tree = Tree(safe_text(f"{loaded.spec.name}: {len(task_graph)} tasks"))
     for task_id in task_graph.topological_order():
         task = task_graph.get(task_id)
         deps = ", ".join(task.depends_on) or "-"
-        node = tree.add(Text(f"{task.id}  [{task.assignee}]  {task.title}"))
-        node.add(Text(f"depends on: {deps}"))
+        node = tree.add(safe_text(f"{task.id}  [{task.assignee}]  {task.title}"))
+        node.add(safe_text(f"depends on: {deps}"))
         if task.memory_scope != "dependencies":
-            node.add(Text(f"memory scope: {task.memory_scope}"))
+            node.add(safe_text(f"memory scope: {task.memory_scope}"))
         if task.files:
-            node.add(Text(f"files: {', '.join(task.files)}"))
+            node.add(safe_text(f"files: {', '.join(task.files)}"))
     out.print(tree)
 
 
@@ -387,7 +393,8 @@ def runs(
         table.add_column(column)
     for r in records:
         goal = (r.goal or "")[:60]
-        table.add_row(r.run_id, r.team, r.status, f"{r.created_at:%Y-%m-%d %H:%M:%S}", goal)
+        created = f"{r.created_at:%Y-%m-%d %H:%M:%S}"
+        table.add_row(*map(safe_text, (r.run_id, r.team, r.status, created, goal)))
     out.print(table)
 
 
