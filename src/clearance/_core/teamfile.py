@@ -218,9 +218,22 @@ def load_team_file(path: str | Path, *, input_dir: str | Path | None = None) -> 
         root_value = str(input_dir) if input_dir is not None else spec.input.default
         input_root = resolve_input(root_value) if root_value else None
         tasks = _expand_tasks(spec, input_root)
+        _check_messages(spec)
     except ConfigError as exc:
         raise ConfigError(str(exc), source=source) from exc
     return LoadedTeam(spec=spec, team=team, tasks=tasks, input_root=input_root, source=source)
+
+
+def _check_messages(spec: TeamFile) -> None:
+    """Refuse a message to an agent the team does not have (it would reach nobody)."""
+    names = {a.name for a in spec.agents}
+    for i, message in enumerate(spec.messages):
+        if message.to != "*" and message.to not in names:
+            known = ", ".join(sorted(names))
+            raise ConfigError(
+                f"message to unknown agent {message.to!r} would reach nobody (agents: {known})",
+                field=f"messages.{i}.to",
+            )
 
 
 def _matching_files(root: Path, pattern: str, include: list[str]) -> list[Path]:

@@ -46,7 +46,7 @@ from clearance._orchestration.retry import RetryPolicy, with_retries
 from clearance._orchestration.scheduler import Scheduler
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import RunLedger
-from clearance._state.messages import MessageBus
+from clearance._state.messages import MessageBus, check_recipient
 from clearance._state.queue import TaskQueue, TaskState, TaskStatus
 from clearance._state.shared_memory import SharedMemory
 from clearance._state.store import ContextStore
@@ -776,6 +776,8 @@ class Orchestrator:
                     f"task {task.id!r} lists files but the orchestrator has no input_root",
                     field="files",
                 )
+        for message in self.messages.all():
+            check_recipient(message.recipient, names)
 
     def _resolve_models(self) -> None:
         """Create every agent's model now, so a bad model id fails before the run starts."""

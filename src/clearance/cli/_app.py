@@ -17,6 +17,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.tree import Tree
 
+from clearance._agents.files import confined_path
 from clearance._context.verify import verify_run
 from clearance._core.errors import ConfigError, GraphError
 from clearance._core.spec import Team
@@ -103,10 +104,31 @@ def _load(team_file: Path, input_dir: str | None) -> tuple[LoadedTeam, TaskGraph
     loaded = load_team_file(team_file, input_dir=input_dir)
     if not loaded.tasks:
         return loaded, None
+    _check_files(loaded)
     try:
         return loaded, TaskGraph(loaded.tasks)
     except GraphError as exc:
         raise ConfigError(str(exc), source=str(team_file)) from exc
+
+
+def _check_files(loaded: LoadedTeam) -> None:
+    """Refuse, before anything runs, a task file that is absolute or escapes the input folder.
+
+    Raises:
+        ConfigError: A task lists files but there is no input folder.
+        PathEscapeError: A listed file is absolute, has a ``..`` part, or resolves (through
+            symlinks) outside the input folder.
+    """
+    root = loaded.input_root.resolve() if loaded.input_root is not None else None
+    for task in loaded.tasks:
+        for rel in task.files:
+            if root is None:
+                raise ConfigError(
+                    f"task {task.id!r} lists files but there is no input folder "
+                    "(input.default or --input)",
+                    source=loaded.source,
+                )
+            confined_path(root, rel)
 
 
 def _with_model(loaded: LoadedTeam, model: str | None) -> tuple[LoadedTeam, str]:
