@@ -227,6 +227,8 @@ def load_team_file(path: str | Path, *, input_dir: str | Path | None = None) -> 
 def _check_messages(spec: TeamFile) -> None:
     """Refuse a message to an agent the team does not have (it would reach nobody)."""
     names = {a.name for a in spec.agents}
+    if spec.coordinator is not None:
+        names.add(spec.coordinator.name)
     for i, message in enumerate(spec.messages):
         if message.to != "*" and message.to not in names:
             known = ", ".join(sorted(names))

@@ -776,8 +776,10 @@ class Orchestrator:
                     f"task {task.id!r} lists files but the orchestrator has no input_root",
                     field="files",
                 )
+        coordinator = self.team.coordinator
+        members = names | ({coordinator.name} if coordinator is not None else set())
         for message in self.messages.all():
-            check_recipient(message.recipient, names)
+            check_recipient(message.recipient, members)
 
     def _resolve_models(self) -> None:
         """Create every agent's model now, so a bad model id fails before the run starts."""
