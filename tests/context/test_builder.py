@@ -246,6 +246,7 @@ def test_plan_prompt_shows_roster_summaries_not_instructions():
         Agent(name="bob", instructions="Writes prose.\nSECRET-2"),
     ]
     prompt = builder().build_plan_prompt("G", coordinator=COORD, roster=workers)
-    assert "Researcher" in prompt.text and "Writes prose." in prompt.text
+    assert "Researcher" in prompt.text and "bob" in prompt.text
+    assert "Writes prose." not in prompt.text  # no role declared: listed by name only
     assert "SECRET" not in prompt.text
     assert "agent:alice" in prompt.manifest.origins

@@ -288,7 +288,8 @@ async def test_run_team_forwards_planned_edges_exactly(ledger):
     plan_request = model.requests[0]
     assert plan_request.json_schema is not None
     plan_text = plan_request.prompt.text
-    assert "Researcher" in plan_text and "You are Bob." in plan_text  # role, or first line
+    assert "Researcher" in plan_text  # a declared role
+    assert "You are Bob." not in plan_text  # no role: name only, not the first line
     assert "You are Alice." not in plan_text  # roster, not instructions
     assert "ALICE-SECRET" not in plan_text and "BOB-SECRET" not in plan_text
     w_prompt = model.requests[3].prompt

@@ -36,12 +36,15 @@ from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import ClearanceError, LimitExceeded, ModelError
 from clearance._core.prompt import Prompt
 from clearance._core.spec import Agent
-from clearance.models._base import ChatModel, ModelRequest, ModelResponse, Usage
+from clearance.models._base import (
+    MAX_REPORTED_TOKENS,
+    ChatModel,
+    ModelRequest,
+    ModelResponse,
+    Usage,
+)
 
-__all__ = ["MAX_REPORTED_TOKENS", "CallBudget", "CallRecorder", "ModelCaller"]
-
-MAX_REPORTED_TOKENS = 10**9
-"""Most tokens a provider may report for one call; more (or fewer than 0) is a `ModelError`."""
+__all__ = ["CallBudget", "CallRecorder", "ModelCaller"]
 
 
 class CallRecorder(Protocol):
@@ -187,6 +190,7 @@ class ModelCaller:
             json_schema=json_schema,
             tools=tools,
             temperature=temperature,
+            timeout_s=limits.timeout_s,
         )
         call = _Call(
             subject=subject, agent=agent, model=model, request=request, attempts=limits.retries + 1
@@ -289,6 +293,9 @@ def _deadline(call: _Call, elapsed: float) -> LimitExceeded:
 
 def _check_response(call: _Call, response: ModelResponse) -> None:
     """Refuse what no later step can hold: bad Unicode, absurd usage, an over-long answer.
+
+    Providers validate usage at their boundary (`validated_usage`); this checks it again for
+    any `ChatModel`, a user's own included.
 
     Raises:
         ModelError: Lone surrogates in the text or a tool call's arguments; token counts

@@ -338,8 +338,9 @@ class Agent:
     Attributes:
         name: Unique name within the team; tasks name it as their assignee.
         instructions: The system prompt.
-        role: One-line summary shown to the coordinator when it plans; defaults to the first
-            line of ``instructions``.
+        role: One-line summary shown to the coordinator when it plans. Only a declared role
+            is shown: an agent without one is listed by name only (its instructions, first
+            line included, never reach the coordinator).
         model: Model id (``"provider:name"``), or ``None`` for the orchestrator's default.
         limits: Hard limits on the agent's model calls.
         tools: Tools the agent may call (opt-in; none by default): names of built-in tools
@@ -386,8 +387,8 @@ class Agent:
 
     @property
     def summary(self) -> str:
-        """A short role summary (at most 200 characters) for the coordinator's roster."""
-        text = self.role or (self.instructions.strip().splitlines() or [""])[0]
+        """The declared role (at most 200 characters) for the coordinator's roster, or ``""``."""
+        text = self.role
         return text if len(text) <= 200 else text[:197] + "..."
 
 

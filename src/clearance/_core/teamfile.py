@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from clearance._core.errors import ConfigError
 from clearance._core.memory_spec import MemoryGroup, SharedConversation
+from clearance._core.safe_yaml import load_yaml_file
 from clearance._core.spec import (
     MAX_FAN_OUT,
     Agent,
@@ -243,22 +243,12 @@ def load_team_file(path: str | Path, *, input_dir: str | Path | None = None) -> 
         The team, its tasks (``for_each_file`` expanded, sorted by path), and input root.
 
     Raises:
-        ConfigError: The file is missing, is not YAML, or fails validation; the message
-            names the file, the field and the problem.
+        ConfigError: The file is missing, is not a regular file, is over the size, depth or
+            alias-expansion caps of `clearance._core.safe_yaml`, is not YAML, or fails
+            validation; the message names the file, the field and the problem.
     """
     source = str(path)
-    try:
-        raw: Any = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read the file: {exc.strerror or exc}", source=source) from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            f"not UTF-8 text (byte {exc.start} cannot be decoded)", source=source
-        ) from exc
-    except yaml.YAMLError as exc:
-        line = getattr(getattr(exc, "problem_mark", None), "line", None)
-        where = f" (line {line + 1})" if line is not None else ""
-        raise ConfigError(f"not valid YAML{where}", source=source) from exc
+    raw: Any = load_yaml_file(path)
     if not isinstance(raw, dict):
         raise ConfigError("the file must hold a mapping with at least 'agents'", source=source)
     try:
@@ -278,6 +268,7 @@ def load_team_file(path: str | Path, *, input_dir: str | Path | None = None) -> 
         input_root = resolve_input(root_value) if root_value else None
         project_root = _project_root(spec.project) if spec.project else input_root
         tasks = _expand_tasks(spec, input_root)
+        _check_messages(spec)
     except ConfigError as exc:
         raise ConfigError(str(exc), source=source) from exc
     return LoadedTeam(spec=spec, team=team, tasks=tasks, input_root=input_root, source=source,
@@ -295,6 +286,20 @@ def _project_root(value: str) -> Path:
     except ConfigError as exc:
         raise ConfigError(str(exc).replace("input folder", "project folder"),
                           field="project") from exc  # fmt: skip
+
+
+def _check_messages(spec: TeamFile) -> None:
+    """Refuse a message to an agent the team does not have (it would reach nobody)."""
+    names = {a.name for a in spec.agents}
+    if spec.coordinator is not None:
+        names.add(spec.coordinator.name)
+    for i, message in enumerate(spec.messages):
+        if message.to != "*" and message.to not in names:
+            known = ", ".join(sorted(names))
+            raise ConfigError(
+                f"message to unknown agent {message.to!r} would reach nobody (agents: {known})",
+                field=f"messages.{i}.to",
+            )
 
 
 def _matching_files(root: Path, pattern: str, include: list[str]) -> list[Path]:

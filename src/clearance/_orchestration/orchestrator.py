@@ -55,7 +55,7 @@ from clearance._orchestration.subagents import (
 )
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import RunLedger
-from clearance._state.messages import MessageBus
+from clearance._state.messages import MessageBus, check_recipient
 from clearance._state.queue import TaskQueue, TaskState, TaskStatus
 from clearance._state.shared_memory import SharedMemory
 from clearance._state.store import ContextStore
@@ -849,6 +849,10 @@ class Orchestrator:
                     f"its assignee's max_children ({assignee.limits.max_children})",
                     field=f"tasks.{task.id}.fan_out",
                 )
+        coordinator = self.team.coordinator
+        members = names | ({coordinator.name} if coordinator is not None else set())
+        for message in self.messages.all():
+            check_recipient(message.recipient, members)
 
     def _resolve_models(self) -> None:
         """Create every agent's model now, so a bad model id fails before the run starts."""

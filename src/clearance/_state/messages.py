@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
 from clearance._core.clock import Clock, utc_now
+from clearance._core.errors import ConfigError
 
-__all__ = ["BROADCAST", "Message", "MessageBus"]
+__all__ = ["BROADCAST", "Message", "MessageBus", "check_recipient"]
 
 BROADCAST = "*"
 """Recipient name that addresses a message to every agent but its sender."""
@@ -45,6 +47,26 @@ def _number(message_id: str) -> int:
     return int(rest) if rest != message_id and rest.isdigit() else 0
 
 
+def check_recipient(recipient: str, agents: Iterable[str]) -> None:
+    """Refuse a message that would reach nobody.
+
+    Args:
+        recipient: An agent's name, or `BROADCAST`.
+        agents: The names of the team's agents.
+
+    Raises:
+        ConfigError: ``recipient`` is neither `BROADCAST` nor one of ``agents``; the message
+            names it and lists the agents.
+    """
+    names = set(agents)
+    if recipient != BROADCAST and recipient not in names:
+        known = ", ".join(sorted(names)) or "none"
+        raise ConfigError(
+            f"message to unknown agent {recipient!r} would reach nobody (agents: {known})",
+            field="to",
+        )
+
+
 class MessageBus:
     """Holds messages until the `ContextBuilder` admits them into the addressee's prompts.
 
@@ -52,15 +74,26 @@ class MessageBus:
 
     Args:
         clock: Source of timestamps (UTC).
+        agents: The names messages may be addressed to; `send` refuses any other recipient
+            (a message to nobody would be silently dropped). ``None`` accepts any name; the
+            orchestrator then refuses, before a run starts, a message to an agent its team
+            does not have.
     """
 
-    def __init__(self, *, clock: Clock = utc_now):
+    def __init__(self, *, clock: Clock = utc_now, agents: Iterable[str] | None = None):
         self._clock = clock
+        self._agents = frozenset(agents) if agents is not None else None
         self._counter = itertools.count(1)
         self._messages: list[Message] = []
 
     def send(self, sender: str, recipient: str, content: str) -> Message:
-        """Send ``content`` from ``sender`` to one ``recipient`` (or `BROADCAST`)."""
+        """Send ``content`` from ``sender`` to one ``recipient`` (or `BROADCAST`).
+
+        Raises:
+            ConfigError: The bus was given its ``agents`` and ``recipient`` is none of them.
+        """
+        if self._agents is not None:
+            check_recipient(recipient, self._agents)
         message = Message(
             id=f"msg-{next(self._counter)}",
             sender=sender,

@@ -255,9 +255,18 @@ class StoreEntry:
         }
 
 
+MAX_TTL_S = 100 * 365 * 24 * 3600.0
+"""Longest TTL accepted, in seconds (100 years); use ``None`` for an entry that never expires.
+A larger or infinite TTL would overflow the expiry timestamp."""
+
+
 def _check_ttl(ttl_s: float | None, field: str = "ttl_s") -> None:
-    if ttl_s is not None and not ttl_s > 0:
-        raise ConfigError(f"must be a positive number of seconds, got {ttl_s!r}", field=field)
+    if ttl_s is not None and not 0 < ttl_s <= MAX_TTL_S:  # NaN and infinity too
+        raise ConfigError(
+            f"must be a positive number of seconds up to {MAX_TTL_S:.0f} (100 years; "
+            f"none for never), got {ttl_s!r}",
+            field=field,
+        )
 
 
 def _check_limit(limit: int) -> None:
@@ -364,7 +373,8 @@ class ContextStore(DatabaseBase):
             ttl_s: Seconds until the entry expires; ``None`` for never.
 
         Raises:
-            ConfigError: ``ttl_s`` is not positive, or ``value`` is not text.
+            ConfigError: ``ttl_s`` is not positive and at most `MAX_TTL_S`, or ``value`` is
+                not text.
             StoreError: The database could not be written.
         """
         _check_ttl(ttl_s)
@@ -381,7 +391,8 @@ class ContextStore(DatabaseBase):
         """Write like `set`, and push expiry to ``ttl_s`` seconds from now (default 90 days).
 
         Raises:
-            ConfigError: ``ttl_s`` is not positive, or ``value`` is not text.
+            ConfigError: ``ttl_s`` is not positive and at most `MAX_TTL_S`, or ``value`` is
+                not text.
             StoreError: The database could not be written.
         """
         _check_ttl(ttl_s)
@@ -402,7 +413,7 @@ class ContextStore(DatabaseBase):
             Whether a live entry existed.
 
         Raises:
-            ConfigError: ``ttl_s`` is not positive.
+            ConfigError: ``ttl_s`` is not positive and at most `MAX_TTL_S`.
             StoreError: The database could not be written.
         """
         _check_ttl(ttl_s)

