@@ -29,6 +29,7 @@ from clearance._state.ledger import DEFAULT_LEDGER_URL, RunLedger
 from clearance._state.messages import MessageBus
 from clearance._state.store import ContextStore
 from clearance.cli._common import err, one_line_errors, out, safe_text
+from clearance.cli._events import print_events, select_calls
 from clearance.cli._store import print_tool_calls, store_app
 from clearance.models._registry import DEFAULT_MODEL_ID
 
@@ -313,7 +314,12 @@ def _print_result(result: RunResult) -> None:
 def inspect(
     run_id: Annotated[str, typer.Argument(help="Run id (or a unique prefix).")],
     task: Annotated[
-        str | None, typer.Option("--task", help="Only this task (or 'synthesis', 'plan').")
+        str | None,
+        typer.Option(
+            "--task",
+            help="Only this task's calls (its own, isolated, clarification, children's and "
+            "delegates'), or one call subject such as child:ID, synthesis or plan.",
+        ),
     ] = None,
     show_prompt: Annotated[
         bool, typer.Option("--prompt/--no-prompt", help="Show the full prompt text.")
@@ -326,6 +332,7 @@ def inspect(
         calls = ledger.calls(record.run_id)
         tasks = {t.task_id: t for t in ledger.tasks(record.run_id)}
         tool_calls = ledger.tool_calls(record.run_id)
+        events = ledger.events(record.run_id)
     out.print(
         safe_text(
             f"run {record.run_id}  team {record.team}  status {record.status}  "
@@ -335,8 +342,10 @@ def inspect(
     if record.goal:
         out.print(safe_text(f"goal: {record.goal}"))
     if task is not None:
-        wanted = task if task in ("synthesis", "plan") else f"task:{task}"
-        calls = [c for c in calls if c.subject == wanted]
+        calls = select_calls(calls, task, events=events, tool_calls=tool_calls)
+        subjects = {c.subject for c in calls} | {f"task:{task}"}
+        events = [e for e in events if e.subject in subjects]
+        tool_calls = [t for t in tool_calls if t.subject in subjects]
         if not calls:
             raise ConfigError(f"run {record.run_id} has no model call for {task!r}", field="--task")
     for call in calls:
@@ -365,6 +374,7 @@ def inspect(
         elif call.response is not None:
             out.print(Panel(safe_text(call.response), title="response", title_align="left"))
     print_tool_calls(out, tool_calls)
+    print_events(out, events)
 
 
 @app.command()
