@@ -5,6 +5,7 @@ answers by what each prompt holds (a scripted server), so the run goes through t
 provider, the CLI, the ledger and `verify` exactly as with any served model.
 """
 
+import contextlib
 import json
 import re
 import subprocess
@@ -126,10 +127,8 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
-        try:
+        with contextlib.suppress(BrokenPipeError):  # the client gave up (a child timed out)
             self.wfile.write(payload)
-        except BrokenPipeError:  # the client gave up (a child that timed out)
-            pass
 
 
 @pytest.fixture
