@@ -7,6 +7,11 @@ here from the drawn graph, independently of `Clearance`) and X completed before 
 For ``"dependencies"`` and ``"transitive"`` scopes that is every cleared task: all of them
 must complete before Y can start. Messages reach exactly their addressees' prompts, and the
 synthesis sees every completed result.
+
+Isolated tasks (``mode: isolated``) and spawned children are drawn too: an isolated task's
+prompt admits exactly what a standard task's does, less messages (a fresh subagent's context
+holds no messages); a child's prompt holds no task's result at all, and its result reaches
+exactly its parent's prompt.
 """
 
 import asyncio
@@ -31,12 +36,15 @@ from clearance import (
     TaskStatus,
     Team,
 )
+from clearance._core.spec import FanOut
 from clearance.testing import CanaryModel, assert_never_saw, assert_saw
 
 MAX_TASKS = 45
 MAX_DEPENDENCIES = 5
 SCOPES = ("dependencies", "transitive", "all")
 COORDINATOR = "lead"
+SPAWNER = "ag0"  # the one worker that may spawn children
+CHILD = "kid"
 
 
 @dataclass(frozen=True)
@@ -55,6 +63,8 @@ TASK_SPEC = st.tuples(
     st.sampled_from(SCOPES),
     st.integers(0, 3),  # assignee, modulo the number of agents
     st.integers(0, 9),  # 9: the task's model call fails
+    st.integers(0, 3),  # 3: an isolated task
+    st.integers(0, 2),  # children it fans out to (when its assignee may spawn)
 )
 
 
@@ -66,16 +76,23 @@ def scenarios(draw):
     least = draw(st.integers(1, 12) | st.integers(1, MAX_TASKS))
     specs = draw(st.lists(TASK_SPEC, min_size=least, max_size=MAX_TASKS))
     tasks, fail = [], set()
-    for i, (offsets, scope, agent, failure) in enumerate(specs):
+    for i, (offsets, scope, agent, failure, mode, children) in enumerate(specs):
         deps = sorted({i - 1 - (k % i) for k in offsets}) if i else []
+        assignee = agents[agent % len(agents)]
+        fan_out = None
+        if children and assignee == SPAWNER:
+            fan_out = FanOut(agent=CHILD, goals=tuple(f"Part {c} of step {i}." for c in
+                                                      range(children)))  # fmt: skip
         tasks.append(
             Task(
                 id=f"t{i}",
                 title=f"Task {i}",
                 description=f"Do step {i}.",
-                assignee=agents[agent % len(agents)],
+                assignee=assignee,
                 depends_on=tuple(f"t{d}" for d in deps),
                 memory_scope=scope,
+                mode="isolated" if mode == 3 else "standard",
+                fan_out=fan_out,
             )
         )
         if failure == 9:
@@ -128,8 +145,16 @@ def expected_statuses(tasks, fail):
     return status
 
 
-def run_scenario(scenario, ledger):
-    agents = tuple(Agent(name=a, instructions=f"You are {a}.") for a in scenario.agents)
+def subject_of(task):
+    return f"{'isolated' if task.mode == 'isolated' else 'task'}:{task.id}"
+
+
+def run_scenario(scenario, ledger, workspace):
+    agents = tuple(
+        Agent(name=a, instructions=f"You are {a}.", can_spawn=(CHILD,) if a == SPAWNER else ())
+        for a in scenario.agents
+    )
+    agents += (Agent(name=CHILD, instructions="You are a child."),)
     team = Team(agents=agents, coordinator=Agent(name=COORDINATOR, instructions="Lead."))
     bus = MessageBus()
     sent = [
@@ -144,6 +169,7 @@ def run_scenario(scenario, ledger):
         messages=bus,
         max_concurrency=scenario.max_concurrency,
         clock=TickClock(),
+        workspace_root=workspace,
     )
     result = asyncio.run(orch.run_tasks(scenario.tasks, goal="G"))
     return model, result, sent
@@ -163,26 +189,41 @@ def check(scenario, model, result, sent, ledger):
     assert {k: v.status for k, v in result.tasks.items()} == statuses
     completed = {k for k, s in statuses.items() if s is TaskStatus.COMPLETED}
     reached = {k for k, s in statuses.items() if s is not TaskStatus.SKIPPED}
-    assert set(model.canaries) == completed | {"synthesis"}
+    spawns = [e for e in ledger.events(result.run_id) if e.kind == "spawn"]
+    children = {f"child:{e.data['child_id']}": e.subject.removeprefix("task:") for e in spawns}
+    fanned = {k for k in reached if by_id[k].fan_out is not None}
+    assert set(children.values()) == fanned
+    assert len(children) == sum(len(by_id[k].fan_out.goals) for k in fanned)
+    assert set(model.canaries) == completed | {"synthesis"} | set(children)
 
     # What reached the model is what the ledger recorded, one call per task that ran.
     recorded = ledger.calls(result.run_id)
     calls = {c.subject: c for c in recorded}
     assert len(calls) == len(recorded) == len(model.requests)
-    assert set(calls) == {f"task:{k}" for k in reached} | {"synthesis"}
+    assert set(calls) == {subject_of(by_id[k]) for k in reached} | {"synthesis"} | set(children)
     requests = {r.prompt.manifest.subject: r for r in model.requests}
     for subject, call in calls.items():
         assert call.messages == requests[subject].prompt.to_dicts()
 
     records = {r.task_id: r for r in ledger.tasks(result.run_id)}
     canary = {x: model.canary_of(x) for x in completed}
+    for child, parent in children.items():
+        text = requests[child].prompt.text
+        assert not any(canary[x] in text for x in completed), child  # a goal, and no result
+        assert model.canary_of(child) in requests[subject_of(by_id[parent])].prompt.text
+        for other in set(children) - {child}:
+            assert model.canary_of(other) not in text
     for y in sorted(reached):
         task = by_id[y]
-        prompt = requests[f"task:{y}"].prompt
+        prompt = requests[subject_of(task)].prompt
+        own = {c for c, p in children.items() if p == y}
+        for child in children:
+            assert (model.canary_of(child) in prompt.text) == (child in own), (y, child)
         text = prompt.text
         cleared = oracle_clearance(tasks, task)
-        started = records[y].started_at
-        # Cleared and completed before Y started (and so before its prompt was built).
+        # Its prompt is built right before its call (after its children, if it has any).
+        started = calls[subject_of(task)].started_at
+        # Cleared and completed before Y's prompt was built.
         visible = {x for x in cleared & completed if records[x].finished_at < started}
         for x in completed:
             assert (canary[x] in text) == (x in visible), (
@@ -204,7 +245,7 @@ def check(scenario, model, result, sent, ledger):
 
         # Messages: exactly those addressed to the assignee, with their origins.
         for message in sent:
-            addressed = message.is_for(task.assignee)
+            addressed = message.is_for(task.assignee) and task.mode != "isolated"
             assert (marker(message) in text) == addressed, (y, task.assignee, message)
             assert (f"message:{message.id}" in prompt.manifest.origins) == addressed
 
@@ -224,15 +265,17 @@ def check(scenario, model, result, sent, ledger):
     for x in sorted(completed)[:2]:
         assert_saw(ledger, "synthesis", canary[x], run_id=result.run_id)
         assert_never_saw(ledger, x, canary[x], run_id=result.run_id)
-        for y in [y for y in graph.dependents(x) if y in reached][:2]:
+        dependents = [y for y in graph.dependents(x) if y in reached]
+        for y in [y for y in dependents if by_id[y].mode != "isolated"][:2]:
             assert_saw(ledger, y, canary[x], run_id=result.run_id)
 
 
 @pytest.fixture(scope="module")
 def shared_ledger(tmp_path_factory):
     """One ledger for every example; each example is its own run, checked by its run id."""
-    with RunLedger(f"sqlite:///{tmp_path_factory.mktemp('isolation') / 'runs.db'}") as ledger:
-        yield ledger
+    folder = tmp_path_factory.mktemp("isolation")
+    with RunLedger(f"sqlite:///{folder / 'runs.db'}") as ledger:
+        yield ledger, folder / "workspaces"
 
 
 @settings(
@@ -242,5 +285,6 @@ def shared_ledger(tmp_path_factory):
 )
 @given(scenario=scenarios())
 def test_a_result_reaches_a_prompt_iff_it_is_cleared(shared_ledger, scenario):
-    model, result, sent = run_scenario(scenario, shared_ledger)
-    check(scenario, model, result, sent, shared_ledger)
+    ledger, workspace = shared_ledger
+    model, result, sent = run_scenario(scenario, ledger, workspace)
+    check(scenario, model, result, sent, ledger)

@@ -31,7 +31,8 @@ class CanaryModel(_RecordingModel):
 
     A canary is ``CANARY-<key>-<8 hex digits>``, new on every call and never a substring of
     another canary the model issued. ``<key>`` is the task id for a task prompt (subject
-    ``task:<id>``), else the subject (``synthesis``, ``plan``). The completion is:
+    ``task:<id>``, or ``isolated:<id>`` for an isolated task), else the subject
+    (``synthesis``, ``plan``, ``child:<id>``...). The completion is:
 
     - task prompt: ``"result of <id> <canary>"``;
     - synthesis: ``"synthesis of <n> results <canary>"``, ``n`` the number of completed
@@ -90,7 +91,7 @@ class CanaryModel(_RecordingModel):
         self.requests.append(request)
         manifest = request.prompt.manifest
         subject = manifest.subject
-        key = subject.removeprefix("task:")
+        key = subject.removeprefix("task:").removeprefix("isolated:")
         if key in self.fail:
             raise ModelError(f"canary failure of {key!r} (scripted)", model_id=self.model_id)
         canary = self._new_canary(key)
