@@ -1,6 +1,7 @@
 """Long-term memory in orchestrated runs: recall before a task, record after, never leaked."""
 
 import asyncio
+import dataclasses
 
 import pytest
 
@@ -164,3 +165,67 @@ def test_default_memory_url_sits_next_to_an_sqlite_ledger(tmp_path):
     pg = "postgresql+psycopg://u:secret@127.0.0.1:5432/db"
     assert default_memory_url(pg) == pg
     assert RunMemory(pg).config()["url"] == "postgresql+psycopg://u:***@127.0.0.1:5432/db"
+
+
+def word_count(text: str) -> int:
+    """Count the words of a text."""
+    return len(text.split())
+
+
+def test_from_run_restores_memory_groups_settings_memory_and_tools_then_verifies(tmp_path):
+    base = team()
+    alice = dataclasses.replace(base.agents[0], tools=("word_count",))
+    tooled = dataclasses.replace(base, agents=(alice, *base.agents[1:]))
+    url = f"sqlite:///{tmp_path / 'memory.db'}"
+
+    async def first():
+        memory = RunMemory(url)
+        with RunLedger(f"sqlite:///{tmp_path / 'runs.db'}") as ledger:
+            orch = Orchestrator(tooled, model=CanaryModel(fail={"c1"}), ledger=ledger,
+                                memory=memory, tools=[word_count])  # fmt: skip
+            result = await orch.run_tasks(tasks(1))
+        memory.close()
+        return result
+
+    failed = asyncio.run(first())
+    assert failed.status == "failed"
+
+    async def resumed():
+        with RunLedger(f"sqlite:///{tmp_path / 'runs.db'}") as ledger:
+            orch = Orchestrator.from_run(failed.run_id, ledger=ledger, model=CanaryModel())
+            assert orch.team.memory_groups == base.memory_groups
+            assert orch.team.agent("alice").memory == AgentMemory(
+                recall=RECALL_ALL, record_to="research"
+            )
+            assert orch.memory is not None and orch.memory.url == url
+            try:
+                result = await orch.resume(failed.run_id)
+            finally:
+                orch.memory.close()
+            report = verify_run(ledger, failed.run_id, memories=memory_lookup(url))
+            return result, report
+
+    result, report = asyncio.run(resumed())
+    assert result.status == "completed", result.error
+    assert report.ok, [str(f) for f in report.findings]
+
+
+def test_from_run_names_a_tool_it_cannot_restore(tmp_path):
+    plain = Team(agents=(Agent(name="alice", instructions="A.", tools=("local",)),))
+
+    def local(text: str) -> str:
+        return text
+
+    async def go():
+        with RunLedger(f"sqlite:///{tmp_path / 'runs.db'}") as ledger:
+            orch = Orchestrator(plain, model=CanaryModel(fail={"t"}), ledger=ledger, tools=[local])
+            failed = await orch.run_tasks([Task(id="t", title="T", description="D",
+                                                assignee="alice")])  # fmt: skip
+            with pytest.raises(ConfigError, match=r"'local'.*no import path"):
+                Orchestrator.from_run(failed.run_id, ledger=ledger, model=CanaryModel())
+            restored = Orchestrator.from_run(
+                failed.run_id, ledger=ledger, model=CanaryModel(), tools={"local": local}
+            )
+            assert (await restored.resume(failed.run_id)).status == "completed"
+
+    asyncio.run(go())
