@@ -174,7 +174,12 @@ def test_set_with_extension_and_touch(store: ContextStore, clock: FakeClock) -> 
     store.set_with_extension("ns", "k", "v", "a")
     entry = store.get_entry("ns", "k")
     assert entry is not None and entry.expires_at == clock.now + timedelta(days=90)
+    # Expiry only moves forward: a shorter extension keeps the later expiry.
     store.set_with_extension("ns", "k", "v2", "a", ttl_s=100)
+    entry = store.get_entry("ns", "k")
+    assert entry is not None and entry.value == "v2"
+    assert entry.expires_at == clock.now + timedelta(days=90)
+    store.set("ns", "k", "v2", "a", ttl_s=100)  # a plain write sets the expiry it is given
     entry = store.get_entry("ns", "k")
     assert entry is not None and entry.expires_at == clock.now + timedelta(seconds=100)
 
@@ -201,6 +206,33 @@ def test_set_with_extension_and_touch(store: ContextStore, clock: FakeClock) -> 
     store.set("ns", "forever", "x", "a")
     assert store.touch("ns", "forever") is True
     assert store.get_entry("ns", "forever").expires_at is None  # type: ignore[union-attr]
+
+
+def test_set_with_extension_never_pulls_expiry_earlier(
+    store: ContextStore, clock: FakeClock
+) -> None:
+    year = timedelta(days=365)
+    store.set("ns", "long", "v", "a", ttl_s=year.total_seconds())
+    store.set_with_extension("ns", "long", "v2", "a")  # default 90 days
+    entry = store.get_entry("ns", "long")
+    assert entry is not None and entry.value == "v2" and entry.expires_at == clock.now + year
+    assert store.touch("ns", "long", ttl_s=10) is True
+    assert store.get_entry("ns", "long").expires_at == clock.now + year  # type: ignore[union-attr]
+    # A never-expiring entry gains no expiry.
+    store.set("ns", "forever", "x", "a")
+    store.set_with_extension("ns", "forever", "y", "a", ttl_s=5)
+    entry = store.get_entry("ns", "forever")
+    assert entry is not None and entry.value == "y" and entry.expires_at is None
+    # A later expiry is taken; an expired entry restarts as new.
+    store.set("ns", "short", "x", "a", ttl_s=10)
+    store.set_with_extension("ns", "short", "x", "a", ttl_s=1000)
+    assert store.get_entry("ns", "short").expires_at == clock.now + timedelta(seconds=1000)  # type: ignore[union-attr]
+    store.set("ns", "old", "x", "a", ttl_s=1)
+    clock.advance(5)
+    store.set_with_extension("ns", "old", "new", "a", ttl_s=50)
+    entry = store.get_entry("ns", "old")
+    assert entry is not None and entry.expires_at == clock.now + timedelta(seconds=50)
+    assert entry.created_at == clock.now
 
 
 def test_query_order_and_limit(store: ContextStore, clock: FakeClock) -> None:

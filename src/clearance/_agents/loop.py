@@ -149,7 +149,11 @@ class AgentLoop:
                 if bound is None:
                     if self.store is None:
                         raise ConfigError(f"tool {name!r} needs a context store", field="store")
-                    view = self.store.view(agent.name, StoreGrants.parse(agent.store_grants))
+                    view = self.store.view(
+                        agent.name,
+                        StoreGrants.parse(agent.store_grants),
+                        read_extends_ttl_s=agent.store_read_extends_ttl_s,
+                    )
                     bound = store_tools(view)
                 tools[name] = bound[name]
             else:
@@ -261,6 +265,7 @@ class AgentLoop:
                             "namespace": e.namespace,
                             "key": e.key,
                             "sha256": sha256_text(e.value),
+                            "updated_at": e.updated_at.isoformat(),
                         }
                         for e in output.store_reads
                     ],

@@ -8,11 +8,12 @@ as JSON). The built-in store tools (`store_tools`) are bound to one agent's `Sto
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, get_type_hints
+from typing import Any, cast, get_type_hints
 
 from pydantic import ConfigDict, ValidationError, create_model
 
@@ -26,11 +27,20 @@ __all__ = [
     "DELEGATE_TOOL",
     "Tool",
     "ToolOutput",
+    "import_function",
     "store_tools",
     "tool_name",
 ]
 
-BUILTIN_TOOL_NAMES = ("store_get", "store_set", "store_query")
+BUILTIN_TOOL_NAMES = (
+    "store_get",
+    "store_set",
+    "store_query",
+    "store_set_with_extension",
+    "store_touch",
+    "store_get_structured",
+    "store_search",
+)
 """Names of the built-in store tools, bound to the agent's scoped store view."""
 
 
@@ -145,14 +155,53 @@ class Tool:
         return cls(name=tool_name, description=description, parameters=schema, run=run)
 
 
+def import_function(path: str, *, field: str = "tools") -> Callable[..., Any]:
+    """The function at an import path ``"package.module:function"``.
+
+    Used for a team file's ``tools:`` entries and the paths a run recorded for its user tools.
+    Imports the module: name only modules you trust, as you would in Python code.
+
+    Raises:
+        ConfigError: The path is malformed, the module cannot be imported, or it has no such
+            callable (``field`` names the entry).
+    """
+    module_name, _, qualname = path.partition(":")
+    if (
+        not module_name
+        or not qualname
+        or not all(part.isidentifier() for part in (*module_name.split("."), *qualname.split(".")))
+    ):
+        raise ConfigError(
+            f"{path!r} is not an import path of the form 'package.module:function'", field=field
+        )
+    try:
+        target: Any = importlib.import_module(module_name)
+    except Exception as exc:  # any failure of the imported module's own code
+        raise ConfigError(
+            f"cannot import {module_name!r}: {type(exc).__name__}: {exc}", field=field
+        ) from exc
+    for part in qualname.split("."):
+        target = getattr(target, part, None)
+    if not callable(target):
+        raise ConfigError(f"{path!r} is not a function", field=field)
+    return cast(Callable[..., Any], target)
+
+
 def store_tools(view: StoreView) -> dict[str, Tool]:
     """The built-in store tools bound to one agent's scoped view.
 
     - ``store_get(namespace, key)``: the value, or a note that there is none;
     - ``store_set(namespace, key, value, ttl_s=None)``: write (as the view's agent);
-    - ``store_query(namespace, prefix="", limit=10)``: live entries, newest first.
+    - ``store_query(namespace, prefix="", limit=10)``: live entries, newest first;
+    - ``store_set_with_extension(namespace, key, value, ttl_s=None)``: write, pushing expiry
+      forward (never earlier; an entry that never expires keeps none);
+    - ``store_touch(namespace, key, ttl_s=None)``: push a live entry's expiry forward;
+    - ``store_get_structured(namespace, key)``: read a value that must be valid JSON;
+    - ``store_search(text, limit=10)``: entries whose key or value holds ``text``, across
+      every namespace the agent may read (and no other), newest first.
 
-    A denied namespace gives an error output naming the agent, namespace and operation.
+    ``limit`` is clamped to 1..50. A denied namespace gives an error output naming the
+    agent, namespace and operation. Entries read enter the next prompt as ``store:`` items.
     """
 
     def store_get(namespace: str, key: str) -> ToolOutput:
@@ -170,15 +219,54 @@ def store_tools(view: StoreView) -> dict[str, Tool]:
         keys = ", ".join(e.key for e in entries) or "none"
         return ToolOutput(content=f"{len(entries)} entries: {keys}", store_reads=tuple(entries))
 
+    def store_set_with_extension(
+        namespace: str, key: str, value: str, ttl_s: float | None = None
+    ) -> ToolOutput:
+        view.set_with_extension(namespace, key, value, ttl_s)
+        return ToolOutput(content=f"stored {namespace}/{key}; its expiry only moved forward")
+
+    def store_touch(namespace: str, key: str, ttl_s: float | None = None) -> ToolOutput:
+        if view.touch(namespace, key, ttl_s):
+            return ToolOutput(content=f"expiry of {namespace}/{key} pushed forward")
+        return ToolOutput(content=f"no entry {namespace}/{key}")
+
+    def store_get_structured(namespace: str, key: str) -> ToolOutput:
+        entry = view.get_entry(namespace, key)
+        if entry is None:
+            return ToolOutput(content=f"no entry {namespace}/{key}")
+        try:
+            json.loads(entry.value)
+        except ValueError as exc:
+            return ToolOutput(
+                content=f"error: the value of {namespace}/{key} is not valid JSON: {exc}",
+                is_error=True,
+            )
+        return ToolOutput(content=f"JSON entry {namespace}/{key} read", store_reads=(entry,))
+
+    def store_search(text: str, limit: int = 10) -> ToolOutput:
+        entries = view.search(text, min(max(limit, 1), 50))
+        found = ", ".join(f"{e.namespace}/{e.key}" for e in entries) or "none"
+        return ToolOutput(content=f"{len(entries)} entries: {found}", store_reads=tuple(entries))
+
     docs = {
         "store_get": "Read the value stored under a key in a namespace of the shared store.",
         "store_set": "Write a text value under a key in a namespace of the shared store.",
-        "store_query": "List entries of a namespace whose key starts with a prefix.",
+        "store_query": "List entries of a namespace whose key starts with a prefix, newest first.",
+        "store_set_with_extension": "Write a text value under a key and push its expiry "
+        "forward (it never moves earlier).",
+        "store_touch": "Push the expiry of an entry forward without changing its value.",
+        "store_get_structured": "Read a JSON value stored under a key in a namespace.",
+        "store_search": "Find entries whose key or value contains a text, in every namespace "
+        "you may read, newest first.",
     }
     functions: dict[str, Callable[..., ToolOutput]] = {
         "store_get": store_get,
         "store_set": store_set,
         "store_query": store_query,
+        "store_set_with_extension": store_set_with_extension,
+        "store_touch": store_touch,
+        "store_get_structured": store_get_structured,
+        "store_search": store_search,
     }
     tools = {}
     for name, function in functions.items():

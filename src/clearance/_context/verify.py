@@ -79,9 +79,13 @@ from clearance._state.messages import Message
 
 if TYPE_CHECKING:
     from clearance._state.memory import MemoryRecord
+    from clearance._state.store import StoreEntry
 
 MemoryLookup = Callable[[str], "MemoryRecord | None"]
 """Finds a memory record by id in the memory store, whatever its scope (for auditing)."""
+
+StoreLookup = Callable[[str, str], "StoreEntry | None"]
+"""Finds the live entry at ``(namespace, key)`` in the run's context store (for auditing)."""
 
 __all__ = ["Finding", "VerificationReport", "verify_run"]
 
@@ -165,9 +169,16 @@ class VerificationReport:
 class _RunFacts:
     """What the ledger says about a run, indexed for the checks."""
 
-    def __init__(self, ledger: RunLedger, run: RunRecord, memories: MemoryLookup | None = None):
+    def __init__(
+        self,
+        ledger: RunLedger,
+        run: RunRecord,
+        memories: MemoryLookup | None = None,
+        store: StoreLookup | None = None,
+    ):
         self.run = run
         self.memories = memories
+        self.store = store
         self.graph = TaskGraph.from_dict(run.graph) if run.graph else None
         records = ledger.tasks(run.run_id)
         self.results = {t.task_id: t.result for t in records if t.result is not None}
@@ -217,7 +228,11 @@ class _RunFacts:
 
 
 def verify_run(
-    ledger: RunLedger, run_id: str, *, memories: MemoryLookup | None = None
+    ledger: RunLedger,
+    run_id: str,
+    *,
+    memories: MemoryLookup | None = None,
+    store: StoreLookup | None = None,
 ) -> VerificationReport:
     """Check every model call of a run against its clearance and its manifest.
 
@@ -227,6 +242,9 @@ def verify_run(
         memories: Optional lookup into the memory store (`clearance.memory_lookup`); when
             given, every ``memory:<id>`` item must be a stored record with that content in
             the scope its title names.
+        store: Optional lookup into the run's context store (`ContextStore.get_entry`);
+            when given, a ``store:<namespace>/<key>`` item whose entry has not been written
+            since the recorded read (same ``updated_at``) must hold the stored value.
 
     Returns:
         A report; ``report.ok`` is true when no problem was found.
@@ -235,7 +253,7 @@ def verify_run(
         StoreError: The run is unknown or the ledger cannot be read.
     """
     run = ledger.get_run(run_id)
-    facts = _RunFacts(ledger, run, memories)
+    facts = _RunFacts(ledger, run, memories, store)
     calls = ledger.calls(run.run_id)
     findings = [f for call in calls for f in _check_call(call, facts)]
     return VerificationReport(run_id=run.run_id, calls_checked=len(calls), findings=tuple(findings))
@@ -481,6 +499,14 @@ def _check_tool_item(
         yield origin, "the store namespace is not granted for reads"
     elif not any(r.get("sha256") == digest for r in reads):
         yield origin, "the content is not what the recorded tool call read"
+    elif facts.store is not None:
+        namespace, _, key = ref.partition("/")
+        entry = facts.store(namespace, key)
+        unchanged = entry is not None and any(
+            r.get("updated_at") == entry.updated_at.isoformat() for r in reads
+        )
+        if entry is not None and unchanged and sha256_text(entry.value) != digest:
+            yield origin, "the content is not the value in the store"
 
 
 def _check_conversation_call(

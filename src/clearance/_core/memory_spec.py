@@ -8,7 +8,16 @@ from typing import Literal
 
 from clearance._core.errors import ConfigError
 
-__all__ = ["MemoryGroup", "SharedConversation", "group_members", "memory_scopes_of"]
+__all__ = [
+    "AgentMemory",
+    "MemoryGroup",
+    "SharedConversation",
+    "group_members",
+    "memory_scopes_of",
+]
+
+MAX_RECALL = 50
+"""Most memory records one task may recall."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -63,6 +72,41 @@ class MemoryGroup:
             )
         if len(set(self.agents)) != len(self.agents):
             raise ConfigError("an agent is listed twice", field=f"memory_groups.{self.name}")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AgentMemory:
+    """An agent's long-term memory in runs: what it recalls before a task, records after.
+
+    Attributes:
+        recall: Most records recalled before each task, the most relevant to the task's
+            title and description first (0: none). They reach the prompt only through the
+            `ContextBuilder`, as ``memory:<id>`` items the task's clearance admits.
+        record: What is recorded after a task completes: ``"result"`` (its result),
+            ``"task_and_result"`` (its title, description and result) or ``"none"``.
+        record_to: A memory group the agent belongs to, to record there (shared with the
+            group's members only); ``None`` (default) records to the agent's private scope.
+
+    Raises:
+        ConfigError: ``recall`` outside 0..50 or an unknown ``record``.
+    """
+
+    recall: int = 3
+    record: Literal["none", "result", "task_and_result"] = "result"
+    record_to: str | None = None
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.recall <= MAX_RECALL:
+            raise ConfigError(f"must be between 0 and {MAX_RECALL}", field="memory.recall")
+        if self.record not in ("none", "result", "task_and_result"):
+            raise ConfigError(
+                f"must be 'none', 'result' or 'task_and_result', got {self.record!r}",
+                field="memory.record",
+            )
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready form (recorded with the run)."""
+        return {"recall": self.recall, "record": self.record, "record_to": self.record_to}
 
 
 def group_members(groups: Iterable[MemoryGroup]) -> dict[str, frozenset[str]]:

@@ -18,7 +18,7 @@ from jsonschema.protocols import Validator
 from jsonschema.validators import Draft202012Validator, validator_for
 
 from clearance._core.errors import ConfigError
-from clearance._core.memory_spec import MemoryGroup
+from clearance._core.memory_spec import AgentMemory, MemoryGroup
 
 __all__ = [
     "DEFAULT_TOOL_STEPS",
@@ -353,6 +353,13 @@ class Agent:
         store_grants: Store namespace (or ``prefix*``) to ``"read"``, ``"write"`` or
             ``"read_write"``; every other namespace is denied. Stored as a copy and left
             out of the hash.
+        memory: Long-term memory in runs (recall before a task, record after), or ``None``
+            (default) for none. Private to the agent unless ``memory.record_to`` names one
+            of its memory groups.
+        store_read_extends_ttl_s: When set, every store entry this agent reads through its
+            tools has its expiry pushed to at least this many seconds from now (never
+            earlier, and never added to an entry that does not expire): knowledge that is
+            used survives. ``None`` (default): reads leave expiry alone.
     """
 
     name: str
@@ -364,9 +371,17 @@ class Agent:
     can_delegate_to: tuple[str, ...] = ()
     store_grants: Mapping[str, str] = field(default_factory=dict, hash=False)
     can_spawn: tuple[str, ...] = ()
+    memory: AgentMemory | None = None
+    store_read_extends_ttl_s: float | None = None
 
     def __post_init__(self) -> None:
         _check_name("agent name", self.name)
+        ext = self.store_read_extends_ttl_s
+        if ext is not None and not 0 < ext < 10**10:
+            raise ConfigError(
+                "must be a positive number of seconds",
+                field=f"agents.{self.name}.store_read_extends_ttl_s",
+            )
         object.__setattr__(self, "tools", tuple(self.tools))
         object.__setattr__(self, "can_delegate_to", tuple(dict.fromkeys(self.can_delegate_to)))
         object.__setattr__(self, "can_spawn", tuple(dict.fromkeys(self.can_spawn)))
@@ -436,6 +451,15 @@ class Team:
                 problem = f"unknown agents {unknown}" if unknown else "declared twice"
                 raise ConfigError(problem, field=f"memory_groups.{group.name}")
             names.add(group.name)
+        for agent in (*self.agents, *((self.coordinator,) if self.coordinator else ())):
+            target = agent.memory.record_to if agent.memory else None
+            if target is not None and not any(
+                g.name == target and agent.name in g.agents for g in self.memory_groups
+            ):
+                raise ConfigError(
+                    f"{agent.name!r} is not a member of a declared memory group {target!r}",
+                    field=f"agents.{agent.name}.memory.record_to",
+                )
 
     def agent(self, name: str) -> Agent:
         """Return the worker named ``name``.

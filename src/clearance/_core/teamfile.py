@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from clearance._core.errors import ConfigError
-from clearance._core.memory_spec import MemoryGroup, SharedConversation
+from clearance._core.memory_spec import MAX_RECALL, AgentMemory, MemoryGroup, SharedConversation
 from clearance._core.safe_yaml import load_yaml_file
 from clearance._core.spec import (
     MAX_FAN_OUT,
@@ -54,6 +54,14 @@ class LimitsSpec(_Strict):
     retries: int = Field(default=2, ge=0)
 
 
+class AgentMemorySpec(_Strict):
+    """``memory:`` of an agent: recall before a task, record after (see `AgentMemory`)."""
+
+    recall: int = Field(default=3, ge=0, le=MAX_RECALL)
+    record: Literal["none", "result", "task_and_result"] = "result"
+    record_to: str | None = Field(default=None, min_length=1)
+
+
 class AgentSpec(_Strict):
     """One entry of ``agents:`` (or the ``coordinator:``)."""
 
@@ -66,6 +74,8 @@ class AgentSpec(_Strict):
     can_delegate_to: list[str] = []
     can_spawn: list[str] = []
     store_grants: dict[str, Literal["read", "write", "read_write"]] = {}
+    memory: AgentMemorySpec | None = None
+    store_read_extends_ttl_s: float | None = Field(default=None, gt=0, lt=10**10)
 
     def to_agent(self) -> Agent:
         """The `Agent` this entry declares."""
@@ -79,6 +89,8 @@ class AgentSpec(_Strict):
             can_delegate_to=tuple(self.can_delegate_to),
             store_grants=dict(self.store_grants),
             can_spawn=tuple(self.can_spawn),
+            memory=AgentMemory(**self.memory.model_dump()) if self.memory else None,
+            store_read_extends_ttl_s=self.store_read_extends_ttl_s,
         )
 
 
@@ -160,6 +172,13 @@ class IsolationSpec(_Strict):
     file_caps: FileCapsSpec = FileCapsSpec()
 
 
+class MemorySpec(_Strict):
+    """``memory:`` of the team, in its long form (the short form is the URL alone)."""
+
+    url: str | None = Field(default=None, min_length=1)
+    on_error: Literal["fail", "continue"] = "fail"
+
+
 class TeamFile(_Strict):
     """The whole team file."""
 
@@ -177,6 +196,15 @@ class TeamFile(_Strict):
     tasks: list[TaskSpec] = []
     messages: list[MessageSpec] = []
     memory_groups: list[MemoryGroupSpec] = []
+    memory: str | MemorySpec | None = None
+    tools: dict[str, str] = {}
+
+    @property
+    def memory_settings(self) -> MemorySpec:
+        """``memory:`` in its long form (a bare URL becomes ``{url: URL}``)."""
+        if isinstance(self.memory, str):
+            return MemorySpec(url=self.memory)
+        return self.memory or MemorySpec()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -44,7 +44,9 @@ from clearance._orchestration.resume import (
     process_identity,
     recorded_usage,
     restore_messages,
+    restore_resources,
 )
+from clearance._orchestration.run_memory import RunMemory, absolute_url
 from clearance._orchestration.scheduler import Scheduler
 from clearance._orchestration.subagents import (
     AskPerson,
@@ -143,7 +145,20 @@ def _agent_config(agent: Agent) -> dict[str, Any]:
         "can_delegate_to": list(agent.can_delegate_to),
         "can_spawn": list(agent.can_spawn),
         "store_grants": dict(agent.store_grants),
+        # Memory hook: memory settings and store-read extension, restored by `resume`.
+        "memory": agent.memory.to_dict() if agent.memory else None,
+        "store_read_extends_ttl_s": agent.store_read_extends_ttl_s,
     }
+
+
+def _import_path(entry: Tool | Callable[..., Any]) -> str | None:
+    """``module:qualname`` of a plain module-level function (so `resume` can import it)."""
+    if isinstance(entry, Tool):
+        return None
+    module, qualname = getattr(entry, "__module__", None), getattr(entry, "__qualname__", "")
+    if not module or "<" in qualname or module == "__main__":
+        return None
+    return f"{module}:{qualname}"
 
 
 @dataclass(slots=True)
@@ -205,7 +220,8 @@ class Orchestrator:
         store: The context store agents reach through their ``store_grants`` (built-in
             store tools); ``None`` for none.
         tools: User tools agents may opt in to by name: plain typed functions (named by
-            ``__name__``) or `Tool` objects, as a list or by name.
+            ``__name__``) or `Tool` objects, as a list or by name. The import path of each
+            module-level function is recorded, so `from_run` can restore it.
         project_root: The project isolated tasks work on: their architectural context is
             computed from it once per run, and their ``files`` (and files they ask for) are
             read from it; ``None`` means ``input_root``.
@@ -216,6 +232,8 @@ class Orchestrator:
             folder (one workspace per child, created exclusively).
         ask_person: Answers isolated subagents' questions instead of the coordinator (an
             interactive run); ``None`` lets the coordinator answer.
+        memory: Long-term memory of agents with ``memory`` settings (see `RunMemory`);
+            required when an agent has them, ``None`` otherwise.
 
     Agents with ``tools`` or ``can_delegate_to`` run the tool loop (see
     `clearance._agents.loop`), bounded by ``limits.max_steps``.
@@ -244,6 +262,7 @@ class Orchestrator:
         clarification_rounds: int = 2,
         workspace_root: str | Path = DEFAULT_WORKSPACE_ROOT,
         ask_person: AskPerson | None = None,
+        memory: RunMemory | None = None,
     ):
         if max_concurrency < 1:
             raise ConfigError("must be at least 1", field="max_concurrency")
@@ -260,9 +279,12 @@ class Orchestrator:
         self.store = store
         named = tools.items() if isinstance(tools, Mapping) else ((None, t) for t in tools)
         self._tools: dict[str, Tool] = {}
+        self._tool_paths: dict[str, str | None] = {}
         for key, entry in named:
             tool = entry if isinstance(entry, Tool) else Tool.from_function(entry, name=key)
             self._tools[key or tool.name] = tool
+            self._tool_paths[key or tool.name] = _import_path(entry)
+        self.memory = memory
         self._memory_groups = group_members(team.memory_groups)
         if not 0 <= clarification_rounds <= 10:
             raise ConfigError("must be 0 to 10", field="clarification_rounds")
@@ -355,11 +377,17 @@ class Orchestrator:
         on_event: Callable[[RunEvent], None] | None = None,
         clock: Clock = utc_now,
         retry_policy: RetryPolicy | None = None,
+        store: ContextStore | None = None,
+        memory: RunMemory | None = None,
+        tools: Mapping[str, Tool | Callable[..., Any]] = {},
     ) -> Orchestrator:
         """An orchestrator rebuilt from a recorded run, ready to `resume` it.
 
-        The team (every agent's spec), default model, concurrency, input folder and messages
-        are the ones the run recorded when it started.
+        The team (every agent's spec, memory settings and memory groups), default model,
+        concurrency, input folder, messages, store, memory and user tools are the ones the
+        run recorded when it started: the store and memory are reopened at their recorded
+        URLs (close them with ``orchestrator.store.close()`` and ``orchestrator.memory.close()``
+        when done) and user tools are imported from their recorded paths, unless given here.
 
         Args:
             run_id: The run's id, or a unique prefix of it.
@@ -369,6 +397,9 @@ class Orchestrator:
             on_event: Called with a `RunEvent` at each step.
             clock: Source of timestamps (UTC).
             retry_policy: Backoff between attempts of a failing model call.
+            store: The store instead of the recorded one.
+            memory: The memory instead of the recorded one.
+            tools: User tools by name, instead of importing their recorded paths.
 
         Raises:
             StoreError: No run (or several) match ``run_id``, or the database failed.
@@ -382,8 +413,15 @@ class Orchestrator:
                 "with Orchestrator(team, ...).resume(run_id)",
                 field="run",
             )
+        # Resume hook: the store, memory and user tools the run recorded.
+        store, memory, restored = restore_resources(
+            recorded.record, store=store, memory=memory, tools=tools
+        )
         return cls(
             recorded.team,
+            store=store,
+            memory=memory,
+            tools=restored,
             model=model or recorded.default_model or DEFAULT_MODEL_ID,
             models=models,
             ledger=ledger,
@@ -568,7 +606,7 @@ class Orchestrator:
         await Scheduler(
             run.queue,
             max_concurrency=self.max_concurrency,
-            run_task=lambda task: self._run_task(run, task),
+            run_task=lambda task: self._run_task_with_memory(run, task),
             settle=lambda task_id, job: self._settle(run, task_id, job),
             on_started=lambda states: self._record_started(run, states),
         ).run()
@@ -629,6 +667,21 @@ class Orchestrator:
         for skipped_id in skipped:
             ledger.record_task(run.run_id, queue.get(skipped_id))
             self._emit("task_skipped", run.run_id, task_id=skipped_id, detail=reason)
+
+    async def _run_task_with_memory(self, run: _Run, task: Task) -> str:
+        """Memory hook: recall before the task, record its result after (see `RunMemory`)."""
+        if self.memory is None:
+            return await self._run_task(run, task)
+        agent, groups = self.team.agent(task.assignee), self._memory_groups
+        await self.memory.recall(
+            run_id=run.run_id, task=task, agent=agent, groups=groups, ledger=self.ledger
+        )
+        result = await self._run_task(run, task)
+        await self.memory.record(
+            run_id=run.run_id, task=task, agent=agent, groups=groups, result=result,
+            ledger=self.ledger,
+        )  # fmt: skip
+        return result
 
     async def _run_task(self, run: _Run, task: Task) -> str:
         agent = self.team.agent(task.assignee)
@@ -703,6 +756,8 @@ class Orchestrator:
             tools=tools,
             tool_steps=tool_steps,
             child_results=ctx.child_results,
+            # Memory hook: the records recalled for this task (`RunMemory.recall`).
+            memories=self.memory.recalled(run.run_id, ctx.task.id) if self.memory else (),
         )
         run.prompt_tokens[ctx.task.id] = prompt.manifest.total_tokens
         return prompt
@@ -819,6 +874,13 @@ class Orchestrator:
         """Refuse, before anything runs, a graph that cannot run with this team."""
         self._resolve_models()
         check_tools(self.team, self._tools, self.store)
+        with_memory = [a.name for a in self.team.agents if a.memory is not None]
+        if with_memory and self.memory is None:
+            raise ConfigError(
+                f"agents {with_memory} have memory settings but the orchestrator has no memory: "
+                "pass memory=RunMemory(url)",
+                field="memory",
+            )
         names = {a.name for a in self.team.agents}
         for task in graph:
             if task.assignee not in names:
@@ -899,6 +961,12 @@ class Orchestrator:
             "workspace_root": str(self.workspace_root),
             "file_caps": dataclasses.asdict(self.file_caps),
             "clarification_rounds": self.clarification_rounds,
+            # Where memory and store live (passwords masked), for `verify` and `resume`;
+            # the full memory groups (shared conversations too) and the user tools' import paths.
+            "memory": self.memory.config() if self.memory else None,
+            "store": {"url": absolute_url(self.store.url)} if self.store else None,
+            "memory_group_specs": [dataclasses.asdict(g) for g in self.team.memory_groups],
+            "tool_paths": dict(self._tool_paths),
             "process": process_identity(),  # `resume` refuses a run whose process is alive
         }
 

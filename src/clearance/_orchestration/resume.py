@@ -10,16 +10,21 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from clearance._agents.tools import Tool, import_function
 from clearance._core.errors import ClearanceError, ConfigError
+from clearance._core.memory_spec import AgentMemory, MemoryGroup, SharedConversation
 from clearance._core.spec import Agent, AgentLimits, Team
+from clearance._orchestration.run_memory import RunMemory
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import RunLedger, RunRecord
 from clearance._state.messages import Message, MessageBus
 from clearance._state.queue import TaskStatus
+from clearance._state.store import ContextStore
 from clearance.models._base import Usage
 
 __all__ = [
@@ -29,6 +34,7 @@ __all__ = [
     "process_identity",
     "recorded_usage",
     "restore_messages",
+    "restore_resources",
 ]
 
 
@@ -120,7 +126,28 @@ def _agent(data: dict[str, Any]) -> Agent:
         can_delegate_to=tuple(data.get("can_delegate_to", ())),
         can_spawn=tuple(data.get("can_spawn", ())),
         store_grants=dict(data.get("store_grants", {})),
+        memory=AgentMemory(**memory) if isinstance(memory := data.get("memory"), dict) else None,
+        store_read_extends_ttl_s=data.get("store_read_extends_ttl_s"),
     )
+
+
+def _groups(config: dict[str, Any]) -> tuple[MemoryGroup, ...]:
+    """The run's memory groups: full specs when recorded, else names and members."""
+    specs = config.get("memory_group_specs")
+    if isinstance(specs, list):
+        groups = []
+        for spec in specs:
+            shared = spec.get("shared_conversation")
+            groups.append(
+                MemoryGroup(
+                    name=spec["name"],
+                    agents=tuple(spec["agents"]),
+                    shared_conversation=SharedConversation(**shared) if shared else None,
+                )
+            )
+        return tuple(groups)
+    members = config.get("memory_groups") or {}
+    return tuple(MemoryGroup(name=g, agents=tuple(m)) for g, m in members.items())
 
 
 def _team(record: RunRecord) -> Team | None:
@@ -135,6 +162,7 @@ def _team(record: RunRecord) -> Team | None:
         if isinstance(coordinator, dict) and "limits" in coordinator
         else None,
         name=record.team,
+        memory_groups=_groups(config),
     )
 
 
@@ -231,3 +259,63 @@ def recorded_usage(ledger: RunLedger, recorded: RecordedRun) -> tuple[Usage, dic
         if call.subject.startswith("task:") and task_id in recorded.completed and not call.error:
             prompt_tokens[task_id] = int(call.manifest.get("total_tokens", 0))
     return usage, prompt_tokens
+
+
+def _recorded_url(record: RunRecord, key: str) -> str | None:
+    value = record.config.get(key)
+    url = value.get("url") if isinstance(value, dict) else None
+    return url if isinstance(url, str) and url else None
+
+
+def restore_resources(
+    record: RunRecord,
+    *,
+    store: ContextStore | None,
+    memory: RunMemory | None,
+    tools: Mapping[str, Tool | Callable[..., Any]],
+) -> tuple[ContextStore | None, RunMemory | None, dict[str, Tool | Callable[..., Any]]]:
+    """The store, memory and user tools a resumed run needs, as the run recorded them.
+
+    What is given wins; otherwise the store and memory are reopened at their recorded URLs,
+    and each user tool the run recorded an import path for is imported again.
+
+    Returns:
+        ``(store, memory, tools)``; the caller closes a store or memory opened here.
+
+    Raises:
+        ConfigError: A recorded URL has its password masked (give the store or memory), or
+            a recorded tool cannot be imported or has no recorded path (give it in
+            ``tools``).
+        StoreError: A recorded store cannot be opened.
+    """
+    config = record.config
+    if store is None and (url := _recorded_url(record, "store")) is not None:
+        if "***" in url:
+            raise ConfigError(
+                f"run {record.run_id} used the store at {url}, whose password is not recorded; "
+                "give the store (clearance resume --store URL)",
+                field="store",
+            )
+        store = ContextStore(url)
+    if memory is None and (url := _recorded_url(record, "memory")) is not None:
+        if "***" in url:
+            raise ConfigError(
+                f"run {record.run_id} used the memory at {url}, whose password is not "
+                "recorded; give the memory (clearance resume --memory URL)",
+                field="memory",
+            )
+        on_error = config["memory"].get("on_error", "fail")
+        memory = RunMemory(url, on_error=on_error if on_error == "continue" else "fail")
+    restored: dict[str, Tool | Callable[..., Any]] = dict(tools)
+    paths = config.get("tool_paths") or {}
+    for name, path in paths.items() if isinstance(paths, dict) else ():
+        if name in restored:
+            continue
+        if not isinstance(path, str):
+            raise ConfigError(
+                f"run {record.run_id} used the tool {name!r}, which has no import path; give "
+                "it with tools= (or name it in the team file's tools: and resume with --team)",
+                field="tools",
+            )
+        restored[name] = import_function(path, field=f"tools.{name}")
+    return store, memory, restored

@@ -9,7 +9,7 @@ agent, the namespace and the operation.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
@@ -96,12 +96,31 @@ class StoreView:
         store: The store.
         agent: The agent using the view.
         grants: What it may do.
+        read_extends_ttl_s: When set, every entry read through the view (``get``,
+            ``get_entry``, ``get_structured``, ``query``, ``query_by_prefix``, ``search``)
+            is touched: its expiry moves to at least this many seconds from now (never
+            earlier; an entry without expiry keeps none), even on a read-only grant.
     """
 
-    def __init__(self, store: ContextStore, *, agent: str, grants: StoreGrants):
+    def __init__(
+        self,
+        store: ContextStore,
+        *,
+        agent: str,
+        grants: StoreGrants,
+        read_extends_ttl_s: float | None = None,
+    ):
         self._store = store
         self.agent = agent
         self.grants = grants
+        self.read_extends_ttl_s = read_extends_ttl_s
+
+    def _extend(self, entries: Iterable[tuple[str, str]]) -> None:
+        """Touch what was read, when reads extend expiry."""
+        if self.read_extends_ttl_s is None:
+            return
+        for namespace, key in entries:
+            self._store.touch(namespace, key, self.read_extends_ttl_s)
 
     def __repr__(self) -> str:
         return f"StoreView(agent={self.agent!r}, grants={self.grants.to_dict()!r})"
@@ -117,7 +136,10 @@ class StoreView:
             AccessDenied: Reads of ``namespace`` are not granted.
         """
         self._check(namespace, "read")
-        return self._store.get(namespace, key)
+        value = self._store.get(namespace, key)
+        if value is not None:
+            self._extend([(namespace, key)])
+        return value
 
     def get_entry(self, namespace: str, key: str) -> StoreEntry | None:
         """`ContextStore.get_entry`, if reads of ``namespace`` are granted.
@@ -126,7 +148,10 @@ class StoreView:
             AccessDenied: Reads of ``namespace`` are not granted.
         """
         self._check(namespace, "read")
-        return self._store.get_entry(namespace, key)
+        entry = self._store.get_entry(namespace, key)
+        if entry is not None:
+            self._extend([(namespace, key)])
+        return entry
 
     def get_structured(self, namespace: str, key: str) -> Any:
         """`ContextStore.get_structured`, if reads of ``namespace`` are granted.
@@ -136,7 +161,10 @@ class StoreView:
             StoreError: The value is not valid JSON.
         """
         self._check(namespace, "read")
-        return self._store.get_structured(namespace, key)
+        value = self._store.get_structured(namespace, key)
+        if value is not None:
+            self._extend([(namespace, key)])
+        return value
 
     def query(self, namespace: str, limit: int = 10) -> list[StoreEntry]:
         """`ContextStore.query`, if reads of ``namespace`` are granted.
@@ -145,7 +173,9 @@ class StoreView:
             AccessDenied: Reads of ``namespace`` are not granted.
         """
         self._check(namespace, "read")
-        return self._store.query(namespace, limit)
+        entries = self._store.query(namespace, limit)
+        self._extend((e.namespace, e.key) for e in entries)
+        return entries
 
     def query_by_prefix(self, namespace: str, prefix: str, limit: int = 20) -> list[StoreEntry]:
         """`ContextStore.query_by_prefix`, if reads of ``namespace`` are granted.
@@ -154,7 +184,23 @@ class StoreView:
             AccessDenied: Reads of ``namespace`` are not granted.
         """
         self._check(namespace, "read")
-        return self._store.query_by_prefix(namespace, prefix, limit)
+        entries = self._store.query_by_prefix(namespace, prefix, limit)
+        self._extend((e.namespace, e.key) for e in entries)
+        return entries
+
+    def search(self, text: str, limit: int = 10) -> list[StoreEntry]:
+        """`ContextStore.search` over the namespaces this view may read, and no others.
+
+        Each entry found is checked against the grants again before it is returned, so an
+        ungranted namespace never appears, whatever the database matched.
+
+        Raises:
+            StoreError: The database could not be read.
+        """
+        found = self._store.search(self.grants.read_patterns, text, limit)
+        entries = [e for e in found if self.grants.allows(e.namespace, "read")]
+        self._extend((e.namespace, e.key) for e in entries)
+        return entries
 
     def set(self, namespace: str, key: str, value: str, ttl_s: float | None = None) -> None:
         """`ContextStore.set` as the view's agent, if writes to ``namespace`` are granted.

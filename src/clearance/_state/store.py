@@ -27,7 +27,7 @@ which denies every namespace not granted.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cache
@@ -49,6 +49,7 @@ from sqlalchemy import (
     case,
     delete,
     func,
+    null,
     or_,
     select,
     update,
@@ -158,6 +159,8 @@ class _Statements:
 
     upsert: sqlite.Insert | postgresql.Insert
     """namespace, key, value, agent, created_at, updated_at, expires_at."""
+    extend: sqlite.Insert | postgresql.Insert
+    """Like ``upsert``, but a live row's expiry never moves earlier and ``None`` stays."""
     get_entry: Select[Any]
     """ns, k, now."""
     get_value: Select[Any]
@@ -192,9 +195,28 @@ class _Statements:
                 "created_at": case((dead, excluded.created_at), else_=c.created_at),
             },
         )
+        # Expiry of set_with_extension: a dead row restarts; a live row never loses time and
+        # a row that never expires keeps no expiry.
+        keep_later = case(
+            (dead, excluded.expires_at),
+            (c.expires_at.is_(None), null()),
+            (c.expires_at > excluded.expires_at, c.expires_at),
+            else_=excluded.expires_at,
+        )
+        extend = insert.on_conflict_do_update(
+            index_elements=[c.namespace, c.key],
+            set_={
+                "value": excluded.value,
+                "agent": excluded.agent,
+                "updated_at": excluded.updated_at,
+                "expires_at": keep_later,
+                "created_at": case((dead, excluded.created_at), else_=c.created_at),
+            },
+        )
         new = bindparam("new_expiry", type_=_UTCDateTime)
         return cls(
             upsert=upsert,
+            extend=extend,
             get_entry=select(_entries).where(*this, _live()),
             get_value=select(c.value).where(*this, _live()),
             query=_newest_first(select(_entries).where(c.namespace == bindparam("ns"))),
@@ -332,7 +354,14 @@ class ContextStore(DatabaseBase):
         )
 
     def _upsert(
-        self, namespace: str, key: str, value: str, agent: str, ttl_s: float | None
+        self,
+        namespace: str,
+        key: str,
+        value: str,
+        agent: str,
+        ttl_s: float | None,
+        *,
+        extend: bool = False,
     ) -> None:
         """Write one entry; it expires ``ttl_s`` after its write time (never if ``None``)."""
         if not isinstance(value, str):
@@ -350,6 +379,10 @@ class ContextStore(DatabaseBase):
             "updated_at": now,
             "expires_at": None if ttl_s is None else now + timedelta(seconds=ttl_s),
         }
+        if extend:
+            with self._writing(f"write {namespace}/{key}") as conn:
+                conn.execute(self._sql.extend, params)
+            return
         if self._driver_upsert is not None:
             self._driver_write(self._driver_upsert, params, f"write {namespace}/{key}")
             return
@@ -388,7 +421,18 @@ class ContextStore(DatabaseBase):
         agent: str,
         ttl_s: float = DEFAULT_EXTENSION_TTL_S,
     ) -> None:
-        """Write like `set`, and push expiry to ``ttl_s`` seconds from now (default 90 days).
+        """Write like `set`, and push expiry forward to ``ttl_s`` seconds from now.
+
+        Expiry only moves forward: a live entry that expires later than ``now + ttl_s``
+        keeps its later expiry, and a live entry that never expires keeps none. A new (or
+        expired) entry expires ``ttl_s`` from now. One upsert statement, like `set`.
+
+        Args:
+            namespace: The namespace.
+            key: The key.
+            value: The text to store.
+            agent: Who writes it.
+            ttl_s: Seconds from now (default `DEFAULT_EXTENSION_TTL_S`, 90 days).
 
         Raises:
             ConfigError: ``ttl_s`` is not positive and at most `MAX_TTL_S`, or ``value`` is
@@ -396,7 +440,7 @@ class ContextStore(DatabaseBase):
             StoreError: The database could not be written.
         """
         _check_ttl(ttl_s)
-        self._upsert(namespace, key, value, agent, ttl_s)
+        self._upsert(namespace, key, value, agent, ttl_s, extend=True)
 
     def touch(self, namespace: str, key: str, ttl_s: float | None = None) -> bool:
         """Extend a live entry's expiry to ``ttl_s`` from now, without rewriting its value.
@@ -513,6 +557,54 @@ class ContextStore(DatabaseBase):
         }
         return self._select(self._sql.by_prefix, params, f"query {namespace} by prefix")
 
+    def search(self, patterns: Iterable[str], text: str, limit: int = 10) -> list[StoreEntry]:
+        """Live entries whose key or value holds ``text`` (case-insensitive), newest first.
+
+        Only namespaces matching one of ``patterns`` are searched: a namespace, or a prefix
+        followed by ``*`` (as in `StoreGrants`). Agents reach it only through
+        `StoreView.search`, which passes their read grants.
+
+        Args:
+            patterns: Namespace patterns; none means no entry.
+            text: Literal text (``%``, ``_`` and backslashes match themselves).
+            limit: Most entries returned (at least 1).
+
+        Raises:
+            ConfigError: ``limit`` is below 1.
+            StoreError: The database could not be read.
+        """
+        _check_limit(limit)
+        c = _entries.c
+        scopes = []
+        for pattern in sorted(set(patterns)):
+            if pattern.endswith("*"):
+                prefix = pattern[:-1]
+                scopes.append(
+                    and_(
+                        c.namespace.like(escape_like(prefix) + "%", escape=LIKE_ESCAPE),
+                        func.substr(c.namespace, 1, len(prefix)) == prefix,
+                    )
+                )
+            else:
+                scopes.append(c.namespace == pattern)
+        if not scopes:
+            return []
+        needle = "%" + escape_like(text.lower()) + "%"
+        stmt = (
+            select(_entries)
+            .where(
+                or_(*scopes),
+                or_(
+                    func.lower(c.key).like(needle, escape=LIKE_ESCAPE),
+                    func.lower(c.value).like(needle, escape=LIKE_ESCAPE),
+                ),
+                _live(),
+            )
+            .order_by(c.updated_at.desc(), c.namespace, c.key)
+            .limit(limit)
+        )
+        return self._select(stmt, {}, "search")
+
     def _select(
         self, stmt: Select[Any], params: dict[str, Any], operation: str
     ) -> list[StoreEntry]:
@@ -547,13 +639,21 @@ class ContextStore(DatabaseBase):
         with self._writing("remove expired entries") as conn:
             return int(conn.execute(self._sql.cleanup, {"now": self._clock()}).rowcount)
 
-    def view(self, agent: str, grants: Mapping[str, str] | StoreGrants) -> StoreView:
+    def view(
+        self,
+        agent: str,
+        grants: Mapping[str, str] | StoreGrants,
+        *,
+        read_extends_ttl_s: float | None = None,
+    ) -> StoreView:
         """A view of the store for ``agent`` that allows only what ``grants`` say.
 
         Args:
             agent: The agent using the view (recorded as the writer of its entries).
             grants: Namespace (or ``prefix*``) to ``"read"``, ``"write"`` or
                 ``"read_write"``; see `StoreGrants`.
+            read_extends_ttl_s: Reads through the view push expiry forward by this many
+                seconds (see `StoreView`); ``None`` leaves expiry alone.
 
         Raises:
             ConfigError: A grant is malformed.
@@ -561,4 +661,5 @@ class ContextStore(DatabaseBase):
         from clearance._state.grants import StoreGrants, StoreView
 
         parsed = grants if isinstance(grants, StoreGrants) else StoreGrants.parse(grants)
-        return StoreView(self, agent=agent, grants=parsed)
+        _check_ttl(read_extends_ttl_s, "read_extends_ttl_s")
+        return StoreView(self, agent=agent, grants=parsed, read_extends_ttl_s=read_extends_ttl_s)

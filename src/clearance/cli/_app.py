@@ -24,10 +24,12 @@ from clearance._core.spec import Team
 from clearance._core.teamfile import LoadedTeam, load_team_file
 from clearance._orchestration.orchestrator import DEFAULT_WORKSPACE_ROOT, Orchestrator
 from clearance._orchestration.result import RunEvent, RunResult
+from clearance._orchestration.run_memory import RunMemory
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import DEFAULT_LEDGER_URL, RunLedger
 from clearance._state.messages import MessageBus
 from clearance._state.store import ContextStore
+from clearance.cli._backends import run_memory_for, team_tools, verify_lookups
 from clearance.cli._common import err, one_line_errors, out, safe_text
 from clearance.cli._events import print_events, select_calls
 from clearance.cli._store import print_tool_calls, store_app
@@ -170,6 +172,14 @@ def run(
             help="Answer isolated subagents' questions yourself instead of the coordinator.",
         ),
     ] = False,
+    memory_url: Annotated[
+        str | None,
+        typer.Option(
+            "--memory",
+            help="Memory database URL; overrides the team file's memory (default: memory.db "
+            "next to the ledger).",
+        ),
+    ] = None,
 ) -> None:
     """Run a team: its tasks, or a plan the coordinator makes for --goal; then synthesize."""
     loaded, model_id = _with_model(_load(team_file, input_dir)[0], model)
@@ -184,8 +194,14 @@ def run(
         bus.send(message.sender, message.to, message.content)
     progress = _Progress(out)
     store_url = store_url or loaded.spec.store
+    tools = team_tools(loaded)
+    memory = run_memory_for(loaded, override=memory_url, ledger_url=db)
     store = ContextStore(store_url) if store_url else None
-    with RunLedger(db) as ledger, contextlib.closing(store) if store else contextlib.nullcontext():
+    with (
+        RunLedger(db) as ledger,
+        contextlib.closing(store) if store else contextlib.nullcontext(),
+        contextlib.closing(memory) if memory else contextlib.nullcontext(),
+    ):
         orchestrator = Orchestrator(
             loaded.team,
             model=model_id,
@@ -200,6 +216,8 @@ def run(
             clarification_rounds=loaded.spec.isolation.max_rounds,
             workspace_root=loaded.spec.workspace or DEFAULT_WORKSPACE_ROOT,
             ask_person=_ask_at_terminal if interactive else None,
+            memory=memory,
+            tools=tools,
         )
         if loaded.input_root is not None:
             out.print(safe_text(f"input: {loaded.input_root}"))
@@ -261,11 +279,34 @@ def resume(
             help="Resume even if the run's recorded process looks alive or is on another host.",
         ),
     ] = False,
+    store_url: Annotated[
+        str | None, typer.Option("--store", help="Context store URL instead of the recorded one.")
+    ] = None,
+    memory_url: Annotated[
+        str | None, typer.Option("--memory", help="Memory URL instead of the recorded one.")
+    ] = None,
+    team_file: Annotated[
+        Path | None,
+        typer.Option("--team", help="Team file whose tools: entries provide the run's user tools."),
+    ] = None,
 ) -> None:
-    """Resume a stopped run: keep its completed results, run the rest, then synthesize."""
+    """Resume a stopped run: keep its completed results, run the rest, then synthesize.
+
+    The store, memory, user tools and memory groups are the ones the run recorded.
+    """
     progress = _Progress(out)
-    with RunLedger(db) as ledger:
-        orchestrator = Orchestrator.from_run(run_id, ledger=ledger, model=model, on_event=progress)
+    tools = team_tools(load_team_file(team_file)) if team_file is not None else {}
+    with contextlib.ExitStack() as stack:
+        ledger = stack.enter_context(RunLedger(db))
+        store = stack.enter_context(ContextStore(store_url)) if store_url else None
+        memory = RunMemory(memory_url) if memory_url else None
+        orchestrator = Orchestrator.from_run(
+            run_id, ledger=ledger, model=model, on_event=progress, store=store, memory=memory,
+            tools=tools,
+        )  # fmt: skip
+        for opened in (orchestrator.store, orchestrator.memory):
+            if opened is not None:
+                stack.callback(opened.close)
         if model is not None:
             orchestrator.team = _team_with_model_reset(orchestrator.team)
         if max_concurrency is not None:
@@ -382,10 +423,32 @@ def inspect(
 def verify(
     run_id: Annotated[str, typer.Argument(help="Run id (or a unique prefix).")],
     db: DbOption = DEFAULT_LEDGER_URL,
+    memory_url: Annotated[
+        str | None,
+        typer.Option(
+            "--memory",
+            help="Memory URL to check memory items against, instead of the one the run recorded.",
+        ),
+    ] = None,
+    store_url: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            help="Store URL to check store items against, instead of the one the run recorded.",
+        ),
+    ] = None,
 ) -> None:
-    """Check every prompt of a run against its clearance and manifest (exit 1 on a finding)."""
-    with RunLedger(db) as ledger:
-        report = verify_run(ledger, run_id)
+    """Check every prompt of a run against its clearance and manifest (exit 1 on a finding).
+
+    Memory and store items are checked against the memory and store the run recorded (or
+    --memory / --store); an unreachable one is an error naming it.
+    """
+    with RunLedger(db) as ledger, contextlib.ExitStack() as stack:
+        record = ledger.get_run(run_id)
+        memories, entries, closing = verify_lookups(record, memory=memory_url, store=store_url)
+        for opened in closing:
+            stack.callback(opened.close)
+        report = verify_run(ledger, record.run_id, memories=memories, store=entries)
     if report.ok:
         out.print(
             safe_text(

@@ -1,0 +1,298 @@
+"""`RunMemory`: agents' long-term memory in orchestrated runs.
+
+An agent with ``memory`` settings (`AgentMemory`) recalls, before each of its tasks, the
+records of its memory most relevant to the task's title and description, and records, after
+the task completes, its result (or its task and result). Records live in a `PersistentMemory`
+database that outlives the run, so a second run of the same team recalls what the first
+recorded.
+
+- Private by default: an agent records into ``agent:<name>`` and recalls from its own scope
+  and the groups it is a member of (``group:<name>``), nothing else. It records into a group
+  only when its ``memory.record_to`` names one it belongs to.
+- Recalled records reach the prompt only through the `ContextBuilder`, as ``memory:<id>``
+  items the task's clearance admits (the orchestrator passes them to `build_task_prompt`).
+- Every recall and record is noted in the ledger with the task's tool calls (step 0, names
+  ``memory_recall`` and ``memory_record``), with the ids involved or the failure.
+- Failures of the memory database follow ``on_error``: ``"fail"`` (default) fails the task
+  with a `StoreError` naming the agent and the database (password masked); ``"continue"``
+  runs the task without memory and notes the failure in the ledger. The run itself never
+  crashes on a memory failure.
+- Every operation has a deadline (``timeout_s``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+
+from clearance._core.errors import ClearanceError, ConfigError, StoreError
+from clearance._core.ids import new_id
+from clearance._core.spec import Agent, Task
+from clearance._state.database import _cause, _mask
+from clearance._state.ledger import RunLedger
+from clearance._state.memory import MemoryRecord, PersistentMemory
+
+__all__ = ["MemoryOnError", "RunMemory", "absolute_url", "default_memory_url", "masked_url"]
+
+MemoryOnError = Literal["fail", "continue"]
+"""What a task does when the memory database fails: fail, or continue without memory."""
+
+DEFAULT_MEMORY_TIMEOUT_S = 30.0
+"""Deadline of one recall or record, in seconds."""
+
+
+def masked_url(url: str) -> str:
+    """``url`` with any password replaced by ``***`` (as the ledger records it)."""
+    return _mask(url)
+
+
+def absolute_url(url: str) -> str:
+    """``url`` with a relative SQLite path made absolute (other URLs unchanged).
+
+    Raises:
+        ConfigError: ``url`` is not a database URL.
+    """
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError) as exc:
+        raise ConfigError(f"not a database URL: {masked_url(url)!r}", field="memory") from exc
+    database = parsed.database
+    if not parsed.drivername.startswith("sqlite") or not database:
+        return url
+    if database == ":memory:" or database.startswith("file:") or Path(database).is_absolute():
+        return url
+    return parsed.set(database=str(Path(database).resolve())).render_as_string(hide_password=False)
+
+
+def default_memory_url(ledger_url: str) -> str:
+    """Where a run's memory lives by default.
+
+    ``memory.db`` next to an SQLite ledger file, or the ledger's own database for any other
+    ledger (PostgreSQL).
+    """
+    try:
+        parsed = make_url(ledger_url)
+    except (ArgumentError, ValueError) as exc:
+        raise ConfigError(f"not a database URL: {masked_url(ledger_url)!r}", field="db") from exc
+    database = parsed.database
+    if parsed.drivername.startswith("sqlite"):
+        if not database or database == ":memory:" or database.startswith("file:"):
+            return "sqlite:///" + str(Path(".clearance/memory.db").resolve())
+        memory_file = Path(database).resolve().with_name("memory.db")
+        return parsed.set(database=str(memory_file)).render_as_string(hide_password=False)
+    return ledger_url
+
+
+def _is_file(database: str) -> bool:
+    return database not in ("", ":memory:") and not database.startswith("file:")
+
+
+class RunMemory:
+    """The long-term memory a run's agents recall from and record to.
+
+    Args:
+        url: SQLAlchemy URL of the memory database (``sqlite:///memory.db``,
+            ``postgresql+psycopg://user@host/db``); a relative SQLite path is made absolute,
+            so the ledger records where the file is.
+        on_error: ``"fail"`` (default) or ``"continue"``; see the module docstring.
+        timeout_s: Deadline of each recall and record, in seconds.
+
+    Raises:
+        ConfigError: The URL is malformed, ``on_error`` is unknown or ``timeout_s`` is not
+            positive.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        on_error: MemoryOnError = "fail",
+        timeout_s: float = DEFAULT_MEMORY_TIMEOUT_S,
+    ):
+        if on_error not in ("fail", "continue"):
+            raise ConfigError(
+                f"must be 'fail' or 'continue', got {on_error!r}", field="memory.on_error"
+            )
+        if not 0 < timeout_s < 10**6:
+            raise ConfigError("must be a positive number of seconds", field="memory.timeout_s")
+        self.url = absolute_url(url)
+        self.on_error: MemoryOnError = on_error
+        self.timeout_s = timeout_s
+        self._engine: sa.Engine | None = None
+        self._memories: dict[str, PersistentMemory] = {}
+        self._lock = threading.Lock()
+        self._recalled: dict[tuple[str, str], tuple[MemoryRecord, ...]] = {}
+
+    @property
+    def masked_url(self) -> str:
+        """The URL with its password masked (as recorded in the ledger)."""
+        return masked_url(self.url)
+
+    def config(self) -> dict[str, Any]:
+        """What the ledger records about the memory: ``{"url": masked, "on_error": ...}``."""
+        return {"url": self.masked_url, "on_error": self.on_error}
+
+    def close(self) -> None:
+        """Release the database connections."""
+        with self._lock:
+            for memory in self._memories.values():
+                memory.close()
+            self._memories.clear()
+            if self._engine is not None:
+                self._engine.dispose()
+                self._engine = None
+
+    # -- per agent --------------------------------------------------------------------------
+
+    def _memory(self, agent: str, groups: Mapping[str, Iterable[str]]) -> PersistentMemory:
+        """The agent's `PersistentMemory` (opened on first use; runs in a worker thread)."""
+        with self._lock:
+            held = self._memories.get(agent)
+            if held is not None:
+                return held
+            try:
+                if self._engine is None:
+                    url = make_url(self.url)
+                    database = url.database or ""
+                    if url.drivername.startswith("sqlite") and _is_file(database):
+                        Path(database).parent.mkdir(parents=True, exist_ok=True)
+                    self._engine = sa.create_engine(self.url)
+                memory = PersistentMemory(self._engine, agent=agent, groups=groups)
+            except (SQLAlchemyError, OSError) as exc:
+                raise StoreError(
+                    f"cannot open the memory store at {self.masked_url}: {_cause(exc)}"
+                ) from exc
+            self._memories[agent] = memory
+            return memory
+
+    async def _in_thread(self, what: str, function: Any) -> Any:
+        """Run a blocking database operation with the deadline; failures become `StoreError`."""
+        try:
+            return await asyncio.wait_for(asyncio.to_thread(function), self.timeout_s)
+        except TimeoutError as exc:
+            raise StoreError(
+                f"{what}: the memory store at {self.masked_url} did not answer within "
+                f"{self.timeout_s:g} s"
+            ) from exc
+        except StoreError as exc:
+            raise StoreError(f"{what}: {exc}") from exc
+        except (SQLAlchemyError, OSError) as exc:
+            raise StoreError(
+                f"{what}: the memory store at {self.masked_url} failed: {_cause(exc)}"
+            ) from exc
+
+    # -- the hooks --------------------------------------------------------------------------
+
+    def recalled(self, run_id: str, task_id: str) -> tuple[MemoryRecord, ...]:
+        """The records recalled for a task of a run (empty when none)."""
+        return self._recalled.get((run_id, task_id), ())
+
+    async def recall(
+        self,
+        *,
+        run_id: str,
+        task: Task,
+        agent: Agent,
+        groups: Mapping[str, Iterable[str]],
+        ledger: RunLedger,
+    ) -> tuple[MemoryRecord, ...]:
+        """Recall the records most relevant to ``task`` from what ``agent`` may read.
+
+        Returns:
+            The records, most relevant first (kept for `recalled`); empty when the agent has
+            no memory settings or recalls none, or when the store failed and ``on_error`` is
+            ``"continue"``.
+
+        Raises:
+            StoreError: The memory store failed and ``on_error`` is ``"fail"``.
+        """
+        settings = agent.memory
+        if settings is None or settings.recall == 0:
+            return ()
+        query = f"{task.title}\n{task.description}"
+
+        def retrieve() -> list[MemoryRecord]:
+            return self._memory(agent.name, groups).retrieve(query, limit=settings.recall)
+
+        try:
+            found = tuple(await self._in_thread(f"recall for task {task.id!r}", retrieve))
+        except ClearanceError as exc:
+            self._note(ledger, run_id, task, agent, "memory_recall", str(exc), error=True)
+            if self.on_error == "fail":
+                raise
+            return ()
+        self._recalled[(run_id, task.id)] = found
+        ids = ", ".join(r.id for r in found) or "none"
+        self._note(ledger, run_id, task, agent, "memory_recall", f"recalled: {ids}")
+        return found
+
+    async def record(
+        self,
+        *,
+        run_id: str,
+        task: Task,
+        agent: Agent,
+        groups: Mapping[str, Iterable[str]],
+        result: str,
+        ledger: RunLedger,
+    ) -> None:
+        """Record a completed task's result (or task and result) per ``agent.memory``.
+
+        Raises:
+            StoreError: The memory store failed and ``on_error`` is ``"fail"``.
+        """
+        self._recalled.pop((run_id, task.id), None)
+        settings = agent.memory
+        if settings is None or settings.record == "none":
+            return
+        content = result
+        if settings.record == "task_and_result":
+            content = f"Task: {task.title}\n{task.description}\n\nResult: {result}"
+
+        def store() -> list[MemoryRecord]:
+            memory = self._memory(agent.name, groups)
+            return memory.record(content, group=settings.record_to)
+
+        try:
+            stored = await self._in_thread(f"record for task {task.id!r}", store)
+        except ClearanceError as exc:
+            self._note(ledger, run_id, task, agent, "memory_record", str(exc), error=True)
+            if self.on_error == "fail":
+                raise
+            return
+        where = f"group:{settings.record_to}" if settings.record_to else f"agent:{agent.name}"
+        ids = ", ".join(r.id for r in stored)
+        self._note(ledger, run_id, task, agent, "memory_record", f"recorded {ids} in {where}")
+
+    def _note(
+        self,
+        ledger: RunLedger,
+        run_id: str,
+        task: Task,
+        agent: Agent,
+        name: str,
+        text: str,
+        *,
+        error: bool = False,
+    ) -> None:
+        """Note a memory operation in the ledger, with the task's tool calls (step 0)."""
+        if error and self.on_error == "continue":
+            text = f"continued without memory: {text}"
+        ledger.record_tool_call(
+            run_id=run_id,
+            tool_call_id=new_id("memop"),
+            subject=f"task:{task.id}",
+            agent=agent.name,
+            step=0,
+            name=name,
+            arguments={"memory": self.masked_url},
+            result=text,
+            is_error=error,
+        )
