@@ -321,7 +321,7 @@ def inspect(
     db: DbOption = DEFAULT_LEDGER_URL,
 ) -> None:
     """Show what every agent of a run saw: admitted items with origin and tokens, and prompts."""
-    with RunLedger(db) as ledger:
+    with RunLedger(db, read_only=True) as ledger:
         record = ledger.get_run(run_id)
         calls = ledger.calls(record.run_id)
         tasks = {t.task_id: t for t in ledger.tasks(record.run_id)}
@@ -374,7 +374,7 @@ def verify(
     db: DbOption = DEFAULT_LEDGER_URL,
 ) -> None:
     """Check every prompt of a run against its clearance and manifest (exit 1 on a finding)."""
-    with RunLedger(db) as ledger:
+    with RunLedger(db, read_only=True) as ledger:
         report = verify_run(ledger, run_id)
     if report.ok:
         out.print(
@@ -426,7 +426,7 @@ def runs(
     db: DbOption = DEFAULT_LEDGER_URL,
 ) -> None:
     """List recent runs, newest first."""
-    with RunLedger(db) as ledger:
+    with RunLedger(db, read_only=True) as ledger:
         records = ledger.list_runs(limit=limit)
     table = Table()
     for column in ("run id", "team", "status", "created (UTC)", "goal"):
