@@ -23,7 +23,7 @@ the model, limits that carry their own checks.
 from __future__ import annotations
 
 import asyncio
-import json
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,6 +31,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from clearance._agents.retry import RetryPolicy, with_retries
+from clearance._agents.tools import checked_tool_call
 from clearance._context.window import SummaryCall
 from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import ClearanceError, LimitExceeded, ModelError
@@ -228,6 +229,9 @@ class ModelCaller:
         try:
             response = await self._send(call, started)
             _check_response(call, response)
+            if response.tool_calls:
+                calls = tuple(checked_tool_call(c) for c in response.tool_calls)
+                response = dataclasses.replace(response, tool_calls=calls)
             return response
         except ClearanceError as exc:
             error = f"attempt {number} of {call.attempts}: {exc}"
@@ -298,16 +302,15 @@ def _check_response(call: _Call, response: ModelResponse) -> None:
     any `ChatModel`, a user's own included.
 
     Raises:
-        ModelError: Lone surrogates in the text or a tool call's arguments; token counts
+        ModelError: Lone surrogates in the text or a tool call's name; token counts
             that are not integers in ``[0, MAX_REPORTED_TOKENS]``.
         LimitExceeded: ``max_tokens_per_step``.
     """
     model_id = call.model.model_id
     try:
         response.text.encode("utf-8")
-        for tool_call in response.tool_calls:
+        for tool_call in response.tool_calls:  # arguments: see `checked_tool_call`
             tool_call.name.encode("utf-8")
-            json.dumps(tool_call.arguments, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError as exc:
         raise ModelError(
             f"the completion is not valid Unicode ({exc.reason} at position {exc.start})",

@@ -21,12 +21,15 @@ from clearance._context.tool_sections import DELEGATE_TOOL, tool_name
 from clearance._core.errors import ConfigError
 from clearance._state.grants import StoreView
 from clearance._state.store import StoreEntry
+from clearance.models._base import ToolCall
 
 __all__ = [
     "BUILTIN_TOOL_NAMES",
     "DELEGATE_TOOL",
+    "NOT_UTF8_ARGUMENTS",
     "Tool",
     "ToolOutput",
+    "checked_tool_call",
     "import_function",
     "store_tools",
     "tool_name",
@@ -42,6 +45,43 @@ BUILTIN_TOOL_NAMES = (
     "store_search",
 )
 """Names of the built-in store tools, bound to the agent's scoped store view."""
+
+NOT_UTF8_ARGUMENTS = "_not_utf8"
+"""The only argument of a tool call whose arguments held text that is not valid UTF-8."""
+
+_NOT_UTF8_ERROR = (
+    "error: invalid arguments: they hold text that is not valid UTF-8 (a lone surrogate "
+    "such as \\ud800); call again with valid text"
+)
+
+
+def checked_tool_call(call: ToolCall) -> ToolCall:
+    r"""``call``, or a copy that no later step will choke on if its arguments are not UTF-8.
+
+    A model's JSON may hold an escape such as ``"\ud800"``, which decodes to a lone
+    surrogate: text that no UTF-8 encoder (database drivers, token counters, hashes)
+    accepts. Such arguments are replaced by one `NOT_UTF8_ARGUMENTS` argument holding them
+    as ASCII JSON (escapes kept), and `Tool.call` answers it with an error for the model.
+
+    Args:
+        call: A tool call as a model returned it.
+
+    Returns:
+        ``call`` itself when its arguments encode as UTF-8, else the replacement.
+    """
+    if _encodes(call.arguments):
+        return call
+    escaped = json.dumps(call.arguments, default=repr)
+    return ToolCall(id=call.id, name=call.name, arguments={NOT_UTF8_ARGUMENTS: escaped})
+
+
+def _encodes(arguments: dict[str, Any]) -> bool:
+    """Whether ``arguments`` (keys and values, at any depth) encode as UTF-8."""
+    try:
+        json.dumps(arguments, ensure_ascii=False, default=repr).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -91,7 +131,13 @@ class Tool:
         }
 
     async def call(self, arguments: dict[str, Any]) -> ToolOutput:
-        """Run the tool; an exception becomes an error output (the run goes on)."""
+        """Run the tool; an exception becomes an error output (the run goes on).
+
+        Arguments holding text that is not valid UTF-8 (see `checked_tool_call`) are not
+        passed on: the output is an error saying so.
+        """
+        if NOT_UTF8_ARGUMENTS in arguments or not _encodes(arguments):
+            return ToolOutput(content=_NOT_UTF8_ERROR, is_error=True)
         try:
             result = self.run(arguments)
             if inspect.isawaitable(result):

@@ -103,6 +103,17 @@ def _check_name(kind: str, value: str) -> None:
         )
 
 
+def _check_utf8(field: str, *values: str) -> None:
+    """Refuse text no later step could encode (lone surrogates, as in a non-UTF-8 file name)."""
+    for value in values:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ConfigError(
+                f"{value!r} is not valid UTF-8 (it holds a lone surrogate)", field=field
+            ) from None
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Task:
     """One unit of work in a task graph.
@@ -128,9 +139,10 @@ class Task:
             left out of the hash, so a task stays hashable.
 
     Raises:
-        ConfigError: An invalid id, scope or title, or an ``output_schema`` that is not a
-            valid JSON Schema or not JSON-serializable (``field`` is
-            ``tasks.<id>.output_schema``; the message gives the problem and where it is).
+        ConfigError: An invalid id, scope or title, text that is not valid UTF-8 (a lone
+            surrogate), or an ``output_schema`` that is not a valid JSON Schema or not
+            JSON-serializable (``field`` is ``tasks.<id>.output_schema``; the message gives
+            the problem and where it is).
     """
 
     id: str
@@ -174,6 +186,9 @@ class Task:
             )
         if not self.title.strip():
             raise ConfigError("title is empty", field=f"tasks.{self.id}.title")
+        for name in ("title", "description", "files", "constraints"):
+            value = getattr(self, name)
+            _check_utf8(f"tasks.{self.id}.{name}", *([value] if isinstance(value, str) else value))
         # Accept lists from callers but store tuples, so the spec stays hashable and frozen.
         object.__setattr__(self, "depends_on", tuple(dict.fromkeys(self.depends_on)))
         object.__setattr__(self, "files", tuple(self.files))

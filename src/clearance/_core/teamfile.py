@@ -9,11 +9,12 @@ A ``depends_on`` entry equal to such a task's ``id`` template depends on all of 
 from __future__ import annotations
 
 import importlib.util
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from clearance._core.errors import ConfigError
 from clearance._core.memory_spec import MAX_RECALL, AgentMemory, MemoryGroup, SharedConversation
@@ -116,6 +117,22 @@ class TaskSpec(_Strict):
     mode: Literal["standard", "isolated"] = "standard"
     constraints: list[str] = []
     fan_out: FanOutSpec | None = None
+
+    @field_validator("for_each_file")
+    @classmethod
+    def _relative_glob(cls, value: str | None) -> str | None:
+        """A pattern relative to the input folder: not absolute, no ``..`` part, no NUL."""
+        if value is None:
+            return None
+        normalized = value.replace("\\", "/")
+        if not normalized.strip() or "\x00" in normalized:
+            raise ValueError("must be a non-empty glob pattern relative to the input folder")
+        drive = normalized[:1].isalpha() and normalized[1:2] == ":"
+        if normalized.startswith("/") or drive:
+            raise ValueError(f"{value!r} is absolute: give a pattern relative to the input folder")
+        if ".." in normalized.split("/"):
+            raise ValueError(f"{value!r} has a '..' part: it would match outside the input folder")
+        return value
 
 
 class MessageSpec(_Strict):
@@ -379,9 +396,31 @@ def _check_messages(spec: TeamFile) -> None:
             )
 
 
-def _matching_files(root: Path, pattern: str, include: list[str]) -> list[Path]:
-    files = sorted(p for p in root.glob(pattern) if p.is_file())
-    return [p for p in files if any(p.match(inc) for inc in include)]
+def _matching_files(root: Path, pattern: str, include: list[str], field: str) -> list[Path]:
+    """The files under ``root`` matching ``pattern`` and one of ``include``, sorted.
+
+    Raises:
+        ConfigError: The pattern cannot be used, or a matching file's name is not valid
+            UTF-8 (it could reach no prompt, ledger or database): the message names the
+            file, its bytes escaped, and the field.
+    """
+    try:
+        files = sorted(p for p in root.glob(pattern) if p.is_file())
+    except (NotImplementedError, ValueError, OSError) as exc:
+        raise ConfigError(f"cannot match {pattern!r}: {exc}", field=field) from exc
+    matches = [p for p in files if any(p.match(inc) for inc in include)]
+    for path in matches:
+        rel = path.relative_to(root).as_posix()
+        try:
+            rel.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = os.fsencode(rel).decode("utf-8", "backslashreplace")
+            raise ConfigError(
+                f"the file name '{shown}' under {str(root)!r} is not valid UTF-8: rename "
+                "it or narrow the pattern",
+                field=field,
+            ) from None
+    return matches
 
 
 def _expand_tasks(spec: TeamFile, input_root: Path | None) -> tuple[Task, ...]:
@@ -396,11 +435,12 @@ def _expand_tasks(spec: TeamFile, input_root: Path | None) -> tuple[Task, ...]:
                 "for_each_file needs an input folder (input.default or --input)",
                 field=f"tasks.{i}.for_each_file",
             )
-        matches = _matching_files(input_root, task.for_each_file, spec.input.include)
+        field = f"tasks.{i}.for_each_file"
+        matches = _matching_files(input_root, task.for_each_file, spec.input.include, field)
         if not matches:
             raise ConfigError(
                 f"no file under {str(input_root)!r} matches {task.for_each_file!r}",
-                field=f"tasks.{i}.for_each_file",
+                field=field,
             )
         ids = groups.setdefault(task.id, [])
         for file in matches:

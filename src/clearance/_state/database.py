@@ -15,6 +15,7 @@ import os
 import re
 import sqlite3
 import threading
+import urllib.parse
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
@@ -263,13 +264,37 @@ def _enable_wal(cursor: Any) -> None:
             cursor.execute("PRAGMA journal_mode = WAL")
 
 
-def _configure_sqlite(engine: Engine, *, begin_event: bool = True) -> None:
+def _read_only_sqlite(path: str) -> Callable[[], sqlite3.Connection]:
+    """A connection factory opening the SQLite file ``path`` read-only (``mode=ro``).
+
+    A database in write-ahead-log mode needs its ``-shm`` file, which SQLite cannot create
+    in a read-only folder; the file is then opened ``immutable=1`` (no locks, no log: what
+    is in the file is what is read), which is exact for a ledger nobody writes to anymore.
+    """
+    uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
+
+    def connect() -> sqlite3.Connection:
+        conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.OperationalError:
+            conn.close()
+            if not os.path.isfile(path):
+                raise
+            conn = sqlite3.connect(uri + "&immutable=1", uri=True, check_same_thread=False)
+        return conn
+
+    return connect
+
+
+def _configure_sqlite(engine: Engine, *, begin_event: bool = True, read_only: bool = False) -> None:
     """Set the pragmas of every new SQLite connection and take over ``BEGIN``.
 
     The ``sqlite3`` module's legacy transaction handling neither begins a transaction
     before DDL nor offers ``BEGIN IMMEDIATE``; the recipe from SQLAlchemy's SQLite
     documentation disables it and emits ``BEGIN`` from the ``begin`` event instead. Without
     ``begin_event`` nothing is sent when SQLAlchemy begins (see `HeldConnections`).
+    ``read_only`` leaves out the pragmas that write (``journal_mode``, ``synchronous``).
     """
 
     @event.listens_for(engine, "connect")
@@ -278,8 +303,9 @@ def _configure_sqlite(engine: Engine, *, begin_event: bool = True) -> None:
         cursor = dbapi_connection.cursor()
         try:
             cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            _enable_wal(cursor)
-            cursor.execute("PRAGMA synchronous = NORMAL")
+            if not read_only:  # switching to write-ahead logging writes the file
+                _enable_wal(cursor)
+                cursor.execute("PRAGMA synchronous = NORMAL")
             cursor.execute("PRAGMA foreign_keys = ON")
         finally:
             cursor.close()
@@ -448,6 +474,9 @@ class DatabaseBase:
             ``postgresql+psycopg://user@host:port/db``. The parent folder of an SQLite file
             is created.
         clock: Source of timestamps (aware UTC).
+        read_only: Open an SQLite file read-only (``mode=ro``; see `_read_only_sqlite`),
+            creating nothing and writing nothing, so a file or folder without write
+            permission can be read; writes then fail with `StoreError`.
 
     Raises:
         StoreError: The URL is malformed or names an unsupported database or a missing
@@ -458,17 +487,22 @@ class DatabaseBase:
     _HOLD_CONNECTIONS = False
     """Whether each thread holds one connection of an SQLite file (`HeldConnections`)."""
 
-    def __init__(self, url: str, *, clock: Clock = utc_now) -> None:
+    def __init__(self, url: str, *, clock: Clock = utc_now, read_only: bool = False) -> None:
         self._url = _mask(url)
         self._clock = clock
         self._closed = False
+        self._read_only = False
         try:
             parsed = make_url(url)
-            if parsed.get_backend_name() == "sqlite":
+            self._read_only = read_only and is_sqlite_file(parsed)
+            if parsed.get_backend_name() == "sqlite" and not self._read_only:
                 _ensure_sqlite_folder(parsed)
             hold = self._HOLD_CONNECTIONS and is_sqlite_file(parsed)
             # A thread holds its connection (see `HeldConnections`): none may wait for one.
             options: dict[str, Any] = {"max_overflow": -1} if hold else {}
+            if self._read_only:
+                assert parsed.database is not None
+                options["creator"] = _read_only_sqlite(parsed.database)
             engine = create_engine(parsed, json_serializer=_serialize_json, **options)
         except (SQLAlchemyError, ImportError, OSError, ValueError) as exc:
             raise StoreError(
@@ -482,7 +516,7 @@ class DatabaseBase:
                 f"{self._dialect!r} (use sqlite or postgresql)"
             )
         if self._dialect == "sqlite":
-            _configure_sqlite(engine, begin_event=not hold)
+            _configure_sqlite(engine, begin_event=not hold, read_only=self._read_only)
         self._engine = engine
         self._write_engine = engine.execution_options(**{_WRITE: True})
         self._held = HeldConnections(engine) if hold else None
@@ -653,14 +687,25 @@ class DatabaseBase:
         list of functions (migration ``i``, 0-based, brings a database to version ``i + 1``)
         and the ``versions`` table records which of them a database has had.
 
+        On a database opened read-only nothing is applied: one whose schema is not the
+        latest is refused.
+
         Raises:
-            StoreError: The database's schema is newer than ``migrations`` know, or the
-                database failed.
+            StoreError: The database's schema is newer than ``migrations`` know, or (opened
+                read-only) not the latest, or the database failed.
         """
         latest = len(migrations)
         with self._reading("read the schema version") as conn:
-            if self._schema_version(conn, versions) == latest:
-                return
+            current = self._schema_version(conn, versions)
+        if current == latest:
+            return
+        if self._read_only:
+            raise StoreError(
+                f"the {self._LABEL} at {self._url}, opened read-only, has schema version "
+                f"{current}, not {latest}: open it once with write access to upgrade it"
+                if current
+                else f"the {self._LABEL} at {self._url}, opened read-only, has no tables"
+            )
         with self._writing("migrate the schema") as conn:
             if self._dialect == "postgresql":  # SQLite's BEGIN IMMEDIATE already serializes
                 conn.execute(select(func.pg_advisory_xact_lock(_lock_key(versions.name))))

@@ -575,17 +575,23 @@ class RunLedger(DatabaseBase):
         url: SQLAlchemy database URL: ``sqlite:///path`` (relative) or ``sqlite:////abs/path``,
             or ``postgresql://...``. The parent folder of an SQLite file is created.
         clock: Source of ``created_at`` and ``finished_at`` timestamps (aware UTC).
+        read_only: Open an SQLite file read-only, for reading a ledger whose file or folder
+            is not writable (`clearance verify`, `inspect`, `runs`): no schema migration,
+            no write-ahead-log switch; every write fails with `StoreError`.
 
     Raises:
         StoreError: The URL is malformed, names an unsupported database or a missing driver,
             the database cannot be reached or created, or its schema is newer than this
-            version of Clearance. The message holds the URL (password masked) and the cause.
+            version of Clearance (opened ``read_only``: is not this version's). The message
+            holds the URL (password masked) and the cause.
     """
 
     _LABEL = "run ledger"
 
-    def __init__(self, url: str = DEFAULT_LEDGER_URL, *, clock: Clock = utc_now) -> None:
-        super().__init__(url, clock=clock)
+    def __init__(
+        self, url: str = DEFAULT_LEDGER_URL, *, clock: Clock = utc_now, read_only: bool = False
+    ) -> None:
+        super().__init__(url, clock=clock, read_only=read_only)
         self._statements: dict[str, Any] = {}
         database = make_url(url).database or ""
         # Each thread has its own in-memory SQLite database: a writer thread would write

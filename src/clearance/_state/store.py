@@ -291,6 +291,18 @@ def _check_ttl(ttl_s: float | None, field: str = "ttl_s") -> None:
         )
 
 
+def _check_text(**fields: str) -> None:
+    """Refuse text no database driver can encode (lone surrogates), naming the field."""
+    for name, value in fields.items():
+        if isinstance(value, str) and not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ConfigError(
+                    f"{value!r} is not valid UTF-8 (it holds a lone surrogate)", field=name
+                ) from None
+
+
 def _check_limit(limit: int) -> None:
     if limit < 1:
         raise ConfigError(f"must be at least 1, got {limit}", field="limit")
@@ -369,6 +381,7 @@ class ContextStore(DatabaseBase):
                 f"a store value must be text, got {type(value).__name__} (encode JSON first)",
                 field="value",
             )
+        _check_text(namespace=namespace, key=key, value=value, agent=agent)
         now = self._clock()
         params = {
             "namespace": namespace,
@@ -407,7 +420,7 @@ class ContextStore(DatabaseBase):
 
         Raises:
             ConfigError: ``ttl_s`` is not positive and at most `MAX_TTL_S`, or ``value`` is
-                not text.
+                not text, or an argument is text that is not valid UTF-8 (a lone surrogate).
             StoreError: The database could not be written.
         """
         _check_ttl(ttl_s)
@@ -436,7 +449,7 @@ class ContextStore(DatabaseBase):
 
         Raises:
             ConfigError: ``ttl_s`` is not positive and at most `MAX_TTL_S`, or ``value`` is
-                not text.
+                not text, or an argument is text that is not valid UTF-8 (a lone surrogate).
             StoreError: The database could not be written.
         """
         _check_ttl(ttl_s)
@@ -457,10 +470,12 @@ class ContextStore(DatabaseBase):
             Whether a live entry existed.
 
         Raises:
-            ConfigError: ``ttl_s`` is not positive and at most `MAX_TTL_S`.
+            ConfigError: ``ttl_s`` is not positive and at most `MAX_TTL_S`, or an argument is
+                text that is not valid UTF-8 (a lone surrogate).
             StoreError: The database could not be written.
         """
         _check_ttl(ttl_s)
+        _check_text(namespace=namespace, key=key)
         now = self._clock()
         params = {
             "ns": namespace,
@@ -475,8 +490,10 @@ class ContextStore(DatabaseBase):
         """The live entry at ``(namespace, key)``, or ``None`` when absent or expired.
 
         Raises:
+            ConfigError: Text that is not valid UTF-8 (a lone surrogate) in an argument.
             StoreError: The database could not be read.
         """
+        _check_text(namespace=namespace, key=key)
         params = {"ns": namespace, "k": key, "now": self._clock()}
         with self._reading(f"read {namespace}/{key}") as conn:
             row = conn.execute(self._sql.get_entry, params).first()
@@ -488,8 +505,10 @@ class ContextStore(DatabaseBase):
         Expired entries are filtered out, not deleted (see `cleanup`).
 
         Raises:
+            ConfigError: Text that is not valid UTF-8 (a lone surrogate) in an argument.
             StoreError: The database could not be read.
         """
+        _check_text(namespace=namespace, key=key)
         params = {"ns": namespace, "k": key, "now": self._clock()}
         if self._driver_get is not None:
             row = self._driver_first(self._driver_get, params, f"read {namespace}/{key}")
@@ -524,10 +543,12 @@ class ContextStore(DatabaseBase):
             limit: Most entries returned (at least 1).
 
         Raises:
-            ConfigError: ``limit`` is below 1.
+            ConfigError: ``limit`` is below 1, or an argument is text that is not valid
+                UTF-8 (a lone surrogate).
             StoreError: The database could not be read.
         """
         _check_limit(limit)
+        _check_text(namespace=namespace)
         params = {"ns": namespace, "limit": limit}
         return self._select(self._sql.query, params, f"query {namespace}")
 
@@ -544,10 +565,12 @@ class ContextStore(DatabaseBase):
             limit: Most entries returned (at least 1).
 
         Raises:
-            ConfigError: ``limit`` is below 1.
+            ConfigError: ``limit`` is below 1, or an argument is text that is not valid
+                UTF-8 (a lone surrogate).
             StoreError: The database could not be read.
         """
         _check_limit(limit)
+        _check_text(namespace=namespace, prefix=prefix)
         params = {
             "ns": namespace,
             "pattern": escape_like(prefix) + "%",
@@ -621,8 +644,10 @@ class ContextStore(DatabaseBase):
             Whether an entry was removed.
 
         Raises:
+            ConfigError: Text that is not valid UTF-8 (a lone surrogate) in an argument.
             StoreError: The database could not be written.
         """
+        _check_text(namespace=namespace, key=key)
         params = {"ns": namespace, "k": key}
         with self._writing(f"delete {namespace}/{key}") as conn:
             return bool(conn.execute(self._sql.delete, params).rowcount)

@@ -368,7 +368,7 @@ def inspect(
     db: DbOption = DEFAULT_LEDGER_URL,
 ) -> None:
     """Show what every agent of a run saw: admitted items with origin and tokens, and prompts."""
-    with RunLedger(db) as ledger:
+    with RunLedger(db, read_only=True) as ledger:
         record = ledger.get_run(run_id)
         calls = ledger.calls(record.run_id)
         tasks = {t.task_id: t for t in ledger.tasks(record.run_id)}
@@ -443,7 +443,7 @@ def verify(
     Memory and store items are checked against the memory and store the run recorded (or
     --memory / --store); an unreachable one is an error naming it.
     """
-    with RunLedger(db) as ledger, contextlib.ExitStack() as stack:
+    with RunLedger(db, read_only=True) as ledger, contextlib.ExitStack() as stack:
         record = ledger.get_run(run_id)
         memories, entries, closing = verify_lookups(record, memory=memory_url, store=store_url)
         for opened in closing:
@@ -499,7 +499,7 @@ def runs(
     db: DbOption = DEFAULT_LEDGER_URL,
 ) -> None:
     """List recent runs, newest first."""
-    with RunLedger(db) as ledger:
+    with RunLedger(db, read_only=True) as ledger:
         records = ledger.list_runs(limit=limit)
     table = Table()
     for column in ("run id", "team", "status", "created (UTC)", "goal"):
