@@ -285,8 +285,7 @@ def _check_results(calls: list[CallRecord], facts: _RunFacts) -> Iterator[Findin
         if call.subject.startswith("task:") and call.error is None and not call.pending:
             last[call.subject.removeprefix("task:")] = call
     for task_id, result in facts.completed.items():
-        call = last.get(task_id)
-        if call is None:
+        if task_id not in last:
             yield Finding(
                 call_id=None,
                 subject=f"task:{task_id}",
@@ -294,8 +293,9 @@ def _check_results(calls: list[CallRecord], facts: _RunFacts) -> Iterator[Findin
                 reason="the task is recorded completed, but no successful model call of it is",
             )
             continue
+        call = last[task_id]
         response = call.response or ""
-        accepted = {response.strip()}
+        accepted: set[str | None] = {response.strip()}
         schema = (
             facts.graph.get(task_id).output_schema
             if facts.graph and task_id in facts.graph

@@ -175,12 +175,11 @@ def _check_upserts(
     for row in rows:
         subject = str(row[SUBJECT_FIELDS[kind]])
         where, call_id = _label(kind, row, subject)
-        entry = latest.get(subject)
-        if entry is None:
+        if subject not in latest:
             yield where, call_id, "the record is not in the run's hash chain: it was added"
             continue
         seen.append(subject)
-        if payload_sha256(kind, row) != entry.payload_sha256:
+        if payload_sha256(kind, row) != latest[subject].payload_sha256:
             yield where, call_id, "the record differs from its entry in the hash chain: altered"
     present = set(seen)
     for subject in latest:

@@ -698,7 +698,7 @@ class RunLedger(DatabaseBase):
         self._append_run_entry(conn, run_id)
 
     def _append_run_entry(self, conn: Connection, run_id: str) -> None:
-        row = conn.execute(select(_runs).where(_runs.c.run_id == run_id)).mappings().one()
+        row = dict(conn.execute(select(_runs).where(_runs.c.run_id == run_id)).mappings().one())
         self._append_entries(conn, [(run_id, "run", run_id, payload_sha256("run", row))])
 
     # -- the hash chain -----------------------------------------------------------------
@@ -783,8 +783,8 @@ class RunLedger(DatabaseBase):
             columns = [c for c in _calls.c if c.name not in ("messages", "manifest")]
             for start in range(0, len(finished), 500):
                 query = select(*columns).where(_calls.c.call_id.in_(finished[start : start + 500]))
-                for row in conn.execute(query).mappings():
-                    outcome[row["call_id"]] = payload_sha256("call", row)
+                for found in conn.execute(query).mappings():
+                    outcome[found["call_id"]] = payload_sha256("call", dict(found))
         entries: list[tuple[str, str, str, str]] = []
         for rows in built:
             for key in _WRITE_ORDER:
@@ -1519,7 +1519,7 @@ class RunLedger(DatabaseBase):
             return (
                 update(_calls)
                 .where(_calls.c.call_id == bindparam("b_call_id"))
-                .values({name: bindparam(f"b_{name}") for name in names}, pending=0)
+                .values({**{name: bindparam(f"b_{name}") for name in names}, "pending": 0})
             )
         tables = {
             "run": _runs,

@@ -314,7 +314,9 @@ def inspect(
                 out.print(
                     Panel(Text(message["content"]), title=message["role"], title_align="left")
                 )
-        if call.error:
+        if call.pending:
+            out.print(Text("sent, no outcome recorded (the process stopped during the call)"))
+        elif call.error:
             out.print(Text(f"error: {call.error}"))
         elif call.response is not None:
             out.print(Panel(Text(call.response), title="response", title_align="left"))
@@ -330,12 +332,20 @@ def verify(
     """Check every prompt of a run against its clearance and manifest (exit 1 on a finding)."""
     with RunLedger(db) as ledger:
         report = verify_run(ledger, run_id)
+    if report.keyed and not report.macs_checked:
+        chain = "keyed hash chain: links not checked (set CLEARANCE_LEDGER_KEY to check them)"
+    elif report.keyed:
+        chain = "keyed hash chain checked with the ledger key"
+    else:
+        chain = "unkeyed hash chain checked"
     if report.ok:
         out.print(
             Text(
                 f"run {report.run_id}: {report.calls_checked} model calls verified: every item "
-                "was in its task's clearance and every prompt is exactly its manifest's items"
-            )
+                "was in its task's clearance and every prompt is exactly its manifest's items; "
+                f"{report.entries_checked} records in its {chain}, head {report.chain_head}"
+            ),
+            soft_wrap=True,
         )
         return
     for finding in report.findings:
