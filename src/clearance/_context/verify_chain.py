@@ -187,7 +187,7 @@ def _check_upserts(
             where, call_id = _label(kind, None, subject)
             yield where, call_id, f"the hash chain holds {kind} {subject}, whose record was removed"
     if seen != [s for s in latest if s in present]:
-        yield f"{kind} records", None, "the records are not in the order they were chained"
+        yield f"{kind} records", None, "the records are not in the order the hash chain holds them"
 
 
 def _check_appends(
