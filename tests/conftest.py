@@ -131,3 +131,47 @@ def postgres_url() -> Iterator[str]:
         if started:
             _as_postgres(str(pg_bin / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop")
         shutil.rmtree(base, ignore_errors=True)
+
+
+def rechain_run(db_path: Path, run_id: str) -> None:
+    """Rebuild a run's hash chain from its current rows, unkeyed, as a forger could.
+
+    Uses only public knowledge (the chain's format and the ledger's reader): one entry per
+    row, run first, then tasks, task reasons, messages, calls, tool calls and events. A keyed
+    run is turned into an unkeyed one (the forger has no key).
+    """
+    import sqlite3
+
+    from clearance._context.verify_chain import _with_recomputed_digest
+    from clearance._state.chain import SUBJECT_FIELDS, chain_sha256, payload_sha256
+
+    conn = sqlite3.connect(db_path)
+    conn.execute("UPDATE runs SET chain_key_id = NULL WHERE run_id = ?", (run_id,))
+    conn.commit()
+    with RunLedger(f"sqlite:///{db_path}") as ledger:
+        rows = ledger.record_rows(run_id)
+    entries = []
+    previous = ""
+    for kind in ("run", "task", "task_reason", "message", "call", "tool_call", "event"):
+        for row in rows[kind]:
+            if kind == "call":
+                row = _with_recomputed_digest(row)
+            subject = str(row[SUBJECT_FIELDS[kind]])
+            payload = payload_sha256(kind, row)
+            seq = len(entries) + 1
+            previous = chain_sha256(previous, run_id, seq, kind, subject, payload, None)
+            entries.append((run_id, seq, kind, subject, payload, previous))
+    conn.execute("DELETE FROM ledger_entries WHERE run_id = ?", (run_id,))
+    conn.executemany(
+        "INSERT INTO ledger_entries (run_id, seq, kind, subject, payload_sha256, chain_sha256) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        entries,
+    )
+    conn.commit()
+    conn.close()
+
+
+@pytest.fixture
+def rechain() -> Any:
+    """`rechain_run`: rebuild a run's hash chain from its rows, as a forger without the key."""
+    return rechain_run

@@ -216,7 +216,7 @@ async def test_chat_summaries_are_recorded_and_verified(tmp_path, db):
     ledger.close()
 
 
-async def test_runs_recorded_before_memory_scopes_still_verify(tmp_path):
+async def test_runs_recorded_before_memory_scopes_still_verify(tmp_path, rechain):
     from clearance._state.ledger import call_record_sha256
 
     db_path = tmp_path / "runs.db"
@@ -239,6 +239,7 @@ async def test_runs_recorded_before_memory_scopes_still_verify(tmp_path):
         )
     con.commit()
     con.close()
+    rechain(db_path, result.run_id)  # the run recorded so, chain included
     with RunLedger(f"sqlite:///{db_path}") as ledger:
         report = verify_run(ledger, result.run_id)
     assert report.ok, [str(f) for f in report.findings]

@@ -504,3 +504,83 @@ def test_call_columns_hold_canonical_json(ledger: RunLedger, db_path: Path) -> N
     assert messages == canonical_json(prompt.to_dicts())
     assert manifest == canonical_json(prompt.manifest.to_dict())
     assert digest == call_record_sha256(prompt.to_dicts(), prompt.manifest.to_dict())
+
+
+# -- hash chain, events, leases, failing writes ------------------------------------------
+
+
+def test_events_are_recorded_chained_and_read_back_by_kind(tmp_path):
+    from clearance._context.verify import verify_run
+
+    with RunLedger(f"sqlite:///{tmp_path / 'e.db'}") as ledger:
+        ledger.start_run(run_id="r", team="t", goal=None, graph=[])
+        first = ledger.record_event("r", "spawn", "task:a", {"child": "c1", "n": [1, 2]})
+        ledger.record_event("r", "step", "agent:a", {"step": 1})
+        spawns = ledger.events("r", kind="spawn")
+        assert [(e.event_id, e.subject, e.data) for e in spawns] == [
+            (first, "task:a", {"child": "c1", "n": [1, 2]})
+        ]
+        assert [e.kind for e in ledger.events("r")] == ["spawn", "step"]
+        assert [e.kind for e in ledger.chain_entries("r")] == ["run", "event", "event"]
+        assert verify_run(ledger, "r").ok
+        with pytest.raises(ConfigError):
+            ledger.record_event("r", "bad", "x", {"when": object()})
+
+
+def test_null_ledger_has_the_event_api():
+    from clearance._state.null_ledger import NullLedger
+
+    null = NullLedger()
+    assert null.record_event("r", "spawn", "s", {}).startswith("evt_")
+    with pytest.raises(StoreError):
+        null.events("r")
+
+
+def test_a_live_owner_keeps_its_run_and_a_dead_one_loses_it(tmp_path):
+    url = f"sqlite:///{tmp_path / 'lease.db'}"
+    with RunLedger(url) as owner, RunLedger(url) as other:
+        owner.start_run(run_id="r", team="t", goal=None, graph=[])
+        owner.flush()
+        with pytest.raises(ConfigError, match="is being run by process"):
+            other.reopen_run("r")
+        other.reopen_run("r", force=True)  # an explicit take-over
+        with pytest.raises(ConfigError, match="is being run by process"):
+            owner.reopen_run("r")
+
+
+def test_a_failing_ledger_write_stops_the_run_keeping_what_was_answered(tmp_path, monkeypatch):
+    import asyncio
+
+    from clearance import Agent, Orchestrator, Task, Team
+    from clearance.testing import FunctionModel
+
+    real = RunLedger._call_rows
+
+    def overflowing(**kwargs):
+        rows = real(**kwargs)
+        if kwargs["subject"] == "task:b":
+            rows["call"][0]["requests"] = 10**20  # does not fit an SQLite integer
+        return rows
+
+    monkeypatch.setattr(RunLedger, "_call_rows", staticmethod(overflowing))
+    db = f"sqlite:///{tmp_path / 'fail.db'}"
+    team = Team(agents=(Agent(name="a", instructions="A."),))
+    tasks = [
+        Task(id="a", title="A", description="Do a.", assignee="a"),
+        Task(id="b", title="B", description="Do b.", assignee="a", depends_on=["a"]),
+    ]
+
+    async def run():
+        with RunLedger(db) as ledger:
+            orch = Orchestrator(team, model=FunctionModel(lambda r: "ANSWER"), ledger=ledger)
+            await orch.run_tasks(tasks)
+
+    with pytest.raises(StoreError, match="task:b"):
+        asyncio.run(run())
+    with RunLedger(db) as ledger:
+        run_record = ledger.list_runs()[0]
+        assert run_record.status == "interrupted"
+        assert "task:b" in (run_record.error or "")
+        tasks_by_id = {t.task_id: t for t in ledger.tasks(run_record.run_id)}
+        assert tasks_by_id["a"].status == "completed" and tasks_by_id["a"].result == "ANSWER"
+        assert [c.subject for c in ledger.calls(run_record.run_id)] == ["task:a"]

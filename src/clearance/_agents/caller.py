@@ -14,8 +14,10 @@ a clarification, a spawned child, a memory summary, the plan and the synthesis) 
 - ``retries``: transient errors are retried with backoff (see `with_retries`);
 
 then translates provider errors into `ModelError`, validates what came back (Unicode text,
-token counts within range), adds the usage up, and records every attempt in the ledger
-(failed ones with their error), so the ledger shows every request that left the process.
+token counts within range), adds the usage up, and records every attempt in the ledger:
+the request is recorded, and committed, before it is sent, and its outcome (the response, or
+the error) after, so the ledger shows every request that left the process, even one in
+flight when the process was killed.
 The shape follows pydantic-ai's ``WrapperModel`` and ``UsageLimits``: one wrapper around
 the model, limits that carry their own checks.
 """
@@ -51,7 +53,7 @@ __all__ = ["CallBudget", "CallRecorder", "ModelCaller"]
 class CallRecorder(Protocol):
     """Where model calls are recorded (`RunLedger`, `NullLedger`)."""
 
-    def record_call(
+    def record_request(
         self,
         *,
         run_id: str,
@@ -59,12 +61,25 @@ class CallRecorder(Protocol):
         agent: str,
         model_id: str,
         prompt: Prompt,
+        started_at: datetime,
+    ) -> str:
+        """Record one attempt of a model call before it is sent; return the call's id."""
+        ...
+
+    async def wait_committed(self) -> None:
+        """Return once the recorded request is committed."""
+        ...
+
+    def finish_call(
+        self,
+        call_id: str,
+        *,
+        run_id: str,
         response: ModelResponse | None,
         error: str | None,
-        started_at: datetime,
         latency_s: float,
-    ) -> str:
-        """Record one attempt of a model call; return the call's id."""
+    ) -> None:
+        """Record the outcome of a call recorded with `record_request`."""
         ...
 
 
@@ -222,10 +237,24 @@ class ModelCaller:
         return summarize
 
     async def _attempt(self, call: _Call, number: int, started: float) -> ModelResponse:
-        """One attempt, recorded whether it succeeds or fails."""
+        """One attempt: the request recorded (and committed) before it is sent, then its outcome.
+
+        The outcome is recorded whether the attempt succeeds, fails or is cancelled.
+
+        Raises:
+            StoreError: The request could not be recorded (nothing was sent).
+        """
         started_at, t0 = self._clock(), self._monotonic()
         error: str | None = None
         response: ModelResponse | None = None
+        call_id: str | None = None
+        if self.ledger is not None:
+            assert self.run_id is not None
+            call_id = self.ledger.record_request(
+                run_id=self.run_id, subject=call.subject, agent=call.agent.name,
+                model_id=call.model.model_id, prompt=call.request.prompt, started_at=started_at,
+            )  # fmt: skip
+            await self.ledger.wait_committed()  # what leaves the process is on record first
         try:
             response = await self._send(call, started)
             _check_response(call, response)
@@ -240,13 +269,11 @@ class ModelCaller:
             error = f"attempt {number} of {call.attempts}: cancelled"
             raise
         finally:
-            if self.ledger is not None:
+            if self.ledger is not None and call_id is not None:
                 assert self.run_id is not None
-                self.ledger.record_call(
-                    run_id=self.run_id, subject=call.subject, agent=call.agent.name,
-                    model_id=call.model.model_id, prompt=call.request.prompt,
-                    response=response if error is None else None, error=error,
-                    started_at=started_at, latency_s=self._monotonic() - t0,
+                self.ledger.finish_call(
+                    call_id, run_id=self.run_id, response=response if error is None else None,
+                    error=error, latency_s=self._monotonic() - t0,
                 )  # fmt: skip
 
     async def _send(self, call: _Call, started: float) -> ModelResponse:

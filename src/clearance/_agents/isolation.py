@@ -12,17 +12,15 @@ pattern of obra/superpowers' subagent-driven development (statuses ``DONE``,
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from clearance._agents.caller import CallBudget, ModelCaller
 from clearance._agents.files import FileCaps, load_text_file
 from clearance._context.architecture import ArchitecturalContext
 from clearance._context.builder import ContextBuilder
-from clearance._context.isolated import STATUSES, IsolatedContext
+from clearance._context.isolated import DispatchStatus, IsolatedContext, parse_status
 from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import ConfigError
 from clearance._core.prompt import Prompt, sha256_text
@@ -31,11 +29,6 @@ from clearance._state.ledger import RunLedger
 from clearance.models._base import ChatModel, Usage
 
 __all__ = ["ContextIsolationManager", "DispatchResult", "DispatchStatus", "parse_status"]
-
-DispatchStatus = Literal["done", "done_with_concerns", "needs_context", "blocked"]
-
-_STATUS_LINE = re.compile(r"^\W*status\W*[:=]?\s*([a-z_ ]+?)\W*$", re.IGNORECASE)
-_QUESTION = re.compile(r"^\W*question\W*:\s*(.*)$", re.IGNORECASE)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -60,37 +53,6 @@ class DispatchResult:
     concerns: str | None
     prompt: Prompt
     usage: Usage
-
-
-def parse_status(text: str) -> tuple[DispatchStatus, str, str | None, str | None]:
-    """Split an answer into ``(status, result, question, concerns)``.
-
-    The last line of the form ``STATUS: <status>`` decides. Lines after it are the
-    question (``needs_context``; a ``QUESTION:`` prefix is dropped) or the concerns. An
-    answer with no valid status line is ``done_with_concerns``, with a concern saying so:
-    a missing status is never read as a clean ``done``.
-    """
-    lines = text.strip().splitlines()
-    for index in range(len(lines) - 1, -1, -1):
-        match = _STATUS_LINE.match(lines[index])
-        if not match:
-            continue
-        word = match.group(1).strip().lower().replace(" ", "_")
-        if word not in STATUSES:
-            continue
-        status: DispatchStatus = word  # type: ignore[assignment]
-        before = "\n".join(lines[:index]).strip()
-        after_lines = [ln for ln in lines[index + 1 :] if ln.strip()]
-        question_lines = [m.group(1) for ln in lines if (m := _QUESTION.match(ln))]
-        before = "\n".join(ln for ln in before.splitlines() if not _QUESTION.match(ln)).strip()
-        after = "\n".join(ln for ln in after_lines if not _QUESTION.match(ln)).strip()
-        if status == "needs_context":
-            question = " ".join(question_lines).strip() or after or before
-            return status, before, question, None
-        if status == "done":
-            return status, "\n".join(filter(None, (before, after))), None, None
-        return status, before, None, after or None
-    return "done_with_concerns", text.strip(), None, "the answer has no STATUS line"
 
 
 class ContextIsolationManager:

@@ -7,14 +7,31 @@ about other tasks: no other ids, no results, not even how many tasks exist.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
+from typing import Literal
 
 from clearance._context.architecture import ArchitecturalContext
 from clearance._context.render import Block, Section, render_user_message
 
-__all__ = ["ISOLATED_TRAILER", "STATUSES", "IsolatedContext", "IsolatedPart"]
+__all__ = [
+    "ISOLATED_TRAILER",
+    "STATUSES",
+    "DispatchStatus",
+    "IsolatedContext",
+    "IsolatedPart",
+    "parse_status",
+    "subagent_result",
+]
+
+DispatchStatus = Literal["done", "done_with_concerns", "needs_context", "blocked"]
+"""How a subagent ended its answer (its ``STATUS:`` line)."""
+
+_STATUS_LINE = re.compile(r"^\W*status\W*[:=]?\s*([a-z_ ]+?)\W*$", re.IGNORECASE)
+_QUESTION = re.compile(r"^\W*question\W*:\s*(.*)$", re.IGNORECASE)
+
 
 STATUSES = ("done", "done_with_concerns", "needs_context", "blocked")
 """The statuses a subagent ends its answer with (``STATUS: <status>``)."""
@@ -168,3 +185,48 @@ class IsolatedContext:
             [Section(heading, tuple(blocks)) for heading, blocks in sections.items()],
             ISOLATED_TRAILER,
         )
+
+
+def parse_status(text: str) -> tuple[DispatchStatus, str, str | None, str | None]:
+    """Split an answer into ``(status, result, question, concerns)``.
+
+    The last line of the form ``STATUS: <status>`` decides. Lines after it are the
+    question (``needs_context``; a ``QUESTION:`` prefix is dropped) or the concerns. An
+    answer with no valid status line is ``done_with_concerns``, with a concern saying so:
+    a missing status is never read as a clean ``done``.
+    """
+    lines = text.strip().splitlines()
+    for index in range(len(lines) - 1, -1, -1):
+        match = _STATUS_LINE.match(lines[index])
+        if not match:
+            continue
+        word = match.group(1).strip().lower().replace(" ", "_")
+        if word not in STATUSES:
+            continue
+        status: DispatchStatus = word  # type: ignore[assignment]
+        before = "\n".join(lines[:index]).strip()
+        after_lines = [ln for ln in lines[index + 1 :] if ln.strip()]
+        question_lines = [m.group(1) for ln in lines if (m := _QUESTION.match(ln))]
+        before = "\n".join(ln for ln in before.splitlines() if not _QUESTION.match(ln)).strip()
+        after = "\n".join(ln for ln in after_lines if not _QUESTION.match(ln)).strip()
+        if status == "needs_context":
+            question = " ".join(question_lines).strip() or after or before
+            return status, before, question, None
+        if status == "done":
+            return status, "\n".join(filter(None, (before, after))), None, None
+        return status, before, None, after or None
+    return "done_with_concerns", text.strip(), None, "the answer has no STATUS line"
+
+
+def subagent_result(text: str) -> str | None:
+    """An isolated task's result from its subagent's answer, or ``None`` if it has none.
+
+    For ``done`` the answer without its status line; for ``done_with_concerns`` the same
+    followed by a blank line and ``Concerns: <concerns>``. ``None`` for ``needs_context`` and
+    ``blocked``. The orchestrator keeps exactly this as the task's result, and
+    ``clearance verify`` recomputes it from the recorded response.
+    """
+    status, result, _question, concerns = parse_status(text)
+    if status not in ("done", "done_with_concerns"):
+        return None
+    return f"{result}\n\nConcerns: {concerns}" if concerns else result

@@ -23,13 +23,25 @@ task's (or conversation's) memory scopes, recomputed from the team's recorded me
 given a lookup into the memory store, their content and scope are checked against the stored
 record too.
 
-What it cannot check: file contents are compared with the manifest's hashes, not with the
-files on disk (which may have changed since), and anything the model provider did with the
-prompt after receiving it.
+5. **Chain.** Every record of the run (the run, tasks, task reasons, messages, calls with
+   their responses, tool calls, events) matches its entry in the run's hash chain, and the
+   chain's links hold (`verify_chain`); with the ledger key, the links are MACs a forger
+   without the key cannot recompute.
+6. **Results.** Every completed task has a successful model call of its own, and its result
+   is that call's response as the orchestrator keeps it: the last successful ``task:<id>``
+   call's text with surrounding whitespace removed, or for a task with an
+   ``output_schema``, the JSON value it holds re-serialized
+   (``json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True)``).
+
+What it cannot check: file contents are compared with the manifest's hashes and with the
+same file in the task's other prompts, not with the files on disk (which may have changed
+since), and anything the model provider did with the prompt after receiving it.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -43,7 +55,7 @@ from clearance._context.builder import (
     TASK_TRAILER,
 )
 from clearance._context.clearance import Clearance
-from clearance._context.isolated import ISOLATED_TRAILER
+from clearance._context.isolated import ISOLATED_TRAILER, subagent_result
 from clearance._context.memory_items import (
     CONVERSATION_TRAILER,
     MEMORY_SECTION,
@@ -62,6 +74,7 @@ from clearance._context.tool_sections import (
     TOOL_TRAILER,
     TOOLS_SECTION,
 )
+from clearance._context.verify_chain import check_chain
 from clearance._context.verify_subagents import (
     SubagentFacts,
     check_child_call,
@@ -130,20 +143,22 @@ class Finding:
     """One problem found in a recorded call.
 
     Attributes:
-        call_id: The call.
-        subject: ``task:<id>``, ``synthesis`` or ``plan``.
+        call_id: The call, or ``None`` for a finding about another record.
+        subject: ``task:<id>``, ``synthesis`` or ``plan`` for a call; ``run``, ``task <id>``,
+            ``message <id>``... for another record.
         origin: The manifest item concerned, or ``None`` for the call as a whole.
         reason: What is wrong, in one line.
     """
 
-    call_id: str
+    call_id: str | None
     subject: str
     origin: str | None
     reason: str
 
     def __str__(self) -> str:
         where = f"{self.subject} {self.origin}" if self.origin else self.subject
-        return f"{where}: {self.reason} (call {self.call_id})"
+        call = f" (call {self.call_id})" if self.call_id else ""
+        return f"{where}: {self.reason}{call}"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -154,11 +169,21 @@ class VerificationReport:
         run_id: The run verified.
         calls_checked: How many model calls were checked.
         findings: Every problem found; empty when the run is clean.
+        entries_checked: How many hash-chain entries were checked.
+        keyed: Whether the run's chain is keyed (HMAC under a ledger key).
+        macs_checked: Whether the chain's links were checked (for a keyed run: only when
+            the ledger key was given).
+        chain_head: The chain's last value; keep it elsewhere to detect a later removal of
+            the chain's tail.
     """
 
     run_id: str
     calls_checked: int
     findings: tuple[Finding, ...]
+    entries_checked: int = 0
+    keyed: bool = False
+    macs_checked: bool = False
+    chain_head: str = ""
 
     @property
     def ok(self) -> bool:
@@ -182,6 +207,8 @@ class _RunFacts:
         self.graph = TaskGraph.from_dict(run.graph) if run.graph else None
         records = ledger.tasks(run.run_id)
         self.results = {t.task_id: t.result for t in records if t.result is not None}
+        self.completed = {t.task_id: t.result or "" for t in records if t.status == "completed"}
+        self.calls: list[CallRecord] = []
         # Every reason a task was ever recorded with: a resumed run re-runs failed tasks.
         self.errors: dict[str, set[str]] = {
             task_id: set(reasons) for task_id, reasons in ledger.task_reasons(run.run_id).items()
@@ -210,6 +237,7 @@ class _RunFacts:
                 self.agents[spec["name"]] = Agent(
                     name=spec["name"],
                     instructions=str(spec.get("instructions", "")) or "-",
+                    role=str(spec.get("role") or ""),
                     tools=tuple(spec.get("tools", ())),
                     can_delegate_to=tuple(spec.get("can_delegate_to", ())),
                     store_grants=dict(spec.get("store_grants", {})),
@@ -218,6 +246,8 @@ class _RunFacts:
             except (ConfigError, KeyError, TypeError):
                 continue
         self.tool_calls = {t.tool_call_id: t for t in ledger.tool_calls(run.run_id)}
+        # (agent, tool name) to the digest of the tool's description in its first prompt.
+        self.tool_specs: dict[tuple[str, str], Any] = {}
         self.memory_groups: dict[str, list[str]] = dict(config.get("memory_groups") or {})
         coordinator = config.get("coordinator")
         self.coordinator: str | None = None
@@ -233,8 +263,12 @@ def verify_run(
     *,
     memories: MemoryLookup | None = None,
     store: StoreLookup | None = None,
+    key: bytes | None = None,
 ) -> VerificationReport:
-    """Check every model call of a run against its clearance and its manifest.
+    """Check a run's records: its hash chain, its results, and every call's clearance.
+
+    Every model call is checked against its clearance and its manifest (see the module's
+    docstring for each check).
 
     Args:
         ledger: The ledger holding the run.
@@ -245,6 +279,9 @@ def verify_run(
         store: Optional lookup into the run's context store (`ContextStore.get_entry`);
             when given, a ``store:<namespace>/<key>`` item whose entry has not been written
             since the recorded read (same ``updated_at``) must hold the stored value.
+        key: The ledger key to check a keyed chain with; ``None`` means the ledger's own
+            (`RunLedger.chain_key`, from ``CLEARANCE_LEDGER_KEY``), if any. With a key, an
+            unkeyed run is a finding (its chain proves nothing against a forger).
 
     Returns:
         A report; ``report.ok`` is true when no problem was found.
@@ -255,8 +292,78 @@ def verify_run(
     run = ledger.get_run(run_id)
     facts = _RunFacts(ledger, run, memories, store)
     calls = ledger.calls(run.run_id)
-    findings = [f for call in calls for f in _check_call(call, facts)]
-    return VerificationReport(run_id=run.run_id, calls_checked=len(calls), findings=tuple(findings))
+    chain = check_chain(ledger, run.run_id, key if key is not None else ledger.chain_key)
+    findings = [
+        Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
+        for subject, call_id, reason in chain.problems
+    ]
+    facts.calls = calls
+    findings.extend(f for call in calls for f in _check_call(call, facts))
+    findings.extend(_check_results(calls, facts))
+    return VerificationReport(
+        run_id=run.run_id,
+        calls_checked=len(calls),
+        findings=tuple(findings),
+        entries_checked=chain.entries,
+        keyed=chain.keyed,
+        macs_checked=chain.macs_checked,
+        chain_head=chain.head,
+    )
+
+
+def _check_results(calls: list[CallRecord], facts: _RunFacts) -> Iterator[Finding]:
+    """Every completed task has a successful call of its own whose response is its result."""
+    last: dict[str, CallRecord] = {}
+    for call in calls:
+        ok = call.error is None and not call.pending
+        if ok and call.subject.startswith(("task:", "isolated:")):
+            last[call.subject.partition(":")[2]] = call
+    for task_id, result in facts.completed.items():
+        if task_id not in last:
+            yield Finding(
+                call_id=None,
+                subject=f"task:{task_id}",
+                origin=None,
+                reason="the task is recorded completed, but no successful model call of it is",
+            )
+            continue
+        call = last[task_id]
+        response = call.response or ""
+        accepted: set[str | None] = {response.strip()}
+        if call.subject.startswith("isolated:"):
+            accepted = {subagent_result(response)}  # the answer less its STATUS lines
+        schema = (
+            facts.graph.get(task_id).output_schema
+            if facts.graph and task_id in facts.graph
+            else None
+        )
+        if schema is not None:
+            accepted.add(_structured(response))
+        if result not in accepted:
+            yield Finding(
+                call_id=call.call_id,
+                subject=f"task:{task_id}",
+                origin=None,
+                reason="the task's recorded result is not the response of its last call",
+            )
+
+
+_FENCED_JSON = re.compile(r"```(?:json)?[ \t]*\n(.*?)```", re.DOTALL)
+
+
+def _structured(text: str) -> str | None:
+    """A structured answer re-serialized as the orchestrator keeps it, or ``None``."""
+    body = text.strip()
+    match = _FENCED_JSON.search(body)
+    for candidate in (body, match.group(1) if match else None):
+        if candidate is None:
+            continue
+        try:
+            value = json.loads(candidate)
+        except (ValueError, RecursionError):
+            continue
+        return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True)
+    return None
 
 
 def _check_call(call: CallRecord, facts: _RunFacts) -> Iterator[Finding]:
@@ -280,7 +387,8 @@ def _check_call(call: CallRecord, facts: _RunFacts) -> Iterator[Finding]:
     if recorded_hash != manifest.get("prompt_sha256") or recorded_hash != call.prompt_sha256:
         yield finding("the prompt text does not match the hash in its manifest")
 
-    items: list[dict[str, Any]] = list(manifest.get("items", []))
+    items: list[dict[str, Any]] = [dict(i) for i in manifest.get("items", [])]
+    _attach_contents(user, items)
     if not items or items[0].get("origin") != "instructions":
         yield finding("the manifest does not start with the agent's instructions")
         return
@@ -292,6 +400,92 @@ def _check_call(call: CallRecord, facts: _RunFacts) -> Iterator[Finding]:
 
     yield from (finding(reason, origin) for origin, reason in _check_layout(call, user, items))
     yield from (finding(reason, origin) for origin, reason in _check_admission(call, items, facts))
+    yield from (finding(reason, origin) for origin, reason in _check_sources(call, items, facts))
+
+
+_SINGLE_KINDS = frozenset(
+    {"task", "file", "task_result", "message", "repair", "goal", "agent", "plan_feedback",
+     "tool_spec", "tool", "delegation", "instructions"}
+)  # fmt: skip
+"""Kinds of item a prompt holds at most once per origin."""
+
+
+def _attach_contents(user: str, items: list[dict[str, Any]]) -> None:
+    """Give each item after the instructions its block's text (``"_content"``), if parsable."""
+    try:
+        sections, _ = parse_user_message(user)
+    except PromptParseError:
+        return
+    blocks = [b for s in sections for b in s.blocks]
+    if len(blocks) == len(items) - 1:
+        for block, item in zip(blocks, items[1:], strict=True):
+            item["_content"] = block.content
+
+
+def _check_sources(
+    call: CallRecord, items: list[dict[str, Any]], facts: _RunFacts
+) -> Iterator[tuple[str | None, str]]:
+    """Provenance of the items the admission checks do not trace to a record.
+
+    Each origin appears once per prompt; a file holds the same content in every prompt of
+    its task; a tool's description is the same in every prompt of the run and names one of
+    the agent's recorded tools; a repair or plan feedback quotes an earlier answer of the
+    same subject; a roster line is the agent's recorded role summary.
+    """
+    seen: set[str] = set()
+    for item in items:
+        origin = str(item.get("origin"))
+        kind, _, ref = origin.partition(":")
+        if kind in _SINGLE_KINDS:
+            if origin in seen:
+                yield origin, "the origin appears twice in one prompt"
+            seen.add(origin)
+        digest, content = item.get("sha256"), item.get("_content")
+        if kind == "file":
+            others = {
+                i.get("sha256")
+                for other in facts.calls
+                if other.subject == call.subject and other.call_id != call.call_id
+                for i in other.manifest.get("items", [])
+                if i.get("origin") == origin
+            }
+            if others - {digest}:
+                yield (
+                    origin,
+                    "the file's content differs from the same file in the task's other prompts",
+                )
+        elif kind == "tool_spec":
+            agent = facts.agents.get(call.agent)
+            if agent is not None:
+                names = set(agent.tools) | ({"delegate"} if agent.can_delegate_to else set())
+                names |= {"spawn"} if agent.can_spawn else set()
+                if ref not in names:
+                    yield origin, f"{ref!r} is not a tool of agent {call.agent!r}"
+            known = facts.tool_specs.setdefault((call.agent, ref), digest)
+            if known != digest:
+                yield origin, "the tool's description differs from the agent's other prompts"
+        elif kind in ("repair", "plan_feedback"):
+            if content is None or not _quotes_earlier_answer(call, kind, content, facts):
+                yield origin, "the content does not quote an earlier answer of the same subject"
+        elif kind == "agent":
+            agent = facts.agents.get(ref)
+            if agent is not None and digest != sha256_text(agent.summary):
+                yield origin, "the roster line is not the agent's recorded role"
+
+
+def _quotes_earlier_answer(call: CallRecord, kind: str, content: str, facts: _RunFacts) -> bool:
+    for other in facts.calls:
+        if other.call_id == call.call_id:
+            return False  # only calls made before this one
+        if other.subject != call.subject or other.response is None or other.error:
+            continue
+        if kind == "repair":
+            prefix = other.response.strip() + "\n\nProblem: "
+        else:
+            prefix = f"Your answer was:\n{other.response}\n\nIt was rejected: "
+        if content.startswith(prefix):
+            return True
+    return False
 
 
 def _check_layout(

@@ -30,6 +30,7 @@ from clearance._core.errors import (
     ModelError,
     OutputValidationError,
     PlanError,
+    StoreError,
 )
 from clearance._core.ids import new_id
 from clearance._core.memory_spec import group_members
@@ -479,7 +480,7 @@ class Orchestrator:
             self._resolve_models()
         # The run's usage counts every call, those of the earlier sessions included.
         usage, prompt_tokens = recorded_usage(ledger, recorded)
-        ledger.reopen_run(run_id, process=process_identity())
+        ledger.reopen_run(run_id, process=process_identity(), force=force)
         total = len(recorded.graph) if recorded.graph is not None else 0
         done = len(recorded.completed)
         self._emit(
@@ -580,13 +581,17 @@ class Orchestrator:
             ledger.record_tasks(run_id, fresh)  # one transaction for the whole graph
             try:
                 return await self._execute_recorded(run)
-            except BaseException:
+            except BaseException as exc:
                 # Ctrl-C, cancellation or a failing ledger: leave the run resumable.
-                self._mark_interrupted(run)
+                self._mark_interrupted(run, exc if isinstance(exc, ClearanceError) else None)
                 raise
 
-    def _mark_interrupted(self, run: _Run) -> None:
-        """Record running tasks as ``interrupted`` and the run as ``interrupted``."""
+    def _mark_interrupted(self, run: _Run, cause: ClearanceError | None = None) -> None:
+        """Record running tasks as ``interrupted`` and the run as ``interrupted``.
+
+        ``cause`` (a failing ledger write, say) is named in the run's recorded error.
+        """
+        why = f"{cause}; " if cause is not None else "interrupted; "
         with contextlib.suppress(ClearanceError):
             for state in run.queue.with_status(TaskStatus.RUNNING):
                 run.queue.interrupt(state.task.id)
@@ -597,7 +602,7 @@ class Orchestrator:
                 status="interrupted",
                 synthesis=None,
                 usage=run.usage,
-                error=f"interrupted; resume with: clearance resume {run.run_id}",
+                error=f"{why}resume with: clearance resume {run.run_id}",
             )
         self._emit("run_finished", run.run_id, detail="interrupted")
 
@@ -659,6 +664,10 @@ class Orchestrator:
             ledger.record_task(run.run_id, queue.get(task_id))
             self._emit("task_completed", run.run_id, task_id=task_id)
             return
+        if isinstance(exc, StoreError):
+            # The ledger (or the store) failed, not the task: stop the run, resumable, and
+            # say why; the records committed so far stay as they are.
+            raise exc
         reason = str(exc) if isinstance(exc, ClearanceError) else f"{type(exc).__name__}: {exc}"
         skipped = queue.fail(task_id, reason)
         run.shared.write(task_id=task_id, agent=task.assignee, content=reason, kind="failure")

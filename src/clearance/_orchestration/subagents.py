@@ -37,13 +37,13 @@ from clearance._agents.aggregator import Aggregator, ChildOutcome
 from clearance._agents.caller import CallBudget, ModelCaller
 from clearance._agents.delegation import DelegationChain
 from clearance._agents.files import FileCaps, load_text_file
-from clearance._agents.isolation import parse_status
 from clearance._agents.loop import AgentLoop
 from clearance._agents.session import AgentSession
 from clearance._agents.spawn import SpawnRequest, SpawnWorker
 from clearance._agents.tools import Tool, ToolOutput
 from clearance._context.architecture import ArchitecturalContext
 from clearance._context.builder import ContextBuilder
+from clearance._context.isolated import parse_status, subagent_result
 from clearance._context.tool_sections import ToolStep
 from clearance._core.errors import (
     ClearanceError,
@@ -378,7 +378,9 @@ class IsolatedRunner:
             if status == "done" or status == "done_with_concerns":
                 if not result.strip():
                     raise ModelError("the subagent's answer is empty", model_id=ctx.model.model_id)
-                return f"{result}\n\nConcerns: {concerns}" if concerns else result
+                answer = subagent_result(response.text)
+                assert answer is not None
+                return answer
             if status == "blocked":
                 raise SubagentError(task.id, "blocked", concerns or result or "no reason given")
             asked = question or "(no question given)"

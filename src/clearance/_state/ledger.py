@@ -22,12 +22,14 @@ All timestamps are timezone-aware UTC datetimes. Every failure of the database s
 
 from __future__ import annotations
 
+import asyncio
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
@@ -44,6 +46,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    bindparam,
     func,
     select,
     update,
@@ -55,6 +58,14 @@ from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import ConfigError, StoreError
 from clearance._core.ids import new_id
 from clearance._core.prompt import Prompt, canonical_json, sha256_text
+from clearance._state.chain import (
+    LEDGER_KEY_ENV,
+    SUBJECT_FIELDS,
+    chain_sha256,
+    key_id,
+    load_ledger_key,
+    payload_sha256,
+)
 from clearance._state.database import (
     DatabaseBase,
     JSONText,
@@ -62,6 +73,7 @@ from clearance._state.database import (
     _UTCDateTime,
     version_table,
 )
+from clearance._state.lease import LEASE_S, describe_owner, new_owner, owner_is_dead
 from clearance._state.messages import Message
 from clearance._state.queue import TaskState
 from clearance._state.write_behind import PendingWrite, Rows, WriteBehind
@@ -70,6 +82,7 @@ from clearance.models._base import ModelResponse, Usage
 __all__ = [
     "DEFAULT_LEDGER_URL",
     "CallRecord",
+    "ChainEntry",
     "EventRecord",
     "RunLedger",
     "RunRecord",
@@ -261,29 +274,60 @@ def _m004_tool_calls(conn: Connection) -> None:
     _tool_calls.create(conn)
 
 
+_entries = Table(
+    "ledger_entries",
+    _metadata,
+    Column("ordinal", Integer, primary_key=True, autoincrement=True),
+    Column("run_id", String(64), ForeignKey("runs.run_id", ondelete="CASCADE"), nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("subject", String(160), nullable=False),
+    Column("payload_sha256", String(64), nullable=False),
+    Column("chain_sha256", String(64), nullable=False),
+    UniqueConstraint("run_id", "seq", name="uq_ledger_entries_run_seq"),
+)
+
 _events = Table(
     "events",
     _metadata,
     Column("ordinal", Integer, primary_key=True, autoincrement=True),
-    Column("event_id", String(64), nullable=False),
+    Column("event_id", String(64), nullable=False, unique=True),
     Column("run_id", String(64), ForeignKey("runs.run_id", ondelete="CASCADE"), nullable=False),
     Column("kind", String(64), nullable=False),
     Column("subject", String(160), nullable=False),
     Column("data", JSON, nullable=False),
     Column("created_at", _UTCDateTime, nullable=False),
-    UniqueConstraint("run_id", "event_id", name="uq_events_run_event"),
     Index("ix_events_run_kind", "run_id", "kind"),
 )
 
+_runs.append_column(Column("chain_key_id", String(32)))
+_calls.append_column(Column("pending", Integer, nullable=False, default=0))
 
-def _m005_events(conn: Connection) -> None:
-    """Version 5: ``events``, append-only records of a run's other steps.
 
-    Spawns and their outcomes, clarification rounds, the architectural context, limit
-    breaches, a child's session steps: what ``inspect`` shows and ``verify`` checks besides
-    model and tool calls.
+def _m005_hash_chain(conn: Connection) -> None:
+    """Version 5: the runs' hash chains, events, key ids and pending calls.
+
+    Tables ``ledger_entries`` and ``events``; columns ``runs.chain_key_id`` (the id of the key
+    a run is chained with) and ``calls.pending`` (sent, no outcome recorded yet).
     """
+    _entries.create(conn)
     _events.create(conn)
+    conn.exec_driver_sql("ALTER TABLE runs ADD COLUMN chain_key_id VARCHAR(32)")
+    conn.exec_driver_sql("ALTER TABLE calls ADD COLUMN pending INTEGER NOT NULL DEFAULT 0")
+
+
+_runs.append_column(Column("owner", String(256)))
+_runs.append_column(Column("lease_expires_at", _UTCDateTime))
+
+
+def _m006_run_lease(conn: Connection) -> None:
+    """Version 6: run leases, so that one run is run by one process at a time.
+
+    Columns ``runs.owner`` (the process running it) and ``runs.lease_expires_at``.
+    """
+    conn.exec_driver_sql("ALTER TABLE runs ADD COLUMN owner VARCHAR(256)")
+    expires = "TIMESTAMP WITH TIME ZONE" if conn.dialect.name == "postgresql" else "DATETIME"
+    conn.exec_driver_sql(f"ALTER TABLE runs ADD COLUMN lease_expires_at {expires}")
 
 
 _MIGRATIONS: list[Migration] = [
@@ -291,7 +335,8 @@ _MIGRATIONS: list[Migration] = [
     _m002_call_record_digest,
     _m003_task_reasons,
     _m004_tool_calls,
-    _m005_events,
+    _m005_hash_chain,
+    _m006_run_lease,
 ]
 """Applied in order; migration ``i`` (0-based) brings a database to version ``i + 1``."""
 
@@ -350,7 +395,16 @@ def _last_upsert_per_task(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(merged.values())
 
 
-_WRITE_ORDER = ("run", "task", "task_reason", "message", "call", "tool_call", "event")
+_WRITE_ORDER = (
+    "run",
+    "task",
+    "task_reason",
+    "message",
+    "call",
+    "call_finish",
+    "tool_call",
+    "event",
+)
 """The order in which one transaction applies the kinds of queued rows (foreign keys first)."""
 
 _CHUNK = 64
@@ -448,6 +502,8 @@ class CallRecord:
         error: Why the call failed, or ``None``.
         started_at: When the call started (aware UTC).
         latency_s: Wall-clock seconds the call took.
+        pending: Whether the request was recorded as sent and no outcome was recorded after
+            (the process stopped while the call was in flight).
     """
 
     call_id: str
@@ -465,6 +521,49 @@ class CallRecord:
     error: str | None
     started_at: datetime
     latency_s: float
+    pending: bool = False
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EventRecord:
+    """One event of a run (`RunLedger.record_event`).
+
+    Attributes:
+        event_id: The event's id (``evt_...``).
+        run_id: The run.
+        kind: What happened (``"spawn"``, ``"clarification"``, ``"limit_exceeded"``...).
+        subject: What it happened to (a task, an agent, a call).
+        data: The event's JSON-ready details.
+        created_at: When it was recorded (aware UTC).
+    """
+
+    event_id: str
+    run_id: str
+    kind: str
+    subject: str
+    data: dict[str, Any]
+    created_at: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ChainEntry:
+    """One entry of a run's hash chain (see `clearance._state.chain`).
+
+    Attributes:
+        run_id: The run.
+        seq: Position in the run's chain, from 1.
+        kind: The kind of record (``"run"``, ``"task"``, ``"call"``, ``"event"``...).
+        subject: The record's id (a task id, a call id...).
+        payload_sha256: Digest of the record's fields when the entry was written.
+        chain_sha256: The chain value after this entry.
+    """
+
+    run_id: str
+    seq: int
+    kind: str
+    subject: str
+    payload_sha256: str
+    chain_sha256: str
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -499,28 +598,6 @@ class ToolCallRecord:
     is_error: bool
     store_reads: list[dict[str, str]]
     chain: dict[str, Any] | None
-    created_at: datetime
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class EventRecord:
-    """One recorded event of a run (see `RunLedger.record_event`).
-
-    Attributes:
-        event_id: The event's id, unique within the run.
-        run_id: The run.
-        kind: What happened: ``spawn``, ``child``, ``step``, ``clarification``,
-            ``architecture``, ``limit_exceeded``...
-        subject: What it concerns (``task:<id>``, ``child:<id>``...).
-        data: Its JSON-ready fields.
-        created_at: When it was recorded (aware UTC).
-    """
-
-    event_id: str
-    run_id: str
-    kind: str
-    subject: str
-    data: dict[str, Any]
     created_at: datetime
 
 
@@ -591,7 +668,16 @@ class RunLedger(DatabaseBase):
     def __init__(
         self, url: str = DEFAULT_LEDGER_URL, *, clock: Clock = utc_now, read_only: bool = False
     ) -> None:
+        key = load_ledger_key()  # a bad key fails before anything is opened
         super().__init__(url, clock=clock, read_only=read_only)
+        self._key = key
+        self._key_id = key_id(key) if key is not None else None
+        self._owner = new_owner()
+        self._owned: set[str] = set()  # runs whose lease this ledger renews
+        self._lease_lock = threading.Lock()
+        self._lease_stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+        self._lease_lost: StoreError | None = None
         self._statements: dict[str, Any] = {}
         database = make_url(url).database or ""
         # Each thread has its own in-memory SQLite database: a writer thread would write
@@ -611,9 +697,216 @@ class RunLedger(DatabaseBase):
         return postgresql.insert(table)
 
     def _update_run(self, conn: Connection, run_id: str, **values: Any) -> None:
+        """Update a run's row and append its new state to the run's chain."""
         result = conn.execute(update(_runs).where(_runs.c.run_id == run_id).values(**values))
         if result.rowcount == 0:
             raise StoreError(f"unknown run {run_id!r} in the run ledger at {self._url}")
+        self._append_run_entry(conn, run_id)
+
+    def _append_run_entry(self, conn: Connection, run_id: str) -> None:
+        row = dict(conn.execute(select(_runs).where(_runs.c.run_id == run_id)).mappings().one())
+        self._append_entries(conn, [(run_id, "run", run_id, payload_sha256("run", row))])
+
+    # -- the hash chain -----------------------------------------------------------------
+
+    @property
+    def chain_key(self) -> bytes | None:
+        """The ledger key this ledger chains (and verifies) with, or ``None`` (unkeyed).
+
+        Read from ``CLEARANCE_LEDGER_KEY`` or ``CLEARANCE_LEDGER_KEY_FILE`` when the ledger
+        is opened (see `clearance._state.chain`).
+        """
+        return self._key
+
+    def _chain_head(self, conn: Connection, run_id: str) -> list[Any]:
+        """``[last seq, last chain value, key]`` of a run, read in the write transaction.
+
+        Raises:
+            StoreError: The run is unknown, or it is chained with another key than this
+                ledger's (appending would break its chain).
+        """
+        query = select(_runs.c.chain_key_id).where(_runs.c.run_id == run_id)
+        if self._dialect == "postgresql":
+            query = query.with_for_update()  # one writer per run's chain at a time
+        found = conn.execute(query).first()
+        if found is None:
+            raise StoreError(f"unknown run {run_id!r} in the run ledger at {self._url}")
+        recorded = found[0]
+        if recorded != self._key_id:
+            if recorded is None:
+                raise StoreError(
+                    f"run {run_id!r} was recorded without a ledger key; unset {LEDGER_KEY_ENV} "
+                    "to continue it"
+                )
+            raise StoreError(
+                f"run {run_id!r} is chained with ledger key {recorded}, not with this ledger's "
+                f"key ({self._key_id or 'none'}); set {LEDGER_KEY_ENV} to that key"
+            )
+        last = conn.execute(
+            select(_entries.c.seq, _entries.c.chain_sha256)
+            .where(_entries.c.run_id == run_id)
+            .order_by(_entries.c.seq.desc())
+            .limit(1)
+        ).first()
+        return [last[0], last[1], self._key] if last is not None else [0, "", self._key]
+
+    def _append_entries(
+        self, conn: Connection, entries: Sequence[tuple[str, str, str, str]]
+    ) -> None:
+        """Append ``(run id, kind, subject, payload digest)`` entries to their runs' chains."""
+        heads: dict[str, list[Any]] = {}
+        rows = []
+        for run_id, kind, subject, payload in entries:
+            head = heads.get(run_id)
+            if head is None:
+                head = heads[run_id] = self._chain_head(conn, run_id)
+            seq = head[0] + 1
+            chain = chain_sha256(head[1], run_id, seq, kind, subject, payload, head[2])
+            head[0], head[1] = seq, chain
+            rows.append(
+                {
+                    "run_id": run_id,
+                    "seq": seq,
+                    "kind": kind,
+                    "subject": subject,
+                    "payload_sha256": payload,
+                    "chain_sha256": chain,
+                }
+            )
+        if rows:
+            conn.execute(self._statement("entry"), rows)
+
+    def _entries_of(
+        self, conn: Connection, built: Sequence[Rows]
+    ) -> list[tuple[str, str, str, str]]:
+        """The chain entries of committed writes, in write order.
+
+        A call's outcome (an update) is digested from its row as updated, read back.
+        """
+        finished = [row["b_call_id"] for rows in built for row in rows.get("call_finish", ())]
+        outcome: dict[str, str] = {}
+        if finished:
+            columns = [c for c in _calls.c if c.name not in ("messages", "manifest")]
+            for start in range(0, len(finished), 500):
+                query = select(*columns).where(_calls.c.call_id.in_(finished[start : start + 500]))
+                for found in conn.execute(query).mappings():
+                    outcome[found["call_id"]] = payload_sha256("call", dict(found))
+        entries: list[tuple[str, str, str, str]] = []
+        for rows in built:
+            for key in _WRITE_ORDER:
+                for row in rows.get(key, ()):
+                    if key == "call_finish":
+                        call_id = row["b_call_id"]
+                        if call_id in outcome:
+                            entries.append((row["b_run_id"], "call", call_id, outcome[call_id]))
+                        continue
+                    subject = str(row[SUBJECT_FIELDS[key]])
+                    entries.append((row["run_id"], key, subject, payload_sha256(key, row)))
+        return entries
+
+    def chain_entries(self, run_id: str) -> list[ChainEntry]:
+        """Return a run's hash-chain entries, in order (``[]`` for none).
+
+        Raises:
+            StoreError: The database failed.
+        """
+        query = select(_entries).where(_entries.c.run_id == run_id).order_by(_entries.c.seq)
+        with self._reading(f"read the hash chain of run {run_id!r}") as conn:
+            return [
+                ChainEntry(
+                    run_id=row.run_id,
+                    seq=row.seq,
+                    kind=row.kind,
+                    subject=row.subject,
+                    payload_sha256=row.payload_sha256,
+                    chain_sha256=row.chain_sha256,
+                )
+                for row in conn.execute(query)
+            ]
+
+    def record_rows(self, run_id: str) -> dict[str, list[dict[str, Any]]]:
+        """Every recorded row of a run, by kind of chain entry, in the order recorded.
+
+        For auditing (``verify``): the rows as stored, one mapping of column values each;
+        ``"run"`` holds the run's own row.
+
+        Raises:
+            StoreError: The database failed.
+        """
+        tables = {
+            "run": _runs,
+            "task": _tasks,
+            "task_reason": _task_reasons,
+            "message": _messages,
+            "call": _calls,
+            "tool_call": _tool_calls,
+            "event": _events,
+        }
+        found: dict[str, list[dict[str, Any]]] = {}
+        with self._reading(f"read the records of run {run_id!r}") as conn:
+            for kind, table in tables.items():
+                query = select(table).where(table.c.run_id == run_id)
+                if "ordinal" in table.c:
+                    query = query.order_by(table.c.ordinal)
+                found[kind] = [dict(row) for row in conn.execute(query).mappings()]
+        return found
+
+    # -- leases -------------------------------------------------------------------------
+
+    def _lease_until(self) -> datetime:
+        # Real time, not the injected clock: leases are between processes.
+        return utc_now() + timedelta(seconds=LEASE_S)
+
+    def _hold_lease(self, run_id: str) -> None:
+        """Renew ``run_id``'s lease from now on (a thread renews every ``LEASE_S / 3``)."""
+        with self._lease_lock:
+            self._owned.add(run_id)
+            if self._renewer is None and not self._in_memory:
+                self._renewer = threading.Thread(
+                    target=self._renew_leases, name="clearance-lease", daemon=True
+                )
+                self._renewer.start()
+
+    def _drop_lease(self, run_id: str) -> None:
+        with self._lease_lock:
+            self._owned.discard(run_id)
+
+    def _renew_leases(self) -> None:
+        while not self._lease_stop.wait(LEASE_S / 3):
+            with self._lease_lock:
+                owned = sorted(self._owned)
+            if not owned:
+                continue
+            try:
+                # Not `self._writing`: that would wait for (and take the errors of) the
+                # writer thread, which belong to the ledger's user.
+                with DatabaseBase._writing(self, "renew run leases") as conn:
+                    for run_id in owned:
+                        renewed = conn.execute(
+                            update(_runs)
+                            .where(_runs.c.run_id == run_id, _runs.c.owner == self._owner)
+                            .values(lease_expires_at=self._lease_until())
+                        ).rowcount
+                        if not renewed and self._lease_lost is None:
+                            self._lease_lost = StoreError(
+                                f"run {run_id!r} was taken over by another process; this "
+                                "process stopped recording it"
+                            )
+            except StoreError:
+                continue  # the database is busy or down: try again; the lease may lapse
+
+    def _check_lease(self, run_id: str, row: Any, now: datetime, *, force: bool) -> None:
+        """Refuse to take over a run another live process holds (see `reopen_run`)."""
+        owner, expires = row.owner, row.lease_expires_at
+        if owner is None or owner == self._owner or force or row.status != "running":
+            return
+        if expires is None or expires <= now or owner_is_dead(owner):
+            return
+        raise ConfigError(
+            f"run {run_id} is being run by {describe_owner(owner, expires)}; wait for it "
+            "to stop, or resume with --force if you know it has",
+            field="run",
+        )
 
     # -- writes -------------------------------------------------------------------------
 
@@ -651,36 +944,74 @@ class RunLedger(DatabaseBase):
             "prompt_tokens": 0,
             "completion_tokens": 0,
             "created_at": self._clock(),
+            "chain_key_id": self._key_id,
+            "owner": self._owner,
+            "lease_expires_at": self._lease_until(),
         }
         self._submit(PendingWrite(f"start run {run_id!r}", {"run": [row]}))
+        self._hold_lease(run_id)
 
-    def reopen_run(self, run_id: str, *, process: dict[str, Any] | None = None) -> None:
-        """Mark a recorded run ``running`` again, to resume it (clears its end and error).
+    def reopen_run(
+        self, run_id: str, *, process: dict[str, Any] | None = None, force: bool = False
+    ) -> None:
+        """Take a recorded run over to resume it: ``running`` again, owned by this ledger.
+
+        Clears the run's end, synthesis and error.
+
+        One process runs a run at a time: the run's row names its owner and the time its
+        lease expires, and this is an atomic compare-and-set on that row. A run ``running``
+        under another owner is taken only once the owner's lease has expired (it is renewed
+        while the owner runs) or the owner is a dead process on this host.
 
         Args:
             run_id: The run's full id.
             process: The process resuming it (``{"host", "pid"}``), recorded as the run
                 config's ``process``; ``None`` leaves the config as it is.
+            force: Take the run even from a live owner.
 
         Raises:
-            StoreError: The run is unknown, or the database failed.
+            ConfigError: Another live process holds the run's lease; the message names it.
+            StoreError: The run is unknown, is chained with another ledger key, or the
+                database failed.
         """
+        now = utc_now()
         with self._writing(f"reopen run {run_id!r}") as conn:
+            query = select(
+                _runs.c.config, _runs.c.owner, _runs.c.lease_expires_at, _runs.c.status
+            ).where(_runs.c.run_id == run_id)
+            if self._dialect == "postgresql":
+                query = query.with_for_update()
+            row = conn.execute(query).first()
+            if row is None:
+                raise StoreError(f"unknown run {run_id!r} in the run ledger at {self._url}")
+            self._check_lease(run_id, row, now, force=force)
             values: dict[str, Any] = {}
             if process is not None:
-                config = conn.execute(
-                    select(_runs.c.config).where(_runs.c.run_id == run_id)
-                ).scalar()
-                values["config"] = {**(config or {}), "process": process}
-            self._update_run(
-                conn,
-                run_id,
-                status="running",
-                error=None,
-                synthesis=None,
-                finished_at=None,
-                **values,
-            )
+                values["config"] = {**(row.config or {}), "process": process}
+            owner = _runs.c.owner
+            taken = conn.execute(
+                update(_runs)
+                .where(
+                    _runs.c.run_id == run_id,
+                    owner.is_(None) if row.owner is None else owner == row.owner,
+                )
+                .values(
+                    status="running",
+                    error=None,
+                    synthesis=None,
+                    finished_at=None,
+                    owner=self._owner,
+                    lease_expires_at=self._lease_until(),
+                    **values,
+                )
+            ).rowcount
+            if not taken:  # another process took it between our read and our write
+                raise ConfigError(
+                    f"run {run_id} was just taken over by another process; not resumed",
+                    field="run",
+                )
+            self._append_run_entry(conn, run_id)
+        self._hold_lease(run_id)
 
     def set_graph(self, run_id: str, graph: list[dict[str, Any]]) -> None:
         """Record the task graph of a run (after the coordinator planned it).
@@ -829,6 +1160,169 @@ class RunLedger(DatabaseBase):
         self._submit(PendingWrite(f"record a {subject!r} call of run {run_id!r}", rows))
         return call_id
 
+    def record_request(
+        self,
+        *,
+        run_id: str,
+        subject: str,
+        agent: str,
+        model_id: str,
+        prompt: Prompt,
+        started_at: datetime,
+    ) -> str:
+        """Record a model call about to be sent, before it is sent (its outcome comes later).
+
+        The call is recorded ``pending`` (no response, zero usage) until `finish_call`; one
+        left pending shows a request that left the process with no recorded outcome (the
+        process stopped while the call was in flight). Inside `write_behind` the record is
+        queued: await `wait_committed` before sending.
+
+        Args:
+            run_id: The run's full id.
+            subject: ``"task:<id>"``, ``"synthesis"``, ``"plan"``...
+            agent: The agent the prompt was built for.
+            model_id: The ``"provider:name"`` id called.
+            prompt: The prompt to send; its messages, manifest and hash are stored.
+            started_at: When the call starts (aware UTC).
+
+        Returns:
+            The new call's id (``call_...``), for `finish_call`.
+
+        Raises:
+            StoreError: The run is unknown, or the database failed (inside `write_behind`:
+                raised by a later call).
+        """
+        call_id = new_id("call")
+        rows = partial(
+            self._call_rows, call_id=call_id, run_id=run_id, subject=subject, agent=agent,
+            model_id=model_id, prompt=prompt, response=None, error=None,
+            started_at=started_at, latency_s=0.0, pending=True,
+        )  # fmt: skip
+        self._submit(PendingWrite(f"record a {subject!r} request of run {run_id!r}", rows))
+        return call_id
+
+    def finish_call(
+        self,
+        call_id: str,
+        *,
+        run_id: str,
+        response: ModelResponse | None,
+        error: str | None,
+        latency_s: float,
+    ) -> None:
+        """Record the outcome of a call recorded with `record_request`.
+
+        Args:
+            call_id: What `record_request` returned.
+            run_id: The run's full id.
+            response: What the model returned, or ``None`` if the call failed (usage is then
+                recorded as zero).
+            error: Why the call failed, or ``None``.
+            latency_s: Wall-clock seconds the call took.
+
+        Raises:
+            StoreError: The database failed (inside `write_behind`: raised by a later call).
+        """
+        usage = response.usage if response is not None else Usage()
+        row = {
+            "b_call_id": call_id,
+            "b_run_id": run_id,
+            "b_response": response.text if response is not None else None,
+            "b_finish_reason": response.finish_reason if response is not None else None,
+            "b_requests": usage.requests,
+            "b_prompt_tokens": usage.prompt_tokens,
+            "b_completion_tokens": usage.completion_tokens,
+            "b_error": error,
+            "b_latency_s": latency_s,
+        }
+        self._submit(
+            PendingWrite(f"record the outcome of call {call_id!r} of run {run_id!r}",
+                         {"call_finish": [row]})
+        )  # fmt: skip
+
+    async def wait_committed(self) -> None:
+        """Wait, without blocking the event loop, until every queued write is committed.
+
+        Nothing to wait for outside `write_behind` (writes are committed when made).
+
+        Raises:
+            StoreError: A queued write failed (raised once).
+        """
+        if self._behind is not None:
+            await asyncio.to_thread(self.flush)
+
+    # -- events -------------------------------------------------------------------------
+
+    def record_event(self, run_id: str, kind: str, subject: str, data: dict[str, Any]) -> str:
+        """Record one event of a run (append-only, chained like every record).
+
+        Args:
+            run_id: The run's full id.
+            kind: What happened, at most 64 characters (``"spawn"``, ``"clarification"``,
+                ``"architecture"``, ``"limit_exceeded"``, ``"step"``...).
+            subject: What it happened to (a task, an agent, a call), at most 160 characters.
+            data: JSON-ready details (string keys; strings, numbers, booleans, ``None``,
+                lists and mappings).
+
+        Returns:
+            The new event's id (``evt_...``).
+
+        Raises:
+            ConfigError: ``kind`` or ``subject`` is empty or too long, or ``data`` is not
+                JSON-ready.
+            StoreError: The run is unknown, or the database failed (inside `write_behind`:
+                raised by a later call).
+        """
+        if not kind or len(kind) > 64:
+            raise ConfigError(
+                f"an event kind must be 1 to 64 characters, got {kind!r}", field="kind"
+            )
+        if len(subject) > 160:
+            raise ConfigError("an event subject must be at most 160 characters", field="subject")
+        try:
+            data = json.loads(canonical_json(data))  # a copy: later edits of `data` are not kept
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"event data is not JSON-ready: {exc}", field="data") from exc
+        if not isinstance(data, dict):
+            raise ConfigError("event data must be a mapping", field="data")
+        event_id = new_id("evt")
+        row = {
+            "event_id": event_id,
+            "run_id": run_id,
+            "kind": kind,
+            "subject": subject,
+            "data": data,
+            "created_at": self._clock(),
+        }
+        self._submit(PendingWrite(f"record a {kind!r} event of run {run_id!r}", {"event": [row]}))
+        return event_id
+
+    def events(self, run_id: str, kind: str | None = None) -> list[EventRecord]:
+        """Return the events of a run, in the order recorded (``[]`` for none).
+
+        Args:
+            run_id: The run's full id.
+            kind: Only events of this kind; ``None`` for all.
+
+        Raises:
+            StoreError: The database failed.
+        """
+        query = select(_events).where(_events.c.run_id == run_id)
+        if kind is not None:
+            query = query.where(_events.c.kind == kind)
+        with self._reading(f"read the events of run {run_id!r}") as conn:
+            return [
+                EventRecord(
+                    event_id=row.event_id,
+                    run_id=row.run_id,
+                    kind=row.kind,
+                    subject=row.subject,
+                    data=row.data,
+                    created_at=row.created_at,
+                )
+                for row in conn.execute(query.order_by(_events.c.ordinal))
+            ]
+
     @staticmethod
     def _call_rows(
         *,
@@ -842,6 +1336,7 @@ class RunLedger(DatabaseBase):
         error: str | None,
         started_at: datetime,
         latency_s: float,
+        pending: bool = False,
     ) -> Rows:
         usage = response.usage if response is not None else Usage()
         # Each is serialized once, canonically: for the digest and for its column.
@@ -867,6 +1362,7 @@ class RunLedger(DatabaseBase):
                     "error": error,
                     "started_at": started_at,
                     "latency_s": latency_s,
+                    "pending": int(pending),
                 }
             ]
         }
@@ -946,13 +1442,20 @@ class RunLedger(DatabaseBase):
             StoreError: A queued write failed.
         """
         behind, self._behind = self._behind, None
+        self._lease_stop.set()
         try:
             if behind is not None:
                 behind.close()
         finally:
+            renewer, self._renewer = self._renewer, None
+            if renewer is not None:
+                renewer.join()
             super().close()
 
     def _submit(self, write: PendingWrite) -> None:
+        lost, self._lease_lost = self._lease_lost, None
+        if lost is not None:
+            raise lost
         behind = self._behind
         if behind is not None:
             behind.submit(write)
@@ -967,11 +1470,14 @@ class RunLedger(DatabaseBase):
         event loop waiting for the lock a chance to run before the rest of a large group.
         """
         by_key: dict[str, list[dict[str, Any]]] = {}
+        built: list[Rows] = []
         for start in range(0, len(writes), _CHUNK):
             if start:
                 _yield_gil()
             for write in writes[start : start + _CHUNK]:
-                for key, rows in write.build().items():
+                rows_of = write.build()
+                built.append(rows_of)
+                for key, rows in rows_of.items():
                     by_key.setdefault(key, []).extend(rows)
         if len(by_key.get("task", ())) > 1:
             by_key["task"] = _last_upsert_per_task(by_key["task"])
@@ -984,6 +1490,9 @@ class RunLedger(DatabaseBase):
                     _yield_gil()
                     # The statement is built once per ledger: each call binds parameters.
                     conn.execute(self._statement(key), queued[start : start + _CHUNK])
+            # Then each record's chain entry, in the order written (see `_state.chain`).
+            _yield_gil()
+            self._append_entries(conn, self._entries_of(conn, built))
 
     def _statement(self, key: str) -> Any:
         """The statement of a write kind, built once per ledger (building one is costly)."""
@@ -1008,12 +1517,23 @@ class RunLedger(DatabaseBase):
                     for name in ("sender", "recipient", "content", "created_at")
                 },
             )
+        if key == "call_finish":
+            names = (
+                "response", "finish_reason", "requests", "prompt_tokens", "completion_tokens",
+                "error", "latency_s",
+            )  # fmt: skip
+            return (
+                update(_calls)
+                .where(_calls.c.call_id == bindparam("b_call_id"))
+                .values({**{name: bindparam(f"b_{name}") for name in names}, "pending": 0})
+            )
         tables = {
             "run": _runs,
             "task_reason": _task_reasons,
             "call": _calls,
             "tool_call": _tool_calls,
             "event": _events,
+            "entry": _entries,
         }
         return tables[key].insert()
 
@@ -1050,6 +1570,10 @@ class RunLedger(DatabaseBase):
                 f"run status must be one of {', '.join(RUN_STATUSES)}, got {status!r}",
                 field="status",
             )
+        lease: dict[str, Any] = {}
+        if status != "running":
+            lease = {"owner": None, "lease_expires_at": None}
+            self._drop_lease(run_id)
         with self._writing(f"finish run {run_id!r}") as conn:
             self._update_run(
                 conn,
@@ -1061,6 +1585,7 @@ class RunLedger(DatabaseBase):
                 prompt_tokens=usage.prompt_tokens,
                 completion_tokens=usage.completion_tokens,
                 finished_at=self._clock(),
+                **lease,
             )
 
     # -- reads --------------------------------------------------------------------------
@@ -1177,6 +1702,7 @@ class RunLedger(DatabaseBase):
                     error=row.error,
                     started_at=row.started_at,
                     latency_s=row.latency_s,
+                    pending=bool(row.pending),
                 )
                 for row in conn.execute(query)
             ]
@@ -1302,56 +1828,4 @@ class RunLedger(DatabaseBase):
                     created_at=row.created_at,
                 )
                 for row in conn.execute(query)
-            ]
-
-    # -- events -------------------------------------------------------------------------
-
-    def record_event(self, run_id: str, kind: str, subject: str, data: dict[str, Any]) -> str:
-        """Record one event of a run, append-only (see `EventRecord`).
-
-        Args:
-            run_id: The run's full id.
-            kind: What happened (``spawn``, ``clarification``...).
-            subject: What it concerns (``task:<id>``, ``child:<id>``...).
-            data: JSON-ready fields.
-
-        Returns:
-            The new event's id (``event_...``).
-
-        Raises:
-            StoreError: The run is unknown or the database failed (inside `write_behind`:
-                raised by a later call).
-        """
-        event_id = new_id("event")
-        row = {
-            "event_id": event_id,
-            "run_id": run_id,
-            "kind": kind,
-            "subject": subject,
-            "data": data,
-            "created_at": self._clock(),
-        }
-        self._submit(PendingWrite(f"record a {kind!r} event of run {run_id!r}", {"event": [row]}))
-        return event_id
-
-    def events(self, run_id: str, *, kind: str | None = None) -> list[EventRecord]:
-        """Return the events of a run (of one ``kind``, or all), in the order recorded.
-
-        Raises:
-            StoreError: The database failed.
-        """
-        query = select(_events).where(_events.c.run_id == run_id)
-        if kind is not None:
-            query = query.where(_events.c.kind == kind)
-        with self._reading(f"read the events of run {run_id!r}") as conn:
-            return [
-                EventRecord(
-                    event_id=row.event_id,
-                    run_id=row.run_id,
-                    kind=row.kind,
-                    subject=row.subject,
-                    data=row.data,
-                    created_at=row.created_at,
-                )
-                for row in conn.execute(query.order_by(_events.c.ordinal))
             ]

@@ -32,8 +32,8 @@ class NullLedger(RunLedger):
     return at once (``record_call`` still returns a fresh call id); reads raise.
 
     Raises:
-        StoreError: From any read (`get_run`, `list_runs`, `tasks`, `calls`, `messages`):
-            nothing was recorded.
+        StoreError: From any read (`get_run`, `list_runs`, `tasks`, `calls`, `messages`,
+            `events`...): nothing was recorded.
     """
 
     def __init__(self) -> None:  # no database: nothing to open or configure
@@ -108,6 +108,37 @@ class NullLedger(RunLedger):
         """Discard the call; return a fresh call id, as `RunLedger.record_call` does."""
         return new_id("call")
 
+    def record_request(
+        self,
+        *,
+        run_id: str,
+        subject: str,
+        agent: str,
+        model_id: str,
+        prompt: Prompt,
+        started_at: datetime,
+    ) -> str:
+        """Discard the request; return a fresh call id, as `RunLedger.record_request` does."""
+        return new_id("call")
+
+    def finish_call(
+        self,
+        call_id: str,
+        *,
+        run_id: str,
+        response: ModelResponse | None,
+        error: str | None,
+        latency_s: float,
+    ) -> None:
+        """Discard the call's outcome."""
+
+    async def wait_committed(self) -> None:
+        """Nothing is ever queued."""
+
+    def record_event(self, run_id: str, kind: str, subject: str, data: dict[str, Any]) -> str:
+        """Discard the event; return a fresh event id, as `RunLedger.record_event` does."""
+        return new_id("evt")
+
     def record_tool_call(
         self,
         *,
@@ -125,9 +156,11 @@ class NullLedger(RunLedger):
     ) -> None:
         """Discard the tool call."""
 
-    def record_event(self, run_id: str, kind: str, subject: str, data: dict[str, Any]) -> str:
-        """Discard the event; return a fresh event id."""
-        return new_id("event")
+    def reopen_run(
+        self, run_id: str, *, process: dict[str, Any] | None = None, force: bool = False
+    ) -> None:
+        """Nothing to reopen: raises, as every read does."""
+        self._refuse(f"reopen run {run_id!r}")
 
     def finish_run(
         self, run_id: str, *, status: str, synthesis: str | None, usage: Usage, error: str | None

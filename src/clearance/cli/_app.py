@@ -410,7 +410,9 @@ def inspect(
                         title_align="left",
                     )
                 )
-        if call.error:
+        if call.pending:
+            out.print(safe_text("sent, no outcome recorded (the process stopped during the call)"))
+        elif call.error:
             out.print(safe_text(f"error: {call.error}"))
         elif call.response is not None:
             out.print(Panel(safe_text(call.response), title="response", title_align="left"))
@@ -449,12 +451,20 @@ def verify(
         for opened in closing:
             stack.callback(opened.close)
         report = verify_run(ledger, record.run_id, memories=memories, store=entries)
+    if report.keyed and not report.macs_checked:
+        chain = "keyed hash chain: links not checked (set CLEARANCE_LEDGER_KEY to check them)"
+    elif report.keyed:
+        chain = "keyed hash chain checked with the ledger key"
+    else:
+        chain = "unkeyed hash chain checked"
     if report.ok:
         out.print(
             safe_text(
                 f"run {report.run_id}: {report.calls_checked} model calls verified: every item "
-                "was in its task's clearance and every prompt is exactly its manifest's items"
-            )
+                "was in its task's clearance and every prompt is exactly its manifest's items; "
+                f"{report.entries_checked} records in its {chain}, head {report.chain_head}"
+            ),
+            soft_wrap=True,
         )
         return
     for finding in report.findings:

@@ -1,0 +1,206 @@
+"""Checking a run's hash chain against its records (part of `verify_run`).
+
+The ledger appends one chain entry per record it writes (see `clearance._state.chain`). This
+module re-derives, from the ledger alone:
+
+1. **Links.** Entries are numbered 1, 2, ... without a gap, and each entry's chain value
+   follows from the one before: SHA-256 for an unkeyed run, HMAC-SHA256 under the ledger key
+   for a keyed one (checked only when the key is given).
+2. **Records.** Every row of the run (the run itself, tasks, task reasons, messages, model
+   calls, tool calls, events) digests to its latest entry (a call's prompt through its
+   messages and manifest, recomputed); no row is missing an entry, no entry is missing a
+   row, and rows are in the order their entries were chained.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from clearance._state.chain import (
+    APPEND_KINDS,
+    SUBJECT_FIELDS,
+    UPSERT_KINDS,
+    chain_sha256,
+    key_id,
+    payload_sha256,
+)
+from clearance._state.ledger import ChainEntry, RunLedger, call_record_sha256
+
+__all__ = ["ChainReport", "check_chain"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ChainReport:
+    """What the chain check found.
+
+    Attributes:
+        entries: How many chain entries the run has.
+        keyed: Whether the run was chained under a ledger key (``runs.chain_key_id`` set).
+        macs_checked: Whether the chain's links were checked (always for an unkeyed run; for
+            a keyed run only with its key).
+        head: The last entry's chain value (``""`` for none): noting it elsewhere lets a
+            later check detect the removal of the chain's tail.
+        problems: ``(subject, call id or None, reason)`` per problem found.
+    """
+
+    entries: int
+    keyed: bool
+    macs_checked: bool
+    head: str
+    problems: tuple[tuple[str, str | None, str], ...]
+
+
+def check_chain(ledger: RunLedger, run_id: str, key: bytes | None) -> ChainReport:
+    """Check a run's chain and its records against each other.
+
+    Args:
+        ledger: The ledger holding the run.
+        run_id: The run's full id.
+        key: The ledger key to check a keyed chain's links with; ``None`` checks an unkeyed
+            chain's links only.
+
+    Raises:
+        StoreError: The ledger cannot be read.
+    """
+    entries = ledger.chain_entries(run_id)
+    rows = ledger.record_rows(run_id)
+    run_rows = rows.get("run") or [{}]
+    recorded_key = run_rows[0].get("chain_key_id")
+    problems: list[tuple[str, str | None, str]] = []
+    if not entries:
+        problems.append(
+            (
+                "run",
+                None,
+                "the run has no hash chain, so removed or added records cannot be ruled out",
+            )
+        )
+        return ChainReport(
+            entries=0, keyed=recorded_key is not None, macs_checked=False, head="",
+            problems=tuple(problems),
+        )  # fmt: skip
+    mac_key: bytes | None = None
+    check_links = True
+    if recorded_key is None:
+        if key is not None:
+            problems.append(
+                ("run", None, "the run's chain is not keyed, so the ledger key proves nothing "
+                 "about it (a forger can recompute an unkeyed chain)")
+            )  # fmt: skip
+    elif key is None:
+        check_links = False
+    elif key_id(key) != recorded_key:
+        problems.append(
+            ("run", None, f"the run was chained with another ledger key ({recorded_key})")
+        )
+        check_links = False
+    else:
+        mac_key = key
+    problems.extend(_check_links(entries, run_id, mac_key if check_links else None, check_links))
+    for kind in ("run", "task", "task_reason", "message", "call", "tool_call", "event"):
+        kind_rows = rows.get(kind, [])
+        if kind == "call":
+            kind_rows = [_with_recomputed_digest(row) for row in kind_rows]
+        chained = [e for e in entries if e.kind == kind]
+        if kind in UPSERT_KINDS:
+            problems.extend(_check_upserts(kind, kind_rows, chained))
+        else:
+            assert kind in APPEND_KINDS
+            problems.extend(_check_appends(kind, kind_rows, chained))
+    return ChainReport(
+        entries=len(entries),
+        keyed=recorded_key is not None,
+        macs_checked=check_links,
+        head=entries[-1].chain_sha256,
+        problems=tuple(problems),
+    )
+
+
+def _with_recomputed_digest(row: dict[str, Any]) -> dict[str, Any]:
+    """A call row whose ``record_sha256`` is recomputed from its messages and manifest."""
+    try:
+        digest = call_record_sha256(row["messages"], row["manifest"])
+    except (TypeError, ValueError):
+        digest = None
+    return {**row, "record_sha256": digest}
+
+
+def _check_links(
+    entries: list[ChainEntry], run_id: str, key: bytes | None, check: bool
+) -> Iterator[tuple[str, str | None, str]]:
+    previous = ""
+    for position, entry in enumerate(entries, 1):
+        if entry.seq != position:
+            yield (
+                "run",
+                None,
+                f"the hash chain jumps from entry {position - 1} to {entry.seq}: entries were "
+                "removed or reordered",
+            )
+            return
+        if check:
+            expected = chain_sha256(
+                previous, run_id, entry.seq, entry.kind, entry.subject, entry.payload_sha256, key
+            )
+            if expected != entry.chain_sha256:
+                yield (
+                    "run",
+                    None,
+                    f"hash chain entry {entry.seq} ({entry.kind} {entry.subject}) does not follow "
+                    "from the entries before it: the chain was altered",
+                )
+                return
+        previous = entry.chain_sha256
+
+
+def _label(kind: str, row: dict[str, Any] | None, subject: str) -> tuple[str, str | None]:
+    """The finding's subject and call id for a record."""
+    if kind == "call":
+        return (str(row["subject"]) if row is not None else "call"), subject
+    if kind == "run":
+        return "run", None
+    return f"{kind.replace('_', ' ')} {subject}", None
+
+
+def _check_upserts(
+    kind: str, rows: list[dict[str, Any]], chained: list[ChainEntry]
+) -> Iterator[tuple[str, str | None, str]]:
+    """Each row matches its subject's latest entry; rows are in the order first chained."""
+    latest: dict[str, ChainEntry] = {}
+    for entry in chained:
+        latest[entry.subject] = entry  # a dict keeps the first position of each subject
+    seen: list[str] = []
+    for row in rows:
+        subject = str(row[SUBJECT_FIELDS[kind]])
+        where, call_id = _label(kind, row, subject)
+        if subject not in latest:
+            yield where, call_id, "the record is not in the run's hash chain: it was added"
+            continue
+        seen.append(subject)
+        if payload_sha256(kind, row) != latest[subject].payload_sha256:
+            yield where, call_id, "the record differs from its entry in the hash chain: altered"
+    present = set(seen)
+    for subject in latest:
+        if subject not in present:
+            where, call_id = _label(kind, None, subject)
+            yield where, call_id, f"the hash chain holds {kind} {subject}, whose record was removed"
+    if seen != [s for s in latest if s in present]:
+        yield f"{kind} records", None, "the records are not in the order the hash chain holds them"
+
+
+def _check_appends(
+    kind: str, rows: list[dict[str, Any]], chained: list[ChainEntry]
+) -> Iterator[tuple[str, str | None, str]]:
+    """Rows and entries correspond one to one, in order."""
+    for row, entry in zip(rows, chained, strict=False):
+        subject = str(row[SUBJECT_FIELDS[kind]])
+        if subject != entry.subject or payload_sha256(kind, row) != entry.payload_sha256:
+            where, _ = _label(kind, row, subject)
+            yield where, None, "the record differs from its entry in the hash chain, or moved"
+            return
+    if len(rows) > len(chained):
+        yield f"{kind} records", None, f"{len(rows) - len(chained)} record(s) not in the hash chain"
+    elif len(rows) < len(chained):
+        yield f"{kind} records", None, f"{len(chained) - len(rows)} chained record(s) were removed"

@@ -1,0 +1,202 @@
+"""The run ledger's hash chain: every record of a run, in write order, optionally keyed.
+
+Each write to the ledger appends, in the same transaction, one *entry* per record it writes
+(a run's state, a task's state, a task reason, a message, a model call or its outcome, a tool
+call, an event): ``(seq, kind, subject, payload_sha256, chain_sha256)``, where
+
+- ``seq`` counts the run's entries from 1, in the order they were committed;
+- ``payload_sha256`` is the SHA-256 of the record's fields in canonical JSON
+  (`payload_sha256`; the fields of each kind are `ENTRY_FIELDS`);
+- ``chain_sha256`` is ``H(canonical_json([previous chain, run id, seq, kind, subject,
+  payload_sha256]))``, the previous chain of the first entry being ``""``.
+
+``H`` is SHA-256, or HMAC-SHA256 under the ledger key when one is configured: the key comes
+from ``CLEARANCE_LEDGER_KEY`` (64 or more hex digits, or any text of at least 16 bytes) or from
+the file named by ``CLEARANCE_LEDGER_KEY_FILE`` (same forms). A run records the key's id
+(`key_id`, a digest of the key, never the key itself), so ``verify`` knows the run was keyed
+and can tell a wrong key from a forged record. Records that change later (a task's state, a
+run's end) append a new entry: the latest entry of a subject must match its current row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from clearance._core.errors import ConfigError
+from clearance._core.prompt import canonical_json
+
+__all__ = [
+    "APPEND_KINDS",
+    "ENTRY_FIELDS",
+    "LEDGER_KEY_ENV",
+    "LEDGER_KEY_FILE_ENV",
+    "SUBJECT_FIELDS",
+    "UPSERT_KINDS",
+    "chain_sha256",
+    "key_id",
+    "load_ledger_key",
+    "payload_sha256",
+]
+
+LEDGER_KEY_ENV = "CLEARANCE_LEDGER_KEY"
+"""Environment variable holding the ledger key (hex, or raw text of at least 16 bytes)."""
+
+LEDGER_KEY_FILE_ENV = "CLEARANCE_LEDGER_KEY_FILE"
+"""Environment variable naming a file that holds the ledger key (used if the key is unset)."""
+
+_MIN_KEY_BYTES = 16
+_MAX_KEY_FILE_BYTES = 4096
+_HEX = re.compile(r"(?:[0-9a-fA-F]{2}){32,}")
+
+ENTRY_FIELDS: Mapping[str, tuple[str, ...]] = {
+    "run": (
+        "run_id", "team", "goal", "status", "graph", "config", "synthesis", "error",
+        "requests", "prompt_tokens", "completion_tokens", "created_at", "finished_at",
+        "chain_key_id",
+    ),
+    "task": (
+        "task_id", "title", "assignee", "depends_on", "memory_scope", "status", "result",
+        "error", "started_at", "finished_at",
+    ),
+    "task_reason": ("task_id", "status", "error", "recorded_at"),
+    "message": ("message_id", "sender", "recipient", "content", "created_at"),
+    "call": (
+        "call_id", "subject", "agent", "model_id", "prompt_sha256", "record_sha256",
+        "response", "finish_reason", "requests", "prompt_tokens", "completion_tokens",
+        "error", "started_at", "latency_s", "pending",
+    ),
+    "tool_call": (
+        "tool_call_id", "subject", "agent", "step", "name", "arguments", "result",
+        "is_error", "store_reads", "chain", "created_at",
+    ),
+    "event": ("event_id", "kind", "subject", "data", "created_at"),
+}  # fmt: skip
+"""The fields of a record each kind of entry digests (the run's lease is not among them).
+
+A call's prompt is covered through ``record_sha256`` (`call_record_sha256` of its messages
+and manifest), which ``verify`` recomputes from the recorded messages rather than reads."""
+
+SUBJECT_FIELDS: Mapping[str, str] = {
+    "run": "run_id",
+    "task": "task_id",
+    "task_reason": "task_id",
+    "message": "message_id",
+    "call": "call_id",
+    "tool_call": "tool_call_id",
+    "event": "event_id",
+}
+"""The field whose value is an entry's ``subject``."""
+
+UPSERT_KINDS = frozenset({"run", "task", "message", "call"})
+"""Kinds whose row changes in place: its latest entry must match it."""
+
+APPEND_KINDS = frozenset({"task_reason", "tool_call", "event"})
+"""Kinds whose rows are only appended: one entry per row, in the same order."""
+
+
+def load_ledger_key(environ: Mapping[str, str] | None = None) -> bytes | None:
+    """The ledger key from the environment, or ``None`` when none is configured.
+
+    ``CLEARANCE_LEDGER_KEY`` wins over ``CLEARANCE_LEDGER_KEY_FILE``. A value of 64 or more
+    hex digits (an even number) is decoded as hex; anything else is taken as UTF-8 text. A
+    key file's surrounding whitespace is ignored.
+
+    Args:
+        environ: Where to look; ``None`` means `os.environ`.
+
+    Raises:
+        ConfigError: The variable is set but the key is shorter than 16 bytes, or the key
+            file cannot be read or is over 4096 bytes.
+    """
+    env = os.environ if environ is None else environ
+    raw = env.get(LEDGER_KEY_ENV)
+    source = LEDGER_KEY_ENV
+    if raw is None:
+        path = env.get(LEDGER_KEY_FILE_ENV)
+        if not path:
+            return None
+        source = f"{LEDGER_KEY_FILE_ENV} ({path})"
+        try:
+            with Path(path).open("rb") as handle:
+                data = handle.read(_MAX_KEY_FILE_BYTES + 1)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot read the ledger key file: {exc.strerror or exc}", field=LEDGER_KEY_FILE_ENV
+            ) from exc
+        if len(data) > _MAX_KEY_FILE_BYTES:
+            raise ConfigError(
+                f"the ledger key file is over {_MAX_KEY_FILE_BYTES} bytes",
+                field=LEDGER_KEY_FILE_ENV,
+            )
+        try:
+            raw = data.decode("utf-8").strip()
+        except UnicodeDecodeError:
+            return _checked_key(data.strip(), source)
+    text = raw.strip()
+    key = bytes.fromhex(text) if _HEX.fullmatch(text) else text.encode("utf-8")
+    return _checked_key(key, source)
+
+
+def _checked_key(key: bytes, source: str) -> bytes:
+    if len(key) < _MIN_KEY_BYTES:
+        raise ConfigError(
+            f"the ledger key from {source} is {len(key)} bytes; use at least {_MIN_KEY_BYTES} "
+            "(for example 64 hex digits from `openssl rand -hex 32`)",
+            field=LEDGER_KEY_ENV,
+        )
+    return key
+
+
+def key_id(key: bytes) -> str:
+    """A short public id of ``key`` (16 hex digits of an HMAC of a fixed text): not the key."""
+    return hmac.new(key, b"clearance ledger key id", hashlib.sha256).hexdigest()[:16]
+
+
+def _normal(value: Any) -> Any:
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return value.astimezone(UTC).isoformat(timespec="microseconds")
+    if isinstance(value, bool):
+        return int(value)
+    return value
+
+
+def payload_sha256(kind: str, row: Mapping[str, Any]) -> str:
+    """The digest of a record: SHA-256 of its `ENTRY_FIELDS` in canonical JSON.
+
+    Times are normalized to UTC ISO text with microseconds (a naive time is taken as UTC),
+    booleans to integers; a missing field counts as ``None``.
+
+    Raises:
+        KeyError: ``kind`` is not a kind of entry.
+    """
+    fields = {name: _normal(row.get(name)) for name in ENTRY_FIELDS[kind]}
+    return hashlib.sha256(canonical_json(fields).encode("utf-8")).hexdigest()
+
+
+def chain_sha256(
+    previous: str, run_id: str, seq: int, kind: str, subject: str, payload: str, key: bytes | None
+) -> str:
+    """The chain value of one entry (SHA-256, or HMAC-SHA256 with ``key``).
+
+    Args:
+        previous: The chain value of entry ``seq - 1``; ``""`` for the first entry.
+        run_id: The run.
+        seq: The entry's position in the run (from 1).
+        kind: A key of `ENTRY_FIELDS`.
+        subject: The record's id (`SUBJECT_FIELDS`).
+        payload: The record's `payload_sha256`.
+        key: The ledger key, or ``None`` for an unkeyed chain.
+    """
+    message = canonical_json([previous, run_id, seq, kind, subject, payload]).encode("utf-8")
+    if key is None:
+        return hashlib.sha256(message).hexdigest()
+    return hmac.new(key, message, hashlib.sha256).hexdigest()
