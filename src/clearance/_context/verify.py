@@ -75,6 +75,7 @@ SECTION_KINDS: Mapping[str, frozenset[str]] = {
     "# Task": frozenset({"task"}),
     "## Files": frozenset({"file"}),
     "## Context from prerequisite tasks": frozenset({"task_result"}),
+    "## Prerequisite tasks that did not complete": frozenset({"task_status"}),
     "## Messages from team members": frozenset({"message"}),
     "## Your previous answer was rejected": frozenset({"repair"}),
     "# Goal": frozenset({"goal"}),
@@ -376,6 +377,8 @@ def _check_task_call(
             yield origin, f"not in the clearance of task {task_id!r}"
         elif kind == "task" and item.get("sha256") != sha256_text(task.description):
             yield origin, "the task text is not the recorded task's description"
+        elif kind == "task_status" and task.after_failure != "proceed":
+            yield origin, "only a task that proceeds after failures lists failed prerequisites"
         elif kind in ("tool", "store"):
             yield from _check_tool_item(call, clearance, origin, item, facts)
         else:

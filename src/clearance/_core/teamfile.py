@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from clearance._core.errors import ConfigError
 from clearance._core.memory_spec import MemoryGroup, SharedConversation
-from clearance._core.spec import MAX_FAN_OUT, Agent, AgentLimits, FanOut, Task, Team
+from clearance._core.spec import MAX_FAN_OUT, Agent, AgentLimits, FanOut, Sampling, Task, Team
 
 __all__ = ["LoadedTeam", "TeamFile", "load_team_file", "resolve_input"]
 
@@ -46,6 +46,15 @@ class LimitsSpec(_Strict):
     retries: int = Field(default=2, ge=0)
 
 
+class SamplingSpec(_Strict):
+    """``sampling:`` of an agent: how its model decodes (see `Sampling`)."""
+
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    repeat_penalty: float | None = Field(default=None, ge=1, le=2)
+    stop: list[str] = Field(default=[], max_length=8)
+
+
 class AgentSpec(_Strict):
     """One entry of ``agents:`` (or the ``coordinator:``)."""
 
@@ -58,6 +67,7 @@ class AgentSpec(_Strict):
     can_delegate_to: list[str] = []
     can_spawn: list[str] = []
     store_grants: dict[str, Literal["read", "write", "read_write"]] = {}
+    sampling: SamplingSpec = SamplingSpec()
 
     def to_agent(self) -> Agent:
         """The `Agent` this entry declares."""
@@ -71,6 +81,12 @@ class AgentSpec(_Strict):
             can_delegate_to=tuple(self.can_delegate_to),
             store_grants=dict(self.store_grants),
             can_spawn=tuple(self.can_spawn),
+            sampling=Sampling(
+                temperature=self.sampling.temperature,
+                top_p=self.sampling.top_p,
+                repeat_penalty=self.sampling.repeat_penalty,
+                stop=tuple(self.sampling.stop),
+            ),
         )
 
 
@@ -87,7 +103,7 @@ class TaskSpec(_Strict):
     id: str = Field(min_length=1)
     title: str = Field(min_length=1)
     description: str = Field(min_length=1)
-    assignee: str = Field(min_length=1)
+    assignee: str | None = Field(default=None, min_length=1)
     depends_on: list[str] = []
     memory_scope: Literal["dependencies", "transitive", "all"] = "dependencies"
     files: list[str] = []
@@ -96,6 +112,14 @@ class TaskSpec(_Strict):
     mode: Literal["standard", "isolated"] = "standard"
     constraints: list[str] = []
     fan_out: FanOutSpec | None = None
+    run: str | None = None
+    after_failure: Literal["skip", "proceed"] = "skip"
+
+    @model_validator(mode="after")
+    def _assignee_or_run(self) -> TaskSpec:
+        if self.assignee is None and self.run is None:
+            raise ValueError("a task needs an assignee (an agent) or run (a step)")
+        return self
 
 
 class MessageSpec(_Strict):
@@ -169,6 +193,7 @@ class TeamFile(_Strict):
     tasks: list[TaskSpec] = []
     messages: list[MessageSpec] = []
     memory_groups: list[MemoryGroupSpec] = []
+    synthesis_from: list[str] | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -179,6 +204,8 @@ class LoadedTeam:
         spec: The validated file.
         team: The agents and coordinator.
         tasks: The tasks, with ``for_each_file`` entries expanded (empty: plan from a goal).
+        synthesis_from: Ids of the tasks whose results the synthesis sees (``for_each_file``
+            templates expanded), or ``None`` for every task's.
         input_root: The folder task files are relative to, or ``None``.
         source: The file's path, for messages.
     """
@@ -188,6 +215,7 @@ class LoadedTeam:
     tasks: tuple[Task, ...]
     input_root: Path | None
     source: str
+    synthesis_from: tuple[str, ...] | None = None
 
 
 def resolve_input(value: str) -> Path:
@@ -261,10 +289,35 @@ def load_team_file(path: str | Path, *, input_dir: str | Path | None = None) -> 
         )
         root_value = str(input_dir) if input_dir is not None else spec.input.default
         input_root = resolve_input(root_value) if root_value else None
-        tasks = _expand_tasks(spec, input_root)
+        tasks, groups = _expand_tasks(spec, input_root)
+        synthesis_from = _expand_ids(spec.synthesis_from, groups, tasks)
     except ConfigError as exc:
         raise ConfigError(str(exc), source=source) from exc
-    return LoadedTeam(spec=spec, team=team, tasks=tasks, input_root=input_root, source=source)
+    return LoadedTeam(
+        spec=spec,
+        team=team,
+        tasks=tasks,
+        input_root=input_root,
+        source=source,
+        synthesis_from=synthesis_from,
+    )
+
+
+def _expand_ids(
+    ids: list[str] | None, groups: dict[str, list[str]], tasks: tuple[Task, ...]
+) -> tuple[str, ...] | None:
+    """``synthesis_from`` with ``for_each_file`` templates expanded; unknown ids refused."""
+    if ids is None:
+        return None
+    known = {t.id for t in tasks}
+    expanded: list[str] = []
+    for entry in ids:
+        members = groups.get(entry, [entry])
+        unknown = [m for m in members if m not in known]
+        if unknown:
+            raise ConfigError(f"names unknown task {unknown[0]!r}", field="synthesis_from")
+        expanded.extend(members)
+    return tuple(dict.fromkeys(expanded))
 
 
 def _matching_files(root: Path, pattern: str, include: list[str]) -> list[Path]:
@@ -272,7 +325,9 @@ def _matching_files(root: Path, pattern: str, include: list[str]) -> list[Path]:
     return [p for p in files if any(p.match(inc) for inc in include)]
 
 
-def _expand_tasks(spec: TeamFile, input_root: Path | None) -> tuple[Task, ...]:
+def _expand_tasks(
+    spec: TeamFile, input_root: Path | None
+) -> tuple[tuple[Task, ...], dict[str, list[str]]]:
     groups: dict[str, list[str]] = {}
     expanded: list[tuple[TaskSpec, dict[str, str]]] = []
     for i, task in enumerate(spec.tasks):
@@ -312,11 +367,11 @@ def _expand_tasks(spec: TeamFile, input_root: Path | None) -> tuple[Task, ...]:
                 id=_fill(task.id, values),
                 title=_fill(task.title, values),
                 description=_fill(task.description, values),
-                assignee=task.assignee,
+                assignee=task.assignee or "step",
                 depends_on=tuple(depends),
                 memory_scope=task.memory_scope,
                 files=tuple(_fill(f, values) for f in task.files),
-                output_schema=task.output_schema,
+                output_schema=_fill_schema(task.output_schema, values),
                 mode=task.mode,
                 constraints=tuple(_fill(c, values) for c in task.constraints),
                 fan_out=FanOut(
@@ -325,9 +380,27 @@ def _expand_tasks(spec: TeamFile, input_root: Path | None) -> tuple[Task, ...]:
                 )
                 if task.fan_out is not None
                 else None,
+                run=task.run,
+                after_failure=task.after_failure,
             )
         )
-    return tuple(tasks)
+    return tuple(tasks), groups
+
+
+def _fill_schema(schema: Any, values: dict[str, str]) -> Any:
+    """``output_schema`` with the placeholders of its strings filled.
+
+    A per-file task's schema can so name its own file (``{"const": "{path}"}``).
+    """
+    if not values or schema is None:
+        return schema
+    if isinstance(schema, str):
+        return _fill(schema, values)
+    if isinstance(schema, list):
+        return [_fill_schema(v, values) for v in schema]
+    if isinstance(schema, dict):
+        return {k: _fill_schema(v, values) for k, v in schema.items()}
+    return schema
 
 
 def _fill(text: str, values: dict[str, str]) -> str:

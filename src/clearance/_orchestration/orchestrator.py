@@ -35,6 +35,7 @@ from clearance._core.ids import new_id
 from clearance._core.memory_spec import group_members
 from clearance._core.prompt import Prompt, sha256_text
 from clearance._core.spec import Agent, Task, Team, schema_validator
+from clearance._orchestration.answers import mark_answer
 from clearance._orchestration.files import read_task_files
 from clearance._orchestration.planner import PLAN_SCHEMA, parse_plan
 from clearance._orchestration.result import EventKind, RunEvent, RunResult, TaskOutcome
@@ -46,6 +47,7 @@ from clearance._orchestration.resume import (
     restore_messages,
 )
 from clearance._orchestration.scheduler import Scheduler
+from clearance._orchestration.steps import resolve_step, run_task_step
 from clearance._orchestration.subagents import (
     AskPerson,
     ChildRunner,
@@ -216,6 +218,8 @@ class Orchestrator:
             folder (one workspace per child, created exclusively).
         ask_person: Answers isolated subagents' questions instead of the coordinator (an
             interactive run); ``None`` lets the coordinator answer.
+        synthesis_from: Ids of the tasks whose results the synthesis shows; ``None`` for
+            every task's. Failed and skipped tasks are always listed.
 
     Agents with ``tools`` or ``can_delegate_to`` run the tool loop (see
     `clearance._agents.loop`), bounded by ``limits.max_steps``.
@@ -244,6 +248,7 @@ class Orchestrator:
         clarification_rounds: int = 2,
         workspace_root: str | Path = DEFAULT_WORKSPACE_ROOT,
         ask_person: AskPerson | None = None,
+        synthesis_from: Iterable[str] | None = None,
     ):
         if max_concurrency < 1:
             raise ConfigError("must be at least 1", field="max_concurrency")
@@ -272,6 +277,7 @@ class Orchestrator:
         self.clarification_rounds = clarification_rounds
         self.workspace_root = Path(workspace_root)
         self.ask_person = ask_person
+        self.synthesis_from = tuple(synthesis_from) if synthesis_from is not None else None
 
     # -- public API ---------------------------------------------------------------------
 
@@ -630,6 +636,11 @@ class Orchestrator:
             self._emit("task_skipped", run.run_id, task_id=skipped_id, detail=reason)
 
     async def _run_task(self, run: _Run, task: Task) -> str:
+        if task.run is not None:  # a non-model task (see `steps.py`)
+            return await run_task_step(
+                task, queue=run.queue, input_root=self.input_root, recorder=self.ledger,
+                run_id=run.run_id,
+            )  # fmt: skip
         agent = self.team.agent(task.assignee)
         model = self._model_for(agent)
         builder = self._builder(run, model)
@@ -663,7 +674,9 @@ class Orchestrator:
                 subject=f"task:{task.id}", agent=agent, model=model, prompt=prompt,
                 json_schema=schema, budget=ctx.budget,
             )  # fmt: skip
-            return response.text.strip()
+            if schema is not None:  # a cut-off JSON answer fails validation and is repaired
+                return response.text.strip()
+            return self._marked(run, f"task:{task.id}", response.text, response.finish_reason)
 
         text = await attempt()
         if schema is None:
@@ -679,6 +692,15 @@ class Orchestrator:
             return _validated_json(text, schema)
         except ValueError as exc:
             raise OutputValidationError(task.id, str(exc)) from exc
+
+    def _marked(self, run: _Run, subject: str, text: str, finish_reason: str | None) -> str:
+        """``text`` with cut-off and repetition marks (see `answers.py`); marks are recorded."""
+        marked = mark_answer(text, finish_reason=finish_reason)
+        if marked.truncated or marked.repetitive:
+            self.ledger.record_event(run.run_id, "answer_marked", subject, {
+                "truncated": marked.truncated, "repetitive": marked.repetitive,
+            })  # fmt: skip
+        return marked.text
 
     def _task_prompt(
         self,
@@ -755,13 +777,14 @@ class Orchestrator:
                 queue=run.queue,
                 shared_memory=run.shared,
                 max_prompt_tokens=self._budget(coordinator, model),
+                include=self.synthesis_from,
             )
             response = await run.caller.call(
                 subject="synthesis", agent=coordinator, model=model, prompt=prompt
             )
         except ClearanceError as exc:
             return None, f"synthesis failed: {exc}"
-        text = response.text.strip()
+        text = self._marked(run, "synthesis", response.text, response.finish_reason)
         if not text:
             return None, "synthesis failed: the coordinator returned an empty completion"
         return text, None
@@ -819,7 +842,18 @@ class Orchestrator:
         self._resolve_models()
         check_tools(self.team, self._tools, self.store)
         names = {a.name for a in self.team.agents}
+        unknown = sorted(set(self.synthesis_from or ()) - {t.id for t in graph})
+        if unknown:
+            raise ConfigError(f"names unknown task {unknown[0]!r}", field="synthesis_from")
         for task in graph:
+            if task.run is not None:  # a non-model task: its assignee is only a label
+                resolve_step(task)
+                if task.files and self.input_root is None:
+                    raise ConfigError(
+                        f"task {task.id!r} lists files but the orchestrator has no input_root",
+                        field="files",
+                    )
+                continue
             if task.assignee not in names:
                 known = ", ".join(sorted(names)) or "none"
                 raise ConfigError(
@@ -894,6 +928,7 @@ class Orchestrator:
             "workspace_root": str(self.workspace_root),
             "file_caps": dataclasses.asdict(self.file_caps),
             "clarification_rounds": self.clarification_rounds,
+            "synthesis_from": list(self.synthesis_from) if self.synthesis_from else None,
             "process": process_identity(),  # `resume` refuses a run whose process is alive
         }
 

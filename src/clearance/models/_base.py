@@ -94,6 +94,10 @@ class ModelRequest:
         tools: Tools the model may call, in the OpenAI function-calling format
             (``{"type": "function", "function": {"name", "description", "parameters"}}``);
             empty for none. Providers answer with `ModelResponse.tool_calls`.
+        top_p: Nucleus sampling mass, or ``None`` for the provider's default.
+        repeat_penalty: Penalty on repeated tokens (1: none), or ``None`` for the
+            provider's default.
+        stop: Strings that end generation; empty for the provider's default.
     """
 
     prompt: Prompt
@@ -102,6 +106,9 @@ class ModelRequest:
     json_schema: dict[str, Any] | None = None
     seed: int | None = 0
     tools: tuple[dict[str, Any], ...] = ()
+    top_p: float | None = None
+    repeat_penalty: float | None = None
+    stop: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
