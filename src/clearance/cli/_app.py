@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
 import shlex
 import time
 from collections.abc import Coroutine
@@ -13,6 +14,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -23,6 +25,7 @@ from clearance._core.errors import ConfigError, GraphError
 from clearance._core.spec import Team
 from clearance._core.teamfile import LoadedTeam, load_team_file
 from clearance._orchestration.orchestrator import Orchestrator
+from clearance._orchestration.report import build_report
 from clearance._orchestration.result import RunEvent, RunResult
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import DEFAULT_LEDGER_URL, RunLedger
@@ -66,16 +69,30 @@ InputOption = Annotated[
 class _Progress:
     """Prints one line per task event, with the time since the run started."""
 
-    def __init__(self, console: Console):
+    def __init__(self, console: Console, total: int = 0):
         self._console = console
         self._t0 = time.perf_counter()
         self._started: dict[str, float] = {}
         self.run_id: str | None = None
+        self.total = total
+        self.done = 0
+
+    def _count(self, now: float) -> str:
+        """``done/total`` and, once a task finished, the estimated time left."""
+        if not self.total:
+            return ""
+        elapsed = now - self._t0
+        eta = ""
+        if 0 < self.done < self.total:
+            eta = f", about {elapsed / self.done * (self.total - self.done):.0f}s left"
+        return f" [{self.done}/{self.total}{eta}]"
 
     def __call__(self, event: RunEvent) -> None:
         if event.kind == "run_started":
             self.run_id = event.run_id
         now = time.perf_counter()
+        if event.kind in ("task_completed", "task_failed", "task_skipped"):
+            self.done += 1
         stamp = f"[{now - self._t0:7.1f}s]"
         task = event.task_id or ""
         if event.kind == "task_started":
@@ -83,11 +100,11 @@ class _Progress:
             line = f"{stamp} started    {task}"
         elif event.kind == "task_completed":
             took = now - self._started.get(task, now)
-            line = f"{stamp} completed  {task} ({took:.1f}s)"
+            line = f"{stamp} completed  {task} ({took:.1f}s){self._count(now)}"
         elif event.kind == "task_failed":
-            line = f"{stamp} FAILED     {task}: {event.detail}"
+            line = f"{stamp} FAILED     {task}: {event.detail}{self._count(now)}"
         elif event.kind == "task_skipped":
-            line = f"{stamp} skipped    {task}"
+            line = f"{stamp} skipped    {task}{self._count(now)}"
         elif event.kind == "synthesis_started":
             line = f"{stamp} synthesis  (coordinator)"
         elif event.kind == "run_started":
@@ -141,6 +158,14 @@ def run(
         str | None,
         typer.Option("--store", help="Context store URL; overrides the team file's store."),
     ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", help="Write the report (Markdown) to this file."),
+    ] = None,
+    json_output: Annotated[
+        Path | None,
+        typer.Option("--json", help="Write the machine-readable result (JSON) to this file."),
+    ] = None,
 ) -> None:
     """Run a team: its tasks, or a plan the coordinator makes for --goal; then synthesize."""
     loaded, model_id = _with_model(_load(team_file, input_dir)[0], model)
@@ -153,7 +178,10 @@ def run(
     bus = MessageBus()
     for message in loaded.spec.messages:
         bus.send(message.sender, message.to, message.content)
-    progress = _Progress(out)
+    for target in (output, json_output):
+        if target is not None and not target.parent.is_dir():
+            raise ConfigError(f"folder {str(target.parent)!r} does not exist", field="--output")
+    progress = _Progress(out, total=len(loaded.tasks))
     store_url = store_url or loaded.spec.store
     store = ContextStore(store_url) if store_url else None
     with RunLedger(db) as ledger, contextlib.closing(store) if store else contextlib.nullcontext():
@@ -166,6 +194,7 @@ def run(
             messages=bus,
             on_event=progress,
             store=store,
+            synthesis_from=loaded.synthesis_from,
         )
         if loaded.input_root is not None:
             out.print(Text(f"input: {loaded.input_root}"))
@@ -177,8 +206,36 @@ def run(
             work = orchestrator.run_team(goal)
         result = _run_until_interrupted(work, progress, db)
     _print_result(result)
+    if loaded.tasks:
+        report = build_report(
+            result, loaded.tasks, model_id=model_id, title=f"Code review ({loaded.spec.name})"
+        )
+        if report.data["modules"]:
+            out.print(Markdown(report.markdown))
+        if output is not None:
+            output.write_text(report.markdown, encoding="utf-8")
+            out.print(Text(f"report written to {output}"))
+        if json_output is not None:
+            data = {**report.data, "tasks": _task_data(result)}
+            json_output.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", "utf-8")
+            out.print(Text(f"result written to {json_output}"))
     if result.status != "completed":
         raise typer.Exit(1)
+
+
+def _task_data(result: RunResult) -> list[dict[str, Any]]:
+    """Every task's outcome as JSON-ready data (results as text)."""
+    return [
+        {
+            "task_id": o.task_id,
+            "assignee": o.assignee,
+            "status": str(o.status),
+            "result": o.result,
+            "error": o.error,
+            "prompt_tokens": o.prompt_tokens,
+        }
+        for o in result.tasks.values()
+    ]
 
 
 def _run_until_interrupted(
