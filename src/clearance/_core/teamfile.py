@@ -3,7 +3,8 @@
 Validated with pydantic, so an error names the file, the field and the problem. A task may
 carry ``for_each_file: GLOB``: it then stands for one task per matching file of the input
 folder, with ``{path}``, ``{name}``, ``{stem}`` and ``{slug}`` filled in from the file.
-A ``depends_on`` entry equal to such a task's ``id`` template depends on all of its copies.
+A ``depends_on`` entry equal to such a task's ``id`` template depends on all of its copies;
+in a ``for_each_file`` task it depends on the copy for the same file (when there is one).
 """
 
 from __future__ import annotations
@@ -361,7 +362,11 @@ def _expand_tasks(
     for task, values in expanded:
         depends: list[str] = []
         for dep in task.depends_on:
-            depends.extend(groups.get(dep, [_fill(dep, values)]))
+            own = _fill(dep, values)
+            if values and own in groups.get(dep, ()):
+                depends.append(own)  # a per-file task depends on the same file's copy
+            else:
+                depends.extend(groups.get(dep, [own]))
         tasks.append(
             Task(
                 id=_fill(task.id, values),
