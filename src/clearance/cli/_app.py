@@ -22,8 +22,9 @@ from rich.tree import Tree
 
 from clearance._context.verify import verify_run
 from clearance._core.errors import ConfigError, GraphError
-from clearance._core.spec import Team
+from clearance._core.spec import Agent, Team
 from clearance._core.teamfile import LoadedTeam, load_team_file
+from clearance._orchestration.estimate import estimate_tasks
 from clearance._orchestration.orchestrator import Orchestrator
 from clearance._orchestration.report import build_report
 from clearance._orchestration.result import RunEvent, RunResult
@@ -33,7 +34,7 @@ from clearance._state.messages import MessageBus
 from clearance._state.store import ContextStore
 from clearance.cli._common import err, one_line_errors, out
 from clearance.cli._store import print_tool_calls, store_app
-from clearance.models._registry import DEFAULT_MODEL_ID
+from clearance.models._registry import DEFAULT_MODEL_ID, get_model
 
 __all__ = ["app", "main"]
 
@@ -411,11 +412,22 @@ def verify(
 def graph(
     team_file: Annotated[Path, typer.Argument(help="Team file (YAML).")],
     input_dir: InputOption = None,
+    estimate: Annotated[
+        bool,
+        typer.Option(
+            "--estimate",
+            help="Print each task's estimated prompt tokens against its budget and the "
+            "model's context window (exit 1 if one is over).",
+        ),
+    ] = False,
 ) -> None:
     """Print a team file's task graph (after validation), in dependency order."""
     loaded, task_graph = _load(team_file, input_dir)
     if task_graph is None:
         out.print(Text("no tasks: the coordinator plans them from --goal at run time"))
+        return
+    if estimate:
+        _print_estimate(loaded, task_graph)
         return
     tree = Tree(Text(f"{loaded.spec.name}: {len(task_graph)} tasks"))
     for task_id in task_graph.topological_order():
@@ -428,6 +440,36 @@ def graph(
         if task.files:
             node.add(Text(f"files: {', '.join(task.files)}"))
     out.print(tree)
+
+
+def _print_estimate(loaded: LoadedTeam, task_graph: TaskGraph) -> None:
+    """The ``--estimate`` table; exit 1 when a task's estimate is over its budget."""
+    default = loaded.spec.model or DEFAULT_MODEL_ID
+    models: dict[str, int | None] = {}
+
+    def window(agent: Agent) -> int | None:
+        key = agent.model or default
+        if key not in models:
+            models[key] = get_model(key).context_window  # providers load weights lazily
+        return models[key]
+
+    ordered = [task_graph.get(t) for t in task_graph.topological_order()]
+    rows = estimate_tasks(ordered, loaded.team, input_root=loaded.input_root,
+                          context_window=window)  # fmt: skip
+    table = Table(title="Estimated prompt tokens", title_justify="left")
+    for column in ("task", "estimate", "budget", "context window", ""):
+        table.add_column(column, justify="left" if column in ("task", "") else "right")
+    for row in rows:
+        if row.prompt_tokens == 0:
+            table.add_row(row.task_id, "-", "-", "-", "step (no model)")
+            continue
+        table.add_row(
+            row.task_id, str(row.prompt_tokens), str(row.budget or "?"),
+            str(row.context_window or "?"), "OVER BUDGET" if row.over else "ok",
+        )  # fmt: skip
+    out.print(table)
+    if any(r.over for r in rows):
+        raise typer.Exit(1)
 
 
 @app.command()
