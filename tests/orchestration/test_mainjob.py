@@ -304,3 +304,42 @@ def test_run_writes_the_report_and_json_with_fake_models(tmp_path):
     data = json.loads(js.read_text(encoding="utf-8"))
     assert len(data["modules"]) == len(list(JSON_DIR.glob("*.py")))
     assert {"tasks", "look_here_first", "summary", "run"} <= set(data)
+
+
+def test_inspect_marks_cut_off_answers(tmp_path):
+    import asyncio
+
+    from typer.testing import CliRunner
+
+    from clearance._state.ledger import RunLedger
+    from clearance.cli import app
+
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    with RunLedger(url) as ledger:
+        orch = Orchestrator(TEAM, model=CutOffModel(), ledger=ledger)
+        result = asyncio.run(
+            orch.run_tasks([Task(id="a", title="A", description="d", assignee="worker")])
+        )
+    shown = CliRunner().invoke(app, ["inspect", result.run_id, "--db", url, "--no-prompt"])
+    assert shown.exit_code == 0, shown.output
+    assert "CUT OFF at the output limit" in shown.output
+
+
+def test_graph_estimate_flags_a_task_over_budget(tmp_path):
+    from typer.testing import CliRunner
+
+    from clearance.cli import app
+
+    (tmp_path / "big.py").write_text("x = 1\n" * 20_000, encoding="utf-8")
+    team = tmp_path / "team.yaml"
+    team.write_text(
+        "agents:\n  - name: a\n    instructions: x\n    limits: {max_prompt_tokens: 1000}\n"
+        "tasks:\n  - {id: t, title: t, description: d, assignee: a, files: [big.py]}\n"
+        "  - {id: s, title: s, description: d, run: 'step:module_facts', files: [big.py]}\n",
+        encoding="utf-8",
+    )
+    shown = CliRunner().invoke(
+        app, ["graph", str(team), "--input", str(tmp_path), "--estimate"], terminal_width=200
+    )
+    assert shown.exit_code == 1
+    assert "OVER BUDGET" in shown.output and "step (no model)" in shown.output

@@ -359,6 +359,8 @@ def inspect(
         task_id = call.subject.removeprefix("task:")
         status = tasks[task_id].status if task_id in tasks else ""
         header = f"{call.subject}  agent {call.agent}  model {call.model_id}  {status}".rstrip()
+        if call.finish_reason == "length":
+            header += "  CUT OFF at the output limit (marked truncated)"
         table = Table(title=header, title_justify="left", show_lines=False)
         table.add_column("origin")
         table.add_column("title")
