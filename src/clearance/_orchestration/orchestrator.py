@@ -114,13 +114,13 @@ def _validated_json(text: str, schema: dict[str, Any]) -> str:
 
 def _validated_json_value(body: str, schema: dict[str, Any]) -> str:
     try:
-        value = json.loads(body, parse_constant=_reject_constant)
+        value = json.loads(body, parse_constant=_reject_constant, strict=False)
     except ValueError as exc:
         match = _FENCED_JSON.search(body)
         if match is None:
             raise ValueError(f"the answer is not valid JSON: {exc}") from exc
         try:
-            value = json.loads(match.group(1), parse_constant=_reject_constant)
+            value = json.loads(match.group(1), parse_constant=_reject_constant, strict=False)
         except ValueError as inner:
             raise ValueError(f"the fenced block is not valid JSON: {inner}") from inner
     errors = list(schema_validator(schema).iter_errors(value))
