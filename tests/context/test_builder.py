@@ -190,7 +190,8 @@ def test_synthesis_sees_completed_failed_skipped_and_summary():
     assert "GOAL-TEXT" in text and "RESULT-a" in text and "RESULT-d" in text
     assert "## Failed tasks" in text and "model exploded" in text
     assert "## Skipped tasks" in text and "Title c" in text
-    assert "## Shared memory" in text
+    # Each result enters once: the summary would only repeat results already shown.
+    assert text.count("RESULT-a") == 1 and "## Shared memory" not in text
     assert prompt.manifest.subject == "synthesis"
     assert {
         "goal",
@@ -198,8 +199,16 @@ def test_synthesis_sees_completed_failed_skipped_and_summary():
         "task_result:d",
         "task_status:b",
         "task_status:c",
-        "shared_memory",
     } <= set(prompt.manifest.origins)
+
+
+def test_synthesis_include_shows_only_the_named_results():
+    q = completed_queue([t("a"), t("b"), t("c")], {"a", "b", "c"})
+    prompt = builder().build_synthesis_prompt(
+        "G", coordinator=COORD, queue=q, shared_memory=SharedMemory(), include={"b"}
+    )
+    assert "RESULT-b" in prompt.text
+    assert "RESULT-a" not in prompt.text and "RESULT-c" not in prompt.text
 
 
 def test_a_builder_renders_each_result_once_and_again_when_it_changed():

@@ -166,7 +166,7 @@ class ModelCaller:
         json_schema: dict[str, Any] | None = None,
         tools: tuple[dict[str, Any], ...] = (),
         max_tokens: int | None = None,
-        temperature: float = 0.0,
+        temperature: float | None = None,
         budget: CallBudget | None = None,
     ) -> ModelResponse:
         """Make one model call for ``agent`` with ``prompt`` (built by the `ContextBuilder`).
@@ -181,7 +181,9 @@ class ModelCaller:
             tools: Tools offered, in the OpenAI function-calling format.
             max_tokens: Most tokens to generate; ``None`` means the agent's
                 ``max_output_tokens`` (never more than its ``max_tokens_per_step``).
-            temperature: Sampling temperature.
+            temperature: Sampling temperature; ``None`` means the agent's
+                ``sampling.temperature``, else 0. The agent's other sampling settings
+                (``top_p``, ``repeat_penalty``, ``stop``) are sent as they are.
             budget: The task's call budget, charged one call; ``None`` for none.
 
         Returns:
@@ -200,6 +202,9 @@ class ModelCaller:
         cap = limits.max_output_tokens if max_tokens is None else max_tokens
         if limits.max_tokens_per_step is not None:
             cap = min(cap, limits.max_tokens_per_step)
+        sampling = agent.sampling
+        if temperature is None:
+            temperature = sampling.temperature if sampling.temperature is not None else 0.0
         request = ModelRequest(
             prompt=prompt,
             max_tokens=cap,
@@ -207,6 +212,9 @@ class ModelCaller:
             tools=tools,
             temperature=temperature,
             timeout_s=limits.timeout_s,
+            top_p=sampling.top_p,
+            repeat_penalty=sampling.repeat_penalty,
+            stop=sampling.stop,
         )
         call = _Call(
             subject=subject, agent=agent, model=model, request=request, attempts=limits.retries + 1

@@ -9,7 +9,7 @@ Budgets are enforced with `LimitExceeded`, never by silent truncation.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -78,6 +78,7 @@ PLAN_INSTRUCTIONS = (
 
 
 SECTION_RESULTS = "## Context from prerequisite tasks"
+FAILED_PREREQUISITES = "## Prerequisite tasks that did not complete"
 QUESTION_SECTION = "## Question from the subagent"
 CHILD_GOAL_SECTION = "# Your goal"
 CLARIFICATION_TRAILER = (
@@ -211,6 +212,7 @@ class ContextBuilder:
             file_blocks.append(self._block(origin, path, content))
 
         result_blocks = self._result_blocks(task, clearance, queue, max_dependency_tokens)
+        failed_blocks = self._failed_blocks(task, clearance, queue)
 
         message_blocks = []
         for message in messages.for_agent(agent.name) if messages else ():
@@ -225,6 +227,7 @@ class ContextBuilder:
             _Section("# Task", (task_item,)),
             _Section("## Files", tuple(file_blocks)),
             _Section("## Context from prerequisite tasks", tuple(result_blocks)),
+            _Section(FAILED_PREREQUISITES, failed_blocks),
             _Section("## Messages from team members", tuple(message_blocks)),
             _Section(MEMORY_SECTION, self._memory_blocks(clearance, task.id, memories)),
             _Section(SECTION_CHILDREN, self._child_blocks(task.id, clearance, child_results)),
@@ -333,20 +336,38 @@ class ContextBuilder:
         queue: TaskQueue,
         shared_memory: SharedMemory,
         max_prompt_tokens: int | None = None,
+        include: Collection[str] | None = None,
     ) -> Prompt:
         """Build the coordinator's synthesis prompt: the full view of the run.
 
-        Holds the goal, every completed result (untruncated), every failed and skipped task
-        with its reason, and the shared memory's summary (in graph order).
+        Holds the goal, every completed result (untruncated) or those of ``include``, every
+        failed and skipped task with its reason, and the shared memory's summary (in graph
+        order) of the tasks whose result or reason is not already shown, so each result
+        enters the prompt once.
+
+        Args:
+            goal: What the synthesis answers.
+            coordinator: The agent that writes it.
+            queue: The run's state.
+            shared_memory: The run's shared memory.
+            max_prompt_tokens: Token budget, ``None`` for no limit.
+            include: Ids of the tasks whose results are shown (the team file's
+                ``synthesis_from``); ``None`` for all. The other completed tasks are left
+                out, from the summary too.
 
         Raises:
             LimitExceeded: The prompt exceeds ``max_prompt_tokens``.
         """
         completed, failed, skipped = [], [], []
+        shown: set[str] = set()
         for state in queue.states():
             t = state.task
             heading = f"{t.title} (by {t.assignee})"
+            if state.status.is_final:
+                shown.add(t.id)
             if state.status is TaskStatus.COMPLETED:
+                if include is not None and t.id not in include:
+                    continue
                 origin = f"task_result:{t.id}"
                 completed.append(self._result_block(origin, heading, state.result or ""))
             elif state.status is TaskStatus.FAILED:
@@ -356,7 +377,9 @@ class ContextBuilder:
                     self._block(f"task_status:{t.id}", heading, state.error or "skipped")
                 )
         # In graph order: the prompt must not depend on which concurrent task finished first.
-        summary = shared_memory.get_summary([s.task.id for s in queue.states()])
+        summary = shared_memory.get_summary(
+            [s.task.id for s in queue.states() if s.task.id not in shown]
+        )
         sections = [
             _Section("# Goal", (self._block("goal", "Goal", goal),)),
             _Section("## Completed tasks", tuple(completed)),
@@ -724,6 +747,27 @@ class ContextBuilder:
                     )
             heading = f"{state.task.title} (by {state.task.assignee})"
             blocks.append(self._result_block(origin, heading, content))
+        return tuple(blocks)
+
+    def _failed_blocks(
+        self, task: Task, clearance: Clearance, queue: TaskQueue
+    ) -> tuple[_Block, ...]:
+        """Admitted tasks that failed or were skipped, for a task that proceeds after failures.
+
+        Each is one ``task_status:<id>`` block holding its recorded reason, never a result.
+        """
+        if task.after_failure != "proceed":
+            return ()
+        blocks = []
+        for tid in sorted(clearance.result_task_ids, key=queue.graph.position):
+            state = queue.get(tid)
+            if state.status not in (TaskStatus.FAILED, TaskStatus.SKIPPED):
+                continue
+            origin = f"task_status:{tid}"
+            if not clearance.admits(origin):  # pragma: no cover - guarded by the filter above
+                raise ContextViolation(task.id, origin)
+            heading = f"{state.task.title} (by {state.task.assignee}): {state.status}"
+            blocks.append(self._block(origin, heading, state.error or str(state.status)))
         return tuple(blocks)
 
     def _child_blocks(

@@ -246,7 +246,7 @@ class Clearance:
             return self.isolated and ref == self.task_id
         if kind in ("task", "repair"):
             return ref == self.task_id
-        if kind == "task_result":
+        if kind in ("task_result", "task_status"):
             return ref in self.result_task_ids
         if kind == "file":
             return ref in self.files

@@ -46,6 +46,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from clearance._context.answers import mark_answer
 from clearance._context.builder import (
     CHILD_GOAL_SECTION,
     CLARIFICATION_TRAILER,
@@ -106,6 +107,7 @@ SECTION_KINDS: Mapping[str, frozenset[str]] = {
     "# Task": frozenset({"task"}),
     "## Files": frozenset({"file"}),
     "## Context from prerequisite tasks": frozenset({"task_result"}),
+    "## Prerequisite tasks that did not complete": frozenset({"task_status"}),
     "## Messages from team members": frozenset({"message"}),
     "## Your previous answer was rejected": frozenset({"repair"}),
     "# Goal": frozenset({"goal"}),
@@ -254,7 +256,8 @@ class _RunFacts:
         if isinstance(coordinator, dict) and "instructions" in coordinator:
             self.instructions[coordinator["name"]] = str(coordinator["instructions"]).strip()
             self.coordinator = str(coordinator["name"])
-        self.subagents = SubagentFacts(ledger.events(run.run_id))
+        self.events = ledger.events(run.run_id)
+        self.subagents = SubagentFacts(self.events)
 
 
 def verify_run(
@@ -318,7 +321,22 @@ def _check_results(calls: list[CallRecord], facts: _RunFacts) -> Iterator[Findin
         ok = call.error is None and not call.pending
         if ok and call.subject.startswith(("task:", "isolated:")):
             last[call.subject.partition(":")[2]] = call
+    steps = {
+        e.subject.removeprefix("task:"): e.data.get("sha256")
+        for e in facts.events
+        if e.kind == "step" and e.subject.startswith("task:")
+    }
     for task_id, result in facts.completed.items():
+        task = facts.graph.get(task_id) if facts.graph and task_id in facts.graph else None
+        if task is not None and task.run is not None:  # a non-model task: its step event
+            if steps.get(task_id) != sha256_text(result):
+                yield Finding(
+                    call_id=None,
+                    subject=f"task:{task_id}",
+                    origin=None,
+                    reason="the task's result is not the output its step recorded",
+                )
+            continue
         if task_id not in last:
             yield Finding(
                 call_id=None,
@@ -330,6 +348,8 @@ def _check_results(calls: list[CallRecord], facts: _RunFacts) -> Iterator[Findin
         call = last[task_id]
         response = call.response or ""
         accepted: set[str | None] = {response.strip()}
+        # Marks for an answer cut off at the output limit, or looping (see `mark_answer`).
+        accepted.add(mark_answer(response, finish_reason=call.finish_reason).text)
         if call.subject.startswith("isolated:"):
             accepted = {subagent_result(response)}  # the answer less its STATUS lines
         schema = (
@@ -630,6 +650,8 @@ def _check_task_call(
             yield origin, f"not in the clearance of task {task_id!r}"
         elif kind == "task" and item.get("sha256") != sha256_text(task.description):
             yield origin, "the task text is not the recorded task's description"
+        elif kind == "task_status" and task.after_failure != "proceed":
+            yield origin, "only a task that proceeds after failures lists failed prerequisites"
         elif kind in ("tool", "store"):
             yield from _check_tool_item(call, clearance, origin, item, facts)
         elif kind == "child_result":

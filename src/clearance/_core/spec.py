@@ -27,7 +27,9 @@ __all__ = [
     "FanOut",
     "FileCaps",
     "OversizePolicy",
+    "AfterFailure",
     "MemoryScope",
+    "Sampling",
     "Task",
     "TaskMode",
     "Team",
@@ -58,6 +60,18 @@ TaskMode = Literal["standard", "isolated"]
 """
 
 _MODES = frozenset(get_args(TaskMode))
+
+AfterFailure = Literal["skip", "proceed"]
+"""What a task does when one of its dependencies fails (or is skipped).
+
+- ``"skip"`` (default): it is skipped, and so are its own dependents.
+- ``"proceed"``: it runs once every dependency has finished, with the results of those
+  that completed; the others are listed in its prompt as failed or skipped (their reason,
+  never a partial result).
+"""
+
+_AFTER_FAILURE = frozenset(get_args(AfterFailure))
+_RUN = re.compile(r"^(python:[A-Za-z_][\w.]*:[A-Za-z_]\w*|step:[a-z][a-z0-9_]*)$")
 MAX_FAN_OUT = 32
 """Most goals one task's ``fan_out`` may list."""
 
@@ -130,6 +144,12 @@ class Task:
         constraints: Rules the result must follow; only for isolated tasks, where each is
             one ``constraint:<n>`` item of the prompt.
         fan_out: Children spawned before the assignee answers, or ``None``.
+        run: A non-model task: ``"step:<name>"`` (a built-in analysis step, see
+            `clearance.analysis.STEPS`) or ``"python:<module>:<function>"`` (a callable the
+            team file's author provides), run instead of a model. Its output is the task's
+            result, recorded and handed to dependents like any other. ``None`` for a model
+            task. The assignee of such a task is only a label.
+        after_failure: ``"skip"`` (default) or ``"proceed"`` (see `AfterFailure`).
         output_schema: JSON Schema the result must validate against (a structured hand-off),
             or ``None`` for a free-text result. The model is asked for JSON matching it; an
             invalid answer gets one repair attempt, then the task fails with
@@ -156,9 +176,26 @@ class Task:
     mode: TaskMode = "standard"
     constraints: tuple[str, ...] = ()
     fan_out: FanOut | None = None
+    run: str | None = None
+    after_failure: AfterFailure = "skip"
 
     def __post_init__(self) -> None:
         _check_name("task id", self.id)
+        if self.run is not None and not _RUN.match(self.run):
+            raise ConfigError(
+                f"must be 'step:<name>' or 'python:<module>:<function>', got {self.run!r}",
+                field=f"tasks.{self.id}.run",
+            )
+        if self.run is not None and (self.mode != "standard" or self.fan_out is not None):
+            raise ConfigError(
+                "a task with 'run' calls a function, not a model: drop mode and fan_out",
+                field=f"tasks.{self.id}.run",
+            )
+        if self.after_failure not in _AFTER_FAILURE:
+            raise ConfigError(
+                f"must be one of {sorted(_AFTER_FAILURE)}, got {self.after_failure!r}",
+                field=f"tasks.{self.id}.after_failure",
+            )
         if self.mode not in _MODES:
             raise ConfigError(
                 f"mode must be one of {sorted(_MODES)}, got {self.mode!r}",
@@ -253,6 +290,48 @@ class FileCaps:
             raise ConfigError(
                 f"on_oversize must be 'error' or 'truncate', got {self.on_oversize!r}",
                 field="file_caps.on_oversize",
+            )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Sampling:
+    """How an agent's model decodes; ``None`` leaves a setting to the provider's default.
+
+    The embedded provider's defaults (``repeat_penalty`` 1.15 and stop sequences that end a
+    turn) keep a small model from looping; see `clearance.models.LlamaCppModel`.
+
+    Attributes:
+        temperature: Sampling temperature, 0 to 2 (0: the most likely tokens). ``None``
+            means 0.
+        top_p: Nucleus sampling mass, in ``(0, 1]``.
+        repeat_penalty: Penalty on tokens already generated, 1 to 2 (1: none). llama.cpp
+            applies it as is; OpenAI-compatible servers receive it as ``repeat_penalty``
+            (llama.cpp, vLLM) in the request body.
+        stop: Up to 8 non-empty strings that end the answer when generated (not included).
+
+    Raises:
+        ConfigError: A value out of range, or a bad ``stop`` list.
+    """
+
+    temperature: float | None = None
+    top_p: float | None = None
+    repeat_penalty: float | None = None
+    stop: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "stop", tuple(self.stop))
+        if self.temperature is not None and not 0 <= self.temperature <= 2:
+            raise ConfigError("must be 0 to 2", field="sampling.temperature")
+        if self.top_p is not None and not 0 < self.top_p <= 1:
+            raise ConfigError("must be above 0 and at most 1", field="sampling.top_p")
+        if self.repeat_penalty is not None and not 1 <= self.repeat_penalty <= 2:
+            raise ConfigError("must be 1 to 2", field="sampling.repeat_penalty")
+        if len(self.stop) > 8 or any(
+            not isinstance(s, str) or not s or len(s) > 64 for s in self.stop
+        ):
+            raise ConfigError(
+                "must be at most 8 non-empty strings of at most 64 characters",
+                field="sampling.stop",
             )
 
 
@@ -375,6 +454,7 @@ class Agent:
             tools has its expiry pushed to at least this many seconds from now (never
             earlier, and never added to an entry that does not expire): knowledge that is
             used survives. ``None`` (default): reads leave expiry alone.
+        sampling: How its model decodes (temperature, top_p, repeat_penalty, stop).
     """
 
     name: str
@@ -388,6 +468,7 @@ class Agent:
     can_spawn: tuple[str, ...] = ()
     memory: AgentMemory | None = None
     store_read_extends_ttl_s: float | None = None
+    sampling: Sampling = field(default_factory=Sampling)
 
     def __post_init__(self) -> None:
         _check_name("agent name", self.name)

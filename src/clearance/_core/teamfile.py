@@ -3,7 +3,8 @@
 Validated with pydantic, so an error names the file, the field and the problem. A task may
 carry ``for_each_file: GLOB``: it then stands for one task per matching file of the input
 folder, with ``{path}``, ``{name}``, ``{stem}`` and ``{slug}`` filled in from the file.
-A ``depends_on`` entry equal to such a task's ``id`` template depends on all of its copies.
+A ``depends_on`` entry equal to such a task's ``id`` template depends on all of its copies;
+in a ``for_each_file`` task it depends on the copy for the same file (when there is one).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from clearance._core.errors import ConfigError
 from clearance._core.memory_spec import MAX_RECALL, AgentMemory, MemoryGroup, SharedConversation
@@ -25,6 +26,7 @@ from clearance._core.spec import (
     AgentLimits,
     FanOut,
     FileCaps,
+    Sampling,
     Task,
     Team,
 )
@@ -63,6 +65,15 @@ class AgentMemorySpec(_Strict):
     record_to: str | None = Field(default=None, min_length=1)
 
 
+class SamplingSpec(_Strict):
+    """``sampling:`` of an agent: how its model decodes (see `Sampling`)."""
+
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    repeat_penalty: float | None = Field(default=None, ge=1, le=2)
+    stop: list[str] = Field(default=[], max_length=8)
+
+
 class AgentSpec(_Strict):
     """One entry of ``agents:`` (or the ``coordinator:``)."""
 
@@ -77,6 +88,7 @@ class AgentSpec(_Strict):
     store_grants: dict[str, Literal["read", "write", "read_write"]] = {}
     memory: AgentMemorySpec | None = None
     store_read_extends_ttl_s: float | None = Field(default=None, gt=0, lt=10**10)
+    sampling: SamplingSpec = SamplingSpec()
 
     def to_agent(self) -> Agent:
         """The `Agent` this entry declares."""
@@ -92,6 +104,12 @@ class AgentSpec(_Strict):
             can_spawn=tuple(self.can_spawn),
             memory=AgentMemory(**self.memory.model_dump()) if self.memory else None,
             store_read_extends_ttl_s=self.store_read_extends_ttl_s,
+            sampling=Sampling(
+                temperature=self.sampling.temperature,
+                top_p=self.sampling.top_p,
+                repeat_penalty=self.sampling.repeat_penalty,
+                stop=tuple(self.sampling.stop),
+            ),
         )
 
 
@@ -108,7 +126,7 @@ class TaskSpec(_Strict):
     id: str = Field(min_length=1)
     title: str = Field(min_length=1)
     description: str = Field(min_length=1)
-    assignee: str = Field(min_length=1)
+    assignee: str | None = Field(default=None, min_length=1)
     depends_on: list[str] = []
     memory_scope: Literal["dependencies", "transitive", "all"] = "dependencies"
     files: list[str] = []
@@ -117,6 +135,14 @@ class TaskSpec(_Strict):
     mode: Literal["standard", "isolated"] = "standard"
     constraints: list[str] = []
     fan_out: FanOutSpec | None = None
+    run: str | None = None
+    after_failure: Literal["skip", "proceed"] = "skip"
+
+    @model_validator(mode="after")
+    def _assignee_or_run(self) -> TaskSpec:
+        if self.assignee is None and self.run is None:
+            raise ValueError("a task needs an assignee (an agent) or run (a step)")
+        return self
 
     @field_validator("for_each_file")
     @classmethod
@@ -223,6 +249,8 @@ class TeamFile(_Strict):
             return MemorySpec(url=self.memory)
         return self.memory or MemorySpec()
 
+    synthesis_from: list[str] | None = None
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class LoadedTeam:
@@ -232,6 +260,8 @@ class LoadedTeam:
         spec: The validated file.
         team: The agents and coordinator.
         tasks: The tasks, with ``for_each_file`` entries expanded (empty: plan from a goal).
+        synthesis_from: Ids of the tasks whose results the synthesis sees (``for_each_file``
+            templates expanded), or ``None`` for every task's.
         input_root: The folder task files are relative to, or ``None``.
         source: The file's path, for messages.
         project_root: The project folder of isolated tasks (``project:``, else the input
@@ -248,6 +278,8 @@ class LoadedTeam:
     def file_caps(self) -> FileCaps:
         """The ``isolation.file_caps`` of the file, as `FileCaps`."""
         return FileCaps(**self.spec.isolation.file_caps.model_dump())
+
+    synthesis_from: tuple[str, ...] | None = None
 
 
 def resolve_input(value: str) -> Path:
@@ -312,13 +344,38 @@ def load_team_file(path: str | Path, *, input_dir: str | Path | None = None) -> 
         root_value = str(input_dir) if input_dir is not None else spec.input.default
         input_root = resolve_input(root_value) if root_value else None
         project_root = _project_root(spec.project) if spec.project else input_root
-        tasks = _expand_tasks(spec, input_root)
+        tasks, groups = _expand_tasks(spec, input_root)
+        synthesis_from = _expand_ids(spec.synthesis_from, groups, tasks)
         _check_messages(spec)
         _check_effective(spec, team, tasks)
     except ConfigError as exc:
         raise ConfigError(str(exc), source=source) from exc
-    return LoadedTeam(spec=spec, team=team, tasks=tasks, input_root=input_root, source=source,
-                      project_root=project_root)  # fmt: skip
+    return LoadedTeam(
+        spec=spec,
+        team=team,
+        tasks=tasks,
+        input_root=input_root,
+        source=source,
+        project_root=project_root,
+        synthesis_from=synthesis_from,
+    )
+
+
+def _expand_ids(
+    ids: list[str] | None, groups: dict[str, list[str]], tasks: tuple[Task, ...]
+) -> tuple[str, ...] | None:
+    """``synthesis_from`` with ``for_each_file`` templates expanded; unknown ids refused."""
+    if ids is None:
+        return None
+    known = {t.id for t in tasks}
+    expanded: list[str] = []
+    for entry in ids:
+        members = groups.get(entry, [entry])
+        unknown = [m for m in members if m not in known]
+        if unknown:
+            raise ConfigError(f"names unknown task {unknown[0]!r}", field="synthesis_from")
+        expanded.extend(members)
+    return tuple(dict.fromkeys(expanded))
 
 
 def _project_root(value: str) -> Path:
@@ -423,7 +480,9 @@ def _matching_files(root: Path, pattern: str, include: list[str], field: str) ->
     return matches
 
 
-def _expand_tasks(spec: TeamFile, input_root: Path | None) -> tuple[Task, ...]:
+def _expand_tasks(
+    spec: TeamFile, input_root: Path | None
+) -> tuple[tuple[Task, ...], dict[str, list[str]]]:
     groups: dict[str, list[str]] = {}
     expanded: list[tuple[TaskSpec, dict[str, str]]] = []
     for i, task in enumerate(spec.tasks):
@@ -458,17 +517,21 @@ def _expand_tasks(spec: TeamFile, input_root: Path | None) -> tuple[Task, ...]:
     for task, values in expanded:
         depends: list[str] = []
         for dep in task.depends_on:
-            depends.extend(groups.get(dep, [_fill(dep, values)]))
+            own = _fill(dep, values)
+            if values and own in groups.get(dep, ()):
+                depends.append(own)  # a per-file task depends on the same file's copy
+            else:
+                depends.extend(groups.get(dep, [own]))
         tasks.append(
             Task(
                 id=_fill(task.id, values),
                 title=_fill(task.title, values),
                 description=_fill(task.description, values),
-                assignee=task.assignee,
+                assignee=task.assignee or "step",
                 depends_on=tuple(depends),
                 memory_scope=task.memory_scope,
                 files=tuple(_fill(f, values) for f in task.files),
-                output_schema=task.output_schema,
+                output_schema=_fill_schema(task.output_schema, values),
                 mode=task.mode,
                 constraints=tuple(_fill(c, values) for c in task.constraints),
                 fan_out=FanOut(
@@ -477,9 +540,27 @@ def _expand_tasks(spec: TeamFile, input_root: Path | None) -> tuple[Task, ...]:
                 )
                 if task.fan_out is not None
                 else None,
+                run=task.run,
+                after_failure=task.after_failure,
             )
         )
-    return tuple(tasks)
+    return tuple(tasks), groups
+
+
+def _fill_schema(schema: Any, values: dict[str, str]) -> Any:
+    """``output_schema`` with the placeholders of its strings filled.
+
+    A per-file task's schema can so name its own file (``{"const": "{path}"}``).
+    """
+    if not values or schema is None:
+        return schema
+    if isinstance(schema, str):
+        return _fill(schema, values)
+    if isinstance(schema, list):
+        return [_fill_schema(v, values) for v in schema]
+    if isinstance(schema, dict):
+        return {k: _fill_schema(v, values) for k, v in schema.items()}
+    return schema
 
 
 def _fill(text: str, values: dict[str, str]) -> str:

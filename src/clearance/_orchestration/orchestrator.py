@@ -20,6 +20,7 @@ from clearance._agents.files import FileCaps
 from clearance._agents.loop import AgentLoop, check_tools
 from clearance._agents.retry import RetryPolicy
 from clearance._agents.tools import Tool, ToolOutput, tool_name
+from clearance._context.answers import mark_answer
 from clearance._context.architecture import ArchitecturalContext
 from clearance._context.builder import ContextBuilder
 from clearance._context.tool_sections import ToolStep
@@ -49,6 +50,7 @@ from clearance._orchestration.resume import (
 )
 from clearance._orchestration.run_memory import RunMemory, absolute_url
 from clearance._orchestration.scheduler import Scheduler
+from clearance._orchestration.steps import resolve_step, run_task_step
 from clearance._orchestration.subagents import (
     AskPerson,
     ChildRunner,
@@ -115,13 +117,13 @@ def _validated_json(text: str, schema: dict[str, Any]) -> str:
 
 def _validated_json_value(body: str, schema: dict[str, Any]) -> str:
     try:
-        value = json.loads(body, parse_constant=_reject_constant)
+        value = json.loads(body, parse_constant=_reject_constant, strict=False)
     except ValueError as exc:
         match = _FENCED_JSON.search(body)
         if match is None:
             raise ValueError(f"the answer is not valid JSON: {exc}") from exc
         try:
-            value = json.loads(match.group(1), parse_constant=_reject_constant)
+            value = json.loads(match.group(1), parse_constant=_reject_constant, strict=False)
         except ValueError as inner:
             raise ValueError(f"the fenced block is not valid JSON: {inner}") from inner
     errors = list(schema_validator(schema).iter_errors(value))
@@ -235,6 +237,8 @@ class Orchestrator:
             interactive run); ``None`` lets the coordinator answer.
         memory: Long-term memory of agents with ``memory`` settings (see `RunMemory`);
             required when an agent has them, ``None`` otherwise.
+        synthesis_from: Ids of the tasks whose results the synthesis shows; ``None`` for
+            every task's. Failed and skipped tasks are always listed.
 
     Agents with ``tools`` or ``can_delegate_to`` run the tool loop (see
     `clearance._agents.loop`), bounded by ``limits.max_steps``.
@@ -264,6 +268,7 @@ class Orchestrator:
         workspace_root: str | Path = DEFAULT_WORKSPACE_ROOT,
         ask_person: AskPerson | None = None,
         memory: RunMemory | None = None,
+        synthesis_from: Iterable[str] | None = None,
     ):
         if max_concurrency < 1:
             raise ConfigError("must be at least 1", field="max_concurrency")
@@ -295,6 +300,7 @@ class Orchestrator:
         self.clarification_rounds = clarification_rounds
         self.workspace_root = Path(workspace_root)
         self.ask_person = ask_person
+        self.synthesis_from = tuple(synthesis_from) if synthesis_from is not None else None
 
     # -- public API ---------------------------------------------------------------------
 
@@ -693,6 +699,11 @@ class Orchestrator:
         return result
 
     async def _run_task(self, run: _Run, task: Task) -> str:
+        if task.run is not None:  # a non-model task (see `steps.py`)
+            return await run_task_step(
+                task, queue=run.queue, input_root=self.input_root, recorder=self.ledger,
+                run_id=run.run_id,
+            )  # fmt: skip
         agent = self.team.agent(task.assignee)
         model = self._model_for(agent)
         builder = self._builder(run, model)
@@ -726,7 +737,9 @@ class Orchestrator:
                 subject=f"task:{task.id}", agent=agent, model=model, prompt=prompt,
                 json_schema=schema, budget=ctx.budget,
             )  # fmt: skip
-            return response.text.strip()
+            if schema is not None:  # a cut-off JSON answer fails validation and is repaired
+                return response.text.strip()
+            return self._marked(run, f"task:{task.id}", response.text, response.finish_reason)
 
         text = await attempt()
         if schema is None:
@@ -742,6 +755,15 @@ class Orchestrator:
             return _validated_json(text, schema)
         except ValueError as exc:
             raise OutputValidationError(task.id, str(exc)) from exc
+
+    def _marked(self, run: _Run, subject: str, text: str, finish_reason: str | None) -> str:
+        """``text`` with cut-off and repetition marks (see `answers.py`); marks are recorded."""
+        marked = mark_answer(text, finish_reason=finish_reason)
+        if marked.truncated or marked.repetitive:
+            self.ledger.record_event(run.run_id, "answer_marked", subject, {
+                "truncated": marked.truncated, "repetitive": marked.repetitive,
+            })  # fmt: skip
+        return marked.text
 
     def _task_prompt(
         self,
@@ -820,13 +842,14 @@ class Orchestrator:
                 queue=run.queue,
                 shared_memory=run.shared,
                 max_prompt_tokens=self._budget(coordinator, model),
+                include=self.synthesis_from,
             )
             response = await run.caller.call(
                 subject="synthesis", agent=coordinator, model=model, prompt=prompt
             )
         except ClearanceError as exc:
             return None, f"synthesis failed: {exc}"
-        text = response.text.strip()
+        text = self._marked(run, "synthesis", response.text, response.finish_reason)
         if not text:
             return None, "synthesis failed: the coordinator returned an empty completion"
         return text, None
@@ -891,7 +914,18 @@ class Orchestrator:
                 field="memory",
             )
         names = {a.name for a in self.team.agents}
+        unknown = sorted(set(self.synthesis_from or ()) - {t.id for t in graph})
+        if unknown:
+            raise ConfigError(f"names unknown task {unknown[0]!r}", field="synthesis_from")
         for task in graph:
+            if task.run is not None:  # a non-model task: its assignee is only a label
+                resolve_step(task)
+                if task.files and self.input_root is None:
+                    raise ConfigError(
+                        f"task {task.id!r} lists files but the orchestrator has no input_root",
+                        field="files",
+                    )
+                continue
             if task.assignee not in names:
                 known = ", ".join(sorted(names)) or "none"
                 raise ConfigError(
@@ -976,6 +1010,7 @@ class Orchestrator:
             "store": {"url": absolute_url(self.store.url)} if self.store else None,
             "memory_group_specs": [dataclasses.asdict(g) for g in self.team.memory_groups],
             "tool_paths": dict(self._tool_paths),
+            "synthesis_from": list(self.synthesis_from) if self.synthesis_from else None,
             "process": process_identity(),  # `resume` refuses a run whose process is alive
         }
 

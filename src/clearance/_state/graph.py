@@ -176,6 +176,8 @@ class TaskGraph:
                 fan_out=FanOut(agent=d["fan_out"]["agent"], goals=tuple(d["fan_out"]["goals"]))
                 if d.get("fan_out")
                 else None,
+                run=d.get("run"),
+                after_failure=d.get("after_failure", "skip"),
             )
             for d in data
         )
@@ -199,4 +201,8 @@ def _task_dict(task: Task) -> dict[str, Any]:
         data["constraints"] = list(task.constraints)
     if task.fan_out is not None:
         data["fan_out"] = task.fan_out.to_dict()
+    if task.run is not None:
+        data["run"] = task.run
+    if task.after_failure != "skip":
+        data["after_failure"] = task.after_failure
     return data

@@ -219,6 +219,10 @@ class TaskQueue:
     def fail(self, task_id: str, error: str) -> tuple[str, ...]:
         """Mark a task ``failed`` and its transitive dependents ``skipped``.
 
+        A dependent whose ``after_failure`` is ``"proceed"`` is not skipped: the failed (or
+        skipped) dependency counts as finished for it, and it becomes ``ready`` once all its
+        dependencies have finished; its own dependents are then unaffected.
+
         Args:
             task_id: A ``ready`` or ``running`` task.
             error: Why it failed, in one line.
@@ -232,9 +236,19 @@ class TaskQueue:
         self._expect(task_id, TaskStatus.READY, TaskStatus.RUNNING)
         now = self._clock()
         self._replace(task_id, status=TaskStatus.FAILED, error=error, finished_at=now)
-        skipped = []
-        for dependent in self.graph.descendants(task_id):
-            if not self._states[dependent].status.is_final:
+        skipped: list[str] = []
+        settled = [task_id]  # finished without a result: their dependents are looked at
+        while settled:
+            done = settled.pop()
+            for dependent in self.graph.dependents(done):
+                state = self._states[dependent]
+                if state.status.is_final:
+                    continue
+                if state.task.after_failure == "proceed":
+                    self._unmet[dependent] -= 1
+                    if not self._unmet[dependent] and state.status is TaskStatus.PENDING:
+                        self._replace(dependent, status=TaskStatus.READY)
+                    continue
                 self._replace(
                     dependent,
                     status=TaskStatus.SKIPPED,
@@ -242,7 +256,9 @@ class TaskQueue:
                     finished_at=now,
                 )
                 skipped.append(dependent)
-        return tuple(skipped)
+                settled.append(dependent)
+        order = {t: i for i, t in enumerate(self.graph.topological_order())}
+        return tuple(sorted(skipped, key=order.__getitem__))
 
     def interrupt(self, task_id: str) -> None:
         """Mark a running task ``interrupted`` (its run stopped before it finished).

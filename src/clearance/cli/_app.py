@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
 import shlex
 import time
 from collections.abc import Coroutine
@@ -13,6 +14,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.table import Table
 from rich.tree import Tree
@@ -20,9 +22,11 @@ from rich.tree import Tree
 from clearance._agents.files import confined_path
 from clearance._context.verify import verify_run
 from clearance._core.errors import ConfigError, GraphError
-from clearance._core.spec import Team
+from clearance._core.spec import Agent, Team
 from clearance._core.teamfile import LoadedTeam, load_team_file
+from clearance._orchestration.estimate import estimate_tasks
 from clearance._orchestration.orchestrator import DEFAULT_WORKSPACE_ROOT, Orchestrator
+from clearance._orchestration.report import build_report
 from clearance._orchestration.result import RunEvent, RunResult
 from clearance._orchestration.run_memory import RunMemory
 from clearance._state.graph import TaskGraph
@@ -33,7 +37,7 @@ from clearance.cli._backends import run_memory_for, team_tools, verify_lookups
 from clearance.cli._common import err, one_line_errors, out, safe_text
 from clearance.cli._events import print_events, select_calls
 from clearance.cli._store import print_tool_calls, store_app
-from clearance.models._registry import DEFAULT_MODEL_ID
+from clearance.models._registry import DEFAULT_MODEL_ID, get_model
 
 __all__ = ["app", "main"]
 
@@ -69,16 +73,30 @@ InputOption = Annotated[
 class _Progress:
     """Prints one line per task event, with the time since the run started."""
 
-    def __init__(self, console: Console):
+    def __init__(self, console: Console, total: int = 0):
         self._console = console
         self._t0 = time.perf_counter()
         self._started: dict[str, float] = {}
         self.run_id: str | None = None
+        self.total = total
+        self.done = 0
+
+    def _count(self, now: float) -> str:
+        """``done/total`` and, once a task finished, the estimated time left."""
+        if not self.total:
+            return ""
+        elapsed = now - self._t0
+        eta = ""
+        if 0 < self.done < self.total:
+            eta = f", about {elapsed / self.done * (self.total - self.done):.0f}s left"
+        return f" [{self.done}/{self.total}{eta}]"
 
     def __call__(self, event: RunEvent) -> None:
         if event.kind == "run_started":
             self.run_id = event.run_id
         now = time.perf_counter()
+        if event.kind in ("task_completed", "task_failed", "task_skipped"):
+            self.done += 1
         stamp = f"[{now - self._t0:7.1f}s]"
         task = event.task_id or ""
         if event.kind == "task_started":
@@ -86,11 +104,11 @@ class _Progress:
             line = f"{stamp} started    {task}"
         elif event.kind == "task_completed":
             took = now - self._started.get(task, now)
-            line = f"{stamp} completed  {task} ({took:.1f}s)"
+            line = f"{stamp} completed  {task} ({took:.1f}s){self._count(now)}"
         elif event.kind == "task_failed":
-            line = f"{stamp} FAILED     {task}: {event.detail}"
+            line = f"{stamp} FAILED     {task}: {event.detail}{self._count(now)}"
         elif event.kind == "task_skipped":
-            line = f"{stamp} skipped    {task}"
+            line = f"{stamp} skipped    {task}{self._count(now)}"
         elif event.kind == "synthesis_started":
             line = f"{stamp} synthesis  (coordinator)"
         elif event.kind == "run_started":
@@ -180,6 +198,14 @@ def run(
             "next to the ledger).",
         ),
     ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", help="Write the report (Markdown) to this file."),
+    ] = None,
+    json_output: Annotated[
+        Path | None,
+        typer.Option("--json", help="Write the machine-readable result (JSON) to this file."),
+    ] = None,
 ) -> None:
     """Run a team: its tasks, or a plan the coordinator makes for --goal; then synthesize."""
     loaded, model_id = _with_model(_load(team_file, input_dir)[0], model)
@@ -192,7 +218,10 @@ def run(
     bus = MessageBus()
     for message in loaded.spec.messages:
         bus.send(message.sender, message.to, message.content)
-    progress = _Progress(out)
+    for target in (output, json_output):
+        if target is not None and not target.parent.is_dir():
+            raise ConfigError(f"folder {str(target.parent)!r} does not exist", field="--output")
+    progress = _Progress(out, total=len(loaded.tasks))
     store_url = store_url or loaded.spec.store
     tools = team_tools(loaded)
     memory = run_memory_for(loaded, override=memory_url, ledger_url=db)
@@ -218,6 +247,7 @@ def run(
             ask_person=_ask_at_terminal if interactive else None,
             memory=memory,
             tools=tools,
+            synthesis_from=loaded.synthesis_from,
         )
         if loaded.input_root is not None:
             out.print(safe_text(f"input: {loaded.input_root}"))
@@ -229,6 +259,19 @@ def run(
             work = orchestrator.run_team(goal)
         result = _run_until_interrupted(work, progress, db)
     _print_result(result)
+    if loaded.tasks:
+        report = build_report(
+            result, loaded.tasks, model_id=model_id, title=f"Code review ({loaded.spec.name})"
+        )
+        if report.data["modules"]:
+            out.print(Markdown(report.markdown))
+        if output is not None:
+            output.write_text(report.markdown, encoding="utf-8")
+            out.print(safe_text(f"report written to {output}"))
+        if json_output is not None:
+            data = {**report.data, "tasks": _task_data(result)}
+            json_output.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", "utf-8")
+            out.print(safe_text(f"result written to {json_output}"))
     if result.status != "completed":
         raise typer.Exit(1)
 
@@ -237,6 +280,21 @@ async def _ask_at_terminal(task_id: str, question: str) -> str:
     """Ask the person at the terminal an isolated subagent's question (``--interactive``)."""
     err.print(safe_text(f"the subagent of task {task_id} asks: {question}"), soft_wrap=True)
     return await asyncio.to_thread(input, "your answer> ")
+
+
+def _task_data(result: RunResult) -> list[dict[str, Any]]:
+    """Every task's outcome as JSON-ready data (results as text)."""
+    return [
+        {
+            "task_id": o.task_id,
+            "assignee": o.assignee,
+            "status": str(o.status),
+            "result": o.result,
+            "error": o.error,
+            "prompt_tokens": o.prompt_tokens,
+        }
+        for o in result.tasks.values()
+    ]
 
 
 def _run_until_interrupted(
@@ -393,6 +451,8 @@ def inspect(
         task_id = call.subject.removeprefix("task:")
         status = tasks[task_id].status if task_id in tasks else ""
         header = f"{call.subject}  agent {call.agent}  model {call.model_id}  {status}".rstrip()
+        if call.finish_reason == "length":
+            header += "  CUT OFF at the output limit (marked truncated)"
         table = Table(title=safe_text(header), title_justify="left", show_lines=False)
         table.add_column("origin")
         table.add_column("title")
@@ -483,11 +543,22 @@ def verify(
 def graph(
     team_file: Annotated[Path, typer.Argument(help="Team file (YAML).")],
     input_dir: InputOption = None,
+    estimate: Annotated[
+        bool,
+        typer.Option(
+            "--estimate",
+            help="Print each task's estimated prompt tokens against its budget and the "
+            "model's context window (exit 1 if one is over).",
+        ),
+    ] = False,
 ) -> None:
     """Print a team file's task graph (after validation), in dependency order."""
     loaded, task_graph = _load(team_file, input_dir)
     if task_graph is None:
         out.print(safe_text("no tasks: the coordinator plans them from --goal at run time"))
+        return
+    if estimate:
+        _print_estimate(loaded, task_graph)
         return
     tree = Tree(safe_text(f"{loaded.spec.name}: {len(task_graph)} tasks"))
     for task_id in task_graph.topological_order():
@@ -500,6 +571,36 @@ def graph(
         if task.files:
             node.add(safe_text(f"files: {', '.join(task.files)}"))
     out.print(tree)
+
+
+def _print_estimate(loaded: LoadedTeam, task_graph: TaskGraph) -> None:
+    """The ``--estimate`` table; exit 1 when a task's estimate is over its budget."""
+    default = loaded.spec.model or DEFAULT_MODEL_ID
+    models: dict[str, int | None] = {}
+
+    def window(agent: Agent) -> int | None:
+        key = agent.model or default
+        if key not in models:
+            models[key] = get_model(key).context_window  # providers load weights lazily
+        return models[key]
+
+    ordered = [task_graph.get(t) for t in task_graph.topological_order()]
+    rows = estimate_tasks(ordered, loaded.team, input_root=loaded.input_root,
+                          context_window=window)  # fmt: skip
+    table = Table(title="Estimated prompt tokens", title_justify="left")
+    for column in ("task", "estimate", "budget", "context window", ""):
+        table.add_column(column, justify="left" if column in ("task", "") else "right")
+    for row in rows:
+        if row.prompt_tokens == 0:
+            table.add_row(row.task_id, "-", "-", "-", "step (no model)")
+            continue
+        table.add_row(
+            row.task_id, str(row.prompt_tokens), str(row.budget or "?"),
+            str(row.context_window or "?"), "OVER BUDGET" if row.over else "ok",
+        )  # fmt: skip
+    out.print(table)
+    if any(r.over for r in rows):
+        raise typer.Exit(1)
 
 
 @app.command()

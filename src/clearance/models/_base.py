@@ -148,6 +148,10 @@ class ModelRequest:
             that cannot finish in time raises a transient `ModelError`; the deadline holds
             even against a server that trickles its answer a byte at a time. Infinity
             means no deadline of the request's own.
+        top_p: Nucleus sampling mass, or ``None`` for the provider's default.
+        repeat_penalty: Penalty on repeated tokens (1: none), or ``None`` for the
+            provider's default.
+        stop: Strings that end generation; empty for the provider's default.
     """
 
     prompt: Prompt
@@ -157,6 +161,9 @@ class ModelRequest:
     seed: int | None = 0
     tools: tuple[dict[str, Any], ...] = ()
     timeout_s: float | None = None
+    top_p: float | None = None
+    repeat_penalty: float | None = None
+    stop: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.timeout_s is not None and not self.timeout_s > 0:  # NaN too

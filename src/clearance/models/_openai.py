@@ -124,8 +124,9 @@ class OpenAIModel:
     async def request(self, request: ModelRequest) -> ModelResponse:
         """Run one chat completion on the server.
 
-        Sends ``request.prompt.to_dicts()`` with ``max_tokens`` (tokens), ``temperature`` and
-        ``seed`` (omitted when ``None``). With ``request.json_schema`` set, asks for a JSON
+        Sends ``request.prompt.to_dicts()`` with ``max_tokens`` (tokens), ``temperature``,
+        ``seed``, ``top_p`` and ``stop`` (each omitted when unset), and ``repeat_penalty`` in
+        the request body when set. With ``request.json_schema`` set, asks for a JSON
         object matching it (see the class docstring for the wire form). With
         ``request.tools``, sends them natively (``tools``, ``tool_choice="auto"``) and returns
         the model's ``tool_calls`` (arguments decoded from JSON; undecodable arguments become
@@ -148,9 +149,20 @@ class OpenAIModel:
                 408, 409, 429 and 5xx statuses are marked ``transient`` (with the server's
                 ``Retry-After`` in ``retry_after_s``); other statuses are not.
         """
-        extra_body: dict[str, Any] | None = None
+        extra_body: dict[str, Any] = {}
         if request.json_schema is not None:
-            extra_body = {"response_format": {"type": "json_object", "schema": request.json_schema}}
+            extra_body["response_format"] = {"type": "json_object", "schema": request.json_schema}
+        if request.repeat_penalty is not None:  # llama.cpp's and vLLM's servers accept it
+            extra_body["repeat_penalty"] = request.repeat_penalty
+        options: dict[str, Any] = {}
+        if request.seed is not None:
+            options["seed"] = request.seed
+        if request.top_p is not None:
+            options["top_p"] = request.top_p
+        if request.stop:
+            options["stop"] = list(request.stop)
+        if request.tools:
+            options["tools"] = list(request.tools)
         deadline_s = min(self.timeout_s, request.timeout_s or math.inf)
         try:
             async with asyncio.timeout(deadline_s):
@@ -159,10 +171,9 @@ class OpenAIModel:
                     messages=request.prompt.to_dicts(),  # type: ignore[arg-type]
                     max_tokens=request.max_tokens,
                     temperature=request.temperature,
-                    seed=request.seed if request.seed is not None else openai.omit,
-                    extra_body=extra_body,
-                    tools=list(request.tools) if request.tools else openai.omit,  # type: ignore[arg-type]
+                    extra_body=extra_body or None,
                     timeout=deadline_s,
+                    **options,
                 )
         except TimeoutError as exc:
             raise ModelError(

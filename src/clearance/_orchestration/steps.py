@@ -1,0 +1,192 @@
+"""Non-model tasks: a task with ``run:`` calls a Python function instead of a model.
+
+``run: step:<name>`` names a built-in analysis step (`clearance.analysis.STEPS`);
+``run: python:<module>:<function>`` imports a function the team file's author provides
+(trusted like the team file itself). The function receives a `StepInput` (the task's files,
+read through the confined reader, and the admitted results: the same need-to-know view a
+model task gets) and returns text, or JSON-ready data that becomes canonical JSON. It runs
+in a worker thread under a deadline; its output is capped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+from clearance._context.clearance import Clearance
+from clearance._core.errors import ClearanceError, ConfigError, LimitExceeded
+from clearance._core.prompt import sha256_text
+from clearance._core.spec import Task
+from clearance._core.step_input import StepInput
+from clearance._orchestration.files import read_task_files
+from clearance._state.queue import TaskQueue, TaskStatus
+from clearance.analysis import STEPS, StepFunction
+
+__all__ = [
+    "MAX_STEP_OUTPUT_CHARS",
+    "STEP_MAX_FILE_BYTES",
+    "STEP_TIMEOUT_S",
+    "EventRecorder",
+    "StepError",
+    "resolve_step",
+    "run_step",
+    "run_task_step",
+]
+
+STEP_TIMEOUT_S = 300.0
+"""Deadline of one step, in seconds."""
+MAX_STEP_OUTPUT_CHARS = 1_000_000
+"""Most characters a step's output may hold."""
+STEP_MAX_FILE_BYTES = 4 * 1024 * 1024
+"""Largest file a step is given (a step reads facts from a file, it does not prompt a model)."""
+
+
+class StepError(ClearanceError):
+    """A non-model task's function failed or returned something unusable."""
+
+
+def resolve_step(task: Task) -> StepFunction:
+    """The function a task's ``run`` names.
+
+    Raises:
+        ConfigError: Unknown step, module that cannot be imported, or no such callable.
+    """
+    spec = task.run
+    where = f"tasks.{task.id}.run"
+    if spec is None:
+        raise ConfigError("the task has no run", field=where)
+    if spec.startswith("step:"):
+        name = spec.removeprefix("step:")
+        if name not in STEPS:
+            raise ConfigError(
+                f"unknown step {name!r} (steps: {', '.join(sorted(STEPS))})", field=where
+            )
+        return STEPS[name]
+    module_name, _, function = spec.removeprefix("python:").rpartition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # an import runs arbitrary code: any error is a bad config
+        raise ConfigError(
+            f"cannot import {module_name!r}: {type(exc).__name__}: {exc}", field=where
+        ) from None
+    found = getattr(module, function, None)
+    if not callable(found):
+        raise ConfigError(f"{module_name!r} has no function {function!r}", field=where)
+    return found  # type: ignore[no-any-return]
+
+
+def _as_text(task_id: str, value: Any) -> str:
+    if isinstance(value, str):
+        text = value
+    else:
+        try:
+            text = json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise StepError(
+                f"task {task_id!r}: the step returned neither text nor JSON-ready data: {exc}"
+            ) from None
+    if len(text) > MAX_STEP_OUTPUT_CHARS:
+        raise LimitExceeded(
+            "max_step_output_chars", value=len(text), maximum=MAX_STEP_OUTPUT_CHARS,
+            subject=f"task:{task_id}",
+        )  # fmt: skip
+    if not text.strip():
+        raise StepError(f"task {task_id!r}: the step returned an empty result")
+    return text
+
+
+async def run_step(
+    task: Task,
+    *,
+    files: Mapping[str, str],
+    results: Mapping[str, str],
+    failed: Mapping[str, str],
+    input_name: str,
+    timeout_s: float = STEP_TIMEOUT_S,
+) -> str:
+    """Run a task's ``run`` function in a worker thread and return its result text.
+
+    Returns:
+        The function's text, or its JSON-ready value as canonical JSON (sorted keys,
+        indent 2).
+
+    Raises:
+        ConfigError: The function cannot be found (see `resolve_step`).
+        LimitExceeded: ``timeout_s`` passed, or the output is over `MAX_STEP_OUTPUT_CHARS`.
+        StepError: The function raised, or returned nothing usable.
+    """
+    function = resolve_step(task)
+    step = StepInput(
+        task_id=task.id, title=task.title, description=task.description, files=dict(files),
+        results=dict(results), failed=dict(failed), input_name=input_name,
+    )  # fmt: skip
+    try:
+        async with asyncio.timeout(timeout_s):
+            value = await asyncio.to_thread(function, step)
+    except TimeoutError:
+        raise LimitExceeded(
+            "step_timeout_s", value=timeout_s, maximum=timeout_s, subject=f"task:{task.id}"
+        ) from None
+    except ClearanceError:
+        raise
+    except Exception as exc:
+        raise StepError(f"task {task.id!r}: {task.run} raised {type(exc).__name__}: {exc}") from exc
+    return _as_text(task.id, value)
+
+
+async def run_task_step(
+    task: Task,
+    *,
+    queue: TaskQueue,
+    input_root: Path | None,
+    recorder: EventRecorder,
+    run_id: str,
+) -> str:
+    """Run a ``run:`` task of a run: read its files, gather its admitted results, call it.
+
+    The files are read through the confined reader (at most `STEP_MAX_FILE_BYTES` each);
+    the results are those its clearance admits (`Clearance.for_task`), failed or skipped
+    ones by their reason only. One ``step`` event records the function and the SHA-256 of
+    every input and of the output.
+
+    Raises:
+        ConfigError, LimitExceeded, StepError, PathEscapeError: See `run_step` and
+            `read_task_files`.
+    """
+    files: dict[str, str] = {}
+    if task.files:
+        assert input_root is not None  # checked before the run started
+        files = read_task_files(input_root, task.files, max_file_bytes=STEP_MAX_FILE_BYTES)
+    admitted = Clearance.for_task(queue.graph, task.id).result_task_ids
+    results: dict[str, str] = {}
+    failed: dict[str, str] = {}
+    for tid in sorted(admitted, key=queue.graph.position):
+        state = queue.get(tid)
+        if state.status is TaskStatus.COMPLETED:
+            results[tid] = state.result or ""
+        elif state.status in (TaskStatus.FAILED, TaskStatus.SKIPPED):
+            failed[tid] = state.error or str(state.status)
+    text = await run_step(
+        task, files=files, results=results, failed=failed,
+        input_name=input_root.name if input_root is not None else "",
+    )  # fmt: skip
+    recorder.record_event(run_id, "step", f"task:{task.id}", {
+        "run": task.run,
+        "files": {p: sha256_text(c) for p, c in files.items()},
+        "results": {t: sha256_text(r) for t, r in results.items()},
+        "failed": sorted(failed),
+        "sha256": sha256_text(text),
+    })  # fmt: skip
+    return text
+
+
+class EventRecorder(Protocol):
+    """Where a step's event is recorded (`RunLedger`)."""
+
+    def record_event(self, run_id: str, kind: str, subject: str, data: dict[str, Any]) -> str:
+        """Record one event; return its id."""
+        ...

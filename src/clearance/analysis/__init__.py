@@ -1,0 +1,39 @@
+"""Facts from real analysis of Python source: the standard library's `ast` and ruff.
+
+The built-in steps of a team file (``run: step:<name>``) live here: `module_facts` (one
+module: names, sizes, imports, branching, a focused excerpt, ruff's findings) and
+`package_facts` (the package: fan-in, and where to look first).
+"""
+
+from clearance._core.step_input import StepInput
+from clearance.analysis._facts import MAX_EXCERPT_CHARS, module_slug, module_structure
+from clearance.analysis._lint import LINT_RULES, lint_source
+from clearance.analysis._steps import (
+    MODULE_FACTS,
+    PACKAGE_FACTS,
+    STEPS,
+    StepFunction,
+    fan_in,
+    look_here_first,
+    module_facts,
+    package_facts,
+    parse_facts,
+)
+
+__all__ = [
+    "LINT_RULES",
+    "MAX_EXCERPT_CHARS",
+    "MODULE_FACTS",
+    "PACKAGE_FACTS",
+    "STEPS",
+    "StepFunction",
+    "StepInput",
+    "fan_in",
+    "lint_source",
+    "look_here_first",
+    "module_facts",
+    "module_slug",
+    "module_structure",
+    "package_facts",
+    "parse_facts",
+]
