@@ -1,4 +1,4 @@
-"""The ``clearance`` command: run, resume, inspect, verify, graph, runs."""
+"""The ``clearance`` command: run, resume, inspect, verify, graph, runs (view, serve, store)."""
 
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ from clearance._state.messages import MessageBus
 from clearance._state.store import ContextStore
 from clearance.cli._common import err, one_line_errors, out, safe_text
 from clearance.cli._store import print_tool_calls, store_app
+from clearance.cli._view import register as register_view_commands
 from clearance.models._registry import DEFAULT_MODEL_ID
 
 __all__ = ["app", "main"]
@@ -436,6 +437,9 @@ def runs(
         created = f"{r.created_at:%Y-%m-%d %H:%M:%S}"
         table.add_row(*map(safe_text, (r.run_id, r.team, r.status, created, goal)))
     out.print(table)
+
+
+register_view_commands(app)
 
 
 def main() -> None:
