@@ -25,10 +25,18 @@ from clearance._core.teamfile import LoadedTeam, load_team_file
 from clearance._orchestration.orchestrator import DEFAULT_WORKSPACE_ROOT, Orchestrator
 from clearance._orchestration.result import RunEvent, RunResult
 from clearance._state.graph import TaskGraph
-from clearance._state.ledger import DEFAULT_LEDGER_URL, RunLedger
+from clearance._state.ledger import (
+    DEFAULT_LEDGER_URL,
+    CallRecord,
+    RunLedger,
+    RunRecord,
+    TaskRecord,
+    ToolCallRecord,
+)
 from clearance._state.messages import MessageBus
 from clearance._state.store import ContextStore
 from clearance.cli._common import err, one_line_errors, out, safe_text
+from clearance.cli._inspect import page_if_terminal, print_responses, print_run_json, select_calls
 from clearance.cli._store import print_tool_calls, store_app
 from clearance.cli._view import register as register_view_commands
 from clearance.models._registry import DEFAULT_MODEL_ID
@@ -319,14 +327,51 @@ def inspect(
     show_prompt: Annotated[
         bool, typer.Option("--prompt/--no-prompt", help="Show the full prompt text.")
     ] = True,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the run's records as one JSON document.")
+    ] = False,
+    response_only: Annotated[
+        bool, typer.Option("--response-only", help="Print only the responses.")
+    ] = False,
+    pager: Annotated[
+        bool, typer.Option("--pager/--no-pager", help="Page long output on a terminal.")
+    ] = True,
     db: DbOption = DEFAULT_LEDGER_URL,
 ) -> None:
     """Show what every agent of a run saw: admitted items with origin and tokens, and prompts."""
+    if as_json and response_only:
+        raise ConfigError("give --json or --response-only, not both", field="--json")
     with RunLedger(db) as ledger:
         record = ledger.get_run(run_id)
         calls = ledger.calls(record.run_id)
         tasks = {t.task_id: t for t in ledger.tasks(record.run_id)}
         tool_calls = ledger.tool_calls(record.run_id)
+        events = ledger.events(record.run_id) if as_json else []
+    calls = select_calls(record.run_id, calls, task)
+    if as_json:
+        subjects = {c.subject for c in calls}
+        print_run_json(
+            record,
+            tasks=[t for t in tasks.values() if task is None or f"task:{t.task_id}" in subjects],
+            calls=calls,
+            tool_calls=[t for t in tool_calls if task is None or t.subject in subjects],
+            events=[e for e in events if task is None or e.subject in subjects],
+        )
+    elif response_only:
+        print_responses(calls)
+    else:
+        with page_if_terminal(out, enabled=pager):
+            _print_inspect(record, calls, tasks, tool_calls, show_prompt=show_prompt)
+
+
+def _print_inspect(
+    record: RunRecord,
+    calls: list[CallRecord],
+    tasks: dict[str, TaskRecord],
+    tool_calls: list[ToolCallRecord],
+    *,
+    show_prompt: bool,
+) -> None:
     out.print(
         safe_text(
             f"run {record.run_id}  team {record.team}  status {record.status}  "
@@ -335,11 +380,6 @@ def inspect(
     )
     if record.goal:
         out.print(safe_text(f"goal: {record.goal}"))
-    if task is not None:
-        wanted = task if task in ("synthesis", "plan") else f"task:{task}"
-        calls = [c for c in calls if c.subject == wanted]
-        if not calls:
-            raise ConfigError(f"run {record.run_id} has no model call for {task!r}", field="--task")
     for call in calls:
         task_id = call.subject.removeprefix("task:")
         status = tasks[task_id].status if task_id in tasks else ""
@@ -430,7 +470,10 @@ def runs(
     with RunLedger(db) as ledger:
         records = ledger.list_runs(limit=limit)
     table = Table()
-    for column in ("run id", "team", "status", "created (UTC)", "goal"):
+    # A run id is what people copy from here: never cut or wrapped.
+    widest = max((len(r.run_id) for r in records), default=0)
+    table.add_column("run id", no_wrap=True, min_width=widest)
+    for column in ("team", "status", "created (UTC)", "goal"):
         table.add_column(column)
     for r in records:
         goal = (r.goal or "")[:60]
