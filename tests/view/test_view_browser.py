@@ -97,6 +97,8 @@ async def test_graph_and_a_selected_tasks_prompt_are_shown(browser, recorded, tm
     assert "is-cleared" in classes[0] and "is-cleared" in classes[1]
     for hidden in (2, 4, 5, 6):
         assert "is-hidden" in classes[hidden]
+    edges = browser.find_elements(By.CSS_SELECTOR, "#graph path.edge")
+    assert sorted("is-hidden" in e.get_attribute("class") for e in edges) == [0, 0, 1, 1, 1]
     greyed = float(node(browser, 4).value_of_css_property("opacity"))
     assert greyed < 0.5
     results = panel.find_elements(By.CSS_SELECTOR, "pre.prompt .seg.k-task_result")

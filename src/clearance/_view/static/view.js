@@ -6,6 +6,7 @@
   var data = JSON.parse(document.getElementById("graph-data").textContent);
   var svg = document.getElementById("graph");
   var nodes = {};
+  var edges = [];
   var MAX_LABEL = 30;
 
   function short(text) {
@@ -33,7 +34,7 @@
     g.edges().forEach(function (e) {
       var points = g.edge(e).points;
       var d = points.map(function (p, i) { return (i ? "L" : "M") + p.x + " " + p.y; }).join(" ");
-      el("path", { "class": "edge", d: d, "marker-end": "url(#arrow)" }, svg);
+      edges.push({ from: e.v, to: e.w, path: el("path", { "class": "edge", d: d, "marker-end": "url(#arrow)" }, svg) });
     });
     data.nodes.forEach(function (n) {
       var box = g.node(String(n.index));
@@ -71,6 +72,11 @@
       cls.toggle("is-selected", k === key);
       cls.toggle("is-cleared", k !== key && cleared.indexOf(k) >= 0);
       cls.toggle("is-hidden", key !== "coordinator" && k !== key && cleared.indexOf(k) < 0);
+    });
+    edges.forEach(function (edge) {
+      var hidden = nodes[edge.from].classList.contains("is-hidden") ||
+        nodes[edge.to].classList.contains("is-hidden");
+      edge.path.classList.toggle("is-hidden", hidden);
     });
     if (window.location.hash !== "#task-" + key) {
       history.replaceState(null, "", "#task-" + key);
