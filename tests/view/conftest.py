@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,3 +92,21 @@ async def record_run(tmp_path: Path) -> RecordedRun:
 @pytest.fixture
 async def recorded(tmp_path: Path) -> RecordedRun:
     return await record_run(tmp_path)
+
+
+TAMPERED = "\"'><script>window.__pwned = 4</script><!--"
+
+
+def tamper_ledger(recorded: RecordedRun) -> str:
+    """Edit the ledger's own fields the way someone with the file could; returns the text."""
+    conn = sqlite3.connect(recorded.path / "runs.db")
+    conn.execute("UPDATE tasks SET status = ? WHERE task_id = 'spec'", (TAMPERED,))
+    conn.execute("UPDATE runs SET team = ?, goal = ?", (TAMPERED, TAMPERED))
+    conn.commit()
+    conn.close()
+    return TAMPERED
+
+
+@pytest.fixture
+def tamper() -> Callable[[RecordedRun], str]:
+    return tamper_ledger

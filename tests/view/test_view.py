@@ -241,3 +241,12 @@ def test_the_layout_library_and_its_licence_are_packaged():
     static = Path(__file__).parents[2] / "src" / "clearance" / "_view" / "static"
     assert "Permission is hereby granted" in (static / "dagre.LICENSE").read_text()
     assert "sourceMappingURL" not in (static / "dagre.min.js").read_text()
+
+
+async def test_a_tampered_ledger_is_shown_as_text_too(recorded, tamper):
+    tampered = tamper(recorded)
+    page = page_of(recorded)
+    assert tampered not in page
+    assert len(re.findall(r"<script", page, re.IGNORECASE)) == 2
+    assert graph_json(page)["nodes"][0]["status"] == tampered  # data, read with JSON.parse
+    assert "&lt;script&gt;window.__pwned = 4" in page

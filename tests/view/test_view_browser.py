@@ -115,7 +115,8 @@ async def test_graph_and_a_selected_tasks_prompt_are_shown(browser, recorded, tm
     assert console_errors(browser) == []
 
 
-async def test_a_result_holding_script_does_not_run(browser, recorded, tmp_path):
+async def test_a_result_holding_script_does_not_run(browser, recorded, tamper, tmp_path):
+    tamper(recorded)  # and a status, team and goal holding script
     with RunLedger(recorded.db) as ledger:
         page = render_run_page(load_run_view(ledger, recorded.run_id))
     path = tmp_path / "run.html"
@@ -128,6 +129,7 @@ async def test_a_result_holding_script_does_not_run(browser, recorded, tmp_path)
     assert browser.execute_script("return window.__pwned === undefined")
     assert browser.find_elements(By.ID, "evil-img") == []
     assert browser.title.startswith("clearance run ")
+    assert "window.__pwned = 4" in browser.find_element(By.CSS_SELECTOR, "header.run").text
     assert console_errors(browser) == []
 
 
