@@ -1,4 +1,4 @@
-"""The ``clearance`` command: run, resume, inspect, verify, graph, runs."""
+"""The ``clearance`` command: run, resume, inspect, verify, graph, runs (view, serve, store)."""
 
 from __future__ import annotations
 
@@ -30,13 +30,23 @@ from clearance._orchestration.report import build_report
 from clearance._orchestration.result import RunEvent, RunResult
 from clearance._orchestration.run_memory import RunMemory
 from clearance._state.graph import TaskGraph
-from clearance._state.ledger import DEFAULT_LEDGER_URL, RunLedger
+from clearance._state.ledger import (
+    DEFAULT_LEDGER_URL,
+    CallRecord,
+    EventRecord,
+    RunLedger,
+    RunRecord,
+    TaskRecord,
+    ToolCallRecord,
+)
 from clearance._state.messages import MessageBus
 from clearance._state.store import ContextStore
 from clearance.cli._backends import run_memory_for, team_tools, verify_lookups
 from clearance.cli._common import err, one_line_errors, out, safe_text
 from clearance.cli._events import print_events, select_calls
+from clearance.cli._inspect import page_if_terminal, print_responses, print_run_json
 from clearance.cli._store import print_tool_calls, store_app
+from clearance.cli._view import register as register_view_commands
 from clearance.models._registry import DEFAULT_MODEL_ID, get_model
 
 __all__ = ["app", "main"]
@@ -423,15 +433,54 @@ def inspect(
     show_prompt: Annotated[
         bool, typer.Option("--prompt/--no-prompt", help="Show the full prompt text.")
     ] = True,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the run's records as one JSON document.")
+    ] = False,
+    response_only: Annotated[
+        bool, typer.Option("--response-only", help="Print only the responses.")
+    ] = False,
+    pager: Annotated[
+        bool, typer.Option("--pager/--no-pager", help="Page long output on a terminal.")
+    ] = True,
     db: DbOption = DEFAULT_LEDGER_URL,
 ) -> None:
     """Show what every agent of a run saw: admitted items with origin and tokens, and prompts."""
+    if as_json and response_only:
+        raise ConfigError("give --json or --response-only, not both", field="--json")
     with RunLedger(db, read_only=True) as ledger:
         record = ledger.get_run(run_id)
         calls = ledger.calls(record.run_id)
         tasks = {t.task_id: t for t in ledger.tasks(record.run_id)}
         tool_calls = ledger.tool_calls(record.run_id)
         events = ledger.events(record.run_id)
+    if task is not None:
+        calls = select_calls(calls, task, events=events, tool_calls=tool_calls)
+        if not calls:
+            raise ConfigError(f"run {record.run_id} has no model call for {task!r}", field="--task")
+        subjects = {c.subject for c in calls} | {f"task:{task}"}
+        events = [e for e in events if e.subject in subjects]
+        tool_calls = [t for t in tool_calls if t.subject in subjects]
+        tasks = {k: t for k, t in tasks.items() if f"task:{k}" in subjects}
+    if as_json:
+        print_run_json(
+            record, tasks=list(tasks.values()), calls=calls, tool_calls=tool_calls, events=events
+        )
+    elif response_only:
+        print_responses(calls)
+    else:
+        with page_if_terminal(out, enabled=pager):
+            _print_inspect(record, calls, tasks, tool_calls, events, show_prompt=show_prompt)
+
+
+def _print_inspect(
+    record: RunRecord,
+    calls: list[CallRecord],
+    tasks: dict[str, TaskRecord],
+    tool_calls: list[ToolCallRecord],
+    events: list[EventRecord],
+    *,
+    show_prompt: bool,
+) -> None:
     out.print(
         safe_text(
             f"run {record.run_id}  team {record.team}  status {record.status}  "
@@ -440,15 +489,8 @@ def inspect(
     )
     if record.goal:
         out.print(safe_text(f"goal: {record.goal}"))
-    if task is not None:
-        calls = select_calls(calls, task, events=events, tool_calls=tool_calls)
-        subjects = {c.subject for c in calls} | {f"task:{task}"}
-        events = [e for e in events if e.subject in subjects]
-        tool_calls = [t for t in tool_calls if t.subject in subjects]
-        if not calls:
-            raise ConfigError(f"run {record.run_id} has no model call for {task!r}", field="--task")
     for call in calls:
-        task_id = call.subject.removeprefix("task:")
+        task_id = call.subject.partition(":")[2]
         status = tasks[task_id].status if task_id in tasks else ""
         header = f"{call.subject}  agent {call.agent}  model {call.model_id}  {status}".rstrip()
         if call.finish_reason == "length":
@@ -613,13 +655,19 @@ def runs(
     with RunLedger(db, read_only=True) as ledger:
         records = ledger.list_runs(limit=limit)
     table = Table()
-    for column in ("run id", "team", "status", "created (UTC)", "goal"):
+    # A run id is what people copy from here: never cut or wrapped.
+    widest = max((len(r.run_id) for r in records), default=0)
+    table.add_column("run id", no_wrap=True, min_width=widest)
+    for column in ("team", "status", "created (UTC)", "goal"):
         table.add_column(column)
     for r in records:
         goal = (r.goal or "")[:60]
         created = f"{r.created_at:%Y-%m-%d %H:%M:%S}"
         table.add_row(*map(safe_text, (r.run_id, r.team, r.status, created, goal)))
     out.print(table)
+
+
+register_view_commands(app)
 
 
 def main() -> None:

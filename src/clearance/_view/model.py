@@ -1,0 +1,419 @@
+"""What the run page shows, gathered from the ledger and ``verify``: no HTML here.
+
+`load_run_view` reads one run (`RunLedger.get_run`, ``tasks``, ``calls``, ``tool_calls``,
+``events``), checks it with `verify_run`, and groups everything by task: each task's model
+calls (retries, isolated, clarification, delegation and child calls included), tool calls and
+events, and what its clearance admitted. Each prompt is split into segments that carry the
+origin of the manifest item they render, so a page can colour every part by where it came
+from. All text stays raw here; escaping is the template's job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from clearance._context.render import PromptParseError, parse_user_message, render_block
+from clearance._context.verify import Finding, verify_run
+from clearance._core.errors import ClearanceError
+from clearance._state.ledger import CallRecord, EventRecord, RunLedger, RunRecord, ToolCallRecord
+
+__all__ = [
+    "HIGHLIGHTED_KINDS",
+    "CallView",
+    "MessageView",
+    "RunView",
+    "Segment",
+    "TaskView",
+    "load_run_view",
+    "segment_call",
+]
+
+HIGHLIGHTED_KINDS: tuple[str, ...] = (
+    "task",
+    "task_result",
+    "message",
+    "file",
+    "tool",
+    "store",
+    "memory",
+    "child_result",
+)
+"""Origin kinds with their own colour; every other kind is shown as ``other``."""
+
+KIND_LABELS: dict[str, str] = {
+    "task": "task",
+    "task_result": "dependency result",
+    "message": "message",
+    "file": "file",
+    "tool": "tool result",
+    "store": "store",
+    "memory": "memory",
+    "child_result": "child result",
+    "other": "other (instructions, architecture, ...)",
+}
+"""What the legend calls each colour."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Segment:
+    """One stretch of a prompt's text.
+
+    Attributes:
+        text: The text, verbatim (raw; escape it before showing it).
+        origin: The manifest item it renders (``task_result:a``...), or ``None`` for the
+            prompt's own structure (section headings, blank lines, the closing instruction).
+        title: The item's title, if an item.
+        tokens: The item's token count, if an item.
+        css: ``structure``, one of `HIGHLIGHTED_KINDS` or ``other``.
+        flagged: Whether ``verify`` reported a finding for this item.
+    """
+
+    text: str
+    origin: str | None = None
+    title: str | None = None
+    tokens: int | None = None
+    css: str = "structure"
+    flagged: bool = False
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MessageView:
+    """One message of a prompt (``system`` or ``user``) as segments."""
+
+    role: str
+    segments: tuple[Segment, ...]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CallView:
+    """One model call with its prompt split by origin and its verdict.
+
+    Attributes:
+        call: The recorded call.
+        attempt: 1 for the first call of its subject, 2 for its first retry...
+        messages: The prompt's messages as segments.
+        layout_note: Why the prompt could not be split by origin (shown raw), or ``None``.
+        findings: What ``verify`` found wrong in this call (empty when it passed).
+    """
+
+    call: CallRecord
+    attempt: int
+    messages: tuple[MessageView, ...]
+    layout_note: str | None
+    findings: tuple[Finding, ...]
+
+    @property
+    def items(self) -> list[dict[str, Any]]:
+        """The manifest's items (``origin``, ``title``, ``tokens``...)."""
+        return list(self.call.manifest.get("items", []))
+
+
+@dataclass(kw_only=True, slots=True)
+class TaskView:
+    """One task of the graph with everything recorded about it.
+
+    Attributes:
+        index: Position in the run's task list (used for element ids, never the task id).
+        task_id: The task's id.
+        title: Its title.
+        assignee: Its agent.
+        status: Its latest status.
+        depends_on: Its dependencies.
+        result: Its result, if completed.
+        error: Why it failed or was skipped.
+        reasons: Every reason it was ever recorded with.
+        duration_s: Seconds from start to finish, or ``None`` if it did not run or finish.
+        calls: Its model calls in order (task, isolated, clarification, delegation, child).
+        tool_calls: Its tool calls, delegated ones included.
+        events: Its events (spawns, children, clarifications, limit breaches...).
+        cleared: Ids of the tasks whose results its clearance admitted.
+    """
+
+    index: int
+    task_id: str
+    title: str
+    assignee: str
+    status: str
+    depends_on: tuple[str, ...]
+    result: str | None
+    error: str | None
+    reasons: list[str]
+    duration_s: float | None
+    calls: list[CallView] = field(default_factory=list)
+    tool_calls: list[ToolCallRecord] = field(default_factory=list)
+    events: list[EventRecord] = field(default_factory=list)
+    cleared: tuple[str, ...] = ()
+
+    @property
+    def prompt_tokens(self) -> int:
+        """Prompt tokens of all its calls."""
+        return sum(c.call.usage.prompt_tokens for c in self.calls)
+
+    @property
+    def completion_tokens(self) -> int:
+        """Completion tokens of all its calls."""
+        return sum(c.call.usage.completion_tokens for c in self.calls)
+
+    @property
+    def finding_count(self) -> int:
+        """How many ``verify`` findings its calls have."""
+        return sum(len(c.findings) for c in self.calls)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunView:
+    """A run as the page shows it.
+
+    Attributes:
+        run: The run record.
+        tasks: Its tasks, in the order first recorded.
+        coordinator_calls: Calls that belong to no task (plan, synthesis, conversation...).
+        findings: Every ``verify`` finding.
+        calls_checked: How many calls ``verify`` checked.
+        verify_error: Why ``verify`` could not run, or ``None``.
+    """
+
+    run: RunRecord
+    tasks: list[TaskView]
+    coordinator_calls: list[CallView]
+    findings: tuple[Finding, ...]
+    calls_checked: int
+    verify_error: str | None
+
+    @property
+    def verified(self) -> bool:
+        """Whether ``verify`` ran and found nothing."""
+        return self.verify_error is None and not self.findings
+
+    @property
+    def duration_s(self) -> float | None:
+        """Seconds from the run's start to its finish, or ``None`` while it runs."""
+        return _seconds(self.run.created_at, self.run.finished_at)
+
+    def graph_data(self) -> dict[str, Any]:
+        """The task graph as JSON-ready data for the page's layout script.
+
+        Returns:
+            ``{"nodes": [{"index", "id", "status", "label"}...], "edges": [[from, to]...],
+            "cleared": {index: [indexes of tasks whose results it may see]}}``.
+        """
+        index = {t.task_id: t.index for t in self.tasks}
+        nodes = [
+            {"index": t.index, "id": t.task_id, "status": t.status, "label": _node_label(t)}
+            for t in self.tasks
+        ]
+        edges = [[index[dep], t.index] for t in self.tasks for dep in t.depends_on if dep in index]
+        cleared = {
+            str(t.index): sorted(index[c] for c in t.cleared if c in index) for t in self.tasks
+        }
+        return {"nodes": nodes, "edges": edges, "cleared": cleared}
+
+
+def load_run_view(ledger: RunLedger, run_id: str) -> RunView:
+    """Read one run from the ledger and check it with ``verify``.
+
+    Args:
+        ledger: The ledger holding the run.
+        run_id: A run id or a unique prefix of one.
+
+    Returns:
+        The run, grouped by task. A ``verify`` that cannot run is reported in
+        ``verify_error``, not raised.
+
+    Raises:
+        StoreError: The run is unknown, the prefix is ambiguous, or the ledger cannot be read.
+    """
+    run = ledger.get_run(run_id)
+    findings: tuple[Finding, ...] = ()
+    calls_checked = 0
+    verify_error: str | None = None
+    try:
+        report = verify_run(ledger, run.run_id)
+        findings, calls_checked = report.findings, report.calls_checked
+    except ClearanceError as exc:
+        verify_error = str(exc)
+    by_call: dict[str, list[Finding]] = {}
+    for finding in findings:  # run-level findings (the chain, results) have no call id
+        by_call.setdefault(finding.call_id or "", []).append(finding)
+    reasons = ledger.task_reasons(run.run_id)
+    tasks = [
+        TaskView(
+            index=i,
+            task_id=t.task_id,
+            title=t.title,
+            assignee=t.assignee,
+            status=t.status,
+            depends_on=t.depends_on,
+            result=t.result,
+            error=t.error,
+            reasons=reasons.get(t.task_id, []),
+            duration_s=_seconds(t.started_at, t.finished_at),
+        )
+        for i, t in enumerate(ledger.tasks(run.run_id))
+    ]
+    by_id = {t.task_id: t for t in tasks}
+    tool_calls = ledger.tool_calls(run.run_id)
+    events = ledger.events(run.run_id)
+    owner = _Owners(tool_calls, events)
+    for tool_call in tool_calls:
+        task = by_id.get(owner.task_of(tool_call.subject) or "")
+        if task is not None:
+            task.tool_calls.append(tool_call)
+    for event in events:
+        task = by_id.get(owner.task_of(event.subject) or "")
+        if task is not None:
+            task.events.append(event)
+    coordinator_calls: list[CallView] = []
+    attempts: dict[str, int] = {}
+    for call in ledger.calls(run.run_id):
+        attempts[call.subject] = attempts.get(call.subject, 0) + 1
+        view = segment_call(call, attempts[call.subject], by_call.get(call.call_id, ()))
+        task = by_id.get(owner.task_of(call.subject) or "")
+        if task is None:
+            coordinator_calls.append(view)
+            continue
+        task.calls.append(view)
+        if call.subject == f"task:{task.task_id}":
+            clearance = call.manifest.get("clearance") or {}
+            task.cleared = tuple(str(x) for x in clearance.get("result_task_ids", ()))
+    return RunView(
+        run=run,
+        tasks=tasks,
+        coordinator_calls=coordinator_calls,
+        findings=findings,
+        calls_checked=calls_checked,
+        verify_error=verify_error,
+    )
+
+
+def segment_call(call: CallRecord, attempt: int, findings: Iterable[Finding] = ()) -> CallView:
+    """Split a recorded call's prompt into segments, one per manifest item.
+
+    The system message is the manifest's first item; the user message is parsed back into
+    its fenced blocks (`parse_user_message`), which map one to one onto the remaining items.
+    A prompt that does not parse or does not match its manifest is shown as one unmarked
+    segment per message, with the reason in ``layout_note``.
+
+    Args:
+        call: The recorded call.
+        attempt: Its attempt number for its subject (1-based).
+        findings: ``verify`` findings for this call.
+
+    Returns:
+        The call's view.
+    """
+    found = tuple(findings)
+    flagged = {f.origin for f in found if f.origin}
+    items = list(call.manifest.get("items", []))
+    roles = [str(m.get("role", "")) for m in call.messages]
+    texts = [str(m.get("content", "")) for m in call.messages]
+    raw = tuple(
+        MessageView(role=role, segments=(Segment(text=text),))
+        for role, text in zip(roles, texts, strict=True)
+    )
+    if roles != ["system", "user"] or not items:
+        return CallView(
+            call=call,
+            attempt=attempt,
+            messages=raw,
+            layout_note="the prompt is not a system and a user message with a manifest",
+            findings=found,
+        )
+    system = MessageView(role="system", segments=(_item_segment(texts[0], items[0], flagged),))
+    try:
+        user = _user_segments(texts[1], items[1:], flagged)
+    except PromptParseError as exc:
+        return CallView(
+            call=call, attempt=attempt, messages=raw, layout_note=str(exc), findings=found
+        )
+    return CallView(
+        call=call,
+        attempt=attempt,
+        messages=(system, MessageView(role="user", segments=user)),
+        layout_note=None,
+        findings=found,
+    )
+
+
+def _user_segments(
+    text: str, items: Sequence[dict[str, Any]], flagged: set[str]
+) -> tuple[Segment, ...]:
+    sections, trailer = parse_user_message(text)
+    blocks = [block for section in sections for block in section.blocks]
+    if len(blocks) != len(items):
+        raise PromptParseError(
+            f"the prompt holds {len(blocks)} blocks, the manifest lists {len(items)}"
+        )
+    segments: list[Segment] = []
+    remaining = iter(items)
+    for section in sections:
+        if not section.blocks:
+            continue
+        segments.append(Segment(text=section.heading + "\n\n"))
+        for block in section.blocks:
+            rendered = render_block(block.heading, block.content)
+            segments.append(_item_segment(rendered, next(remaining), flagged))
+            segments.append(Segment(text="\n\n"))
+    segments.append(Segment(text=trailer))
+    if "".join(s.text for s in segments) != text:
+        raise PromptParseError("the prompt holds text outside its manifest's items")
+    return tuple(segments)
+
+
+def _item_segment(text: str, item: dict[str, Any], flagged: set[str]) -> Segment:
+    origin = str(item.get("origin", ""))
+    kind = origin.split(":", 1)[0]
+    tokens = item.get("tokens")
+    return Segment(
+        text=text,
+        origin=origin,
+        title=str(item.get("title", "")),
+        tokens=tokens if isinstance(tokens, int) else None,
+        css=kind if kind in HIGHLIGHTED_KINDS else "other",
+        flagged=origin in flagged,
+    )
+
+
+class _Owners:
+    """Which task a call, tool call or event subject belongs to."""
+
+    def __init__(self, tool_calls: Sequence[ToolCallRecord], events: Sequence[EventRecord]):
+        self._tool_subject = {t.tool_call_id: t.subject for t in tool_calls}
+        self._child_parent: dict[str, str] = {}
+        for event in events:
+            child = event.data.get("child_id") if isinstance(event.data, dict) else None
+            if event.kind == "spawn" and isinstance(child, str):
+                self._child_parent[child] = event.subject
+
+    def task_of(self, subject: str) -> str | None:
+        """The task id a subject belongs to, or ``None`` (coordinator, run-wide)."""
+        for _ in range(32):  # delegation and spawn chains are short; a cap all the same
+            kind, _, ref = subject.partition(":")
+            if kind in ("task", "isolated", "clarification"):
+                return ref
+            if kind == "delegation" and ref in self._tool_subject:
+                subject = self._tool_subject[ref]
+            elif kind == "child" and ref in self._child_parent:
+                subject = self._child_parent[ref]
+            else:
+                return None
+        return None
+
+
+def _seconds(start: datetime | None, end: datetime | None) -> float | None:
+    if start is None or end is None:
+        return None
+    return max(0.0, (end - start).total_seconds())
+
+
+def _node_label(task: TaskView) -> str:
+    parts = [task.status]
+    if task.duration_s is not None:
+        parts.append(f"{task.duration_s:.1f}s")
+    tokens = task.prompt_tokens + task.completion_tokens
+    if task.calls:
+        parts.append(f"{tokens} tok")
+    return " · ".join(parts)

@@ -1,0 +1,136 @@
+"""Rendering the run page and the list of runs as self-contained HTML (Jinja2).
+
+Every value reaches the page through Jinja2 with autoescaping on, so text from a model, a
+file or an upstream agent is shown, never interpreted: ``<script>`` in a result is text. The
+graph data goes in as JSON inside a ``<script type="application/json">`` element with
+``<``, ``>``, ``&`` and ``'`` escaped (Jinja2's ``tojson``), and is read with ``JSON.parse``;
+the layout script builds the graph with ``textContent`` only. As defence in depth, each page
+carries a Content-Security-Policy that allows no network access and runs only the page's own
+script and style, named by their SHA-256 hashes (no inline event handlers, no ``eval``).
+
+The graph is laid out in the browser by dagre (MIT, shipped in this package as
+``static/dagre.min.js`` with its licence in ``static/dagre.LICENSE``), inlined into the page so
+the file opens without a network.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Sequence
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import jinja2
+from markupsafe import Markup
+
+from clearance._state.ledger import RunRecord
+from clearance._view.model import HIGHLIGHTED_KINDS, KIND_LABELS, RunView
+
+__all__ = ["content_security_policy", "render_index", "render_run_page"]
+
+_PACKAGE = "clearance._view"
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader(_PACKAGE, "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["duration"] = _duration
+    env.filters["utc"] = _utc
+    return env
+
+
+@cache
+def _static(name: str) -> str:
+    return resources.files(_PACKAGE).joinpath("static", name).read_text(encoding="utf-8")
+
+
+def _sha256_source(text: str) -> str:
+    digest = hashlib.sha256(text.encode("utf-8")).digest()
+    return f"'sha256-{base64.b64encode(digest).decode('ascii')}'"
+
+
+def content_security_policy(script: str | None, style: str) -> str:
+    """The page's policy: no network, only the given inline script and style run.
+
+    Args:
+        script: The exact text of the page's one inline script, or ``None`` for a page
+            that runs no script at all.
+        style: The exact text of the page's one inline style sheet.
+
+    Returns:
+        A ``Content-Security-Policy`` value naming both by their SHA-256 hashes.
+    """
+    scripts = "'none'" if script is None else _sha256_source(script)
+    return (
+        "default-src 'none'; "
+        f"script-src {scripts}; "
+        f"style-src {_sha256_source(style)}; "
+        "img-src data:; base-uri 'none'; form-action 'none'"
+    )
+
+
+def _assets(*scripts: str) -> dict[str, Any]:
+    script = "\n".join(_static(name) for name in scripts)
+    style = _static("view.css")
+    return {
+        # Our own packaged files, never run data.
+        "script": Markup(script),
+        "style": Markup(style),
+        "csp": content_security_policy(script if scripts else None, style),
+    }
+
+
+def render_run_page(view: RunView, *, runs_link: str | None = None) -> str:
+    """The HTML page of one run: its graph, every prompt by origin, and the verdict.
+
+    Args:
+        view: The run (`load_run_view`).
+        runs_link: Where a "all runs" link points (``serve``), or ``None`` for no link.
+
+    Returns:
+        One self-contained HTML document (inline CSS and JS, no external resource).
+    """
+    template = _environment().get_template("run.html.j2")
+    kinds = [*HIGHLIGHTED_KINDS, "other"]
+    return template.render(
+        view=view,
+        graph=view.graph_data(),
+        kinds=[(k, KIND_LABELS[k]) for k in kinds],
+        runs_link=runs_link,
+        **_assets("dagre.min.js", "view.js"),
+    )
+
+
+def render_index(runs: Sequence[RunRecord], *, link_prefix: str = "/run/") -> str:
+    """The HTML list of runs (``serve``'s home page), newest first.
+
+    Args:
+        runs: The runs to list.
+        link_prefix: Each run links to ``link_prefix`` + its id (URL-quoted).
+
+    Returns:
+        One self-contained HTML document.
+    """
+    template = _environment().get_template("index.html.j2")
+    return template.render(runs=runs, link_prefix=link_prefix, **_assets())
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, rest = divmod(int(seconds), 60)
+    return f"{minutes}m{rest:02d}s"
+
+
+def _utc(moment: Any) -> str:
+    return "-" if moment is None else f"{moment:%Y-%m-%d %H:%M:%S}Z"

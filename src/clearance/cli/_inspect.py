@@ -1,0 +1,94 @@
+"""What ``clearance inspect`` prints besides its tables: JSON, responses only, and paging."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+from typing import Any
+
+from rich.console import Console
+
+from clearance._core.errors import ConfigError
+from clearance._state.ledger import CallRecord, EventRecord, RunRecord, TaskRecord, ToolCallRecord
+from clearance.cli._common import safe
+
+__all__ = ["page_if_terminal", "print_responses", "print_run_json", "select_calls"]
+
+
+def select_calls(run_id: str, calls: list[CallRecord], task: str | None) -> list[CallRecord]:
+    """The calls ``--task`` asks for: one task's (``task:<id>``), ``synthesis`` or ``plan``.
+
+    Raises:
+        ConfigError: The run has no call for that task.
+    """
+    if task is None:
+        return calls
+    wanted = task if task in ("synthesis", "plan") else f"task:{task}"
+    chosen = [c for c in calls if c.subject == wanted]
+    if not chosen:
+        raise ConfigError(f"run {run_id} has no model call for {task!r}", field="--task")
+    return chosen
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    raise TypeError(f"cannot write {type(value).__name__} as JSON")
+
+
+def print_run_json(
+    record: RunRecord,
+    *,
+    tasks: Sequence[TaskRecord],
+    calls: Sequence[CallRecord],
+    tool_calls: Sequence[ToolCallRecord],
+    events: Sequence[EventRecord],
+) -> None:
+    r"""Write the run as one JSON document on stdout.
+
+    The shape is ``{"run", "tasks", "calls", "tool_calls", "events"}``, each record with the
+    fields of its ledger class (`RunRecord`, `TaskRecord`, `CallRecord`...), times as ISO 8601
+    strings. Non-ASCII text is written as ``\uXXXX`` escapes, so control characters in model
+    output reach a terminal as text, never as escape sequences.
+    """
+    document = {
+        "run": record,
+        "tasks": list(tasks),
+        "calls": list(calls),
+        "tool_calls": list(tool_calls),
+        "events": list(events),
+    }
+    sys.stdout.write(json.dumps(document, default=_plain, ensure_ascii=True, indent=2) + "\n")
+
+
+def print_responses(calls: Sequence[CallRecord]) -> None:
+    """Write only the calls' responses (or errors), each under a ``# subject (call id)`` line.
+
+    A single call's response is written alone, with no heading, so scripts can take it as is.
+    """
+    for call in calls:
+        text = call.response if call.error is None else f"error: {call.error}"
+        if len(calls) > 1:
+            sys.stdout.write(safe(f"# {call.subject} ({call.call_id})") + "\n")
+        sys.stdout.write(safe(text or "") + "\n")
+        if len(calls) > 1:
+            sys.stdout.write("\n")
+
+
+@contextlib.contextmanager
+def page_if_terminal(console: Console, enabled: bool = True) -> Iterator[None]:
+    """Show what is printed inside through a pager (``$PAGER``, or ``less``) on a terminal.
+
+    Nothing changes when output goes to a pipe or file, or when ``enabled`` is false.
+    """
+    if not enabled or not console.is_terminal:
+        yield
+        return
+    with console.pager(styles=False):
+        yield

@@ -1,0 +1,76 @@
+"""``clearance view`` (one run as an HTML file) and ``clearance serve`` (every run, locally)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from clearance._core.errors import ConfigError
+from clearance._state.ledger import DEFAULT_LEDGER_URL, RunLedger
+from clearance._view import load_run_view, render_run_page
+from clearance._view.serve import make_server
+from clearance.cli._common import err, one_line_errors, out, safe_text
+
+__all__ = ["register"]
+
+DbOption = Annotated[
+    str,
+    typer.Option("--db", envvar="CLEARANCE_DB", help="Ledger database URL (SQLAlchemy form)."),
+]
+
+
+@one_line_errors
+def view(
+    run_id: Annotated[str, typer.Argument(help="Run id (or a unique prefix).")],
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="HTML file to write (default: <run id>.html here)."),
+    ] = None,
+    db: DbOption = DEFAULT_LEDGER_URL,
+) -> None:
+    """Write one run as a self-contained HTML page: graph, prompts by origin, verify verdict."""
+    with RunLedger(db) as ledger:
+        run_view = load_run_view(ledger, run_id)
+    page = render_run_page(run_view)
+    target = output if output is not None else Path(f"{run_view.run.run_id}.html")
+    if target.is_dir():
+        raise ConfigError(f"{str(target)!r} is a folder; give a file name", field="--output")
+    try:
+        target.write_text(page, encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot write {str(target)!r}: {exc.strerror}", field="--output"
+        ) from None
+    out.print(safe_text(f"wrote {target} (run {run_view.run.run_id}); open it in a browser"))
+
+
+@one_line_errors
+def serve(
+    port: Annotated[
+        int, typer.Option("--port", min=0, max=65535, help="TCP port on 127.0.0.1 (0: any free).")
+    ] = 8765,
+    db: DbOption = DEFAULT_LEDGER_URL,
+) -> None:
+    """Serve every run of a ledger as HTML pages on 127.0.0.1, with a list of runs."""
+    with RunLedger(db) as ledger:
+        try:
+            server = make_server(ledger, port)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot listen on 127.0.0.1:{port}: {exc.strerror}", field="--port"
+            ) from None
+        out.print(safe_text(f"serving the runs of the ledger at {server.url} (Ctrl-C to stop)"))
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            err.print("stopped")
+        finally:
+            server.server_close()
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``view`` and ``serve`` to the ``clearance`` command."""
+    app.command()(view)
+    app.command()(serve)
