@@ -722,7 +722,10 @@ class Orchestrator:
             if task.files:
                 assert self.project_root is not None  # checked before the run started
                 files = read_task_files(self.project_root, task.files)
-            return await run.isolated.run(ctx, files or {})
+            try:
+                return await run.isolated.run(ctx, files or {})
+            finally:
+                run.prompt_tokens[task.id] = ctx.prompt_tokens
         files = None
         if task.files:
             assert self.input_root is not None  # checked before the run started

@@ -83,6 +83,7 @@ class TaskContext:
         budget: The task's model-call budget (children and clarifications included).
         max_prompt_tokens: The assignee's prompt budget, ``None`` for none.
         child_results: Results of the task's children so far (child id → shown text).
+        prompt_tokens: Tokens of the task's latest prompt (0 until one is built).
     """
 
     run_id: str
@@ -94,6 +95,7 @@ class TaskContext:
     budget: CallBudget
     max_prompt_tokens: int | None
     child_results: dict[str, str] = field(default_factory=dict)
+    prompt_tokens: int = 0
 
 
 class ChildRunner:
@@ -371,6 +373,7 @@ class IsolatedRunner:
                 max_prompt_tokens=ctx.max_prompt_tokens,
                 max_dependency_tokens=ctx.agent.limits.max_dependency_tokens,
             )  # fmt: skip
+            ctx.prompt_tokens = prompt.manifest.total_tokens
             response = await self.caller.call(subject=f"isolated:{task.id}", agent=ctx.agent,
                                               model=ctx.model, prompt=prompt,
                                               budget=ctx.budget)  # fmt: skip
