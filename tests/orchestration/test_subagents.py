@@ -290,3 +290,43 @@ def test_a_workspace_of_a_run_is_never_reused(tmp_path):
     second = _new_run_dir(tmp_path, "run-1")
     assert first != second and first.is_dir() and second.is_dir()
     assert isinstance(first, Path)
+
+
+async def test_a_childs_long_tool_output_is_offloaded_to_its_workspace(project, ledger, tmp_path):
+    long_text = "\n".join(f"line {n} LONG-OUTPUT" for n in range(500))
+
+    def fetch(topic: str) -> str:
+        return long_text
+
+    team = Team(
+        agents=(
+            Agent(name="lead", instructions="You lead.", can_spawn=("helper",)),
+            Agent(name="helper", instructions="You help.", tools=("fetch",)),
+        ),
+        coordinator=Agent(name="editor", instructions="You edit."),
+    )
+    tasks = [
+        Task(id="p", title="P", description="p", assignee="lead",
+             fan_out=FanOut(agent="helper", goals=("goal fetch",))),
+    ]  # fmt: skip
+
+    def answer(request):
+        s, text = subject(request), user_text(request)
+        if s.startswith("child:") and "## Results of your tool calls" not in text:
+            return ToolCall(id="f", name="fetch", arguments={"topic": "x"})
+        return "done"
+
+    model = FunctionModel(answer)
+    orchestrator = Orchestrator(
+        team, model=model, ledger=ledger, tools=[fetch], workspace_root=tmp_path / "ws"
+    )
+    result = await orchestrator.run_tasks(tasks)
+    assert result.status == "completed", result.error
+    second = [r for r in model.requests if subject(r).startswith("child:")][-1]
+    text = user_text(second)
+    assert "line 0 LONG-OUTPUT" in text and "line 499 LONG-OUTPUT" not in text
+    (event,) = [e for e in ledger.events(result.run_id) if e.kind == "offloaded"]
+    stored = tmp_path / "ws" / result.run_id / "p.1" / event.data["reference"]
+    assert stored.read_text() == long_text
+    report = verify_run(ledger, result.run_id)
+    assert report.ok, [str(f) for f in report.findings]

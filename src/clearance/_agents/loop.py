@@ -22,6 +22,7 @@ from typing import Any
 
 from clearance._agents.caller import CallBudget, ModelCaller
 from clearance._agents.delegation import DelegationChain
+from clearance._agents.offload import DataOffloader
 from clearance._agents.tools import (
     BUILTIN_TOOL_NAMES,
     DELEGATE_TOOL,
@@ -250,6 +251,7 @@ class AgentLoop:
                     output, breach = self._write_output(call.arguments)
                 else:
                     output = await tool.call(call.arguments)
+                    output, breach = self._offloaded(subject, call_id, call.name, output)
                 self.ledger.record_tool_call(
                     run_id=self.run_id,
                     tool_call_id=call_id,
@@ -375,6 +377,29 @@ class AgentLoop:
         return ToolOutput(content=answer), extended.to_dict()
 
     # -- workspace ----------------------------------------------------------------------
+
+    def _offloaded(
+        self, subject: str, call_id: str, name: str, output: ToolOutput
+    ) -> tuple[ToolOutput, LimitExceeded | None]:
+        """A long tool output of an agent with a workspace: its preview, full text in outputs/.
+
+        The preview (first lines and the reference) is what the model sees and what the
+        ledger records as the tool's result; an ``offloaded`` event records the reference and
+        the full text's digest and size (see `DataOffloader`).
+        """
+        if self.workspace is None or output.is_error:
+            return output, None
+        try:
+            kept = DataOffloader(self.workspace).offload(output.content, label=name)
+        except LimitExceeded as exc:
+            return ToolOutput(content=f"error: {exc}", is_error=True), exc
+        if not kept.offloaded:
+            return output, None
+        self.ledger.record_event(self.run_id, "offloaded", subject, {
+            "tool_call_id": call_id, "reference": kept.reference, "sha256": kept.sha256,
+            "chars": kept.chars, "lines": kept.lines,
+        })  # fmt: skip
+        return ToolOutput(content=kept.text, store_reads=output.store_reads), None
 
     def _write_output(self, arguments: dict[str, Any]) -> tuple[ToolOutput, LimitExceeded | None]:
         """Run ``write_output``: a bad request is a tool error; a breached limit fails the loop."""
