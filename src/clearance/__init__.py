@@ -38,6 +38,7 @@ from clearance._core.errors import (
     DependencyPayloadError,
     DuplicateTaskError,
     GraphError,
+    LedgerError,
     LimitExceeded,
     MaxDepthError,
     ModelError,
@@ -46,11 +47,12 @@ from clearance._core.errors import (
     PlanError,
     SelfDependencyError,
     StoreError,
+    SubagentError,
     UnknownDependencyError,
 )
 from clearance._core.memory_spec import MemoryGroup, SharedConversation
 from clearance._core.prompt import ChatMessage, ContextItem, ContextManifest, Prompt
-from clearance._core.spec import Agent, AgentLimits, MemoryScope, Task, Team
+from clearance._core.spec import Agent, AgentLimits, FanOut, MemoryScope, Task, TaskMode, Team
 from clearance._orchestration.chat import AgentChat
 from clearance._orchestration.orchestrator import Orchestrator
 from clearance._orchestration.result import RunEvent, RunResult, TaskOutcome
@@ -107,9 +109,11 @@ __all__ = [
     "Embedder",
     "Event",
     "EventBus",
+    "FanOut",
     "FileCaps",
     "GraphError",
     "IsolatedContext",
+    "LedgerError",
     "LimitExceeded",
     "MaxDepthError",
     "MemoryGroup",
@@ -142,8 +146,10 @@ __all__ = [
     "StoreError",
     "StoreGrants",
     "StoreView",
+    "SubagentError",
     "Task",
     "TaskGraph",
+    "TaskMode",
     "TaskOutcome",
     "TaskQueue",
     "TaskState",

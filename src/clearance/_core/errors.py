@@ -23,6 +23,7 @@ Clearance raises on purpose::
     ├── ContextViolation            an item outside the task's clearance reached the builder
     ├── AccessDenied                a scoped view refused an operation
     ├── StoreError                  the run ledger or store could not be read or written
+    │   └── LedgerError             the run ledger itself could not be read or written
     └── PathEscapeError             a path resolved outside its allowed root
 
 Errors carry structured fields (ids, limits, the cycle) besides a message that says what
@@ -53,6 +54,7 @@ __all__ = [
     "PlanError",
     "SelfDependencyError",
     "StoreError",
+    "LedgerError",
     "UnknownDependencyError",
 ]
 
@@ -335,6 +337,14 @@ class AccessDenied(ClearanceError):
 
 class StoreError(ClearanceError):
     """The run ledger or the context store could not be read or written."""
+
+
+class LedgerError(StoreError):
+    """The run ledger itself could not be read or written.
+
+    Raised inside a run, it stops the run (``interrupted``, resumable) instead of failing
+    one task: the record, not the task, is what went wrong.
+    """
 
 
 class PathEscapeError(ClearanceError):

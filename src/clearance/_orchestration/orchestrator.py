@@ -28,10 +28,10 @@ from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import (
     ClearanceError,
     ConfigError,
+    LedgerError,
     ModelError,
     OutputValidationError,
     PlanError,
-    StoreError,
 )
 from clearance._core.ids import new_id
 from clearance._core.memory_spec import group_members
@@ -670,9 +670,10 @@ class Orchestrator:
             ledger.record_task(run.run_id, queue.get(task_id))
             self._emit("task_completed", run.run_id, task_id=task_id)
             return
-        if isinstance(exc, StoreError):
-            # The ledger (or the store) failed, not the task: stop the run, resumable, and
-            # say why; the records committed so far stay as they are.
+        if isinstance(exc, LedgerError):
+            # The ledger failed, not the task: stop the run, resumable, and say why; the
+            # records committed so far stay as they are. (A memory or store backend failing
+            # is the task's failure, per its policy.)
             raise exc
         reason = str(exc) if isinstance(exc, ClearanceError) else f"{type(exc).__name__}: {exc}"
         skipped = queue.fail(task_id, reason)

@@ -55,7 +55,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, make_url
 
 from clearance._core.clock import Clock, utc_now
-from clearance._core.errors import ConfigError, StoreError
+from clearance._core.errors import ConfigError, LedgerError, StoreError
 from clearance._core.ids import new_id
 from clearance._core.prompt import Prompt, canonical_json, sha256_text
 from clearance._state.chain import (
@@ -664,6 +664,15 @@ class RunLedger(DatabaseBase):
     """
 
     _LABEL = "run ledger"
+
+    def _closed_error(self, operation: str) -> StoreError:
+        return LedgerError(str(super()._closed_error(operation)))
+
+    def _write_error(self, operation: str, exc: BaseException) -> StoreError:
+        return LedgerError(str(super()._write_error(operation, exc)))
+
+    def _read_error(self, operation: str, exc: BaseException) -> StoreError:
+        return LedgerError(str(super()._read_error(operation, exc)))
 
     def __init__(
         self, url: str = DEFAULT_LEDGER_URL, *, clock: Clock = utc_now, read_only: bool = False
