@@ -330,3 +330,33 @@ async def test_a_childs_long_tool_output_is_offloaded_to_its_workspace(project, 
     assert stored.read_text() == long_text
     report = verify_run(ledger, result.run_id)
     assert report.ok, [str(f) for f in report.findings]
+
+
+async def test_concurrent_fan_outs_run_each_child_exactly_once(ledger, tmp_path):
+    team = Team(
+        agents=(
+            Agent(name="lead", instructions="You lead.", can_spawn=("helper",)),
+            Agent(name="helper", instructions="You help."),
+        ),
+        coordinator=Agent(name="editor", instructions="You edit."),
+    )
+    tasks = [
+        Task(id=f"p{k}", title=f"P{k}", description="p", assignee="lead",
+             fan_out=FanOut(agent="helper", goals=(f"goal {k}a", f"goal {k}b")))
+        for k in range(3)
+    ]  # fmt: skip
+
+    async def answer(request):
+        await asyncio.sleep(0.01)
+        return "ok"
+
+    model = FunctionModel(answer)
+    orchestrator = Orchestrator(
+        team, model=model, ledger=ledger, workspace_root=tmp_path / "ws", max_concurrency=3
+    )
+    result = await orchestrator.run_tasks(tasks)
+    assert result.status == "completed", result.error
+    children = [subject(r) for r in model.requests if subject(r).startswith("child:")]
+    assert sorted(children) == sorted(set(children)) and len(children) == 6
+    outcomes = [e.data["status"] for e in ledger.events(result.run_id) if e.kind == "child"]
+    assert outcomes == ["ok"] * 6

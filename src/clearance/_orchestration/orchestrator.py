@@ -614,13 +614,11 @@ class Orchestrator:
 
     async def _execute_recorded(self, run: _Run) -> RunResult:
         run_id, ledger = run.run_id, self.ledger
-        await Scheduler(
-            run.queue,
-            max_concurrency=self.max_concurrency,
-            run_task=lambda task: self._run_task_with_memory(run, task),
-            settle=lambda task_id, job: self._settle(run, task_id, job),
-            on_started=lambda states: self._record_started(run, states),
-        ).run()
+        try:
+            await self._schedule(run)
+        finally:
+            if run.children is not None:
+                await run.children.aclose()
 
         synthesis, error = await self._synthesize(run)
         all_completed = all(s.status is TaskStatus.COMPLETED for s in run.queue.states())
@@ -651,6 +649,16 @@ class Orchestrator:
             usage=run.usage,
             error=error,
         )
+
+    async def _schedule(self, run: _Run) -> None:
+        """Run the graph's tasks, each as soon as its dependencies are done."""
+        await Scheduler(
+            run.queue,
+            max_concurrency=self.max_concurrency,
+            run_task=lambda task: self._run_task_with_memory(run, task),
+            settle=lambda task_id, job: self._settle(run, task_id, job),
+            on_started=lambda states: self._record_started(run, states),
+        ).run()
 
     def _record_started(self, run: _Run, states: Sequence[TaskState]) -> None:
         """Record tasks that started together, in one ledger write, and announce them."""

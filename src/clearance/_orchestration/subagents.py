@@ -139,6 +139,9 @@ class ChildRunner:
         self.prompt_budget = prompt_budget
         self.run_dir = run_dir
         self.bus = EventBus()
+        # One worker serves every fan-out of the run: two workers on one bus would both run
+        # each requested child.
+        self._worker = SpawnWorker(self.bus, self._run_child)
         self._count = 0
         self._pending: dict[str, tuple[TaskContext, Agent]] = {}
         self._spawned: dict[str, int] = {}
@@ -182,8 +185,8 @@ class ChildRunner:
                 "parent_agent": agent.name,
             })  # fmt: skip
         timeout = agent.limits.spawn_timeout_s
-        async with SpawnWorker(self.bus, self._run_child):
-            result = await Aggregator(self.bus, parent.task.id).fan_out(ids, timeout_s=timeout)
+        self._worker.start()  # subscribes once; later calls do nothing
+        result = await Aggregator(self.bus, parent.task.id).fan_out(ids, timeout_s=timeout)
         for outcome in result.outcomes:
             shown = outcome.result if outcome.status == "ok" else _missing(outcome)
             parent.child_results[outcome.child_id] = shown
@@ -194,6 +197,10 @@ class ChildRunner:
             })  # fmt: skip
             self._pending.pop(outcome.child_id, None)
         return list(result.outcomes)
+
+    async def aclose(self) -> None:
+        """Stop serving spawn requests and cancel children still running."""
+        await self._worker.aclose()
 
     async def spawn_calls(
         self, parent: TaskContext, calls: list[tuple[str, dict[str, Any]]]

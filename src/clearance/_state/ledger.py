@@ -709,7 +709,7 @@ class RunLedger(DatabaseBase):
         """Update a run's row and append its new state to the run's chain."""
         result = conn.execute(update(_runs).where(_runs.c.run_id == run_id).values(**values))
         if result.rowcount == 0:
-            raise StoreError(f"unknown run {run_id!r} in the run ledger at {self._url}")
+            raise LedgerError(f"unknown run {run_id!r} in the run ledger at {self._url}")
         self._append_run_entry(conn, run_id)
 
     def _append_run_entry(self, conn: Connection, run_id: str) -> None:
@@ -739,15 +739,15 @@ class RunLedger(DatabaseBase):
             query = query.with_for_update()  # one writer per run's chain at a time
         found = conn.execute(query).first()
         if found is None:
-            raise StoreError(f"unknown run {run_id!r} in the run ledger at {self._url}")
+            raise LedgerError(f"unknown run {run_id!r} in the run ledger at {self._url}")
         recorded = found[0]
         if recorded != self._key_id:
             if recorded is None:
-                raise StoreError(
+                raise LedgerError(
                     f"run {run_id!r} was recorded without a ledger key; unset {LEDGER_KEY_ENV} "
                     "to continue it"
                 )
-            raise StoreError(
+            raise LedgerError(
                 f"run {run_id!r} is chained with ledger key {recorded}, not with this ledger's "
                 f"key ({self._key_id or 'none'}); set {LEDGER_KEY_ENV} to that key"
             )
@@ -897,7 +897,7 @@ class RunLedger(DatabaseBase):
                             .values(lease_expires_at=self._lease_until())
                         ).rowcount
                         if not renewed and self._lease_lost is None:
-                            self._lease_lost = StoreError(
+                            self._lease_lost = LedgerError(
                                 f"run {run_id!r} was taken over by another process; this "
                                 "process stopped recording it"
                             )
@@ -992,7 +992,7 @@ class RunLedger(DatabaseBase):
                 query = query.with_for_update()
             row = conn.execute(query).first()
             if row is None:
-                raise StoreError(f"unknown run {run_id!r} in the run ledger at {self._url}")
+                raise LedgerError(f"unknown run {run_id!r} in the run ledger at {self._url}")
             self._check_lease(run_id, row, now, force=force)
             values: dict[str, Any] = {}
             if process is not None:
@@ -1612,7 +1612,7 @@ class RunLedger(DatabaseBase):
                 prefix (the message lists some of them), or the database failed.
         """
         if not run_id:
-            raise StoreError("no run id given")
+            raise LedgerError("no run id given")
         query = (
             select(_runs)
             .where(func.substr(_runs.c.run_id, 1, len(run_id)) == run_id)
@@ -1622,11 +1622,11 @@ class RunLedger(DatabaseBase):
         with self._reading(f"read run {run_id!r}") as conn:
             rows = conn.execute(query).all()
         if not rows:
-            raise StoreError(f"unknown run {run_id!r} in the run ledger at {self._url}")
+            raise LedgerError(f"unknown run {run_id!r} in the run ledger at {self._url}")
         if rows[0].run_id != run_id and len(rows) > 1:
             shown = ", ".join(row.run_id for row in rows[:5])
             more = ", ..." if len(rows) > 5 else ""
-            raise StoreError(
+            raise LedgerError(
                 f"run id prefix {run_id!r} is ambiguous: it matches {shown}{more}; "
                 "give more characters"
             )

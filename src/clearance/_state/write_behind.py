@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from clearance._core.errors import StoreError
+from clearance._core.errors import LedgerError, StoreError
 
 __all__ = ["PendingWrite", "Rows", "WriteBehind"]
 
@@ -136,7 +136,7 @@ class WriteBehind:
         with self._cond:
             self._raise_error()
             if self._stopping:
-                raise StoreError(f"cannot {write.operation}: the writer thread is closed")
+                raise LedgerError(f"cannot {write.operation}: the writer thread is closed")
             while len(self._queue) >= self._max_pending:
                 self._cond.notify_all()  # the writer may be waiting for a pause
                 self._cond.wait()
@@ -254,10 +254,10 @@ class WriteBehind:
         first = failures[0]
         if len(failures) == 1:
             return first
-        return StoreError(f"{first} (and {len(failures) - 1} more failed write(s))")
+        return LedgerError(f"{first} (and {len(failures) - 1} more failed write(s))")
 
 
 def _as_store_error(operation: str, exc: Exception) -> StoreError:
     if isinstance(exc, StoreError):
         return exc
-    return StoreError(f"cannot {operation}: {type(exc).__name__}: {exc}")
+    return LedgerError(f"cannot {operation}: {type(exc).__name__}: {exc}")
