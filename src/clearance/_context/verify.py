@@ -379,7 +379,8 @@ def _structured(text: str) -> str | None:
         if candidate is None:
             continue
         try:
-            value = json.loads(candidate)
+            # As the orchestrator parses it: raw control characters inside strings allowed.
+            value = json.loads(candidate, strict=False)
         except (ValueError, RecursionError):
             continue
         return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True)
