@@ -243,3 +243,28 @@ async def test_runs_recorded_before_memory_scopes_still_verify(tmp_path, rechain
     with RunLedger(f"sqlite:///{db_path}") as ledger:
         report = verify_run(ledger, result.run_id)
     assert report.ok, [str(f) for f in report.findings]
+
+
+async def test_chat_records_where_its_memory_lives_and_finishes_its_run(tmp_path, db):
+    ledger = RunLedger(f"sqlite:///{tmp_path / 'runs.db'}")
+    model = FunctionModel(lambda request: "ok", model_id="test:function")
+    model.context_window = 4000
+    chat = AgentChat(
+        agent=ALICE, model=model, memory=PersistentMemory(db, agent="alice"), ledger=ledger
+    )
+    await chat.say("hello")
+    chat.finish()
+    run = ledger.get_run(chat.run_id)
+    assert run.config["memory"] == {"url": db, "on_error": "fail"}
+    assert run.status == "completed" and run.usage.requests == 1
+    failed = AgentChat(
+        agent=ALICE,
+        model=model,
+        memory=PersistentMemory("sqlite:///:memory:", agent="alice"),
+        ledger=ledger,
+    )
+    failed.finish(error="the model failed")
+    run = ledger.get_run(failed.run_id)
+    assert run.config["memory"] is None  # nothing that outlives the process to check against
+    assert run.status == "failed" and run.error == "the model failed"
+    ledger.close()

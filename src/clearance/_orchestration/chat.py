@@ -7,13 +7,17 @@ relevant left out when the prompt would not fit its budget; the
 compression); the model answers; the answer joins the conversation; then the
 `ContextWindowMonitor` compresses the conversation if its turns reach the trigger (recalled
 memories come on top, bounded by ``recall_limit`` and the prompt budget).
-Every call, the monitor's summaries included, is recorded in the ledger when one is given,
-so ``clearance verify`` checks it.
+Every call, the monitor's summaries included, is recorded in the ledger when one is given
+(one run per conversation, team ``chat:<agent>``), so ``clearance verify`` checks it; the run's
+config records where the long-term memory lives (``memory.url``, password masked, SQLite path
+absolute), as runs do, so ``verify`` checks memory items with no flags.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from sqlalchemy.engine import make_url
 
 from clearance._agents.caller import ModelCaller
 from clearance._context.builder import ContextBuilder
@@ -23,6 +27,7 @@ from clearance._core.ids import new_id
 from clearance._core.memory_spec import MemoryGroup, group_members
 from clearance._core.prompt import Prompt
 from clearance._core.spec import Agent
+from clearance._orchestration.run_memory import absolute_url, masked_url
 from clearance._state.conversation import ConversationMemory, Turn
 from clearance._state.ledger import RunLedger
 from clearance._state.memory import MemoryRecord, PersistentMemory
@@ -122,8 +127,27 @@ class AgentChat:
                     "memory_groups": {
                         g: sorted(m) for g, m in group_members(memory_groups).items()
                     },
+                    "memory": _memory_config(memory),
                 },
             )
+
+    def finish(self, *, error: str | None = None) -> None:
+        """Record the end of the conversation's run: completed, or failed with ``error``.
+
+        Does nothing without a ledger.
+
+        Raises:
+            StoreError: The ledger failed.
+        """
+        if self.ledger is None:
+            return
+        self.ledger.finish_run(
+            self.run_id,
+            status="failed" if error else "completed",
+            synthesis=None,
+            usage=self.caller.usage,
+            error=error,
+        )
 
     async def say(self, text: str) -> str:
         """Send the user's message; return the agent's answer.
@@ -192,3 +216,19 @@ class AgentChat:
             found.extend(self.team.view(text))
         unique = {r.id: r for r in found if r.id not in held}
         return list(unique.values())
+
+
+def _memory_config(memory: PersistentMemory | None) -> dict[str, Any] | None:
+    """What the run's config records about the memory, as runs do.
+
+    ``None`` when nothing outlives the process: no memory, or an in-memory SQLite database.
+    """
+    if memory is None:
+        return None
+    parsed = make_url(memory.url)
+    database = parsed.database or ""
+    if parsed.drivername.startswith("sqlite") and (
+        database in ("", ":memory:") or database.startswith("file:")
+    ):
+        return None
+    return {"url": masked_url(absolute_url(memory.url)), "on_error": "fail"}

@@ -151,6 +151,19 @@ class RunMemory:
 
     # -- per agent --------------------------------------------------------------------------
 
+    def memory_of(self, agent: str, groups: Mapping[str, Iterable[str]]) -> PersistentMemory:
+        """The `PersistentMemory` of ``agent`` in this database (opened on first use).
+
+        Args:
+            agent: The agent's name (its private scope is ``agent:<name>``).
+            groups: The team's memory groups with their members.
+
+        Raises:
+            StoreError: The database cannot be opened (the message names it, password
+                masked).
+        """
+        return self._memory(agent, groups)
+
     def _memory(self, agent: str, groups: Mapping[str, Iterable[str]]) -> PersistentMemory:
         """The agent's `PersistentMemory` (opened on first use; runs in a worker thread)."""
         with self._lock:

@@ -164,6 +164,11 @@ class PersistentMemory:
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot open the memory store: {exc}") from exc
 
+    @property
+    def url(self) -> str:
+        """The database URL, with any password shown as ``***``."""
+        return self._engine.url.render_as_string(hide_password=True)
+
     def close(self) -> None:
         """Release the engine if this memory created it."""
         if self._owns_engine:

@@ -1,4 +1,4 @@
-"""The ``clearance`` command: run, resume, inspect, verify, graph, runs (view, serve, store)."""
+"""The ``clearance`` command: run, resume, inspect, verify, graph, runs, chat, view, serve."""
 
 from __future__ import annotations
 
@@ -42,6 +42,8 @@ from clearance._state.ledger import (
 from clearance._state.messages import MessageBus
 from clearance._state.store import ContextStore
 from clearance.cli._backends import run_memory_for, team_tools, verify_lookups
+from clearance.cli._chat import register as register_chat_command
+from clearance.cli._chat import shared_conversation_warning
 from clearance.cli._common import err, one_line_errors, out, safe_text
 from clearance.cli._events import print_events, select_calls
 from clearance.cli._inspect import page_if_terminal, print_responses, print_run_json
@@ -220,6 +222,8 @@ def run(
     """Run a team: its tasks, or a plan the coordinator makes for --goal; then synthesize."""
     loaded, model_id = _with_model(_load(team_file, input_dir)[0], model)
     goal = goal or loaded.spec.goal
+    if (warning := shared_conversation_warning(loaded)) is not None:
+        err.print(safe_text(warning), soft_wrap=True)
     if not loaded.tasks and not goal:
         raise ConfigError(
             "the team file has no tasks; give --goal so the coordinator can plan",
@@ -668,6 +672,7 @@ def runs(
 
 
 register_view_commands(app)
+register_chat_command(app)
 
 
 def main() -> None:

@@ -1,0 +1,240 @@
+"""``clearance chat``: a conversation at the terminal with one agent of a team file.
+
+The agent keeps its private long-term memory in the team's memory database (the same one,
+at the same default place, as ``clearance run``): turns that compression drops from the
+conversation are recorded there, and the records most relevant to each message are recalled
+into the prompt, in this session and later ones. A member of a memory group that declares
+``shared_conversation`` takes part in that group's shared conversation. The session is one
+run in the ledger (team ``chat:<agent>``) that ``clearance verify`` checks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shlex
+import sys
+from pathlib import Path
+from typing import Annotated, get_args
+
+import typer
+
+from clearance._context.window import Strategy
+from clearance._core.errors import ClearanceError, ConfigError
+from clearance._core.memory_spec import group_members
+from clearance._core.spec import Agent
+from clearance._core.teamfile import LoadedTeam, load_team_file
+from clearance._orchestration.chat import AgentChat
+from clearance._orchestration.run_memory import RunMemory, default_memory_url
+from clearance._state.ledger import DEFAULT_LEDGER_URL, RunLedger
+from clearance.cli._common import err, one_line_errors, out, safe_text
+from clearance.models._registry import DEFAULT_MODEL_ID, get_model
+
+__all__ = ["register", "shared_conversation_warning"]
+
+QUIT = "/quit"
+"""A line that ends the conversation (as end of input does)."""
+
+MAX_CONTEXT_WINDOW = 10_000_000
+"""Largest ``--context-window`` accepted, in tokens."""
+
+
+def shared_conversation_warning(loaded: LoadedTeam) -> str | None:
+    """The warning ``clearance run`` prints for ``shared_conversation`` (it has no effect there).
+
+    A run builds each task's prompt from its clearance, not from a conversation, so a group's
+    shared conversation is used only by ``clearance chat``.
+
+    Returns:
+        One line naming the groups, or ``None`` when no group declares one.
+    """
+    names = [g.name for g in loaded.team.memory_groups if g.shared_conversation is not None]
+    if not names:
+        return None
+    fields = ", ".join(f"memory_groups.{name}.shared_conversation" for name in names)
+    return (
+        f"warning: {loaded.source}: {fields} has no effect in clearance run "
+        "(task prompts are built per task); it is used by clearance chat"
+    )
+
+
+def _agent(loaded: LoadedTeam, name: str) -> Agent:
+    """The team file's agent (or coordinator) called ``name``.
+
+    Raises:
+        ConfigError: No agent has that name (the message lists the names there are).
+    """
+    team = loaded.team
+    agents: list[Agent] = [*team.agents, *([team.coordinator] if team.coordinator else [])]
+    for agent in agents:
+        if agent.name == name:
+            return agent
+    names = ", ".join(a.name for a in agents)
+    raise ConfigError(f"no agent {name!r} in {loaded.source} (agents: {names})", field="--agent")
+
+
+def _strategy(value: str) -> Strategy:
+    """``--strategy`` checked against the monitor's strategies."""
+    allowed: tuple[Strategy, ...] = get_args(Strategy)
+    for strategy in allowed:
+        if value == strategy:
+            return strategy
+    raise ConfigError(f"must be {' or '.join(allowed)}, got {value!r}", field="--strategy")
+
+
+def _window(agent: Agent, model_id: str, model_window: int | None, given: int | None) -> int:
+    """The context window of the conversation, in tokens.
+
+    Raises:
+        ConfigError: It is unknown, or leaves no room for a prompt next to the agent's
+            ``max_output_tokens``.
+    """
+    window = given or model_window
+    if window is None:
+        raise ConfigError(
+            f"the context window of {model_id} is unknown; give --context-window N",
+            field="--context-window",
+        )
+    reserved = agent.limits.max_output_tokens
+    if window <= reserved:
+        raise ConfigError(
+            f"{window} tokens leave no room for a prompt next to the max_output_tokens "
+            f"({reserved}) of agent {agent.name!r}",
+            field="--context-window",
+        )
+    return window
+
+
+async def _converse(session: AgentChat) -> int:
+    """Read lines from stdin until end of input or ``/quit``; print each answer.
+
+    Returns:
+        How many messages were answered.
+
+    Raises:
+        ClearanceError: A turn failed (the model, the prompt budget, the memory).
+    """
+    answered = 0
+    while True:
+        if sys.stdin.isatty():
+            err.print("you> ", end="")
+        line = await asyncio.to_thread(sys.stdin.readline)
+        if not line:
+            return answered
+        text = line.rstrip("\r\n")
+        if text.strip() == QUIT:
+            return answered
+        if not text.strip():
+            continue
+        answer = await session.say(text)
+        out.print(safe_text(answer), soft_wrap=True)
+        answered += 1
+
+
+def _session_line(session: AgentChat, db: str) -> str:
+    where = "" if db == DEFAULT_LEDGER_URL else f" --db {shlex.quote(db)}"
+    calls = session.caller.usage.requests
+    return (
+        f"chat run {session.run_id}: {calls} model calls, {len(session.compressions)} "
+        f"compressions; check it with: clearance verify {session.run_id}{where}"
+    )
+
+
+@one_line_errors
+def chat(
+    team_file: Annotated[Path, typer.Argument(help="Team file (YAML).")],
+    agent_name: Annotated[
+        str, typer.Option("--agent", help="The agent of the team file to talk to.")
+    ],
+    db: Annotated[
+        str,
+        typer.Option("--db", envvar="CLEARANCE_DB", help="Ledger database URL (SQLAlchemy form)."),
+    ] = DEFAULT_LEDGER_URL,
+    memory_url: Annotated[
+        str | None,
+        typer.Option(
+            "--memory",
+            help="Memory database URL; overrides the team file's memory (default: memory.db "
+            "next to the ledger).",
+        ),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(help="Model id instead of the agent's (or the team file's) model."),
+    ] = None,
+    strategy: Annotated[
+        str,
+        typer.Option(help="How the conversation is compressed: drop_oldest or summarize."),
+    ] = "drop_oldest",
+    context_window: Annotated[
+        int | None,
+        typer.Option(
+            min=1, max=MAX_CONTEXT_WINDOW, help="Tokens of context instead of the model's own."
+        ),
+    ] = None,
+) -> None:
+    """Talk with one agent of a team file, with its long-term memory (reads lines from stdin).
+
+    End with /quit or end of input. The session is one run in the ledger; check it with
+    clearance verify RUN_ID.
+    """
+    loaded = load_team_file(team_file)
+    agent = _agent(loaded, agent_name)
+    how = _strategy(strategy)
+    model_id = model or agent.model or loaded.spec.model or DEFAULT_MODEL_ID
+    chat_model = get_model(model_id)
+    window = _window(agent, model_id, chat_model.context_window, context_window)
+    settings = loaded.spec.memory_settings
+    memory = RunMemory(
+        memory_url or settings.url or default_memory_url(db), on_error=settings.on_error
+    )
+    groups = loaded.team.memory_groups
+    shared = next(
+        (g.name for g in groups if g.shared_conversation is not None and agent.name in g.agents),
+        None,
+    )
+    recall = agent.memory.recall if agent.memory is not None else 3
+    with RunLedger(db) as ledger, contextlib.closing(memory):
+        session = AgentChat(
+            agent=agent,
+            model=chat_model,
+            memory=memory.memory_of(agent.name, group_members(groups)),
+            memory_groups=groups,
+            shared_group=shared,
+            strategy=how,
+            recall_limit=recall,
+            ledger=ledger,
+            context_window=window,
+        )
+        joined = f"; shared conversation of group {shared}" if shared else ""
+        err.print(
+            safe_text(
+                f"chat with {agent.name} ({model_id}, memory {memory.masked_url}{joined}); "
+                f"{QUIT} or end of input to stop"
+            ),
+            soft_wrap=True,
+        )
+        _run_session(session, db)
+
+
+def _run_session(session: AgentChat, db: str) -> None:
+    """Converse, then record the end of the run; exit 1 when a turn failed, 130 on Ctrl-C."""
+    try:
+        asyncio.run(_converse(session))
+    except KeyboardInterrupt:
+        session.finish()
+        err.print(safe_text(_session_line(session, db)), soft_wrap=True)
+        raise typer.Exit(130) from None
+    except ClearanceError as exc:
+        message = " ".join(str(exc).splitlines())
+        session.finish(error=message)
+        err.print(safe_text(f"error: {message}"), soft_wrap=True)
+        err.print(safe_text(_session_line(session, db)), soft_wrap=True)
+        raise typer.Exit(1) from None
+    session.finish()
+    err.print(safe_text(_session_line(session, db)), soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``chat`` to the ``clearance`` command."""
+    app.command()(chat)

@@ -1,0 +1,238 @@
+"""``clearance chat`` end to end: a subprocess fed on stdin, its ledger, ``verify``, memory."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+import yaml
+
+from clearance import RunLedger
+
+SRC = str(Path(__file__).parents[2] / "src")
+
+TEAM = {
+    "name": "chatters",
+    "memory_groups": [
+        {"name": "lab", "agents": ["alice", "bob"], "shared_conversation": {"window": 5}}
+    ],
+    "agents": [
+        {"name": "alice", "instructions": "You are Alice.", "limits": {"max_output_tokens": 32}},
+        {"name": "bob", "instructions": "You are Bob.", "limits": {"max_output_tokens": 32}},
+        {"name": "carol", "instructions": "You are Carol.", "limits": {"max_output_tokens": 32}},
+    ],
+}
+
+
+def clearance(
+    cwd: Path, *args: str, stdin: str = "", env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    environment = dict(os.environ, **(env or {}))
+    environment["PYTHONPATH"] = os.pathsep.join(
+        p for p in (SRC, environment.get("PYTHONPATH")) if p
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "clearance", *args],
+        cwd=cwd, env=environment, input=stdin, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def team(tmp_path: Path) -> Path:
+    path = tmp_path / "team.yaml"
+    path.write_text(yaml.safe_dump(TEAM))
+    return path
+
+
+def chat(tmp_path: Path, agent: str, lines: list[str], *extra: str):
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    result = clearance(
+        tmp_path, "chat", "team.yaml", "--agent", agent, "--model", "fake:x", "--db", db,
+        *extra, stdin="".join(f"{line}\n" for line in lines),
+    )  # fmt: skip
+    match = re.search(r"chat run (\S+):", result.stderr)
+    return result, (match.group(1) if match else None), db
+
+
+def test_answers_are_printed_recorded_as_one_run_and_verified(tmp_path, team):
+    result, run_id, db = chat(
+        tmp_path, "carol", ["first question", "", "second question", "/quit", "never sent"],
+        "--context-window", "4000",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    answers = result.stdout.splitlines()
+    assert len(answers) == 2 and all(a.startswith("x result for") for a in answers)
+    with RunLedger(db, read_only=True) as ledger:
+        run = ledger.get_run(run_id)
+        calls = ledger.calls(run_id)
+    assert run.team == "chat:carol" and run.status == "completed"
+    assert [c.subject for c in calls] == ["conversation:carol"] * 2
+    assert [c.response for c in calls] == answers
+    assert "second question" in json.dumps(calls[1].messages)
+    assert "never sent" not in json.dumps([c.messages for c in calls])
+    # The team's memory database, at the same default place as runs, is recorded.
+    assert run.config["memory"]["url"] == f"sqlite:///{tmp_path / 'memory.db'}"
+    verify = clearance(tmp_path, "verify", run_id, "--db", db)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    assert "2 model calls verified" in verify.stdout
+
+
+FILLER = [f"filler line {n} about the weather and nothing else whatsoever" for n in range(10)]
+
+
+def test_a_second_session_recalls_what_compression_recorded_and_verifies(tmp_path, team):
+    first, first_id, db = chat(
+        tmp_path, "carol", ["my favourite colour is ultramarine", *FILLER],
+        "--context-window", "300",
+    )  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    with RunLedger(db, read_only=True) as ledger:
+        compressed = [c for c in ledger.calls(first_id) if c.manifest.get("compression")]
+    assert compressed, "the tiny window forced compression"
+    assert "ultramarine" not in json.dumps(ledger_last_messages(db, first_id))
+
+    second, second_id, _ = chat(
+        tmp_path, "carol", ["what is my favourite colour?"], "--context-window", "300"
+    )
+    assert second.returncode == 0, second.stderr
+    with RunLedger(db, read_only=True) as ledger:
+        (call,) = ledger.calls(second_id)
+    recalled = [i for i in call.manifest["items"] if i["origin"].startswith("memory:")]
+    assert recalled and "ultramarine" in json.dumps(call.messages)
+    verify = clearance(tmp_path, "verify", second_id, "--db", db)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    # verify checked the memory item against the recorded database: without it, it cannot.
+    (tmp_path / "memory.db").rename(tmp_path / "moved.db")
+    gone = clearance(tmp_path, "verify", second_id, "--db", db)
+    assert gone.returncode == 2 and "memory" in gone.stderr and "unreachable" in gone.stderr
+
+
+def ledger_last_messages(db: str, run_id: str) -> list[dict[str, str]]:
+    with RunLedger(db, read_only=True) as ledger:
+        return ledger.calls(run_id)[-1].messages
+
+
+def test_members_of_a_shared_conversation_see_each_others_answers(tmp_path, team):
+    first, _, db = chat(tmp_path, "alice", ["the sample is in fridge seven"],
+                               "--context-window", "2000")  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    assert "shared conversation of group lab" in first.stderr
+    alice_answer = first.stdout.strip()
+    second, second_id, _ = chat(tmp_path, "bob", ["where is it?"], "--context-window", "2000")
+    third, third_id, _ = chat(tmp_path, "carol", ["where is it?"], "--context-window", "2000")
+    assert second.returncode == 0 and third.returncode == 0, second.stderr + third.stderr
+    with RunLedger(db, read_only=True) as ledger:
+        (bob_call,) = ledger.calls(second_id)
+        (carol_call,) = ledger.calls(third_id)
+    assert alice_answer in json.dumps(bob_call.messages)  # a member sees it, attributed
+    assert alice_answer not in json.dumps(carol_call.messages)  # a non-member never does
+    verify = clearance(tmp_path, "verify", second_id, "--db", db)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (("--agent", "mallory", "--context-window", "500"), "mallory"),
+        (("--agent", "alice"), "--context-window"),  # the fake model's window is unknown
+        (("--agent", "alice", "--context-window", "10"), "max_output_tokens"),
+        (("--agent", "alice", "--context-window", "500", "--strategy", "forget"), "strategy"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, team, args, named):
+    result = clearance(
+        tmp_path, "chat", "team.yaml", "--model", "fake:x", "--db",
+        f"sqlite:///{tmp_path / 'runs.db'}", *args, stdin="hello\n",
+    )  # fmt: skip
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and named in result.stderr
+    assert result.stdout == "" and "Traceback" not in result.stderr
+
+
+def test_a_bad_team_file_is_one_line_and_exit_2(tmp_path):
+    (tmp_path / "team.yaml").write_text("agents: [{name: a}]\n")
+    result = clearance(tmp_path, "chat", "team.yaml", "--agent", "a", stdin="hi\n")
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1 and "team.yaml" in result.stderr
+
+
+HOSTILE = "\x1b]0;pwned\x07\x1b[2J\x1b[1A\u202eevil[bold]x[/bold]"
+
+
+class HostileHandler(BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        payload = json.dumps(
+            {
+                "id": "x",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body["model"],
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": HOSTILE},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+            }
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        with contextlib.suppress(BrokenPipeError):
+            self.wfile.write(payload)
+
+
+@pytest.fixture
+def hostile_server():
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), HostileHandler)
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.mark.network
+def test_a_hostile_answer_is_printed_escaped(tmp_path, team, hostile_server):
+    result = clearance(
+        tmp_path, "chat", "team.yaml", "--agent", "carol", "--model", "openai:scripted",
+        "--context-window", "4000", "--db", f"sqlite:///{tmp_path / 'runs.db'}",
+        stdin="hello\n", env={"OPENAI_BASE_URL": hostile_server, "OPENAI_API_KEY": "test"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "\x1b" not in result.stdout and "\x07" not in result.stdout
+    assert "\u202e" not in result.stdout
+    assert r"\x1b]0;pwned\x07\x1b[2J\x1b[1A\u202eevil[bold]x[/bold]" in result.stdout
+
+
+def test_run_warns_in_one_line_that_shared_conversation_has_no_effect_there(tmp_path):
+    task = {"id": "t", "title": "T", "description": "Do t.", "assignee": "alice"}
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    (tmp_path / "team.yaml").write_text(yaml.safe_dump({**TEAM, "tasks": [task]}))
+    result = clearance(tmp_path, "run", "team.yaml", "--model", "fake:x", "--db", db)
+    assert result.returncode == 0, result.stdout + result.stderr
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1
+    assert "memory_groups.lab.shared_conversation" in warnings[0]
+    assert "no effect in clearance run" in warnings[0] and "clearance chat" in warnings[0]
+
+    plain = {**TEAM, "memory_groups": [{"name": "lab", "agents": ["alice", "bob"]}]}
+    (tmp_path / "team.yaml").write_text(yaml.safe_dump({**plain, "tasks": [task]}))
+    result = clearance(tmp_path, "run", "team.yaml", "--model", "fake:x", "--db", db)
+    assert result.returncode == 0 and "warning" not in result.stderr
