@@ -498,3 +498,19 @@ async def test_orchestrated_run_completes_and_verifies(
     writer_calls = [r for r in server.received if "Write it up." in json.dumps(r.body)]
     assert writer_calls and "RESEARCHED" in json.dumps(writer_calls[0].body)
     assert verify_run(ledger, result.run_id).ok
+
+
+def test_cli_run_without_a_key_is_a_one_line_error(tmp_path) -> None:
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from clearance.cli import app
+
+    example = Path(__file__).parents[2] / "examples" / "code_review.yaml"
+    args = ["run", str(example), "--model", "anthropic:claude-test",
+            "--db", f"sqlite:///{tmp_path}/r.db"]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert "ANTHROPIC_API_KEY" in result.output
+    assert "Traceback" not in result.output
