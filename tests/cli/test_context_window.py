@@ -74,3 +74,10 @@ def test_bad_model_options_are_one_line_errors(tmp_path, options: str, reason: s
 def test_cli_window_must_be_positive(tmp_path) -> None:
     result = run(tmp_path, team_file(tmp_path), "--context-window", "0")
     assert result.exit_code == 2
+
+
+def test_graph_estimate_shows_the_configured_window_without_a_key(tmp_path) -> None:
+    path = team_file(tmp_path, "model_options: {context_window: 4321}")
+    result = runner.invoke(app, ["graph", str(path), "--estimate"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert "4321" in result.output
