@@ -74,6 +74,17 @@ class SamplingSpec(_Strict):
     stop: list[str] = Field(default=[], max_length=8)
 
 
+class ModelOptionsSpec(_Strict):
+    """``model_options:`` of the team: settings of its ``openai:`` and ``anthropic:`` models.
+
+    ``context_window`` is the tokens those models can attend to (their servers do not say);
+    it bounds each prompt at the window minus the agent's ``max_output_tokens``. The embedded
+    ``llama-cpp:`` model knows its own window and ignores it.
+    """
+
+    context_window: int | None = Field(default=None, ge=1, strict=True)
+
+
 class AgentSpec(_Strict):
     """One entry of ``agents:`` (or the ``coordinator:``)."""
 
@@ -228,6 +239,7 @@ class TeamFile(_Strict):
     name: str = "team"
     goal: str | None = None
     model: str | None = None
+    model_options: ModelOptionsSpec = ModelOptionsSpec()
     max_concurrency: int = Field(default=4, ge=1)
     store: str | None = None
     input: InputSpec = InputSpec()

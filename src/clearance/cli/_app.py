@@ -49,6 +49,7 @@ from clearance.cli._events import print_events, select_calls
 from clearance.cli._inspect import page_if_terminal, print_responses, print_run_json
 from clearance.cli._store import print_tool_calls, store_app
 from clearance.cli._view import register as register_view_commands
+from clearance.models._base import ChatModel, split_model_id
 from clearance.models._registry import DEFAULT_MODEL_ID, get_model
 
 __all__ = ["app", "main"]
@@ -175,6 +176,35 @@ def _with_model(loaded: LoadedTeam, model: str | None) -> tuple[LoadedTeam, str]
     return dataclasses.replace(loaded, team=team), model
 
 
+WINDOWED_PROVIDERS = ("openai", "anthropic")
+"""Providers whose context window comes from the team file or ``--context-window``."""
+
+
+def _windowed_models(
+    loaded: LoadedTeam, default_id: str, context_window: int | None
+) -> dict[str, ChatModel]:
+    """The team's ``openai:`` and ``anthropic:`` models, made with the configured window.
+
+    ``context_window`` (from ``--context-window``) wins over the team file's
+    ``model_options.context_window``; with neither, nothing is made here (``{}``) and the
+    orchestrator makes models from their ids as usual.
+
+    Raises:
+        ConfigError: A model cannot be made (no API key, a malformed id...).
+    """
+    window = context_window or loaded.spec.model_options.context_window
+    if window is None:
+        return {}
+    team = loaded.team
+    agents = (*team.agents, *((team.coordinator,) if team.coordinator else ()))
+    ids = {default_id} | {a.model for a in agents if a.model}
+    return {
+        model_id: get_model(model_id, context_window=window)
+        for model_id in sorted(ids)
+        if split_model_id(model_id)[0] in WINDOWED_PROVIDERS
+    }
+
+
 @app.command()
 @one_line_errors
 def run(
@@ -184,6 +214,15 @@ def run(
         str | None,
         typer.Option(
             help="Model id for every agent, e.g. llama-cpp:smollm2 or openai:gpt-4o-mini."
+        ),
+    ] = None,
+    context_window: Annotated[
+        int | None,
+        typer.Option(
+            "--context-window",
+            min=1,
+            help="Tokens the openai: and anthropic: models can attend to (overrides the team "
+            "file's model_options.context_window); prompts are kept within it.",
         ),
     ] = None,
     db: DbOption = DEFAULT_LEDGER_URL,
@@ -221,6 +260,7 @@ def run(
 ) -> None:
     """Run a team: its tasks, or a plan the coordinator makes for --goal; then synthesize."""
     loaded, model_id = _with_model(_load(team_file, input_dir)[0], model)
+    models = _windowed_models(loaded, model_id, context_window)
     goal = goal or loaded.spec.goal
     if (warning := shared_conversation_warning(loaded)) is not None:
         err.print(safe_text(warning), soft_wrap=True)
@@ -248,6 +288,7 @@ def run(
         orchestrator = Orchestrator(
             loaded.team,
             model=model_id,
+            models=models,
             ledger=ledger,
             max_concurrency=max_concurrency or loaded.spec.max_concurrency,
             input_root=loaded.input_root,
@@ -623,11 +664,15 @@ def _print_estimate(loaded: LoadedTeam, task_graph: TaskGraph) -> None:
     """The ``--estimate`` table; exit 1 when a task's estimate is over its budget."""
     default = loaded.spec.model or DEFAULT_MODEL_ID
     models: dict[str, int | None] = {}
+    configured = loaded.spec.model_options.context_window
 
     def window(agent: Agent) -> int | None:
         key = agent.model or default
         if key not in models:
-            models[key] = get_model(key).context_window  # providers load weights lazily
+            if configured is not None and split_model_id(key)[0] in WINDOWED_PROVIDERS:
+                models[key] = configured
+            else:
+                models[key] = get_model(key).context_window  # weights load lazily
         return models[key]
 
     ordered = [task_graph.get(t) for t in task_graph.topological_order()]

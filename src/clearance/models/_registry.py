@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
 
 from clearance._core.errors import ConfigError
@@ -12,7 +13,7 @@ __all__ = ["DEFAULT_MODEL_ID", "PROVIDERS", "get_model"]
 DEFAULT_MODEL_ID = "llama-cpp:smollm2"
 """The embedded model, used when nothing else is configured."""
 
-PROVIDERS = ("llama-cpp", "openai", "fake")
+PROVIDERS = ("llama-cpp", "openai", "anthropic", "fake")
 
 
 def get_model(model_id: str, **options: Any) -> ChatModel:
@@ -22,12 +23,16 @@ def get_model(model_id: str, **options: Any) -> ChatModel:
         model_id: ``"llama-cpp:smollm2"`` (embedded, in-process) or ``"openai:<model>"``
             (any OpenAI-compatible server; base URL and key from ``options`` or the
             ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` environment variables), or
+            ``"anthropic:<model>"`` (the Anthropic Messages API through the ``anthropic`` SDK,
+            an optional extra; base URL and key from ``options`` or ``ANTHROPIC_BASE_URL`` /
+            ``ANTHROPIC_API_KEY``), or
             ``"fake:<name>"`` (`clearance.testing.FakeModel`, a deterministic test double
             that answers with digests of the prompt; for tests only).
         **options: Passed to the provider's constructor.
 
     Raises:
-        ConfigError: The id is malformed or names an unknown provider or model.
+        ConfigError: The id is malformed or names an unknown provider or model, or the
+            provider's optional package is not installed.
     """
     provider, name = split_model_id(model_id)
     if provider == "llama-cpp":
@@ -38,6 +43,15 @@ def get_model(model_id: str, **options: Any) -> ChatModel:
         from clearance.models._openai import OpenAIModel
 
         return OpenAIModel(name, **options)
+    if provider == "anthropic":
+        if importlib.util.find_spec("anthropic") is None:
+            raise ConfigError(
+                f"{model_id!r} needs the anthropic package: pip install 'clearance[anthropic]'",
+                field="model",
+            )
+        from clearance.models._anthropic import AnthropicModel
+
+        return AnthropicModel(name, **options)
     if provider == "fake":
         from clearance.testing._fake import FakeModel
 

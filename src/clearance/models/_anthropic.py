@@ -1,0 +1,476 @@
+"""The Anthropic provider (``anthropic:<name>``), built on the official ``anthropic`` SDK.
+
+It talks to the Anthropic Messages API (``POST /v1/messages``): Anthropic's own, or any
+server that speaks it at ``base_url``. The SDK is an optional extra:
+``pip install 'clearance[anthropic]'``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+from types import TracebackType
+from typing import Any
+
+import anthropic
+
+from clearance._core.errors import ConfigError, ModelError
+from clearance._core.prompt import Prompt
+from clearance.models._base import (
+    MAX_REPORTED_TOKENS,
+    ModelRequest,
+    ModelResponse,
+    ToolCall,
+    validated_usage,
+)
+from clearance.models._transient import is_transient_status, parse_retry_after
+from clearance.tokens import TokenCounter, tiktoken_counter
+
+__all__ = ["ANSWER_TOOL", "PLACEHOLDER_API_KEY", "AnthropicModel", "to_anthropic_messages"]
+
+PLACEHOLDER_API_KEY = "unused"
+"""Key sent to a server at an explicit base URL when no key is configured (the SDK refuses to
+run without one)."""
+
+ANSWER_TOOL = "json_answer"
+"""Name of the tool a structured-output request forces the model to call (see
+`AnthropicModel`); a suffix is added when one of the request's own tools has that name."""
+
+_STOP_REASONS = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "tool_use": "tool_calls",
+    "refusal": "content_filter",
+}
+
+
+def to_anthropic_messages(prompt: Prompt) -> tuple[str, list[dict[str, Any]]]:
+    """The prompt's messages in the Messages API's form: ``(system, messages)``.
+
+    The Messages API takes the system prompt apart from the conversation, so every system
+    message (in order, joined by a blank line) becomes ``system``. User and assistant
+    messages keep their order; consecutive messages of one role become one message with one
+    text block each (the API wants the roles to alternate). Empty texts are left out (the
+    API rejects empty text blocks).
+
+    Args:
+        prompt: The prompt from the `ContextBuilder`.
+
+    Returns:
+        The system text (``""`` for none) and the messages, each
+        ``{"role": "user" | "assistant", "content": [{"type": "text", "text": ...}, ...]}``.
+    """
+    system: list[str] = []
+    messages: list[dict[str, Any]] = []
+    for message in prompt.messages:
+        if not message.content:
+            continue
+        if message.role == "system":
+            system.append(message.content)
+            continue
+        block = {"type": "text", "text": message.content}
+        if messages and messages[-1]["role"] == message.role:
+            messages[-1]["content"].append(block)
+        else:
+            messages.append({"role": message.role, "content": [block]})
+    return "\n\n".join(system), messages
+
+
+def _anthropic_tool(tool: dict[str, Any]) -> dict[str, Any]:
+    """One tool in the OpenAI function format → the Messages API's tool form."""
+    function = tool.get("function", tool)
+    converted: dict[str, Any] = {
+        "name": function["name"],
+        "input_schema": function.get("parameters") or {"type": "object", "properties": {}},
+    }
+    if function.get("description"):
+        converted["description"] = function["description"]
+    return converted
+
+
+class AnthropicModel:
+    """A Claude model behind the Anthropic Messages API.
+
+    Structured output: the Messages API has no JSON mode, so with ``request.json_schema`` set
+    the request offers one more tool, `ANSWER_TOOL` (``"json_answer"``), whose input schema is
+    the requested schema, and forces its use (``tool_choice={"type": "tool", "name":
+    "json_answer"}``; with other tools offered too, ``{"type": "any"}``: the model must call
+    one of them). The input the model gives that tool is the answer: it is returned as
+    `ModelResponse.text`, serialized as JSON. A schema whose ``type`` is not ``"object"``
+    (the API's tool inputs are objects) is wrapped as the ``"answer"`` property of an object
+    and unwrapped again. Callers validate the result either way.
+
+    Token counts: `count_tokens` is an estimate (tiktoken's ``cl100k_base``; Claude's own
+    tokenizer is not published, and the count must be cheap and offline), while the usage
+    of each call is the server's. `count_prompt_tokens` asks the server for an exact count.
+
+    Args:
+        name: The model name the server knows (``"claude-sonnet-4-5"``...).
+        base_url: Root of the API, without ``/v1`` (``"http://127.0.0.1:8080"``); ``None``
+            means the ``ANTHROPIC_BASE_URL`` environment variable, else Anthropic's own API.
+        api_key: API key; ``None`` means ``ANTHROPIC_API_KEY``. Without either, a server at
+            an explicit base URL (argument or ``ANTHROPIC_BASE_URL``) gets the placeholder
+            key ``"unused"``.
+        context_window: Tokens the model can attend to, if known; ``None`` means unknown.
+        timeout_s: Wall-clock seconds one call may take in all (connecting, waiting and
+            reading the whole answer) before it fails; a request's own
+            `ModelRequest.timeout_s`, when shorter, wins. It holds even against a server
+            that trickles its answer a byte at a time.
+        max_retries: How many times the SDK itself retries connection errors, timeouts, 429
+            and 5xx responses. 0 by default: the orchestrator retries transient errors
+            itself (per agent ``limits.retries``) and records every attempt.
+        client: A ready ``anthropic.AsyncAnthropic`` client to use instead of creating one;
+            then ``base_url``, ``api_key``, ``timeout_s`` (as the client's own timeout) and
+            ``max_retries`` are ignored, and `aclose` leaves the client open.
+
+    Raises:
+        ConfigError: No API key is configured for Anthropic's own API, or an argument is out
+            of range.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        context_window: int | None = None,
+        timeout_s: float = 600.0,
+        max_retries: int = 0,
+        client: anthropic.AsyncAnthropic | None = None,
+    ):
+        if not name:
+            raise ConfigError("the model name is empty", field="model")
+        if context_window is not None and (
+            isinstance(context_window, bool)
+            or not isinstance(context_window, int)
+            or context_window < 1
+        ):
+            raise ConfigError(
+                f"context_window must be a whole number of at least 1, got {context_window!r}",
+                field="context_window",
+            )
+        if not 0 < timeout_s < math.inf:
+            raise ConfigError(f"timeout_s must be positive, got {timeout_s}", field="timeout_s")
+        if max_retries < 0:
+            raise ConfigError(
+                f"max_retries must be 0 or more, got {max_retries}", field="max_retries"
+            )
+        self.name = name
+        self.model_id = f"anthropic:{name}"
+        self.context_window = context_window
+        self.timeout_s = timeout_s
+        self._counter: TokenCounter | None = None
+        self._owns_client = client is None
+        if client is None:
+            url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
+            key = api_key or os.environ.get("ANTHROPIC_API_KEY") or None
+            if key is None:
+                if url is None:
+                    raise ConfigError(
+                        "no API key for Anthropic: set ANTHROPIC_API_KEY, pass api_key=..., or "
+                        "point base_url (or ANTHROPIC_BASE_URL) at a Messages API server",
+                        field="api_key",
+                    )
+                key = PLACEHOLDER_API_KEY
+            try:
+                client = anthropic.AsyncAnthropic(
+                    api_key=key, base_url=url, timeout=timeout_s, max_retries=max_retries
+                )
+            except (anthropic.AnthropicError, ValueError) as exc:
+                raise ConfigError(f"cannot create the Anthropic client: {exc}") from exc
+        self._client = client
+
+    def __repr__(self) -> str:
+        return f"AnthropicModel({self.model_id!r}, base_url={self.base_url!r})"
+
+    @property
+    def base_url(self) -> str:
+        """The API root requests go to."""
+        return str(self._client.base_url)
+
+    # -- ChatModel ---------------------------------------------------------------------
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        """Run one Messages API call.
+
+        Sends the prompt's system messages as ``system`` and the rest as ``messages`` (see
+        `to_anthropic_messages`), with ``max_tokens`` (tokens), ``temperature``, and ``top_p``
+        and ``stop_sequences`` when set (the sampling settings in the request body itself, so
+        every SDK release sends them). ``seed`` and ``repeat_penalty`` have no Messages API
+        counterpart and are not sent. With ``request.tools``, sends them as Anthropic tools
+        (``name``, ``description``, ``input_schema``) and returns the model's ``tool_use``
+        blocks as `ToolCall` s (an input that is not an object becomes ``{"_raw": <input>}``
+        so the tool reports the problem). With ``request.json_schema``, forces the answer
+        tool (see the class docstring) and returns its input as the text.
+
+        Args:
+            request: The prompt and sampling settings.
+
+        Returns:
+            The text blocks of the answer joined, the tool calls in order, the server's
+            reported usage (``input_tokens``, ``output_tokens``; zeros if none) with
+            ``requests=1``, and ``finish_reason`` (``"stop"``, ``"length"`` for
+            ``max_tokens``, ``"tool_calls"``, ``"content_filter"`` for a refusal, or the
+            server's own word).
+
+        Raises:
+            ModelError: The server could not be reached, did not answer in full within the
+                deadline (the shorter of the model's and the request's ``timeout_s``),
+                answered with an error status, with no content list, without the forced
+                answer tool's call, or with a usage that is not a token count (see
+                `validated_usage`). Connection errors, timeouts, 408, 409, 429 and 5xx
+                statuses are transient (with the server's ``Retry-After`` in
+                ``retry_after_s``); the others are not.
+        """
+        system, messages = to_anthropic_messages(request.prompt)
+        if not messages:
+            raise ModelError(
+                "the prompt has no user message to send (the Messages API needs one)",
+                model_id=self.model_id,
+            )
+        options: dict[str, Any] = {}
+        if system:
+            options["system"] = system
+        # Sampling settings go in the body itself: recent SDK releases have no typed
+        # arguments for them, older ones do; the body reaches the server either way.
+        sampling: dict[str, Any] = {"temperature": request.temperature}
+        if request.top_p is not None:
+            sampling["top_p"] = request.top_p
+        if request.stop:
+            options["stop_sequences"] = list(request.stop)
+        tools = [_anthropic_tool(t) for t in request.tools]
+        answer_tool: str | None = None
+        wrapped = False
+        if request.json_schema is not None:
+            taken = {t["name"] for t in tools}
+            answer_tool = ANSWER_TOOL
+            while answer_tool in taken:
+                answer_tool += "_"
+            schema = request.json_schema
+            if schema.get("type") != "object":
+                wrapped = True
+                schema = {
+                    "type": "object",
+                    "properties": {"answer": schema},
+                    "required": ["answer"],
+                }
+            tools.append(
+                {
+                    "name": answer_tool,
+                    "description": "Give your final answer as this tool's input.",
+                    "input_schema": schema,
+                }
+            )
+            only_answer = len(tools) == 1
+            options["tool_choice"] = (
+                {"type": "tool", "name": answer_tool} if only_answer else {"type": "any"}
+            )
+        elif tools:
+            options["tool_choice"] = {"type": "auto"}
+        if tools:
+            options["tools"] = tools
+        deadline_s = min(self.timeout_s, request.timeout_s or math.inf)
+        # Typed as Any: the answer is checked field by field in `_response`, not trusted to
+        # match the SDK's types (the SDK does not validate what a server sends).
+        create: Any = self._client.messages.create
+        try:
+            async with asyncio.timeout(deadline_s):
+                message = await create(
+                    model=self.name,
+                    messages=messages,
+                    max_tokens=request.max_tokens,
+                    extra_body=sampling,
+                    timeout=deadline_s,
+                    **options,
+                )
+        except TimeoutError as exc:
+            raise ModelError(
+                f"request timed out: no complete answer within {deadline_s:g} s",
+                model_id=self.model_id,
+                transient=True,
+            ) from exc
+        except anthropic.AnthropicError as exc:
+            raise self._error(exc) from exc
+        return self._response(message, answer_tool=answer_tool, wrapped=wrapped)
+
+    def _error(self, exc: anthropic.AnthropicError) -> ModelError:
+        """The `ModelError` for an SDK failure."""
+        if isinstance(exc, anthropic.APITimeoutError):
+            return ModelError(f"request timed out: {exc}", model_id=self.model_id, transient=True)
+        if isinstance(exc, anthropic.APIConnectionError):
+            return ModelError(
+                f"cannot reach {self.base_url}: {exc} (caused by {exc.__cause__!r})",
+                model_id=self.model_id,
+                transient=True,
+            )
+        if isinstance(exc, anthropic.APIStatusError):
+            return ModelError(
+                f"HTTP {exc.status_code} from {self.base_url}: {exc.message}",
+                model_id=self.model_id,
+                transient=is_transient_status(exc.status_code),
+                retry_after_s=parse_retry_after(exc.response.headers),
+                status_code=exc.status_code,
+            )
+        return ModelError(f"{type(exc).__name__}: {exc}", model_id=self.model_id)
+
+    def _response(self, message: Any, *, answer_tool: str | None, wrapped: bool) -> ModelResponse:
+        """Our `ModelResponse` from the SDK's message, checked field by field.
+
+        The SDK does not validate a server's answer, so no field is trusted to have its type.
+        """
+        content = getattr(message, "content", None)
+        if not isinstance(content, list):
+            raise ModelError("the server's answer has no content list", model_id=self.model_id)
+        usage = getattr(message, "usage", None)
+        checked = validated_usage(
+            getattr(usage, "input_tokens", None),
+            getattr(usage, "output_tokens", None),
+            model_id=self.model_id,
+        )
+        texts: list[str] = []
+        calls: list[ToolCall] = []
+        answer: Any = None
+        answered = False
+        for block in content:
+            kind = getattr(block, "type", None)
+            if kind == "text":
+                text = getattr(block, "text", None)
+                if isinstance(text, str):
+                    texts.append(text)
+            elif kind == "tool_use":
+                name = getattr(block, "name", None)
+                call_id = getattr(block, "id", None)
+                arguments = getattr(block, "input", None)
+                if not isinstance(name, str):
+                    continue
+                if answer_tool is not None and name == answer_tool and not answered:
+                    answer, answered = arguments, True
+                    continue
+                if not isinstance(arguments, dict):
+                    arguments = {"_raw": arguments}
+                calls.append(
+                    ToolCall(
+                        id=call_id if isinstance(call_id, str) else f"call_{len(calls)}",
+                        name=name,
+                        arguments=arguments,
+                    )
+                )
+        reason = getattr(message, "stop_reason", None)
+        finish = _STOP_REASONS.get(reason, reason) if isinstance(reason, str) else None
+        if answer_tool is not None and not calls:
+            if not answered:
+                raise ModelError(
+                    f"the server's answer did not call the {answer_tool!r} tool it was forced "
+                    f"to (stop reason {reason!r})",
+                    model_id=self.model_id,
+                )
+            if wrapped and isinstance(answer, dict):
+                answer = answer.get("answer")
+            return ModelResponse(
+                text=json.dumps(answer, ensure_ascii=False),
+                usage=checked,
+                model_id=self.model_id,
+                finish_reason="stop" if finish == "tool_calls" else finish,
+            )
+        return ModelResponse(
+            text="".join(texts),
+            tool_calls=tuple(calls),
+            usage=checked,
+            model_id=self.model_id,
+            finish_reason=finish,
+        )
+
+    def count_tokens(self, text: str) -> int:
+        """An estimate of the tokens ``text`` takes for a Claude model.
+
+        Counted with tiktoken's ``cl100k_base`` encoding, offline (Claude's tokenizer is not
+        published; the server's count is `count_prompt_tokens`). Claude's tokenizer often
+        needs somewhat more tokens than ``cl100k_base`` for the same text, so leave a margin
+        under the context window.
+
+        Args:
+            text: Any text.
+
+        Returns:
+            The estimated number of tokens, 0 for an empty text.
+        """
+        counter = self._counter
+        if counter is None:
+            counter = self._counter = tiktoken_counter("cl100k_base")
+        return counter(text)
+
+    async def count_prompt_tokens(self, request: ModelRequest) -> int:
+        """The server's exact count of the input tokens ``request`` would send.
+
+        Calls the Messages API's token counting endpoint (``POST
+        /v1/messages/count_tokens``) with the same system text, messages and tools
+        `request` would send, under the same deadline.
+
+        Args:
+            request: The request to count; sampling settings are ignored.
+
+        Returns:
+            Input tokens, as the server counts them.
+
+        Raises:
+            ModelError: As `request`, or the server's count is not an integer in
+                ``0..MAX_REPORTED_TOKENS``.
+        """
+        system, messages = to_anthropic_messages(request.prompt)
+        options: dict[str, Any] = {}
+        if system:
+            options["system"] = system
+        if request.tools:
+            options["tools"] = [_anthropic_tool(t) for t in request.tools]
+        deadline_s = min(self.timeout_s, request.timeout_s or math.inf)
+        count: Any = self._client.messages.count_tokens
+        try:
+            async with asyncio.timeout(deadline_s):
+                counted = await count(
+                    model=self.name,
+                    messages=messages,
+                    timeout=deadline_s,
+                    **options,
+                )
+        except TimeoutError as exc:
+            raise ModelError(
+                f"token count timed out: no complete answer within {deadline_s:g} s",
+                model_id=self.model_id,
+                transient=True,
+            ) from exc
+        except anthropic.AnthropicError as exc:
+            raise self._error(exc) from exc
+        tokens = getattr(counted, "input_tokens", None)
+        if isinstance(tokens, bool) or not isinstance(tokens, int):
+            raise ModelError(
+                f"the server's token count is {type(tokens).__name__}, not an integer",
+                model_id=self.model_id,
+            )
+        if not 0 <= tokens <= MAX_REPORTED_TOKENS:
+            raise ModelError(
+                f"the server's token count {tokens} is outside 0..{MAX_REPORTED_TOKENS}",
+                model_id=self.model_id,
+            )
+        return tokens
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Close the HTTP client this model created (a client passed in is left open)."""
+        if self._owns_client:
+            await self._client.close()
+
+    async def __aenter__(self) -> AnthropicModel:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

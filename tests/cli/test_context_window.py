@@ -1,0 +1,83 @@
+"""The context window of `openai:` and `anthropic:` models: team file and --context-window."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from clearance._core.teamfile import load_team_file
+from clearance.cli import app
+from clearance.cli._app import _windowed_models
+
+runner = CliRunner()
+
+TEAM = """\
+model: openai:gpt-4o-mini
+{options}
+agents: [{{name: a, instructions: You answer., limits: {{max_output_tokens: 100}}}}]
+tasks: [{{id: t, title: T, description: Say hello., assignee: a}}]
+"""
+
+
+def team_file(tmp_path, options: str = ""):
+    path = tmp_path / "team.yaml"
+    path.write_text(TEAM.format(options=options))
+    return path
+
+
+def run(tmp_path, path, *extra: str):
+    args = ["run", str(path), "--db", f"sqlite:///{tmp_path}/r.db", *extra]
+    return runner.invoke(app, args, env={"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"})
+
+
+def test_team_file_window_bounds_the_prompt(tmp_path) -> None:
+    result = run(tmp_path, team_file(tmp_path, "model_options: {context_window: 120}"))
+    # 120 tokens of window less 100 of output: 20 for the prompt, which is larger.
+    assert "max_prompt_tokens exceeded" in result.output
+    assert "> 20" in result.output
+    assert "model calls: 0" in result.output
+
+
+def test_cli_window_overrides_the_team_file(tmp_path) -> None:
+    path = team_file(tmp_path, "model_options: {context_window: 100000}")
+    result = run(tmp_path, path, "--context-window", "110")
+    assert "> 10" in result.output
+    assert "model calls: 0" in result.output
+
+
+def test_without_a_window_openai_models_have_none(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    loaded = load_team_file(team_file(tmp_path))
+    assert _windowed_models(loaded, "openai:gpt-4o-mini", None) == {}
+    models = _windowed_models(loaded, "openai:gpt-4o-mini", 4096)
+    assert models["openai:gpt-4o-mini"].context_window == 4096
+    # The embedded model keeps its own window.
+    assert _windowed_models(loaded, "llama-cpp:smollm2", 4096) == {}
+
+
+@pytest.mark.parametrize(
+    ("options", "reason"),
+    [
+        ("model_options: {context_window: 0}", "greater than or equal to 1"),
+        ("model_options: {context_window: lots}", "context_window"),
+        ("model_options: {context_window: true}", "context_window"),
+        ("model_options: {window: 5}", "window"),
+    ],
+)
+def test_bad_model_options_are_one_line_errors(tmp_path, options: str, reason: str) -> None:
+    result = run(tmp_path, team_file(tmp_path, options))
+    assert result.exit_code == 2, result.output
+    assert reason in result.output
+    assert "Traceback" not in result.output
+
+
+def test_cli_window_must_be_positive(tmp_path) -> None:
+    result = run(tmp_path, team_file(tmp_path), "--context-window", "0")
+    assert result.exit_code == 2
+
+
+def test_graph_estimate_shows_the_configured_window_without_a_key(tmp_path) -> None:
+    path = team_file(tmp_path, "model_options: {context_window: 4321}")
+    result = runner.invoke(app, ["graph", str(path), "--estimate"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert "4321" in result.output
