@@ -6,6 +6,7 @@ Nothing here runs the module or imports it: the source is parsed, never executed
 from __future__ import annotations
 
 import ast
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,8 @@ MAX_PUBLIC = 40
 """Most public names listed per module."""
 MAX_FUNCTIONS = 6
 """Most functions listed as the most branching of a module."""
+
+_PARSE_LOCK = threading.Lock()
 
 _DECISIONS = (
     ast.If,
@@ -210,7 +213,11 @@ def module_structure(path: str, source: str, *, package: str = "") -> dict[str, 
         "bytes": len(source.encode("utf-8")),
     }
     try:
-        tree = ast.parse(source, filename=path)
+        # One parse at a time: CPython 3.11's AST constructor keeps its recursion depth in
+        # per-interpreter state, and two threads parsing at once can fail with SystemError
+        # ("AST constructor recursion depth mismatch"); steps run in worker threads.
+        with _PARSE_LOCK:
+            tree = ast.parse(source, filename=path)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         facts["parse_error"] = f"{type(exc).__name__}: {getattr(exc, 'msg', exc)}"
         return facts
