@@ -113,10 +113,14 @@ async def synthesize(s: Synthesis) -> str:
 
 
 async def _hierarchical(s: Synthesis, budget: int) -> str:
-    """Map the results into summaries, level by level, until the reduce prompt fits."""
+    """Map the results into summaries, level by level, until the reduce prompt fits.
+
+    Stops with `LimitExceeded` when the reduce still overflows and another level cannot
+    help: a single summary is left, a level of summaries did not merge any of them (each
+    fills a map prompt alone), or `MAX_SYNTHESIS_DEPTH` levels were made.
+    """
     items: list[_Item] = [("result", tid) for tid in _shown_results(s.queue, s.include)]
-    last: LimitExceeded | None = None
-    for _ in range(MAX_SYNTHESIS_DEPTH):
+    for level in range(1, MAX_SYNTHESIS_DEPTH + 1):
         summaries = await _map_level(s, items, budget)
         try:
             prompt = s.builder.build_synthesis_reduce_prompt(
@@ -129,19 +133,21 @@ async def _hierarchical(s: Synthesis, budget: int) -> str:
                 include=s.include,
             )
         except LimitExceeded as exc:
-            if exc.limit != "max_prompt_tokens" or len(summaries) == 1:
-                raise  # one summary and the statuses still overflow: no level can help
+            stuck = len(summaries) == 1 or (level > 1 and len(summaries) >= len(items))
+            if exc.limit != "max_prompt_tokens" or stuck or level == MAX_SYNTHESIS_DEPTH:
+                levels = f"{level} level{'s' if level > 1 else ''}"
+                raise LimitExceeded(
+                    "max_prompt_tokens", value=exc.value, maximum=exc.maximum,
+                    subject=f"synthesis (still over budget with {len(summaries)} summaries "
+                    f"after {levels} of map steps, at most {MAX_SYNTHESIS_DEPTH})",
+                ) from None  # fmt: skip
             items = [("summary", step) for step in summaries]
-            last = exc
             continue
         response = await s.caller.call(
             subject="synthesis", agent=s.coordinator, model=s.model, prompt=prompt
         )
         return s.mark("synthesis", response)
-    raise LimitExceeded(
-        "synthesis_depth", value=MAX_SYNTHESIS_DEPTH + 1, maximum=MAX_SYNTHESIS_DEPTH,
-        subject=f"synthesis (the summaries still overflow: {last})",
-    )  # fmt: skip
+    raise AssertionError("unreachable: the last level returns or raises")  # pragma: no cover
 
 
 def _shown_results(queue: TaskQueue, include: Collection[str] | None) -> list[str]:
