@@ -8,6 +8,7 @@ import pytest
 from clearance import Agent, Orchestrator, Task, Team
 from clearance._context.render import Block, Section, parse_user_message, render_user_message
 from clearance._context.verify import verify_run
+from clearance._core.errors import ModelError
 from clearance._core.prompt import ChatMessage, messages_sha256, sha256_text
 from clearance._state.ledger import call_record_sha256
 from clearance.testing import FakeModel, FunctionModel
@@ -141,6 +142,46 @@ def test_a_result_moved_between_map_steps_fails_verify(big_run, tmp_path):
     assert any(f.origin == first and "more than one step" in f.reason for f in report.findings)
 
 
+def test_a_result_dropped_from_every_map_step_fails_verify(big_run, tmp_path):
+    path, result, _ = big_run
+    copy = tmp_path / "dropped.db"
+    copy.write_bytes(path.read_bytes())
+    with open_ledger(path) as ledger:
+        calls = synthesis_calls(ledger, result.run_id)
+    last = [o for o in origins(calls[0]) if o.startswith("task_result:")][-1]
+    drop_last_result(copy, "synthesis_map:1")
+    with open_ledger(copy) as ledger:
+        report = verify_run(ledger, result.run_id)
+    assert any(f.origin == last and "no map step" in f.reason for f in report.findings)
+
+
+async def test_a_failed_map_step_fails_the_synthesis_with_its_error(ledger):
+    def answer(request):
+        subject = request.prompt.manifest.subject
+        if subject == "synthesis_map:2":
+            raise ModelError("the server fell over")
+        return "ok" if subject.startswith("synthesis") else "R" * 400
+
+    model = FunctionModel(answer)
+    model.context_window = 2048
+    result = await Orchestrator(TEAM, model=model, ledger=ledger).run_tasks(tasks(30), goal="G")
+    assert result.status == "failed"
+    assert (result.error or "").startswith("synthesis failed: ")
+    assert "the server fell over" in (result.error or "")
+
+
+def test_a_map_step_admits_only_completed_results():
+    from clearance import ContextBuilder, TaskGraph
+    from clearance._core.errors import ContextViolation
+    from clearance._state.queue import TaskQueue
+
+    queue = TaskQueue(TaskGraph(tasks(2)))
+    builder = ContextBuilder(count_tokens=len)
+    with pytest.raises(ContextViolation):
+        builder.build_synthesis_map_prompt(1, "G", coordinator=LEAD, queue=queue,
+                                           task_ids=["t0000"])  # fmt: skip
+
+
 async def test_small_runs_are_unchanged(ledger):
     model = FakeModel("x", context_window=WINDOW)
     orch = Orchestrator(TEAM, model=model, ledger=ledger)
@@ -272,5 +313,21 @@ def rename_item(db, subject, origin_prefix, new_origin):
         results = manifest["clearance"]["task_results"]
         results[results.index(old)] = new_origin.partition(":")[2]
         return list(sections)
+
+    _edit(db, subject, edit)
+
+
+def drop_last_result(db, subject):
+    def edit(sections, manifest):
+        rebuilt = []
+        for section in sections:
+            if section.heading == "## Completed tasks":
+                dropped = manifest["clearance"]["task_results"].pop()
+                manifest["items"] = [
+                    i for i in manifest["items"] if i["origin"] != f"task_result:{dropped}"
+                ]
+                section = Section(section.heading, section.blocks[:-1])
+            rebuilt.append(section)
+        return rebuilt
 
     _edit(db, subject, edit)
