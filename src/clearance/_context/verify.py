@@ -13,7 +13,9 @@
 3. **Clearance.** Each task's clearance is recomputed from the recorded graph (never from
    model output) and must equal the recorded one; every item's origin must be admitted by
    it, and messages must be addressed to the task's agent. The coordinator's synthesis and
-   planning prompts may hold only the kinds of item they are built from.
+   planning prompts may hold only the kinds of item they are built from; the map steps and
+   reduce of a hierarchical synthesis are checked as `verify_synthesis` describes (each
+   result in one map step, each summary the recorded answer of its map call).
 4. **Provenance.** An item's content is what its origin says it is: the task text from the
    graph, a result from the recorded result of that task, a message from the recorded
    message, the instructions from the recorded agent.
