@@ -68,6 +68,17 @@ SYNTHESIS_TRAILER = (
     "Write the final answer to the goal, using the task results above. Say which results "
     "you relied on, and mention any failed or skipped task whose result is missing."
 )
+SYNTHESIS_MAP = "synthesis_map"
+"""Subject prefix of a hierarchical synthesis' map steps (``synthesis_map:<n>``)."""
+SUMMARIES_SECTION = "## Summaries of completed tasks"
+SYNTHESIS_MAP_TRAILER = (
+    "Summarize the material above for the final answer to the goal. Keep every fact, figure "
+    "and conclusion the goal needs, say which task each comes from, and leave out the rest."
+)
+SYNTHESIS_REDUCE_TRAILER = (
+    "Write the final answer to the goal, using the summaries of the task results above. Say "
+    "which tasks you relied on, and mention any failed or skipped task whose result is missing."
+)
 PLAN_INSTRUCTIONS = (
     "You are planning work for a team. Break the goal into a small number of tasks, each "
     "assigned to one team member by name. A task lists the ids of the tasks whose results it "
@@ -358,6 +369,149 @@ class ContextBuilder:
         Raises:
             LimitExceeded: The prompt exceeds ``max_prompt_tokens``.
         """
+        completed, failed, skipped, memory = self._synthesis_view(queue, shared_memory, include)
+        sections = [
+            _Section("# Goal", (self._block("goal", "Goal", goal),)),
+            _Section("## Completed tasks", completed),
+            _Section("## Failed tasks", failed),
+            _Section("## Skipped tasks", skipped),
+            _Section("## Shared memory", memory),
+        ]
+        return self._assemble(
+            "synthesis",
+            coordinator,
+            sections,
+            SYNTHESIS_TRAILER,
+            max_prompt_tokens=max_prompt_tokens,
+        )
+
+    def build_synthesis_map_prompt(
+        self,
+        step: int,
+        goal: str,
+        *,
+        coordinator: Agent,
+        queue: TaskQueue,
+        task_ids: Sequence[str] = (),
+        summaries: Mapping[int, str] | None = None,
+        max_prompt_tokens: int | None = None,
+    ) -> Prompt:
+        """Build one map step of a hierarchical synthesis: the goal and one group to summarize.
+
+        Used when the full view does not fit the coordinator's budget. The user message holds
+        ``# Goal``, then ``## Completed tasks`` (the results of ``task_ids``, origin
+        ``task_result:<id>``, each untruncated) and ``## Summaries of completed tasks``
+        (earlier map steps' summaries, origin ``summary_of:<step>``), then a request to
+        summarize them. Subject ``synthesis_map:<step>``; the manifest's clearance lists
+        exactly the results and summaries the step may hold.
+
+        Args:
+            step: The map step's number (from 1, unique in the run).
+            goal: What the synthesis answers.
+            coordinator: The agent that writes the summary.
+            queue: The run's state; each of ``task_ids`` must be completed.
+            task_ids: Tasks whose results the step summarizes, in graph order.
+            summaries: Earlier map steps' summaries by step number (a summary of summaries).
+            max_prompt_tokens: Token budget, ``None`` for no limit.
+
+        Raises:
+            ContextViolation: A task of ``task_ids`` is not completed.
+            LimitExceeded: The prompt exceeds ``max_prompt_tokens``.
+        """
+        subject = f"{SYNTHESIS_MAP}:{step}"
+        results = []
+        for tid in task_ids:
+            state = queue.get(tid)
+            if state.status is not TaskStatus.COMPLETED:
+                raise ContextViolation(subject, f"task_result:{tid}")
+            results.append(self._synthesis_result(state.task, state.result or ""))
+        kept = dict(summaries or {})
+        sections = [
+            _Section("# Goal", (self._block("goal", "Goal", goal),)),
+            _Section("## Completed tasks", tuple(results)),
+            _Section(SUMMARIES_SECTION, self._summary_blocks(kept)),
+        ]
+        step_clearance = {"step": subject, "task_results": list(task_ids), "summaries": list(kept)}
+        return self._assemble(
+            subject,
+            coordinator,
+            sections,
+            SYNTHESIS_MAP_TRAILER,
+            max_prompt_tokens=max_prompt_tokens,
+            clearance_dict=step_clearance,
+        )
+
+    def build_synthesis_reduce_prompt(
+        self,
+        goal: str,
+        *,
+        coordinator: Agent,
+        queue: TaskQueue,
+        shared_memory: SharedMemory,
+        summaries: Mapping[int, str],
+        max_prompt_tokens: int | None = None,
+        include: Collection[str] | None = None,
+    ) -> Prompt:
+        """Build the reduce step of a hierarchical synthesis: the goal and the map summaries.
+
+        As `build_synthesis_prompt`, with ``## Summaries of completed tasks`` (origin
+        ``summary_of:<step>``, each the response of map step ``<step>``) in place of the
+        completed results; failed and skipped tasks and the shared memory are shown as there.
+        Subject ``synthesis``; the manifest's clearance lists the summaries.
+
+        Args:
+            goal: What the synthesis answers.
+            coordinator: The agent that writes it.
+            queue: The run's state.
+            shared_memory: The run's shared memory.
+            summaries: The last map steps' summaries by step number.
+            max_prompt_tokens: Token budget, ``None`` for no limit.
+            include: As in `build_synthesis_prompt`.
+
+        Raises:
+            LimitExceeded: The prompt exceeds ``max_prompt_tokens``.
+        """
+        _, failed, skipped, memory = self._synthesis_view(queue, shared_memory, include)
+        kept = dict(summaries)
+        sections = [
+            _Section("# Goal", (self._block("goal", "Goal", goal),)),
+            _Section(SUMMARIES_SECTION, self._summary_blocks(kept)),
+            _Section("## Failed tasks", failed),
+            _Section("## Skipped tasks", skipped),
+            _Section("## Shared memory", memory),
+        ]
+        return self._assemble(
+            "synthesis",
+            coordinator,
+            sections,
+            SYNTHESIS_REDUCE_TRAILER,
+            max_prompt_tokens=max_prompt_tokens,
+            clearance_dict={"step": "synthesis", "task_results": [], "summaries": list(kept)},
+        )
+
+    def synthesis_result_tokens(self, queue: TaskQueue, task_id: str) -> int:
+        """Tokens of a completed task's block in a synthesis prompt (heading and fence too)."""
+        state = queue.get(task_id)
+        return self._synthesis_result(state.task, state.result or "")[0].tokens
+
+    def summary_tokens(self, step: int, text: str) -> int:
+        """Tokens of map step ``step``'s summary as a block of a later synthesis prompt."""
+        return self._summary_blocks({step: text})[0][0].tokens
+
+    def _synthesis_result(self, task: Task, result: str) -> _Block:
+        return self._result_block(f"task_result:{task.id}", f"{task.title} (by {task.assignee})",
+                                  result)  # fmt: skip
+
+    def _summary_blocks(self, summaries: Mapping[int, str]) -> tuple[_Block, ...]:
+        return tuple(
+            self._block(f"summary_of:{step}", f"Summary {step}", text)
+            for step, text in summaries.items()
+        )
+
+    def _synthesis_view(
+        self, queue: TaskQueue, shared_memory: SharedMemory, include: Collection[str] | None
+    ) -> tuple[tuple[_Block, ...], tuple[_Block, ...], tuple[_Block, ...], tuple[_Block, ...]]:
+        """The synthesis' completed, failed and skipped blocks, and its shared-memory block."""
         completed, failed, skipped = [], [], []
         shown: set[str] = set()
         for state in queue.states():
@@ -368,8 +522,7 @@ class ContextBuilder:
             if state.status is TaskStatus.COMPLETED:
                 if include is not None and t.id not in include:
                     continue
-                origin = f"task_result:{t.id}"
-                completed.append(self._result_block(origin, heading, state.result or ""))
+                completed.append(self._synthesis_result(t, state.result or ""))
             elif state.status is TaskStatus.FAILED:
                 failed.append(self._block(f"task_status:{t.id}", heading, state.error or "failed"))
             elif state.status is TaskStatus.SKIPPED:
@@ -380,25 +533,10 @@ class ContextBuilder:
         summary = shared_memory.get_summary(
             [s.task.id for s in queue.states() if s.task.id not in shown]
         )
-        sections = [
-            _Section("# Goal", (self._block("goal", "Goal", goal),)),
-            _Section("## Completed tasks", tuple(completed)),
-            _Section("## Failed tasks", tuple(failed)),
-            _Section("## Skipped tasks", tuple(skipped)),
-            _Section(
-                "## Shared memory",
-                (self._block("shared_memory", "Summary of all results", summary),)
-                if summary
-                else (),
-            ),
-        ]
-        return self._assemble(
-            "synthesis",
-            coordinator,
-            sections,
-            SYNTHESIS_TRAILER,
-            max_prompt_tokens=max_prompt_tokens,
+        memory = (
+            (self._block("shared_memory", "Summary of all results", summary),) if summary else ()
         )
+        return tuple(completed), tuple(failed), tuple(skipped), memory
 
     def build_plan_prompt(
         self,

@@ -13,7 +13,9 @@
 3. **Clearance.** Each task's clearance is recomputed from the recorded graph (never from
    model output) and must equal the recorded one; every item's origin must be admitted by
    it, and messages must be addressed to the task's agent. The coordinator's synthesis and
-   planning prompts may hold only the kinds of item they are built from.
+   planning prompts may hold only the kinds of item they are built from; the map steps and
+   reduce of a hierarchical synthesis are checked as `verify_synthesis` describes (each
+   result in one map step, each summary the recorded answer of its map call).
 4. **Provenance.** An item's content is what its origin says it is: the task text from the
    graph, a result from the recorded result of that task, a message from the recorded
    message, the instructions from the recorded agent.
@@ -52,6 +54,10 @@ from clearance._context.builder import (
     CLARIFICATION_TRAILER,
     PLAN_INSTRUCTIONS,
     QUESTION_SECTION,
+    SUMMARIES_SECTION,
+    SYNTHESIS_MAP,
+    SYNTHESIS_MAP_TRAILER,
+    SYNTHESIS_REDUCE_TRAILER,
     SYNTHESIS_TRAILER,
     TASK_TRAILER,
 )
@@ -82,6 +88,11 @@ from clearance._context.verify_subagents import (
     check_child_result,
     check_clarification_call,
     check_isolated_call,
+)
+from clearance._context.verify_synthesis import (
+    check_synthesis_coverage,
+    check_synthesis_step,
+    is_synthesis_step,
 )
 from clearance._core.errors import ConfigError
 from clearance._core.memory_spec import memory_scopes_of
@@ -115,6 +126,7 @@ SECTION_KINDS: Mapping[str, frozenset[str]] = {
     "## Failed tasks": frozenset({"task_status"}),
     "## Skipped tasks": frozenset({"task_status"}),
     "## Shared memory": frozenset({"shared_memory"}),
+    SUMMARIES_SECTION: frozenset({"summary_of"}),
     "## Team members": frozenset({"agent"}),
     "## Your previous plan was rejected": frozenset({"plan_feedback"}),
     "## Project architecture": frozenset({"arch"}),
@@ -258,6 +270,8 @@ class _RunFacts:
             self.coordinator = str(coordinator["name"])
         self.events = ledger.events(run.run_id)
         self.subagents = SubagentFacts(self.events)
+        chosen = config.get("synthesis_from")
+        self.synthesis_from = frozenset(chosen) if isinstance(chosen, list) else None
 
 
 def verify_run(
@@ -303,6 +317,15 @@ def verify_run(
     facts.calls = calls
     findings.extend(f for call in calls for f in _check_call(call, facts))
     findings.extend(_check_results(calls, facts))
+    shown = [
+        task_id
+        for task_id in facts.completed
+        if facts.synthesis_from is None or task_id in facts.synthesis_from
+    ]
+    findings.extend(
+        Finding(call_id=None, subject=subject, origin=origin, reason=reason)
+        for subject, origin, reason in check_synthesis_coverage(calls, shown)
+    )
     return VerificationReport(
         run_id=run.run_id,
         calls_checked=len(calls),
@@ -426,7 +449,7 @@ def _check_call(call: CallRecord, facts: _RunFacts) -> Iterator[Finding]:
 
 _SINGLE_KINDS = frozenset(
     {"task", "file", "task_result", "message", "repair", "goal", "agent", "plan_feedback",
-     "tool_spec", "tool", "delegation", "instructions"}
+     "tool_spec", "tool", "delegation", "instructions", "summary_of"}
 )  # fmt: skip
 """Kinds of item a prompt holds at most once per origin."""
 
@@ -540,8 +563,12 @@ def _check_layout(
         builders_trailer = trailer == TASK_TRAILER or (
             trailer == TOOL_TRAILER and (call.manifest.get("clearance") or {}).get("tools")
         )
+    elif subject == "synthesis" and is_synthesis_step(subject, items):
+        builders_trailer = trailer == SYNTHESIS_REDUCE_TRAILER
     elif subject == "synthesis":
         builders_trailer = trailer == SYNTHESIS_TRAILER
+    elif subject.startswith(f"{SYNTHESIS_MAP}:"):
+        builders_trailer = trailer == SYNTHESIS_MAP_TRAILER
     elif subject.startswith("isolated:"):
         builders_trailer = trailer == ISOLATED_TRAILER
     elif subject.startswith("clarification:"):
@@ -589,6 +616,9 @@ def _check_admission(
         return
     if subject.startswith(("conversation:", "summary:")):
         yield from _check_conversation_call(call, items, facts)
+        return
+    if is_synthesis_step(subject, items):
+        yield from check_synthesis_step(call, items, facts.calls, facts.run.goal, provenance)
         return
     allowed = _SYNTHESIS_KINDS if subject == "synthesis" else _PLAN_KINDS
     if subject not in ("synthesis", "plan"):

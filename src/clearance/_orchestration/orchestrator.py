@@ -58,6 +58,7 @@ from clearance._orchestration.subagents import (
     TaskContext,
     gather_children,
 )
+from clearance._orchestration.synthesis import Synthesis, synthesize
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import RunLedger
 from clearance._state.messages import MessageBus, check_recipient
@@ -848,20 +849,17 @@ class Orchestrator:
         self._emit("synthesis_started", run.run_id)
         try:
             model = self._model_for(coordinator)
-            prompt = self._builder(run, model).build_synthesis_prompt(
-                run.goal,
-                coordinator=coordinator,
-                queue=run.queue,
-                shared_memory=run.shared,
-                max_prompt_tokens=self._budget(coordinator, model),
-                include=self.synthesis_from,
-            )
-            response = await run.caller.call(
-                subject="synthesis", agent=coordinator, model=model, prompt=prompt
-            )
+            text = await synthesize(
+                Synthesis(
+                    goal=run.goal, coordinator=coordinator, model=model,
+                    builder=self._builder(run, model), caller=run.caller, queue=run.queue,
+                    shared_memory=run.shared, budget=self._budget(coordinator, model),
+                    include=self.synthesis_from,
+                    mark=lambda subject, r: self._marked(run, subject, r.text, r.finish_reason),
+                )
+            )  # fmt: skip
         except ClearanceError as exc:
             return None, f"synthesis failed: {exc}"
-        text = self._marked(run, "synthesis", response.text, response.finish_reason)
         if not text:
             return None, "synthesis failed: the coordinator returned an empty completion"
         return text, None
