@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 
 from clearance._core.teamfile import load_team_file
 from clearance.cli import app
-from clearance.cli._app import _windowed_models
+from clearance.cli._app import _configured_models, _model_options
 
 runner = CliRunner()
 
@@ -48,11 +48,13 @@ def test_cli_window_overrides_the_team_file(tmp_path) -> None:
 def test_without_a_window_openai_models_have_none(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
     loaded = load_team_file(team_file(tmp_path))
-    assert _windowed_models(loaded, "openai:gpt-4o-mini", None) == {}
-    models = _windowed_models(loaded, "openai:gpt-4o-mini", 4096)
+    assert _model_options(loaded, "openai:gpt-4o-mini") == {}
+    options = _model_options(loaded, "openai:gpt-4o-mini", context_window=4096)
+    models = _configured_models(options)
     assert models["openai:gpt-4o-mini"].context_window == 4096
-    # The embedded model keeps its own window.
-    assert _windowed_models(loaded, "llama-cpp:smollm2", 4096) == {}
+    # The embedded model is loaded with the window as its n_ctx.
+    options = _model_options(loaded, "llama-cpp:smollm2", context_window=4096)
+    assert options == {"llama-cpp:smollm2": {"n_ctx": 4096}}
 
 
 @pytest.mark.parametrize(

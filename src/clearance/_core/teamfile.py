@@ -75,14 +75,21 @@ class SamplingSpec(_Strict):
 
 
 class ModelOptionsSpec(_Strict):
-    """``model_options:`` of the team: settings of its ``openai:`` and ``anthropic:`` models.
+    """``model_options:`` of the team: settings of its models.
 
-    ``context_window`` is the tokens those models can attend to (their servers do not say);
-    it bounds each prompt at the window minus the agent's ``max_output_tokens``. The embedded
-    ``llama-cpp:`` model knows its own window and ignores it.
+    ``context_window`` is the tokens the models can attend to: for ``openai:`` and
+    ``anthropic:`` models (whose servers do not say) it bounds each prompt at the window minus
+    the agent's ``max_output_tokens``; for the embedded ``llama-cpp:`` model it is the
+    context it is loaded with (``n_ctx``, 128 to 131072). ``threads`` (generation),
+    ``threads_batch`` (prompt evaluation, or prefill; 1 to 256 each) and ``batch_size``
+    (prompt tokens per step, 1 to 8192) apply to ``llama-cpp:`` models only, and are refused
+    when no agent uses one.
     """
 
     context_window: int | None = Field(default=None, ge=1, strict=True)
+    threads: int | None = Field(default=None, ge=1, le=256, strict=True)
+    threads_batch: int | None = Field(default=None, ge=1, le=256, strict=True)
+    batch_size: int | None = Field(default=None, ge=1, le=8192, strict=True)
 
 
 class AgentSpec(_Strict):

