@@ -169,3 +169,10 @@ def test_a_large_context_window_stays_valid_for_openai_models(tmp_path) -> None:
     loaded = load_team_file(team_file(tmp_path, model="openai:gpt-4o-mini"))
     options = _model_options(loaded, "openai:gpt-4o-mini", context_window=1_000_000)
     assert options == {"openai:gpt-4o-mini": {"context_window": 1_000_000}}
+
+
+def test_graph_estimate_shows_the_embedded_models_configured_window(tmp_path) -> None:
+    path = team_file(tmp_path, "model_options: {context_window: 1234}")
+    result = runner.invoke(app, ["graph", str(path), "--estimate"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert "1234" in result.output
