@@ -21,6 +21,7 @@ from clearance._core.memory_spec import AgentMemory, MemoryGroup, SharedConversa
 from clearance._core.spec import Agent, AgentLimits, Team
 from clearance._orchestration.run_memory import RunMemory
 from clearance._state.graph import TaskGraph
+from clearance._state.lease import pid_alive
 from clearance._state.ledger import RunLedger, RunRecord
 from clearance._state.messages import Message, MessageBus
 from clearance._state.queue import TaskStatus
@@ -43,21 +44,6 @@ def process_identity() -> dict[str, Any]:
     return {"host": socket.gethostname(), "pid": os.getpid()}
 
 
-def _pid_alive(pid: int) -> bool:
-    """Whether process ``pid`` exists on this host and is not a zombie."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # exists, owned by another user
-    try:  # a killed child not yet reaped still answers signal 0
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
-
-
 def _refuse_live_run(record: RunRecord) -> None:
     """Refuse to resume a run whose recorded process may still be running it.
 
@@ -73,7 +59,7 @@ def _refuse_live_run(record: RunRecord) -> None:
         return
     me = process_identity()
     if host == me["host"]:
-        if pid != me["pid"] and _pid_alive(pid):
+        if pid != me["pid"] and pid_alive(pid):
             raise ConfigError(
                 f"run {record.run_id} is still running in process {pid} on this host; "
                 "stop it (Ctrl-C) or wait for it, then resume",
