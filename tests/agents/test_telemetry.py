@@ -79,6 +79,10 @@ def all_values(span):
     return " ".join(json.dumps(v) if isinstance(v, str) else repr(v) for v in values)
 
 
+def chats(spans):
+    return [s for s in spans if s.name.startswith("chat ")]
+
+
 async def run_two_tasks(ledger):
     model = FunctionModel(answer, model_id="test:fn-model")
     orch = Orchestrator(TEAM, model=model, ledger=ledger)
@@ -90,7 +94,7 @@ async def run_two_tasks(ledger):
 
 async def test_a_run_emits_one_chat_span_per_model_call(ledger, spans):
     result, requests = await run_two_tasks(ledger)
-    finished = {s.attributes["clearance.subject"]: s for s in spans()}
+    finished = {s.attributes["clearance.subject"]: s for s in chats(spans())}
     assert set(finished) == {"task:a", "task:b", "synthesis"}
     for subject, span in finished.items():
         manifest = requests[subject].prompt.manifest
@@ -130,7 +134,7 @@ async def test_no_prompt_or_completion_text_on_spans_by_default(ledger, spans, m
     monkeypatch.delenv(telemetry.CAPTURE_CONTENT_ENV, raising=False)
     await run_two_tasks(ledger)
     finished = spans()
-    assert len(finished) == 3
+    assert len(finished) == 5  # three model calls, two agent spans
     for span in finished:
         text = all_values(span)
         for secret in SECRETS:
@@ -143,7 +147,7 @@ async def test_no_prompt_or_completion_text_on_spans_by_default(ledger, spans, m
 async def test_content_is_captured_when_the_user_opts_in(ledger, spans, monkeypatch):
     monkeypatch.setenv(telemetry.CAPTURE_CONTENT_ENV, "1")
     await run_two_tasks(ledger)
-    finished = {s.attributes["clearance.subject"]: s for s in spans()}
+    finished = {s.attributes["clearance.subject"]: s for s in chats(spans())}
     sent = json.loads(finished["task:b"].attributes["gen_ai.input.messages"])
     assert sent[0]["role"] == "system" and "BOB-SECRET" in sent[0]["parts"][0]["content"]
     assert any("RESULT-a" in m["parts"][0]["content"] for m in sent)
@@ -198,3 +202,37 @@ async def test_without_opentelemetry_calls_work_and_nothing_is_recorded(spans, m
     )
     assert response.text == "fine"
     assert spans() == ()
+
+
+async def test_each_task_runs_in_an_agent_span_parenting_its_model_calls(ledger, spans):
+    result, _ = await run_two_tasks(ledger)
+    finished = spans()
+    agents = {s.attributes["clearance.task_id"]: s for s in finished if s not in chats(finished)}
+    assert set(agents) == {"a", "b"}
+    assert agents["a"].name == "invoke_agent alice" and agents["b"].name == "invoke_agent bob"
+    for task_id, span in agents.items():
+        assert span.attributes["gen_ai.operation.name"] == "invoke_agent"
+        assert span.attributes["clearance.run_id"] == result.run_id
+        (call,) = [
+            s for s in chats(finished) if s.attributes["clearance.subject"] == f"task:{task_id}"
+        ]
+        assert call.parent is not None and call.parent.span_id == span.context.span_id
+    (synthesis,) = [s for s in chats(finished) if s.attributes["clearance.subject"] == "synthesis"]
+    assert synthesis.parent is None or synthesis.parent.span_id not in {
+        s.context.span_id for s in agents.values()
+    }
+
+
+async def test_a_failed_task_marks_its_agent_span(ledger, spans):
+    def fail_b(request):
+        if request.prompt.manifest.subject == "task:b":
+            raise ValueError("BOOM PROMPT-SECRET")
+        return answer(request)
+
+    orch = Orchestrator(TEAM, model=FunctionModel(fail_b), ledger=ledger)
+    result = await orch.run_tasks([task("a"), task("b", assignee="bob")])
+    assert result.status != "completed"
+    (span,) = [s for s in spans() if s.name == "invoke_agent bob"]
+    assert span.attributes["error.type"] == "ModelError"
+    assert span.status.status_code is trace.StatusCode.ERROR
+    assert "SECRET" not in (span.status.description or "")

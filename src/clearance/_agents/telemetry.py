@@ -31,7 +31,7 @@ try:
 except ImportError:  # pragma: no cover - the core install has no OpenTelemetry
     trace = None  # type: ignore[assignment]
 
-__all__ = ["CAPTURE_CONTENT_ENV", "model_call_span"]
+__all__ = ["CAPTURE_CONTENT_ENV", "agent_span", "model_call_span"]
 
 CAPTURE_CONTENT_ENV = "CLEARANCE_OTEL_CAPTURE_CONTENT"
 """Set to ``1`` to put prompt and completion text on the spans (off by default)."""
@@ -86,9 +86,52 @@ def model_call_span(
         try:
             yield lambda response: span.set_attributes(_response_attributes(response))
         except BaseException as exc:
-            span.set_attribute("error.type", type(exc).__name__)
-            span.set_status(trace.StatusCode.ERROR, type(exc).__name__)
+            _failed(span, exc)
             raise
+
+
+@contextmanager
+def agent_span(*, run_id: str, task_id: str, agent: str) -> Iterator[None]:
+    """An ``invoke_agent {agent}`` span around one task of a run; a no-op without OTel.
+
+    The model-call spans of the task (its tool loop, delegates, children) are its children.
+
+    Args:
+        run_id: The run.
+        task_id: The task the agent works on.
+        agent: The assignee's name.
+
+    Yields:
+        Nothing; an exception leaving the block sets ``error.type`` and the error status.
+    """
+    if trace is None:
+        yield
+        return
+    tracer = trace.get_tracer(TRACER_NAME)
+    with tracer.start_as_current_span(
+        f"invoke_agent {agent}", record_exception=False, set_status_on_exception=False
+    ) as span:
+        if span.is_recording():
+            span.set_attributes(
+                {
+                    "gen_ai.operation.name": "invoke_agent",
+                    "gen_ai.agent.name": agent,
+                    "clearance.run_id": run_id,
+                    "clearance.task_id": task_id,
+                }
+            )
+        try:
+            yield
+        except BaseException as exc:
+            _failed(span, exc)
+            raise
+
+
+def _failed(span: Any, exc: BaseException) -> None:
+    """Mark ``span`` failed with the exception's class name only (never its message)."""
+    if span.is_recording():
+        span.set_attribute("error.type", type(exc).__name__)
+        span.set_status(trace.StatusCode.ERROR, type(exc).__name__)
 
 
 def capture_content() -> bool:
