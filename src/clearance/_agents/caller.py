@@ -33,6 +33,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from clearance._agents.retry import RetryPolicy, with_retries
+from clearance._agents.telemetry import model_call_span
 from clearance._agents.tools import checked_tool_call
 from clearance._context.window import SummaryCall
 from clearance._core.clock import Clock, utc_now
@@ -224,7 +225,12 @@ class ModelCaller:
         async def attempt(number: int) -> ModelResponse:
             return await self._attempt(call, number, started)
 
-        response = await with_retries(attempt, retries=limits.retries, policy=self.retry_policy)
+        with model_call_span(
+            run_id=self.run_id, subject=subject, agent=agent.name, model_id=model.model_id,
+            request=request,
+        ) as record:  # fmt: skip
+            response = await with_retries(attempt, retries=limits.retries, policy=self.retry_policy)
+            record(response)
         self.usage = self.usage + response.usage
         return response
 

@@ -19,6 +19,7 @@ from clearance._agents.delegation import DelegationChain
 from clearance._agents.files import FileCaps
 from clearance._agents.loop import AgentLoop, check_tools
 from clearance._agents.retry import RetryPolicy
+from clearance._agents.telemetry import agent_span
 from clearance._agents.tools import Tool, ToolOutput, tool_name
 from clearance._context.answers import mark_answer
 from clearance._context.architecture import ArchitecturalContext
@@ -705,6 +706,13 @@ class Orchestrator:
             self._emit("task_skipped", run.run_id, task_id=skipped_id, detail=reason)
 
     async def _run_task_with_memory(self, run: _Run, task: Task) -> str:
+        """Run one task; a model task in an OpenTelemetry ``invoke_agent`` span (`agent_span`)."""
+        if task.run is not None:  # a non-model step (see `steps.py`)
+            return await self._remembered(run, task)
+        with agent_span(run_id=run.run_id, task_id=task.id, agent=task.assignee):
+            return await self._remembered(run, task)
+
+    async def _remembered(self, run: _Run, task: Task) -> str:
         """Memory hook: recall before the task, record its result after (see `RunMemory`)."""
         if self.memory is None:
             return await self._run_task(run, task)

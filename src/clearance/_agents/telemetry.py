@@ -1,0 +1,198 @@
+"""OpenTelemetry spans of model calls, following the GenAI semantic conventions.
+
+When ``opentelemetry-api`` is importable, `ModelCaller.call` wraps every model call in a
+client span named ``chat {model name}`` from the tracer ``clearance`` of the global tracer
+provider; otherwise (and when no SDK is configured, so spans do not record) this costs next
+to nothing. Install the ``otel`` extra and configure a ``TracerProvider`` to export them (see
+``docs/telemetry.md``).
+
+A span carries the GenAI attributes (``gen_ai.operation.name``, ``gen_ai.provider.name``,
+``gen_ai.request.*``, ``gen_ai.usage.*``, ``gen_ai.response.*``, ``error.type``) and
+Clearance's own: the run id, the call's subject, the task it serves, the agent, and the
+prompt manifest's origins and token counts. Prompt and completion text are never put on a
+span unless ``CLEARANCE_OTEL_CAPTURE_CONTENT=1`` is set in the environment.
+
+Source: OpenTelemetry semantic conventions for generative AI client spans,
+https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-spans/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from clearance.models._base import ModelRequest, ModelResponse
+
+try:
+    from opentelemetry import trace
+except ImportError:  # pragma: no cover - the core install has no OpenTelemetry
+    trace = None  # type: ignore[assignment]
+
+__all__ = ["CAPTURE_CONTENT_ENV", "agent_span", "model_call_span"]
+
+CAPTURE_CONTENT_ENV = "CLEARANCE_OTEL_CAPTURE_CONTENT"
+"""Set to ``1`` to put prompt and completion text on the spans (off by default)."""
+
+TRACER_NAME = "clearance"
+
+# Subjects whose reference is a task id (`ModelCaller.call`'s ``subject``).
+_TASK_SUBJECTS = ("task:", "isolated:")
+
+ResponseHook = Callable[[ModelResponse], None]
+
+
+def _ignore(response: ModelResponse) -> None:
+    """The response hook when nothing records."""
+
+
+@contextmanager
+def model_call_span(
+    *, run_id: str | None, subject: str, agent: str, model_id: str, request: ModelRequest
+) -> Iterator[ResponseHook]:
+    """A client span around one model call (every attempt included); a no-op without OTel.
+
+    Args:
+        run_id: The run the call belongs to; ``None`` outside a recorded run.
+        subject: What the call is for (``task:<id>``, ``isolated:<id>``, ``synthesis``...).
+        agent: The calling agent's name.
+        model_id: The model's ``"provider:name"`` id.
+        request: The request sent (its prompt's manifest gives origins and token counts).
+
+    Yields:
+        A function to call with the response once the call succeeded; it records usage,
+        finish reason and, when content capture is on, the completion. An exception leaving
+        the block sets ``error.type`` (the exception's class name) and the error status.
+    """
+    if trace is None:
+        yield _ignore
+        return
+    provider, _, name = model_id.partition(":")
+    if not name:
+        provider, name = "", model_id
+    tracer = trace.get_tracer(TRACER_NAME)
+    with tracer.start_as_current_span(
+        f"chat {name}",
+        kind=trace.SpanKind.CLIENT,
+        record_exception=False,  # exception messages may quote what a server returned
+        set_status_on_exception=False,
+    ) as span:
+        if not span.is_recording():
+            yield _ignore
+            return
+        span.set_attributes(_request_attributes(run_id, subject, agent, provider, name, request))
+        try:
+            yield lambda response: span.set_attributes(_response_attributes(response))
+        except BaseException as exc:
+            _failed(span, exc)
+            raise
+
+
+@contextmanager
+def agent_span(*, run_id: str, task_id: str, agent: str) -> Iterator[None]:
+    """An ``invoke_agent {agent}`` span around one task of a run; a no-op without OTel.
+
+    The model-call spans of the task (its tool loop, delegates, children) are its children.
+
+    Args:
+        run_id: The run.
+        task_id: The task the agent works on.
+        agent: The assignee's name.
+
+    Yields:
+        Nothing; an exception leaving the block sets ``error.type`` and the error status.
+    """
+    if trace is None:
+        yield
+        return
+    tracer = trace.get_tracer(TRACER_NAME)
+    with tracer.start_as_current_span(
+        f"invoke_agent {agent}", record_exception=False, set_status_on_exception=False
+    ) as span:
+        if span.is_recording():
+            span.set_attributes(
+                {
+                    "gen_ai.operation.name": "invoke_agent",
+                    "gen_ai.agent.name": agent,
+                    "clearance.run_id": run_id,
+                    "clearance.task_id": task_id,
+                }
+            )
+        try:
+            yield
+        except BaseException as exc:
+            _failed(span, exc)
+            raise
+
+
+def _failed(span: Any, exc: BaseException) -> None:
+    """Mark ``span`` failed with the exception's class name only (never its message)."""
+    if span.is_recording():
+        span.set_attribute("error.type", type(exc).__name__)
+        span.set_status(trace.StatusCode.ERROR, type(exc).__name__)
+
+
+def capture_content() -> bool:
+    """Whether prompt and completion text go on spans (``CLEARANCE_OTEL_CAPTURE_CONTENT=1``)."""
+    return os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
+def _request_attributes(
+    run_id: str | None, subject: str, agent: str, provider: str, name: str, request: ModelRequest
+) -> dict[str, Any]:
+    manifest = request.prompt.manifest
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": name,
+        "gen_ai.request.max_tokens": request.max_tokens,
+        "gen_ai.request.temperature": request.temperature,
+        "clearance.subject": subject,
+        "clearance.agent": agent,
+        "clearance.prompt.origins": [item.origin for item in manifest.items],
+        "clearance.prompt.item_tokens": [item.tokens for item in manifest.items],
+        "clearance.prompt.total_tokens": manifest.total_tokens,
+    }
+    if provider:
+        attributes["gen_ai.provider.name"] = provider
+        attributes["gen_ai.system"] = provider  # the name before semconv 1.37
+    if request.top_p is not None:
+        attributes["gen_ai.request.top_p"] = request.top_p
+    if request.stop:
+        attributes["gen_ai.request.stop_sequences"] = list(request.stop)
+    if run_id is not None:
+        attributes["clearance.run_id"] = run_id
+    for prefix in _TASK_SUBJECTS:
+        if subject.startswith(prefix):
+            attributes["clearance.task_id"] = subject.removeprefix(prefix)
+    if capture_content():
+        messages = [
+            {"role": m.role, "parts": [{"type": "text", "content": m.content}]}
+            for m in request.prompt.messages
+        ]
+        attributes["gen_ai.input.messages"] = json.dumps(messages, ensure_ascii=False)
+    return attributes
+
+
+def _response_attributes(response: ModelResponse) -> dict[str, Any]:
+    usage = response.usage
+    attributes: dict[str, Any] = {
+        "gen_ai.response.model": response.model_id.partition(":")[2] or response.model_id,
+        "gen_ai.usage.input_tokens": usage.prompt_tokens,
+        "gen_ai.usage.output_tokens": usage.completion_tokens,
+    }
+    finish = response.finish_reason or ("tool_calls" if response.tool_calls else None)
+    if finish is not None:
+        attributes["gen_ai.response.finish_reasons"] = [finish]
+    if capture_content():
+        parts: list[dict[str, Any]] = []
+        if response.text:
+            parts.append({"type": "text", "content": response.text})
+        for call in response.tool_calls:
+            parts.append(
+                {"type": "tool_call", "id": call.id, "name": call.name, "arguments": call.arguments}
+            )
+        message = {"role": "assistant", "parts": parts, "finish_reason": finish or "stop"}
+        attributes["gen_ai.output.messages"] = json.dumps([message], ensure_ascii=False)
+    return attributes

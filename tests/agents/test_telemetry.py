@@ -1,0 +1,238 @@
+"""OpenTelemetry: a GenAI client span per model call; metadata only unless content is asked for."""
+
+import json
+
+import pytest
+
+from clearance import Agent, AgentLimits, ModelError, Orchestrator, Task, Team
+from clearance._agents import telemetry
+from clearance._agents.caller import ModelCaller
+from clearance._context.builder import ContextBuilder
+from clearance._context.isolated import IsolatedContext
+from clearance.testing import FunctionModel
+
+trace = pytest.importorskip("opentelemetry.trace")
+sdk_trace = pytest.importorskip("opentelemetry.sdk.trace")
+in_memory = pytest.importorskip("opentelemetry.sdk.trace.export.in_memory_span_exporter")
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+
+WORKERS = (
+    Agent(name="alice", instructions="You are Alice.\nALICE-SECRET"),
+    Agent(name="bob", instructions="You are Bob.\nBOB-SECRET"),
+)
+TEAM = Team(agents=WORKERS, coordinator=Agent(name="lead", instructions="LEAD-SECRET"), name="t")
+SECRETS = ("ALICE-SECRET", "BOB-SECRET", "LEAD-SECRET", "GOAL-SECRET", "RESULT-", "DESCRIBE-")
+
+
+class _Switch(sdk_trace.SpanProcessor):
+    """Forwards finished spans to the exporter only while a test of this module runs."""
+
+    def __init__(self, exporter):
+        self.exporter = exporter
+        self.inner = SimpleSpanProcessor(exporter)
+        self.on = False
+
+    def on_end(self, span):
+        if self.on:
+            self.inner.on_end(span)
+
+
+_SWITCH = _Switch(in_memory.InMemorySpanExporter())
+
+
+@pytest.fixture
+def spans():
+    """The spans finished during the test (the global provider is set once per process)."""
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, sdk_trace.TracerProvider):
+        provider = sdk_trace.TracerProvider()
+        trace.set_tracer_provider(provider)
+        provider = trace.get_tracer_provider()
+    if _SWITCH not in provider._active_span_processor._span_processors:
+        provider.add_span_processor(_SWITCH)
+    _SWITCH.exporter.clear()
+    _SWITCH.on = True
+    try:
+        yield _SWITCH.exporter.get_finished_spans
+    finally:
+        _SWITCH.on = False
+        _SWITCH.exporter.clear()
+
+
+def task(task_id, *deps, assignee="alice"):
+    return Task(
+        id=task_id,
+        title=f"Title {task_id}",
+        description=f"DESCRIBE-{task_id}",
+        assignee=assignee,
+        depends_on=deps,
+    )
+
+
+def answer(request):
+    subject = request.prompt.manifest.subject
+    return "SYNTHESIS" if subject == "synthesis" else f"RESULT-{subject.removeprefix('task:')}"
+
+
+def all_values(span):
+    values = span.attributes.values()
+    return " ".join(json.dumps(v) if isinstance(v, str) else repr(v) for v in values)
+
+
+def chats(spans):
+    return [s for s in spans if s.name.startswith("chat ")]
+
+
+async def run_two_tasks(ledger):
+    model = FunctionModel(answer, model_id="test:fn-model")
+    orch = Orchestrator(TEAM, model=model, ledger=ledger)
+    result = await orch.run_tasks([task("a"), task("b", "a", assignee="bob")], goal="GOAL-SECRET")
+    assert result.status == "completed"
+    requests = {r.prompt.manifest.subject: r for r in model.requests}
+    return result, requests
+
+
+async def test_a_run_emits_one_chat_span_per_model_call(ledger, spans):
+    result, requests = await run_two_tasks(ledger)
+    finished = {s.attributes["clearance.subject"]: s for s in chats(spans())}
+    assert set(finished) == {"task:a", "task:b", "synthesis"}
+    for subject, span in finished.items():
+        manifest = requests[subject].prompt.manifest
+        attrs = span.attributes
+        assert span.name == "chat fn-model"
+        assert span.kind is trace.SpanKind.CLIENT
+        assert span.instrumentation_scope.name == "clearance"
+        assert attrs["gen_ai.operation.name"] == "chat"
+        assert attrs["gen_ai.provider.name"] == attrs["gen_ai.system"] == "test"
+        assert attrs["gen_ai.request.model"] == "fn-model"
+        assert attrs["gen_ai.response.model"] == "fn-model"
+        assert attrs["gen_ai.request.max_tokens"] == requests[subject].max_tokens
+        assert attrs["gen_ai.request.temperature"] == 0.0
+        assert attrs["gen_ai.response.finish_reasons"] == ("stop",)
+        assert attrs["clearance.run_id"] == result.run_id
+        assert attrs["clearance.prompt.origins"] == manifest.origins
+        assert attrs["clearance.prompt.item_tokens"] == tuple(i.tokens for i in manifest.items)
+        assert attrs["clearance.prompt.total_tokens"] == manifest.total_tokens
+        assert attrs["gen_ai.usage.input_tokens"] > 0
+        assert attrs["gen_ai.usage.output_tokens"] > 0
+        assert "error.type" not in attrs
+    assert finished["task:a"].attributes["clearance.task_id"] == "a"
+    assert finished["task:a"].attributes["clearance.agent"] == "alice"
+    assert finished["task:b"].attributes["clearance.task_id"] == "b"
+    assert finished["task:b"].attributes["clearance.agent"] == "bob"
+    assert "task_result:a" in finished["task:b"].attributes["clearance.prompt.origins"]
+    assert "clearance.task_id" not in finished["synthesis"].attributes
+    input_tokens = sum(s.attributes["gen_ai.usage.input_tokens"] for s in finished.values())
+    output_tokens = sum(s.attributes["gen_ai.usage.output_tokens"] for s in finished.values())
+    assert (input_tokens, output_tokens) == (
+        result.usage.prompt_tokens,
+        result.usage.completion_tokens,
+    )
+
+
+async def test_no_prompt_or_completion_text_on_spans_by_default(ledger, spans, monkeypatch):
+    monkeypatch.delenv(telemetry.CAPTURE_CONTENT_ENV, raising=False)
+    await run_two_tasks(ledger)
+    finished = spans()
+    assert len(finished) == 5  # three model calls, two agent spans
+    for span in finished:
+        text = all_values(span)
+        for secret in SECRETS:
+            assert secret not in text, (span.name, secret)
+        assert "gen_ai.input.messages" not in span.attributes
+        assert "gen_ai.output.messages" not in span.attributes
+        assert not span.events  # no exception text either
+
+
+async def test_content_is_captured_when_the_user_opts_in(ledger, spans, monkeypatch):
+    monkeypatch.setenv(telemetry.CAPTURE_CONTENT_ENV, "1")
+    await run_two_tasks(ledger)
+    finished = {s.attributes["clearance.subject"]: s for s in chats(spans())}
+    sent = json.loads(finished["task:b"].attributes["gen_ai.input.messages"])
+    assert sent[0]["role"] == "system" and "BOB-SECRET" in sent[0]["parts"][0]["content"]
+    assert any("RESULT-a" in m["parts"][0]["content"] for m in sent)
+    got = json.loads(finished["task:b"].attributes["gen_ai.output.messages"])
+    assert got == [
+        {
+            "role": "assistant",
+            "parts": [{"type": "text", "content": "RESULT-b"}],
+            "finish_reason": "stop",
+        }
+    ]
+
+
+def isolated_prompt(agent):
+    context = IsolatedContext(task_id="t7", task_description="PROMPT-SECRET")
+    return ContextBuilder(count_tokens=len).build_isolated_prompt(context, agent=agent)
+
+
+async def test_a_failed_call_sets_error_type_and_no_message(spans):
+    def fail(request):
+        raise RuntimeError("SERVER-ECHOED PROMPT-SECRET")
+
+    agent = Agent(name="a", instructions="You are A.", limits=AgentLimits(retries=0))
+    caller = ModelCaller()
+    with pytest.raises(ModelError):
+        await caller.call(
+            subject="isolated:t7",
+            agent=agent,
+            model=FunctionModel(fail, model_id="local"),
+            prompt=isolated_prompt(agent),
+        )
+    (span,) = spans()
+    assert span.name == "chat local"
+    assert span.attributes["error.type"] == "ModelError"
+    assert span.status.status_code is trace.StatusCode.ERROR
+    assert span.attributes["clearance.task_id"] == "t7"
+    assert "clearance.run_id" not in span.attributes  # no run outside a ledger
+    assert "gen_ai.provider.name" not in span.attributes  # a model id without a provider
+    assert "gen_ai.usage.input_tokens" not in span.attributes
+    assert not span.events
+    assert "SECRET" not in all_values(span) + (span.status.description or "")
+
+
+async def test_without_opentelemetry_calls_work_and_nothing_is_recorded(spans, monkeypatch):
+    monkeypatch.setattr(telemetry, "trace", None)
+    agent = Agent(name="a", instructions="You are A.")
+    response = await ModelCaller().call(
+        subject="task:x",
+        agent=agent,
+        model=FunctionModel(lambda r: "fine"),
+        prompt=isolated_prompt(agent),
+    )
+    assert response.text == "fine"
+    assert spans() == ()
+
+
+async def test_each_task_runs_in_an_agent_span_parenting_its_model_calls(ledger, spans):
+    result, _ = await run_two_tasks(ledger)
+    finished = spans()
+    agents = {s.attributes["clearance.task_id"]: s for s in finished if s not in chats(finished)}
+    assert set(agents) == {"a", "b"}
+    assert agents["a"].name == "invoke_agent alice" and agents["b"].name == "invoke_agent bob"
+    for task_id, span in agents.items():
+        assert span.attributes["gen_ai.operation.name"] == "invoke_agent"
+        assert span.attributes["clearance.run_id"] == result.run_id
+        (call,) = [
+            s for s in chats(finished) if s.attributes["clearance.subject"] == f"task:{task_id}"
+        ]
+        assert call.parent is not None and call.parent.span_id == span.context.span_id
+    (synthesis,) = [s for s in chats(finished) if s.attributes["clearance.subject"] == "synthesis"]
+    assert synthesis.parent is None or synthesis.parent.span_id not in {
+        s.context.span_id for s in agents.values()
+    }
+
+
+async def test_a_failed_task_marks_its_agent_span(ledger, spans):
+    def fail_b(request):
+        if request.prompt.manifest.subject == "task:b":
+            raise ValueError("BOOM PROMPT-SECRET")
+        return answer(request)
+
+    orch = Orchestrator(TEAM, model=FunctionModel(fail_b), ledger=ledger)
+    result = await orch.run_tasks([task("a"), task("b", assignee="bob")])
+    assert result.status != "completed"
+    (span,) = [s for s in spans() if s.name == "invoke_agent bob"]
+    assert span.attributes["error.type"] == "ModelError"
+    assert span.status.status_code is trace.StatusCode.ERROR
+    assert "SECRET" not in (span.status.description or "")
