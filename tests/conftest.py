@@ -181,3 +181,69 @@ def rechain_run(db_path: Path, run_id: str) -> None:
 def rechain() -> Any:
     """`rechain_run`: rebuild a run's hash chain from its rows, as a forger without the key."""
     return rechain_run
+
+
+class _ChatCompletions:
+    """A real OpenAI-compatible chat-completions server on 127.0.0.1, answering by script.
+
+    ``reply(messages)`` returns the answer: text, or ``[(tool name, arguments), ...]`` for
+    tool calls. Usage is reported as 10 prompt and 5 completion tokens.
+    """
+
+    def __init__(self, reply: Any) -> None:
+        import contextlib
+        import json
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                answer = reply(body["messages"])
+                message: dict[str, Any] = {"role": "assistant", "content": None}
+                if isinstance(answer, str):
+                    message["content"], finish = answer, "stop"
+                else:
+                    message["tool_calls"] = [
+                        {"id": f"call_{i}", "type": "function",
+                         "function": {"name": name, "arguments": json.dumps(args)}}
+                        for i, (name, args) in enumerate(answer)
+                    ]  # fmt: skip
+                    finish = "tool_calls"
+                payload = json.dumps({
+                    "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                    "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+                }).encode()  # fmt: skip
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                with contextlib.suppress(BrokenPipeError):  # the client gave up
+                    self.wfile.write(payload)
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    def close(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+
+@pytest.fixture
+def openai_server() -> Iterator[Any]:
+    """``openai_server(reply)`` -> base URL of a scripted local chat-completions server."""
+    servers: list[_ChatCompletions] = []
+
+    def start(reply: Any) -> str:
+        servers.append(_ChatCompletions(reply))
+        return servers[-1].url
+
+    yield start
+    for server in servers:
+        server.close()

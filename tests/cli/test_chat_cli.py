@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -167,45 +164,9 @@ def test_a_bad_team_file_is_one_line_and_exit_2(tmp_path):
 HOSTILE = "\x1b]0;pwned\x07\x1b[2J\x1b[1A\u202eevil[bold]x[/bold]"
 
 
-class HostileHandler(BaseHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-    def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        payload = json.dumps(
-            {
-                "id": "x",
-                "object": "chat.completion",
-                "created": 0,
-                "model": body["model"],
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": HOSTILE},
-                        "finish_reason": "stop",
-                    }
-                ],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-            }
-        ).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        with contextlib.suppress(BrokenPipeError):
-            self.wfile.write(payload)
-
-
 @pytest.fixture
-def hostile_server():
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), HostileHandler)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    httpd.shutdown()
-    httpd.server_close()
+def hostile_server(openai_server):
+    return openai_server(lambda messages: HOSTILE)
 
 
 @pytest.mark.network

@@ -5,14 +5,11 @@ answers by what each prompt holds (a scripted server), so the run goes through t
 provider, the CLI, the ledger and `verify` exactly as with any served model.
 """
 
-import contextlib
 import json
 import re
 import subprocess
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import yaml
@@ -92,54 +89,9 @@ def reply(messages):
     return "The report."
 
 
-class Handler(BaseHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-    def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        answer = reply(body["messages"])
-        message = {"role": "assistant", "content": None}
-        if isinstance(answer, str):
-            message["content"] = answer
-            finish = "stop"
-        else:
-            message["tool_calls"] = [
-                {
-                    "id": f"call_{i}",
-                    "type": "function",
-                    "function": {"name": name, "arguments": json.dumps(args)},
-                }
-                for i, (name, args) in enumerate(answer)
-            ]
-            finish = "tool_calls"
-        payload = json.dumps(
-            {
-                "id": "x",
-                "object": "chat.completion",
-                "created": 0,
-                "model": body["model"],
-                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-            }
-        ).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        with contextlib.suppress(BrokenPipeError):  # the client gave up (a child timed out)
-            self.wfile.write(payload)
-
-
 @pytest.fixture
-def server():
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    httpd.shutdown()
-    httpd.server_close()
+def server(openai_server):
+    return openai_server(reply)
 
 
 def clearance(tmp_path, server, *args):
