@@ -17,6 +17,7 @@ A delegate runs with a fresh context (the delegated task text only) and the exte
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -437,12 +438,16 @@ def _spawn_spec(agent: Agent) -> Tool:
         raise AssertionError
 
     spec = Tool.from_function(spawn, name=SPAWN_TOOL)
+    # The agents it may spawn, as an enum: a model held to the schema (grammar-constrained
+    # decoding, strict tool calls) can then only name one of them.
+    parameters = copy.deepcopy(spec.parameters)
+    parameters["properties"]["agent"]["enum"] = list(agent.can_spawn)
     return Tool(
         name=SPAWN_TOOL,
         description=(
             f"Start a child agent ({', '.join(agent.can_spawn)}) on a self-contained goal. "
             "The child sees only the goal. Its result appears under 'Results from subagents'."
         ),
-        parameters=spec.parameters,
+        parameters=parameters,
         run=spec.run,
     )
