@@ -271,9 +271,13 @@ def test_a_fan_out_to_an_agent_not_in_can_spawn_is_refused_before_the_run(projec
             fan_out=FanOut(agent="helper", goals=("g",)),
         )
     ]
-    orchestrator = Orchestrator(TEAM, model=FunctionModel(lambda r: "x"), ledger=ledger)
-    with pytest.raises(Exception, match="can_spawn"):
+    from clearance import ConfigError
+
+    model = FunctionModel(lambda r: "x")
+    orchestrator = Orchestrator(TEAM, model=model, ledger=ledger)
+    with pytest.raises(ConfigError, match="may spawn only: nobody"):
         asyncio.run(orchestrator.run_tasks(tasks))
+    assert model.requests == []  # refused before anything ran
 
 
 def test_constraints_without_isolated_mode_are_refused():
@@ -360,3 +364,33 @@ async def test_concurrent_fan_outs_run_each_child_exactly_once(ledger, tmp_path)
     assert sorted(children) == sorted(set(children)) and len(children) == 6
     outcomes = [e.data["status"] for e in ledger.events(result.run_id) if e.kind == "child"]
     assert outcomes == ["ok"] * 6
+
+
+async def test_a_file_request_outside_the_project_is_refused_and_never_read(
+    project, ledger, tmp_path
+):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("OUTSIDE-SECRET-CANARY")
+    (project / "link.txt").symlink_to(secret)
+    team = Team(agents=(Agent(name="worker", instructions="You review code."),),
+                coordinator=Agent(name="editor", instructions="You edit."))  # fmt: skip
+    tasks = [Task(id="t", title="T", description="Review.", assignee="worker", mode="isolated")]
+    asked = iter(["../secret.txt", "link.txt", str(secret)])
+
+    def answer(request):
+        if subject(request) != "isolated:t":
+            return "S"
+        path = next(asked, None)
+        return f"STATUS: needs_context\nFILE: {path}" if path else "fine\nSTATUS: done"
+
+    model = FunctionModel(answer)
+    orchestrator = Orchestrator(team, model=model, ledger=ledger, input_root=project,
+                                clarification_rounds=3, workspace_root=tmp_path / "ws")  # fmt: skip
+    result = await orchestrator.run_tasks(tasks)
+    assert result.tasks["t"].result == "fine"
+    assert all("OUTSIDE-SECRET-CANARY" not in r.prompt.text for r in model.requests)
+    rounds = [e.data for e in ledger.events(result.run_id) if e.kind == "clarification"]
+    assert [r["served"] for r in rounds] == [False, False, False]
+    assert all("cannot be given" in r["answer"] for r in rounds)
+    report = verify_run(ledger, result.run_id)
+    assert report.ok, [str(f) for f in report.findings]
