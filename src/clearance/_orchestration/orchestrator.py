@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -38,6 +39,7 @@ from clearance._core.ids import new_id
 from clearance._core.memory_spec import group_members
 from clearance._core.prompt import Prompt, sha256_text
 from clearance._core.spec import Agent, Task, Team, schema_validator
+from clearance._orchestration.executor import ModelExecutor
 from clearance._orchestration.files import read_task_files
 from clearance._orchestration.planner import PLAN_SCHEMA, parse_plan
 from clearance._orchestration.result import EventKind, RunEvent, RunResult, TaskOutcome
@@ -247,6 +249,8 @@ class Orchestrator:
             required when an agent has them, ``None`` otherwise.
         synthesis_from: Ids of the tasks whose results the synthesis shows; ``None`` for
             every task's. Failed and skipped tasks are always listed.
+        executor: Where model calls are answered (`RayExecutor`: on Ray worker actors);
+            ``None`` answers them in this process. Prompts are built here either way.
 
     Agents with ``tools`` or ``can_delegate_to`` run the tool loop (see
     `clearance._agents.loop`), bounded by ``limits.max_steps``.
@@ -279,6 +283,7 @@ class Orchestrator:
         ask_person: AskPerson | None = None,
         memory: RunMemory | None = None,
         synthesis_from: Iterable[str] | None = None,
+        executor: ModelExecutor | None = None,
     ):
         if max_concurrency < 1:
             raise ConfigError("must be at least 1", field="max_concurrency")
@@ -312,6 +317,7 @@ class Orchestrator:
         self.workspace_root = Path(workspace_root)
         self.ask_person = ask_person
         self.synthesis_from = tuple(synthesis_from) if synthesis_from is not None else None
+        self.executor = executor
 
     # -- public API ---------------------------------------------------------------------
 
@@ -398,6 +404,7 @@ class Orchestrator:
         store: ContextStore | None = None,
         memory: RunMemory | None = None,
         tools: Mapping[str, Tool | Callable[..., Any]] = {},
+        executor: ModelExecutor | None = None,
     ) -> Orchestrator:
         """An orchestrator rebuilt from a recorded run, ready to `resume` it.
 
@@ -419,6 +426,7 @@ class Orchestrator:
             store: The store instead of the recorded one.
             memory: The memory instead of the recorded one.
             tools: User tools by name, instead of importing their recorded paths.
+            executor: Where model calls are answered; ``None`` in this process.
 
         Raises:
             StoreError: No run (or several) match ``run_id``, or the database failed.
@@ -452,6 +460,7 @@ class Orchestrator:
             on_event=on_event,
             clock=clock,
             retry_policy=retry_policy,
+            executor=executor,
         )
 
     async def resume(self, run_id: str, *, force: bool = False) -> RunResult:
@@ -887,6 +896,8 @@ class Orchestrator:
 
     def _caller(self, run_id: str) -> ModelCaller:
         """The run's `ModelCaller`: every model call of the run goes through it."""
+        if self.executor is not None:
+            self.executor.attach(functools.partial(self.ledger.record_event, run_id))
         return ModelCaller(
             ledger=self.ledger, run_id=run_id, retry_policy=self.retry_policy, clock=self._clock
         )
@@ -1006,11 +1017,17 @@ class Orchestrator:
         key = agent.model
         if key is None:
             if not isinstance(self._default_model, str):
-                return self._default_model
+                return self._remote(self._default_model.model_id, self._default_model)
             key = self._default_model
         if key not in self._models:
             self._models[key] = get_model(key, **self._model_options.get(key, {}))
-        return self._models[key]
+        return self._remote(key, self._models[key])
+
+    def _remote(self, key: str, model: ChatModel) -> ChatModel:
+        """``model`` as the executor answers it (itself without an executor)."""
+        if self.executor is None:
+            return model
+        return self.executor.model(key, model, self._model_options.get(key, {}))
 
     @staticmethod
     def _budget(agent: Agent, model: ChatModel) -> int | None:
