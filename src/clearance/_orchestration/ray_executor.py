@@ -108,6 +108,8 @@ class RayExecutor:
             (a module-level function).
         record_received: Make workers keep every call's arguments, for `received`
             (tests of what crosses the network; memory grows with the run).
+        worker_env: Environment variables set in the workers' processes (an API key, a
+            base URL); they cross the network to the cluster. ``None`` for none.
 
     Raises:
         ConfigError: A setting is out of range.
@@ -125,6 +127,7 @@ class RayExecutor:
         start_timeout_s: float = 120.0,
         model_factory: ModelFactory | None = None,
         record_received: bool = False,
+        worker_env: Mapping[str, str] | None = None,
     ) -> None:
         if address is not None and (not isinstance(address, str) or not address.strip()):
             raise ConfigError(
@@ -145,6 +148,10 @@ class RayExecutor:
         self.start_timeout_s = float(start_timeout_s)
         self._factory = model_factory
         self._record = record_received
+        self.worker_env = dict(worker_env or {})
+        for key, value in self.worker_env.items():
+            if not isinstance(key, str) or not key or "=" in key or not isinstance(value, str):
+                raise ConfigError(f"not an environment variable: {key!r}", field="worker_env")
         self._pool: _Pool | None = None
         self._models: dict[str, RemoteModel] = {}
         self._started_ray = False
@@ -174,6 +181,7 @@ class RayExecutor:
             max_task_retries=0,
             num_cpus=self.cpus_per_worker,
             scheduling_strategy="SPREAD",
+            **({"runtime_env": {"env_vars": self.worker_env}} if self.worker_env else {}),
         )
         actors = [
             actor_class.remote(self._factory, record=self._record) for _ in range(self.workers)

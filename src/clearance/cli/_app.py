@@ -46,6 +46,14 @@ from clearance.cli._chat import register as register_chat_command
 from clearance.cli._chat import shared_conversation_warning
 from clearance.cli._common import err, one_line_errors, out, safe_text
 from clearance.cli._events import print_events, select_calls
+from clearance.cli._executor import (
+    ExecutorName,
+    ExecutorOption,
+    RayAddressOption,
+    RayEnvOption,
+    RayWorkersOption,
+    executor,
+)
 from clearance.cli._inspect import page_if_terminal, print_responses, print_run_json
 from clearance.cli._store import print_tool_calls, store_app
 from clearance.cli._view import register as register_view_commands
@@ -341,6 +349,10 @@ def run(
         Path | None,
         typer.Option("--json", help="Write the machine-readable result (JSON) to this file."),
     ] = None,
+    executor_name: ExecutorOption = ExecutorName.local,
+    ray_address: RayAddressOption = None,
+    ray_workers: RayWorkersOption = None,
+    ray_env: RayEnvOption = None,
 ) -> None:
     """Run a team: its tasks, or a plan the coordinator makes for --goal; then synthesize."""
     loaded, model_id = _with_model(_load(team_file, input_dir)[0], model)
@@ -372,6 +384,7 @@ def run(
         RunLedger(db) as ledger,
         contextlib.closing(store) if store else contextlib.nullcontext(),
         contextlib.closing(memory) if memory else contextlib.nullcontext(),
+        executor(executor_name, address=ray_address, workers=ray_workers, env=ray_env) as remote,
     ):
         orchestrator = Orchestrator(
             loaded.team,
@@ -392,6 +405,7 @@ def run(
             memory=memory,
             tools=tools,
             synthesis_from=loaded.synthesis_from,
+            executor=remote,
         )
         if loaded.input_root is not None:
             out.print(safe_text(f"input: {loaded.input_root}"))
@@ -491,6 +505,10 @@ def resume(
         Path | None,
         typer.Option("--team", help="Team file whose tools: entries provide the run's user tools."),
     ] = None,
+    executor_name: ExecutorOption = ExecutorName.local,
+    ray_address: RayAddressOption = None,
+    ray_workers: RayWorkersOption = None,
+    ray_env: RayEnvOption = None,
 ) -> None:
     """Resume a stopped run: keep its completed results, run the rest, then synthesize.
 
@@ -502,9 +520,12 @@ def resume(
         ledger = stack.enter_context(RunLedger(db))
         store = stack.enter_context(ContextStore(store_url)) if store_url else None
         memory = RunMemory(memory_url) if memory_url else None
+        model_executor = stack.enter_context(
+            executor(executor_name, address=ray_address, workers=ray_workers, env=ray_env)
+        )
         orchestrator = Orchestrator.from_run(
             run_id, ledger=ledger, model=model, on_event=progress, store=store, memory=memory,
-            tools=tools,
+            tools=tools, executor=model_executor,
         )  # fmt: skip
         for opened in (orchestrator.store, orchestrator.memory):
             if opened is not None:
