@@ -79,9 +79,12 @@ def executor(ray_head: str) -> Iterator[RayExecutor]:
 def wide_tasks(n: int, chain: int = 10, prefix: str = "t") -> list[Task]:
     return [
         Task(
-            id=f"{prefix}{i}", title=f"Step {i}", description=f"Do step {i}.", assignee="alpha",
+            id=f"{prefix}{i}",
+            title=f"Step {i}",
+            description=f"Do step {i}.",
+            assignee="alpha",
             depends_on=(f"{prefix}{i - 1}",) if i % chain else (),
-        )  # fmt: skip
+        )
         for i in range(n)
     ]
 
@@ -123,8 +126,13 @@ async def test_canary_no_worker_receives_anything_outside_its_task_prompt(
     canaries = {f"c{i}": f"CANARY-c{i}-{os.urandom(4).hex()}" for i in range(12)}
     deps = {f"c{i}": ((f"c{i - 1}",) if i % 4 else ()) for i in range(12)}
     tasks = [
-        Task(id=t, title=f"Step {t} {canaries[t]}", description=f"Do {t} ({canaries[t]}).",
-             assignee="alpha", depends_on=deps[t])  # fmt: skip
+        Task(
+            id=t,
+            title=f"Step {t} {canaries[t]}",
+            description=f"Do {t} ({canaries[t]}).",
+            assignee="alpha",
+            depends_on=deps[t],
+        )
         for t in canaries
     ]
     with (
