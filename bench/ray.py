@@ -91,10 +91,11 @@ def embedded_scaling(tasks: int, max_tokens: int) -> dict[str, Any]:
                 model=EMBEDDED, model_options=options, max_concurrency=tasks, executor=executor
             )
             asyncio.run(makespan(team, wide(workers), **common))  # warm-up: every actor loads
-            out[f"makespan_s_{workers}_workers"] = asyncio.run(
-                makespan(team, wide(tasks), **common)
-            )
+            graph_s, run_s = asyncio.run(timed(team, wide(tasks), **common))
+            out[f"makespan_s_{workers}_workers"] = graph_s
+            out[f"run_s_{workers}_workers"] = run_s
     out["ratio_1_over_2"] = out["makespan_s_1_workers"] / out["makespan_s_2_workers"]
+    out["load_average_after"] = os.getloadavg()[0]
     return out
 
 
@@ -125,6 +126,44 @@ def overhead(tasks: int, repeats: int) -> dict[str, Any]:
         "local_runs_s": local,
         "ray_runs_s": remote,
     }
+
+
+def section(data: dict[str, Any]) -> list[str]:
+    """The BENCHMARKS.md section of a ``bench/results/ray.json`` (see `bench.report`)."""
+    e, o = data["embedded"], data["overhead"]
+    lines = [
+        "",
+        "## Ray executor (`python -m bench.ray`)",
+        "",
+        f"`PYTHONPATH=src python -m bench.ray` (or `make bench BENCH_RAY=1`), one run, Ray "
+        f"{data['ray']} on a local cluster on 127.0.0.1 (2 CPUs); load average "
+        f"{data['load_average_before']:.1f} when it started ({data['machine']}).",
+        "",
+        "| measure | value |",
+        "|---|---|",
+    ]
+    if not e["skipped"]:
+        lines += [
+            f"| embedded model, {e['tasks']} independent tasks ({e['max_output_tokens']} output "
+            f"tokens), 1 worker actor: last task done / with synthesis | "
+            f"{e['makespan_s_1_workers']:.2f} s / {e['run_s_1_workers']:.2f} s |",
+            f"| the same, 2 worker actors (one model, one thread each) | "
+            f"{e['makespan_s_2_workers']:.2f} s / {e['run_s_2_workers']:.2f} s |",
+            f"| makespan ratio, 1 worker / 2 workers | {e['ratio_1_over_2']:.2f}x |",
+        ]
+    lines += [
+        f"| D=0, {o['tasks']} tasks (fake model), local executor | "
+        f"{o['local_ms_per_task']:.3f} ms/task |",
+        f"| D=0, {o['tasks']} tasks, Ray executor (2 actors) | "
+        f"{o['ray_ms_per_task']:.3f} ms/task |",
+        f"| cost of the Ray executor | {o['ray_overhead_ms_per_task']:.3f} ms/task |",
+        "",
+        "- Makespan: the tasks' part of the run (until the last task completed; the synthesis, one",
+        "  call on one worker, follows). Each actor loads its model in a warm-up run first.",
+        f"- Per-task cost: median of {o['repeats']} runs after a warm-up, ledger off, synthesis",
+        "  included; what one Ray actor call per task (prompt out, response back) adds.",
+    ]
+    return lines
 
 
 def main() -> None:
@@ -158,14 +197,12 @@ def main() -> None:
     emb, ovh = data["embedded"], data["overhead"]
     print("| measure | value |\n|---|---|")
     if not emb["skipped"]:
-        print(
-            f"| embedded, {emb['tasks']} independent tasks, 1 worker actor | "
-            f"{emb['makespan_s_1_workers']:.2f} s |"
-        )
-        print(
-            f"| embedded, {emb['tasks']} independent tasks, 2 worker actors | "
-            f"{emb['makespan_s_2_workers']:.2f} s |"
-        )
+        for n in (1, 2):
+            print(
+                f"| embedded, {emb['tasks']} independent tasks, {n} worker actor(s): last task "
+                f"done / with synthesis | {emb[f'makespan_s_{n}_workers']:.2f} s / "
+                f"{emb[f'run_s_{n}_workers']:.2f} s |"
+            )
         print(f"| makespan ratio 1 / 2 workers | {emb['ratio_1_over_2']:.2f}x |")
     print(f"| D=0, {ovh['tasks']} tasks, local executor | {ovh['local_ms_per_task']:.3f} ms/task |")
     ray_ms = ovh["ray_ms_per_task"]
