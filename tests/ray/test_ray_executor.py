@@ -195,10 +195,12 @@ async def test_a_worker_that_dies_mid_call_is_retried_on_another_and_recorded(
         result = await orch.run_tasks(wide_tasks(6, chain=3))
         events = ledger.events(result.run_id, kind="worker_lost")
         assert (tmp_path / "died").exists()
-        assert ex.lost_workers == 1
+        lost = ex.lost_workers
     assert result.status == "completed", result.error  # with retries=0: the executor retried
-    assert len(events) == 1
-    assert events[0].data["retry"] is True and events[0].data["model_id"] == "fake:echo"
+    # One worker process died; each call it was answering then is recorded and sent again.
+    assert len(events) == lost >= 1
+    assert len({e.data["worker"] for e in events}) == 1
+    assert all(e.data["retry"] is True and e.data["model_id"] == "fake:echo" for e in events)
     verify_cli(result.run_id, db)
 
 
