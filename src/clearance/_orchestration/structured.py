@@ -8,7 +8,7 @@ from typing import Any
 
 from jsonschema.exceptions import best_match
 
-from clearance._core.spec import schema_validator
+from clearance._core.task_spec import schema_validator
 
 __all__ = ["validated_json"]
 
