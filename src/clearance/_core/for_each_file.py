@@ -10,8 +10,11 @@ one).
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import Any
+
+import pathspec
 
 from clearance._core.errors import ConfigError
 from clearance._core.spec import FanOut, Task
@@ -38,7 +41,15 @@ def expand_ids(
 
 
 def matching_files(root: Path, pattern: str, include: list[str], field: str) -> list[Path]:
-    """The files under ``root`` matching ``pattern`` and one of ``include``, sorted.
+    r"""The files under ``root`` matching ``pattern`` and one of ``include``, sorted.
+
+    ``pattern`` is a gitignore-style pattern (`pathspec`) anchored at ``root``: ``*`` and
+    ``?`` stay within one folder, ``**`` spans folders (``**/*.py`` is every ``.py`` file,
+    ``*.py`` those at the top), ``[...]`` is a set, a backslash escapes the next character
+    (``\\*`` and ``[*]`` match a literal ``*``), and a folder's name matches the files
+    beneath it. Symlinked folders are not followed; a symlinked file is listed (reading it
+    is confined later, as for every task file). ``include`` entries are matched against
+    the end of each path (`pathlib.PurePath.match`).
 
     Raises:
         ConfigError: The pattern cannot be used, or a matching file's name is not valid
@@ -46,9 +57,14 @@ def matching_files(root: Path, pattern: str, include: list[str], field: str) -> 
             file, its bytes escaped, and the field.
     """
     try:
-        files = sorted(p for p in root.glob(pattern) if p.is_file())
-    except (NotImplementedError, ValueError, OSError) as exc:
+        with warnings.catch_warnings():
+            # A literal '[' in a set (``[[]``) makes `re` warn of a future nested-set syntax.
+            warnings.simplefilter("ignore", FutureWarning)
+            spec = pathspec.PathSpec.from_lines("gitignore", ["/" + pattern])
+            found = list(spec.match_tree_files(root, follow_links=False))
+    except (ValueError, OSError, RecursionError) as exc:
         raise ConfigError(f"cannot match {pattern!r}: {exc}", field=field) from exc
+    files = sorted(p for p in (root / rel for rel in found) if p.is_file())
     matches = [p for p in files if any(p.match(inc) for inc in include)]
     for path in matches:
         rel = path.relative_to(root).as_posix()
