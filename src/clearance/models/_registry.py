@@ -32,6 +32,7 @@ _EXTRA_PACKAGES: dict[str, str] = {"anthropic": "anthropic"}
 """Provider name → the optional package (and ``pip`` extra) it needs."""
 
 PROVIDERS = tuple(_PROVIDER_CLASSES)
+"""The provider names a model id may start with."""
 
 
 def get_model(model_id: str, **options: Any) -> ChatModel:
