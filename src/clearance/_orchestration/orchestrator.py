@@ -775,7 +775,7 @@ class Orchestrator:
 
         text = await attempt()
         if schema is None:
-            if not text:
+            if not text.strip():
                 raise ModelError("the model returned an empty completion", model_id=model.model_id)
             return text
         # A structured hand-off: one repair attempt that shows the rejected answer and why.
