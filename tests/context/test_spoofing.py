@@ -20,10 +20,10 @@ from clearance import (
 )
 from clearance._context import layout
 from clearance._context.builder import SYNTHESIS_TRAILER, TASK_TRAILER
-from clearance._context.layout import layout_kind
-from clearance._core.origins import Subject
 from clearance._context.isolated import ISOLATED_TRAILER, IsolatedContext
+from clearance._context.layout import layout_kind
 from clearance._context.render import fence_for, parse_user_message, render_user_message
+from clearance._core.origins import Subject
 from clearance.models import estimate_tokens
 
 WORKER = Agent(name="worker", instructions="You are careful.")
