@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from clearance._core.origins import Subject
 
-__all__ = ["LAYOUTS", "Layout", "Row", "current", "layout_kind"]
+__all__ = ["LAYOUTS", "Layout", "Row", "current", "item_kinds", "layout_kind"]
 
 # -- section headings --------------------------------------------------------------------------
 
@@ -257,6 +257,13 @@ LAYOUTS: Mapping[str, tuple[Layout, ...]] = {
 def current(kind: str) -> Layout:
     """The layout the builder renders for a prompt kind."""
     return LAYOUTS[kind][0]
+
+
+def item_kinds(kind: str) -> frozenset[str]:
+    """Every origin kind a prompt of ``kind`` may hold, in any of its layouts (instructions too)."""
+    return frozenset({"instructions"}).union(
+        *(row.kinds for shape in LAYOUTS[kind] for row in shape.rows)
+    )
 
 
 def layout_kind(subject: Subject, *, summaries: bool = False) -> str | None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from clearance._context import layout as L
 from clearance._context.layout import TOOL_TRAILER
+from clearance._core.origins import Origin
 from clearance._state.store import StoreEntry
 
 __all__ = [
@@ -84,6 +85,6 @@ def origins_of(steps: Sequence[ToolStep]) -> list[str]:
     """The origins tool steps add to a prompt, in order."""
     out: list[str] = []
     for step in steps:
-        out.append(f"tool:{step.call_id}")
-        out.extend(f"store:{e.namespace}/{e.key}" for e in step.store_reads)
+        out.append(str(Origin("tool", step.call_id)))
+        out.extend(str(Origin("store", f"{e.namespace}/{e.key}")) for e in step.store_reads)
     return out

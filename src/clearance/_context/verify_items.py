@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from clearance._context.clearance import Clearance
+from clearance._context.layout import item_kinds
 from clearance._context.memory_items import scope_of_title
 from clearance._context.verify_facts import Problem, RunFacts
 from clearance._context.verify_subagents import (
@@ -32,11 +33,7 @@ from clearance._state.ledger import CallRecord
 
 __all__ = ["check_admission", "check_sources"]
 
-_SYNTHESIS_KINDS = frozenset(
-    {"instructions", "goal", "task_result", "task_status", "shared_memory"}
-)
-_PLAN_KINDS = frozenset({"instructions", "goal", "agent", "plan_feedback"})
-_CONVERSATION_KINDS = frozenset({"instructions", "turn", "summary", "memory"})
+_CONVERSATION_KINDS = item_kinds("conversation")
 
 
 def check_sources(
@@ -148,7 +145,7 @@ def _check_coordinator_call(
 ) -> Iterator[Problem]:
     """A synthesis or planning prompt holds only the kinds of item it is built from."""
     subject = call.subject
-    allowed = _SYNTHESIS_KINDS if subject == "synthesis" else _PLAN_KINDS
+    allowed = item_kinds("synthesis" if subject == "synthesis" else "plan")
     if subject not in ("synthesis", "plan"):
         yield None, f"unknown call subject {subject!r}"
         return

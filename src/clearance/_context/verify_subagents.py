@@ -21,6 +21,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from clearance._context.clearance import Clearance
+from clearance._context.layout import item_kinds
 from clearance._core.origins import Origin, Subject
 from clearance._core.prompt import sha256_text
 from clearance._core.spec import Agent
@@ -35,10 +36,8 @@ __all__ = [
     "check_isolated_call",
 ]
 
-_DISPATCH_KINDS = frozenset(
-    {"instructions", "arch", "task", "file", "constraint", "clarification", "child_result",
-     "history"}
-)  # fmt: skip
+_DISPATCH_KINDS = item_kinds("isolated") - {"task_result"}
+"""A controller's dispatch (no graph): an isolated prompt without prerequisite results."""
 
 Problem = tuple[str | None, str]
 """``(origin or None, reason)``: one finding about a call."""

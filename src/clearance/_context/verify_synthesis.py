@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from clearance._context.layout import item_kinds
 from clearance._context.prompts_coordinator import SYNTHESIS_MAP
 from clearance._context.verify_results import accepted_results
 from clearance._core.origins import Origin, Subject
@@ -35,8 +36,8 @@ Problem = tuple[str | None, str]
 ItemCheck = Callable[[str, dict[str, Any]], Iterator[Problem]]
 """Checks one item (origin, manifest entry) against the run's records."""
 
-_MAP_KINDS = frozenset({"instructions", "goal", "task_result", "summary_of"})
-_REDUCE_KINDS = frozenset({"instructions", "goal", "summary_of", "task_status", "shared_memory"})
+_MAP_KINDS = item_kinds(SYNTHESIS_MAP)
+_REDUCE_KINDS = item_kinds("synthesis_reduce")
 
 
 def is_synthesis_step(subject: str, items: Sequence[dict[str, Any]]) -> bool:
