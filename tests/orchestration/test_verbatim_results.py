@@ -53,3 +53,12 @@ async def test_a_result_that_is_no_documented_form_of_the_response_is_a_finding(
             findings = {(f.subject, f.reason) for f in verify_run(ledger, result.run_id).findings}
         wrong = ("task:a", "the task's recorded result is not the response of its last call")
         assert (wrong not in findings) is ok, (kept, findings)
+
+
+def test_mark_answer_keeps_an_unmarked_answer_verbatim_and_strips_only_a_marked_one():
+    from clearance._context.answers import TRUNCATED_MARK, mark_answer
+
+    assert mark_answer(PADDED, finish_reason="stop").text == PADDED
+    assert mark_answer(PADDED, finish_reason=None).text == PADDED
+    cut = mark_answer(PADDED, finish_reason="length")
+    assert cut.text == f"{PADDED.strip()}\n\n{TRUNCATED_MARK}" and cut.truncated
