@@ -208,8 +208,8 @@ class AgentLoop:
                 budget=self.call_budget,
             )  # fmt: skip
             if not response.tool_calls:
-                text = response.text.strip()
-                if not text:
+                text = response.text  # kept verbatim: dependents receive it as answered
+                if not text.strip():
                     raise ModelError(
                         "the model returned an empty completion", model_id=model.model_id
                     )

@@ -12,6 +12,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from clearance._context import layout as L
+from clearance._context.layout import TOOL_TRAILER
+from clearance._core.origins import Origin
 from clearance._state.store import StoreEntry
 
 __all__ = [
@@ -36,15 +39,7 @@ def tool_name(tool: str | Callable[..., Any]) -> str:
     return tool if isinstance(tool, str) else tool.__name__
 
 
-TOOLS_SECTION = "## Tools you can call"
-TOOL_RESULTS_SECTION = "## Results of your tool calls"
-DELEGATED_SECTION = "# Delegated task"
-
-TOOL_TRAILER = (
-    "Complete the task above. To use a tool, call it; when you have what you need, reply "
-    "with your result only."
-)
-"""The closing instruction of a tool-using agent's prompts."""
+TOOLS_SECTION, TOOL_RESULTS_SECTION, DELEGATED_SECTION = L.TOOLS, L.TOOL_RESULTS, L.DELEGATED
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -90,6 +85,6 @@ def origins_of(steps: Sequence[ToolStep]) -> list[str]:
     """The origins tool steps add to a prompt, in order."""
     out: list[str] = []
     for step in steps:
-        out.append(f"tool:{step.call_id}")
-        out.extend(f"store:{e.namespace}/{e.key}" for e in step.store_reads)
+        out.append(str(Origin("tool", step.call_id)))
+        out.extend(str(Origin("store", f"{e.namespace}/{e.key}")) for e in step.store_reads)
     return out

@@ -194,7 +194,7 @@ class RunExecution:
             )  # fmt: skip
         except ClearanceError as exc:
             return None, f"synthesis failed: {exc}"
-        if not text:
+        if not text.strip():
             return None, "synthesis failed: the coordinator returned an empty completion"
         return text, None
 

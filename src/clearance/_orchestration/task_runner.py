@@ -113,7 +113,7 @@ class TaskRunner:
 
         text = await attempt()
         if schema is None:
-            if not text:
+            if not text.strip():
                 raise ModelError("the model returned an empty completion", model_id=model.model_id)
             return text
         # A structured hand-off: one repair attempt that shows the rejected answer and why.
