@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from clearance._core.mcp_spec import mcp_model_name
 from clearance._state.store import StoreEntry
 
 __all__ = [
@@ -32,8 +33,14 @@ DELEGATE_TOOL = "delegate"
 
 
 def tool_name(tool: str | Callable[..., Any]) -> str:
-    """The name of an agent's tool entry: the string itself, or the function's name."""
-    return tool if isinstance(tool, str) else tool.__name__
+    """The name a model calls an agent's tool entry by.
+
+    The string itself, the function's name, or for an MCP entry ``mcp:<server>/<tool>`` the
+    function name ``mcp__<server>__<tool>`` (see `clearance._core.mcp_spec`).
+    """
+    if not isinstance(tool, str):
+        return tool.__name__
+    return mcp_model_name(tool) or tool
 
 
 TOOLS_SECTION = "## Tools you can call"

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from clearance._core.errors import ConfigError
+from clearance._core.mcp_spec import McpServerSpec, check_mcp_entries
 from clearance._core.memory_spec import MAX_RECALL, AgentMemory, MemoryGroup, SharedConversation
 from clearance._core.safe_yaml import load_yaml_file
 from clearance._core.spec import (
@@ -260,6 +261,7 @@ class TeamFile(_Strict):
     memory_groups: list[MemoryGroupSpec] = []
     memory: str | MemorySpec | None = None
     tools: dict[str, str] = {}
+    mcp_servers: dict[str, McpServerSpec] = Field(default={}, max_length=64)
 
     @property
     def memory_settings(self) -> MemorySpec:
@@ -366,6 +368,10 @@ def load_team_file(path: str | Path, *, input_dir: str | Path | None = None) -> 
         tasks, groups = _expand_tasks(spec, input_root)
         synthesis_from = _expand_ids(spec.synthesis_from, groups, tasks)
         _check_messages(spec)
+        check_mcp_entries(
+            spec.mcp_servers,
+            [(a.name, a.tools) for a in (*spec.agents, *filter(None, [spec.coordinator]))],
+        )
         _check_effective(spec, team, tasks)
     except ConfigError as exc:
         raise ConfigError(str(exc), source=source) from exc
