@@ -47,6 +47,7 @@ from clearance.cli._chat import shared_conversation_warning
 from clearance.cli._common import err, one_line_errors, out, safe_text
 from clearance.cli._events import print_events, select_calls
 from clearance.cli._inspect import page_if_terminal, print_responses, print_run_json
+from clearance.cli._otel import otlp_tracing
 from clearance.cli._store import print_tool_calls, store_app
 from clearance.cli._view import register as register_view_commands
 from clearance.models._base import ChatModel, split_model_id
@@ -369,6 +370,7 @@ def run(
     memory = run_memory_for(loaded, override=memory_url, ledger_url=db)
     store = ContextStore(store_url) if store_url else None
     with (
+        otlp_tracing(),
         RunLedger(db) as ledger,
         contextlib.closing(store) if store else contextlib.nullcontext(),
         contextlib.closing(memory) if memory else contextlib.nullcontext(),
@@ -499,6 +501,7 @@ def resume(
     progress = _Progress(out)
     tools = team_tools(load_team_file(team_file)) if team_file is not None else {}
     with contextlib.ExitStack() as stack:
+        stack.enter_context(otlp_tracing())
         ledger = stack.enter_context(RunLedger(db))
         store = stack.enter_context(ContextStore(store_url)) if store_url else None
         memory = RunMemory(memory_url) if memory_url else None
