@@ -392,3 +392,20 @@ def test_an_unreachable_server_fails_clearance_run_with_exit_2(tmp_path, monkeyp
     assert result.exit_code == 2
     assert "cannot use MCP server 'gone'" in result.output
     assert "Traceback" not in result.output
+
+
+async def test_a_crashing_stdio_server_is_named_with_the_end_of_its_stderr():
+    code = "import sys; sys.stderr.write('noise\\nboom: \\x1b[31mmissing thing\\n'); sys.exit(3)"
+    spec = McpServerSpec(command=[sys.executable, "-c", code], connect_timeout_s=10)
+    with pytest.raises(ConfigError) as caught:
+        await load_mcp_tools({"crash": spec}, [McpToolRef("crash", "x")])
+    message = str(caught.value)
+    assert "cannot use MCP server 'crash'" in message
+    assert message.endswith("its standard error ends: boom: [31mmissing thing")
+    assert "\x1b" not in message and "noise" not in message
+
+
+def test_the_example_team_file_is_valid():
+    loaded = load_team_file(Path(__file__).parents[2] / "examples" / "mcp_glossary.yaml")
+    assert loaded.team.agents[0].tools == ("mcp:glossary/lookup",)
+    assert loaded.spec.mcp_servers["glossary"].transport == "stdio"

@@ -20,9 +20,10 @@ import asyncio
 import contextlib
 import json
 import os
+import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from clearance._agents.tools import Tool, ToolOutput, check_arguments
 from clearance._core.errors import ConfigError
@@ -56,11 +57,13 @@ def _require_sdk() -> None:
 
 
 @contextlib.asynccontextmanager
-async def _session(spec: McpServerSpec) -> AsyncIterator[ClientSession]:
+async def _session(
+    spec: McpServerSpec, errlog: TextIO | None = None
+) -> AsyncIterator[ClientSession]:
     """An initialized session with one server; the server (or connection) is closed after.
 
-    A stdio server gets only its declared environment; its standard error is discarded
-    (a hostile server could otherwise write to the terminal).
+    A stdio server gets only its declared environment; its standard error goes to
+    ``errlog``, or is discarded (a hostile server could otherwise write to the terminal).
     """
     import anyio
     import httpx2
@@ -73,7 +76,8 @@ async def _session(spec: McpServerSpec) -> AsyncIterator[ClientSession]:
             params = StdioServerParameters(
                 command=spec.command[0], args=spec.command[1:], env=spec.resolved_env()
             )
-            errlog = stack.enter_context(open(os.devnull, "w", encoding="utf-8"))  # noqa: ASYNC230, SIM115
+            if errlog is None:
+                errlog = stack.enter_context(open(os.devnull, "w", encoding="utf-8"))  # noqa: ASYNC230, SIM115
             streams = await stack.enter_async_context(stdio_client(params, errlog=errlog))
         else:
             assert spec.url is not None
@@ -178,12 +182,14 @@ async def _listed(server: str, spec: McpServerSpec) -> dict[str, Any]:
     import anyio
     from mcp import MCPError
 
+    errlog = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
+
     async def work() -> dict[str, Any]:
         from mcp.types import PaginatedRequestParams
 
         found: dict[str, Any] = {}
         with anyio.fail_after(spec.connect_timeout_s * 2):
-            async with _session(spec) as session:
+            async with _session(spec, errlog) as session:
                 cursor: str | None = None
                 for _ in range(_MAX_PAGES):
                     params = PaginatedRequestParams(cursor=cursor) if cursor else None
@@ -201,6 +207,7 @@ async def _listed(server: str, spec: McpServerSpec) -> dict[str, Any]:
         listed = await _stopped_on_cancel(work)
     except Exception as exc:  # any failure of the server, its process or the connection
         leaf = _leaf(exc)
+        said = _tail(errlog)
         if isinstance(leaf, ConfigError):
             raise ConfigError(str(leaf), field=field) from None
         if isinstance(leaf, TimeoutError) or (
@@ -212,8 +219,11 @@ async def _listed(server: str, spec: McpServerSpec) -> dict[str, Any]:
                 field=field,
             ) from None
         raise ConfigError(
-            f"cannot use MCP server {server!r} ({spec.where()}): {_describe(leaf)}", field=field
+            f"cannot use MCP server {server!r} ({spec.where()}): {_describe(leaf)}{said}",
+            field=field,
         ) from None
+    finally:
+        errlog.close()
     assert listed is not None
     return listed
 
@@ -301,6 +311,22 @@ async def _call(
     text, size = _result_text(result)
     capped, cut = _capped(text, spec.max_result_bytes)
     return capped, bool(result.is_error), {"bytes": size, "truncated": cut}
+
+
+def _tail(errlog: TextIO) -> str:
+    """``"; its standard error ends: ..."`` with the end of what a stdio server wrote, or ``""``."""
+    try:
+        errlog.flush()
+        size = errlog.seek(0, os.SEEK_END)
+        errlog.seek(max(0, size - 4 * _ERROR_CHARS))
+        text = errlog.read()
+    except (OSError, ValueError):
+        return ""
+    lines = [" ".join(line.split()) for line in text.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    last = "".join(c for c in lines[-1] if c.isprintable())[-_ERROR_CHARS:]
+    return f"; its standard error ends: {_clean(last)}"
 
 
 def _leaf(exc: BaseException) -> BaseException:
