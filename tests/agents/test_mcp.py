@@ -347,6 +347,7 @@ def test_a_team_file_declares_servers_and_allowed_tools(tmp_path):
         ["mcp:docs/lookup"],
     )
     assert loaded.spec.mcp_servers["docs"].transport == "http"
+    assert McpServerSpec(url="https://h/mcp?token=s3cret").where() == "https://h/mcp"
     assert loaded.team.agents[0].tools == ("mcp:docs/lookup",)
 
 

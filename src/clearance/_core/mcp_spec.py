@@ -153,9 +153,13 @@ class McpServerSpec(BaseModel):
         return out
 
     def where(self) -> str:
-        """The server's address for messages and the ledger: its URL or its program."""
+        """The server's address for messages and the ledger: its URL or its program.
+
+        A URL's query is left out (it may hold a token).
+        """
         if self.url is not None:
-            return self.url
+            parts = urlsplit(self.url)
+            return f"{parts.scheme}://{parts.netloc}{parts.path}"
         assert self.command is not None
         return self.command[0]
 
