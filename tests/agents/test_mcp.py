@@ -222,7 +222,7 @@ async def test_a_hung_tool_call_hits_its_deadline_and_the_server_is_stopped(tmp_
     tools = await load_mcp_tools({"docs": spec}, [McpToolRef("docs", "hang")])
     started = time.monotonic()
     output = await tools["mcp__docs__hang"].call({})
-    assert time.monotonic() - started < 15
+    assert time.monotonic() - started < 30  # the tool sleeps an hour
     assert output.is_error and "did not answer hang within 1 s" in output.content
     assert output.source is not None and output.source["error"] == "timeout"
     assert not alive(int((tmp_path / "pid").read_text()))
@@ -231,11 +231,11 @@ async def test_a_hung_tool_call_hits_its_deadline_and_the_server_is_stopped(tmp_
 async def test_a_server_that_never_answers_the_handshake_is_a_config_error(tmp_path):
     pid_file = tmp_path / "pid"
     code = "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(60)"
-    spec = McpServerSpec(command=[sys.executable, "-c", code, str(pid_file)], connect_timeout_s=1)
+    spec = McpServerSpec(command=[sys.executable, "-c", code, str(pid_file)], connect_timeout_s=3)
     started = time.monotonic()
-    with pytest.raises(ConfigError, match=r"mcp_servers.mute: MCP server 'mute' .* within 1 s"):
+    with pytest.raises(ConfigError, match=r"mcp_servers.mute: MCP server 'mute' .* within 3 s"):
         await load_mcp_tools({"mute": spec}, [McpToolRef("mute", "x")])
-    assert time.monotonic() - started < 15
+    assert time.monotonic() - started < 30  # the server sleeps a minute
     assert not alive(int(pid_file.read_text()))
 
 
