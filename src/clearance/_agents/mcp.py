@@ -122,6 +122,8 @@ async def _stopped_on_cancel(work: Callable[[], Awaitable[T]]) -> T | None:
         for scope in scopes:
             scope.cancel()
         await asyncio.wait({task}, timeout=_CLEANUP_S)
+        if task.done() and not task.cancelled():
+            task.exception()  # retrieved: the caller's cancellation is what goes on
         raise
 
 
