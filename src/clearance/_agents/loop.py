@@ -230,6 +230,7 @@ class AgentLoop:
                     prev.name == call.name and prev.arguments == call.arguments for prev in steps
                 )
                 breach: LimitExceeded | None = None
+                source: dict[str, Any] | None = None
                 if call_id in spawned:
                     output = spawned[call_id]
                 elif repeated and call.name != DELEGATE_TOOL:
@@ -252,6 +253,7 @@ class AgentLoop:
                     output, breach = self._write_output(call.arguments)
                 else:
                     output = await tool.call(call.arguments)
+                    source = output.source
                     output, breach = self._offloaded(subject, call_id, call.name, output)
                 self.ledger.record_tool_call(
                     run_id=self.run_id,
@@ -274,6 +276,10 @@ class AgentLoop:
                     ],
                     chain=chain_record,
                 )
+                if source is not None:
+                    self.ledger.record_event(
+                        self.run_id, "mcp_call", subject, {"tool_call_id": call_id, **source}
+                    )
                 if breach is not None:
                     raise breach
                 steps.append(

@@ -14,6 +14,7 @@ from typing import Any
 
 from clearance._context import layout as L
 from clearance._context.layout import TOOL_TRAILER
+from clearance._core.mcp_spec import mcp_model_name
 from clearance._core.origins import Origin
 from clearance._state.store import StoreEntry
 
@@ -35,8 +36,14 @@ DELEGATE_TOOL = "delegate"
 
 
 def tool_name(tool: str | Callable[..., Any]) -> str:
-    """The name of an agent's tool entry: the string itself, or the function's name."""
-    return tool if isinstance(tool, str) else tool.__name__
+    """The name a model calls an agent's tool entry by.
+
+    The string itself, the function's name, or for an MCP entry ``mcp:<server>/<tool>`` the
+    function name ``mcp__<server>__<tool>`` (see `clearance._core.mcp_spec`).
+    """
+    if not isinstance(tool, str):
+        return tool.__name__
+    return mcp_model_name(tool) or tool
 
 
 TOOLS_SECTION, TOOL_RESULTS_SECTION, DELEGATED_SECTION = L.TOOLS, L.TOOL_RESULTS, L.DELEGATED

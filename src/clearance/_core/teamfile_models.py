@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from clearance._core.mcp_spec import McpServerSpec
 from clearance._core.memory_spec import MAX_RECALL, AgentMemory, MemoryGroup, SharedConversation
 from clearance._core.spec import (
     MAX_FAN_OUT,
@@ -259,6 +260,7 @@ class TeamFile(_Strict):
     memory_groups: list[MemoryGroupSpec] = []
     memory: str | MemorySpec | None = None
     tools: dict[str, str] = {}
+    mcp_servers: dict[str, McpServerSpec] = Field(default={}, max_length=64)
 
     @property
     def memory_settings(self) -> MemorySpec:

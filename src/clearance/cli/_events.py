@@ -77,6 +77,16 @@ def _what(event: EventRecord) -> str:
         return str(data.get("error"))
     if event.kind == "architecture":
         return f"project {data.get('project')} (sha256 {str(data.get('sha256'))[:12]})"
+    if event.kind == "mcp_call":
+        outcome = (
+            f"failed ({data.get('error')})"
+            if data.get("error")
+            else f"{data.get('bytes')} bytes" + (", cut" if data.get("truncated") else "")
+        )
+        return (
+            f"MCP {data.get('server')}/{data.get('tool')} over {data.get('transport')} "
+            f"({data.get('where')}), call {data.get('tool_call_id')}: {outcome}"
+        )
     if event.kind == "files":
         return ", ".join(sorted(dict(data.get("files") or {}))) or "(none)"
     return str(data)

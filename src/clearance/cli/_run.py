@@ -36,6 +36,7 @@ from clearance.cli._executor import (
     executor,
 )
 from clearance.cli._options import DbOption, InputOption
+from clearance.cli._otel import otlp_tracing
 from clearance.cli._progress import RunProgress
 from clearance.cli._team_setup import (
     configured_models,
@@ -162,6 +163,7 @@ def run(
     memory = run_memory_for(loaded, override=memory_url, ledger_url=db)
     store = ContextStore(store_url) if store_url else None
     with (
+        otlp_tracing(),
         RunLedger(db) as ledger,
         contextlib.closing(store) if store else contextlib.nullcontext(),
         contextlib.closing(memory) if memory else contextlib.nullcontext(),
@@ -297,6 +299,7 @@ def resume(
     progress = RunProgress(out)
     tools = team_tools(load_team_file(team_file)) if team_file is not None else {}
     with contextlib.ExitStack() as stack:
+        stack.enter_context(otlp_tracing())
         ledger = stack.enter_context(RunLedger(db))
         store = stack.enter_context(ContextStore(store_url)) if store_url else None
         memory = RunMemory(memory_url) if memory_url else None
