@@ -56,6 +56,7 @@ from clearance._core.spec import Agent, AgentLimits, FanOut, MemoryScope, Task, 
 from clearance._orchestration.chat import AgentChat
 from clearance._orchestration.orchestrator import Orchestrator
 from clearance._orchestration.result import RunEvent, RunResult, TaskOutcome
+from clearance._orchestration.stream import RunStream
 from clearance._state.conversation import ConversationMemory, Turn
 from clearance._state.events import Event, EventBus
 from clearance._state.grants import StoreGrants, StoreView
@@ -134,6 +135,7 @@ __all__ = [
     "RunEvent",
     "RunLedger",
     "RunResult",
+    "RunStream",
     "SelfDependencyError",
     "SharedConversation",
     "SharedMemory",

@@ -52,6 +52,7 @@ from clearance._orchestration.resume import (
 from clearance._orchestration.run_memory import RunMemory, absolute_url
 from clearance._orchestration.scheduler import Scheduler
 from clearance._orchestration.steps import resolve_step, run_task_step
+from clearance._orchestration.stream import DEFAULT_MAX_EVENTS, RunStream, call_listener
 from clearance._orchestration.subagents import (
     AskPerson,
     ChildRunner,
@@ -224,6 +225,8 @@ class Orchestrator:
             files.
         messages: The team's message bus; a new empty bus if ``None``.
         on_event: Called with a `RunEvent` at each step of a run (for progress displays).
+        stream_text: Make every model call stream, and deliver its progress (``model_call``,
+            ``text``, ``tool_call`` events) to ``on_event`` as well (see `stream`).
         clock: Source of timestamps (UTC).
         retry_policy: Backoff between attempts of a model call that failed transiently (the
             number of retries is each agent's ``limits.retries``); ``None`` means
@@ -268,6 +271,7 @@ class Orchestrator:
         input_root: str | Path | None = None,
         messages: MessageBus | None = None,
         on_event: Callable[[RunEvent], None] | None = None,
+        stream_text: bool = False,
         clock: Clock = utc_now,
         retry_policy: RetryPolicy | None = None,
         store: ContextStore | None = None,
@@ -291,6 +295,7 @@ class Orchestrator:
         self._model_options = checked_model_options(model_options or {})
         self._ledger = ledger
         self._on_event = on_event
+        self.stream_text = stream_text
         self._clock = clock
         self.retry_policy = retry_policy if retry_policy is not None else RetryPolicy()
         self.store = store
@@ -888,8 +893,9 @@ class Orchestrator:
     def _caller(self, run_id: str) -> ModelCaller:
         """The run's `ModelCaller`: every model call of the run goes through it."""
         return ModelCaller(
-            ledger=self.ledger, run_id=run_id, retry_policy=self.retry_policy, clock=self._clock
-        )
+            ledger=self.ledger, run_id=run_id, retry_policy=self.retry_policy, clock=self._clock,
+            listener=call_listener(self._emit, run_id) if self.stream_text else None,
+        )  # fmt: skip
 
     # -- isolated tasks and children ---------------------------------------------------
 
@@ -1045,11 +1051,38 @@ class Orchestrator:
         }
 
     def _emit(
-        self, kind: EventKind, run_id: str, *, task_id: str | None = None, detail: str = ""
+        self,
+        kind: EventKind,
+        run_id: str,
+        *,
+        task_id: str | None = None,
+        detail: str = "",
+        subject: str | None = None,
     ) -> None:
         """Deliver a `RunEvent` to the ``on_event`` callback; made only when there is one."""
         if self._on_event is not None:
-            self._on_event(RunEvent(kind=kind, run_id=run_id, task_id=task_id, detail=detail))
+            self._on_event(
+                RunEvent(kind=kind, run_id=run_id, task_id=task_id, detail=detail, subject=subject)
+            )
+
+    def stream(
+        self,
+        tasks: Iterable[Task] | None = None,
+        *,
+        goal: str | None = None,
+        resume: str | None = None,
+        max_events: int = DEFAULT_MAX_EVENTS,
+    ) -> RunStream:
+        """Run, and iterate over the run's events as it goes (``async for event in ...``).
+
+        Runs ``tasks`` (`run_tasks`), else plans ``goal`` (`run_team`), else resumes the run
+        ``resume``, with every model call streaming; see `RunStream` for the events, the
+        bounded queue and its drop policy, and the result.
+
+        Raises:
+            ConfigError: Neither tasks, a goal nor a run to resume, or ``max_events`` < 1.
+        """
+        return RunStream(self, tasks=tasks, goal=goal, resume=resume, max_events=max_events)
 
 
 def _new_run_dir(root: Path, run_id: str) -> Path:
