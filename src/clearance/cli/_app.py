@@ -48,6 +48,7 @@ from clearance.cli._common import err, one_line_errors, out, safe_text
 from clearance.cli._events import print_events, select_calls
 from clearance.cli._inspect import page_if_terminal, print_responses, print_run_json
 from clearance.cli._store import print_tool_calls, store_app
+from clearance.cli._stream import StreamView
 from clearance.cli._view import register as register_view_commands
 from clearance.models._base import ChatModel, split_model_id
 from clearance.models._llama_cpp import CONTEXT_RANGE
@@ -341,6 +342,9 @@ def run(
         Path | None,
         typer.Option("--json", help="Write the machine-readable result (JSON) to this file."),
     ] = None,
+    stream: Annotated[
+        bool, typer.Option("--stream", help="Show the running tasks' text as it is generated.")
+    ] = False,
 ) -> None:
     """Run a team: its tasks, or a plan the coordinator makes for --goal; then synthesize."""
     loaded, model_id = _with_model(_load(team_file, input_dir)[0], model)
@@ -364,6 +368,7 @@ def run(
         if target is not None and not target.parent.is_dir():
             raise ConfigError(f"folder {str(target.parent)!r} does not exist", field="--output")
     progress = _Progress(out, total=len(loaded.tasks))
+    view = StreamView(out, progress) if stream else None
     store_url = store_url or loaded.spec.store
     tools = team_tools(loaded)
     memory = run_memory_for(loaded, override=memory_url, ledger_url=db)
@@ -382,7 +387,8 @@ def run(
             max_concurrency=max_concurrency or loaded.spec.max_concurrency,
             input_root=loaded.input_root,
             messages=bus,
-            on_event=progress,
+            on_event=view or progress,
+            stream_text=stream,
             store=store,
             project_root=loaded.project_root,
             file_caps=loaded.file_caps(),
@@ -401,7 +407,8 @@ def run(
         else:
             assert goal is not None
             work = orchestrator.run_team(goal)
-        result = _run_until_interrupted(work, progress, db)
+        with view.showing() if view else contextlib.nullcontext():
+            result = _run_until_interrupted(work, progress, db)
     _print_result(result)
     if loaded.tasks:
         report = build_report(
