@@ -81,6 +81,7 @@ from clearance._context.tool_sections import (
     TOOL_TRAILER,
     TOOLS_SECTION,
 )
+from clearance._context.verify_approvals import check_approvals
 from clearance._context.verify_chain import check_chain
 from clearance._context.verify_subagents import (
     SubagentFacts,
@@ -317,6 +318,12 @@ def verify_run(
     facts.calls = calls
     findings.extend(f for call in calls for f in _check_call(call, facts))
     findings.extend(_check_results(calls, facts))
+    findings.extend(
+        Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
+        for subject, call_id, reason in check_approvals(
+            ledger, run, facts.events, calls, facts.tool_calls, set(facts.completed)
+        )
+    )
     shown = [
         task_id
         for task_id in facts.completed

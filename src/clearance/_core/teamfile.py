@@ -155,6 +155,7 @@ class TaskSpec(_Strict):
     fan_out: FanOutSpec | None = None
     run: str | None = None
     after_failure: Literal["skip", "proceed"] = "skip"
+    approval: Literal["none", "required"] = "none"
 
     @model_validator(mode="after")
     def _assignee_or_run(self) -> TaskSpec:
@@ -240,6 +241,13 @@ class MemorySpec(_Strict):
     on_error: Literal["fail", "continue"] = "fail"
 
 
+class ToolEntrySpec(_Strict):
+    """A ``tools:`` entry in its long form: ``{function: module:function, approval: ...}``."""
+
+    function: str = Field(min_length=1)
+    approval: Literal["none", "required"] = "none"
+
+
 class TeamFile(_Strict):
     """The whole team file."""
 
@@ -259,7 +267,19 @@ class TeamFile(_Strict):
     messages: list[MessageSpec] = []
     memory_groups: list[MemoryGroupSpec] = []
     memory: str | MemorySpec | None = None
-    tools: dict[str, str] = {}
+    tools: dict[str, str | ToolEntrySpec] = {}
+
+    @property
+    def tool_functions(self) -> dict[str, str]:
+        """``tools:`` as name to ``module:function`` (the long form's ``function``)."""
+        return {n: e if isinstance(e, str) else e.function for n, e in self.tools.items()}
+
+    @property
+    def approval_tools(self) -> tuple[str, ...]:
+        """Names of the ``tools:`` whose calls require approval."""
+        return tuple(
+            n for n, e in self.tools.items() if not isinstance(e, str) and e.approval == "required"
+        )
 
     @property
     def memory_settings(self) -> MemorySpec:
@@ -561,6 +581,7 @@ def _expand_tasks(
                 else None,
                 run=task.run,
                 after_failure=task.after_failure,
+                approval=task.approval,
             )
         )
     return tuple(tasks), groups

@@ -9,6 +9,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,6 +28,7 @@ from clearance._context.builder import ContextBuilder
 from clearance._context.tool_sections import ToolStep
 from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import (
+    ApprovalPending,
     ClearanceError,
     ConfigError,
     LedgerError,
@@ -38,6 +40,7 @@ from clearance._core.ids import new_id
 from clearance._core.memory_spec import group_members
 from clearance._core.prompt import Prompt, sha256_text
 from clearance._core.spec import Agent, Task, Team, schema_validator
+from clearance._orchestration.approval import ApprovalGate, Approver, awaiting_approval
 from clearance._orchestration.files import read_task_files
 from clearance._orchestration.planner import PLAN_SCHEMA, parse_plan
 from clearance._orchestration.result import EventKind, RunEvent, RunResult, TaskOutcome
@@ -183,6 +186,7 @@ class _Run:
     # Made when the graph has isolated tasks, or agents that spawn (see `_prepare_subagents`).
     isolated: IsolatedRunner | None = None
     children: ChildRunner | None = None
+    gate: ApprovalGate | None = None
 
     @property
     def usage(self) -> Usage:
@@ -250,6 +254,10 @@ class Orchestrator:
             required when an agent has them, ``None`` otherwise.
         synthesis_from: Ids of the tasks whose results the synthesis shows; ``None`` for
             every task's. Failed and skipped tasks are always listed.
+        approval_tools: Names of the tools whose calls require a person's approval (see
+            `clearance._orchestration.approval`); recorded with the run.
+        approver: Asks a person about each approval on the spot; ``None`` pauses the run
+            instead (`RunResult.status` ``"awaiting_approval"``).
 
     Agents with ``tools`` or ``can_delegate_to`` run the tool loop (see
     `clearance._agents.loop`), bounded by ``limits.max_steps``.
@@ -283,6 +291,8 @@ class Orchestrator:
         ask_person: AskPerson | None = None,
         memory: RunMemory | None = None,
         synthesis_from: Iterable[str] | None = None,
+        approval_tools: Iterable[str] = (),
+        approver: Approver | None = None,
     ):
         if max_concurrency < 1:
             raise ConfigError("must be at least 1", field="max_concurrency")
@@ -317,6 +327,8 @@ class Orchestrator:
         self.workspace_root = Path(workspace_root)
         self.ask_person = ask_person
         self.synthesis_from = tuple(synthesis_from) if synthesis_from is not None else None
+        self.approval_tools = frozenset(approval_tools)
+        self.approver = approver
 
     # -- public API ---------------------------------------------------------------------
 
@@ -403,6 +415,7 @@ class Orchestrator:
         store: ContextStore | None = None,
         memory: RunMemory | None = None,
         tools: Mapping[str, Tool | Callable[..., Any]] = {},
+        approver: Approver | None = None,
     ) -> Orchestrator:
         """An orchestrator rebuilt from a recorded run, ready to `resume` it.
 
@@ -424,6 +437,8 @@ class Orchestrator:
             store: The store instead of the recorded one.
             memory: The memory instead of the recorded one.
             tools: User tools by name, instead of importing their recorded paths.
+            approver: Asks a person about approvals on the spot (the tools that require
+                approval are the ones the run recorded); ``None`` pauses instead.
 
         Raises:
             StoreError: No run (or several) match ``run_id``, or the database failed.
@@ -457,6 +472,7 @@ class Orchestrator:
             on_event=on_event,
             clock=clock,
             retry_policy=retry_policy,
+            approver=approver,
         )
 
     async def resume(self, run_id: str, *, force: bool = False) -> RunResult:
@@ -588,6 +604,7 @@ class Orchestrator:
             prompt_tokens=dict(prompt_tokens or {}),
         )
         ledger = self.ledger
+        run.gate = ApprovalGate(ledger, run_id, tools=self.approval_tools, approver=self.approver)
         # Records are queued and committed in groups by the ledger's writer thread, in order:
         # the ledger always holds a prefix of the run's history (see `RunLedger.write_behind`).
         with ledger.write_behind():
@@ -637,17 +654,23 @@ class Orchestrator:
         finally:
             if run.children is not None:
                 await run.children.aclose()
-
-        synthesis, error = await self._synthesize(run)
-        all_completed = all(s.status is TaskStatus.COMPLETED for s in run.queue.states())
-        status: Literal["completed", "failed"] = (
-            "completed" if synthesis is not None and all_completed else "failed"
-        )
-        if error is None and not all_completed:
-            bad = [s.task.id for s in run.queue.states() if s.status is not TaskStatus.COMPLETED]
-            error = f"tasks not completed: {', '.join(bad)}"
+        status: Literal["completed", "failed", "awaiting_approval"]
+        synthesis: str | None
+        error: str | None
+        if (waiting := awaiting_approval(run.queue, ledger, run_id)) is not None:
+            synthesis, error, status = None, waiting, "awaiting_approval"  # approval hook
+        else:
+            synthesis, error = await self._synthesize(run)
+            all_completed = all(s.status is TaskStatus.COMPLETED for s in run.queue.states())
+            status = "completed" if synthesis is not None and all_completed else "failed"
+            if error is None and not all_completed:
+                bad = [s.task.id for s in run.queue.states() if s.status != TaskStatus.COMPLETED]
+                error = f"tasks not completed: {', '.join(bad)}"
         ledger.record_messages(run_id, self.messages.all())
-        ledger.finish_run(run_id, status=status, synthesis=synthesis, usage=run.usage, error=error)
+        recorded = "interrupted" if status == "awaiting_approval" else status
+        ledger.finish_run(
+            run_id, status=recorded, synthesis=synthesis, usage=run.usage, error=error
+        )
         self._emit("run_finished", run_id, detail=status)
         return RunResult(
             run_id=run_id,
@@ -701,6 +724,12 @@ class Orchestrator:
             # records committed so far stay as they are. (A memory or store backend failing
             # is the task's failure, per its policy.)
             raise exc
+        if isinstance(exc, ApprovalPending):  # approval hook: the task waits (see `approval.py`)
+            queue.interrupt(task_id)
+            ledger.record_task(run.run_id, queue.get(task_id))
+            for call_id in exc.call_ids:
+                self._emit("awaiting_approval", run.run_id, task_id=task_id, detail=call_id)
+            return
         reason = str(exc) if isinstance(exc, ClearanceError) else f"{type(exc).__name__}: {exc}"
         skipped = queue.fail(task_id, reason)
         run.shared.write(task_id=task_id, agent=task.assignee, content=reason, kind="failure")
@@ -712,6 +741,8 @@ class Orchestrator:
 
     async def _run_task_with_memory(self, run: _Run, task: Task) -> str:
         """Run one task; a model task in an OpenTelemetry ``invoke_agent`` span (`agent_span`)."""
+        assert run.gate is not None
+        await run.gate.check_task(task)  # approval hook (see `approval.py`)
         if task.run is not None:  # a non-model step (see `steps.py`)
             return await self._remembered(run, task)
         with agent_span(run_id=run.run_id, task_id=task.id, agent=task.assignee):
@@ -861,6 +892,7 @@ class Orchestrator:
             call_budget=ctx.budget,
             budget=self._budget,
             spawn=spawn if children is not None else None,
+            approve=partial(run.gate.check_tools, ctx.task.id) if run.gate else None,
         )
         chain = DelegationChain(origin=ctx.agent.name)
         return await loop.run(
@@ -1047,6 +1079,7 @@ class Orchestrator:
             "tool_paths": dict(self._tool_paths),
             "synthesis_from": list(self.synthesis_from) if self.synthesis_from else None,
             "model_options": self._model_options,
+            "approval_tools": sorted(self.approval_tools),
             "process": process_identity(),  # `resume` refuses a run whose process is alive
         }
 
@@ -1165,4 +1198,7 @@ def _recorded_subagent_settings(config: Mapping[str, Any]) -> dict[str, Any]:
     rounds = config.get("clarification_rounds")
     if isinstance(rounds, int) and not isinstance(rounds, bool):
         settings["clarification_rounds"] = rounds
+    approval = config.get("approval_tools")
+    if isinstance(approval, list) and all(isinstance(n, str) for n in approval):
+        settings["approval_tools"] = approval
     return settings

@@ -80,7 +80,9 @@ class RunResult:
 
     Attributes:
         run_id: Id of the run in the ledger.
-        status: ``completed`` when every task completed and the synthesis was written,
+        status: ``completed`` when every task completed and the synthesis was written;
+            ``awaiting_approval`` when the run paused for a person's approval (recorded
+            ``interrupted``: decide, then resume it; ``error`` names the requests);
             ``failed`` otherwise (finished results are kept either way).
         synthesis: The coordinator's final answer, or ``None`` if synthesis failed.
         tasks: Outcome per task id, in graph order.
@@ -89,7 +91,7 @@ class RunResult:
     """
 
     run_id: str
-    status: Literal["completed", "failed"]
+    status: Literal["completed", "failed", "awaiting_approval"]
     synthesis: str | None
     tasks: dict[str, TaskOutcome] = field(default_factory=dict)
     usage: Usage = field(default_factory=Usage)

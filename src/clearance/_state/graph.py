@@ -178,6 +178,7 @@ class TaskGraph:
                 else None,
                 run=d.get("run"),
                 after_failure=d.get("after_failure", "skip"),
+                approval=d.get("approval", "none"),
             )
             for d in data
         )
@@ -205,4 +206,6 @@ def _task_dict(task: Task) -> dict[str, Any]:
         data["run"] = task.run
     if task.after_failure != "skip":
         data["after_failure"] = task.after_failure
+    if task.approval != "none":
+        data["approval"] = task.approval
     return data

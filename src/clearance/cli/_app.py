@@ -41,6 +41,8 @@ from clearance._state.ledger import (
 )
 from clearance._state.messages import MessageBus
 from clearance._state.store import ContextStore
+from clearance.cli._approve import EXIT_AWAITING_APPROVAL, terminal_approver
+from clearance.cli._approve import register as register_approval_commands
 from clearance.cli._backends import run_memory_for, team_tools, verify_lookups
 from clearance.cli._chat import register as register_chat_command
 from clearance.cli._chat import shared_conversation_warning
@@ -323,7 +325,8 @@ def run(
         bool,
         typer.Option(
             "--interactive",
-            help="Answer isolated subagents' questions yourself instead of the coordinator.",
+            help="Answer isolated subagents' questions yourself instead of the coordinator, "
+            "and decide approvals at the terminal instead of pausing the run.",
         ),
     ] = False,
     memory_url: Annotated[
@@ -398,6 +401,8 @@ def run(
             memory=memory,
             tools=tools,
             synthesis_from=loaded.synthesis_from,
+            approval_tools=loaded.spec.approval_tools,
+            approver=terminal_approver() if interactive else None,
         )
         if loaded.input_root is not None:
             out.print(safe_text(f"input: {loaded.input_root}"))
@@ -423,8 +428,7 @@ def run(
             data = {**report.data, "tasks": _task_data(result)}
             json_output.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", "utf-8")
             out.print(safe_text(f"result written to {json_output}"))
-    if result.status != "completed":
-        raise typer.Exit(1)
+    _exit_for(result)
 
 
 async def _ask_at_terminal(task_id: str, question: str) -> str:
@@ -498,6 +502,9 @@ def resume(
         Path | None,
         typer.Option("--team", help="Team file whose tools: entries provide the run's user tools."),
     ] = None,
+    interactive: Annotated[
+        bool, typer.Option("--interactive", help="Decide approvals at the terminal.")
+    ] = False,
 ) -> None:
     """Resume a stopped run: keep its completed results, run the rest, then synthesize.
 
@@ -511,7 +518,7 @@ def resume(
         memory = RunMemory(memory_url) if memory_url else None
         orchestrator = Orchestrator.from_run(
             run_id, ledger=ledger, model=model, on_event=progress, store=store, memory=memory,
-            tools=tools,
+            tools=tools, approver=terminal_approver() if interactive else None,
         )  # fmt: skip
         for opened in (orchestrator.store, orchestrator.memory):
             if opened is not None:
@@ -522,6 +529,13 @@ def resume(
             orchestrator.max_concurrency = max_concurrency
         result = _run_until_interrupted(orchestrator.resume(run_id, force=force), progress, db)
     _print_result(result)
+    _exit_for(result)
+
+
+def _exit_for(result: RunResult) -> None:
+    """Exit 1 for a failed run, `EXIT_AWAITING_APPROVAL` for one paused for approval."""
+    if result.status == "awaiting_approval":
+        raise typer.Exit(EXIT_AWAITING_APPROVAL)
     if result.status != "completed":
         raise typer.Exit(1)
 
@@ -817,6 +831,7 @@ def runs(
 
 register_view_commands(app)
 register_chat_command(app)
+register_approval_commands(app)
 
 
 def main() -> None:

@@ -46,7 +46,7 @@ def team_tools(loaded: LoadedTeam) -> dict[str, Callable[..., Any]]:
         ConfigError: An entry cannot be imported (the message names the file and entry).
     """
     tools = {}
-    for name, path in loaded.spec.tools.items():
+    for name, path in loaded.spec.tool_functions.items():
         try:
             tools[name] = import_function(path, field=f"tools.{name}")
         except ConfigError as exc:
