@@ -29,6 +29,8 @@ from clearance._context.isolated import IsolatedContext
 from clearance._context.window import CompressionRecord, ContextWindowMonitor
 from clearance._core.errors import (
     AccessDenied,
+    ApprovalDenied,
+    ApprovalPending,
     ClearanceError,
     ConfigError,
     ContextViolation,
@@ -53,6 +55,7 @@ from clearance._core.errors import (
 from clearance._core.memory_spec import MemoryGroup, SharedConversation
 from clearance._core.prompt import ChatMessage, ContextItem, ContextManifest, Prompt
 from clearance._core.spec import Agent, AgentLimits, FanOut, MemoryScope, Task, TaskMode, Team
+from clearance._orchestration.approval import ApprovalDecision, ApprovalRequest
 from clearance._orchestration.chat import AgentChat
 from clearance._orchestration.orchestrator import Orchestrator
 from clearance._orchestration.result import RunEvent, RunResult, TaskOutcome
@@ -82,6 +85,10 @@ __all__ = [
     "AggregateResult",
     "AggregatedFinding",
     "Aggregator",
+    "ApprovalDecision",
+    "ApprovalDenied",
+    "ApprovalPending",
+    "ApprovalRequest",
     "ArchitecturalContext",
     "ChatMessage",
     "ChildOutcome",

@@ -206,3 +206,23 @@ def test_verify_fails_on_a_forged_approval(env) -> None:
     verify = cli(env, "verify", run_id)
     assert verify.exit_code != 0
     assert verify.output.count("a decision that answers no recorded request") == 2
+
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "approval.yaml"
+
+
+def test_the_approval_example_pauses_and_resumes(tmp_path) -> None:
+    """The README's approval snippet, with the deterministic fake model."""
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    runner = CliRunner()
+    run = runner.invoke(app, ["run", str(EXAMPLE), "--model", "fake:demo", "--db", db])
+    assert run.exit_code == 3, run.output
+    run_id, (call_id,) = pending(run.output)
+    with RunLedger(db) as ledger:
+        states = {t.task_id: t.status for t in ledger.tasks(run_id)}
+        assert states == {"draft": "completed", "publish": "interrupted"}
+        assert ledger.get_run(run_id).status == "interrupted"
+    assert runner.invoke(app, ["approve", run_id, call_id, "--db", db]).exit_code == 0
+    resumed = runner.invoke(app, ["resume", run_id, "--db", db])
+    assert resumed.exit_code == 0, resumed.output
+    assert runner.invoke(app, ["verify", run_id, "--db", db]).exit_code == 0
