@@ -137,8 +137,8 @@ class _Call:
     model: ChatModel
     request: ModelRequest
     attempts: int
-    # Lengths of the pieces streamed in this attempt (see `ModelCaller._streaming`).
-    pieces: list[int] = dataclasses.field(default_factory=list)
+    # This attempt's stream: [pieces heard, 1 while open] (see `ModelCaller._streaming`).
+    stream: list[int] = dataclasses.field(default_factory=lambda: [0, 1])
 
 
 class ModelCaller:
@@ -290,8 +290,8 @@ class ModelCaller:
                 model_id=call.model.model_id, prompt=call.request.prompt, started_at=started_at,
             )  # fmt: skip
             await self.ledger.wait_committed()  # what leaves the process is on record first
+        streamed = self._streaming(call, number)
         try:
-            streamed = self._streaming(call, number)
             response = await self._send(streamed or call, started)
             _check_response(call, response)
             if response.tool_calls:
@@ -307,6 +307,8 @@ class ModelCaller:
             error = f"attempt {number} of {call.attempts}: cancelled"
             raise
         finally:
+            if streamed is not None:
+                streamed.stream[1] = 0  # nothing more is heard from this attempt
             if self.ledger is not None and call_id is not None:
                 assert self.run_id is not None
                 self.ledger.finish_call(
@@ -320,20 +322,20 @@ class ModelCaller:
         if listener is None:
             return None
         listener("model_call", call.subject, f"attempt {number}")
-        pieces: list[int] = []
+        state = [0, 1]  # pieces heard; 1 while the attempt is open
 
         def sink(piece: str) -> None:
-            pieces.append(len(piece))
-            listener("text", call.subject, piece)
+            if state[1]:  # a provider thread may go on briefly after an abandoned attempt
+                state[0] += 1
+                listener("text", call.subject, piece)
 
         request = dataclasses.replace(call.request, stream=sink)
-        streamed = dataclasses.replace(call, request=request, pieces=pieces)
-        return streamed
+        return dataclasses.replace(call, request=request, stream=state)
 
     def _heard(self, call: _Call, streamed: _Call, response: ModelResponse) -> None:
         """Tell the listener the text a provider did not stream, and the tool calls."""
         assert self.listener is not None
-        if not streamed.pieces and response.text:
+        if not streamed.stream[0] and response.text:
             self.listener("text", call.subject, response.text)
         for tool_call in response.tool_calls:
             self.listener("tool_call", call.subject, tool_call.name)
