@@ -226,3 +226,30 @@ def test_the_approval_example_pauses_and_resumes(tmp_path) -> None:
     resumed = runner.invoke(app, ["resume", run_id, "--db", db])
     assert resumed.exit_code == 0, resumed.output
     assert runner.invoke(app, ["verify", run_id, "--db", db]).exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("note", "problem"),
+    [("approval: maybe", "approval"), ("approval: [required]", "approval")],
+)
+def test_a_bad_approval_setting_is_one_line_exit_2(env, note: str, problem: str) -> None:
+    result = start(env, note)
+    assert result.exit_code == 2, result.output
+    assert problem in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_a_bad_tool_entry_is_one_line_exit_2(env) -> None:
+    team = env["tmp"] / "team.yaml"
+    team.write_text((TEAM % "approval: none").replace("approval: required}", "approval: yes}"))
+    result = cli(env, "run", str(team), "--model", "openai:m")
+    assert result.exit_code == 2, result.output
+    assert "tools" in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_a_decision_needs_a_name_and_a_short_reason(env) -> None:
+    run_id, (call_id,) = pending(start(env).output)
+    nameless = cli(env, "approve", run_id, call_id, "--by", " ")
+    assert nameless.exit_code == 2 and "--by" in nameless.output
+    long = cli(env, "deny", run_id, call_id, "--reason", "x" * 2001)
+    assert long.exit_code == 2 and "--reason" in long.output
+    assert cli(env, "approve", run_id, call_id).exit_code == 0  # nothing was recorded before
