@@ -185,7 +185,14 @@ class ApprovalGate:
         self.approver = approver
         self._requests: dict[tuple[Any, ...], ApprovalRequest] = {}
         self._decisions: dict[str, ApprovalDecision] = {}
-        for event in ledger.events(run_id):  # what earlier sessions of the run recorded
+        self._loaded = False
+
+    def _load(self) -> None:
+        """Read what earlier sessions of the run recorded (once, when first needed)."""
+        if self._loaded:
+            return
+        self._loaded = True
+        for event in self.ledger.events(self.run_id):
             if event.kind == APPROVAL_REQUESTED:
                 request = ApprovalRequest.from_event(event)
                 self._requests.setdefault(request.key, request)
@@ -254,6 +261,9 @@ class ApprovalGate:
         self, wanted: list[ApprovalRequest]
     ) -> list[tuple[ApprovalRequest, ApprovalDecision]]:
         """The decision on each request (recording new requests); pause if any is open."""
+        if not wanted:
+            return []
+        self._load()
         requests = []
         for item in wanted:
             request = self._requests.get(item.key)
