@@ -88,6 +88,8 @@ def test_a_tool_call_waits_for_approval_then_runs_once(env) -> None:
     assert run.exit_code == 3, run.output
     run_id, (call_id,) = pending(run.output)
     assert "clearance approve" in run.output
+    assert f"waiting    tidy: approval {call_id}" in run.output
+    assert "run finished: awaiting_approval" in run.output
     assert not env["log"].exists()  # paused before the tool ran
 
     approved = cli(env, "approve", run_id, call_id, "--by", "alice")
