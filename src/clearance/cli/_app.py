@@ -375,7 +375,7 @@ def run(
         if target is not None and not target.parent.is_dir():
             raise ConfigError(f"folder {str(target.parent)!r} does not exist", field="--output")
     progress = _Progress(out, total=len(loaded.tasks))
-    view = StreamView(out, progress) if stream else None
+    view = StreamView(out, progress, live=not interactive) if stream else None
     store_url = store_url or loaded.spec.store
     tools = team_tools(loaded)
     memory = run_memory_for(loaded, override=memory_url, ledger_url=db)

@@ -35,10 +35,15 @@ class StreamView:
     Args:
         console: Where to show it.
         progress: Prints the run's progress lines (task started, completed...).
+        live: Redraw panels on a terminal; ``False`` prints lines as in a pipe (when the
+            terminal also takes answers, ``--interactive``).
     """
 
-    def __init__(self, console: Console, progress: Callable[[RunEvent], None]) -> None:
+    def __init__(
+        self, console: Console, progress: Callable[[RunEvent], None], *, live: bool = True
+    ) -> None:
         self._console = console
+        self._live_wanted = live
         self._progress = progress
         self._texts: dict[str, str] = {}  # subject: its text so far (the tail)
         self._live: Live | None = None
@@ -46,7 +51,7 @@ class StreamView:
     @contextmanager
     def showing(self) -> Iterator[StreamView]:
         """Show the running calls live while the block runs (on a terminal)."""
-        if not self._console.is_terminal:
+        if not (self._console.is_terminal and self._live_wanted):
             yield self
             self._flush_all()
             return
