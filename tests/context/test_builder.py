@@ -8,12 +8,12 @@ from clearance import (
     ContextViolation,
     LimitExceeded,
     MessageBus,
-    SharedMemory,
     Task,
     TaskGraph,
-    TaskQueue,
 )
 from clearance._context.render import fence_block, fence_for, one_line, render_block
+from clearance._state.queue import TaskQueue
+from clearance._state.shared_memory import SharedMemory
 from clearance.models import estimate_tokens
 
 AGENT = Agent(name="worker", instructions="You are careful.")

@@ -9,18 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clearance import (
-    Agent,
-    ContextBuilder,
-    MessageBus,
-    SharedMemory,
-    Task,
-    TaskGraph,
-    TaskQueue,
-)
+from clearance import Agent, ContextBuilder, MessageBus, Task, TaskGraph
 from clearance._context.builder import SYNTHESIS_TRAILER, TASK_TRAILER
 from clearance._context.isolated import ISOLATED_TRAILER, IsolatedContext
 from clearance._context.render import fence_for, parse_user_message, render_user_message
+from clearance._state.queue import TaskQueue
+from clearance._state.shared_memory import SharedMemory
 from clearance.models import estimate_tokens
 
 WORKER = Agent(name="worker", instructions="You are careful.")

@@ -12,10 +12,10 @@ from clearance import (
     RunLedger,
     Task,
     TaskGraph,
-    TaskQueue,
     TaskStatus,
     Team,
 )
+from clearance._state.queue import TaskQueue
 from clearance.models import ModelRequest, estimate_tokens
 from clearance.testing import CanaryModel, ScriptedModel, assert_never_saw, assert_saw
 

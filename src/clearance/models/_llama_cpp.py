@@ -262,7 +262,7 @@ class LlamaCppModel:
     def count_tokens(self, text: str) -> int:
         """Tokens ``text`` takes with this model's own tokenizer (no BOS, no special tokens).
 
-        Loads the model on first use (about 0.15 s for SmolLM2-135M). Tokenization reads only
+        Loads the model on first use (see BENCHMARKS.md for how long). Tokenization reads only
         the model's immutable vocabulary, so it does not wait for a running completion.
 
         Args:
