@@ -23,6 +23,8 @@ from clearance._context.builder import ContextBuilder
 from clearance._context.clearance import Clearance
 from clearance._core.errors import (
     AccessDenied,
+    ApprovalDenied,
+    ApprovalPending,
     ClearanceError,
     ConfigError,
     ContextViolation,
@@ -55,11 +57,13 @@ from clearance._core.spec import (
     TaskMode,
     Team,
 )
+from clearance._orchestration.approval import ApprovalDecision, ApprovalRequest
 from clearance._orchestration.chat import AgentChat
 from clearance._orchestration.executor import ModelExecutor
 from clearance._orchestration.orchestrator import Orchestrator
 from clearance._orchestration.ray_executor import RayExecutor
 from clearance._orchestration.result import RunEvent, RunResult, TaskOutcome
+from clearance._orchestration.stream import RunStream
 from clearance._state.grants import StoreView
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import RunLedger
@@ -75,6 +79,10 @@ __all__ = [
     "Agent",
     "AgentChat",
     "AgentLimits",
+    "ApprovalDecision",
+    "ApprovalDenied",
+    "ApprovalPending",
+    "ApprovalRequest",
     "ChatMessage",
     "Clearance",
     "ClearanceError",
@@ -111,6 +119,7 @@ __all__ = [
     "RunEvent",
     "RunLedger",
     "RunResult",
+    "RunStream",
     "SelfDependencyError",
     "StoreEntry",
     "StoreError",

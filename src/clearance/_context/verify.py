@@ -50,6 +50,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from clearance._context.verify_approvals import check_approvals
 from clearance._context.verify_chain import check_chain
 from clearance._context.verify_facts import MemoryLookup, RunFacts, StoreLookup
 from clearance._context.verify_items import check_admission, check_sources
@@ -160,6 +161,12 @@ def verify_run(
     findings.extend(
         Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
         for subject, call_id, reason in check_results(calls, facts)
+    )
+    findings.extend(
+        Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
+        for subject, call_id, reason in check_approvals(
+            ledger, run, facts.events, calls, facts.tool_calls, set(facts.completed)
+        )
     )
     shown = [
         task_id

@@ -166,6 +166,7 @@ class TaskGraph:
                 else None,
                 run=d.get("run"),
                 after_failure=d.get("after_failure", "skip"),
+                approval=d.get("approval", "none"),
             )
             for d in data
         )
@@ -193,4 +194,6 @@ def _task_dict(task: Task) -> dict[str, Any]:
         data["run"] = task.run
     if task.after_failure != "skip":
         data["after_failure"] = task.after_failure
+    if task.approval != "none":
+        data["approval"] = task.approval
     return data

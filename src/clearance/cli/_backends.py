@@ -52,7 +52,7 @@ def team_tools(loaded: LoadedTeam) -> dict[str, Callable[..., Any] | Tool]:
             message names the file and entry or server).
     """
     tools: dict[str, Callable[..., Any] | Tool] = {}
-    for name, path in loaded.spec.tools.items():
+    for name, path in loaded.spec.tool_functions.items():
         try:
             tools[name] = import_function(path, field=f"tools.{name}")
         except ConfigError as exc:

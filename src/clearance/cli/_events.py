@@ -73,6 +73,14 @@ def _what(event: EventRecord) -> str:
             f"round {data.get('round')}: asked {data.get('question')!r}; "
             f"{data.get('answered_by')} answered {data.get('answer')!r}"
         )
+    if event.kind == "awaiting_approval":
+        what = f"task {data.get('task_id')} ({data.get('agent')})"
+        if data.get("kind") == "tool":
+            what = f"{data.get('agent')} calls {data.get('tool')} {data.get('arguments')}"
+        return f"{data.get('call_id')}: {what}"
+    if event.kind == "approval_decided":
+        why = f": {data.get('reason')}" if data.get("reason") else ""
+        return f"{data.get('call_id')} {data.get('decision')} by {data.get('by')}{why}"
     if event.kind == "limit_exceeded":
         return str(data.get("error"))
     if event.kind == "architecture":

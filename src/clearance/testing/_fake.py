@@ -14,6 +14,7 @@ import os
 
 from clearance._core.errors import ConfigError
 from clearance.models._base import ModelRequest, ModelResponse, Usage, estimate_tokens
+from clearance.testing._models import stream_text
 
 __all__ = ["LATENCY_ENV", "FakeModel"]
 
@@ -94,6 +95,7 @@ class FakeModel:
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
         text = self.answer(request)
+        stream_text(request, text)
         return ModelResponse(
             text=text,
             usage=Usage(
