@@ -20,6 +20,7 @@ from clearance._orchestration.approval import Approver
 from clearance._orchestration.execution import RunExecution
 from clearance._orchestration.executor import ModelExecutor
 from clearance._orchestration.graph_check import check_graph
+from clearance._orchestration.model_pool import ModelPool
 from clearance._orchestration.planner import plan_tasks
 from clearance._orchestration.result import EventKind, RunEvent, RunResult
 from clearance._orchestration.resume import (
@@ -50,7 +51,7 @@ from clearance._state.queue import TaskQueue
 from clearance._state.shared_memory import SharedMemory
 from clearance._state.store import ContextStore
 from clearance.models._base import ChatModel, Usage
-from clearance.models._registry import DEFAULT_MODEL_ID, get_model
+from clearance.models._registry import DEFAULT_MODEL_ID
 
 __all__ = ["DEFAULT_COORDINATOR", "DEFAULT_GOAL", "DEFAULT_WORKSPACE_ROOT", "Orchestrator"]
 
@@ -178,9 +179,7 @@ class Orchestrator:
         self.messages = messages if messages is not None else MessageBus(clock=clock)
         self.max_concurrency = max_concurrency
         self.input_root = Path(input_root) if input_root is not None else None
-        self._default_model = model
-        self._models: dict[str, ChatModel] = dict(models or {})
-        self._model_options = checked_model_options(model_options or {})
+        self._models = ModelPool(model, models=models, options=model_options, executor=executor)
         self._ledger = ledger
         self._on_event = on_event
         self.stream_text = stream_text
@@ -435,7 +434,7 @@ class Orchestrator:
         coordinator = self.team.coordinator or DEFAULT_COORDINATOR
         return await plan_tasks(
             caller, goal, team=self.team, coordinator=coordinator,
-            model=self._model_for(coordinator), memory_groups=self._memory_groups,
+            model=self._models.for_agent(coordinator), memory_groups=self._memory_groups,
         )  # fmt: skip
 
     async def _execute(
@@ -483,41 +482,23 @@ class Orchestrator:
 
     def _resolve_models(self) -> None:
         """Create every agent's model now, so a bad model id fails before the run starts."""
-        for agent in (*self.team.agents, self.team.coordinator or DEFAULT_COORDINATOR):
-            self._model_for(agent)
-
-    def _model_for(self, agent: Agent) -> ChatModel:
-        key = agent.model
-        if key is None:
-            if not isinstance(self._default_model, str):
-                return self._remote(self._default_model.model_id, self._default_model)
-            key = self._default_model
-        if key not in self._models:
-            self._models[key] = get_model(key, **self._model_options.get(key, {}))
-        return self._remote(key, self._models[key])
-
-    def _remote(self, key: str, model: ChatModel) -> ChatModel:
-        """``model`` as the executor answers it (itself without an executor)."""
-        if self.executor is None:
-            return model
-        return self.executor.model(key, model, self._model_options.get(key, {}))
+        self._models.resolve((*self.team.agents, self.team.coordinator or DEFAULT_COORDINATOR))
 
     def _config(self) -> dict[str, Any]:
         """The run's configuration as recorded with it (see `recorded_config`)."""
-        default = self._default_model
         return recorded_config(
             self._settings(),
             coordinator=self.team.coordinator or DEFAULT_COORDINATOR,
-            default_model=default if isinstance(default, str) else default.model_id,
+            default_model=self._models.default_id,
             tool_paths=self._tool_paths,
-            model_options=self._model_options,
+            model_options=self._models.options,
         )
 
     def _settings(self) -> RunSettings:
         """What this orchestrator fixes for each of its runs."""
         return RunSettings(
             team=self.team, ledger=self.ledger, messages=self.messages, clock=self._clock,
-            model_for=self._model_for, emit=self._emit, memory=self.memory,
+            model_for=self._models.for_agent, emit=self._emit, memory=self.memory,
             memory_groups=self._memory_groups, store=self.store, tools=self._tools,
             input_root=self.input_root, project_root=self.project_root,
             file_caps=self.file_caps, clarification_rounds=self.clarification_rounds,
