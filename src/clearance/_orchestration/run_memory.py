@@ -35,7 +35,7 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from clearance._core.errors import ClearanceError, ConfigError, StoreError
 from clearance._core.ids import new_id
 from clearance._core.spec import Agent, Task
-from clearance._state.database import _cause, _mask
+from clearance._state.db import failure_cause, mask_url
 from clearance._state.ledger import RunLedger
 from clearance._state.memory import MemoryRecord, PersistentMemory
 
@@ -50,7 +50,7 @@ DEFAULT_MEMORY_TIMEOUT_S = 30.0
 
 def masked_url(url: str) -> str:
     """``url`` with any password replaced by ``***`` (as the ledger records it)."""
-    return _mask(url)
+    return mask_url(url)
 
 
 def absolute_url(url: str) -> str:
@@ -180,7 +180,7 @@ class RunMemory:
                 memory = PersistentMemory(self._engine, agent=agent, groups=groups)
             except (SQLAlchemyError, OSError) as exc:
                 raise StoreError(
-                    f"cannot open the memory store at {self.masked_url}: {_cause(exc)}"
+                    f"cannot open the memory store at {self.masked_url}: {failure_cause(exc)}"
                 ) from exc
             self._memories[agent] = memory
             return memory
@@ -198,7 +198,7 @@ class RunMemory:
             raise StoreError(f"{what}: {exc}") from exc
         except (SQLAlchemyError, OSError) as exc:
             raise StoreError(
-                f"{what}: the memory store at {self.masked_url} failed: {_cause(exc)}"
+                f"{what}: the memory store at {self.masked_url} failed: {failure_cause(exc)}"
             ) from exc
 
     # -- the hooks --------------------------------------------------------------------------
