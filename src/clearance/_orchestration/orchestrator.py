@@ -61,7 +61,7 @@ from clearance._orchestration.subagents import (
 )
 from clearance._orchestration.synthesis import Synthesis, synthesize
 from clearance._state.graph import TaskGraph
-from clearance._state.ledger import RunLedger
+from clearance._state.ledger import Recorder, RunLedger
 from clearance._state.messages import MessageBus, check_recipient
 from clearance._state.queue import TaskQueue, TaskState, TaskStatus
 from clearance._state.shared_memory import SharedMemory
@@ -263,7 +263,7 @@ class Orchestrator:
         model: str | ChatModel = DEFAULT_MODEL_ID,
         models: Mapping[str, ChatModel] | None = None,
         model_options: Mapping[str, Mapping[str, int]] | None = None,
-        ledger: RunLedger | None = None,
+        ledger: Recorder | None = None,
         max_concurrency: int = 4,
         input_root: str | Path | None = None,
         messages: MessageBus | None = None,
@@ -316,8 +316,8 @@ class Orchestrator:
     # -- public API ---------------------------------------------------------------------
 
     @property
-    def ledger(self) -> RunLedger:
-        """The run ledger (opened on first use)."""
+    def ledger(self) -> Recorder:
+        """Where runs are recorded: the given recorder, or a `RunLedger` opened on first use."""
         if self._ledger is None:
             self._ledger = RunLedger()
         return self._ledger
@@ -484,6 +484,8 @@ class Orchestrator:
             PlanError: The run had no plan yet, and the coordinator's new plan is invalid.
         """
         ledger = self.ledger
+        if not isinstance(ledger, RunLedger):  # a NullLedger, say: nothing to resume from
+            raise LedgerError(f"cannot read run {run_id!r}: {ledger!r} keeps no record to resume")
         recorded = load_recorded_run(ledger, run_id)
         record = recorded.record
         run_id = record.run_id

@@ -36,7 +36,7 @@ from clearance._core.errors import ClearanceError, ConfigError, StoreError
 from clearance._core.ids import new_id
 from clearance._core.spec import Agent, Task
 from clearance._state.db import failure_cause, mask_url
-from clearance._state.ledger import RunLedger
+from clearance._state.ledger import Recorder
 from clearance._state.memory import MemoryRecord, PersistentMemory
 
 __all__ = ["MemoryOnError", "RunMemory", "absolute_url", "default_memory_url", "masked_url"]
@@ -214,7 +214,7 @@ class RunMemory:
         task: Task,
         agent: Agent,
         groups: Mapping[str, Iterable[str]],
-        ledger: RunLedger,
+        ledger: Recorder,
     ) -> tuple[MemoryRecord, ...]:
         """Recall the records most relevant to ``task`` from what ``agent`` may read.
 
@@ -254,7 +254,7 @@ class RunMemory:
         agent: Agent,
         groups: Mapping[str, Iterable[str]],
         result: str,
-        ledger: RunLedger,
+        ledger: Recorder,
     ) -> None:
         """Record a completed task's result (or task and result) per ``agent.memory``.
 
@@ -286,7 +286,7 @@ class RunMemory:
 
     def _note(
         self,
-        ledger: RunLedger,
+        ledger: Recorder,
         run_id: str,
         task: Task,
         agent: Agent,
