@@ -25,6 +25,7 @@ def engine(request, tmp_path):
     yield eng
     with eng.begin() as conn:
         conn.execute(sa.text("DROP TABLE IF EXISTS clearance_memories"))
+        conn.execute(sa.text("DROP TABLE IF EXISTS memory_schema_version"))
         if eng.dialect.name == "sqlite":
             conn.execute(sa.text("DROP TABLE IF EXISTS clearance_memories_fts"))
     eng.dispose()

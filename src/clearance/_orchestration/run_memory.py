@@ -36,6 +36,7 @@ from clearance._core.errors import ClearanceError, ConfigError, StoreError
 from clearance._core.ids import new_id
 from clearance._core.spec import Agent, Task
 from clearance._state.db import failure_cause, mask_url
+from clearance._state.db.engine import open_engine
 from clearance._state.ledger import Recorder
 from clearance._state.memory import MemoryRecord, PersistentMemory
 
@@ -88,10 +89,6 @@ def default_memory_url(ledger_url: str) -> str:
         memory_file = Path(database).resolve().with_name("memory.db")
         return parsed.set(database=str(memory_file)).render_as_string(hide_password=False)
     return ledger_url
-
-
-def _is_file(database: str) -> bool:
-    return database not in ("", ":memory:") and not database.startswith("file:")
 
 
 class RunMemory:
@@ -171,12 +168,8 @@ class RunMemory:
             if held is not None:
                 return held
             try:
-                if self._engine is None:
-                    url = make_url(self.url)
-                    database = url.database or ""
-                    if url.drivername.startswith("sqlite") and _is_file(database):
-                        Path(database).parent.mkdir(parents=True, exist_ok=True)
-                    self._engine = sa.create_engine(self.url)
+                if self._engine is None:  # shared by the agents' memories
+                    self._engine = open_engine(self.url, label="memory store")
                 memory = PersistentMemory(self._engine, agent=agent, groups=groups)
             except (SQLAlchemyError, OSError) as exc:
                 raise StoreError(

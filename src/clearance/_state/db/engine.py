@@ -17,7 +17,7 @@ from types import TracebackType
 from typing import Any, NoReturn, Self
 
 from sqlalchemy import create_engine, func, select
-from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from clearance._core.clock import Clock, utc_now
@@ -35,7 +35,7 @@ from clearance._state.db.sqlite import (
 )
 from clearance._state.db.types import serialize_json
 
-__all__ = ["DatabaseBase"]
+__all__ = ["DatabaseBase", "open_engine"]
 
 
 class DatabaseBase:
@@ -47,7 +47,8 @@ class DatabaseBase:
     Args:
         url: SQLAlchemy URL: ``sqlite:///path`` (relative), ``sqlite:////abs/path``, or
             ``postgresql+psycopg://user@host:port/db``. The parent folder of an SQLite file
-            is created.
+            is created. Or an engine to share: used as its owner configured it, and not
+            disposed by `close`.
         clock: Source of timestamps (aware UTC).
         read_only: Open an SQLite file read-only (``mode=ro``; see `read_only_sqlite`),
             creating nothing and writing nothing, so a file or folder without write
@@ -62,39 +63,26 @@ class DatabaseBase:
     _HOLD_CONNECTIONS = False
     """Whether each thread holds one connection of an SQLite file (`HeldConnections`)."""
 
-    def __init__(self, url: str, *, clock: Clock = utc_now, read_only: bool = False) -> None:
-        self._url = mask_url(url)
+    def __init__(
+        self, url: str | Engine, *, clock: Clock = utc_now, read_only: bool = False
+    ) -> None:
         self._clock = clock
         self._closed = False
-        self._read_only = False
-        try:
-            parsed = make_url(url)
-            self._read_only = read_only and is_sqlite_file(parsed)
-            if parsed.get_backend_name() == "sqlite" and not self._read_only:
-                ensure_sqlite_folder(parsed)
-            hold = self._HOLD_CONNECTIONS and is_sqlite_file(parsed)
-            # A thread holds its connection (see `HeldConnections`): none may wait for one.
-            options: dict[str, Any] = {"max_overflow": -1} if hold else {}
-            if self._read_only:
-                assert parsed.database is not None
-                options["creator"] = read_only_sqlite(parsed.database)
-            engine = create_engine(parsed, json_serializer=serialize_json, **options)
-        except (SQLAlchemyError, ImportError, OSError, ValueError) as exc:
-            raise StoreError(
-                f"cannot open the {self._LABEL} at {self._url}: {failure_cause(exc)}"
-            ) from exc
-        self._dialect = engine.dialect.name
-        if self._dialect not in ("sqlite", "postgresql"):
-            engine.dispose()
-            raise StoreError(
-                f"cannot open the {self._LABEL} at {self._url}: unsupported database "
-                f"{self._dialect!r} (use sqlite or postgresql)"
-            )
-        if self._dialect == "sqlite":
-            configure_sqlite(engine, begin_event=not hold, read_only=self._read_only)
-        self._engine = engine
-        self._write_engine = engine.execution_options(**{WRITE_OPTION: True})
-        self._held = HeldConnections(engine) if hold else None
+        self._owns_engine = not isinstance(url, Engine)
+        if isinstance(url, Engine):  # shared with its owner, used as it is configured
+            self._url = url.url.render_as_string(hide_password=True)
+            self._read_only = False
+            self._dialect = _supported(url, self._LABEL, self._url)
+            self._engine = url
+            self._held: HeldConnections | None = None
+        else:
+            self._url = mask_url(url)
+            self._read_only = read_only and _is_sqlite_file_url(url)
+            hold = self._HOLD_CONNECTIONS and _is_sqlite_file_url(url)
+            self._engine = open_engine(url, label=self._LABEL, hold=hold, read_only=self._read_only)
+            self._dialect = self._engine.dialect.name
+            self._held = HeldConnections(self._engine) if hold else None
+        self._write_engine = self._engine.execution_options(**{WRITE_OPTION: True})
 
     @property
     def url(self) -> str:
@@ -112,7 +100,8 @@ class DatabaseBase:
             self._closed = True
             if self._held is not None:
                 self._held.close()
-            self._engine.dispose()
+            if self._owns_engine:
+                self._engine.dispose()
 
     def __enter__(self) -> Self:
         return self
@@ -308,3 +297,66 @@ class DatabaseBase:
             yield held.connection()
         except BaseException as exc:
             self._give_up_held(held, exc, self._read_error(operation, exc))
+
+
+def _is_sqlite_file_url(url: str) -> bool:
+    try:
+        return is_sqlite_file(make_url(url))
+    except (SQLAlchemyError, ValueError, TypeError):
+        return False
+
+
+def _supported(engine: Engine, label: str, masked: str) -> str:
+    """The dialect name of ``engine``, if SQLite or PostgreSQL.
+
+    Raises:
+        StoreError: Another database.
+    """
+    dialect = engine.dialect.name
+    if dialect not in ("sqlite", "postgresql"):
+        raise StoreError(
+            f"cannot open the {label} at {masked}: unsupported database {dialect!r} "
+            "(use sqlite or postgresql)"
+        )
+    return dialect
+
+
+def open_engine(
+    url: str, *, label: str = "database", hold: bool = False, read_only: bool = False
+) -> Engine:
+    """An engine for ``url`` configured as the stores use it (see `clearance._state.db.sqlite`).
+
+    The parent folder of a writable SQLite file is created.
+
+    Args:
+        url: SQLAlchemy URL (``sqlite:///path``, ``postgresql+psycopg://...``).
+        label: What is opened (``"run ledger"``...), for error messages.
+        hold: Each thread will hold one connection of an SQLite file (`HeldConnections`):
+            the pool does not limit its overflow and no ``BEGIN`` is sent by SQLAlchemy.
+        read_only: Open an SQLite file read-only (`read_only_sqlite`).
+
+    Raises:
+        StoreError: The URL is malformed or names an unsupported database or a missing
+            driver; the message holds the URL (password masked) and the cause.
+    """
+    masked = mask_url(url)
+    try:
+        parsed = make_url(url)
+        if parsed.get_backend_name() == "sqlite" and not read_only:
+            ensure_sqlite_folder(parsed)
+        # A thread holds its connection (see `HeldConnections`): none may wait for one.
+        options: dict[str, Any] = {"max_overflow": -1} if hold else {}
+        if read_only:
+            assert parsed.database is not None
+            options["creator"] = read_only_sqlite(parsed.database)
+        engine = create_engine(parsed, json_serializer=serialize_json, **options)
+    except (SQLAlchemyError, ImportError, OSError, ValueError) as exc:
+        raise StoreError(f"cannot open the {label} at {masked}: {failure_cause(exc)}") from exc
+    try:
+        dialect = _supported(engine, label, masked)
+    except StoreError:
+        engine.dispose()
+        raise
+    if dialect == "sqlite":
+        configure_sqlite(engine, begin_event=not hold, read_only=read_only)
+    return engine
