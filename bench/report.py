@@ -402,7 +402,7 @@ def main() -> None:
         "",
         "- **Write-behind with group commit** (`589b296`): committing each ledger record in its",
         "  own transaction on the event-loop thread cost about 0.9 ms per task on SQLite, the",
-        "  largest cost of a run; a writer thread now commits everything queued in one transaction.",
+        "  largest cost of a run; a writer thread now commits all that is queued in one go.",
         "- **Statements built once** (`972f1c4`): building a statement and its cache key cost more",
         "  than SQLite's own work per call; the store's statements are built once per dialect.",
         "- **Checkpoints between groups** (`2dc6b26`): the ledger's writer runs a `PASSIVE`",
