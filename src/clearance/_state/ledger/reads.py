@@ -19,6 +19,7 @@ from clearance._state.ledger.records import (
     TaskRecord,
     ToolCallRecord,
     call_record,
+    chain_entry,
     run_record,
     task_record,
     tool_call_record,
@@ -190,17 +191,7 @@ class LedgerReads(LedgerBase):
         """
         query = select(ENTRIES).where(ENTRIES.c.run_id == run_id).order_by(ENTRIES.c.seq)
         with self._reading(f"read the hash chain of run {run_id!r}") as conn:
-            return [
-                ChainEntry(
-                    run_id=row.run_id,
-                    seq=row.seq,
-                    kind=row.kind,
-                    subject=row.subject,
-                    payload_sha256=row.payload_sha256,
-                    chain_sha256=row.chain_sha256,
-                )
-                for row in conn.execute(query)
-            ]
+            return [chain_entry(row) for row in conn.execute(query)]
 
     def record_rows(self, run_id: str) -> dict[str, list[dict[str, Any]]]:
         """Every recorded row of a run, by kind of chain entry, in the order recorded.

@@ -5,16 +5,20 @@ Each is a frozen dataclass; the ``*_record`` functions build one from a row of i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Row
 
 from clearance.models._base import Usage
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 __all__ = [
     "CallRecord",
+    "chain_entry",
     "ChainEntry",
     "EventRecord",
     "RunRecord",
@@ -27,6 +31,8 @@ __all__ = [
     "tool_call_record",
     "usage_of",
 ]
+
+_R = TypeVar("_R", bound="DataclassInstance")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -220,87 +226,42 @@ def usage_of(row: Row[Any]) -> Usage:
     )
 
 
+def _from_row(cls: type[_R], row: Row[Any], **derived: Any) -> _R:
+    """A record of ``cls`` from ``row``: each field from the column of its name.
+
+    A field with no column of its name is given in ``derived`` (``usage``, a boolean held
+    as an integer...). So a new column read as it is stored is one field of the record.
+    """
+    columns = row._mapping
+    values = {f.name: columns[f.name] for f in fields(cls) if f.name not in derived}
+    return cls(**values, **derived)
+
+
 def run_record(row: Row[Any]) -> RunRecord:
     """The `RunRecord` of a ``runs`` row."""
-    return RunRecord(
-        run_id=row.run_id,
-        team=row.team,
-        goal=row.goal,
-        status=row.status,
-        graph=row.graph,
-        config=row.config,
-        synthesis=row.synthesis,
-        error=row.error,
-        usage=usage_of(row),
-        created_at=row.created_at,
-        finished_at=row.finished_at,
-    )
+    return _from_row(RunRecord, row, usage=usage_of(row))
 
 
 def task_record(row: Row[Any]) -> TaskRecord:
     """The `TaskRecord` of a ``tasks`` row."""
-    return TaskRecord(
-        run_id=row.run_id,
-        task_id=row.task_id,
-        title=row.title,
-        assignee=row.assignee,
-        depends_on=tuple(row.depends_on),
-        memory_scope=row.memory_scope,
-        status=row.status,
-        result=row.result,
-        error=row.error,
-        started_at=row.started_at,
-        finished_at=row.finished_at,
-    )
+    return _from_row(TaskRecord, row, depends_on=tuple(row.depends_on))
 
 
 def call_record(row: Row[Any]) -> CallRecord:
     """The `CallRecord` of a ``calls`` row."""
-    return CallRecord(
-        call_id=row.call_id,
-        run_id=row.run_id,
-        subject=row.subject,
-        agent=row.agent,
-        model_id=row.model_id,
-        messages=row.messages,
-        manifest=row.manifest,
-        prompt_sha256=row.prompt_sha256,
-        record_sha256=row.record_sha256,
-        response=row.response,
-        finish_reason=row.finish_reason,
-        usage=usage_of(row),
-        error=row.error,
-        started_at=row.started_at,
-        latency_s=row.latency_s,
-        pending=bool(row.pending),
-    )
+    return _from_row(CallRecord, row, usage=usage_of(row), pending=bool(row.pending))
 
 
 def event_record(row: Row[Any]) -> EventRecord:
     """The `EventRecord` of an ``events`` row."""
-    return EventRecord(
-        event_id=row.event_id,
-        run_id=row.run_id,
-        kind=row.kind,
-        subject=row.subject,
-        data=row.data,
-        created_at=row.created_at,
-    )
+    return _from_row(EventRecord, row)
 
 
 def tool_call_record(row: Row[Any]) -> ToolCallRecord:
     """The `ToolCallRecord` of a ``tool_calls`` row."""
-    return ToolCallRecord(
-        tool_call_id=row.tool_call_id,
-        run_id=row.run_id,
-        subject=row.subject,
-        agent=row.agent,
-        step=row.step,
-        name=row.name,
-        arguments=row.arguments,
-        result=row.result,
-        is_error=bool(row.is_error),
-        store_reads=row.store_reads,
-        chain=row.chain,
-        created_at=row.created_at,
-    )
+    return _from_row(ToolCallRecord, row, is_error=bool(row.is_error))
+
+
+def chain_entry(row: Row[Any]) -> ChainEntry:
+    """The `ChainEntry` of a ``ledger_entries`` row."""
+    return _from_row(ChainEntry, row)
