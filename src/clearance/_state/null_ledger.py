@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from clearance._core.errors import StoreError
 from clearance._core.ids import new_id
@@ -208,3 +208,10 @@ class NullLedger:
     def record_rows(self, run_id: str) -> dict[str, list[dict[str, Any]]]:
         """Raise: nothing was recorded."""
         self._refuse(f"read the records of run {run_id!r}")
+
+
+if TYPE_CHECKING:  # both ledgers are recorders, checked by the type checker
+    from clearance._state.ledger import Recorder, RunLedger
+
+    _null: Recorder = NullLedger()
+    _real: Recorder = RunLedger()
