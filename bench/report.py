@@ -393,6 +393,11 @@ def main() -> None:
             + ", ".join(f"{t / cp:.3f}" for t in makespan["times_s"]["after"])
             + " |",
         ]
+    ray_results = _load("ray")
+    if ray_results is not None:
+        from bench.ray import section
+
+        lines += section(ray_results)
     lines += [
         "",
         "## History of the storage fast path",
