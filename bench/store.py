@@ -33,7 +33,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
-BUSY_TIMEOUT_MS = 10_000  # clearance._state.database.BUSY_TIMEOUT_MS (checked by "verify")
+BUSY_TIMEOUT_MS = 10_000  # clearance._state.db.BUSY_TIMEOUT_MS (checked by "verify")
 PRAGMAS = (
     f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}",
     "PRAGMA journal_mode = WAL",

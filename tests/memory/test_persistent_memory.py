@@ -1,9 +1,10 @@
+import sqlite3
 from datetime import UTC, datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
 
-from clearance import AccessDenied
+from clearance import AccessDenied, StoreError
 from clearance._state.conversation import Turn
 from clearance._state.memory import PersistentMemory, group_scope
 
@@ -25,6 +26,7 @@ def engine(request, tmp_path):
     yield eng
     with eng.begin() as conn:
         conn.execute(sa.text("DROP TABLE IF EXISTS clearance_memories"))
+        conn.execute(sa.text("DROP TABLE IF EXISTS memory_schema_version"))
         if eng.dialect.name == "sqlite":
             conn.execute(sa.text("DROP TABLE IF EXISTS clearance_memories_fts"))
     eng.dispose()
@@ -126,3 +128,37 @@ def test_embedder_protocol_with_a_packaged_minilm_model(tmp_path):
     mem = PersistentMemory(f"sqlite:///{tmp_path / 'm.db'}", agent="a", embedder=MiniLM())
     mem.record(CORPUS)
     assert mem.retrieve("how often is data saved for recovery?")[0].content == CORPUS[3]
+
+
+def test_a_memory_store_made_before_versioning_opens_with_its_records(tmp_path):
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as conn:  # the tables as the unversioned code created them
+        conn.execute(
+            "CREATE TABLE clearance_memories (id VARCHAR(64) NOT NULL, scope VARCHAR(200) NOT "
+            "NULL, author VARCHAR(128) NOT NULL, kind VARCHAR(16) NOT NULL, content TEXT NOT "
+            "NULL, created_at DATETIME NOT NULL, embedding TEXT, PRIMARY KEY (id))"
+        )
+        conn.execute(
+            "CREATE VIRTUAL TABLE clearance_memories_fts "
+            "USING fts5(id UNINDEXED, content, tokenize = 'porter unicode61')"
+        )
+        conn.execute(
+            "INSERT INTO clearance_memories VALUES ('mem_old', 'agent:alice', 'alice', 'fact', "
+            "'The backups run nightly.', '2025-01-01 00:00:00.000000', NULL)"
+        )
+        conn.execute(
+            "INSERT INTO clearance_memories_fts VALUES ('mem_old', 'The backups run nightly.')"
+        )
+    with PersistentMemory(f"sqlite:///{path}", agent="alice") as mem:
+        assert [r.id for r in mem.retrieve("backups")] == ["mem_old"]
+        mem.record("A new fact about backups.")
+        assert len(mem.retrieve("backups")) == 2
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("SELECT version FROM memory_schema_version").fetchall() == [(1,)]
+
+
+def test_an_unreachable_memory_store_is_a_store_error_without_the_password():
+    with pytest.raises(StoreError, match=r"memory store at postgresql\+psycopg://u:\*\*\*@") as e:
+        PersistentMemory("postgresql+psycopg://u:s3cret@127.0.0.1:1/db", agent="a")
+    assert "s3cret" not in str(e.value)

@@ -21,9 +21,9 @@ from clearance._state.ledger import (
     SCHEMA_VERSION,
     CallRecord,
     RunLedger,
-    _record_sha256,
     call_record_sha256,
 )
+from clearance._state.ledger.digest import record_sha256
 from clearance._state.messages import MessageBus
 from clearance._state.queue import TaskQueue
 from clearance.models import ModelResponse, Usage, estimate_tokens
@@ -410,7 +410,7 @@ def test_unreachable_sqlite_file_gives_store_error(tmp_path: Path) -> None:
 
 
 def test_url_masks_password() -> None:
-    from clearance._state.database import _mask
+    from clearance._state.db import mask_url as _mask
 
     assert _mask("postgresql://u:pw@host/db") == "postgresql://u:***@host/db"
     assert "pw" not in _mask("bad url://u:pw@host")
@@ -481,7 +481,7 @@ def test_record_digest_from_the_two_canonical_texts_equals_the_reference(
     messages: list[dict[str, Any]], manifest: dict[str, Any]
 ) -> None:
     # The ledger digests the texts it stores; verify recomputes from the parsed values.
-    spliced = _record_sha256(canonical_json(messages), canonical_json(manifest))
+    spliced = record_sha256(canonical_json(messages), canonical_json(manifest))
     assert spliced == call_record_sha256(messages, manifest)
 
 
@@ -552,9 +552,10 @@ def test_a_failing_ledger_write_stops_the_run_keeping_what_was_answered(tmp_path
     import asyncio
 
     from clearance import Agent, Orchestrator, Task, Team
+    from clearance._state.ledger import run_ledger
     from clearance.testing import FunctionModel
 
-    real = RunLedger._call_rows
+    real = run_ledger.call_rows
 
     def overflowing(**kwargs):
         rows = real(**kwargs)
@@ -562,7 +563,7 @@ def test_a_failing_ledger_write_stops_the_run_keeping_what_was_answered(tmp_path
             rows["call"][0]["requests"] = 10**20  # does not fit an SQLite integer
         return rows
 
-    monkeypatch.setattr(RunLedger, "_call_rows", staticmethod(overflowing))
+    monkeypatch.setattr(run_ledger, "call_rows", overflowing)
     db = f"sqlite:///{tmp_path / 'fail.db'}"
     team = Team(agents=(Agent(name="a", instructions="A."),))
     tasks = [

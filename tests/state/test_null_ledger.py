@@ -24,3 +24,26 @@ async def test_run_without_a_record(tmp_path, monkeypatch):
         ledger.list_runs()
     ledger.close()
     assert repr(ledger) == "NullLedger()"
+
+
+def test_both_ledgers_are_recorders_and_the_null_one_is_no_run_ledger(tmp_path):
+    from clearance._state.ledger import Recorder, RunLedger
+
+    null = NullLedger()
+    assert isinstance(null, Recorder) and not isinstance(null, RunLedger)
+    with RunLedger(f"sqlite:///{tmp_path / 'r.db'}") as real:
+        assert isinstance(real, Recorder)
+    assert null.record_call(
+        run_id="r", subject="task:x", agent="a", model_id="m", prompt=None, response=None,
+        error=None, started_at=None, latency_s=0.0,
+    ).startswith("call_")  # fmt: skip
+    for read in (null.tasks, null.calls, null.messages, null.tool_calls, null.chain_entries):
+        with pytest.raises(StoreError, match="NullLedger records nothing"):
+            read("r")
+
+
+async def test_resuming_from_a_null_ledger_is_refused_naming_it():
+    team = Team(agents=(Agent(name="a", instructions="A."),), name="t")
+    orch = Orchestrator(team, model=FunctionModel(lambda r: "x"), ledger=NullLedger())
+    with pytest.raises(StoreError, match=r"run 'r1'.*NullLedger\(\) keeps no record"):
+        await orch.resume("r1")

@@ -497,14 +497,14 @@ def test_stores_opened_at_once_on_a_new_database_all_open(store_url: str) -> Non
 
 
 def test_sqlite_times_are_written_and_read_as_before(tmp_path: Path) -> None:
-    """On SQLite, `_UTCDateTime` converts in one call, as its decorator chain would."""
+    """On SQLite, `UTCDateTime` converts in one call, as its decorator chain would."""
     from sqlalchemy import DateTime
     from sqlalchemy.dialects import sqlite
 
-    from clearance._state.database import _UTCDateTime
+    from clearance._state.db import UTCDateTime
 
     dialect = sqlite.dialect()
-    decorator = _UTCDateTime()
+    decorator = UTCDateTime()
     fast = decorator.dialect_impl(dialect)
     fast_bind, fast_read = fast.bind_processor(dialect), fast.result_processor(dialect, None)
     plain = DateTime(timezone=True).dialect_impl(dialect)  # SQLAlchemy's own DATETIME text
@@ -557,7 +557,7 @@ def test_sqlite_reads_send_no_begin_and_writes_begin_immediate(
 def test_driver_statements_send_what_sqlalchemy_would(tmp_path: Path, clock: FakeClock) -> None:
     """`set` and `get` on an SQLite file skip SQLAlchemy's execution, not its SQL: the
     statements and parameters SQLite receives are the ones SQLAlchemy's execution sends."""
-    from clearance._state.store import _statements
+    from clearance._state.store.schema import statements as _statements
 
     url = f"sqlite:///{tmp_path / 's.db'}"
     with ContextStore(url, clock=clock) as store:
@@ -591,11 +591,11 @@ def test_a_driver_statement_binds_like_sqlalchemy() -> None:
     from sqlalchemy import Integer, bindparam, literal, select
     from sqlalchemy.dialects import postgresql, sqlite
 
-    from clearance._state.database import DriverStatement, _UTCDateTime
+    from clearance._state.db import DriverStatement, UTCDateTime
 
     when = datetime(2026, 1, 1, 14, 0, tzinfo=timezone(timedelta(hours=2)))
     stmt = select(
-        literal(7, Integer) + bindparam("x", type_=Integer), bindparam("t", type_=_UTCDateTime)
+        literal(7, Integer) + bindparam("x", type_=Integer), bindparam("t", type_=UTCDateTime)
     )
     driver = DriverStatement(stmt, sqlite.dialect())
     assert driver.sql.count("?") == 3
@@ -754,7 +754,7 @@ def test_switching_to_wal_is_retried_while_the_database_is_locked() -> None:
     # the switch to WAL (not after the busy timeout): the switch is retried.
     import sqlite3
 
-    from clearance._state.database import _enable_wal
+    from clearance._state.db.sqlite import enable_wal as _enable_wal
 
     class Cursor:
         def __init__(self, failures: list[BaseException]) -> None:

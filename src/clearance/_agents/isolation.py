@@ -25,7 +25,7 @@ from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import ConfigError
 from clearance._core.prompt import Prompt, sha256_text
 from clearance._core.spec import Agent
-from clearance._state.ledger import RunLedger
+from clearance._state.ledger import Recorder
 from clearance.models._base import ChatModel, Usage
 
 __all__ = ["ContextIsolationManager", "DispatchResult", "DispatchStatus", "parse_status"]
@@ -85,7 +85,7 @@ class ContextIsolationManager:
         model: ChatModel | None = None,
         architecture: ArchitecturalContext | None = None,
         file_caps: FileCaps | None = None,
-        ledger: RunLedger | None = None,
+        ledger: Recorder | None = None,
         run_id: str | None = None,
         clock: Clock = utc_now,
         caller: ModelCaller | None = None,
@@ -221,7 +221,7 @@ class ContextIsolationManager:
             context, agent=agent, max_prompt_tokens=agent.limits.max_prompt_tokens
         )
         recorder, run_id = self.caller.ledger, self.caller.run_id
-        if isinstance(recorder, RunLedger) and run_id is not None:
+        if isinstance(recorder, Recorder) and run_id is not None:
             # What the context was made of, so `clearance verify` checks each item's source.
             recorder.record_event(run_id, "isolated_context", f"isolated:{context.task_id}", {
                 "agent": agent.name,

@@ -48,7 +48,7 @@ from clearance._core.ids import new_id
 from clearance._core.prompt import Prompt, sha256_text
 from clearance._core.spec import DEFAULT_TOOL_STEPS, Agent, Team
 from clearance._state.grants import StoreGrants
-from clearance._state.ledger import RunLedger
+from clearance._state.ledger import Recorder
 from clearance._state.store import ContextStore
 from clearance.models._base import ChatModel
 
@@ -122,7 +122,7 @@ class AgentLoop:
         *,
         run_id: str,
         team: Team,
-        ledger: RunLedger,
+        ledger: Recorder,
         store: ContextStore | None,
         user_tools: Mapping[str, Tool],
         model_for: Callable[[Agent], ChatModel],

@@ -29,7 +29,7 @@ from clearance._core.prompt import Prompt
 from clearance._core.spec import Agent
 from clearance._orchestration.run_memory import absolute_url, masked_url
 from clearance._state.conversation import ConversationMemory, Turn
-from clearance._state.ledger import RunLedger
+from clearance._state.ledger import Recorder
 from clearance._state.memory import MemoryRecord, PersistentMemory
 from clearance._state.team_conversation import TeamConversation
 from clearance.models._base import ChatModel
@@ -73,7 +73,7 @@ class AgentChat:
         trigger_threshold: float = 0.75,
         target_ratio: float = 0.40,
         recall_limit: int = 3,
-        ledger: RunLedger | None = None,
+        ledger: Recorder | None = None,
         context_window: int | None = None,
     ):
         window = context_window or model.context_window

@@ -12,7 +12,7 @@ from clearance._agents.files import FileCaps
 from clearance._agents.retry import RetryPolicy
 from clearance._agents.tools import Tool
 from clearance._core.clock import Clock, utc_now
-from clearance._core.errors import ClearanceError, ConfigError
+from clearance._core.errors import ClearanceError, ConfigError, LedgerError
 from clearance._core.ids import new_id
 from clearance._core.memory_spec import group_members
 from clearance._core.spec import Agent, Task, Team
@@ -45,7 +45,7 @@ from clearance._orchestration.run_memory import RunMemory
 from clearance._orchestration.stream import DEFAULT_MAX_EVENTS, RunStream, call_listener
 from clearance._orchestration.subagents import AskPerson
 from clearance._state.graph import TaskGraph
-from clearance._state.ledger import RunLedger
+from clearance._state.ledger import Recorder, RunLedger
 from clearance._state.messages import MessageBus
 from clearance._state.queue import TaskQueue
 from clearance._state.shared_memory import SharedMemory
@@ -152,7 +152,7 @@ class Orchestrator:
         model: str | ChatModel = DEFAULT_MODEL_ID,
         models: Mapping[str, ChatModel] | None = None,
         model_options: Mapping[str, Mapping[str, int]] | None = None,
-        ledger: RunLedger | None = None,
+        ledger: Recorder | None = None,
         max_concurrency: int = 4,
         input_root: str | Path | None = None,
         messages: MessageBus | None = None,
@@ -211,8 +211,8 @@ class Orchestrator:
     # -- public API ---------------------------------------------------------------------
 
     @property
-    def ledger(self) -> RunLedger:
-        """The run ledger (opened on first use)."""
+    def ledger(self) -> Recorder:
+        """Where runs are recorded: the given recorder, or a `RunLedger` opened on first use."""
         if self._ledger is None:
             self._ledger = RunLedger()
         return self._ledger
@@ -386,6 +386,8 @@ class Orchestrator:
             PlanError: The run had no plan yet, and the coordinator's new plan is invalid.
         """
         ledger = self.ledger
+        if not isinstance(ledger, RunLedger):  # a NullLedger, say: nothing to resume from
+            raise LedgerError(f"cannot read run {run_id!r}: {ledger!r} keeps no record to resume")
         recorded = load_recorded_run(ledger, run_id)
         record = recorded.record
         run_id = record.run_id

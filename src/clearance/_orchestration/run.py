@@ -17,7 +17,7 @@ from clearance._orchestration.approval import ApprovalGate, Approver
 from clearance._orchestration.result import EventKind
 from clearance._orchestration.run_memory import RunMemory
 from clearance._orchestration.subagents import AskPerson, ChildRunner, IsolatedRunner
-from clearance._state.ledger import RunLedger
+from clearance._state.ledger import Recorder
 from clearance._state.messages import MessageBus
 from clearance._state.queue import TaskQueue
 from clearance._state.shared_memory import SharedMemory
@@ -47,7 +47,7 @@ class RunSettings:
     """What an `Orchestrator` fixes for each of its runs (see its arguments)."""
 
     team: Team
-    ledger: RunLedger
+    ledger: Recorder
     messages: MessageBus
     clock: Clock
     model_for: Callable[[Agent], ChatModel]

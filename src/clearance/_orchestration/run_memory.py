@@ -35,8 +35,9 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from clearance._core.errors import ClearanceError, ConfigError, StoreError
 from clearance._core.ids import new_id
 from clearance._core.spec import Agent, Task
-from clearance._state.database import _cause, _mask
-from clearance._state.ledger import RunLedger
+from clearance._state.db import failure_cause, mask_url
+from clearance._state.db.engine import open_engine
+from clearance._state.ledger import Recorder
 from clearance._state.memory import MemoryRecord, PersistentMemory
 
 __all__ = ["MemoryOnError", "RunMemory", "absolute_url", "default_memory_url", "masked_url"]
@@ -50,7 +51,7 @@ DEFAULT_MEMORY_TIMEOUT_S = 30.0
 
 def masked_url(url: str) -> str:
     """``url`` with any password replaced by ``***`` (as the ledger records it)."""
-    return _mask(url)
+    return mask_url(url)
 
 
 def absolute_url(url: str) -> str:
@@ -88,10 +89,6 @@ def default_memory_url(ledger_url: str) -> str:
         memory_file = Path(database).resolve().with_name("memory.db")
         return parsed.set(database=str(memory_file)).render_as_string(hide_password=False)
     return ledger_url
-
-
-def _is_file(database: str) -> bool:
-    return database not in ("", ":memory:") and not database.startswith("file:")
 
 
 class RunMemory:
@@ -171,16 +168,12 @@ class RunMemory:
             if held is not None:
                 return held
             try:
-                if self._engine is None:
-                    url = make_url(self.url)
-                    database = url.database or ""
-                    if url.drivername.startswith("sqlite") and _is_file(database):
-                        Path(database).parent.mkdir(parents=True, exist_ok=True)
-                    self._engine = sa.create_engine(self.url)
+                if self._engine is None:  # shared by the agents' memories
+                    self._engine = open_engine(self.url, label="memory store")
                 memory = PersistentMemory(self._engine, agent=agent, groups=groups)
             except (SQLAlchemyError, OSError) as exc:
                 raise StoreError(
-                    f"cannot open the memory store at {self.masked_url}: {_cause(exc)}"
+                    f"cannot open the memory store at {self.masked_url}: {failure_cause(exc)}"
                 ) from exc
             self._memories[agent] = memory
             return memory
@@ -198,7 +191,7 @@ class RunMemory:
             raise StoreError(f"{what}: {exc}") from exc
         except (SQLAlchemyError, OSError) as exc:
             raise StoreError(
-                f"{what}: the memory store at {self.masked_url} failed: {_cause(exc)}"
+                f"{what}: the memory store at {self.masked_url} failed: {failure_cause(exc)}"
             ) from exc
 
     # -- the hooks --------------------------------------------------------------------------
@@ -214,7 +207,7 @@ class RunMemory:
         task: Task,
         agent: Agent,
         groups: Mapping[str, Iterable[str]],
-        ledger: RunLedger,
+        ledger: Recorder,
     ) -> tuple[MemoryRecord, ...]:
         """Recall the records most relevant to ``task`` from what ``agent`` may read.
 
@@ -254,7 +247,7 @@ class RunMemory:
         agent: Agent,
         groups: Mapping[str, Iterable[str]],
         result: str,
-        ledger: RunLedger,
+        ledger: Recorder,
     ) -> None:
         """Record a completed task's result (or task and result) per ``agent.memory``.
 
@@ -286,7 +279,7 @@ class RunMemory:
 
     def _note(
         self,
-        ledger: RunLedger,
+        ledger: Recorder,
         run_id: str,
         task: Task,
         agent: Agent,

@@ -55,7 +55,7 @@ from clearance._core.errors import (
 from clearance._core.prompt import Prompt, sha256_text
 from clearance._core.spec import Agent, Task, Team
 from clearance._state.events import EventBus
-from clearance._state.ledger import RunLedger
+from clearance._state.ledger import Recorder
 from clearance._state.queue import TaskQueue
 from clearance._state.store import ContextStore
 from clearance.models._base import ChatModel
@@ -119,7 +119,7 @@ class ChildRunner:
         *,
         run_id: str,
         team: Team,
-        ledger: RunLedger,
+        ledger: Recorder,
         caller: ModelCaller,
         store: ContextStore | None,
         user_tools: Mapping[str, Tool],
@@ -329,7 +329,7 @@ class IsolatedRunner:
         self,
         *,
         run_id: str,
-        ledger: RunLedger,
+        ledger: Recorder,
         caller: ModelCaller,
         architecture: ArchitecturalContext | None,
         project_root: Path | None,

@@ -30,11 +30,11 @@ from datetime import UTC, datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import sqlalchemy as sa
-from sqlalchemy.exc import SQLAlchemyError
 
-from clearance._core.errors import AccessDenied, StoreError
+from clearance._core.errors import AccessDenied
 from clearance._core.ids import new_id
 from clearance._state.conversation import Turn
+from clearance._state.db import DatabaseBase, Schema, SchemaChange
 
 __all__ = [
     "Embedder",
@@ -46,18 +46,54 @@ __all__ = [
 ]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
-_METADATA = sa.MetaData()
-_MEMORIES = sa.Table(
-    "clearance_memories",
-    _METADATA,
-    sa.Column("id", sa.String(64), primary_key=True),
-    sa.Column("scope", sa.String(200), nullable=False, index=True),
-    sa.Column("author", sa.String(128), nullable=False),
-    sa.Column("kind", sa.String(16), nullable=False),
-    sa.Column("content", sa.Text, nullable=False),
-    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-    sa.Column("embedding", sa.Text, nullable=True),
-)
+MEMORY_SCHEMA = Schema("memory_schema_version")
+"""The memory store's migrations (its own table of versions: it may share a database)."""
+
+
+@MEMORY_SCHEMA.migration
+def _m001_memories(change: SchemaChange) -> None:
+    """Version 1: ``clearance_memories`` and its full-text index.
+
+    A memory store made before versioning already has them: both are created if missing.
+    """
+    change.create_table(
+        "clearance_memories",
+        sa.Column("id", sa.String(64), primary_key=True),
+        sa.Column("scope", sa.String(200), nullable=False, index=True),
+        sa.Column("author", sa.String(128), nullable=False),
+        sa.Column("kind", sa.String(16), nullable=False),
+        sa.Column("content", sa.Text, nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("embedding", sa.Text, nullable=True),
+        checkfirst=True,
+    )
+    if change.dialect == "sqlite":
+        change.execute(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS clearance_memories_fts "
+            "USING fts5(id UNINDEXED, content, tokenize = 'porter unicode61')"
+        )
+    elif change.dialect == "postgresql":
+        change.execute(
+            "CREATE INDEX IF NOT EXISTS clearance_memories_tsv "
+            "ON clearance_memories USING gin (to_tsvector('english', content))"
+        )
+
+
+_MEMORIES = MEMORY_SCHEMA.metadata.tables["clearance_memories"]
+
+
+class _MemoryDatabase(DatabaseBase):
+    """The memory store's database, migrated when opened (see `DatabaseBase`)."""
+
+    _LABEL = "memory store"
+
+    def __init__(self, url_or_engine: str | sa.Engine) -> None:
+        super().__init__(url_or_engine)
+        try:
+            self._migrate(MEMORY_SCHEMA)
+        except BaseException:
+            self.close()
+            raise
 
 
 def agent_scope(agent: str) -> str:
@@ -124,12 +160,14 @@ class MemoryRecord:
         }
 
 
-class PersistentMemory:
+class PersistentMemory(_MemoryDatabase):
     """Long-term memory of one agent: its private scope plus the groups it belongs to.
 
     Args:
         url_or_engine: A SQLAlchemy URL (``"sqlite:///memory.db"``,
-            ``"postgresql+psycopg://..."``) or an engine (shared with a store, for example).
+            ``"postgresql+psycopg://..."``), opened like every store (write-ahead logging on
+            SQLite, a versioned schema), or an engine to share (used as configured, not
+            disposed by `close`).
         agent: The agent that owns this memory.
         groups: Memory groups declared in the team file, by name, with their members; the
             agent reads and writes the groups it is a member of and no others.
@@ -154,31 +192,7 @@ class PersistentMemory:
         )
         self.scopes = frozenset({agent_scope(agent), *(group_scope(g) for g in self.groups)})
         self.embedder = embedder
-        self._owns_engine = isinstance(url_or_engine, str)
-        try:
-            self._engine = (
-                sa.create_engine(url_or_engine) if isinstance(url_or_engine, str) else url_or_engine
-            )
-            self._dialect = self._engine.dialect.name
-            _prepare(self._engine)
-        except SQLAlchemyError as exc:
-            raise StoreError(f"cannot open the memory store: {exc}") from exc
-
-    @property
-    def url(self) -> str:
-        """The database URL, with any password shown as ``***``."""
-        return self._engine.url.render_as_string(hide_password=True)
-
-    def close(self) -> None:
-        """Release the engine if this memory created it."""
-        if self._owns_engine:
-            self._engine.dispose()
-
-    def __enter__(self) -> PersistentMemory:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        super().__init__(url_or_engine)
 
     # -- writing -----------------------------------------------------------------------
 
@@ -228,40 +242,36 @@ class PersistentMemory:
             self.embedder.embed([r.content for r in records]) if self.embedder and records else None
         )
         stored = []
-        try:
-            with self._engine.begin() as conn:
-                held = {
-                    row[0]
-                    for row in conn.execute(
-                        sa.select(_MEMORIES.c.id).where(_MEMORIES.c.id.in_([r.id for r in records]))
+        with self._writing("record memories") as conn:
+            held = {
+                row[0]
+                for row in conn.execute(
+                    sa.select(_MEMORIES.c.id).where(_MEMORIES.c.id.in_([r.id for r in records]))
+                )
+            }
+            for i, rec in enumerate(records):
+                if rec.id in held:
+                    continue
+                held.add(rec.id)
+                conn.execute(
+                    _MEMORIES.insert().values(
+                        id=rec.id,
+                        scope=rec.scope,
+                        author=rec.author,
+                        kind=rec.kind,
+                        content=rec.content,
+                        created_at=rec.created_at,
+                        embedding=json.dumps(vectors[i]) if vectors else None,
                     )
-                }
-                for i, rec in enumerate(records):
-                    if rec.id in held:
-                        continue
-                    held.add(rec.id)
+                )
+                if self._dialect == "sqlite":
                     conn.execute(
-                        _MEMORIES.insert().values(
-                            id=rec.id,
-                            scope=rec.scope,
-                            author=rec.author,
-                            kind=rec.kind,
-                            content=rec.content,
-                            created_at=rec.created_at,
-                            embedding=json.dumps(vectors[i]) if vectors else None,
-                        )
+                        sa.text(
+                            "INSERT INTO clearance_memories_fts(id, content) VALUES (:id, :content)"
+                        ),
+                        {"id": rec.id, "content": rec.content},
                     )
-                    if self._dialect == "sqlite":
-                        conn.execute(
-                            sa.text(
-                                "INSERT INTO clearance_memories_fts(id, content) "
-                                "VALUES (:id, :content)"
-                            ),
-                            {"id": rec.id, "content": rec.content},
-                        )
-                    stored.append(rec)
-        except SQLAlchemyError as exc:
-            raise StoreError(f"cannot record memories: {exc}") from exc
+                stored.append(rec)
         return stored
 
     # -- reading -----------------------------------------------------------------------
@@ -287,24 +297,21 @@ class PersistentMemory:
         scopes = self.scopes if group is None else self.scopes & {group_scope(group)}
         if limit < 1 or not scopes:
             return []
-        try:
-            with self._engine.connect() as conn:
-                if self.embedder is not None:
-                    return self._by_embedding(conn, query, limit, scopes)
-                words = _WORD.findall(query.lower())
-                if not words:
-                    return []
-                if self._dialect == "sqlite":
-                    return self._by_fts5(conn, words, limit, scopes)
-                if self._dialect == "postgresql":
-                    return self._by_tsvector(conn, words, limit, scopes)
-                return self._by_overlap(conn, words, limit, scopes)
-        except SQLAlchemyError as exc:
-            raise StoreError(f"cannot retrieve memories: {exc}") from exc
+        with self._reading("retrieve memories") as conn:
+            if self.embedder is not None:
+                return self._by_embedding(conn, query, limit, scopes)
+            words = _WORD.findall(query.lower())
+            if not words:
+                return []
+            if self._dialect == "sqlite":
+                return self._by_fts5(conn, words, limit, scopes)
+            if self._dialect == "postgresql":
+                return self._by_tsvector(conn, words, limit, scopes)
+            return self._by_overlap(conn, words, limit, scopes)
 
     def get(self, memory_id: str) -> MemoryRecord | None:
         """The record with this id, if it is in a scope this agent reads; else ``None``."""
-        with self._engine.connect() as conn:
+        with self._reading(f"read memory {memory_id!r}") as conn:
             row = conn.execute(
                 sa.select(_MEMORIES).where(
                     _MEMORIES.c.id == memory_id, _MEMORIES.c.scope.in_(self.scopes)
@@ -315,7 +322,7 @@ class PersistentMemory:
     def recent(self, limit: int = 10, *, group: str | None = None) -> list[MemoryRecord]:
         """The newest records of the readable scopes (or of one group), oldest first."""
         scopes = self.scopes if group is None else {group_scope(group)} & self.scopes
-        with self._engine.connect() as conn:
+        with self._reading("read recent memories") as conn:
             rows = conn.execute(
                 sa.select(_MEMORIES)
                 .where(_MEMORIES.c.scope.in_(scopes))
@@ -391,16 +398,10 @@ def memory_lookup(url_or_engine: str | sa.Engine) -> Callable[[str], MemoryRecor
     Raises:
         StoreError: The database cannot be opened.
     """
-    try:
-        engine = (
-            sa.create_engine(url_or_engine) if isinstance(url_or_engine, str) else url_or_engine
-        )
-        _prepare(engine)
-    except SQLAlchemyError as exc:
-        raise StoreError(f"cannot open the memory store: {exc}") from exc
+    database = _MemoryDatabase(url_or_engine)
 
     def lookup(memory_id: str) -> MemoryRecord | None:
-        with engine.connect() as conn:
+        with database._reading(f"read memory {memory_id!r}") as conn:
             row = conn.execute(sa.select(_MEMORIES).where(_MEMORIES.c.id == memory_id)).first()
         return _record(row._mapping) if row is not None else None
 
@@ -433,22 +434,3 @@ def _record(row: Any, *, score: float | None = None) -> MemoryRecord:
         created_at=created,
         score=score,
     )
-
-
-def _prepare(engine: sa.Engine) -> None:
-    _METADATA.create_all(engine)
-    with engine.begin() as conn:
-        if engine.dialect.name == "sqlite":
-            conn.execute(
-                sa.text(
-                    "CREATE VIRTUAL TABLE IF NOT EXISTS clearance_memories_fts "
-                    "USING fts5(id UNINDEXED, content, tokenize = 'porter unicode61')"
-                )
-            )
-        elif engine.dialect.name == "postgresql":
-            conn.execute(
-                sa.text(
-                    "CREATE INDEX IF NOT EXISTS clearance_memories_tsv "
-                    "ON clearance_memories USING gin (to_tsvector('english', content))"
-                )
-            )

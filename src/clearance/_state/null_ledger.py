@@ -1,4 +1,4 @@
-"""`NullLedger`: a `RunLedger` that records nothing, for runs that need no record.
+"""`NullLedger`: a `Recorder` that records nothing, for runs that need no record.
 
 Benchmarks use it to measure the orchestrator without the database, and embedders whose
 runs are recorded elsewhere may use it too. A run made with it cannot be inspected,
@@ -10,14 +10,19 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, NoReturn
-
-from sqlalchemy.engine import Connection
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from clearance._core.errors import StoreError
 from clearance._core.ids import new_id
 from clearance._core.prompt import Prompt
-from clearance._state.ledger import RunLedger
+from clearance._state.ledger import (
+    CallRecord,
+    ChainEntry,
+    EventRecord,
+    RunRecord,
+    TaskRecord,
+    ToolCallRecord,
+)
 from clearance._state.messages import Message
 from clearance._state.queue import TaskState
 from clearance.models._base import ModelResponse, Usage
@@ -25,11 +30,12 @@ from clearance.models._base import ModelResponse, Usage
 __all__ = ["NullLedger"]
 
 
-class NullLedger(RunLedger):
-    """A run ledger that discards every write and opens no database.
+class NullLedger:
+    """A `Recorder` that discards every write and opens no database.
 
     Pass it as ``Orchestrator(..., ledger=NullLedger())`` to run without a record. Writes
-    return at once (``record_call`` still returns a fresh call id); reads raise.
+    return at once (``record_call`` still returns a fresh call id); the reads a `RunLedger`
+    has raise.
 
     Raises:
         StoreError: From any read (`get_run`, `list_runs`, `tasks`, `calls`, `messages`,
@@ -37,8 +43,12 @@ class NullLedger(RunLedger):
     """
 
     def __init__(self) -> None:  # no database: nothing to open or configure
-        self._url = "null:"
         self._closed = False
+
+    @property
+    def url(self) -> str:
+        """``"null:"``: there is no database."""
+        return "null:"
 
     def close(self) -> None:
         """Mark the ledger closed (there is nothing to release)."""
@@ -54,16 +64,6 @@ class NullLedger(RunLedger):
 
     def flush(self) -> None:
         """Nothing is ever queued."""
-
-    @contextmanager
-    def _reading(self, operation: str) -> Iterator[Connection]:
-        self._refuse(operation)
-        yield  # pragma: no cover - unreachable
-
-    @contextmanager
-    def _writing(self, operation: str) -> Iterator[Connection]:
-        self._refuse(operation)
-        yield  # pragma: no cover - unreachable
 
     @staticmethod
     def _refuse(operation: str) -> NoReturn:
@@ -166,3 +166,52 @@ class NullLedger(RunLedger):
         self, run_id: str, *, status: str, synthesis: str | None, usage: Usage, error: str | None
     ) -> None:
         """Discard the run's end."""
+
+    # -- reads: nothing was recorded ----------------------------------------------------
+
+    def get_run(self, run_id: str) -> RunRecord:
+        """Raise: nothing was recorded."""
+        self._refuse(f"read run {run_id!r}")
+
+    def list_runs(self, limit: int = 20) -> list[RunRecord]:
+        """Raise: nothing was recorded."""
+        self._refuse("list runs")
+
+    def tasks(self, run_id: str) -> list[TaskRecord]:
+        """Raise: nothing was recorded."""
+        self._refuse(f"read the tasks of run {run_id!r}")
+
+    def calls(self, run_id: str, *, subject: str | None = None) -> list[CallRecord]:
+        """Raise: nothing was recorded."""
+        self._refuse(f"read the calls of run {run_id!r}")
+
+    def task_reasons(self, run_id: str) -> dict[str, list[str]]:
+        """Raise: nothing was recorded."""
+        self._refuse(f"read the task reasons of run {run_id!r}")
+
+    def messages(self, run_id: str) -> list[dict[str, Any]]:
+        """Raise: nothing was recorded."""
+        self._refuse(f"read the messages of run {run_id!r}")
+
+    def events(self, run_id: str, kind: str | None = None) -> list[EventRecord]:
+        """Raise: nothing was recorded."""
+        self._refuse(f"read the events of run {run_id!r}")
+
+    def tool_calls(self, run_id: str) -> list[ToolCallRecord]:
+        """Raise: nothing was recorded."""
+        self._refuse(f"read the tool calls of run {run_id!r}")
+
+    def chain_entries(self, run_id: str) -> list[ChainEntry]:
+        """Raise: nothing was recorded."""
+        self._refuse(f"read the hash chain of run {run_id!r}")
+
+    def record_rows(self, run_id: str) -> dict[str, list[dict[str, Any]]]:
+        """Raise: nothing was recorded."""
+        self._refuse(f"read the records of run {run_id!r}")
+
+
+if TYPE_CHECKING:  # both ledgers are recorders, checked by the type checker
+    from clearance._state.ledger import Recorder, RunLedger
+
+    _null: Recorder = NullLedger()
+    _real: Recorder = RunLedger()

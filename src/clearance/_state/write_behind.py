@@ -2,8 +2,8 @@
 
 The run ledger writes a record for every task state and every model call. Committing each
 one in its own transaction, on the orchestrator's event-loop thread, made the database the
-largest cost of a run (about 0.9 ms per task on SQLite). With write-behind the caller only
-queues the write; one writer thread takes everything queued so far and commits it in one
+largest cost of a run (see BENCHMARKS.md). With write-behind the caller only queues the
+write; one writer thread takes everything queued so far and commits it in one
 transaction (*group commit*, as in database engines' log writers), so a transaction's fixed
 cost is shared by every write that arrived while the previous one was committing.
 

@@ -1,0 +1,31 @@
+"""The database layer the stores share (SQLAlchemy Core on SQLite or PostgreSQL).
+
+- `engine`: `DatabaseBase`, the engine's lifecycle, transactions and migration run.
+- `sqlite`: SQLite pragmas, write-ahead logging, ``BEGIN IMMEDIATE``, read-only files.
+- `held`: `HeldConnections`, one connection per thread on an SQLite file.
+- `fastpath`: `DriverStatement`, SQLAlchemy's compiled SQL run on the DB-API connection.
+- `migrations`: `Schema` and `SchemaChange`, ordered migrations declaring their tables.
+- `types`: `UTCDateTime` and `JSONText`.
+- `failures`: URL masking and one-line causes for error messages.
+"""
+
+from clearance._state.db.engine import DatabaseBase
+from clearance._state.db.failures import failure_cause, mask_url
+from clearance._state.db.fastpath import DriverStatement
+from clearance._state.db.migrations import Migration, Schema, SchemaChange, version_table
+from clearance._state.db.sqlite import BUSY_TIMEOUT_MS
+from clearance._state.db.types import JSONText, UTCDateTime
+
+__all__ = [
+    "BUSY_TIMEOUT_MS",
+    "DatabaseBase",
+    "DriverStatement",
+    "JSONText",
+    "Migration",
+    "Schema",
+    "SchemaChange",
+    "UTCDateTime",
+    "failure_cause",
+    "mask_url",
+    "version_table",
+]

@@ -1,0 +1,362 @@
+"""`DatabaseBase`: the engine lifecycle and transactions the stores share.
+
+`DatabaseBase` opens an engine from a URL (SQLite or PostgreSQL; SQLite connections are
+configured by `clearance._state.db.sqlite`), migrates its schema
+(`clearance._state.db.migrations`), and gives its subclasses short read and write
+transactions whose failures surface as `StoreError` naming the operation and the URL
+(password masked). On an SQLite file a subclass may hold one connection per thread
+(`HeldConnections`) and run its hottest statements on it directly (`DriverStatement`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from types import TracebackType
+from typing import Any, NoReturn, Self
+
+from sqlalchemy import create_engine, func, select
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.exc import SQLAlchemyError
+
+from clearance._core.clock import Clock, utc_now
+from clearance._core.errors import StoreError
+from clearance._state.db.failures import failure_cause, mask_url
+from clearance._state.db.fastpath import DriverStatement
+from clearance._state.db.held import HeldConnections
+from clearance._state.db.migrations import Schema, lock_key
+from clearance._state.db.sqlite import (
+    WRITE_OPTION,
+    configure_sqlite,
+    ensure_sqlite_folder,
+    is_sqlite_file,
+    read_only_sqlite,
+)
+from clearance._state.db.types import serialize_json
+
+__all__ = ["DatabaseBase", "open_engine"]
+
+
+class DatabaseBase:
+    """An SQLAlchemy engine with the lifecycle and transactions the stores share.
+
+    Subclasses set ``_LABEL`` (``"run ledger"``, ``"store"``), used in error messages.
+    Usable as a context manager; `close` releases the connections.
+
+    Args:
+        url: SQLAlchemy URL: ``sqlite:///path`` (relative), ``sqlite:////abs/path``, or
+            ``postgresql+psycopg://user@host:port/db``. The parent folder of an SQLite file
+            is created. Or an engine to share: used as its owner configured it, and not
+            disposed by `close`.
+        clock: Source of timestamps (aware UTC).
+        read_only: Open an SQLite file read-only (``mode=ro``; see `read_only_sqlite`),
+            creating nothing and writing nothing, so a file or folder without write
+            permission can be read; writes then fail with `StoreError`.
+
+    Raises:
+        StoreError: The URL is malformed or names an unsupported database or a missing
+            driver; the message holds the URL (password masked) and the cause.
+    """
+
+    _LABEL = "database"
+    _HOLD_CONNECTIONS = False
+    """Whether each thread holds one connection of an SQLite file (`HeldConnections`)."""
+
+    def __init__(
+        self, url: str | Engine, *, clock: Clock = utc_now, read_only: bool = False
+    ) -> None:
+        self._clock = clock
+        self._closed = False
+        self._owns_engine = not isinstance(url, Engine)
+        if isinstance(url, Engine):  # shared with its owner, used as it is configured
+            self._url = url.url.render_as_string(hide_password=True)
+            self._read_only = False
+            self._dialect = _supported(url, self._LABEL, self._url)
+            self._engine = url
+            self._held: HeldConnections | None = None
+        else:
+            self._url = mask_url(url)
+            self._read_only = read_only and _is_sqlite_file_url(url)
+            hold = self._HOLD_CONNECTIONS and _is_sqlite_file_url(url)
+            self._engine = open_engine(url, label=self._LABEL, hold=hold, read_only=self._read_only)
+            self._dialect = self._engine.dialect.name
+            self._held = HeldConnections(self._engine) if hold else None
+        self._write_engine = self._engine.execution_options(**{WRITE_OPTION: True})
+
+    @property
+    def url(self) -> str:
+        """The database URL, with any password shown as ``***``."""
+        return self._url
+
+    @property
+    def dialect(self) -> str:
+        """``"sqlite"`` or ``"postgresql"``."""
+        return self._dialect
+
+    def close(self) -> None:
+        """Release every connection. Further use raises `StoreError`; closing twice is fine."""
+        if not self._closed:
+            self._closed = True
+            if self._held is not None:
+                self._held.close()
+            if self._owns_engine:
+                self._engine.dispose()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._url!r})"
+
+    def _checkpoint_wal(self) -> None:
+        """Copy the frames of SQLite's write-ahead log into the database file, if it can now.
+
+        SQLite checkpoints on its own when a commit grows the log past 1,000 pages, on the
+        committing connection, and when the last connection closes; either can land on a
+        caller that waits. A writer thread calls this between its commits instead, as SQLite
+        suggests for checkpoints run from a separate thread ("Application-Initiated
+        Checkpoints", https://www.sqlite.org/wal.html). ``PASSIVE``: it waits for no reader or
+        writer, and frames it cannot copy now stay in the log for a later checkpoint. Nothing
+        to do on PostgreSQL.
+
+        Raises:
+            StoreError: The checkpoint failed (the committed data stays in the log).
+        """
+        if self._dialect != "sqlite":
+            return
+        try:
+            connection = self._engine.raw_connection()
+            try:
+                cursor = connection.cursor()
+                cursor.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                cursor.close()
+            finally:
+                connection.close()
+        except (SQLAlchemyError, sqlite3.Error) as exc:
+            raise StoreError(
+                f"cannot checkpoint the write-ahead log of the {self._LABEL} at {self._url}: "
+                f"{failure_cause(exc)}"
+            ) from exc
+
+    @contextmanager
+    def _writing(self, operation: str) -> Iterator[Connection]:
+        """One write transaction; database failures become `StoreError` naming ``operation``.
+
+        On SQLite it takes the write lock up front (``BEGIN IMMEDIATE``).
+        """
+        if self._closed:
+            raise self._closed_error(operation)
+        held = self._held
+        if held is None:
+            try:
+                with self._write_engine.begin() as conn:
+                    yield conn
+            except SQLAlchemyError as exc:
+                raise self._write_error(operation, exc) from exc
+            return
+        try:
+            conn = held.connection()
+            held.begin_immediate(conn)
+            yield conn
+            conn.commit()
+        except BaseException as exc:
+            self._give_up_held(held, exc, self._write_error(operation, exc))
+
+    def _driver_first(
+        self, statement: DriverStatement, values: Mapping[str, Any], operation: str
+    ) -> tuple[Any, ...] | None:
+        """The first row of a read run as `DriverStatement` on this thread's held connection.
+
+        Like `_reading`: one statement in autocommit, one snapshot; failures become
+        `StoreError` naming ``operation``. Only where connections are held (an SQLite file).
+        """
+        held = self._held
+        assert held is not None
+        if self._closed:
+            raise self._closed_error(operation)
+        try:
+            cursor = held.driver_connection().execute(statement.sql, statement.parameters(values))
+            row: tuple[Any, ...] | None = cursor.fetchone()
+            cursor.close()  # ends the statement, and with it the read snapshot
+        except BaseException as exc:
+            self._give_up_held(held, exc, self._read_error(operation, exc))
+        return row
+
+    def _driver_write(
+        self, statement: DriverStatement, values: Mapping[str, Any], operation: str
+    ) -> int:
+        """Run a write as `DriverStatement` in its own transaction on the held connection.
+
+        Like `_writing`: ``BEGIN IMMEDIATE``, the statement, ``COMMIT``; on failure the
+        connection is given up (rolling back) and database errors become `StoreError`
+        naming ``operation``. Only where connections are held (an SQLite file).
+
+        Returns:
+            The statement's row count.
+        """
+        held = self._held
+        assert held is not None
+        if self._closed:
+            raise self._closed_error(operation)
+        try:
+            dbapi = held.driver_connection()
+            dbapi.execute("BEGIN IMMEDIATE")
+            count = dbapi.execute(statement.sql, statement.parameters(values)).rowcount
+            dbapi.commit()
+        except BaseException as exc:
+            self._give_up_held(held, exc, self._write_error(operation, exc))
+        return count
+
+    @staticmethod
+    def _give_up_held(held: HeldConnections, exc: BaseException, error: StoreError) -> NoReturn:
+        """Raise for ``exc``, a failure on this thread's held connection, giving it up.
+
+        Giving the connection up rolls back what it holds. A database failure is raised as
+        ``error`` (caused by ``exc``); anything else, a cancellation say, as it is.
+        """
+        held.release()
+        if isinstance(exc, (sqlite3.Error, SQLAlchemyError)):
+            raise error from exc
+        raise exc
+
+    def _closed_error(self, operation: str) -> StoreError:
+        return StoreError(f"cannot {operation}: the {self._LABEL} at {self._url} is closed")
+
+    def _write_error(self, operation: str, exc: BaseException) -> StoreError:
+        return StoreError(
+            f"cannot {operation} in the {self._LABEL} at {self._url}: {failure_cause(exc)}"
+        )
+
+    def _read_error(self, operation: str, exc: BaseException) -> StoreError:
+        return StoreError(
+            f"cannot {operation} from the {self._LABEL} at {self._url}: {failure_cause(exc)}"
+        )
+
+    def _migrate(self, schema: Schema) -> None:
+        """Apply the migrations the database lacks, in order, in one transaction.
+
+        See `clearance._state.db.migrations`. On a database opened read-only nothing is
+        applied: one whose schema is not the latest is refused.
+
+        Raises:
+            StoreError: The database's schema is newer than ``schema`` knows, or (opened
+                read-only) not the latest, or the database failed.
+        """
+        latest = schema.latest
+        with self._reading("read the schema version") as conn:
+            current = schema.current_version(conn)
+        if current == latest:
+            return
+        if self._read_only:
+            raise StoreError(
+                f"the {self._LABEL} at {self._url}, opened read-only, has schema version "
+                f"{current}, not {latest}: open it once with write access to upgrade it"
+                if current
+                else f"the {self._LABEL} at {self._url}, opened read-only, has no tables"
+            )
+        with self._writing("migrate the schema") as conn:
+            if self._dialect == "postgresql":  # SQLite's BEGIN IMMEDIATE already serializes
+                conn.execute(select(func.pg_advisory_xact_lock(lock_key(schema.versions.name))))
+            current = schema.current_version(conn)  # again, under the write lock
+            if current > latest:
+                raise StoreError(
+                    f"the {self._LABEL} at {self._url} has schema version {current}, newer than "
+                    f"this version of Clearance supports ({latest}); upgrade Clearance"
+                )
+            # Real time, not the injected clock: keeps a test clock's ticks for the data.
+            schema.upgrade(conn, current, utc_now)
+
+    @contextmanager
+    def _reading(self, operation: str) -> Iterator[Connection]:
+        """A connection to read with; failures become `StoreError` naming ``operation``.
+
+        Its statements run in one transaction (a consistent snapshot), except on held
+        connections (`HeldConnections`), where each statement runs alone in autocommit: a
+        read of one statement is still one snapshot.
+        """
+        if self._closed:
+            raise self._closed_error(operation)
+        held = self._held
+        if held is None:
+            try:
+                with self._engine.connect() as conn:
+                    yield conn
+            except SQLAlchemyError as exc:
+                raise self._read_error(operation, exc) from exc
+            return
+        try:
+            yield held.connection()
+        except BaseException as exc:
+            self._give_up_held(held, exc, self._read_error(operation, exc))
+
+
+def _is_sqlite_file_url(url: str) -> bool:
+    try:
+        return is_sqlite_file(make_url(url))
+    except (SQLAlchemyError, ValueError, TypeError):
+        return False
+
+
+def _supported(engine: Engine, label: str, masked: str) -> str:
+    """The dialect name of ``engine``, if SQLite or PostgreSQL.
+
+    Raises:
+        StoreError: Another database.
+    """
+    dialect = engine.dialect.name
+    if dialect not in ("sqlite", "postgresql"):
+        raise StoreError(
+            f"cannot open the {label} at {masked}: unsupported database {dialect!r} "
+            "(use sqlite or postgresql)"
+        )
+    return dialect
+
+
+def open_engine(
+    url: str, *, label: str = "database", hold: bool = False, read_only: bool = False
+) -> Engine:
+    """An engine for ``url`` configured as the stores use it (see `clearance._state.db.sqlite`).
+
+    The parent folder of a writable SQLite file is created.
+
+    Args:
+        url: SQLAlchemy URL (``sqlite:///path``, ``postgresql+psycopg://...``).
+        label: What is opened (``"run ledger"``...), for error messages.
+        hold: Each thread will hold one connection of an SQLite file (`HeldConnections`):
+            the pool does not limit its overflow and no ``BEGIN`` is sent by SQLAlchemy.
+        read_only: Open an SQLite file read-only (`read_only_sqlite`).
+
+    Raises:
+        StoreError: The URL is malformed or names an unsupported database or a missing
+            driver; the message holds the URL (password masked) and the cause.
+    """
+    masked = mask_url(url)
+    try:
+        parsed = make_url(url)
+        if parsed.get_backend_name() == "sqlite" and not read_only:
+            ensure_sqlite_folder(parsed)
+        # A thread holds its connection (see `HeldConnections`): none may wait for one.
+        options: dict[str, Any] = {"max_overflow": -1} if hold else {}
+        if read_only:
+            assert parsed.database is not None
+            options["creator"] = read_only_sqlite(parsed.database)
+        engine = create_engine(parsed, json_serializer=serialize_json, **options)
+    except (SQLAlchemyError, ImportError, OSError, ValueError) as exc:
+        raise StoreError(f"cannot open the {label} at {masked}: {failure_cause(exc)}") from exc
+    try:
+        dialect = _supported(engine, label, masked)
+    except StoreError:
+        engine.dispose()
+        raise
+    if dialect == "sqlite":
+        configure_sqlite(engine, begin_event=not hold, read_only=read_only)
+    return engine

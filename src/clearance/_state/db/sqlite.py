@@ -1,0 +1,136 @@
+"""SQLite specifics: connection pragmas, write-ahead logging, ``BEGIN IMMEDIATE``, read-only files.
+
+Every SQLite connection of a store uses write-ahead logging (readers never block the
+writer), ``synchronous=NORMAL`` (a commit survives a crash of the process; the last commits
+may be lost on power failure), enforced foreign keys and a busy timeout; writes take the
+write lock up front (``BEGIN IMMEDIATE``) so that writers queue instead of failing.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import urllib.parse
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import URL, Connection, Engine
+from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential
+
+__all__ = [
+    "BUSY_TIMEOUT_MS",
+    "WRITE_OPTION",
+    "configure_sqlite",
+    "enable_wal",
+    "ensure_sqlite_folder",
+    "is_sqlite_file",
+    "read_only_sqlite",
+]
+
+BUSY_TIMEOUT_MS = 10_000
+"""How long an SQLite connection waits for another writer's lock before failing."""
+
+WRITE_OPTION = "clearance_ledger_write"
+"""Execution option marking the write engine's connections (SQLite: ``BEGIN IMMEDIATE``)."""
+
+
+def is_sqlite_file(url: URL) -> bool:
+    """Whether ``url`` names an SQLite database file (not ``:memory:``, not a URI)."""
+    database = url.database
+    return (
+        url.get_backend_name() == "sqlite"
+        and bool(database)
+        and database != ":memory:"
+        and not str(database).startswith("file:")
+        and not url.query.get("uri")
+    )
+
+
+def ensure_sqlite_folder(url: URL) -> None:
+    """Create the parent folder of an SQLite database file."""
+    database = url.database
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return
+    Path(database).parent.mkdir(parents=True, exist_ok=True)
+
+
+def _is_locked(exc: BaseException) -> bool:
+    """Whether ``exc`` is SQLite's "database is locked" (or "busy") error."""
+    return isinstance(exc, sqlite3.OperationalError) and (
+        "locked" in str(exc) or "busy" in str(exc)
+    )
+
+
+def enable_wal(cursor: Any) -> None:
+    """``PRAGMA journal_mode = WAL``, retried while another connection holds the database.
+
+    Switching a database to write-ahead logging takes an exclusive lock, and when several
+    connections open a new database at the same moment SQLite may answer "database is locked"
+    at once instead of waiting through the busy timeout. Retried with exponential backoff
+    (1 ms doubling to 50 ms, tenacity) for at most `BUSY_TIMEOUT_MS`; then the error stands.
+    """
+    for attempt in Retrying(
+        retry=retry_if_exception(_is_locked),
+        stop=stop_after_delay(BUSY_TIMEOUT_MS / 1000),
+        wait=wait_exponential(multiplier=0.001, max=0.05),
+        reraise=True,
+    ):
+        with attempt:
+            cursor.execute("PRAGMA journal_mode = WAL")
+
+
+def read_only_sqlite(path: str) -> Callable[[], sqlite3.Connection]:
+    """A connection factory opening the SQLite file ``path`` read-only (``mode=ro``).
+
+    A database in write-ahead-log mode needs its ``-shm`` file, which SQLite cannot create
+    in a read-only folder; the file is then opened ``immutable=1`` (no locks, no log: what
+    is in the file is what is read), which is exact for a ledger nobody writes to anymore.
+    """
+    uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
+
+    def connect() -> sqlite3.Connection:
+        conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.OperationalError:
+            conn.close()
+            if not os.path.isfile(path):
+                raise
+            conn = sqlite3.connect(uri + "&immutable=1", uri=True, check_same_thread=False)
+        return conn
+
+    return connect
+
+
+def configure_sqlite(engine: Engine, *, begin_event: bool = True, read_only: bool = False) -> None:
+    """Set the pragmas of every new SQLite connection and take over ``BEGIN``.
+
+    The ``sqlite3`` module's legacy transaction handling neither begins a transaction
+    before DDL nor offers ``BEGIN IMMEDIATE``; the recipe from SQLAlchemy's SQLite
+    documentation disables it and emits ``BEGIN`` from the ``begin`` event instead. Without
+    ``begin_event`` nothing is sent when SQLAlchemy begins (see `HeldConnections`).
+    ``read_only`` leaves out the pragmas that write (``journal_mode``, ``synchronous``).
+    """
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            if not read_only:  # switching to write-ahead logging writes the file
+                enable_wal(cursor)
+                cursor.execute("PRAGMA synchronous = NORMAL")
+            cursor.execute("PRAGMA foreign_keys = ON")
+        finally:
+            cursor.close()
+
+    if not begin_event:
+        return
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        write = conn.get_execution_options().get(WRITE_OPTION, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")

@@ -1,0 +1,90 @@
+"""Column types the stores share: aware UTC datetimes, and JSON serialized once.
+
+`UTCDateTime` stores aware datetimes as UTC and reads them back aware (SQLite drops the
+zone); `JSONText` marks text that is already JSON, stored as it is by `serialize_json`, the
+engines' JSON serializer.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import DateTime, Dialect
+from sqlalchemy.types import TypeDecorator
+
+__all__ = ["JSONText", "UTCDateTime", "serialize_json"]
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Stores aware datetimes as UTC and reads them back aware (SQLite drops the zone).
+
+    A naive datetime is taken to be UTC already.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: Any | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        assert isinstance(value, datetime)
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+    # On SQLite each conversion is one call: the same text and values as the two methods
+    # above chained with SQLAlchemy's ``DATETIME`` processors (``YYYY-MM-DD HH:MM:SS.ffffff``,
+    # naive UTC), without the chain. Every other database goes through the methods above.
+
+    def bind_processor(self, dialect: Dialect) -> Callable[[datetime | None], Any] | None:
+        if dialect.name != "sqlite":
+            return super().bind_processor(dialect)
+        return _sqlite_time_text
+
+    def result_processor(
+        self, dialect: Dialect, coltype: object
+    ) -> Callable[[Any], datetime | None] | None:
+        if dialect.name != "sqlite":
+            return super().result_processor(dialect, coltype)
+        return _sqlite_time_value
+
+
+def _sqlite_time_text(value: datetime | None) -> str | None:
+    """An aware (or naive UTC) datetime as SQLite ``DATETIME`` text, naive UTC."""
+    if value is None:
+        return None
+    if value.tzinfo is not None:
+        value = value.astimezone(UTC).replace(tzinfo=None)
+    return value.isoformat(" ", "microseconds")
+
+
+def _sqlite_time_value(value: str | None) -> datetime | None:
+    """SQLite ``DATETIME`` text as an aware UTC datetime."""
+    if value is None:
+        return None
+    parsed = datetime.fromisoformat(value)
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+class JSONText(str):
+    """Text that is already JSON: a ``JSON`` column stores it as it is, unserialized.
+
+    For a value serialized once for a digest and stored too (the ledger's call records);
+    reading the column parses it like any other JSON value.
+    """
+
+    __slots__ = ()
+
+
+def serialize_json(value: Any) -> str:
+    """The engines' JSON serializer: `JSONText` as it is, anything else with `json.dumps`."""
+    if type(value) is JSONText:
+        return value
+    return json.dumps(value)

@@ -1,0 +1,237 @@
+"""`LedgerBase`: the run ledger's database, its group commit and its write-behind thread.
+
+Writes are queued as rows per kind of statement (`clearance._state.ledger.rows`) and
+committed by `LedgerBase._commit_writes`, one ``executemany`` per statement and chunk, each
+record then appended to its run's hash chain (`clearance._state.ledger.chaining`). Inside
+`LedgerBase.write_behind` a writer thread commits them in groups
+(`clearance._state.write_behind`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from functools import partial
+from typing import Any
+
+from sqlalchemy.engine import Connection, make_url
+
+from clearance._core.clock import Clock, utc_now
+from clearance._core.errors import LedgerError, StoreError
+from clearance._state.chain import key_id, load_ledger_key
+from clearance._state.db import DatabaseBase
+from clearance._state.ledger.chaining import ChainWriter
+from clearance._state.ledger.leases import LeaseKeeper
+from clearance._state.ledger.rows import last_upsert_per_task
+from clearance._state.ledger.schema import LEDGER_SCHEMA
+from clearance._state.ledger.statements import WRITE_ORDER, statement
+from clearance._state.write_behind import PendingWrite, Rows, WriteBehind
+
+__all__ = ["DEFAULT_LEDGER_URL", "LedgerBase"]
+
+DEFAULT_LEDGER_URL = "sqlite:///.clearance/runs.db"
+"""Where runs are recorded unless told otherwise (relative to the working directory)."""
+
+_CHUNK = 64
+"""Writes turned into rows, or rows sent to the database, between two yields of the GIL."""
+
+
+def _yield_gil() -> None:
+    """Let another thread that waits for the interpreter lock run (``time.sleep(0)``)."""
+    time.sleep(0)
+
+
+class LedgerBase(DatabaseBase):
+    """The run ledger's database: opening, group commit, write-behind and closing.
+
+    See `RunLedger` for the arguments and the errors raised.
+    """
+
+    _LABEL = "run ledger"
+
+    def _closed_error(self, operation: str) -> StoreError:
+        return LedgerError(str(super()._closed_error(operation)))
+
+    def _write_error(self, operation: str, exc: BaseException) -> StoreError:
+        return LedgerError(str(super()._write_error(operation, exc)))
+
+    def _read_error(self, operation: str, exc: BaseException) -> StoreError:
+        return LedgerError(str(super()._read_error(operation, exc)))
+
+    def __init__(
+        self, url: str = DEFAULT_LEDGER_URL, *, clock: Clock = utc_now, read_only: bool = False
+    ) -> None:
+        key = load_ledger_key()  # a bad key fails before anything is opened
+        super().__init__(url, clock=clock, read_only=read_only)
+        self._key = key
+        self._key_id = key_id(key) if key is not None else None
+        database = make_url(url).database or ""
+        # Each thread has its own in-memory SQLite database: a writer thread would write
+        # to another one, so an in-memory ledger writes on the caller's thread always.
+        self._in_memory = self._dialect == "sqlite" and (
+            database in ("", ":memory:") or "mode=memory" in database
+        )
+        self._chain = ChainWriter(key, self._key_id, self._url, self._dialect)
+        # Not `self._writing`: that would wait for (and take the errors of) the writer thread,
+        # which belong to the ledger's user.
+        self._leases = LeaseKeeper(partial(DatabaseBase._writing, self), renew=not self._in_memory)
+        try:
+            self._migrate(LEDGER_SCHEMA)
+        except BaseException:
+            self._engine.dispose()
+            raise
+
+    @property
+    def chain_key(self) -> bytes | None:
+        """The ledger key this ledger chains (and verifies) with, or ``None`` (unkeyed).
+
+        Read from ``CLEARANCE_LEDGER_KEY`` or ``CLEARANCE_LEDGER_KEY_FILE`` when the ledger
+        is opened (see `clearance._state.chain`).
+        """
+        return self._key
+
+    async def wait_committed(self) -> None:
+        """Wait, without blocking the event loop, until every queued write is committed.
+
+        Nothing to wait for outside `write_behind` (writes are committed when made).
+
+        Raises:
+            StoreError: A queued write failed (raised once).
+        """
+        if self._behind is not None:
+            await asyncio.to_thread(self.flush)
+
+    _behind: WriteBehind | None = None
+
+    @contextmanager
+    def write_behind(self) -> Iterator[None]:
+        """Queue the frequent records and commit them in groups on a writer thread.
+
+        While the context is open, `start_run`, `record_task`, `record_tasks`, `record_call`,
+        `record_messages` and `record_tool_call` return at once; a writer thread commits
+        everything queued so far in one transaction (group commit), in the order written,
+        so the database always holds a prefix of the writes: a crash leaves what a crash a
+        moment earlier would have. The writer commits once the writes pause for 10 ms, and
+        never later than 0.5 s after a write was queued. Any other method (reads,
+        `finish_run`, `set_graph`, `reopen_run`) first waits until the queue is committed.
+        Leaving the context commits the rest. On SQLite the writer also checkpoints the
+        write-ahead log (a ``PASSIVE`` checkpoint) each time it has committed everything
+        queued, so that neither a later commit nor `close` copies a whole run's log into the
+        database file (SQLite's "Application-Initiated Checkpoints",
+        https://www.sqlite.org/wal.html); not when a caller waits for that commit (a read,
+        or `finish_run` at the end of a run), which goes on at once.
+
+        Reentrant (an inner context does nothing). An in-memory SQLite ledger writes on the
+        caller's thread (each thread would see its own in-memory database).
+
+        Raises:
+            StoreError: A queued write or a checkpoint failed: raised once, by the next call
+                to this ledger or on leaving the context; the message names the write. The
+                writes queued with it that did not fail are committed.
+        """
+        if self._behind is not None or self._in_memory or self._closed:
+            yield
+            return
+        # The writer waits for a 10 ms pause in the orchestrator's writes (its busy bursts end
+        # when its tasks wait for their models), so its work rarely competes for the GIL; see
+        # BENCHMARKS.md for how 10 ms was chosen. Between groups, the writer checkpoints
+        # SQLite's log, so that neither the run's last commit nor `close` has to copy a whole
+        # run's log into the database file.
+        behind = WriteBehind(
+            self._commit_writes,
+            name="clearance-ledger-writer",
+            quiet_s=0.010,
+            max_delay_s=0.5,
+            on_idle=self._checkpoint_wal,  # nothing to do on PostgreSQL
+        )
+        self._behind = behind
+        ok = False
+        try:
+            yield
+            ok = True
+        finally:
+            try:
+                behind.close(raise_errors=ok)
+            finally:
+                self._behind = None
+
+    def flush(self) -> None:
+        """Wait until every queued write is committed (nothing to do outside `write_behind`).
+
+        Raises:
+            StoreError: A queued write failed (raised once).
+        """
+        behind = self._behind
+        if behind is not None and threading.get_ident() != behind.thread_id:
+            behind.flush()
+
+    def close(self) -> None:
+        """Commit any queued write, then release every connection. Closing twice is fine.
+
+        Raises:
+            StoreError: A queued write failed.
+        """
+        behind, self._behind = self._behind, None
+        try:
+            if behind is not None:
+                behind.close()
+        finally:
+            self._leases.stop()
+            super().close()
+
+    def _submit(self, write: PendingWrite) -> None:
+        lost = self._leases.take_lost()
+        if lost is not None:
+            raise lost
+        behind = self._behind
+        if behind is not None:
+            behind.submit(write)
+        else:
+            self._commit_writes([write])
+
+    def _commit_writes(self, writes: Sequence[PendingWrite]) -> None:
+        """Commit ``writes`` in one transaction, one ``executemany`` per statement and chunk.
+
+        On the writer thread, the work is cut into chunks of `_CHUNK` writes or rows, and the
+        thread lets go of the interpreter lock between chunks (`_yield_gil`), which gives an
+        event loop waiting for the lock a chance to run before the rest of a large group.
+        """
+        by_key: dict[str, list[dict[str, Any]]] = {}
+        built: list[Rows] = []
+        for start in range(0, len(writes), _CHUNK):
+            if start:
+                _yield_gil()
+            for write in writes[start : start + _CHUNK]:
+                rows_of = write.build()
+                built.append(rows_of)
+                for key, rows in rows_of.items():
+                    by_key.setdefault(key, []).extend(rows)
+        if len(by_key.get("task", ())) > 1:
+            by_key["task"] = last_upsert_per_task(by_key["task"])
+        operation = writes[0].operation if len(writes) == 1 else f"record {len(writes)} writes"
+        with self._writing(operation) as conn:
+            # A run's row before the rows that refer to it; an unknown kind fails loudly.
+            for key in sorted(by_key, key=WRITE_ORDER.index):
+                queued = by_key[key]
+                for start in range(0, len(queued), _CHUNK):
+                    _yield_gil()
+                    # The statement is built once per ledger: each call binds parameters.
+                    conn.execute(statement(key, self._dialect), queued[start : start + _CHUNK])
+            # Then each record's chain entry, in the order written (see `_state.chain`).
+            _yield_gil()
+            self._chain.append(conn, self._chain.entries_of(conn, built))
+
+    @contextmanager
+    def _writing(self, operation: str) -> Iterator[Connection]:
+        self.flush()  # this ledger reads and orders after its own queued writes
+        with super()._writing(operation) as conn:
+            yield conn
+
+    @contextmanager
+    def _reading(self, operation: str) -> Iterator[Connection]:
+        self.flush()
+        with super()._reading(operation) as conn:
+            yield conn

@@ -1,0 +1,129 @@
+"""The hash chain's hookup: each committed record appended to its run's chain.
+
+The chain itself (digests, keyed links) is `clearance._state.chain`; this module reads a
+run's chain head in the write transaction and appends the entries of the records written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.engine import Connection
+
+from clearance._core.errors import LedgerError
+from clearance._state.chain import LEDGER_KEY_ENV, SUBJECT_FIELDS, chain_sha256, payload_sha256
+from clearance._state.ledger.schema import CALLS, ENTRIES, RUNS
+from clearance._state.ledger.statements import WRITE_ORDER, statement
+from clearance._state.write_behind import Rows
+
+__all__ = ["ChainWriter", "Entry"]
+
+Entry = tuple[str, str, str, str]
+"""``(run id, kind, subject, payload digest)`` of one chain entry to append."""
+
+
+class ChainWriter:
+    """Appends records to their runs' hash chains, inside the transaction that wrote them.
+
+    Args:
+        key: The ledger key the chains are made with, or ``None`` (unkeyed).
+        key_id: Its id (`clearance._state.chain.key_id`), or ``None``.
+        url: The ledger's URL (password masked), for error messages.
+        dialect: ``"sqlite"`` or ``"postgresql"``.
+    """
+
+    def __init__(self, key: bytes | None, key_id: str | None, url: str, dialect: str) -> None:
+        self._key = key
+        self._key_id = key_id
+        self._url = url
+        self._dialect = dialect
+
+    def append_run(self, conn: Connection, run_id: str) -> None:
+        """Append a run's row, as it is now, to its chain."""
+        row = dict(conn.execute(select(RUNS).where(RUNS.c.run_id == run_id)).mappings().one())
+        self.append(conn, [(run_id, "run", run_id, payload_sha256("run", row))])
+
+    def _head(self, conn: Connection, run_id: str) -> list[Any]:
+        """``[last seq, last chain value, key]`` of a run, read in the write transaction.
+
+        Raises:
+            StoreError: The run is unknown, or it is chained with another key than this
+                ledger's (appending would break its chain).
+        """
+        query = select(RUNS.c.chain_key_id).where(RUNS.c.run_id == run_id)
+        if self._dialect == "postgresql":
+            query = query.with_for_update()  # one writer per run's chain at a time
+        found = conn.execute(query).first()
+        if found is None:
+            raise LedgerError(f"unknown run {run_id!r} in the run ledger at {self._url}")
+        recorded = found[0]
+        if recorded != self._key_id:
+            if recorded is None:
+                raise LedgerError(
+                    f"run {run_id!r} was recorded without a ledger key; unset {LEDGER_KEY_ENV} "
+                    "to continue it"
+                )
+            raise LedgerError(
+                f"run {run_id!r} is chained with ledger key {recorded}, not with this ledger's "
+                f"key ({self._key_id or 'none'}); set {LEDGER_KEY_ENV} to that key"
+            )
+        last = conn.execute(
+            select(ENTRIES.c.seq, ENTRIES.c.chain_sha256)
+            .where(ENTRIES.c.run_id == run_id)
+            .order_by(ENTRIES.c.seq.desc())
+            .limit(1)
+        ).first()
+        return [last[0], last[1], self._key] if last is not None else [0, "", self._key]
+
+    def append(self, conn: Connection, entries: Sequence[Entry]) -> None:
+        """Append ``(run id, kind, subject, payload digest)`` entries to their runs' chains."""
+        heads: dict[str, list[Any]] = {}
+        rows = []
+        for run_id, kind, subject, payload in entries:
+            head = heads.get(run_id)
+            if head is None:
+                head = heads[run_id] = self._head(conn, run_id)
+            seq = head[0] + 1
+            chain = chain_sha256(head[1], run_id, seq, kind, subject, payload, head[2])
+            head[0], head[1] = seq, chain
+            rows.append(
+                {
+                    "run_id": run_id,
+                    "seq": seq,
+                    "kind": kind,
+                    "subject": subject,
+                    "payload_sha256": payload,
+                    "chain_sha256": chain,
+                }
+            )
+        if rows:
+            conn.execute(statement("entry", self._dialect), rows)
+
+    @staticmethod
+    def entries_of(conn: Connection, built: Sequence[Rows]) -> list[Entry]:
+        """The chain entries of committed writes, in write order.
+
+        A call's outcome (an update) is digested from its row as updated, read back.
+        """
+        finished = [row["b_call_id"] for rows in built for row in rows.get("call_finish", ())]
+        outcome: dict[str, str] = {}
+        if finished:
+            columns = [c for c in CALLS.c if c.name not in ("messages", "manifest")]
+            for start in range(0, len(finished), 500):
+                query = select(*columns).where(CALLS.c.call_id.in_(finished[start : start + 500]))
+                for found in conn.execute(query).mappings():
+                    outcome[found["call_id"]] = payload_sha256("call", dict(found))
+        entries: list[Entry] = []
+        for rows in built:
+            for key in WRITE_ORDER:
+                for row in rows.get(key, ()):
+                    if key == "call_finish":
+                        call_id = row["b_call_id"]
+                        if call_id in outcome:
+                            entries.append((row["b_run_id"], "call", call_id, outcome[call_id]))
+                        continue
+                    subject = str(row[SUBJECT_FIELDS[key]])
+                    entries.append((row["run_id"], key, subject, payload_sha256(key, row)))
+        return entries

@@ -1,0 +1,86 @@
+"""`LedgerEvents`: a run's events (spawns, clarifications, limits...), recorded and read.
+
+An event is append-only and chained like every record; its kind is free text of at most 64
+characters, so a new kind of event needs no schema change.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy import select
+
+from clearance._core.errors import ConfigError
+from clearance._core.ids import new_id
+from clearance._core.prompt import canonical_json
+from clearance._state.ledger.reads import LedgerReads
+from clearance._state.ledger.records import EventRecord, event_record
+from clearance._state.ledger.schema import EVENTS
+from clearance._state.write_behind import PendingWrite
+
+__all__ = ["LedgerEvents"]
+
+
+class LedgerEvents(LedgerReads):
+    """The events of `RunLedger` (see there for opening and errors)."""
+
+    def record_event(self, run_id: str, kind: str, subject: str, data: dict[str, Any]) -> str:
+        """Record one event of a run (append-only, chained like every record).
+
+        Args:
+            run_id: The run's full id.
+            kind: What happened, at most 64 characters (``"spawn"``, ``"clarification"``,
+                ``"architecture"``, ``"limit_exceeded"``, ``"step"``...).
+            subject: What it happened to (a task, an agent, a call), at most 160 characters.
+            data: JSON-ready details (string keys; strings, numbers, booleans, ``None``,
+                lists and mappings).
+
+        Returns:
+            The new event's id (``evt_...``).
+
+        Raises:
+            ConfigError: ``kind`` or ``subject`` is empty or too long, or ``data`` is not
+                JSON-ready.
+            StoreError: The run is unknown, or the database failed (inside `write_behind`:
+                raised by a later call).
+        """
+        if not kind or len(kind) > 64:
+            raise ConfigError(
+                f"an event kind must be 1 to 64 characters, got {kind!r}", field="kind"
+            )
+        if len(subject) > 160:
+            raise ConfigError("an event subject must be at most 160 characters", field="subject")
+        try:
+            data = json.loads(canonical_json(data))  # a copy: later edits of `data` are not kept
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"event data is not JSON-ready: {exc}", field="data") from exc
+        if not isinstance(data, dict):
+            raise ConfigError("event data must be a mapping", field="data")
+        event_id = new_id("evt")
+        row = {
+            "event_id": event_id,
+            "run_id": run_id,
+            "kind": kind,
+            "subject": subject,
+            "data": data,
+            "created_at": self._clock(),
+        }
+        self._submit(PendingWrite(f"record a {kind!r} event of run {run_id!r}", {"event": [row]}))
+        return event_id
+
+    def events(self, run_id: str, kind: str | None = None) -> list[EventRecord]:
+        """Return the events of a run, in the order recorded (``[]`` for none).
+
+        Args:
+            run_id: The run's full id.
+            kind: Only events of this kind; ``None`` for all.
+
+        Raises:
+            StoreError: The database failed.
+        """
+        query = select(EVENTS).where(EVENTS.c.run_id == run_id)
+        if kind is not None:
+            query = query.where(EVENTS.c.kind == kind)
+        with self._reading(f"read the events of run {run_id!r}") as conn:
+            return [event_record(row) for row in conn.execute(query.order_by(EVENTS.c.ordinal))]

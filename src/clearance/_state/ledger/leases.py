@@ -1,0 +1,120 @@
+"""Run leases: one process runs a run at a time, and renews its lease while it does.
+
+A run's row names its owner (`clearance._state.lease.new_owner`) and when its lease expires;
+`LeaseKeeper` renews the leases of the runs a ledger holds from a thread, every
+``LEASE_S / 3``, and notes when another process took one over.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import update
+from sqlalchemy.engine import Connection
+
+from clearance._core.clock import utc_now
+from clearance._core.errors import ConfigError, LedgerError, StoreError
+from clearance._state.lease import LEASE_S, describe_owner, new_owner, owner_is_dead
+from clearance._state.ledger.schema import RUNS
+
+__all__ = ["LeaseKeeper", "lease_until"]
+
+
+def lease_until() -> datetime:
+    """When a lease taken or renewed now expires (real time: leases are between processes)."""
+    return utc_now() + timedelta(seconds=LEASE_S)
+
+
+class LeaseKeeper:
+    """The leases of the runs one ledger runs, renewed by a thread while held.
+
+    Args:
+        writing: Opens one write transaction (``writing(operation)``) without waiting for
+            the ledger's queued writes, whose errors belong to the ledger's user.
+        renew: Whether to renew from a thread (not for an in-memory database, which another
+            thread would not see).
+    """
+
+    def __init__(
+        self, writing: Callable[[str], AbstractContextManager[Connection]], *, renew: bool
+    ) -> None:
+        self.owner = new_owner()
+        """This ledger's owner string (host, process, start time)."""
+        self._writing = writing
+        self._renew = renew
+        self._owned: set[str] = set()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+        self._lost: StoreError | None = None
+
+    def hold(self, run_id: str) -> None:
+        """Renew ``run_id``'s lease from now on (a thread renews every ``LEASE_S / 3``)."""
+        with self._lock:
+            self._owned.add(run_id)
+            if self._renewer is None and self._renew:
+                self._renewer = threading.Thread(
+                    target=self._renew_leases, name="clearance-lease", daemon=True
+                )
+                self._renewer.start()
+
+    def drop(self, run_id: str) -> None:
+        """Stop renewing ``run_id``'s lease."""
+        with self._lock:
+            self._owned.discard(run_id)
+
+    def take_lost(self) -> StoreError | None:
+        """The error of a lease another process took over since last asked, if any."""
+        lost, self._lost = self._lost, None
+        return lost
+
+    def stop(self) -> None:
+        """Stop the renewing thread and wait for it."""
+        self._stop.set()
+        renewer, self._renewer = self._renewer, None
+        if renewer is not None:
+            renewer.join()
+
+    def _renew_leases(self) -> None:
+        while not self._stop.wait(LEASE_S / 3):
+            with self._lock:
+                owned = sorted(self._owned)
+            if not owned:
+                continue
+            try:
+                with self._writing("renew run leases") as conn:
+                    for run_id in owned:
+                        renewed = conn.execute(
+                            update(RUNS)
+                            .where(RUNS.c.run_id == run_id, RUNS.c.owner == self.owner)
+                            .values(lease_expires_at=lease_until())
+                        ).rowcount
+                        if not renewed and self._lost is None:
+                            self._lost = LedgerError(
+                                f"run {run_id!r} was taken over by another process; this "
+                                "process stopped recording it"
+                            )
+            except StoreError:
+                continue  # the database is busy or down: try again; the lease may lapse
+
+    def check(self, run_id: str, row: Any, now: datetime, *, force: bool) -> None:
+        """Refuse to take over a run another live process holds (see `RunLedger.reopen_run`).
+
+        Raises:
+            ConfigError: ``row`` (``owner``, ``lease_expires_at``, ``status``) shows a live
+                owner other than this one, and not ``force``.
+        """
+        owner, expires = row.owner, row.lease_expires_at
+        if owner is None or owner == self.owner or force or row.status != "running":
+            return
+        if expires is None or expires <= now or owner_is_dead(owner):
+            return
+        raise ConfigError(
+            f"run {run_id} is being run by {describe_owner(owner, expires)}; wait for it "
+            "to stop, or resume with --force if you know it has",
+            field="run",
+        )

@@ -1,0 +1,19 @@
+"""The context store: durable, namespaced key/value knowledge with TTL.
+
+- `context_store`: `ContextStore`, its reads and writes.
+- `entry`: `StoreEntry` and the checks of what is written (TTL, text, limits).
+- `schema`: the table, its migrations and every statement, built once per dialect.
+"""
+
+from clearance._state.store.context_store import DEFAULT_STORE_URL, ContextStore
+from clearance._state.store.entry import DEFAULT_EXTENSION_TTL_S, MAX_TTL_S, StoreEntry
+from clearance._state.store.schema import escape_like
+
+__all__ = [
+    "DEFAULT_EXTENSION_TTL_S",
+    "DEFAULT_STORE_URL",
+    "MAX_TTL_S",
+    "ContextStore",
+    "StoreEntry",
+    "escape_like",
+]

@@ -1,0 +1,187 @@
+"""The context store's schema and statements: one table, every statement built once per dialect."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from sqlalchemy import (
+    Column,
+    Delete,
+    Index,
+    Integer,
+    Select,
+    String,
+    Text,
+    Update,
+    and_,
+    bindparam,
+    case,
+    delete,
+    func,
+    null,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.sql.elements import ColumnElement
+
+from clearance._state.db import Schema, SchemaChange, UTCDateTime
+
+__all__ = ["ENTRIES", "LIKE_ESCAPE", "STORE_SCHEMA", "escape_like", "live", "statements"]
+
+LIKE_ESCAPE = "\\"
+"""The escape character of prefix patterns (escaped itself when it occurs in a prefix)."""
+
+
+STORE_SCHEMA = Schema("store_schema_version")
+"""The store's migrations (its own table of versions: a store and a run ledger may share one
+database)."""
+
+
+@STORE_SCHEMA.migration
+def _m001_create_entries(change: SchemaChange) -> None:
+    """Version 1: ``store_entries`` (a store made before versioning already has it)."""
+    change.create_table(
+        "store_entries",
+        Column("namespace", String(255), primary_key=True),
+        Column("key", String(1024), primary_key=True),
+        Column("value", Text, nullable=False),
+        Column("agent", String(255), nullable=False),
+        Column("created_at", UTCDateTime, nullable=False),
+        Column("updated_at", UTCDateTime, nullable=False),
+        Column("expires_at", UTCDateTime, nullable=True),
+        Index("ix_store_entries_namespace", "namespace"),
+        Index("ix_store_entries_expires_at", "expires_at"),
+        checkfirst=True,
+    )
+
+
+ENTRIES = STORE_SCHEMA.metadata.tables["store_entries"]
+"""The entries' table of the model."""
+
+
+def escape_like(text: str, escape: str = LIKE_ESCAPE) -> str:
+    """Escape ``%``, ``_`` and ``escape`` in ``text`` so a ``LIKE`` pattern matches it literally.
+
+    Args:
+        text: A literal prefix.
+        escape: The one-character escape used with the pattern's ``ESCAPE`` clause.
+
+    Returns:
+        The text with each ``%``, ``_`` and ``escape`` preceded by ``escape``.
+    """
+    return "".join(escape + ch if ch in ("%", "_", escape) else ch for ch in text)
+
+
+def live() -> ColumnElement[bool]:
+    """Not expired at the bound ``now``: no expiry, or expiry after it."""
+    c = ENTRIES.c
+    return or_(c.expires_at.is_(None), c.expires_at > bindparam("now", type_=UTCDateTime))
+
+
+def _newest_first(stmt: Select[Any]) -> Select[Any]:
+    """Live rows only, most recently updated first (ties by key), at most the bound limit."""
+    return (
+        stmt.where(live())
+        .order_by(ENTRIES.c.updated_at.desc(), ENTRIES.c.key)
+        .limit(bindparam("limit", type_=Integer))
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Statements:
+    """Every statement of the store, built once per dialect with bound parameters.
+
+    Building an SQLAlchemy statement, and computing the cache key by which the engine finds
+    its compiled form, cost far more than running it on SQLite; a statement built once keeps
+    its cache key, so each call only binds values. Each attribute's note lists the
+    parameters it binds (``ns`` and ``k`` select the namespace and key, since an update may
+    not bind a column's own name).
+    """
+
+    upsert: sqlite.Insert | postgresql.Insert
+    """namespace, key, value, agent, created_at, updated_at, expires_at."""
+    extend: sqlite.Insert | postgresql.Insert
+    """Like ``upsert``, but a live row's expiry never moves earlier and ``None`` stays."""
+    get_entry: Select[Any]
+    """ns, k, now."""
+    get_value: Select[Any]
+    """ns, k, now (the value column only)."""
+    query: Select[Any]
+    """ns, now, limit."""
+    by_prefix: Select[Any]
+    """ns, pattern (escaped prefix + ``%``), length, prefix, now, limit."""
+    touch: Update
+    """ns, k, now, new_expiry."""
+    delete: Delete
+    """ns, k."""
+    cleanup: Delete
+    """now."""
+
+    @classmethod
+    def build(cls, dialect: str) -> _Statements:
+        c = ENTRIES.c
+        this = (c.namespace == bindparam("ns"), c.key == bindparam("k"))
+        insert = sqlite.insert(ENTRIES) if dialect == "sqlite" else postgresql.insert(ENTRIES)
+        excluded = insert.excluded
+        # A dead (expired) row is replaced as if new: its created_at restarts too. Expired
+        # means at or before the time of this write, which is the row's new updated_at.
+        dead = and_(c.expires_at.is_not(None), c.expires_at <= excluded.updated_at)
+        upsert = insert.on_conflict_do_update(
+            index_elements=[c.namespace, c.key],
+            set_={
+                "value": excluded.value,
+                "agent": excluded.agent,
+                "updated_at": excluded.updated_at,
+                "expires_at": excluded.expires_at,
+                "created_at": case((dead, excluded.created_at), else_=c.created_at),
+            },
+        )
+        # Expiry of set_with_extension: a dead row restarts; a live row never loses time and
+        # a row that never expires keeps no expiry.
+        keep_later = case(
+            (dead, excluded.expires_at),
+            (c.expires_at.is_(None), null()),
+            (c.expires_at > excluded.expires_at, c.expires_at),
+            else_=excluded.expires_at,
+        )
+        extend = insert.on_conflict_do_update(
+            index_elements=[c.namespace, c.key],
+            set_={
+                "value": excluded.value,
+                "agent": excluded.agent,
+                "updated_at": excluded.updated_at,
+                "expires_at": keep_later,
+                "created_at": case((dead, excluded.created_at), else_=c.created_at),
+            },
+        )
+        new = bindparam("new_expiry", type_=UTCDateTime)
+        return cls(
+            upsert=upsert,
+            extend=extend,
+            get_entry=select(ENTRIES).where(*this, live()),
+            get_value=select(c.value).where(*this, live()),
+            query=_newest_first(select(ENTRIES).where(c.namespace == bindparam("ns"))),
+            by_prefix=_newest_first(
+                select(ENTRIES).where(
+                    c.namespace == bindparam("ns"),
+                    c.key.like(bindparam("pattern", type_=String), escape=LIKE_ESCAPE),
+                    func.substr(c.key, 1, bindparam("length", type_=Integer))
+                    == bindparam("prefix", type_=String),
+                )
+            ),
+            touch=update(ENTRIES)
+            .where(*this, live())
+            .values(expires_at=case((c.expires_at < new, new), else_=c.expires_at)),
+            delete=delete(ENTRIES).where(*this),
+            cleanup=delete(ENTRIES).where(
+                c.expires_at.is_not(None), c.expires_at <= bindparam("now", type_=UTCDateTime)
+            ),
+        )
+
+
+statements = cache(_Statements.build)
+"""The `_Statements` of a dialect (``"sqlite"``, ``"postgresql"``), built on first use."""
