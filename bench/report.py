@@ -421,8 +421,8 @@ def main() -> None:
         "",
         "## Other figures behind design choices",
         "",
-        "- **Embedded tokenizer.** `LlamaCppModel.count_tokens` loads the model on first use: about",
-        "  0.15 s for SmolLM2-135M.",
+        "- **Embedded tokenizer.** `LlamaCppModel.count_tokens` loads the model on first use:",
+        "  about 0.15 s for SmolLM2-135M.",
     ]
     lines += [
         "",

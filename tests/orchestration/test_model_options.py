@@ -48,11 +48,11 @@ async def test_from_run_makes_models_with_the_recorded_settings(ledger) -> None:
     assert ledger.get_run(run_id).config["model_options"] == OPTIONS
 
     rebuilt = Orchestrator.from_run(run_id, ledger=ledger)
-    embedded = rebuilt._model_for(EMBEDDED)
+    embedded = rebuilt._models.for_agent(EMBEDDED)
     assert isinstance(embedded, LlamaCppModel)
     assert embedded.settings == OPTIONS["llama-cpp:smollm2"]
     assert embedded._llm is None  # never loaded: agent e had no task
-    assert rebuilt._model_for(TEAM.agents[0]).context_window == 4096
+    assert rebuilt._models.for_agent(TEAM.agents[0]).context_window == 4096
     resumed = await rebuilt.resume(run_id)
     assert resumed.status == "completed"
 
@@ -94,7 +94,7 @@ async def test_a_run_recorded_without_settings_resumes_with_defaults(tmp_path) -
     tamper(tmp_path, first.run_id, None)
     with RunLedger(f"sqlite:///{tmp_path / 'runs.db'}") as ledger:
         rebuilt = Orchestrator.from_run(first.run_id, ledger=ledger)
-        assert rebuilt._model_for(TEAM.agents[0]).context_window is None
+        assert rebuilt._models.for_agent(TEAM.agents[0]).context_window is None
 
 
 def test_out_of_range_settings_are_refused_by_the_model() -> None:
@@ -103,4 +103,4 @@ def test_out_of_range_settings_are_refused_by_the_model() -> None:
     if importlib.util.find_spec("llama_cpp") is None:
         pytest.skip("llama-cpp-python is not installed")
     with pytest.raises(ConfigError, match="n_threads_batch"):
-        orchestrator._model_for(EMBEDDED)
+        orchestrator._models.for_agent(EMBEDDED)

@@ -40,7 +40,7 @@ from clearance._core.errors import ApprovalDenied, ApprovalPending, ConfigError
 from clearance._core.ids import new_id
 from clearance._core.prompt import canonical_json
 from clearance._core.spec import Task
-from clearance._state.ledger import EventRecord, RunLedger
+from clearance._state.ledger import EventRecord, Recorder, RunLedger
 from clearance._state.queue import TaskQueue, TaskStatus
 
 __all__ = [
@@ -173,7 +173,7 @@ class ApprovalGate:
 
     def __init__(
         self,
-        ledger: RunLedger,
+        ledger: Recorder,
         run_id: str,
         *,
         tools: Iterable[str] = (),
@@ -192,6 +192,8 @@ class ApprovalGate:
         if self._loaded:
             return
         self._loaded = True
+        if not isinstance(self.ledger, RunLedger):  # keeps no record: nothing was decided
+            return
         for event in self.ledger.events(self.run_id):
             if event.kind == APPROVAL_REQUESTED:
                 request = ApprovalRequest.from_event(event)
@@ -362,7 +364,7 @@ def decide(
     return request
 
 
-def awaiting_approval(queue: TaskQueue, ledger: RunLedger, run_id: str) -> str | None:
+def awaiting_approval(queue: TaskQueue, ledger: Recorder, run_id: str) -> str | None:
     """Why a run pauses when its tasks stopped for approval, or ``None`` when none did.
 
     Tasks waiting for approval are ``interrupted`` in the queue once the run has done all it
@@ -373,6 +375,8 @@ def awaiting_approval(queue: TaskQueue, ledger: RunLedger, run_id: str) -> str |
     """
     if not queue.with_status(TaskStatus.INTERRUPTED):
         return None
+    if not isinstance(ledger, RunLedger):
+        return "awaiting approval, but the run keeps no ledger to decide it in and resume from"
     ids = ", ".join(r.call_id for r in pending_approvals(ledger, run_id))
     return (
         f"awaiting approval: {ids}; decide with: clearance approve {run_id} CALL_ID (or "
