@@ -28,14 +28,13 @@ from clearance._orchestration.resume import (
     load_recorded_run,
     process_identity,
     recorded_usage,
-    restore_messages,
-    restore_resources,
 )
 from clearance._orchestration.run import Run, RunSettings
 from clearance._orchestration.run_config import (  # noqa: F401 (MODEL_OPTION_KEYS: old home)
     MODEL_OPTION_KEYS,
     checked_model_options,
-    import_path,
+    named_tools,
+    recorded_arguments,
     recorded_config,
     recorded_model_options,
     recorded_subagent_settings,
@@ -186,13 +185,7 @@ class Orchestrator:
         self._clock = clock
         self.retry_policy = retry_policy if retry_policy is not None else RetryPolicy()
         self.store = store
-        named = tools.items() if isinstance(tools, Mapping) else ((None, t) for t in tools)
-        self._tools: dict[str, Tool] = {}
-        self._tool_paths: dict[str, str | None] = {}
-        for key, entry in named:
-            tool = entry if isinstance(entry, Tool) else Tool.from_function(entry, name=key)
-            self._tools[key or tool.name] = tool
-            self._tool_paths[key or tool.name] = import_path(entry)
+        self._tools, self._tool_paths = named_tools(tools)
         self.memory = memory
         self._memory_groups = group_members(team.memory_groups)
         if not 0 <= clarification_rounds <= 10:
@@ -207,8 +200,6 @@ class Orchestrator:
         self.executor = executor
         self.approval_tools = frozenset(approval_tools)
         self.approver = approver
-
-    # -- public API ---------------------------------------------------------------------
 
     @property
     def ledger(self) -> Recorder:
@@ -266,18 +257,9 @@ class Orchestrator:
             run_id=run_id, team=self.team.name, goal=goal, graph=None, config=self._config()
         )
         self._emit("run_started", run_id, detail="planning")
-        caller = self._caller(run_id)
-        try:
-            graph = await self._plan(caller, goal)
-        except ClearanceError as exc:
-            self.ledger.finish_run(
-                run_id, status="failed", synthesis=None, usage=caller.usage, error=str(exc)
-            )
-            self._emit("run_finished", run_id, detail=str(exc))
-            raise
-        self.ledger.set_graph(run_id, graph.to_dict())
+        graph, usage = await self._plan(run_id, goal, Usage())
         self._emit("plan_ready", run_id, detail=f"{len(graph)} tasks")
-        return await self._execute(run_id, graph, goal, usage=caller.usage)
+        return await self._execute(run_id, graph, goal, usage=usage)
 
     @classmethod
     def from_run(
@@ -325,36 +307,13 @@ class Orchestrator:
             ConfigError: The run was recorded without its team's specs (an older version of
                 Clearance), or its record is damaged.
         """
-        recorded = load_recorded_run(ledger, run_id)
-        if recorded.team is None:
-            raise ConfigError(
-                f"run {recorded.record.run_id} was recorded without its agents' specs; resume it "
-                "with Orchestrator(team, ...).resume(run_id)",
-                field="run",
-            )
-        # Resume hook: the store, memory and user tools the run recorded.
-        store, memory, restored = restore_resources(
-            recorded.record, store=store, memory=memory, tools=tools
-        )
+        team, recorded = recorded_arguments(ledger, run_id, store=store, memory=memory, tools=tools)
+        if model is not None:
+            recorded["model"] = model
         return cls(
-            recorded.team,
-            store=store,
-            memory=memory,
-            tools=restored,
-            model=model or recorded.default_model or DEFAULT_MODEL_ID,
-            models=models,
-            model_options=recorded_model_options(recorded.record.config),
-            ledger=ledger,
-            max_concurrency=recorded.max_concurrency or 4,
-            input_root=recorded.input_root,
-            messages=restore_messages(recorded.messages),
-            **recorded_subagent_settings(recorded.record.config),
-            on_event=on_event,
-            clock=clock,
-            retry_policy=retry_policy,
-            executor=executor,
-            approver=approver,
-        )
+            team, **recorded, models=models, ledger=ledger, on_event=on_event, clock=clock,
+            retry_policy=retry_policy, executor=executor, approver=approver,
+        )  # fmt: skip
 
     async def resume(self, run_id: str, *, force: bool = False) -> RunResult:
         """Finish a recorded run that was stopped: keep completed results, run the rest.
@@ -404,40 +363,39 @@ class Orchestrator:
         # The run's usage counts every call, those of the earlier sessions included.
         usage, prompt_tokens = recorded_usage(ledger, recorded)
         ledger.reopen_run(run_id, process=process_identity(), force=force)
-        total = len(recorded.graph) if recorded.graph is not None else 0
-        done = len(recorded.completed)
-        self._emit(
-            "run_started", run_id, detail=f"resumed: {done} of {total} tasks already completed"
-        )
+        total, done = len(recorded.graph or ()), len(recorded.completed)
+        detail = f"resumed: {done} of {total} tasks already completed"
+        self._emit("run_started", run_id, detail=detail)
         graph = recorded.graph
         if graph is None:
             assert record.goal is not None
-            caller = self._caller(run_id)
-            try:
-                graph = await self._plan(caller, record.goal)
-            except ClearanceError as exc:
-                usage = usage + caller.usage
-                ledger.finish_run(run_id, status="failed", synthesis=None, usage=usage,
-                                  error=str(exc))  # fmt: skip
-                raise
-            usage = usage + caller.usage
-            ledger.set_graph(run_id, graph.to_dict())
+            graph, usage = await self._plan(run_id, record.goal, usage)
         return await self._execute(
-            run_id,
-            graph,
-            record.goal or DEFAULT_GOAL,
-            usage=usage,
-            completed=recorded.completed,
+            run_id, graph, record.goal or DEFAULT_GOAL, usage=usage, completed=recorded.completed,
             prompt_tokens=prompt_tokens,
-        )
-
-    async def _plan(self, caller: ModelCaller, goal: str) -> TaskGraph:
-        """Ask the coordinator for a plan (see `plan_tasks`); its calls go through ``caller``."""
-        coordinator = self.team.coordinator or DEFAULT_COORDINATOR
-        return await plan_tasks(
-            caller, goal, team=self.team, coordinator=coordinator,
-            model=self._models.for_agent(coordinator), memory_groups=self._memory_groups,
         )  # fmt: skip
+
+    async def _plan(self, run_id: str, goal: str, usage: Usage) -> tuple[TaskGraph, Usage]:
+        """Have the coordinator plan ``goal`` (see `plan_tasks`) and record the graph.
+
+        Returns the graph and ``usage`` plus the planning calls'. A failed plan finishes the
+        run ``failed`` (its calls counted) and raises.
+        """
+        caller = self._caller(run_id)
+        coordinator = self.team.coordinator or DEFAULT_COORDINATOR
+        try:
+            graph = await plan_tasks(
+                caller, goal, team=self.team, coordinator=coordinator,
+                model=self._models.for_agent(coordinator), memory_groups=self._memory_groups,
+            )  # fmt: skip
+        except ClearanceError as exc:
+            self.ledger.finish_run(
+                run_id, status="failed", synthesis=None, usage=usage + caller.usage, error=str(exc)
+            )
+            self._emit("run_finished", run_id, detail=str(exc))
+            raise
+        self.ledger.set_graph(run_id, graph.to_dict())
+        return graph, usage + caller.usage
 
     async def _execute(
         self,
@@ -470,8 +428,6 @@ class Orchestrator:
             ledger=self.ledger, run_id=run_id, retry_policy=self.retry_policy, clock=self._clock,
             listener=call_listener(self._emit, run_id) if self.stream_text else None,
         )  # fmt: skip
-
-    # -- planning, execution and helpers ------------------------------------------------
 
     def _check_graph(self, graph: TaskGraph) -> None:
         """Refuse, before anything runs, a graph that cannot run with this team."""

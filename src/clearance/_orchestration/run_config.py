@@ -3,22 +3,32 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from clearance._agents.files import FileCaps
 from clearance._agents.tools import Tool, tool_name
 from clearance._core.errors import ConfigError
-from clearance._core.spec import Agent
-from clearance._orchestration.resume import process_identity
+from clearance._core.spec import Agent, Team
+from clearance._orchestration.resume import (
+    load_recorded_run,
+    process_identity,
+    restore_messages,
+    restore_resources,
+)
 from clearance._orchestration.run import RunSettings
-from clearance._orchestration.run_memory import absolute_url
+from clearance._orchestration.run_memory import RunMemory, absolute_url
+from clearance._state.ledger import RunLedger
+from clearance._state.store import ContextStore
+from clearance.models._registry import DEFAULT_MODEL_ID
 
 __all__ = [
     "MODEL_OPTION_KEYS",
     "agent_config",
     "checked_model_options",
     "import_path",
+    "named_tools",
+    "recorded_arguments",
     "recorded_config",
     "recorded_model_options",
     "recorded_subagent_settings",
@@ -41,6 +51,24 @@ def agent_config(agent: Agent) -> dict[str, Any]:
         "memory": agent.memory.to_dict() if agent.memory else None,
         "store_read_extends_ttl_s": agent.store_read_extends_ttl_s,
     }
+
+
+def named_tools(
+    tools: Mapping[str, Tool | Callable[..., Any]] | Iterable[Tool | Callable[..., Any]],
+) -> tuple[dict[str, Tool], dict[str, str | None]]:
+    """User tools by name, and the import path of each (``None`` if it has none).
+
+    ``tools`` is a mapping by name, or a list named by each tool's own name (a function's
+    ``__name__``).
+    """
+    named = tools.items() if isinstance(tools, Mapping) else ((None, t) for t in tools)
+    by_name: dict[str, Tool] = {}
+    paths: dict[str, str | None] = {}
+    for key, entry in named:
+        tool = entry if isinstance(entry, Tool) else Tool.from_function(entry, name=key)
+        by_name[key or tool.name] = tool
+        paths[key or tool.name] = import_path(entry)
+    return by_name, paths
 
 
 def import_path(entry: Tool | Callable[..., Any]) -> str | None:
@@ -160,3 +188,46 @@ def recorded_subagent_settings(config: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(rounds, int) and not isinstance(rounds, bool):
         settings["clarification_rounds"] = rounds
     return settings
+
+
+def recorded_arguments(
+    ledger: RunLedger,
+    run_id: str,
+    *,
+    store: ContextStore | None,
+    memory: RunMemory | None,
+    tools: Mapping[str, Tool | Callable[..., Any]],
+) -> tuple[Team, dict[str, Any]]:
+    """The team and the `Orchestrator` keyword arguments a recorded run was started with.
+
+    The arguments are the default model, model options, concurrency, input folder, messages,
+    subagent settings, store, memory and user tools (see `restore_resources`; what is given
+    wins).
+
+    Raises:
+        StoreError: No run (or several) match ``run_id``, or the database failed.
+        ConfigError: The run was recorded without its team's specs (an older version of
+            Clearance), or its record is damaged.
+    """
+    recorded = load_recorded_run(ledger, run_id)
+    if recorded.team is None:
+        raise ConfigError(
+            f"run {recorded.record.run_id} was recorded without its agents' specs; resume it "
+            "with Orchestrator(team, ...).resume(run_id)",
+            field="run",
+        )
+    config = recorded.record.config
+    store, memory, restored = restore_resources(
+        recorded.record, store=store, memory=memory, tools=tools
+    )
+    return recorded.team, {
+        "store": store,
+        "memory": memory,
+        "tools": restored,
+        "model": recorded.default_model or DEFAULT_MODEL_ID,
+        "model_options": recorded_model_options(config),
+        "max_concurrency": recorded.max_concurrency or 4,
+        "input_root": recorded.input_root,
+        "messages": restore_messages(recorded.messages),
+        **recorded_subagent_settings(config),
+    }
