@@ -187,10 +187,11 @@ class _ChatCompletions:
     """A real OpenAI-compatible chat-completions server on 127.0.0.1, answering by script.
 
     ``reply(messages)`` returns the answer: text, or ``[(tool name, arguments), ...]`` for
-    tool calls. Usage is reported as 10 prompt and 5 completion tokens.
+    tool calls. Usage is reported as 10 prompt and 5 completion tokens unless ``usage`` (the
+    response's ``usage`` object) is given.
     """
 
-    def __init__(self, reply: Any) -> None:
+    def __init__(self, reply: Any, usage: dict[str, Any] | None = None) -> None:
         import contextlib
         import json
         import threading
@@ -216,7 +217,8 @@ class _ChatCompletions:
                 payload = json.dumps({
                     "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
                     "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                    "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+                    "usage": usage or {"prompt_tokens": 10, "completion_tokens": 5,
+                                       "total_tokens": 15},
                 }).encode()  # fmt: skip
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
@@ -237,11 +239,11 @@ class _ChatCompletions:
 
 @pytest.fixture
 def openai_server() -> Iterator[Any]:
-    """``openai_server(reply)`` -> base URL of a scripted local chat-completions server."""
+    """``openai_server(reply, usage=None)`` -> base URL of a scripted chat-completions server."""
     servers: list[_ChatCompletions] = []
 
-    def start(reply: Any) -> str:
-        servers.append(_ChatCompletions(reply))
+    def start(reply: Any, usage: dict[str, Any] | None = None) -> str:
+        servers.append(_ChatCompletions(reply, usage))
         return servers[-1].url
 
     yield start

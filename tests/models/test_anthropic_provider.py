@@ -176,7 +176,12 @@ async def test_text_answer_and_the_request_it_sent(server: MessagesServer, make_
     assert response.model_id == "anthropic:claude-test"
     assert response.finish_reason == "stop"
     assert response.tool_calls == ()
-    assert response.usage.to_dict() == {"requests": 1, "prompt_tokens": 21, "completion_tokens": 4}
+    assert response.usage.to_dict() == {
+        "requests": 1,
+        "prompt_tokens": 21,
+        "completion_tokens": 4,
+        "cached_prompt_tokens": None,
+    }
 
     [got] = server.received
     assert got.path == "/v1/messages"

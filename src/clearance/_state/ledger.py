@@ -330,6 +330,14 @@ def _m006_run_lease(conn: Connection) -> None:
     conn.exec_driver_sql(f"ALTER TABLE runs ADD COLUMN lease_expires_at {expires}")
 
 
+_calls.append_column(Column("cached_prompt_tokens", Integer))
+
+
+def _m007_cached_prompt_tokens(conn: Connection) -> None:
+    """Version 7: ``calls.cached_prompt_tokens``, NULL where the server reported none."""
+    conn.exec_driver_sql("ALTER TABLE calls ADD COLUMN cached_prompt_tokens INTEGER")
+
+
 _MIGRATIONS: list[Migration] = [
     _m001_create_tables,
     _m002_call_record_digest,
@@ -337,6 +345,7 @@ _MIGRATIONS: list[Migration] = [
     _m004_tool_calls,
     _m005_hash_chain,
     _m006_run_lease,
+    _m007_cached_prompt_tokens,
 ]
 """Applied in order; migration ``i`` (0-based) brings a database to version ``i + 1``."""
 
@@ -609,6 +618,7 @@ def _usage(row: Row[Any]) -> Usage:
         requests=row.requests,
         prompt_tokens=row.prompt_tokens,
         completion_tokens=row.completion_tokens,
+        cached_prompt_tokens=getattr(row, "cached_prompt_tokens", None),
     )
 
 
@@ -1241,6 +1251,7 @@ class RunLedger(DatabaseBase):
             "b_requests": usage.requests,
             "b_prompt_tokens": usage.prompt_tokens,
             "b_completion_tokens": usage.completion_tokens,
+            "b_cached_prompt_tokens": usage.cached_prompt_tokens,
             "b_error": error,
             "b_latency_s": latency_s,
         }
@@ -1368,6 +1379,7 @@ class RunLedger(DatabaseBase):
                     "requests": usage.requests,
                     "prompt_tokens": usage.prompt_tokens,
                     "completion_tokens": usage.completion_tokens,
+                    "cached_prompt_tokens": usage.cached_prompt_tokens,
                     "error": error,
                     "started_at": started_at,
                     "latency_s": latency_s,
@@ -1529,7 +1541,7 @@ class RunLedger(DatabaseBase):
         if key == "call_finish":
             names = (
                 "response", "finish_reason", "requests", "prompt_tokens", "completion_tokens",
-                "error", "latency_s",
+                "cached_prompt_tokens", "error", "latency_s",
             )  # fmt: skip
             return (
                 update(_calls)

@@ -46,7 +46,12 @@ from clearance.cli._chat import register as register_chat_command
 from clearance.cli._chat import shared_conversation_warning
 from clearance.cli._common import err, one_line_errors, out, safe_text
 from clearance.cli._events import print_events, select_calls
-from clearance.cli._inspect import page_if_terminal, print_responses, print_run_json
+from clearance.cli._inspect import (
+    page_if_terminal,
+    print_responses,
+    print_run_json,
+    prompt_cache_line,
+)
 from clearance.cli._store import print_tool_calls, store_app
 from clearance.cli._view import register as register_view_commands
 from clearance.models._base import ChatModel, split_model_id
@@ -636,6 +641,9 @@ def _print_inspect(
         for item in call.manifest.get("items", []):
             table.add_row(*map(safe_text, (item["origin"], item["title"], item["tokens"])))
         table.add_row("", "total prompt", safe_text(call.manifest.get("total_tokens", "")))
+        if call.usage.cached_prompt_tokens is not None:
+            cached = f"{call.usage.cached_prompt_tokens} of {call.usage.prompt_tokens}"
+            table.add_row("", "cached by the server", cached)
         out.print(table)
         if show_prompt:
             for message in call.messages:
@@ -654,6 +662,7 @@ def _print_inspect(
             out.print(Panel(safe_text(call.response), title="response", title_align="left"))
     print_tool_calls(out, tool_calls)
     print_events(out, events)
+    out.print(safe_text(prompt_cache_line(calls)))
 
 
 @app.command()
