@@ -30,6 +30,7 @@ from clearance._orchestration.report import build_report
 from clearance._orchestration.result import RunEvent, RunResult
 from clearance._orchestration.run_memory import RunMemory
 from clearance._state.graph import TaskGraph
+from clearance._state.graph_shape import concurrency_notice, graph_shape
 from clearance._state.ledger import (
     DEFAULT_LEDGER_URL,
     CallRecord,
@@ -362,6 +363,9 @@ def run(
             "the team file has no tasks; give --goal so the coordinator can plan",
             source=str(team_file),
         )
+    limit = max_concurrency or loaded.spec.max_concurrency
+    if (notice := concurrency_notice(loaded.tasks, limit)) is not None:
+        err.print(safe_text(notice), soft_wrap=True)
     bus = MessageBus()
     for message in loaded.spec.messages:
         bus.send(message.sender, message.to, message.content)
@@ -779,6 +783,15 @@ def _print_estimate(loaded: LoadedTeam, task_graph: TaskGraph) -> None:
     ordered = [task_graph.get(t) for t in task_graph.topological_order()]
     rows = estimate_tasks(ordered, loaded.team, input_root=loaded.input_root,
                           context_window=window)  # fmt: skip
+    shape = graph_shape(ordered)
+    out.print(
+        safe_text(
+            f"graph: {len(ordered)} tasks, width {shape.width}, critical path "
+            f"{shape.critical_path} tasks, max_concurrency {loaded.spec.max_concurrency}"
+        )
+    )
+    if (notice := concurrency_notice(ordered, loaded.spec.max_concurrency)) is not None:
+        out.print(safe_text(notice), soft_wrap=True)
     table = Table(title="Estimated prompt tokens", title_justify="left")
     for column in ("task", "estimate", "budget", "context window", ""):
         table.add_column(column, justify="left" if column in ("task", "") else "right")
