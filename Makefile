@@ -22,6 +22,8 @@ BENCH_STAMP := $(BENCH_VENV)/.installed
 BENCH_ARGS ?=
 # A git revision to compare Clearance's hot path with (before/after table), e.g. 77f9bb9.
 BENCH_COMPARE_REV ?=
+# Set (BENCH_RAY=1) to also measure the Ray executor (bench/ray.py; installs ray in .venv-bench).
+BENCH_RAY ?=
 
 .PHONY: run test lint typecheck check clean install bench
 
@@ -72,6 +74,8 @@ bench: $(BENCH_STAMP)
 	CREWAI_DISABLE_TELEMETRY=true CREWAI_DISABLE_TRACKING=true OTEL_SDK_DISABLED=true \
 		$(BENCH_VENV)/bin/python -m bench.run $(BENCH_ARGS)
 	$(if $(BENCH_COMPARE_REV),$(BENCH_VENV)/bin/python -m bench.compare $(BENCH_COMPARE_REV))
+	$(if $(BENCH_RAY),$(BENCH_VENV)/bin/pip install --quiet 'ray>=2.40' && \
+		$(BENCH_VENV)/bin/python -m bench.ray)
 	$(BENCH_VENV)/bin/python -m bench.report
 
 clean:

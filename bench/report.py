@@ -270,7 +270,8 @@ def main() -> None:
         plt.title("Overhead per task vs graph size (D=0)"), plt.legend(), plt.grid(alpha=0.3)
         plt.savefig(ROOT / "bench" / "overhead.png", dpi=100, bbox_inches="tight"), plt.close()
         lines += ["", "![overhead per task](bench/overhead.png)"]
-    lines += ["", "## 2. Makespan (D=50 ms, L=10, W=50; critical path = L×D = 0.5 s; fake model)", "",
+    lines += ["", "## 2. Makespan (D=50 ms, L=10, W=50; critical path = L×D = 0.5 s; fake model)",
+              "",
               "| framework | median makespan s | ÷ critical path | range ÷ critical path "
               "| before the first call ms | graph done ÷ critical path "
               "| after the last answer ms | runs | peak RSS MB |",
@@ -414,6 +415,11 @@ def main() -> None:
             + " |",
         ]
     lines += report_real.sections(_load("real"), _load("synthesis"))
+    ray_results = _load("ray")
+    if ray_results is not None:
+        from bench.ray import section
+
+        lines += section(ray_results)
     lines += [
         "",
         "## How to read this",

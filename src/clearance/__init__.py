@@ -54,7 +54,9 @@ from clearance._core.memory_spec import MemoryGroup, SharedConversation
 from clearance._core.prompt import ChatMessage, ContextItem, ContextManifest, Prompt
 from clearance._core.spec import Agent, AgentLimits, FanOut, MemoryScope, Task, TaskMode, Team
 from clearance._orchestration.chat import AgentChat
+from clearance._orchestration.executor import ModelExecutor
 from clearance._orchestration.orchestrator import Orchestrator
+from clearance._orchestration.ray_executor import RayExecutor
 from clearance._orchestration.result import RunEvent, RunResult, TaskOutcome
 from clearance._state.conversation import ConversationMemory, Turn
 from clearance._state.events import Event, EventBus
@@ -122,6 +124,7 @@ __all__ = [
     "Message",
     "MessageBus",
     "ModelError",
+    "ModelExecutor",
     "NullLedger",
     "OffloadedOutput",
     "Orchestrator",
@@ -130,6 +133,7 @@ __all__ = [
     "PersistentMemory",
     "PlanError",
     "Prompt",
+    "RayExecutor",
     "RetryPolicy",
     "RunEvent",
     "RunLedger",

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from clearance._core.errors import ClearanceError
-from clearance._core.spec import Task
+from clearance._agents.caller import ModelCaller
+from clearance._context.builder import ContextBuilder
+from clearance._core.errors import ClearanceError, ConfigError, PlanError
+from clearance._core.spec import Agent, Task, Team
+from clearance._orchestration.run import prompt_budget
 from clearance._state.graph import TaskGraph
+from clearance.models._base import ChatModel
 
-__all__ = ["MAX_PLAN_TASKS", "PLAN_SCHEMA", "parse_plan"]
+__all__ = ["MAX_PLAN_TASKS", "PLAN_SCHEMA", "parse_plan", "plan_tasks"]
 
 MAX_PLAN_TASKS = 20
 """Most tasks a coordinator's plan may hold."""
@@ -130,3 +134,55 @@ def parse_plan(text: str, *, agents: Collection[str]) -> TaskGraph:
         return TaskGraph(tasks)
     except ClearanceError as exc:
         raise ValueError(str(exc)) from exc
+
+
+async def plan_tasks(
+    caller: ModelCaller,
+    goal: str,
+    *,
+    team: Team,
+    coordinator: Agent,
+    model: ChatModel,
+    memory_groups: Mapping[str, frozenset[str]],
+) -> TaskGraph:
+    """Ask the coordinator for a plan of tasks for ``goal`` (with one repair attempt).
+
+    Args:
+        caller: The run's `ModelCaller`; the planning calls go through it (and are recorded).
+        goal: What the team is to achieve.
+        team: The team; its agents' names and role summaries make the roster.
+        coordinator: The agent that plans.
+        model: The coordinator's model.
+        memory_groups: The team's memory groups (``{group name: members}``).
+
+    Returns:
+        The validated plan (see `parse_plan`).
+
+    Raises:
+        ConfigError: The team has no agents.
+        PlanError: The plan is still invalid after the repair attempt.
+        ModelError: The coordinator's model failed.
+    """
+    builder = ContextBuilder(count_tokens=model.count_tokens, memory_groups=memory_groups)
+    names = [a.name for a in team.agents]
+    if not names:
+        raise ConfigError("the team has no agents to assign tasks to", field="agents")
+    feedback: str | None = None
+    for _attempt in range(2):
+        prompt = builder.build_plan_prompt(
+            goal,
+            coordinator=coordinator,
+            roster=team.agents,
+            feedback=feedback,
+            max_prompt_tokens=prompt_budget(coordinator, model),
+        )
+        response = await caller.call(
+            subject="plan", agent=coordinator, model=model, prompt=prompt,
+            json_schema=PLAN_SCHEMA,
+        )  # fmt: skip
+        try:
+            return parse_plan(response.text, agents=names)
+        except ValueError as exc:
+            reason = str(exc)
+            feedback = f"Your answer was:\n{response.text}\n\nIt was rejected: {reason}"
+    raise PlanError(reason, response=response.text)

@@ -1,0 +1,263 @@
+"""Agent specs: what an agent is (`Agent`), its limits, its sampling and its file caps."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from clearance._core.errors import ConfigError
+from clearance._core.memory_spec import AgentMemory
+from clearance._core.names import check_name
+
+__all__ = [
+    "DEFAULT_TOOL_STEPS",
+    "Agent",
+    "AgentLimits",
+    "FileCaps",
+    "OversizePolicy",
+    "Sampling",
+]
+
+DEFAULT_TOOL_STEPS = 8
+"""Model calls a tool-using agent loop may make when ``AgentLimits.max_steps`` is ``None``."""
+
+
+OversizePolicy = Literal["error", "truncate"]
+"""What to do with a file over a cap: raise `LimitExceeded`, or cut it with a visible marker."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FileCaps:
+    """Size caps on the files of one isolated context.
+
+    Attributes:
+        max_file_bytes: Most bytes of any one file.
+        max_total_bytes: Most bytes of all files of one context together.
+        on_oversize: ``"error"`` raises `LimitExceeded` (``max_file_bytes`` or
+            ``max_total_bytes``); ``"truncate"`` keeps the first bytes that fit and appends
+            `truncation_marker`, so the cut is visible to the model and in the manifest.
+    """
+
+    max_file_bytes: int = 64 * 1024
+    max_total_bytes: int = 256 * 1024
+    on_oversize: OversizePolicy = "error"
+
+    def __post_init__(self) -> None:
+        if self.max_file_bytes < 1 or self.max_total_bytes < 1:
+            raise ConfigError("file caps must be at least 1 byte", field="file_caps")
+        if self.on_oversize not in ("error", "truncate"):
+            raise ConfigError(
+                f"on_oversize must be 'error' or 'truncate', got {self.on_oversize!r}",
+                field="file_caps.on_oversize",
+            )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Sampling:
+    """How an agent's model decodes; ``None`` leaves a setting to the provider's default.
+
+    The embedded provider's defaults (``repeat_penalty`` 1.15 and stop sequences that end a
+    turn) keep a small model from looping; see `clearance.models.LlamaCppModel`.
+
+    Attributes:
+        temperature: Sampling temperature, 0 to 2 (0: the most likely tokens). ``None``
+            means 0.
+        top_p: Nucleus sampling mass, in ``(0, 1]``.
+        repeat_penalty: Penalty on tokens already generated, 1 to 2 (1: none). llama.cpp
+            applies it as is; OpenAI-compatible servers receive it as ``repeat_penalty``
+            (llama.cpp, vLLM) in the request body.
+        stop: Up to 8 non-empty strings that end the answer when generated (not included).
+
+    Raises:
+        ConfigError: A value out of range, or a bad ``stop`` list.
+    """
+
+    temperature: float | None = None
+    top_p: float | None = None
+    repeat_penalty: float | None = None
+    stop: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "stop", tuple(self.stop))
+        if self.temperature is not None and not 0 <= self.temperature <= 2:
+            raise ConfigError("must be 0 to 2", field="sampling.temperature")
+        if self.top_p is not None and not 0 < self.top_p <= 1:
+            raise ConfigError("must be above 0 and at most 1", field="sampling.top_p")
+        if self.repeat_penalty is not None and not 1 <= self.repeat_penalty <= 2:
+            raise ConfigError("must be 1 to 2", field="sampling.repeat_penalty")
+        if len(self.stop) > 8 or any(
+            not isinstance(s, str) or not s or len(s) > 64 for s in self.stop
+        ):
+            raise ConfigError(
+                "must be at most 8 non-empty strings of at most 64 characters",
+                field="sampling.stop",
+            )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AgentLimits:
+    """Hard limits on one agent's work.
+
+    Attributes:
+        max_output_tokens: Most tokens the model may generate per call.
+        max_prompt_tokens: Most tokens a prompt may hold; ``None`` means the model's context
+            window minus ``max_output_tokens``. A larger prompt fails the task with
+            `LimitExceeded`; nothing is truncated silently.
+        timeout_s: Deadline, in wall-clock seconds, of one model call: every attempt, and
+            the backoff between attempts, included. When it passes the call fails with
+            `LimitExceeded` naming ``timeout_s`` and is not retried. ``None`` means no
+            deadline (not recommended: a server that trickles bytes then holds the task).
+        attempt_timeout_s: Most seconds one attempt may take before it is abandoned and
+            retried (a transient failure), within ``timeout_s``; ``None`` lets an attempt
+            use whatever is left of the deadline.
+        retries: Most retries of a model call after a transient failure (connection error,
+            timeout, HTTP 429 or 5xx), with exponential backoff and jitter between attempts;
+            0 disables retrying. Client errors (other 4xx) are never retried.
+        max_dependency_tokens: Most tokens the result of any one task admitted into this
+            agent's task prompts may hold, counted on the result text with the agent's model;
+            ``None`` means no limit. A larger result fails the dependent task with
+            `DependencyPayloadError`; nothing is truncated silently.
+        max_steps: Most model calls of one tool-using agent loop (a task, or one delegation)
+            and most steps an ``AgentSession`` may record (model calls, tool calls, spawns);
+            reaching it raises `LimitExceeded` naming ``max_steps``. ``None`` means
+            `DEFAULT_TOOL_STEPS` (8) for the tool loop and no limit for a session.
+        max_tokens_per_step: Most tokens one model call of this agent may generate: the
+            ``max_tokens`` sent is at most this, and a provider reporting more completion
+            tokens fails the call with `LimitExceeded`. ``None`` means ``max_output_tokens``,
+            unchecked.
+        max_model_calls: Most model calls one task of this agent may cause in all: its
+            tool loop, its delegates, its clarification rounds and its spawned children
+            together (retries of one call are not counted again). Bounds delegation and
+            spawn fan-out; reaching it fails the task with `LimitExceeded` naming
+            ``max_model_calls``. ``None`` for no cap.
+        max_output_files: Most files an agent may write to its workspace's ``outputs/``
+            (a spawned child's, in runs).
+        max_output_size_bytes: Most bytes all files in an agent's ``outputs/`` may hold.
+        max_children: Most children one task of this agent may spawn (its ``fan_out`` and
+            ``spawn`` tool calls together); more is `LimitExceeded` naming ``max_children``.
+        spawn_timeout_s: Most seconds a parent waits for the children of one fan-out; a
+            child still running then is cancelled and reported as timed out.
+        answer_at_max_steps: Opt-in: make the last of the ``max_steps`` model calls without
+            tools, so the agent must answer with what it has instead of failing with
+            `LimitExceeded` (useful with small models that keep calling tools).
+    """
+
+    max_output_tokens: int = 512
+    max_prompt_tokens: int | None = None
+    timeout_s: float | None = 600.0
+    attempt_timeout_s: float | None = None
+    max_dependency_tokens: int | None = 4000
+    max_steps: int | None = None
+    max_tokens_per_step: int | None = None
+    max_model_calls: int | None = 64
+    max_output_files: int | None = None
+    max_output_size_bytes: int | None = None
+    answer_at_max_steps: bool = False
+    retries: int = 2
+    max_children: int = 8
+    spawn_timeout_s: float = 300.0
+
+    def __post_init__(self) -> None:
+        for name in (
+            "max_steps",
+            "max_tokens_per_step",
+            "max_output_files",
+            "max_model_calls",
+            "max_children",
+        ):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ConfigError("must be at least 1", field=f"limits.{name}")
+        if self.max_output_size_bytes is not None and self.max_output_size_bytes < 0:
+            raise ConfigError("must not be negative", field="limits.max_output_size_bytes")
+        if self.max_output_tokens < 1:
+            raise ConfigError("must be at least 1", field="limits.max_output_tokens")
+        if self.max_prompt_tokens is not None and self.max_prompt_tokens < 1:
+            raise ConfigError("must be at least 1", field="limits.max_prompt_tokens")
+        for name in ("timeout_s", "attempt_timeout_s", "spawn_timeout_s"):
+            value = getattr(self, name)
+            if value is not None and not 0 < value < 10**7:
+                raise ConfigError("must be a positive number of seconds", field=f"limits.{name}")
+        if self.max_dependency_tokens is not None and self.max_dependency_tokens < 1:
+            raise ConfigError("must be at least 1", field="limits.max_dependency_tokens")
+        if self.retries < 0:
+            raise ConfigError("must be 0 or more", field="limits.retries")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Agent:
+    """Declarative spec of an agent: a pure function from its prompt to a result text.
+
+    Attributes:
+        name: Unique name within the team; tasks name it as their assignee.
+        instructions: The system prompt.
+        role: One-line summary shown to the coordinator when it plans. Only a declared role
+            is shown: an agent without one is listed by name only (its instructions, first
+            line included, never reach the coordinator).
+        model: Model id (``"provider:name"``), or ``None`` for the orchestrator's default.
+        limits: Hard limits on the agent's model calls.
+        tools: Tools the agent may call (opt-in; none by default): names of built-in tools
+            (``store_get``, ``store_set``, ``store_query``), names of tools registered with
+            the orchestrator, or plain typed Python functions.
+        can_delegate_to: Agents this one may delegate to with the ``delegate`` tool (which
+            it gets when this is not empty).
+        can_spawn: Agents this one may spawn as children, with the ``spawn`` tool (which it
+            gets when this is not empty) or a task's ``fan_out``. A child sees only its goal.
+        store_grants: Store namespace (or ``prefix*``) to ``"read"``, ``"write"`` or
+            ``"read_write"``; every other namespace is denied. Stored as a copy and left
+            out of the hash.
+        memory: Long-term memory in runs (recall before a task, record after), or ``None``
+            (default) for none. Private to the agent unless ``memory.record_to`` names one
+            of its memory groups.
+        store_read_extends_ttl_s: When set, every store entry this agent reads through its
+            tools has its expiry pushed to at least this many seconds from now (never
+            earlier, and never added to an entry that does not expire): knowledge that is
+            used survives. ``None`` (default): reads leave expiry alone.
+        sampling: How its model decodes (temperature, top_p, repeat_penalty, stop).
+    """
+
+    name: str
+    instructions: str
+    role: str = ""
+    model: str | None = None
+    limits: AgentLimits = field(default_factory=AgentLimits)
+    tools: tuple[str | Callable[..., Any], ...] = ()
+    can_delegate_to: tuple[str, ...] = ()
+    store_grants: Mapping[str, str] = field(default_factory=dict, hash=False)
+    can_spawn: tuple[str, ...] = ()
+    memory: AgentMemory | None = None
+    store_read_extends_ttl_s: float | None = None
+    sampling: Sampling = field(default_factory=Sampling)
+
+    def __post_init__(self) -> None:
+        check_name("agent name", self.name)
+        ext = self.store_read_extends_ttl_s
+        if ext is not None and not 0 < ext < 10**10:
+            raise ConfigError(
+                "must be a positive number of seconds",
+                field=f"agents.{self.name}.store_read_extends_ttl_s",
+            )
+        object.__setattr__(self, "tools", tuple(self.tools))
+        object.__setattr__(self, "can_delegate_to", tuple(dict.fromkeys(self.can_delegate_to)))
+        object.__setattr__(self, "can_spawn", tuple(dict.fromkeys(self.can_spawn)))
+        object.__setattr__(self, "store_grants", dict(self.store_grants))
+        if self.name in self.can_delegate_to:
+            raise ConfigError("an agent may not delegate to itself", field="can_delegate_to")
+        for pattern, access in self.store_grants.items():
+            if access not in ("read", "write", "read_write") or not pattern:
+                raise ConfigError(
+                    f"must be 'read', 'write' or 'read_write', got {access!r}",
+                    field=f"agents.{self.name}.store_grants.{pattern}",
+                )
+
+    @property
+    def uses_tools(self) -> bool:
+        """Whether the agent runs the tool loop (it has tools, delegation or spawn targets)."""
+        return bool(self.tools or self.can_delegate_to or self.can_spawn)
+
+    @property
+    def summary(self) -> str:
+        """The declared role (at most 200 characters) for the coordinator's roster, or ``""``."""
+        text = self.role
+        return text if len(text) <= 200 else text[:197] + "..."

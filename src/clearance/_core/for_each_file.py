@@ -1,0 +1,170 @@
+"""``for_each_file``: a team-file task that stands for one task per matching input file.
+
+The task's ``id``, ``title``, ``description``, ``files``, ``constraints``, fan-out goals and
+``output_schema`` strings get ``{path}``, ``{name}``, ``{stem}`` and ``{slug}`` filled in from
+the file. A ``depends_on`` entry equal to such a task's ``id`` template depends on all of its
+copies; in a ``for_each_file`` task it depends on the copy for the same file (when there is
+one).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pathspec
+
+from clearance._core.errors import ConfigError
+from clearance._core.spec import FanOut, Task
+from clearance._core.teamfile_models import TaskSpec, TeamFile
+
+__all__ = ["expand_ids", "expand_tasks", "matching_files"]
+
+
+def expand_ids(
+    ids: list[str] | None, groups: dict[str, list[str]], tasks: tuple[Task, ...]
+) -> tuple[str, ...] | None:
+    """``synthesis_from`` with ``for_each_file`` templates expanded; unknown ids refused."""
+    if ids is None:
+        return None
+    known = {t.id for t in tasks}
+    expanded: list[str] = []
+    for entry in ids:
+        members = groups.get(entry, [entry])
+        unknown = [m for m in members if m not in known]
+        if unknown:
+            raise ConfigError(f"names unknown task {unknown[0]!r}", field="synthesis_from")
+        expanded.extend(members)
+    return tuple(dict.fromkeys(expanded))
+
+
+def matching_files(root: Path, pattern: str, include: list[str], field: str) -> list[Path]:
+    r"""The files under ``root`` matching ``pattern`` and one of ``include``, sorted.
+
+    ``pattern`` is a gitignore-style pattern (`pathspec`) anchored at ``root``: ``*`` and
+    ``?`` stay within one folder, ``**`` spans folders (``**/*.py`` is every ``.py`` file,
+    ``*.py`` those at the top), ``[...]`` is a set, a backslash escapes the next character
+    (``\\*`` and ``[*]`` match a literal ``*``), and a folder's name matches the files
+    beneath it. Symlinked folders are not followed; a symlinked file is listed (reading it
+    is confined later, as for every task file). ``include`` entries are matched against
+    the end of each path (`pathlib.PurePath.match`).
+
+    Raises:
+        ConfigError: The pattern cannot be used, or a matching file's name is not valid
+            UTF-8 (it could reach no prompt, ledger or database): the message names the
+            file, its bytes escaped, and the field.
+    """
+    try:
+        with warnings.catch_warnings():
+            # A literal '[' in a set (``[[]``) makes `re` warn of a future nested-set syntax.
+            warnings.simplefilter("ignore", FutureWarning)
+            spec = pathspec.PathSpec.from_lines("gitignore", ["/" + pattern])
+            found = list(spec.match_tree_files(root, follow_links=False))
+    except (ValueError, OSError, RecursionError) as exc:
+        raise ConfigError(f"cannot match {pattern!r}: {exc}", field=field) from exc
+    files = sorted(p for p in (root / rel for rel in found) if p.is_file())
+    matches = [p for p in files if any(p.match(inc) for inc in include)]
+    for path in matches:
+        rel = path.relative_to(root).as_posix()
+        try:
+            rel.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = os.fsencode(rel).decode("utf-8", "backslashreplace")
+            raise ConfigError(
+                f"the file name '{shown}' under {str(root)!r} is not valid UTF-8: rename "
+                "it or narrow the pattern",
+                field=field,
+            ) from None
+    return matches
+
+
+def expand_tasks(
+    spec: TeamFile, input_root: Path | None
+) -> tuple[tuple[Task, ...], dict[str, list[str]]]:
+    groups: dict[str, list[str]] = {}
+    expanded: list[tuple[TaskSpec, dict[str, str]]] = []
+    for i, task in enumerate(spec.tasks):
+        if task.for_each_file is None:
+            expanded.append((task, {}))
+            continue
+        if input_root is None:
+            raise ConfigError(
+                "for_each_file needs an input folder (input.default or --input)",
+                field=f"tasks.{i}.for_each_file",
+            )
+        field = f"tasks.{i}.for_each_file"
+        matches = matching_files(input_root, task.for_each_file, spec.input.include, field)
+        if not matches:
+            raise ConfigError(
+                f"no file under {str(input_root)!r} matches {task.for_each_file!r}",
+                field=field,
+            )
+        ids = groups.setdefault(task.id, [])
+        for file in matches:
+            rel = file.relative_to(input_root).as_posix()
+            values = {
+                "path": rel,
+                "name": file.name,
+                "stem": file.stem,
+                "slug": rel.rsplit(".", 1)[0].replace("/", "."),
+            }
+            ids.append(_fill(task.id, values))
+            expanded.append((task, values))
+
+    tasks = []
+    for task, values in expanded:
+        depends: list[str] = []
+        for dep in task.depends_on:
+            own = _fill(dep, values)
+            if values and own in groups.get(dep, ()):
+                depends.append(own)  # a per-file task depends on the same file's copy
+            else:
+                depends.extend(groups.get(dep, [own]))
+        tasks.append(
+            Task(
+                id=_fill(task.id, values),
+                title=_fill(task.title, values),
+                description=_fill(task.description, values),
+                assignee=task.assignee or "step",
+                depends_on=tuple(depends),
+                memory_scope=task.memory_scope,
+                files=tuple(_fill(f, values) for f in task.files),
+                output_schema=_fill_schema(task.output_schema, values),
+                mode=task.mode,
+                constraints=tuple(_fill(c, values) for c in task.constraints),
+                fan_out=FanOut(
+                    agent=task.fan_out.agent,
+                    goals=tuple(_fill(g, values) for g in task.fan_out.goals),
+                )
+                if task.fan_out is not None
+                else None,
+                run=task.run,
+                after_failure=task.after_failure,
+            )
+        )
+    return tuple(tasks), groups
+
+
+def _fill_schema(schema: Any, values: dict[str, str]) -> Any:
+    """``output_schema`` with the placeholders of its strings filled.
+
+    A per-file task's schema can so name its own file (``{"const": "{path}"}``).
+    """
+    if not values or schema is None:
+        return schema
+    if isinstance(schema, str):
+        return _fill(schema, values)
+    if isinstance(schema, list):
+        return [_fill_schema(v, values) for v in schema]
+    if isinstance(schema, dict):
+        return {k: _fill_schema(v, values) for k, v in schema.items()}
+    return schema
+
+
+def _fill(text: str, values: dict[str, str]) -> str:
+    """Replace ``{path}``, ``{name}``, ``{stem}``, ``{slug}``; other braces stay as they are."""
+    for key, value in values.items():
+        text = text.replace("{" + key + "}", value)
+    return text

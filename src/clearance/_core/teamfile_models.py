@@ -1,0 +1,270 @@
+"""The team file's schema: pydantic models of its keys, so an error names the field."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from clearance._core.memory_spec import MAX_RECALL, AgentMemory, MemoryGroup, SharedConversation
+from clearance._core.spec import (
+    MAX_FAN_OUT,
+    Agent,
+    AgentLimits,
+    Sampling,
+)
+
+__all__ = [
+    "AgentMemorySpec",
+    "AgentSpec",
+    "FanOutSpec",
+    "FileCapsSpec",
+    "InputSpec",
+    "IsolationSpec",
+    "LimitsSpec",
+    "MemoryGroupSpec",
+    "MemorySpec",
+    "MessageSpec",
+    "ModelOptionsSpec",
+    "SamplingSpec",
+    "SharedConversationSpec",
+    "TaskSpec",
+    "TeamFile",
+]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LimitsSpec(_Strict):
+    """``limits:`` of an agent."""
+
+    max_output_tokens: int = Field(default=512, ge=1)
+    max_prompt_tokens: int | None = Field(default=None, ge=1)
+    timeout_s: float | None = Field(default=600.0, gt=0, lt=10**7)
+    attempt_timeout_s: float | None = Field(default=None, gt=0, lt=10**7)
+    max_dependency_tokens: int | None = Field(default=4000, ge=1)
+    max_steps: int | None = Field(default=None, ge=1)
+    max_tokens_per_step: int | None = Field(default=None, ge=1)
+    max_model_calls: int | None = Field(default=64, ge=1)
+    max_children: int = Field(default=8, ge=1)
+    spawn_timeout_s: float = Field(default=300.0, gt=0, lt=10**7)
+    max_output_files: int | None = Field(default=None, ge=1)
+    max_output_size_bytes: int | None = Field(default=None, ge=0)
+    answer_at_max_steps: bool = False
+    retries: int = Field(default=2, ge=0)
+
+
+class AgentMemorySpec(_Strict):
+    """``memory:`` of an agent: recall before a task, record after (see `AgentMemory`)."""
+
+    recall: int = Field(default=3, ge=0, le=MAX_RECALL)
+    record: Literal["none", "result", "task_and_result"] = "result"
+    record_to: str | None = Field(default=None, min_length=1)
+
+
+class SamplingSpec(_Strict):
+    """``sampling:`` of an agent: how its model decodes (see `Sampling`)."""
+
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    repeat_penalty: float | None = Field(default=None, ge=1, le=2)
+    stop: list[str] = Field(default=[], max_length=8)
+
+
+class ModelOptionsSpec(_Strict):
+    """``model_options:`` of the team: settings of its models.
+
+    ``context_window`` is the tokens the models can attend to: for ``openai:`` and
+    ``anthropic:`` models (whose servers do not say) it bounds each prompt at the window minus
+    the agent's ``max_output_tokens``; for the embedded ``llama-cpp:`` model it is the
+    context it is loaded with (``n_ctx``, 128 to 131072). ``threads`` (generation),
+    ``threads_batch`` (prompt evaluation, or prefill; 1 to 256 each) and ``batch_size``
+    (prompt tokens per step, 1 to 8192) apply to ``llama-cpp:`` models only, and are refused
+    when no agent uses one.
+    """
+
+    context_window: int | None = Field(default=None, ge=1, strict=True)
+    threads: int | None = Field(default=None, ge=1, le=256, strict=True)
+    threads_batch: int | None = Field(default=None, ge=1, le=256, strict=True)
+    batch_size: int | None = Field(default=None, ge=1, le=8192, strict=True)
+
+
+class AgentSpec(_Strict):
+    """One entry of ``agents:`` (or the ``coordinator:``)."""
+
+    name: str = Field(min_length=1)
+    instructions: str = Field(min_length=1)
+    role: str = ""
+    model: str | None = None
+    limits: LimitsSpec = LimitsSpec()
+    tools: list[str] = []
+    can_delegate_to: list[str] = []
+    can_spawn: list[str] = []
+    store_grants: dict[str, Literal["read", "write", "read_write"]] = {}
+    memory: AgentMemorySpec | None = None
+    store_read_extends_ttl_s: float | None = Field(default=None, gt=0, lt=10**10)
+    sampling: SamplingSpec = SamplingSpec()
+
+    def to_agent(self) -> Agent:
+        """The `Agent` this entry declares."""
+        return Agent(
+            name=self.name,
+            instructions=self.instructions,
+            role=self.role,
+            model=self.model,
+            limits=AgentLimits(**self.limits.model_dump()),
+            tools=tuple(self.tools),
+            can_delegate_to=tuple(self.can_delegate_to),
+            store_grants=dict(self.store_grants),
+            can_spawn=tuple(self.can_spawn),
+            memory=AgentMemory(**self.memory.model_dump()) if self.memory else None,
+            store_read_extends_ttl_s=self.store_read_extends_ttl_s,
+            sampling=Sampling(
+                temperature=self.sampling.temperature,
+                top_p=self.sampling.top_p,
+                repeat_penalty=self.sampling.repeat_penalty,
+                stop=tuple(self.sampling.stop),
+            ),
+        )
+
+
+class FanOutSpec(_Strict):
+    """``fan_out:`` of a task: children spawned before its agent answers."""
+
+    agent: str = Field(min_length=1)
+    goals: list[str] = Field(min_length=1, max_length=MAX_FAN_OUT)
+
+
+class TaskSpec(_Strict):
+    """One entry of ``tasks:``."""
+
+    id: str = Field(min_length=1)
+    title: str = Field(min_length=1)
+    description: str = Field(min_length=1)
+    assignee: str | None = Field(default=None, min_length=1)
+    depends_on: list[str] = []
+    memory_scope: Literal["dependencies", "transitive", "all"] = "dependencies"
+    files: list[str] = []
+    output_schema: dict[str, Any] | None = None
+    for_each_file: str | None = None
+    mode: Literal["standard", "isolated"] = "standard"
+    constraints: list[str] = []
+    fan_out: FanOutSpec | None = None
+    run: str | None = None
+    after_failure: Literal["skip", "proceed"] = "skip"
+
+    @model_validator(mode="after")
+    def _assignee_or_run(self) -> TaskSpec:
+        if self.assignee is None and self.run is None:
+            raise ValueError("a task needs an assignee (an agent) or run (a step)")
+        return self
+
+    @field_validator("for_each_file")
+    @classmethod
+    def _relative_glob(cls, value: str | None) -> str | None:
+        """A pattern relative to the input folder: not absolute, no ``..`` part, no NUL."""
+        if value is None:
+            return None
+        normalized = value.replace("\\", "/")
+        if not normalized.strip() or "\x00" in normalized:
+            raise ValueError("must be a non-empty glob pattern relative to the input folder")
+        drive = normalized[:1].isalpha() and normalized[1:2] == ":"
+        if normalized.startswith("/") or drive:
+            raise ValueError(f"{value!r} is absolute: give a pattern relative to the input folder")
+        if ".." in normalized.split("/"):
+            raise ValueError(f"{value!r} has a '..' part: it would match outside the input folder")
+        return value
+
+
+class MessageSpec(_Strict):
+    """One entry of ``messages:``: a message sent before the run starts."""
+
+    sender: str = Field(alias="from", min_length=1)
+    to: str = Field(min_length=1)
+    content: str = Field(min_length=1)
+
+
+class SharedConversationSpec(_Strict):
+    """``shared_conversation:`` of a memory group (opt-in)."""
+
+    window: int = Field(default=10, ge=1)
+    retrieval: Literal["recency", "relevance"] = "recency"
+
+
+class MemoryGroupSpec(_Strict):
+    """One entry of ``memory_groups:``: agents that share one long-term memory."""
+
+    name: str = Field(min_length=1)
+    agents: list[str] = Field(min_length=2)
+    shared_conversation: SharedConversationSpec | None = None
+
+    def to_group(self) -> MemoryGroup:
+        """The `MemoryGroup` this entry declares."""
+        shared = self.shared_conversation
+        return MemoryGroup(
+            name=self.name,
+            agents=tuple(self.agents),
+            shared_conversation=SharedConversation(**shared.model_dump()) if shared else None,
+        )
+
+
+class InputSpec(_Strict):
+    """``input:``: the folder that task files are read from."""
+
+    default: str | None = None
+    include: list[str] = ["*"]
+
+
+class FileCapsSpec(_Strict):
+    """``isolation.file_caps:``: size caps on the files of one isolated task."""
+
+    max_file_bytes: int = Field(default=64 * 1024, ge=1, le=64 * 1024 * 1024)
+    max_total_bytes: int = Field(default=256 * 1024, ge=1, le=256 * 1024 * 1024)
+    on_oversize: Literal["error", "truncate"] = "error"
+
+
+class IsolationSpec(_Strict):
+    """``isolation:``: how isolated tasks are run."""
+
+    max_rounds: int = Field(default=2, ge=0, le=10)
+    file_caps: FileCapsSpec = FileCapsSpec()
+
+
+class MemorySpec(_Strict):
+    """``memory:`` of the team, in its long form (the short form is the URL alone)."""
+
+    url: str | None = Field(default=None, min_length=1)
+    on_error: Literal["fail", "continue"] = "fail"
+
+
+class TeamFile(_Strict):
+    """The whole team file."""
+
+    name: str = "team"
+    goal: str | None = None
+    model: str | None = None
+    model_options: ModelOptionsSpec = ModelOptionsSpec()
+    max_concurrency: int = Field(default=4, ge=1)
+    store: str | None = None
+    input: InputSpec = InputSpec()
+    project: str | None = None
+    workspace: str | None = None
+    isolation: IsolationSpec = IsolationSpec()
+    agents: list[AgentSpec] = Field(min_length=1)
+    coordinator: AgentSpec | None = None
+    tasks: list[TaskSpec] = []
+    messages: list[MessageSpec] = []
+    memory_groups: list[MemoryGroupSpec] = []
+    memory: str | MemorySpec | None = None
+    tools: dict[str, str] = {}
+
+    @property
+    def memory_settings(self) -> MemorySpec:
+        """``memory:`` in its long form (a bare URL becomes ``{url: URL}``)."""
+        if isinstance(self.memory, str):
+            return MemorySpec(url=self.memory)
+        return self.memory or MemorySpec()
+
+    synthesis_from: list[str] | None = None

@@ -1,0 +1,237 @@
+"""`RunExecution`: one session of a run, from its recorded graph to its synthesis and result."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+from clearance._context.architecture import ArchitecturalContext
+from clearance._core.errors import ClearanceError, LedgerError
+from clearance._core.prompt import sha256_text
+from clearance._core.spec import Agent
+from clearance._orchestration.result import RunResult, TaskOutcome
+from clearance._orchestration.run import Run, RunSettings, prompt_budget
+from clearance._orchestration.run_dir import new_run_dir
+from clearance._orchestration.scheduler import Scheduler
+from clearance._orchestration.subagents import ChildRunner, IsolatedRunner
+from clearance._orchestration.synthesis import Synthesis, synthesize
+from clearance._orchestration.task_runner import TaskRunner
+from clearance._state.queue import TaskState, TaskStatus
+
+__all__ = ["RunExecution"]
+
+
+class RunExecution:
+    """Runs a run's tasks, each as soon as its dependencies complete, then the synthesis.
+
+    Args:
+        settings: What the orchestrator fixes for the run.
+        run: The run's state (its queue holds the graph).
+        coordinator: The agent that writes the synthesis and answers isolated tasks.
+    """
+
+    def __init__(self, settings: RunSettings, run: Run, *, coordinator: Agent) -> None:
+        self.settings = settings
+        self.run = run
+        self.coordinator = coordinator
+        self.tasks = TaskRunner(settings, run)
+
+    async def execute(self, completed: Mapping[str, str] | None = None) -> RunResult:
+        """Record the run's tasks, run them, synthesize, and record the outcome.
+
+        Args:
+            completed: Results of tasks completed in an earlier session (``None`` for none);
+                they are kept, not run again.
+
+        Returns:
+            The run's result. Task failures do not raise: they are in ``RunResult.tasks``.
+
+        Raises:
+            LedgerError: The ledger failed; the run is left ``interrupted`` (resumable).
+        """
+        run, ledger = self.run, self.settings.ledger
+        # Records are queued and committed in groups by the ledger's writer thread, in order:
+        # the ledger always holds a prefix of the run's history (see `RunLedger.write_behind`).
+        with ledger.write_behind():
+            self._prepare_subagents()
+            ledger.record_messages(run.run_id, self.settings.messages.all())
+            fresh = []
+            for state in run.queue.states():
+                if completed and state.task.id in completed:
+                    # Kept from the run being resumed: its ledger record stays as it is.
+                    run.shared.write(
+                        task_id=state.task.id, agent=state.task.assignee, content=state.result or ""
+                    )
+                else:
+                    fresh.append(state)
+            ledger.record_tasks(run.run_id, fresh)  # one transaction for the whole graph
+            try:
+                return await self._execute_recorded()
+            except BaseException as exc:
+                # Ctrl-C, cancellation or a failing ledger: leave the run resumable.
+                self._mark_interrupted(exc if isinstance(exc, ClearanceError) else None)
+                raise
+
+    def _mark_interrupted(self, cause: ClearanceError | None = None) -> None:
+        """Record running tasks as ``interrupted`` and the run as ``interrupted``.
+
+        ``cause`` (a failing ledger write, say) is named in the run's recorded error.
+        """
+        run, ledger = self.run, self.settings.ledger
+        why = f"{cause}; " if cause is not None else "interrupted; "
+        with contextlib.suppress(ClearanceError):
+            for state in run.queue.with_status(TaskStatus.RUNNING):
+                run.queue.interrupt(state.task.id)
+                ledger.record_task(run.run_id, run.queue.get(state.task.id))
+            ledger.record_messages(run.run_id, self.settings.messages.all())
+            ledger.finish_run(
+                run.run_id,
+                status="interrupted",
+                synthesis=None,
+                usage=run.usage,
+                error=f"{why}resume with: clearance resume {run.run_id}",
+            )
+        self.settings.emit("run_finished", run.run_id, detail="interrupted")
+
+    async def _execute_recorded(self) -> RunResult:
+        run = self.run
+        run_id, ledger = run.run_id, self.settings.ledger
+        try:
+            await self._schedule()
+        finally:
+            if run.children is not None:
+                await run.children.aclose()
+
+        synthesis, error = await self._synthesize()
+        all_completed = all(s.status is TaskStatus.COMPLETED for s in run.queue.states())
+        status: Literal["completed", "failed"] = (
+            "completed" if synthesis is not None and all_completed else "failed"
+        )
+        if error is None and not all_completed:
+            bad = [s.task.id for s in run.queue.states() if s.status is not TaskStatus.COMPLETED]
+            error = f"tasks not completed: {', '.join(bad)}"
+        ledger.record_messages(run_id, self.settings.messages.all())
+        ledger.finish_run(run_id, status=status, synthesis=synthesis, usage=run.usage, error=error)
+        self.settings.emit("run_finished", run_id, detail=status)
+        return RunResult(
+            run_id=run_id,
+            status=status,
+            synthesis=synthesis,
+            tasks={
+                s.task.id: TaskOutcome(
+                    task_id=s.task.id,
+                    assignee=s.task.assignee,
+                    status=s.status,
+                    result=s.result,
+                    error=s.error,
+                    prompt_tokens=run.prompt_tokens.get(s.task.id, 0),
+                )
+                for s in run.queue.states()
+            },
+            usage=run.usage,
+            error=error,
+        )
+
+    async def _schedule(self) -> None:
+        """Run the graph's tasks, each as soon as its dependencies are done."""
+        await Scheduler(
+            self.run.queue,
+            max_concurrency=self.settings.max_concurrency,
+            run_task=self.tasks.run_task,
+            settle=self._settle,
+            on_started=self._record_started,
+        ).run()
+
+    def _record_started(self, states: Sequence[TaskState]) -> None:
+        """Record tasks that started together, in one ledger write, and announce them."""
+        self.settings.ledger.record_tasks(self.run.run_id, states)
+        for state in states:
+            self.settings.emit("task_started", self.run.run_id, task_id=state.task.id)
+
+    def _settle(self, task_id: str, finished: asyncio.Task[str]) -> None:
+        """Record a finished task: its result, or its failure and the skipped dependents."""
+        run, ledger, emit = self.run, self.settings.ledger, self.settings.emit
+        queue = run.queue
+        task = queue.get(task_id).task
+        exc = finished.exception()
+        if exc is None:
+            result = finished.result()
+            queue.complete(task_id, result)
+            run.shared.write(task_id=task_id, agent=task.assignee, content=result)
+            ledger.record_task(run.run_id, queue.get(task_id))
+            emit("task_completed", run.run_id, task_id=task_id)
+            return
+        if isinstance(exc, LedgerError):
+            # The ledger failed, not the task: stop the run, resumable, and say why; the
+            # records committed so far stay as they are. (A memory or store backend failing
+            # is the task's failure, per its policy.)
+            raise exc
+        reason = str(exc) if isinstance(exc, ClearanceError) else f"{type(exc).__name__}: {exc}"
+        skipped = queue.fail(task_id, reason)
+        run.shared.write(task_id=task_id, agent=task.assignee, content=reason, kind="failure")
+        ledger.record_task(run.run_id, queue.get(task_id))
+        emit("task_failed", run.run_id, task_id=task_id, detail=reason)
+        for skipped_id in skipped:
+            ledger.record_task(run.run_id, queue.get(skipped_id))
+            emit("task_skipped", run.run_id, task_id=skipped_id, detail=reason)
+
+    async def _synthesize(self) -> tuple[str | None, str | None]:
+        """Write the synthesis; return ``(text, None)`` or ``(None, error)``."""
+        run, coordinator = self.run, self.coordinator
+        self.settings.emit("synthesis_started", run.run_id)
+        try:
+            model = self.settings.model_for(coordinator)
+            text = await synthesize(
+                Synthesis(
+                    goal=run.goal, coordinator=coordinator, model=model,
+                    builder=run.builder(model), caller=run.caller, queue=run.queue,
+                    shared_memory=run.shared, budget=prompt_budget(coordinator, model),
+                    include=self.settings.synthesis_from,
+                    mark=lambda subject, r: self.tasks.marked(subject, r.text, r.finish_reason),
+                )
+            )  # fmt: skip
+        except ClearanceError as exc:
+            return None, f"synthesis failed: {exc}"
+        if not text:
+            return None, "synthesis failed: the coordinator returned an empty completion"
+        return text, None
+
+    def _prepare_subagents(self) -> None:
+        """Make the run's isolated-task and child runners, when its graph needs them.
+
+        The architectural context is computed once per run from ``project_root`` and
+        recorded (event ``architecture``); each run that can spawn gets its own folder under
+        ``workspace_root``, created exclusively.
+        """
+        run, settings = self.run, self.settings
+        ledger = settings.ledger
+        tasks = [s.task for s in run.queue.states() if s.status is not TaskStatus.COMPLETED]
+        if any(t.mode == "isolated" for t in tasks):
+            architecture = None
+            if settings.project_root is not None:
+                architecture = ArchitecturalContext.from_project(settings.project_root)
+                text = architecture.to_text()
+                ledger.record_event(run.run_id, "architecture", "run", {
+                    "project": architecture.project, "text": text, "sha256": sha256_text(text),
+                })  # fmt: skip
+            coordinator = self.coordinator
+            coordinator_model = settings.model_for(coordinator)
+            run.isolated = IsolatedRunner(
+                run_id=run.run_id, ledger=ledger, caller=run.caller,
+                architecture=architecture, project_root=settings.project_root,
+                file_caps=settings.file_caps, max_rounds=settings.clarification_rounds,
+                coordinator=coordinator, coordinator_model=coordinator_model,
+                coordinator_builder=run.builder(coordinator_model),
+                coordinator_budget=prompt_budget(coordinator, coordinator_model),
+                ask_person=settings.ask_person,
+            )  # fmt: skip
+        spawners = {a.name for a in settings.team.agents if a.can_spawn}
+        if any(t.fan_out is not None or t.assignee in spawners for t in tasks):
+            run.children = ChildRunner(
+                run_id=run.run_id, team=settings.team, ledger=ledger, caller=run.caller,
+                store=settings.store, user_tools=settings.tools, model_for=settings.model_for,
+                builder_for=run.builder, prompt_budget=prompt_budget,
+                run_dir=new_run_dir(settings.workspace_root, run.run_id),
+            )  # fmt: skip

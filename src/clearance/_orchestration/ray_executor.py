@@ -1,0 +1,451 @@
+"""`RayExecutor`: model calls answered by a pool of Ray worker actors.
+
+The orchestrator's process keeps the task graph, every clearance, the `ContextBuilder`, the
+ledger, the store, memory and tools. What crosses the network, per model call, is the model id,
+its settings and the `ModelRequest` (the finished `Prompt` with its manifest, the tool specs,
+``max_tokens``, sampling settings and ``timeout_s``); what comes back is the `ModelResponse`.
+Each worker actor makes its own models (an embedded llama.cpp model per actor, an API client,
+or a fake) from the model's id and settings.
+
+Back-pressure: at most ``max_calls_per_model`` calls of one model are in flight at once (by
+default every worker's ``calls_per_worker``), and each call goes to the worker with the fewest
+calls in flight. Failures: a worker that dies during a call (its process killed, its node lost)
+is recorded as a ``worker_lost`` event of the run, and the call is sent again to another worker,
+at most ``worker_retries`` times; Ray restarts the lost actor in the background. Deadlines: the
+`ModelCaller`'s deadline covers the remote call; when it passes, the Ray task is cancelled.
+
+Ray is an optional dependency (``pip install 'clearance[ray]'``), imported on `start`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from clearance._core.errors import ConfigError, ModelError
+from clearance._orchestration.executor import EventRecorder
+from clearance._orchestration.ray_worker import ModelFactory, ModelWorker, Outcome
+from clearance.models._base import ChatModel, ModelRequest, ModelResponse, ToolCall, Usage
+
+__all__ = ["LOCAL_RAY_ENV", "RayExecutor", "RemoteModel"]
+
+LOCAL_RAY_ENV = {
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+}
+"""Environment Ray is imported with (where not already set): no usage statistics."""
+
+_LOCAL_ONLY_ENV = {"RAY_AUTH_MODE": "disabled"}
+"""Also set (where not already set) when the executor starts a loopback-only cluster."""
+
+_INSTALL = "pip install 'clearance[ray]'"
+_MAX_MESSAGE = 2000
+
+
+def _bounded(name: str, value: object, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ConfigError(f"must be an integer from {low} to {high}, got {value!r}", field=name)
+    return value
+
+
+@dataclass(slots=True)
+class _Worker:
+    """One actor of the pool and the calls it has in flight."""
+
+    index: int
+    actor: Any
+    in_flight: int = 0
+
+
+@dataclass(slots=True)
+class _Pool:
+    """The actors, and one semaphore per model id."""
+
+    workers: list[_Worker]
+    per_model: int
+    slots: dict[str, asyncio.Semaphore] = field(default_factory=dict)
+
+    def slot(self, model_id: str) -> asyncio.Semaphore:
+        semaphore = self.slots.get(model_id)
+        if semaphore is None:
+            semaphore = self.slots[model_id] = asyncio.Semaphore(self.per_model)
+        return semaphore
+
+    def pick(self, avoid: set[int]) -> _Worker:
+        """The least busy worker not in ``avoid`` (any worker when every one is in it)."""
+        candidates = [w for w in self.workers if w.index not in avoid] or self.workers
+        return min(candidates, key=lambda w: (w.in_flight, w.index))
+
+
+class RayExecutor:
+    """Answers model calls on a pool of Ray worker actors; everything else stays local.
+
+    Use it as ``Orchestrator(team, executor=RayExecutor(...))`` (or ``clearance run --executor
+    ray``). Call `start` before the run (it connects to Ray and waits for the workers), and
+    `close` after (or use it as a context manager).
+
+    Args:
+        address: A running Ray cluster (``"auto"``, ``"ray://host:10001"``, ``"host:6379"``);
+            ``None`` starts a local cluster on 127.0.0.1 (no dashboard, no usage statistics)
+            that `close` stops.
+        workers: Worker actors (1 to 256). Each makes its own models: one embedded model per
+            actor for ``llama-cpp:`` ids.
+        calls_per_worker: Most calls one actor answers at once (1 to 1024); an embedded model
+            answers one at a time whatever this says.
+        max_calls_per_model: Most calls of one model in flight at once; ``None`` means
+            ``workers * calls_per_worker``.
+        worker_retries: Most times a call is sent again after the worker answering it died
+            (0 to 10).
+        cpus_per_worker: CPUs Ray reserves for each actor (0 to 256); also the size of a
+            local cluster (at least ``workers * cpus_per_worker`` CPUs).
+        start_timeout_s: Seconds `start` waits for every actor to be up.
+        model_factory: Makes a model on a worker, ``factory(model_id, **settings)``; ``None``
+            means `clearance.models.get_model`. It is sent to the workers, so it must pickle
+            (a module-level function).
+        record_received: Make workers keep every call's arguments, for `received`
+            (tests of what crosses the network; memory grows with the run).
+        worker_env: Environment variables set in the workers' processes (an API key, a
+            base URL); they cross the network to the cluster. ``None`` for none.
+
+    Raises:
+        ConfigError: A setting is out of range.
+    """
+
+    def __init__(
+        self,
+        *,
+        address: str | None = None,
+        workers: int = 2,
+        calls_per_worker: int = 4,
+        max_calls_per_model: int | None = None,
+        worker_retries: int = 2,
+        cpus_per_worker: float = 1.0,
+        start_timeout_s: float = 120.0,
+        model_factory: ModelFactory | None = None,
+        record_received: bool = False,
+        worker_env: Mapping[str, str] | None = None,
+    ) -> None:
+        if address is not None and (not isinstance(address, str) or not address.strip()):
+            raise ConfigError(
+                "must be a Ray address such as 'auto' or 'host:6379'", field="address"
+            )
+        self.address = address
+        self.workers = _bounded("workers", workers, 1, 256)
+        self.calls_per_worker = _bounded("calls_per_worker", calls_per_worker, 1, 1024)
+        default_cap = self.workers * self.calls_per_worker
+        cap = default_cap if max_calls_per_model is None else max_calls_per_model
+        self.max_calls_per_model = _bounded("max_calls_per_model", cap, 1, 1 << 20)
+        self.worker_retries = _bounded("worker_retries", worker_retries, 0, 10)
+        if isinstance(cpus_per_worker, bool) or not 0 <= cpus_per_worker <= 256:
+            raise ConfigError(f"must be 0 to 256, got {cpus_per_worker!r}", field="cpus_per_worker")
+        self.cpus_per_worker = float(cpus_per_worker)
+        if not 0 < start_timeout_s <= 3600:
+            raise ConfigError("must be more than 0 and at most 3600", field="start_timeout_s")
+        self.start_timeout_s = float(start_timeout_s)
+        self._factory = model_factory
+        self._record = record_received
+        self.worker_env = dict(worker_env or {})
+        for key, value in self.worker_env.items():
+            if not isinstance(key, str) or not key or "=" in key or not isinstance(value, str):
+                raise ConfigError(f"not an environment variable: {key!r}", field="worker_env")
+        self._pool: _Pool | None = None
+        self._models: dict[str, RemoteModel] = {}
+        self._started_ray = False
+        self._recorder: EventRecorder | None = None
+        self.lost_workers = 0
+        """Workers lost during calls so far (each also recorded as a ``worker_lost`` event)."""
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Connect to Ray (or start a local cluster) and start the worker actors.
+
+        Does nothing when already started. Blocks until every actor is up.
+
+        Raises:
+            ConfigError: Ray is not installed, the cluster cannot be reached, or the actors
+                did not start within ``start_timeout_s`` (too few CPUs in the cluster).
+        """
+        if self._pool is not None:
+            return
+        ray = _import_ray(local=self.address is None)
+        if not ray.is_initialized():
+            self._init(ray)
+        actor_class = ray.remote(ModelWorker).options(
+            max_concurrency=self.calls_per_worker,
+            max_restarts=-1,
+            max_task_retries=0,
+            num_cpus=self.cpus_per_worker,
+            scheduling_strategy="SPREAD",
+            **({"runtime_env": {"env_vars": self.worker_env}} if self.worker_env else {}),
+        )
+        actors = [
+            actor_class.remote(self._factory, record=self._record) for _ in range(self.workers)
+        ]
+        try:
+            ray.get([a.ready.remote() for a in actors], timeout=self.start_timeout_s)
+        except Exception as exc:
+            for actor in actors:
+                with contextlib.suppress(Exception):
+                    ray.kill(actor)
+            raise ConfigError(
+                f"the {self.workers} Ray worker actors did not start within "
+                f"{self.start_timeout_s:g} s ({type(exc).__name__}); does the cluster have "
+                f"{self.workers * self.cpus_per_worker:g} free CPUs?",
+                field="ray_workers",
+            ) from None
+        self._pool = _Pool(
+            workers=[_Worker(index=i, actor=a) for i, a in enumerate(actors)],
+            per_model=self.max_calls_per_model,
+        )
+
+    def close(self) -> None:
+        """Stop the worker actors, and the local cluster if `start` started one."""
+        pool, self._pool = self._pool, None
+        self._models.clear()
+        if pool is None:
+            return
+        import ray
+
+        for worker in pool.workers:
+            with contextlib.suppress(Exception):
+                ray.kill(worker.actor)
+        if self._started_ray:
+            self._started_ray = False
+            ray.shutdown()
+
+    def __enter__(self) -> RayExecutor:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the executor protocol ----------------------------------------------------------
+
+    def model(self, model_id: str, local: ChatModel, options: Mapping[str, Any]) -> ChatModel:
+        """A `RemoteModel` for ``model_id`` (the same one on every call); starts the pool.
+
+        Raises:
+            ConfigError: As `start`.
+        """
+        remote = self._models.get(model_id)
+        if remote is None:
+            self.start()
+            remote = self._models[model_id] = RemoteModel(self, model_id, local, dict(options))
+        return remote
+
+    def attach(self, record: EventRecorder) -> None:
+        """Record ``worker_lost`` events with ``record`` (the current run's ledger)."""
+        self._recorder = record
+
+    def received(self) -> list[list[tuple[str, dict[str, Any], ModelRequest]]]:
+        """Per worker, every call's arguments it received (``record_received=True`` only).
+
+        Raises:
+            ConfigError: The executor was not started.
+        """
+        if self._pool is None:
+            raise ConfigError("the Ray executor is not started", field="executor")
+        import ray
+
+        return list(ray.get([w.actor.received.remote() for w in self._pool.workers]))
+
+    # -- calls --------------------------------------------------------------------------
+
+    async def complete(
+        self, model_id: str, options: Mapping[str, Any], request: ModelRequest
+    ) -> ModelResponse:
+        """Answer ``request`` on a worker, within the model's concurrency bound.
+
+        Raises:
+            ModelError: The model failed on the worker (transient as the worker said), the
+                workers answering it kept dying (transient), or Ray failed (transient).
+        """
+        if self._pool is None:
+            raise ModelError("the Ray executor is closed", model_id=model_id)
+        pool = self._pool
+        async with pool.slot(model_id):
+            return await self._send(pool, model_id, options, request)
+
+    async def _send(
+        self, pool: _Pool, model_id: str, options: Mapping[str, Any], request: ModelRequest
+    ) -> ModelResponse:
+        from ray.exceptions import RayActorError, RayError
+
+        lost: set[int] = set()
+        while True:
+            worker = pool.pick(lost)
+            worker.in_flight += 1
+            ref = worker.actor.complete.remote(model_id, options, request)
+            try:
+                outcome = await ref
+            except asyncio.CancelledError:  # the caller's deadline, or the run stopping
+                with contextlib.suppress(Exception):
+                    _cancel(ref)
+                raise
+            except RayActorError as exc:
+                lost.add(worker.index)
+                self._lost(worker, model_id, request, exc, retry=len(lost))
+                if len(lost) > self.worker_retries:
+                    raise ModelError(
+                        f"{len(lost)} Ray workers died answering the call ({type(exc).__name__})",
+                        model_id=model_id,
+                        transient=True,
+                    ) from None
+                continue
+            except RayError as exc:
+                raise ModelError(
+                    f"Ray failed: {type(exc).__name__}: {_short(str(exc))}",
+                    model_id=model_id,
+                    transient=True,
+                ) from None
+            finally:
+                worker.in_flight -= 1
+            return checked_outcome(outcome, model_id)
+
+    def _lost(
+        self, worker: _Worker, model_id: str, request: ModelRequest, exc: Exception, *, retry: int
+    ) -> None:
+        self.lost_workers += 1
+        if self._recorder is not None:
+            self._recorder(
+                "worker_lost",
+                request.prompt.manifest.subject[:160],
+                {
+                    "worker": worker.index,
+                    "model_id": model_id,
+                    "error": type(exc).__name__,
+                    "retry": retry <= self.worker_retries,
+                },
+            )
+
+    def _init(self, ray: Any) -> None:
+        """``ray.init``: the given cluster, or a new local one on loopback."""
+        try:
+            if self.address is not None:
+                ray.init(address=self.address, log_to_driver=False, configure_logging=False)
+                return
+            ray.init(
+                num_cpus=max(int(self.workers * self.cpus_per_worker + 0.999), os.cpu_count() or 1),
+                include_dashboard=False,
+                _node_ip_address="127.0.0.1",
+                log_to_driver=False,
+                configure_logging=False,
+            )
+        except ConnectionError as exc:
+            raise ConfigError(
+                f"cannot reach the Ray cluster at {self.address!r}: {_short(str(exc))}",
+                field="ray_address",
+            ) from None
+        except Exception as exc:
+            raise ConfigError(
+                f"cannot start Ray: {type(exc).__name__}: {_short(str(exc))}", field="executor"
+            ) from None
+        self._started_ray = True
+
+
+class RemoteModel:
+    """A `ChatModel` whose calls a `RayExecutor`'s workers answer.
+
+    Tokens are counted, and the context window read, by the model made in the orchestrator's
+    process (``local``): prompts are built and budgeted there.
+
+    Args:
+        executor: The pool that answers.
+        make_id: The id each worker makes the model from.
+        local: The model made locally for ``make_id``.
+        options: The settings each worker makes the model with.
+    """
+
+    def __init__(
+        self, executor: RayExecutor, make_id: str, local: ChatModel, options: dict[str, Any]
+    ) -> None:
+        self.model_id = local.model_id
+        self.make_id = make_id
+        self.context_window = local.context_window
+        self.local = local
+        self.options = options
+        self._executor = executor
+
+    def __repr__(self) -> str:
+        return f"RemoteModel({self.model_id!r})"
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        """Send ``request`` to a worker; see `RayExecutor.complete`."""
+        return await self._executor.complete(self.make_id, self.options, request)
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text``, counted by the local model."""
+        return self.local.count_tokens(text)
+
+
+def checked_outcome(outcome: Outcome, model_id: str) -> ModelResponse:
+    """The response in a worker's answer, once its shape is checked.
+
+    Raises:
+        ModelError: The worker reported the model's failure (transient as it said), or
+            answered with something that is not a well-formed outcome.
+    """
+    if isinstance(outcome, tuple) and len(outcome) == 2 and outcome[0] == "ok":
+        response = outcome[1]
+        if _well_formed(response):
+            assert isinstance(response, ModelResponse)
+            return response
+    elif isinstance(outcome, tuple) and len(outcome) == 4 and outcome[0] == "error":
+        _, kind, message, transient = outcome
+        if isinstance(kind, str) and isinstance(message, str) and isinstance(transient, bool):
+            raise ModelError(
+                f"on a Ray worker: {_short(kind)}: {_short(message)}",
+                model_id=model_id,
+                transient=transient,
+            )
+    raise ModelError("a Ray worker answered with a malformed outcome", model_id=model_id)
+
+
+def _well_formed(response: object) -> bool:
+    """Whether ``response`` is a `ModelResponse` whose fields have their declared types."""
+    return (
+        isinstance(response, ModelResponse)
+        and isinstance(response.text, str)
+        and isinstance(response.usage, Usage)
+        and isinstance(response.model_id, str)
+        and (response.finish_reason is None or isinstance(response.finish_reason, str))
+        and isinstance(response.tool_calls, tuple)
+        and all(
+            isinstance(c, ToolCall)
+            and isinstance(c.id, str)
+            and isinstance(c.name, str)
+            and isinstance(c.arguments, dict)
+            for c in response.tool_calls
+        )
+    )
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 3] + "..."
+
+
+def _cancel(ref: Any) -> None:
+    import ray
+
+    ray.cancel(ref)
+
+
+def _import_ray(*, local: bool) -> Any:
+    """Import Ray with usage statistics off (and auth off for a loopback-only cluster).
+
+    Raises:
+        ConfigError: Ray is not installed.
+    """
+    for key, value in {**LOCAL_RAY_ENV, **(_LOCAL_ONLY_ENV if local else {})}.items():
+        os.environ.setdefault(key, value)
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError(f"the Ray executor needs Ray: {_INSTALL}", field="executor") from None
+    return ray

@@ -1,0 +1,86 @@
+"""The Ray worker actor: holds models, answers one model request at a time per call.
+
+A worker receives, per call, exactly three things: a model id, the settings the model is made
+with, and the `ModelRequest` (the finished `Prompt`, the tool specs, the limits). It never
+receives the task graph, other tasks' results, the store, memory or tools. It answers with a
+tagged tuple instead of raising, so no exception class (with fields the orchestrator would
+have to trust) crosses the network:
+
+- ``("ok", ModelResponse)``;
+- ``("error", kind, message, transient)``: the model failed, or could not be made.
+
+This module does not import Ray: `RayExecutor` turns `ModelWorker` into an actor class.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from clearance._core.errors import ClearanceError, ModelError
+from clearance.models._base import ChatModel, ModelRequest
+from clearance.models._registry import get_model
+
+__all__ = ["MAX_RECORDED", "ModelFactory", "ModelWorker", "Outcome"]
+
+ModelFactory = Callable[..., ChatModel]
+"""Makes a model on a worker: ``factory(model_id, **options)`` (`get_model` by default)."""
+
+Outcome = tuple[Any, ...]
+"""What a worker answers: ``("ok", response)`` or ``("error", kind, message, transient)``."""
+
+MAX_RECORDED = 100_000
+"""Most calls a recording worker keeps (the oldest are dropped beyond)."""
+
+
+class ModelWorker:
+    """One worker: its models (made on first use, one per model id and settings) and its calls.
+
+    Args:
+        factory: Makes a model from its id and settings; ``None`` means `get_model`.
+        record: Keep every call's arguments, for `received` (tests of what crosses).
+    """
+
+    def __init__(self, factory: ModelFactory | None = None, *, record: bool = False) -> None:
+        self._factory: ModelFactory = factory if factory is not None else get_model
+        self._models: dict[tuple[str, tuple[tuple[str, Any], ...]], ChatModel] = {}
+        self._record = record
+        self._received: list[tuple[str, dict[str, Any], ModelRequest]] = []
+
+    def ready(self) -> int:
+        """The worker's process id, once it is up."""
+        return os.getpid()
+
+    async def complete(
+        self, model_id: str, options: Mapping[str, Any], request: ModelRequest
+    ) -> Outcome:
+        """Answer ``request`` with the model ``model_id`` made with ``options``.
+
+        Returns:
+            ``("ok", ModelResponse)``, or ``("error", kind, message, transient)`` when the
+            model cannot be made or fails.
+        """
+        if self._record:
+            self._received.append((model_id, dict(options), request))
+            del self._received[:-MAX_RECORDED]
+        try:
+            model = self._model(model_id, options)
+            return ("ok", await model.request(request))
+        except ModelError as exc:
+            return ("error", "ModelError", str(exc), exc.transient)
+        except ClearanceError as exc:
+            return ("error", type(exc).__name__, str(exc), False)
+        except Exception as exc:  # a provider's own bug: reported, never raised across
+            return ("error", type(exc).__name__, str(exc), False)
+
+    def received(self) -> list[tuple[str, dict[str, Any], ModelRequest]]:
+        """Every call's arguments, in order (empty unless the worker records)."""
+        return list(self._received)
+
+    def _model(self, model_id: str, options: Mapping[str, Any]) -> ChatModel:
+        key = (model_id, tuple(sorted(options.items())))
+        model = self._models.get(key)
+        if model is None:
+            model = self._models[key] = self._factory(model_id, **options)
+        return model

@@ -1,0 +1,201 @@
+"""`TaskRunner`: one task of a run, from its prompt to its checked result."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from clearance._agents.caller import CallBudget
+from clearance._agents.delegation import DelegationChain
+from clearance._agents.loop import AgentLoop
+from clearance._agents.telemetry import agent_span
+from clearance._agents.tools import ToolOutput
+from clearance._context.answers import mark_answer
+from clearance._context.tool_sections import ToolStep
+from clearance._core.errors import ModelError, OutputValidationError
+from clearance._core.prompt import Prompt
+from clearance._core.spec import Agent, Task
+from clearance._orchestration.files import read_task_files
+from clearance._orchestration.run import Run, RunSettings, prompt_budget
+from clearance._orchestration.steps import run_task_step
+from clearance._orchestration.structured import validated_json
+from clearance._orchestration.subagents import TaskContext, gather_children
+
+__all__ = ["TaskRunner"]
+
+
+class TaskRunner:
+    """Runs the tasks of one run, each with the context its clearance admits.
+
+    Args:
+        settings: What the orchestrator fixes for the run.
+        run: The run's state.
+    """
+
+    def __init__(self, settings: RunSettings, run: Run) -> None:
+        self.settings = settings
+        self.run = run
+
+    async def run_task(self, task: Task) -> str:
+        """Run one task; a model task in an OpenTelemetry ``invoke_agent`` span (`agent_span`).
+
+        Returns:
+            The task's result (for a task with an ``output_schema``, the validated JSON).
+
+        Raises:
+            ClearanceError: The task failed (its model, its files, its output's validation...).
+        """
+        if task.run is not None:  # a non-model step (see `steps.py`)
+            return await self._remembered(task)
+        with agent_span(run_id=self.run.run_id, task_id=task.id, agent=task.assignee):
+            return await self._remembered(task)
+
+    async def _remembered(self, task: Task) -> str:
+        """Memory hook: recall before the task, record its result after (see `RunMemory`)."""
+        memory, run, ledger = self.settings.memory, self.run, self.settings.ledger
+        if memory is None:
+            return await self._run_task(task)
+        agent, groups = self.settings.team.agent(task.assignee), self.settings.memory_groups
+        await memory.recall(run_id=run.run_id, task=task, agent=agent, groups=groups, ledger=ledger)
+        result = await self._run_task(task)
+        await memory.record(
+            run_id=run.run_id, task=task, agent=agent, groups=groups, result=result,
+            ledger=ledger,
+        )  # fmt: skip
+        return result
+
+    async def _run_task(self, task: Task) -> str:
+        run, settings = self.run, self.settings
+        if task.run is not None:  # a non-model task (see `steps.py`)
+            return await run_task_step(
+                task, queue=run.queue, input_root=settings.input_root, recorder=settings.ledger,
+                run_id=run.run_id,
+            )  # fmt: skip
+        agent = settings.team.agent(task.assignee)
+        model = settings.model_for(agent)
+        builder = run.builder(model)
+        ctx = TaskContext(
+            run_id=run.run_id, task=task, agent=agent, model=model, builder=builder,
+            queue=run.queue, budget=CallBudget(agent.limits.max_model_calls,
+                                               subject=f"task:{task.id}"),
+            max_prompt_tokens=prompt_budget(agent, model),
+        )  # fmt: skip
+        if task.fan_out is not None:
+            assert run.children is not None  # made for every graph with a fan-out
+            await gather_children(run.children, ctx)
+        if task.mode == "isolated":
+            assert run.isolated is not None
+            files: dict[str, str] | None = {}
+            if task.files:
+                assert settings.project_root is not None  # checked before the run started
+                files = read_task_files(settings.project_root, task.files)
+            try:
+                return await run.isolated.run(ctx, files or {})
+            finally:
+                run.prompt_tokens[task.id] = ctx.prompt_tokens
+        files = None
+        if task.files:
+            assert settings.input_root is not None  # checked before the run started
+            files = read_task_files(settings.input_root, task.files)
+        schema = task.output_schema
+
+        async def attempt(repair: str | None = None) -> str:
+            if agent.uses_tools:
+                return await self._run_tool_loop(ctx, files, repair)
+            prompt = self._task_prompt(ctx, files, repair)
+            response = await run.caller.call(
+                subject=f"task:{task.id}", agent=agent, model=model, prompt=prompt,
+                json_schema=schema, budget=ctx.budget,
+            )  # fmt: skip
+            if schema is not None:  # a cut-off JSON answer fails validation and is repaired
+                return response.text.strip()
+            return self.marked(f"task:{task.id}", response.text, response.finish_reason)
+
+        text = await attempt()
+        if schema is None:
+            if not text:
+                raise ModelError("the model returned an empty completion", model_id=model.model_id)
+            return text
+        # A structured hand-off: one repair attempt that shows the rejected answer and why.
+        try:
+            return validated_json(text, schema)
+        except ValueError as exc:
+            text = await attempt(repair=f"{text}\n\nProblem: {exc}")
+        try:
+            return validated_json(text, schema)
+        except ValueError as exc:
+            raise OutputValidationError(task.id, str(exc)) from exc
+
+    def marked(self, subject: str, text: str, finish_reason: str | None) -> str:
+        """``text`` with cut-off and repetition marks (see `answers.py`); marks are recorded."""
+        marked = mark_answer(text, finish_reason=finish_reason)
+        if marked.truncated or marked.repetitive:
+            self.settings.ledger.record_event(self.run.run_id, "answer_marked", subject, {
+                "truncated": marked.truncated, "repetitive": marked.repetitive,
+            })  # fmt: skip
+        return marked.text
+
+    def _task_prompt(
+        self,
+        ctx: TaskContext,
+        files: Mapping[str, str] | None,
+        repair: str | None,
+        tools: tuple[dict[str, Any], ...] = (),
+        tool_steps: Sequence[ToolStep] = (),
+    ) -> Prompt:
+        """Build one attempt's task prompt (with the agent's budgets) and note its size."""
+        run, memory = self.run, self.settings.memory
+        prompt = ctx.builder.build_task_prompt(
+            ctx.task,
+            agent=ctx.agent,
+            queue=run.queue,
+            messages=self.settings.messages,
+            files=files,
+            max_prompt_tokens=ctx.max_prompt_tokens,
+            max_dependency_tokens=ctx.agent.limits.max_dependency_tokens,
+            repair=repair,
+            tools=tools,
+            tool_steps=tool_steps,
+            child_results=ctx.child_results,
+            # Memory hook: the records recalled for this task (`RunMemory.recall`).
+            memories=memory.recalled(run.run_id, ctx.task.id) if memory else (),
+        )
+        run.prompt_tokens[ctx.task.id] = prompt.manifest.total_tokens
+        return prompt
+
+    async def _run_tool_loop(
+        self,
+        ctx: TaskContext,
+        files: Mapping[str, str] | None,
+        repair: str | None,
+    ) -> str:
+        """Run a tool-using agent's loop for one task attempt; return its final answer."""
+
+        def build(specs: tuple[dict[str, Any], ...], steps: list[ToolStep]) -> Prompt:
+            return self._task_prompt(ctx, files, repair, specs, steps)
+
+        run, settings = self.run, self.settings
+        children = run.children
+
+        async def spawn(
+            agent: Agent, calls: list[tuple[str, dict[str, Any]]]
+        ) -> dict[str, ToolOutput]:
+            assert children is not None
+            return await children.spawn_calls(ctx, calls)
+
+        loop = AgentLoop(
+            run_id=run.run_id,
+            team=settings.team,
+            ledger=settings.ledger,
+            store=settings.store,
+            user_tools=settings.tools,
+            model_for=settings.model_for,
+            caller=run.caller,
+            call_budget=ctx.budget,
+            budget=prompt_budget,
+            spawn=spawn if children is not None else None,
+        )
+        chain = DelegationChain(origin=ctx.agent.name)
+        return await loop.run(
+            agent=ctx.agent, subject=f"task:{ctx.task.id}", chain=chain, build=build
+        )

@@ -1,0 +1,103 @@
+"""The ``graph`` command: a team file's task graph, or its prompt-size estimate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+from rich.tree import Tree
+
+from clearance._core.spec import Agent
+from clearance._core.teamfile import LoadedTeam
+from clearance._orchestration.estimate import estimate_tasks
+from clearance._state.graph import TaskGraph
+from clearance._state.graph_shape import concurrency_notice, graph_shape
+from clearance.cli._common import one_line_errors, out, safe_text
+from clearance.cli._options import InputOption
+from clearance.cli._team_setup import WINDOWED_PROVIDERS, load_checked
+from clearance.models._base import split_model_id
+from clearance.models._registry import DEFAULT_MODEL_ID, get_model
+
+__all__ = ["graph"]
+
+
+@one_line_errors
+def graph(
+    team_file: Annotated[Path, typer.Argument(help="Team file (YAML).")],
+    input_dir: InputOption = None,
+    estimate: Annotated[
+        bool,
+        typer.Option(
+            "--estimate",
+            help="Print each task's estimated prompt tokens against its budget and the "
+            "model's context window (exit 1 if one is over).",
+        ),
+    ] = False,
+) -> None:
+    """Print a team file's task graph (after validation), in dependency order."""
+    loaded, task_graph = load_checked(team_file, input_dir)
+    if task_graph is None:
+        out.print(safe_text("no tasks: the coordinator plans them from --goal at run time"))
+        return
+    if estimate:
+        _print_estimate(loaded, task_graph)
+        return
+    tree = Tree(safe_text(f"{loaded.spec.name}: {len(task_graph)} tasks"))
+    for task_id in task_graph.topological_order():
+        task = task_graph.get(task_id)
+        deps = ", ".join(task.depends_on) or "-"
+        node = tree.add(safe_text(f"{task.id}  [{task.assignee}]  {task.title}"))
+        node.add(safe_text(f"depends on: {deps}"))
+        if task.memory_scope != "dependencies":
+            node.add(safe_text(f"memory scope: {task.memory_scope}"))
+        if task.files:
+            node.add(safe_text(f"files: {', '.join(task.files)}"))
+    out.print(tree)
+
+
+def _print_estimate(loaded: LoadedTeam, task_graph: TaskGraph) -> None:
+    """The ``--estimate`` table; exit 1 when a task's estimate is over its budget."""
+    default = loaded.spec.model or DEFAULT_MODEL_ID
+    models: dict[str, int | None] = {}
+    configured = loaded.spec.model_options.context_window
+
+    def window(agent: Agent) -> int | None:
+        key = agent.model or default
+        if key not in models:
+            if configured is not None and split_model_id(key)[0] in (
+                *WINDOWED_PROVIDERS,
+                "llama-cpp",
+            ):
+                models[key] = configured
+            else:
+                models[key] = get_model(key).context_window  # weights load lazily
+        return models[key]
+
+    ordered = [task_graph.get(t) for t in task_graph.topological_order()]
+    rows = estimate_tasks(ordered, loaded.team, input_root=loaded.input_root,
+                          context_window=window)  # fmt: skip
+    shape = graph_shape(ordered)
+    out.print(
+        safe_text(
+            f"graph: {len(ordered)} tasks, width {shape.width}, critical path "
+            f"{shape.critical_path} tasks, max_concurrency {loaded.spec.max_concurrency}"
+        )
+    )
+    if (notice := concurrency_notice(ordered, loaded.spec.max_concurrency)) is not None:
+        out.print(safe_text(notice), soft_wrap=True)
+    table = Table(title="Estimated prompt tokens", title_justify="left")
+    for column in ("task", "estimate", "budget", "context window", ""):
+        table.add_column(column, justify="left" if column in ("task", "") else "right")
+    for row in rows:
+        if row.prompt_tokens == 0:
+            table.add_row(row.task_id, "-", "-", "-", "step (no model)")
+            continue
+        table.add_row(
+            row.task_id, str(row.prompt_tokens), str(row.budget or "?"),
+            str(row.context_window or "?"), "OVER BUDGET" if row.over else "ok",
+        )  # fmt: skip
+    out.print(table)
+    if any(r.over for r in rows):
+        raise typer.Exit(1)

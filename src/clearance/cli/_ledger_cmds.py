@@ -1,0 +1,220 @@
+"""Commands that read the run ledger: ``inspect``, ``verify`` and ``runs``."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Annotated
+
+import typer
+from rich.panel import Panel
+from rich.table import Table
+
+from clearance._context.verify import verify_run
+from clearance._core.errors import ConfigError
+from clearance._state.ledger import (
+    DEFAULT_LEDGER_URL,
+    CallRecord,
+    EventRecord,
+    RunLedger,
+    RunRecord,
+    TaskRecord,
+    ToolCallRecord,
+)
+from clearance.cli._backends import verify_lookups
+from clearance.cli._common import one_line_errors, out, safe_text
+from clearance.cli._events import print_events, select_calls
+from clearance.cli._inspect import (
+    page_if_terminal,
+    print_responses,
+    print_run_json,
+    prompt_cache_line,
+)
+from clearance.cli._options import DbOption
+from clearance.cli._store import print_tool_calls
+
+__all__ = ["inspect", "runs", "verify"]
+
+
+@one_line_errors
+def inspect(
+    run_id: Annotated[str, typer.Argument(help="Run id (or a unique prefix).")],
+    task: Annotated[
+        str | None,
+        typer.Option(
+            "--task",
+            help="Only this task's calls (its own, isolated, clarification, children's and "
+            "delegates'), or one call subject such as child:ID, synthesis or plan.",
+        ),
+    ] = None,
+    show_prompt: Annotated[
+        bool, typer.Option("--prompt/--no-prompt", help="Show the full prompt text.")
+    ] = True,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the run's records as one JSON document.")
+    ] = False,
+    response_only: Annotated[
+        bool, typer.Option("--response-only", help="Print only the responses.")
+    ] = False,
+    pager: Annotated[
+        bool, typer.Option("--pager/--no-pager", help="Page long output on a terminal.")
+    ] = True,
+    db: DbOption = DEFAULT_LEDGER_URL,
+) -> None:
+    """Show what every agent of a run saw: admitted items with origin and tokens, and prompts."""
+    if as_json and response_only:
+        raise ConfigError("give --json or --response-only, not both", field="--json")
+    with RunLedger(db, read_only=True) as ledger:
+        record = ledger.get_run(run_id)
+        calls = ledger.calls(record.run_id)
+        tasks = {t.task_id: t for t in ledger.tasks(record.run_id)}
+        tool_calls = ledger.tool_calls(record.run_id)
+        events = ledger.events(record.run_id)
+    if task is not None:
+        calls = select_calls(calls, task, events=events, tool_calls=tool_calls)
+        if not calls:
+            raise ConfigError(f"run {record.run_id} has no model call for {task!r}", field="--task")
+        subjects = {c.subject for c in calls} | {f"task:{task}"}
+        events = [e for e in events if e.subject in subjects]
+        tool_calls = [t for t in tool_calls if t.subject in subjects]
+        tasks = {k: t for k, t in tasks.items() if f"task:{k}" in subjects}
+    if as_json:
+        print_run_json(
+            record, tasks=list(tasks.values()), calls=calls, tool_calls=tool_calls, events=events
+        )
+    elif response_only:
+        print_responses(calls)
+    else:
+        with page_if_terminal(out, enabled=pager):
+            _print_inspect(record, calls, tasks, tool_calls, events, show_prompt=show_prompt)
+
+
+def _print_inspect(
+    record: RunRecord,
+    calls: list[CallRecord],
+    tasks: dict[str, TaskRecord],
+    tool_calls: list[ToolCallRecord],
+    events: list[EventRecord],
+    *,
+    show_prompt: bool,
+) -> None:
+    out.print(
+        safe_text(
+            f"run {record.run_id}  team {record.team}  status {record.status}  "
+            f"created {record.created_at:%Y-%m-%d %H:%M:%S}Z"
+        )
+    )
+    if record.goal:
+        out.print(safe_text(f"goal: {record.goal}"))
+    for call in calls:
+        task_id = call.subject.partition(":")[2]
+        status = tasks[task_id].status if task_id in tasks else ""
+        header = f"{call.subject}  agent {call.agent}  model {call.model_id}  {status}".rstrip()
+        if call.finish_reason == "length":
+            header += "  CUT OFF at the output limit (marked truncated)"
+        table = Table(title=safe_text(header), title_justify="left", show_lines=False)
+        table.add_column("origin")
+        table.add_column("title")
+        table.add_column("tokens", justify="right")
+        for item in call.manifest.get("items", []):
+            table.add_row(*map(safe_text, (item["origin"], item["title"], item["tokens"])))
+        table.add_row("", "total prompt", safe_text(call.manifest.get("total_tokens", "")))
+        if call.usage.cached_prompt_tokens is not None:
+            cached = f"{call.usage.cached_prompt_tokens} of {call.usage.prompt_tokens}"
+            table.add_row("", "cached by the server", cached)
+        out.print(table)
+        if show_prompt:
+            for message in call.messages:
+                out.print(
+                    Panel(
+                        safe_text(message["content"]),
+                        title=safe_text(message["role"]),
+                        title_align="left",
+                    )
+                )
+        if call.pending:
+            out.print(safe_text("sent, no outcome recorded (the process stopped during the call)"))
+        elif call.error:
+            out.print(safe_text(f"error: {call.error}"))
+        elif call.response is not None:
+            out.print(Panel(safe_text(call.response), title="response", title_align="left"))
+    print_tool_calls(out, tool_calls)
+    print_events(out, events)
+    out.print(safe_text(prompt_cache_line(calls)))
+
+
+@one_line_errors
+def verify(
+    run_id: Annotated[str, typer.Argument(help="Run id (or a unique prefix).")],
+    db: DbOption = DEFAULT_LEDGER_URL,
+    memory_url: Annotated[
+        str | None,
+        typer.Option(
+            "--memory",
+            help="Memory URL to check memory items against, instead of the one the run recorded.",
+        ),
+    ] = None,
+    store_url: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            help="Store URL to check store items against, instead of the one the run recorded.",
+        ),
+    ] = None,
+) -> None:
+    """Check every prompt of a run against its clearance and manifest (exit 1 on a finding).
+
+    Memory and store items are checked against the memory and store the run recorded (or
+    --memory / --store); an unreachable one is an error naming it.
+    """
+    with RunLedger(db, read_only=True) as ledger, contextlib.ExitStack() as stack:
+        record = ledger.get_run(run_id)
+        memories, entries, closing = verify_lookups(record, memory=memory_url, store=store_url)
+        for opened in closing:
+            stack.callback(opened.close)
+        report = verify_run(ledger, record.run_id, memories=memories, store=entries)
+    if report.keyed and not report.macs_checked:
+        chain = "keyed hash chain: links not checked (set CLEARANCE_LEDGER_KEY to check them)"
+    elif report.keyed:
+        chain = "keyed hash chain checked with the ledger key"
+    else:
+        chain = "unkeyed hash chain checked"
+    if report.ok:
+        out.print(
+            safe_text(
+                f"run {report.run_id}: {report.calls_checked} model calls verified: every item "
+                "was in its task's clearance and every prompt is exactly its manifest's items; "
+                f"{report.entries_checked} records in its {chain}, head {report.chain_head}"
+            ),
+            soft_wrap=True,
+        )
+        return
+    for finding in report.findings:
+        out.print(safe_text(str(finding)), soft_wrap=True)
+    out.print(
+        safe_text(
+            f"run {report.run_id}: {len(report.findings)} problem(s) "
+            f"in {report.calls_checked} calls"
+        )
+    )
+    raise typer.Exit(1)
+
+
+@one_line_errors
+def runs(
+    limit: Annotated[int, typer.Option(min=1, help="How many runs.")] = 20,
+    db: DbOption = DEFAULT_LEDGER_URL,
+) -> None:
+    """List recent runs, newest first."""
+    with RunLedger(db, read_only=True) as ledger:
+        records = ledger.list_runs(limit=limit)
+    table = Table()
+    # A run id is what people copy from here: never cut or wrapped.
+    widest = max((len(r.run_id) for r in records), default=0)
+    table.add_column("run id", no_wrap=True, min_width=widest)
+    for column in ("team", "status", "created (UTC)", "goal"):
+        table.add_column(column)
+    for r in records:
+        goal = (r.goal or "")[:60]
+        created = f"{r.created_at:%Y-%m-%d %H:%M:%S}"
+        table.add_row(*map(safe_text, (r.run_id, r.team, r.status, created, goal)))
+    out.print(table)

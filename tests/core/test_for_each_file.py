@@ -1,0 +1,78 @@
+"""``for_each_file`` patterns: gitignore-style matching anchored at the input folder."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from clearance import ConfigError
+from clearance._core.for_each_file import matching_files
+from clearance._core.teamfile import load_team_file
+
+
+def files_for(tmp_path: Path, pattern: str) -> list[str]:
+    """The ``files`` of the tasks a ``for_each_file: pattern`` task expands to, in order."""
+    path = tmp_path / "team.yaml"
+    path.write_text(
+        "agents: [{name: a, instructions: hi}]\n"
+        "tasks:\n"
+        f"  - {{id: 't-{{slug}}', title: T, description: D, assignee: a,\n"
+        f"     files: ['{{path}}'], for_each_file: {json.dumps(pattern)}}}\n",
+        encoding="utf-8",
+    )
+    loaded = load_team_file(path, input_dir=tmp_path / "in")
+    return [t.files[0] for t in loaded.tasks]
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    root = tmp_path / "in"
+    (root / "pkg" / "sub").mkdir(parents=True)
+    for rel in ("top.py", "notes.txt", "pkg/a.py", "pkg/sub/b.py", "pkg/sub/c.txt"):
+        (root / rel).write_text("x = 1\n", encoding="utf-8")
+    return root
+
+
+def test_double_star_spans_folders_and_the_top(tmp_path: Path, tree: Path) -> None:
+    assert files_for(tmp_path, "**/*.py") == ["pkg/a.py", "pkg/sub/b.py", "top.py"]
+    assert files_for(tmp_path, "pkg/**/*.py") == ["pkg/a.py", "pkg/sub/b.py"]
+
+
+def test_a_single_star_stays_in_one_folder(tmp_path: Path, tree: Path) -> None:
+    assert files_for(tmp_path, "*.py") == ["top.py"]
+    assert files_for(tmp_path, "pkg/*") == ["pkg/a.py"]
+
+
+def test_escaped_and_bracketed_specials_match_literally(tmp_path: Path) -> None:
+    root = tmp_path / "in"
+    root.mkdir()
+    for name in ("st*r.py", "stxr.py", "[draft].md", "d.md"):
+        (root / name).write_text("", encoding="utf-8")
+
+    def names(pattern: str) -> list[str]:
+        return [p.name for p in matching_files(root, pattern, ["*"], "tasks.0.for_each_file")]
+
+    assert names("st\\*r.py") == ["st*r.py"]
+    assert names("st[*]r.py") == ["st*r.py"]
+    assert names("[[]draft].md") == ["[draft].md"]
+    assert names("st*r.py") == ["st*r.py", "stxr.py"]
+
+
+def test_a_pattern_matching_nothing_names_the_pattern_and_field(tmp_path: Path, tree: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        files_for(tmp_path, "**/*.rs")
+    assert "matches '**/*.rs'" in str(info.value)
+    assert "tasks.0.for_each_file" in str(info.value)
+
+
+def test_attack_a_symlinked_folder_out_of_the_input_is_not_followed(
+    tmp_path: Path, tree: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.py").write_text("KEY = 1\n", encoding="utf-8")
+    (tree / "link").symlink_to(outside, target_is_directory=True)
+    found = files_for(tmp_path, "**/*.py")
+    assert found == ["pkg/a.py", "pkg/sub/b.py", "top.py"]
+    with pytest.raises(ConfigError, match="no file under"):
+        files_for(tmp_path, "link/*.py")
