@@ -125,6 +125,9 @@ def main() -> None:
     meta = {"versions": versions(), "cpu_count": os.cpu_count(), "platform": platform.platform(),
             "started_at": _utc_now(), "repeats": reps, "peer_repeats": peer_reps,
             "quick": args.quick, "sections": {}}  # fmt: skip
+    if not {"overhead", "makespan", "prompt", "store"} & set(args.only):
+        # No section that repeats runs: the repeats stated are those of the kept results.
+        meta.update({k: kept[k] for k in ("repeats", "peer_repeats", "quick") if k in kept})
     if set(args.only) != set(SECTIONS):
         # (A meta file without "sections" had every section started with its run.)
         before = kept.get("sections") or dict.fromkeys(SECTIONS, kept.get("started_at", "?"))
