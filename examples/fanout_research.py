@@ -22,21 +22,19 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from clearance import (
-    Agent,
-    AgentLimits,
+from clearance import Agent, AgentLimits, FileCaps
+from clearance.models import ChatModel, get_model
+from clearance.subagents import (
     AgentSession,
     AggregateResult,
     Aggregator,
     ContextIsolationManager,
     DispatchResult,
     EventBus,
-    FileCaps,
     IsolatedContext,
     SpawnRequest,
     SpawnWorker,
 )
-from clearance.models import ChatModel, get_model
 
 DEFAULT_INPUT = Path(__file__).resolve().parents[1] / "docs"
 DEFAULT_QUESTION = "What do these documents say about keeping agents' context apart?"

@@ -21,15 +21,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from clearance import (
-    Agent,
-    AgentChat,
-    AgentLimits,
-    PersistentMemory,
-    RunLedger,
-    memory_lookup,
-)
+from clearance import Agent, AgentChat, AgentLimits, RunLedger
 from clearance._context.verify import verify_run
+from clearance.memory import PersistentMemory, memory_lookup
 from clearance.models._llama_cpp import LlamaCppModel
 
 TOPICS = [

@@ -183,12 +183,22 @@ def rechain() -> Any:
     return rechain_run
 
 
+class ServerUrl(str):
+    """A scripted server's base URL; ``bodies`` holds every request body it received."""
+
+    bodies: list[dict[str, Any]]
+
+
 class _ChatCompletions:
     """A real OpenAI-compatible chat-completions server on 127.0.0.1, answering by script.
 
     ``reply(messages)`` returns the answer: text, or ``[(tool name, arguments), ...]`` for
-    tool calls. Usage is reported as 10 prompt and 5 completion tokens unless ``usage`` (the
-    response's ``usage`` object) is given.
+    tool calls, or (for a streamed request) an iterator of text pieces, each sent as it is
+    produced (a generator that sleeps trickles). Usage is reported as 10 prompt and 5
+    completion tokens unless ``usage`` (the response's ``usage`` object) is given.
+    A request with ``"stream": true`` is answered with server-sent
+    events (one chunk per word, tool-call arguments in two pieces, usage last when
+    ``stream_options.include_usage`` asks for it).
     """
 
     def __init__(self, reply: Any, usage: dict[str, Any] | None = None) -> None:
@@ -197,23 +207,40 @@ class _ChatCompletions:
         import threading
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+        bodies: list[dict[str, Any]] = []
+
+        def chunk(model: str, delta: dict[str, Any], finish: str | None = None) -> bytes:
+            data = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": model,
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}  # fmt: skip
+            return b"data: " + json.dumps(data).encode() + b"\n\n"
+
+        def tool_calls(answer: Any) -> list[dict[str, Any]]:
+            return [
+                {"id": f"call_{i}", "type": "function",
+                 "function": {"name": name, "arguments": json.dumps(args)}}
+                for i, (name, args) in enumerate(answer)
+            ]  # fmt: skip
+
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args: Any) -> None:
                 pass
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                bodies.append(body)
                 answer = reply(body["messages"])
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # client gone
+                    if body.get("stream"):
+                        self._stream(body, answer)
+                    else:
+                        self._whole(body, answer)
+
+            def _whole(self, body: dict[str, Any], answer: Any) -> None:
                 message: dict[str, Any] = {"role": "assistant", "content": None}
                 if isinstance(answer, str):
                     message["content"], finish = answer, "stop"
                 else:
-                    message["tool_calls"] = [
-                        {"id": f"call_{i}", "type": "function",
-                         "function": {"name": name, "arguments": json.dumps(args)}}
-                        for i, (name, args) in enumerate(answer)
-                    ]  # fmt: skip
-                    finish = "tool_calls"
+                    message["tool_calls"], finish = tool_calls(answer), "tool_calls"
                 payload = json.dumps({
                     "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
                     "choices": [{"index": 0, "message": message, "finish_reason": finish}],
@@ -224,13 +251,55 @@ class _ChatCompletions:
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
-                with contextlib.suppress(BrokenPipeError):  # the client gave up
-                    self.wfile.write(payload)
+                self.wfile.write(payload)
+
+            def _stream(self, body: dict[str, Any], answer: Any) -> None:
+                import re
+
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                model = body["model"]
+
+                def send(data: bytes) -> None:
+                    self.wfile.write(data)
+                    self.wfile.flush()
+
+                send(chunk(model, {"role": "assistant", "content": ""}))
+                if isinstance(answer, list):
+                    for i, call in enumerate(tool_calls(answer)):
+                        arguments = call["function"]["arguments"]
+                        half = len(arguments) // 2
+                        first = {"index": i, "id": call["id"], "type": "function",
+                                 "function": {"name": call["function"]["name"],
+                                              "arguments": arguments[:half]}}  # fmt: skip
+                        send(chunk(model, {"tool_calls": [first]}))
+                        rest = {"index": i, "function": {"arguments": arguments[half:]}}
+                        send(chunk(model, {"tool_calls": [rest]}))
+                    finish = "tool_calls"
+                else:
+                    pieces = answer
+                    if isinstance(answer, str):
+                        pieces = re.findall(r"\S+\s*|\s+", answer)
+                    for piece in pieces:
+                        send(chunk(model, {"content": piece}))
+                    finish = "stop"
+                send(chunk(model, {}, finish))
+                if (body.get("stream_options") or {}).get("include_usage"):
+                    usage = {"id": "x", "object": "chat.completion.chunk", "created": 0,
+                             "model": model, "choices": [],
+                             "usage": {"prompt_tokens": 10, "completion_tokens": 5,
+                                       "total_tokens": 15}}  # fmt: skip
+                    send(b"data: " + json.dumps(usage).encode() + b"\n\n")
+                send(b"data: [DONE]\n\n")
+                self.close_connection = True
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+        self.url = ServerUrl(f"http://127.0.0.1:{self._httpd.server_address[1]}/v1")
+        self.url.bodies = bodies
 
     def close(self) -> None:
         self._httpd.shutdown()
@@ -242,7 +311,7 @@ def openai_server() -> Iterator[Any]:
     """``openai_server(reply, usage=None)`` -> base URL of a scripted chat-completions server."""
     servers: list[_ChatCompletions] = []
 
-    def start(reply: Any, usage: dict[str, Any] | None = None) -> str:
+    def start(reply: Any, usage: dict[str, Any] | None = None) -> ServerUrl:
         servers.append(_ChatCompletions(reply, usage))
         return servers[-1].url
 

@@ -3,7 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from clearance import ArchitecturalContext, ConfigError
+from clearance import ConfigError
+from clearance.subagents import ArchitecturalContext
 
 PYPROJECT = """
 [project]

@@ -2,15 +2,9 @@ import asyncio
 
 import pytest
 
-from clearance import (
-    Aggregator,
-    EventBus,
-    LimitExceeded,
-    SpawnRequest,
-    SpawnResult,
-    SpawnWorker,
-)
+from clearance import LimitExceeded
 from clearance._agents.spawn import SPAWN_REQUEST, SPAWN_RESULT
+from clearance.subagents import Aggregator, EventBus, SpawnRequest, SpawnResult, SpawnWorker
 
 
 async def test_publish_subscribe_by_topic() -> None:

@@ -6,17 +6,15 @@ import pytest
 from clearance import (
     Agent,
     AgentLimits,
-    ArchitecturalContext,
     ConfigError,
-    ContextIsolationManager,
     FileCaps,
-    IsolatedContext,
     LimitExceeded,
     PathEscapeError,
     RunLedger,
 )
 from clearance._agents.isolation import parse_status
 from clearance._context.render import parse_user_message
+from clearance.subagents import ArchitecturalContext, ContextIsolationManager, IsolatedContext
 from clearance.testing import FunctionModel, ScriptedModel
 
 WORKER = Agent(name="worker", instructions="You implement one task.")

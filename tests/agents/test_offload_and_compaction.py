@@ -1,15 +1,14 @@
 from pathlib import Path
 
-from clearance import (
-    Agent,
+from clearance import Agent, ContextBuilder
+from clearance._core.prompt import sha256_text
+from clearance.subagents import (
     AgentSession,
-    ContextBuilder,
     DataOffloader,
     IsolatedContext,
     StepCompactor,
     Workspace,
 )
-from clearance._core.prompt import sha256_text
 
 
 def test_small_outputs_stay_in_the_context(tmp_path: Path) -> None:

@@ -7,14 +7,12 @@ import pytest
 from clearance import (
     Agent,
     AgentLimits,
-    AgentSession,
     ConfigError,
     ContextBuilder,
-    IsolatedContext,
     LimitExceeded,
     PathEscapeError,
-    Workspace,
 )
+from clearance.subagents import AgentSession, IsolatedContext, Workspace
 from clearance.testing import FunctionModel, ScriptedModel
 
 AGENT = Agent(name="researcher", instructions="You research.")

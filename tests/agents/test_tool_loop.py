@@ -82,7 +82,7 @@ async def test_store_tools_write_then_read_enter_prompt_with_origin(ledger, stor
     names = [t["function"]["name"] for t in reqs[0].tools]
     assert names == ["store_set", "store_get"]
     assert reqs[0].prompt.manifest.origins == (
-        "instructions", "task:t1", "tool_spec:store_set", "tool_spec:store_get",
+        "instructions", "tool_spec:store_set", "tool_spec:store_get", "task:t1",
     )  # fmt: skip
     last = reqs[2].prompt
     origins = last.manifest.origins

@@ -31,10 +31,10 @@ def run(tmp_path, path, *extra: str):
 
 
 def test_team_file_window_bounds_the_prompt(tmp_path) -> None:
-    result = run(tmp_path, team_file(tmp_path, "model_options: {context_window: 120}"))
-    # 120 tokens of window less 100 of output: 20 for the prompt, which is larger.
+    result = run(tmp_path, team_file(tmp_path, "model_options: {context_window: 110}"))
+    # 110 tokens of window less 100 of output: 10 for the prompt, which is larger.
     assert "max_prompt_tokens exceeded" in result.output
-    assert "> 20" in result.output
+    assert "> 10" in result.output
     assert "model calls: 0" in result.output
 
 

@@ -8,12 +8,12 @@ from clearance import (
     ContextViolation,
     LimitExceeded,
     MessageBus,
-    SharedMemory,
     Task,
     TaskGraph,
-    TaskQueue,
 )
 from clearance._context.render import fence_block, fence_for, one_line, render_block
+from clearance._state.queue import TaskQueue
+from clearance._state.shared_memory import SharedMemory
 from clearance.models import estimate_tokens
 
 AGENT = Agent(name="worker", instructions="You are careful.")
@@ -55,16 +55,15 @@ def test_no_dependencies_is_a_clean_slate():
     assert prompt.messages[0].content == "You are careful."
 
 
-def test_direct_dependencies_only_with_titled_blocks():
+def test_direct_dependencies_only_in_bare_blocks_titled_in_the_manifest():
     tasks = [t("a"), t("b", "a"), t("c", "b"), t("x")]
     q = completed_queue(tasks, {"a", "b", "x"})
     prompt = builder().build_task_prompt(q.graph.get("c"), agent=AGENT, queue=q)
     assert prompt.manifest.origins == ("instructions", "task:c", "task_result:b")
+    assert prompt.manifest.items[2].title == "Title b (by worker)"
     user = prompt.messages[1].content
-    assert (
-        "## Context from prerequisite tasks\n\n### Title b (by worker)\n~~~~\nRESULT-b\n~~~~"
-        in user
-    )
+    assert "## Context from prerequisite tasks\n\n~~~~\nRESULT-b\n~~~~\n\n" in user
+    assert "Title b" not in user  # the default framing: the result, fenced, and no more
     assert "RESULT-a" not in prompt.text and "RESULT-x" not in prompt.text
 
 
@@ -167,7 +166,11 @@ def test_multiline_titles_give_one_line_headings_in_item_and_block():
     prompt = builder().build_task_prompt(q.graph.get("b"), agent=AGENT, queue=q)
     item = prompt.manifest.items[2]
     assert item.title == "first ## Task line (by worker)"
-    assert f"\n### {item.title}\n~~~~\nRESULT-a\n~~~~\n" in prompt.messages[1].content
+    synthesis = builder().build_synthesis_prompt(
+        "G", coordinator=COORD, queue=q, shared_memory=SharedMemory()
+    )
+    assert synthesis.manifest.items[2].title == item.title  # headed there
+    assert f"\n### {item.title}\n~~~~\nRESULT-a\n~~~~\n" in synthesis.messages[1].content
     heading = "x \n\t y"
     assert fence_block(one_line(heading), "~~~~") == render_block(heading, "~~~~")
 
@@ -226,8 +229,9 @@ def test_a_builder_renders_each_result_once_and_again_when_it_changed():
     synthesis = keeper.build_synthesis_prompt(
         "G", coordinator=COORD, queue=q, shared_memory=SharedMemory()
     )
-    block = fence_block("Title a (by worker)", "RESULT-a")
-    assert counted.count(block) == 1  # rendered (and counted) for b's prompt only
+    # Rendered (and counted) once bare, for b's prompt only, and once headed, for synthesis.
+    assert counted.count(fence_block(None, "RESULT-a")) == 1
+    assert counted.count(fence_block("Title a (by worker)", "RESULT-a")) == 1
     # A kept block enters only prompts that admit it: x has no dependencies.
     tasks_x = [*tasks, t("x")]
     qx = completed_queue(tasks_x, {"a"})
@@ -246,7 +250,7 @@ def test_a_builder_renders_each_result_once_and_again_when_it_changed():
     again = keeper.build_task_prompt(q2.graph.get("b"), agent=AGENT, queue=q2)
     assert "NEW-a" in again.text and "RESULT-a" not in again.text
     assert again == builder().build_task_prompt(q2.graph.get("b"), agent=AGENT, queue=q2)
-    assert counted.count(fence_block("Title a (by worker)", "NEW-a")) == 1
+    assert counted.count(fence_block(None, "NEW-a")) == 1
 
 
 def test_plan_prompt_shows_roster_summaries_not_instructions():

@@ -12,11 +12,11 @@ from clearance import (
     Orchestrator,
     Task,
     TaskGraph,
-    TaskQueue,
     TaskStatus,
     Team,
 )
 from clearance._core.teamfile import load_team_file
+from clearance._state.queue import TaskQueue
 from clearance.models import estimate_tokens
 from clearance.testing import FunctionModel
 

@@ -9,18 +9,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clearance import (
-    Agent,
-    ContextBuilder,
-    MessageBus,
-    SharedMemory,
-    Task,
-    TaskGraph,
-    TaskQueue,
-)
+from clearance import Agent, ContextBuilder, MessageBus, Task, TaskGraph
+from clearance._context import layout
 from clearance._context.builder import SYNTHESIS_TRAILER, TASK_TRAILER
 from clearance._context.isolated import ISOLATED_TRAILER, IsolatedContext
+from clearance._context.layout import layout_kind
 from clearance._context.render import fence_for, parse_user_message, render_user_message
+from clearance._core.origins import Subject
+from clearance._state.queue import TaskQueue
+from clearance._state.shared_memory import SharedMemory
 from clearance.models import estimate_tokens
 
 WORKER = Agent(name="worker", instructions="You are careful.")
@@ -100,8 +97,10 @@ def assert_parses_into_manifest(prompt, trailer=None, sections_by_kind=None):
     sections, parsed_trailer = parse_user_message(user.content)
     blocks = [(section.heading, block) for section in sections for block in section.blocks]
     assert len(blocks) == len(items) - 1
+    shape = layout.current(layout_kind(Subject.parse(prompt.manifest.subject)) or "")
     for (section, block), item in zip(blocks, items[1:], strict=True):
-        assert block.heading == item.title, item.origin
+        # A bare block (the layout says so) has no heading line; its title is in the manifest.
+        assert block.heading == (None if shape.row(section).bare else item.title), item.origin
         assert block.content == item.content, item.origin
         if sections_by_kind is not None and item.kind in sections_by_kind:
             assert section == sections_by_kind[item.kind], item.origin
@@ -191,7 +190,7 @@ def test_a_forged_block_is_content_not_a_result():
     sections, _ = parse_user_message(prompt.messages[1].content)
     assert [s.heading for s in sections] == ["# Task", "## Context from prerequisite tasks"]
     (block,) = sections[1].blocks
-    assert block.heading == "Upstream 0 (by worker)" and block.content == forged
+    assert block.heading is None and block.content == forged  # a bare block: the fence only
 
 
 @pytest.mark.parametrize("hostile", HOSTILE)

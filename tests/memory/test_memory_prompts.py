@@ -11,20 +11,22 @@ from clearance import (
     ConfigError,
     ContextBuilder,
     ContextViolation,
-    MemoryGroup,
     Orchestrator,
-    PersistentMemory,
     RunLedger,
-    SharedConversation,
     Task,
     TaskGraph,
-    TaskQueue,
     Team,
-    TeamConversation,
-    memory_lookup,
 )
 from clearance._context.verify import verify_run
 from clearance._core.teamfile import load_team_file
+from clearance._state.queue import TaskQueue
+from clearance.memory import (
+    MemoryGroup,
+    PersistentMemory,
+    SharedConversation,
+    TeamConversation,
+    memory_lookup,
+)
 from clearance.testing import FunctionModel
 from clearance.tokens import counter_for
 

@@ -1,16 +1,8 @@
 import pytest
 
-from clearance import (
-    Agent,
-    ConfigError,
-    ContextBuilder,
-    ContextWindowMonitor,
-    ConversationMemory,
-    LimitExceeded,
-    PersistentMemory,
-    Turn,
-)
+from clearance import Agent, ConfigError, ContextBuilder, LimitExceeded
 from clearance._agents.caller import ModelCaller
+from clearance.memory import ContextWindowMonitor, ConversationMemory, PersistentMemory, Turn
 from clearance.testing import FunctionModel, ScriptedModel
 from clearance.tokens import counter_for
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -102,6 +103,9 @@ def _handler(server: MessagesServer) -> type[BaseHTTPRequestHandler]:
             if payload == "trickle":
                 self._trickle()
                 return
+            if body.get("stream") and status == 200:
+                self._stream(payload)
+                return
             data = json.dumps(payload).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
@@ -110,6 +114,31 @@ def _handler(server: MessagesServer) -> type[BaseHTTPRequestHandler]:
                 self.send_header(name, value)
             self.end_headers()
             self.wfile.write(data)
+
+        def _stream(self, payload: dict[str, Any]) -> None:
+            # The message as server-sent events: each text block word by word, usage last.
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+
+            def send(data: dict[str, Any]) -> None:
+                self.wfile.write(f"event: {data['type']}\ndata: {json.dumps(data)}\n\n".encode())
+                self.wfile.flush()
+
+            start = {**payload, "content": [], "stop_reason": None,
+                     "usage": {**payload["usage"], "output_tokens": 1}}  # fmt: skip
+            send({"type": "message_start", "message": start})
+            for i, block in enumerate(payload["content"]):
+                send({"type": "content_block_start", "index": i,
+                      "content_block": {"type": "text", "text": ""}})  # fmt: skip
+                for word in re.findall(r"\S+\s*", block["text"]):
+                    send({"type": "content_block_delta", "index": i,
+                          "delta": {"type": "text_delta", "text": word}})  # fmt: skip
+                send({"type": "content_block_stop", "index": i})
+            delta = {"stop_reason": payload["stop_reason"], "stop_sequence": None}
+            usage = {"output_tokens": payload["usage"]["output_tokens"]}
+            send({"type": "message_delta", "delta": delta, "usage": usage})
+            send({"type": "message_stop"})
 
         def _trickle(self) -> None:
             # A valid start, then one byte every 50 ms: each read succeeds, the answer never ends.
@@ -434,6 +463,24 @@ async def test_count_tokens_is_a_local_estimate_and_the_server_counts_exactly(
 def test_missing_key_without_base_url_is_config_error() -> None:
     with pytest.raises(ConfigError, match="ANTHROPIC_API_KEY"):
         get_model("anthropic:claude-test")
+
+
+async def test_streamed_answer_is_the_same_response(server: MessagesServer, make_prompt) -> None:
+    server.replies = [text("Hello from a streaming Claude.")]
+    pieces: list[str] = []
+    async with AnthropicModel("claude-test", base_url=server.url, api_key="sk-test") as model:
+        prompt = make_prompt(model.count_tokens)
+        response = await model.request(ModelRequest(prompt=prompt, stream=pieces.append))
+    assert pieces == ["Hello ", "from ", "a ", "streaming ", "Claude."]
+    assert response.text == "Hello from a streaming Claude."
+    assert response.finish_reason == "stop"
+    assert response.usage.to_dict() == {
+        "requests": 1,
+        "prompt_tokens": 21,
+        "completion_tokens": 4,
+        "cached_prompt_tokens": None,
+    }
+    assert server.received[-1].body["stream"] is True
 
 
 @pytest.mark.parametrize("window", [0, -1, True, 1.5])

@@ -78,6 +78,23 @@ async def test_requests_are_deterministic_at_temperature_zero(
     assert first.text == second.text
 
 
+async def test_streaming_hands_out_the_text_as_it_is_generated(
+    model: LlamaCppModel, make_prompt
+) -> None:
+    """Streamed: the pieces arrive during generation, add up to the answer, and the answer
+    and usage are exactly those of the same request not streamed."""
+    prompt = make_prompt(model.count_tokens)
+    plain = await model.request(ModelRequest(prompt=prompt, max_tokens=24))
+    pieces: list[str] = []
+    streamed = await model.request(ModelRequest(prompt=prompt, max_tokens=24, stream=pieces.append))
+
+    assert len(pieces) > 3  # token by token, not one piece at the end
+    assert "".join(pieces) == streamed.text
+    assert streamed.text == plain.text
+    assert streamed.usage == plain.usage
+    assert streamed.finish_reason == plain.finish_reason
+
+
 async def test_json_schema_output_parses(model: LlamaCppModel, make_prompt) -> None:
     schema = {
         "type": "object",

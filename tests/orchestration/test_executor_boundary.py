@@ -91,7 +91,8 @@ class _Broken:
 
 
 def _request() -> ModelRequest:
-    from clearance import ContextBuilder, TaskGraph, TaskQueue
+    from clearance import ContextBuilder, TaskGraph
+    from clearance._state.queue import TaskQueue
     from clearance.tokens import heuristic_tokens
 
     task = Task(id="x", title="X", description="x", assignee="alpha")

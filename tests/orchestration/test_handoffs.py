@@ -14,12 +14,12 @@ from clearance import (
     OutputValidationError,
     Task,
     TaskGraph,
-    TaskQueue,
     TaskStatus,
     Team,
 )
 from clearance._context.render import parse_user_message
 from clearance._core.teamfile import load_team_file
+from clearance._state.queue import TaskQueue
 from clearance.models import estimate_tokens
 from clearance.testing import FunctionModel
 

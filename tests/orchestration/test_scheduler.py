@@ -1,7 +1,8 @@
 import asyncio
 
-from clearance import Task, TaskGraph, TaskQueue, TaskStatus
+from clearance import Task, TaskGraph, TaskStatus
 from clearance._orchestration.scheduler import Scheduler
+from clearance._state.queue import TaskQueue
 
 
 def t(task_id, *deps):

@@ -235,7 +235,7 @@ def forge_item(ledger, run_id, subject, heading_prefix, text):
         blocks = []
         for block in section.blocks:
             index += 1
-            if not found and block.heading.startswith(heading_prefix):
+            if not found and (block.heading or "").startswith(heading_prefix):
                 block = Block(heading=block.heading, content=text)
                 manifest["items"][index]["sha256"] = sha256_text(text)
                 found = True

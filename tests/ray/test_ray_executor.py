@@ -220,7 +220,8 @@ def _slow_on_request(model_id: str, **options: Any) -> FakeModel:
 
 
 def _prompt(title: str) -> Any:
-    from clearance import ContextBuilder, TaskGraph, TaskQueue
+    from clearance import ContextBuilder, TaskGraph
+    from clearance._state.queue import TaskQueue
     from clearance.tokens import heuristic_tokens
 
     task = Task(id="x", title=title, description="x", assignee="alpha")

@@ -21,14 +21,9 @@ from typing import Any
 
 import pytest
 
-from clearance import (
-    ArchitecturalContext,
-    ClearanceError,
-    ContextIsolationManager,
-    PathEscapeError,
-    Workspace,
-)
+from clearance import ClearanceError, PathEscapeError
 from clearance._orchestration.files import read_task_files
+from clearance.subagents import ArchitecturalContext, ContextIsolationManager, Workspace
 
 ITERATIONS = 400
 

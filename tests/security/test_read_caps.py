@@ -15,17 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from clearance import (
-    ArchitecturalContext,
-    ConfigError,
-    ContextIsolationManager,
-    FileCaps,
-    LimitExceeded,
-    PathEscapeError,
-    Workspace,
-)
+from clearance import ConfigError, FileCaps, LimitExceeded, PathEscapeError
 from clearance._core.confined import read_bytes_confined
 from clearance._orchestration.files import read_task_files
+from clearance.subagents import ArchitecturalContext, ContextIsolationManager, Workspace
 
 HUGE = 2 * 1024**3
 

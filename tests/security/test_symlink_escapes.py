@@ -13,18 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from clearance import (
-    Agent,
-    ArchitecturalContext,
-    ContextBuilder,
-    ContextIsolationManager,
-    Orchestrator,
-    PathEscapeError,
-    Task,
-    TaskStatus,
-    Team,
-)
+from clearance import Agent, ContextBuilder, Orchestrator, PathEscapeError, Task, TaskStatus, Team
 from clearance._orchestration.files import read_task_files
+from clearance.subagents import ArchitecturalContext, ContextIsolationManager
 from clearance.testing import FunctionModel
 
 AGENT = Agent(name="worker", instructions="You work.")

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from clearance import AgentSession, ConfigError, Workspace
+from clearance import ConfigError
+from clearance.subagents import AgentSession, Workspace
 
 
 def test_a_child_cannot_land_in_another_agents_folder_with_an_empty_history(

@@ -81,3 +81,18 @@ def test_round_trip_through_dict():
 
 def test_duplicate_dependency_entries_are_collapsed():
     assert t("b", "a", "a").depends_on == ("a",)
+
+
+def test_topological_order_keeps_the_given_order_where_dependencies_allow():
+    g = TaskGraph([t("a"), t("b", "a"), t("c"), t("d", "b", "c")])
+    assert g.topological_order() == ("a", "b", "c", "d")
+    g = TaskGraph([t("d", "b", "c"), t("b", "a"), t("c", "a"), t("a"), t("e")])
+    assert g.topological_order() == ("a", "b", "c", "d", "e")
+
+
+def test_a_two_task_cycle_is_named_in_runs_before_order():
+    with pytest.raises(CycleError) as info:
+        TaskGraph([t("x"), t("a", "b"), t("b", "a")])
+    cycle = info.value.cycle
+    assert list(cycle) in (["a", "b", "a"], ["b", "a", "b"])
+    assert "x" not in cycle

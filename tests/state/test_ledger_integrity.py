@@ -15,7 +15,8 @@ WRITER = textwrap.dedent(
     """
     import os, sys, time
     from pathlib import Path
-    from clearance import MessageBus, RunLedger, Task, TaskGraph, TaskQueue
+    from clearance import MessageBus, RunLedger, Task, TaskGraph
+    from clearance._state.queue import TaskQueue
     from clearance.models import Usage
 
     url, name, go = sys.argv[1], sys.argv[2], Path(sys.argv[3])
@@ -42,7 +43,8 @@ WRITER = textwrap.dedent(
 CRASHER = textwrap.dedent(
     """
     import os, signal, sys
-    from clearance import RunLedger, Task, TaskGraph, TaskQueue
+    from clearance import RunLedger, Task, TaskGraph
+    from clearance._state.queue import TaskQueue
 
     url = sys.argv[1]
     graph = TaskGraph([Task(id="a", title="A", description="d", assignee="x")])

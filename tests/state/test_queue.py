@@ -2,7 +2,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clearance import GraphError, Task, TaskGraph, TaskQueue, TaskStatus
+from clearance import GraphError, Task, TaskGraph, TaskStatus
+from clearance._state.queue import TaskQueue
 
 
 def t(task_id: str, *deps: str) -> Task:
@@ -66,7 +67,8 @@ def test_illegal_transitions_raise():
 
 
 def test_completed_results_start_completed_and_unblock_dependents():
-    from clearance import GraphError, Task, TaskGraph, TaskQueue, TaskStatus
+    from clearance import GraphError, Task, TaskGraph, TaskStatus
+    from clearance._state.queue import TaskQueue
 
     graph = TaskGraph(
         [

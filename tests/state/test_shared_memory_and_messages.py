@@ -1,6 +1,7 @@
 import pytest
 
-from clearance import MessageBus, SharedMemory
+from clearance import MessageBus
+from clearance._state.shared_memory import SharedMemory
 
 
 def test_get_summary_filters_by_task_ids_and_groups_by_agent():
@@ -31,7 +32,7 @@ def test_messages_reach_only_their_addressees():
 
 
 def test_summary_follows_the_given_task_order_not_the_write_order():
-    from clearance import SharedMemory
+    from clearance._state.shared_memory import SharedMemory
 
     one, two = SharedMemory(), SharedMemory()
     for task_id in ("a", "b", "c"):

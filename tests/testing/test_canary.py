@@ -12,10 +12,10 @@ from clearance import (
     RunLedger,
     Task,
     TaskGraph,
-    TaskQueue,
     TaskStatus,
     Team,
 )
+from clearance._state.queue import TaskQueue
 from clearance.models import ModelRequest, estimate_tokens
 from clearance.testing import CanaryModel, ScriptedModel, assert_never_saw, assert_saw
 
@@ -147,19 +147,22 @@ async def test_never_saw_fails_naming_task_text_and_origin(ledger):
 
 
 async def test_never_saw_names_instructions_headings_and_layout(ledger):
-    await run(ledger, [t("a"), t("b", "a")])
+    bus = MessageBus()
+    bus.send("boss", "alice", "hello")
+    await run(ledger, [t("a"), t("b", "a")], messages=bus)
     with pytest.raises(
         AssertionError,
         match=r"system message, in the content of manifest item "
         r"'instructions'",
     ):
         assert_never_saw(ledger, "a", "ALICE-SECRET")
-    with pytest.raises(AssertionError, match=r"in the heading of manifest item 'task_result:a'"):
-        assert_never_saw(ledger, "b", "(by alice)")
+    with pytest.raises(AssertionError, match=r"in the heading of manifest item 'message:"):
+        assert_never_saw(ledger, "b", "From boss")
+    assert_never_saw(ledger, "b", "(by alice)")  # a result's title stays in the manifest
     with pytest.raises(AssertionError, match=r"outside any single manifest item"):
         assert_never_saw(ledger, "b", "## Context from prerequisite tasks")
     with pytest.raises(AssertionError, match=r"outside any single manifest item"):
-        assert_never_saw(ledger, "a", "Complete the task above.")
+        assert_never_saw(ledger, "a", "Reply with your result only.")
 
 
 async def test_saw_fails_when_absent_or_never_reached(ledger):

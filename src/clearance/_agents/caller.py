@@ -20,6 +20,13 @@ the error) after, so the ledger shows every request that left the process, even 
 flight when the process was killed.
 The shape follows pydantic-ai's ``WrapperModel`` and ``UsageLimits``: one wrapper around
 the model, limits that carry their own checks.
+
+With a `CallListener`, every call streams: the listener hears each attempt start
+(``"model_call"``), each piece of text as the provider streams it (``"text"``; a provider
+that cannot stream is heard once, with the whole text) and each tool call the model asks
+for (``"tool_call"``). Streaming changes nothing else: the same deadline (over the whole
+stream, a server trickling its answer included), the same checks, and the same records (the
+whole text as the response, exactly as without streaming).
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from clearance._agents.retry import RetryPolicy, with_retries
 from clearance._agents.telemetry import model_call_span
@@ -48,7 +55,15 @@ from clearance.models._base import (
     Usage,
 )
 
-__all__ = ["CallBudget", "CallRecorder", "ModelCaller"]
+__all__ = ["CallBudget", "CallEventKind", "CallListener", "CallRecorder", "ModelCaller"]
+
+CallEventKind = Literal["model_call", "text", "tool_call"]
+"""What a `CallListener` hears: an attempt starting (detail: ``"attempt N"``), a piece of
+the completion's text (detail: the piece, untrusted), a tool call asked for (detail: its
+name, untrusted)."""
+
+CallListener = Callable[[CallEventKind, str, str], None]
+"""Hears ``(kind, subject, detail)`` as calls are made; must not block."""
 
 
 class CallRecorder(Protocol):
@@ -122,6 +137,8 @@ class _Call:
     model: ChatModel
     request: ModelRequest
     attempts: int
+    # This attempt's stream: [pieces heard, 1 while open] (see `ModelCaller._streaming`).
+    stream: list[int] = dataclasses.field(default_factory=lambda: [0, 1])
 
 
 class ModelCaller:
@@ -134,6 +151,8 @@ class ModelCaller:
         retry_policy: Backoff between attempts; ``None`` means `RetryPolicy()`.
         clock: Timestamps of the records (aware UTC).
         monotonic: Seconds counter for latencies and deadlines.
+        listener: Hears every call's progress, and makes calls stream (see the module
+            docstring); ``None`` for neither.
 
     Attributes:
         usage: Tokens of every successful call made through this caller.
@@ -147,6 +166,7 @@ class ModelCaller:
         retry_policy: RetryPolicy | None = None,
         clock: Clock = utc_now,
         monotonic: Callable[[], float] = time.perf_counter,
+        listener: CallListener | None = None,
     ) -> None:
         if ledger is not None and run_id is None:
             raise ValueError("a ModelCaller that records needs the run_id")
@@ -156,6 +176,7 @@ class ModelCaller:
         self.usage = Usage()
         self._clock = clock
         self._monotonic = monotonic
+        self.listener = listener
 
     async def call(
         self,
@@ -269,12 +290,15 @@ class ModelCaller:
                 model_id=call.model.model_id, prompt=call.request.prompt, started_at=started_at,
             )  # fmt: skip
             await self.ledger.wait_committed()  # what leaves the process is on record first
+        streamed = self._streaming(call, number)
         try:
-            response = await self._send(call, started)
+            response = await self._send(streamed or call, started)
             _check_response(call, response)
             if response.tool_calls:
                 calls = tuple(checked_tool_call(c) for c in response.tool_calls)
                 response = dataclasses.replace(response, tool_calls=calls)
+            if streamed is not None:
+                self._heard(call, streamed, response)
             return response
         except ClearanceError as exc:
             error = f"attempt {number} of {call.attempts}: {exc}"
@@ -283,12 +307,38 @@ class ModelCaller:
             error = f"attempt {number} of {call.attempts}: cancelled"
             raise
         finally:
+            if streamed is not None:
+                streamed.stream[1] = 0  # nothing more is heard from this attempt
             if self.ledger is not None and call_id is not None:
                 assert self.run_id is not None
                 self.ledger.finish_call(
                     call_id, run_id=self.run_id, response=response if error is None else None,
                     error=error, latency_s=self._monotonic() - t0,
                 )  # fmt: skip
+
+    def _streaming(self, call: _Call, number: int) -> _Call | None:
+        """The attempt's call with a streaming request, when there is a listener."""
+        listener = self.listener
+        if listener is None:
+            return None
+        listener("model_call", call.subject, f"attempt {number}")
+        state = [0, 1]  # pieces heard; 1 while the attempt is open
+
+        def sink(piece: str) -> None:
+            if state[1]:  # a provider thread may go on briefly after an abandoned attempt
+                state[0] += 1
+                listener("text", call.subject, piece)
+
+        request = dataclasses.replace(call.request, stream=sink)
+        return dataclasses.replace(call, request=request, stream=state)
+
+    def _heard(self, call: _Call, streamed: _Call, response: ModelResponse) -> None:
+        """Tell the listener the text a provider did not stream, and the tool calls."""
+        assert self.listener is not None
+        if not streamed.stream[0] and response.text:
+            self.listener("text", call.subject, response.text)
+        for tool_call in response.tool_calls:
+            self.listener("tool_call", call.subject, tool_call.name)
 
     async def _send(self, call: _Call, started: float) -> ModelResponse:
         """Send the request within the attempt's time; translate the provider's errors."""

@@ -64,6 +64,11 @@ SPAWN_TOOL = "spawn"
 WRITE_OUTPUT_TOOL = "write_output"
 """The built-in tool that writes a file to the agent's own workspace ``outputs/``."""
 
+ApproveCalls = Callable[[str, list[tuple[str, dict[str, Any]]]], Awaitable[list[str | None]]]
+"""Decides the tool calls of one model turn before any runs: ``(agent name, [(tool name,
+arguments)])`` to, per call, ``None`` (run it) or the denial text the model gets instead; may
+raise `ApprovalPending` to stop the task until a person decides."""
+
 SpawnCalls = Callable[[Agent, list[tuple[str, dict[str, Any]]]], Awaitable[dict[str, ToolOutput]]]
 """Runs the ``spawn`` calls of one model turn together: ``(agent, [(call id, arguments)])``
 to the tool output of each call id. The children's results reach the next prompt as
@@ -108,6 +113,8 @@ class AgentLoop:
         workspace: The agent's own folder, for ``write_output``; ``None`` when it has none.
         spawn: Runs the ``spawn`` calls of a turn; ``None`` when spawning is not possible
             here (a spawned child never spawns).
+        approve: Decides the tool calls that need a person's approval, per turn, before
+            any of them runs; ``None`` when nothing needs approval.
     """
 
     def __init__(
@@ -124,6 +131,7 @@ class AgentLoop:
         budget: Callable[[Agent, ChatModel], int | None],
         workspace: Workspace | None = None,
         spawn: SpawnCalls | None = None,
+        approve: ApproveCalls | None = None,
     ):
         self.run_id = run_id
         self.team = team
@@ -136,6 +144,7 @@ class AgentLoop:
         self.budget = budget
         self.workspace = workspace
         self.spawn = spawn
+        self.approve = approve
 
     def tools_for(self, agent: Agent, chain: DelegationChain) -> dict[str, Tool]:
         """The agent's tools, by name: only what it opted in to."""
@@ -208,29 +217,39 @@ class AgentLoop:
                 budget=self.call_budget,
             )  # fmt: skip
             if not response.tool_calls:
-                text = response.text.strip()
-                if not text:
+                text = response.text  # kept verbatim: dependents receive it as answered
+                if not text.strip():
                     raise ModelError(
                         "the model returned an empty completion", model_id=model.model_id
                     )
                 return text
             ids = [new_id("tool") for _ in response.tool_calls]
+            denials: list[str | None] = [None] * len(ids)
+            if self.approve is not None:  # before any call of the turn runs
+                known = [i for i, c in enumerate(response.tool_calls) if c.name in tools]
+                turn = [(response.tool_calls[i].name, response.tool_calls[i].arguments)
+                        for i in known]  # fmt: skip
+                for i, denial in zip(known, await self.approve(agent.name, turn), strict=True):
+                    denials[i] = denial
             spawned: dict[str, ToolOutput] = {}
             batch = [
                 (call_id, call.arguments)
-                for call_id, call in zip(ids, response.tool_calls, strict=True)
-                if call.name == SPAWN_TOOL and SPAWN_TOOL in tools
+                for call_id, call, denial in zip(ids, response.tool_calls, denials, strict=True)
+                if call.name == SPAWN_TOOL and SPAWN_TOOL in tools and denial is None
             ]
             if batch and self.spawn is not None:
                 spawned = await self.spawn(agent, batch)
-            for call_id, call in zip(ids, response.tool_calls, strict=True):
+            for call_id, call, denial in zip(ids, response.tool_calls, denials, strict=True):
                 tool = tools.get(call.name)
                 chain_record: dict[str, Any] | None = None
                 repeated = any(
                     prev.name == call.name and prev.arguments == call.arguments for prev in steps
                 )
                 breach: LimitExceeded | None = None
-                if call_id in spawned:
+                source: dict[str, Any] | None = None
+                if denial is not None:  # a person denied it: not run
+                    output = ToolOutput(content=denial, is_error=True)
+                elif call_id in spawned:
                     output = spawned[call_id]
                 elif repeated and call.name != DELEGATE_TOOL:
                     output = ToolOutput(
@@ -252,6 +271,7 @@ class AgentLoop:
                     output, breach = self._write_output(call.arguments)
                 else:
                     output = await tool.call(call.arguments)
+                    source = output.source
                     output, breach = self._offloaded(subject, call_id, call.name, output)
                 self.ledger.record_tool_call(
                     run_id=self.run_id,
@@ -274,6 +294,10 @@ class AgentLoop:
                     ],
                     chain=chain_record,
                 )
+                if source is not None:
+                    self.ledger.record_event(
+                        self.run_id, "mcp_call", subject, {"tool_call_id": call_id, **source}
+                    )
                 if breach is not None:
                     raise breach
                 steps.append(

@@ -29,6 +29,7 @@ __all__ = [
     "NOT_UTF8_ARGUMENTS",
     "Tool",
     "ToolOutput",
+    "check_arguments",
     "checked_tool_call",
     "import_function",
     "store_tools",
@@ -93,11 +94,15 @@ class ToolOutput:
         is_error: Whether the call failed (bad arguments, denied access, refused delegation).
         store_reads: Store entries the call read; each enters the next prompt as its own
             item with origin ``store:<namespace>/<key>``.
+        source: Where an external tool ran (an MCP call: server, tool, transport, address,
+            result size, whether it was cut), recorded in the ledger as an ``mcp_call``
+            event; ``None`` for tools that run in this process.
     """
 
     content: str
     is_error: bool = False
     store_reads: tuple[StoreEntry, ...] = ()
+    source: dict[str, Any] | None = None
 
 
 ToolFunction = Callable[..., Any]
@@ -331,7 +336,7 @@ def _raw_output(
     """Run ``function`` with arguments checked against ``base``'s schema, keeping its output."""
 
     def run(arguments: dict[str, Any]) -> ToolOutput:
-        problems = _check_arguments(base.parameters, arguments)
+        problems = check_arguments(base.parameters, arguments)
         if problems:
             return ToolOutput(content=f"error: invalid arguments: {problems}", is_error=True)
         return function(**arguments)
@@ -339,8 +344,12 @@ def _raw_output(
     return run
 
 
-def _check_arguments(schema: dict[str, Any], arguments: dict[str, Any]) -> str:
-    """Problems of ``arguments`` against a tool's JSON Schema, or ``""``."""
+def check_arguments(schema: dict[str, Any], arguments: dict[str, Any]) -> str:
+    """Problems of ``arguments`` against a tool's JSON Schema, or ``""`` when there are none.
+
+    Returns:
+        The problems, ``"; "``-separated, each with its JSON path.
+    """
     from jsonschema.validators import Draft202012Validator
 
     errors = [

@@ -1,6 +1,7 @@
 """Marking model answers that were cut off or that loop.
 
-A completion that stopped at the output limit (``finish_reason == "length"``) is kept, with
+An answer that needs neither mark is kept verbatim. A completion that stopped at the output
+limit (``finish_reason == "length"``) is kept, with
 `TRUNCATED_MARK` appended, so no dependent, ``inspect`` or report takes it for a whole answer.
 A completion that repeats itself (the same line three times or more; and, in a cut-off
 answer, a word part or short phrase over and over: a small model's typical failure) has the
@@ -102,9 +103,16 @@ def remove_repeats(text: str, *, loops: bool = True) -> tuple[str, bool]:
 
 
 def mark_answer(text: str, *, finish_reason: str | None) -> MarkedAnswer:
-    """`remove_repeats`, then append the marks that apply (see the module docstring)."""
+    """`remove_repeats`, then append the marks that apply (see the module docstring).
+
+    An answer that needs no mark is kept verbatim (surrounding whitespace included), so a
+    dependent receives exactly what the model answered. A marked answer is the answer with
+    surrounding whitespace and the repeats removed, then a blank line and the marks.
+    """
     truncated = finish_reason == "length"
     body, repetitive = remove_repeats(text.strip(), loops=truncated)
+    if not truncated and not repetitive:
+        return MarkedAnswer(text=text, truncated=False, repetitive=False)
     marks = [m for m, on in ((REPEAT_MARK, repetitive), (TRUNCATED_MARK, truncated)) if on]
     if marks:
         body = "\n\n".join([body, *marks]) if body else "\n\n".join(marks)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from clearance._context.tool_sections import DELEGATE_TOOL, tool_name
 from clearance._core.memory_spec import memory_scopes_of
+from clearance._core.origins import Origin
 from clearance._core.spec import Agent
 from clearance._state.grants import StoreGrants, pattern_matches
 from clearance._state.graph import TaskGraph
@@ -211,15 +212,16 @@ class Clearance:
         """Whether an item with this origin may enter the task's prompt.
 
         Args:
-            origin: ``kind:ref`` provenance of the item.
+            origin: ``kind:ref`` provenance of the item (see `Origin`).
             message: For ``message:<id>`` origins, the message itself (its addressee decides).
             memory: For ``memory:<id>`` origins, the record itself (its scope decides).
             memory_scope: For ``memory:<id>`` origins without the record (``clearance
                 verify`` reading a ledger): the scope the record was recorded in.
         """
-        kind, _, ref = origin.partition(":")
+        parsed = Origin.parse(origin)
+        kind, ref = parsed.kind, parsed.id
         if kind == "instructions":
-            return not ref
+            return parsed.ref is None
         if kind == "store":
             # ``<namespace>/<key>``: namespaces and keys may hold "/", so any split counts.
             return any(
@@ -238,7 +240,7 @@ class Clearance:
         if kind == "child_result":
             return ref in self.children
         if kind == "arch":
-            return self.isolated and not ref
+            return self.isolated and parsed.ref is None
         if kind in ("constraint", "clarification"):
             count = self.constraints if kind == "constraint" else self.clarifications
             return self.isolated and ref.isascii() and ref.isdigit() and 1 <= int(ref) <= count

@@ -13,7 +13,9 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Literal
 
+from clearance._context import layout as L
 from clearance._context.architecture import ArchitecturalContext
+from clearance._context.layout import ISOLATED_TRAILER
 from clearance._context.render import Block, Section, render_user_message
 
 __all__ = [
@@ -36,20 +38,9 @@ _QUESTION = re.compile(r"^\W*question\W*:\s*(.*)$", re.IGNORECASE)
 STATUSES = ("done", "done_with_concerns", "needs_context", "blocked")
 """The statuses a subagent ends its answer with (``STATUS: <status>``)."""
 
-ISOLATED_TRAILER = (
-    "Complete the task above using only the material given. End your answer with one line "
-    "'STATUS: done', 'STATUS: done_with_concerns' (then say what worries you), "
-    "'STATUS: needs_context' (then, on the next line, 'QUESTION: <your question>' or "
-    "'FILE: <path of a project file you need>') or 'STATUS: blocked' (then say why)."
-)
-
-SECTION_ARCH = "## Project architecture"
-SECTION_TASK = "# Task"
-SECTION_FILES = "## Files"
-SECTION_CONSTRAINTS = "## Constraints"
-SECTION_CLARIFICATIONS = "## Clarifications"
-SECTION_CHILDREN = "## Results from subagents"
-SECTION_HISTORY = "## Your earlier steps"
+SECTION_ARCH, SECTION_TASK, SECTION_FILES = L.ARCH, L.TASK, L.FILES
+SECTION_CONSTRAINTS, SECTION_CLARIFICATIONS = L.CONSTRAINTS, L.CLARIFICATIONS
+SECTION_CHILDREN, SECTION_HISTORY = L.CHILDREN, L.HISTORY
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -10,6 +10,9 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from clearance._context import layout as L
+from clearance._context.layout import CONVERSATION_TRAILER, SUMMARY_PROMPT
+
 if TYPE_CHECKING:
     from clearance._state.conversation import Turn
     from clearance._state.memory import MemoryRecord
@@ -24,13 +27,7 @@ __all__ = [
     "turn_title",
 ]
 
-MEMORY_SECTION = "## From memory"
-TURNS_SECTION = "## Conversation so far"
-CONVERSATION_TRAILER = "Reply to the last message of the conversation above."
-SUMMARY_PROMPT = (
-    "Summarize the conversation above in a few sentences. Keep names, numbers, decisions and "
-    "open questions. Reply with the summary only."
-)
+MEMORY_SECTION, TURNS_SECTION = L.MEMORY, L.TURNS
 _SCOPE = re.compile(r" from ((?:agent|group):\S+), by ")
 
 

@@ -2,7 +2,8 @@
 
 A user message is a sequence of parts joined by blank lines: section headings (``# ...`` or
 ``## ...``), blocks, and a closing instruction (the trailer). A block is a heading line
-``### <heading>``, an opening fence line, the content, and a closing fence line. The fence
+``### <heading>`` (left out for a bare block), an opening fence line, the content, and a
+closing fence line. The fence
 is a run of tildes longer than any run of tildes in the content, so no line of the content
 can close the block early, and text inside a block cannot pass for a heading or a section of
 the prompt. `parse_user_message` follows the fences and recovers exactly the sections and
@@ -39,9 +40,9 @@ class PromptParseError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Block:
-    """One fenced item: a one-line heading and the content, verbatim."""
+    """One fenced item: a one-line heading (``None`` for a bare block) and the content."""
 
-    heading: str
+    heading: str | None
     content: str
 
 
@@ -66,24 +67,28 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def render_block(heading: str, content: str) -> str:
+def render_block(heading: str | None, content: str) -> str:
     """Render ``content`` fenced under a ``### heading`` line.
 
     Args:
-        heading: Heading text; collapsed to one line.
+        heading: Heading text, collapsed to one line; ``None`` for a bare block (the fence
+            only).
         content: Untrusted text, rendered verbatim inside the fence.
     """
-    return fence_block(one_line(heading), content)
+    return fence_block(None if heading is None else one_line(heading), content)
 
 
-def fence_block(heading_line: str, content: str) -> str:
+def fence_block(heading_line: str | None, content: str) -> str:
     """`render_block` for a heading already collapsed with `one_line`.
 
     Args:
-        heading_line: Heading text on one line (``one_line(heading) == heading``).
+        heading_line: Heading text on one line (``one_line(heading) == heading``), or
+            ``None`` for a bare block.
         content: Untrusted text, rendered verbatim inside the fence.
     """
     fence = fence_for(content)
+    if heading_line is None:
+        return f"{fence}\n{content}\n{fence}"
     return f"### {heading_line}\n{fence}\n{content}\n{fence}"
 
 
@@ -130,17 +135,20 @@ def parse_user_message(text: str) -> tuple[tuple[Section, ...], str]:
     i = 0
     while i < len(lines):
         line = lines[i]
-        if line.startswith("### "):
+        bare = _FENCE_LINE.fullmatch(line) is not None
+        if bare or line.startswith("### "):
             if heading is None:
                 raise PromptParseError(f"line {i + 1}: a block outside any section")
-            if i + 1 >= len(lines) or not _FENCE_LINE.fullmatch(lines[i + 1]):
-                raise PromptParseError(f"line {i + 2}: expected an opening fence")
-            fence = lines[i + 1]
+            at = i if bare else i + 1  # the opening fence
+            if at >= len(lines) or not _FENCE_LINE.fullmatch(lines[at]):
+                raise PromptParseError(f"line {at + 1}: expected an opening fence")
+            fence = lines[at]
             try:
-                end = lines.index(fence, i + 2)
+                end = lines.index(fence, at + 1)
             except ValueError:
-                raise PromptParseError(f"line {i + 2}: the fence never closes") from None
-            blocks.append(Block(heading=line[4:], content="\n".join(lines[i + 2 : end])))
+                raise PromptParseError(f"line {at + 1}: the fence never closes") from None
+            title = None if bare else line[4:]
+            blocks.append(Block(heading=title, content="\n".join(lines[at + 1 : end])))
             i = end + 1
         elif line.startswith(("# ", "## ")):
             if heading is not None:

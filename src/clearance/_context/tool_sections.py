@@ -12,6 +12,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from clearance._context import layout as L
+from clearance._context.layout import TOOL_TRAILER
+from clearance._core.mcp_spec import mcp_model_name
+from clearance._core.origins import Origin
 from clearance._state.store import StoreEntry
 
 __all__ = [
@@ -32,19 +36,17 @@ DELEGATE_TOOL = "delegate"
 
 
 def tool_name(tool: str | Callable[..., Any]) -> str:
-    """The name of an agent's tool entry: the string itself, or the function's name."""
-    return tool if isinstance(tool, str) else tool.__name__
+    """The name a model calls an agent's tool entry by.
+
+    The string itself, the function's name, or for an MCP entry ``mcp:<server>/<tool>`` the
+    function name ``mcp__<server>__<tool>`` (see `clearance._core.mcp_spec`).
+    """
+    if not isinstance(tool, str):
+        return tool.__name__
+    return mcp_model_name(tool) or tool
 
 
-TOOLS_SECTION = "## Tools you can call"
-TOOL_RESULTS_SECTION = "## Results of your tool calls"
-DELEGATED_SECTION = "# Delegated task"
-
-TOOL_TRAILER = (
-    "Complete the task above. To use a tool, call it; when you have what you need, reply "
-    "with your result only."
-)
-"""The closing instruction of a tool-using agent's prompts."""
+TOOLS_SECTION, TOOL_RESULTS_SECTION, DELEGATED_SECTION = L.TOOLS, L.TOOL_RESULTS, L.DELEGATED
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -90,6 +92,6 @@ def origins_of(steps: Sequence[ToolStep]) -> list[str]:
     """The origins tool steps add to a prompt, in order."""
     out: list[str] = []
     for step in steps:
-        out.append(f"tool:{step.call_id}")
-        out.extend(f"store:{e.namespace}/{e.key}" for e in step.store_reads)
+        out.append(str(Origin("tool", step.call_id)))
+        out.extend(str(Origin("store", f"{e.namespace}/{e.key}")) for e in step.store_reads)
     return out

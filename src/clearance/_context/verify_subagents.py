@@ -21,6 +21,8 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from clearance._context.clearance import Clearance
+from clearance._context.layout import item_kinds
+from clearance._core.origins import Origin, Subject
 from clearance._core.prompt import sha256_text
 from clearance._core.spec import Agent
 from clearance._state.graph import TaskGraph
@@ -34,10 +36,8 @@ __all__ = [
     "check_isolated_call",
 ]
 
-_DISPATCH_KINDS = frozenset(
-    {"instructions", "arch", "task", "file", "constraint", "clarification", "child_result",
-     "history"}
-)  # fmt: skip
+_DISPATCH_KINDS = item_kinds("isolated") - {"task_result"}
+"""A controller's dispatch (no graph): an isolated prompt without prerequisite results."""
 
 Problem = tuple[str | None, str]
 """``(origin or None, reason)``: one finding about a call."""
@@ -129,7 +129,7 @@ def check_isolated_call(
     call: CallRecord, items: list[dict[str, Any]], facts: _Facts, provenance: ItemCheck
 ) -> Iterator[Problem]:
     """An isolated task's prompt, against the clearance its recorded graph and events give."""
-    task_id = call.subject.removeprefix("isolated:")
+    task_id = Subject.parse(call.subject).id
     graph = facts.graph
     if graph is None or task_id not in graph:
         yield from _check_dispatch(call, items, facts)
@@ -164,7 +164,8 @@ def check_isolated_call(
         yield None, "the recorded clearance differs from the one the graph gives"
     for item in items[1:]:
         origin = str(item.get("origin"))
-        kind, _, ref = origin.partition(":")
+        parsed = Origin.parse(origin)
+        kind, ref = parsed.kind, parsed.id
         digest = item.get("sha256")
         if not clearance.admits(origin):
             yield origin, f"not in the clearance of isolated task {task_id!r}"
@@ -193,19 +194,20 @@ def _check_dispatch(
     given; the prompt must be one of those, item for item, with the clearance
     `ContextBuilder.build_isolated_prompt` records.
     """
-    task_id = call.subject.removeprefix("isolated:")
+    task_id = Subject.parse(call.subject).id
     dispatches = facts.subagents.dispatches.get(call.subject, [])
     if not dispatches:
         yield None, f"{task_id!r} is neither a task of the run's graph nor a recorded dispatch"
         return
     mine = {str(i.get("origin")): i.get("sha256") for i in items}
-    files = sorted(o.removeprefix("file:") for o in mine if o.startswith("file:"))
+    files = sorted(Origin.parse(o).id for o in mine if Origin.parse(o).kind == "file")
     expected = {"task_id": task_id, "agent": call.agent, "result_task_ids": [],
                 "files": files, "isolated": True}  # fmt: skip
     if call.manifest.get("clearance") != expected:
         yield None, "the recorded clearance is not the one its dispatch gives"
     for origin in mine:
-        kind, _, ref = origin.partition(":")
+        parsed = Origin.parse(origin)
+        kind, ref = parsed.kind, parsed.id
         if kind == "task" and ref != task_id:
             yield origin, f"not the subagent's own task {task_id!r}"
         elif kind not in _DISPATCH_KINDS:
@@ -218,7 +220,7 @@ def check_clarification_call(
     call: CallRecord, items: list[dict[str, Any]], facts: _Facts, provenance: ItemCheck
 ) -> Iterator[Problem]:
     """The coordinator's answer prompt: the task, its admitted results, a recorded question."""
-    task_id = call.subject.removeprefix("clarification:")
+    task_id = Subject.parse(call.subject).id
     graph = facts.graph
     if graph is None or task_id not in graph or graph.get(task_id).mode != "isolated":
         yield None, f"{task_id!r} is not an isolated task of the run's recorded graph"
@@ -232,7 +234,7 @@ def check_clarification_call(
     questions = facts.subagents.questions.get(task_id, set())
     for item in items[1:]:
         origin = str(item.get("origin"))
-        kind = origin.partition(":")[0]
+        kind = Origin.parse(origin).kind
         digest = item.get("sha256")
         if kind not in ("task", "task_result", "question") or not clearance.admits(origin):
             yield origin, f"not in the clearance of a question about task {task_id!r}"
@@ -248,7 +250,7 @@ def check_child_call(
     call: CallRecord, items: list[dict[str, Any]], facts: _Facts, tool_item: ItemCheck
 ) -> Iterator[Problem]:
     """A spawned child's prompt: its recorded goal and its own tools' results only."""
-    child_id = call.subject.removeprefix("child:")
+    child_id = Subject.parse(call.subject).id
     spawn = facts.subagents.spawns.get(child_id)
     if spawn is None:
         yield None, f"no spawn of child {child_id!r} was recorded in the run"
@@ -265,7 +267,7 @@ def check_child_call(
         yield None, "the recorded clearance differs from the one the spawn gives"
     for item in items[1:]:
         origin = str(item.get("origin"))
-        kind = origin.partition(":")[0]
+        kind = Origin.parse(origin).kind
         if not clearance.admits(origin):
             yield origin, f"not in the clearance of child {child_id!r}"
         elif kind == "child_goal" and item.get("sha256") != sha256_text(str(spawn.get("goal"))):

@@ -9,7 +9,7 @@ tasks, shared memory). These checks, from the ledger alone:
   only the kinds of item its step is built from;
 - a ``task_result:<id>`` is the recorded result of that task (the common provenance check);
 - a ``summary_of:<n>`` is the answer of a successful ``synthesis_map:<n>`` call made before,
-  as the orchestrator keeps it (surrounding whitespace removed, or marked as cut off);
+  as the orchestrator keeps it (verbatim, or marked as cut off; see `verify_results`);
 - across the run, each result reaches at most one map step and each summary at most one
   later step; when a reduce with summaries succeeded, every result the synthesis shows
   (all completed tasks, or the team file's ``synthesis_from``) reached a map step, and every
@@ -21,8 +21,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from clearance._context.answers import mark_answer
-from clearance._context.builder import SYNTHESIS_MAP
+from clearance._context.layout import item_kinds
+from clearance._context.prompts_coordinator import SYNTHESIS_MAP
+from clearance._context.verify_results import accepted_results
+from clearance._core.origins import Origin, Subject
 from clearance._core.prompt import sha256_text
 from clearance._state.ledger import CallRecord
 
@@ -34,16 +36,17 @@ Problem = tuple[str | None, str]
 ItemCheck = Callable[[str, dict[str, Any]], Iterator[Problem]]
 """Checks one item (origin, manifest entry) against the run's records."""
 
-_MAP_KINDS = frozenset({"instructions", "goal", "task_result", "summary_of"})
-_REDUCE_KINDS = frozenset({"instructions", "goal", "summary_of", "task_status", "shared_memory"})
+_MAP_KINDS = item_kinds(SYNTHESIS_MAP)
+_REDUCE_KINDS = item_kinds("synthesis_reduce")
 
 
 def is_synthesis_step(subject: str, items: Sequence[dict[str, Any]]) -> bool:
     """Whether a call is a map step, or a reduce (a ``synthesis`` holding summaries)."""
-    if subject.startswith(f"{SYNTHESIS_MAP}:"):
+    parsed = Subject.parse(subject)
+    if parsed.kind == SYNTHESIS_MAP and parsed.ref is not None:
         return True
     return subject == "synthesis" and any(
-        str(i.get("origin")).startswith("summary_of:") for i in items
+        Origin.parse(str(i.get("origin"))).kind == "summary_of" for i in items
     )
 
 
@@ -70,7 +73,8 @@ def check_synthesis_step(
     summaries: list[int] = []
     for item in items[1:]:
         origin = str(item.get("origin"))
-        kind, _, ref = origin.partition(":")
+        parsed = Origin.parse(origin)
+        kind, ref = parsed.kind, parsed.id
         if kind not in allowed:
             yield origin, f"a {call.subject} prompt may not hold {kind!r} items"
         elif kind == "goal":
@@ -95,8 +99,7 @@ def check_synthesis_step(
 
 
 def _kept_answers(call: CallRecord) -> set[str]:
-    response = call.response or ""
-    return {response.strip(), mark_answer(response, finish_reason=call.finish_reason).text}
+    return accepted_results(call.response or "", call.finish_reason)
 
 
 def _is_summary(call: CallRecord, step: int, digest: Any, calls: Sequence[CallRecord]) -> bool:
@@ -130,12 +133,12 @@ def check_synthesis_coverage(
         if not is_synthesis_step(call.subject, items):
             continue
         ok = call.error is None and not call.pending
-        if call.subject.startswith(f"{SYNTHESIS_MAP}:") and ok:
+        if Subject.parse(call.subject).kind == SYNTHESIS_MAP and ok:
             answered.add(call.subject)
         reduced = reduced or (call.subject == "synthesis" and ok)
         for item in items:
             origin = str(item.get("origin"))
-            if origin.startswith(("task_result:", "summary_of:")):
+            if Origin.parse(origin).kind in ("task_result", "summary_of"):
                 readers.setdefault(origin, set()).add(call.subject)
     for origin, subjects in sorted(readers.items()):
         if len(subjects) > 1:
@@ -146,6 +149,6 @@ def check_synthesis_coverage(
         if f"task_result:{task_id}" not in readers:
             yield "synthesis", f"task_result:{task_id}", "the result reaches no map step"
     for subject in sorted(answered):
-        step = subject.removeprefix(f"{SYNTHESIS_MAP}:")
+        step = Subject.parse(subject).id
         if f"summary_of:{step}" not in readers:
             yield subject, None, "the map step's summary reaches no later step"

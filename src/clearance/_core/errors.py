@@ -20,6 +20,8 @@ Clearance raises on purpose::
     ├── DelegationError             a delegation was refused
     │   ├── DelegationLoopError     the target already appears in the delegation chain
     │   └── MaxDepthError           the chain is at its maximum depth
+    ├── ApprovalPending             a call or task waits for a person's approval (run paused)
+    ├── ApprovalDenied              a person denied a task that requires approval
     ├── ContextViolation            an item outside the task's clearance reached the builder
     ├── AccessDenied                a scoped view refused an operation
     ├── StoreError                  the run ledger or store could not be read or written
@@ -36,6 +38,8 @@ from collections.abc import Sequence
 
 __all__ = [
     "AccessDenied",
+    "ApprovalDenied",
+    "ApprovalPending",
     "ClearanceError",
     "ConfigError",
     "ContextViolation",
@@ -362,3 +366,34 @@ class PathEscapeError(ClearanceError):
         self.reason = reason
         because = f": {reason}" if reason else ""
         super().__init__(f"path {path!r} escapes {root!r}{because}")
+
+
+class ApprovalPending(ClearanceError):
+    """A tool call or a task requires a person's approval that is not recorded yet.
+
+    The task stops there (recorded ``interrupted``); the run pauses once nothing else can
+    run, and continues with ``clearance resume`` after ``clearance approve`` / ``deny``.
+
+    Attributes:
+        call_ids: The approval requests' ids (``apr_...``), as recorded in the ledger.
+    """
+
+    def __init__(self, call_ids: Sequence[str]):
+        self.call_ids = tuple(call_ids)
+        super().__init__(f"awaiting approval: {', '.join(self.call_ids)}")
+
+
+class ApprovalDenied(ClearanceError):
+    """A person denied a task that requires approval; the task fails.
+
+    Attributes:
+        task_id: The task.
+        call_id: The approval request's id.
+        by: Who denied it.
+        reason: Why, as they gave it (``""`` when they gave none).
+    """
+
+    def __init__(self, task_id: str, call_id: str, *, by: str, reason: str = ""):
+        self.task_id, self.call_id, self.by, self.reason = task_id, call_id, by, reason
+        why = f": {reason}" if reason else ""
+        super().__init__(f"task {task_id!r} was denied by {by} (approval {call_id}){why}")

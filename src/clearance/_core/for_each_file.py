@@ -142,6 +142,7 @@ def expand_tasks(
                 else None,
                 run=task.run,
                 after_failure=task.after_failure,
+                approval=task.approval,
             )
         )
     return tuple(tasks), groups

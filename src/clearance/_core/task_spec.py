@@ -115,6 +115,8 @@ class Task:
             result, recorded and handed to dependents like any other. ``None`` for a model
             task. The assignee of such a task is only a label.
         after_failure: ``"skip"`` (default) or ``"proceed"`` (see `AfterFailure`).
+        approval: ``"required"``: the task starts only once a person approved it (see
+            ``clearance approve``); ``"none"`` (default): no approval.
         output_schema: JSON Schema the result must validate against (a structured hand-off),
             or ``None`` for a free-text result. The model is asked for JSON matching it; an
             invalid answer gets one repair attempt, then the task fails with
@@ -143,6 +145,7 @@ class Task:
     fan_out: FanOut | None = None
     run: str | None = None
     after_failure: AfterFailure = "skip"
+    approval: Literal["none", "required"] = "none"
 
     def __post_init__(self) -> None:
         check_name("task id", self.id)
@@ -155,6 +158,11 @@ class Task:
             raise ConfigError(
                 "a task with 'run' calls a function, not a model: drop mode and fan_out",
                 field=f"tasks.{self.id}.run",
+            )
+        if self.approval not in ("none", "required"):
+            raise ConfigError(
+                f"must be 'none' or 'required', got {self.approval!r}",
+                field=f"tasks.{self.id}.approval",
             )
         if self.after_failure not in _AFTER_FAILURE:
             raise ConfigError(

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from clearance._core.errors import ConfigError
 from clearance._core.for_each_file import expand_ids, expand_tasks
+from clearance._core.mcp_spec import check_mcp_entries
 from clearance._core.safe_yaml import load_yaml_file
 from clearance._core.spec import FileCaps, Task, Team
 from clearance._core.teamfile_checks import check_effective, check_messages
@@ -121,6 +122,10 @@ def load_team_file(path: str | Path, *, input_dir: str | Path | None = None) -> 
         tasks, groups = expand_tasks(spec, input_root)
         synthesis_from = expand_ids(spec.synthesis_from, groups, tasks)
         check_messages(spec)
+        check_mcp_entries(
+            spec.mcp_servers,
+            [(a.name, a.tools) for a in (*spec.agents, *filter(None, [spec.coordinator]))],
+        )
         check_effective(spec, team, tasks)
     except ConfigError as exc:
         raise ConfigError(str(exc), source=source) from exc

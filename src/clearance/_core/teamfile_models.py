@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from clearance._core.mcp_spec import McpServerSpec
 from clearance._core.memory_spec import MAX_RECALL, AgentMemory, MemoryGroup, SharedConversation
 from clearance._core.spec import (
     MAX_FAN_OUT,
@@ -30,6 +31,7 @@ __all__ = [
     "SharedConversationSpec",
     "TaskSpec",
     "TeamFile",
+    "ToolEntrySpec",
 ]
 
 
@@ -154,6 +156,7 @@ class TaskSpec(_Strict):
     fan_out: FanOutSpec | None = None
     run: str | None = None
     after_failure: Literal["skip", "proceed"] = "skip"
+    approval: Literal["none", "required"] = "none"
 
     @model_validator(mode="after")
     def _assignee_or_run(self) -> TaskSpec:
@@ -239,6 +242,13 @@ class MemorySpec(_Strict):
     on_error: Literal["fail", "continue"] = "fail"
 
 
+class ToolEntrySpec(_Strict):
+    """A ``tools:`` entry in its long form: ``{function: module:function, approval: ...}``."""
+
+    function: str = Field(min_length=1)
+    approval: Literal["none", "required"] = "none"
+
+
 class TeamFile(_Strict):
     """The whole team file."""
 
@@ -258,7 +268,20 @@ class TeamFile(_Strict):
     messages: list[MessageSpec] = []
     memory_groups: list[MemoryGroupSpec] = []
     memory: str | MemorySpec | None = None
-    tools: dict[str, str] = {}
+    tools: dict[str, str | ToolEntrySpec] = {}
+    mcp_servers: dict[str, McpServerSpec] = Field(default={}, max_length=64)
+
+    @property
+    def tool_functions(self) -> dict[str, str]:
+        """``tools:`` as name to ``module:function`` (the long form's ``function``)."""
+        return {n: e if isinstance(e, str) else e.function for n, e in self.tools.items()}
+
+    @property
+    def approval_tools(self) -> tuple[str, ...]:
+        """Names of the ``tools:`` whose calls require approval."""
+        return tuple(
+            n for n, e in self.tools.items() if not isinstance(e, str) and e.approval == "required"
+        )
 
     @property
     def memory_settings(self) -> MemorySpec:

@@ -8,9 +8,10 @@ from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from clearance._context.architecture import ArchitecturalContext
-from clearance._core.errors import ClearanceError, LedgerError
+from clearance._core.errors import ApprovalPending, ClearanceError, LedgerError
 from clearance._core.prompt import sha256_text
 from clearance._core.spec import Agent
+from clearance._orchestration.approval import ApprovalGate, awaiting_approval
 from clearance._orchestration.result import RunResult, TaskOutcome
 from clearance._orchestration.run import Run, RunSettings, prompt_budget
 from clearance._orchestration.run_dir import new_run_dir
@@ -52,6 +53,9 @@ class RunExecution:
             LedgerError: The ledger failed; the run is left ``interrupted`` (resumable).
         """
         run, ledger = self.run, self.settings.ledger
+        run.gate = ApprovalGate(
+            ledger, run.run_id, tools=self.settings.approval_tools, approver=self.settings.approver
+        )
         # Records are queued and committed in groups by the ledger's writer thread, in order:
         # the ledger always holds a prefix of the run's history (see `RunLedger.write_behind`).
         with ledger.write_behind():
@@ -104,16 +108,23 @@ class RunExecution:
             if run.children is not None:
                 await run.children.aclose()
 
-        synthesis, error = await self._synthesize()
-        all_completed = all(s.status is TaskStatus.COMPLETED for s in run.queue.states())
-        status: Literal["completed", "failed"] = (
-            "completed" if synthesis is not None and all_completed else "failed"
-        )
-        if error is None and not all_completed:
-            bad = [s.task.id for s in run.queue.states() if s.status is not TaskStatus.COMPLETED]
-            error = f"tasks not completed: {', '.join(bad)}"
+        status: Literal["completed", "failed", "awaiting_approval"]
+        synthesis: str | None
+        error: str | None
+        if (waiting := awaiting_approval(run.queue, ledger, run_id)) is not None:
+            synthesis, error, status = None, waiting, "awaiting_approval"  # approval hook
+        else:
+            synthesis, error = await self._synthesize()
+            all_completed = all(s.status is TaskStatus.COMPLETED for s in run.queue.states())
+            status = "completed" if synthesis is not None and all_completed else "failed"
+            if error is None and not all_completed:
+                bad = [s.task.id for s in run.queue.states() if s.status != TaskStatus.COMPLETED]
+                error = f"tasks not completed: {', '.join(bad)}"
         ledger.record_messages(run_id, self.settings.messages.all())
-        ledger.finish_run(run_id, status=status, synthesis=synthesis, usage=run.usage, error=error)
+        recorded = "interrupted" if status == "awaiting_approval" else status
+        ledger.finish_run(
+            run_id, status=recorded, synthesis=synthesis, usage=run.usage, error=error
+        )
         self.settings.emit("run_finished", run_id, detail=status)
         return RunResult(
             run_id=run_id,
@@ -168,6 +179,12 @@ class RunExecution:
             # records committed so far stay as they are. (A memory or store backend failing
             # is the task's failure, per its policy.)
             raise exc
+        if isinstance(exc, ApprovalPending):  # approval hook: the task waits (see `approval.py`)
+            queue.interrupt(task_id)
+            ledger.record_task(run.run_id, queue.get(task_id))
+            for call_id in exc.call_ids:
+                emit("awaiting_approval", run.run_id, task_id=task_id, detail=call_id)
+            return
         reason = str(exc) if isinstance(exc, ClearanceError) else f"{type(exc).__name__}: {exc}"
         skipped = queue.fail(task_id, reason)
         run.shared.write(task_id=task_id, agent=task.assignee, content=reason, kind="failure")
@@ -194,7 +211,7 @@ class RunExecution:
             )  # fmt: skip
         except ClearanceError as exc:
             return None, f"synthesis failed: {exc}"
-        if not text:
+        if not text.strip():
             return None, "synthesis failed: the coordinator returned an empty completion"
         return text, None
 

@@ -16,6 +16,7 @@ from clearance._core.errors import ClearanceError, ConfigError
 from clearance._core.ids import new_id
 from clearance._core.memory_spec import group_members
 from clearance._core.spec import Agent, Task, Team
+from clearance._orchestration.approval import Approver
 from clearance._orchestration.execution import RunExecution
 from clearance._orchestration.executor import ModelExecutor
 from clearance._orchestration.graph_check import check_graph
@@ -40,6 +41,7 @@ from clearance._orchestration.run_config import (  # noqa: F401 (MODEL_OPTION_KE
 )
 from clearance._orchestration.run_dir import new_run_dir as _new_run_dir  # noqa: F401 (old home)
 from clearance._orchestration.run_memory import RunMemory
+from clearance._orchestration.stream import DEFAULT_MAX_EVENTS, RunStream, call_listener
 from clearance._orchestration.subagents import AskPerson
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import RunLedger
@@ -102,6 +104,8 @@ class Orchestrator:
             files.
         messages: The team's message bus; a new empty bus if ``None``.
         on_event: Called with a `RunEvent` at each step of a run (for progress displays).
+        stream_text: Make every model call stream, and deliver its progress (``model_call``,
+            ``text``, ``tool_call`` events) to ``on_event`` as well (see `stream`).
         clock: Source of timestamps (UTC).
         retry_policy: Backoff between attempts of a model call that failed transiently (the
             number of retries is each agent's ``limits.retries``); ``None`` means
@@ -127,6 +131,10 @@ class Orchestrator:
             every task's. Failed and skipped tasks are always listed.
         executor: Where model calls are answered (`RayExecutor`: on Ray worker actors);
             ``None`` answers them in this process. Prompts are built here either way.
+        approval_tools: Names of the tools whose calls require a person's approval (see
+            `clearance._orchestration.approval`); recorded with the run.
+        approver: Asks a person about each approval on the spot; ``None`` pauses the run
+            instead (`RunResult.status` ``"awaiting_approval"``).
 
     Agents with ``tools`` or ``can_delegate_to`` run the tool loop (see
     `clearance._agents.loop`), bounded by ``limits.max_steps``.
@@ -148,6 +156,7 @@ class Orchestrator:
         input_root: str | Path | None = None,
         messages: MessageBus | None = None,
         on_event: Callable[[RunEvent], None] | None = None,
+        stream_text: bool = False,
         clock: Clock = utc_now,
         retry_policy: RetryPolicy | None = None,
         store: ContextStore | None = None,
@@ -160,6 +169,8 @@ class Orchestrator:
         memory: RunMemory | None = None,
         synthesis_from: Iterable[str] | None = None,
         executor: ModelExecutor | None = None,
+        approval_tools: Iterable[str] = (),
+        approver: Approver | None = None,
     ):
         if max_concurrency < 1:
             raise ConfigError("must be at least 1", field="max_concurrency")
@@ -172,6 +183,7 @@ class Orchestrator:
         self._model_options = checked_model_options(model_options or {})
         self._ledger = ledger
         self._on_event = on_event
+        self.stream_text = stream_text
         self._clock = clock
         self.retry_policy = retry_policy if retry_policy is not None else RetryPolicy()
         self.store = store
@@ -194,6 +206,8 @@ class Orchestrator:
         self.ask_person = ask_person
         self.synthesis_from = tuple(synthesis_from) if synthesis_from is not None else None
         self.executor = executor
+        self.approval_tools = frozenset(approval_tools)
+        self.approver = approver
 
     # -- public API ---------------------------------------------------------------------
 
@@ -281,6 +295,7 @@ class Orchestrator:
         memory: RunMemory | None = None,
         tools: Mapping[str, Tool | Callable[..., Any]] = {},
         executor: ModelExecutor | None = None,
+        approver: Approver | None = None,
     ) -> Orchestrator:
         """An orchestrator rebuilt from a recorded run, ready to `resume` it.
 
@@ -303,6 +318,8 @@ class Orchestrator:
             memory: The memory instead of the recorded one.
             tools: User tools by name, instead of importing their recorded paths.
             executor: Where model calls are answered; ``None`` in this process.
+            approver: Asks a person about approvals on the spot (the tools that require
+                approval are the ones the run recorded); ``None`` pauses instead.
 
         Raises:
             StoreError: No run (or several) match ``run_id``, or the database failed.
@@ -337,6 +354,7 @@ class Orchestrator:
             clock=clock,
             retry_policy=retry_policy,
             executor=executor,
+            approver=approver,
         )
 
     async def resume(self, run_id: str, *, force: bool = False) -> RunResult:
@@ -448,8 +466,9 @@ class Orchestrator:
         if self.executor is not None:
             self.executor.attach(functools.partial(self.ledger.record_event, run_id))
         return ModelCaller(
-            ledger=self.ledger, run_id=run_id, retry_policy=self.retry_policy, clock=self._clock
-        )
+            ledger=self.ledger, run_id=run_id, retry_policy=self.retry_policy, clock=self._clock,
+            listener=call_listener(self._emit, run_id) if self.stream_text else None,
+        )  # fmt: skip
 
     # -- planning, execution and helpers ------------------------------------------------
 
@@ -504,11 +523,39 @@ class Orchestrator:
             file_caps=self.file_caps, clarification_rounds=self.clarification_rounds,
             workspace_root=self.workspace_root, ask_person=self.ask_person,
             synthesis_from=self.synthesis_from, max_concurrency=self.max_concurrency,
+            approval_tools=self.approval_tools, approver=self.approver,
         )  # fmt: skip
 
     def _emit(
-        self, kind: EventKind, run_id: str, *, task_id: str | None = None, detail: str = ""
+        self,
+        kind: EventKind,
+        run_id: str,
+        *,
+        task_id: str | None = None,
+        detail: str = "",
+        subject: str | None = None,
     ) -> None:
         """Deliver a `RunEvent` to the ``on_event`` callback; made only when there is one."""
         if self._on_event is not None:
-            self._on_event(RunEvent(kind=kind, run_id=run_id, task_id=task_id, detail=detail))
+            self._on_event(
+                RunEvent(kind=kind, run_id=run_id, task_id=task_id, detail=detail, subject=subject)
+            )
+
+    def stream(
+        self,
+        tasks: Iterable[Task] | None = None,
+        *,
+        goal: str | None = None,
+        resume: str | None = None,
+        max_events: int = DEFAULT_MAX_EVENTS,
+    ) -> RunStream:
+        """Run, and iterate over the run's events as it goes (``async for event in ...``).
+
+        Runs ``tasks`` (`run_tasks`), else plans ``goal`` (`run_team`), else resumes the run
+        ``resume``, with every model call streaming; see `RunStream` for the events, the
+        bounded queue and its drop policy, and the result.
+
+        Raises:
+            ConfigError: Neither tasks, a goal nor a run to resume, or ``max_events`` < 1.
+        """
+        return RunStream(self, tasks=tasks, goal=goal, resume=resume, max_events=max_events)

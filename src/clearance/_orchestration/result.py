@@ -19,6 +19,10 @@ EventKind = Literal[
     "task_skipped",
     "synthesis_started",
     "run_finished",
+    "model_call",
+    "text",
+    "tool_call",
+    "awaiting_approval",
 ]
 
 
@@ -30,13 +34,23 @@ class RunEvent:
         kind: What happened.
         run_id: The run.
         task_id: The task concerned, or ``None`` for run-level events.
-        detail: A short human-readable detail (an error, a token count), or ``""``.
+        detail: A short human-readable detail (an error, a token count), or ``""``. For
+            ``text``: a piece of a model's completion as it streams; for ``tool_call``: the
+            tool's name; for ``model_call``: ``"attempt N"`` (a retried call streams again
+            from its start); for ``awaiting_approval``: the approval's call id. Model
+            output: untrusted text (sanitize it before showing it on a terminal).
+        subject: For ``model_call``, ``text`` and ``tool_call``: the model call's subject
+            (``task:<id>``, ``delegation:<id>``, ``synthesis``, ``plan``...); else ``None``.
+
+    The ``model_call``, ``text`` and ``tool_call`` events come only from a streaming run
+    (``Orchestrator(stream_text=True)`` or `Orchestrator.stream`).
     """
 
     kind: EventKind
     run_id: str
     task_id: str | None = None
     detail: str = ""
+    subject: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -66,7 +80,9 @@ class RunResult:
 
     Attributes:
         run_id: Id of the run in the ledger.
-        status: ``completed`` when every task completed and the synthesis was written,
+        status: ``completed`` when every task completed and the synthesis was written;
+            ``awaiting_approval`` when the run paused for a person's approval (recorded
+            ``interrupted``: decide, then resume it; ``error`` names the requests);
             ``failed`` otherwise (finished results are kept either way).
         synthesis: The coordinator's final answer, or ``None`` if synthesis failed.
         tasks: Outcome per task id, in graph order.
@@ -75,7 +91,7 @@ class RunResult:
     """
 
     run_id: str
-    status: Literal["completed", "failed"]
+    status: Literal["completed", "failed", "awaiting_approval"]
     synthesis: str | None
     tasks: dict[str, TaskOutcome] = field(default_factory=dict)
     usage: Usage = field(default_factory=Usage)

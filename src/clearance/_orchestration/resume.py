@@ -18,6 +18,7 @@ from typing import Any
 from clearance._agents.tools import Tool, import_function
 from clearance._core.errors import ClearanceError, ConfigError
 from clearance._core.memory_spec import AgentMemory, MemoryGroup, SharedConversation
+from clearance._core.origins import Subject
 from clearance._core.spec import Agent, AgentLimits, Team
 from clearance._orchestration.run_memory import RunMemory
 from clearance._state.graph import TaskGraph
@@ -241,9 +242,9 @@ def recorded_usage(ledger: RunLedger, recorded: RecordedRun) -> tuple[Usage, dic
     prompt_tokens: dict[str, int] = {}
     for call in ledger.calls(recorded.record.run_id):
         usage = usage + call.usage
-        task_id = call.subject.removeprefix("task:")
-        if call.subject.startswith("task:") and task_id in recorded.completed and not call.error:
-            prompt_tokens[task_id] = int(call.manifest.get("total_tokens", 0))
+        subject = Subject.parse(call.subject)
+        if subject.kind == "task" and subject.id in recorded.completed and not call.error:
+            prompt_tokens[subject.id] = int(call.manifest.get("total_tokens", 0))
     return usage, prompt_tokens
 
 

@@ -13,6 +13,7 @@ from clearance._agents.tools import Tool
 from clearance._context.builder import ContextBuilder
 from clearance._core.clock import Clock
 from clearance._core.spec import Agent, Team
+from clearance._orchestration.approval import ApprovalGate, Approver
 from clearance._orchestration.result import EventKind
 from clearance._orchestration.run_memory import RunMemory
 from clearance._orchestration.subagents import AskPerson, ChildRunner, IsolatedRunner
@@ -30,7 +31,13 @@ class Emit(Protocol):
     """Delivers a `RunEvent` to the orchestrator's ``on_event`` callback, if it has one."""
 
     def __call__(
-        self, kind: EventKind, run_id: str, *, task_id: str | None = None, detail: str = ""
+        self,
+        kind: EventKind,
+        run_id: str,
+        *,
+        task_id: str | None = None,
+        detail: str = "",
+        subject: str | None = None,
     ) -> None:
         """Announce one step of run ``run_id`` (of task ``task_id``, if given)."""
 
@@ -57,6 +64,8 @@ class RunSettings:
     ask_person: AskPerson | None
     synthesis_from: tuple[str, ...] | None
     max_concurrency: int
+    approval_tools: frozenset[str] = frozenset()
+    approver: Approver | None = None
 
 
 @dataclass(slots=True)
@@ -78,6 +87,7 @@ class Run:
     # Made when the graph has isolated tasks, or agents that spawn (see `RunExecution`).
     isolated: IsolatedRunner | None = None
     children: ChildRunner | None = None
+    gate: ApprovalGate | None = None  # approvals (see `approval.py`)
 
     @property
     def usage(self) -> Usage:

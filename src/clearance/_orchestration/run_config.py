@@ -93,6 +93,7 @@ def recorded_config(
         "tool_paths": dict(tool_paths),
         "synthesis_from": list(settings.synthesis_from) if settings.synthesis_from else None,
         "model_options": model_options,
+        "approval_tools": sorted(settings.approval_tools),
         "process": process_identity(),  # `resume` refuses a run whose process is alive
     }
 
@@ -152,6 +153,9 @@ def recorded_subagent_settings(config: Mapping[str, Any]) -> dict[str, Any]:
         settings["workspace_root"] = config["workspace_root"]
     if isinstance(config.get("file_caps"), dict):
         settings["file_caps"] = FileCaps(**config["file_caps"])
+    approval = config.get("approval_tools")
+    if isinstance(approval, list) and all(isinstance(n, str) for n in approval):
+        settings["approval_tools"] = approval
     rounds = config.get("clarification_rounds")
     if isinstance(rounds, int) and not isinstance(rounds, bool):
         settings["clarification_rounds"] = rounds

@@ -189,7 +189,7 @@ async def _map_step(s: Synthesis, step: int, group: list[_Item], budget: int) ->
         subject=subject, agent=s.coordinator, model=s.model, prompt=prompt
     )
     text = s.mark(subject, response)
-    if not text:
+    if not text.strip():
         raise ModelError(
             f"{subject}: the coordinator returned an empty summary", model_id=s.model.model_id
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from clearance._agents.caller import CallBudget
@@ -44,7 +45,10 @@ class TaskRunner:
 
         Raises:
             ClearanceError: The task failed (its model, its files, its output's validation...).
+            ApprovalPending: The task waits for a person's approval (see `approval.py`).
         """
+        if self.run.gate is not None:
+            await self.run.gate.check_task(task)  # approval hook
         if task.run is not None:  # a non-model step (see `steps.py`)
             return await self._remembered(task)
         with agent_span(run_id=self.run.run_id, task_id=task.id, agent=task.assignee):
@@ -113,7 +117,7 @@ class TaskRunner:
 
         text = await attempt()
         if schema is None:
-            if not text:
+            if not text.strip():
                 raise ModelError("the model returned an empty completion", model_id=model.model_id)
             return text
         # A structured hand-off: one repair attempt that shows the rejected answer and why.
@@ -194,6 +198,7 @@ class TaskRunner:
             call_budget=ctx.budget,
             budget=prompt_budget,
             spawn=spawn if children is not None else None,
+            approve=partial(run.gate.check_tools, ctx.task.id) if run.gate else None,
         )
         chain = DelegationChain(origin=ctx.agent.name)
         return await loop.run(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import graphlib
+import heapq
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -58,37 +60,23 @@ class TaskGraph:
     def _topological_order(self) -> tuple[str, ...]:
         """Order tasks so each comes after its dependencies; raise `CycleError` on a cycle.
 
-        Iterative depth-first search (no recursion limit on deep graphs); ties keep the
-        order in which tasks were given.
+        `graphlib` does the sorting and finds a cycle; of the tasks ready at each step, the
+        one given first goes first, so tasks given in dependency order keep that order.
         """
-        done: set[str] = set()
-        on_path: dict[str, int] = {}
-        path: list[str] = []
+        sorter = graphlib.TopologicalSorter({t.id: t.depends_on for t in self._tasks.values()})
+        try:
+            sorter.prepare()
+        except graphlib.CycleError as exc:
+            # graphlib lists each node before the ones that depend on it: runs-before order.
+            raise CycleError(list(exc.args[1])) from None
+        ready: list[tuple[int, str]] = []
         order: list[str] = []
-        for root in self._tasks:
-            if root in done:
-                continue
-            stack: list[tuple[str, Iterator[str]]] = [(root, iter(self._tasks[root].depends_on))]
-            on_path[root] = 0
-            path.append(root)
-            while stack:
-                node, deps = stack[-1]
-                dep = next(deps, None)
-                if dep is None:
-                    stack.pop()
-                    path.pop()
-                    del on_path[node]
-                    done.add(node)
-                    order.append(node)
-                elif dep in on_path:
-                    # path[i] depends on path[i+1]; report the cycle in "runs before" order.
-                    cycle = path[on_path[dep] :]
-                    cycle.reverse()
-                    raise CycleError([*cycle, cycle[0]])
-                elif dep not in done:
-                    on_path[dep] = len(path)
-                    path.append(dep)
-                    stack.append((dep, iter(self._tasks[dep].depends_on)))
+        while sorter.is_active():
+            for task_id in sorter.get_ready():
+                heapq.heappush(ready, (self._position[task_id], task_id))
+            _, task_id = heapq.heappop(ready)
+            order.append(task_id)
+            sorter.done(task_id)
         return tuple(order)
 
     def __len__(self) -> int:
@@ -178,6 +166,7 @@ class TaskGraph:
                 else None,
                 run=d.get("run"),
                 after_failure=d.get("after_failure", "skip"),
+                approval=d.get("approval", "none"),
             )
             for d in data
         )
@@ -205,4 +194,6 @@ def _task_dict(task: Task) -> dict[str, Any]:
         data["run"] = task.run
     if task.after_failure != "skip":
         data["after_failure"] = task.after_failure
+    if task.approval != "none":
+        data["approval"] = task.approval
     return data

@@ -165,6 +165,7 @@ def package_facts(step: StepInput) -> dict[str, Any]:
 
 
 StepFunction = Callable[[StepInput], Any]
+"""A built-in step: a function of the step's input, returning JSON-ready data."""
 
 STEPS: Mapping[str, StepFunction] = {
     MODULE_FACTS: module_facts,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from clearance.cli._approve import register as register_approval_commands
 from clearance.cli._chat import register as register_chat_command
 from clearance.cli._graph import graph
 from clearance.cli._ledger_cmds import inspect, runs, verify
@@ -28,6 +29,7 @@ for command in (run, resume, inspect, verify, graph, runs):
     app.command()(command)
 register_view_commands(app)
 register_chat_command(app)
+register_approval_commands(app)
 
 
 def main() -> None:

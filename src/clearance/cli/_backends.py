@@ -9,8 +9,10 @@ from typing import Any
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from clearance._agents.tools import import_function
+from clearance._agents.mcp import load_mcp_tools_sync
+from clearance._agents.tools import Tool, import_function
 from clearance._core.errors import ConfigError, StoreError
+from clearance._core.mcp_spec import mcp_refs
 from clearance._core.teamfile import LoadedTeam
 from clearance._orchestration.run_memory import RunMemory, default_memory_url, masked_url
 from clearance._state.ledger import RunRecord
@@ -39,18 +41,28 @@ def run_memory_for(
     return RunMemory(url, on_error=settings.on_error)
 
 
-def team_tools(loaded: LoadedTeam) -> dict[str, Callable[..., Any]]:
-    """The team file's ``tools:`` (name to ``module:function``), imported.
+def team_tools(loaded: LoadedTeam) -> dict[str, Callable[..., Any] | Tool]:
+    """The team file's ``tools:`` (name to ``module:function``), imported, and its MCP tools.
+
+    The MCP tools agents list (``mcp:<server>/<tool>``) are looked up on their servers
+    (see `load_mcp_tools`), keyed by the function name a model calls (``mcp__<server>__<tool>``).
 
     Raises:
-        ConfigError: An entry cannot be imported (the message names the file and entry).
+        ConfigError: An entry cannot be imported, or an MCP server cannot be used (the
+            message names the file and entry or server).
     """
-    tools = {}
-    for name, path in loaded.spec.tools.items():
+    tools: dict[str, Callable[..., Any] | Tool] = {}
+    for name, path in loaded.spec.tool_functions.items():
         try:
             tools[name] = import_function(path, field=f"tools.{name}")
         except ConfigError as exc:
             raise ConfigError(str(exc), source=loaded.source) from exc
+    agents = (*loaded.team.agents, *filter(None, [loaded.team.coordinator]))
+    refs = [ref for agent in agents for ref in mcp_refs(agent.tools)]
+    try:
+        tools.update(load_mcp_tools_sync(loaded.spec.mcp_servers, refs))
+    except ConfigError as exc:
+        raise ConfigError(str(exc), source=loaded.source) from exc
     return tools
 
 

@@ -73,10 +73,28 @@ def _what(event: EventRecord) -> str:
             f"round {data.get('round')}: asked {data.get('question')!r}; "
             f"{data.get('answered_by')} answered {data.get('answer')!r}"
         )
+    if event.kind == "awaiting_approval":
+        what = f"task {data.get('task_id')} ({data.get('agent')})"
+        if data.get("kind") == "tool":
+            what = f"{data.get('agent')} calls {data.get('tool')} {data.get('arguments')}"
+        return f"{data.get('call_id')}: {what}"
+    if event.kind == "approval_decided":
+        why = f": {data.get('reason')}" if data.get("reason") else ""
+        return f"{data.get('call_id')} {data.get('decision')} by {data.get('by')}{why}"
     if event.kind == "limit_exceeded":
         return str(data.get("error"))
     if event.kind == "architecture":
         return f"project {data.get('project')} (sha256 {str(data.get('sha256'))[:12]})"
+    if event.kind == "mcp_call":
+        outcome = (
+            f"failed ({data.get('error')})"
+            if data.get("error")
+            else f"{data.get('bytes')} bytes" + (", cut" if data.get("truncated") else "")
+        )
+        return (
+            f"MCP {data.get('server')}/{data.get('tool')} over {data.get('transport')} "
+            f"({data.get('where')}), call {data.get('tool_call_id')}: {outcome}"
+        )
     if event.kind == "files":
         return ", ".join(sorted(dict(data.get("files") or {}))) or "(none)"
     return str(data)

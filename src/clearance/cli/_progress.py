@@ -57,6 +57,10 @@ class RunProgress:
             line = f"{stamp} run {event.run_id} started ({event.detail})"
         elif event.kind == "plan_ready":
             line = f"{stamp} plan ready ({event.detail})"
+        elif event.kind == "awaiting_approval":
+            line = f"{stamp} waiting    {task}: approval {event.detail}"
+        elif event.kind != "run_finished":
+            return  # a model call's progress: shown by --stream
         else:
             line = f"{stamp} run finished: {event.detail}"
         self._console.print(safe_text(line))

@@ -25,6 +25,7 @@ from clearance._state.graph_shape import concurrency_notice
 from clearance._state.ledger import DEFAULT_LEDGER_URL, RunLedger
 from clearance._state.messages import MessageBus
 from clearance._state.store import ContextStore
+from clearance.cli._approve import EXIT_AWAITING_APPROVAL, terminal_approver
 from clearance.cli._backends import run_memory_for, team_tools
 from clearance.cli._chat import shared_conversation_warning
 from clearance.cli._common import err, one_line_errors, out, safe_text
@@ -37,7 +38,9 @@ from clearance.cli._executor import (
     executor,
 )
 from clearance.cli._options import DbOption, InputOption
+from clearance.cli._otel import otlp_tracing
 from clearance.cli._progress import RunProgress
+from clearance.cli._stream import StreamView
 from clearance.cli._team_setup import (
     configured_models,
     load_checked,
@@ -112,7 +115,8 @@ def run(
         bool,
         typer.Option(
             "--interactive",
-            help="Answer isolated subagents' questions yourself instead of the coordinator.",
+            help="Answer isolated subagents' questions yourself instead of the coordinator, "
+            "and decide approvals at the terminal instead of pausing the run.",
         ),
     ] = False,
     memory_url: Annotated[
@@ -131,6 +135,9 @@ def run(
         Path | None,
         typer.Option("--json", help="Write the machine-readable result (JSON) to this file."),
     ] = None,
+    stream: Annotated[
+        bool, typer.Option("--stream", help="Show the running tasks' text as it is generated.")
+    ] = False,
     executor_name: ExecutorOption = ExecutorName.local,
     ray_address: RayAddressOption = None,
     ray_workers: RayWorkersOption = None,
@@ -161,11 +168,13 @@ def run(
         if target is not None and not target.parent.is_dir():
             raise ConfigError(f"folder {str(target.parent)!r} does not exist", field="--output")
     progress = RunProgress(out, total=len(loaded.tasks))
+    view = StreamView(out, progress, live=not interactive) if stream else None
     store_url = store_url or loaded.spec.store
     tools = team_tools(loaded)
     memory = run_memory_for(loaded, override=memory_url, ledger_url=db)
     store = ContextStore(store_url) if store_url else None
     with (
+        otlp_tracing(),
         RunLedger(db) as ledger,
         contextlib.closing(store) if store else contextlib.nullcontext(),
         contextlib.closing(memory) if memory else contextlib.nullcontext(),
@@ -180,7 +189,8 @@ def run(
             max_concurrency=max_concurrency or loaded.spec.max_concurrency,
             input_root=loaded.input_root,
             messages=bus,
-            on_event=progress,
+            on_event=view or progress,
+            stream_text=stream,
             store=store,
             project_root=loaded.project_root,
             file_caps=loaded.file_caps(),
@@ -191,6 +201,8 @@ def run(
             tools=tools,
             synthesis_from=loaded.synthesis_from,
             executor=remote,
+            approval_tools=loaded.spec.approval_tools,
+            approver=terminal_approver() if interactive else None,
         )
         if loaded.input_root is not None:
             out.print(safe_text(f"input: {loaded.input_root}"))
@@ -200,7 +212,8 @@ def run(
         else:
             assert goal is not None
             work = orchestrator.run_team(goal)
-        result = _run_until_interrupted(work, progress, db)
+        with view.showing() if view else contextlib.nullcontext():
+            result = _run_until_interrupted(work, progress, db)
     _print_result(result)
     if loaded.tasks:
         report = build_report(
@@ -215,8 +228,7 @@ def run(
             data = {**report.data, "tasks": _task_data(result)}
             json_output.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", "utf-8")
             out.print(safe_text(f"result written to {json_output}"))
-    if result.status != "completed":
-        raise typer.Exit(1)
+    _exit_for(result)
 
 
 async def _ask_at_terminal(task_id: str, question: str) -> str:
@@ -289,6 +301,9 @@ def resume(
         Path | None,
         typer.Option("--team", help="Team file whose tools: entries provide the run's user tools."),
     ] = None,
+    interactive: Annotated[
+        bool, typer.Option("--interactive", help="Decide approvals at the terminal.")
+    ] = False,
     executor_name: ExecutorOption = ExecutorName.local,
     ray_address: RayAddressOption = None,
     ray_workers: RayWorkersOption = None,
@@ -301,6 +316,7 @@ def resume(
     progress = RunProgress(out)
     tools = team_tools(load_team_file(team_file)) if team_file is not None else {}
     with contextlib.ExitStack() as stack:
+        stack.enter_context(otlp_tracing())
         ledger = stack.enter_context(RunLedger(db))
         store = stack.enter_context(ContextStore(store_url)) if store_url else None
         memory = RunMemory(memory_url) if memory_url else None
@@ -310,6 +326,7 @@ def resume(
         orchestrator = Orchestrator.from_run(
             run_id, ledger=ledger, model=model, on_event=progress, store=store, memory=memory,
             tools=tools, executor=model_executor,
+            approver=terminal_approver() if interactive else None,
         )  # fmt: skip
         for opened in (orchestrator.store, orchestrator.memory):
             if opened is not None:
@@ -320,6 +337,13 @@ def resume(
             orchestrator.max_concurrency = max_concurrency
         result = _run_until_interrupted(orchestrator.resume(run_id, force=force), progress, db)
     _print_result(result)
+    _exit_for(result)
+
+
+def _exit_for(result: RunResult) -> None:
+    """Exit 1 for a failed run, `EXIT_AWAITING_APPROVAL` for one paused for approval."""
+    if result.status == "awaiting_approval":
+        raise typer.Exit(EXIT_AWAITING_APPROVAL)
     if result.status != "completed":
         raise typer.Exit(1)
 

@@ -26,6 +26,7 @@ from clearance.models._base import (
     validated_usage,
 )
 from clearance.models._cache import anthropic_prompt_tokens
+from clearance.models._openai_stream import max_chunks
 from clearance.models._transient import is_transient_status, parse_retry_after
 from clearance.tokens import TokenCounter, tiktoken_counter
 
@@ -206,7 +207,10 @@ class AnthropicModel:
         (``name``, ``description``, ``input_schema``) and returns the model's ``tool_use``
         blocks as `ToolCall` s (an input that is not an object becomes ``{"_raw": <input>}``
         so the tool reports the problem). With ``request.json_schema``, forces the answer
-        tool (see the class docstring) and returns its input as the text.
+        tool (see the class docstring) and returns its input as the text. With
+        ``request.stream`` (and no ``json_schema``), the answer is streamed (the SDK's
+        ``messages.stream``), each text piece handed to the sink, and the final message read
+        into the same response; the deadline covers the whole stream.
 
         Args:
             request: The prompt and sampling settings.
@@ -279,16 +283,16 @@ class AnthropicModel:
         # Typed as Any: the answer is checked field by field in `_response`, not trusted to
         # match the SDK's types (the SDK does not validate what a server sends).
         create: Any = self._client.messages.create
+        arguments: dict[str, Any] = {
+            "model": self.name, "messages": messages, "max_tokens": request.max_tokens,
+            "extra_body": sampling, "timeout": deadline_s, **options,
+        }  # fmt: skip
         try:
-            async with asyncio.timeout(deadline_s):
-                message = await create(
-                    model=self.name,
-                    messages=messages,
-                    max_tokens=request.max_tokens,
-                    extra_body=sampling,
-                    timeout=deadline_s,
-                    **options,
-                )
+            async with asyncio.timeout(deadline_s):  # over the whole stream too
+                if request.stream is not None and answer_tool is None:
+                    message = await self._streamed(arguments, request)
+                else:
+                    message = await create(**arguments)
         except TimeoutError as exc:
             raise ModelError(
                 f"request timed out: no complete answer within {deadline_s:g} s",
@@ -298,6 +302,28 @@ class AnthropicModel:
         except anthropic.AnthropicError as exc:
             raise self._error(exc) from exc
         return self._response(message, answer_tool=answer_tool, wrapped=wrapped)
+
+    async def _streamed(self, arguments: dict[str, Any], request: ModelRequest) -> Any:
+        """Stream the answer (the SDK's ``messages.stream``), each text piece to the sink.
+
+        Raises:
+            ModelError: More text events than `max_chunks` allows for ``max_tokens``.
+        """
+        assert request.stream is not None
+        stream: Any = self._client.messages.stream
+        cap, count = max_chunks(request.max_tokens), 0
+        async with stream(**arguments) as events:
+            async for piece in events.text_stream:
+                count += 1
+                if count > cap:
+                    raise ModelError(
+                        f"the server streamed more than {cap} pieces for max_tokens="
+                        f"{request.max_tokens}: not an honest answer",
+                        model_id=self.model_id,
+                    )
+                if isinstance(piece, str) and piece:
+                    request.stream(piece)
+            return await events.get_final_message()
 
     def _error(self, exc: anthropic.AnthropicError) -> ModelError:
         """The `ModelError` for an SDK failure."""

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from clearance._core.errors import ConfigError, ModelError
@@ -14,6 +15,7 @@ __all__ = [
     "ChatModel",
     "ModelRequest",
     "ModelResponse",
+    "TextSink",
     "ToolCall",
     "Usage",
     "estimate_tokens",
@@ -165,6 +167,10 @@ def _short(value: object) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+TextSink = Callable[[str], None]
+"""Receives the pieces of a completion's text as a streaming provider gets them."""
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ModelRequest:
     """Everything a provider needs for one call. Built from a `Prompt`, never from raw text.
@@ -188,6 +194,11 @@ class ModelRequest:
         repeat_penalty: Penalty on repeated tokens (1: none), or ``None`` for the
             provider's default.
         stop: Strings that end generation; empty for the provider's default.
+        stream: When set, stream: the provider calls it with each piece of completion text
+            as it arrives (untrusted text, in order), and still returns the whole
+            `ModelResponse`, exactly as without streaming. ``None`` (the default) asks for
+            the answer in one piece. Providers that cannot stream ignore it. It must not
+            block: it runs on the event loop while the answer is being read.
     """
 
     prompt: Prompt
@@ -200,6 +211,7 @@ class ModelRequest:
     top_p: float | None = None
     repeat_penalty: float | None = None
     stop: tuple[str, ...] = ()
+    stream: TextSink | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.timeout_s is not None and not self.timeout_s > 0:  # NaN too

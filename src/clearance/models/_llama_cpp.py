@@ -28,8 +28,15 @@ from pathlib import Path
 from typing import Any
 
 from clearance._core.errors import ConfigError, ModelError
-from clearance.models._base import ModelRequest, ModelResponse, ToolCall, validated_usage
+from clearance.models._base import (
+    ModelRequest,
+    ModelResponse,
+    TextSink,
+    ToolCall,
+    validated_usage,
+)
 from clearance.models._cache import reused_prefix
+from clearance.models._llama_stream import TokenTextStream, threadsafe_sink
 
 __all__ = [
     "BATCH_RANGE",
@@ -233,7 +240,9 @@ class LlamaCppModel:
         to ``request.stop``; ``top_p`` is sent when set. An empty completion is returned as
         an empty text. Message contents are never tokenized as special tokens (see the
         module docstring). With ``request.timeout_s``, generation stops at the deadline
-        (prompt evaluation itself cannot be interrupted).
+        (prompt evaluation itself cannot be interrupted). With ``request.stream`` (and no
+        tools), the text is streamed as it is generated (see `TokenTextStream`); the answer
+        and usage are the same as without streaming.
 
         Args:
             request: The prompt and sampling settings (``max_tokens`` in tokens).
@@ -248,12 +257,15 @@ class LlamaCppModel:
                 not fit in ``n_ctx`` tokens), generation passed ``request.timeout_s``
                 (transient), or llama.cpp reported a usage that is not a token count.
         """
-        return await asyncio.to_thread(self._complete, request)
+        stream = None
+        if request.stream is not None and not request.tools:  # tool choices are JSON, not text
+            stream = threadsafe_sink(request.stream)
+        return await asyncio.to_thread(self._complete, request, stream)
 
     def count_tokens(self, text: str) -> int:
         """Tokens ``text`` takes with this model's own tokenizer (no BOS, no special tokens).
 
-        Loads the model on first use (about 0.15 s for SmolLM2-135M). Tokenization reads only
+        Loads the model on first use (see BENCHMARKS.md for how long). Tokenization reads only
         the model's immutable vocabulary, so it does not wait for a running completion.
 
         Args:
@@ -313,7 +325,7 @@ class LlamaCppModel:
                 f"cannot load {self.model_path!r}: {exc}", model_id=self.model_id
             ) from exc
 
-    def _complete(self, request: ModelRequest) -> ModelResponse:
+    def _complete(self, request: ModelRequest, stream: TextSink | None = None) -> ModelResponse:
         deadline = None if request.timeout_s is None else time.monotonic() + request.timeout_s
         llm = self._ensure_loaded()
         try:
@@ -332,6 +344,10 @@ class LlamaCppModel:
             with self._run_lock:
                 tokens, stop, stopping = self._prompt_tokens(request.prompt.to_dicts())
                 before = list(llm.input_ids[: llm.n_tokens])
+                streamer = None
+                if stream is not None:
+                    streamer = TokenTextStream(llm.detokenize, tokens, stream)
+                    stopping = [*stopping, streamer.criterion]
                 sampling: dict[str, Any] = {}
                 if request.top_p is not None:
                     sampling["top_p"] = request.top_p
@@ -362,6 +378,8 @@ class LlamaCppModel:
                 transient=True,
             )
         response = self._to_response(result, before, after)
+        if streamer is not None:
+            streamer.finish(response.text)
         return self._decode_tool_choice(response) if request.tools else response
 
     def _prompt_tokens(

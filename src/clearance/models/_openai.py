@@ -18,6 +18,7 @@ import openai
 from clearance._core.errors import ConfigError, ModelError
 from clearance.models._base import ModelRequest, ModelResponse, ToolCall, validated_usage
 from clearance.models._cache import reported_cached_tokens
+from clearance.models._openai_stream import collect_stream
 from clearance.models._transient import is_transient_status, parse_retry_after
 from clearance.tokens import TokenCounter, counter_for
 
@@ -132,7 +133,10 @@ class OpenAIModel:
         ``request.tools``, sends them natively (``tools``, ``tool_choice="auto"``) and returns
         the model's ``tool_calls`` (arguments decoded from JSON; undecodable arguments become
         ``{"_raw": <text>}`` so the tool reports the problem). An empty completion is returned
-        as an empty text.
+        as an empty text. With ``request.stream`` set, the answer is streamed
+        (``stream=True`` with ``stream_options.include_usage``), each piece of text handed
+        to ``request.stream`` as it arrives, and read into the same response (see
+        `collect_stream`); the deadline covers the whole stream.
 
         Args:
             request: The prompt and sampling settings.
@@ -165,9 +169,12 @@ class OpenAIModel:
         if request.tools:
             options["tools"] = list(request.tools)
         deadline_s = min(self.timeout_s, request.timeout_s or math.inf)
+        if request.stream is not None:
+            options["stream"] = True
+            options["stream_options"] = {"include_usage": True}
         try:
-            async with asyncio.timeout(deadline_s):
-                completion = await self._client.chat.completions.create(
+            async with asyncio.timeout(deadline_s):  # over the whole stream too
+                completion: Any = await self._client.chat.completions.create(
                     model=self.name,
                     messages=request.prompt.to_dicts(),  # type: ignore[arg-type]
                     max_tokens=request.max_tokens,
@@ -176,6 +183,11 @@ class OpenAIModel:
                     timeout=deadline_s,
                     **options,
                 )
+                if request.stream is not None:
+                    async with completion:
+                        return await collect_stream(
+                            completion, request, model_id=self.model_id, sink=request.stream
+                        )
         except TimeoutError as exc:
             raise ModelError(
                 f"request timed out: no complete answer within {deadline_s:g} s",

@@ -1,9 +1,16 @@
-"""Model ids to providers: ``"provider:name"`` → a `ChatModel`."""
+"""Model ids to providers: ``"provider:name"`` → a `ChatModel`.
+
+Providers are named in one table by where their class lives (``"module:Class"``) and imported
+only when a model of that provider is asked for, the way a plugin entry point is. The table
+names classes, it does not import them: the ``fake`` provider lives in `clearance.testing`,
+a layer above this one, and this module never imports it.
+"""
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
-from typing import Any
+from typing import Any, cast
 
 from clearance._core.errors import ConfigError
 from clearance.models._base import ChatModel, split_model_id
@@ -13,7 +20,19 @@ __all__ = ["DEFAULT_MODEL_ID", "PROVIDERS", "get_model"]
 DEFAULT_MODEL_ID = "llama-cpp:smollm2"
 """The embedded model, used when nothing else is configured."""
 
-PROVIDERS = ("llama-cpp", "openai", "anthropic", "fake")
+_PROVIDER_CLASSES: dict[str, str] = {
+    "llama-cpp": "clearance.models._llama_cpp:LlamaCppModel",
+    "openai": "clearance.models._openai:OpenAIModel",
+    "anthropic": "clearance.models._anthropic:AnthropicModel",
+    "fake": "clearance.testing._fake:FakeModel",
+}
+"""Provider name → ``"module:Class"`` of its `ChatModel`, imported on first use."""
+
+_EXTRA_PACKAGES: dict[str, str] = {"anthropic": "anthropic"}
+"""Provider name → the optional package (and ``pip`` extra) it needs."""
+
+PROVIDERS = tuple(_PROVIDER_CLASSES)
+"""The provider names a model id may start with."""
 
 
 def get_model(model_id: str, **options: Any) -> ChatModel:
@@ -35,28 +54,18 @@ def get_model(model_id: str, **options: Any) -> ChatModel:
             provider's optional package is not installed.
     """
     provider, name = split_model_id(model_id)
-    if provider == "llama-cpp":
-        from clearance.models._llama_cpp import LlamaCppModel
-
-        return LlamaCppModel(name, **options)
-    if provider == "openai":
-        from clearance.models._openai import OpenAIModel
-
-        return OpenAIModel(name, **options)
-    if provider == "anthropic":
-        if importlib.util.find_spec("anthropic") is None:
-            raise ConfigError(
-                f"{model_id!r} needs the anthropic package: pip install 'clearance[anthropic]'",
-                field="model",
-            )
-        from clearance.models._anthropic import AnthropicModel
-
-        return AnthropicModel(name, **options)
-    if provider == "fake":
-        from clearance.testing._fake import FakeModel
-
-        return FakeModel(name, **options)
-    raise ConfigError(
-        f"unknown model provider {provider!r} in {model_id!r} (known: {', '.join(PROVIDERS)})",
-        field="model",
-    )
+    target = _PROVIDER_CLASSES.get(provider)
+    if target is None:
+        raise ConfigError(
+            f"unknown model provider {provider!r} in {model_id!r} (known: {', '.join(PROVIDERS)})",
+            field="model",
+        )
+    extra = _EXTRA_PACKAGES.get(provider)
+    if extra is not None and importlib.util.find_spec(extra) is None:
+        raise ConfigError(
+            f"{model_id!r} needs the {extra} package: pip install 'clearance[{extra}]'",
+            field="model",
+        )
+    module_name, _, class_name = target.partition(":")
+    model_class = getattr(importlib.import_module(module_name), class_name)
+    return cast("ChatModel", model_class(name, **options))

@@ -14,6 +14,7 @@ import os
 
 from clearance._core.errors import ConfigError
 from clearance.models._base import ModelRequest, ModelResponse, Usage, estimate_tokens
+from clearance.testing._models import stream_text
 
 __all__ = ["LATENCY_ENV", "FakeModel"]
 
@@ -41,7 +42,7 @@ class FakeModel:
 
     The answer depends only on the model's name and the prompt's text: the same prompt gets
     the same answer in every run and every process, so two runs of one graph give identical
-    results. A task prompt is answered with ``"<name> result for <task heading>: <digest>"``
+    results. A task prompt is answered with ``"<name> result for <task title>: <digest>"``
     where the digest is the first 16 hex digits of SHA-256 of the whole prompt text (so a
     result also changes when the results it was given change). A request with a JSON schema
     (a structured hand-off, or the coordinator's plan) is answered with the digest as a JSON
@@ -83,13 +84,7 @@ class FakeModel:
         if request.json_schema is not None:
             return json.dumps(digest)
         heading = next(
-            (
-                line.removeprefix("### ").strip()
-                for message in request.prompt.messages
-                if message.role == "user"
-                for line in message.content.splitlines()
-                if line.startswith("### ")
-            ),
+            (item.title for item in request.prompt.manifest.items[1:] if item.kind != "tool_spec"),
             "",
         )
         return f"{self.name} result for {heading or 'the prompt'}: {digest}"
@@ -100,6 +95,7 @@ class FakeModel:
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
         text = self.answer(request)
+        stream_text(request, text)
         return ModelResponse(
             text=text,
             usage=Usage(

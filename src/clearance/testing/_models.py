@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import re
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 
@@ -13,7 +14,17 @@ from clearance.tokens import heuristic_tokens
 Reply = str | ToolCall | Sequence[ToolCall]
 """A scripted answer: a completion text, or one or more tool calls."""
 
-__all__ = ["FunctionModel", "ScriptedModel"]
+__all__ = ["FunctionModel", "ScriptedModel", "stream_text"]
+
+
+def stream_text(request: ModelRequest, text: str) -> None:
+    """Hand ``text`` to ``request.stream`` word by word, as a streaming provider would.
+
+    Each word goes with its trailing space; nothing happens when the request does not stream.
+    """
+    if request.stream is not None:
+        for piece in re.findall(r"\S+\s*|\s+", text):
+            request.stream(piece)
 
 
 class _RecordingModel:
@@ -43,6 +54,7 @@ class _RecordingModel:
         else:
             calls, text = tuple(reply), ""
         prompt_tokens = sum(self.count_tokens(m.content) for m in request.prompt.messages)
+        stream_text(request, text)
         return ModelResponse(
             text=text,
             usage=Usage(

@@ -1,0 +1,385 @@
+"""Tools from MCP servers (the official ``mcp`` SDK), treated as untrusted.
+
+`load_mcp_tools` connects to each declared server once before a run, lists its tools and
+keeps only the ones agents are allowed (``mcp:<server>/<tool>`` entries): their argument
+schemas must be valid JSON Schema objects within a size cap, and their descriptions are
+shortened and stripped of control characters. Each kept tool becomes a `Tool` whose call
+opens its own session (a stdio server is started for the call and always stopped after it,
+on failure and cancellation too), checks the arguments against the schema, calls the tool
+under a deadline and caps the result's size. A server cannot add tools: only the names
+listed before the run are offered to a model, and only those are ever called.
+
+The result enters the next prompt like any tool result, as a fenced ``tool:<call id>`` item
+built by the `ContextBuilder`; the call's server, tool, size and cut are recorded in the
+ledger as an ``mcp_call`` event (see ``ToolOutput.source``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
+
+from clearance._agents.tools import Tool, ToolOutput, check_arguments
+from clearance._core.errors import ConfigError
+from clearance._core.mcp_spec import McpServerSpec, McpToolRef
+
+if TYPE_CHECKING:
+    from mcp import ClientSession
+    from mcp.types import CallToolResult
+
+__all__ = ["MAX_DESCRIPTION_CHARS", "load_mcp_tools", "load_mcp_tools_sync"]
+
+MAX_DESCRIPTION_CHARS = 1000
+"""A server's tool description is cut to this many characters before a model sees it."""
+
+_MAX_PAGES = 20  # tools/list pages read from one server
+_MAX_LISTED = 2000  # tools read from one server's listing
+_CLEANUP_S = 15.0  # bound on stopping a server after its caller was cancelled
+_ERROR_CHARS = 300  # of an error message quoting what a server said
+
+T = TypeVar("T")
+
+
+def _require_sdk() -> None:
+    try:
+        import mcp  # noqa: F401
+    except ImportError:
+        raise ConfigError(
+            "MCP servers need the official MCP SDK: pip install 'clearance[mcp]'",
+            field="mcp_servers",
+        ) from None
+
+
+@contextlib.asynccontextmanager
+async def _session(
+    spec: McpServerSpec, errlog: TextIO | None = None
+) -> AsyncIterator[ClientSession]:
+    """An initialized session with one server; the server (or connection) is closed after.
+
+    A stdio server gets only its declared environment; its standard error goes to
+    ``errlog``, or is discarded (a hostile server could otherwise write to the terminal).
+    """
+    import anyio
+    import httpx2
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with contextlib.AsyncExitStack() as stack:
+        if spec.command is not None:
+            params = StdioServerParameters(
+                command=spec.command[0], args=spec.command[1:], env=spec.resolved_env()
+            )
+            if errlog is None:
+                errlog = stack.enter_context(open(os.devnull, "w", encoding="utf-8"))  # noqa: ASYNC230, SIM115
+            streams = await stack.enter_async_context(stdio_client(params, errlog=errlog))
+        else:
+            assert spec.url is not None
+            client = httpx2.AsyncClient(
+                headers=spec.resolved_headers(),
+                timeout=httpx2.Timeout(spec.connect_timeout_s, read=spec.timeout_s),
+                follow_redirects=False,
+            )
+            await stack.enter_async_context(client)
+            streams = await stack.enter_async_context(
+                streamable_http_client(spec.url, http_client=client)
+            )
+        read, write = streams
+        session = await stack.enter_async_context(ClientSession(read, write))
+        with anyio.fail_after(spec.connect_timeout_s):
+            await session.initialize()
+        yield session
+
+
+async def _stopped_on_cancel(work: Callable[[], Awaitable[T]]) -> T | None:
+    """Run ``work`` so that cancelling the caller still lets it stop its server.
+
+    The MCP SDK stops a stdio server in a shielded cleanup that a plain asyncio
+    cancellation could cut short; here a cancellation of the caller becomes an anyio
+    cancellation of ``work``, whose cleanup is awaited (at most ``_CLEANUP_S`` seconds)
+    before the cancellation goes on.
+    """
+    import anyio
+
+    scopes: list[anyio.CancelScope] = []
+
+    async def inner() -> T | None:
+        with anyio.CancelScope() as scope:
+            scopes.append(scope)
+            return await work()
+        return None
+
+    task = asyncio.ensure_future(inner())
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        for scope in scopes:
+            scope.cancel()
+        await asyncio.wait({task}, timeout=_CLEANUP_S)
+        if task.done() and not task.cancelled():
+            task.exception()  # retrieved: the caller's cancellation is what goes on
+        raise
+
+
+async def load_mcp_tools(
+    servers: Mapping[str, McpServerSpec], refs: Iterable[McpToolRef]
+) -> dict[str, Tool]:
+    """The allowed tools of the servers, as `Tool` objects keyed by the name a model calls.
+
+    Args:
+        servers: ``mcp_servers:`` by name.
+        refs: The tools agents may call (duplicates are fine).
+
+    Returns:
+        ``{"mcp__<server>__<tool>": Tool}`` (the function name of the agent's
+        ``mcp:<server>/<tool>`` entry, which is also each tool's ``name``).
+
+    Raises:
+        ConfigError: The SDK is not installed, a server cannot be reached or does not finish
+            the handshake and listing within ``connect_timeout_s``, does not offer an allowed
+            tool, or offers it with a schema that is not a valid JSON Schema object within
+            ``max_schema_bytes``. The message names the server.
+    """
+    wanted: dict[str, dict[str, McpToolRef]] = {}
+    for ref in refs:
+        wanted.setdefault(ref.server, {})[ref.tool] = ref
+    if not wanted:
+        return {}
+    _require_sdk()
+    tools: dict[str, Tool] = {}
+    for server, by_tool in wanted.items():
+        spec = servers[server]
+        listed = await _listed(server, spec)
+        for name, ref in by_tool.items():
+            if name not in listed:
+                offered = ", ".join(sorted(listed)[:20]) or "none"
+                raise ConfigError(
+                    f"MCP server {server!r} has no tool {name!r} (it offers: {offered})",
+                    field=f"mcp_servers.{server}",
+                )
+            description, schema = _checked_tool(server, spec, name, listed[name])
+            tools[ref.model_name] = _tool(ref, spec, description, schema)
+    return tools
+
+
+def load_mcp_tools_sync(
+    servers: Mapping[str, McpServerSpec], refs: Iterable[McpToolRef]
+) -> dict[str, Tool]:
+    """`load_mcp_tools` for code not in an event loop (the command line).
+
+    Raises:
+        ConfigError: As `load_mcp_tools`.
+    """
+    return asyncio.run(load_mcp_tools(servers, list(refs)))
+
+
+async def _listed(server: str, spec: McpServerSpec) -> dict[str, Any]:
+    """The server's tools by name (every page, within the caps and the connect deadline)."""
+    import anyio
+    from mcp import MCPError
+
+    errlog = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
+
+    async def work() -> dict[str, Any]:
+        from mcp.types import PaginatedRequestParams
+
+        found: dict[str, Any] = {}
+        with anyio.fail_after(spec.connect_timeout_s * 2):
+            async with _session(spec, errlog) as session:
+                cursor: str | None = None
+                for _ in range(_MAX_PAGES):
+                    params = PaginatedRequestParams(cursor=cursor) if cursor else None
+                    with anyio.fail_after(spec.connect_timeout_s):
+                        page = await session.list_tools(params=params)
+                    for tool in page.tools[: _MAX_LISTED - len(found)]:
+                        found.setdefault(tool.name, tool)
+                    cursor = page.next_cursor
+                    if not cursor or len(found) >= _MAX_LISTED:
+                        break
+        return found
+
+    field = f"mcp_servers.{server}"
+    try:
+        listed = await _stopped_on_cancel(work)
+    except Exception as exc:  # any failure of the server, its process or the connection
+        leaf = _leaf(exc)
+        said = _tail(errlog)
+        if isinstance(leaf, ConfigError):
+            raise ConfigError(str(leaf), field=field) from None
+        if isinstance(leaf, TimeoutError) or (
+            isinstance(leaf, MCPError) and "timed out" in str(leaf)
+        ):
+            raise ConfigError(
+                f"MCP server {server!r} ({spec.where()}) did not answer within "
+                f"{spec.connect_timeout_s:g} s",
+                field=field,
+            ) from None
+        raise ConfigError(
+            f"cannot use MCP server {server!r} ({spec.where()}): {_describe(leaf)}{said}",
+            field=field,
+        ) from None
+    finally:
+        errlog.close()
+    assert listed is not None
+    return listed
+
+
+def _checked_tool(server: str, spec: McpServerSpec, name: str, tool: Any) -> tuple[str, Any]:
+    """The description (cut, cleaned) and argument schema of a listed tool, checked."""
+    from jsonschema.exceptions import SchemaError
+    from jsonschema.validators import Draft202012Validator
+
+    field = f"mcp_servers.{server}"
+    schema = tool.input_schema
+    try:
+        size = len(json.dumps(schema, ensure_ascii=False).encode("utf-8"))
+    except (TypeError, ValueError, UnicodeEncodeError):
+        raise ConfigError(f"tool {name!r}: its schema is not JSON", field=field) from None
+    if size > spec.max_schema_bytes:
+        raise ConfigError(
+            f"tool {name!r}: its argument schema is {size} bytes, over max_schema_bytes "
+            f"({spec.max_schema_bytes})",
+            field=field,
+        )
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        raise ConfigError(f"tool {name!r}: its argument schema is not an object", field=field)
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        raise ConfigError(
+            f"tool {name!r}: its argument schema is not valid: {exc.message[:_ERROR_CHARS]}",
+            field=field,
+        ) from None
+    text = " ".join(str(tool.description or tool.title or name).split())
+    text = "".join(c for c in text if c.isprintable())[:MAX_DESCRIPTION_CHARS]
+    return f"[MCP server {server}] {text}", schema
+
+
+def _tool(ref: McpToolRef, spec: McpServerSpec, description: str, schema: Any) -> Tool:
+    """A `Tool` calling ``ref`` on its server (one session per call)."""
+
+    async def run(arguments: dict[str, Any]) -> ToolOutput:
+        source: dict[str, Any] = {
+            "server": ref.server, "tool": ref.tool, "transport": spec.transport,
+            "where": spec.where(),
+        }  # fmt: skip
+        problems = check_arguments(schema, arguments)
+        if problems:
+            return ToolOutput(
+                content=f"error: invalid arguments: {problems}", is_error=True, source=source
+            )
+        started = time.monotonic()
+        content, is_error, extra = await _call(ref, spec, arguments)
+        source.update(extra, duration_ms=round((time.monotonic() - started) * 1000))
+        return ToolOutput(content=content, is_error=is_error, source=source)
+
+    return Tool(name=ref.model_name, description=description, parameters=schema, run=run)
+
+
+async def _call(
+    ref: McpToolRef, spec: McpServerSpec, arguments: dict[str, Any]
+) -> tuple[str, bool, dict[str, Any]]:
+    """Call the tool: ``(text for the model, is error, details for the ledger)``."""
+    import anyio
+    from mcp import MCPError
+
+    async def work() -> CallToolResult:
+        with anyio.fail_after(spec.connect_timeout_s + spec.timeout_s + 5):
+            async with _session(spec) as session:
+                return await session.call_tool(
+                    ref.tool, arguments, read_timeout_seconds=spec.timeout_s
+                )
+
+    who = f"MCP server {ref.server!r}"
+    try:
+        result = await _stopped_on_cancel(work)
+    except Exception as exc:  # any failure of the server, its process or the connection
+        leaf = _leaf(exc)
+        if isinstance(leaf, TimeoutError) or (
+            isinstance(leaf, MCPError) and "timed out" in str(leaf)
+        ):
+            message = f"{who} did not answer {ref.tool} within {spec.timeout_s:g} s"
+            return f"error: {message}", True, {"error": "timeout"}
+        if isinstance(leaf, ConfigError):
+            return f"error: {who}: {leaf}", True, {"error": "config"}
+        return f"error: {who} failed: {_describe(leaf)}", True, {"error": type(leaf).__name__}
+    assert result is not None
+    text, size = _result_text(result)
+    capped, cut = _capped(text, spec.max_result_bytes)
+    return capped, bool(result.is_error), {"bytes": size, "truncated": cut}
+
+
+def _tail(errlog: TextIO) -> str:
+    """``"; its standard error ends: ..."`` with the end of what a stdio server wrote, or ``""``."""
+    try:
+        errlog.flush()
+        size = errlog.seek(0, os.SEEK_END)
+        errlog.seek(max(0, size - 4 * _ERROR_CHARS))
+        text = errlog.read()
+    except (OSError, ValueError):
+        return ""
+    lines = [" ".join(line.split()) for line in text.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    last = "".join(c for c in lines[-1] if c.isprintable())[-_ERROR_CHARS:]
+    return f"; its standard error ends: {_clean(last)}"
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first exception inside (nested) exception groups, or ``exc`` itself."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _describe(exc: BaseException) -> str:
+    """One line about an exception (its first leaf, for exception groups), shortened."""
+    exc = _leaf(exc)
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return f"{type(exc).__name__}: {_clean(text)[:_ERROR_CHARS]}"
+
+
+def _clean(text: str) -> str:
+    """Text any later step accepts: no NUL characters, no lone surrogates."""
+    return text.replace("\x00", "\ufffd").encode("utf-8", "replace").decode("utf-8")
+
+
+def _result_text(result: CallToolResult) -> tuple[str, int]:
+    """The result as text (non-text parts named, not included), and its size in bytes."""
+    from mcp.types import EmbeddedResource, ResourceLink, TextContent
+
+    parts: list[str] = []
+    for block in result.content:
+        if isinstance(block, TextContent):
+            parts.append(block.text)
+        elif isinstance(block, EmbeddedResource):
+            text = getattr(block.resource, "text", None)
+            uri = block.resource.uri
+            parts.append(text if isinstance(text, str) else f"[binary resource {uri}]")
+        elif isinstance(block, ResourceLink):
+            parts.append(f"[resource link {block.uri}]")
+        else:
+            mime = getattr(block, "mime_type", "")
+            parts.append(f"[{block.type} content {mime} not shown]")
+    if not parts and result.structured_content is not None:
+        parts.append(json.dumps(result.structured_content, ensure_ascii=False, default=str))
+    text = _clean("\n".join(parts))
+    return text, len(text.encode("utf-8"))
+
+
+def _capped(text: str, max_bytes: int) -> tuple[str, bool]:
+    """``text`` within ``max_bytes`` UTF-8 bytes, with a note when cut."""
+    data = text.encode("utf-8")
+    if len(data) <= max_bytes:
+        return text, False
+    kept = data[:max_bytes].decode("utf-8", "ignore")
+    return (
+        f"{kept}\n[cut: the tool returned {len(data)} bytes; the first {max_bytes} are shown]",
+        True,
+    )

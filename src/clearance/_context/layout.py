@@ -1,0 +1,289 @@
+"""The layout of every kind of prompt, in one table: sections, what they hold, the trailer.
+
+A user message is its sections in table order (empty ones left out), then the trailer (see
+`render`). Each `Row` names a section's heading, the kinds of item (origin kinds) it may
+hold, whether it is the same in every prompt of one agent (``stable``: rendered first, so two
+prompts of one agent share a byte-identical prefix a server-side prompt cache can reuse) and
+whether its blocks are rendered bare (a fence without a ``###`` heading line; the item's
+title stays in the manifest).
+
+`ContextBuilder` renders from the current `Layout` of each prompt kind; ``clearance verify``
+checks a recorded prompt against the layouts of its kind, the current one first and then
+the earlier ones (`LAYOUTS`), so runs recorded before a layout change still verify. A new
+kind of item is one row here, one admission case in `Clearance.admits` and one provenance
+check in verify.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from clearance._core.origins import Subject
+
+__all__ = ["LAYOUTS", "Layout", "Row", "current", "item_kinds", "layout_kind"]
+
+# -- section headings --------------------------------------------------------------------------
+
+TASK = "# Task"
+FILES = "## Files"
+RESULTS = "## Context from prerequisite tasks"
+FAILED_PREREQUISITES = "## Prerequisite tasks that did not complete"
+MESSAGES = "## Messages from team members"
+MEMORY = "## From memory"
+CHILDREN = "## Results from subagents"
+REPAIR = "## Your previous answer was rejected"
+TOOLS = "## Tools you can call"
+TOOL_RESULTS = "## Results of your tool calls"
+DELEGATED = "# Delegated task"
+CHILD_GOAL = "# Your goal"
+GOAL = "# Goal"
+COMPLETED = "## Completed tasks"
+FAILED = "## Failed tasks"
+SKIPPED = "## Skipped tasks"
+SHARED_MEMORY = "## Shared memory"
+SUMMARIES = "## Summaries of completed tasks"
+TEAM = "## Team members"
+PLAN_REJECTED = "## Your previous plan was rejected"
+ARCH = "## Project architecture"
+CONSTRAINTS = "## Constraints"
+CLARIFICATIONS = "## Clarifications"
+HISTORY = "## Your earlier steps"
+QUESTION = "## Question from the subagent"
+TURNS = "## Conversation so far"
+
+# -- closing instructions ----------------------------------------------------------------------
+
+TASK_TRAILER = "Reply with your result only."
+"""The closing instruction of task, delegated and child prompts (without tools)."""
+TOOL_TRAILER = (
+    "Complete the task above. To use a tool, call it; when you have what you need, reply "
+    "with your result only."
+)
+"""The closing instruction of a tool-using agent's prompts."""
+TASK_TRAILER_V1 = "Complete the task above. Reply with your result only."
+"""`TASK_TRAILER` of layout version 1 (runs recorded before the trimmed framing)."""
+SYNTHESIS_TRAILER = (
+    "Write the final answer to the goal, using the task results above. Say which results "
+    "you relied on, and mention any failed or skipped task whose result is missing."
+)
+SYNTHESIS_MAP_TRAILER = (
+    "Summarize the material above for the final answer to the goal. Keep every fact, figure "
+    "and conclusion the goal needs, say which task each comes from, and leave out the rest."
+)
+SYNTHESIS_REDUCE_TRAILER = (
+    "Write the final answer to the goal, using the summaries of the task results above. Say "
+    "which tasks you relied on, and mention any failed or skipped task whose result is missing."
+)
+PLAN_INSTRUCTIONS = (
+    "You are planning work for a team. Break the goal into a small number of tasks, each "
+    "assigned to one team member by name. A task lists the ids of the tasks whose results it "
+    "needs in depends_on; tasks without dependencies run in parallel. Reply with JSON only, "
+    'of the form {"tasks": [{"id": "...", "title": "...", "description": "...", '
+    '"assignee": "...", "depends_on": ["..."]}]}.'
+)
+"""The start of the planning prompt's closing instruction (an example plan follows)."""
+CLARIFICATION_TRAILER = (
+    "A subagent working on the task above asked the question above. Answer it from the "
+    "material above, briefly and precisely. If the material does not hold the answer, say so."
+)
+ISOLATED_TRAILER = (
+    "Complete the task above using only the material given. End your answer with one line "
+    "'STATUS: done', 'STATUS: done_with_concerns' (then say what worries you), "
+    "'STATUS: needs_context' (then, on the next line, 'QUESTION: <your question>' or "
+    "'FILE: <path of a project file you need>') or 'STATUS: blocked' (then say why)."
+)
+CONVERSATION_TRAILER = "Reply to the last message of the conversation above."
+SUMMARY_PROMPT = (
+    "Summarize the conversation above in a few sentences. Keep names, numbers, decisions and "
+    "open questions. Reply with the summary only."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One section of a prompt layout.
+
+    Attributes:
+        heading: The section's heading line (``# Task``, ``## Files`` ...).
+        kinds: Origin kinds its blocks may hold.
+        stable: The section is the same in every prompt of one agent (tools, architecture);
+            stable sections come before every per-task section.
+        bare: Its blocks are rendered as a fence without a heading line.
+    """
+
+    heading: str
+    kinds: frozenset[str]
+    stable: bool = False
+    bare: bool = False
+
+
+def _row(heading: str, *kinds: str, stable: bool = False, bare: bool = False) -> Row:
+    return Row(heading, frozenset(kinds), stable, bare)
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """The layout of one kind of prompt, in one version.
+
+    Attributes:
+        kind: The prompt kind (`layout_kind`).
+        version: 1 for the first layout; each change of the rendered text adds one.
+        rows: Its sections, in the order they are rendered.
+        trailers: Its closing instructions by name (``"default"``, ``"tools"``).
+        trailer_is_prefix: The trailer starts with the named text (the planning prompt's
+            example plan follows it).
+    """
+
+    kind: str
+    version: int
+    rows: tuple[Row, ...]
+    trailers: Mapping[str, str]
+    trailer_is_prefix: bool = False
+
+    def row(self, heading: str) -> Row:
+        """The row with this heading.
+
+        Raises:
+            KeyError: The layout has no such section.
+        """
+        for row in self.rows:
+            if row.heading == heading:
+                return row
+        raise KeyError(heading)
+
+    def accepts_trailer(self, trailer: str) -> bool:
+        """Whether ``trailer`` is one of this layout's closing instructions."""
+        if self.trailer_is_prefix:
+            return any(trailer.startswith(t) for t in self.trailers.values())
+        return trailer in self.trailers.values()
+
+
+_TOOL_ROWS = (_row(TOOLS, "tool_spec", stable=True), _row(TOOL_RESULTS, "tool", "store"))
+_TASK_TRAILERS = {"default": TASK_TRAILER, "tools": TOOL_TRAILER}
+_TASK_TRAILERS_V1 = {"default": TASK_TRAILER_V1, "tools": TOOL_TRAILER}
+
+_TASK_BODY = (
+    _row(FILES, "file"),
+    _row(RESULTS, "task_result", bare=True),
+    _row(FAILED_PREREQUISITES, "task_status"),
+    _row(MESSAGES, "message"),
+    _row(MEMORY, "memory"),
+    _row(CHILDREN, "child_result"),
+    _row(REPAIR, "repair"),
+)
+_TASK_V2 = Layout(
+    "task", 2, (_TOOL_ROWS[0], _row(TASK, "task", bare=True), *_TASK_BODY, _TOOL_ROWS[1]),
+    _TASK_TRAILERS,
+)  # fmt: skip
+_TASK_V1 = Layout(
+    "task", 1,
+    (_row(TASK, "task"), *(Row(r.heading, r.kinds) for r in _TASK_BODY), *_TOOL_ROWS),
+    _TASK_TRAILERS_V1,
+)  # fmt: skip
+_DELEGATION_V2 = Layout(
+    "delegation", 2, (_TOOL_ROWS[0], _row(DELEGATED, "delegation", bare=True), _TOOL_ROWS[1]),
+    _TASK_TRAILERS,
+)  # fmt: skip
+_DELEGATION_V1 = Layout(
+    "delegation", 1, (_row(DELEGATED, "delegation"), *_TOOL_ROWS), _TASK_TRAILERS_V1
+)
+_CHILD_V2 = Layout(
+    "child", 2, (_TOOL_ROWS[0], _row(CHILD_GOAL, "child_goal", bare=True), _TOOL_ROWS[1]),
+    _TASK_TRAILERS,
+)  # fmt: skip
+_CHILD_V1 = Layout("child", 1, (_row(CHILD_GOAL, "child_goal"), *_TOOL_ROWS), _TASK_TRAILERS_V1)
+
+_ISOLATED = Layout(
+    "isolated", 1,
+    (_row(ARCH, "arch", stable=True), _row(TASK, "task"), _row(FILES, "file"),
+     _row(RESULTS, "task_result"), _row(CONSTRAINTS, "constraint"),
+     _row(CLARIFICATIONS, "clarification"), _row(CHILDREN, "child_result"),
+     _row(HISTORY, "history")),
+    {"default": ISOLATED_TRAILER},
+)  # fmt: skip
+_CLARIFICATION = Layout(
+    "clarification", 1,
+    (_row(TASK, "task"), _row(RESULTS, "task_result"), _row(QUESTION, "question")),
+    {"default": CLARIFICATION_TRAILER},
+)  # fmt: skip
+_GOAL = _row(GOAL, "goal")
+_FAILED_ROWS = (
+    _row(FAILED, "task_status"), _row(SKIPPED, "task_status"),
+    _row(SHARED_MEMORY, "shared_memory"),
+)  # fmt: skip
+_SYNTHESIS = Layout(
+    "synthesis", 1, (_GOAL, _row(COMPLETED, "task_result"), *_FAILED_ROWS),
+    {"default": SYNTHESIS_TRAILER},
+)  # fmt: skip
+_SYNTHESIS_REDUCE = Layout(
+    "synthesis_reduce", 1, (_GOAL, _row(SUMMARIES, "summary_of"), *_FAILED_ROWS),
+    {"default": SYNTHESIS_REDUCE_TRAILER},
+)  # fmt: skip
+_SYNTHESIS_MAP = Layout(
+    "synthesis_map", 1,
+    (_GOAL, _row(COMPLETED, "task_result"), _row(SUMMARIES, "summary_of")),
+    {"default": SYNTHESIS_MAP_TRAILER},
+)  # fmt: skip
+_PLAN = Layout(
+    "plan", 1, (_GOAL, _row(TEAM, "agent"), _row(PLAN_REJECTED, "plan_feedback")),
+    {"default": PLAN_INSTRUCTIONS}, trailer_is_prefix=True,
+)  # fmt: skip
+_CONVERSATION = Layout(
+    "conversation", 1, (_row(TURNS, "turn", "summary"), _row(MEMORY, "memory")),
+    {"default": CONVERSATION_TRAILER},
+)  # fmt: skip
+_SUMMARY = Layout("summary", 1, _CONVERSATION.rows, {"default": SUMMARY_PROMPT})
+
+LAYOUTS: Mapping[str, tuple[Layout, ...]] = {
+    layouts[0].kind: layouts
+    for layouts in (
+        (_TASK_V2, _TASK_V1),
+        (_DELEGATION_V2, _DELEGATION_V1),
+        (_CHILD_V2, _CHILD_V1),
+        (_ISOLATED,),
+        (_CLARIFICATION,),
+        (_SYNTHESIS,),
+        (_SYNTHESIS_REDUCE,),
+        (_SYNTHESIS_MAP,),
+        (_PLAN,),
+        (_CONVERSATION,),
+        (_SUMMARY,),
+    )
+}
+"""Every prompt kind's layouts, the current one (which the builder renders) first."""
+
+
+def current(kind: str) -> Layout:
+    """The layout the builder renders for a prompt kind."""
+    return LAYOUTS[kind][0]
+
+
+def item_kinds(kind: str) -> frozenset[str]:
+    """Every origin kind a prompt of ``kind`` may hold, in any of its layouts (instructions too)."""
+    return frozenset({"instructions"}).union(
+        *(row.kinds for shape in LAYOUTS[kind] for row in shape.rows)
+    )
+
+
+def layout_kind(subject: Subject, *, summaries: bool = False) -> str | None:
+    """The prompt kind of a call subject, or ``None`` for an unknown subject.
+
+    Args:
+        subject: The call's subject.
+        summaries: The prompt holds ``summary_of`` items (a ``synthesis`` that is the reduce
+            step of a hierarchical synthesis).
+    """
+    if subject.kind == "synthesis" and subject.ref is None:
+        return "synthesis_reduce" if summaries else "synthesis"
+    if subject.kind == "plan" and subject.ref is None:
+        return "plan"
+    if subject.ref is not None and subject.kind in _SUBJECT_KINDS:
+        return subject.kind
+    return None
+
+
+_SUBJECT_KINDS = frozenset(
+    {"task", "delegation", "child", "isolated", "clarification", "synthesis_map",
+     "conversation", "summary"}
+)  # fmt: skip

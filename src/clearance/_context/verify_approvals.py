@@ -1,0 +1,182 @@
+"""``verify``'s approval checks: nothing that required a person's approval ran without one.
+
+What requires approval comes from the run's own records, never from model output: the tools
+named in the run's config (``approval_tools``) and the tasks of its graph marked
+``approval: required``. Requests (``awaiting_approval`` events) and decisions
+(``approval_decided`` events) are ordered by the run's hash chain. The checks:
+
+- every decision answers a recorded request, after it, about the same thing (task, agent,
+  tool, arguments digest), and is the only decision on it;
+- every recorded call of an approval tool has an approval of exactly that call (same task,
+  agent, tool and arguments) recorded before it; a call that was denied holds the denial as
+  its (error) result, not the tool's output;
+- every model call of a task that requires approval, and its completion, come after an
+  approval of the task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from clearance._core.prompt import canonical_json, sha256_text
+from clearance._state.ledger import CallRecord, EventRecord, RunLedger, RunRecord, ToolCallRecord
+
+__all__ = [
+    "APPROVAL_DECIDED",
+    "APPROVAL_REQUESTED",
+    "arguments_sha256",
+    "check_approvals",
+    "denial_text",
+]
+
+APPROVAL_REQUESTED = "awaiting_approval"
+"""Event kind of an approval request."""
+
+APPROVAL_DECIDED = "approval_decided"
+"""Event kind of a decision on an approval request."""
+
+_KEY_FIELDS = ("kind", "task_id", "agent", "tool", "arguments_sha256")
+
+Problem = tuple[str, str | None, str]
+"""``(subject, call id or None, reason)`` of one finding."""
+
+
+def arguments_sha256(arguments: Mapping[str, Any]) -> str:
+    """SHA-256 of a tool call's arguments in canonical JSON."""
+    return sha256_text(canonical_json(dict(arguments)))
+
+
+def denial_text(tool: str | None, by: str, reason: str) -> str:
+    """The tool result a model gets for a call a person denied."""
+    why = f": {reason}" if reason else ""
+    return (
+        f"error: a person ({by}) denied this call of {tool}{why}. "
+        "Do not call it again with these arguments; answer without it or do something else."
+    )
+
+
+def _key(data: Mapping[str, Any]) -> tuple[Any, ...]:
+    return tuple(data.get(name) for name in _KEY_FIELDS)
+
+
+def check_approvals(
+    ledger: RunLedger,
+    run: RunRecord,
+    events: list[EventRecord],
+    calls: list[CallRecord],
+    tool_calls: Mapping[str, ToolCallRecord],
+    completed: set[str],
+) -> Iterator[Problem]:
+    """Check a run's approvals (see the module docstring).
+
+    Args:
+        ledger: The ledger (for the hash chain's order).
+        run: The run's record (its config and graph say what requires approval).
+        events: The run's events.
+        calls: The run's model calls.
+        tool_calls: The run's tool calls, by id.
+        completed: Ids of the tasks recorded completed.
+
+    Raises:
+        StoreError: The ledger cannot be read.
+    """
+    seq: dict[tuple[str, str], int] = {}  # (kind, subject): its first entry in the chain
+    last: dict[tuple[str, str], int] = {}  # (kind, subject): its latest entry
+    for entry in ledger.chain_entries(run.run_id):
+        seq.setdefault((entry.kind, entry.subject), entry.seq)
+        last[(entry.kind, entry.subject)] = entry.seq
+    requests: dict[str, tuple[int, EventRecord]] = {}
+    for event in events:
+        if event.kind == APPROVAL_REQUESTED:
+            where = seq.get(("event", event.event_id), 0)
+            requests.setdefault(str(event.data.get("call_id")), (where, event))
+    approvals: list[tuple[int, EventRecord]] = []  # decisions that answer their request
+    seen: set[str] = set()
+    for event in events:
+        if event.kind != APPROVAL_DECIDED:
+            continue
+        call_id = str(event.data.get("call_id"))
+        where = seq.get(("event", event.event_id), 0)
+        asked = requests.get(call_id)
+        if asked is None or asked[0] >= where or _key(asked[1].data) != _key(event.data):
+            yield (f"approval {call_id}", None, "a decision that answers no recorded request")
+            continue
+        if call_id in seen:
+            yield (f"approval {call_id}", None, "decided more than once")
+            continue
+        seen.add(call_id)
+        approvals.append((where, event))
+    yield from _check_tool_calls(run, approvals, tool_calls, seq)
+    yield from _check_tasks(run, approvals, calls, completed, seq, last)
+
+
+def _task_of(subject: str, tool_calls: Mapping[str, ToolCallRecord]) -> str | None:
+    """The task a tool call's subject serves (a delegation's, through its delegate call)."""
+    for _ in range(64):  # delegation chains are short; a cycle in forged records ends here
+        if subject.startswith("task:"):
+            return subject.removeprefix("task:")
+        parent = tool_calls.get(subject.removeprefix("delegation:"))
+        if not subject.startswith("delegation:") or parent is None:
+            return None
+        subject = parent.subject
+    return None
+
+
+def _check_tool_calls(
+    run: RunRecord,
+    approvals: list[tuple[int, EventRecord]],
+    tool_calls: Mapping[str, ToolCallRecord],
+    seq: Mapping[tuple[str, str], int],
+) -> Iterator[Problem]:
+    names = run.config.get("approval_tools") if isinstance(run.config, dict) else None
+    tools = {n for n in names if isinstance(n, str)} if isinstance(names, list) else set()
+    for record in tool_calls.values():
+        if record.name not in tools:
+            continue
+        key = ("tool", _task_of(record.subject, tool_calls), record.agent, record.name,
+               arguments_sha256(record.arguments))  # fmt: skip
+        where = seq.get(("tool_call", record.tool_call_id), 0)
+        before = [e for s, e in approvals if s < where and _key(e.data) == key]
+        subject = f"tool call {record.tool_call_id}"
+        if not before:
+            yield (subject, None, f"{record.name} ran without a recorded approval")
+            continue
+        data = before[-1].data
+        if data.get("decision") != "approved":
+            denial = denial_text(record.name, str(data.get("by")), str(data.get("reason") or ""))
+            if record.result != denial or not record.is_error:
+                yield (subject, None, f"{record.name} ran though it was denied")
+
+
+def _check_tasks(
+    run: RunRecord,
+    approvals: list[tuple[int, EventRecord]],
+    calls: list[CallRecord],
+    completed: set[str],
+    seq: Mapping[tuple[str, str], int],
+    last: Mapping[tuple[str, str], int],
+) -> Iterator[Problem]:
+    required = [
+        t for t in (run.graph or []) if isinstance(t, dict) and t.get("approval") == "required"
+    ]
+    for task in required:
+        task_id = str(task.get("id"))
+        key = ("task", task_id, task.get("assignee"), None, None)
+        first = min(
+            (
+                s
+                for s, e in approvals
+                if _key(e.data) == key and e.data.get("decision") == "approved"
+            ),
+            default=None,
+        )
+        own = {f"{kind}:{task_id}" for kind in ("task", "isolated", "clarification")}
+        for call in calls:
+            if call.subject in own and (
+                first is None or seq.get(("call", call.call_id), 0) < first
+            ):
+                yield (f"task {task_id}", call.call_id, "a model call before the task's approval")
+        state = last.get(("task", task_id), 0)
+        if task_id in completed and (first is None or state < first):
+            yield (f"task {task_id}", None, "completed without an approval recorded before")

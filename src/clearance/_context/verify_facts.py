@@ -1,0 +1,97 @@
+"""What the ledger says about a run, indexed for ``clearance verify``'s checks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from clearance._context.verify_subagents import SubagentFacts
+from clearance._core.errors import ConfigError
+from clearance._core.spec import Agent
+from clearance._state.graph import TaskGraph
+from clearance._state.ledger import CallRecord, RunLedger, RunRecord
+from clearance._state.messages import Message
+
+if TYPE_CHECKING:
+    from clearance._state.memory import MemoryRecord
+    from clearance._state.store import StoreEntry
+
+__all__ = ["MemoryLookup", "Problem", "RunFacts", "StoreLookup"]
+
+MemoryLookup = Callable[[str], "MemoryRecord | None"]
+"""Finds a memory record by id in the memory store, whatever its scope (for auditing)."""
+
+StoreLookup = Callable[[str, str], "StoreEntry | None"]
+"""Finds the live entry at ``(namespace, key)`` in the run's context store (for auditing)."""
+
+Problem = tuple[str | None, str]
+"""``(origin or None, reason)``: one finding about a call."""
+
+
+class RunFacts:
+    """What the ledger says about a run, indexed for the checks."""
+
+    def __init__(
+        self,
+        ledger: RunLedger,
+        run: RunRecord,
+        memories: MemoryLookup | None = None,
+        store: StoreLookup | None = None,
+    ):
+        self.run = run
+        self.memories = memories
+        self.store = store
+        self.graph = TaskGraph.from_dict(run.graph) if run.graph else None
+        records = ledger.tasks(run.run_id)
+        self.results = {t.task_id: t.result for t in records if t.result is not None}
+        self.completed = {t.task_id: t.result or "" for t in records if t.status == "completed"}
+        self.calls: list[CallRecord] = []
+        # Every reason a task was ever recorded with: a resumed run re-runs failed tasks.
+        self.errors: dict[str, set[str]] = {
+            task_id: set(reasons) for task_id, reasons in ledger.task_reasons(run.run_id).items()
+        }
+        for t in records:
+            if t.error is not None:
+                self.errors.setdefault(t.task_id, set()).add(t.error)
+        self.messages = {
+            m["id"]: Message(
+                id=m["id"],
+                sender=m["sender"],
+                recipient=m["recipient"],
+                content=m["content"],
+                created_at=m["created_at"],
+            )
+            for m in ledger.messages(run.run_id)
+        }
+        config = run.config or {}
+        self.instructions: dict[str, str] = {
+            a["name"]: str(a.get("instructions", "")).strip() for a in config.get("agents", [])
+        }
+        # Tools and store grants, as the run's config recorded them (never model output).
+        self.agents: dict[str, Agent] = {}
+        for spec in config.get("agents", []):
+            try:
+                self.agents[spec["name"]] = Agent(
+                    name=spec["name"],
+                    instructions=str(spec.get("instructions", "")) or "-",
+                    role=str(spec.get("role") or ""),
+                    tools=tuple(spec.get("tools", ())),
+                    can_delegate_to=tuple(spec.get("can_delegate_to", ())),
+                    store_grants=dict(spec.get("store_grants", {})),
+                    can_spawn=tuple(spec.get("can_spawn", ())),
+                )
+            except (ConfigError, KeyError, TypeError):
+                continue
+        self.tool_calls = {t.tool_call_id: t for t in ledger.tool_calls(run.run_id)}
+        # (agent, tool name) to the digest of the tool's description in its first prompt.
+        self.tool_specs: dict[tuple[str, str], Any] = {}
+        self.memory_groups: dict[str, list[str]] = dict(config.get("memory_groups") or {})
+        coordinator = config.get("coordinator")
+        self.coordinator: str | None = None
+        if isinstance(coordinator, dict) and "instructions" in coordinator:
+            self.instructions[coordinator["name"]] = str(coordinator["instructions"]).strip()
+            self.coordinator = str(coordinator["name"])
+        self.events = ledger.events(run.run_id)
+        self.subagents = SubagentFacts(self.events)
+        chosen = config.get("synthesis_from")
+        self.synthesis_from = frozenset(chosen) if isinstance(chosen, list) else None

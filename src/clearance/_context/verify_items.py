@@ -1,0 +1,338 @@
+"""Verifying each item of a recorded prompt: admitted by its clearance, and what it says it is.
+
+The clearance of each call is recomputed from the ledger (the recorded graph, team config
+and events), never from the prompt; every item's origin must be admitted by it
+(`Clearance.admits`), and its content must be what its origin names (provenance): the task
+text from the graph, a result from the recorded result of that task, a message from the
+recorded message, a tool result from the recorded tool call, and so on. Isolated tasks,
+clarifications and children are checked by `verify_subagents`, hierarchical synthesis steps
+by `verify_synthesis`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+from clearance._context.clearance import Clearance
+from clearance._context.layout import item_kinds
+from clearance._context.memory_items import scope_of_title
+from clearance._context.verify_facts import Problem, RunFacts
+from clearance._context.verify_subagents import (
+    check_child_call,
+    check_child_result,
+    check_clarification_call,
+    check_isolated_call,
+)
+from clearance._context.verify_synthesis import check_synthesis_step, is_synthesis_step
+from clearance._core.memory_spec import memory_scopes_of
+from clearance._core.origins import Origin, Subject
+from clearance._core.prompt import sha256_text
+from clearance._state.ledger import CallRecord
+
+__all__ = ["check_admission", "check_sources"]
+
+_CONVERSATION_KINDS = item_kinds("conversation")
+
+
+def check_sources(
+    call: CallRecord, items: list[dict[str, Any]], facts: RunFacts
+) -> Iterator[Problem]:
+    """Provenance of the items the admission checks do not trace to a record.
+
+    Each origin appears once per prompt; a file holds the same content in every prompt of
+    its task; a tool's description is the same in every prompt of the run and names one of
+    the agent's recorded tools; a repair or plan feedback quotes an earlier answer of the
+    same subject; a roster line is the agent's recorded role summary.
+    """
+    seen: set[str] = set()
+    for item in items:
+        origin = str(item.get("origin"))
+        parsed = Origin.parse(origin)
+        kind, ref = parsed.kind, parsed.id
+        if kind in Origin.SINGLE:
+            if origin in seen:
+                yield origin, "the origin appears twice in one prompt"
+            seen.add(origin)
+        digest, content = item.get("sha256"), item.get("_content")
+        if kind == "file":
+            others = {
+                i.get("sha256")
+                for other in facts.calls
+                if other.subject == call.subject and other.call_id != call.call_id
+                for i in other.manifest.get("items", [])
+                if i.get("origin") == origin
+            }
+            if others - {digest}:
+                yield (
+                    origin,
+                    "the file's content differs from the same file in the task's other prompts",
+                )
+        elif kind == "tool_spec":
+            agent = facts.agents.get(call.agent)
+            if agent is not None:
+                names = set(agent.tools) | ({"delegate"} if agent.can_delegate_to else set())
+                names |= {"spawn"} if agent.can_spawn else set()
+                if ref not in names:
+                    yield origin, f"{ref!r} is not a tool of agent {call.agent!r}"
+            known = facts.tool_specs.setdefault((call.agent, ref), digest)
+            if known != digest:
+                yield origin, "the tool's description differs from the agent's other prompts"
+        elif kind in ("repair", "plan_feedback"):
+            if content is None or not _quotes_earlier_answer(call, kind, content, facts):
+                yield origin, "the content does not quote an earlier answer of the same subject"
+        elif kind == "agent":
+            agent = facts.agents.get(ref)
+            if agent is not None and digest != sha256_text(agent.summary):
+                yield origin, "the roster line is not the agent's recorded role"
+
+
+def _quotes_earlier_answer(call: CallRecord, kind: str, content: str, facts: RunFacts) -> bool:
+    for other in facts.calls:
+        if other.call_id == call.call_id:
+            return False  # only calls made before this one
+        if other.subject != call.subject or other.response is None or other.error:
+            continue
+        if kind == "repair":
+            prefix = other.response.strip() + "\n\nProblem: "
+        else:
+            prefix = f"Your answer was:\n{other.response}\n\nIt was rejected: "
+        if content.startswith(prefix):
+            return True
+    return False
+
+
+def check_admission(
+    call: CallRecord, items: list[dict[str, Any]], facts: RunFacts
+) -> Iterator[Problem]:
+    """Every item is admitted by the subject's clearance and is what its origin says."""
+    subject = call.subject
+    parsed = Subject.parse(subject)
+    kind = parsed.kind if parsed.ref is not None else None
+    if kind == "task":
+        yield from _check_task_call(call, items, facts)
+        return
+
+    def provenance(origin: str, item: dict[str, Any]) -> Iterator[Problem]:
+        return _check_provenance(origin, item, facts)
+
+    if kind == "isolated":
+        yield from check_isolated_call(call, items, facts, provenance)
+    elif kind == "clarification":
+        yield from check_clarification_call(call, items, facts, provenance)
+    elif kind == "child":
+        agent = facts.agents.get(call.agent)
+
+        def tool_item(origin: str, item: dict[str, Any]) -> Iterator[Problem]:
+            assert agent is not None  # checked before any item
+            clearance = Clearance.for_child(parsed.id, agent)
+            return _check_tool_item(call, clearance, origin, item, facts)
+
+        yield from check_child_call(call, items, facts, tool_item)
+    elif kind == "delegation":
+        yield from _check_delegation_call(call, items, facts)
+    elif kind in ("conversation", "summary"):
+        yield from _check_conversation_call(call, items, facts)
+    elif is_synthesis_step(subject, items):
+        yield from check_synthesis_step(call, items, facts.calls, facts.run.goal, provenance)
+    else:
+        yield from _check_coordinator_call(call, items, facts)
+
+
+def _check_coordinator_call(
+    call: CallRecord, items: list[dict[str, Any]], facts: RunFacts
+) -> Iterator[Problem]:
+    """A synthesis or planning prompt holds only the kinds of item it is built from."""
+    subject = call.subject
+    allowed = item_kinds("synthesis" if subject == "synthesis" else "plan")
+    if subject not in ("synthesis", "plan"):
+        yield None, f"unknown call subject {subject!r}"
+        return
+    agents = set(facts.instructions)
+    for item in items[1:]:
+        origin = str(item.get("origin"))
+        parsed = Origin.parse(origin)
+        kind, ref = parsed.kind, parsed.id
+        if kind not in allowed:
+            yield origin, f"a {subject} prompt may not hold {kind!r} items"
+        elif kind == "agent" and agents and ref not in agents:
+            yield origin, f"{ref!r} is not an agent of the run"
+        elif kind == "goal" and facts.run.goal is not None:
+            if item.get("sha256") != sha256_text(facts.run.goal):
+                yield origin, "the goal is not the run's goal"
+        else:
+            yield from _check_provenance(origin, item, facts)
+
+
+def _check_task_call(
+    call: CallRecord, items: list[dict[str, Any]], facts: RunFacts
+) -> Iterator[Problem]:
+    task_id = Subject.parse(call.subject).id
+    if facts.graph is None or task_id not in facts.graph:
+        yield None, f"task {task_id!r} is not in the run's recorded graph"
+        return
+    task = facts.graph.get(task_id)
+    if call.agent != task.assignee:
+        yield (
+            None,
+            f"the prompt was built for {call.agent!r}, the task's assignee is {task.assignee!r}",
+        )
+    clearance = Clearance.for_task(
+        facts.graph,
+        task_id,
+        agent=facts.agents.get(task.assignee),
+        memory_groups=facts.memory_groups,
+    )
+    recorded = call.manifest.get("clearance")
+    children = facts.subagents.children_shown(task_id, recorded)
+    if children is None:
+        yield None, "the recorded clearance names children the task never spawned"
+    else:
+        clearance = replace(clearance, children=frozenset(children))
+    expected = clearance.to_dict()
+    if isinstance(recorded, dict) and "memory_scopes" not in recorded:
+        # Recorded before clearances carried memory scopes; such prompts hold no memory.
+        expected.pop("memory_scopes")
+    if recorded != expected:
+        yield None, "the recorded clearance differs from the one the graph gives"
+    for item in items[1:]:
+        origin = str(item.get("origin"))
+        parsed = Origin.parse(origin)
+        kind, ref = parsed.kind, parsed.id
+        message = facts.messages.get(ref) if kind == "message" else None
+        scope = scope_of_title(str(item.get("title"))) if kind == "memory" else None
+        if kind == "message" and message is None:
+            yield origin, "no such message was recorded in the run"
+        elif not clearance.admits(origin, message=message, memory_scope=scope):
+            yield origin, f"not in the clearance of task {task_id!r}"
+        elif kind == "task" and item.get("sha256") != sha256_text(task.description):
+            yield origin, "the task text is not the recorded task's description"
+        elif kind == "task_status" and task.after_failure != "proceed":
+            yield origin, "only a task that proceeds after failures lists failed prerequisites"
+        elif kind in ("tool", "store"):
+            yield from _check_tool_item(call, clearance, origin, item, facts)
+        elif kind == "child_result":
+            yield from check_child_result(task_id, ref, item, facts)
+        else:
+            yield from _check_provenance(origin, item, facts)
+
+
+def _check_delegation_call(
+    call: CallRecord, items: list[dict[str, Any]], facts: RunFacts
+) -> Iterator[Problem]:
+    """A delegate's prompt: the recorded ``delegate`` call's task text and its own tools."""
+    tool_call_id = Subject.parse(call.subject).id
+    record = facts.tool_calls.get(tool_call_id)
+    if record is None or record.name != "delegate":
+        yield None, f"no delegate tool call {tool_call_id!r} was recorded in the run"
+        return
+    if record.arguments.get("agent") != call.agent:
+        yield None, f"the delegation was to {record.arguments.get('agent')!r}, not {call.agent!r}"
+    agent = facts.agents.get(call.agent)
+    if agent is None:
+        yield None, f"agent {call.agent!r} is not in the run's recorded config"
+        return
+    clearance = Clearance.for_delegation(tool_call_id, agent)
+    if call.manifest.get("clearance") != clearance.to_dict():
+        yield None, "the recorded clearance differs from the one the team gives"
+    for item in items[1:]:
+        origin = str(item.get("origin"))
+        kind = Origin.parse(origin).kind
+        if not clearance.admits(origin):
+            yield origin, f"not in the clearance of {call.subject}"
+        elif kind == "delegation":
+            if item.get("sha256") != sha256_text(str(record.arguments.get("task", ""))):
+                yield origin, "the task text is not the recorded delegated task"
+        elif kind in ("tool", "store"):
+            yield from _check_tool_item(call, clearance, origin, item, facts)
+
+
+def _check_tool_item(
+    call: CallRecord,
+    clearance: Clearance,
+    origin: str,
+    item: dict[str, Any],
+    facts: RunFacts,
+) -> Iterator[Problem]:
+    """A tool result or store entry is what a recorded tool call of this prompt returned."""
+    parsed = Origin.parse(origin)
+    kind, ref = parsed.kind, parsed.id
+    digest = item.get("sha256")
+    mine = [t for t in facts.tool_calls.values() if t.subject == call.subject]
+    if kind == "tool":
+        record = facts.tool_calls.get(ref)
+        if record is None or record.subject != call.subject:
+            yield origin, f"no tool call {ref!r} was recorded for {call.subject}"
+        elif digest != sha256_text(record.result):
+            yield origin, "the content is not the recorded result of the tool call"
+        return
+    reads = [r for t in mine for r in t.store_reads if f"{r['namespace']}/{r['key']}" == ref]
+    if not reads:
+        yield origin, f"no recorded tool call of {call.subject} read this store entry"
+    elif not any(clearance.admits_store(r["namespace"]) for r in reads):
+        yield origin, "the store namespace is not granted for reads"
+    elif not any(r.get("sha256") == digest for r in reads):
+        yield origin, "the content is not what the recorded tool call read"
+    elif facts.store is not None:
+        namespace, key = parsed.store_split()
+        entry = facts.store(namespace, key)
+        unchanged = entry is not None and any(
+            r.get("updated_at") == entry.updated_at.isoformat() for r in reads
+        )
+        if entry is not None and unchanged and sha256_text(entry.value) != digest:
+            yield origin, "the content is not the value in the store"
+
+
+def _check_conversation_call(
+    call: CallRecord, items: list[dict[str, Any]], facts: RunFacts
+) -> Iterator[Problem]:
+    """A conversation (or summarizing) prompt holds turns and the agent's readable memory."""
+    agent = Subject.parse(call.subject).id
+    if call.agent != agent:
+        yield None, f"the prompt was built for {call.agent!r}, not {agent!r}"
+    scopes = memory_scopes_of(agent, facts.memory_groups)
+    expected = {"agent": agent, "memory_scopes": sorted(scopes)}
+    if call.manifest.get("clearance") != expected:
+        yield None, "the recorded clearance differs from the agent's memory scopes"
+    for item in items[1:]:
+        origin = str(item.get("origin"))
+        kind = Origin.parse(origin).kind
+        if kind not in _CONVERSATION_KINDS:
+            yield origin, f"a conversation prompt may not hold {kind!r} items"
+        elif kind == "memory":
+            scope = scope_of_title(str(item.get("title")))
+            if scope not in scopes:
+                yield origin, f"memory scope {scope!r} is not readable by {agent!r}"
+            else:
+                yield from _check_provenance(origin, item, facts)
+
+
+def _check_provenance(origin: str, item: dict[str, Any], facts: RunFacts) -> Iterator[Problem]:
+    parsed = Origin.parse(origin)
+    kind, ref = parsed.kind, parsed.id
+    digest = item.get("sha256")
+    if kind == "task_result":
+        result = facts.results.get(ref)
+        if result is None:
+            yield origin, f"task {ref!r} has no recorded result"
+        elif digest != sha256_text(result):
+            yield origin, f"the content is not the recorded result of task {ref!r}"
+    elif kind == "task_status":
+        errors = facts.errors.get(ref)
+        if not errors:
+            yield origin, f"task {ref!r} has no recorded failure or skip"
+        elif digest not in {sha256_text(error) for error in errors}:
+            yield origin, f"the content is not the recorded reason of task {ref!r}"
+    elif kind == "message":
+        message = facts.messages.get(ref)
+        if message is not None and digest != sha256_text(message.content):
+            yield origin, "the content is not the recorded message"
+    elif kind == "memory" and facts.memories is not None:
+        record = facts.memories(ref)
+        if record is None:
+            yield origin, "no such record in the memory store"
+        elif record.scope != scope_of_title(str(item.get("title"))):
+            yield origin, f"the record is in scope {record.scope!r}, not the one its title names"
+        elif digest != sha256_text(record.content):
+            yield origin, "the content is not the stored memory record"

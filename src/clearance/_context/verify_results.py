@@ -1,0 +1,98 @@
+"""Verifying that every completed task's result is what its last call answered.
+
+A task's result reaches its dependents verbatim, so the recorded result must be one of the
+documented forms of its last successful call's response (`accepted_results`):
+
+- the response, verbatim;
+- the response with cut-off or repetition marks (`mark_answer`; the call's recorded
+  ``finish_reason`` says whether it was cut off, and an ``answer_marked`` event is recorded);
+- the response with surrounding whitespace removed: how results were kept before they
+  reached dependents verbatim (runs recorded by earlier versions), and how a structured
+  answer is read before it is parsed;
+- for an isolated task, the answer less its ``STATUS:`` lines (`subagent_result`);
+- for a task with an ``output_schema``, the JSON value it holds re-serialized
+  (``json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True)``);
+- for a task run by a step (``Task.run``), the output its ``step`` event recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+
+from clearance._context.answers import mark_answer
+from clearance._context.isolated import subagent_result
+from clearance._context.verify_facts import RunFacts
+from clearance._core.origins import Subject
+from clearance._core.prompt import sha256_text
+from clearance._state.ledger import CallRecord
+
+__all__ = ["accepted_results", "check_results"]
+
+_FENCED_JSON = re.compile(r"```(?:json)?[ \t]*\n(.*?)```", re.DOTALL)
+
+
+def accepted_results(response: str, finish_reason: str | None) -> set[str]:
+    """The forms a plain answer may be kept in: verbatim, marked, or (legacy) stripped."""
+    return {response, mark_answer(response, finish_reason=finish_reason).text, response.strip()}
+
+
+def check_results(
+    calls: list[CallRecord], facts: RunFacts
+) -> Iterator[tuple[str, str | None, str]]:
+    """Every completed task has a successful call of its own whose response is its result.
+
+    Yields:
+        ``(subject, call id or None, reason)`` for each problem.
+    """
+    last: dict[str, CallRecord] = {}
+    for record in calls:
+        parsed = Subject.parse(record.subject)
+        if record.error is None and not record.pending and parsed.kind in ("task", "isolated"):
+            last[parsed.id] = record
+    steps = {
+        Subject.parse(e.subject).id: e.data.get("sha256")
+        for e in facts.events
+        if e.kind == "step" and Subject.parse(e.subject).kind == "task"
+    }
+    for task_id, result in facts.completed.items():
+        subject = str(Subject.task(task_id))
+        task = facts.graph.get(task_id) if facts.graph and task_id in facts.graph else None
+        if task is not None and task.run is not None:  # a non-model task: its step event
+            if steps.get(task_id) != sha256_text(result):
+                yield subject, None, "the task's result is not the output its step recorded"
+            continue
+        call = last.get(task_id)
+        if call is None:
+            reason = "the task is recorded completed, but no successful model call of it is"
+            yield subject, None, reason
+            continue
+        response = call.response or ""
+        accepted: set[str | None] = set(accepted_results(response, call.finish_reason))
+        if Subject.parse(call.subject).kind == "isolated":
+            accepted = {subagent_result(response)}  # the answer less its STATUS lines
+        if task is not None and task.output_schema is not None:
+            accepted.add(_structured(response))
+        if result not in accepted:
+            yield (
+                subject,
+                call.call_id,
+                "the task's recorded result is not the response of its last call",
+            )
+
+
+def _structured(text: str) -> str | None:
+    """A structured answer re-serialized as the orchestrator keeps it, or ``None``."""
+    body = text.strip()
+    match = _FENCED_JSON.search(body)
+    for candidate in (body, match.group(1) if match else None):
+        if candidate is None:
+            continue
+        try:
+            # As the orchestrator parses it: raw control characters inside strings allowed.
+            value = json.loads(candidate, strict=False)
+        except (ValueError, RecursionError):
+            continue
+        return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True)
+    return None

@@ -1,0 +1,139 @@
+"""Confined listings: the entries of a folder beneath a root, links reported, never followed.
+
+Part of the confined file access (`clearance._core.confined`).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Literal
+
+from clearance._core.confined_path import DIR_FLAGS, Walker, root_fd, split_relative
+
+__all__ = ["EntryKind", "TreeEntry", "list_confined", "walk_confined"]
+
+EntryKind = Literal["file", "dir", "symlink", "other"]
+"""What a directory entry is, without following it: ``other`` is a FIFO, device or socket."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TreeEntry:
+    """One entry of a confined directory listing; links are reported, never followed.
+
+    Attributes:
+        path: ``/``-separated path relative to the root of the listing.
+        name: The entry's own name.
+        kind: ``file``, ``dir``, ``symlink`` or ``other``.
+        size: Bytes of a regular file, else 0.
+        depth: 1 for the entries of the listed directory itself, 2 below, and so on.
+    """
+
+    path: str
+    name: str
+    kind: EntryKind
+    size: int
+    depth: int
+
+
+def list_confined(
+    root: str | os.PathLike[str], rel: str = "", *, follow_symlinks: bool = False
+) -> tuple[TreeEntry, ...]:
+    """The entries of one folder beneath ``root``, sorted by name, links not followed.
+
+    Args:
+        root: The folder paths are confined to.
+        rel: The folder to list, relative to ``root`` (``""``: the root itself).
+        follow_symlinks: Whether links on the way to ``rel`` are followed (when they stay
+            beneath ``root``); the entries themselves are never followed.
+
+    Raises:
+        PathEscapeError: See `read_bytes_confined`.
+        ConfigError: ``rel`` does not exist or is not a folder.
+    """
+    return tuple(walk_confined(root, rel, max_depth=1, follow_symlinks=follow_symlinks))
+
+
+def walk_confined(
+    root: str | os.PathLike[str],
+    rel: str = "",
+    *,
+    max_depth: int,
+    follow_symlinks: bool = False,
+) -> Iterator[TreeEntry]:
+    """Walk a folder beneath ``root`` depth-first, entries sorted by name; no link followed.
+
+    Each folder is opened relative to its parent's descriptor with ``O_NOFOLLOW``, so a
+    folder swapped for a link during the walk is not entered.
+
+    Args:
+        root: The folder paths are confined to.
+        rel: The folder to walk, relative to ``root``.
+        max_depth: Deepest level yielded (1: the folder's own entries).
+        follow_symlinks: Whether links on the way to ``rel`` itself are followed (when they
+            stay beneath ``root``); links met during the walk never are.
+
+    Yields:
+        One `TreeEntry` per entry; a folder comes before its own entries. ``path`` is
+        relative to ``root``.
+
+    Raises:
+        PathEscapeError: See `read_bytes_confined`.
+        ConfigError: ``rel`` does not exist or is not a folder.
+    """
+    parts = split_relative(rel, root)
+    with root_fd(root) as top:
+        walker = Walker(root, top, rel, follow_symlinks)
+        try:
+            start = walker.directory(parts)
+        finally:
+            walker.close()
+    prefix = "/".join(parts)
+    try:
+        yield from _walk_fd(start, prefix, 1, max_depth)
+    finally:
+        os.close(start)
+
+
+def _walk_fd(fd: int, prefix: str, depth: int, max_depth: int) -> Iterator[TreeEntry]:
+    try:
+        with os.scandir(fd) as scan:
+            found = sorted((e.name, _entry_kind(e), _entry_size(e)) for e in scan)
+    except OSError:
+        return
+    for name, kind, size in found:
+        path = f"{prefix}/{name}" if prefix else name
+        yield TreeEntry(path=path, name=name, kind=kind, size=size, depth=depth)
+        if kind != "dir" or depth >= max_depth:
+            continue
+        try:
+            child = os.open(name, DIR_FLAGS, dir_fd=fd)
+        except OSError:
+            continue  # gone, or swapped for a link since the listing
+        try:
+            yield from _walk_fd(child, path, depth + 1, max_depth)
+        finally:
+            os.close(child)
+
+
+def _entry_kind(entry: os.DirEntry[str]) -> EntryKind:
+    try:
+        if entry.is_symlink():
+            return "symlink"
+        if entry.is_dir(follow_symlinks=False):
+            return "dir"
+        if entry.is_file(follow_symlinks=False):
+            return "file"
+    except OSError:
+        pass
+    return "other"
+
+
+def _entry_size(entry: os.DirEntry[str]) -> int:
+    try:
+        info = entry.stat(follow_symlinks=False)
+    except OSError:
+        return 0
+    return info.st_size if stat.S_ISREG(info.st_mode) else 0

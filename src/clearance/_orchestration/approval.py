@@ -1,0 +1,380 @@
+"""Human approval of tool calls and tasks.
+
+A tool (``approval: required`` on its ``tools:`` entry, `Orchestrator` ``approval_tools``)
+or a task (``approval: required``) runs only once a person approved it. Each point that
+needs approval is an *approval request*, recorded in the ledger as an
+``awaiting_approval`` event with its own id (``apr_...``, the "call id" a person approves);
+a decision is an ``approval_decided`` event naming the request, the decision, who made it
+and why. Both are ordinary events of the run's hash chain, so ``verify`` can check that
+every executed call that required approval has an approval recorded before it.
+
+A request is identified by what it would let happen: its task, its agent, the tool and the
+digest of its arguments (for a task: the task alone). When a paused run resumes, its
+interrupted tasks run again; when a model asks again for the same call, the recorded
+decision applies; a different call is a new request. Without a person at hand (no
+``approver``), an undecided request stops its task (`ApprovalPending`): the run finishes
+``interrupted`` once nothing else can run, and continues with ``clearance resume`` after
+``clearance approve`` / ``clearance deny``. With an ``approver`` (``--interactive``), the
+person is asked on the spot and the run goes on.
+
+A denied tool call is not run: the model gets the denial as the tool's (error) result, and
+the loop goes on. A denied task fails, like any failed task (its dependents follow their
+``after_failure``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import getpass
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from clearance._context.verify_approvals import (
+    APPROVAL_DECIDED,
+    APPROVAL_REQUESTED,
+    arguments_sha256,
+)
+from clearance._context.verify_approvals import denial_text as call_denial_text
+from clearance._core.errors import ApprovalDenied, ApprovalPending, ConfigError
+from clearance._core.ids import new_id
+from clearance._core.prompt import canonical_json
+from clearance._core.spec import Task
+from clearance._state.ledger import EventRecord, RunLedger
+from clearance._state.queue import TaskQueue, TaskStatus
+
+__all__ = [
+    "APPROVAL_DECIDED",
+    "APPROVAL_REQUESTED",
+    "ApprovalDecision",
+    "ApprovalGate",
+    "ApprovalRequest",
+    "Approver",
+    "awaiting_approval",
+    "decide",
+    "decision_data",
+    "default_decider",
+    "denial_text",
+    "pending_approvals",
+]
+
+MAX_REASON_CHARS = 2000
+"""Longest reason a decision may carry."""
+
+ApprovalKind = Literal["tool", "task"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ApprovalRequest:
+    """One point of a run that waits for a person's decision.
+
+    Attributes:
+        call_id: The request's id (``apr_...``).
+        run_id: The run.
+        kind: ``"tool"`` (a tool call) or ``"task"`` (a task about to start).
+        task_id: The task it belongs to.
+        agent: The agent that would act.
+        tool: The tool's name (``None`` for a task).
+        arguments: The tool call's arguments (model output: untrusted), ``None`` for a task.
+    """
+
+    call_id: str
+    run_id: str
+    kind: ApprovalKind
+    task_id: str
+    agent: str
+    tool: str | None = None
+    arguments: dict[str, Any] | None = None
+
+    @property
+    def key(self) -> tuple[str, str, str, str | None, str | None]:
+        """What the request would let happen: kind, task, agent, tool, arguments digest."""
+        digest = arguments_sha256(self.arguments) if self.arguments is not None else None
+        return (self.kind, self.task_id, self.agent, self.tool, digest)
+
+    def to_data(self) -> dict[str, Any]:
+        """The ``awaiting_approval`` event's data."""
+        return {
+            "call_id": self.call_id, "kind": self.kind, "task_id": self.task_id,
+            "agent": self.agent, "tool": self.tool, "arguments": self.arguments,
+            "arguments_sha256": self.key[4],
+        }  # fmt: skip
+
+    @classmethod
+    def from_event(cls, event: EventRecord) -> ApprovalRequest:
+        """The request an ``awaiting_approval`` event records."""
+        data = event.data
+        kind: ApprovalKind = "task" if data.get("kind") == "task" else "tool"
+        arguments = data.get("arguments")
+        return cls(
+            call_id=str(data.get("call_id")), run_id=event.run_id, kind=kind,
+            task_id=str(data.get("task_id")), agent=str(data.get("agent")),
+            tool=data.get("tool") if isinstance(data.get("tool"), str) else None,
+            arguments=arguments if isinstance(arguments, dict) else None,
+        )  # fmt: skip
+
+    def describe(self) -> str:
+        """One line for a person: what would happen (arguments in canonical JSON)."""
+        if self.kind == "task":
+            return f"task {self.task_id} ({self.agent}) may start"
+        args = canonical_json(self.arguments or {})
+        return f"{self.agent} in task {self.task_id} calls {self.tool} {args}"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ApprovalDecision:
+    """A person's decision on an `ApprovalRequest`.
+
+    Attributes:
+        approved: Whether it was approved.
+        by: Who decided.
+        reason: Why (``""`` for no reason given).
+    """
+
+    approved: bool
+    by: str
+    reason: str = ""
+
+
+Approver = Callable[[ApprovalRequest], Awaitable[ApprovalDecision]]
+"""Asks a person about a request on the spot (``--interactive``)."""
+
+
+def default_decider() -> str:
+    """The name of the person running this process (the OS user)."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no user name for this uid
+        return "unknown"
+
+
+def denial_text(request: ApprovalRequest, decision: ApprovalDecision) -> str:
+    """The tool result a model gets for a denied call (see `verify_approvals.denial_text`)."""
+    return call_denial_text(request.tool, decision.by, decision.reason)
+
+
+def _decision(event: EventRecord) -> ApprovalDecision:
+    return ApprovalDecision(
+        approved=event.data.get("decision") == "approved",
+        by=str(event.data.get("by", "")),
+        reason=str(event.data.get("reason") or ""),
+    )
+
+
+class ApprovalGate:
+    """A run's approvals: finds recorded decisions, records requests, asks or pauses.
+
+    Args:
+        ledger: The run's ledger.
+        run_id: The run.
+        tools: Names of the tools whose calls require approval.
+        approver: Asks a person on the spot; ``None`` pauses the task instead.
+    """
+
+    def __init__(
+        self,
+        ledger: RunLedger,
+        run_id: str,
+        *,
+        tools: Iterable[str] = (),
+        approver: Approver | None = None,
+    ) -> None:
+        self.ledger = ledger
+        self.run_id = run_id
+        self.tools = frozenset(tools)
+        self.approver = approver
+        self._requests: dict[tuple[Any, ...], ApprovalRequest] = {}
+        self._decisions: dict[str, ApprovalDecision] = {}
+        self._loaded = False
+
+    def _load(self) -> None:
+        """Read what earlier sessions of the run recorded (once, when first needed)."""
+        if self._loaded:
+            return
+        self._loaded = True
+        for event in self.ledger.events(self.run_id):
+            if event.kind == APPROVAL_REQUESTED:
+                request = ApprovalRequest.from_event(event)
+                self._requests.setdefault(request.key, request)
+            elif event.kind == APPROVAL_DECIDED:
+                self._decisions.setdefault(str(event.data.get("call_id")), _decision(event))
+
+    async def check_task(self, task: Task) -> None:
+        """Let ``task`` start if it needs no approval or was approved.
+
+        Raises:
+            ApprovalPending: Nobody decided yet (and there is no approver).
+            ApprovalDenied: It was denied.
+        """
+        if task.approval != "required":
+            return
+        wanted = ApprovalRequest(
+            call_id="", run_id=self.run_id, kind="task", task_id=task.id, agent=task.assignee
+        )
+        ((request, decision),) = await self._decide_all([wanted])
+        if not decision.approved:
+            raise ApprovalDenied(task.id, request.call_id, by=decision.by, reason=decision.reason)
+
+    async def check_tools(
+        self, task_id: str, agent: str, calls: Iterable[tuple[str, dict[str, Any]]]
+    ) -> list[str | None]:
+        """Decide a model turn's tool calls before any of them runs.
+
+        Args:
+            task_id: The task the calls serve.
+            agent: The calling agent.
+            calls: ``(tool name, arguments)`` of each call of the turn, in order.
+
+        Returns:
+            For each call: ``None`` to run it (no approval needed, or approved), or the
+            denial text to give the model instead.
+
+        Raises:
+            ApprovalPending: Some call is undecided (every undecided call of the turn is
+                requested, so a person can decide them all at once).
+        """
+        calls = list(calls)
+        wanted = [
+            ApprovalRequest(
+                call_id="",
+                run_id=self.run_id,
+                kind="tool",
+                task_id=task_id,
+                agent=agent,
+                tool=name,
+                arguments=arguments,
+            )
+            for name, arguments in calls
+            if name in self.tools
+        ]
+        decided = iter(await self._decide_all(wanted))
+        answers: list[str | None] = []
+        for name, _ in calls:
+            if name not in self.tools:
+                answers.append(None)
+                continue
+            request, decision = next(decided)
+            answers.append(None if decision.approved else denial_text(request, decision))
+        return answers
+
+    async def _decide_all(
+        self, wanted: list[ApprovalRequest]
+    ) -> list[tuple[ApprovalRequest, ApprovalDecision]]:
+        """The decision on each request (recording new requests); pause if any is open."""
+        if not wanted:
+            return []
+        self._load()
+        requests = []
+        for item in wanted:
+            request = self._requests.get(item.key)
+            if request is None:
+                request = dataclasses.replace(item, call_id=new_id("apr"))
+                self._requests[item.key] = request
+                self.ledger.record_event(
+                    self.run_id, APPROVAL_REQUESTED, f"task:{item.task_id}", request.to_data()
+                )
+            requests.append(request)
+        for request in requests:
+            if request.call_id not in self._decisions and self.approver is not None:
+                decision = await self.approver(request)
+                self._record_decision(request, decision)
+        waiting = [r.call_id for r in requests if r.call_id not in self._decisions]
+        if waiting:
+            raise ApprovalPending(waiting)
+        return [(r, self._decisions[r.call_id]) for r in requests]
+
+    def _record_decision(self, request: ApprovalRequest, decision: ApprovalDecision) -> None:
+        self._decisions[request.call_id] = decision
+        self.ledger.record_event(
+            self.run_id, APPROVAL_DECIDED, f"task:{request.task_id}",
+            decision_data(request, decision),
+        )  # fmt: skip
+
+
+def decision_data(request: ApprovalRequest, decision: ApprovalDecision) -> dict[str, Any]:
+    """The ``approval_decided`` event's data."""
+    data = request.to_data()
+    data.pop("arguments")
+    data["decision"] = "approved" if decision.approved else "denied"
+    data["by"], data["reason"] = decision.by, decision.reason
+    return data
+
+
+def pending_approvals(ledger: RunLedger, run_id: str) -> list[ApprovalRequest]:
+    """The run's approval requests that no decision answers yet, oldest first.
+
+    Raises:
+        StoreError: The ledger cannot be read.
+    """
+    events = ledger.events(run_id)
+    decided = {str(e.data.get("call_id")) for e in events if e.kind == APPROVAL_DECIDED}
+    return [
+        ApprovalRequest.from_event(e)
+        for e in events
+        if e.kind == APPROVAL_REQUESTED and str(e.data.get("call_id")) not in decided
+    ]
+
+
+def decide(
+    ledger: RunLedger, run_id: str, call_id: str, decision: ApprovalDecision
+) -> ApprovalRequest:
+    """Record a person's decision on one of a run's approval requests.
+
+    Args:
+        ledger: The ledger holding the run.
+        run_id: The run's id, or a unique prefix of it.
+        call_id: The request's id, as the run reported it (``apr_...``).
+        decision: The decision, who made it, and why.
+
+    Returns:
+        The request decided.
+
+    Raises:
+        ConfigError: The run has no such request, it was decided already (a decision is
+            final), the decider's name is empty, or the reason is over
+            `MAX_REASON_CHARS`.
+        StoreError: The run is unknown (or several match), or the ledger failed.
+    """
+    run = ledger.get_run(run_id)
+    if not decision.by.strip() or len(decision.by) > 200:
+        raise ConfigError("must be a name of 1 to 200 characters", field="--by")
+    if len(decision.reason) > MAX_REASON_CHARS:
+        raise ConfigError(f"must be at most {MAX_REASON_CHARS} characters", field="--reason")
+    events = ledger.events(run.run_id)
+    asked = [e for e in events if e.kind == APPROVAL_REQUESTED and e.data.get("call_id") == call_id]
+    if not asked:
+        raise ConfigError(
+            f"run {run.run_id} has no approval request {call_id!r} "
+            f"(see them with: clearance inspect {run.run_id})",
+            field="call_id",
+        )
+    for event in events:
+        if event.kind == APPROVAL_DECIDED and event.data.get("call_id") == call_id:
+            raise ConfigError(
+                f"approval {call_id} of run {run.run_id} was already {event.data.get('decision')} "
+                f"by {event.data.get('by')}; a decision is final",
+                field="call_id",
+            )
+    request = ApprovalRequest.from_event(asked[0])
+    ledger.record_event(
+        run.run_id, APPROVAL_DECIDED, f"task:{request.task_id}", decision_data(request, decision)
+    )
+    return request
+
+
+def awaiting_approval(queue: TaskQueue, ledger: RunLedger, run_id: str) -> str | None:
+    """Why a run pauses when its tasks stopped for approval, or ``None`` when none did.
+
+    Tasks waiting for approval are ``interrupted`` in the queue once the run has done all it
+    could; the reason names the open requests and the commands that decide them.
+
+    Raises:
+        StoreError: The ledger cannot be read.
+    """
+    if not queue.with_status(TaskStatus.INTERRUPTED):
+        return None
+    ids = ", ".join(r.call_id for r in pending_approvals(ledger, run_id))
+    return (
+        f"awaiting approval: {ids}; decide with: clearance approve {run_id} CALL_ID (or "
+        f"clearance deny {run_id} CALL_ID), then continue with: clearance resume {run_id}"
+    )

@@ -1,0 +1,96 @@
+"""``clearance approve`` / ``clearance deny``, and approval at the terminal (``--interactive``).
+
+A run that reaches a tool call or a task requiring approval pauses: ``clearance run`` (and
+``resume``) exit with `EXIT_AWAITING_APPROVAL` and name each request (``apr_...``). A person
+decides each with ``clearance approve RUN_ID CALL_ID`` or ``clearance deny RUN_ID CALL_ID
+--reason ...`` (recorded in the run's ledger with who decided, ``--by``, the OS user by
+default), then continues the run with ``clearance resume RUN_ID``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+import typer
+
+from clearance._orchestration.approval import (
+    ApprovalDecision,
+    ApprovalRequest,
+    Approver,
+    decide,
+    default_decider,
+)
+from clearance._state.ledger import DEFAULT_LEDGER_URL, RunLedger
+from clearance.cli._common import err, one_line_errors, out, safe_text
+
+__all__ = ["EXIT_AWAITING_APPROVAL", "register", "terminal_approver"]
+
+EXIT_AWAITING_APPROVAL = 3
+"""Exit code of ``clearance run`` / ``resume`` when the run paused for approval."""
+
+_Db = Annotated[
+    str, typer.Option("--db", envvar="CLEARANCE_DB", help="Ledger database URL (SQLAlchemy form).")
+]
+_By = Annotated[
+    str | None, typer.Option("--by", help="Who decides (default: the OS user running this).")
+]
+_Run = Annotated[str, typer.Argument(help="Run id (or a unique prefix).")]
+_Call = Annotated[str, typer.Argument(help="The approval request's id (apr_...).")]
+
+
+def _decide(db: str, run_id: str, call_id: str, decision: ApprovalDecision) -> None:
+    with RunLedger(db) as ledger:
+        request = decide(ledger, run_id, call_id, decision)
+        run = ledger.get_run(run_id).run_id
+    verb = "approved" if decision.approved else "denied"
+    out.print(safe_text(f"{verb} {call_id} by {decision.by}: {request.describe()}"))
+    out.print(safe_text(f"continue the run with: clearance resume {run}"))
+
+
+@one_line_errors
+def approve(run_id: _Run, call_id: _Call, by: _By = None, db: _Db = DEFAULT_LEDGER_URL) -> None:
+    """Approve a paused run's tool call or task; resume the run to carry it out."""
+    _decide(db, run_id, call_id, ApprovalDecision(approved=True, by=by or default_decider()))
+
+
+@one_line_errors
+def deny(
+    run_id: _Run,
+    call_id: _Call,
+    reason: Annotated[str, typer.Option("--reason", help="Why (the model is told).")] = "",
+    by: _By = None,
+    db: _Db = DEFAULT_LEDGER_URL,
+) -> None:
+    """Deny a paused run's tool call (the model is told) or task (it fails); then resume."""
+    decision = ApprovalDecision(approved=False, by=by or default_decider(), reason=reason)
+    _decide(db, run_id, call_id, decision)
+
+
+def terminal_approver() -> Approver:
+    """Asks the person at the terminal about each request, one at a time (``--interactive``).
+
+    The request's text (model output among it) is shown escaped; the answer ``y`` or
+    ``yes`` approves, anything else denies (the rest of a ``n <reason>`` answer is the
+    reason).
+    """
+    lock = asyncio.Lock()
+    by = default_decider()
+
+    async def ask(request: ApprovalRequest) -> ApprovalDecision:
+        async with lock:
+            asked = f"approval {request.call_id}: {request.describe()}"
+            err.print(safe_text(asked), soft_wrap=True)
+            answer = (await asyncio.to_thread(input, "approve? [y/N, or n <reason>] ")).strip()
+        word, _, reason = answer.partition(" ")
+        if word.lower() in ("y", "yes"):
+            return ApprovalDecision(approved=True, by=by)
+        return ApprovalDecision(approved=False, by=by, reason=reason.strip())
+
+    return ask
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``approve`` and ``deny`` to the ``clearance`` command."""
+    app.command()(approve)
+    app.command()(deny)

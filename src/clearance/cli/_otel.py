@@ -1,0 +1,116 @@
+"""OTLP export of a command's spans, configured from the standard OpenTelemetry variables.
+
+With the ``otel`` extra installed, `otlp_tracing` sets up a ``TracerProvider`` that sends the
+run's spans (see ``docs/telemetry.md``) over OTLP/HTTP when the environment asks for it:
+
+- ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` (used as is) or ``OTEL_EXPORTER_OTLP_ENDPOINT``
+  (``/v1/traces`` appended) is set, or ``OTEL_TRACES_EXPORTER`` names ``otlp``;
+- and neither ``OTEL_TRACES_EXPORTER=none`` nor ``OTEL_SDK_DISABLED=true`` is set.
+
+``OTEL_SERVICE_NAME`` names the service (``clearance`` if unset), ``OTEL_RESOURCE_ATTRIBUTES``,
+``OTEL_EXPORTER_OTLP_HEADERS``, ``OTEL_EXPORTER_OTLP_TIMEOUT`` and ``OTEL_BSP_*`` apply as the
+SDK defines them. The spans are flushed when the command ends. Without these variables, or
+when a tracer provider is already configured (``opentelemetry-instrument``), nothing is set up.
+
+Source: OpenTelemetry SDK environment variables,
+https://opentelemetry.io/docs/specs/otel/configuration/sdk-environment-variables/ and
+https://opentelemetry.io/docs/specs/otel/protocol/exporter/.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import urlsplit
+
+from clearance._core.errors import ConfigError
+
+__all__ = ["otlp_tracing", "wants_otlp"]
+
+_ENDPOINTS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+_PROTOCOLS = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
+
+
+def wants_otlp(environ: Mapping[str, str]) -> bool:
+    """Whether the variables ask for OTLP export of traces (see the module docstring).
+
+    Raises:
+        ConfigError: An endpoint is not an ``http``/``https`` URL with a host,
+            ``OTEL_TRACES_EXPORTER`` names an exporter other than ``otlp``/``none``, or the
+            protocol is not ``http/protobuf`` (the installed exporter).
+    """
+    if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    exporters = {
+        e.strip().lower() for e in environ.get("OTEL_TRACES_EXPORTER", "").split(",") if e.strip()
+    }
+    if "none" in exporters:
+        return False
+    unknown = exporters - {"otlp"}
+    if unknown:
+        raise ConfigError(
+            f"trace exporter {sorted(unknown)[0]!r} is not supported by the clearance command "
+            "(use otlp or none)",
+            field="OTEL_TRACES_EXPORTER",
+        )
+    endpoints = [name for name in _ENDPOINTS if environ.get(name, "").strip()]
+    if not endpoints and not exporters:
+        return False
+    for name in endpoints:
+        parts = urlsplit(environ[name].strip())
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigError(f"{environ[name]!r} is not an http(s) URL", field=name)
+    for name in _PROTOCOLS:
+        protocol = environ.get(name, "").strip()
+        if protocol and protocol != "http/protobuf":
+            raise ConfigError(
+                f"protocol {protocol!r} is not supported: the clearance command exports "
+                "http/protobuf",
+                field=name,
+            )
+    return True
+
+
+@contextmanager
+def otlp_tracing() -> Iterator[Any]:
+    """Export the command's spans over OTLP/HTTP while the block runs, when asked to.
+
+    The variables are read from ``os.environ``.
+
+    Yields:
+        The ``TracerProvider`` set up (its spans are flushed and it is shut down when the
+        block ends, also on an error), or ``None`` when nothing was set up: no OTLP
+        variables, OpenTelemetry not installed, or a provider already configured.
+
+    Raises:
+        ConfigError: As `wants_otlp`; or the variables ask for OTLP export and the ``otel``
+            extra is not installed.
+    """
+    env = os.environ
+    if not wants_otlp(env):
+        yield None
+        return
+    try:
+        from opentelemetry import trace
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    except ImportError:
+        raise ConfigError(
+            "OTLP export needs OpenTelemetry: pip install 'clearance[otel]'",
+            field="OTEL_EXPORTER_OTLP_ENDPOINT",
+        ) from None
+    if isinstance(trace.get_tracer_provider(), TracerProvider):
+        yield None  # configured already (opentelemetry-instrument, or the caller)
+        return
+    name = env.get("OTEL_SERVICE_NAME", "").strip() or "clearance"
+    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: name}))
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    trace.set_tracer_provider(provider)
+    try:
+        yield provider
+    finally:
+        provider.shutdown()

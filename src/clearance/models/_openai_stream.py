@@ -1,0 +1,147 @@
+"""Reading a streamed OpenAI chat completion (server-sent events) into one `ModelResponse`.
+
+The server is untrusted: every chunk is checked as it arrives, the number of chunks is capped
+(an honest server sends about one per generated token, plus a few), tool-call pieces are
+joined by a bounded index, and the usage (asked for with ``stream_options.include_usage``)
+is validated like a non-streamed one. The caller's deadline covers the whole stream.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from clearance._core.errors import ModelError
+from clearance.models._base import (
+    ModelRequest,
+    ModelResponse,
+    TextSink,
+    ToolCall,
+    validated_usage,
+)
+from clearance.models._cache import reported_cached_tokens
+
+__all__ = ["MAX_STREAMED_TOOL_CALLS", "collect_stream", "max_chunks"]
+
+MAX_STREAMED_TOOL_CALLS = 128
+"""Most tool calls one streamed answer may hold."""
+
+
+def max_chunks(max_tokens: int) -> int:
+    """Most chunks a streamed answer of at most ``max_tokens`` tokens may take.
+
+    Four per token (a token's text, a tool call's pieces) plus 64 for the role, finish and
+    usage chunks; more is not an honest server's answer.
+    """
+    return 4 * max_tokens + 64
+
+
+@dataclass
+class _Call:
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+def _decoded(call: _Call) -> ToolCall:
+    raw = "".join(call.arguments)
+    try:
+        arguments = json.loads(raw or "{}")
+    except json.JSONDecodeError:
+        arguments = {"_raw": raw}
+    if not isinstance(arguments, dict):
+        arguments = {"_raw": raw}
+    return ToolCall(id=call.id, name=call.name, arguments=arguments)
+
+
+async def collect_stream(
+    chunks: AsyncIterator[Any], request: ModelRequest, *, model_id: str, sink: TextSink
+) -> ModelResponse:
+    """Read a stream of ``ChatCompletionChunk`` s into the response a non-streamed call gives.
+
+    Args:
+        chunks: The SDK's stream.
+        request: The request (its ``max_tokens`` sets the chunk cap).
+        model_id: The ``"provider:name"`` id, for errors and the response.
+        sink: Called with each piece of text as it arrives.
+
+    Returns:
+        The whole completion: text, tool calls (arguments decoded from JSON, undecodable ones
+        as ``{"_raw": <text>}``), finish reason and validated usage.
+
+    Raises:
+        ModelError: More chunks than `max_chunks`, more tool calls than
+            `MAX_STREAMED_TOOL_CALLS` (or a tool call index that is not one), a stream with
+            no choice at all, or a usage that is not a token count.
+    """
+    cap = max_chunks(request.max_tokens)
+    text: list[str] = []
+    calls: dict[int, _Call] = {}
+    finish: str | None = None
+    usage: Any = None
+    seen_choice = False
+    count = 0
+    async for chunk in chunks:
+        count += 1
+        if count > cap:
+            raise ModelError(
+                f"the server streamed more than {cap} chunks for max_tokens="
+                f"{request.max_tokens}: not an honest answer",
+                model_id=model_id,
+            )
+        if getattr(chunk, "usage", None) is not None:
+            usage = chunk.usage
+        for choice in getattr(chunk, "choices", None) or ():
+            if getattr(choice, "index", 0) != 0:
+                continue
+            seen_choice = True
+            finish = choice.finish_reason or finish
+            delta = choice.delta
+            piece = getattr(delta, "content", None)
+            if isinstance(piece, str) and piece:
+                text.append(piece)
+                sink(piece)
+            for part in getattr(delta, "tool_calls", None) or ():
+                _add_tool_part(calls, part, model_id)
+    if not seen_choice:
+        raise ModelError("the server streamed no choices", model_id=model_id)
+    return ModelResponse(
+        text="".join(text),
+        tool_calls=tuple(_decoded(calls[i]) for i in sorted(calls) if calls[i].name),
+        usage=validated_usage(
+            getattr(usage, "prompt_tokens", None),
+            getattr(usage, "completion_tokens", None),
+            model_id=model_id,
+            cached_prompt_tokens=reported_cached_tokens({"usage": usage}),
+        ),
+        model_id=model_id,
+        finish_reason=finish,
+    )
+
+
+def _add_tool_part(calls: dict[int, _Call], part: Any, model_id: str) -> None:
+    """Join one streamed piece of a tool call onto the call at its index.
+
+    A call's id and name come once; its arguments come in pieces.
+    """
+    index = getattr(part, "index", None)
+    if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+        raise ModelError(f"the server streamed a tool call index {index!r}", model_id=model_id)
+    if index not in calls:
+        if len(calls) >= MAX_STREAMED_TOOL_CALLS:
+            raise ModelError(
+                f"the server streamed more than {MAX_STREAMED_TOOL_CALLS} tool calls",
+                model_id=model_id,
+            )
+        calls[index] = _Call()
+    call = calls[index]
+    if isinstance(getattr(part, "id", None), str) and not call.id:
+        call.id = part.id
+    function = getattr(part, "function", None)
+    if function is not None:
+        if isinstance(getattr(function, "name", None), str) and not call.name:
+            call.name = function.name
+        if isinstance(getattr(function, "arguments", None), str):
+            call.arguments.append(function.arguments)
