@@ -18,7 +18,8 @@ STAMP := $(VENV)/.installed
 RUN_ARGS ?=
 BENCH_VENV ?= .venv-bench
 BENCH_STAMP := $(BENCH_VENV)/.installed
-# e.g. BENCH_ARGS="--skip-embedded" or "--quick" or "--peer-repeats 1"
+# e.g. BENCH_ARGS="--skip-embedded" or "--quick" or "--peer-repeats 1"; the figures that
+# matter (real server, synthesis) alone, in a few minutes: BENCH_ARGS=--only=real,synthesis
 BENCH_ARGS ?=
 # A git revision to compare Clearance's hot path with (before/after table), e.g. 77f9bb9.
 BENCH_COMPARE_REV ?=

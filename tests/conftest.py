@@ -195,12 +195,13 @@ class _ChatCompletions:
     ``reply(messages)`` returns the answer: text, or ``[(tool name, arguments), ...]`` for
     tool calls, or (for a streamed request) an iterator of text pieces, each sent as it is
     produced (a generator that sleeps trickles). Usage is reported as 10 prompt and 5
-    completion tokens. A request with ``"stream": true`` is answered with server-sent
+    completion tokens unless ``usage`` (the response's ``usage`` object) is given.
+    A request with ``"stream": true`` is answered with server-sent
     events (one chunk per word, tool-call arguments in two pieces, usage last when
     ``stream_options.include_usage`` asks for it).
     """
 
-    def __init__(self, reply: Any) -> None:
+    def __init__(self, reply: Any, usage: dict[str, Any] | None = None) -> None:
         import contextlib
         import json
         import threading
@@ -243,7 +244,8 @@ class _ChatCompletions:
                 payload = json.dumps({
                     "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
                     "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                    "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+                    "usage": usage or {"prompt_tokens": 10, "completion_tokens": 5,
+                                       "total_tokens": 15},
                 }).encode()  # fmt: skip
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
@@ -306,11 +308,11 @@ class _ChatCompletions:
 
 @pytest.fixture
 def openai_server() -> Iterator[Any]:
-    """``openai_server(reply)`` -> base URL of a scripted local chat-completions server."""
+    """``openai_server(reply, usage=None)`` -> base URL of a scripted chat-completions server."""
     servers: list[_ChatCompletions] = []
 
-    def start(reply: Any) -> ServerUrl:
-        servers.append(_ChatCompletions(reply))
+    def start(reply: Any, usage: dict[str, Any] | None = None) -> ServerUrl:
+        servers.append(_ChatCompletions(reply, usage))
         return servers[-1].url
 
     yield start

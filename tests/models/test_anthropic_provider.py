@@ -205,7 +205,12 @@ async def test_text_answer_and_the_request_it_sent(server: MessagesServer, make_
     assert response.model_id == "anthropic:claude-test"
     assert response.finish_reason == "stop"
     assert response.tool_calls == ()
-    assert response.usage.to_dict() == {"requests": 1, "prompt_tokens": 21, "completion_tokens": 4}
+    assert response.usage.to_dict() == {
+        "requests": 1,
+        "prompt_tokens": 21,
+        "completion_tokens": 4,
+        "cached_prompt_tokens": None,
+    }
 
     [got] = server.received
     assert got.path == "/v1/messages"
@@ -469,7 +474,12 @@ async def test_streamed_answer_is_the_same_response(server: MessagesServer, make
     assert pieces == ["Hello ", "from ", "a ", "streaming ", "Claude."]
     assert response.text == "Hello from a streaming Claude."
     assert response.finish_reason == "stop"
-    assert response.usage.to_dict() == {"requests": 1, "prompt_tokens": 21, "completion_tokens": 4}
+    assert response.usage.to_dict() == {
+        "requests": 1,
+        "prompt_tokens": 21,
+        "completion_tokens": 4,
+        "cached_prompt_tokens": None,
+    }
     assert server.received[-1].body["stream"] is True
 
 

@@ -186,3 +186,20 @@ async def test_injected_client_is_left_open() -> None:
     await m.aclose()
     assert not client.is_closed()
     await client.close()
+
+
+async def test_llama_cpp_server_reports_no_cached_tokens_so_none_is_recorded(
+    model: OpenAIModel, make_prompt
+) -> None:
+    """llama-cpp-python's server (0.3.x) reuses a shared prefix but does not report it.
+
+    Its usage has no ``prompt_tokens_details`` and its body no ``timings``: the count is
+    recorded as unknown (``None``), never as 0. A server version that reports it fails
+    this test, which then should assert the reported count.
+    """
+    prompt = make_prompt(model.count_tokens)
+    first = await model.request(ModelRequest(prompt=prompt, max_tokens=4))
+    second = await model.request(ModelRequest(prompt=prompt, max_tokens=4))
+    assert first.usage.prompt_tokens == second.usage.prompt_tokens > 0
+    assert first.usage.cached_prompt_tokens is None
+    assert second.usage.cached_prompt_tokens is None

@@ -394,7 +394,8 @@ def _check_response(call: _Call, response: ModelResponse) -> None:
 
     Raises:
         ModelError: Lone surrogates in the text or a tool call's name; token counts
-            that are not integers in ``[0, MAX_REPORTED_TOKENS]``.
+            that are not integers in ``[0, MAX_REPORTED_TOKENS]``; cached prompt tokens
+            that are not an integer in ``[0, prompt_tokens]``.
         LimitExceeded: ``max_tokens_per_step``.
     """
     model_id = call.model.model_id
@@ -419,6 +420,17 @@ def _check_response(call: _Call, response: ModelResponse) -> None:
                 f"the model server reported an impossible usage: {name}={value!r}",
                 model_id=model_id,
             )
+    cached = usage.cached_prompt_tokens
+    if cached is not None and (
+        not isinstance(cached, int)
+        or isinstance(cached, bool)
+        or not 0 <= cached <= usage.prompt_tokens
+    ):
+        raise ModelError(
+            f"the model server reported an impossible usage: cached_prompt_tokens={cached!r} "
+            f"with prompt_tokens={usage.prompt_tokens}",
+            model_id=model_id,
+        )
     per_step = call.agent.limits.max_tokens_per_step
     if per_step is not None and usage.completion_tokens > per_step:
         raise LimitExceeded(

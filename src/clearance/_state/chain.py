@@ -37,6 +37,7 @@ __all__ = [
     "ENTRY_FIELDS",
     "LEDGER_KEY_ENV",
     "LEDGER_KEY_FILE_ENV",
+    "OPTIONAL_FIELDS",
     "SUBJECT_FIELDS",
     "UPSERT_KINDS",
     "chain_sha256",
@@ -82,6 +83,11 @@ ENTRY_FIELDS: Mapping[str, tuple[str, ...]] = {
 
 A call's prompt is covered through ``record_sha256`` (`call_record_sha256` of its messages
 and manifest), which ``verify`` recomputes from the recorded messages rather than reads."""
+
+OPTIONAL_FIELDS: Mapping[str, tuple[str, ...]] = {"call": ("cached_prompt_tokens",)}
+"""Fields added to a kind after records were chained: digested when not ``None``, so a record
+made before the field existed keeps its digest, and a value set, changed or removed later
+changes it."""
 
 SUBJECT_FIELDS: Mapping[str, str] = {
     "run": "run_id",
@@ -173,12 +179,16 @@ def payload_sha256(kind: str, row: Mapping[str, Any]) -> str:
     """The digest of a record: SHA-256 of its `ENTRY_FIELDS` in canonical JSON.
 
     Times are normalized to UTC ISO text with microseconds (a naive time is taken as UTC),
-    booleans to integers; a missing field counts as ``None``.
+    booleans to integers; a missing field counts as ``None``. An `OPTIONAL_FIELDS` field is
+    digested only when it is not ``None``.
 
     Raises:
         KeyError: ``kind`` is not a kind of entry.
     """
     fields = {name: _normal(row.get(name)) for name in ENTRY_FIELDS[kind]}
+    for name in OPTIONAL_FIELDS.get(kind, ()):
+        if row.get(name) is not None:
+            fields[name] = _normal(row[name])
     # "surrogatepass": a lone surrogate (text from a record made before such text was
     # refused) still has one well-defined encoding, so its record can be chained and checked.
     return hashlib.sha256(canonical_json(fields).encode("utf-8", "surrogatepass")).hexdigest()

@@ -13,6 +13,7 @@ from clearance._core.spec import Agent
 from clearance._core.teamfile import LoadedTeam
 from clearance._orchestration.estimate import estimate_tasks
 from clearance._state.graph import TaskGraph
+from clearance._state.graph_shape import concurrency_notice, graph_shape
 from clearance.cli._common import one_line_errors, out, safe_text
 from clearance.cli._options import InputOption
 from clearance.cli._team_setup import WINDOWED_PROVIDERS, load_checked
@@ -77,6 +78,15 @@ def _print_estimate(loaded: LoadedTeam, task_graph: TaskGraph) -> None:
     ordered = [task_graph.get(t) for t in task_graph.topological_order()]
     rows = estimate_tasks(ordered, loaded.team, input_root=loaded.input_root,
                           context_window=window)  # fmt: skip
+    shape = graph_shape(ordered)
+    out.print(
+        safe_text(
+            f"graph: {len(ordered)} tasks, width {shape.width}, critical path "
+            f"{shape.critical_path} tasks, max_concurrency {loaded.spec.max_concurrency}"
+        )
+    )
+    if (notice := concurrency_notice(ordered, loaded.spec.max_concurrency)) is not None:
+        out.print(safe_text(notice), soft_wrap=True)
     table = Table(title="Estimated prompt tokens", title_justify="left")
     for column in ("task", "estimate", "budget", "context window", ""):
         table.add_column(column, justify="left" if column in ("task", "") else "right")

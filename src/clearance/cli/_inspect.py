@@ -16,7 +16,14 @@ from clearance._core.errors import ConfigError
 from clearance._state.ledger import CallRecord, EventRecord, RunRecord, TaskRecord, ToolCallRecord
 from clearance.cli._common import safe
 
-__all__ = ["page_if_terminal", "print_responses", "print_run_json", "select_calls"]
+__all__ = [
+    "page_if_terminal",
+    "print_responses",
+    "print_run_json",
+    "prompt_cache",
+    "prompt_cache_line",
+    "select_calls",
+]
 
 
 def select_calls(run_id: str, calls: list[CallRecord], task: str | None) -> list[CallRecord]:
@@ -32,6 +39,40 @@ def select_calls(run_id: str, calls: list[CallRecord], task: str | None) -> list
     if not chosen:
         raise ConfigError(f"run {run_id} has no model call for {task!r}", field="--task")
     return chosen
+
+
+def prompt_cache(calls: Sequence[CallRecord]) -> dict[str, Any]:
+    """The run's prompt-cache reuse over the calls whose server reported it.
+
+    Returns:
+        ``{"calls_reporting", "prompt_tokens", "cached_prompt_tokens", "hit_rate"}``: how
+        many calls reported cached prompt tokens, their prompt and cached tokens summed, and
+        cached / prompt over those calls (``None`` when no call reported it or their prompts
+        are empty). Calls that reported nothing are left out, not counted as 0.
+    """
+    known = [c.usage for c in calls if c.usage.cached_prompt_tokens is not None]
+    prompt = sum(u.prompt_tokens for u in known)
+    cached = sum(u.cached_prompt_tokens or 0 for u in known)
+    return {
+        "calls_reporting": len(known),
+        "prompt_tokens": prompt,
+        "cached_prompt_tokens": cached,
+        "hit_rate": cached / prompt if known and prompt else None,
+    }
+
+
+def prompt_cache_line(calls: Sequence[CallRecord]) -> str:
+    """One line for ``inspect``: the run's prompt-cache hit rate (see `prompt_cache`)."""
+    summary = prompt_cache(calls)
+    if not summary["calls_reporting"]:
+        return "prompt cache: not reported by the model server for any call"
+    rate = summary["hit_rate"]
+    shown = "n/a" if rate is None else f"{rate:.1%}"
+    return (
+        f"prompt cache: {summary['cached_prompt_tokens']} of {summary['prompt_tokens']} prompt "
+        f"tokens reused (hit rate {shown}) over the {summary['calls_reporting']} of "
+        f"{len(calls)} calls that report it"
+    )
 
 
 def _plain(value: Any) -> Any:
@@ -52,10 +93,11 @@ def print_run_json(
 ) -> None:
     r"""Write the run as one JSON document on stdout.
 
-    The shape is ``{"run", "tasks", "calls", "tool_calls", "events"}``, each record with the
-    fields of its ledger class (`RunRecord`, `TaskRecord`, `CallRecord`...), times as ISO 8601
-    strings. Non-ASCII text is written as ``\uXXXX`` escapes, so control characters in model
-    output reach a terminal as text, never as escape sequences.
+    The shape is ``{"run", "tasks", "calls", "tool_calls", "events", "prompt_cache"}``, each
+    record with the fields of its ledger class (`RunRecord`, `TaskRecord`, `CallRecord`...),
+    times as ISO 8601 strings; ``prompt_cache`` is `prompt_cache` of the calls. Non-ASCII
+    text is written as ``\uXXXX`` escapes, so control characters in model output reach a
+    terminal as text, never as escape sequences.
     """
     document = {
         "run": record,
@@ -63,6 +105,7 @@ def print_run_json(
         "calls": list(calls),
         "tool_calls": list(tool_calls),
         "events": list(events),
+        "prompt_cache": prompt_cache(calls),
     }
     sys.stdout.write(json.dumps(document, default=_plain, ensure_ascii=True, indent=2) + "\n")
 

@@ -23,7 +23,12 @@ from clearance._state.ledger import (
 from clearance.cli._backends import verify_lookups
 from clearance.cli._common import one_line_errors, out, safe_text
 from clearance.cli._events import print_events, select_calls
-from clearance.cli._inspect import page_if_terminal, print_responses, print_run_json
+from clearance.cli._inspect import (
+    page_if_terminal,
+    print_responses,
+    print_run_json,
+    prompt_cache_line,
+)
 from clearance.cli._options import DbOption
 from clearance.cli._store import print_tool_calls
 
@@ -113,6 +118,9 @@ def _print_inspect(
         for item in call.manifest.get("items", []):
             table.add_row(*map(safe_text, (item["origin"], item["title"], item["tokens"])))
         table.add_row("", "total prompt", safe_text(call.manifest.get("total_tokens", "")))
+        if call.usage.cached_prompt_tokens is not None:
+            cached = f"{call.usage.cached_prompt_tokens} of {call.usage.prompt_tokens}"
+            table.add_row("", "cached by the server", cached)
         out.print(table)
         if show_prompt:
             for message in call.messages:
@@ -131,6 +139,7 @@ def _print_inspect(
             out.print(Panel(safe_text(call.response), title="response", title_align="left"))
     print_tool_calls(out, tool_calls)
     print_events(out, events)
+    out.print(safe_text(prompt_cache_line(calls)))
 
 
 @one_line_errors

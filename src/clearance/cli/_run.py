@@ -21,6 +21,7 @@ from clearance._orchestration.orchestrator import DEFAULT_WORKSPACE_ROOT, Orches
 from clearance._orchestration.report import build_report
 from clearance._orchestration.result import RunResult
 from clearance._orchestration.run_memory import RunMemory
+from clearance._state.graph_shape import concurrency_notice
 from clearance._state.ledger import DEFAULT_LEDGER_URL, RunLedger
 from clearance._state.messages import MessageBus
 from clearance._state.store import ContextStore
@@ -157,6 +158,9 @@ def run(
             "the team file has no tasks; give --goal so the coordinator can plan",
             source=str(team_file),
         )
+    limit = max_concurrency or loaded.spec.max_concurrency
+    if (notice := concurrency_notice(loaded.tasks, limit)) is not None:
+        err.print(safe_text(notice), soft_wrap=True)
     bus = MessageBus()
     for message in loaded.spec.messages:
         bus.send(message.sender, message.to, message.content)

@@ -25,6 +25,7 @@ from clearance.models._base import (
     ToolCall,
     validated_usage,
 )
+from clearance.models._cache import anthropic_prompt_tokens
 from clearance.models._openai_stream import max_chunks
 from clearance.models._transient import is_transient_status, parse_retry_after
 from clearance.tokens import TokenCounter, tiktoken_counter
@@ -216,10 +217,11 @@ class AnthropicModel:
 
         Returns:
             The text blocks of the answer joined, the tool calls in order, the server's
-            reported usage (``input_tokens``, ``output_tokens``; zeros if none) with
-            ``requests=1``, and ``finish_reason`` (``"stop"``, ``"length"`` for
-            ``max_tokens``, ``"tool_calls"``, ``"content_filter"`` for a refusal, or the
-            server's own word).
+            reported usage with ``requests=1`` (prompt tokens: ``input_tokens`` plus both
+            prompt-cache counts; cached: ``cache_read_input_tokens``, ``None`` if not
+            reported; completion: ``output_tokens``; zeros if none), and ``finish_reason``
+            (``"stop"``, ``"length"`` for ``max_tokens``, ``"tool_calls"``,
+            ``"content_filter"`` for a refusal, or the server's own word).
 
         Raises:
             ModelError: The server could not be reached, did not answer in full within the
@@ -352,10 +354,12 @@ class AnthropicModel:
         if not isinstance(content, list):
             raise ModelError("the server's answer has no content list", model_id=self.model_id)
         usage = getattr(message, "usage", None)
+        prompt_tokens, cached = anthropic_prompt_tokens(usage)
         checked = validated_usage(
-            getattr(usage, "input_tokens", None),
+            prompt_tokens,
             getattr(usage, "output_tokens", None),
             model_id=self.model_id,
+            cached_prompt_tokens=cached,
         )
         texts: list[str] = []
         calls: list[ToolCall] = []

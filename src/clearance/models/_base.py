@@ -61,11 +61,16 @@ class Usage:
         requests: Number of model calls.
         prompt_tokens: Tokens sent.
         completion_tokens: Tokens generated.
+        cached_prompt_tokens: Of ``prompt_tokens``, those the server reused from its prompt
+            cache instead of evaluating them again; ``None`` when no call reported it (not
+            0: "not reported" and "no reuse" are different facts). In a sum, the total over
+            the calls that reported it.
     """
 
     requests: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_prompt_tokens: int | None = None
 
     @property
     def total_tokens(self) -> int:
@@ -77,18 +82,32 @@ class Usage:
             requests=self.requests + other.requests,
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
+            cached_prompt_tokens=_sum_known(self.cached_prompt_tokens, other.cached_prompt_tokens),
         )
 
-    def to_dict(self) -> dict[str, int]:
-        """JSON-ready form."""
+    def to_dict(self) -> dict[str, int | None]:
+        """JSON-ready form (``cached_prompt_tokens`` is ``None`` when not reported)."""
         return {
             "requests": self.requests,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
+            "cached_prompt_tokens": self.cached_prompt_tokens,
         }
 
 
-def validated_usage(prompt_tokens: object, completion_tokens: object, *, model_id: str) -> Usage:
+def _sum_known(a: int | None, b: int | None) -> int | None:
+    if a is None:
+        return b
+    return a if b is None else a + b
+
+
+def validated_usage(
+    prompt_tokens: object,
+    completion_tokens: object,
+    *,
+    model_id: str,
+    cached_prompt_tokens: object = None,
+) -> Usage:
     """The `Usage` of one call from the token counts a provider reported, checked.
 
     Counts come from outside (a model server, a native library) and are validated at the
@@ -98,14 +117,17 @@ def validated_usage(prompt_tokens: object, completion_tokens: object, *, model_i
         prompt_tokens: The reported prompt tokens; ``None`` (not reported) counts as 0.
         completion_tokens: The reported completion tokens; ``None`` counts as 0.
         model_id: The ``"provider:name"`` id, for the error.
+        cached_prompt_tokens: The reported prompt tokens the server reused from its prompt
+            cache; ``None`` (not reported) stays ``None``.
 
     Returns:
-        ``Usage(requests=1, ...)`` with both counts.
+        ``Usage(requests=1, ...)`` with the counts.
 
     Raises:
         ModelError: A count is not an integer (booleans, floats and strings included), is
-            negative, or is over `MAX_REPORTED_TOKENS`; not transient (a retry would get the
-            same answer from the same server).
+            negative, or is over `MAX_REPORTED_TOKENS`, or more prompt tokens are cached
+            than were sent; not transient (a retry would get the same answer from the same
+            server).
     """
     counts: dict[str, int] = {}
     for name, value in (("prompt_tokens", prompt_tokens), ("completion_tokens", completion_tokens)):
@@ -123,7 +145,21 @@ def validated_usage(prompt_tokens: object, completion_tokens: object, *, model_i
                 model_id=model_id,
             )
         counts[name] = value
-    return Usage(requests=1, **counts)
+    cached = cached_prompt_tokens
+    if cached is not None:
+        if isinstance(cached, bool) or not isinstance(cached, int):
+            raise ModelError(
+                f"the provider reported cached_prompt_tokens as {type(cached).__name__} "
+                f"{_short(cached)}, not an integer",
+                model_id=model_id,
+            )
+        if not 0 <= cached <= counts["prompt_tokens"]:
+            raise ModelError(
+                f"the provider reported cached_prompt_tokens={_short(cached)}, outside "
+                f"0..{counts['prompt_tokens']} (the prompt tokens it reported)",
+                model_id=model_id,
+            )
+    return Usage(requests=1, cached_prompt_tokens=cached, **counts)
 
 
 def _short(value: object) -> str:

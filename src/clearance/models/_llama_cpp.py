@@ -35,6 +35,7 @@ from clearance.models._base import (
     ToolCall,
     validated_usage,
 )
+from clearance.models._cache import reused_prefix
 from clearance.models._llama_stream import TokenTextStream, threadsafe_sink
 
 __all__ = [
@@ -247,7 +248,9 @@ class LlamaCppModel:
             request: The prompt and sampling settings (``max_tokens`` in tokens).
 
         Returns:
-            The completion, with ``usage`` as reported by llama.cpp (``requests=1``).
+            The completion, with ``usage`` as reported by llama.cpp (``requests=1``) and the
+            prompt tokens reused from the previous call's evaluated prefix as
+            ``cached_prompt_tokens``.
 
         Raises:
             ModelError: The model failed to load or to generate (for example, the prompt does
@@ -340,6 +343,7 @@ class LlamaCppModel:
 
             with self._run_lock:
                 tokens, stop, stopping = self._prompt_tokens(request.prompt.to_dicts())
+                before = list(llm.input_ids[: llm.n_tokens])
                 streamer = None
                 if stream is not None:
                     streamer = TokenTextStream(llm.detokenize, tokens, stream)
@@ -360,6 +364,7 @@ class LlamaCppModel:
                     grammar=grammar,
                     **sampling,
                 )
+                after = list(llm.input_ids[: llm.n_tokens])
         except ModelError:
             raise
         except Exception as exc:  # llama.cpp raises ValueError/RuntimeError and others
@@ -372,7 +377,7 @@ class LlamaCppModel:
                 model_id=self.model_id,
                 transient=True,
             )
-        response = self._to_response(result)
+        response = self._to_response(result, before, after)
         if streamer is not None:
             streamer.finish(response.text)
         return self._decode_tool_choice(response) if request.tools else response
@@ -467,12 +472,18 @@ class LlamaCppModel:
             )
         return response
 
-    def _to_response(self, result: Any) -> ModelResponse:
+    def _to_response(self, result: Any, before: list[int], after: list[int]) -> ModelResponse:
+        """Our response from llama.cpp's completion dict, with the usage checked.
+
+        ``before`` and ``after`` are the model's evaluated tokens around the call, for the
+        prompt tokens it reused (see `reused_prefix`).
+        """
         try:
             choice = result["choices"][0]
             text = choice.get("text") or ""
             finish_reason = choice.get("finish_reason")
             usage = result.get("usage") or {}
+            prompt = usage.get("prompt_tokens")
         except (KeyError, IndexError, TypeError, AttributeError) as exc:
             raise ModelError(
                 f"unexpected completion shape from llama.cpp: {exc!r}", model_id=self.model_id
@@ -480,7 +491,12 @@ class LlamaCppModel:
         return ModelResponse(
             text=text,
             usage=validated_usage(
-                usage.get("prompt_tokens"), usage.get("completion_tokens"), model_id=self.model_id
+                prompt,
+                usage.get("completion_tokens"),
+                model_id=self.model_id,
+                cached_prompt_tokens=reused_prefix(before, after, prompt)
+                if isinstance(prompt, int) and not isinstance(prompt, bool)
+                else None,
             ),
             model_id=self.model_id,
             finish_reason=finish_reason,

@@ -17,6 +17,7 @@ import openai
 
 from clearance._core.errors import ConfigError, ModelError
 from clearance.models._base import ModelRequest, ModelResponse, ToolCall, validated_usage
+from clearance.models._cache import reported_cached_tokens
 from clearance.models._openai_stream import collect_stream
 from clearance.models._transient import is_transient_status, parse_retry_after
 from clearance.tokens import TokenCounter, counter_for
@@ -237,6 +238,7 @@ class OpenAIModel:
                 getattr(usage, "prompt_tokens", None),
                 getattr(usage, "completion_tokens", None),
                 model_id=self.model_id,
+                cached_prompt_tokens=reported_cached_tokens(completion),
             ),
             model_id=self.model_id,
             finish_reason=choice.finish_reason,

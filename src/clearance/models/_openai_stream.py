@@ -21,6 +21,7 @@ from clearance.models._base import (
     ToolCall,
     validated_usage,
 )
+from clearance.models._cache import reported_cached_tokens
 
 __all__ = ["MAX_STREAMED_TOOL_CALLS", "collect_stream", "max_chunks"]
 
@@ -113,6 +114,7 @@ async def collect_stream(
             getattr(usage, "prompt_tokens", None),
             getattr(usage, "completion_tokens", None),
             model_id=model_id,
+            cached_prompt_tokens=reported_cached_tokens({"usage": usage}),
         ),
         model_id=model_id,
         finish_reason=finish,

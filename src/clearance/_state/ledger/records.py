@@ -223,6 +223,8 @@ def usage_of(row: Row[Any]) -> Usage:
         requests=row.requests,
         prompt_tokens=row.prompt_tokens,
         completion_tokens=row.completion_tokens,
+        # Calls only (runs have no such column); NULL where the server reported none.
+        cached_prompt_tokens=getattr(row, "cached_prompt_tokens", None),
     )
 
 

@@ -107,6 +107,7 @@ def call_rows(
                 "requests": usage.requests,
                 "prompt_tokens": usage.prompt_tokens,
                 "completion_tokens": usage.completion_tokens,
+                "cached_prompt_tokens": usage.cached_prompt_tokens,
                 "error": error,
                 "started_at": started_at,
                 "latency_s": latency_s,
@@ -129,6 +130,7 @@ def finish_row(
         "b_requests": usage.requests,
         "b_prompt_tokens": usage.prompt_tokens,
         "b_completion_tokens": usage.completion_tokens,
+        "b_cached_prompt_tokens": usage.cached_prompt_tokens,
         "b_error": error,
         "b_latency_s": latency_s,
     }

@@ -213,6 +213,12 @@ def _m006_run_lease(change: SchemaChange) -> None:
     change.add_column("runs", Column("lease_expires_at", UTCDateTime))
 
 
+@LEDGER_SCHEMA.migration
+def _m007_cached_prompt_tokens(change: SchemaChange) -> None:
+    """Version 7: ``calls.cached_prompt_tokens``, NULL where the server reported none."""
+    change.add_column("calls", Column("cached_prompt_tokens", Integer))
+
+
 SCHEMA_VERSION = LEDGER_SCHEMA.latest
 """The schema version this code reads and writes."""
 

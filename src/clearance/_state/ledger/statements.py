@@ -44,8 +44,8 @@ _TASK_FIELDS = (
 """What a task upsert overwrites (all but the key and the ordinal)."""
 
 _FINISH_FIELDS = (
-    "response", "finish_reason", "requests", "prompt_tokens", "completion_tokens", "error",
-    "latency_s",
+    "response", "finish_reason", "requests", "prompt_tokens", "completion_tokens",
+    "cached_prompt_tokens", "error", "latency_s",
 )  # fmt: skip
 """What the outcome of a call sets (bound as ``b_<name>``)."""
 
