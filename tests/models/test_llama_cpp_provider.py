@@ -151,19 +151,19 @@ def test_invalid_gguf_file_is_model_error(tmp_path) -> None:
 
 
 async def test_prefill_threads_and_batch_size_reach_llama_cpp(make_prompt) -> None:
-    m = get_model("llama-cpp:smollm2", n_ctx=1024, n_threads=1, n_threads_batch=1, n_batch=64)
+    m = get_model("llama-cpp:smollm2", n_ctx=1024, n_threads=1, n_threads_batch=1, n_batch=32)
     assert isinstance(m, LlamaCppModel)
     try:
         prompt = make_prompt(m.count_tokens)
         llm = m._ensure_loaded()
         assert llm.context_params.n_threads_batch == 1
         assert llm.context_params.n_threads == 1
-        assert llm.context_params.n_batch == 64
+        assert llm.context_params.n_batch == 32
         assert llm.n_ctx() == 1024
         # A prompt longer than one batch is evaluated in several steps and still answered.
-        assert prompt.manifest.total_tokens > 64
+        assert prompt.manifest.total_tokens > 32
         response = await m.request(ModelRequest(prompt=prompt, max_tokens=16))
         assert response.text.strip()
-        assert response.usage.prompt_tokens > 64
+        assert response.usage.prompt_tokens > 32
     finally:
         m.close()

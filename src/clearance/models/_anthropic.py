@@ -17,7 +17,8 @@ from typing import Any
 import anthropic
 
 from clearance._core.errors import ConfigError, ModelError
-from clearance._core.prompt import Prompt
+from clearance.models._anthropic_format import anthropic_tool as _anthropic_tool
+from clearance.models._anthropic_format import to_anthropic_messages
 from clearance.models._base import (
     MAX_REPORTED_TOKENS,
     ModelRequest,
@@ -47,50 +48,6 @@ _STOP_REASONS = {
     "tool_use": "tool_calls",
     "refusal": "content_filter",
 }
-
-
-def to_anthropic_messages(prompt: Prompt) -> tuple[str, list[dict[str, Any]]]:
-    """The prompt's messages in the Messages API's form: ``(system, messages)``.
-
-    The Messages API takes the system prompt apart from the conversation, so every system
-    message (in order, joined by a blank line) becomes ``system``. User and assistant
-    messages keep their order; consecutive messages of one role become one message with one
-    text block each (the API wants the roles to alternate). Empty texts are left out (the
-    API rejects empty text blocks).
-
-    Args:
-        prompt: The prompt from the `ContextBuilder`.
-
-    Returns:
-        The system text (``""`` for none) and the messages, each
-        ``{"role": "user" | "assistant", "content": [{"type": "text", "text": ...}, ...]}``.
-    """
-    system: list[str] = []
-    messages: list[dict[str, Any]] = []
-    for message in prompt.messages:
-        if not message.content:
-            continue
-        if message.role == "system":
-            system.append(message.content)
-            continue
-        block = {"type": "text", "text": message.content}
-        if messages and messages[-1]["role"] == message.role:
-            messages[-1]["content"].append(block)
-        else:
-            messages.append({"role": message.role, "content": [block]})
-    return "\n\n".join(system), messages
-
-
-def _anthropic_tool(tool: dict[str, Any]) -> dict[str, Any]:
-    """One tool in the OpenAI function format → the Messages API's tool form."""
-    function = tool.get("function", tool)
-    converted: dict[str, Any] = {
-        "name": function["name"],
-        "input_schema": function.get("parameters") or {"type": "object", "properties": {}},
-    }
-    if function.get("description"):
-        converted["description"] = function["description"]
-    return converted
 
 
 class AnthropicModel:

