@@ -224,7 +224,7 @@ def _prompt(title: str) -> Any:
     from clearance._state.queue import TaskQueue
     from clearance.tokens import heuristic_tokens
 
-    task = Task(id="x", title=title, description="x", assignee="alpha")
+    task = Task(id="x", title=title, description=title, assignee="alpha")
     queue = TaskQueue(TaskGraph([task]))
     builder = ContextBuilder(count_tokens=heuristic_tokens)
     return builder.build_task_prompt(task, agent=TEAM.agents[0], queue=queue)
