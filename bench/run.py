@@ -305,7 +305,7 @@ def real_section(args: argparse.Namespace) -> None:
         return
     print("7. real server: code review job, prompt and cached tokens per call", flush=True)
     review = {"part": "code_review", "example": "examples/code_review.yaml", "threads": 2,
-              "modules": ["scanner.py"], "timeout_s": args.timeout_s}  # fmt: skip
+              "modules": ["scanner.py", "tool.py"], "timeout_s": args.timeout_s}  # fmt: skip
     out["code_review"] = fresh_process("bench.real", review, args.timeout_s)
     for row in out["code_review"].get("calls", []):
         print(f"  {row['subject']:<24} prompt {row['prompt_tokens']:>5}  cached (recorded) "

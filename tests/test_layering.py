@@ -237,3 +237,17 @@ def test_checker_finds_an_upward_import_and_a_cycle_hidden_in_a_function(
     assert len(found) == 1
     assert set(found[0]) == {"clearance._core.low", "clearance._state.high"}
     assert found[0][0] == found[0][-1]
+
+
+MAX_MODULE_LINES = 500
+"""No module holds more than this many lines: one concept per module."""
+
+
+def test_no_module_is_over_the_line_limit() -> None:
+    sizes = {
+        str(path.relative_to(SRC)): len(path.read_text(encoding="utf-8").splitlines())
+        for path in SRC.rglob("*.py")
+    }
+    assert len(sizes) > 100  # the walk found the package
+    too_long = {name: n for name, n in sizes.items() if n > MAX_MODULE_LINES}
+    assert too_long == {}
