@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -12,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from clearance._context.builder import ContextBuilder
-from clearance._core.errors import ConfigError, StoreError
+from clearance._core.errors import ConfigError, LedgerError, StoreError
 from clearance._core.prompt import canonical_json
 from clearance._core.spec import Agent, Task
 from clearance._state.graph import TaskGraph
@@ -546,6 +547,47 @@ def test_a_live_owner_keeps_its_run_and_a_dead_one_loses_it(tmp_path):
         other.reopen_run("r", force=True)  # an explicit take-over
         with pytest.raises(ConfigError, match="is being run by process"):
             owner.reopen_run("r")
+
+
+def test_a_run_taken_over_by_another_process_stops_its_old_owner(tmp_path):
+    url = f"sqlite:///{tmp_path / 'lease.db'}"
+    with RunLedger(url) as owner, RunLedger(url) as other:
+        owner.start_run(run_id="r", team="t", goal=None, graph=[])
+        owner.flush()
+        other.reopen_run("r", force=True)
+        owner._leases.renew_once()
+        with pytest.raises(LedgerError, match="run 'r' was taken over by another process"):
+            owner.start_run(run_id="next", team="t", goal=None, graph=[])
+
+
+def test_a_run_not_yet_committed_or_just_finished_is_not_taken_over(tmp_path):
+    url = f"sqlite:///{tmp_path / 'lease.db'}"
+    with RunLedger(url) as ledger:
+        # Held before its first write is committed: no row to renew yet.
+        ledger._leases.hold("queued")
+        ledger._leases.renew_once()
+        assert ledger._leases.take_lost() is None
+        # Finished (owner cleared) between reading the held set and renewing.
+        ledger.start_run(run_id="done", team="t", goal=None, graph=[])
+        ledger.finish_run("done", status="completed", synthesis="s", usage=Usage(), error=None)
+        ledger.flush()
+        ledger._leases.hold("done")
+        ledger._leases.renew_once()
+        assert ledger._leases.take_lost() is None
+        # A run it still owns is renewed: its lease moves forward.
+        ledger.start_run(run_id="live", team="t", goal=None, graph=[])
+        ledger.flush()
+        before = lease_of(tmp_path / "lease.db", "live")
+        time.sleep(0.01)
+        ledger._leases.renew_once()
+        assert ledger._leases.take_lost() is None
+        assert lease_of(tmp_path / "lease.db", "live") > before
+
+
+def lease_of(path: Path, run_id: str) -> str:
+    with sqlite3.connect(path) as conn:
+        row = conn.execute("SELECT lease_expires_at FROM runs WHERE run_id = ?", (run_id,))
+        return str(row.fetchone()[0])
 
 
 def test_a_failing_ledger_write_stops_the_run_keeping_what_was_answered(tmp_path, monkeypatch):

@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import select, update
 from sqlalchemy.engine import Connection
 
 from clearance._core.clock import utc_now
@@ -81,25 +81,39 @@ class LeaseKeeper:
 
     def _renew_leases(self) -> None:
         while not self._stop.wait(LEASE_S / 3):
-            with self._lock:
-                owned = sorted(self._owned)
-            if not owned:
-                continue
-            try:
-                with self._writing("renew run leases") as conn:
-                    for run_id in owned:
-                        renewed = conn.execute(
-                            update(RUNS)
-                            .where(RUNS.c.run_id == run_id, RUNS.c.owner == self.owner)
-                            .values(lease_expires_at=lease_until())
-                        ).rowcount
-                        if not renewed and self._lost is None:
-                            self._lost = LedgerError(
-                                f"run {run_id!r} was taken over by another process; this "
-                                "process stopped recording it"
-                            )
-            except StoreError:
-                continue  # the database is busy or down: try again; the lease may lapse
+            self.renew_once()
+
+    def renew_once(self) -> None:
+        """Renew every held lease now; note a run whose row names another owner as lost.
+
+        A run without a row yet (its first write is still queued) or without an owner (it
+        finished since the held set was read) is not a takeover. A busy or unreachable
+        database is tried again at the next renewal (the lease may lapse meanwhile).
+        """
+        with self._lock:
+            owned = sorted(self._owned)
+        if not owned:
+            return
+        try:
+            with self._writing("renew run leases") as conn:
+                for run_id in owned:
+                    renewed = conn.execute(
+                        update(RUNS)
+                        .where(RUNS.c.run_id == run_id, RUNS.c.owner == self.owner)
+                        .values(lease_expires_at=lease_until())
+                    ).rowcount
+                    if renewed or self._lost is not None:
+                        continue
+                    holder = conn.execute(
+                        select(RUNS.c.owner).where(RUNS.c.run_id == run_id)
+                    ).first()
+                    if holder is not None and holder.owner not in (None, self.owner):
+                        self._lost = LedgerError(
+                            f"run {run_id!r} was taken over by another process; this "
+                            "process stopped recording it"
+                        )
+        except StoreError:
+            return
 
     def check(self, run_id: str, row: Any, now: datetime, *, force: bool) -> None:
         """Refuse to take over a run another live process holds (see `RunLedger.reopen_run`).
