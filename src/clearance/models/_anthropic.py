@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import os
 from types import TracebackType
 from typing import Any
 
@@ -27,15 +26,13 @@ from clearance.models._base import (
     validated_usage,
 )
 from clearance.models._cache import anthropic_prompt_tokens
+from clearance.models._credentials import PLACEHOLDER_API_KEY, client_settings
 from clearance.models._openai_stream import max_chunks
 from clearance.models._transient import is_transient_status, parse_retry_after
 from clearance.tokens import TokenCounter, tiktoken_counter
 
 __all__ = ["ANSWER_TOOL", "PLACEHOLDER_API_KEY", "AnthropicModel", "to_anthropic_messages"]
 
-PLACEHOLDER_API_KEY = "unused"
-"""Key sent to a server at an explicit base URL when no key is configured (the SDK refuses to
-run without one)."""
 
 ANSWER_TOOL = "json_answer"
 """Name of the tool a structured-output request forces the model to call (see
@@ -125,16 +122,10 @@ class AnthropicModel:
         self._counter: TokenCounter | None = None
         self._owns_client = client is None
         if client is None:
-            url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
-            key = api_key or os.environ.get("ANTHROPIC_API_KEY") or None
-            if key is None:
-                if url is None:
-                    raise ConfigError(
-                        "no API key for Anthropic: set ANTHROPIC_API_KEY, pass api_key=..., or "
-                        "point base_url (or ANTHROPIC_BASE_URL) at a Messages API server",
-                        field="api_key",
-                    )
-                key = PLACEHOLDER_API_KEY
+            url, key = client_settings(
+                vendor="Anthropic", env_prefix="ANTHROPIC", server="a Messages API server",
+                base_url=base_url, api_key=api_key,
+            )  # fmt: skip
             try:
                 client = anthropic.AsyncAnthropic(
                     api_key=key, base_url=url, timeout=timeout_s, max_retries=max_retries

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import os
 from types import TracebackType
 from typing import Any
 
@@ -18,15 +17,12 @@ import openai
 from clearance._core.errors import ConfigError, ModelError
 from clearance.models._base import ModelRequest, ModelResponse, ToolCall, validated_usage
 from clearance.models._cache import reported_cached_tokens
+from clearance.models._credentials import PLACEHOLDER_API_KEY, client_settings
 from clearance.models._openai_stream import collect_stream
 from clearance.models._transient import is_transient_status, parse_retry_after
 from clearance.tokens import TokenCounter, counter_for
 
 __all__ = ["PLACEHOLDER_API_KEY", "OpenAIModel"]
-
-PLACEHOLDER_API_KEY = "unused"
-"""Key sent to a server at an explicit base URL when no key is configured (local servers
-ignore it, but the SDK refuses to run without one)."""
 
 
 class OpenAIModel:
@@ -95,16 +91,10 @@ class OpenAIModel:
         self.timeout_s = timeout_s
         self._owns_client = client is None
         if client is None:
-            url = base_url or os.environ.get("OPENAI_BASE_URL") or None
-            key = api_key or os.environ.get("OPENAI_API_KEY") or None
-            if key is None:
-                if url is None:
-                    raise ConfigError(
-                        "no API key for OpenAI: set OPENAI_API_KEY, pass api_key=..., or point "
-                        "base_url (or OPENAI_BASE_URL) at an OpenAI-compatible server",
-                        field="api_key",
-                    )
-                key = PLACEHOLDER_API_KEY
+            url, key = client_settings(
+                vendor="OpenAI", env_prefix="OPENAI", server="an OpenAI-compatible server",
+                base_url=base_url, api_key=api_key,
+            )  # fmt: skip
             try:
                 client = openai.AsyncOpenAI(
                     api_key=key, base_url=url, timeout=timeout_s, max_retries=max_retries

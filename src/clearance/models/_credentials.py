@@ -1,0 +1,47 @@
+"""Where an API provider's client points and with which key (arguments, then environment)."""
+
+from __future__ import annotations
+
+import os
+
+from clearance._core.errors import ConfigError
+
+__all__ = ["PLACEHOLDER_API_KEY", "client_settings"]
+
+PLACEHOLDER_API_KEY = "unused"
+"""Key sent to a server at an explicit base URL when no key is configured (the SDKs refuse to
+run without one)."""
+
+
+def client_settings(
+    *, vendor: str, env_prefix: str, server: str, base_url: str | None, api_key: str | None
+) -> tuple[str | None, str]:
+    """The base URL and API key a provider's client is made with.
+
+    Each comes from its argument, else ``<env_prefix>_BASE_URL`` / ``<env_prefix>_API_KEY``.
+    Without a key, a server at an explicit base URL gets `PLACEHOLDER_API_KEY`.
+
+    Args:
+        vendor: The provider's name, for the error ("OpenAI").
+        env_prefix: The environment variables' prefix ("OPENAI").
+        server: What a base URL may point at instead, for the error.
+        base_url: The base URL given, if any.
+        api_key: The key given, if any.
+
+    Returns:
+        ``(base_url or None, api_key)``.
+
+    Raises:
+        ConfigError: Neither a key nor a base URL is configured.
+    """
+    url = base_url or os.environ.get(f"{env_prefix}_BASE_URL") or None
+    key = api_key or os.environ.get(f"{env_prefix}_API_KEY") or None
+    if key is None:
+        if url is None:
+            raise ConfigError(
+                f"no API key for {vendor}: set {env_prefix}_API_KEY, pass api_key=..., or point "
+                f"base_url (or {env_prefix}_BASE_URL) at {server}",
+                field="api_key",
+            )
+        key = PLACEHOLDER_API_KEY
+    return url, key
