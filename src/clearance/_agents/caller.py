@@ -36,8 +36,7 @@ import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from clearance._agents.retry import RetryPolicy, with_retries
 from clearance._agents.telemetry import model_call_span
@@ -47,6 +46,7 @@ from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import ClearanceError, LimitExceeded, ModelError
 from clearance._core.prompt import Prompt
 from clearance._core.spec import Agent
+from clearance._state.ledger import Recorder
 from clearance.models._base import (
     MAX_REPORTED_TOKENS,
     ChatModel,
@@ -55,7 +55,7 @@ from clearance.models._base import (
     Usage,
 )
 
-__all__ = ["CallBudget", "CallEventKind", "CallListener", "CallRecorder", "ModelCaller"]
+__all__ = ["CallBudget", "CallEventKind", "CallListener", "ModelCaller"]
 
 CallEventKind = Literal["model_call", "text", "tool_call"]
 """What a `CallListener` hears: an attempt starting (detail: ``"attempt N"``), a piece of
@@ -64,39 +64,6 @@ name, untrusted)."""
 
 CallListener = Callable[[CallEventKind, str, str], None]
 """Hears ``(kind, subject, detail)`` as calls are made; must not block."""
-
-
-class CallRecorder(Protocol):
-    """Where model calls are recorded (`RunLedger`, `NullLedger`)."""
-
-    def record_request(
-        self,
-        *,
-        run_id: str,
-        subject: str,
-        agent: str,
-        model_id: str,
-        prompt: Prompt,
-        started_at: datetime,
-    ) -> str:
-        """Record one attempt of a model call before it is sent; return the call's id."""
-        ...
-
-    async def wait_committed(self) -> None:
-        """Return once the recorded request is committed."""
-        ...
-
-    def finish_call(
-        self,
-        call_id: str,
-        *,
-        run_id: str,
-        response: ModelResponse | None,
-        error: str | None,
-        latency_s: float,
-    ) -> None:
-        """Record the outcome of a call recorded with `record_request`."""
-        ...
 
 
 class CallBudget:
@@ -161,7 +128,7 @@ class ModelCaller:
     def __init__(
         self,
         *,
-        ledger: CallRecorder | None = None,
+        ledger: Recorder | None = None,
         run_id: str | None = None,
         retry_policy: RetryPolicy | None = None,
         clock: Clock = utc_now,
