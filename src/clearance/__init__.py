@@ -47,6 +47,7 @@ from clearance._core.errors import (
     UnknownDependencyError,
 )
 from clearance._core.prompt import ChatMessage, ContextItem, ContextManifest, Prompt
+from clearance._core.run_spec import RunSpec
 from clearance._core.spec import (
     Agent,
     AgentLimits,
@@ -119,6 +120,7 @@ __all__ = [
     "RunEvent",
     "RunLedger",
     "RunResult",
+    "RunSpec",
     "RunStream",
     "SelfDependencyError",
     "StoreEntry",

@@ -1,0 +1,252 @@
+"""`RunSpec`: the one definition of a run, its team file form and its recorded form.
+
+A run is defined once: the team (agents with their limits, sampling, tools, grants and
+memory), the tasks and goal, the run settings (concurrency, synthesis, isolation, workspace,
+approvals), the models and their settings, the executor, the MCP servers, the store and
+memory, and the input folder. A team file is the YAML form of a `RunSpec`; the ledger records
+its JSON form (`to_record`) when a run starts, and ``resume`` reads it back (`from_record`).
+Command-line options are ``spec.model_copy(update=...)``.
+
+A new setting of a run is one field here (or in one of the parts in
+`clearance._core.teamfile_models`): the team file, the record and resume then carry it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from clearance._core.agent_spec import FileCaps
+from clearance._core.errors import ConfigError
+from clearance._core.mcp_spec import McpServerSpec
+from clearance._core.safe_yaml import load_yaml_file
+from clearance._core.spec import Team
+from clearance._core.teamfile_models import (
+    AgentSpec,
+    InputSpec,
+    IsolationSpec,
+    MemoryGroupSpec,
+    MemorySpec,
+    MessageSpec,
+    ModelOptionsSpec,
+    TaskSpec,
+    ToolEntrySpec,
+)
+
+__all__ = ["RECORD_KEYS", "ExecutorSpec", "RunSpec", "validation_error"]
+
+RECORD_KEYS = ("process", "synthesis_ids")
+"""Keys a run's recorded config holds beside its spec: the process that runs it (written by
+the ledger), and the ids of the tasks the synthesis shows (``synthesis_from`` expanded)."""
+
+_FROM_ENV = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
+MASK = "***"
+
+
+class ExecutorSpec(BaseModel):
+    """``executor:``: where model calls are answered.
+
+    Attributes:
+        kind: ``"local"`` (this process) or ``"ray"`` (Ray worker actors; prompts are still
+            built in this process, see ``docs/ray.md``).
+        address: Ray cluster (``"auto"``, ``"host:6379"``, ``"ray://host:10001"``); ``None``
+            starts a local cluster on 127.0.0.1.
+        workers: Ray worker actors (1 to 256; ``None``: 2).
+        env: Names of environment variables set in the workers to their value here (an API
+            key, a base URL); their values cross the network and are never recorded.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["local", "ray"] = "local"
+    address: str | None = Field(default=None, min_length=1)
+    workers: int | None = Field(default=None, ge=1, le=256)
+    env: list[str] = Field(default=[], max_length=64)
+
+    @model_validator(mode="after")
+    def _ray_only(self) -> ExecutorSpec:
+        if self.kind == "local":
+            for key in ("address", "workers", "env"):
+                if key in self.model_fields_set and getattr(self, key):
+                    raise ValueError(f"{key} needs kind: ray")
+        return self
+
+
+class RunSpec(BaseModel):
+    """Everything that defines a run; a team file is its YAML form.
+
+    Attributes:
+        name: The team's name (shown in the ledger).
+        goal: What the synthesis answers (and, without tasks, what the coordinator plans).
+        model: Model id of agents that name none (``None``: the embedded default).
+        model_options: Settings of the models (context window, threads, per model id).
+        max_concurrency: Most tasks running at once.
+        store: Context store URL, or ``None`` for none.
+        input: The folder task files are read from.
+        project: The project folder of isolated tasks (``None``: the input folder).
+        workspace: Folder under which runs that spawn children get their folders.
+        isolation: Clarification rounds and file caps of isolated tasks.
+        agents: The workers.
+        coordinator: The agent that plans and synthesizes (``None``: a built-in one).
+        tasks: The tasks (empty: the coordinator plans ``goal``).
+        messages: Messages sent before the run starts.
+        memory_groups: Agents that share a long-term memory.
+        memory: The long-term memory's URL (or ``{url, on_error}``).
+        tools: User tools by name: an import path, or ``{function, approval}``.
+        mcp_servers: MCP tool servers by name.
+        synthesis_from: Ids of the tasks whose results the synthesis shows (``None``: all).
+        executor: Where model calls are answered.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = "team"
+    goal: str | None = None
+    model: str | None = None
+    model_options: ModelOptionsSpec = ModelOptionsSpec()
+    max_concurrency: int = Field(default=4, ge=1)
+    store: str | None = None
+    input: InputSpec = InputSpec()
+    project: str | None = None
+    workspace: str | None = None
+    isolation: IsolationSpec = IsolationSpec()
+    agents: list[AgentSpec] = Field(min_length=1)
+    coordinator: AgentSpec | None = None
+    tasks: list[TaskSpec] = []
+    messages: list[MessageSpec] = []
+    memory_groups: list[MemoryGroupSpec] = []
+    memory: str | MemorySpec | None = None
+    tools: dict[str, str | ToolEntrySpec] = {}
+    mcp_servers: dict[str, McpServerSpec] = Field(default={}, max_length=64)
+    synthesis_from: list[str] | None = None
+    executor: ExecutorSpec = ExecutorSpec()
+
+    @property
+    def tool_functions(self) -> dict[str, str | None]:
+        """``tools:`` as name to ``module:function`` (``None``: a tool given in code)."""
+        return {n: e if isinstance(e, str) else e.function for n, e in self.tools.items()}
+
+    @property
+    def approval_tools(self) -> tuple[str, ...]:
+        """Names of the ``tools:`` whose calls require approval."""
+        return tuple(
+            n for n, e in self.tools.items() if not isinstance(e, str) and e.approval == "required"
+        )
+
+    @property
+    def memory_settings(self) -> MemorySpec:
+        """``memory:`` in its long form (a bare URL becomes ``{url: URL}``)."""
+        if isinstance(self.memory, str):
+            return MemorySpec(url=self.memory)
+        return self.memory or MemorySpec()
+
+    def team(self) -> Team:
+        """The `Team` this spec declares.
+
+        Raises:
+            ConfigError: Duplicate agent names, an unknown ``can_spawn`` target, or a bad
+                memory group (see `Team`).
+        """
+        return Team(
+            agents=tuple(a.to_agent() for a in self.agents),
+            coordinator=self.coordinator.to_agent() if self.coordinator else None,
+            name=self.name,
+            memory_groups=tuple(g.to_group() for g in self.memory_groups),
+        )
+
+    def file_caps(self) -> FileCaps:
+        """``isolation.file_caps`` as `FileCaps`."""
+        return FileCaps(**self.isolation.file_caps.model_dump())
+
+    def with_model(self, model: str) -> RunSpec:
+        """This spec with ``model`` for every agent, the coordinator's included."""
+        agents = [a.model_copy(update={"model": None}) for a in self.agents]
+        lead = self.coordinator
+        coordinator = lead.model_copy(update={"model": None}) if lead else None
+        return self.model_copy(
+            update={"model": model, "agents": agents, "coordinator": coordinator}
+        )
+
+    # -- the team file ---------------------------------------------------------------------
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> RunSpec:
+        """Read and validate a team file (bounded YAML, see `clearance._core.safe_yaml`).
+
+        Checks across keys and the expansion of ``for_each_file`` tasks happen when the spec
+        is prepared for a run (`clearance.prepare_run`).
+
+        Raises:
+            ConfigError: The file is missing, is not a regular file, is over the size, depth
+                or alias caps, is not YAML, or fails validation; the message names the file,
+                the field and the problem.
+        """
+        source = str(path)
+        raw: Any = load_yaml_file(path)
+        if not isinstance(raw, dict):
+            raise ConfigError("the file must hold a mapping with at least 'agents'", source=source)
+        try:
+            spec = cls.model_validate(raw)
+        except ValidationError as exc:
+            field, message = validation_error(exc)
+            raise ConfigError(message, source=source, field=field) from exc
+        return spec
+
+    def to_data(self) -> dict[str, Any]:
+        """The spec as JSON-ready data, keys left at their defaults omitted (a team file)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+
+    # -- the recorded run --------------------------------------------------------------------
+
+    def to_record(self, *, synthesis_ids: list[str] | None = None) -> dict[str, Any]:
+        """The config a run records when it starts: the spec, secrets masked.
+
+        Passwords in the store and memory URLs and literal ``env:`` and ``headers:`` values of
+        MCP servers (not ``${NAME}`` references) are recorded as ``***``: resuming such a run
+        needs them given again.
+
+        Args:
+            synthesis_ids: The task ids the synthesis shows, ``synthesis_from`` expanded
+                (``None``: all).
+        """
+        data = self.to_data()
+        for server in data.get("mcp_servers", {}).values():
+            for key in ("env", "headers"):
+                if key in server:
+                    server[key] = {k: _masked(v) for k, v in server[key].items()}
+        data["synthesis_ids"] = synthesis_ids
+        return data
+
+    @classmethod
+    def from_record(cls, config: dict[str, Any], *, run_id: str) -> RunSpec:
+        """The spec a run recorded (see `to_record`).
+
+        Raises:
+            ConfigError: The record is not a run spec (a run recorded by an older version of
+                Clearance, or a damaged record); the message names the run and the field.
+        """
+        data = {k: v for k, v in config.items() if k not in RECORD_KEYS}
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            field, message = validation_error(exc)
+            raise ConfigError(
+                f"run {run_id} cannot be rebuilt from its recorded spec: {message}", field=field
+            ) from exc
+
+
+def _masked(value: str) -> str:
+    """A recorded ``env``/``headers`` value: ``${NAME}`` references kept, the rest masked."""
+    return value if _FROM_ENV.fullmatch(value) else MASK
+
+
+def validation_error(exc: ValidationError) -> tuple[str, str]:
+    """The field (dotted path) and the one-line message of a pydantic error's first problem."""
+    err = exc.errors()[0]
+    field = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
+    message = " ".join(f"{err['msg']}{more}".split())
+    return field, message
