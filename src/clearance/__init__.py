@@ -5,9 +5,11 @@ orchestrator decides what each agent sees, through one choke point, the `Context
 every prompt carries a `ContextManifest` of where each part came from, and every run is
 recorded in a `RunLedger`.
 
-This package holds what a user needs to declare and run a team: the specs (`Team`, `Agent`,
-`Task`), the `Orchestrator` and its results, the prompt types, the ledger and store, and the
-errors. The rest lives in namespaces:
+This package holds what a user needs to declare and run a team: the run's definition
+(`RunSpec`, read from a team file with `load_team_file` or `RunSpec.from_file`, run with
+`run_spec` as ``clearance run`` does, resumed with `resume_run`, checked with `verify_run`),
+the specs (`Team`, `Agent`, `Task`), the `Orchestrator` and its results, the prompt types,
+the ledger and store, and the errors. The rest lives in namespaces:
 
 - `clearance.subagents`: fresh-context dispatch, workspaces, spawning, aggregation.
 - `clearance.memory`: conversation and long-term memory, memory groups, window monitoring.
@@ -21,6 +23,7 @@ from clearance._agents.retry import RetryPolicy
 from clearance._agents.tools import Tool, ToolOutput
 from clearance._context.builder import ContextBuilder
 from clearance._context.clearance import Clearance
+from clearance._context.verify import Finding, VerificationReport, verify_run
 from clearance._core.errors import (
     AccessDenied,
     ApprovalDenied,
@@ -58,12 +61,20 @@ from clearance._core.spec import (
     TaskMode,
     Team,
 )
+from clearance._core.teamfile import LoadedTeam, load_team_file, prepare_run
 from clearance._orchestration.approval import ApprovalDecision, ApprovalRequest
 from clearance._orchestration.chat import AgentChat
 from clearance._orchestration.executor import ModelExecutor
 from clearance._orchestration.orchestrator import Orchestrator
 from clearance._orchestration.ray_executor import RayExecutor
 from clearance._orchestration.result import RunEvent, RunResult, TaskOutcome
+from clearance._orchestration.run import RunOptions, RunServices
+from clearance._orchestration.spec_run import (
+    recorded_run_spec,
+    resume_run,
+    run_spec,
+    run_spec_sync,
+)
 from clearance._orchestration.stream import RunStream
 from clearance._state.grants import StoreView
 from clearance._state.graph import TaskGraph
@@ -100,9 +111,11 @@ __all__ = [
     "DuplicateTaskError",
     "FanOut",
     "FileCaps",
+    "Finding",
     "GraphError",
     "LedgerError",
     "LimitExceeded",
+    "LoadedTeam",
     "MaxDepthError",
     "MemoryScope",
     "Message",
@@ -119,7 +132,9 @@ __all__ = [
     "RetryPolicy",
     "RunEvent",
     "RunLedger",
+    "RunOptions",
     "RunResult",
+    "RunServices",
     "RunSpec",
     "RunStream",
     "SelfDependencyError",
@@ -136,4 +151,12 @@ __all__ = [
     "Tool",
     "ToolOutput",
     "UnknownDependencyError",
+    "VerificationReport",
+    "load_team_file",
+    "prepare_run",
+    "recorded_run_spec",
+    "resume_run",
+    "run_spec",
+    "run_spec_sync",
+    "verify_run",
 ]

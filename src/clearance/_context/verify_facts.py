@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from clearance._context.verify_subagents import SubagentFacts
 from clearance._core.errors import ConfigError
-from clearance._core.spec import Agent
+from clearance._core.spec import DEFAULT_COORDINATOR, Agent
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import CallRecord, RunLedger, RunRecord
 from clearance._state.messages import Message
@@ -85,13 +85,19 @@ class RunFacts:
         self.tool_calls = {t.tool_call_id: t for t in ledger.tool_calls(run.run_id)}
         # (agent, tool name) to the digest of the tool's description in its first prompt.
         self.tool_specs: dict[tuple[str, str], Any] = {}
-        self.memory_groups: dict[str, list[str]] = dict(config.get("memory_groups") or {})
+        groups = config.get("memory_groups") or {}
+        if isinstance(groups, list):  # a recorded `RunSpec`: entries of memory_groups
+            groups = {g.get("name"): list(g.get("agents", ())) for g in groups}
+        self.memory_groups: dict[str, list[str]] = dict(groups)
         coordinator = config.get("coordinator")
+        if coordinator is None and "agents" in config:  # a spec without one: the default
+            coordinator = {"name": DEFAULT_COORDINATOR.name,
+                           "instructions": DEFAULT_COORDINATOR.instructions}  # fmt: skip
         self.coordinator: str | None = None
         if isinstance(coordinator, dict) and "instructions" in coordinator:
             self.instructions[coordinator["name"]] = str(coordinator["instructions"]).strip()
             self.coordinator = str(coordinator["name"])
         self.events = ledger.events(run.run_id)
         self.subagents = SubagentFacts(self.events)
-        chosen = config.get("synthesis_from")
+        chosen = config.get("synthesis_ids", config.get("synthesis_from"))
         self.synthesis_from = frozenset(chosen) if isinstance(chosen, list) else None

@@ -36,14 +36,16 @@ from clearance._core.teamfile_models import (
     ToolEntrySpec,
 )
 
-__all__ = ["RECORD_KEYS", "ExecutorSpec", "RunSpec", "validation_error"]
+__all__ = ["MASK", "RECORD_KEYS", "ExecutorSpec", "RunSpec", "validation_error"]
 
 RECORD_KEYS = ("process", "synthesis_ids")
 """Keys a run's recorded config holds beside its spec: the process that runs it (written by
 the ledger), and the ids of the tasks the synthesis shows (``synthesis_from`` expanded)."""
 
 _FROM_ENV = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
+_PASSWORD = re.compile(r"(://[^:/@]*:)[^@/]*@")
 MASK = "***"
+"""What a recorded secret reads as."""
 
 
 class ExecutorSpec(BaseModel):
@@ -213,6 +215,13 @@ class RunSpec(BaseModel):
                 (``None``: all).
         """
         data = self.to_data()
+        if isinstance(data.get("store"), str):
+            data["store"] = _PASSWORD.sub(rf"\1{MASK}@", data["store"])
+        memory = data.get("memory")
+        if isinstance(memory, str):
+            data["memory"] = _PASSWORD.sub(rf"\1{MASK}@", memory)
+        elif isinstance(memory, dict) and isinstance(memory.get("url"), str):
+            memory["url"] = _PASSWORD.sub(rf"\1{MASK}@", memory["url"])
         for server in data.get("mcp_servers", {}).values():
             for key in ("env", "headers"):
                 if key in server:

@@ -16,38 +16,35 @@ from rich.panel import Panel
 from rich.table import Table
 
 from clearance._core.errors import ConfigError
-from clearance._core.teamfile import load_team_file
-from clearance._orchestration.orchestrator import DEFAULT_WORKSPACE_ROOT, Orchestrator
+from clearance._core.run_spec import RunSpec
 from clearance._orchestration.report import build_report
 from clearance._orchestration.result import RunResult
-from clearance._orchestration.run_memory import RunMemory
+from clearance._orchestration.run import RunServices
+from clearance._orchestration.run_config import model_settings, spec_tools
+from clearance._orchestration.spec_run import (
+    checked_run,
+    recorded_run_spec,
+    resume_run,
+    run_spec,
+    with_resources,
+)
 from clearance._state.graph_shape import concurrency_notice
 from clearance._state.ledger import DEFAULT_LEDGER_URL, RunLedger
-from clearance._state.messages import MessageBus
-from clearance._state.store import ContextStore
 from clearance.cli._approve import EXIT_AWAITING_APPROVAL, terminal_approver
-from clearance.cli._backends import run_memory_for, team_tools
 from clearance.cli._chat import shared_conversation_warning
 from clearance.cli._common import err, one_line_errors, out, safe_text
 from clearance.cli._executor import (
-    ExecutorName,
     ExecutorOption,
     RayAddressOption,
     RayEnvOption,
     RayWorkersOption,
-    executor,
+    executor_spec,
 )
 from clearance.cli._options import DbOption, InputOption
 from clearance.cli._otel import otlp_tracing
 from clearance.cli._progress import RunProgress
 from clearance.cli._stream import StreamView
-from clearance.cli._team_setup import (
-    configured_models,
-    load_checked,
-    team_model_options,
-    team_with_model_reset,
-    with_model,
-)
+from clearance.models._registry import DEFAULT_MODEL_ID
 
 __all__ = ["resume", "run"]
 
@@ -138,86 +135,63 @@ def run(
     stream: Annotated[
         bool, typer.Option("--stream", help="Show the running tasks' text as it is generated.")
     ] = False,
-    executor_name: ExecutorOption = ExecutorName.local,
+    executor_name: ExecutorOption = None,
     ray_address: RayAddressOption = None,
     ray_workers: RayWorkersOption = None,
     ray_env: RayEnvOption = None,
 ) -> None:
     """Run a team: its tasks, or a plan the coordinator makes for --goal; then synthesize."""
-    loaded, model_id = with_model(load_checked(team_file, input_dir)[0], model)
-    model_options = team_model_options(
-        loaded, model_id, context_window=context_window, threads=threads,
-        threads_batch=threads_batch, batch_size=batch_size,
-    )  # fmt: skip
-    models = configured_models(model_options)
-    goal = goal or loaded.spec.goal
+    spec = RunSpec.from_file(team_file)
+    given = {"context_window": context_window, "threads": threads,
+             "threads_batch": threads_batch, "batch_size": batch_size}  # fmt: skip
+    given = {k: v for k, v in given.items() if v is not None}
+    update: dict[str, Any] = {
+        "model_options": spec.model_options.model_copy(update=given),
+        "executor": executor_spec(spec.executor, executor_name, ray_address, ray_workers, ray_env),
+    }
+    if input_dir is not None:
+        update["input"] = spec.input.model_copy(update={"default": input_dir})
+    for key, value in (("goal", goal), ("max_concurrency", max_concurrency), ("store", store_url)):
+        if value is not None:
+            update[key] = value
+    if memory_url is not None:
+        update["memory"] = spec.memory_settings.model_copy(update={"url": memory_url})
+    spec = spec.model_copy(update=update)
+    spec = spec.with_model(model) if model is not None else spec
+    model_settings(spec, given_as={k: "--" + k.replace("_", "-") for k in given})
+    spec = with_resources(spec, ledger_url=db)
+    loaded, _ = checked_run(spec, source=str(team_file))
+    model_id = spec.model or DEFAULT_MODEL_ID
     if (warning := shared_conversation_warning(loaded)) is not None:
         err.print(safe_text(warning), soft_wrap=True)
-    if not loaded.tasks and not goal:
+    if not loaded.tasks and not spec.goal:
         raise ConfigError(
             "the team file has no tasks; give --goal so the coordinator can plan",
             source=str(team_file),
         )
-    limit = max_concurrency or loaded.spec.max_concurrency
-    if (notice := concurrency_notice(loaded.tasks, limit)) is not None:
+    if (notice := concurrency_notice(loaded.tasks, spec.max_concurrency)) is not None:
         err.print(safe_text(notice), soft_wrap=True)
-    bus = MessageBus()
-    for message in loaded.spec.messages:
-        bus.send(message.sender, message.to, message.content)
     for target in (output, json_output):
         if target is not None and not target.parent.is_dir():
             raise ConfigError(f"folder {str(target.parent)!r} does not exist", field="--output")
     progress = RunProgress(out, total=len(loaded.tasks))
     view = StreamView(out, progress, live=not interactive) if stream else None
-    store_url = store_url or loaded.spec.store
-    tools = team_tools(loaded)
-    memory = run_memory_for(loaded, override=memory_url, ledger_url=db)
-    store = ContextStore(store_url) if store_url else None
-    with (
-        otlp_tracing(),
-        RunLedger(db) as ledger,
-        contextlib.closing(store) if store else contextlib.nullcontext(),
-        contextlib.closing(memory) if memory else contextlib.nullcontext(),
-        executor(executor_name, address=ray_address, workers=ray_workers, env=ray_env) as remote,
-    ):
-        orchestrator = Orchestrator(
-            loaded.team,
-            model=model_id,
-            models=models,
-            model_options=model_options,
-            ledger=ledger,
-            max_concurrency=max_concurrency or loaded.spec.max_concurrency,
-            input_root=loaded.input_root,
-            messages=bus,
-            on_event=view or progress,
-            stream_text=stream,
-            store=store,
-            project_root=loaded.project_root,
-            file_caps=loaded.file_caps(),
-            clarification_rounds=loaded.spec.isolation.max_rounds,
-            workspace_root=loaded.spec.workspace or DEFAULT_WORKSPACE_ROOT,
-            ask_person=_ask_at_terminal if interactive else None,
-            memory=memory,
-            tools=tools,
-            synthesis_from=loaded.synthesis_from,
-            executor=remote,
-            approval_tools=loaded.spec.approval_tools,
-            approver=terminal_approver() if interactive else None,
-        )
+    services = RunServices(
+        on_event=view or progress,
+        ask_person=_ask_at_terminal if interactive else None,
+        approver=terminal_approver() if interactive else None,
+    )
+    with otlp_tracing(), RunLedger(db) as ledger:
         if loaded.input_root is not None:
             out.print(safe_text(f"input: {loaded.input_root}"))
         out.print(safe_text(f"model: {model_id}"))
-        if loaded.tasks:
-            work = orchestrator.run_tasks(loaded.tasks, goal=goal)
-        else:
-            assert goal is not None
-            work = orchestrator.run_team(goal)
+        work = run_spec(loaded, ledger=ledger, services=services, stream_text=stream)
         with view.showing() if view else contextlib.nullcontext():
             result = _run_until_interrupted(work, progress, db)
     _print_result(result)
     if loaded.tasks:
         report = build_report(
-            result, loaded.tasks, model_id=model_id, title=f"Code review ({loaded.spec.name})"
+            result, loaded.tasks, model_id=model_id, title=f"Code review ({spec.name})"
         )
         if report.data["modules"]:
             out.print(Markdown(report.markdown))
@@ -304,38 +278,39 @@ def resume(
     interactive: Annotated[
         bool, typer.Option("--interactive", help="Decide approvals at the terminal.")
     ] = False,
-    executor_name: ExecutorOption = ExecutorName.local,
+    executor_name: ExecutorOption = None,
     ray_address: RayAddressOption = None,
     ray_workers: RayWorkersOption = None,
     ray_env: RayEnvOption = None,
 ) -> None:
     """Resume a stopped run: keep its completed results, run the rest, then synthesize.
 
-    The store, memory, user tools and memory groups are the ones the run recorded.
+    The run's recorded spec defines it (team, models, settings, store, memory, tools); the
+    options here change it.
     """
     progress = RunProgress(out)
-    tools = team_tools(load_team_file(team_file)) if team_file is not None else {}
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(otlp_tracing())
-        ledger = stack.enter_context(RunLedger(db))
-        store = stack.enter_context(ContextStore(store_url)) if store_url else None
-        memory = RunMemory(memory_url) if memory_url else None
-        model_executor = stack.enter_context(
-            executor(executor_name, address=ray_address, workers=ray_workers, env=ray_env)
-        )
-        orchestrator = Orchestrator.from_run(
-            run_id, ledger=ledger, model=model, on_event=progress, store=store, memory=memory,
-            tools=tools, executor=model_executor,
-            approver=terminal_approver() if interactive else None,
-        )  # fmt: skip
-        for opened in (orchestrator.store, orchestrator.memory):
-            if opened is not None:
-                stack.callback(opened.close)
-        if model is not None:
-            orchestrator.team = team_with_model_reset(orchestrator.team)
+    tools = spec_tools(RunSpec.from_file(team_file)) if team_file is not None else None
+    with otlp_tracing(), RunLedger(db) as ledger:
+        spec = recorded_run_spec(ledger, run_id)
+        update: dict[str, Any] = {
+            "executor": executor_spec(
+                spec.executor, executor_name, ray_address, ray_workers, ray_env
+            )
+        }
         if max_concurrency is not None:
-            orchestrator.max_concurrency = max_concurrency
-        result = _run_until_interrupted(orchestrator.resume(run_id, force=force), progress, db)
+            update["max_concurrency"] = max_concurrency
+        if store_url is not None:
+            update["store"] = store_url
+        if memory_url is not None:
+            update["memory"] = spec.memory_settings.model_copy(update={"url": memory_url})
+        spec = spec.model_copy(update=update)
+        spec = spec.with_model(model) if model is not None else spec
+        services = RunServices(
+            on_event=progress, approver=terminal_approver() if interactive else None
+        )
+        work = resume_run(run_id, ledger=ledger, spec=spec, tools=tools, services=services,
+                          force=force)  # fmt: skip
+        result = _run_until_interrupted(work, progress, db)
     _print_result(result)
     _exit_for(result)
 
