@@ -101,8 +101,9 @@ def main() -> None:
         default=2,
         help="real: llama_cpp.server processes (one request at a time each)",
     )
-    ap.add_argument("--real-rounds", type=int, default=2,
-                    help="real: measured runs per framework, alternating")
+    ap.add_argument(
+        "--real-rounds", type=int, default=2, help="real: measured runs per framework, alternating"
+    )
     ap.add_argument("--real-parts", default="makespan,code_review",
                     help="real: which parts, comma-separated (a part not run keeps its "
                     "figures from bench/results/real.json)")  # fmt: skip

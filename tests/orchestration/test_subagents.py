@@ -286,7 +286,7 @@ def test_constraints_without_isolated_mode_are_refused():
 
 
 def test_a_workspace_of_a_run_is_never_reused(tmp_path):
-    from clearance._orchestration.orchestrator import _new_run_dir
+    from clearance._orchestration.run_dir import new_run_dir as _new_run_dir
 
     first = _new_run_dir(tmp_path, "run-1")
     second = _new_run_dir(tmp_path, "run-1")

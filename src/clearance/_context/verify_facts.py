@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from clearance._context.tool_sections import tool_name
 from clearance._context.verify_subagents import SubagentFacts
 from clearance._core.errors import ConfigError
 from clearance._core.spec import DEFAULT_COORDINATOR, Agent
@@ -75,7 +76,7 @@ class RunFacts:
                     name=spec["name"],
                     instructions=str(spec.get("instructions", "")) or "-",
                     role=str(spec.get("role") or ""),
-                    tools=tuple(spec.get("tools", ())),
+                    tools=tuple(tool_name(t) for t in spec.get("tools", ())),
                     can_delegate_to=tuple(spec.get("can_delegate_to", ())),
                     store_grants=dict(spec.get("store_grants", {})),
                     can_spawn=tuple(spec.get("can_spawn", ())),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from enum import StrEnum
 from typing import Annotated
 
@@ -74,7 +75,8 @@ def executor_spec(
     """The run's ``executor:`` with the ``--executor`` options applied.
 
     Raises:
-        ConfigError: Ray options without ``--executor ray``.
+        ConfigError: Ray options without ``--executor ray``, or a ``--ray-env`` variable
+            that is not set.
     """
     if name is None and not any(v is not None for v in (address, workers, env)):
         return current
@@ -85,6 +87,9 @@ def executor_spec(
             if value is not None:
                 raise ConfigError("needs --executor ray", field=flag)
         return ExecutorSpec()
+    for key in env or ():
+        if key not in os.environ:
+            raise ConfigError(f"{key!r} is not set in this environment", field="--ray-env")
     chosen = current if current.kind == "ray" else ExecutorSpec(kind="ray")
     update: dict[str, object] = {}
     for key, value in (("address", address), ("workers", workers), ("env", env)):
