@@ -2,13 +2,13 @@
 
 A property test generates specs (agents with limits, sampling, tools, grants and memory;
 tasks; run settings; models; executor; MCP servers; store) and round-trips each through
-its team file (YAML dump, then `RunSpec.from_file`) and through the record a run keeps
-(`to_record`, JSON, then `from_record`).
+its team file (YAML dump, then `RunSpec.from_file`) and through the record a run keeps in the ledger
+(what `Orchestrator` records when a run starts, then `recorded_run_spec` as resume reads it).
 """
 
 from __future__ import annotations
 
-import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +16,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clearance import ConfigError, RunSpec
+from clearance import ConfigError, Orchestrator, RunLedger, RunSpec, recorded_run_spec
+from clearance._core.ids import new_id
 from clearance._core.teamfile_models import (
     AgentMemorySpec,
     AgentSpec,
@@ -182,12 +183,22 @@ def test_a_spec_survives_its_team_file(tmp_path_factory: pytest.TempPathFactory,
     assert RunSpec.from_file(path) == spec
 
 
+@pytest.fixture(scope="module")
+def ledger(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunLedger]:
+    with RunLedger(f"sqlite:///{tmp_path_factory.mktemp('ledger') / 'runs.db'}") as opened:
+        yield opened
+
+
 @SETTINGS
 @given(spec=run_specs())
-def test_a_spec_survives_the_record_a_run_keeps(spec: RunSpec):
-    recorded = json.loads(json.dumps(spec.to_record(synthesis_ids=None)))
-    recorded["process"] = {"host": "h", "pid": 1}  # what the ledger adds
-    assert RunSpec.from_record(recorded, run_id="run-1") == spec
+def test_a_spec_survives_the_record_a_run_keeps(ledger: RunLedger, spec: RunSpec) -> None:
+    # What `Orchestrator.from_spec` records when a run starts, read back as resume reads it.
+    orchestrator = Orchestrator(spec.team(), model="fake:x", ledger=ledger)
+    orchestrator.spec = spec
+    run_id = new_id("run")
+    ledger.start_run(run_id=run_id, team=spec.name, goal=None, graph=None,
+                     config=orchestrator._config())  # fmt: skip
+    assert recorded_run_spec(ledger, run_id) == spec
 
 
 def test_sampling_is_in_the_record() -> None:
