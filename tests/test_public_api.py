@@ -22,6 +22,7 @@ NAMESPACES = (
     "clearance.analysis",
     "clearance.memory",
     "clearance.models",
+    "clearance.runs",
     "clearance.subagents",
     "clearance.testing",
     "clearance.tokens",

@@ -9,11 +9,9 @@ from typing import Any
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from clearance._core.errors import StoreError
-from clearance._orchestration.run_memory import masked_url
-from clearance._state.ledger import RunRecord
-from clearance._state.memory import MemoryRecord, memory_lookup
-from clearance._state.store import ContextStore, StoreEntry
+from clearance import ContextStore, StoreEntry, StoreError
+from clearance.memory import MemoryRecord, memory_lookup
+from clearance.runs import RunRecord, masked_url
 
 __all__ = ["verify_lookups"]
 

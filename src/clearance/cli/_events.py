@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.table import Table
 
-from clearance._state.ledger import CallRecord, EventRecord, ToolCallRecord
 from clearance.cli._common import safe_text
+from clearance.runs import CallRecord, EventRecord, ToolCallRecord
 
 __all__ = ["print_events", "select_calls"]
 

@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
-from clearance._core.errors import ConfigError
-from clearance._core.run_spec import ExecutorSpec
+from clearance import ConfigError
+from clearance.runs import ExecutorSpec
 
 __all__ = [
     "ExecutorName",

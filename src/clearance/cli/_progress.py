@@ -6,7 +6,7 @@ import time
 
 from rich.console import Console
 
-from clearance._orchestration.result import RunEvent
+from clearance import RunEvent
 from clearance.cli._common import safe_text
 
 __all__ = ["RunProgress"]

@@ -15,21 +15,16 @@ from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.table import Table
 
-from clearance._core.errors import ConfigError
-from clearance._core.run_spec import RunSpec
-from clearance._orchestration.report import build_report
-from clearance._orchestration.result import RunResult
-from clearance._orchestration.run import RunServices
-from clearance._orchestration.run_config import model_settings, spec_tools
-from clearance._orchestration.spec_run import (
-    checked_run,
+from clearance import (
+    ConfigError,
+    RunLedger,
+    RunResult,
+    RunServices,
+    RunSpec,
     recorded_run_spec,
     resume_run,
     run_spec,
-    with_resources,
 )
-from clearance._state.graph_shape import concurrency_notice
-from clearance._state.ledger import DEFAULT_LEDGER_URL, RunLedger
 from clearance.cli._approve import EXIT_AWAITING_APPROVAL, terminal_approver
 from clearance.cli._chat import shared_conversation_warning
 from clearance.cli._common import err, one_line_errors, out, safe_text
@@ -44,7 +39,16 @@ from clearance.cli._options import DbOption, InputOption
 from clearance.cli._otel import otlp_tracing
 from clearance.cli._progress import RunProgress
 from clearance.cli._stream import StreamView
-from clearance.models._registry import DEFAULT_MODEL_ID
+from clearance.models import DEFAULT_MODEL_ID
+from clearance.runs import (
+    DEFAULT_LEDGER_URL,
+    build_report,
+    checked_run,
+    concurrency_notice,
+    model_settings,
+    spec_tools,
+    with_resources,
+)
 
 __all__ = ["resume", "run"]
 

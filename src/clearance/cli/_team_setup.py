@@ -4,13 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from clearance._core.run_spec import RunSpec
-from clearance._core.teamfile import LoadedTeam
-from clearance._orchestration.run_config import WINDOWED_PROVIDERS, model_settings
-from clearance._orchestration.spec_run import checked_run
-from clearance._state.graph import TaskGraph
-from clearance.models._base import ChatModel
-from clearance.models._registry import get_model
+from clearance import LoadedTeam, RunSpec, TaskGraph
+from clearance.models import ChatModel, get_model
+from clearance.runs import WINDOWED_PROVIDERS, checked_run, model_settings
 
 __all__ = ["WINDOWED_PROVIDERS", "configured_models", "load_checked", "team_model_options"]
 

@@ -7,11 +7,9 @@ from typing import Annotated
 
 import typer
 
-from clearance._core.errors import ConfigError
-from clearance._state.ledger import DEFAULT_LEDGER_URL, RunLedger
-from clearance._view import load_run_view, render_run_page
-from clearance._view.serve import make_server
+from clearance import ConfigError, RunLedger
 from clearance.cli._common import err, one_line_errors, out, safe_text
+from clearance.runs import DEFAULT_LEDGER_URL, load_run_view, make_server, render_run_page
 
 __all__ = ["register"]
 

@@ -1,0 +1,63 @@
+"""Runs from a program: what the command line uses to prepare, report on and show runs.
+
+`clearance` holds the run's definition and the functions that run, resume and verify it
+(`RunSpec`, `run_spec`, `resume_run`, `verify_run`). This namespace holds the rest of what
+``clearance run``, ``inspect``, ``graph``, ``approve`` and ``view`` use, for programs that
+do the same:
+
+- preparing a spec: `checked_run`, `with_resources`, `model_settings`, `spec_tools`,
+  `ExecutorSpec`, `WINDOWED_PROVIDERS`;
+- the ledger's records: `RunRecord`, `TaskRecord`, `CallRecord`, `EventRecord`,
+  `ToolCallRecord`, and where runs and the store live (`DEFAULT_LEDGER_URL`,
+  `DEFAULT_STORE_URL`, `masked_url`);
+- a graph before it runs: `graph_shape`, `concurrency_notice`, `estimate_tasks`;
+- after a run: `build_report`; approvals (`Approver`, `decide`, `default_decider`); the run
+  page (`load_run_view`, `render_run_page`, `make_server`).
+"""
+
+from clearance._core.run_spec import ExecutorSpec
+from clearance._orchestration.approval import Approver, decide, default_decider
+from clearance._orchestration.estimate import estimate_tasks
+from clearance._orchestration.report import build_report
+from clearance._orchestration.run_config import WINDOWED_PROVIDERS, model_settings, spec_tools
+from clearance._orchestration.run_memory import masked_url
+from clearance._orchestration.spec_run import checked_run, with_resources
+from clearance._state.graph_shape import concurrency_notice, graph_shape
+from clearance._state.ledger import (
+    DEFAULT_LEDGER_URL,
+    CallRecord,
+    EventRecord,
+    RunRecord,
+    TaskRecord,
+    ToolCallRecord,
+)
+from clearance._state.store import DEFAULT_STORE_URL
+from clearance._view import load_run_view, render_run_page
+from clearance._view.serve import make_server
+
+__all__ = [
+    "Approver",
+    "CallRecord",
+    "DEFAULT_LEDGER_URL",
+    "DEFAULT_STORE_URL",
+    "EventRecord",
+    "ExecutorSpec",
+    "RunRecord",
+    "TaskRecord",
+    "ToolCallRecord",
+    "WINDOWED_PROVIDERS",
+    "build_report",
+    "checked_run",
+    "concurrency_notice",
+    "decide",
+    "default_decider",
+    "estimate_tasks",
+    "graph_shape",
+    "load_run_view",
+    "make_server",
+    "masked_url",
+    "model_settings",
+    "render_run_page",
+    "spec_tools",
+    "with_resources",
+]
