@@ -349,6 +349,13 @@ def main() -> None:
         q = tok["global-memory"] / tok["clearance"]
         lines += ["", f"Global memory / Clearance default: **{q:.1f}×** (target ≥ 10×: "
                   f"{_ok(q >= 10)})."]  # fmt: skip
+        if "floor" in tok:
+            f = tok["clearance"] / tok["floor"]
+            lines += ["", f"Clearance default / floor: **{f:.3f}×**: the framing (headings, "
+                      "fences, the closing instruction) over the instructions, task and "
+                      "dependency results with their labels, which count as content (target "
+                      f"≤ 1.05×: {_ok(f <= 1.05)}). Measured alone with `python -m bench.run "
+                      "--only prompt --skip-peers`; `tests/context/test_layout.py` checks it."]  # fmt: skip
         plt.barh([label[k] for k in tok], list(tok.values()))
         plt.xlabel("total prompt tokens (100 tasks)"), plt.title("Prompt tokens per scope")
         plt.savefig(ROOT / "bench" / "prompt_tokens.png", dpi=100, bbox_inches="tight")
