@@ -355,7 +355,8 @@ def main() -> None:
                       "fences, the closing instruction) over the instructions, task and "
                       "dependency results with their labels, which count as content (target "
                       f"≤ 1.05×: {_ok(f <= 1.05)}). Measured alone with `python -m bench.run "
-                      "--only prompt --skip-peers`; `tests/context/test_layout.py` checks it."]  # fmt: skip
+                      "--only prompt --skip-peers`; `tests/context/test_layout.py` checks "
+                      "it."]  # fmt: skip
         plt.barh([label[k] for k in tok], list(tok.values()))
         plt.xlabel("total prompt tokens (100 tasks)"), plt.title("Prompt tokens per scope")
         plt.savefig(ROOT / "bench" / "prompt_tokens.png", dpi=100, bbox_inches="tight")
