@@ -229,8 +229,10 @@ def test_a_record_that_is_not_a_spec_is_one_line() -> None:
     with pytest.raises(
         ConfigError, match=r"run r1 cannot be rebuilt from its recorded spec"
     ) as info:
-        RunSpec.from_record({"default_model": "fake:x", "agents": []}, run_id="r1")
+        RunSpec.from_record({"agents": [], "max_concurrency": 0}, run_id="r1")
     assert "\n" not in str(info.value)
+    with pytest.raises(ConfigError, match=r"run r2 was recorded by an older version"):
+        RunSpec.from_record({"default_model": "fake:x", "agents": []}, run_id="r2")
 
 
 def test_an_executor_setting_without_ray_is_refused(tmp_path: Path) -> None:

@@ -237,6 +237,12 @@ class RunSpec(BaseModel):
             ConfigError: The record is not a run spec (a run recorded by an older version of
                 Clearance, or a damaged record); the message names the run and the field.
         """
+        if "default_model" in config:  # the hand-written config of older versions
+            raise ConfigError(
+                f"run {run_id} was recorded by an older version of Clearance, without its spec; "
+                "resume it with Orchestrator(team, ...).resume(run_id)",
+                field="run",
+            )
         data = {k: v for k, v in config.items() if k not in RECORD_KEYS}
         try:
             return cls.model_validate(data)

@@ -34,7 +34,7 @@ from clearance._core.teamfile_models import (
 )
 from clearance._orchestration.resume import spec_resources
 from clearance._orchestration.run import DEFAULT_WORKSPACE_ROOT, RunOptions, RunServices
-from clearance._orchestration.run_memory import RunMemory
+from clearance._orchestration.run_memory import RunMemory, absolute_url
 from clearance._state.messages import MessageBus
 from clearance._state.store import ContextStore
 from clearance.models._base import split_model_id
@@ -311,7 +311,7 @@ def derived_spec(
         model=model_id,
         model_options=ModelOptionsSpec(by_model=checked_model_options(options.model_options)),
         max_concurrency=options.max_concurrency,
-        store=store.url if store else None,
+        store=absolute_url(store.url) if store else None,
         input=InputSpec(default=str(options.input_root)) if options.input_root else InputSpec(),
         project=str(project) if project else None,
         workspace=workspace if workspace != DEFAULT_WORKSPACE_ROOT else None,
@@ -322,7 +322,9 @@ def derived_spec(
         agents=[AgentSpec.from_agent(a) for a in team.agents],
         coordinator=AgentSpec.from_agent(team.coordinator) if team.coordinator else None,
         memory_groups=[MemoryGroupSpec.from_group(g) for g in team.memory_groups],
-        memory=MemorySpec(url=memory.url, on_error=memory.on_error) if memory else None,
+        memory=MemorySpec(url=absolute_url(memory.url), on_error=memory.on_error)
+        if memory
+        else None,
         tools=tools,
         synthesis_from=list(options.synthesis_from) if options.synthesis_from else None,
     )
