@@ -178,6 +178,10 @@ def run(
     for target in (output, json_output):
         if target is not None and not target.parent.is_dir():
             raise ConfigError(f"folder {str(target.parent)!r} does not exist", field="--output")
+    try:  # imported and looked up now, so a bad entry is one line naming the file
+        tools = spec_tools(spec)
+    except ConfigError as exc:
+        raise ConfigError(str(exc), source=str(team_file)) from exc
     progress = RunProgress(out, total=len(loaded.tasks))
     view = StreamView(out, progress, live=not interactive) if stream else None
     services = RunServices(
@@ -189,7 +193,7 @@ def run(
         if loaded.input_root is not None:
             out.print(safe_text(f"input: {loaded.input_root}"))
         out.print(safe_text(f"model: {model_id}"))
-        work = run_spec(loaded, ledger=ledger, services=services, stream_text=stream)
+        work = run_spec(loaded, ledger=ledger, services=services, tools=tools, stream_text=stream)
         with view.showing() if view else contextlib.nullcontext():
             result = _run_until_interrupted(work, progress, db)
     _print_result(result)
