@@ -34,6 +34,10 @@ def remove(path: str) -> str:
 def listing(folder: str) -> str:
     """List a folder."""
     return "\\n".join(f"{folder}/file_{n:03d}.txt" for n in range(300))
+
+def page(n: int) -> str:
+    """Read a page."""
+    return f"PAGE-{n} " + " ".join(f"word{n}x{i}" for i in range(150))
 '''
 
 
@@ -274,5 +278,50 @@ def test_verify_accepts_an_honest_run_whose_fan_out_children_have_no_tools(env) 
     with RunLedger(env["db"]) as ledger:
         agents = {c.agent for c in ledger.calls(run_id) if c.subject.startswith("child:")}
         assert agents == {"helper"}
+    verify = cli(env, "verify", run_id)
+    assert verify.exit_code == 0, verify.output
+
+
+# -- a long tool loop is compacted instead of overflowing -----------------------------------
+
+READER = """\
+name: reader
+agents:
+  - name: reader
+    instructions: You read pages.
+    tools: [page]
+    limits: {{max_prompt_tokens: 1200, max_steps: 6{policy}}}
+tools:
+  page: {{function: "cap_tools_mod:page"}}
+tasks:
+  - {{id: read, title: Read, description: Read pages one to four., assignee: reader}}
+"""
+
+
+def reader_reply(messages: list[dict[str, Any]]) -> Any:
+    user = messages[-1]["content"]
+    if "You read pages." not in messages[0]["content"]:
+        return "the synthesis"
+    for n in range(1, 5):
+        if f"PAGE-{n} " not in user and f'page {{"n":{n}}}' not in user:
+            return [("page", {"n": n})]
+    return "read them all"
+
+
+def test_a_tool_loop_that_would_overflow_is_compacted_when_the_policy_allows(env) -> None:
+    url = env["serve"](reader_reply)
+    failed, _ = run_team(env, READER.format(policy=""))
+    assert failed.exit_code == 1 and "max_prompt_tokens" in failed.output
+
+    result, run_id = run_team(env, READER.format(policy=", compact_tool_steps: 3"))
+    assert result.exit_code == 0, result.output
+    last = [t for t in sent(url) if "Read pages one to four." in t][-1]
+    assert "[compacted earlier step: page ok" in last
+    assert "PAGE-4 word4x0" in last  # the latest result verbatim
+    with RunLedger(env["db"]) as ledger:
+        events = [e for e in ledger.events(run_id) if e.kind == "compacted"]
+        assert events and {e.data["reason"] for e in events} <= {"policy", "overflow"}
+        assert "overflow" in {e.data["reason"] for e in events}
+    assert "compacted" in cli(env, "inspect", run_id, "--no-prompt").output
     verify = cli(env, "verify", run_id)
     assert verify.exit_code == 0, verify.output

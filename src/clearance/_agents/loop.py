@@ -17,17 +17,19 @@ A delegate runs with a fresh context (the delegated task text only) and the exte
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from clearance._agents.caller import CallBudget, ModelCaller
+from clearance._agents.compaction import CompactingPrompts
 from clearance._agents.delegation import DelegationChain
 from clearance._agents.tools import (
     BUILTIN_TOOL_NAMES,
     DELEGATE_TOOL,
+    SPAWN_TOOL,
     Tool,
     ToolOutput,
+    spawn_tool,
     store_tools,
     tool_name,
 )
@@ -62,9 +64,6 @@ __all__ = ["WRITE_OUTPUT_TOOL", "AgentLoop", "check_tools", "effective_grants"]
 
 PromptFactory = Callable[[tuple[dict[str, Any], ...], list[ToolStep]], Prompt]
 """Builds one step's prompt from the agent's tool specs and its finished tool steps."""
-
-SPAWN_TOOL = "spawn"
-"""The tool an agent with ``can_spawn`` gets: ``spawn(agent, goal)``."""
 
 GRANT_WITHHELD = "grant_withheld"
 """Event kind: a store operation its own grants allow was refused because the agent it acts
@@ -210,7 +209,7 @@ class AgentLoop:
         if agent.can_delegate_to:
             tools[DELEGATE_TOOL] = self._delegate_tool(agent, chain)
         if agent.can_spawn and self.spawn is not None:
-            tools[SPAWN_TOOL] = _spawn_spec(agent)
+            tools[SPAWN_TOOL] = spawn_tool(agent)
         return tools, view
 
     async def run(
@@ -254,6 +253,13 @@ class AgentLoop:
         if slot is None:
             slot = self._slot(subject, agent, self.workspace)
         specs = tuple(t.to_openai() for t in tools.values())
+        build = CompactingPrompts(
+            build,
+            keep_recent=agent.limits.compact_tool_steps,
+            ledger=self.ledger,
+            run_id=self.run_id,
+            subject=subject,
+        )
         steps: list[ToolStep] = []
         limit = agent.limits.max_steps or DEFAULT_TOOL_STEPS
         for step_no in range(1, limit + 1):
@@ -358,6 +364,7 @@ class AgentLoop:
                         arguments=call.arguments,
                         content=output.content,
                         store_reads=output.store_reads,
+                        is_error=output.is_error,
                     )
                 )
         raise LimitExceeded("max_steps", value=limit + 1, maximum=limit, subject=subject)
@@ -477,23 +484,3 @@ class AgentLoop:
                 "operation": operation, "chain": list(chain.agents),
             })  # fmt: skip
         view.lent_refusals.clear()
-
-
-def _spawn_spec(agent: Agent) -> Tool:
-    def spawn(agent: str, goal: str) -> str:  # pragma: no cover - run by the loop
-        raise AssertionError
-
-    spec = Tool.from_function(spawn, name=SPAWN_TOOL)
-    # The agents it may spawn, as an enum: a model held to the schema (grammar-constrained
-    # decoding, strict tool calls) can then only name one of them.
-    parameters = copy.deepcopy(spec.parameters)
-    parameters["properties"]["agent"]["enum"] = list(agent.can_spawn)
-    return Tool(
-        name=SPAWN_TOOL,
-        description=(
-            f"Start a child agent ({', '.join(agent.can_spawn)}) on a self-contained goal. "
-            "The child sees only the goal. Its result appears under 'Results from subagents'."
-        ),
-        parameters=parameters,
-        run=spec.run,
-    )

@@ -22,6 +22,10 @@ _NEEDS = {
         "tools",
         "runs no tool loop: give it tools, can_delegate_to or can_spawn",
     ),
+    "compact_tool_steps": (
+        "tools",
+        "runs no tool loop: give it tools, can_delegate_to or can_spawn",
+    ),
 }
 
 
