@@ -228,7 +228,7 @@ WORKS: dict[tuple[str, str], Callable[[dict[str, Any]], bool]] = {
     ("tools", "task"): lambda r: (
         {"store_get", "write_output", "page", "delegate", "spawn", "remove"}
         <= tool_names(r, "task")
-    ),  # fmt: skip
+    ),
     ("tools", "child"): lambda r: {"store_get", "page", "remove"} <= tool_names(r, "child"),
     ("tools", "delegate"): lambda r: {"store_get", "page", "remove"} <= tool_names(r, "delegation"),
     ("store_grants", "task"): lambda r: any(
@@ -296,15 +296,15 @@ REFUSED: dict[tuple[str, str], tuple[dict[str, str], str]] = {
     ("store_grants", "chat"): (
         {"worker": ', store_grants: {"n/*": read}'},
         "agents.worker.store_grants",
-    ),  # fmt: skip
+    ),
     ("memory", "child"): (
         {"helper": ", memory: {recall: 1}", "task": FAN_OUT},
         "agents.helper.memory",
-    ),  # fmt: skip
+    ),
     ("memory", "delegate"): (
         {"worker": ", tools: [page], can_delegate_to: [helper]", "helper": ", memory: {recall: 1}"},
         "agents.helper.memory",
-    ),  # fmt: skip
+    ),
     ("memory", "coordinator"): ({"boss": ", memory: {recall: 1}"}, "coordinator.memory"),
     ("workspace", "isolated"): (
         {"worker": ", limits: {compact_tool_steps: 2}", "task": ISOLATED},
@@ -318,7 +318,7 @@ REFUSED: dict[tuple[str, str], tuple[dict[str, str], str]] = {
     ("approval", "isolated"): (
         {"worker": ", tools: [page]", "task": ISOLATED},
         "agents.worker.tools",
-    ),  # fmt: skip
+    ),
     ("approval", "coordinator"): ({"boss": ", tools: [page]"}, "coordinator.tools"),
     ("approval", "chat"): ({"worker": ", tools: [page]"}, "agents.worker.tools"),
 }
