@@ -7,6 +7,7 @@ model was actually sent (the server keeps every request body) and on the ledger.
 from __future__ import annotations
 
 import re
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
@@ -325,3 +326,38 @@ def test_a_tool_loop_that_would_overflow_is_compacted_when_the_policy_allows(env
     assert "compacted" in cli(env, "inspect", run_id, "--no-prompt").output
     verify = cli(env, "verify", run_id)
     assert verify.exit_code == 0, verify.output
+
+
+# -- verify checks the workspace records ----------------------------------------------------
+
+
+def forge(env: dict[str, Any], sql: str, run_id: str, rechain: Any) -> Any:
+    """Edit the run's rows as a forger could, rebuild its chain, and verify it."""
+    db = env["tmp"] / "runs.db"
+    conn = sqlite3.connect(db)
+    conn.execute(sql, (run_id,))
+    conn.commit()
+    conn.close()
+    rechain(db, run_id)
+    return cli(env, "verify", run_id)
+
+
+def test_verify_flags_an_offloaded_event_the_recorded_result_does_not_show(env, rechain) -> None:
+    env["serve"](writer_reply)
+    result, run_id = run_team(env, WRITER)
+    assert result.exit_code == 0, result.output
+    verify = forge(env, "UPDATE events SET data = json_set(data, '$.reference', "
+                   "'outputs/other.txt') WHERE kind = 'offloaded' AND run_id = ?", run_id,
+                   rechain)  # fmt: skip
+    assert verify.exit_code == 1, verify.output
+    assert "the tool's recorded result is not the offloaded preview" in verify.output
+
+
+def test_verify_flags_a_compacted_result_no_compaction_was_recorded_for(env, rechain) -> None:
+    env["serve"](reader_reply)
+    result, run_id = run_team(env, READER.format(policy=", compact_tool_steps: 3"))
+    assert result.exit_code == 0, result.output
+    verify = forge(env, "DELETE FROM events WHERE kind = 'compacted' AND run_id = ?", run_id,
+                   rechain)  # fmt: skip
+    assert verify.exit_code == 1, verify.output
+    assert "the content is not the recorded result of the tool call" in verify.output
