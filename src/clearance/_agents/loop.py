@@ -12,7 +12,10 @@ Tools are opt-in per agent: the built-in store tools bound to the agent's scoped
 declare ``can_delegate_to``. A refused delegation (unknown or undeclared target, a loop,
 the chain at its maximum depth) is a tool error returned to the caller; the run goes on.
 A delegate runs with a fresh context (the delegated task text only) and the extended
-`DelegationChain`, so it cannot delegate back to anyone already in the chain.
+`DelegationChain`, so it cannot delegate back to anyone already in the chain. It acts with at
+most its delegator's store grants (`effective_grants`: no capability is lent; a refusal for
+that reason is a ``grant_withheld`` event), in its own workspace, under the same approval gate
+and with its own limits, sampling and compaction policy (`CompactingPrompts`).
 """
 
 from __future__ import annotations
