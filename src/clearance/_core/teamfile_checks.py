@@ -35,8 +35,9 @@ def check_effective(spec: TeamFile, team: Team, tasks: tuple[Task, ...]) -> None
     Raises:
         ConfigError: An agent limit its agent never uses (``max_output_files`` without
             ``write_output``, ``max_children`` without ``can_spawn``, ``max_steps`` without a
-            tool loop), or ``project``, ``isolation`` or ``workspace`` in a team without
-            isolated tasks or spawning.
+            tool loop), ``store_grants`` on an agent with no store tool and nobody it calls
+            (its grants bound its delegates' and children's), or ``project``, ``isolation``
+            or ``workspace`` in a team without isolated tasks or tool loops.
     """
     specs = [*spec.agents, *((spec.coordinator,) if spec.coordinator else ())]
     for entry in specs:
@@ -53,6 +54,14 @@ def check_effective(spec: TeamFile, team: Team, tasks: tuple[Task, ...]) -> None
                     f"has no effect: agent {agent.name!r} {need[1]}",
                     field=f"agents.{agent.name}.limits.{name}",
                 )
+    for entry in spec.agents:
+        store_tools = [t for t in entry.tools if t.startswith("store_")]
+        if entry.store_grants and not (store_tools or entry.can_delegate_to or entry.can_spawn):
+            raise ConfigError(
+                f"has no effect: agent {entry.name!r} has no store tool (store_get, ...) and "
+                "no delegate or child to bound",
+                field=f"agents.{entry.name}.store_grants",
+            )
     isolated = any(t.mode == "isolated" for t in tasks)
     workspaces = any(a.can_spawn or a.uses_tools for a in team.agents) or any(
         t.fan_out is not None for t in tasks
