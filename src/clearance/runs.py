@@ -6,7 +6,7 @@
 do the same:
 
 - preparing a spec: `checked_run`, `with_resources`, `model_settings`, `spec_tools`,
-  `ExecutorSpec`, `WINDOWED_PROVIDERS`;
+  `ExecutorSpec`, `WINDOWED_PROVIDERS`, and `check_chat_agent` for ``clearance chat``;
 - the ledger's records: `RunRecord`, `TaskRecord`, `CallRecord`, `EventRecord`,
   `ToolCallRecord`, and where runs and the store live (`DEFAULT_LEDGER_URL`,
   `DEFAULT_STORE_URL`, `masked_url`);
@@ -16,6 +16,7 @@ do the same:
 """
 
 from clearance._core.run_spec import ExecutorSpec
+from clearance._core.teamfile_checks import check_chat_agent
 from clearance._orchestration.approval import Approver, decide, default_decider
 from clearance._orchestration.estimate import estimate_tasks
 from clearance._orchestration.report import build_report
@@ -47,6 +48,7 @@ __all__ = [
     "ToolCallRecord",
     "WINDOWED_PROVIDERS",
     "build_report",
+    "check_chat_agent",
     "checked_run",
     "concurrency_notice",
     "decide",

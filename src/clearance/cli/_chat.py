@@ -31,7 +31,7 @@ from clearance import (
 from clearance.cli._common import err, one_line_errors, out, safe_text
 from clearance.memory import RunMemory, Strategy, default_memory_url, group_members
 from clearance.models import DEFAULT_MODEL_ID, get_model
-from clearance.runs import DEFAULT_LEDGER_URL
+from clearance.runs import DEFAULT_LEDGER_URL, check_chat_agent
 
 __all__ = ["register", "shared_conversation_warning"]
 
@@ -65,12 +65,14 @@ def _agent(loaded: LoadedTeam, name: str) -> Agent:
     """The team file's agent (or coordinator) called ``name``.
 
     Raises:
-        ConfigError: No agent has that name (the message lists the names there are).
+        ConfigError: No agent has that name (the message lists the names there are), or
+            it declares tools a chat turn would not run (`check_chat_agent`).
     """
     team = loaded.team
     agents: list[Agent] = [*team.agents, *([team.coordinator] if team.coordinator else [])]
     for agent in agents:
         if agent.name == name:
+            check_chat_agent(agent)  # what a chat turn cannot apply is refused
             return agent
     names = ", ".join(a.name for a in agents)
     raise ConfigError(f"no agent {name!r} in {loaded.source} (agents: {names})", field="--agent")
