@@ -74,6 +74,9 @@ def executor_spec(
 ) -> ExecutorSpec:
     """The run's ``executor:`` with the ``--executor`` options applied.
 
+    ``--executor`` replaces the spec's executor with the one the options describe; Ray
+    options alone change the spec's Ray executor.
+
     Raises:
         ConfigError: Ray options without ``--executor ray``, or a ``--ray-env`` variable
             that is not set.
@@ -90,7 +93,8 @@ def executor_spec(
     for key in env or ():
         if key not in os.environ:
             raise ConfigError(f"{key!r} is not set in this environment", field="--ray-env")
-    chosen = current if current.kind == "ray" else ExecutorSpec(kind="ray")
+    # ``--executor ray`` says where calls go in full; other options adjust the spec's.
+    chosen = current if name is None and current.kind == "ray" else ExecutorSpec(kind="ray")
     update: dict[str, object] = {}
     for key, value in (("address", address), ("workers", workers), ("env", env)):
         if value is not None:
