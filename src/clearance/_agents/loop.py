@@ -29,6 +29,7 @@ from clearance._agents.tools import (
     DELEGATE_TOOL,
     Tool,
     ToolOutput,
+    record_started,
     store_tools,
     tool_name,
 )
@@ -223,7 +224,9 @@ class AgentLoop:
                         "the model returned an empty completion", model_id=model.model_id
                     )
                 return text
-            ids = [new_id("tool") for _ in response.tool_calls]
+            replay = self.caller.replay  # durable resume: recorded ids, results, reruns
+            ids = (replay.tool_ids(subject, step_no, response.tool_calls) if replay
+                   else [new_id("tool") for _ in response.tool_calls])  # fmt: skip
             denials: list[str | None] = [None] * len(ids)
             if self.approve is not None:  # before any call of the turn runs
                 known = [i for i, c in enumerate(response.tool_calls) if c.name in tools]
@@ -240,6 +243,10 @@ class AgentLoop:
             if batch and self.spawn is not None:
                 spawned = await self.spawn(agent, batch)
             for call_id, call, denial in zip(ids, response.tool_calls, denials, strict=True):
+                if replay and (kept := replay.recorded_output(subject, call_id)) is not None:
+                    steps.append(ToolStep(call_id=call_id, name=call.name,
+                                          arguments=call.arguments, content=kept))  # fmt: skip
+                    continue
                 tool = tools.get(call.name)
                 chain_record: dict[str, Any] | None = None
                 repeated = any(
@@ -269,7 +276,12 @@ class AgentLoop:
                     )
                 elif call.name == WRITE_OUTPUT_TOOL:
                     output, breach = self._write_output(call.arguments)
+                elif replay and (no := await replay.may_rerun(call_id, agent.name, call.name,
+                                                              call.arguments)):  # fmt: skip
+                    output = ToolOutput(content=no, is_error=True)
                 else:
+                    await record_started(self.ledger, self.run_id, subject, step=step_no,
+                                         call_id=call_id, call=call, tool=tool)  # fmt: skip
                     output = await tool.call(call.arguments)
                     source = output.source
                     output, breach = self._offloaded(subject, call_id, call.name, output)

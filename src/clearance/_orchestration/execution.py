@@ -56,6 +56,8 @@ class RunExecution:
         run.gate = ApprovalGate(
             ledger, run.run_id, tools=self.settings.approval_tools, approver=self.settings.approver
         )
+        if run.caller.replay is not None:  # a tool call that may have run asks a person
+            run.caller.replay.confirm = run.gate.check_rerun
         # Records are queued and committed in groups by the ledger's writer thread, in order:
         # the ledger always holds a prefix of the run's history (see `RunLedger.write_behind`).
         with ledger.write_behind():

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from clearance._agents.caller import ModelCaller
+from clearance._agents.replay import ReplaySource
 from clearance._agents.files import FileCaps
 from clearance._agents.retry import RetryPolicy
 from clearance._agents.tools import Tool
@@ -200,6 +201,7 @@ class Orchestrator:
         self.executor = executor
         self.approval_tools = frozenset(approval_tools)
         self.approver = approver
+        self._replay: ReplaySource | None = None  # set while a run resumes
 
     @property
     def ledger(self) -> Recorder:
@@ -362,7 +364,9 @@ class Orchestrator:
             self._resolve_models()
         # The run's usage counts every call, those of the earlier sessions included.
         usage, prompt_tokens = recorded_usage(ledger, recorded)
+        replay = ReplaySource.load(ledger, run_id)  # durable resume: verified steps only
         ledger.reopen_run(run_id, process=process_identity(), force=force)
+        self._replay = replay
         total, done = len(recorded.graph or ()), len(recorded.completed)
         detail = f"resumed: {done} of {total} tasks already completed"
         self._emit("run_started", run_id, detail=detail)
@@ -370,10 +374,14 @@ class Orchestrator:
         if graph is None:
             assert record.goal is not None
             graph, usage = await self._plan(run_id, record.goal, usage)
-        return await self._execute(
-            run_id, graph, record.goal or DEFAULT_GOAL, usage=usage, completed=recorded.completed,
-            prompt_tokens=prompt_tokens,
-        )  # fmt: skip
+        try:
+            return await self._execute(
+                run_id, graph, record.goal or DEFAULT_GOAL, usage=usage,
+                completed=recorded.completed, prompt_tokens=prompt_tokens,
+            )  # fmt: skip
+        finally:
+            self._replay = None
+            self._emit("run_replayed", run_id, detail=replay.summary())
 
     async def _plan(self, run_id: str, goal: str, usage: Usage) -> tuple[TaskGraph, Usage]:
         """Have the coordinator plan ``goal`` (see `plan_tasks`) and record the graph.
@@ -427,6 +435,7 @@ class Orchestrator:
         return ModelCaller(
             ledger=self.ledger, run_id=run_id, retry_policy=self.retry_policy, clock=self._clock,
             listener=call_listener(self._emit, run_id) if self.stream_text else None,
+            replay=self._replay,
         )  # fmt: skip
 
     def _check_graph(self, graph: TaskGraph) -> None:

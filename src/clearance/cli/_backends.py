@@ -10,7 +10,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from clearance._agents.mcp import load_mcp_tools_sync
-from clearance._agents.tools import Tool, import_function
+from clearance._agents.tools import Tool, import_function, mark_tool
 from clearance._core.errors import ConfigError, StoreError
 from clearance._core.mcp_spec import mcp_refs
 from clearance._core.teamfile import LoadedTeam
@@ -57,6 +57,8 @@ def team_tools(loaded: LoadedTeam) -> dict[str, Callable[..., Any] | Tool]:
             tools[name] = import_function(path, field=f"tools.{name}")
         except ConfigError as exc:
             raise ConfigError(str(exc), source=loaded.source) from exc
+        if not isinstance(entry := loaded.spec.tools[name], str):
+            mark_tool(tools[name], idempotent=entry.idempotent, replay=entry.replay)
     agents = (*loaded.team.agents, *filter(None, [loaded.team.coordinator]))
     refs = [ref for agent in agents for ref in mcp_refs(agent.tools)]
     try:
