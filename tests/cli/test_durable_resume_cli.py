@@ -272,3 +272,22 @@ def test_an_edited_tool_result_in_a_keyed_ledger_is_not_replayed(env) -> None:
     assert len(out.strip().splitlines()) == 1, out
     assert len(env["server"].received) == before
     assert lines(env["tmp"] / "calls.log") == ["0", "1"]
+
+
+def test_verify_finds_a_replayed_result_that_differs_from_its_original(env, rechain) -> None:
+    code, out = start(env, kill_at="after:3")
+    assert code == -signal.SIGKILL, out
+    rid = run_id(env)
+    assert clearance(env, "resume", rid)[0] == 0
+    assert clearance(env, "verify", rid)[0] == 0
+    import sqlite3
+
+    path = env["tmp"] / "r.db"
+    db = sqlite3.connect(path)
+    db.execute("UPDATE tool_calls SET result = 'appended 7' WHERE run_id = ? AND step = 2", (rid,))
+    db.commit()
+    db.close()
+    rechain(path, rid)  # a forger without the key re-chains the edited run
+    code, out = clearance(env, "verify", rid)
+    assert code == 1, out
+    assert "the replayed result of tool call" in out and "differs from its original" in out

@@ -41,9 +41,10 @@ from typing import Any
 from clearance._agents.tools import TOOL_STARTED
 from clearance._context.verify_approvals import arguments_sha256
 from clearance._context.verify_chain import check_chain
+from clearance._context.verify_replay import MODEL_TOOL_CALLS, REPLAYED, answer_sha256
 from clearance._core.errors import ConfigError
 from clearance._core.ids import new_id
-from clearance._core.prompt import Prompt, canonical_json, sha256_text
+from clearance._core.prompt import Prompt, sha256_text
 from clearance._state.ledger import CallRecord, Recorder, RunLedger, ToolCallRecord
 from clearance.models._base import ModelResponse, ToolCall
 
@@ -57,12 +58,6 @@ __all__ = [
     "tool_calls_data",
 ]
 
-MODEL_TOOL_CALLS = "model_tool_calls"
-"""Event kind: the tool calls a model answer asked for (``call_id``, ``tool_calls``)."""
-
-REPLAYED = "replayed"
-"""Event kind: a step taken from its record (``record``, ``original``, ``sha256``)."""
-
 REPLAY_DECLINED = "replay_declined"
 """Event kind: a finished tool call run again instead of replayed (``original``, ``why``)."""
 
@@ -75,11 +70,6 @@ arguments)`` to ``None`` (run it again) or the denial text the model gets; may r
 def tool_calls_data(tool_calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
     """The ``model_tool_calls`` event's ``tool_calls``: ``[{"id", "name", "arguments"}]``."""
     return [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in tool_calls]
-
-
-def answer_sha256(text: str | None, tool_calls: list[dict[str, Any]]) -> str:
-    """Digest of a model answer as a loop receives it: its text and the tool calls asked."""
-    return sha256_text(canonical_json({"text": text, "tool_calls": tool_calls}))
 
 
 @dataclasses.dataclass(slots=True)
