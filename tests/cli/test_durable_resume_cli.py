@@ -211,7 +211,7 @@ def test_a_killed_run_resumes_with_each_side_effect_once(env, kill: str) -> None
     assert len(set(server.received)) == 6
     summary = re.search(r"replayed (\d+) model calls and (\d+) tool calls, sent (\d+)", out)
     assert summary is not None, out
-    replayed_calls, replayed_tools, sent = map(int, summary.groups())
+    replayed_calls, _, sent = map(int, summary.groups())
     assert replayed_calls + sent == 6  # five task steps and the synthesis, none twice
     code, out = clearance(env, "verify", rid)
     assert code == 0, out

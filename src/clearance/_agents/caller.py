@@ -38,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from clearance._agents.replay import MODEL_TOOL_CALLS, ReplaySource, tool_calls_data
 from clearance._agents.retry import RetryPolicy, with_retries
 from clearance._agents.telemetry import model_call_span
 from clearance._agents.tools import checked_tool_call
@@ -47,7 +48,6 @@ from clearance._core.errors import ClearanceError, LimitExceeded, ModelError
 from clearance._core.prompt import Prompt
 from clearance._core.spec import Agent
 from clearance._state.ledger import Recorder
-from clearance._agents.replay import MODEL_TOOL_CALLS, ReplaySource, tool_calls_data
 from clearance.models._base import (
     MAX_REPORTED_TOKENS,
     ChatModel,

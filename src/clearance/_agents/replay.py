@@ -121,7 +121,9 @@ class ReplaySource:
         self.confirm: ConfirmRerun | None = None
 
     @classmethod
-    def load(cls, ledger: RunLedger, run_id: str, *, recorder: Recorder | None = None) -> ReplaySource:
+    def load(
+        cls, ledger: RunLedger, run_id: str, *, recorder: Recorder | None = None
+    ) -> ReplaySource:
         """Read a run's replayable steps, once its records verify.
 
         Args:
@@ -142,16 +144,16 @@ class ReplaySource:
                 f"run {run_id} cannot be resumed: {named}: {reason}; nothing was replayed",
                 field="run",
             )
-        stopped = {
-            t.task_id for t in ledger.tasks(run_id) if t.status in ("failed", "skipped")
-        }
+        stopped = {t.task_id for t in ledger.tasks(run_id) if t.status in ("failed", "skipped")}
         excluded = {f"{kind}:{t}" for t in stopped for kind in ("task", "isolated")}
         calls: dict[str, list[CallRecord]] = {}
         for call in ledger.calls(run_id):
             if call.error is None and call.subject not in excluded:
                 calls.setdefault(call.subject, []).append(call)
         for records in calls.values():  # only a last pending request is still in flight
-            records[:] = [c for i, c in enumerate(records) if not c.pending or i == len(records) - 1]
+            records[:] = [
+                c for i, c in enumerate(records) if not c.pending or i == len(records) - 1
+            ]
         asked: dict[str, list[dict[str, Any]]] = {}
         started: dict[str, dict[str, Any]] = {}
         owners: dict[str, str] = {}
@@ -159,7 +161,10 @@ class ReplaySource:
             if event.kind == MODEL_TOOL_CALLS:
                 asked[str(event.data.get("call_id"))] = list(event.data.get("tool_calls") or [])
             elif event.kind == TOOL_STARTED:
-                started[str(event.data.get("tool_call_id"))] = {**event.data, "subject": event.subject}
+                started[str(event.data.get("tool_call_id"))] = {
+                    **event.data,
+                    "subject": event.subject,
+                }
                 owners[str(event.data.get("tool_call_id"))] = event.subject
         tools: dict[tuple[str, int], list[ToolCallRecord]] = {}
         for row in ledger.tool_calls(run_id):
@@ -266,7 +271,9 @@ class ReplaySource:
         self.replayed_tools += 1
         return turn.output
 
-    async def may_rerun(self, call_id: str, agent: str, name: str, arguments: dict[str, Any]) -> str | None:
+    async def may_rerun(
+        self, call_id: str, agent: str, name: str, arguments: dict[str, Any]
+    ) -> str | None:
         """Whether a tool call about to run may run: ``None``, or the denial text.
 
         A call recorded as started without a result runs again only if its tool was

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from clearance._agents.caller import ModelCaller
-from clearance._agents.replay import ReplaySource
 from clearance._agents.files import FileCaps
+from clearance._agents.replay import ReplaySource
 from clearance._agents.retry import RetryPolicy
 from clearance._agents.tools import Tool
 from clearance._core.clock import Clock, utc_now

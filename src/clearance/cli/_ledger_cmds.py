@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from collections import Counter
-
 import contextlib
+from collections import Counter
 from typing import Annotated
 
 import typer
