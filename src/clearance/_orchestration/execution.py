@@ -127,6 +127,8 @@ class RunExecution:
         ledger.finish_run(
             run_id, status=recorded, synthesis=synthesis, usage=run.usage, error=error
         )
+        if run.caller.replay is not None:  # "replayed N model calls and M tool calls, sent K"
+            self.settings.emit("run_replayed", run_id, detail=run.caller.replay.summary())
         self.settings.emit("run_finished", run_id, detail=status)
         return RunResult(
             run_id=run_id,
