@@ -90,7 +90,7 @@ def main() -> None:
     effects.unlink()
     child = subprocess.run([sys.executable, "-m", "bench.resume", "--killed", str(tmp)])
     assert child.returncode == -signal.SIGKILL, child.returncode
-    team, _, append = _parts(tmp)
+    _, _, append = _parts(tmp)
     with RunLedger(f"sqlite:///{tmp / 'killed.db'}") as ledger:
         run_id = ledger.list_runs()[0].run_id
         before = ledger.calls(run_id)
