@@ -64,7 +64,7 @@ _record_tool_call = RunLedger.record_tool_call
 
 
 def record_request(self, **kwargs):
-    if kwargs["subject"].startswith("task:"):
+    if kwargs["agent"] == "scribe":
         _seen["before"] += 1
         if KILL_AT == f"before:{_seen['before']}":
             self.flush()
@@ -95,6 +95,17 @@ tasks:
      assignee: scribe}
 """
 
+DELEGATED = """\
+name: durable
+agents:
+  - {name: lead, instructions: "You lead.", can_delegate_to: [scribe], limits: {max_steps: 4}}
+  - {name: scribe, instructions: "You append lines.", tools: [append], limits: {max_steps: 8}}
+tools:
+  append: {function: "replay_tools_mod:append", idempotent: %s}
+tasks:
+  - {id: lines, title: Lines, description: "Have the lines 0 to 3 appended.", assignee: lead}
+"""
+
 LINES = 4
 
 
@@ -110,6 +121,10 @@ class Server:
     def reply(self, messages: list[dict[str, Any]]) -> Any:
         text = "\n".join(m["content"] or "" for m in messages)
         self.received.append(hashlib.sha256(text.encode()).hexdigest())
+        if messages[0]["content"] == "You lead.":  # a delegator
+            if "wrote lines 0 to 3" in text:
+                return "wrote lines 0 to 3"
+            return [("delegate", {"agent": "scribe", "task": "Append the lines 0 to 3."})]
         if messages[0]["content"] != "You append lines.":
             return "summary"  # the coordinator's synthesis
         self.task_requests += 1
@@ -151,9 +166,11 @@ def clearance(env: dict[str, Any], *args: str, kill_at: str = "", wait: bool = T
     return proc.returncode, out
 
 
-def start(env: dict[str, Any], idempotent: bool = False, kill_at: str = "") -> tuple[int, str]:
+def start(
+    env: dict[str, Any], idempotent: bool = False, kill_at: str = "", text: str = TEAM
+) -> tuple[int, str]:
     team = env["tmp"] / "team.yaml"
-    team.write_text(TEAM % ("true" if idempotent else "false"))
+    team.write_text(text % ("true" if idempotent else "false"))
     return clearance(env, "run", str(team), "--model", "openai:m", kill_at=kill_at)
 
 
@@ -291,3 +308,34 @@ def test_verify_finds_a_replayed_result_that_differs_from_its_original(env, rech
     code, out = clearance(env, "verify", rid)
     assert code == 1, out
     assert "the replayed result of tool call" in out and "differs from its original" in out
+
+
+@pytest.mark.parametrize("kill", ["before:3", "server:2", "after:2", "after:4"])
+def test_a_delegate_killed_mid_loop_resumes_with_each_side_effect_once(env, kill: str) -> None:
+    server: Server = env["server"]
+    where, _, k = kill.partition(":")
+    server.kill_on = int(k) if where == "server" else None
+    code, out = start(env, kill_at="" if where == "server" else kill, text=DELEGATED)
+    assert code == -signal.SIGKILL, out
+    server.kill_on = None
+    rid = run_id(env)
+    code, out = clearance(env, "resume", rid)
+    assert code == 0, out
+    assert outcome(env, rid) == ("wrote lines 0 to 3", "summary")
+    assert lines(env["tmp"] / "calls.log") == ["0", "1", "2", "3"]  # no tool ran twice
+    twice = [h for h in set(server.received) if server.received.count(h) > 1]
+    assert len(twice) == (1 if where == "server" else 0), server.received
+    assert "replayed" in out and "sent" in out
+    code, out = clearance(env, "verify", rid)
+    assert code == 0, out
+
+
+def test_a_delegate_killed_inside_its_tool_pauses_the_task(env) -> None:
+    code, out = start(env, kill_at="tool:1", text=DELEGATED)
+    assert code == -signal.SIGKILL, out
+    rid = run_id(env)
+    code, out = clearance(env, "resume", rid)
+    assert code == 3, out
+    assert lines(env["tmp"] / "calls.log") == ["0", "1"]
+    code, out = clearance(env, "inspect", rid, "--no-prompt")
+    assert "tool append may have run (scribe" in out, out

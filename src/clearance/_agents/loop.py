@@ -270,7 +270,9 @@ class AgentLoop:
                         f"{', '.join(tools) or 'none'})",
                         is_error=True,
                     )
-                elif call.name == DELEGATE_TOOL:
+                elif call.name == DELEGATE_TOOL:  # on record: a resume re-runs it, replaying
+                    await record_started(self.ledger, self.run_id, subject, step=step_no,
+                                         call_id=call_id, call=call, tool=tool)  # fmt: skip
                     output, chain_record = await self._delegate(
                         agent, chain, call_id, call.arguments
                     )
@@ -340,6 +342,7 @@ class AgentLoop:
             ),
             parameters=spec.parameters,
             run=spec.run,
+            idempotent=True,  # its own steps are replayed, its tools run at most once
         )
 
     def refusal(self, agent: Agent, chain: DelegationChain, target: str) -> DelegationError | None:
