@@ -339,3 +339,61 @@ def test_a_delegate_killed_inside_its_tool_pauses_the_task(env) -> None:
     assert lines(env["tmp"] / "calls.log") == ["0", "1"]
     code, out = clearance(env, "inspect", rid, "--no-prompt")
     assert "tool append may have run (scribe" in out, out
+
+
+ISOLATED = """\
+name: durable
+input: {default: project, include: ["*.py"]}
+agents:
+  - {name: scribe, instructions: "You review."}
+  - {name: other, instructions: "Unused.", tools: [append]}
+tools: {append: "replay_tools_mod:append"}  # its module holds the kill hooks
+coordinator: {name: editor, instructions: "You are the editor."}
+tasks:
+  - {id: lines, mode: isolated, title: Lines, description: "Review a.py.", assignee: scribe,
+     files: [a.py]}
+"""
+
+
+def isolated_reply(server: Server, messages: list[dict[str, Any]]) -> Any:
+    text = "\n".join(m["content"] or "" for m in messages)
+    server.received.append(hashlib.sha256(text.encode()).hexdigest())
+    system, user = messages[0]["content"], messages[-1]["content"]
+    if system == "You review.":
+        server.task_requests += 1
+        if server.kill_on == server.task_requests and server.pid is not None:
+            os.kill(server.pid, signal.SIGKILL)
+        if "### Clarification 1" not in user:
+            return "STATUS: needs_context\nQUESTION: Which Python version is this for?"
+        return "- a.py defines alpha().\nSTATUS: done"
+    if "## Question from the subagent" in user:
+        return "Python 3.11."
+    return "summary"
+
+
+@pytest.mark.parametrize("kill", ["server:1", "server:2", "before:2"])
+def test_an_isolated_task_killed_between_rounds_resumes_without_asking_twice(
+    tmp_path: Path, openai_server, kill: str
+) -> None:
+    server = Server()
+    url = openai_server(lambda messages: isolated_reply(server, messages))
+    (tmp_path / "replay_tools_mod.py").write_text(TOOL_MODULE)
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "a.py").write_text("def alpha():\n    return 1\n")
+    env = {"tmp": tmp_path, "url": url, "server": server, "db": f"sqlite:///{tmp_path / 'r.db'}"}
+    team = tmp_path / "team.yaml"
+    team.write_text(ISOLATED)
+    where, _, k = kill.partition(":")
+    server.kill_on = int(k) if where == "server" else None
+    args = ["run", str(team), "--model", "openai:m"]
+    code, out = clearance(env, *args, kill_at="" if where == "server" else kill)
+    assert code == -signal.SIGKILL, out
+    server.kill_on = None
+    rid = run_id(env)
+    code, out = clearance(env, "resume", rid, "--team", str(team))
+    assert code == 0, out
+    assert outcome(env, rid) == ("- a.py defines alpha().", "summary")
+    twice = [h for h in set(server.received) if server.received.count(h) > 1]
+    assert len(twice) == (1 if where == "server" else 0), server.received
+    code, out = clearance(env, "verify", rid)
+    assert code == 0, out
