@@ -397,3 +397,37 @@ def test_an_isolated_task_killed_between_rounds_resumes_without_asking_twice(
     assert len(twice) == (1 if where == "server" else 0), server.received
     code, out = clearance(env, "verify", rid)
     assert code == 0, out
+
+
+CHILD = """\
+name: durable
+agents:
+  - {name: lead, instructions: "You lead.", can_spawn: [scribe], limits: {max_children: 1}}
+  - {name: scribe, instructions: "You append lines.", tools: [append], limits: {max_steps: 8}}
+tools:
+  append: {function: "replay_tools_mod:append", idempotent: %s}
+tasks:
+  - {id: lines, title: Lines, description: "Have the lines 0 to 3 appended.", assignee: lead,
+     fan_out: {agent: scribe, goals: ["Append the lines 0 to 3."]}}
+"""
+
+
+@pytest.mark.parametrize("kill", ["server:3", "after:2"])
+def test_a_spawned_child_killed_mid_loop_resumes_with_each_side_effect_once(
+    env, kill: str
+) -> None:
+    server: Server = env["server"]
+    where, _, k = kill.partition(":")
+    server.kill_on = int(k) if where == "server" else None
+    code, out = start(env, kill_at="" if where == "server" else kill, text=CHILD)
+    assert code == -signal.SIGKILL, out
+    server.kill_on = None
+    rid = run_id(env)
+    code, out = clearance(env, "resume", rid)
+    assert code == 0, out
+    assert outcome(env, rid) == ("wrote lines 0 to 3", "summary")
+    assert lines(env["tmp"] / "calls.log") == ["0", "1", "2", "3"]  # no tool ran twice
+    twice = [h for h in set(server.received) if server.received.count(h) > 1]
+    assert len(twice) == (1 if where == "server" else 0), server.received
+    code, out = clearance(env, "verify", rid)
+    assert code == 0, out
