@@ -413,9 +413,7 @@ tasks:
 
 
 @pytest.mark.parametrize("kill", ["server:3", "after:2"])
-def test_a_spawned_child_killed_mid_loop_resumes_with_each_side_effect_once(
-    env, kill: str
-) -> None:
+def test_a_spawned_child_killed_mid_loop_resumes_with_each_side_effect_once(env, kill: str) -> None:
     server: Server = env["server"]
     where, _, k = kill.partition(":")
     server.kill_on = int(k) if where == "server" else None
@@ -429,5 +427,29 @@ def test_a_spawned_child_killed_mid_loop_resumes_with_each_side_effect_once(
     assert lines(env["tmp"] / "calls.log") == ["0", "1", "2", "3"]  # no tool ran twice
     twice = [h for h in set(server.received) if server.received.count(h) > 1]
     assert len(twice) == (1 if where == "server" else 0), server.received
+    code, out = clearance(env, "verify", rid)
+    assert code == 0, out
+
+
+def test_a_tool_that_opts_out_of_replay_runs_again_and_that_is_recorded(env) -> None:
+    team = env["tmp"] / "team.yaml"
+    team.write_text(TEAM.replace("idempotent: %s", "replay: false"))
+    code, out = clearance(env, "run", str(team), "--model", "openai:m", kill_at="after:2")
+    assert code == -signal.SIGKILL, out
+    rid = run_id(env)
+    code, out = clearance(env, "resume", rid)
+    assert code == 0, out
+    # Step 1 is replayed; its tool gives a live value again, so the loop goes on live.
+    assert lines(env["tmp"] / "calls.log") == ["0", "1", "0", "1", "2", "3"]
+    assert "replayed 1 model calls and 0 tool calls, sent 5" in out
+    with RunLedger(env["db"]) as ledger:
+        (declined,) = ledger.events(rid, "replay_declined")
+        first = ledger.tool_calls(rid)[0]
+    assert declined.data == {
+        "record": "tool_call",
+        "original": first.tool_call_id,
+        "why": "replay: false",
+    }
+    assert outcome(env, rid) == ("wrote lines 0 to 3", "summary")
     code, out = clearance(env, "verify", rid)
     assert code == 0, out
