@@ -246,6 +246,9 @@ def test_a_run_killed_inside_a_tool_pauses_until_a_person_decides(env) -> None:
     code, out = clearance(env, "inspect", rid, "--no-prompt")
     assert f"{call_id}: tool append may have run" in out, out
     assert "REPLAYED on resume (1x, not sent again)" in out
+    page = env["tmp"] / "page.html"
+    assert clearance(env, "view", rid, "--output", str(page))[0] == 0
+    assert page.read_text().count("replayed on resume (1x), not sent again") == 3  # 3 steps
     code, out = clearance(env, "approve", rid, call_id)
     assert code == 0, out
     assert "tool append may have run" in out
