@@ -63,6 +63,7 @@ from clearance._context.verify_chain import check_chain
 from clearance._context.verify_facts import MemoryLookup, RunFacts, StoreLookup
 from clearance._context.verify_items import check_admission, check_sources
 from clearance._context.verify_layout import attach_contents, check_layout
+from clearance._context.verify_replay import check_replays
 from clearance._context.verify_results import check_results
 from clearance._context.verify_synthesis import check_synthesis_coverage
 from clearance._core.prompt import ChatMessage, messages_sha256, sha256_text
@@ -181,6 +182,10 @@ def verify_run(
         for subject, call_id, reason in check_capabilities(
             facts.agents, facts.tool_calls, facts.subagents.spawns, facts.events
         )
+    )
+    findings.extend(
+        Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
+        for subject, call_id, reason in check_replays(facts.events, calls, facts.tool_calls)
     )
     shown = [
         task_id

@@ -63,6 +63,8 @@ class RunExecution:
             store=settings.store, user_tools=settings.tools, model_for=settings.model_for,
             prompt_budget=prompt_budget, gate=run.gate, workspace_root=settings.workspace_root,
         )  # fmt: skip
+        if run.caller.replay is not None:  # a tool call that may have run asks a person
+            run.caller.replay.confirm = run.gate.check_rerun
         # Records are queued and committed in groups by the ledger's writer thread, in order:
         # the ledger always holds a prefix of the run's history (see `RunLedger.write_behind`).
         with ledger.write_behind():
@@ -132,6 +134,8 @@ class RunExecution:
         ledger.finish_run(
             run_id, status=recorded, synthesis=synthesis, usage=run.usage, error=error
         )
+        if run.caller.replay is not None:  # "replayed N model calls and M tool calls, sent K"
+            self.settings.emit("run_replayed", run_id, detail=run.caller.replay.summary())
         self.settings.emit("run_finished", run_id, detail=status)
         return RunResult(
             run_id=run_id,

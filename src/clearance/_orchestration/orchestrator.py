@@ -9,6 +9,7 @@ from typing import Any
 
 from clearance._agents.caller import ModelCaller
 from clearance._agents.files import FileCaps
+from clearance._agents.replay import ReplaySource
 from clearance._agents.retry import RetryPolicy
 from clearance._agents.tools import Tool
 from clearance._core.clock import Clock, utc_now
@@ -200,6 +201,7 @@ class Orchestrator:
         self.executor = executor
         self.approval_tools = frozenset(approval_tools)
         self.approver = approver
+        self._replay: ReplaySource | None = None  # the last resume's recorded steps
 
     @property
     def ledger(self) -> Recorder:
@@ -318,16 +320,11 @@ class Orchestrator:
     async def resume(self, run_id: str, *, force: bool = False) -> RunResult:
         """Finish a recorded run that was stopped: keep completed results, run the rest.
 
-        Every task recorded ``completed`` keeps its result and is not run again; every other
-        task (``pending``, ``ready``, ``running``, ``interrupted``, ``failed`` or ``skipped``)
-        runs again, as soon as its dependencies are completed. Then the coordinator writes the
-        synthesis. A run stopped before the coordinator planned is planned again. The run keeps
-        its id; new model calls are added to its record, and its usage counts every call.
-        Messages recorded with the run are restored onto an empty message bus.
-
-        A run recorded ``running`` is refused while the process that runs it is alive (the
-        run records its host and process id): two processes must not run one run. A run
-        whose process was killed is ``running`` in the ledger and resumes normally.
+        Completed tasks keep their results; every other task runs again once its dependencies
+        are done, from its last recorded step (answers and tool results whose hash chain
+        verifies are replayed, see `clearance._agents.replay`), then the synthesis is written
+        (a run stopped before its plan is planned again). Its id, messages and usage carry on.
+        A run ``running`` in a live process (recorded host and pid) is refused.
 
         Args:
             run_id: The run's id, or a unique prefix of it.
@@ -362,6 +359,7 @@ class Orchestrator:
             self._resolve_models()
         # The run's usage counts every call, those of the earlier sessions included.
         usage, prompt_tokens = recorded_usage(ledger, recorded)
+        self._replay = ReplaySource.load(ledger, run_id)  # durable resume: verified steps
         ledger.reopen_run(run_id, process=process_identity(), force=force)
         total, done = len(recorded.graph or ()), len(recorded.completed)
         detail = f"resumed: {done} of {total} tasks already completed"
@@ -427,6 +425,7 @@ class Orchestrator:
         return ModelCaller(
             ledger=self.ledger, run_id=run_id, retry_policy=self.retry_policy, clock=self._clock,
             listener=call_listener(self._emit, run_id) if self.stream_text else None,
+            replay=self._replay if self._replay and self._replay.run_id == run_id else None,
         )  # fmt: skip
 
     def _check_graph(self, graph: TaskGraph) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections import Counter
 from typing import Annotated
 
 import typer
@@ -105,10 +106,13 @@ def _print_inspect(
     )
     if record.goal:
         out.print(safe_text(f"goal: {record.goal}"))
+    replays = Counter(str(e.data.get("original")) for e in events if e.kind == "replayed")
     for call in calls:
         task_id = call.subject.partition(":")[2]
         status = tasks[task_id].status if task_id in tasks else ""
         header = f"{call.subject}  agent {call.agent}  model {call.model_id}  {status}".rstrip()
+        if replays[call.call_id]:
+            header += f"  REPLAYED on resume ({replays[call.call_id]}x, not sent again)"
         if call.finish_reason == "length":
             header += "  CUT OFF at the output limit (marked truncated)"
         table = Table(title=safe_text(header), title_justify="left", show_lines=False)
