@@ -9,7 +9,6 @@ record then appended to its run's hash chain (`clearance._state.ledger.chaining`
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -96,13 +95,17 @@ class LedgerBase(DatabaseBase):
     async def wait_committed(self) -> None:
         """Wait, without blocking the event loop, until every queued write is committed.
 
-        Nothing to wait for outside `write_behind` (writes are committed when made).
+        Nothing to wait for outside `write_behind` (writes are committed when made). Inside
+        it, the writer thread takes the queue at once and wakes the waiting coroutine itself
+        when the group is committed (`WriteBehind.wait`): no thread is started per wait, and
+        every coroutine of a loop woken by one group costs one wake-up of the loop.
 
         Raises:
             StoreError: A queued write failed (raised once).
         """
-        if self._behind is not None:
-            await asyncio.to_thread(self.flush)
+        behind = self._behind
+        if behind is not None:
+            await behind.wait()
 
     _behind: WriteBehind | None = None
 
