@@ -1,10 +1,12 @@
 """OpenTelemetry spans of model calls, following the GenAI semantic conventions.
 
-When ``opentelemetry-api`` is importable, `ModelCaller.call` wraps every model call in a
-client span named ``chat {model name}`` from the tracer ``clearance`` of the global tracer
-provider; otherwise (and when no SDK is configured, so spans do not record) this costs next
-to nothing. Install the ``otel`` extra and configure a ``TracerProvider`` to export them (see
-``docs/telemetry.md``).
+When tracing is configured, `ModelCaller.call` wraps every model call in a client span named
+``chat {model name}`` from the tracer ``clearance`` of the global tracer provider. Tracing is
+configured when a tracer provider has been set (``trace.set_tracer_provider``, as the
+``clearance`` command does for OTLP export, or ``opentelemetry-instrument``), or when the
+``OTEL_*`` variables ask for trace export (`tracing_configured`). Otherwise nothing is done:
+OpenTelemetry is not even imported, and no span object is made. Install the ``otel`` extra and
+configure a ``TracerProvider`` to export them (see ``docs/telemetry.md``).
 
 A span carries the GenAI attributes (``gen_ai.operation.name``, ``gen_ai.provider.name``,
 ``gen_ai.request.*``, ``gen_ai.usage.*``, ``gen_ai.response.*``, ``error.type``) and
@@ -18,20 +20,18 @@ https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-spans/.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from types import ModuleType
 from typing import Any
 
 from clearance.models._base import ModelRequest, ModelResponse
 
-try:
-    from opentelemetry import trace
-except ImportError:  # pragma: no cover - the core install has no OpenTelemetry
-    trace = None  # type: ignore[assignment]
-
-__all__ = ["CAPTURE_CONTENT_ENV", "agent_span", "model_call_span"]
+__all__ = ["CAPTURE_CONTENT_ENV", "agent_span", "model_call_span", "tracing_configured"]
 
 CAPTURE_CONTENT_ENV = "CLEARANCE_OTEL_CAPTURE_CONTENT"
 """Set to ``1`` to put prompt and completion text on the spans (off by default)."""
@@ -46,6 +46,51 @@ ResponseHook = Callable[[ModelResponse], None]
 
 def _ignore(response: ModelResponse) -> None:
     """The response hook when nothing records."""
+
+
+_EXPORT_ENV = (
+    "OTEL_TRACES_EXPORTER",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_PYTHON_TRACER_PROVIDER",
+)
+
+
+def _export_requested() -> bool:
+    """Whether the ``OTEL_*`` variables ask for traces (and the SDK is not disabled)."""
+    env = os.environ
+    if not any(env.get(name, "").strip() for name in _EXPORT_ENV):
+        return False
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    return env.get("OTEL_TRACES_EXPORTER", "").strip().lower() != "none"
+
+
+def _tracing() -> ModuleType | None:
+    """OpenTelemetry's ``trace`` module when spans may be recorded, else ``None``.
+
+    Checked on every call (a provider may be set at any time), at the cost of a dictionary
+    and an environment lookup when nothing is configured: OpenTelemetry is imported only if
+    something else imported it already or the ``OTEL_*`` variables ask for export, and spans
+    are made only once a real (not the API's placeholder) tracer provider is set.
+    """
+    trace = sys.modules.get("opentelemetry.trace")
+    if trace is None:
+        if not _export_requested():
+            return None
+        try:
+            trace = importlib.import_module("opentelemetry.trace")
+        except ImportError:  # the core install has no OpenTelemetry
+            return None
+    provider = trace.get_tracer_provider()
+    if isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
+        return None  # no provider set: every span would be a no-op
+    return trace
+
+
+def tracing_configured() -> bool:
+    """Whether model calls and tasks get spans now (see the module docstring)."""
+    return _tracing() is not None
 
 
 @contextmanager
@@ -66,6 +111,7 @@ def model_call_span(
         finish reason and, when content capture is on, the completion. An exception leaving
         the block sets ``error.type`` (the exception's class name) and the error status.
     """
+    trace = _tracing()
     if trace is None:
         yield _ignore
         return
@@ -86,7 +132,7 @@ def model_call_span(
         try:
             yield lambda response: span.set_attributes(_response_attributes(response))
         except BaseException as exc:
-            _failed(span, exc)
+            _failed(trace, span, exc)
             raise
 
 
@@ -104,6 +150,7 @@ def agent_span(*, run_id: str, task_id: str, agent: str) -> Iterator[None]:
     Yields:
         Nothing; an exception leaving the block sets ``error.type`` and the error status.
     """
+    trace = _tracing()
     if trace is None:
         yield
         return
@@ -123,11 +170,11 @@ def agent_span(*, run_id: str, task_id: str, agent: str) -> Iterator[None]:
         try:
             yield
         except BaseException as exc:
-            _failed(span, exc)
+            _failed(trace, span, exc)
             raise
 
 
-def _failed(span: Any, exc: BaseException) -> None:
+def _failed(trace: ModuleType, span: Any, exc: BaseException) -> None:
     """Mark ``span`` failed with the exception's class name only (never its message)."""
     if span.is_recording():
         span.set_attribute("error.type", type(exc).__name__)
