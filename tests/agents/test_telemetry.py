@@ -199,7 +199,7 @@ async def test_a_failed_call_sets_error_type_and_no_message(spans):
 async def test_without_opentelemetry_calls_work_and_nothing_is_recorded(spans, monkeypatch):
     # OpenTelemetry not importable (an entry of None in sys.modules makes its import fail).
     monkeypatch.setitem(sys.modules, "opentelemetry.trace", None)
-    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
+    monkeypatch.setenv("OTEL_PYTHON_TRACER_PROVIDER", "sdk_tracer_provider")
     assert not telemetry.tracing_configured()
     agent = Agent(name="a", instructions="You are A.")
     response = await ModelCaller().call(
@@ -303,16 +303,15 @@ def test_without_a_tracer_provider_no_span_is_made_and_opentelemetry_is_not_impo
     ]
 
 
-def test_otel_export_variables_turn_tracing_on_only_with_a_provider(monkeypatch):
+def test_a_provider_named_by_the_environment_turns_tracing_on(monkeypatch):
     for name in list(os.environ):
         if name.startswith("OTEL_"):
             monkeypatch.delenv(name)
     monkeypatch.setitem(sys.modules, "opentelemetry.trace", None)
     assert not telemetry._export_requested()
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
+    assert not telemetry._export_requested()  # the command sets a provider for this one
+    monkeypatch.setenv("OTEL_PYTHON_TRACER_PROVIDER", "sdk_tracer_provider")
     assert telemetry._export_requested()
-    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "none")
-    assert not telemetry._export_requested()
-    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "otlp")
     monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
     assert not telemetry._export_requested()

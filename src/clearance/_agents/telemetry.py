@@ -3,8 +3,8 @@
 When tracing is configured, `ModelCaller.call` wraps every model call in a client span named
 ``chat {model name}`` from the tracer ``clearance`` of the global tracer provider. Tracing is
 configured when a tracer provider has been set (``trace.set_tracer_provider``, as the
-``clearance`` command does for OTLP export, or ``opentelemetry-instrument``), or when the
-``OTEL_*`` variables ask for trace export (`tracing_configured`). Otherwise nothing is done:
+``clearance`` command does when the ``OTEL_*`` variables ask for OTLP export, or
+``opentelemetry-instrument``; or named by ``OTEL_PYTHON_TRACER_PROVIDER``). Otherwise nothing is done:
 OpenTelemetry is not even imported, and no span object is made. Install the ``otel`` extra and
 configure a ``TracerProvider`` to export them (see ``docs/telemetry.md``).
 
@@ -48,31 +48,27 @@ def _ignore(response: ModelResponse) -> None:
     """The response hook when nothing records."""
 
 
-_EXPORT_ENV = (
-    "OTEL_TRACES_EXPORTER",
-    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-    "OTEL_EXPORTER_OTLP_ENDPOINT",
-    "OTEL_PYTHON_TRACER_PROVIDER",
-)
+_PROVIDER_ENV = "OTEL_PYTHON_TRACER_PROVIDER"
+"""Names a tracer provider that OpenTelemetry's API loads itself (`get_tracer_provider`)."""
 
 
 def _export_requested() -> bool:
-    """Whether the ``OTEL_*`` variables ask for traces (and the SDK is not disabled)."""
+    """Whether the environment names a tracer provider (and the SDK is not disabled)."""
     env = os.environ
-    if not any(env.get(name, "").strip() for name in _EXPORT_ENV):
+    if not env.get(_PROVIDER_ENV, "").strip():
         return False
-    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
-        return False
-    return env.get("OTEL_TRACES_EXPORTER", "").strip().lower() != "none"
+    return env.get("OTEL_SDK_DISABLED", "").strip().lower() != "true"
 
 
 def _tracing() -> ModuleType | None:
     """OpenTelemetry's ``trace`` module when spans may be recorded, else ``None``.
 
     Checked on every call (a provider may be set at any time), at the cost of a dictionary
-    and an environment lookup when nothing is configured: OpenTelemetry is imported only if
-    something else imported it already or the ``OTEL_*`` variables ask for export, and spans
-    are made only once a real (not the API's placeholder) tracer provider is set.
+    and an environment lookup when nothing is configured. A provider is set through
+    ``opentelemetry.trace`` (by the ``clearance`` command when the ``OTEL_*`` variables ask
+    for export, by ``opentelemetry-instrument``, or by the caller), so until that module is
+    imported no provider can be set, unless ``OTEL_PYTHON_TRACER_PROVIDER`` names one; and
+    spans are made only once a real (not the API's placeholder) provider is set.
     """
     trace = sys.modules.get("opentelemetry.trace")
     if trace is None:
