@@ -4,9 +4,10 @@ When tracing is configured, `ModelCaller.call` wraps every model call in a clien
 ``chat {model name}`` from the tracer ``clearance`` of the global tracer provider. Tracing is
 configured when a tracer provider has been set (``trace.set_tracer_provider``, as the
 ``clearance`` command does when the ``OTEL_*`` variables ask for OTLP export, or
-``opentelemetry-instrument``; or named by ``OTEL_PYTHON_TRACER_PROVIDER``). Otherwise nothing is done:
-OpenTelemetry is not even imported, and no span object is made. Install the ``otel`` extra and
-configure a ``TracerProvider`` to export them (see ``docs/telemetry.md``).
+``opentelemetry-instrument``) or is named by ``OTEL_PYTHON_TRACER_PROVIDER``. Otherwise
+nothing is done: OpenTelemetry is not even imported, and no span object is made. Install
+the ``otel`` extra and configure a ``TracerProvider`` to export them (see
+``docs/telemetry.md``).
 
 A span carries the GenAI attributes (``gen_ai.operation.name``, ``gen_ai.provider.name``,
 ``gen_ai.request.*``, ``gen_ai.usage.*``, ``gen_ai.response.*``, ``error.type``) and

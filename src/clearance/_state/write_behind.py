@@ -31,6 +31,7 @@ of its own, as ``finish_run`` at the end of a run), and housekeeping would compe
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections import deque
@@ -279,10 +280,8 @@ class WriteBehind:
         if not self._waiters:
             self._failed.clear()  # no wait can cover these any more
         for loop, settled in by_loop.items():
-            try:
+            with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
                 loop.call_soon_threadsafe(_resolve, settled)
-            except RuntimeError:  # the loop is closed: nobody waits any more
-                pass
 
     def _run_on_idle(self) -> None:
         assert self._on_idle is not None

@@ -76,7 +76,7 @@ class LedgerBase(DatabaseBase):
             database in ("", ":memory:") or "mode=memory" in database
         )
         self._chain = ChainWriter(key, self._key_id, self._url, self._dialect)
-        self._drivers: dict[tuple[str, tuple[str, ...]], DriverStatement | None | bool] = {}
+        self._drivers: dict[tuple[str, tuple[str, ...]], DriverStatement | None] = {}
         # Not `self._writing`: that would wait for (and take the errors of) the writer thread,
         # which belong to the ledger's user.
         self._leases = LeaseKeeper(partial(DatabaseBase._writing, self), renew=not self._in_memory)
@@ -260,8 +260,8 @@ class LedgerBase(DatabaseBase):
     def _driver_statement(self, key: str, columns: tuple[str, ...]) -> DriverStatement | None:
         """The `DriverStatement` of kind ``key`` for rows giving ``columns``, or ``None``."""
         cache = self._drivers
-        found = cache.get((key, columns), False)
-        if found is False:
+        if (key, columns) not in cache:
+            found: DriverStatement | None
             try:
                 # An update names its own bound parameters; an insert binds the columns given.
                 keys = None if key == "call_finish" else columns
@@ -270,7 +270,7 @@ class LedgerBase(DatabaseBase):
             except (ValueError, SQLAlchemyError):
                 found = None
             cache[(key, columns)] = found
-        return found
+        return cache[(key, columns)]
 
     @contextmanager
     def _writing(self, operation: str) -> Iterator[Connection]:

@@ -127,11 +127,15 @@ class _Statements:
     def build(cls, dialect: str) -> _Statements:
         c = ENTRIES.c
         this = (c.namespace == bindparam("ns"), c.key == bindparam("k"))
+        insert: sqlite.Insert | postgresql.Insert
         if dialect == "sqlite":
-            from sqlalchemy.dialects.sqlite import insert as dialect_insert
+            from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+            insert = sqlite_insert(ENTRIES)
         else:
-            from sqlalchemy.dialects.postgresql import insert as dialect_insert
-        insert = dialect_insert(ENTRIES)
+            from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+
+            insert = postgresql_insert(ENTRIES)
         excluded = insert.excluded
         # A dead (expired) row is replaced as if new: its created_at restarts too. Expired
         # means at or before the time of this write, which is the row's new updated_at.
