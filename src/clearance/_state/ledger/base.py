@@ -241,9 +241,9 @@ class LedgerBase(DatabaseBase):
         for rows whose columns differ), SQLAlchemy executes the statement.
         """
         if self._dialect == "sqlite":
-            columns = tuple(rows[0])
-            if all(len(row) == len(columns) and row.keys() == rows[0].keys() for row in rows):
-                driver = self._driver_statement(key, columns)
+            first = rows[0].keys()
+            if all(row.keys() == first for row in rows):
+                driver = self._driver_statement(key, tuple(first))
                 if driver is not None:
                     dbapi = conn.connection.driver_connection  # in the same transaction
                     assert dbapi is not None
