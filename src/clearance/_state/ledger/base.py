@@ -228,7 +228,7 @@ class LedgerBase(DatabaseBase):
             # Then each record's chain entry, in the order written (see `_state.chain`).
             _yield_gil()
             entries, requests = self._chain.entries_of(conn, built)
-            self._chain.append(conn, entries, self._write_rows)
+            self._chain.append(conn, entries)
         self._chain.committed(requests)
 
     def _write_rows(self, conn: Connection, key: str, rows: list[dict[str, Any]]) -> None:

@@ -11,11 +11,13 @@ back; an outcome whose request another writer committed (or a failed group's) is
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import sqlite3
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError
 
 from clearance._core.errors import LedgerError
 from clearance._state.chain import (
@@ -35,8 +37,11 @@ __all__ = ["ChainWriter", "Entry"]
 Entry = tuple[str, str, str, str]
 """``(run id, kind, subject, payload digest)`` of one chain entry to append."""
 
-WriteRows = Callable[[Connection, str, list[dict[str, Any]]], None]
-"""Writes rows of one kind of statement (`statement`) in the open transaction."""
+_ENTRY_COLUMNS = ("run_id", "seq", "kind", "subject", "payload_sha256", "chain_sha256")
+_INSERT_ENTRY = (
+    f"INSERT INTO {ENTRIES.name} ({', '.join(_ENTRY_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?)"
+)
+"""The chain entries' ``INSERT`` on SQLite (as SQLAlchemy would compile it)."""
 
 _CALL_FIELDS = (*ENTRY_FIELDS["call"], *OPTIONAL_FIELDS.get("call", ()))
 _OUTCOME_FIELDS = (
@@ -101,15 +106,14 @@ class ChainWriter:
         ).first()
         return [last[0], last[1], self._key] if last is not None else [0, "", self._key]
 
-    def append(
-        self, conn: Connection, entries: Sequence[Entry], write: WriteRows | None = None
-    ) -> None:
+    def append(self, conn: Connection, entries: Sequence[Entry]) -> None:
         """Append ``(run id, kind, subject, payload digest)`` entries to their runs' chains.
 
-        ``write`` writes the entry rows (``None``: one SQLAlchemy ``executemany``).
+        On SQLite the rows go straight to ``sqlite3``'s ``executemany`` (all their columns
+        are text and integers, which need no conversion); elsewhere SQLAlchemy inserts them.
         """
         heads: dict[str, list[Any]] = {}
-        rows = []
+        rows: list[tuple[str, int, str, str, str, str]] = []
         for run_id, kind, subject, payload in entries:
             head = heads.get(run_id)
             if head is None:
@@ -117,22 +121,23 @@ class ChainWriter:
             seq = head[0] + 1
             chain = chain_sha256(head[1], run_id, seq, kind, subject, payload, head[2])
             head[0], head[1] = seq, chain
-            rows.append(
-                {
-                    "run_id": run_id,
-                    "seq": seq,
-                    "kind": kind,
-                    "subject": subject,
-                    "payload_sha256": payload,
-                    "chain_sha256": chain,
-                }
-            )
+            rows.append((run_id, seq, kind, subject, payload, chain))
         if not rows:
             return
-        if write is None:
-            conn.execute(statement("entry", self._dialect), rows)
-        else:
-            write(conn, "entry", rows)
+        if self._dialect == "sqlite":
+            dbapi = conn.connection.driver_connection  # in the same transaction
+            assert dbapi is not None
+            try:
+                dbapi.executemany(_INSERT_ENTRY, rows).close()
+            except sqlite3.Error as exc:  # as SQLAlchemy would raise it
+                raise DBAPIError.instance(
+                    _INSERT_ENTRY, None, exc, sqlite3.Error, hide_parameters=True
+                ) from exc
+            return
+        conn.execute(
+            statement("entry", self._dialect),
+            [dict(zip(_ENTRY_COLUMNS, r, strict=True)) for r in rows],
+        )
 
     def committed(self, pending: dict[str, dict[str, Any] | None]) -> None:
         """Note what `entries_of` returned as pending, once its transaction is committed."""
