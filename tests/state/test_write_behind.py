@@ -426,3 +426,21 @@ async def test_a_cancelled_wait_does_not_disturb_the_writer() -> None:
     await behind.wait()
     behind.close()
     assert recorder.committed == ["w0", "w1"]
+
+
+def test_on_idle_runs_at_most_once_per_idle_interval() -> None:
+    recorder = Recorder()
+    idle: list[float] = []
+    behind = WriteBehind(
+        recorder, name="test-writer", on_idle=lambda: idle.append(0.0), idle_interval_s=60
+    )
+    for i in range(3):  # three groups, each followed by a pause
+        behind.submit(write(f"w{i}"))
+        deadline = time.monotonic() + 10
+        while len(recorder.committed) <= i:
+            assert time.monotonic() < deadline, "the write was never committed"
+            time.sleep(0.005)
+        time.sleep(0.02)
+    behind.close()
+    assert recorder.committed == ["w0", "w1", "w2"]
+    assert idle == [0.0]  # after the first group only: the next were within 60 s

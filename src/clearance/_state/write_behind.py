@@ -100,6 +100,8 @@ class WriteBehind:
         on_idle: Called on the writer thread after it committed a group when no write waits,
             no thread waits in `flush` and the writer is not closing; writes queued meanwhile
             wait until it returns. An exception it raises is reported like a failed write.
+        idle_interval_s: Least seconds from one call of ``on_idle`` to the next, so that
+            housekeeping rarely stands between a write and a coroutine waiting for it.
 
     Raises:
         StoreError: From `submit`, `flush` or `close`: an earlier write failed to commit (the
@@ -116,9 +118,12 @@ class WriteBehind:
         quiet_s: float = 0.0,
         max_delay_s: float = 0.5,
         on_idle: Callable[[], None] | None = None,
+        idle_interval_s: float = 0.0,
     ) -> None:
         self._commit = commit
         self._on_idle = on_idle
+        self._idle_interval_s = idle_interval_s
+        self._idle_at = -float("inf")  # when on_idle last ran (time.monotonic)
         self._max_pending = max_pending
         self._max_group = max_group
         self._quiet_s = quiet_s
@@ -140,6 +145,11 @@ class WriteBehind:
     def thread_id(self) -> int | None:
         """The writer thread's identifier (`threading.get_ident` on that thread)."""
         return self._thread.ident
+
+    @property
+    def awaited(self) -> bool:
+        """Whether a coroutine waits in `wait` (read without the lock: a hint)."""
+        return bool(self._waiters)
 
     @property
     def pending(self) -> int:
@@ -254,8 +264,10 @@ class WriteBehind:
                 self._cond.notify_all()
                 self._settle_waiters()
                 # Not for a flusher: it resumes now, and would compete with the housekeeping.
-                idle = self._on_idle is not None and not (
-                    self._queue or self._stopping or self._flushing or self._waiters
+                idle = (
+                    self._on_idle is not None
+                    and not (self._queue or self._stopping or self._flushing or self._waiters)
+                    and time.monotonic() - self._idle_at >= self._idle_interval_s
                 )
             if idle:
                 self._run_on_idle()
@@ -285,6 +297,7 @@ class WriteBehind:
 
     def _run_on_idle(self) -> None:
         assert self._on_idle is not None
+        self._idle_at = time.monotonic()
         try:
             self._on_idle()
         except Exception as exc:  # reported to the submitter, like a failed write

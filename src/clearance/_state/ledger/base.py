@@ -45,6 +45,10 @@ def _yield_gil() -> None:
     time.sleep(0)
 
 
+def _no_yield() -> None:
+    """Go on without yielding the interpreter lock (a coroutine waits for this commit)."""
+
+
 class LedgerBase(DatabaseBase):
     """The run ledger's database: opening, group commit, write-behind and closing.
 
@@ -125,8 +129,8 @@ class LedgerBase(DatabaseBase):
         `finish_run`, `set_graph`, `reopen_run`) first waits until the queue is committed.
         Leaving the context commits the rest. On SQLite the writer also checkpoints the
         write-ahead log (a ``PASSIVE`` checkpoint) each time it has committed everything
-        queued, so that neither a later commit nor `close` copies a whole run's log into the
-        database file (SQLite's "Application-Initiated Checkpoints",
+        queued (at most once a second), so that neither a later commit nor `close` copies a
+        whole run's log into the database file (SQLite's "Application-Initiated Checkpoints",
         https://www.sqlite.org/wal.html); not when a caller waits for that commit (a read,
         or `finish_run` at the end of a run), which goes on at once.
 
@@ -152,6 +156,9 @@ class LedgerBase(DatabaseBase):
             quiet_s=0.010,
             max_delay_s=0.5,
             on_idle=self._checkpoint_wal,  # nothing to do on PostgreSQL
+            # A checkpoint writes the database file (and syncs it): at most once a second,
+            # so that it seldom delays a request's commit that a model call waits for.
+            idle_interval_s=1.0,
         )
         self._behind = behind
         ok = False
@@ -203,13 +210,17 @@ class LedgerBase(DatabaseBase):
 
         On the writer thread, the work is cut into chunks of `_CHUNK` writes or rows, and the
         thread lets go of the interpreter lock between chunks (`_yield_gil`), which gives an
-        event loop waiting for the lock a chance to run before the rest of a large group.
+        event loop waiting for the lock a chance to run before the rest of a large group;
+        not when a coroutine waits for the commit (a request to be sent): letting the loop
+        run would only delay it.
         """
+        behind = self._behind
+        pause = _no_yield if behind is not None and behind.awaited else _yield_gil
         by_key: dict[str, list[dict[str, Any]]] = {}
         built: list[Rows] = []
         for start in range(0, len(writes), _CHUNK):
             if start:
-                _yield_gil()
+                pause()
             for write in writes[start : start + _CHUNK]:
                 rows_of = write.build()
                 built.append(rows_of)
@@ -223,10 +234,10 @@ class LedgerBase(DatabaseBase):
             for key in sorted(by_key, key=WRITE_ORDER.index):
                 queued = by_key[key]
                 for start in range(0, len(queued), _CHUNK):
-                    _yield_gil()
+                    pause()
                     self._write_rows(conn, key, queued[start : start + _CHUNK])
             # Then each record's chain entry, in the order written (see `_state.chain`).
-            _yield_gil()
+            pause()
             entries, requests = self._chain.entries_of(conn, built)
             self._chain.append(conn, entries)
         self._chain.committed(requests)
