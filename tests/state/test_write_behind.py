@@ -444,3 +444,18 @@ def test_on_idle_runs_at_most_once_per_idle_interval() -> None:
     behind.close()
     assert recorder.committed == ["w0", "w1", "w2"]
     assert idle == [0.0]  # after the first group only: the next were within 60 s
+
+
+async def test_waits_begun_together_share_one_group() -> None:
+    recorder = Recorder()
+    behind = WriteBehind(recorder, name="test-writer", quiet_s=30, max_delay_s=30)
+
+    async def record_then_wait(name: str) -> None:
+        time.sleep(0.002)  # noqa: ASYNC251 (building a request; the interpreter lock let go)
+        behind.submit(write(name))
+        await behind.wait()
+
+    names = [f"w{i}" for i in range(20)]
+    await asyncio.wait_for(asyncio.gather(*(record_then_wait(n) for n in names)), 10)
+    assert recorder.groups == [names]  # the loop started them all before the writer took any
+    behind.close()

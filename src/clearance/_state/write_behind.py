@@ -131,6 +131,8 @@ class WriteBehind:
         self._queue: deque[tuple[float, PendingWrite]] = deque()  # (time queued, write)
         self._flushing = 0  # threads in `flush`
         self._waiters: deque[_Waiter] = deque()  # coroutines in `wait`, by target
+        self._urging: set[asyncio.AbstractEventLoop] = set()  # loops with an `_urge` due
+        self._urged = False  # a waiting coroutine's loop asked for the queue to be taken
         # (write number, its failure, the failure reported for its group) per failed write
         self._failed: list[tuple[int, StoreError, StoreError]] = []
         self._cond = threading.Condition()
@@ -196,7 +198,9 @@ class WriteBehind:
         """Wait, without blocking the event loop, until every write submitted so far is committed.
 
         The writer thread resolves the wait when the group holding the last of these writes
-        is committed; it takes that group at once, without waiting for a pause.
+        is committed. It takes that group without waiting for a pause once the event loop
+        has run the callbacks that were ready when the wait began: coroutines the loop is
+        starting at the same moment queue their writes first, and they all share one group.
 
         Raises:
             StoreError: One of these writes failed (this error is then not raised again by
@@ -213,9 +217,19 @@ class WriteBehind:
                 raise LedgerError("cannot wait for the ledger's writes: the writer thread stopped")
             future: asyncio.Future[None] = loop.create_future()
             self._waiters.append(_Waiter(self._done, target, loop, future))
-            if len(self._waiters) == 1:
-                self._cond.notify_all()  # no waiting for a pause now
+            if loop not in self._urging:
+                # Urgent once the loop has run what is ready now: the other tasks it is
+                # starting queue their requests first, and all go in one group.
+                self._urging.add(loop)
+                loop.call_soon(self._urge, loop)
         await future
+
+    def _urge(self, loop: asyncio.AbstractEventLoop) -> None:
+        """On ``loop``: have the writer take the queue at once (see `wait`)."""
+        with self._cond:
+            self._urging.discard(loop)
+            self._urged = True
+            self._cond.notify_all()
 
     def close(self, *, raise_errors: bool = True) -> None:
         """Commit what is queued, then stop the writer thread. Closing twice is fine.
@@ -253,6 +267,7 @@ class WriteBehind:
                 self._wait_for_pause()
                 count = min(len(self._queue), self._max_group)
                 group = [self._queue.popleft()[1] for _ in range(count)]
+                self._urged = False  # later waiters urge again
                 self._cond.notify_all()  # room for blocked submitters
             error, failed = self._commit_group(group)
             with self._cond:
@@ -312,7 +327,7 @@ class WriteBehind:
         while not (
             self._stopping
             or self._flushing
-            or self._waiters
+            or self._urged
             or len(self._queue) >= self._max_group
             or time.monotonic() - self._queue[0][0] >= self._max_delay_s
         ):
