@@ -1,6 +1,11 @@
 """OpenTelemetry: a GenAI client span per model call; metadata only unless content is asked for."""
 
 import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -192,7 +197,10 @@ async def test_a_failed_call_sets_error_type_and_no_message(spans):
 
 
 async def test_without_opentelemetry_calls_work_and_nothing_is_recorded(spans, monkeypatch):
-    monkeypatch.setattr(telemetry, "trace", None)
+    # OpenTelemetry not importable (an entry of None in sys.modules makes its import fail).
+    monkeypatch.setitem(sys.modules, "opentelemetry.trace", None)
+    monkeypatch.setenv("OTEL_PYTHON_TRACER_PROVIDER", "sdk_tracer_provider")
+    assert not telemetry.tracing_configured()
     agent = Agent(name="a", instructions="You are A.")
     response = await ModelCaller().call(
         subject="task:x",
@@ -236,3 +244,74 @@ async def test_a_failed_task_marks_its_agent_span(ledger, spans):
     assert span.attributes["error.type"] == "ModelError"
     assert span.status.status_code is trace.StatusCode.ERROR
     assert "SECRET" not in (span.status.description or "")
+
+
+# Run in a fresh process: the global tracer provider of this one is set once by `spans`.
+_NO_PROVIDER = textwrap.dedent(
+    """
+    import asyncio, sys
+    from clearance import Agent, NullLedger, Orchestrator, Task, Team
+    from clearance.testing import FunctionModel
+
+    team = Team(agents=(Agent(name="a", instructions="A."),), name="t")
+    tasks = [Task(id="x", title="X", description="d", assignee="a"),
+             Task(id="y", title="Y", description="d", assignee="a", depends_on=("x",))]
+
+    def run():
+        orch = Orchestrator(team, model=FunctionModel(lambda r: "ok"), ledger=NullLedger())
+        assert asyncio.run(orch.run_tasks(tasks)).status == "completed"
+
+    run()
+    print("imported:", "opentelemetry" in sys.modules)
+    from opentelemetry import trace  # installed: the API alone, no provider set
+
+    made = []
+    original = trace.ProxyTracerProvider.get_tracer
+    def counting(self, *args, **kwargs):
+        made.append(args)
+        return original(self, *args, **kwargs)
+    trace.ProxyTracerProvider.get_tracer = counting
+    run()
+    print("tracers without a provider:", len(made))
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    run()
+    print("spans with a provider:", len(exporter.get_finished_spans()))
+    """
+)
+
+
+def test_without_a_tracer_provider_no_span_is_made_and_opentelemetry_is_not_imported():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    src = str(Path(telemetry.__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join([src, env.get("PYTHONPATH", "")])
+    done = subprocess.run(
+        [sys.executable, "-c", _NO_PROVIDER], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "imported: False",
+        "tracers without a provider: 0",
+        # Two tasks and the synthesis: three chat spans and two agent spans.
+        "spans with a provider: 5",
+    ]
+
+
+def test_a_provider_named_by_the_environment_turns_tracing_on(monkeypatch):
+    for name in list(os.environ):
+        if name.startswith("OTEL_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setitem(sys.modules, "opentelemetry.trace", None)
+    assert not telemetry._export_requested()
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
+    assert not telemetry._export_requested()  # the command sets a provider for this one
+    monkeypatch.setenv("OTEL_PYTHON_TRACER_PROVIDER", "sdk_tracer_provider")
+    assert telemetry._export_requested()
+    monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
+    assert not telemetry._export_requested()

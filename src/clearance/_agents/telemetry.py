@@ -1,9 +1,12 @@
 """OpenTelemetry spans of model calls, following the GenAI semantic conventions.
 
-When ``opentelemetry-api`` is importable, `ModelCaller.call` wraps every model call in a
-client span named ``chat {model name}`` from the tracer ``clearance`` of the global tracer
-provider; otherwise (and when no SDK is configured, so spans do not record) this costs next
-to nothing. Install the ``otel`` extra and configure a ``TracerProvider`` to export them (see
+When tracing is configured, `ModelCaller.call` wraps every model call in a client span named
+``chat {model name}`` from the tracer ``clearance`` of the global tracer provider. Tracing is
+configured when a tracer provider has been set (``trace.set_tracer_provider``, as the
+``clearance`` command does when the ``OTEL_*`` variables ask for OTLP export, or
+``opentelemetry-instrument``) or is named by ``OTEL_PYTHON_TRACER_PROVIDER``. Otherwise
+nothing is done: OpenTelemetry is not even imported, and no span object is made. Install
+the ``otel`` extra and configure a ``TracerProvider`` to export them (see
 ``docs/telemetry.md``).
 
 A span carries the GenAI attributes (``gen_ai.operation.name``, ``gen_ai.provider.name``,
@@ -18,20 +21,18 @@ https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-spans/.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from types import ModuleType
 from typing import Any
 
 from clearance.models._base import ModelRequest, ModelResponse
 
-try:
-    from opentelemetry import trace
-except ImportError:  # pragma: no cover - the core install has no OpenTelemetry
-    trace = None  # type: ignore[assignment]
-
-__all__ = ["CAPTURE_CONTENT_ENV", "agent_span", "model_call_span"]
+__all__ = ["CAPTURE_CONTENT_ENV", "agent_span", "model_call_span", "tracing_configured"]
 
 CAPTURE_CONTENT_ENV = "CLEARANCE_OTEL_CAPTURE_CONTENT"
 """Set to ``1`` to put prompt and completion text on the spans (off by default)."""
@@ -46,6 +47,47 @@ ResponseHook = Callable[[ModelResponse], None]
 
 def _ignore(response: ModelResponse) -> None:
     """The response hook when nothing records."""
+
+
+_PROVIDER_ENV = "OTEL_PYTHON_TRACER_PROVIDER"
+"""Names a tracer provider that OpenTelemetry's API loads itself (`get_tracer_provider`)."""
+
+
+def _export_requested() -> bool:
+    """Whether the environment names a tracer provider (and the SDK is not disabled)."""
+    env = os.environ
+    if not env.get(_PROVIDER_ENV, "").strip():
+        return False
+    return env.get("OTEL_SDK_DISABLED", "").strip().lower() != "true"
+
+
+def _tracing() -> ModuleType | None:
+    """OpenTelemetry's ``trace`` module when spans may be recorded, else ``None``.
+
+    Checked on every call (a provider may be set at any time), at the cost of a dictionary
+    and an environment lookup when nothing is configured. A provider is set through
+    ``opentelemetry.trace`` (by the ``clearance`` command when the ``OTEL_*`` variables ask
+    for export, by ``opentelemetry-instrument``, or by the caller), so until that module is
+    imported no provider can be set, unless ``OTEL_PYTHON_TRACER_PROVIDER`` names one; and
+    spans are made only once a real (not the API's placeholder) provider is set.
+    """
+    trace = sys.modules.get("opentelemetry.trace")
+    if trace is None:
+        if not _export_requested():
+            return None
+        try:
+            trace = importlib.import_module("opentelemetry.trace")
+        except ImportError:  # the core install has no OpenTelemetry
+            return None
+    provider = trace.get_tracer_provider()
+    if isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
+        return None  # no provider set: every span would be a no-op
+    return trace
+
+
+def tracing_configured() -> bool:
+    """Whether model calls and tasks get spans now (see the module docstring)."""
+    return _tracing() is not None
 
 
 @contextmanager
@@ -66,6 +108,7 @@ def model_call_span(
         finish reason and, when content capture is on, the completion. An exception leaving
         the block sets ``error.type`` (the exception's class name) and the error status.
     """
+    trace = _tracing()
     if trace is None:
         yield _ignore
         return
@@ -86,7 +129,7 @@ def model_call_span(
         try:
             yield lambda response: span.set_attributes(_response_attributes(response))
         except BaseException as exc:
-            _failed(span, exc)
+            _failed(trace, span, exc)
             raise
 
 
@@ -104,6 +147,7 @@ def agent_span(*, run_id: str, task_id: str, agent: str) -> Iterator[None]:
     Yields:
         Nothing; an exception leaving the block sets ``error.type`` and the error status.
     """
+    trace = _tracing()
     if trace is None:
         yield
         return
@@ -123,11 +167,11 @@ def agent_span(*, run_id: str, task_id: str, agent: str) -> Iterator[None]:
         try:
             yield
         except BaseException as exc:
-            _failed(span, exc)
+            _failed(trace, span, exc)
             raise
 
 
-def _failed(span: Any, exc: BaseException) -> None:
+def _failed(trace: ModuleType, span: Any, exc: BaseException) -> None:
     """Mark ``span`` failed with the exception's class name only (never its message)."""
     if span.is_recording():
         span.set_attribute("error.type", type(exc).__name__)
