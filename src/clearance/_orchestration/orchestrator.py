@@ -29,6 +29,7 @@ from clearance._orchestration.resume import (
     process_identity,
     recorded_usage,
 )
+from clearance._orchestration.resume_checks import check_recorded_steps
 from clearance._orchestration.run import Run, RunSettings
 from clearance._orchestration.run_config import (  # noqa: F401 (MODEL_OPTION_KEYS: old home)
     MODEL_OPTION_KEYS,
@@ -315,33 +316,31 @@ class Orchestrator:
             retry_policy=retry_policy, executor=executor, approver=approver,
         )  # fmt: skip
 
-    async def resume(self, run_id: str, *, force: bool = False) -> RunResult:
+    async def resume(
+        self, run_id: str, *, force: bool = False, tasks: Iterable[Task] = ()
+    ) -> RunResult:
         """Finish a recorded run that was stopped: keep completed results, run the rest.
 
-        Every task recorded ``completed`` keeps its result and is not run again; every other
-        task (``pending``, ``ready``, ``running``, ``interrupted``, ``failed`` or ``skipped``)
-        runs again, as soon as its dependencies are completed. Then the coordinator writes the
-        synthesis. A run stopped before the coordinator planned is planned again. The run keeps
-        its id; new model calls are added to its record, and its usage counts every call.
-        Messages recorded with the run are restored onto an empty message bus.
-
-        A run recorded ``running`` is refused while the process that runs it is alive (the
-        run records its host and process id): two processes must not run one run. A run
-        whose process was killed is ``running`` in the ledger and resumes normally.
+        Every task recorded ``completed`` keeps its result; every other task runs again as
+        soon as its dependencies are completed, then the coordinator writes the synthesis (a
+        run stopped before it was planned is planned again). The run keeps its id and its
+        messages; its usage counts every call. A run whose recorded process is alive, or whose
+        records fail their hash chain, is refused.
 
         Args:
             run_id: The run's id, or a unique prefix of it.
             force: Resume even a run recorded ``running`` by a live process or by a process
                 on another host (which cannot be checked): only when you know it stopped.
+            tasks: The team file's tasks; a recorded ``python:`` step must be among them.
 
         Returns:
             The run's result, as `run_tasks` returns it.
 
         Raises:
             StoreError: No run (or several) match ``run_id``, or the database failed.
-            ConfigError: The run already completed, is still running in a live process on
-                this host or was started on another host (without ``force``), a task names an
-                agent this team lacks, or the record is damaged.
+            ConfigError: The run already completed or may be running elsewhere (without
+                ``force``), a task names an agent this team lacks, the record is damaged or
+                fails its hash chain, or a recorded ``python:`` step is not in ``tasks``.
             PlanError: The run had no plan yet, and the coordinator's new plan is invalid.
         """
         ledger = self.ledger
@@ -354,6 +353,7 @@ class Orchestrator:
         if not self.messages.all():
             for message in recorded.messages:
                 self.messages.restore(message)
+        check_recorded_steps(recorded.graph, tasks)
         if recorded.graph is not None:
             self._check_graph(recorded.graph)
         elif record.goal is None:
