@@ -270,7 +270,7 @@ class AgentLoop:
                 elif call.name == WRITE_OUTPUT_TOOL:
                     output, breach = self._write_output(call.arguments)
                 else:
-                    output = await tool.call(call.arguments)
+                    output = await tool.call(call.arguments, agent=agent.name)
                     source = output.source
                     output, breach = self._offloaded(subject, call_id, call.name, output)
                 self.ledger.record_tool_call(

@@ -8,6 +8,7 @@ as JSON). The built-in store tools (`store_tools`) are bound to one agent's `Sto
 
 from __future__ import annotations
 
+import contextvars
 import importlib
 import inspect
 import json
@@ -33,6 +34,7 @@ __all__ = [
     "checked_tool_call",
     "import_function",
     "store_tools",
+    "tool_caller",
     "tool_name",
 ]
 
@@ -46,6 +48,19 @@ BUILTIN_TOOL_NAMES = (
     "store_search",
 )
 """Names of the built-in store tools, bound to the agent's scoped store view."""
+
+_CALLER: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "clearance_tool_caller", default=None
+)
+
+
+def tool_caller() -> str | None:
+    """The agent whose call of a tool is running (see `Tool.call`), or ``None``.
+
+    MCP tools use it to give each agent its own server folder.
+    """
+    return _CALLER.get()
+
 
 NOT_UTF8_ARGUMENTS = "_not_utf8"
 """The only argument of a tool call whose arguments held text that is not valid UTF-8."""
@@ -135,20 +150,24 @@ class Tool:
             },
         }
 
-    async def call(self, arguments: dict[str, Any]) -> ToolOutput:
+    async def call(self, arguments: dict[str, Any], *, agent: str | None = None) -> ToolOutput:
         """Run the tool; an exception becomes an error output (the run goes on).
 
         Arguments holding text that is not valid UTF-8 (see `checked_tool_call`) are not
-        passed on: the output is an error saying so.
+        passed on: the output is an error saying so. ``agent`` names the calling agent while
+        the tool runs (`tool_caller`).
         """
         if NOT_UTF8_ARGUMENTS in arguments or not _encodes(arguments):
             return ToolOutput(content=_NOT_UTF8_ERROR, is_error=True)
+        token = _CALLER.set(agent)
         try:
             result = self.run(arguments)
             if inspect.isawaitable(result):
                 result = await result
         except Exception as exc:  # a tool's failure is reported to the model, not raised
             return ToolOutput(content=f"error: {exc}", is_error=True)
+        finally:
+            _CALLER.reset(token)
         assert isinstance(result, ToolOutput)
         return result
 

@@ -179,6 +179,8 @@ def verify(
         chain = "keyed hash chain checked with the ledger key"
     else:
         chain = "unkeyed hash chain checked"
+    for channel in report.channels:
+        out.print(safe_text(f"declared channel: {channel}"), soft_wrap=True)
     if report.ok and report.keyed and not report.macs_checked:
         out.print(
             safe_text(
