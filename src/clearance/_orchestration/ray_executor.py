@@ -13,6 +13,9 @@ calls in flight. Failures: a worker that dies during a call (its process killed,
 is recorded as a ``worker_lost`` event of the run, and the call is sent again to another worker,
 at most ``worker_retries`` times; Ray restarts the lost actor in the background. Deadlines: the
 `ModelCaller`'s deadline covers the remote call; when it passes, the Ray task is cancelled.
+Streaming (``--stream``): a call's text is not streamed from a worker; it reaches the run's
+listener in one piece when the worker answers. A call that cannot be sent fails with a short
+message (never the request's text).
 
 Ray is an optional dependency (``pip install 'clearance[ray]'``), imported on `start`.
 """
@@ -23,7 +26,7 @@ import asyncio
 import contextlib
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from clearance._core.errors import ConfigError, ModelError
@@ -269,6 +272,9 @@ class RayExecutor:
         if self._pool is None:
             raise ModelError("the Ray executor is closed", model_id=model_id)
         pool = self._pool
+        # A streaming sink is a function of this process: it does not cross to a worker. The
+        # worker answers in one piece, which `ModelCaller` hands its listener as one piece.
+        request = replace(request, stream=None)
         async with pool.slot(model_id):
             return await self._send(pool, model_id, options, request)
 
@@ -281,7 +287,15 @@ class RayExecutor:
         while True:
             worker = pool.pick(lost)
             worker.in_flight += 1
-            ref = worker.actor.complete.remote(model_id, options, request)
+            try:
+                ref = worker.actor.complete.remote(model_id, options, request)
+            except Exception as exc:  # the request could not be sent (serialized, say)
+                worker.in_flight -= 1
+                raise ModelError(
+                    f"cannot send the call to a Ray worker: {type(exc).__name__}: "
+                    f"{_short(str(exc))}",
+                    model_id=model_id,
+                ) from None
             try:
                 outcome = await ref
             except asyncio.CancelledError:  # the caller's deadline, or the run stopping
