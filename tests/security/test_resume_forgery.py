@@ -197,3 +197,26 @@ def test_resume_imports_no_module_named_only_by_the_recorded_graph(
     assert expected in resumed.output
     assert not (env["tmp"] / "imported.flag").exists()
     assert "planted_mod" not in sys.modules
+
+
+def test_a_declared_python_step_resumes_with_its_team_file(env, monkeypatch) -> None:
+    monkeypatch.delenv("CLEARANCE_LEDGER_KEY", raising=False)
+    (env["tmp"] / "ok_steps.py").write_text("def step(step_input):\n    return 'STEP RAN'\n")
+    monkeypatch.delitem(sys.modules, "ok_steps", raising=False)
+    team = env["tmp"] / "team.yaml"
+    team.write_text(
+        TEAM + "  - {id: after, title: After, description: Wrap up., assignee: janitor,\n"
+        '     run: "python:ok_steps:step", depends_on: [tidy]}\n'
+    )
+    run_id, call_id = paused_run(env)
+    assert cli(env, "approve", run_id, call_id).exit_code == 0
+
+    refused = cli(env, "resume", run_id)
+    assert refused.exit_code == 2 and "a function only the ledger names" in refused.output
+
+    resumed = cli(env, "resume", run_id, "--team", str(team))
+    assert resumed.exit_code == 0, resumed.output
+    assert env["log"].read_text() == "old.txt\n"  # the approved tool ran, once
+    with RunLedger(f"sqlite:///{env['db']}") as ledger:
+        (after,) = [t for t in ledger.tasks(run_id) if t.task_id == "after"]
+    assert after.status == "completed" and after.result == "STEP RAN"
