@@ -311,7 +311,9 @@ def resume(
 ) -> None:
     """Resume a stopped run: keep its completed results, run the rest, then synthesize.
 
-    The store, memory, user tools and memory groups are the ones the run recorded.
+    The store, memory, user tools and memory groups are the ones the run recorded. The run's
+    records are checked against its hash chain first (with CLEARANCE_LEDGER_KEY for a keyed
+    run); python: steps come only from the team file given with --team.
     """
     progress = RunProgress(out)
     loaded = load_team_file(team_file) if team_file is not None else None
