@@ -57,3 +57,31 @@ def test_streaming_over_ray_completes_and_shows_the_text(tmp_path: Path) -> None
         a_result = tasks["a"].result
     assert a_result and a_result.startswith("m result for")
     assert a_result in result.output.replace("\n", "")  # the streamed text was shown
+
+
+def test_the_text_streams_from_the_worker_piece_by_piece(tmp_path: Path) -> None:
+    import asyncio
+
+    from clearance import Agent, Orchestrator, RayExecutor, Task, Team
+
+    events = []
+    team = Team(agents=(Agent(name="alpha", instructions="You are Alpha."),))
+
+    async def run() -> None:
+        with (
+            RunLedger(f"sqlite:///{tmp_path / 'runs.db'}") as ledger,
+            RayExecutor(workers=1) as executor,
+        ):
+            orch = Orchestrator(
+                team, model="fake:m", ledger=ledger, executor=executor, stream_text=True,
+                on_event=events.append,
+            )  # fmt: skip
+            tasks = [Task(id="a", title="Gather", description="Gather.", assignee="alpha")]
+            result = await orch.run_tasks(tasks)
+            assert result.status == "completed", result.error
+            assert result.tasks["a"].result is not None
+            pieces = [e.detail for e in events if e.kind == "text" and e.subject == "task:a"]
+            assert len(pieces) > 1  # word by word, as the worker's model produced them
+            assert "".join(pieces) == result.tasks["a"].result
+
+    asyncio.run(run())
