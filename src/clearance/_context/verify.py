@@ -7,8 +7,9 @@
    field of a prompt or manifest is detected.
 2. **Accounting.** The prompt parses back (`parse_user_message`) into exactly the manifest's
    items, in order, with the same content hash, and follows a layout of its kind (the
-   `layout` table: sections in order, each item under a section its kind belongs to, headed
-   with its title or bare where the layout says so; `verify_layout`); re-rendering them
+   `layout` table: sections in order, each item under a section its kind belongs to, with
+   its title on a heading line, on its fence line or nowhere, as the layout says;
+   `verify_layout`); re-rendering them
    reproduces the recorded text byte for byte, and the closing instruction is the builder's.
    No text reached the model that the manifest does not account for.
 3. **Clearance.** Each task's clearance is recomputed from the recorded graph (never from
@@ -19,7 +20,8 @@
    result in one map step, each summary the recorded answer of its map call).
 4. **Provenance.** An item's content is what its origin says it is: the task text from the
    graph, a result from the recorded result of that task, a message from the recorded
-   message, the instructions from the recorded agent.
+   message, the instructions from the recorded agent. The label of a task's text, result or
+   failure is the title (and assignee) the recorded graph gives that task.
 
 Memory items (``memory:<id>``) are admitted when the scope their title names is one of the
 task's (or conversation's) memory scopes, recomputed from the team's recorded memory groups;
@@ -39,9 +41,14 @@ What it cannot check: file contents are compared with the manifest's hashes and 
 same file in the task's other prompts, not with the files on disk (which may have changed
 since), and anything the model provider did with the prompt after receiving it.
 
+7. **Capabilities.** No delegate or child used a store grant its caller lacks, and every
+   offloaded tool output was shown as its preview (`verify_capabilities`); every call that
+   needed a person's approval, a child's included, had one (`verify_approvals`).
+
 The checks live in `verify_layout` (accounting), `verify_items` (clearance and provenance),
-`verify_results` (results), `verify_chain` (the chain), `verify_subagents` and
-`verify_synthesis`; `verify_facts` indexes the ledger for them.
+`verify_results` (results), `verify_chain` (the chain), `verify_subagents`,
+`verify_synthesis`, `verify_capabilities` and `verify_approvals`; `verify_facts` indexes the
+ledger for them.
 """
 
 from __future__ import annotations
@@ -51,6 +58,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from clearance._context.verify_approvals import check_approvals
+from clearance._context.verify_capabilities import check_capabilities
 from clearance._context.verify_chain import check_chain
 from clearance._context.verify_channels import mcp_channels
 from clearance._context.verify_facts import MemoryLookup, RunFacts, StoreLookup
@@ -170,6 +178,12 @@ def verify_run(
         Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
         for subject, call_id, reason in check_approvals(
             ledger, run, facts.events, calls, facts.tool_calls, set(facts.completed)
+        )
+    )
+    findings.extend(
+        Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
+        for subject, call_id, reason in check_capabilities(
+            facts.agents, facts.tool_calls, facts.subagents.spawns, facts.events
         )
     )
     channels, undeclared = mcp_channels(facts.events, facts.tool_calls)
