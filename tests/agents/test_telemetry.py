@@ -12,6 +12,7 @@ import pytest
 from clearance import Agent, AgentLimits, ModelError, Orchestrator, Task, Team
 from clearance._agents import telemetry
 from clearance._agents.caller import ModelCaller
+from clearance._agents.telemetry import span_ref, span_task_id
 from clearance._context.builder import ContextBuilder
 from clearance._context.isolated import IsolatedContext
 from clearance.testing import FunctionModel
@@ -99,7 +100,10 @@ async def run_two_tasks(ledger):
 
 async def test_a_run_emits_one_chat_span_per_model_call(ledger, spans):
     result, requests = await run_two_tasks(ledger)
-    finished = {s.attributes["clearance.subject"]: s for s in chats(spans())}
+    # Ids are digests on spans by default (a plan's task ids are a model's text).
+    plain = {span_ref(subject): subject for subject in ("task:a", "task:b", "synthesis")}
+    assert span_ref("task:a") != "task:a" and span_ref("task:a").startswith("task:h")
+    finished = {plain[s.attributes["clearance.subject"]]: s for s in chats(spans())}
     assert set(finished) == {"task:a", "task:b", "synthesis"}
     for subject, span in finished.items():
         manifest = requests[subject].prompt.manifest
@@ -115,17 +119,17 @@ async def test_a_run_emits_one_chat_span_per_model_call(ledger, spans):
         assert attrs["gen_ai.request.temperature"] == 0.0
         assert attrs["gen_ai.response.finish_reasons"] == ("stop",)
         assert attrs["clearance.run_id"] == result.run_id
-        assert attrs["clearance.prompt.origins"] == manifest.origins
+        assert attrs["clearance.prompt.origins"] == tuple(map(span_ref, manifest.origins))
         assert attrs["clearance.prompt.item_tokens"] == tuple(i.tokens for i in manifest.items)
         assert attrs["clearance.prompt.total_tokens"] == manifest.total_tokens
         assert attrs["gen_ai.usage.input_tokens"] > 0
         assert attrs["gen_ai.usage.output_tokens"] > 0
         assert "error.type" not in attrs
-    assert finished["task:a"].attributes["clearance.task_id"] == "a"
+    assert finished["task:a"].attributes["clearance.task_id"] == span_task_id("a") != "a"
     assert finished["task:a"].attributes["clearance.agent"] == "alice"
-    assert finished["task:b"].attributes["clearance.task_id"] == "b"
+    assert finished["task:b"].attributes["clearance.task_id"] == span_task_id("b")
     assert finished["task:b"].attributes["clearance.agent"] == "bob"
-    assert "task_result:a" in finished["task:b"].attributes["clearance.prompt.origins"]
+    assert span_ref("task_result:a") in finished["task:b"].attributes["clearance.prompt.origins"]
     assert "clearance.task_id" not in finished["synthesis"].attributes
     input_tokens = sum(s.attributes["gen_ai.usage.input_tokens"] for s in finished.values())
     output_tokens = sum(s.attributes["gen_ai.usage.output_tokens"] for s in finished.values())
@@ -188,7 +192,7 @@ async def test_a_failed_call_sets_error_type_and_no_message(spans):
     assert span.name == "chat local"
     assert span.attributes["error.type"] == "ModelError"
     assert span.status.status_code is trace.StatusCode.ERROR
-    assert span.attributes["clearance.task_id"] == "t7"
+    assert span.attributes["clearance.task_id"] == span_task_id("t7")
     assert "clearance.run_id" not in span.attributes  # no run outside a ledger
     assert "gen_ai.provider.name" not in span.attributes  # a model id without a provider
     assert "gen_ai.usage.input_tokens" not in span.attributes
@@ -215,14 +219,19 @@ async def test_without_opentelemetry_calls_work_and_nothing_is_recorded(spans, m
 async def test_each_task_runs_in_an_agent_span_parenting_its_model_calls(ledger, spans):
     result, _ = await run_two_tasks(ledger)
     finished = spans()
-    agents = {s.attributes["clearance.task_id"]: s for s in finished if s not in chats(finished)}
+    plain = {span_task_id(t): t for t in ("a", "b")}
+    agents = {
+        plain[s.attributes["clearance.task_id"]]: s for s in finished if s not in chats(finished)
+    }
     assert set(agents) == {"a", "b"}
     assert agents["a"].name == "invoke_agent alice" and agents["b"].name == "invoke_agent bob"
     for task_id, span in agents.items():
         assert span.attributes["gen_ai.operation.name"] == "invoke_agent"
         assert span.attributes["clearance.run_id"] == result.run_id
         (call,) = [
-            s for s in chats(finished) if s.attributes["clearance.subject"] == f"task:{task_id}"
+            s
+            for s in chats(finished)
+            if s.attributes["clearance.subject"] == span_ref(f"task:{task_id}")
         ]
         assert call.parent is not None and call.parent.span_id == span.context.span_id
     (synthesis,) = [s for s in chats(finished) if s.attributes["clearance.subject"] == "synthesis"]
@@ -315,3 +324,29 @@ def test_a_provider_named_by_the_environment_turns_tracing_on(monkeypatch):
     assert telemetry._export_requested()
     monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
     assert not telemetry._export_requested()
+
+
+async def test_model_chosen_ids_stay_off_spans_by_default(ledger, spans, monkeypatch):
+    """A coordinator's plan names tasks: by default those names reach no span attribute."""
+    monkeypatch.delenv(telemetry.CAPTURE_CONTENT_ENV, raising=False)
+    leaked = "exfil-4111-1111-1111-1111"
+    plan = {
+        "tasks": [
+            {"id": leaked, "title": "T", "description": "D.", "assignee": "alice",
+             "depends_on": []},
+            {"id": "after", "title": "U", "description": "E.", "assignee": "bob",
+             "depends_on": [leaked]},
+        ]
+    }  # fmt: skip
+
+    def reply(request):
+        subject = request.prompt.manifest.subject
+        return json.dumps(plan) if subject.startswith("plan") else "fine"
+
+    orch = Orchestrator(TEAM, model=FunctionModel(reply), ledger=ledger)
+    result = await orch.run_team("GOAL")
+    assert result.status == "completed", result.error
+    finished = spans()
+    assert len(chats(finished)) >= 4  # plan, two tasks, synthesis
+    for span in finished:
+        assert "4111" not in all_values(span) + span.name

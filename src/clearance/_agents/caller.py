@@ -46,6 +46,7 @@ from clearance._context.window import SummaryCall
 from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import ClearanceError, LimitExceeded, ModelError
 from clearance._core.prompt import Prompt
+from clearance._core.reasons import bounded_reason
 from clearance._core.spec import Agent
 from clearance._state.ledger import Recorder
 from clearance.models._base import (
@@ -281,7 +282,7 @@ class ModelCaller:
                 self._heard(call, streamed, response)
             return response
         except ClearanceError as exc:
-            error = f"attempt {number} of {call.attempts}: {exc}"
+            error = bounded_reason(f"attempt {number} of {call.attempts}: {exc}")
             raise
         except BaseException:  # cancelled (Ctrl-C, a sibling's failure): the request left
             error = f"attempt {number} of {call.attempts}: cancelled"

@@ -336,7 +336,7 @@ class AgentLoop:
                 else:
                     await record_started(self.ledger, self.run_id, subject, step=step_no,
                                          call_id=call_id, call=call, tool=tool)  # fmt: skip
-                    output = await tool.call(call.arguments)
+                    output = await tool.call(call.arguments, agent=agent.name)
                     source = output.source
                     output, breach = offloaded(slot, output, ledger=self.ledger,
                                                run_id=self.run_id, subject=subject,

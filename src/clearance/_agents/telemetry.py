@@ -13,7 +13,10 @@ A span carries the GenAI attributes (``gen_ai.operation.name``, ``gen_ai.provide
 ``gen_ai.request.*``, ``gen_ai.usage.*``, ``gen_ai.response.*``, ``error.type``) and
 Clearance's own: the run id, the call's subject, the task it serves, the agent, and the
 prompt manifest's origins and token counts. Prompt and completion text are never put on a
-span unless ``CLEARANCE_OTEL_CAPTURE_CONTENT=1`` is set in the environment.
+span unless ``CLEARANCE_OTEL_CAPTURE_CONTENT=1`` is set in the environment; neither are the
+ids in subjects, task ids and origins, which a model may have chosen (a coordinator's plan
+names tasks, a model names store keys): by default each appears as its kind and a digest
+(`span_ref`), so the spans of one task still correlate.
 
 Source: OpenTelemetry semantic conventions for generative AI client spans,
 https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-spans/.
@@ -21,6 +24,7 @@ https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-spans/.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
 import os
@@ -32,7 +36,14 @@ from typing import Any
 
 from clearance.models._base import ModelRequest, ModelResponse
 
-__all__ = ["CAPTURE_CONTENT_ENV", "agent_span", "model_call_span", "tracing_configured"]
+__all__ = [
+    "CAPTURE_CONTENT_ENV",
+    "agent_span",
+    "model_call_span",
+    "span_ref",
+    "span_task_id",
+    "tracing_configured",
+]
 
 CAPTURE_CONTENT_ENV = "CLEARANCE_OTEL_CAPTURE_CONTENT"
 """Set to ``1`` to put prompt and completion text on the spans (off by default)."""
@@ -43,6 +54,28 @@ TRACER_NAME = "clearance"
 _TASK_SUBJECTS = ("task:", "isolated:")
 
 ResponseHook = Callable[[ModelResponse], None]
+
+
+def span_ref(ref: str) -> str:
+    """How a subject or origin (``kind:id``) appears on a span.
+
+    With content capture on, as it is; otherwise its kind and ``h`` plus the first 12 hex
+    digits of the SHA-256 of its id (``task:plan-step-1`` -> ``task:h1c0e...``). A reference
+    without an id (``synthesis``, ``instructions``) is kept.
+    """
+    kind, colon, rest = ref.partition(":")
+    if not colon or capture_content():
+        return ref
+    return f"{kind}:{_digest(rest)}"
+
+
+def span_task_id(task_id: str) -> str:
+    """How a task id appears on a span: as it is with content capture, else `span_ref`'s digest."""
+    return task_id if capture_content() else _digest(task_id)
+
+
+def _digest(text: str) -> str:
+    return "h" + hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:12]
 
 
 def _ignore(response: ModelResponse) -> None:
@@ -161,7 +194,7 @@ def agent_span(*, run_id: str, task_id: str, agent: str) -> Iterator[None]:
                     "gen_ai.operation.name": "invoke_agent",
                     "gen_ai.agent.name": agent,
                     "clearance.run_id": run_id,
-                    "clearance.task_id": task_id,
+                    "clearance.task_id": span_task_id(task_id),
                 }
             )
         try:
@@ -192,9 +225,9 @@ def _request_attributes(
         "gen_ai.request.model": name,
         "gen_ai.request.max_tokens": request.max_tokens,
         "gen_ai.request.temperature": request.temperature,
-        "clearance.subject": subject,
+        "clearance.subject": span_ref(subject),
         "clearance.agent": agent,
-        "clearance.prompt.origins": [item.origin for item in manifest.items],
+        "clearance.prompt.origins": [span_ref(item.origin) for item in manifest.items],
         "clearance.prompt.item_tokens": [item.tokens for item in manifest.items],
         "clearance.prompt.total_tokens": manifest.total_tokens,
     }
@@ -209,7 +242,7 @@ def _request_attributes(
         attributes["clearance.run_id"] = run_id
     for prefix in _TASK_SUBJECTS:
         if subject.startswith(prefix):
-            attributes["clearance.task_id"] = subject.removeprefix(prefix)
+            attributes["clearance.task_id"] = span_task_id(subject.removeprefix(prefix))
     if capture_content():
         messages = [
             {"role": m.role, "parts": [{"type": "text", "content": m.content}]}

@@ -8,6 +8,7 @@ as JSON). The built-in store tools (`store_tools`) are bound to one agent's `Sto
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import importlib
 import inspect
@@ -42,6 +43,7 @@ __all__ = [
     "mark_tool",
     "record_started",
     "store_tools",
+    "tool_caller",
     "tool_name",
 ]
 
@@ -61,6 +63,19 @@ SPAWN_TOOL = "spawn"
 
 TOOL_STARTED = "tool_started"
 """Event kind: a tool call about to run, committed before it runs (see `record_started`)."""
+
+_CALLER: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "clearance_tool_caller", default=None
+)
+
+
+def tool_caller() -> str | None:
+    """The agent whose call of a tool is running (see `Tool.call`), or ``None``.
+
+    MCP tools use it to give each agent its own server folder.
+    """
+    return _CALLER.get()
+
 
 NOT_UTF8_ARGUMENTS = "_not_utf8"
 """The only argument of a tool call whose arguments held text that is not valid UTF-8."""
@@ -156,20 +171,24 @@ class Tool:
             },
         }
 
-    async def call(self, arguments: dict[str, Any]) -> ToolOutput:
+    async def call(self, arguments: dict[str, Any], *, agent: str | None = None) -> ToolOutput:
         """Run the tool; an exception becomes an error output (the run goes on).
 
         Arguments holding text that is not valid UTF-8 (see `checked_tool_call`) are not
-        passed on: the output is an error saying so.
+        passed on: the output is an error saying so. ``agent`` names the calling agent while
+        the tool runs (`tool_caller`).
         """
         if NOT_UTF8_ARGUMENTS in arguments or not _encodes(arguments):
             return ToolOutput(content=_NOT_UTF8_ERROR, is_error=True)
+        token = _CALLER.set(agent)
         try:
             result = self.run(arguments)
             if inspect.isawaitable(result):
                 result = await result
         except Exception as exc:  # a tool's failure is reported to the model, not raised
             return ToolOutput(content=f"error: {exc}", is_error=True)
+        finally:
+            _CALLER.reset(token)
         assert isinstance(result, ToolOutput)
         return result
 

@@ -10,6 +10,7 @@ from typing import Literal
 from clearance._context.architecture import ArchitecturalContext
 from clearance._core.errors import ApprovalPending, ClearanceError, LedgerError
 from clearance._core.prompt import sha256_text
+from clearance._core.reasons import failure_reason
 from clearance._core.spec import Agent
 from clearance._orchestration.approval import ApprovalGate, awaiting_approval
 from clearance._orchestration.children import ChildRunner
@@ -196,7 +197,7 @@ class RunExecution:
             for call_id in exc.call_ids:
                 emit("awaiting_approval", run.run_id, task_id=task_id, detail=call_id)
             return
-        reason = str(exc) if isinstance(exc, ClearanceError) else f"{type(exc).__name__}: {exc}"
+        reason = failure_reason(exc)  # bounded: it reaches dependents' prompts and the ledger
         skipped = queue.fail(task_id, reason)
         run.shared.write(task_id=task_id, agent=task.assignee, content=reason, kind="failure")
         ledger.record_task(run.run_id, queue.get(task_id))

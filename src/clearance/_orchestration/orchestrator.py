@@ -30,6 +30,7 @@ from clearance._orchestration.resume import (
     process_identity,
     recorded_usage,
 )
+from clearance._orchestration.resume_checks import check_recorded_steps
 from clearance._orchestration.run import Run, RunSettings
 from clearance._orchestration.run_config import (  # noqa: F401 (MODEL_OPTION_KEYS: old home)
     MODEL_OPTION_KEYS,
@@ -137,8 +138,7 @@ class Orchestrator:
         approver: Asks a person about each approval on the spot; ``None`` pauses the run
             instead (`RunResult.status` ``"awaiting_approval"``).
 
-    Agents with ``tools`` or ``can_delegate_to`` run the tool loop (see
-    `clearance._agents.loop`), bounded by ``limits.max_steps``.
+    Agents with tools run the tool loop (`clearance._agents.loop`), bounded by ``max_steps``.
 
     Raises:
         ConfigError: ``max_concurrency`` is below 1, or ``model_options`` has a key that is
@@ -317,28 +317,28 @@ class Orchestrator:
             retry_policy=retry_policy, executor=executor, approver=approver,
         )  # fmt: skip
 
-    async def resume(self, run_id: str, *, force: bool = False) -> RunResult:
+    async def resume(
+        self, run_id: str, *, force: bool = False, tasks: Iterable[Task] = ()
+    ) -> RunResult:
         """Finish a recorded run that was stopped: keep completed results, run the rest.
 
-        Completed tasks keep their results; every other task runs again once its dependencies
-        are done, from its last recorded step (answers and tool results whose hash chain
-        verifies are replayed, see `clearance._agents.replay`), then the synthesis is written
-        (a run stopped before its plan is planned again). Its id, messages and usage carry on.
-        A run ``running`` in a live process (recorded host and pid) is refused.
+        Other tasks run again from their last recorded step (verified answers and tool
+        results are replayed, see `clearance._agents.replay`), then the synthesis. A run whose
+        recorded process is alive, or whose records fail their hash chain, is refused.
 
         Args:
             run_id: The run's id, or a unique prefix of it.
-            force: Resume even a run recorded ``running`` by a live process or by a process
-                on another host (which cannot be checked): only when you know it stopped.
+            force: Resume a run recorded ``running`` anyway (only when you know it stopped).
+            tasks: The team file's tasks; a recorded ``python:`` step must be among them.
 
         Returns:
             The run's result, as `run_tasks` returns it.
 
         Raises:
             StoreError: No run (or several) match ``run_id``, or the database failed.
-            ConfigError: The run already completed, is still running in a live process on
-                this host or was started on another host (without ``force``), a task names an
-                agent this team lacks, or the record is damaged.
+            ConfigError: The run completed or may be running (without ``force``), a task
+                names an unknown agent, the record is damaged or fails its chain, or a
+                recorded ``python:`` step is not in ``tasks``.
             PlanError: The run had no plan yet, and the coordinator's new plan is invalid.
         """
         ledger = self.ledger
@@ -351,6 +351,7 @@ class Orchestrator:
         if not self.messages.all():
             for message in recorded.messages:
                 self.messages.restore(message)
+        check_recorded_steps(recorded.graph, tasks)
         if recorded.graph is not None:
             self._check_graph(recorded.graph)
         elif record.goal is None:

@@ -167,6 +167,9 @@ def verify(
 ) -> None:
     """Check every prompt of a run against its clearance and manifest (exit 1 on a finding).
 
+    A keyed run checked without its ledger key exits 1 too: its hash chain's links (HMACs)
+    cannot be checked, so a forged record would pass.
+
     Memory and store items are checked against the memory and store the run recorded (or
     --memory / --store); an unreachable one is an error naming it.
     """
@@ -176,12 +179,21 @@ def verify(
         for opened in closing:
             stack.callback(opened.close)
         report = verify_run(ledger, record.run_id, memories=memories, store=entries)
-    if report.keyed and not report.macs_checked:
-        chain = "keyed hash chain: links not checked (set CLEARANCE_LEDGER_KEY to check them)"
-    elif report.keyed:
+    if report.keyed:
         chain = "keyed hash chain checked with the ledger key"
     else:
         chain = "unkeyed hash chain checked"
+    for channel in report.channels:
+        out.print(safe_text(f"declared channel: {channel}"), soft_wrap=True)
+    if report.ok and report.keyed and not report.macs_checked:
+        out.print(
+            safe_text(
+                f"run {report.run_id}: not verified: the run is keyed and no ledger key was given, "
+                "so its records cannot be told from forged ones; set CLEARANCE_LEDGER_KEY"
+            ),
+            soft_wrap=True,
+        )
+        raise typer.Exit(1)
     if report.ok:
         out.print(
             safe_text(
