@@ -306,9 +306,15 @@ class MemorySpec(_Strict):
 class ToolEntrySpec(_Strict):
     """A ``tools:`` entry in its long form: ``{function: module:function, approval: ...}``.
 
+    ``idempotent: true`` lets a resume run again a call the stopped run may have run;
+    ``replay: false`` runs a call again on resume instead of replaying its recorded result
+    (a live value). See `clearance._agents.replay`.
+
     ``function`` is ``None`` for a tool that is given in code (``tools=``) rather than
     imported: a run records such a tool by name, and resuming it needs the tool given again.
     """
 
     function: str | None = Field(default=None, min_length=1)
     approval: Literal["none", "required"] = "none"
+    idempotent: bool = False
+    replay: bool = True

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from clearance._agents.mcp import load_mcp_tools_sync
-from clearance._agents.tools import BUILTIN_TOOL_NAMES, Tool, import_function
+from clearance._agents.tools import BUILTIN_TOOL_NAMES, Tool, import_function, mark_tool
 from clearance._core.errors import ConfigError
 from clearance._core.mcp_spec import mcp_refs
 from clearance._core.run_spec import MASK, RunSpec
@@ -256,14 +256,18 @@ def spec_tools(
                 "tools= (or name it in the team file's tools: and resume with --team)",
                 field=f"tools.{name}",
             )
-        tools[name] = import_function(path, field=f"tools.{name}")
+        function = import_function(path, field=f"tools.{name}")
+        if not isinstance(entry := spec.tools[name], str):
+            mark_tool(function, idempotent=entry.idempotent, replay=entry.replay)
+        tools[name] = function
     agents = (*spec.agents, *((spec.coordinator,) if spec.coordinator else ()))
     refs = [r for a in agents for r in mcp_refs(a.tools) if r.model_name not in tools]
     if not refs:
         return tools
     for server in {r.server for r in refs}:
-        entry = spec.mcp_servers.get(server)
-        if entry is not None and MASK in (*entry.env.values(), *entry.headers.values()):
+        server_spec = spec.mcp_servers.get(server)
+        secrets = (*server_spec.env.values(), *server_spec.headers.values()) if server_spec else ()
+        if MASK in secrets:
             raise ConfigError(
                 f"the MCP server {server!r} has a secret that was not recorded; give its tools "
                 "(resume with --team)",

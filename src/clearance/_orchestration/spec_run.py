@@ -12,13 +12,14 @@ import asyncio
 import contextlib
 import dataclasses
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from clearance._agents.files import confined_path
 from clearance._agents.tools import Tool
 from clearance._core.errors import ConfigError, GraphError
 from clearance._core.run_spec import ExecutorSpec, RunSpec
+from clearance._core.spec import Task
 from clearance._core.teamfile import LoadedTeam, prepare_run
 from clearance._orchestration.executor import ModelExecutor
 from clearance._orchestration.orchestrator import Orchestrator
@@ -196,6 +197,7 @@ async def resume_run(
     services: RunServices | None = None,
     tools: Tools | None = None,
     force: bool = False,
+    tasks: Iterable[Task] = (),
 ) -> RunResult:
     """Resume a stopped run as ``clearance resume`` does: keep completed results, run the rest.
 
@@ -208,6 +210,7 @@ async def resume_run(
         tools: User tools by name, instead of importing the recorded ones.
         force: Resume even a run recorded ``running`` by a live process (see
             `Orchestrator.resume`).
+        tasks: The team file's tasks: a recorded ``python:`` step must be among them.
 
     Raises:
         StoreError: No run (or several) match ``run_id``.
@@ -224,7 +227,7 @@ async def resume_run(
             run_id, ledger=ledger, spec=spec, tools=given, services=services
         )
         _close_opened(stack, orchestrator)
-        return await orchestrator.resume(run_id, force=force)
+        return await orchestrator.resume(run_id, force=force, tasks=tasks)
     raise AssertionError("unreachable")  # pragma: no cover
 
 

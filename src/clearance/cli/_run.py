@@ -21,6 +21,7 @@ from clearance import (
     RunResult,
     RunServices,
     RunSpec,
+    load_team_file,
     recorded_run_spec,
     resume_run,
     run_spec,
@@ -281,7 +282,7 @@ def resume(
     ] = None,
     team_file: Annotated[
         Path | None,
-        typer.Option("--team", help="Team file whose tools: entries provide the run's user tools."),
+        typer.Option("--team", help="Team file providing the run's user tools and python: steps."),
     ] = None,
     interactive: Annotated[
         bool, typer.Option("--interactive", help="Decide approvals at the terminal.")
@@ -294,10 +295,18 @@ def resume(
     """Resume a stopped run: keep its completed results, run the rest, then synthesize.
 
     The run's recorded spec defines it (team, models, settings, store, memory, tools); the
-    options here change it.
+    options here change it. The run's records are checked against its hash chain first (with
+    CLEARANCE_LEDGER_KEY for a keyed run); python: steps come only from the team file given
+    with --team, whose tools: entries provide the run's user tools.
     """
     progress = RunProgress(out)
-    tools = spec_tools(RunSpec.from_file(team_file)) if team_file is not None else None
+    loaded = load_team_file(team_file) if team_file is not None else None
+    tools = None
+    if loaded is not None:
+        try:
+            tools = spec_tools(loaded.spec)
+        except ConfigError as exc:
+            raise ConfigError(str(exc), source=loaded.source) from exc
     with otlp_tracing(), RunLedger(db) as ledger:
         spec = recorded_run_spec(ledger, run_id)
         update: dict[str, Any] = {
@@ -316,8 +325,9 @@ def resume(
         services = RunServices(
             on_event=progress, approver=terminal_approver() if interactive else None
         )
+        declared = loaded.tasks if loaded is not None else ()
         work = resume_run(run_id, ledger=ledger, spec=spec, tools=tools, services=services,
-                          force=force)  # fmt: skip
+                          force=force, tasks=declared)  # fmt: skip
         result = _run_until_interrupted(work, progress, db)
     _print_result(result)
     _exit_for(result)

@@ -9,7 +9,7 @@ import typer
 
 from clearance import ConfigError, RunLedger
 from clearance.cli._common import err, one_line_errors, out, safe_text
-from clearance.runs import DEFAULT_LEDGER_URL, load_run_view, make_server, render_run_page
+from clearance.runs import DEFAULT_LEDGER_URL
 
 __all__ = ["register"]
 
@@ -29,6 +29,8 @@ def view(
     db: DbOption = DEFAULT_LEDGER_URL,
 ) -> None:
     """Write one run as a self-contained HTML page: graph, prompts by origin, verify verdict."""
+    from clearance._view import load_run_view, render_run_page  # Jinja2: for this command only
+
     with RunLedger(db) as ledger:
         run_view = load_run_view(ledger, run_id)
     page = render_run_page(run_view)
@@ -52,6 +54,8 @@ def serve(
     db: DbOption = DEFAULT_LEDGER_URL,
 ) -> None:
     """Serve every run of a ledger as HTML pages on 127.0.0.1, with a list of runs."""
+    from clearance._view.serve import make_server  # Jinja2: for this command only
+
     with RunLedger(db) as ledger:
         try:
             server = make_server(ledger, port)
