@@ -73,9 +73,8 @@ async def _session(
 
     async with contextlib.AsyncExitStack() as stack:
         if spec.command is not None:
-            params = StdioServerParameters(
-                command=spec.command[0], args=spec.command[1:], env=spec.resolved_env()
-            )
+            program, *args = spec.resolved_command()
+            params = StdioServerParameters(command=program, args=args, env=spec.resolved_env())
             if errlog is None:
                 errlog = stack.enter_context(open(os.devnull, "w", encoding="utf-8"))  # noqa: ASYNC230, SIM115
             streams = await stack.enter_async_context(stdio_client(params, errlog=errlog))
