@@ -47,9 +47,9 @@
       el("rect", { width: box.width, height: box.height, rx: 6 }, group);
       el("text", { x: 10, y: 17 }, group).textContent = short(n.id);
       el("text", { x: 10, y: 33, "class": "sub" }, group).textContent = n.label;
-      group.addEventListener("click", function () { select(String(n.index)); });
+      group.addEventListener("click", function () { select(String(n.index), true); });
       group.addEventListener("keydown", function (event) {
-        if (event.key === "Enter" || event.key === " ") { event.preventDefault(); select(String(n.index)); }
+        if (event.key === "Enter" || event.key === " ") { event.preventDefault(); select(String(n.index), true); }
       });
       nodes[String(n.index)] = group;
     });
@@ -59,7 +59,9 @@
     svg.setAttribute("viewBox", "0 0 " + Math.ceil(size.width || 0) + " " + Math.ceil(size.height || 0));
   }
 
-  function select(key) {
+  /* `remember`: write the choice into the address (#task-N). Not for the first selection: a
+     fragment written before the page has loaded makes the browser scroll to it. */
+  function select(key, remember) {
     var panel = document.getElementById("task-" + key);
     if (!panel) { return; }
     document.querySelectorAll("article.detail").forEach(function (a) { a.hidden = a !== panel; });
@@ -78,14 +80,14 @@
         nodes[edge.to].classList.contains("is-hidden");
       edge.path.classList.toggle("is-hidden", hidden);
     });
-    if (window.location.hash !== "#task-" + key) {
+    if (remember && window.location.hash !== "#task-" + key) {
       history.replaceState(null, "", "#task-" + key);
     }
   }
 
   draw();
   document.querySelectorAll("button.pick").forEach(function (b) {
-    b.addEventListener("click", function () { select(b.getAttribute("data-task")); });
+    b.addEventListener("click", function () { select(b.getAttribute("data-task"), true); });
   });
   var wanted = window.location.hash.replace(/^#task-/, "");
   if (document.getElementById("task-" + wanted)) {
