@@ -121,6 +121,9 @@ def _print_inspect(
         if call.usage.cached_prompt_tokens is not None:
             cached = f"{call.usage.cached_prompt_tokens} of {call.usage.prompt_tokens}"
             table.add_row("", "cached by the server", cached)
+        if call.usage.counted:
+            counted = f"{call.usage.prompt_tokens} + {call.usage.completion_tokens}"
+            table.add_row("", "prompt + completion, counted (server reported none)", counted)
         out.print(table)
         if show_prompt:
             for message in call.messages:
