@@ -54,9 +54,27 @@
       nodes[String(n.index)] = group;
     });
     var size = g.graph();
-    svg.setAttribute("width", Math.ceil(size.width || 0));
-    svg.setAttribute("height", Math.ceil(size.height || 0));
-    svg.setAttribute("viewBox", "0 0 " + Math.ceil(size.width || 0) + " " + Math.ceil(size.height || 0));
+    natural = { width: Math.ceil(size.width || 0), height: Math.ceil(size.height || 0) };
+    svg.setAttribute("viewBox", "0 0 " + natural.width + " " + natural.height);
+    zoom(1);
+  }
+
+  /* The graph is drawn at `scale` times its laid-out size (the viewBox keeps its shape). */
+  var natural = { width: 0, height: 0 };
+  var scale = 1;
+  function zoom(to) {
+    scale = Math.min(4, Math.max(0.2, to));
+    svg.setAttribute("width", Math.round(natural.width * scale));
+    svg.setAttribute("height", Math.round(natural.height * scale));
+  }
+  /* Fit: the whole graph in the pane's width, never larger than drawn. */
+  function fit() {
+    var room = svg.parentNode.clientWidth - 2;
+    zoom(natural.width > room && room > 0 ? room / natural.width : 1);
+  }
+  function tool(id, action) {
+    var button = document.getElementById(id);
+    if (button) { button.addEventListener("click", action); }
   }
 
   /* `remember`: write the choice into the address (#task-N). Not for the first selection: a
@@ -86,6 +104,10 @@
   }
 
   draw();
+  fit();
+  tool("zoom-fit", fit);
+  tool("zoom-in", function () { zoom(scale * 1.25); });
+  tool("zoom-out", function () { zoom(scale / 1.25); });
   document.querySelectorAll("button.pick").forEach(function (b) {
     b.addEventListener("click", function () { select(b.getAttribute("data-task"), true); });
   });
