@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
-
-from jsonschema.exceptions import best_match
-from pydantic import BaseModel, ValidationError
+from typing import TYPE_CHECKING, Any
 
 from clearance._core.task_spec import Task, schema_validator
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 __all__ = ["parsed_output", "validated_json"]
 
@@ -49,6 +49,8 @@ def validated_json(
     except RecursionError as exc:
         raise ValueError("the JSON is nested too deeply") from exc
     if output_type is not None:
+        from pydantic import ValidationError
+
         try:
             output_type.model_validate_json(canonical)
         except ValidationError as exc:
@@ -93,6 +95,8 @@ def _validated_json_value(body: str, schema: dict[str, Any]) -> str:
             value = json.loads(match.group(1), parse_constant=_reject_constant, strict=False)
         except ValueError as inner:
             raise ValueError(f"the fenced block is not valid JSON: {inner}") from inner
+    from jsonschema.exceptions import best_match  # with the validator, when first needed
+
     errors = list(schema_validator(schema).iter_errors(value))
     error = best_match(errors)
     if error is not None:
