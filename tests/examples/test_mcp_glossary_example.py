@@ -60,8 +60,11 @@ def test_the_example_runs_from_the_entry_point_without_the_venv_on_path(tmp_path
 
 
 def test_python_as_the_program_is_the_interpreter_running_clearance():
-    spec = McpServerSpec(command=["python3", "server.py"])
-    assert spec.resolved_command() == [sys.executable, "server.py"]
+    spec = McpServerSpec(command=["python3", "-u", "tools/server.py", "stdio"])
+    script = str(Path.cwd() / "tools" / "server.py")  # found from the agent's own folder too
+    assert spec.resolved_command() == [sys.executable, "-u", script, "stdio"]
     assert McpServerSpec(command=["python"]).resolved_command() == [sys.executable]
+    module = McpServerSpec(command=["python", "-m", "my_server"])
+    assert module.resolved_command() == [sys.executable, "-m", "my_server"]
     chosen = McpServerSpec(command=["/usr/bin/python3", "-V"])
     assert chosen.resolved_command() == ["/usr/bin/python3", "-V"]

@@ -12,8 +12,9 @@ the run, so secrets need not be written into the team file.
 A stdio server's program written as ``python`` or ``python3`` is the interpreter running
 Clearance (``sys.executable``), not whichever ``python`` comes first on ``PATH``: a server
 written in Python finds the packages installed next to Clearance (``mcp`` among them) even
-when the virtual environment is not activated. Write a path (``/usr/bin/python3``) to choose
-another interpreter.
+when the virtual environment is not activated, and its script (``python server.py``) is
+found relative to where Clearance runs. Write a path (``/usr/bin/python3``) to choose another
+interpreter.
 
 A server is a channel between the agents that call it (one agent's arguments may come back
 in another's results), so by default each agent gets its own: a stdio server runs, for each
@@ -152,13 +153,24 @@ class McpServerSpec(BaseModel):
     def resolved_command(self) -> list[str]:
         """``command`` with a program of ``python`` or ``python3`` as ``sys.executable``.
 
+        After ``python``/``python3``, the script (the first argument that is not an option,
+        when it ends in ``.py``) is made absolute against the current directory, since the
+        server runs in its agent's own folder.
+
         Raises:
             ConfigError: The server is not a stdio server (it has no ``command``).
         """
         if self.command is None:
             raise ConfigError("an HTTP server has no command", field="command")
         program, *args = self.command
-        return [sys.executable if program in _THIS_PYTHON else program, *args]
+        if program not in _THIS_PYTHON:
+            return [program, *args]
+        # The server runs in its agent's own folder: its script, named relative to where
+        # Clearance runs, is made absolute so that it is still found there.
+        script = next((i for i, a in enumerate(args) if not a.startswith("-")), None)
+        if script is not None and args[script].endswith(".py"):
+            args[script] = os.path.abspath(args[script])
+        return [sys.executable, *args]
 
     def resolved_env(self) -> dict[str, str]:
         """``env`` with ``${NAME}`` values taken from this process's environment.
