@@ -229,8 +229,8 @@ def test_ruff_ignores_configuration_in_the_reviewed_folder(tmp_path, monkeypatch
     # or make it read other files.
     (tmp_path / "ruff.toml").write_text("[lint]\nignore = ['F']\n", encoding="utf-8")
     monkeypatch.chdir(tmp_path)
-    findings, problem = lint_source("x.py", "import os\n")
-    assert problem is None and [f["code"] for f in findings] == ["F401"]
+    lint = lint_source("x.py", "import os\n")
+    assert lint.problem is None and [f["code"] for f in lint.findings] == ["F401"]
 
 
 def big_package(root: Path) -> None:

@@ -17,7 +17,13 @@ from clearance._context.answers import REPEAT_MARK, TRUNCATED_MARK
 from clearance._core.spec import Task
 from clearance._orchestration.result import RunResult
 from clearance._state.queue import TaskStatus
-from clearance.analysis import MODULE_FACTS, fan_in, look_here_first, module_slug
+from clearance.analysis import (
+    COMPLEXITY_NAME,
+    MODULE_FACTS,
+    fan_in,
+    look_here_first,
+    module_slug,
+)
 
 __all__ = ["CodeReport", "build_report"]
 
@@ -65,6 +71,14 @@ def _code(text: Any) -> str:
     return "`" + str(text).replace("`", "'") + "`"
 
 
+def _public_name(entry: Mapping[str, Any]) -> str:
+    kind = str(entry.get("kind", ""))
+    if kind == "re-export":
+        kind = f"re-export from {entry.get('from', '?')}"
+    where = f", line {entry['line']}" if entry.get("line") else ""
+    return f"{_code(entry.get('name', ''))} ({kind}{where})"
+
+
 def _review_of(value: Any, facts: Mapping[str, Any]) -> dict[str, Any] | None:
     """A model review checked against the facts.
 
@@ -74,7 +88,7 @@ def _review_of(value: Any, facts: Mapping[str, Any]) -> dict[str, Any] | None:
     if not isinstance(value, dict):
         return None
     names = {str(p.get("name")) for p in facts.get("public", ())}
-    names |= {str(f.get("name")) for f in facts.get("most_branching", ())}
+    names |= {str(f.get("name")) for f in facts.get("most_complex", ())}
     names |= {n.rsplit(".", 1)[-1] for n in names}
     findings: list[dict[str, Any]] = []
     for entry in value.get("findings", ()) if isinstance(value.get("findings"), list) else ():
@@ -198,47 +212,55 @@ def build_report(
         if "parse_error" in module:
             lines.append(f"- Does not parse: {module['parse_error']}")
         public = module.get("public", [])
-        shown = ", ".join(
-            f"{_code(p['name'])} ({p['kind']}, line {p['line']})" for p in public[:12]
-        )
+        shown = ", ".join(_public_name(p) for p in public[:12])
         more = module.get("public_count", len(public)) - min(len(public), 12)
+        declared = " (its `__all__`)" if module.get("all_declared") else ""
         lines.append(
             f"- {module.get('lines')} lines, {module.get('functions', 0)} functions; "
-            f"{module.get('public_count', len(public))} public names"
+            f"{module.get('public_count', len(public))} public names{declared}"
             + (f": {shown}" if shown else "")
             + (f" and {more} more" if more > 0 else "")
         )
         imports = [i for i in module.get("imports", ()) if i in fans]
+        typed = [i for i in module.get("type_imports", ()) if i in fans]
         users = importers.get(slug, [])
         uses = ", ".join(_code(i or "__init__") for i in imports) or "none"
         used_by = ", ".join(_code(u) for u in users) or "none"
-        lines.append(
-            f"- Imports from the package: {uses}; imported by {fans.get(slug, 0)}: {used_by}"
+        type_only = (
+            f"; for type checking only: {', '.join(_code(i or '__init__') for i in typed)}"
+            if typed
+            else ""
         )
-        branching = module.get("most_branching", [])[:3]
-        if branching:
+        lines.append(
+            f"- Imports from the package: {uses}{type_only}; imported by "
+            f"{fans.get(slug, 0)}: {used_by}"
+        )
+        complex_ = module.get("most_complex", [])[:3]
+        if complex_:
             lines.append(
-                "- Most branching: "
+                f"- Most complex ({COMPLEXITY_NAME}): "
                 + ", ".join(
-                    f"{_code(f['name'])} (line {f['line']}, complexity {f['branches']}, "
+                    f"{_code(f['name'])} (line {f['line']}, complexity {f['complexity']}, "
                     f"{f['lines']} lines)"
-                    for f in branching
+                    for f in complex_
                 )
             )
-        findings = sorted(
-            module.get("findings", ()),
-            key=lambda f: (_SEVERITY_RANK.get(f.get("severity"), 3), f.get("line", 0)),
-        )
+        findings = list(module.get("findings", ()))  # most severe first
         if module.get("lint_problem"):
             lines.append(f"- Linter: {module['lint_problem']}")
         elif findings:
-            lines.append(f"- Findings (ruff, {len(findings)}):")
-            for f in findings[:8]:
+            total = int(module.get("findings_total", len(findings)))
+            shown_n = min(len(findings), 8)
+            counted = (
+                f"{shown_n} of {total} shown, most severe first"
+                if total > shown_n
+                else (str(total))
+            )
+            lines.append(f"- Findings (ruff, {counted}):")
+            for f in findings[:shown_n]:
                 lines.append(
                     f"  - {f['severity']}: line {f['line']} {f['code']} {_one_line(f['message'])}"
                 )
-            if len(findings) > 8:
-                lines.append(f"  - and {len(findings) - 8} more")
         else:
             lines.append("- Findings (ruff): none")
         review_id, review, error = reviews.get(name, ("", None, None))

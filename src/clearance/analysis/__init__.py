@@ -1,33 +1,38 @@
 """Facts from real analysis of Python source: the standard library's `ast` and ruff.
 
 The built-in steps of a team file (``run: step:<name>``) live here: `module_facts` (one
-module: names, sizes, imports, branching, a focused excerpt, ruff's findings) and
+module: names, sizes, imports, complexity, a focused excerpt, ruff's findings) and
 `package_facts` (the package: fan-in, and where to look first).
 """
 
 from clearance._core.step_input import StepInput
+from clearance.analysis._complexity import COMPLEXITY_NAME, complexity
 from clearance.analysis._facts import MAX_EXCERPT_CHARS, module_slug, module_structure
-from clearance.analysis._lint import LINT_RULES, lint_source
+from clearance.analysis._lint import CONTEXT_RULES, LINT_RULES, LintResult, lint_source
+from clearance.analysis._rank import fan_in, look_here_first
 from clearance.analysis._steps import (
     MODULE_FACTS,
     PACKAGE_FACTS,
     STEPS,
     StepFunction,
-    fan_in,
-    look_here_first,
     module_facts,
     package_facts,
     parse_facts,
 )
+from clearance.analysis._target import python_target
 
 __all__ = [
+    "COMPLEXITY_NAME",
+    "CONTEXT_RULES",
     "LINT_RULES",
+    "LintResult",
     "MAX_EXCERPT_CHARS",
     "MODULE_FACTS",
     "PACKAGE_FACTS",
     "STEPS",
     "StepFunction",
     "StepInput",
+    "complexity",
     "fan_in",
     "lint_source",
     "look_here_first",
@@ -36,4 +41,5 @@ __all__ = [
     "module_structure",
     "package_facts",
     "parse_facts",
+    "python_target",
 ]

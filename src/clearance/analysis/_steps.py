@@ -10,13 +10,13 @@ from clearance._core.errors import ConfigError
 from clearance._core.step_input import StepInput
 from clearance.analysis._facts import module_structure
 from clearance.analysis._lint import lint_source
+from clearance.analysis._rank import fan_in, look_here_first
+from clearance.analysis._target import python_target
 
 __all__ = [
     "MODULE_FACTS",
     "PACKAGE_FACTS",
     "STEPS",
-    "fan_in",
-    "look_here_first",
     "module_facts",
     "package_facts",
     "parse_facts",
@@ -26,17 +26,19 @@ MODULE_FACTS = "module_facts"
 """``kind`` of a `module_facts` result."""
 PACKAGE_FACTS = "package_facts"
 """``kind`` of a `package_facts` result."""
-MAX_LOOK_HERE = 8
-"""Entries of the "look here first" list."""
-_WEIGHT = {"high": 30, "medium": 12, "low": 4}
 
 
 def module_facts(step: StepInput) -> dict[str, Any]:
     """Facts about the task's one module: `module_structure` plus ruff's findings.
 
+    Ruff is told the package's oldest supported Python (`python_target`).
+
     Returns:
-        The structure mapping with ``kind`` ``"module_facts"``, ``package``, ``findings``
-        (see `lint_source`) and ``lint_problem`` when ruff gave nothing to trust.
+        The structure mapping with ``kind`` ``"module_facts"``, ``package``,
+        ``python_target`` (``{"version", "source"}`` or ``None``), ``findings`` (the most
+        severe `MAX_FINDINGS`, see `lint_source`), ``findings_total``, ``rule_counts``
+        (findings per rule, over all of them) and ``lint_problem`` when ruff gave nothing
+        to trust.
 
     Raises:
         ConfigError: The task does not list exactly one file.
@@ -50,10 +52,16 @@ def module_facts(step: StepInput) -> dict[str, Any]:
     path, source = next(iter(step.files.items()))
     facts: dict[str, Any] = {"kind": MODULE_FACTS, "package": step.input_name}
     facts.update(module_structure(path, source, package=step.input_name))
-    findings, problem = lint_source(path, source)
-    facts["findings"] = findings
-    if problem is not None:
-        facts["lint_problem"] = problem
+    target = python_target(step.input_name)
+    facts["python_target"] = (
+        {"version": target.version, "source": target.source} if target is not None else None
+    )
+    lint = lint_source(path, source, target_version=target.version if target else None)
+    facts["findings"] = lint.findings
+    facts["findings_total"] = lint.total
+    facts["rule_counts"] = lint.counts
+    if lint.problem is not None:
+        facts["lint_problem"] = lint.problem
     return facts
 
 
@@ -70,75 +78,14 @@ def parse_facts(results: Iterable[str], kind: str = MODULE_FACTS) -> list[dict[s
     return found
 
 
-def fan_in(modules: Iterable[Mapping[str, Any]]) -> dict[str, int]:
-    """How many other modules of the package import each module, by slug."""
-    modules = list(modules)
-    slugs = {str(m.get("slug", "")) for m in modules}
-    counts = dict.fromkeys(slugs, 0)
-    for module in modules:
-        own = module.get("slug", "")
-        for target in {i for i in module.get("imports", ()) if isinstance(i, str)}:
-            if target in slugs and target != own:
-                counts[target] += 1
-    return counts
-
-
-def look_here_first(
-    modules: Iterable[Mapping[str, Any]], *, limit: int = MAX_LOOK_HERE
-) -> list[dict[str, Any]]:
-    """Where a maintainer should look first, ranked by signal times how much depends on it.
-
-    A security or likely-bug finding weighs 30 or 12, a complexity or size finding 4, a
-    function its cyclomatic complexity (from 10 up); each is multiplied by 1 + the module's
-    fan-in (how many modules of the package import it).
-
-    Returns:
-        Up to ``limit`` entries ``{"module", "line", "symbol", "why", "score"}``, highest
-        score first (ties in module and line order).
-    """
-    modules = list(modules)
-    fans = fan_in(modules)
-    entries: list[dict[str, Any]] = []
-    for module in modules:
-        name = str(module.get("module", ""))
-        fan = fans.get(str(module.get("slug", "")), 0)
-        used = f"; imported by {fan} other module(s)" if fan else ""
-        for function in module.get("most_branching", ()):
-            if function.get("branches", 0) >= 10:
-                entries.append(
-                    {
-                        "module": name,
-                        "line": function["line"],
-                        "symbol": function["name"],
-                        "why": f"cyclomatic complexity {function['branches']} over "
-                        f"{function['lines']} lines{used}",
-                        "score": function["branches"] * (1 + fan),
-                    }
-                )
-        for finding in module.get("findings", ()):
-            if finding.get("code") in ("C901", "PLR0912", "PLR0915", "PLR0911"):
-                continue  # the function entry above says it with numbers
-            entries.append(
-                {
-                    "module": name,
-                    "line": finding["line"],
-                    "symbol": "",
-                    "why": f"{finding['code']} {finding['message']}{used}",
-                    "score": _WEIGHT.get(finding.get("severity", "low"), 4) * (1 + fan),
-                }
-            )
-    entries.sort(key=lambda e: (-e["score"], e["module"], e["line"]))
-    return entries[:limit]
-
-
 def package_facts(step: StepInput) -> dict[str, Any]:
     """Facts about the package from its modules' facts (the task's admitted results).
 
     Returns:
         ``{"kind": "package_facts", "package", "modules": [...], "look_here_first": [...],
-        "missing": [...]}``: per module its path, purpose, lines, fan-in, imports, highest
-        complexity and number of findings; the ranked list of `look_here_first`; and the
-        admitted tasks that failed (ids only).
+        "missing": [...]}``: per module its path, purpose, lines, fan-in (run-time imports
+        only), imports, type-only imports, highest complexity and number of findings; the
+        ranked list of `look_here_first`; and the admitted tasks that failed (ids only).
     """
     modules = parse_facts(step.results.values())
     fans = fan_in(modules)
@@ -152,10 +99,11 @@ def package_facts(step: StepInput) -> dict[str, Any]:
                 "lines": m.get("lines"),
                 "fan_in": fans.get(str(m.get("slug", "")), 0),
                 "imports": m.get("imports", []),
-                "max_branches": max(
-                    (f.get("branches", 0) for f in m.get("most_branching", ())), default=0
+                "type_imports": m.get("type_imports", []),
+                "max_complexity": max(
+                    (f.get("complexity", 0) for f in m.get("most_complex", ())), default=0
                 ),
-                "findings": len(m.get("findings", ())),
+                "findings": m.get("findings_total", len(m.get("findings", ()))),
             }
             for m in modules
         ],
