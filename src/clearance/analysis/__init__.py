@@ -2,12 +2,16 @@
 
 The built-in steps of a team file (``run: step:<name>``) live here: `module_facts` (one
 module: names, sizes, imports, complexity, a focused excerpt, ruff's findings) and
-`package_facts` (the package: fan-in, and where to look first).
+`package_facts` (the package: fan-in, and where to look first), `review_brief` (what a
+module's reviewer reads); and `ground`, the check a model's sentence passes to reach a
+report.
 """
 
 from clearance._core.step_input import StepInput
+from clearance.analysis._brief import REVIEW_BRIEF, brief, review_brief
 from clearance.analysis._complexity import COMPLEXITY_NAME, complexity
 from clearance.analysis._facts import MAX_EXCERPT_CHARS, module_slug, module_structure
+from clearance.analysis._grounding import Grounded, Known, ground
 from clearance.analysis._lint import CONTEXT_RULES, LINT_RULES, LintResult, lint_source
 from clearance.analysis._rank import fan_in, look_here_first
 from clearance.analysis._steps import (
@@ -24,16 +28,21 @@ from clearance.analysis._target import python_target
 __all__ = [
     "COMPLEXITY_NAME",
     "CONTEXT_RULES",
+    "Grounded",
+    "Known",
     "LINT_RULES",
     "LintResult",
     "MAX_EXCERPT_CHARS",
     "MODULE_FACTS",
     "PACKAGE_FACTS",
+    "REVIEW_BRIEF",
     "STEPS",
     "StepFunction",
     "StepInput",
+    "brief",
     "complexity",
     "fan_in",
+    "ground",
     "lint_source",
     "look_here_first",
     "module_facts",
@@ -42,4 +51,5 @@ __all__ = [
     "package_facts",
     "parse_facts",
     "python_target",
+    "review_brief",
 ]

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from clearance._core.errors import ConfigError
 from clearance._core.step_input import StepInput
+from clearance.analysis._brief import REVIEW_BRIEF, review_brief
 from clearance.analysis._facts import module_structure
+from clearance.analysis._kinds import MODULE_FACTS, PACKAGE_FACTS, parse_facts
 from clearance.analysis._lint import lint_source
 from clearance.analysis._rank import fan_in, look_here_first
 from clearance.analysis._target import python_target
@@ -21,11 +22,6 @@ __all__ = [
     "package_facts",
     "parse_facts",
 ]
-
-MODULE_FACTS = "module_facts"
-"""``kind`` of a `module_facts` result."""
-PACKAGE_FACTS = "package_facts"
-"""``kind`` of a `package_facts` result."""
 
 
 def module_facts(step: StepInput) -> dict[str, Any]:
@@ -63,19 +59,6 @@ def module_facts(step: StepInput) -> dict[str, Any]:
     if lint.problem is not None:
         facts["lint_problem"] = lint.problem
     return facts
-
-
-def parse_facts(results: Iterable[str], kind: str = MODULE_FACTS) -> list[dict[str, Any]]:
-    """The results that are facts of ``kind`` (JSON objects), in the given order."""
-    found = []
-    for text in results:
-        try:
-            value = json.loads(text)
-        except ValueError:
-            continue
-        if isinstance(value, dict) and value.get("kind") == kind:
-            found.append(value)
-    return found
 
 
 def package_facts(step: StepInput) -> dict[str, Any]:
@@ -118,5 +101,6 @@ StepFunction = Callable[[StepInput], Any]
 STEPS: Mapping[str, StepFunction] = {
     MODULE_FACTS: module_facts,
     PACKAGE_FACTS: package_facts,
+    REVIEW_BRIEF: review_brief,
 }
 """The built-in steps by name (``run: step:<name>``)."""
