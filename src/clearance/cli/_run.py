@@ -181,7 +181,12 @@ def run(
     for flag, target in (("--output", output), ("--json", json_output), ("--sarif", sarif_output)):
         if target is not None and not target.parent.is_dir():
             raise ConfigError(f"folder {str(target.parent)!r} does not exist", field=flag)
-    progress = RunProgress(out, total=len(loaded.tasks))
+    progress = RunProgress(
+        out,
+        total=len(loaded.tasks),
+        steps=frozenset(t.id for t in loaded.tasks if t.run is not None),
+        synthesis=loaded.team.coordinator is not None,
+    )
     view = StreamView(out, progress, live=not interactive) if stream else None
     store_url = store_url or loaded.spec.store
     tools = team_tools(loaded)
