@@ -9,6 +9,7 @@ codes a review may cite (a review's schema takes its enums from them, ``x-enum-f
 from __future__ import annotations
 
 import json
+import textwrap
 from typing import Any
 
 from clearance._core.step_input import StepInput
@@ -22,8 +23,12 @@ BRIEF_FINDINGS = 6
 """Most findings a brief lists (the most severe)."""
 BRIEF_FUNCTIONS = 4
 """Most functions a brief lists (the most complex)."""
-BRIEF_EXCERPT_CHARS = 1200
+BRIEF_EXCERPT_CHARS = 1000
 """Most characters of source a brief quotes."""
+
+
+def _short(message: str, limit: int = 80) -> str:
+    return message if len(message) <= limit else message[: limit - 1].rsplit(" ", 1)[0] + "…"
 
 
 def brief(facts: dict[str, Any]) -> dict[str, Any]:
@@ -32,7 +37,7 @@ def brief(facts: dict[str, Any]) -> dict[str, Any]:
     Returns:
         ``{"module", "purpose", "lines", "functions", "findings", "symbols", "rules",
         "excerpt"}`` (``findings`` as ``"line 12 F401 message"``; ``excerpt`` as text
-        headed by the function's name and line range).
+        headed by the function's name and line range, dedented, its docstring left out).
     """
     functions = list(facts.get("most_complex", ()))[:BRIEF_FUNCTIONS]
     findings = [f for f in facts.get("findings", ()) if f.get("severity") != "context"][
@@ -47,7 +52,7 @@ def brief(facts: dict[str, Any]) -> dict[str, Any]:
             f"{f['name']} line {f['line']}: complexity {f['complexity']}, {f['lines']} lines"
             for f in functions
         ],
-        "findings": [f"line {f['line']} {f['code']} {f['message']}" for f in findings],
+        "findings": [f"line {f['line']} {f['code']} {_short(str(f['message']))}" for f in findings],
     }
     if total > len(findings):
         out["findings_not_shown"] = total - len(findings)
@@ -55,12 +60,14 @@ def brief(facts: dict[str, Any]) -> dict[str, Any]:
     out["rules"] = sorted({str(f["code"]) for f in findings})
     excerpt = facts.get("excerpt")
     if isinstance(excerpt, dict):
-        text = str(excerpt.get("text", ""))
+        text = textwrap.dedent(str(excerpt.get("text", "")))
         if len(text) > BRIEF_EXCERPT_CHARS:
             text = text[:BRIEF_EXCERPT_CHARS].rsplit("\n", 1)[0] + "\n# ... (cut)"
+        doc = int(excerpt.get("docstring_lines") or 0)
+        left_out = f" (docstring of {doc} lines left out)" if doc else ""
         out["excerpt"] = (
             f"# {excerpt.get('symbol')}, lines {excerpt.get('first_line')}-"
-            f"{excerpt.get('last_line')}\n{text}"
+            f"{excerpt.get('last_line')}{left_out}\n{text}"
         )
     return out
 

@@ -162,29 +162,52 @@ def module_structure(path: str, source: str, *, package: str = "") -> dict[str, 
     ranked = sorted(defs, key=lambda f: (-f.complexity, -f.lines, f.line))
     facts["most_complex"] = [f.to_dict() for f in ranked[:MAX_FUNCTIONS]]
     if ranked:
-        facts["excerpt"] = _excerpt(source, ranked[0])
+        facts["excerpt"] = _excerpt(source, ranked[0], _docstring_lines(tree, ranked[0].line))
     return facts
 
 
-def _excerpt(source: str, function: FunctionFacts) -> dict[str, Any]:
-    """The function's source, cut at a line boundary within `MAX_EXCERPT_CHARS`.
+def _docstring_lines(tree: ast.Module, line: int) -> tuple[int, int] | None:
+    """The line range of the docstring of the function defined at ``line``, if any."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.lineno == line:
+            first = node.body[0] if node.body else None
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
+                return first.lineno, first.end_lineno or first.lineno
+            return None
+    return None
 
-    The line range and ``complete`` say how much of it is quoted.
+
+def _excerpt(
+    source: str, function: FunctionFacts, docstring: tuple[int, int] | None = None
+) -> dict[str, Any]:
+    """The function's source, its docstring left out, cut at a line within `MAX_EXCERPT_CHARS`.
+
+    The line range and ``complete`` say how much of it is quoted; ``docstring_lines`` how
+    many docstring lines were left out (the code is what a review reads).
     """
     all_lines = source.splitlines()
-    body = all_lines[function.line - 1 : function.end_line]
+    skip = range(docstring[0], docstring[1] + 1) if docstring else range(0)
     kept: list[str] = []
     size = 0
-    for line in body:
+    last = function.line - 1
+    for number in range(function.line, function.end_line + 1):
+        if number in skip:
+            continue
+        line = all_lines[number - 1] if number <= len(all_lines) else ""
         if size + len(line) + 1 > MAX_EXCERPT_CHARS:
             break
         kept.append(line)
         size += len(line) + 1
-    last = function.line + len(kept) - 1
+        last = number
     return {
         "symbol": function.name,
         "first_line": function.line,
         "last_line": last,
         "complete": last >= function.end_line,
+        "docstring_lines": len(skip),
         "text": "\n".join(kept),
     }
