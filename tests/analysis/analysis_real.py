@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from clearance.analysis import StepInput, module_facts, package_facts
+from clearance.analysis import StepInput, module_facts, package_data, package_facts
 
 REAL_PACKAGES = ("requests", "click", "jinja2")
 """Third-party packages with 10+ modules each, installed with Clearance's dependencies."""
@@ -63,8 +63,11 @@ def facts_of_package(name: str) -> tuple[Path, dict[str, dict[str, Any]], dict[s
         )  # fmt: skip
         modules[rel] = facts
         results[f"facts-{rel}"] = json.dumps(facts)
-    package = package_facts(
+    text = package_facts(
         StepInput(task_id="package", title="p", description="d", results=results,
                   input_name=name)
     )  # fmt: skip
+    package = package_data(list(modules.values()), package=name)
+    for i, entry in enumerate(package["look_here_first"], 1):  # the text says the same
+        assert f"{i}. {entry['module']}:{entry['line']}" in text
     return root, modules, package

@@ -60,3 +60,16 @@ def test_rule_codes_must_be_findings_of_the_package():
     assert ground("F401 in m.py is an unused import.", known).dropped_count == 0
     assert ground("B905 in m.py needs strict.", known).dropped == {"rule code": 1}
     assert ground("Use e.g. a dict, i.e. a mapping.", known).dropped_count == 0
+
+
+def test_cut_off_and_repeated_sentences_are_dropped_and_counted():
+    known = Known(modules=frozenset({"m.py"}), symbols=frozenset({"f"}), codes=frozenset())
+    text = (
+        "It parses JSON. It provides an easy way to parse, manipulate, or create new,\n"
+        "It parses JSON.\nThe final answer to the goal is:"
+    )
+    grounded = ground(text, known)
+    assert grounded.sentences == ["It parses JSON."]
+    assert grounded.dropped == {"incomplete": 2, "repeat": 1}
+    seen = {"it parses json."}
+    assert ground("It parses JSON.", known, seen).dropped == {"repeat": 1}

@@ -7,7 +7,7 @@ import json
 import pytest
 from analysis_real import REAL_PACKAGES, facts_of_package, ruff_complexity
 
-from clearance.analysis import StepInput, module_facts, package_facts
+from clearance.analysis import StepInput, module_facts, package_data, package_facts
 
 NOISE = {"S101", "S110", "S112", "S311"}
 
@@ -63,9 +63,10 @@ def test_repeats_collapse_and_context_free_hits_are_left_out():
     branches = "".join(f"    if x == {i}:\n        return {i}\n" for i in range(14))
     big = f"import random\n\n\ndef g(x):\n{branches}    return random.random()\n"
     results = facts({"compat.py": compat, "users.py": users, "util.py": util, "big.py": big})
-    package = package_facts(StepInput(task_id="p", title="p", description="d",
-                                      results=results, input_name="pkg"))  # fmt: skip
-    top = package["look_here_first"]
+    text = package_facts(StepInput(task_id="p", title="p", description="d",
+                                   results=results, input_name="pkg"))  # fmt: skip
+    top = package_data([json.loads(v) for v in results.values()])["look_here_first"]
+    assert "1. big.py:4 g: complexity 15, 30 lines" in text
     whys = [e["why"] for e in top]
     assert top[0]["symbol"] == "g" and top[0]["complexity"] == 15  # complexity leads
     assert [e["module"] for e in top if e.get("code") == "F401"] == ["util.py"]

@@ -97,10 +97,15 @@ def _module_lines(
         shown_n = min(len(findings), SHOWN_FINDINGS)
         counted = f"{shown_n} of {total} shown, most severe first" if total > shown_n else total
         lines.append(f"- Findings (ruff, {counted}):")
-        for f in findings[:shown_n]:
-            lines.append(
-                f"  - {f['severity']}: line {f['line']} {f['code']} {one_line(f['message'])}"
-            )
+        groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+        for f in findings[:shown_n]:  # one line per rule: "PLW2901 at lines 3, 5 (2x)"
+            groups.setdefault((str(f["severity"]), str(f["code"])), []).append(f)
+        for (severity, code), group in groups.items():
+            at = ", ".join(str(f["line"]) for f in group)
+            times = f" ({len(group)}x)" if len(group) > 1 else ""
+            where = "lines" if len(group) > 1 else "line"
+            message = one_line(group[0]["message"])
+            lines.append(f"  - {severity}: {where} {at} {code}{times} {message}")
     else:
         lines.append("- Findings (ruff): none")
     return lines

@@ -6,6 +6,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from clearance._context.answers import REPEAT_MARK, TRUNCATED_MARK
 from clearance._reports.base import one_line
 from clearance.analysis import Known, ground
 
@@ -14,9 +15,17 @@ __all__ = ["checked_review", "checked_text"]
 _SEVERITY_RANK = {"high": 0, "medium": 1, "low": 2}
 
 
-def checked_text(text: str | None, known: Known, dropped: Counter[str]) -> str:
-    """The sentences of ``text`` that pass grounding; the others are added to ``dropped``."""
-    grounded = ground(text, known)
+def checked_text(
+    text: str | None, known: Known, dropped: Counter[str], seen: set[str] | None = None
+) -> str:
+    """The sentences of ``text`` that pass grounding; the others are added to ``dropped``.
+
+    The orchestrator's marks (cut off, repetition removed) are not the model's sentences:
+    they are removed first (the report says so in a note).
+    """
+    for mark in (REPEAT_MARK, TRUNCATED_MARK):
+        text = text.replace(mark, "") if text else text
+    grounded = ground(text, known, seen)
     dropped.update(grounded.dropped)
     return grounded.text
 
@@ -28,8 +37,9 @@ def checked_review(
 
     A finding is kept only if its ``symbol`` is empty or one of the module's own
     functions or names, its ``rule`` (if any) one of the module's findings, and its note
-    has a sentence that passes grounding. What is left out is counted in ``dropped``
-    (``"symbol"``, ``"rule code"``, and the reasons of `ground`).
+    has a sentence that passes grounding and repeats neither the summary nor another
+    note. What is left out is counted in ``dropped`` (``"symbol"``, ``"rule code"``, and
+    the reasons of `ground`).
 
     Returns:
         ``{"summary", "findings"}``, or ``None`` when ``value`` is not a JSON object.
@@ -38,6 +48,8 @@ def checked_review(
         return None
     own = Known.from_facts([facts])
     codes = own.codes
+    seen: set[str] = set()
+    summary = checked_text(str(value.get("summary", "")), known, dropped, seen)
     findings: list[dict[str, Any]] = []
     entries = value.get("findings")
     for entry in entries if isinstance(entries, list) else ():
@@ -52,7 +64,7 @@ def checked_review(
         if rule and rule not in codes:
             dropped["rule code"] += 1
             continue
-        note = checked_text(str(entry.get("note", "")), known, dropped)
+        note = checked_text(str(entry.get("note", "")), known, dropped, seen)
         if not note:
             continue
         findings.append(
@@ -65,5 +77,4 @@ def checked_review(
             }
         )
     findings.sort(key=lambda f: _SEVERITY_RANK.get(f["severity"], 3))
-    summary = checked_text(str(value.get("summary", "")), known, dropped)
     return {"summary": one_line(summary, 300), "findings": findings}

@@ -20,6 +20,7 @@ from clearance.analysis._steps import (
     STEPS,
     StepFunction,
     module_facts,
+    package_data,
     package_facts,
     parse_facts,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "module_facts",
     "module_slug",
     "module_structure",
+    "package_data",
     "package_facts",
     "parse_facts",
     "python_target",

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 __all__ = ["COMPLEXITY_NAME", "complexity"]
 
-COMPLEXITY_NAME = "McCabe complexity (as ruff C901 counts it)"
+COMPLEXITY_NAME = "McCabe complexity, as ruff's C901 counts it"
 """The measure's name, as reports print it."""
 
 

@@ -6,6 +6,7 @@ Nothing here runs the module or imports it: the source is parsed, never executed
 from __future__ import annotations
 
 import ast
+import re
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -118,7 +119,7 @@ def module_structure(path: str, source: str, *, package: str = "") -> dict[str, 
 
     Returns:
         A JSON-ready mapping: ``module``, ``slug``, ``lines`` (``len(source.splitlines())``),
-        ``bytes``, ``purpose`` (the docstring's first line), ``public`` (at most
+        ``bytes``, ``purpose`` (the docstring's first sentence), ``public`` (at most
         `MAX_PUBLIC` names with kind and line; ``__all__`` when declared, with re-exports),
         ``public_count``, ``all_declared``, ``imports`` (slugs of the package's modules it
         imports at run time), ``type_imports`` (those imported only under
@@ -146,7 +147,7 @@ def module_structure(path: str, source: str, *, package: str = "") -> dict[str, 
         facts["parse_error"] = f"{type(exc).__name__}: {getattr(exc, 'msg', exc)}"
         return facts
     doc = ast.get_docstring(tree) or ""
-    facts["purpose"] = (doc.strip().splitlines() or [""])[0][:200]
+    facts["purpose"] = _first_sentence(doc)
     is_package = path == "__init__.py" or path.endswith("/__init__.py")
     public, declared = public_names(tree, is_package=is_package)
     facts["public_count"] = len(public)
@@ -164,6 +165,14 @@ def module_structure(path: str, source: str, *, package: str = "") -> dict[str, 
     if ranked:
         facts["excerpt"] = _excerpt(source, ranked[0], _docstring_lines(tree, ranked[0].line))
     return facts
+
+
+def _first_sentence(doc: str, limit: int = 200) -> str:
+    """The first sentence of a docstring's first paragraph, on one line (``limit`` chars)."""
+    paragraph = " ".join(doc.strip().split("\n\n", 1)[0].split())
+    match = re.search(r"(?<=[.!?])\s", paragraph)
+    sentence = paragraph[: match.start()] if match else paragraph
+    return sentence if len(sentence) <= limit else sentence[: limit - 1] + "…"
 
 
 def _docstring_lines(tree: ast.Module, line: int) -> tuple[int, int] | None:

@@ -1,9 +1,10 @@
 """Grounding: a model's sentence reaches a report only if everything it names is real.
 
 A sentence fails when it holds code (a fenced or indented block, a line of source, a
-comment), a rule code that is not one of the findings (``S102.5``), or a name written as
-code (``snake_case``, ``CamelCase``, ``dotted.name``, ``call()``, anything in backticks, a
-``.py`` file) that is not a module or symbol of the package. What fails is left out and
+comment), a rule code that is not one of the findings (``S102.5``), a name written as code
+(``snake_case``, ``CamelCase``, ``dotted.name``, ``call()``, anything in backticks, a
+``.py`` file) that is not a module or symbol of the package, when it does not end (cut off
+mid-sentence), or when it repeats a sentence already kept. What fails is left out and
 counted, never printed with a warning.
 """
 
@@ -26,6 +27,7 @@ _CODE_LINE = re.compile(
 _RULE = re.compile(r"\b[A-Z]{1,4}\d{2,4}(?:\.\d+)*\b")
 _BACKTICKED = re.compile(r"`([^`]*)`")
 _TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*(?:\(\))?")
+_ENDED = re.compile(r"[.!?][\"')\]*]*$")
 _FILE = re.compile(r"[\w/.-]*\w\.py\b")
 _SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(])")
 _BULLET = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")
@@ -128,9 +130,16 @@ def _code_like(token: str) -> bool:
 
 
 def sentence_problem(sentence: str, known: Known) -> str | None:
-    """Why one sentence fails grounding (``"code"``, ``"rule code"``, ``"name"``), or ``None``."""
+    """Why one sentence fails grounding, or ``None``.
+
+    Returns:
+        ``"code"``, ``"rule code"``, ``"name"``, ``"incomplete"`` (no final ``.``, ``!`` or
+        ``?``), or ``None`` when it passes.
+    """
     if _FENCE.search(sentence) or _CODE_LINE.match(sentence) or sentence.startswith(("    ", "\t")):
         return "code"
+    if not _ENDED.search(sentence):
+        return "incomplete"
     for code in _RULE.findall(sentence):
         if code not in known.codes:
             return "rule code"
@@ -150,13 +159,20 @@ def sentence_problem(sentence: str, known: Known) -> str | None:
     return None
 
 
-def ground(text: str | None, known: Known) -> Grounded:
+def ground(text: str | None, known: Known, seen: set[str] | None = None) -> Grounded:
     """Check a model's text sentence by sentence (see the module docstring).
+
+    Args:
+        text: The model's text.
+        known: What it may name.
+        seen: Sentences already kept elsewhere (lower-cased); a repeat of one is left out
+            as ``"repeat"``. Kept sentences are added to it.
 
     A fenced block is left out whole and counted once, as ``"code"``; so is a fence with
     no partner.
     """
     grounded = Grounded()
+    seen = set() if seen is None else seen
     if not text:
         return grounded
     lines = text.splitlines()
@@ -185,8 +201,12 @@ def ground(text: str | None, known: Known) -> Grounded:
             if not sentence:
                 continue
             problem = sentence_problem(sentence, known)
+            key = " ".join(sentence.lower().split())
+            if problem is None and key in seen:
+                problem = "repeat"
             if problem is None:
                 grounded.sentences.append(sentence)
+                seen.add(key)
             else:
                 grounded.dropped[problem] += 1
     return grounded

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from clearance._core.errors import ConfigError
@@ -16,6 +16,7 @@ from clearance.analysis._target import python_target
 
 __all__ = [
     "MODULE_FACTS",
+    "package_data",
     "PACKAGE_FACTS",
     "STEPS",
     "module_facts",
@@ -61,8 +62,10 @@ def module_facts(step: StepInput) -> dict[str, Any]:
     return facts
 
 
-def package_facts(step: StepInput) -> dict[str, Any]:
-    """Facts about the package from its modules' facts (the task's admitted results).
+def package_data(
+    modules: list[dict[str, Any]], *, package: str = "", missing: Iterable[str] = ()
+) -> dict[str, Any]:
+    """Facts about the package from its modules' facts, as data.
 
     Returns:
         ``{"kind": "package_facts", "package", "modules": [...], "look_here_first": [...],
@@ -70,11 +73,10 @@ def package_facts(step: StepInput) -> dict[str, Any]:
         only), imports, type-only imports, highest complexity and number of findings; the
         ranked list of `look_here_first`; and the admitted tasks that failed (ids only).
     """
-    modules = parse_facts(step.results.values())
     fans = fan_in(modules)
     return {
         "kind": PACKAGE_FACTS,
-        "package": step.input_name,
+        "package": package,
         "modules": [
             {
                 "module": m.get("module"),
@@ -91,8 +93,40 @@ def package_facts(step: StepInput) -> dict[str, Any]:
             for m in modules
         ],
         "look_here_first": look_here_first(modules),
-        "missing": sorted(step.failed),
+        "missing": sorted(missing),
     }
+
+
+def package_facts(step: StepInput) -> str:
+    """Facts about the package from its modules' facts (the task's admitted results).
+
+    The text a model reads: one line per module (lines, what imports it, what it imports,
+    its docstring's first sentence), then the ranked places to look first (see
+    `package_data` for the same as data).
+
+    Returns:
+        Short Markdown text.
+    """
+    data = package_data(
+        parse_facts(step.results.values()), package=step.input_name, missing=step.failed
+    )
+    name = data["package"] or "the package"
+    lines = [f"Package {name}: {len(data['modules'])} modules.", "", "Modules:"]
+    for m in data["modules"]:
+        imports = ", ".join(i or "__init__" for i in m["imports"]) or "nothing"
+        purpose = f" {m['purpose']}" if m["purpose"] else ""
+        lines.append(
+            f"- {m['module']} ({m['lines']} lines, imported by {m['fan_in']}; imports "
+            f"{imports}).{purpose}"
+        )
+    lines += ["", "Look here first:"]
+    for i, entry in enumerate(data["look_here_first"], 1):
+        symbol = f" {entry['symbol']}" if entry["symbol"] else ""
+        why = entry["why"].split("; imported by")[0]
+        lines.append(f"{i}. {entry['module']}:{entry['line']}{symbol}: {why}")
+    if data["missing"]:
+        lines += ["", f"Not analysed: {', '.join(data['missing'])}."]
+    return "\n".join(lines)
 
 
 StepFunction = Callable[[StepInput], Any]
