@@ -368,3 +368,19 @@ def test_graph_estimate_flags_a_task_over_budget(tmp_path):
     )
     assert shown.exit_code == 1
     assert "OVER BUDGET" in shown.output and "step (no model)" in shown.output
+
+
+def test_graph_estimate_of_the_example_bounds_briefs_and_gives_a_wall_time_range():
+    import re
+
+    from typer.testing import CliRunner
+
+    from clearance.cli import app
+
+    shown = CliRunner().invoke(app, ["graph", str(EXAMPLE), "--estimate"], terminal_width=200)
+    assert shown.exit_code == 0, shown.output
+    reviews = [int(m) for m in re.findall(r"review-\w+\s*│\s*(\d+)", shown.output)]
+    assert len(reviews) == len(list(JSON_DIR.glob("*.py")))
+    assert all(r < 1300 for r in reviews)  # a brief's bound, not a step's 4000 tokens
+    match = re.search(r"wall time on the embedded model: about (\d+) to (\d+) s", shown.output)
+    assert match and 0 < int(match.group(1)) < int(match.group(2))

@@ -14,6 +14,7 @@ from clearance.analysis._facts import MAX_EXCERPT_CHARS, module_slug, module_str
 from clearance.analysis._grounding import Grounded, Known, ground
 from clearance.analysis._lint import CONTEXT_RULES, LINT_RULES, LintResult, lint_source
 from clearance.analysis._rank import fan_in, look_here_first
+from clearance.analysis._sizes import step_result_tokens
 from clearance.analysis._steps import (
     MODULE_FACTS,
     PACKAGE_FACTS,
@@ -54,4 +55,5 @@ __all__ = [
     "parse_facts",
     "python_target",
     "review_brief",
+    "step_result_tokens",
 ]
