@@ -82,7 +82,13 @@ def run_job(team: str, input_dir: str | None) -> dict[str, Any]:
         if proc.returncode not in (0, 1):
             raise SystemExit(f"run failed: {proc.stderr.strip()[-500:]}")
         with RunLedger(url) as ledger:
-            run = ledger.list_runs(limit=1)[0]
+            runs = ledger.list_runs(limit=1)
+            if not runs:
+                raise SystemExit(
+                    f"no run recorded (exit {proc.returncode}): {proc.stderr.strip()[-800:]}"
+                    f"{proc.stdout.strip()[-800:]}"
+                )
+            run = runs[0]
             calls = ledger.calls(run.run_id)
     reviews = [c for c in calls if c.subject.startswith("task:review-")]
     prompt = sum(c.usage.prompt_tokens for c in calls)

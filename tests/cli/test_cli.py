@@ -18,11 +18,14 @@ def test_graph_prints_the_expanded_example():
     result = runner.invoke(app, ["graph", str(EXAMPLE)])
     assert result.exit_code == 0, result.output
     assert "review-decoder" in result.output and "cross-module" in result.output
-    # The package step depends on every module's facts; each review on its own module's.
+    # The package step depends on every module's facts; each review on its own module's
+    # brief (a step over that module's facts).
     assert "depends on: facts-__init__, facts-decoder" in " ".join(result.output.split())
     assert "review-decoder  [module_reviewer]" in result.output
     review = result.output.split("review-decoder  [module_reviewer]", 1)[1]
-    assert review.split("\n")[1].strip(" │├└─") == "depends on: facts-decoder"
+    assert review.split("\n")[1].strip(" │├└─") == "depends on: brief-decoder"
+    brief = result.output.split("brief-decoder  [step]", 1)[1]
+    assert brief.split("\n")[1].strip(" │├└─") == "depends on: facts-decoder"
 
 
 @pytest.mark.parametrize(
