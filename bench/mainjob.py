@@ -64,7 +64,47 @@ def measure_rates(threads: int | None = None) -> dict[str, float]:
     generation = perf.n_eval / (perf.t_eval_ms / 1000) if perf.t_eval_ms else 0.0
     if not generation:
         generation = generated / gen_wall
-    return {"prefill_tokens_per_s": prefill, "generation_tokens_per_s": generation}
+    return {
+        "prefill_tokens_per_s": prefill,
+        "generation_tokens_per_s": generation,
+        "plain_ms_per_token": 1000 * gen_wall / max(generated, 1),
+        "grammar_ms_per_token": _grammar_ms_per_token(llm),
+    }
+
+
+def _grammar_ms_per_token(llm: Any) -> float:
+    """Wall milliseconds per generated token under the review's JSON-schema grammar."""
+    from llama_cpp.llama_grammar import LlamaGrammar
+
+    schema = {
+        "type": "object",
+        "required": ["summary", "findings"],
+        "properties": {
+            "summary": {"type": "string", "maxLength": 200},
+            "findings": {
+                "type": "array",
+                "maxItems": 2,
+                "items": {
+                    "type": "object",
+                    "required": ["symbol", "note"],
+                    "properties": {
+                        "symbol": {"enum": ["", "loads", "detect_encoding", "dump", "dumps"]},
+                        "note": {"type": "string", "maxLength": 200},
+                    },
+                },
+            },
+        },
+    }
+    grammar = LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
+    llm.reset()
+    t0 = time.perf_counter()
+    out = llm.create_completion(
+        prompt="Review the json module's loads function as JSON:\n",
+        max_tokens=96,
+        temperature=0.0,
+        grammar=grammar,
+    )
+    return 1000 * (time.perf_counter() - t0) / max(int(out["usage"]["completion_tokens"]), 1)
 
 
 def run_job(team: str, input_dir: str | None) -> dict[str, Any]:

@@ -278,10 +278,10 @@ async def test_the_code_review_example_reports_every_module(tmp_path, ledger, pa
         assert "made_up_helper" not in section and "S102.5" not in section
         assert "Worth a look." in section  # the grounded finding is kept
     # What failed grounding is counted, not shown: per module one sentence of the summary
-    # and one note; a code block in the cross-module review and one in the synthesis.
+    # and one note; a code block in the synthesis.
     n = len(expected)
-    assert report.data["left_out"] == {"code": 2, "name": n, "rule code": n}
-    assert f"{2 * n + 2} model sentences or findings failed grounding" in md
+    assert report.data["left_out"] == {"code": 1, "name": n, "rule code": n}
+    assert f"{2 * n + 1} model sentences or findings failed grounding" in md
     assert "```" not in md and "noinspection" not in md
     assert "Coordinator (test:function, sentences that pass grounding): TEXT for synthesis." in md
     # Each review's schema only allows its own module's symbols and rules.
@@ -295,9 +295,9 @@ async def test_the_code_review_example_reports_every_module(tmp_path, ledger, pa
             real = {f["name"] for f in facts["most_complex"]} | {""}
             assert set(item["symbol"]["enum"]) <= real and "x-enum-from" not in item["symbol"]
             assert set(item["rule"]["enum"]) <= set(facts["rule_counts"]) | {""}
-    # The synthesis sees the package facts and the cross-module review, each once.
+    # The synthesis sees the package facts once, not the module facts.
     synthesis = next(r.prompt for r in model.requests if subject(r) == "synthesis")
-    assert set(synthesis.manifest.origins) >= {"task_result:package", "task_result:cross-module"}
+    assert "task_result:package" in synthesis.manifest.origins
     assert not any(o.startswith("task_result:facts-") for o in synthesis.manifest.origins)
     # No review prompt holds a whole module: facts and one excerpt only.
     for request in model.requests:

@@ -1,8 +1,8 @@
 """The code review report (``report: step:code_review_report``), from a run's results.
 
 Facts come from the ``module_facts`` steps (ast and ruff); the summary on top is written
-from them by a template. Model text (each module's review, the cross-module review, the
-coordinator's summary) reaches the report only sentence by sentence, when it passes
+from them by a template. Model text (each module's review, any other model task's answer,
+the coordinator's summary) reaches the report only sentence by sentence, when it passes
 grounding (`clearance.analysis.ground`); what fails is left out and counted. The same run
 always gives the same report.
 """

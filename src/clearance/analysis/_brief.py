@@ -19,11 +19,11 @@ __all__ = ["BRIEF_EXCERPT_CHARS", "BRIEF_FINDINGS", "REVIEW_BRIEF", "brief", "re
 
 REVIEW_BRIEF = "review_brief"
 """The step's name (``run: step:review_brief``)."""
-BRIEF_FINDINGS = 6
+BRIEF_FINDINGS = 5
 """Most findings a brief lists (the most severe)."""
-BRIEF_FUNCTIONS = 4
+BRIEF_FUNCTIONS = 3
 """Most functions a brief lists (the most complex)."""
-BRIEF_EXCERPT_CHARS = 1000
+BRIEF_EXCERPT_CHARS = 800
 """Most characters of source a brief quotes."""
 
 
