@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -154,7 +155,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--team", default=str(ROOT / "examples" / "code_review.yaml"))
     parser.add_argument("--input", default=None, help="--input of clearance run")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
+    parser.add_argument(
+        "--save", action="store_true", help="keep them in bench/results/mainjob.json (by input)"
+    )
     args = parser.parse_args(argv)
+    load = os.getloadavg()[0]
     rates = measure_rates()
     job = run_job(args.team, args.input)
     floor_all = (
@@ -167,6 +172,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     figures = {
         "command": " ".join(["python", "bench/mainjob.py", *(argv or sys.argv[1:])]),
         "input": args.input or "team default",
+        "load_1min": round(load, 1),
         **rates,
         **job,
         "cached_share": job["cached_prompt_tokens"] / job["prompt_tokens"]
@@ -183,6 +189,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(f"{key:<{width}}  {shown}")
     if args.json is not None:
         args.json.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+    if args.save:
+        kept = ROOT / "bench" / "results" / "mainjob.json"
+        rows = json.loads(kept.read_text()) if kept.exists() else []
+        rows = [r for r in rows if r.get("input") != figures["input"]] + [figures]
+        kept.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
     return figures
 
 
