@@ -23,7 +23,7 @@ BRIEF_FINDINGS = 5
 """Most findings a brief lists (the most severe)."""
 BRIEF_FUNCTIONS = 3
 """Most functions a brief lists (the most complex)."""
-BRIEF_EXCERPT_CHARS = 800
+BRIEF_EXCERPT_CHARS = 650
 """Most characters of source a brief quotes."""
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 __all__ = ["step_result_tokens"]
 
-_FIXED = {"review_brief": 600}
-"""A brief: 800 characters of code, three functions, five findings, purpose and names."""
+_FIXED = {"review_brief": 550}
+"""A brief: 650 characters of code, three functions, five findings, purpose and names."""
 _PACKAGE_BASE, _PACKAGE_PER_MODULE = 450, 45
 """Package facts: ten ranked places, and one line per module."""
 
