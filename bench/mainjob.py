@@ -108,7 +108,7 @@ def _grammar_ms_per_token(llm: Any) -> float:
     return 1000 * (time.perf_counter() - t0) / max(int(out["usage"]["completion_tokens"]), 1)
 
 
-def run_job(team: str, input_dir: str | None) -> dict[str, Any]:
+def run_job(team: str, input_dir: str | None, report: Path | None = None) -> dict[str, Any]:
     """Run ``clearance run TEAM`` with the embedded model; read its calls from the ledger."""
     from clearance import RunLedger
 
@@ -117,6 +117,8 @@ def run_job(team: str, input_dir: str | None) -> dict[str, Any]:
         cli = [sys.executable, "-m", "clearance", "run", team, "--db", url]
         if input_dir:
             cli += ["--input", input_dir]
+        if report is not None:
+            cli += ["--output", str(report.resolve())]
         t0 = time.perf_counter()
         proc = subprocess.run(cli, capture_output=True, text=True, cwd=tmp, check=False)
         wall_s = time.perf_counter() - t0
@@ -155,13 +157,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--team", default=str(ROOT / "examples" / "code_review.yaml"))
     parser.add_argument("--input", default=None, help="--input of clearance run")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
+    parser.add_argument("--report", type=Path, default=None, help="keep the run's report")
     parser.add_argument(
         "--save", action="store_true", help="keep them in bench/results/mainjob.json (by input)"
     )
     args = parser.parse_args(argv)
     load = os.getloadavg()[0]
     rates = measure_rates()
-    job = run_job(args.team, args.input)
+    job = run_job(args.team, args.input, args.report)
     floor_all = (
         job["prompt_tokens"] / rates["prefill_tokens_per_s"]
         + job["completion_tokens"] / rates["generation_tokens_per_s"]
