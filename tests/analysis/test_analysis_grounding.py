@@ -73,3 +73,15 @@ def test_cut_off_and_repeated_sentences_are_dropped_and_counted():
     assert grounded.dropped == {"incomplete": 2, "repeat": 1}
     seen = {"it parses json."}
     assert ground("It parses JSON.", known, seen).dropped == {"repeat": 1}
+
+
+def test_counts_must_be_the_named_modules_and_sentences_about_the_prompt_are_dropped():
+    known = known_json()
+    kept = ground("The encoder.py module has 443 lines and 13 functions.", known)
+    assert kept.dropped_count == 0
+    wrong = ground("encoder.py (359 lines, imported by 0; imports nothing): It encodes.", known)
+    assert wrong.dropped == {"number": 1}
+    assert ground("JSONObject has complexity 22.", known).dropped_count == 0
+    assert ground("JSONObject has complexity 45.", known).dropped == {"number": 1}
+    meta = ground("This task requires the use of multiple lines to display all functions.", known)
+    assert meta.dropped == {"about the prompt": 1}

@@ -3,8 +3,10 @@
 A sentence fails when it holds code (a fenced or indented block, a line of source, a
 comment), a rule code that is not one of the findings (``S102.5``), a name written as code
 (``snake_case``, ``CamelCase``, ``dotted.name``, ``call()``, anything in backticks, a
-``.py`` file) that is not a module or symbol of the package, when it does not end (cut off
-mid-sentence), or when it repeats a sentence already kept. What fails is left out and
+``.py`` file) that is not a module or symbol of the package, a count (lines, functions,
+findings, complexity, fan-in) that is not the named module's or function's, when it speaks
+of the prompt rather than the code ("this task", "the brief"), when it does not end (cut
+off mid-sentence), or when it repeats a sentence already kept. What fails is left out and
 counted, never printed with a warning.
 """
 
@@ -18,6 +20,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from clearance.analysis._rank import fan_in
+
 __all__ = ["Grounded", "Known", "ground", "sentence_problem"]
 
 _FENCE = re.compile(r"(```|~~~)")
@@ -28,6 +32,14 @@ _RULE = re.compile(r"\b[A-Z]{1,4}\d{2,4}(?:\.\d+)*\b")
 _BACKTICKED = re.compile(r"`([^`]*)`")
 _TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*(?:\(\))?")
 _ENDED = re.compile(r"[.!?][\"')\]*]*$")
+_META = re.compile(
+    r"\b(?:this|the|your|my) (?:task|brief|summary|prompt|instructions?|request|answer)\b",
+    re.IGNORECASE,
+)
+_COUNT = re.compile(
+    r"\b(\d+) (?:lines?|functions?|findings?|modules?)\b|\bcomplexity (?:of )?(\d+)\b"
+    r"|\bline (\d+)\b|\bimported by (\d+)\b"
+)
 _FILE = re.compile(r"[\w/.-]*\w\.py\b")
 _SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(])")
 _BULLET = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")
@@ -43,18 +55,24 @@ class Known:
         modules: Module paths (``decoder.py``), slugs (``decoder``) and the package name.
         symbols: Function, method, class and public names, full and last part.
         codes: Rule codes ruff reported.
+        numbers: The counts a sentence may state about each module or symbol (its lines,
+            functions, findings, fan-in; a function's line, length and complexity).
     """
 
     modules: frozenset[str]
     symbols: frozenset[str]
     codes: frozenset[str]
+    numbers: Mapping[str, frozenset[int]] = field(default_factory=dict)
 
     @classmethod
     def from_facts(cls, modules: Iterable[Mapping[str, Any]]) -> Known:
         """Everything the ``module_facts`` results name."""
+        modules = list(modules)
         paths: set[str] = set()
         symbols: set[str] = set()
         codes: set[str] = set()
+        numbers: dict[str, set[int]] = {}
+        fans = fan_in(modules)
         for facts in modules:
             path = str(facts.get("module", ""))
             slug = str(facts.get("slug", ""))
@@ -72,9 +90,24 @@ class Known:
                 symbols.add(str(excerpt.get("symbol", "")))
             codes |= set(facts.get("rule_counts") or {})
             codes |= {str(f.get("code")) for f in facts.get("findings", ())}
+            counts = {
+                int(facts.get(key) or 0) for key in ("lines", "functions", "public_count")
+            } | {int(facts.get("findings_total") or 0), fans.get(slug, 0)}
+            for name in (path, path.rsplit("/", 1)[-1], slug):
+                numbers.setdefault(name, set()).update(counts)
+            for function in facts.get("most_complex", ()):
+                values = {int(function.get(k) or 0) for k in ("line", "lines", "complexity")}
+                name = str(function.get("name", ""))
+                for part in {name, name.rsplit(".", 1)[-1]}:
+                    numbers.setdefault(part, set()).update(values)
         paths.discard("")
         symbols.discard("")
-        return cls(modules=frozenset(paths), symbols=frozenset(symbols), codes=frozenset(codes))
+        return cls(
+            modules=frozenset(paths),
+            symbols=frozenset(symbols),
+            codes=frozenset(codes),
+            numbers={k: frozenset(v) for k, v in numbers.items() if k},
+        )
 
     def names(self, token: str) -> bool:
         """Whether ``token`` (as written in a sentence) is a real module or symbol."""
@@ -133,13 +166,15 @@ def sentence_problem(sentence: str, known: Known) -> str | None:
     """Why one sentence fails grounding, or ``None``.
 
     Returns:
-        ``"code"``, ``"rule code"``, ``"name"``, ``"incomplete"`` (no final ``.``, ``!`` or
-        ``?``), or ``None`` when it passes.
+        ``"code"``, ``"rule code"``, ``"name"``, ``"number"``, ``"about the prompt"``,
+        ``"incomplete"`` (no final ``.``, ``!`` or ``?``), or ``None`` when it passes.
     """
     if _FENCE.search(sentence) or _CODE_LINE.match(sentence) or sentence.startswith(("    ", "\t")):
         return "code"
     if not _ENDED.search(sentence):
         return "incomplete"
+    if _META.search(sentence):
+        return "about the prompt"
     for code in _RULE.findall(sentence):
         if code not in known.codes:
             return "rule code"
@@ -156,7 +191,22 @@ def sentence_problem(sentence: str, known: Known) -> str | None:
     for token in _TOKEN.findall(plain):
         if _code_like(token) and not known.names(token):
             return "name"
-    return None
+    return _number_problem(sentence, known)
+
+
+def _number_problem(sentence: str, known: Known) -> str | None:
+    """``"number"`` when a count the sentence states is not one of the named things'."""
+    stated = [int(n) for groups in _COUNT.findall(sentence) for n in groups if n]
+    if not stated or not known.numbers:
+        return None
+    named = [
+        name for name in known.numbers
+        if re.search(rf"(?<![\w.]){re.escape(name)}(?![\w])", sentence)
+    ]  # fmt: skip
+    allowed: set[int] = set()
+    for name in named or known.numbers:
+        allowed |= known.numbers[name]
+    return None if all(n in allowed for n in stated) else "number"
 
 
 def ground(text: str | None, known: Known, seen: set[str] | None = None) -> Grounded:
