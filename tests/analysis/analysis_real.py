@@ -68,6 +68,6 @@ def facts_of_package(name: str) -> tuple[Path, dict[str, dict[str, Any]], dict[s
                   input_name=name)
     )  # fmt: skip
     package = package_data(list(modules.values()), package=name)
-    for i, entry in enumerate(package["look_here_first"], 1):  # the text says the same
+    for i, entry in enumerate(package["look_here_first"][:5], 1):  # the text says the same
         assert f"{i}. {entry['module']}:{entry['line']}" in text
     return root, modules, package

@@ -97,12 +97,20 @@ def package_data(
     }
 
 
+TEXT_LOOK_HERE = 5
+"""Places to look first that the package facts' text lists (a summary names two or three)."""
+
+
+def _clip(text: str, limit: int = 90) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rsplit(" ", 1)[0] + "…"
+
+
 def package_facts(step: StepInput) -> str:
     """Facts about the package from its modules' facts (the task's admitted results).
 
     The text a model reads: one line per module (lines, what imports it, what it imports,
-    its docstring's first sentence), then the ranked places to look first (see
-    `package_data` for the same as data).
+    its docstring's first sentence), then the first `TEXT_LOOK_HERE` places to look first
+    (see `package_data` for all of it as data).
 
     Returns:
         Short Markdown text.
@@ -114,13 +122,13 @@ def package_facts(step: StepInput) -> str:
     lines = [f"Package {name}: {len(data['modules'])} modules.", "", "Modules:"]
     for m in data["modules"]:
         imports = ", ".join(i or "__init__" for i in m["imports"]) or "nothing"
-        purpose = f" {m['purpose']}" if m["purpose"] else ""
+        purpose = f" {_clip(m['purpose'])}" if m["purpose"] else ""
         lines.append(
             f"- {m['module']} ({m['lines']} lines, imported by {m['fan_in']}; imports "
             f"{imports}).{purpose}"
         )
     lines += ["", "Look here first:"]
-    for i, entry in enumerate(data["look_here_first"], 1):
+    for i, entry in enumerate(data["look_here_first"][:TEXT_LOOK_HERE], 1):
         symbol = f" {entry['symbol']}" if entry["symbol"] else ""
         why = entry["why"].split("; imported by")[0]
         lines.append(f"{i}. {entry['module']}:{entry['line']}{symbol}: {why}")
