@@ -85,3 +85,13 @@ def test_counts_must_be_the_named_modules_and_sentences_about_the_prompt_are_dro
     assert ground("JSONObject has complexity 45.", known).dropped == {"number": 1}
     meta = ground("This task requires the use of multiple lines to display all functions.", known)
     assert meta.dropped == {"about the prompt": 1}
+
+
+def test_fragments_calls_and_summaries_of_themselves_are_dropped():
+    known = known_json()
+    assert ground("Module types.", known).dropped == {"incomplete": 1}
+    assert ground('bool("") is not a function that returns True.', known).dropped == {"code": 1}
+    assert ground("This is a summary of the module tool.py.", known).dropped == {
+        "about the prompt": 1
+    }
+    assert ground("The loads() function parses a document.", known).dropped_count == 0

@@ -53,7 +53,7 @@ def review_answer(request: ModelRequest) -> str:
     return json.dumps(
         {
             "module": module,
-            "summary": f"{module} reviewed. It calls made_up_helper() on every line.",
+            "summary": f"{module} is reviewed here. It calls made_up_helper() on every line.",
             "findings": [
                 {"severity": "low", "category": "style", "symbol": symbols[-1],
                  "rule": rules[-1], "note": "Worth a look."},
@@ -277,7 +277,7 @@ async def test_the_code_review_example_reports_every_module(tmp_path, ledger, pa
         source = (loaded.input_root / name).read_text(encoding="utf-8")
         section = md.split(f"### `{name}`", 1)[1].split("\n### ", 1)[0]
         assert f"{len(source.splitlines())} lines" in section  # a true, specific fact
-        assert f"Model review (test:function): {name} reviewed." in section
+        assert f"Model review (test:function): {name} is reviewed here." in section
         assert "made_up_helper" not in section and "S102.5" not in section
         assert "Worth a look." in section  # the grounded finding is kept
     # What failed grounding is counted, not shown: per module one sentence of the summary

@@ -49,7 +49,10 @@ def fact_summary(
         slug, count = most[0]
         path = by_slug.get(slug, {}).get("module", slug or "__init__.py")
         out.append(f"The most imported module is {_code(path)} (by {count} other modules).")
-    functions_ranked = [e for e in ranked if e.get("kind") == "function"]
+    functions_ranked = sorted(
+        (e for e in ranked if e.get("kind") == "function"),
+        key=lambda e: (-int(e["complexity"]), str(e["module"]), int(e["line"])),
+    )
     if functions_ranked:
         top = functions_ranked[:3]
         listed = ", ".join(

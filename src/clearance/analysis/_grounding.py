@@ -33,9 +33,13 @@ _BACKTICKED = re.compile(r"`([^`]*)`")
 _TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*(?:\(\))?")
 _ENDED = re.compile(r"[.!?][\"')\]*]*$")
 _META = re.compile(
-    r"\b(?:this|the|your|my) (?:task|brief|summary|prompt|instructions?|request|answer)\b",
+    r"\b(?:this|the|your|my) (?:task|brief|summary|prompt|instructions?|request|answer)\b"
+    r"|\ba summary of\b",
     re.IGNORECASE,
 )
+_CALL = re.compile(r"\b[A-Za-z_]\w*\([^)\s][^)]*\)")
+_MIN_WORDS = 3
+"""Fewer words than this is a fragment ("Module types."), not a statement."""
 _COUNT = re.compile(
     r"\b(\d+) (?:lines?|functions?|findings?|modules?)\b|\bcomplexity (?:of )?(\d+)\b"
     r"|\bline (\d+)\b|\bimported by (\d+)\b"
@@ -171,7 +175,7 @@ def sentence_problem(sentence: str, known: Known) -> str | None:
     """
     if _FENCE.search(sentence) or _CODE_LINE.match(sentence) or sentence.startswith(("    ", "\t")):
         return "code"
-    if not _ENDED.search(sentence):
+    if not _ENDED.search(sentence) or len(sentence.split()) < _MIN_WORDS:
         return "incomplete"
     if _META.search(sentence):
         return "about the prompt"
@@ -184,6 +188,8 @@ def sentence_problem(sentence: str, known: Known) -> str | None:
         if not known.names(quoted) and not _RULE.fullmatch(quoted):
             return "name"
     plain = _BACKTICKED.sub(" ", sentence)
+    if _CALL.search(plain):
+        return "code"  # a call with arguments: ``bool("")``
     for file_name in _FILE.findall(plain):
         if not known.names(file_name):
             return "name"
