@@ -163,6 +163,10 @@ def _mainjob(rows: list[dict[str, Any]]) -> list[str]:
         "Per review: mean prompt tokens of the module reviews (about 1,300 before the brief",
         "step). Load: the one-minute load average when the run started (2 cores, shared).",
         "Command per row: `python bench/mainjob.py --save [--input python:PKG]`.",
+        "The rates are re-measured before each run, so on a shared machine the floor moves",
+        "with the load: a ratio under 1 means the run got more of the machine than the",
+        "calibration just before it. Grammar ms/token: generation under the reviews' JSON",
+        "schema; plain: without it.",
         "",
     ]
     return lines
