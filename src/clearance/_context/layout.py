@@ -256,7 +256,7 @@ _ISOLATED = Layout(
     (_row(ARCH, "arch", stable=True), _row(TASK, "task"), _row(FILES, "file"),
      _row(RESULTS, "task_result"), _row(CONSTRAINTS, "constraint"),
      _row(CLARIFICATIONS, "clarification"), _row(CHILDREN, "child_result"),
-     _row(HISTORY, "history")),
+     _row(MEMORY, "memory"), _row(HISTORY, "history")),
     {"default": ISOLATED_TRAILER},
 )  # fmt: skip
 _CLARIFICATION = Layout(

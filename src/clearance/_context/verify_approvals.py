@@ -8,7 +8,8 @@ named in the run's config (``approval_tools``) and the tasks of its graph marked
 - every decision answers a recorded request, after it, about the same thing (task, agent,
   tool, arguments digest), and is the only decision on it;
 - every recorded call of an approval tool has an approval of exactly that call (same task,
-  agent, tool and arguments) recorded before it; a call that was denied holds the denial as
+  agent, tool and arguments; a delegate's or child's call is one of the task it serves)
+  recorded before it; a call that was denied holds the denial as
   its (error) result, not the tool's output;
 - every model call of a task that requires approval, and its completion, come after an
   approval of the task.
@@ -107,15 +108,24 @@ def check_approvals(
             continue
         seen.add(call_id)
         approvals.append((where, event))
-    yield from _check_tool_calls(run, approvals, tool_calls, seq)
+    spawns = {
+        str(e.data.get("child_id")): e.subject.removeprefix("task:")
+        for e in events
+        if e.kind == "spawn"
+    }
+    yield from _check_tool_calls(run, approvals, tool_calls, seq, spawns)
     yield from _check_tasks(run, approvals, calls, completed, seq, last)
 
 
-def _task_of(subject: str, tool_calls: Mapping[str, ToolCallRecord]) -> str | None:
-    """The task a tool call's subject serves (a delegation's, through its delegate call)."""
+def _task_of(
+    subject: str, tool_calls: Mapping[str, ToolCallRecord], spawns: Mapping[str, str]
+) -> str | None:
+    """The task a tool call's subject serves: a delegate's and a child's are their caller's."""
     for _ in range(64):  # delegation chains are short; a cycle in forged records ends here
         if subject.startswith("task:"):
             return subject.removeprefix("task:")
+        if subject.startswith("child:"):
+            return spawns.get(subject.removeprefix("child:"))
         parent = tool_calls.get(subject.removeprefix("delegation:"))
         if not subject.startswith("delegation:") or parent is None:
             return None
@@ -128,13 +138,14 @@ def _check_tool_calls(
     approvals: list[tuple[int, EventRecord]],
     tool_calls: Mapping[str, ToolCallRecord],
     seq: Mapping[tuple[str, str], int],
+    spawns: Mapping[str, str],
 ) -> Iterator[Problem]:
     names = run.config.get("approval_tools") if isinstance(run.config, dict) else None
     tools = {n for n in names if isinstance(n, str)} if isinstance(names, list) else set()
     for record in tool_calls.values():
         if record.name not in tools:
             continue
-        key = ("tool", _task_of(record.subject, tool_calls), record.agent, record.name,
+        key = ("tool", _task_of(record.subject, tool_calls, spawns), record.agent, record.name,
                arguments_sha256(record.arguments))  # fmt: skip
         where = seq.get(("tool_call", record.tool_call_id), 0)
         before = [e for s, e in approvals if s < where and _key(e.data) == key]

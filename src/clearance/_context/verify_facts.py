@@ -93,5 +93,12 @@ class RunFacts:
             self.coordinator = str(coordinator["name"])
         self.events = ledger.events(run.run_id)
         self.subagents = SubagentFacts(self.events)
+        # (subject, tool call id) of each tool result a loop compacted (``compacted`` events).
+        self.compacted = {
+            (e.subject, str(call_id))
+            for e in self.events
+            if e.kind == "compacted"
+            for call_id in e.data.get("tool_call_ids") or ()
+        }
         chosen = config.get("synthesis_from")
         self.synthesis_from = frozenset(chosen) if isinstance(chosen, list) else None

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from clearance._context.clearance import Clearance
 from clearance._context.layout import item_kinds
+from clearance._context.memory_items import scope_of_title
 from clearance._core.origins import Origin, Subject
 from clearance._core.prompt import sha256_text
 from clearance._core.spec import Agent
@@ -167,7 +168,8 @@ def check_isolated_call(
         parsed = Origin.parse(origin)
         kind, ref = parsed.kind, parsed.id
         digest = item.get("sha256")
-        if not clearance.admits(origin):
+        scope = scope_of_title(str(item.get("title"))) if kind == "memory" else None
+        if not clearance.admits(origin, memory_scope=scope):
             yield origin, f"not in the clearance of isolated task {task_id!r}"
         elif kind == "arch" and digest not in events.architecture:
             yield origin, "not the run's recorded architectural context"
@@ -181,7 +183,7 @@ def check_isolated_call(
             yield origin, "not the content recorded when the file was loaded"
         elif kind == "child_result":
             yield from check_child_result(task_id, ref, item, facts)
-        elif kind == "task_result":
+        elif kind in ("task_result", "memory"):
             yield from provenance(origin, item)
 
 
