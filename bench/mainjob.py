@@ -151,6 +151,21 @@ def run_job(team: str, input_dir: str | None, report: Path | None = None) -> dic
     }
 
 
+def _shown_args(argv: list[str] | None) -> list[str]:
+    """The command's arguments as recorded: where the files were written is left out."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    shown: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in ("--report", "--json"):
+            skip = True
+        elif not arg.startswith(("--report=", "--json=")):
+            shown.append(arg)
+    return shown
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Measure rates, run the job, print the figures (and write them as JSON if asked)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -173,7 +188,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "prefill_tokens_per_s"
     ] + job["completion_tokens"] / rates["generation_tokens_per_s"]
     figures = {
-        "command": " ".join(["python", "bench/mainjob.py", *(argv or sys.argv[1:])]),
+        "command": " ".join(["python", "bench/mainjob.py", *_shown_args(argv)]),
         "input": args.input or "team default",
         "load_1min": round(load, 1),
         **rates,
