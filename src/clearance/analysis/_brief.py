@@ -13,7 +13,7 @@ import textwrap
 from typing import Any
 
 from clearance._core.step_input import StepInput
-from clearance.analysis._kinds import MODULE_FACTS, parse_facts
+from clearance.analysis._kinds import checked_facts
 
 __all__ = ["BRIEF_EXCERPT_CHARS", "BRIEF_FINDINGS", "REVIEW_BRIEF", "brief", "review_brief"]
 
@@ -76,9 +76,10 @@ def review_brief(step: StepInput) -> str:
     """The brief of the one module whose facts the task is admitted (compact JSON text).
 
     Raises:
-        ValueError: The task is not admitted exactly one module's facts.
+        ValueError: The task is not admitted exactly one module's facts, or a result that
+            says it is module facts has mistyped fields.
     """
-    found = parse_facts(step.results.values(), MODULE_FACTS)
+    found = checked_facts(step.results)
     if len(found) != 1:
         raise ValueError(
             f"step:review_brief needs the facts of exactly one module, it was given {len(found)}"

@@ -94,10 +94,10 @@ def lint_source(path: str, source: str, *, target_version: str | None = None) ->
         sys.executable, "-m", "ruff", "check", "--isolated", "--no-cache",
         "--output-format", "json", "--select", LINT_RULES,
         "--config", "lint.mccabe.max-complexity = 10",
-        "--stdin-filename", name, "-",
+        f"--stdin-filename={name}", "-",  # one token: a name like "--help.py" is no option
     ]  # fmt: skip
     if target_version is not None:
-        command[-3:-3] = ["--target-version", target_version]
+        command[-2:-2] = [f"--target-version={target_version}"]
     with tempfile.TemporaryDirectory(prefix="clearance-lint-") as cwd:
         try:
             done = subprocess.run(

@@ -9,7 +9,7 @@ from clearance._core.errors import ConfigError
 from clearance._core.step_input import StepInput
 from clearance.analysis._brief import REVIEW_BRIEF, review_brief
 from clearance.analysis._facts import module_structure
-from clearance.analysis._kinds import MODULE_FACTS, PACKAGE_FACTS, parse_facts
+from clearance.analysis._kinds import MODULE_FACTS, PACKAGE_FACTS, checked_facts, parse_facts
 from clearance.analysis._lint import lint_source
 from clearance.analysis._rank import fan_in, look_here_first
 from clearance.analysis._target import python_target
@@ -114,10 +114,12 @@ def package_facts(step: StepInput) -> str:
 
     Returns:
         Short Markdown text.
+
+    Raises:
+        ValueError: A result that says it is module facts has fields of the wrong types
+            (a model's answer, say); the message names the task and the first bad field.
     """
-    data = package_data(
-        parse_facts(step.results.values()), package=step.input_name, missing=step.failed
-    )
+    data = package_data(checked_facts(step.results), package=step.input_name, missing=step.failed)
     name = data["package"] or "the package"
     lines = [f"Package {name}: {len(data['modules'])} modules.", "", "Modules:"]
     for m in data["modules"]:
