@@ -332,7 +332,7 @@ def test_run_writes_the_report_and_json_with_fake_models(tmp_path):
     data = json.loads(js.read_text(encoding="utf-8"))
     assert len(data["modules"]) == len(list(JSON_DIR.glob("*.py")))
     assert {"tasks", "look_here_first", "summary", "run"} <= set(data)
-    assert "Model review (fake:echo)" in md
+    assert "(completed); model fake:echo" in md
 
 
 def test_inspect_marks_cut_off_answers(tmp_path):
