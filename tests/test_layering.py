@@ -11,6 +11,7 @@ bottom, and what sits in each:
                    clearance.runs, clearance.testing (test doubles for users' tests;
                    nothing in the library imports them)
     orchestration  clearance._orchestration, clearance._view (the run page: reads recorded runs)
+    reports        clearance._reports (a finished run's report: code review, generic, SARIF)
     agents         clearance._agents, clearance.analysis (built-in steps a team file runs in
                    place of a model call)
     context        clearance._context
@@ -42,6 +43,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("context", ("clearance._context",)),
     ("agents", ("clearance._agents", "clearance.analysis")),
     ("orchestration", ("clearance._orchestration", "clearance._view")),
+    ("reports", ("clearance._reports",)),
     (
         "public",
         (

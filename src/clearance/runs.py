@@ -10,19 +10,20 @@ do the same:
 - the ledger's records: `RunRecord`, `TaskRecord`, `CallRecord`, `EventRecord`,
   `ToolCallRecord`, and where runs and the store live (`DEFAULT_LEDGER_URL`,
   `DEFAULT_STORE_URL`, `masked_url`);
-- a graph before it runs: `graph_shape`, `concurrency_notice`, `estimate_tasks`;
-- after a run: `build_report`; approvals (`Approver`, `decide`, `default_decider`); the run
-  page (`load_run_view`, `render_run_page`, `make_server`).
+- a graph before it runs: `graph_shape`, `concurrency_notice`, `estimate_tasks` (a
+  `TaskEstimate` each), `wall_time_range`;
+- after a run: `report_function` and its `Report`; approvals (`Approver`, `decide`,
+  `default_decider`); the run page (`load_run_view`, `render_run_page`, `make_server`).
 """
 
 from clearance._core.run_spec import ExecutorSpec
 from clearance._core.teamfile_checks import check_chat_agent
 from clearance._orchestration.approval import Approver, decide, default_decider
-from clearance._orchestration.estimate import estimate_tasks
-from clearance._orchestration.report import build_report
+from clearance._orchestration.estimate import TaskEstimate, estimate_tasks, wall_time_range
 from clearance._orchestration.run_config import WINDOWED_PROVIDERS, model_settings, spec_tools
 from clearance._orchestration.run_memory import masked_url
 from clearance._orchestration.spec_run import checked_run, with_resources
+from clearance._reports import Report, report_function
 from clearance._state.graph_shape import concurrency_notice, graph_shape
 from clearance._state.ledger import (
     DEFAULT_LEDGER_URL,
@@ -43,11 +44,12 @@ __all__ = [
     "DEFAULT_STORE_URL",
     "EventRecord",
     "ExecutorSpec",
+    "Report",
     "RunRecord",
+    "TaskEstimate",
     "TaskRecord",
     "ToolCallRecord",
     "WINDOWED_PROVIDERS",
-    "build_report",
     "check_chat_agent",
     "checked_run",
     "concurrency_notice",
@@ -60,6 +62,8 @@ __all__ = [
     "masked_url",
     "model_settings",
     "render_run_page",
+    "report_function",
     "spec_tools",
+    "wall_time_range",
     "with_resources",
 ]

@@ -99,6 +99,8 @@ class RunSpec(BaseModel):
         memory: The long-term memory's URL (or ``{url, on_error}``).
         tools: User tools by name: an import path, or ``{function, approval}``.
         mcp_servers: MCP tool servers by name.
+        report: The report ``clearance run`` writes (``step:code_review_report``); ``None``:
+            the generic run report (synthesis and each task's result).
         synthesis_from: Ids of the tasks whose results the synthesis shows (``None``: all).
         executor: Where model calls are answered.
     """
@@ -123,6 +125,7 @@ class RunSpec(BaseModel):
     memory: str | MemorySpec | None = None
     tools: dict[str, str | ToolEntrySpec] = {}
     mcp_servers: dict[str, McpServerSpec] = Field(default={}, max_length=64)
+    report: str | None = Field(default=None, pattern=r"^step:[a-z_][a-z0-9_]*$")
     synthesis_from: list[str] | None = None
     executor: ExecutorSpec = ExecutorSpec()
 

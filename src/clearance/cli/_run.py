@@ -43,10 +43,11 @@ from clearance.cli._stream import StreamView
 from clearance.models import DEFAULT_MODEL_ID
 from clearance.runs import (
     DEFAULT_LEDGER_URL,
-    build_report,
+    Report,
     checked_run,
     concurrency_notice,
     model_settings,
+    report_function,
     spec_tools,
     with_resources,
 )
@@ -137,6 +138,14 @@ def run(
         Path | None,
         typer.Option("--json", help="Write the machine-readable result (JSON) to this file."),
     ] = None,
+    sarif_output: Annotated[
+        Path | None,
+        typer.Option(
+            "--sarif",
+            help="Write the report's findings as SARIF 2.1.0 (for CI code scanning) to this "
+            "file; for a team whose report has findings (report: step:code_review_report).",
+        ),
+    ] = None,
     stream: Annotated[
         bool, typer.Option("--stream", help="Show the running tasks' text as it is generated.")
     ] = False,
@@ -176,14 +185,25 @@ def run(
         )
     if (notice := concurrency_notice(loaded.tasks, spec.max_concurrency)) is not None:
         err.print(safe_text(notice), soft_wrap=True)
-    for target in (output, json_output):
+    make_report = report_function(spec.report)
+    if sarif_output is not None and spec.report != "step:code_review_report":
+        raise ConfigError(
+            "--sarif needs a team whose report has findings (report: step:code_review_report)",
+            field="--sarif",
+        )
+    for flag, target in (("--output", output), ("--json", json_output), ("--sarif", sarif_output)):
         if target is not None and not target.parent.is_dir():
-            raise ConfigError(f"folder {str(target.parent)!r} does not exist", field="--output")
+            raise ConfigError(f"folder {str(target.parent)!r} does not exist", field=flag)
     try:  # imported and looked up now, so a bad entry is one line naming the file
         tools = spec_tools(spec)
     except ConfigError as exc:
         raise ConfigError(str(exc), source=str(team_file)) from exc
-    progress = RunProgress(out, total=len(loaded.tasks))
+    progress = RunProgress(
+        out,
+        total=len(loaded.tasks),
+        steps=frozenset(t.id for t in loaded.tasks if t.run is not None),
+        synthesis=loaded.team.coordinator is not None,
+    )
     view = StreamView(out, progress, live=not interactive) if stream else None
     services = RunServices(
         on_event=view or progress,
@@ -198,20 +218,40 @@ def run(
         with view.showing() if view else contextlib.nullcontext():
             result = _run_until_interrupted(work, progress, db)
     _print_result(result)
-    if loaded.tasks:
-        report = build_report(
-            result, loaded.tasks, model_id=model_id, title=f"Code review ({spec.name})"
-        )
-        if report.data["modules"]:
-            out.print(Markdown(report.markdown))
-        if output is not None:
-            output.write_text(report.markdown, encoding="utf-8")
-            out.print(safe_text(f"report written to {output}"))
-        if json_output is not None:
-            data = {**report.data, "tasks": _task_data(result)}
-            json_output.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", "utf-8")
-            out.print(safe_text(f"result written to {json_output}"))
+    _write_report(
+        make_report(result, loaded.tasks, model_id=model_id, team_name=spec.name),
+        result,
+        shown=spec.report is not None,
+        output=output,
+        json_output=json_output,
+        sarif_output=sarif_output,
+    )
     _exit_for(result)
+
+
+def _write_report(
+    report: Report,
+    result: RunResult,
+    *,
+    shown: bool,
+    output: Path | None,
+    json_output: Path | None,
+    sarif_output: Path | None,
+) -> None:
+    """Print a named report, and write the files asked for."""
+    if shown:
+        out.print(Markdown(report.markdown))
+    if output is not None:
+        output.write_text(report.markdown, encoding="utf-8")
+        out.print(safe_text(f"report written to {output}"))
+    if json_output is not None:
+        data = {**report.data, "tasks": _task_data(result)}
+        json_output.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", "utf-8")
+        out.print(safe_text(f"result written to {json_output}"))
+    if sarif_output is not None and report.sarif is not None:
+        text = json.dumps(report.sarif, indent=2, ensure_ascii=False) + "\n"
+        sarif_output.write_text(text, "utf-8")
+        out.print(safe_text(f"SARIF written to {sarif_output}"))
 
 
 async def _ask_at_terminal(task_id: str, question: str) -> str:
@@ -356,7 +396,7 @@ def _print_result(result: RunResult) -> None:
     if result.synthesis is not None:
         out.print(Panel(safe_text(result.synthesis), title="Synthesis", title_align="left"))
     if result.error:
-        err.print(safe_text(f"run {result.run_id}: {result.error}"))
+        err.print(safe_text(f"run {result.run_id}: {result.error}"), soft_wrap=True)
     usage = result.usage
     out.print(
         safe_text(
