@@ -8,7 +8,7 @@ bottom, and what sits in each:
 
     cli            clearance.cli, clearance.__main__
     public         clearance (the package), clearance.subagents, clearance.memory,
-                   clearance.runs, clearance.testing (test doubles for users' tests;
+                   clearance.runs, clearance.view, clearance.testing (test doubles for users' tests;
                    nothing in the library imports them)
     orchestration  clearance._orchestration, clearance._view (the run page: reads recorded runs)
     reports        clearance._reports (a finished run's report: code review, generic, SARIF)
@@ -52,6 +52,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "clearance.memory",
             "clearance.runs",
             "clearance.testing",
+            "clearance.view",
         ),
     ),
     ("cli", ("clearance.cli", "clearance.__main__")),

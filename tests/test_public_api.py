@@ -26,6 +26,7 @@ NAMESPACES = (
     "clearance.subagents",
     "clearance.testing",
     "clearance.tokens",
+    "clearance.view",
 )
 
 SRC = Path(__file__).resolve().parents[1] / "src"

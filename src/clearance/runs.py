@@ -2,7 +2,7 @@
 
 `clearance` holds the run's definition and the functions that run, resume and verify it
 (`RunSpec`, `run_spec`, `resume_run`, `verify_run`). This namespace holds the rest of what
-``clearance run``, ``inspect``, ``graph``, ``approve`` and ``view`` use, for programs that
+``clearance run``, ``inspect``, ``graph`` and ``approve`` use, for programs that
 do the same:
 
 - preparing a spec: `checked_run`, `with_resources`, `model_settings`, `spec_tools`,
@@ -13,7 +13,7 @@ do the same:
 - a graph before it runs: `graph_shape`, `concurrency_notice`, `estimate_tasks` (a
   `TaskEstimate` each), `wall_time_range`;
 - after a run: `report_function` and its `Report`; approvals (`Approver`, `decide`,
-  `default_decider`); the run page (`load_run_view`, `render_run_page`, `make_server`).
+  `default_decider`). The run page is in `clearance.view`.
 """
 
 from clearance._core.run_spec import ExecutorSpec
@@ -34,8 +34,6 @@ from clearance._state.ledger import (
     ToolCallRecord,
 )
 from clearance._state.store import DEFAULT_STORE_URL
-from clearance._view import load_run_view, render_run_page
-from clearance._view.serve import make_server
 
 __all__ = [
     "Approver",
@@ -57,11 +55,8 @@ __all__ = [
     "default_decider",
     "estimate_tasks",
     "graph_shape",
-    "load_run_view",
-    "make_server",
     "masked_url",
     "model_settings",
-    "render_run_page",
     "report_function",
     "spec_tools",
     "wall_time_range",
