@@ -21,10 +21,12 @@ from clearance._agents.retry import RetryPolicy
 from clearance._agents.tools import Tool, ToolOutput
 from clearance._context.builder import ContextBuilder
 from clearance._context.clearance import Clearance
+from clearance._core.budget import ModelPrice, RunBudget
 from clearance._core.errors import (
     AccessDenied,
     ApprovalDenied,
     ApprovalPending,
+    BudgetExceeded,
     ClearanceError,
     ConfigError,
     ContextViolation,
@@ -83,6 +85,7 @@ __all__ = [
     "ApprovalDenied",
     "ApprovalPending",
     "ApprovalRequest",
+    "BudgetExceeded",
     "ChatMessage",
     "Clearance",
     "ClearanceError",
@@ -108,6 +111,7 @@ __all__ = [
     "MessageBus",
     "ModelError",
     "ModelExecutor",
+    "ModelPrice",
     "NullLedger",
     "Orchestrator",
     "OutputValidationError",
@@ -116,6 +120,7 @@ __all__ = [
     "Prompt",
     "RayExecutor",
     "RetryPolicy",
+    "RunBudget",
     "RunEvent",
     "RunLedger",
     "RunResult",

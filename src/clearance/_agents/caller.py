@@ -12,6 +12,8 @@ a clarification, a spawned child, a memory summary, the plan and the synthesis) 
 - ``timeout_s``: the deadline of the whole call, every attempt and backoff included;
   ``attempt_timeout_s``: the most one attempt may take before it is abandoned and retried;
 - ``retries``: transient errors are retried with backoff (see `with_retries`);
+- the run's budget (`BudgetMeter`): once the run has used its tokens or cost, the call is
+  refused with `BudgetExceeded` before anything is sent;
 
 then translates provider errors into `ModelError`, validates what came back (Unicode text,
 token counts within range), adds the usage up, and records every attempt in the ledger:
@@ -38,6 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from clearance._agents.budget_meter import BudgetMeter
 from clearance._agents.retry import RetryPolicy, with_retries
 from clearance._agents.telemetry import model_call_span
 from clearance._agents.tools import checked_tool_call
@@ -120,6 +123,8 @@ class ModelCaller:
         monotonic: Seconds counter for latencies and deadlines.
         listener: Hears every call's progress, and makes calls stream (see the module
             docstring); ``None`` for neither.
+        meter: The run's budget, checked before and charged after each call; ``None``
+            for no budget.
 
     Attributes:
         usage: Tokens of every successful call made through this caller.
@@ -134,6 +139,7 @@ class ModelCaller:
         clock: Clock = utc_now,
         monotonic: Callable[[], float] = time.perf_counter,
         listener: CallListener | None = None,
+        meter: BudgetMeter | None = None,
     ) -> None:
         if ledger is not None and run_id is None:
             raise ValueError("a ModelCaller that records needs the run_id")
@@ -144,6 +150,7 @@ class ModelCaller:
         self._clock = clock
         self._monotonic = monotonic
         self.listener = listener
+        self.meter = meter
 
     async def call(
         self,
@@ -179,12 +186,15 @@ class ModelCaller:
             The response of the first successful attempt.
 
         Raises:
+            BudgetExceeded: The run has used its budget (nothing is sent).
             LimitExceeded: ``max_model_calls`` (nothing is sent), ``timeout_s`` (the call's
                 deadline passed), ``attempt_timeout_s`` (the last attempt was abandoned) or
                 ``max_tokens_per_step`` (the model reported more completion tokens).
             ModelError: The model failed (after the agent's retries if transient), or
                 returned text that is not valid Unicode or token counts out of range.
         """
+        if self.meter is not None:
+            self.meter.check(subject)
         if budget is not None:
             budget.take()
         limits = agent.limits
@@ -220,6 +230,8 @@ class ModelCaller:
             response = await with_retries(attempt, retries=limits.retries, policy=self.retry_policy)
             record(response)
         self.usage = self.usage + response.usage
+        if self.meter is not None:
+            self.meter.charge(model.model_id, response.usage)
         return response
 
     def summarizer(self, agent: Agent, model: ChatModel) -> SummaryCall:

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from clearance._core.budget import ModelPrice, RunBudget
 from clearance._core.mcp_spec import McpServerSpec
 from clearance._core.memory_spec import MAX_RECALL, AgentMemory, MemoryGroup, SharedConversation
 from clearance._core.spec import (
@@ -18,6 +19,7 @@ from clearance._core.spec import (
 __all__ = [
     "AgentMemorySpec",
     "AgentSpec",
+    "BudgetSpec",
     "FanOutSpec",
     "FileCapsSpec",
     "InputSpec",
@@ -27,6 +29,7 @@ __all__ = [
     "MemorySpec",
     "MessageSpec",
     "ModelOptionsSpec",
+    "PriceSpec",
     "SamplingSpec",
     "SharedConversationSpec",
     "TaskSpec",
@@ -250,6 +253,26 @@ class ToolEntrySpec(_Strict):
     approval: Literal["none", "required"] = "none"
 
 
+class PriceSpec(_Strict):
+    """A ``prices:`` entry: what one model's tokens cost, in US dollars per million."""
+
+    input_per_mtok: float = Field(ge=0, allow_inf_nan=False)
+    output_per_mtok: float = Field(ge=0, allow_inf_nan=False)
+
+
+class BudgetSpec(_Strict):
+    """``budget:`` of a run: most tokens (prompt plus completion) and most US dollars."""
+
+    tokens: int | None = Field(default=None, ge=1, strict=True)
+    cost_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _some_cap(self) -> BudgetSpec:
+        if self.tokens is None and self.cost_usd is None:
+            raise ValueError("give tokens, cost_usd or both")
+        return self
+
+
 class TeamFile(_Strict):
     """The whole team file."""
 
@@ -271,6 +294,21 @@ class TeamFile(_Strict):
     memory: str | MemorySpec | None = None
     tools: dict[str, str | ToolEntrySpec] = {}
     mcp_servers: dict[str, McpServerSpec] = Field(default={}, max_length=64)
+    budget: BudgetSpec | None = None
+    prices: dict[str, PriceSpec] = {}
+
+    @model_validator(mode="after")
+    def _prices_need_a_cost_budget(self) -> TeamFile:
+        if self.prices and (self.budget is None or self.budget.cost_usd is None):
+            raise ValueError("prices: has no effect without budget: {cost_usd: ...}")
+        return self
+
+    def run_budget(self) -> RunBudget | None:
+        """``budget:`` with ``prices:`` as a `RunBudget`; ``None`` without a budget."""
+        if self.budget is None:
+            return None
+        prices = {m: ModelPrice(**p.model_dump()) for m, p in self.prices.items()}
+        return RunBudget(tokens=self.budget.tokens, cost_usd=self.budget.cost_usd, prices=prices)
 
     @property
     def tool_functions(self) -> dict[str, str]:

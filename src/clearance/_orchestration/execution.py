@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from clearance._context.architecture import ArchitecturalContext
-from clearance._core.errors import ApprovalPending, ClearanceError, LedgerError
+from clearance._core.errors import ApprovalPending, BudgetExceeded, ClearanceError, LedgerError
 from clearance._core.prompt import sha256_text
 from clearance._core.spec import Agent
 from clearance._orchestration.approval import ApprovalGate, awaiting_approval
@@ -114,6 +114,7 @@ class RunExecution:
         finally:
             if run.children is not None:
                 await run.children.aclose()
+        self._stop_if_over_budget()
 
         status: Literal["completed", "failed", "awaiting_approval"]
         synthesis: str | None
@@ -186,6 +187,12 @@ class RunExecution:
             # records committed so far stay as they are. (A memory or store backend failing
             # is the task's failure, per its policy.)
             raise exc
+        meter = run.caller.meter
+        if isinstance(exc, BudgetExceeded) or (meter is not None and meter.exceeded is not None):
+            # The run's budget is used: the task waits for a resume with a larger one.
+            queue.interrupt(task_id)
+            ledger.record_task(run.run_id, queue.get(task_id))
+            return
         if isinstance(exc, ApprovalPending):  # approval hook: the task waits (see `approval.py`)
             queue.interrupt(task_id)
             ledger.record_task(run.run_id, queue.get(task_id))
@@ -200,6 +207,16 @@ class RunExecution:
         for skipped_id in skipped:
             ledger.record_task(run.run_id, queue.get(skipped_id))
             emit("task_skipped", run.run_id, task_id=skipped_id, detail=reason)
+
+    def _stop_if_over_budget(self) -> None:
+        """Stop the run, resumable, once its budget refused a call (every result is kept).
+
+        Raises:
+            BudgetExceeded: The first call the budget refused.
+        """
+        meter = self.run.caller.meter
+        if meter is not None and meter.exceeded is not None:
+            raise meter.exceeded
 
     async def _synthesize(self) -> tuple[str | None, str | None]:
         """Write the synthesis; return ``(text, None)`` or ``(None, error)``."""
@@ -216,6 +233,8 @@ class RunExecution:
                     mark=lambda subject, r: self.tasks.marked(subject, r.text, r.finish_reason),
                 )
             )  # fmt: skip
+        except BudgetExceeded:
+            raise  # the run stops, resumable (see `_stop_if_over_budget`)
         except ClearanceError as exc:
             return None, f"synthesis failed: {exc}"
         if not text.strip():
