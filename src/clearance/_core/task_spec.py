@@ -14,6 +14,7 @@ from jsonschema.validators import Draft202012Validator, validator_for
 
 from clearance._core.errors import ConfigError
 from clearance._core.names import check_name, check_utf8
+from clearance._core.routing import EdgeCondition
 
 __all__ = [
     "MAX_FAN_OUT",
@@ -117,6 +118,9 @@ class Task:
         after_failure: ``"skip"`` (default) or ``"proceed"`` (see `AfterFailure`).
         approval: ``"required"``: the task starts only once a person approved it (see
             ``clearance approve``); ``"none"`` (default): no approval.
+        when: Conditions on dependency edges (`EdgeCondition`, at most one per
+            dependency): the task runs only if each holds for its dependency's result;
+            otherwise it is ``skipped`` with the reason (conditional routing).
         output_schema: JSON Schema the result must validate against (a structured hand-off),
             or ``None`` for a free-text result. The model is asked for JSON matching it; an
             invalid answer gets one repair attempt, then the task fails with
@@ -146,9 +150,19 @@ class Task:
     run: str | None = None
     after_failure: AfterFailure = "skip"
     approval: Literal["none", "required"] = "none"
+    when: tuple[EdgeCondition, ...] = ()
 
     def __post_init__(self) -> None:
         check_name("task id", self.id)
+        object.__setattr__(self, "when", tuple(self.when))
+        conditioned = [c.task for c in self.when]
+        if any(t not in self.depends_on for t in conditioned) or len(set(conditioned)) < len(
+            conditioned
+        ):
+            raise ConfigError(
+                "a condition must be on a dependency, at most one per dependency",
+                field=f"tasks.{self.id}.depends_on",
+            )
         if self.run is not None and not _RUN.match(self.run):
             raise ConfigError(
                 f"must be 'step:<name>' or 'python:<module>:<function>', got {self.run!r}",

@@ -20,6 +20,7 @@ __all__ = [
     "AgentMemorySpec",
     "AgentSpec",
     "BudgetSpec",
+    "DependencySpec",
     "FanOutSpec",
     "FileCapsSpec",
     "InputSpec",
@@ -143,6 +144,16 @@ class FanOutSpec(_Strict):
     goals: list[str] = Field(min_length=1, max_length=MAX_FAN_OUT)
 
 
+class DependencySpec(_Strict):
+    """A ``depends_on`` entry in its long form: ``{task: ID, when: {"/pointer": value}}``.
+
+    ``when`` is a condition on the dependency's structured result (see `EdgeCondition`).
+    """
+
+    task: str = Field(min_length=1)
+    when: dict[str, Any] = Field(min_length=1, max_length=32)
+
+
 class TaskSpec(_Strict):
     """One entry of ``tasks:``."""
 
@@ -150,7 +161,7 @@ class TaskSpec(_Strict):
     title: str = Field(min_length=1)
     description: str = Field(min_length=1)
     assignee: str | None = Field(default=None, min_length=1)
-    depends_on: list[str] = []
+    depends_on: list[str | DependencySpec] = []
     memory_scope: Literal["dependencies", "transitive", "all"] = "dependencies"
     files: list[str] = []
     output_schema: dict[str, Any] | None = None
@@ -161,6 +172,16 @@ class TaskSpec(_Strict):
     run: str | None = None
     after_failure: Literal["skip", "proceed"] = "skip"
     approval: Literal["none", "required"] = "none"
+
+    @property
+    def dependency_ids(self) -> list[str]:
+        """The ids of ``depends_on`` (of long-form entries too)."""
+        return [d if isinstance(d, str) else d.task for d in self.depends_on]
+
+    @property
+    def conditions(self) -> dict[str, dict[str, Any]]:
+        """The ``when:`` of each long-form ``depends_on`` entry, by dependency id."""
+        return {d.task: d.when for d in self.depends_on if not isinstance(d, str)}
 
     @model_validator(mode="after")
     def _assignee_or_run(self) -> TaskSpec:

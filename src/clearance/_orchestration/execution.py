@@ -123,10 +123,14 @@ class RunExecution:
             synthesis, error, status = None, waiting, "awaiting_approval"  # approval hook
         else:
             synthesis, error = await self._synthesize()
-            all_completed = all(s.status is TaskStatus.COMPLETED for s in run.queue.states())
+            routed = run.queue.routed  # skipped by a condition: as the team file routed them
+            all_completed = all(
+                s.status is TaskStatus.COMPLETED or s.task.id in routed for s in run.queue.states()
+            )
             status = "completed" if synthesis is not None and all_completed else "failed"
             if error is None and not all_completed:
-                bad = [s.task.id for s in run.queue.states() if s.status != TaskStatus.COMPLETED]
+                bad = [s.task.id for s in run.queue.states()
+                       if s.status != TaskStatus.COMPLETED and s.task.id not in routed]  # fmt: skip
                 error = f"tasks not completed: {', '.join(bad)}"
         ledger.record_messages(run_id, self.settings.messages.all())
         recorded = "interrupted" if status == "awaiting_approval" else status
@@ -181,6 +185,10 @@ class RunExecution:
             run.shared.write(task_id=task_id, agent=task.assignee, content=result)
             ledger.record_task(run.run_id, queue.get(task_id))
             emit("task_completed", run.run_id, task_id=task_id)
+            for routed_id in queue.routed_out:  # conditional routing (`Task.when`)
+                ledger.record_task(run.run_id, queue.get(routed_id))
+                emit("task_skipped", run.run_id, task_id=routed_id,
+                     detail=queue.get(routed_id).error or "")  # fmt: skip
             return
         if isinstance(exc, LedgerError):
             # The ledger failed, not the task: stop the run, resumable, and say why; the
