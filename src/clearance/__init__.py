@@ -49,6 +49,7 @@ from clearance._core.errors import (
     UnknownDependencyError,
 )
 from clearance._core.prompt import ChatMessage, ContextItem, ContextManifest, Prompt
+from clearance._core.routing import EdgeCondition
 from clearance._core.spec import (
     Agent,
     AgentLimits,
@@ -100,6 +101,7 @@ __all__ = [
     "DelegationLoopError",
     "DependencyPayloadError",
     "DuplicateTaskError",
+    "EdgeCondition",
     "FanOut",
     "FileCaps",
     "GraphError",
