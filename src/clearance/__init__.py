@@ -48,6 +48,7 @@ from clearance._core.errors import (
     SubagentError,
     UnknownDependencyError,
 )
+from clearance._core.hooks import ModelCallInfo, RunHooks, RunInfo, TaskInfo, ToolCallInfo
 from clearance._core.prompt import ChatMessage, ContextItem, ContextManifest, Prompt
 from clearance._core.routing import EdgeCondition
 from clearance._core.spec import (
@@ -111,6 +112,7 @@ __all__ = [
     "MemoryScope",
     "Message",
     "MessageBus",
+    "ModelCallInfo",
     "ModelError",
     "ModelExecutor",
     "ModelPrice",
@@ -124,6 +126,8 @@ __all__ = [
     "RetryPolicy",
     "RunBudget",
     "RunEvent",
+    "RunHooks",
+    "RunInfo",
     "RunLedger",
     "RunResult",
     "RunStream",
@@ -134,11 +138,13 @@ __all__ = [
     "SubagentError",
     "Task",
     "TaskGraph",
+    "TaskInfo",
     "TaskMode",
     "TaskOutcome",
     "TaskStatus",
     "Team",
     "Tool",
+    "ToolCallInfo",
     "ToolOutput",
     "UnknownDependencyError",
 ]

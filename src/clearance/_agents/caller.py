@@ -47,6 +47,7 @@ from clearance._agents.tools import checked_tool_call
 from clearance._context.window import SummaryCall
 from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import ClearanceError, LimitExceeded, ModelError
+from clearance._core.hooks import HookRunner, ModelCallInfo
 from clearance._core.prompt import Prompt
 from clearance._core.spec import Agent
 from clearance._state.ledger import Recorder
@@ -125,6 +126,7 @@ class ModelCaller:
             docstring); ``None`` for neither.
         meter: The run's budget, checked before and charged after each call; ``None``
             for no budget.
+        hooks: User hooks told before and after each call (`RunHooks`); ``None`` for none.
 
     Attributes:
         usage: Tokens of every successful call made through this caller.
@@ -140,6 +142,7 @@ class ModelCaller:
         monotonic: Callable[[], float] = time.perf_counter,
         listener: CallListener | None = None,
         meter: BudgetMeter | None = None,
+        hooks: HookRunner | None = None,
     ) -> None:
         if ledger is not None and run_id is None:
             raise ValueError("a ModelCaller that records needs the run_id")
@@ -151,6 +154,7 @@ class ModelCaller:
         self._monotonic = monotonic
         self.listener = listener
         self.meter = meter
+        self.hooks = hooks or HookRunner()
 
     async def call(
         self,
@@ -223,15 +227,31 @@ class ModelCaller:
         async def attempt(number: int) -> ModelResponse:
             return await self._attempt(call, number, started)
 
+        info = None
+        if self.hooks:
+            info = ModelCallInfo(run_id=self.run_id, subject=subject, agent=agent.name,
+                                 model_id=model.model_id, prompt=prompt)  # fmt: skip
+            await self.hooks("before_model_call", info)
         with model_call_span(
             run_id=self.run_id, subject=subject, agent=agent.name, model_id=model.model_id,
             request=request,
         ) as record:  # fmt: skip
-            response = await with_retries(attempt, retries=limits.retries, policy=self.retry_policy)
+            try:
+                response = await with_retries(
+                    attempt, retries=limits.retries, policy=self.retry_policy
+                )
+            except ClearanceError as exc:
+                if info is not None:
+                    await self.hooks("after_model_call", info, text=None, usage=None,
+                                     error=str(exc))  # fmt: skip
+                raise
             record(response)
         self.usage = self.usage + response.usage
         if self.meter is not None:
             self.meter.charge(model.model_id, response.usage)
+        if info is not None:
+            await self.hooks("after_model_call", info, text=response.text, usage=response.usage,
+                             error=None)  # fmt: skip
         return response
 
     def summarizer(self, agent: Agent, model: ChatModel) -> SummaryCall:

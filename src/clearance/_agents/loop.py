@@ -20,6 +20,7 @@ and with its own limits, sampling and compaction policy (`CompactingPrompts`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -54,6 +55,7 @@ from clearance._core.errors import (
     MaxDepthError,
     ModelError,
 )
+from clearance._core.hooks import ToolCallInfo
 from clearance._core.ids import new_id
 from clearance._core.prompt import Prompt, sha256_text
 from clearance._core.spec import DEFAULT_TOOL_STEPS, Agent, Team
@@ -326,7 +328,11 @@ class AgentLoop:
                 elif call.name == WRITE_OUTPUT_TOOL:
                     output, breach = write_output(slot, call.arguments)
                 else:
-                    output = await tool.call(call.arguments)
+                    output = await self.caller.hooks.tool_call(
+                        ToolCallInfo(run_id=self.run_id, call_id=call_id, subject=subject,
+                                     agent=agent.name, name=call.name, arguments=call.arguments),
+                        functools.partial(tool.call, call.arguments),
+                    )  # fmt: skip
                     source = output.source
                     output, breach = offloaded(slot, output, ledger=self.ledger,
                                                run_id=self.run_id, subject=subject,

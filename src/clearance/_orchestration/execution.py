@@ -9,6 +9,7 @@ from typing import Literal
 
 from clearance._context.architecture import ArchitecturalContext
 from clearance._core.errors import ApprovalPending, BudgetExceeded, ClearanceError, LedgerError
+from clearance._core.hooks import RunInfo
 from clearance._core.prompt import sha256_text
 from clearance._core.spec import Agent
 from clearance._orchestration.approval import ApprovalGate, awaiting_approval
@@ -109,6 +110,7 @@ class RunExecution:
     async def _execute_recorded(self) -> RunResult:
         run = self.run
         run_id, ledger = run.run_id, self.settings.ledger
+        await run.caller.hooks("before_run", RunInfo(run_id=run_id, goal=run.goal))
         try:
             await self._schedule()
         finally:
@@ -138,6 +140,8 @@ class RunExecution:
             run_id, status=recorded, synthesis=synthesis, usage=run.usage, error=error
         )
         self.settings.emit("run_finished", run_id, detail=status)
+        info = RunInfo(run_id=run_id, goal=run.goal)
+        await run.caller.hooks("after_run", info, status=status, error=error)
         return RunResult(
             run_id=run_id,
             status=status,

@@ -14,6 +14,7 @@ from clearance._agents.tools import Tool
 from clearance._core.budget import RunBudget
 from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import BudgetExceeded, ClearanceError, ConfigError, LedgerError
+from clearance._core.hooks import HookRunner, RunHooks
 from clearance._core.ids import new_id
 from clearance._core.memory_spec import group_members
 from clearance._core.spec import Agent, Task, Team
@@ -137,6 +138,7 @@ class Orchestrator:
             instead (`RunResult.status` ``"awaiting_approval"``).
         budget: The run's token and cost budget, checked before each model call (see
             `RunBudget` and `BudgetExceeded`); recorded. ``None`` for no budget.
+        hooks: User hooks around the run, tasks, model and tool calls (`RunHooks`).
 
     Agents with ``tools`` or ``can_delegate_to`` run the tool loop (see
     `clearance._agents.loop`), bounded by ``limits.max_steps``.
@@ -174,6 +176,7 @@ class Orchestrator:
         approval_tools: Iterable[str] = (),
         approver: Approver | None = None,
         budget: RunBudget | None = None,
+        hooks: Iterable[RunHooks] = (),
     ):
         if max_concurrency < 1:
             raise ConfigError("must be at least 1", field="max_concurrency")
@@ -195,14 +198,11 @@ class Orchestrator:
             raise ConfigError("must be 0 to 10", field="clarification_rounds")
         project = project_root if project_root is not None else self.input_root
         self.project_root = Path(project) if project is not None else None
-        self.file_caps = file_caps or FileCaps()
-        self.clarification_rounds = clarification_rounds
-        self.workspace_root = Path(workspace_root)
-        self.ask_person = ask_person
+        self.file_caps, self.clarification_rounds = file_caps or FileCaps(), clarification_rounds
+        self.workspace_root, self.ask_person = Path(workspace_root), ask_person
         self.synthesis_from = tuple(synthesis_from) if synthesis_from is not None else None
-        self.executor = executor
-        self.approval_tools = frozenset(approval_tools)
-        self.approver = approver
+        self.executor, self.approval_tools = executor, frozenset(approval_tools)
+        self.approver, self.hooks = approver, tuple(hooks)
         self.budget, self._meters = budget, RunMeters()
 
     @property
@@ -428,7 +428,7 @@ class Orchestrator:
         return ModelCaller(
             ledger=self.ledger, run_id=run_id, retry_policy=self.retry_policy, clock=self._clock,
             listener=call_listener(self._emit, run_id) if self.stream_text else None,
-            meter=self._meters.for_run(self.budget, run_id),
+            meter=self._meters.for_run(self.budget, run_id), hooks=HookRunner(self.hooks),
         )  # fmt: skip
 
     def _check_graph(self, graph: TaskGraph) -> None:

@@ -12,6 +12,7 @@ from clearance._agents.tools import ToolOutput
 from clearance._context.answers import mark_answer
 from clearance._context.tool_sections import ToolStep
 from clearance._core.errors import ModelError, OutputValidationError
+from clearance._core.hooks import TaskInfo
 from clearance._core.prompt import Prompt
 from clearance._core.spec import Agent, Task
 from clearance._orchestration.children import gather_children
@@ -48,10 +49,20 @@ class TaskRunner:
         """
         if self.run.gate is not None:
             await self.run.gate.check_task(task)  # approval hook
-        if task.run is not None:  # a non-model step (see `steps.py`)
-            return await self._remembered(task)
-        with agent_span(run_id=self.run.run_id, task_id=task.id, agent=task.assignee):
-            return await self._remembered(task)
+        hooks = self.run.caller.hooks  # the user's hooks (`RunHooks`)
+        info = TaskInfo(run_id=self.run.run_id, task_id=task.id, agent=task.assignee)
+        await hooks("before_task", info)
+        try:
+            if task.run is not None:  # a non-model step (see `steps.py`)
+                result = await self._remembered(task)
+            else:
+                with agent_span(run_id=self.run.run_id, task_id=task.id, agent=task.assignee):
+                    result = await self._remembered(task)
+        except Exception as exc:
+            await hooks("after_task", info, result=None, error=str(exc) or type(exc).__name__)
+            raise
+        await hooks("after_task", info, result=result, error=None)
+        return result
 
     async def _remembered(self, task: Task) -> str:
         """Memory hook: recall before the task, record its result after (see `RunMemory`)."""

@@ -1,0 +1,154 @@
+"""User hooks (`RunHooks`): each hook point is told, in order, and cannot touch a prompt."""
+
+from __future__ import annotations
+
+from clearance import (
+    Agent,
+    AgentLimits,
+    ModelCallInfo,
+    Orchestrator,
+    RunHooks,
+    RunInfo,
+    RunLedger,
+    Task,
+    TaskInfo,
+    Team,
+    ToolCallInfo,
+)
+from clearance._context.verify import verify_run
+from clearance.models import ToolCall
+from clearance.testing import FunctionModel
+
+
+def word_count(text: str) -> dict[str, int]:
+    """Count the words of a text."""
+    return {"words": len(text.split())}
+
+
+class Recorder(RunHooks):
+    """Writes down every hook point it is told about (async and sync methods mixed)."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+        self.prompts: list[str] = []
+
+    async def before_run(self, run: RunInfo) -> None:
+        self.seen.append(("before_run", run.goal))
+
+    def after_run(self, run: RunInfo, *, status: str, error: str | None) -> None:
+        self.seen.append(("after_run", status))
+
+    async def before_task(self, task: TaskInfo) -> None:
+        self.seen.append(("before_task", task.task_id))
+
+    def after_task(self, task: TaskInfo, *, result: str | None, error: str | None) -> None:
+        self.seen.append(("after_task", f"{task.task_id}={result or error}"))
+
+    def before_model_call(self, call: ModelCallInfo) -> str:
+        self.prompts.append(call.prompt.text)
+        self.seen.append(("before_model_call", call.subject))
+        return "INJECTED BY A HOOK"  # ignored: a hook cannot add to a prompt
+
+    def after_model_call(self, call: ModelCallInfo, *, text, usage, error) -> None:
+        self.seen.append(("after_model_call", f"{call.subject}:{text is not None}"))
+
+    async def before_tool_call(self, call: ToolCallInfo) -> None:
+        call.arguments["text"] = "changed"  # type: ignore[index]  # a copy: no effect
+        self.seen.append(("before_tool_call", call.name))
+
+    def after_tool_call(self, call: ToolCallInfo, *, result: str, is_error: bool) -> None:
+        self.seen.append(("after_tool_call", result))
+
+
+def tool_team() -> Team:
+    return Team(agents=(Agent(name="alice", instructions="A.", tools=("word_count",)),))
+
+
+def answers():
+    turns = iter([ToolCall(id="a", name="word_count", arguments={"text": "one two"}), "FINAL"])
+
+    def answer(request):
+        if request.prompt.manifest.subject == "synthesis":
+            return "SYNTH"
+        return next(turns)
+
+    return FunctionModel(answer)
+
+
+async def test_every_hook_point_is_told_in_order(tmp_path):
+    ledger = RunLedger(f"sqlite:///{tmp_path}/runs.db")
+    hooks = Recorder()
+    model = answers()
+    orchestrator = Orchestrator(
+        tool_team(), model=model, ledger=ledger, tools=[word_count], hooks=[hooks]
+    )
+    task = Task(id="t", title="Count", description="Count the words.", assignee="alice")
+    result = await orchestrator.run_tasks([task], goal="Count.")
+    assert result.status == "completed"
+    assert hooks.seen == [
+        ("before_run", "Count."),
+        ("before_task", "t"),
+        ("before_model_call", "task:t"),
+        ("after_model_call", "task:t:True"),
+        ("before_tool_call", "word_count"),
+        ("after_tool_call", '{"words": 2}'),
+        ("before_model_call", "task:t"),
+        ("after_model_call", "task:t:True"),
+        ("after_task", "t=FINAL"),
+        ("before_model_call", "synthesis"),
+        ("after_model_call", "synthesis:True"),
+        ("after_run", "completed"),
+    ]
+    # What the hooks saw is exactly what the model received; nothing a hook returned or
+    # changed reached a prompt or a tool.
+    assert hooks.prompts == [r.prompt.text for r in model.requests]
+    assert not any("INJECTED" in r.prompt.text for r in model.requests)
+    assert ledger.tool_calls(result.run_id)[0].result == '{"words": 2}'
+    assert verify_run(ledger, result.run_id).ok
+
+
+async def test_a_failing_call_and_task_are_told_with_the_error(tmp_path):
+    hooks = Recorder()
+
+    def fail(request):
+        raise RuntimeError("boom")
+
+    team = Team(agents=(Agent(name="alice", instructions="A.", limits=AgentLimits(retries=0)),))
+    orchestrator = Orchestrator(
+        team, model=FunctionModel(fail), ledger=RunLedger(f"sqlite:///{tmp_path}/r.db"),
+        hooks=[hooks],
+    )  # fmt: skip
+    task = Task(id="t", title="T", description="Do.", assignee="alice")
+    result = await orchestrator.run_tasks([task])
+    assert result.status == "failed"
+    assert ("after_model_call", "task:t:False") in hooks.seen
+    told = dict(hooks.seen)["after_task"]
+    assert told.startswith("t=") and "boom" in told
+    assert hooks.seen[-1] == ("after_run", "failed")
+
+
+async def test_a_hook_that_raises_fails_the_task(tmp_path):
+    class Strict(RunHooks):
+        def before_task(self, task: TaskInfo) -> None:
+            raise ValueError(f"task {task.task_id} is not allowed today")
+
+    team = Team(agents=(Agent(name="alice", instructions="A."),))
+    model = FunctionModel(lambda request: "ok")
+    orchestrator = Orchestrator(
+        team, model=model, ledger=RunLedger(f"sqlite:///{tmp_path}/r.db"), hooks=[Strict()]
+    )
+    result = await orchestrator.run_tasks([Task(id="t", title="T", description="D.",
+                                                assignee="alice")])  # fmt: skip
+    assert result.tasks["t"].status == "failed"
+    assert "not allowed today" in (result.tasks["t"].error or "")
+    assert all(r.prompt.manifest.subject != "task:t" for r in model.requests)
+
+
+def test_hooks_are_optional_methods():
+    class Partial:  # not a RunHooks: only what it needs
+        def before_run(self, run: RunInfo) -> None:
+            pass
+
+    hooks = [Partial()]
+    orchestrator = Orchestrator(tool_team(), model=FunctionModel(lambda r: "x"), hooks=hooks)
+    assert orchestrator.hooks == tuple(hooks)
