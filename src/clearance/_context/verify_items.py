@@ -28,6 +28,7 @@ from clearance._context.layout import (
 from clearance._context.memory_items import scope_of_title
 from clearance._context.tool_sections import compacted_result
 from clearance._context.verify_facts import Problem, RunFacts
+from clearance._context.verify_review import check_findings_item, check_review_call
 from clearance._context.verify_subagents import (
     check_child_call,
     check_child_result,
@@ -141,6 +142,8 @@ def check_admission(
         yield from check_child_call(call, items, facts, tool_item)
     elif kind == "delegation":
         yield from _check_delegation_call(call, items, facts)
+    elif kind == "review":
+        yield from check_review_call(call, items, facts)
     elif kind in ("conversation", "summary"):
         yield from _check_conversation_call(call, items, facts)
     elif is_synthesis_step(subject, items):
@@ -228,6 +231,8 @@ def _check_task_call(
             yield from _check_tool_item(call, clearance, origin, item, facts)
         elif kind == "child_result":
             yield from check_child_result(task_id, ref, item, facts)
+        elif kind == "review":
+            yield from check_findings_item(task_id, origin, item, facts)
         else:
             yield from _check_provenance(origin, item, facts)
 

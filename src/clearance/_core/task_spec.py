@@ -14,6 +14,7 @@ from jsonschema.validators import Draft202012Validator, validator_for
 
 from clearance._core.errors import ConfigError
 from clearance._core.names import check_name, check_utf8
+from clearance._core.review import Review
 from clearance._core.routing import EdgeCondition
 
 __all__ = [
@@ -118,6 +119,8 @@ class Task:
         after_failure: ``"skip"`` (default) or ``"proceed"`` (see `AfterFailure`).
         approval: ``"required"``: the task starts only once a person approved it (see
             ``clearance approve``); ``"none"`` (default): no approval.
+        review: A bounded review loop (`Review`): reviewers accept the result, or send
+            it back to a fresh implementer round with their findings; ``None`` for none.
         when: Conditions on dependency edges (`EdgeCondition`, at most one per
             dependency): the task runs only if each holds for its dependency's result;
             otherwise it is ``skipped`` with the reason (conditional routing).
@@ -151,10 +154,16 @@ class Task:
     after_failure: AfterFailure = "skip"
     approval: Literal["none", "required"] = "none"
     when: tuple[EdgeCondition, ...] = ()
+    review: Review | None = field(default=None, hash=False)
 
     def __post_init__(self) -> None:
         check_name("task id", self.id)
         object.__setattr__(self, "when", tuple(self.when))
+        if self.review is not None and (self.run is not None or self.mode != "standard"):
+            raise ConfigError(
+                "a review loop reviews a model's answer: not for a 'run' step or an isolated task",
+                field=f"tasks.{self.id}.review",
+            )
         conditioned = [c.task for c in self.when]
         if any(t not in self.depends_on for t in conditioned) or len(set(conditioned)) < len(
             conditioned

@@ -17,6 +17,7 @@ from clearance._core.prompt import Prompt
 from clearance._core.spec import Agent, Task
 from clearance._orchestration.children import gather_children
 from clearance._orchestration.files import read_task_files
+from clearance._orchestration.review_loop import ReviewLoop
 from clearance._orchestration.run import Run, RunSettings, prompt_budget
 from clearance._orchestration.steps import run_task_step
 from clearance._orchestration.structured import validated_json
@@ -113,6 +114,14 @@ class TaskRunner:
         if task.files:
             assert settings.input_root is not None  # checked before the run started
             files = read_task_files(settings.input_root, task.files)
+        if task.review is not None:  # rounds of a fresh implementer, then reviewers
+            loop = ReviewLoop(settings, run, ctx)
+            return await loop.run_rounds(lambda: self._implement(ctx, files))
+        return await self._implement(ctx, files)
+
+    async def _implement(self, ctx: TaskContext, files: Mapping[str, str] | None) -> str:
+        """One answer of the assignee (a tool loop, or one call), checked against the schema."""
+        run, task, agent, model = self.run, ctx.task, ctx.agent, ctx.model
         schema = task.output_schema
 
         async def attempt(repair: str | None = None) -> str:
@@ -174,6 +183,7 @@ class TaskRunner:
             tool_steps=tool_steps,
             child_results=ctx.child_results,
             memories=ctx.memories,
+            findings=ctx.findings,
         )
         run.prompt_tokens[ctx.task.id] = prompt.manifest.total_tokens
         return prompt

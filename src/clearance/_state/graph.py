@@ -15,6 +15,7 @@ from clearance._core.errors import (
     SelfDependencyError,
     UnknownDependencyError,
 )
+from clearance._core.review import Review
 from clearance._core.routing import EdgeCondition
 from clearance._core.spec import FanOut, Task
 
@@ -178,6 +179,7 @@ class TaskGraph:
                 after_failure=d.get("after_failure", "skip"),
                 approval=d.get("approval", "none"),
                 when=tuple(EdgeCondition.of(c["task"], c["when"]) for c in d.get("when", ())),
+                review=Review.from_dict(d["review"]) if d.get("review") else None,
             )
             for d in data
         )
@@ -207,6 +209,8 @@ def _task_dict(task: Task) -> dict[str, Any]:
         data["after_failure"] = task.after_failure
     if task.approval != "none":
         data["approval"] = task.approval
+    if task.review is not None:
+        data["review"] = task.review.to_dict()
     if task.when:
         data["when"] = [{"task": c.task, "when": c.when()} for c in task.when]
     return data
