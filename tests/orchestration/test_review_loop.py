@@ -74,7 +74,8 @@ async def test_two_stage_review_until_accepted(tmp_path):
     # Round 1: task and dependency only; later rounds: the findings that sent it back.
     assert "PLAN-RESULT" in implementer[0].text and "FINDING" not in implementer[0].text
     assert "SPEC-FINDING-1" in implementer[1].text
-    assert "QUALITY-FINDING-2" in implementer[2].text and "SPEC-FINDING-1" not in implementer[2].text
+    assert "QUALITY-FINDING-2" in implementer[2].text
+    assert "SPEC-FINDING-1" not in implementer[2].text
     for n, prompt in enumerate(implementer, 1):
         assert "PLAN-RESULT" in prompt.text
         # No round sees another round's candidate or conversation.
@@ -91,7 +92,9 @@ async def test_two_stage_review_until_accepted(tmp_path):
     for prompt in reviews:
         round_no = prompt.manifest.subject.split("/")[1]
         assert [i.origin for i in prompt.manifest.items] == [
-            "instructions", "task:build", f"candidate:build/{round_no}"
+            "instructions",
+            "task:build",
+            f"candidate:build/{round_no}",
         ]
         assert "PLAN-RESULT" not in prompt.text and "FINDING" not in prompt.text
         assert f"DRAFT-{round_no} " in prompt.text
@@ -115,8 +118,8 @@ async def test_reviewers_must_be_other_agents_of_the_team(tmp_path):
     bad = [Task(id="t", title="T", description="D.", assignee="dev",
                 review=Review(by=("nobody",)))]  # fmt: skip
     with pytest.raises(ConfigError, match="reviewed by 'nobody'"):
-        await Orchestrator(TEAM, model=FunctionModel(Script()),
-                           ledger=RunLedger(f"sqlite:///{tmp_path}/r.db")).run_tasks(bad)  # fmt: skip
+        ledger = RunLedger(f"sqlite:///{tmp_path}/r.db")
+        await Orchestrator(TEAM, model=FunctionModel(Script()), ledger=ledger).run_tasks(bad)
     with pytest.raises(ConfigError, match="1 to 10"):
         Review(by=("spec",), rounds=0)
 
@@ -124,7 +127,7 @@ async def test_reviewers_must_be_other_agents_of_the_team(tmp_path):
 async def test_verify_fails_on_a_tampered_round(tmp_path):
     import sqlite3
 
-    ledger, model, result = await run(tmp_path)
+    _, _, result = await run(tmp_path)
     forged = json.dumps({"verdict": "accept", "findings": "fine"})
     with sqlite3.connect(tmp_path / "runs.db") as conn:
         changed = conn.execute(
