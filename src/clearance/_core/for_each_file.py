@@ -149,6 +149,7 @@ def expand_tasks(
                 after_failure=task.after_failure,
                 approval=task.approval,
                 when=tuple(when),
+                review=task.review.to_review() if task.review is not None else None,
             )
         )
     return tuple(tasks), groups

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from clearance._core.budget import ModelPrice, RunBudget
 from clearance._core.mcp_spec import McpServerSpec
 from clearance._core.memory_spec import MAX_RECALL, AgentMemory, MemoryGroup, SharedConversation
+from clearance._core.review import MAX_REVIEW_ROUNDS, Review
 from clearance._core.spec import (
     MAX_FAN_OUT,
     Agent,
@@ -31,6 +32,7 @@ __all__ = [
     "MessageSpec",
     "ModelOptionsSpec",
     "PriceSpec",
+    "ReviewSpec",
     "SamplingSpec",
     "SharedConversationSpec",
     "TaskSpec",
@@ -154,6 +156,18 @@ class DependencySpec(_Strict):
     when: dict[str, Any] = Field(min_length=1, max_length=32)
 
 
+class ReviewSpec(_Strict):
+    """``review:`` of a task: a bounded review loop (see `Review`)."""
+
+    by: list[str] = Field(min_length=1, max_length=8)
+    rounds: int = Field(default=3, ge=1, le=MAX_REVIEW_ROUNDS, strict=True)
+    accept_when: dict[str, Any] = Field(default={"/verdict": "accept"}, min_length=1)
+
+    def to_review(self) -> Review:
+        """The `Review` this entry declares."""
+        return Review(by=tuple(self.by), rounds=self.rounds, accept_when=self.accept_when)
+
+
 class TaskSpec(_Strict):
     """One entry of ``tasks:``."""
 
@@ -172,6 +186,7 @@ class TaskSpec(_Strict):
     run: str | None = None
     after_failure: Literal["skip", "proceed"] = "skip"
     approval: Literal["none", "required"] = "none"
+    review: ReviewSpec | None = None
 
     @property
     def dependency_ids(self) -> list[str]:

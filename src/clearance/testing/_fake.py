@@ -37,6 +37,33 @@ def _latency_from_env() -> float:
     return latency
 
 
+def _least(schema: dict[str, object], digest: str) -> object:
+    """The least value of ``schema``'s shape (see `FakeModel`)."""
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum:
+        return enum[0]
+    if "const" in schema:
+        return schema["const"]
+    kind = schema.get("type")
+    if kind == "object":
+        properties = schema.get("properties")
+        required = schema.get("required")
+        if not isinstance(properties, dict) or not isinstance(required, list):
+            return {}
+        return {
+            name: _least(properties[name] if isinstance(properties.get(name), dict) else {},
+                         digest)
+            for name in required
+        }  # fmt: skip
+    if kind == "array":
+        return []
+    if kind in ("integer", "number"):
+        return 0
+    if kind == "boolean":
+        return False
+    return digest
+
+
 class FakeModel:
     """A deterministic fake chat model (a test double), created by ``get_model("fake:<name>")``.
 
@@ -45,8 +72,12 @@ class FakeModel:
     results. A task prompt is answered with ``"<name> result for <task title>: <digest>"``
     where the digest is the first 16 hex digits of SHA-256 of the whole prompt text (so a
     result also changes when the results it was given change). A request with a JSON schema
-    (a structured hand-off, or the coordinator's plan) is answered with the digest as a JSON
-    string, which is not a plan: plan a team with a `ScriptedModel` instead.
+    (a structured hand-off, a review, or the coordinator's plan) is answered with the least
+    JSON the schema's shape asks for: for an object, its required properties, each the first
+    of its ``enum`` (or its ``const``), an empty array, 0, false, or the digest as a string;
+    for any other schema, the digest as a JSON string. So a reviewer accepts (its verdict is
+    the first of ``accept``/``revise``), and a plan has no tasks: plan a team with a
+    `ScriptedModel` instead.
 
     Every request is recorded in `requests`.
 
@@ -82,6 +113,9 @@ class FakeModel:
         text = request.prompt.text
         digest = hashlib.sha256(f"{self.name}\0{text}".encode()).hexdigest()[:16]
         if request.json_schema is not None:
+            schema = request.json_schema
+            if schema.get("type") == "object":
+                return json.dumps(_least(schema, digest))
             return json.dumps(digest)
         heading = next(
             (item.title for item in request.prompt.manifest.items[1:] if item.kind != "tool_spec"),
