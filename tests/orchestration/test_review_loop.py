@@ -153,3 +153,13 @@ async def test_a_findings_item_must_be_the_recorded_findings(tmp_path):
         "the findings are not the reviewer's recorded findings"
     ]
     assert list(check_findings_item("build", "review:build/3", item, facts))  # not sent back
+
+
+async def test_a_reviewer_with_tools_is_refused(tmp_path):
+    team = Team(agents=(TEAM.agents[0], Agent(name="spec", instructions="S.", tools=("t",))))
+    bad = [Task(id="t", title="T", description="D.", assignee="dev",
+                review=Review(by=("spec",)))]  # fmt: skip
+    ledger = RunLedger(f"sqlite:///{tmp_path}/r.db")
+    with pytest.raises(ConfigError, match="answers in one call"):
+        await Orchestrator(team, model=FunctionModel(Script()), ledger=ledger,
+                           tools={"t": lambda: None}).run_tasks(bad)  # fmt: skip

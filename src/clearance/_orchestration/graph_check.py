@@ -84,6 +84,13 @@ def check_graph(
                     "the team than its assignee",
                     field="review.by",
                 )
+            if team.agent(reviewer).uses_tools or team.agent(reviewer).store_grants:
+                raise ConfigError(
+                    f"reviewer {reviewer!r} of task {task.id!r} answers in one call, with the "
+                    "task and the candidate only: drop its tools, delegation, spawning and "
+                    "store grants",
+                    field="review.by",
+                )
         root = project_root if task.mode == "isolated" else input_root
         if task.files and root is None:
             raise ConfigError(
