@@ -152,3 +152,64 @@ def test_hooks_are_optional_methods():
     hooks = [Partial()]
     orchestrator = Orchestrator(tool_team(), model=FunctionModel(lambda r: "x"), hooks=hooks)
     assert orchestrator.hooks == tuple(hooks)
+
+
+class Glossary(RunHooks):
+    """Offers a glossary entry to task "t" only."""
+
+    async def task_context(self, task: TaskInfo):
+        return [("Glossary", "A slug is a URL-safe name.")] if task.task_id == "t" else None
+
+
+async def test_hook_context_enters_through_the_builder_with_its_origin(tmp_path):
+    ledger = RunLedger(f"sqlite:///{tmp_path}/runs.db")
+    model = FunctionModel(lambda request: "ok")
+    team = Team(agents=(Agent(name="alice", instructions="A."),))
+    tasks = [
+        Task(id="t", title="T", description="Do.", assignee="alice"),
+        Task(id="u", title="U", description="Do too.", assignee="alice"),
+    ]
+    result = await Orchestrator(team, model=model, ledger=ledger, hooks=[Glossary()]).run_tasks(
+        tasks
+    )
+    assert result.status == "completed"
+    by_subject = {r.prompt.manifest.subject: r.prompt for r in model.requests}
+    t_prompt = by_subject["task:t"]
+    assert "hook:Glossary/1" in t_prompt.manifest.origins
+    assert "## From hooks" in t_prompt.text and "A slug is a URL-safe name." in t_prompt.text
+    assert t_prompt.manifest.clearance["hooks"] == ["Glossary/1"]
+    assert "A slug" not in by_subject["task:u"].text  # offered to t only
+    assert ledger.events(result.run_id, "hook_context")[0].subject == "task:t"
+    assert verify_run(ledger, result.run_id).ok
+
+
+async def test_verify_flags_a_hook_item_that_was_not_recorded(tmp_path):
+    from clearance._context.verify_hooks import check_hook_item, hooks_shown
+
+    ledger = RunLedger(f"sqlite:///{tmp_path}/runs.db")
+    team = Team(agents=(Agent(name="alice", instructions="A."),))
+    result = await Orchestrator(
+        team, model=FunctionModel(lambda r: "ok"), ledger=ledger, hooks=[Glossary()]
+    ).run_tasks([Task(id="t", title="T", description="Do.", assignee="alice")])
+    events = ledger.events(result.run_id)
+    call = next(c for c in ledger.calls(result.run_id) if c.subject == "task:t")
+    item = next(i for i in call.manifest["items"] if i["origin"] == "hook:Glossary/1")
+    assert list(check_hook_item(events, "t", "hook:Glossary/1", item)) == []
+    forged = {**item, "sha256": "0" * 64}
+    assert list(check_hook_item(events, "t", "hook:Glossary/1", forged))
+    assert list(check_hook_item(events, "t", "hook:Other/1", item))
+    assert hooks_shown(events, "t", {"hooks": ["Other/1"]}) is None
+
+
+async def test_a_hook_offering_something_else_than_pairs_fails_the_task(tmp_path):
+    class Bad(RunHooks):
+        def task_context(self, task):
+            return ["just text"]
+
+    team = Team(agents=(Agent(name="alice", instructions="A."),))
+    result = await Orchestrator(
+        team, model=FunctionModel(lambda r: "ok"), ledger=RunLedger(f"sqlite:///{tmp_path}/r.db"),
+        hooks=[Bad()],
+    ).run_tasks([Task(id="t", title="T", description="Do.", assignee="alice")])  # fmt: skip
+    assert result.tasks["t"].status == "failed"
+    assert "(title, text) pairs" in (result.tasks["t"].error or "")

@@ -30,6 +30,8 @@ class Clearance:
       (``task:<id>``);
     - ``repair:<id>``: the task's own rejected answer and why it was rejected, shown on the
       repair attempt of a structured hand-off (``Task.output_schema``);
+    - ``hook:<name>/<n>``: an item a user's hook offered the task (`RunHooks.task_context`),
+      for the refs in ``hooks`` (recorded with the run);
     - ``review:<id>/<round>``: a reviewer's findings on the task's own earlier candidate,
       for a task with a review loop (``Task.review``), rounds 1 to ``rounds - 1``;
     - ``task_result:<id>`` for each id in ``result_task_ids``, which ``memory_scope``
@@ -73,6 +75,7 @@ class Clearance:
         child_id: For a spawned child's prompt, the child's id.
         review_rounds: For a task with a review loop, its most rounds (``0``: none).
         reviewing: The prompt is a reviewer's (`for_review`).
+        hooks: Refs (``<hook name>/<n>``) of the items the user's hooks offered the task.
     """
 
     task_id: str
@@ -90,6 +93,7 @@ class Clearance:
     child_id: str | None = None
     review_rounds: int = 0
     reviewing: bool = False
+    hooks: frozenset[str] = frozenset()
 
     @staticmethod
     def _agent_parts(agent: Agent | None) -> dict[str, Any]:
@@ -222,6 +226,8 @@ class Clearance:
             data["review_rounds"] = self.review_rounds
         if self.reviewing:
             data["reviewing"] = True
+        if self.hooks:
+            data["hooks"] = sorted(self.hooks)
         return data
 
     def admits_store(self, namespace: str) -> bool:
@@ -255,6 +261,8 @@ class Clearance:
             )
         if kind == "review":
             return self._round_ref(ref)
+        if kind == "hook":
+            return ref in self.hooks
         if kind == "store":
             # ``<namespace>/<key>``: namespaces and keys may hold "/", so any split counts.
             return any(

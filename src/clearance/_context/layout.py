@@ -55,6 +55,7 @@ MEMORY = "## From memory"
 CHILDREN = "## Results from subagents"
 REPAIR = "## Your previous answer was rejected"
 REVIEW_FINDINGS = "## Review findings to address"
+HOOKS = "## From hooks"
 CANDIDATE = "## Result to review"
 TOOLS = "## Tools you can call"
 TOOL_RESULTS = "## Results of your tool calls"
@@ -229,7 +230,7 @@ _TASK_BODY = (
 _TASK_V3 = Layout(
     "task", 3,
     (_TOOL_ROWS[0], _row(TASK, "task", on_fence=True), *_TASK_BODY,
-     _row(REVIEW_FINDINGS, "review"), _TOOL_ROWS[1]),
+     _row(HOOKS, "hook"), _row(REVIEW_FINDINGS, "review"), _TOOL_ROWS[1]),
     _TASK_TRAILERS,
 )  # fmt: skip
 """Labelled: the task's text and each result or failure labelled on its fence line."""

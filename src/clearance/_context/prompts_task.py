@@ -50,6 +50,7 @@ class TaskPrompts(PromptAssembler):
         memories: Sequence[MemoryRecord] = (),
         child_results: Mapping[str, str] | None = None,
         findings: Sequence[tuple[int, str, str]] = (),
+        hook_items: Sequence[tuple[str, str, str]] = (),
     ) -> Prompt:
         """Build the prompt of one task: its text plus exactly what its clearance admits.
 
@@ -86,6 +87,8 @@ class TaskPrompts(PromptAssembler):
                 of the reviewer who sent the candidate of ``round`` back, under ``## Review
                 findings to address`` (origin ``review:<task id>/<round>``); never the
                 earlier candidate or conversation.
+            hook_items: Items the user's hooks offered (``(ref, title, text)``), under
+                ``## From hooks`` (origin ``hook:<ref>``).
 
         Returns:
             The prompt, with a manifest of every admitted item.
@@ -103,6 +106,8 @@ class TaskPrompts(PromptAssembler):
         )
         if child_results:
             clearance = replace(clearance, children=frozenset(child_results))
+        if hook_items:
+            clearance = replace(clearance, hooks=frozenset(r for r, _, _ in hook_items))
         if agent.name != task.assignee:
             raise ContextViolation(task.id, f"instructions:{agent.name}")
         files_parts = [
@@ -129,6 +134,9 @@ class TaskPrompts(PromptAssembler):
             part = Part(str(Origin("repair", task.id)), "Previous answer and validation error",
                         repair)  # fmt: skip
             sections[L.REPAIR] = [self._admit(clearance, part)]
+        if hook_items:
+            hook_parts = [Part(str(Origin("hook", r)), t, x) for r, t, x in hook_items]
+            sections[L.HOOKS] = [self._admit(clearance, p) for p in hook_parts]
         if findings:
             parts = [
                 Part(str(Origin("review", f"{task.id}/{n}")), f"Round {n}: {reviewer}", text)

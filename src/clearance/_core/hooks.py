@@ -1,8 +1,12 @@
 """`RunHooks`: typed hooks for library users around a run, its tasks, model and tool calls.
 
-A hook observes; it cannot change what a model sees. It gets frozen records (ids, names,
-the finished `Prompt`, usage, results) after the `ContextBuilder` made the prompt, and
-what it returns is ignored: nothing a hook does reaches a prompt. The shape follows
+A hook observes; it cannot change what a model sees behind the builder's back. It gets
+frozen records (ids, names, the finished `Prompt`, usage, results) after the
+`ContextBuilder` made the prompt, and what those methods return is ignored. The one way a
+hook adds to a prompt is `RunHooks.task_context`: the items it returns enter the task's
+prompt through the `ContextBuilder`, admitted by the task's clearance with their own origin
+(``hook:<hook name>/<n>``), recorded (event ``hook_context``) and checked by ``clearance
+verify`` like every other item. The shape follows
 pydantic-ai's capabilities (``before_`` and ``after_`` around the run, model requests and
 tool calls) and open-multi-agent's ``beforeRun``/``afterRun``.
 
@@ -18,6 +22,8 @@ import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from clearance._core.errors import ConfigError
 
 if TYPE_CHECKING:
     from clearance._core.prompt import Prompt
@@ -82,8 +88,20 @@ class RunHooks:
         it did not complete, or ``None``.
         """
 
+    @property
+    def name(self) -> str:
+        """The hook's name in origins (``hook:<name>/<n>``); its class name by default."""
+        return type(self).__name__
+
     def before_task(self, task: TaskInfo) -> Any:
         """Before a task runs (after its approval, if it needs one)."""
+
+    def task_context(self, task: TaskInfo) -> Any:
+        """Items to add to the task's prompt: ``(title, text)`` pairs, or ``None``.
+
+        They are rendered under ``## From hooks``, one block each, with the origin
+        ``hook:<name>/<n>`` (``n`` from 1), admitted and recorded like any item.
+        """
 
     def after_task(self, task: TaskInfo, *, result: str | None, error: str | None) -> Any:
         """After a task: its result, or (``result`` ``None``) why it failed."""
@@ -140,6 +158,39 @@ class HookRunner:
             outcome = function(*args, **kwargs)
             if inspect.isawaitable(outcome):
                 await outcome
+
+    async def context(self, info: TaskInfo) -> list[tuple[str, str, str]]:
+        """Every hook's `RunHooks.task_context` items as ``(ref, title, text)``.
+
+        ``ref`` is ``<hook name>/<n>``.
+
+        Raises:
+            ConfigError: Two hooks share a name, or an item is not a ``(title, text)`` pair
+                of strings.
+        """
+        items: list[tuple[str, str, str]] = []
+        names: set[str] = set()
+        for hook in self.hooks:
+            function = getattr(hook, "task_context", None)
+            if function is None:
+                continue
+            name = str(getattr(hook, "name", type(hook).__name__))
+            if name in names or not name or "/" in name:
+                raise ConfigError(f"hook names must be unique, without '/': {name!r}",
+                                  field="hooks")  # fmt: skip
+            names.add(name)
+            offered = function(info)
+            if inspect.isawaitable(offered):
+                offered = await offered
+            for n, pair in enumerate(offered or (), 1):
+                if not (isinstance(pair, tuple) and len(pair) == 2
+                        and all(isinstance(p, str) for p in pair)):  # fmt: skip
+                    raise ConfigError(
+                        f"hook {name!r} offered {pair!r}: give (title, text) pairs of strings",
+                        field="hooks",
+                    )
+                items.append((f"{name}/{n}", pair[0], pair[1]))
+        return items
 
     async def tool_call(self, info: ToolCallInfo, run: Callable[[], Awaitable[_O]]) -> _O:
         """Run a tool call (``run``) with ``before_tool_call`` and ``after_tool_call`` around."""

@@ -13,7 +13,7 @@ from clearance._context.answers import mark_answer
 from clearance._context.tool_sections import ToolStep
 from clearance._core.errors import ModelError, OutputValidationError
 from clearance._core.hooks import TaskInfo
-from clearance._core.prompt import Prompt
+from clearance._core.prompt import Prompt, sha256_text
 from clearance._core.spec import Agent, Task
 from clearance._orchestration.children import gather_children
 from clearance._orchestration.files import read_task_files
@@ -114,6 +114,7 @@ class TaskRunner:
         if task.files:
             assert settings.input_root is not None  # checked before the run started
             files = read_task_files(settings.input_root, task.files)
+        ctx.hook_items = await self._hook_context(task)  # not offered to isolated tasks
         if task.review is not None:  # rounds of a fresh implementer, then reviewers
             loop = ReviewLoop(settings, run, ctx)
             return await loop.run_rounds(lambda: self._implement(ctx, files))
@@ -151,6 +152,16 @@ class TaskRunner:
         except ValueError as exc:
             raise OutputValidationError(task.id, str(exc)) from exc
 
+    async def _hook_context(self, task: Task) -> tuple[tuple[str, str, str], ...]:
+        """What the user's hooks offer the task's prompt, recorded (event ``hook_context``)."""
+        info = TaskInfo(run_id=self.run.run_id, task_id=task.id, agent=task.assignee)
+        items = await self.run.caller.hooks.context(info)
+        if items:
+            self.settings.ledger.record_event(self.run.run_id, "hook_context", f"task:{task.id}", {
+                "items": [{"ref": r, "title": t, "sha256": sha256_text(x)} for r, t, x in items],
+            })  # fmt: skip
+        return tuple(items)
+
     def marked(self, subject: str, text: str, finish_reason: str | None) -> str:
         """``text`` with cut-off and repetition marks (see `answers.py`); marks are recorded."""
         marked = mark_answer(text, finish_reason=finish_reason)
@@ -184,6 +195,7 @@ class TaskRunner:
             child_results=ctx.child_results,
             memories=ctx.memories,
             findings=ctx.findings,
+            hook_items=ctx.hook_items,
         )
         run.prompt_tokens[ctx.task.id] = prompt.manifest.total_tokens
         return prompt
