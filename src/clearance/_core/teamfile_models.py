@@ -31,6 +31,7 @@ __all__ = [
     "MemorySpec",
     "MessageSpec",
     "ModelOptionsSpec",
+    "PlanRefSpec",
     "PriceSpec",
     "ReviewSpec",
     "SamplingSpec",
@@ -309,6 +310,13 @@ class BudgetSpec(_Strict):
         return self
 
 
+class PlanRefSpec(_Strict):
+    """``plan:`` of a team file written by ``clearance plan``: the run that planned it."""
+
+    run_id: str = Field(min_length=1, max_length=200)
+    tasks_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
 class TeamFile(_Strict):
     """The whole team file."""
 
@@ -332,6 +340,13 @@ class TeamFile(_Strict):
     mcp_servers: dict[str, McpServerSpec] = Field(default={}, max_length=64)
     budget: BudgetSpec | None = None
     prices: dict[str, PriceSpec] = {}
+    plan: PlanRefSpec | None = None
+
+    @model_validator(mode="after")
+    def _plan_needs_tasks(self) -> TeamFile:
+        if self.plan is not None and not self.tasks:
+            raise ValueError("plan: names the run that planned the tasks: give its tasks")
+        return self
 
     @model_validator(mode="after")
     def _prices_need_a_cost_budget(self) -> TeamFile:

@@ -40,6 +40,7 @@ from clearance.cli._executor import (
 )
 from clearance.cli._options import DbOption, InputOption
 from clearance.cli._otel import otlp_tracing
+from clearance.cli._plan import plan_hooks
 from clearance.cli._progress import RunProgress
 from clearance.cli._stream import StreamView
 from clearance.cli._team_setup import (
@@ -205,6 +206,7 @@ def run(
             approval_tools=loaded.spec.approval_tools,
             approver=terminal_approver() if interactive else None,
             budget=loaded.spec.run_budget(),
+            hooks=plan_hooks(loaded, ledger),
         )
         if loaded.input_root is not None:
             out.print(safe_text(f"input: {loaded.input_root}"))
