@@ -192,6 +192,14 @@ class HookRunner:
                 items.append((f"{name}/{n}", pair[0], pair[1]))
         return items
 
+    async def run_tool(
+        self, tool: Any, call: Any, *, run_id: str, call_id: str, subject: str, agent: str
+    ) -> Any:
+        """Run a tool loop's ``tool`` for ``call`` (name, arguments) as `agent`, hooked."""
+        info = ToolCallInfo(run_id=run_id, call_id=call_id, subject=subject, agent=agent,
+                            name=call.name, arguments=call.arguments)  # fmt: skip
+        return await self.tool_call(info, lambda: tool.call(call.arguments, agent=agent))
+
     async def tool_call(self, info: ToolCallInfo, run: Callable[[], Awaitable[_O]]) -> _O:
         """Run a tool call (``run``) with ``before_tool_call`` and ``after_tool_call`` around."""
         if not self.hooks:

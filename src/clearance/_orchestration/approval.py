@@ -61,7 +61,7 @@ __all__ = [
 MAX_REASON_CHARS = 2000
 """Longest reason a decision may carry."""
 
-ApprovalKind = Literal["tool", "task"]
+ApprovalKind = Literal["tool", "task", "rerun"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -71,7 +71,8 @@ class ApprovalRequest:
     Attributes:
         call_id: The request's id (``apr_...``).
         run_id: The run.
-        kind: ``"tool"`` (a tool call) or ``"task"`` (a task about to start).
+        kind: ``"tool"`` (a tool call), ``"task"`` (a task about to start) or ``"rerun"``
+            (a tool call the stopped run may have run, about to run again on resume).
         task_id: The task it belongs to.
         agent: The agent that would act.
         tool: The tool's name (``None`` for a task).
@@ -104,7 +105,8 @@ class ApprovalRequest:
     def from_event(cls, event: EventRecord) -> ApprovalRequest:
         """The request an ``awaiting_approval`` event records."""
         data = event.data
-        kind: ApprovalKind = "task" if data.get("kind") == "task" else "tool"
+        found = data.get("kind")
+        kind: ApprovalKind = "task" if found == "task" else "rerun" if found == "rerun" else "tool"
         arguments = data.get("arguments")
         return cls(
             call_id=str(data.get("call_id")), run_id=event.run_id, kind=kind,
@@ -118,6 +120,11 @@ class ApprovalRequest:
         if self.kind == "task":
             return f"task {self.task_id} ({self.agent}) may start"
         args = canonical_json(self.arguments or {})
+        if self.kind == "rerun":
+            return (
+                f"tool {self.tool} may have run ({self.agent} in task {self.task_id}, {args}); "
+                "approve to run it again or deny"
+            )
         return f"{self.agent} in task {self.task_id} calls {self.tool} {args}"
 
 
@@ -258,6 +265,25 @@ class ApprovalGate:
             request, decision = next(decided)
             answers.append(None if decision.approved else denial_text(request, decision))
         return answers
+
+    async def check_rerun(
+        self, task_id: str, agent: str, tool: str, arguments: dict[str, Any]
+    ) -> str | None:
+        """Decide whether a tool call the stopped run may have run runs again.
+
+        Returns:
+            ``None`` to run it again (approved), or the denial text the model gets.
+
+        Raises:
+            ApprovalPending: Nobody decided yet ("tool X may have run; approve to run it
+                again or deny").
+        """
+        wanted = ApprovalRequest(
+            call_id="", run_id=self.run_id, kind="rerun", task_id=task_id, agent=agent,
+            tool=tool, arguments=arguments,
+        )  # fmt: skip
+        ((request, decision),) = await self._decide_all([wanted])
+        return None if decision.approved else denial_text(request, decision)
 
     async def _decide_all(
         self, wanted: list[ApprovalRequest]

@@ -10,6 +10,7 @@ from enum import StrEnum
 
 from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import GraphError
+from clearance._core.reasons import bounded_reason
 from clearance._core.routing import ROUTED_PREFIX
 from clearance._core.spec import Task
 from clearance._state.graph import TaskGraph
@@ -251,7 +252,7 @@ class TaskQueue:
 
         Args:
             task_id: A ``ready`` or ``running`` task.
-            error: Why it failed, in one line.
+            error: Why it failed, in one line (kept to `bounded_reason`).
 
         Returns:
             The ids of the tasks newly skipped, in topological order.
@@ -261,7 +262,9 @@ class TaskQueue:
         """
         self._expect(task_id, TaskStatus.READY, TaskStatus.RUNNING)
         now = self._clock()
-        self._replace(task_id, status=TaskStatus.FAILED, error=error, finished_at=now)
+        self._replace(
+            task_id, status=TaskStatus.FAILED, error=bounded_reason(error), finished_at=now
+        )
         return self._cascade([task_id], task_id, now)
 
     def _skip(self, task_id: str, reason: str, now: datetime) -> None:

@@ -77,7 +77,21 @@ def _what(event: EventRecord) -> str:
         what = f"task {data.get('task_id')} ({data.get('agent')})"
         if data.get("kind") == "tool":
             what = f"{data.get('agent')} calls {data.get('tool')} {data.get('arguments')}"
+        elif data.get("kind") == "rerun":
+            what = (f"tool {data.get('tool')} may have run ({data.get('agent')}, "
+                    f"{data.get('arguments')}); approve to run it again or deny")  # fmt: skip
         return f"{data.get('call_id')}: {what}"
+    if event.kind == "replayed":
+        return (f"REPLAYED {str(data.get('record')).replace('_', ' ')} {data.get('original')} "
+                f"from its record (sha256 {str(data.get('sha256'))[:12]})")  # fmt: skip
+    if event.kind == "replay_declined":
+        return f"tool call {data.get('original')} run again, not replayed: {data.get('why')}"
+    if event.kind == "tool_started":
+        idempotent = ", idempotent" if data.get("idempotent") else ""
+        return f"{data.get('name')} call {data.get('tool_call_id')} started{idempotent}"
+    if event.kind == "model_tool_calls":
+        names = ", ".join(str(c.get("name")) for c in data.get("tool_calls") or [])
+        return f"call {data.get('call_id')} asked for {names}"
     if event.kind == "approval_decided":
         why = f": {data.get('reason')}" if data.get("reason") else ""
         return f"{data.get('call_id')} {data.get('decision')} by {data.get('by')}{why}"

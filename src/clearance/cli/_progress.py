@@ -59,6 +59,8 @@ class RunProgress:
             line = f"{stamp} plan ready ({event.detail})"
         elif event.kind == "awaiting_approval":
             line = f"{stamp} waiting    {task}: approval {event.detail}"
+        elif event.kind == "run_replayed":
+            line = f"{stamp} resume     {event.detail}"
         elif event.kind != "run_finished":
             return  # a model call's progress: shown by --stream
         else:
