@@ -14,6 +14,7 @@ from clearance._context.tool_sections import ToolStep
 from clearance._core.errors import ModelError, OutputValidationError
 from clearance._core.hooks import TaskInfo
 from clearance._core.prompt import Prompt, sha256_text
+from clearance._core.schema_enum import narrowed_schema
 from clearance._core.spec import Agent, Task
 from clearance._orchestration.children import gather_children
 from clearance._orchestration.files import read_task_files
@@ -22,6 +23,7 @@ from clearance._orchestration.run import Run, RunSettings, prompt_budget
 from clearance._orchestration.steps import run_task_step
 from clearance._orchestration.structured import validated_json
 from clearance._orchestration.task_context import TaskContext
+from clearance._state.queue import TaskStatus
 
 __all__ = ["TaskRunner"]
 
@@ -124,6 +126,8 @@ class TaskRunner:
         """One answer of the assignee (a tool loop, or one call), checked against the schema."""
         run, task, agent, model = self.run, ctx.task, ctx.agent, ctx.model
         schema = task.output_schema
+        if schema is not None:  # allowed values from prerequisites' results (x-enum-from)
+            schema = narrowed_schema(schema, self._dependency_results(task))
 
         async def attempt(repair: str | None = None) -> str:
             if agent.uses_tools:
@@ -161,6 +165,15 @@ class TaskRunner:
                 "items": [{"ref": r, "title": t, "sha256": sha256_text(x)} for r, t, x in items],
             })  # fmt: skip
         return tuple(items)
+
+    def _dependency_results(self, task: Task) -> list[str]:
+        """The results of the task's completed direct prerequisites."""
+        found = []
+        for dep in task.depends_on:
+            state = self.run.queue.get(dep)
+            if state.status is TaskStatus.COMPLETED and state.result is not None:
+                found.append(state.result)
+        return found
 
     def marked(self, subject: str, text: str, finish_reason: str | None) -> str:
         """``text`` with cut-off and repetition marks (see `answers.py`); marks are recorded."""
