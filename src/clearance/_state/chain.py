@@ -84,7 +84,7 @@ ENTRY_FIELDS: Mapping[str, tuple[str, ...]] = {
 A call's prompt is covered through ``record_sha256`` (`call_record_sha256` of its messages
 and manifest), which ``verify`` recomputes from the recorded messages rather than reads."""
 
-OPTIONAL_FIELDS: Mapping[str, tuple[str, ...]] = {"call": ("cached_prompt_tokens",)}
+OPTIONAL_FIELDS: Mapping[str, tuple[str, ...]] = {"call": ("cached_prompt_tokens", "usage_counted")}
 """Fields added to a kind after records were chained: digested when not ``None``, so a record
 made before the field existed keeps its digest, and a value set, changed or removed later
 changes it."""

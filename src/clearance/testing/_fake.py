@@ -13,7 +13,9 @@ import json
 import os
 
 from clearance._core.errors import ConfigError
+from clearance._orchestration.planner import PLAN_SCHEMA
 from clearance.models._base import ModelRequest, ModelResponse, Usage, estimate_tokens
+from clearance.testing._instance import schema_instance
 from clearance.testing._models import stream_text
 
 __all__ = ["LATENCY_ENV", "FakeModel"]
@@ -37,33 +39,6 @@ def _latency_from_env() -> float:
     return latency
 
 
-def _least(schema: dict[str, object], digest: str) -> object:
-    """The least value of ``schema``'s shape (see `FakeModel`)."""
-    enum = schema.get("enum")
-    if isinstance(enum, list) and enum:
-        return enum[0]
-    if "const" in schema:
-        return schema["const"]
-    kind = schema.get("type")
-    if kind == "object":
-        properties = schema.get("properties")
-        required = schema.get("required")
-        if not isinstance(properties, dict) or not isinstance(required, list):
-            return {}
-        return {
-            name: _least(properties[name] if isinstance(properties.get(name), dict) else {},
-                         digest)
-            for name in required
-        }  # fmt: skip
-    if kind == "array":
-        return []
-    if kind in ("integer", "number"):
-        return 0
-    if kind == "boolean":
-        return False
-    return digest
-
-
 class FakeModel:
     """A deterministic fake chat model (a test double), created by ``get_model("fake:<name>")``.
 
@@ -72,11 +47,11 @@ class FakeModel:
     results. A task prompt is answered with ``"<name> result for <task title>: <digest>"``
     where the digest is the first 16 hex digits of SHA-256 of the whole prompt text (so a
     result also changes when the results it was given change). A request with a JSON schema
-    (a structured hand-off, a review, or the coordinator's plan) is answered with the least
-    JSON the schema's shape asks for: for an object, its required properties, each the first
-    of its ``enum`` (or its ``const``), an empty array, 0, false, or the digest as a string;
-    for any other schema, the digest as a JSON string. So a reviewer accepts (its verdict is
-    the first of ``accept``/``revise``), and a plan has no tasks: plan a team with a
+    (a task's ``output_schema``) is answered with a JSON instance of that schema built
+    deterministically from it (required properties, the first ``const``/``enum`` value,
+    ``minItems`` items, strings from the digest cut to ``maxLength``, numbers within their
+    bounds), so a team file with structured hand-offs runs on the fake. The coordinator's plan
+    is answered with the digest as a JSON string, which is not a plan: plan a team with a
     `ScriptedModel` instead.
 
     Every request is recorded in `requests`.
@@ -113,10 +88,9 @@ class FakeModel:
         text = request.prompt.text
         digest = hashlib.sha256(f"{self.name}\0{text}".encode()).hexdigest()[:16]
         if request.json_schema is not None:
-            schema = request.json_schema
-            if schema.get("type") == "object":
-                return json.dumps(_least(schema, digest))
-            return json.dumps(digest)
+            if request.json_schema == PLAN_SCHEMA:
+                return json.dumps(digest)
+            return json.dumps(schema_instance(request.json_schema, digest))
         heading = next(
             (item.title for item in request.prompt.manifest.items[1:] if item.kind != "tool_spec"),
             "",

@@ -219,6 +219,16 @@ def _m007_cached_prompt_tokens(change: SchemaChange) -> None:
     change.add_column("calls", Column("cached_prompt_tokens", Integer))
 
 
+@LEDGER_SCHEMA.migration
+def _m008_usage_counted(change: SchemaChange) -> None:
+    """Version 8: ``calls.usage_counted``.
+
+    1 where the server reported no usage and the tokens were counted (`Usage.counted`), NULL
+    where they were reported.
+    """
+    change.add_column("calls", Column("usage_counted", Integer))
+
+
 SCHEMA_VERSION = LEDGER_SCHEMA.latest
 """The schema version this code reads and writes."""
 
