@@ -24,10 +24,12 @@ from clearance._agents.tools import Tool, ToolOutput
 from clearance._context.builder import ContextBuilder
 from clearance._context.clearance import Clearance
 from clearance._context.verify import Finding, VerificationReport, verify_run
+from clearance._core.budget import ModelPrice, RunBudget
 from clearance._core.errors import (
     AccessDenied,
     ApprovalDenied,
     ApprovalPending,
+    BudgetExceeded,
     ClearanceError,
     ConfigError,
     ContextViolation,
@@ -49,7 +51,9 @@ from clearance._core.errors import (
     SubagentError,
     UnknownDependencyError,
 )
+from clearance._core.hooks import ModelCallInfo, RunHooks, RunInfo, TaskInfo, ToolCallInfo
 from clearance._core.prompt import ChatMessage, ContextItem, ContextManifest, Prompt
+from clearance._core.routing import EdgeCondition
 from clearance._core.run_spec import RunSpec
 from clearance._core.spec import (
     Agent,
@@ -95,6 +99,7 @@ __all__ = [
     "ApprovalDenied",
     "ApprovalPending",
     "ApprovalRequest",
+    "BudgetExceeded",
     "ChatMessage",
     "Clearance",
     "ClearanceError",
@@ -109,6 +114,7 @@ __all__ = [
     "DelegationLoopError",
     "DependencyPayloadError",
     "DuplicateTaskError",
+    "EdgeCondition",
     "FanOut",
     "FileCaps",
     "Finding",
@@ -120,8 +126,10 @@ __all__ = [
     "MemoryScope",
     "Message",
     "MessageBus",
+    "ModelCallInfo",
     "ModelError",
     "ModelExecutor",
+    "ModelPrice",
     "NullLedger",
     "Orchestrator",
     "OutputValidationError",
@@ -130,7 +138,10 @@ __all__ = [
     "Prompt",
     "RayExecutor",
     "RetryPolicy",
+    "RunBudget",
     "RunEvent",
+    "RunHooks",
+    "RunInfo",
     "RunLedger",
     "RunOptions",
     "RunResult",
@@ -144,11 +155,13 @@ __all__ = [
     "SubagentError",
     "Task",
     "TaskGraph",
+    "TaskInfo",
     "TaskMode",
     "TaskOutcome",
     "TaskStatus",
     "Team",
     "Tool",
+    "ToolCallInfo",
     "ToolOutput",
     "UnknownDependencyError",
     "VerificationReport",

@@ -12,6 +12,8 @@ do the same:
   `DEFAULT_STORE_URL`, `masked_url`);
 - a graph before it runs: `graph_shape`, `concurrency_notice`, `estimate_tasks` (a
   `TaskEstimate` each), `wall_time_range`;
+- plan only (``clearance plan``): `plan_only` records the coordinator's plan as a run of
+  its own (a `PlannedRun`), `plan_team_file` writes it as an editable team file;
 - after a run: `report_function` and its `Report`; approvals (`Approver`, `decide`,
   `default_decider`). The run page is in `clearance.view`.
 """
@@ -20,6 +22,7 @@ from clearance._core.run_spec import ExecutorSpec
 from clearance._core.teamfile_checks import check_chat_agent
 from clearance._orchestration.approval import Approver, decide, default_decider
 from clearance._orchestration.estimate import TaskEstimate, estimate_tasks, wall_time_range
+from clearance._orchestration.plan_only import PlannedRun, plan_only, plan_team_file
 from clearance._orchestration.run_config import WINDOWED_PROVIDERS, model_settings, spec_tools
 from clearance._orchestration.run_memory import masked_url
 from clearance._orchestration.spec_run import checked_run, with_resources
@@ -42,6 +45,7 @@ __all__ = [
     "DEFAULT_STORE_URL",
     "EventRecord",
     "ExecutorSpec",
+    "PlannedRun",
     "Report",
     "RunRecord",
     "TaskEstimate",
@@ -57,6 +61,8 @@ __all__ = [
     "graph_shape",
     "masked_url",
     "model_settings",
+    "plan_only",
+    "plan_team_file",
     "report_function",
     "spec_tools",
     "wall_time_range",

@@ -17,7 +17,7 @@ from clearance._context.assemble import TokenCounter
 from clearance._context.layout import SUMMARIES as SUMMARIES_SECTION
 from clearance._context.layout import SYNTHESIS_TRAILER, TASK_TRAILER
 from clearance._context.prompts_coordinator import SYNTHESIS_MAP
-from clearance._context.prompts_isolated import IsolatedPrompts
+from clearance._context.prompts_review import ReviewPrompts
 
 __all__ = [
     "SUMMARIES_SECTION",
@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 
-class ContextBuilder(IsolatedPrompts):
+class ContextBuilder(ReviewPrompts):
     """Builds every prompt of a run, admitting only what each task is cleared to see.
 
     Task prompt layout (`layout`, kind ``task``): the system message holds the agent's

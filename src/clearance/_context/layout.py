@@ -54,6 +54,9 @@ MESSAGES = "## Messages from team members"
 MEMORY = "## From memory"
 CHILDREN = "## Results from subagents"
 REPAIR = "## Your previous answer was rejected"
+REVIEW_FINDINGS = "## Review findings to address"
+HOOKS = "## From hooks"
+CANDIDATE = "## Result to review"
 TOOLS = "## Tools you can call"
 TOOL_RESULTS = "## Results of your tool calls"
 DELEGATED = "# Delegated task"
@@ -138,6 +141,10 @@ ISOLATED_TRAILER = (
     "'FILE: <path of a project file you need>') or 'STATUS: blocked' (then say why)."
 )
 CONVERSATION_TRAILER = "Reply to the last message of the conversation above."
+REVIEW_TRAILER = (
+    "Review the result above against the task above. Reply with JSON only: "
+    '{"verdict": "accept" or "revise", "findings": "what must change, or why it is fine"}.'
+)
 SUMMARY_PROMPT = (
     "Summarize the conversation above in a few sentences. Keep names, numbers, decisions and "
     "open questions. Reply with the summary only."
@@ -222,7 +229,8 @@ _TASK_BODY = (
 )
 _TASK_V3 = Layout(
     "task", 3,
-    (_TOOL_ROWS[0], _row(TASK, "task", on_fence=True), *_TASK_BODY, _TOOL_ROWS[1]),
+    (_TOOL_ROWS[0], _row(TASK, "task", on_fence=True), *_TASK_BODY,
+     _row(HOOKS, "hook"), _row(REVIEW_FINDINGS, "review"), _TOOL_ROWS[1]),
     _TASK_TRAILERS,
 )  # fmt: skip
 """Labelled: the task's text and each result or failure labelled on its fence line."""
@@ -291,6 +299,11 @@ _CONVERSATION = Layout(
     {"default": CONVERSATION_TRAILER},
 )  # fmt: skip
 _SUMMARY = Layout("summary", 1, _CONVERSATION.rows, {"default": SUMMARY_PROMPT})
+_REVIEW = Layout(
+    "review", 1, (_row(TASK, "task", on_fence=True), _row(CANDIDATE, "candidate")),
+    {"default": REVIEW_TRAILER},
+)  # fmt: skip
+"""A reviewer's prompt: the task's text and the candidate result, nothing else."""
 
 LAYOUTS: Mapping[str, tuple[Layout, ...]] = {
     layouts[0].kind: layouts
@@ -306,6 +319,7 @@ LAYOUTS: Mapping[str, tuple[Layout, ...]] = {
         (_PLAN,),
         (_CONVERSATION,),
         (_SUMMARY,),
+        (_REVIEW,),
     )
 }
 """Every prompt kind's layouts, the current one (which the builder renders) first."""
@@ -342,5 +356,5 @@ def layout_kind(subject: Subject, *, summaries: bool = False) -> str | None:
 
 _SUBJECT_KINDS = frozenset(
     {"task", "delegation", "child", "isolated", "clarification", "synthesis_map",
-     "conversation", "summary"}
+     "conversation", "summary", "review"}
 )  # fmt: skip

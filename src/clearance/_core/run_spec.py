@@ -20,18 +20,22 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from clearance._core.agent_spec import FileCaps
+from clearance._core.budget import ModelPrice, RunBudget
 from clearance._core.errors import ConfigError
 from clearance._core.mcp_spec import McpServerSpec
 from clearance._core.safe_yaml import load_yaml_file
 from clearance._core.spec import Team
 from clearance._core.teamfile_models import (
     AgentSpec,
+    BudgetSpec,
     InputSpec,
     IsolationSpec,
     MemoryGroupSpec,
     MemorySpec,
     MessageSpec,
     ModelOptionsSpec,
+    PlanRefSpec,
+    PriceSpec,
     TaskSpec,
     ToolEntrySpec,
 )
@@ -103,6 +107,9 @@ class RunSpec(BaseModel):
             the generic run report (synthesis and each task's result).
         synthesis_from: Ids of the tasks whose results the synthesis shows (``None``: all).
         executor: Where model calls are answered.
+        budget: Most tokens and US dollars the run may spend (``None``: no cap).
+        prices: What each model's tokens cost (US dollars per million), for ``budget.cost_usd``.
+        plan: The run that planned ``tasks`` (a team file written by ``clearance plan``).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -128,6 +135,28 @@ class RunSpec(BaseModel):
     report: str | None = Field(default=None, pattern=r"^step:[a-z_][a-z0-9_]*$")
     synthesis_from: list[str] | None = None
     executor: ExecutorSpec = ExecutorSpec()
+    budget: BudgetSpec | None = None
+    prices: dict[str, PriceSpec] = {}
+    plan: PlanRefSpec | None = None
+
+    @model_validator(mode="after")
+    def _plan_needs_tasks(self) -> RunSpec:
+        if self.plan is not None and not self.tasks:
+            raise ValueError("plan: names the run that planned the tasks: give its tasks")
+        return self
+
+    @model_validator(mode="after")
+    def _prices_need_a_cost_budget(self) -> RunSpec:
+        if self.prices and (self.budget is None or self.budget.cost_usd is None):
+            raise ValueError("prices: has no effect without budget: {cost_usd: ...}")
+        return self
+
+    def run_budget(self) -> RunBudget | None:
+        """``budget:`` with ``prices:`` as a `RunBudget`; ``None`` without a budget."""
+        if self.budget is None:
+            return None
+        prices = {m: ModelPrice(**p.model_dump()) for m, p in self.prices.items()}
+        return RunBudget(tokens=self.budget.tokens, cost_usd=self.budget.cost_usd, prices=prices)
 
     @property
     def tool_functions(self) -> dict[str, str | None]:
@@ -174,6 +203,28 @@ class RunSpec(BaseModel):
         return self.model_copy(
             update={"model": model, "agents": agents, "coordinator": coordinator}
         )
+
+    def with_budget(self, *, tokens: int | None = None, cost_usd: float | None = None) -> RunSpec:
+        """This spec with the budget's caps given replaced (``None`` keeps a cap as it is).
+
+        Raises:
+            ConfigError: ``cost_usd`` for a spec without ``prices:`` (its cost cannot be
+                counted), or a cap out of range (``tokens`` < 1, ``cost_usd`` <= 0).
+        """
+        if tokens is None and cost_usd is None:
+            return self
+        if cost_usd is not None and not self.prices:
+            raise ConfigError("the run has no prices to count a cost in", field="budget.cost_usd")
+        caps = self.budget.model_dump() if self.budget is not None else {}
+        caps.update(
+            {k: v for k, v in (("tokens", tokens), ("cost_usd", cost_usd)) if v is not None}
+        )
+        try:
+            budget = BudgetSpec.model_validate(caps)
+        except ValidationError as exc:
+            field, message = validation_error(exc)
+            raise ConfigError(message, field=f"budget.{field}") from exc
+        return self.model_copy(update={"budget": budget})
 
     # -- the team file ---------------------------------------------------------------------
 

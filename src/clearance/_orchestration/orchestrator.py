@@ -12,7 +12,8 @@ from clearance._agents.caller import ModelCaller
 from clearance._agents.replay import ReplaySource
 from clearance._agents.retry import RetryPolicy
 from clearance._agents.tools import Tool
-from clearance._core.errors import ClearanceError, ConfigError, LedgerError
+from clearance._core.errors import BudgetExceeded, ClearanceError, ConfigError, LedgerError
+from clearance._core.hooks import HookRunner
 from clearance._core.ids import new_id
 from clearance._core.memory_spec import group_members
 from clearance._core.run_spec import RunSpec
@@ -39,6 +40,7 @@ from clearance._orchestration.run import (
     RunServices,
     RunSettings,
 )
+from clearance._orchestration.run_budget import RunMeters
 from clearance._orchestration.run_config import derived_spec, named_tools, orchestrator_arguments
 from clearance._orchestration.run_memory import RunMemory
 from clearance._orchestration.stream import DEFAULT_MAX_EVENTS, RunStream, call_listener
@@ -132,6 +134,7 @@ class Orchestrator:
         self.memory = memory
         self._memory_groups = group_members(team.memory_groups)
         self.spec: RunSpec | None = None  # the spec it was made from (`from_spec`), if any
+        self._meters = RunMeters()
         self._replay: ReplaySource | None = None  # the last resume's recorded steps
 
     @property
@@ -182,20 +185,12 @@ class Orchestrator:
 
     @classmethod
     def _made_from(
-        cls,
-        spec: RunSpec,
-        team: Team,
-        synthesis_from: Iterable[str] | None,
-        *,
-        model: str | ChatModel | None = None,
-        ledger: Recorder | None,
-        store: ContextStore | None,
-        memory: RunMemory | None,
-        tools: Mapping[str, Tool | Callable[..., Any]] | None,
-        services: RunServices | None,
-        stream_text: bool = False,
-        retry_policy: RetryPolicy | None = None,
-    ) -> Orchestrator:
+        cls, spec: RunSpec, team: Team, synthesis_from: Iterable[str] | None, *,
+        model: str | ChatModel | None = None, ledger: Recorder | None,
+        store: ContextStore | None, memory: RunMemory | None,
+        tools: Mapping[str, Tool | Callable[..., Any]] | None, services: RunServices | None,
+        stream_text: bool = False, retry_policy: RetryPolicy | None = None,
+    ) -> Orchestrator:  # fmt: skip
         arguments = orchestrator_arguments(
             spec, synthesis_from, store=store, memory=memory, tools=tools, services=services,
             stream_text=stream_text, retry_policy=retry_policy,
@@ -250,15 +245,27 @@ class Orchestrator:
             PlanError: The plan is still invalid after the repair attempt.
             ModelError: The coordinator's model failed while planning.
         """
+        run_id, graph, usage = await self.plan(goal)
+        return await self._execute(run_id, graph, goal, usage=usage)
+
+    async def plan(self, goal: str) -> tuple[str, TaskGraph, Usage]:
+        """Start a run of ``goal``, have the coordinator plan it as `run_team` does; run nothing.
+
+        Returns:
+            The run's id, the validated graph (recorded with the run) and the planning's usage.
+
+        Raises:
+            PlanError: As `run_team` (the run is recorded ``failed``).
+            ModelError: As `run_team`.
+        """
         self._resolve_models()
         run_id = new_id("run")
-        self.ledger.start_run(
-            run_id=run_id, team=self.team.name, goal=goal, graph=None, config=self._config()
-        )
+        self.ledger.start_run(run_id=run_id, team=self.team.name, goal=goal, graph=None,
+                              config=self._config())  # fmt: skip
         self._emit("run_started", run_id, detail="planning")
         graph, usage = await self._plan(run_id, goal, Usage())
         self._emit("plan_ready", run_id, detail=f"{len(graph)} tasks")
-        return await self._execute(run_id, graph, goal, usage=usage)
+        return run_id, graph, usage
 
     @classmethod
     def from_run(
@@ -359,6 +366,7 @@ class Orchestrator:
         usage, prompt_tokens = recorded_usage(ledger, recorded)
         self._replay = ReplaySource.load(ledger, run_id)  # durable resume: verified steps
         ledger.reopen_run(run_id, process=process_identity(), force=force)
+        self._meters.resume(self.options.budget, run_id, ledger)
         total, done = len(recorded.graph or ()), len(recorded.completed)
         detail = f"resumed: {done} of {total} tasks already completed"
         self._emit("run_started", run_id, detail=detail)
@@ -385,8 +393,9 @@ class Orchestrator:
                 model=self._models.for_agent(coordinator), memory_groups=self._memory_groups,
             )  # fmt: skip
         except ClearanceError as exc:
+            status = "interrupted" if isinstance(exc, BudgetExceeded) else "failed"
             self.ledger.finish_run(
-                run_id, status="failed", synthesis=None, usage=usage + caller.usage, error=str(exc)
+                run_id, status=status, synthesis=None, usage=usage + caller.usage, error=str(exc)
             )
             self._emit("run_finished", run_id, detail=str(exc))
             raise
@@ -394,15 +403,10 @@ class Orchestrator:
         return graph, usage + caller.usage
 
     async def _execute(
-        self,
-        run_id: str,
-        graph: TaskGraph,
-        goal: str,
-        *,
-        usage: Usage | None = None,
+        self, run_id: str, graph: TaskGraph, goal: str, *, usage: Usage | None = None,
         completed: Mapping[str, str] | None = None,
         prompt_tokens: Mapping[str, int] | None = None,
-    ) -> RunResult:
+    ) -> RunResult:  # fmt: skip
         run = Run(
             run_id=run_id, goal=goal, shared=SharedMemory(clock=self._clock),
             queue=TaskQueue(graph, clock=self._clock, completed=completed),
@@ -422,6 +426,8 @@ class Orchestrator:
             ledger=self.ledger, run_id=run_id, retry_policy=self.options.retry_policy,
             clock=self._clock,
             listener=call_listener(self._emit, run_id) if self.stream_text else None,
+            meter=self._meters.for_run(self.options.budget, run_id),
+            hooks=HookRunner(self.services.hooks),
             replay=self._replay if self._replay and self._replay.run_id == run_id else None,
         )  # fmt: skip
 
@@ -436,7 +442,9 @@ class Orchestrator:
 
     def _resolve_models(self) -> None:
         """Create every agent's model now, so a bad model id fails before the run starts."""
-        self._models.resolve((*self.team.agents, self.team.coordinator or DEFAULT_COORDINATOR))
+        agents = (*self.team.agents, self.team.coordinator or DEFAULT_COORDINATOR)
+        self._models.resolve(agents)
+        self._meters.check_prices(self.options.budget, map(self._models.for_agent, agents))
 
     def _config(self) -> dict[str, Any]:
         """The run's configuration as recorded with it: its spec (`RunSpec.to_record`)."""
@@ -465,14 +473,9 @@ class Orchestrator:
         )  # fmt: skip
 
     def _emit(
-        self,
-        kind: EventKind,
-        run_id: str,
-        *,
-        task_id: str | None = None,
-        detail: str = "",
+        self, kind: EventKind, run_id: str, *, task_id: str | None = None, detail: str = "",
         subject: str | None = None,
-    ) -> None:
+    ) -> None:  # fmt: skip
         """Deliver a `RunEvent` to the ``on_event`` callback; made only when there is one."""
         if self._on_event is not None:
             self._on_event(
@@ -480,13 +483,9 @@ class Orchestrator:
             )
 
     def stream(
-        self,
-        tasks: Iterable[Task] | None = None,
-        *,
-        goal: str | None = None,
-        resume: str | None = None,
-        max_events: int = DEFAULT_MAX_EVENTS,
-    ) -> RunStream:
+        self, tasks: Iterable[Task] | None = None, *, goal: str | None = None,
+        resume: str | None = None, max_events: int = DEFAULT_MAX_EVENTS,
+    ) -> RunStream:  # fmt: skip
         """Run, and iterate over the run's events as it goes (``async for event in ...``).
 
         Runs ``tasks`` (`run_tasks`), else plans ``goal`` (`run_team`), else resumes the run

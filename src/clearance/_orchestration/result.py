@@ -23,6 +23,7 @@ EventKind = Literal[
     "text",
     "tool_call",
     "awaiting_approval",
+    "review_round",
     "run_replayed",
 ]
 

@@ -16,8 +16,10 @@ from clearance._agents.files import FileCaps
 from clearance._agents.retry import RetryPolicy
 from clearance._agents.tools import Tool
 from clearance._context.builder import ContextBuilder
+from clearance._core.budget import RunBudget
 from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import ConfigError
+from clearance._core.hooks import RunHooks
 from clearance._core.spec import Agent, Team
 from clearance._orchestration.approval import ApprovalGate, Approver
 from clearance._orchestration.children import ChildRunner
@@ -76,6 +78,8 @@ class RunOptions:
             ``text``, ``tool_call`` events) to ``on_event`` as well.
         retry_policy: Backoff between attempts of a model call that failed transiently (the
             number of retries is each agent's ``limits.retries``).
+        budget: The run's token and cost budget, checked before each model call (see
+            `RunBudget` and `BudgetExceeded`); ``None`` for no budget.
 
     Raises:
         ConfigError: ``max_concurrency`` below 1 or ``clarification_rounds`` outside 0 to 10.
@@ -92,6 +96,7 @@ class RunOptions:
     model_options: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     stream_text: bool = False
     retry_policy: RetryPolicy = field(default_factory=RetryPolicy)
+    budget: RunBudget | None = None
 
     def __post_init__(self) -> None:
         if self.max_concurrency < 1:
@@ -122,6 +127,7 @@ class RunServices:
             interactive run); ``None`` lets the coordinator answer.
         approver: Asks a person about each approval on the spot; ``None`` pauses the run
             instead (`RunResult.status` ``"awaiting_approval"``).
+        hooks: User hooks around the run, tasks, model and tool calls (`RunHooks`).
     """
 
     models: Mapping[str, ChatModel] = field(default_factory=dict)
@@ -131,6 +137,10 @@ class RunServices:
     executor: ModelExecutor | None = None
     ask_person: AskPerson | None = None
     approver: Approver | None = None
+    hooks: tuple[RunHooks, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "hooks", tuple(self.hooks))
 
 
 class Emit(Protocol):

@@ -24,12 +24,14 @@ from clearance._core.teamfile import resolve_input
 from clearance._core.teamfile_models import (
     MODEL_OPTION_KEYS,
     AgentSpec,
+    BudgetSpec,
     FileCapsSpec,
     InputSpec,
     IsolationSpec,
     MemoryGroupSpec,
     MemorySpec,
     ModelOptionsSpec,
+    PriceSpec,
     ToolEntrySpec,
 )
 from clearance._orchestration.resume import spec_resources
@@ -229,6 +231,7 @@ def spec_options(
         approval_tools=frozenset(spec.approval_tools),
         model_options=model_settings(spec),
         stream_text=stream_text,
+        budget=spec.run_budget(),
         **extra,
     )
 
@@ -310,6 +313,8 @@ def derived_spec(
         )
     project = options.project_root if options.project_root != options.input_root else None
     workspace = str(options.workspace_root)
+    budget = options.budget
+    costed = budget is not None and budget.cost_usd is not None  # prices count only a cost
     return RunSpec(
         name=team.name,
         model=model_id,
@@ -331,6 +336,10 @@ def derived_spec(
         else None,
         tools=tools,
         synthesis_from=list(options.synthesis_from) if options.synthesis_from else None,
+        budget=BudgetSpec(tokens=budget.tokens, cost_usd=budget.cost_usd) if budget else None,
+        prices={m: PriceSpec(**dataclasses.asdict(p)) for m, p in budget.prices.items()}
+        if budget is not None and costed
+        else {},
     )
 
 

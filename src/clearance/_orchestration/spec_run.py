@@ -23,6 +23,7 @@ from clearance._core.spec import Task
 from clearance._core.teamfile import LoadedTeam, prepare_run
 from clearance._orchestration.executor import ModelExecutor
 from clearance._orchestration.orchestrator import Orchestrator
+from clearance._orchestration.plan_only import plan_hooks
 from clearance._orchestration.ray_executor import RayExecutor
 from clearance._orchestration.result import RunResult
 from clearance._orchestration.resume import recorded_spec
@@ -129,7 +130,8 @@ async def run_spec(
     """Run a spec as ``clearance run`` does: its tasks, or a plan for its goal; then synthesize.
 
     Opens what the spec names and ``services`` does not give (the executor, store, memory,
-    tools) and closes it when the run ends; the run records the spec.
+    tools) and closes it when the run ends; the run records the spec, and a spec with
+    ``plan:`` (written by `plan_only`) records the plan it replays (`PlanLink`).
 
     Args:
         spec: The run's spec (`RunSpec.from_file`, with changes), or one prepared with
@@ -158,6 +160,8 @@ async def run_spec(
         if services.executor is None:
             executor = stack.enter_context(open_executor(loaded.spec.executor))
             services = dataclasses.replace(services, executor=executor)
+        if linked := plan_hooks(loaded, ledger):  # a planned team file: record its plan
+            services = dataclasses.replace(services, hooks=(*services.hooks, *linked))
         given = await asyncio.to_thread(spec_tools, loaded.spec, tools)
         orchestrator = Orchestrator.from_spec(
             loaded, ledger=ledger, tools=given, services=services, stream_text=stream_text

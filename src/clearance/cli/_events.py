@@ -109,6 +109,14 @@ def _what(event: EventRecord) -> str:
             f"MCP {data.get('server')}/{data.get('tool')} over {data.get('transport')} "
             f"({data.get('where')}), call {data.get('tool_call_id')}: {outcome}"
         )
+    if event.kind == "review_round":
+        verdict = "accepts" if data.get("accepted") else "sends it back"
+        return (
+            f"task {data.get('task_id')} round {data.get('round')}: {data.get('reviewer')} "
+            f"{verdict}: {data.get('findings')}"
+        )
+    if event.kind == "budget":
+        return f"budget for this session: tokens {data.get('tokens')}, cost {data.get('cost_usd')}"
     if event.kind == "files":
         return ", ".join(sorted(dict(data.get("files") or {}))) or "(none)"
     return str(data)

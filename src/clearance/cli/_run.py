@@ -331,6 +331,23 @@ def resume(
     ray_address: RayAddressOption = None,
     ray_workers: RayWorkersOption = None,
     ray_env: RayEnvOption = None,
+    budget_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--budget-tokens",
+            min=1,
+            help="The run's token budget instead of the recorded one (raise it to "
+            "finish a run stopped by its budget).",
+        ),
+    ] = None,
+    budget_cost_usd: Annotated[
+        float | None,
+        typer.Option(
+            "--budget-cost-usd",
+            min=0,
+            help="The run's cost budget (US dollars) instead of the recorded one.",
+        ),
+    ] = None,
 ) -> None:
     """Resume a stopped run: keep its completed results, run the rest, then synthesize.
 
@@ -356,11 +373,14 @@ def resume(
         }
         if max_concurrency is not None:
             update["max_concurrency"] = max_concurrency
+        if budget_cost_usd is not None and not spec.prices:
+            raise ConfigError("the run has no prices to count a cost in", field="--budget-cost-usd")
         if store_url is not None:
             update["store"] = store_url
         if memory_url is not None:
             update["memory"] = spec.memory_settings.model_copy(update={"url": memory_url})
         spec = spec.model_copy(update=update)
+        spec = spec.with_budget(tokens=budget_tokens, cost_usd=budget_cost_usd)
         spec = spec.with_model(model) if model is not None else spec
         services = RunServices(
             on_event=progress, approver=terminal_approver() if interactive else None

@@ -1,0 +1,63 @@
+"""The ``plan`` command: the coordinator's plan for a goal, written as an editable team file."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import yaml
+
+from clearance import ConfigError, RunLedger, RunServices, RunSpec
+from clearance.cli._common import one_line_errors, out, safe_text
+from clearance.cli._options import DbOption, InputOption
+from clearance.cli._team_setup import configured_models
+from clearance.runs import (
+    DEFAULT_LEDGER_URL,
+    checked_run,
+    model_settings,
+    plan_only,
+    plan_team_file,
+)
+
+__all__ = ["plan"]
+
+
+@one_line_errors
+def plan(
+    team_file: Annotated[Path, typer.Argument(help="Team file (YAML) whose coordinator plans.")],
+    goal: Annotated[str | None, typer.Option(help="The goal to plan for.")] = None,
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="Where to write the planned team file.")
+    ] = Path("plan.yaml"),
+    model: Annotated[str | None, typer.Option(help="Model id for every agent.")] = None,
+    db: DbOption = DEFAULT_LEDGER_URL,
+    input_dir: InputOption = None,
+) -> None:
+    """Plan only: write the coordinator's validated plan as a team file to review and edit.
+
+    Run it with ``clearance run PLAN.yaml``; the run records which plan it replays.
+    """
+    written = RunSpec.from_file(team_file)
+    spec = written
+    if input_dir is not None:
+        spec = spec.model_copy(
+            update={"input": spec.input.model_copy(update={"default": input_dir})}
+        )
+    spec = spec.with_model(model) if model is not None else spec
+    goal = goal or spec.goal
+    if not goal:
+        raise ConfigError("give --goal (or goal: in the team file) to plan", field="--goal")
+    if output.exists():
+        raise ConfigError(f"{str(output)!r} exists: choose another file", field="--output")
+    if not output.parent.is_dir():
+        raise ConfigError(f"folder {str(output.parent)!r} does not exist", field="--output")
+    loaded, _ = checked_run(spec, source=str(team_file))
+    services = RunServices(models=configured_models(model_settings(spec)))
+    with RunLedger(db) as ledger:
+        planned = asyncio.run(plan_only(loaded, goal, ledger=ledger, services=services))
+    data = plan_team_file(written.to_data(), planned, goal)
+    output.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), "utf-8")
+    out.print(safe_text(f"plan: {len(planned.graph)} tasks (run {planned.run_id})"))
+    out.print(safe_text(f"written to {output}; edit it, then: clearance run {output}"))
