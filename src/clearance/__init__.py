@@ -57,6 +57,14 @@ from clearance._core.spec import (
     TaskMode,
     Team,
 )
+from clearance._core.vocabulary import (
+    ApprovalKind,
+    ClarificationKind,
+    EventKind,
+    OriginKind,
+    PromptKind,
+    RunEventKind,
+)
 from clearance._orchestration.approval import ApprovalDecision, ApprovalRequest
 from clearance._orchestration.chat import AgentChat
 from clearance._orchestration.executor import ModelExecutor
@@ -81,9 +89,11 @@ __all__ = [
     "AgentLimits",
     "ApprovalDecision",
     "ApprovalDenied",
+    "ApprovalKind",
     "ApprovalPending",
     "ApprovalRequest",
     "ChatMessage",
+    "ClarificationKind",
     "Clearance",
     "ClearanceError",
     "ConfigError",
@@ -97,6 +107,7 @@ __all__ = [
     "DelegationLoopError",
     "DependencyPayloadError",
     "DuplicateTaskError",
+    "EventKind",
     "FanOut",
     "FileCaps",
     "GraphError",
@@ -110,13 +121,16 @@ __all__ = [
     "ModelExecutor",
     "NullLedger",
     "Orchestrator",
+    "OriginKind",
     "OutputValidationError",
     "PathEscapeError",
     "PlanError",
     "Prompt",
+    "PromptKind",
     "RayExecutor",
     "RetryPolicy",
     "RunEvent",
+    "RunEventKind",
     "RunLedger",
     "RunResult",
     "RunStream",

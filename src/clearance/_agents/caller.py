@@ -46,6 +46,7 @@ from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import ClearanceError, LimitExceeded, ModelError
 from clearance._core.prompt import Prompt
 from clearance._core.spec import Agent
+from clearance._core.vocabulary import RunEventKind
 from clearance._state.ledger import Recorder
 from clearance.models._base import (
     MAX_REPORTED_TOKENS,
@@ -57,7 +58,7 @@ from clearance.models._base import (
 
 __all__ = ["CallBudget", "CallEventKind", "CallListener", "ModelCaller"]
 
-CallEventKind = Literal["model_call", "text", "tool_call"]
+CallEventKind = Literal[RunEventKind.MODEL_CALL, RunEventKind.TEXT, RunEventKind.TOOL_CALL]
 """What a `CallListener` hears: an attempt starting (detail: ``"attempt N"``), a piece of
 the completion's text (detail: the piece, untrusted), a tool call asked for (detail: its
 name, untrusted)."""
@@ -288,13 +289,13 @@ class ModelCaller:
         listener = self.listener
         if listener is None:
             return None
-        listener("model_call", call.subject, f"attempt {number}")
+        listener(RunEventKind.MODEL_CALL, call.subject, f"attempt {number}")
         state = [0, 1]  # pieces heard; 1 while the attempt is open
 
         def sink(piece: str) -> None:
             if state[1]:  # a provider thread may go on briefly after an abandoned attempt
                 state[0] += 1
-                listener("text", call.subject, piece)
+                listener(RunEventKind.TEXT, call.subject, piece)
 
         request = dataclasses.replace(call.request, stream=sink)
         return dataclasses.replace(call, request=request, stream=state)
@@ -303,9 +304,9 @@ class ModelCaller:
         """Tell the listener the text a provider did not stream, and the tool calls."""
         assert self.listener is not None
         if not streamed.stream[0] and response.text:
-            self.listener("text", call.subject, response.text)
+            self.listener(RunEventKind.TEXT, call.subject, response.text)
         for tool_call in response.tool_calls:
-            self.listener("tool_call", call.subject, tool_call.name)
+            self.listener(RunEventKind.TOOL_CALL, call.subject, tool_call.name)
 
     async def _send(self, call: _Call, started: float) -> ModelResponse:
         """Send the request within the attempt's time; translate the provider's errors."""

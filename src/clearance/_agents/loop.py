@@ -47,6 +47,7 @@ from clearance._core.errors import (
 from clearance._core.ids import new_id
 from clearance._core.prompt import Prompt, sha256_text
 from clearance._core.spec import DEFAULT_TOOL_STEPS, Agent, Team
+from clearance._core.vocabulary import EventKind
 from clearance._state.grants import StoreGrants
 from clearance._state.ledger import Recorder
 from clearance._state.store import ContextStore
@@ -296,7 +297,10 @@ class AgentLoop:
                 )
                 if source is not None:
                     self.ledger.record_event(
-                        self.run_id, "mcp_call", subject, {"tool_call_id": call_id, **source}
+                        self.run_id,
+                        EventKind.MCP_CALL,
+                        subject,
+                        {"tool_call_id": call_id, **source},
                     )
                 if breach is not None:
                     raise breach
@@ -420,7 +424,7 @@ class AgentLoop:
             return ToolOutput(content=f"error: {exc}", is_error=True), exc
         if not kept.offloaded:
             return output, None
-        self.ledger.record_event(self.run_id, "offloaded", subject, {
+        self.ledger.record_event(self.run_id, EventKind.OFFLOADED, subject, {
             "tool_call_id": call_id, "reference": kept.reference, "sha256": kept.sha256,
             "chars": kept.chars, "lines": kept.lines,
         })  # fmt: skip

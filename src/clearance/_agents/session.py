@@ -22,6 +22,7 @@ from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import ConfigError, LimitExceeded
 from clearance._core.prompt import Prompt
 from clearance._core.spec import Agent, AgentLimits
+from clearance._core.vocabulary import StepKind
 from clearance.models._base import ChatModel, ModelResponse
 
 __all__ = ["AgentSession", "Step"]
@@ -130,7 +131,7 @@ class AgentSession:
             LimitExceeded: The step would exceed ``max_steps`` (``limit="max_steps"``). The
                 refusal itself is recorded as a ``limit_exceeded`` step.
         """
-        if kind != "goal":
+        if kind != StepKind.GOAL:
             self._admit_step()
         return self._write(kind, content, ok=ok, data=data or {})
 
@@ -249,7 +250,7 @@ class AgentSession:
     # -- internals ------------------------------------------------------------------------
 
     def _work_steps(self) -> int:
-        return sum(1 for s in self._steps if s.kind not in ("goal", "limit_exceeded"))
+        return sum(1 for s in self._steps if s.kind not in (StepKind.GOAL, StepKind.LIMIT_EXCEEDED))
 
     def _write(self, kind: str, content: str, *, ok: bool, data: Mapping[str, Any]) -> Step:
         step = Step(index=len(self._steps) + 1, kind=kind, content=content, ok=ok, data=data,

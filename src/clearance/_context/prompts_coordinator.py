@@ -19,13 +19,11 @@ from clearance._core.errors import ContextViolation
 from clearance._core.origins import Origin, Subject
 from clearance._core.prompt import Prompt
 from clearance._core.spec import Agent, Task
+from clearance._core.vocabulary import PromptKind
 from clearance._state.queue import TaskQueue, TaskStatus
 from clearance._state.shared_memory import SharedMemory
 
-__all__ = ["SYNTHESIS_MAP", "CoordinatorPrompts"]
-
-SYNTHESIS_MAP = "synthesis_map"
-"""Subject kind of a hierarchical synthesis' map steps (``synthesis_map:<n>``)."""
+__all__ = ["CoordinatorPrompts"]
 
 
 class CoordinatorPrompts(TaskPrompts):
@@ -100,7 +98,7 @@ class CoordinatorPrompts(TaskPrompts):
             ContextViolation: A task of ``task_ids`` is not completed.
             LimitExceeded: The prompt exceeds ``max_prompt_tokens``.
         """
-        subject = str(Subject(SYNTHESIS_MAP, str(step)))
+        subject = str(Subject(PromptKind.SYNTHESIS_MAP, str(step)))
         results = []
         for tid in task_ids:
             state = queue.get(tid)
@@ -111,7 +109,7 @@ class CoordinatorPrompts(TaskPrompts):
         sections = {L.GOAL: [_goal(goal)], L.COMPLETED: results, L.SUMMARIES: _summaries(kept)}
         step_clearance = {"step": subject, "task_results": list(task_ids), "summaries": list(kept)}
         return self._assemble(
-            subject, coordinator, SYNTHESIS_MAP, sections,
+            subject, coordinator, PromptKind.SYNTHESIS_MAP, sections,
             max_prompt_tokens=max_prompt_tokens, clearance_dict=step_clearance,
         )  # fmt: skip
 

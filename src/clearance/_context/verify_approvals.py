@@ -20,21 +20,14 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from clearance._core.prompt import canonical_json, sha256_text
+from clearance._core.vocabulary import EventKind
 from clearance._state.ledger import CallRecord, EventRecord, RunLedger, RunRecord, ToolCallRecord
 
 __all__ = [
-    "APPROVAL_DECIDED",
-    "APPROVAL_REQUESTED",
     "arguments_sha256",
     "check_approvals",
     "denial_text",
 ]
-
-APPROVAL_REQUESTED = "awaiting_approval"
-"""Event kind of an approval request."""
-
-APPROVAL_DECIDED = "approval_decided"
-"""Event kind of a decision on an approval request."""
 
 _KEY_FIELDS = ("kind", "task_id", "agent", "tool", "arguments_sha256")
 
@@ -88,13 +81,13 @@ def check_approvals(
         last[(entry.kind, entry.subject)] = entry.seq
     requests: dict[str, tuple[int, EventRecord]] = {}
     for event in events:
-        if event.kind == APPROVAL_REQUESTED:
+        if event.kind == EventKind.AWAITING_APPROVAL:
             where = seq.get(("event", event.event_id), 0)
             requests.setdefault(str(event.data.get("call_id")), (where, event))
     approvals: list[tuple[int, EventRecord]] = []  # decisions that answer their request
     seen: set[str] = set()
     for event in events:
-        if event.kind != APPROVAL_DECIDED:
+        if event.kind != EventKind.APPROVAL_DECIDED:
             continue
         call_id = str(event.data.get("call_id"))
         where = seq.get(("event", event.event_id), 0)

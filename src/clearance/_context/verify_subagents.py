@@ -25,6 +25,7 @@ from clearance._context.layout import item_kinds
 from clearance._core.origins import Origin, Subject
 from clearance._core.prompt import sha256_text
 from clearance._core.spec import Agent
+from clearance._core.vocabulary import ClarificationKind, EventKind, OriginKind
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import CallRecord, EventRecord
 
@@ -65,24 +66,24 @@ class SubagentFacts:
         for event in events:
             data = event.data
             task_id = event.subject.removeprefix("task:")
-            if event.kind == "architecture":
+            if event.kind == EventKind.ARCHITECTURE:
                 self.architecture.add(str(data.get("sha256")))
-            elif event.kind == "files":
+            elif event.kind == EventKind.FILES:
                 for path, digest in dict(data.get("files") or {}).items():
                     self.file_digests.setdefault(task_id, {}).setdefault(path, set()).add(digest)
-            elif event.kind == "clarification":
+            elif event.kind == EventKind.CLARIFICATION:
                 self._clarification(task_id, data)
-            elif event.kind == "spawn":
+            elif event.kind == EventKind.SPAWN:
                 self.spawns[str(data.get("child_id"))] = {**data, "task_id": task_id}
-            elif event.kind == "child":
+            elif event.kind == EventKind.CHILD:
                 self.children[str(data.get("child_id"))] = {**data, "task_id": task_id}
-            elif event.kind == "isolated_context":
+            elif event.kind == EventKind.ISOLATED_CONTEXT:
                 self.dispatches.setdefault(event.subject, []).append(dict(data))
 
     def _clarification(self, task_id: str, data: Mapping[str, Any]) -> None:
-        if data.get("kind") == "question":
+        if data.get("kind") == ClarificationKind.QUESTION:
             self.questions.setdefault(task_id, set()).add(sha256_text(str(data.get("question"))))
-        if data.get("kind") == "file" and data.get("served"):
+        if data.get("kind") == ClarificationKind.FILE and data.get("served"):
             path = str(data.get("path"))
             self.served.setdefault(task_id, set()).add(path)
             digests = self.file_digests.setdefault(task_id, {}).setdefault(path, set())
@@ -169,19 +170,23 @@ def check_isolated_call(
         digest = item.get("sha256")
         if not clearance.admits(origin):
             yield origin, f"not in the clearance of isolated task {task_id!r}"
-        elif kind == "arch" and digest not in events.architecture:
+        elif kind == OriginKind.ARCH and digest not in events.architecture:
             yield origin, "not the run's recorded architectural context"
-        elif kind == "task" and digest != sha256_text(task.description):
+        elif kind == OriginKind.TASK and digest != sha256_text(task.description):
             yield origin, "the task text is not the recorded task's description"
-        elif kind == "constraint" and digest != sha256_text(task.constraints[int(ref) - 1]):
+        elif kind == OriginKind.CONSTRAINT and digest != sha256_text(
+            task.constraints[int(ref) - 1]
+        ):
             yield origin, f"not constraint {ref} of the task in the team file"
-        elif kind == "clarification" and digest != sha256_text(answers[int(ref) - 1]):
+        elif kind == OriginKind.CLARIFICATION and digest != sha256_text(answers[int(ref) - 1]):
             yield origin, f"not the recorded answer {ref} to the task's questions"
-        elif kind == "file" and digest not in events.file_digests.get(task_id, {}).get(ref, ()):
+        elif kind == OriginKind.FILE and digest not in events.file_digests.get(task_id, {}).get(
+            ref, ()
+        ):
             yield origin, "not the content recorded when the file was loaded"
-        elif kind == "child_result":
+        elif kind == OriginKind.CHILD_RESULT:
             yield from check_child_result(task_id, ref, item, facts)
-        elif kind == "task_result":
+        elif kind == OriginKind.TASK_RESULT:
             yield from provenance(origin, item)
 
 
@@ -200,7 +205,7 @@ def _check_dispatch(
         yield None, f"{task_id!r} is neither a task of the run's graph nor a recorded dispatch"
         return
     mine = {str(i.get("origin")): i.get("sha256") for i in items}
-    files = sorted(Origin.parse(o).id for o in mine if Origin.parse(o).kind == "file")
+    files = sorted(Origin.parse(o).id for o in mine if Origin.parse(o).kind == OriginKind.FILE)
     expected = {"task_id": task_id, "agent": call.agent, "result_task_ids": [],
                 "files": files, "isolated": True}  # fmt: skip
     if call.manifest.get("clearance") != expected:
@@ -208,7 +213,7 @@ def _check_dispatch(
     for origin in mine:
         parsed = Origin.parse(origin)
         kind, ref = parsed.kind, parsed.id
-        if kind == "task" and ref != task_id:
+        if kind == OriginKind.TASK and ref != task_id:
             yield origin, f"not the subagent's own task {task_id!r}"
         elif kind not in _DISPATCH_KINDS:
             yield origin, f"an isolated prompt may not hold {kind!r} items"
@@ -236,13 +241,17 @@ def check_clarification_call(
         origin = str(item.get("origin"))
         kind = Origin.parse(origin).kind
         digest = item.get("sha256")
-        if kind not in ("task", "task_result", "question") or not clearance.admits(origin):
+        if kind not in (
+            OriginKind.TASK,
+            OriginKind.TASK_RESULT,
+            OriginKind.QUESTION,
+        ) or not clearance.admits(origin):
             yield origin, f"not in the clearance of a question about task {task_id!r}"
-        elif kind == "task" and digest != sha256_text(task.description):
+        elif kind == OriginKind.TASK and digest != sha256_text(task.description):
             yield origin, "the task text is not the recorded task's description"
-        elif kind == "question" and digest not in questions:
+        elif kind == OriginKind.QUESTION and digest not in questions:
             yield origin, "not a recorded question of the task's subagent"
-        elif kind == "task_result":
+        elif kind == OriginKind.TASK_RESULT:
             yield from provenance(origin, item)
 
 
@@ -270,7 +279,9 @@ def check_child_call(
         kind = Origin.parse(origin).kind
         if not clearance.admits(origin):
             yield origin, f"not in the clearance of child {child_id!r}"
-        elif kind == "child_goal" and item.get("sha256") != sha256_text(str(spawn.get("goal"))):
+        elif kind == OriginKind.CHILD_GOAL and item.get("sha256") != sha256_text(
+            str(spawn.get("goal"))
+        ):
             yield origin, "the goal is not the one recorded when the child was spawned"
-        elif kind in ("tool", "store"):
+        elif kind in (OriginKind.TOOL, OriginKind.STORE):
             yield from tool_item(origin, item)

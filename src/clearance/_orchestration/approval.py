@@ -28,24 +28,19 @@ import dataclasses
 import getpass
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from clearance._context.verify_approvals import (
-    APPROVAL_DECIDED,
-    APPROVAL_REQUESTED,
-    arguments_sha256,
-)
+from clearance._context.verify_approvals import arguments_sha256
 from clearance._context.verify_approvals import denial_text as call_denial_text
 from clearance._core.errors import ApprovalDenied, ApprovalPending, ConfigError
 from clearance._core.ids import new_id
 from clearance._core.prompt import canonical_json
 from clearance._core.spec import Task
+from clearance._core.vocabulary import ApprovalKind, EventKind
 from clearance._state.ledger import EventRecord, Recorder, RunLedger
 from clearance._state.queue import TaskQueue, TaskStatus
 
 __all__ = [
-    "APPROVAL_DECIDED",
-    "APPROVAL_REQUESTED",
     "ApprovalDecision",
     "ApprovalGate",
     "ApprovalRequest",
@@ -60,8 +55,6 @@ __all__ = [
 
 MAX_REASON_CHARS = 2000
 """Longest reason a decision may carry."""
-
-ApprovalKind = Literal["tool", "task"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -104,7 +97,7 @@ class ApprovalRequest:
     def from_event(cls, event: EventRecord) -> ApprovalRequest:
         """The request an ``awaiting_approval`` event records."""
         data = event.data
-        kind: ApprovalKind = "task" if data.get("kind") == "task" else "tool"
+        kind = ApprovalKind.TASK if data.get("kind") == ApprovalKind.TASK else ApprovalKind.TOOL
         arguments = data.get("arguments")
         return cls(
             call_id=str(data.get("call_id")), run_id=event.run_id, kind=kind,
@@ -115,7 +108,7 @@ class ApprovalRequest:
 
     def describe(self) -> str:
         """One line for a person: what would happen (arguments in canonical JSON)."""
-        if self.kind == "task":
+        if self.kind == ApprovalKind.TASK:
             return f"task {self.task_id} ({self.agent}) may start"
         args = canonical_json(self.arguments or {})
         return f"{self.agent} in task {self.task_id} calls {self.tool} {args}"
@@ -195,10 +188,10 @@ class ApprovalGate:
         if not isinstance(self.ledger, RunLedger):  # keeps no record: nothing was decided
             return
         for event in self.ledger.events(self.run_id):
-            if event.kind == APPROVAL_REQUESTED:
+            if event.kind == EventKind.AWAITING_APPROVAL:
                 request = ApprovalRequest.from_event(event)
                 self._requests.setdefault(request.key, request)
-            elif event.kind == APPROVAL_DECIDED:
+            elif event.kind == EventKind.APPROVAL_DECIDED:
                 self._decisions.setdefault(str(event.data.get("call_id")), _decision(event))
 
     async def check_task(self, task: Task) -> None:
@@ -211,7 +204,11 @@ class ApprovalGate:
         if task.approval != "required":
             return
         wanted = ApprovalRequest(
-            call_id="", run_id=self.run_id, kind="task", task_id=task.id, agent=task.assignee
+            call_id="",
+            run_id=self.run_id,
+            kind=ApprovalKind.TASK,
+            task_id=task.id,
+            agent=task.assignee,
         )
         ((request, decision),) = await self._decide_all([wanted])
         if not decision.approved:
@@ -240,7 +237,7 @@ class ApprovalGate:
             ApprovalRequest(
                 call_id="",
                 run_id=self.run_id,
-                kind="tool",
+                kind=ApprovalKind.TOOL,
                 task_id=task_id,
                 agent=agent,
                 tool=name,
@@ -273,7 +270,10 @@ class ApprovalGate:
                 request = dataclasses.replace(item, call_id=new_id("apr"))
                 self._requests[item.key] = request
                 self.ledger.record_event(
-                    self.run_id, APPROVAL_REQUESTED, f"task:{item.task_id}", request.to_data()
+                    self.run_id,
+                    EventKind.AWAITING_APPROVAL,
+                    f"task:{item.task_id}",
+                    request.to_data(),
                 )
             requests.append(request)
         for request in requests:
@@ -288,7 +288,7 @@ class ApprovalGate:
     def _record_decision(self, request: ApprovalRequest, decision: ApprovalDecision) -> None:
         self._decisions[request.call_id] = decision
         self.ledger.record_event(
-            self.run_id, APPROVAL_DECIDED, f"task:{request.task_id}",
+            self.run_id, EventKind.APPROVAL_DECIDED, f"task:{request.task_id}",
             decision_data(request, decision),
         )  # fmt: skip
 
@@ -309,11 +309,11 @@ def pending_approvals(ledger: RunLedger, run_id: str) -> list[ApprovalRequest]:
         StoreError: The ledger cannot be read.
     """
     events = ledger.events(run_id)
-    decided = {str(e.data.get("call_id")) for e in events if e.kind == APPROVAL_DECIDED}
+    decided = {str(e.data.get("call_id")) for e in events if e.kind == EventKind.APPROVAL_DECIDED}
     return [
         ApprovalRequest.from_event(e)
         for e in events
-        if e.kind == APPROVAL_REQUESTED and str(e.data.get("call_id")) not in decided
+        if e.kind == EventKind.AWAITING_APPROVAL and str(e.data.get("call_id")) not in decided
     ]
 
 
@@ -343,7 +343,11 @@ def decide(
     if len(decision.reason) > MAX_REASON_CHARS:
         raise ConfigError(f"must be at most {MAX_REASON_CHARS} characters", field="--reason")
     events = ledger.events(run.run_id)
-    asked = [e for e in events if e.kind == APPROVAL_REQUESTED and e.data.get("call_id") == call_id]
+    asked = [
+        e
+        for e in events
+        if e.kind == EventKind.AWAITING_APPROVAL and e.data.get("call_id") == call_id
+    ]
     if not asked:
         raise ConfigError(
             f"run {run.run_id} has no approval request {call_id!r} "
@@ -351,7 +355,7 @@ def decide(
             field="call_id",
         )
     for event in events:
-        if event.kind == APPROVAL_DECIDED and event.data.get("call_id") == call_id:
+        if event.kind == EventKind.APPROVAL_DECIDED and event.data.get("call_id") == call_id:
             raise ConfigError(
                 f"approval {call_id} of run {run.run_id} was already {event.data.get('decision')} "
                 f"by {event.data.get('by')}; a decision is final",
@@ -359,7 +363,10 @@ def decide(
             )
     request = ApprovalRequest.from_event(asked[0])
     ledger.record_event(
-        run.run_id, APPROVAL_DECIDED, f"task:{request.task_id}", decision_data(request, decision)
+        run.run_id,
+        EventKind.APPROVAL_DECIDED,
+        f"task:{request.task_id}",
+        decision_data(request, decision),
     )
     return request
 

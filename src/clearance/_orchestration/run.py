@@ -13,8 +13,8 @@ from clearance._agents.tools import Tool
 from clearance._context.builder import ContextBuilder
 from clearance._core.clock import Clock
 from clearance._core.spec import Agent, Team
+from clearance._core.vocabulary import RunEventKind
 from clearance._orchestration.approval import ApprovalGate, Approver
-from clearance._orchestration.result import EventKind
 from clearance._orchestration.run_memory import RunMemory
 from clearance._orchestration.subagents import AskPerson, ChildRunner, IsolatedRunner
 from clearance._state.ledger import Recorder
@@ -32,7 +32,7 @@ class Emit(Protocol):
 
     def __call__(
         self,
-        kind: EventKind,
+        kind: RunEventKind,
         run_id: str,
         *,
         task_id: str | None = None,

@@ -54,6 +54,7 @@ from clearance._core.errors import (
 )
 from clearance._core.prompt import Prompt, sha256_text
 from clearance._core.spec import Agent, Task, Team
+from clearance._core.vocabulary import ClarificationKind, EventKind
 from clearance._state.events import EventBus
 from clearance._state.ledger import Recorder
 from clearance._state.queue import TaskQueue
@@ -180,7 +181,7 @@ class ChildRunner:
             child_id = f"{_SLUG.sub('_', parent.task.id)}.{self._count}"
             ids[child_id] = goal
             self._pending[child_id] = (parent, child_agent)
-            self.ledger.record_event(self.run_id, "spawn", f"task:{parent.task.id}", {
+            self.ledger.record_event(self.run_id, EventKind.SPAWN, f"task:{parent.task.id}", {
                 "child_id": child_id, "agent": agent_name, "goal": goal,
                 "parent_agent": agent.name,
             })  # fmt: skip
@@ -190,7 +191,7 @@ class ChildRunner:
         for outcome in result.outcomes:
             shown = outcome.result if outcome.status == "ok" else _missing(outcome)
             parent.child_results[outcome.child_id] = shown
-            self.ledger.record_event(self.run_id, "child", f"task:{parent.task.id}", {
+            self.ledger.record_event(self.run_id, EventKind.CHILD, f"task:{parent.task.id}", {
                 "child_id": outcome.child_id, "agent": agent_name, "status": outcome.status,
                 "result": outcome.result, "error": outcome.error, "shown": shown,
                 "shown_sha256": sha256_text(shown),
@@ -291,13 +292,13 @@ class ChildRunner:
 
     def _record_steps(self, session: AgentSession) -> None:
         for step in session.steps:
-            self.ledger.record_event(self.run_id, "step", f"child:{session.agent_id}", {
+            self.ledger.record_event(self.run_id, EventKind.STEP, f"child:{session.agent_id}", {
                 "index": step.index, "kind": step.kind, "ok": step.ok,
                 "content_sha256": sha256_text(step.content), "data": dict(step.data),
             })  # fmt: skip
 
     def _record_breach(self, subject: str, exc: LimitExceeded) -> None:
-        self.ledger.record_event(self.run_id, "limit_exceeded", subject, {
+        self.ledger.record_event(self.run_id, EventKind.LIMIT_EXCEEDED, subject, {
             "limit": exc.limit, "value": exc.value, "maximum": exc.maximum, "error": str(exc),
         })  # fmt: skip
 
@@ -369,7 +370,7 @@ class IsolatedRunner:
         """
         task = ctx.task
         files = dict(files)
-        self.ledger.record_event(self.run_id, "files", f"task:{task.id}", {
+        self.ledger.record_event(self.run_id, EventKind.FILES, f"task:{task.id}", {
             "files": {path: sha256_text(text) for path, text in files.items()},
         })  # fmt: skip
         clarifications: list[str] = []
@@ -413,8 +414,9 @@ class IsolatedRunner:
             path = match.group(1).strip().strip("'\"`")
             reason = self._serve_file(path, files)
             answer = None if reason is None else f"The file {path!r} cannot be given: {reason}"
-            self.ledger.record_event(self.run_id, "clarification", subject, {
-                "round": round_no, "kind": "file", "path": path, "served": reason is None,
+            self.ledger.record_event(self.run_id, EventKind.CLARIFICATION, subject, {
+                "round": round_no, "kind": ClarificationKind.FILE, "path": path,
+                "served": reason is None,
                 "sha256": sha256_text(files[path]) if reason is None else None,
                 "answer": answer,
             })  # fmt: skip
@@ -433,9 +435,9 @@ class IsolatedRunner:
             )  # fmt: skip
             answer, by = response.text.strip(), "coordinator"
         answer = answer or "(no answer was given)"
-        self.ledger.record_event(self.run_id, "clarification", subject, {
-            "round": round_no, "kind": "question", "question": question, "answer": answer,
-            "answered_by": by,
+        self.ledger.record_event(self.run_id, EventKind.CLARIFICATION, subject, {
+            "round": round_no, "kind": ClarificationKind.QUESTION, "question": question,
+            "answer": answer, "answered_by": by,
         })  # fmt: skip
         return answer
 

@@ -16,6 +16,7 @@ from clearance._context.tool_sections import ToolStep
 from clearance._core.errors import ModelError, OutputValidationError
 from clearance._core.prompt import Prompt
 from clearance._core.spec import Agent, Task
+from clearance._core.vocabulary import EventKind
 from clearance._orchestration.files import read_task_files
 from clearance._orchestration.run import Run, RunSettings, prompt_budget
 from clearance._orchestration.steps import run_task_step
@@ -134,7 +135,7 @@ class TaskRunner:
         """``text`` with cut-off and repetition marks (see `answers.py`); marks are recorded."""
         marked = mark_answer(text, finish_reason=finish_reason)
         if marked.truncated or marked.repetitive:
-            self.settings.ledger.record_event(self.run.run_id, "answer_marked", subject, {
+            self.settings.ledger.record_event(self.run.run_id, EventKind.ANSWER_MARKED, subject, {
                 "truncated": marked.truncated, "repetitive": marked.repetitive,
             })  # fmt: skip
         return marked.text

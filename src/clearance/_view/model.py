@@ -18,6 +18,7 @@ from typing import Any
 from clearance._context.render import PromptParseError, parse_user_message, render_block
 from clearance._context.verify import Finding, verify_run
 from clearance._core.errors import ClearanceError
+from clearance._core.vocabulary import EventKind, PromptKind
 from clearance._state.ledger import CallRecord, EventRecord, RunLedger, RunRecord, ToolCallRecord
 
 __all__ = [
@@ -385,18 +386,18 @@ class _Owners:
         self._child_parent: dict[str, str] = {}
         for event in events:
             child = event.data.get("child_id") if isinstance(event.data, dict) else None
-            if event.kind == "spawn" and isinstance(child, str):
+            if event.kind == EventKind.SPAWN and isinstance(child, str):
                 self._child_parent[child] = event.subject
 
     def task_of(self, subject: str) -> str | None:
         """The task id a subject belongs to, or ``None`` (coordinator, run-wide)."""
         for _ in range(32):  # delegation and spawn chains are short; a cap all the same
             kind, _, ref = subject.partition(":")
-            if kind in ("task", "isolated", "clarification"):
+            if kind in (PromptKind.TASK, PromptKind.ISOLATED, PromptKind.CLARIFICATION):
                 return ref
-            if kind == "delegation" and ref in self._tool_subject:
+            if kind == PromptKind.DELEGATION and ref in self._tool_subject:
                 subject = self._tool_subject[ref]
-            elif kind == "child" and ref in self._child_parent:
+            elif kind == PromptKind.CHILD and ref in self._child_parent:
                 subject = self._child_parent[ref]
             else:
                 return None

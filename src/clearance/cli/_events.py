@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.table import Table
 
+from clearance import ApprovalKind, ClarificationKind, EventKind
 from clearance._state.ledger import CallRecord, EventRecord, ToolCallRecord
 from clearance.cli._common import safe_text
 
@@ -35,7 +36,7 @@ def select_calls(
     subjects |= {
         f"child:{e.data.get('child_id')}"
         for e in events
-        if e.kind == "spawn" and e.subject == f"task:{wanted}"
+        if e.kind == EventKind.SPAWN and e.subject == f"task:{wanted}"
     }
     added = True
     while added:  # delegations made by those calls, and by their delegates in turn
@@ -47,7 +48,7 @@ def select_calls(
 
 def print_events(console: Console, events: Sequence[EventRecord]) -> None:
     """Print a run's events (spawns, children, clarification rounds, limit breaches...)."""
-    shown = [e for e in events if e.kind != "step" and e.kind != "isolated_context"]
+    shown = [e for e in events if e.kind != EventKind.STEP and e.kind != EventKind.ISOLATED_CONTEXT]
     if not shown:
         return
     table = Table(title="Events", title_justify="left")
@@ -60,32 +61,32 @@ def print_events(console: Console, events: Sequence[EventRecord]) -> None:
 
 def _what(event: EventRecord) -> str:
     data = event.data
-    if event.kind == "spawn":
+    if event.kind == EventKind.SPAWN:
         return f"child {data.get('child_id')} ({data.get('agent')}): {data.get('goal')}"
-    if event.kind == "child":
+    if event.kind == EventKind.CHILD:
         error = f": {data.get('error')}" if data.get("error") else ""
         return f"child {data.get('child_id')} ended {data.get('status')}{error}"
-    if event.kind == "clarification":
-        if data.get("kind") == "file":
+    if event.kind == EventKind.CLARIFICATION:
+        if data.get("kind") == ClarificationKind.FILE:
             served = "served" if data.get("served") else f"refused: {data.get('answer')}"
             return f"round {data.get('round')}: file {data.get('path')} {served}"
         return (
             f"round {data.get('round')}: asked {data.get('question')!r}; "
             f"{data.get('answered_by')} answered {data.get('answer')!r}"
         )
-    if event.kind == "awaiting_approval":
+    if event.kind == EventKind.AWAITING_APPROVAL:
         what = f"task {data.get('task_id')} ({data.get('agent')})"
-        if data.get("kind") == "tool":
+        if data.get("kind") == ApprovalKind.TOOL:
             what = f"{data.get('agent')} calls {data.get('tool')} {data.get('arguments')}"
         return f"{data.get('call_id')}: {what}"
-    if event.kind == "approval_decided":
+    if event.kind == EventKind.APPROVAL_DECIDED:
         why = f": {data.get('reason')}" if data.get("reason") else ""
         return f"{data.get('call_id')} {data.get('decision')} by {data.get('by')}{why}"
-    if event.kind == "limit_exceeded":
+    if event.kind == EventKind.LIMIT_EXCEEDED:
         return str(data.get("error"))
-    if event.kind == "architecture":
+    if event.kind == EventKind.ARCHITECTURE:
         return f"project {data.get('project')} (sha256 {str(data.get('sha256'))[:12]})"
-    if event.kind == "mcp_call":
+    if event.kind == EventKind.MCP_CALL:
         outcome = (
             f"failed ({data.get('error')})"
             if data.get("error")
@@ -95,6 +96,6 @@ def _what(event: EventRecord) -> str:
             f"MCP {data.get('server')}/{data.get('tool')} over {data.get('transport')} "
             f"({data.get('where')}), call {data.get('tool_call_id')}: {outcome}"
         )
-    if event.kind == "files":
+    if event.kind == EventKind.FILES:
         return ", ".join(sorted(dict(data.get("files") or {}))) or "(none)"
     return str(data)

@@ -13,6 +13,7 @@ import json
 import os
 
 from clearance._core.errors import ConfigError
+from clearance._core.vocabulary import OriginKind
 from clearance.models._base import ModelRequest, ModelResponse, Usage, estimate_tokens
 from clearance.testing._models import stream_text
 
@@ -84,7 +85,11 @@ class FakeModel:
         if request.json_schema is not None:
             return json.dumps(digest)
         heading = next(
-            (item.title for item in request.prompt.manifest.items[1:] if item.kind != "tool_spec"),
+            (
+                item.title
+                for item in request.prompt.manifest.items[1:]
+                if item.kind != OriginKind.TOOL_SPEC
+            ),
             "",
         )
         return f"{self.name} result for {heading or 'the prompt'}: {digest}"
