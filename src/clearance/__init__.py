@@ -59,8 +59,6 @@ from clearance._core.spec import (
 )
 from clearance._core.vocabulary import (
     ApprovalKind,
-    ClarificationKind,
-    EventKind,
     OriginKind,
     PromptKind,
     RunEventKind,
@@ -93,7 +91,6 @@ __all__ = [
     "ApprovalPending",
     "ApprovalRequest",
     "ChatMessage",
-    "ClarificationKind",
     "Clearance",
     "ClearanceError",
     "ConfigError",
@@ -107,7 +104,6 @@ __all__ = [
     "DelegationLoopError",
     "DependencyPayloadError",
     "DuplicateTaskError",
-    "EventKind",
     "FanOut",
     "FileCaps",
     "GraphError",

@@ -22,10 +22,21 @@ from typing import Any, Protocol
 
 from clearance._context.clearance import Clearance
 from clearance._context.layout import item_kinds
+from clearance._core.errors import ConfigError
+from clearance._core.event_schema import (
+    ArchitectureEvent,
+    ChildEvent,
+    FileClarificationEvent,
+    FilesEvent,
+    IsolatedContextEvent,
+    QuestionClarificationEvent,
+    SpawnEvent,
+    parse_event,
+)
 from clearance._core.origins import Origin, Subject
 from clearance._core.prompt import sha256_text
 from clearance._core.spec import Agent
-from clearance._core.vocabulary import ClarificationKind, EventKind, OriginKind
+from clearance._core.vocabulary import OriginKind
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import CallRecord, EventRecord
 
@@ -64,33 +75,36 @@ class SubagentFacts:
         self.children: dict[str, dict[str, Any]] = {}
         self.dispatches: dict[str, list[dict[str, Any]]] = {}
         for event in events:
-            data = event.data
+            try:
+                data = parse_event(event.kind, event.data)
+            except ConfigError:
+                continue  # verify reports it as a malformed event
             task_id = event.subject.removeprefix("task:")
-            if event.kind == EventKind.ARCHITECTURE:
-                self.architecture.add(str(data.get("sha256")))
-            elif event.kind == EventKind.FILES:
-                for path, digest in dict(data.get("files") or {}).items():
+            if isinstance(data, ArchitectureEvent):
+                self.architecture.add(data.sha256)
+            elif isinstance(data, FilesEvent):
+                for path, digest in data.files.items():
                     self.file_digests.setdefault(task_id, {}).setdefault(path, set()).add(digest)
-            elif event.kind == EventKind.CLARIFICATION:
+            elif isinstance(data, FileClarificationEvent | QuestionClarificationEvent):
                 self._clarification(task_id, data)
-            elif event.kind == EventKind.SPAWN:
-                self.spawns[str(data.get("child_id"))] = {**data, "task_id": task_id}
-            elif event.kind == EventKind.CHILD:
-                self.children[str(data.get("child_id"))] = {**data, "task_id": task_id}
-            elif event.kind == EventKind.ISOLATED_CONTEXT:
-                self.dispatches.setdefault(event.subject, []).append(dict(data))
+            elif isinstance(data, SpawnEvent):
+                self.spawns[data.child_id] = {**data.model_dump(), "task_id": task_id}
+            elif isinstance(data, ChildEvent):
+                self.children[data.child_id] = {**data.model_dump(), "task_id": task_id}
+            elif isinstance(data, IsolatedContextEvent):
+                self.dispatches.setdefault(event.subject, []).append(data.model_dump())
 
-    def _clarification(self, task_id: str, data: Mapping[str, Any]) -> None:
-        if data.get("kind") == ClarificationKind.QUESTION:
-            self.questions.setdefault(task_id, set()).add(sha256_text(str(data.get("question"))))
-        if data.get("kind") == ClarificationKind.FILE and data.get("served"):
-            path = str(data.get("path"))
-            self.served.setdefault(task_id, set()).add(path)
-            digests = self.file_digests.setdefault(task_id, {}).setdefault(path, set())
-            digests.add(str(data.get("sha256")))
-        answer = data.get("answer")
-        if isinstance(answer, str):
-            self.answers.setdefault(task_id, []).append(answer)
+    def _clarification(
+        self, task_id: str, data: FileClarificationEvent | QuestionClarificationEvent
+    ) -> None:
+        if isinstance(data, QuestionClarificationEvent):
+            self.questions.setdefault(task_id, set()).add(sha256_text(data.question))
+        elif data.served:
+            self.served.setdefault(task_id, set()).add(data.path)
+            digests = self.file_digests.setdefault(task_id, {}).setdefault(data.path, set())
+            digests.add(str(data.sha256))
+        if data.answer is not None:
+            self.answers.setdefault(task_id, []).append(data.answer)
 
     def children_shown(self, task_id: str, recorded: Any) -> list[str] | None:
         """The children a task prompt's recorded clearance names, if all are the task's own.

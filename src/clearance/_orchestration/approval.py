@@ -33,6 +33,7 @@ from typing import Any
 from clearance._context.verify_approvals import arguments_sha256
 from clearance._context.verify_approvals import denial_text as call_denial_text
 from clearance._core.errors import ApprovalDenied, ApprovalPending, ConfigError
+from clearance._core.event_schema import ApprovalRequestedEvent, parse_event
 from clearance._core.ids import new_id
 from clearance._core.prompt import canonical_json
 from clearance._core.spec import Task
@@ -95,16 +96,23 @@ class ApprovalRequest:
 
     @classmethod
     def from_event(cls, event: EventRecord) -> ApprovalRequest:
-        """The request an ``awaiting_approval`` event records."""
-        data = event.data
-        kind = ApprovalKind.TASK if data.get("kind") == ApprovalKind.TASK else ApprovalKind.TOOL
-        arguments = data.get("arguments")
+        """The request an ``awaiting_approval`` event records, read through its schema.
+
+        Raises:
+            ConfigError: The event is not a well-formed ``awaiting_approval`` event.
+        """
+        data = parse_event(event.kind, event.data)
+        if not isinstance(data, ApprovalRequestedEvent):
+            raise ConfigError(f"event {event.event_id} is not an approval request", field="kind")
         return cls(
-            call_id=str(data.get("call_id")), run_id=event.run_id, kind=kind,
-            task_id=str(data.get("task_id")), agent=str(data.get("agent")),
-            tool=data.get("tool") if isinstance(data.get("tool"), str) else None,
-            arguments=arguments if isinstance(arguments, dict) else None,
-        )  # fmt: skip
+            call_id=data.call_id,
+            run_id=event.run_id,
+            kind=data.kind,
+            task_id=data.task_id,
+            agent=data.agent,
+            tool=data.tool,
+            arguments=data.arguments,
+        )
 
     def describe(self) -> str:
         """One line for a person: what would happen (arguments in canonical JSON)."""

@@ -188,6 +188,6 @@ async def run_task_step(
 class EventRecorder(Protocol):
     """Where a step's event is recorded (`RunLedger`)."""
 
-    def record_event(self, run_id: str, kind: str, subject: str, data: dict[str, Any]) -> str:
+    def record_event(self, run_id: str, kind: EventKind, subject: str, data: dict[str, Any]) -> str:
         """Record one event; return its id."""
         ...

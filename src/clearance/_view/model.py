@@ -18,7 +18,8 @@ from typing import Any
 from clearance._context.render import PromptParseError, parse_user_message, render_block
 from clearance._context.verify import Finding, verify_run
 from clearance._core.errors import ClearanceError
-from clearance._core.vocabulary import EventKind, PromptKind
+from clearance._core.event_schema import SpawnEvent, event_problem, parse_event
+from clearance._core.vocabulary import EventKind, OriginKind, PromptKind
 from clearance._state.ledger import CallRecord, EventRecord, RunLedger, RunRecord, ToolCallRecord
 
 __all__ = [
@@ -33,14 +34,14 @@ __all__ = [
 ]
 
 HIGHLIGHTED_KINDS: tuple[str, ...] = (
-    "task",
-    "task_result",
-    "message",
-    "file",
-    "tool",
-    "store",
-    "memory",
-    "child_result",
+    OriginKind.TASK,
+    OriginKind.TASK_RESULT,
+    OriginKind.MESSAGE,
+    OriginKind.FILE,
+    OriginKind.TOOL,
+    OriginKind.STORE,
+    OriginKind.MEMORY,
+    OriginKind.CHILD_RESULT,
 )
 """Origin kinds with their own colour; every other kind is shown as ``other``."""
 
@@ -130,6 +131,7 @@ class TaskView:
         calls: Its model calls in order (task, isolated, clarification, delegation, child).
         tool_calls: Its tool calls, delegated ones included.
         events: Its events (spawns, children, clarifications, limit breaches...).
+        event_problems: Why an event does not match its kind's schema, by event id.
         cleared: Ids of the tasks whose results its clearance admitted.
     """
 
@@ -146,6 +148,7 @@ class TaskView:
     calls: list[CallView] = field(default_factory=list)
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
     events: list[EventRecord] = field(default_factory=list)
+    event_problems: dict[str, str] = field(default_factory=dict)
     cleared: tuple[str, ...] = ()
 
     @property
@@ -267,6 +270,9 @@ def load_run_view(ledger: RunLedger, run_id: str) -> RunView:
         task = by_id.get(owner.task_of(event.subject) or "")
         if task is not None:
             task.events.append(event)
+            problem = event_problem(event.kind, event.data)
+            if problem is not None:
+                task.event_problems[event.event_id] = problem
     coordinator_calls: list[CallView] = []
     attempts: dict[str, int] = {}
     for call in ledger.calls(run.run_id):
@@ -385,9 +391,10 @@ class _Owners:
         self._tool_subject = {t.tool_call_id: t.subject for t in tool_calls}
         self._child_parent: dict[str, str] = {}
         for event in events:
-            child = event.data.get("child_id") if isinstance(event.data, dict) else None
-            if event.kind == EventKind.SPAWN and isinstance(child, str):
-                self._child_parent[child] = event.subject
+            if event.kind == EventKind.SPAWN and event_problem(event.kind, event.data) is None:
+                spawn = parse_event(event.kind, event.data)
+                assert isinstance(spawn, SpawnEvent)
+                self._child_parent[spawn.child_id] = event.subject
 
     def task_of(self, subject: str) -> str | None:
         """The task id a subject belongs to, or ``None`` (coordinator, run-wide)."""

@@ -7,9 +7,23 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.table import Table
 
-from clearance import ApprovalKind, ClarificationKind, EventKind
+from clearance import ApprovalKind, ConfigError
 from clearance._state.ledger import CallRecord, EventRecord, ToolCallRecord
 from clearance.cli._common import safe_text
+from clearance.events import (
+    ApprovalDecidedEvent,
+    ApprovalRequestedEvent,
+    ArchitectureEvent,
+    ChildEvent,
+    EventKind,
+    FileClarificationEvent,
+    FilesEvent,
+    LimitExceededEvent,
+    McpCallEvent,
+    QuestionClarificationEvent,
+    SpawnEvent,
+    parse_event,
+)
 
 __all__ = ["print_events", "select_calls"]
 
@@ -60,42 +74,46 @@ def print_events(console: Console, events: Sequence[EventRecord]) -> None:
 
 
 def _what(event: EventRecord) -> str:
-    data = event.data
-    if event.kind == EventKind.SPAWN:
-        return f"child {data.get('child_id')} ({data.get('agent')}): {data.get('goal')}"
-    if event.kind == EventKind.CHILD:
-        error = f": {data.get('error')}" if data.get("error") else ""
-        return f"child {data.get('child_id')} ended {data.get('status')}{error}"
-    if event.kind == EventKind.CLARIFICATION:
-        if data.get("kind") == ClarificationKind.FILE:
-            served = "served" if data.get("served") else f"refused: {data.get('answer')}"
-            return f"round {data.get('round')}: file {data.get('path')} {served}"
-        return (
-            f"round {data.get('round')}: asked {data.get('question')!r}; "
-            f"{data.get('answered_by')} answered {data.get('answer')!r}"
-        )
-    if event.kind == EventKind.AWAITING_APPROVAL:
-        what = f"task {data.get('task_id')} ({data.get('agent')})"
-        if data.get("kind") == ApprovalKind.TOOL:
-            what = f"{data.get('agent')} calls {data.get('tool')} {data.get('arguments')}"
-        return f"{data.get('call_id')}: {what}"
-    if event.kind == EventKind.APPROVAL_DECIDED:
-        why = f": {data.get('reason')}" if data.get("reason") else ""
-        return f"{data.get('call_id')} {data.get('decision')} by {data.get('by')}{why}"
-    if event.kind == EventKind.LIMIT_EXCEEDED:
-        return str(data.get("error"))
-    if event.kind == EventKind.ARCHITECTURE:
-        return f"project {data.get('project')} (sha256 {str(data.get('sha256'))[:12]})"
-    if event.kind == EventKind.MCP_CALL:
-        outcome = (
-            f"failed ({data.get('error')})"
-            if data.get("error")
-            else f"{data.get('bytes')} bytes" + (", cut" if data.get("truncated") else "")
-        )
-        return (
-            f"MCP {data.get('server')}/{data.get('tool')} over {data.get('transport')} "
-            f"({data.get('where')}), call {data.get('tool_call_id')}: {outcome}"
-        )
-    if event.kind == EventKind.FILES:
-        return ", ".join(sorted(dict(data.get("files") or {}))) or "(none)"
-    return str(data)
+    try:
+        data = parse_event(event.kind, event.data)
+    except ConfigError as exc:
+        return f"malformed event ({exc}): {event.data}"
+    match data:
+        case SpawnEvent():
+            return f"child {data.child_id} ({data.agent}): {data.goal}"
+        case ChildEvent():
+            error = f": {data.error}" if data.error else ""
+            return f"child {data.child_id} ended {data.status}{error}"
+        case FileClarificationEvent():
+            served = "served" if data.served else f"refused: {data.answer}"
+            return f"round {data.round}: file {data.path} {served}"
+        case QuestionClarificationEvent():
+            return (
+                f"round {data.round}: asked {data.question!r}; "
+                f"{data.answered_by} answered {data.answer!r}"
+            )
+        case ApprovalRequestedEvent():
+            what = f"task {data.task_id} ({data.agent})"
+            if data.kind == ApprovalKind.TOOL:
+                what = f"{data.agent} calls {data.tool} {data.arguments}"
+            return f"{data.call_id}: {what}"
+        case ApprovalDecidedEvent():
+            why = f": {data.reason}" if data.reason else ""
+            return f"{data.call_id} {data.decision} by {data.by}{why}"
+        case LimitExceededEvent():
+            return data.error
+        case ArchitectureEvent():
+            return f"project {data.project} (sha256 {data.sha256[:12]})"
+        case McpCallEvent():
+            outcome = (
+                f"failed ({data.error})"
+                if data.error
+                else f"{data.bytes} bytes" + (", cut" if data.truncated else "")
+            )
+            return (
+                f"MCP {data.server}/{data.tool} over {data.transport} "
+                f"({data.where}), call {data.tool_call_id}: {outcome}"
+            )
+        case FilesEvent():
+            return ", ".join(sorted(data.files)) or "(none)"
+    return str(event.data)

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 from clearance._core.prompt import Prompt
+from clearance._core.vocabulary import EventKind
 from clearance._state.messages import Message
 from clearance._state.queue import TaskState
 from clearance.models._base import ModelResponse, Usage
@@ -109,7 +110,7 @@ class Recorder(Protocol):
         """Return once every queued write is committed."""
         ...
 
-    def record_event(self, run_id: str, kind: str, subject: str, data: dict[str, Any]) -> str:
+    def record_event(self, run_id: str, kind: EventKind, subject: str, data: dict[str, Any]) -> str:
         """Record one event of a run; return the event's id."""
         ...
 

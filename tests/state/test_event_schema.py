@@ -1,0 +1,70 @@
+"""Recorded events are written and read through one schema per kind; verify reports a bad one."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+from typer.testing import CliRunner
+
+from clearance import ConfigError, RunLedger
+from clearance._context.verify import verify_run
+from clearance._core.vocabulary import ClarificationKind, EventKind
+from clearance.cli import app
+from clearance.events import (
+    SCHEMAS,
+    FileClarificationEvent,
+    QuestionClarificationEvent,
+    SpawnEvent,
+    parse_event,
+)
+
+SPAWN = {"child_id": "a.1", "agent": "helper", "goal": "Find it.", "parent_agent": "lead"}
+
+
+def test_every_event_kind_has_a_schema() -> None:
+    assert set(SCHEMAS) == set(EventKind)
+
+
+def test_a_kind_with_two_shapes_is_read_as_the_one_that_fits() -> None:
+    asked = {"round": 1, "kind": "question", "question": "Which?", "answer": "This.",
+             "answered_by": "coordinator"}  # fmt: skip
+    served = {"round": 1, "kind": "file", "path": "a.py", "served": True, "sha256": "0" * 64,
+              "answer": None}  # fmt: skip
+    question = parse_event(EventKind.CLARIFICATION, asked)
+    file = parse_event(EventKind.CLARIFICATION, served)
+    assert isinstance(question, QuestionClarificationEvent)
+    assert question.kind is ClarificationKind.QUESTION
+    assert isinstance(file, FileClarificationEvent) and file.served
+    with pytest.raises(ConfigError, match="'clarification' event"):
+        parse_event(EventKind.CLARIFICATION, {**asked, "kind": "guess"})
+
+
+def record_spawn(tmp_path) -> tuple[str, str]:
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    with RunLedger(url) as ledger:
+        ledger.start_run(run_id="run_e", team="t", goal=None, graph=[])
+        event_id = ledger.record_event("run_e", EventKind.SPAWN, "task:a", dict(SPAWN))
+        (stored,) = ledger.events("run_e")
+        assert stored.data == SPAWN
+        assert parse_event(stored.kind, stored.data) == SpawnEvent(**SPAWN)
+        assert verify_run(ledger, "run_e").ok
+    return url, event_id
+
+
+def test_a_malformed_recorded_event_is_a_finding_of_verify_not_a_crash(tmp_path) -> None:
+    url, event_id = record_spawn(tmp_path)
+    with sqlite3.connect(tmp_path / "runs.db") as conn:
+        bad = json.dumps({"child_id": 7, "agent": "helper"})
+        conn.execute("UPDATE events SET data = ? WHERE event_id = ?", (bad, event_id))
+    with RunLedger(url) as ledger:
+        report = verify_run(ledger, "run_e")
+    reasons = [str(f) for f in report.findings if f.subject == f"event {event_id}"]
+    assert any("a 'spawn' event's child_id" in r for r in reasons), report.findings
+    checked = CliRunner().invoke(app, ["verify", "run_e", "--db", url])
+    assert checked.exit_code != 0
+    assert "'spawn' event's" in checked.output and "Traceback" not in checked.output
+    shown = CliRunner().invoke(app, ["inspect", "run_e", "--db", url, "--no-prompt"])
+    assert shown.exit_code == 0, shown.output
+    assert "malformed event" in shown.output
