@@ -256,6 +256,7 @@ class ModelCaller:
             call_id = self.ledger.record_request(
                 run_id=self.run_id, subject=call.subject, agent=call.agent.name,
                 model_id=call.model.model_id, prompt=call.request.prompt, started_at=started_at,
+                parameters=call.request.parameters(),
             )  # fmt: skip
             await self.ledger.wait_committed()  # what leaves the process is on record first
         streamed = self._streaming(call, number)

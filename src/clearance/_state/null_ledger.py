@@ -107,6 +107,7 @@ class NullLedger:
         error: str | None,
         started_at: datetime,
         latency_s: float,
+        parameters: dict[str, Any] | None = None,
     ) -> str:
         """Discard the call; return a fresh call id, as `RunLedger.record_call` does."""
         return new_id("call")
@@ -120,6 +121,7 @@ class NullLedger:
         model_id: str,
         prompt: Prompt,
         started_at: datetime,
+        parameters: dict[str, Any] | None = None,
     ) -> str:
         """Discard the request; return a fresh call id, as `RunLedger.record_request` does."""
         return new_id("call")

@@ -77,6 +77,7 @@ class Recorder(Protocol):
         error: str | None,
         started_at: datetime,
         latency_s: float,
+        parameters: dict[str, Any] | None = None,
     ) -> str:
         """Record one model call with its prompt; return the call's id."""
         ...
@@ -90,6 +91,7 @@ class Recorder(Protocol):
         model_id: str,
         prompt: Prompt,
         started_at: datetime,
+        parameters: dict[str, Any] | None = None,
     ) -> str:
         """Record a model call before it is sent; return the call's id."""
         ...
