@@ -19,7 +19,7 @@ from clearance._core.errors import ContextViolation
 from clearance._core.origins import Origin, Subject
 from clearance._core.prompt import Prompt
 from clearance._core.spec import Agent, Task
-from clearance._core.vocabulary import PromptKind
+from clearance._core.vocabulary import OriginKind, PromptKind
 from clearance._state.queue import TaskQueue, TaskStatus
 from clearance._state.shared_memory import SharedMemory
 
@@ -61,9 +61,12 @@ class CoordinatorPrompts(TaskPrompts):
         """
         sections = self._synthesis_view(queue, shared_memory, include)
         return self._assemble(
-            "synthesis", coordinator, "synthesis", {L.GOAL: [_goal(goal)], **sections},
+            PromptKind.SYNTHESIS,
+            coordinator,
+            PromptKind.SYNTHESIS,
+            {L.GOAL: [_goal(goal)], **sections},
             max_prompt_tokens=max_prompt_tokens,
-        )  # fmt: skip
+        )
 
     def build_synthesis_map_prompt(
         self,
@@ -103,7 +106,7 @@ class CoordinatorPrompts(TaskPrompts):
         for tid in task_ids:
             state = queue.get(tid)
             if state.status is not TaskStatus.COMPLETED:
-                raise ContextViolation(subject, str(Origin("task_result", tid)))
+                raise ContextViolation(subject, str(Origin(OriginKind.TASK_RESULT, tid)))
             results.append(result_part(state.task, state.result or ""))
         kept = dict(summaries or {})
         sections = {L.GOAL: [_goal(goal)], L.COMPLETED: results, L.SUMMARIES: _summaries(kept)}
@@ -147,7 +150,7 @@ class CoordinatorPrompts(TaskPrompts):
         sections.pop(L.COMPLETED)
         kept = dict(summaries)
         return self._assemble(
-            "synthesis", coordinator, "synthesis_reduce",
+            PromptKind.SYNTHESIS, coordinator, PromptKind.SYNTHESIS_REDUCE,
             {L.GOAL: [_goal(goal)], L.SUMMARIES: _summaries(kept), **sections},
             max_prompt_tokens=max_prompt_tokens,
             clearance_dict={"step": "synthesis", "task_results": [], "summaries": list(kept)},
@@ -172,7 +175,7 @@ class CoordinatorPrompts(TaskPrompts):
         for state in queue.states():
             t = state.task
             title = f"{t.title} (by {t.assignee})"
-            status = str(Origin("task_status", t.id))
+            status = str(Origin(OriginKind.TASK_STATUS, t.id))
             if state.status.is_final:
                 shown.add(t.id)
             if state.status is TaskStatus.COMPLETED:
@@ -217,7 +220,9 @@ class CoordinatorPrompts(TaskPrompts):
         """
         sections = {
             L.GOAL: [_goal(goal)],
-            L.TEAM: [Part(str(Origin("agent", a.name)), a.name, a.summary) for a in roster],
+            L.TEAM: [
+                Part(str(Origin(OriginKind.AGENT, a.name)), a.name, a.summary) for a in roster
+            ],
         }
         if feedback is not None:
             sections[L.PLAN_REJECTED] = [Part("plan_feedback", "What was wrong", feedback)]
@@ -227,9 +232,13 @@ class CoordinatorPrompts(TaskPrompts):
                         "depends_on": []}]}
         )  # fmt: skip
         return self._assemble(
-            "plan", coordinator, "plan", sections, trailer_suffix=f" Example: {example}",
+            PromptKind.PLAN,
+            coordinator,
+            PromptKind.PLAN,
+            sections,
+            trailer_suffix=f" Example: {example}",
             max_prompt_tokens=max_prompt_tokens,
-        )  # fmt: skip
+        )
 
     def build_clarification_prompt(
         self,
@@ -254,16 +263,20 @@ class CoordinatorPrompts(TaskPrompts):
             LimitExceeded: The prompt exceeds ``max_prompt_tokens``.
         """
         clearance = Clearance.for_task(queue.graph, task.id, memory_groups=self._memory_groups)
-        question_part = Part(str(Origin("question", task.id)), "Question", question)
+        question_part = Part(str(Origin(OriginKind.QUESTION, task.id)), "Question", question)
         sections = {
             L.QUESTION: [self._admit(clearance, question_part)],
             L.TASK: [_task_part(task)],
             L.RESULTS: self._result_parts(task, clearance, queue, max_dependency_tokens),
         }
         return self._assemble(
-            str(Subject("clarification", task.id)), coordinator, "clarification", sections,
-            max_prompt_tokens=max_prompt_tokens, clearance=clearance,
-        )  # fmt: skip
+            str(Subject(PromptKind.CLARIFICATION, task.id)),
+            coordinator,
+            PromptKind.CLARIFICATION,
+            sections,
+            max_prompt_tokens=max_prompt_tokens,
+            clearance=clearance,
+        )
 
 
 def _goal(goal: str) -> Part:
@@ -272,6 +285,6 @@ def _goal(goal: str) -> Part:
 
 def _summaries(summaries: Mapping[int, str]) -> list[Part]:
     return [
-        Part(str(Origin.of("summary_of", step)), f"Summary {step}", text)
+        Part(str(Origin.of(OriginKind.SUMMARY_OF, step)), f"Summary {step}", text)
         for step, text in summaries.items()
     ]

@@ -34,7 +34,7 @@ from clearance._state.ledger import CallRecord
 
 __all__ = ["check_admission", "check_sources"]
 
-_CONVERSATION_KINDS = item_kinds("conversation")
+_CONVERSATION_KINDS = item_kinds(PromptKind.CONVERSATION)
 
 
 def check_sources(
@@ -146,8 +146,10 @@ def _check_coordinator_call(
 ) -> Iterator[Problem]:
     """A synthesis or planning prompt holds only the kinds of item it is built from."""
     subject = call.subject
-    allowed = item_kinds("synthesis" if subject == "synthesis" else "plan")
-    if subject not in ("synthesis", "plan"):
+    allowed = item_kinds(
+        PromptKind.SYNTHESIS if subject == PromptKind.SYNTHESIS else PromptKind.PLAN
+    )
+    if subject not in (PromptKind.SYNTHESIS, PromptKind.PLAN):
         yield None, f"unknown call subject {subject!r}"
         return
     agents = set(facts.instructions)

@@ -36,7 +36,7 @@ from clearance._core.event_schema import (
 from clearance._core.origins import Origin, Subject
 from clearance._core.prompt import sha256_text
 from clearance._core.spec import Agent
-from clearance._core.vocabulary import OriginKind
+from clearance._core.vocabulary import OriginKind, PromptKind
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import CallRecord, EventRecord
 
@@ -48,7 +48,7 @@ __all__ = [
     "check_isolated_call",
 ]
 
-_DISPATCH_KINDS = item_kinds("isolated") - {"task_result"}
+_DISPATCH_KINDS = item_kinds(PromptKind.ISOLATED) - {OriginKind.TASK_RESULT}
 """A controller's dispatch (no graph): an isolated prompt without prerequisite results."""
 
 Problem = tuple[str | None, str]

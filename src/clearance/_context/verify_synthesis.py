@@ -37,7 +37,7 @@ ItemCheck = Callable[[str, dict[str, Any]], Iterator[Problem]]
 """Checks one item (origin, manifest entry) against the run's records."""
 
 _MAP_KINDS = item_kinds(PromptKind.SYNTHESIS_MAP)
-_REDUCE_KINDS = item_kinds("synthesis_reduce")
+_REDUCE_KINDS = item_kinds(PromptKind.SYNTHESIS_REDUCE)
 
 
 def is_synthesis_step(subject: str, items: Sequence[dict[str, Any]]) -> bool:

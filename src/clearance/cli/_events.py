@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.table import Table
 
-from clearance import ApprovalKind, ConfigError
+from clearance import ApprovalKind, ConfigError, PromptKind
 from clearance._state.ledger import CallRecord, EventRecord, ToolCallRecord
 from clearance.cli._common import safe_text
 from clearance.events import (
@@ -27,7 +27,7 @@ from clearance.events import (
 
 __all__ = ["print_events", "select_calls"]
 
-_TASK_KINDS = ("task", "isolated", "clarification")
+_TASK_KINDS = (PromptKind.TASK, PromptKind.ISOLATED, PromptKind.CLARIFICATION)
 
 
 def select_calls(
