@@ -108,7 +108,7 @@ class AgentSession:
         self.result: str | None = None
         self.goal = goal
         if goal is not None:
-            self.record_step("goal", goal)
+            self.record_step(StepKind.GOAL, goal)
 
     @property
     def steps(self) -> tuple[Step, ...]:
@@ -174,9 +174,9 @@ class AgentSession:
                 prompt=prompt, budget=budget,
             )  # fmt: skip
         except LimitExceeded as exc:
-            self._write("limit_exceeded", str(exc), ok=False, data=_limit_data(exc))
+            self._write(StepKind.LIMIT_EXCEEDED, str(exc), ok=False, data=_limit_data(exc))
             raise
-        self._write("model", response.text, ok=True, data={
+        self._write(StepKind.MODEL, response.text, ok=True, data={
             "prompt_sha256": prompt.manifest.prompt_sha256,
             "origins": list(prompt.manifest.origins),
             "usage": response.usage.to_dict(),
@@ -197,7 +197,7 @@ class AgentSession:
         try:
             return self.workspace.write_output(name, data)
         except LimitExceeded as exc:
-            self._write("limit_exceeded", str(exc), ok=False, data=_limit_data(exc))
+            self._write(StepKind.LIMIT_EXCEEDED, str(exc), ok=False, data=_limit_data(exc))
             raise
 
     # -- children -------------------------------------------------------------------------
@@ -230,7 +230,7 @@ class AgentSession:
                              limits=limits or self.limits, clock=self._clock,
                              monotonic=self._monotonic, caller=self.caller)  # fmt: skip
         self._children[child_id] = child
-        self._write("spawn", goal, ok=True, data={"child_id": child_id})
+        self._write(StepKind.SPAWN, goal, ok=True, data={"child_id": child_id})
         return child
 
     def finish(self, result: str) -> None:
@@ -263,7 +263,7 @@ class AgentSession:
 
     def _limit(self, limit: str, *, value: int | float, maximum: int | float) -> NoReturn:
         exc = LimitExceeded(limit, value=value, maximum=maximum, subject=f"agent:{self.agent_id}")
-        self._write("limit_exceeded", str(exc), ok=False, data=_limit_data(exc))
+        self._write(StepKind.LIMIT_EXCEEDED, str(exc), ok=False, data=_limit_data(exc))
         raise exc
 
 

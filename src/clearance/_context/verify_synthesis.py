@@ -45,7 +45,7 @@ def is_synthesis_step(subject: str, items: Sequence[dict[str, Any]]) -> bool:
     parsed = Subject.parse(subject)
     if parsed.kind == PromptKind.SYNTHESIS_MAP and parsed.ref is not None:
         return True
-    return subject == "synthesis" and any(
+    return subject == PromptKind.SYNTHESIS and any(
         Origin.parse(str(i.get("origin"))).kind == OriginKind.SUMMARY_OF for i in items
     )
 
@@ -67,7 +67,7 @@ def check_synthesis_step(
         provenance: The common check of ``task_result``, ``task_status`` and
             ``shared_memory`` items.
     """
-    is_map = call.subject != "synthesis"
+    is_map = call.subject != PromptKind.SYNTHESIS
     allowed = _MAP_KINDS if is_map else _REDUCE_KINDS
     results: list[str] = []
     summaries: list[int] = []
@@ -142,7 +142,7 @@ def check_synthesis_coverage(
         ok = call.error is None and not call.pending
         if Subject.parse(call.subject).kind == PromptKind.SYNTHESIS_MAP and ok:
             answered.add(call.subject)
-        reduced = reduced or (call.subject == "synthesis" and ok)
+        reduced = reduced or (call.subject == PromptKind.SYNTHESIS and ok)
         for item in items:
             origin = str(item.get("origin"))
             if Origin.parse(origin).kind in (OriginKind.TASK_RESULT, OriginKind.SUMMARY_OF):

@@ -44,7 +44,7 @@ def select_calls(
     ``plan``), or a task id: then every call made for that task (its own, its isolated
     dispatches and clarifications), for its children and for its delegations.
     """
-    if ":" in wanted or wanted in ("synthesis", "plan"):
+    if ":" in wanted or wanted in (PromptKind.SYNTHESIS, PromptKind.PLAN):
         return [c for c in calls if c.subject == wanted]
     subjects = {f"{kind}:{wanted}" for kind in _TASK_KINDS}
     subjects |= {
