@@ -22,16 +22,33 @@ BUILD_S: list[float] = []
 reported apart, so its makespan can be read without it)."""
 
 
+ASSIGNEE = "worker"
+"""The one agent every task is assigned to."""
+INSTRUCTIONS = "You do one task."
+"""Its instructions."""
+
+
 def _prompt(spec: Spec, context: list[str]) -> str:
     head = f"# Task {spec.id}\n{spec.title}\n{spec.description}"
     return "\n\n".join([head, *context])
+
+
+def _labelled(spec: Spec, result: str) -> str:
+    """A dependency's result with its label (its title and assignee): content, not framing."""
+    return f"{spec.title} (by {ASSIGNEE})\n{result}"
 
 
 # -- the floor: a plain asyncio scheduler -----------------------------------------------------
 
 
 async def run_floor(specs: list[Spec], model: FakeModel) -> PromptLog:
-    """Start each task when its dependencies finish; prompt = description + dependency results."""
+    """Start each task when its dependencies finish.
+
+    Its prompt: the agent's instructions, the task's id, title and description, then each
+    dependency's result under its label (`_labelled`): the least text that tells an agent
+    what to do and which result is which, with no framework text.
+    """
+    by_id = {s.id: s for s in specs}
     results: dict[str, str] = {}
     prompts: PromptLog = {}
     waiting = {s.id: len(s.depends_on) for s in specs}
@@ -44,7 +61,8 @@ async def run_floor(specs: list[Spec], model: FakeModel) -> PromptLog:
 
     async def run(spec: Spec) -> None:
         nonlocal remaining
-        prompts[spec.id] = _prompt(spec, [results[d] for d in spec.depends_on])
+        context = [_labelled(by_id[d], results[d]) for d in spec.depends_on]
+        prompts[spec.id] = f"{INSTRUCTIONS}\n\n{_prompt(spec, context)}"
         results[spec.id] = await model.answer(spec.id)
         for nxt in dependents[spec.id]:
             waiting[nxt.id] -= 1
@@ -123,13 +141,13 @@ async def run_clearance(
     from clearance import Agent, Orchestrator, RunLedger, Task, Team
 
     fake = _BenchChatModel(model)
-    team = Team(agents=(Agent(name="worker", instructions="You do one task."),), name="bench")
+    team = Team(agents=(Agent(name=ASSIGNEE, instructions=INSTRUCTIONS),), name="bench")
     tasks = [
         Task(
             id=s.id,
             title=s.title,
             description=s.description,
-            assignee="worker",
+            assignee=ASSIGNEE,
             depends_on=s.depends_on,
             memory_scope=scope,  # type: ignore[arg-type]
         )

@@ -329,7 +329,7 @@ def main() -> None:
         "clearance": "Clearance, default scope (dependencies)",
         "clearance-noledger": 'Clearance, memory_scope="all"',
         "global-memory": "global shared memory (every earlier result)",
-        "floor": "bare prompt + dependency results (no framework text)",
+        "floor": "instructions, task and labelled dependency results (no framework text)",
         "crewai": "CrewAI with context=",
         "crewai-nocontext": "CrewAI, async configuration, without context= (not its default "
         "sequential crew)",
@@ -349,6 +349,14 @@ def main() -> None:
         q = tok["global-memory"] / tok["clearance"]
         lines += ["", f"Global memory / Clearance default: **{q:.1f}×** (target ≥ 10×: "
                   f"{_ok(q >= 10)})."]  # fmt: skip
+        if "floor" in tok:
+            f = tok["clearance"] / tok["floor"]
+            lines += ["", f"Clearance default / floor: **{f:.3f}×**: the framing (headings, "
+                      "fences, the closing instruction) over the instructions, task and "
+                      "dependency results with their labels, which count as content (target "
+                      f"≤ 1.05×: {_ok(f <= 1.05)}). Measured alone with `python -m bench.run "
+                      "--only prompt --skip-peers`; `tests/context/test_layout.py` checks "
+                      "it."]  # fmt: skip
         plt.barh([label[k] for k in tok], list(tok.values()))
         plt.xlabel("total prompt tokens (100 tasks)"), plt.title("Prompt tokens per scope")
         plt.savefig(ROOT / "bench" / "prompt_tokens.png", dpi=100, bbox_inches="tight")
@@ -451,7 +459,9 @@ def main() -> None:
         "## How to read this",
         "",
         "- *floor*: a plain asyncio scheduler that starts each task when its dependencies finish",
-        "  and builds the prompt as the description plus the dependency results; nothing else.",
+        "  and builds the prompt as the agent's instructions, the task's id, title and",
+        "  description, and each dependency's result under its label (its title and assignee);",
+        "  nothing else.",
         "- *clearance*: `Orchestrator.run_tasks` with its SQLite `RunLedger` (every task state and",
         "  every call with its prompt, manifest and hashes is recorded, and committed before the",
         "  run returns; during the run a writer thread commits the records in groups, in order,",

@@ -25,7 +25,7 @@ async def test_get_model_resolves_fake_ids_and_runs_are_deterministic(ledger):
     assert results == {k: v.result for k, v in two.tasks.items()}
     assert results != {k: v.result for k, v in other.tasks.items()}
     assert one.synthesis == two.synthesis
-    assert results["x"].startswith("echo result for X (task x): ")
+    assert results["x"].startswith("echo result for X: ")
     # A dependent's answer changes with its dependency's result (it digests the whole prompt).
     assert results["y"] != other.tasks["y"].result
 

@@ -31,7 +31,7 @@ def test_the_streaming_snippet_prints_text_as_it_streams(tmp_path: Path) -> None
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
     assert lines[1] == "[task_started intro ]"
-    assert lines[2].startswith("readme result for Intro (task intro):")
+    assert lines[2].startswith("readme result for Intro:")
     assert lines[3] == "[task_completed intro ]"
     assert lines[-1].startswith("synthesis: readme result for Goal:")
     assert (tmp_path / ".clearance" / "runs.db").exists()

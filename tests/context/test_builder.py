@@ -11,7 +11,13 @@ from clearance import (
     Task,
     TaskGraph,
 )
-from clearance._context.render import fence_block, fence_for, one_line, render_block
+from clearance._context.render import (
+    fence_block,
+    fence_for,
+    one_line,
+    parse_user_message,
+    render_block,
+)
 from clearance._state.queue import TaskQueue
 from clearance._state.shared_memory import SharedMemory
 from clearance.models import estimate_tokens
@@ -55,16 +61,39 @@ def test_no_dependencies_is_a_clean_slate():
     assert prompt.messages[0].content == "You are careful."
 
 
-def test_direct_dependencies_only_in_bare_blocks_titled_in_the_manifest():
+def test_direct_dependencies_only_each_labelled_with_its_title_and_assignee():
     tasks = [t("a"), t("b", "a"), t("c", "b"), t("x")]
     q = completed_queue(tasks, {"a", "b", "x"})
     prompt = builder().build_task_prompt(q.graph.get("c"), agent=AGENT, queue=q)
     assert prompt.manifest.origins == ("instructions", "task:c", "task_result:b")
+    assert prompt.manifest.items[1].title == "Title c"
     assert prompt.manifest.items[2].title == "Title b (by worker)"
-    user = prompt.messages[1].content
-    assert "## Context from prerequisite tasks\n\n~~~~\nRESULT-b\n~~~~\n\n" in user
-    assert "Title b" not in user  # the default framing: the result, fenced, and no more
+    assert prompt.messages[1].content == (
+        "# Task\n\n~~~~ Title c\nDo c.\n~~~~\n\n"
+        "## Context from prerequisite tasks\n\n~~~~ Title b (by worker)\nRESULT-b\n~~~~\n\n"
+        "Reply with your result only."
+    )
     assert "RESULT-a" not in prompt.text and "RESULT-x" not in prompt.text
+
+
+def test_two_dependencies_and_scope_all_label_every_block():
+    facts = Task(id="facts", title="Collect facts", description="d", assignee="researcher")
+    risks = Task(id="risks", title="List risks", description="d", assignee="reviewer")
+    decide = t("decide", "facts", "risks")
+    later = t("later", "decide", scope="all")
+    q = completed_queue([facts, risks, decide, later], {"facts", "risks", "decide"})
+    prompt = builder().build_task_prompt(decide, agent=AGENT, queue=q)
+    user = prompt.messages[1].content
+    assert "\n~~~~ Collect facts (by researcher)\nRESULT-facts\n~~~~\n" in user
+    assert "\n~~~~ List risks (by reviewer)\nRESULT-risks\n~~~~\n" in user
+    everything = builder().build_task_prompt(later, agent=AGENT, queue=q)
+    (section,) = [s for s in parse_user_message(everything.messages[1].content)[0]
+                  if s.heading == "## Context from prerequisite tasks"]  # fmt: skip
+    assert [(b.heading, b.content) for b in section.blocks] == [
+        ("Collect facts (by researcher)", "RESULT-facts"),
+        ("List risks (by reviewer)", "RESULT-risks"),
+        ("Title decide (by worker)", "RESULT-decide"),
+    ]
 
 
 def test_transitive_scope_sees_ancestors_only():
@@ -229,9 +258,11 @@ def test_a_builder_renders_each_result_once_and_again_when_it_changed():
     synthesis = keeper.build_synthesis_prompt(
         "G", coordinator=COORD, queue=q, shared_memory=SharedMemory()
     )
-    # Rendered (and counted) once bare, for b's prompt only, and once headed, for synthesis.
-    assert counted.count(fence_block(None, "RESULT-a")) == 1
+    # Rendered (and counted) once for b's and c's prompts (labelled on its fence), and once
+    # for the synthesis (under a heading line).
+    assert counted.count(fence_block("Title a (by worker)", "RESULT-a", on_fence=True)) == 1
     assert counted.count(fence_block("Title a (by worker)", "RESULT-a")) == 1
+    assert all("RESULT-a" in p.text for p in [*prompts, synthesis])
     # A kept block enters only prompts that admit it: x has no dependencies.
     tasks_x = [*tasks, t("x")]
     qx = completed_queue(tasks_x, {"a"})
@@ -250,7 +281,7 @@ def test_a_builder_renders_each_result_once_and_again_when_it_changed():
     again = keeper.build_task_prompt(q2.graph.get("b"), agent=AGENT, queue=q2)
     assert "NEW-a" in again.text and "RESULT-a" not in again.text
     assert again == builder().build_task_prompt(q2.graph.get("b"), agent=AGENT, queue=q2)
-    assert counted.count(fence_block(None, "NEW-a")) == 1
+    assert counted.count(fence_block("Title a (by worker)", "NEW-a", on_fence=True)) == 1
 
 
 def test_plan_prompt_shows_roster_summaries_not_instructions():

@@ -146,12 +146,41 @@ def test_a_prompt_recorded_in_the_first_layout_still_verifies():
     assert list(check_layout(call, V1_TASK, _v1_items())) == []
 
 
+# The same prompt as the second layout rendered it (bare blocks, titles in the manifest only).
+V2_TASK = (
+    "# Task\n\n~~~~\nDo b.\n~~~~\n\n"
+    "## Context from prerequisite tasks\n\n~~~~\nRESULT-a\n~~~~\n\n"
+    "Reply with your result only."
+)
+
+
+def test_a_prompt_recorded_in_the_bare_layout_still_verifies_and_the_builder_labels():
+    call = SimpleNamespace(subject="task:b", manifest={"clearance": {}})
+    assert list(check_layout(call, V2_TASK, _v1_items())) == []
+    q = queue_of(
+        Task(id="a", title="A", description="Do a.", assignee="worker"),
+        Task(id="b", title="B", description="Do b.", assignee="worker", depends_on=["a"]),
+        done={"a"},
+    )
+    plain = Agent(name="worker", instructions="x")
+    prompt = builder().build_task_prompt(q.graph.get("b"), agent=plain, queue=q)
+    assert prompt.messages[1].content == (
+        "# Task\n\n~~~~ B\nDo b.\n~~~~\n\n"
+        "## Context from prerequisite tasks\n\n~~~~ A (by worker)\nRESULT-a\n~~~~\n\n"
+        "Reply with your result only."
+    )
+    assert [i.title for i in prompt.manifest.items[1:]] == ["B", "A (by worker)"]
+
+
 @pytest.mark.parametrize(
     "forged",
     [
-        # the current (bare) blocks with the first layout's trailer: no layout has both
+        # the second layout's bare blocks with the first layout's trailer: no layout has both
         V1_TASK.replace("### B (task b)\n", "").replace("### A (by worker)\n", ""),
-        # a first-layout block under the current trailer
+        # a bare task text (the second layout) beside a headed result (the first)
+        V1_TASK.replace("### B (task b)\n", "").replace("Complete the task above. Reply", "Reply"),
+        # headed blocks (the first layout) under the current trailer: the current layout
+        # labels them on their fence lines
         V1_TASK.replace("Complete the task above. Reply", "Reply"),
         # sections out of order
         "## Context from prerequisite tasks\n\n~~~~\nRESULT-a\n~~~~\n\n# Task\n\n~~~~\nDo b.\n"
@@ -197,7 +226,7 @@ def test_two_tasks_of_one_agent_share_a_byte_identical_prefix():
     assert "You are careful." in one.text[:cut] and "Read a value." in one.text[:cut]
     # The shared prefix runs on into the task section, to the first byte of the task's text.
     shared = len(_common_prefix(one.text, two.text))
-    assert one.text[shared:].startswith("Bring b") and two.text[shared:].startswith("Count c")
+    assert one.text[shared:].startswith("B\nBring b") and two.text[shared:].startswith("C\nCount c")
 
 
 def _common_prefix(a, b):
@@ -223,8 +252,13 @@ def test_the_coordinators_planning_and_synthesis_prompts_share_its_prefix():
 # -- framing at the floor ----------------------------------------------------------------------
 
 
-def test_default_scope_prompts_are_within_5_percent_of_the_dependency_text():
-    """The benchmark's 10x10 graph (R=200), counted in cl100k_base as `bench` counts it."""
+def test_default_scope_prompts_are_within_5_percent_of_the_labelled_dependency_text():
+    """The benchmark's 10x10 graph (R=200), counted in cl100k_base as `bench` counts it.
+
+    The floor is the task's id, title and text plus each dependency's result under its label
+    (title and assignee): labels are content, the rest (headings, fences, the closing
+    instruction) is framing.
+    """
     sys.path.insert(0, str(ROOT))
     try:
         from bench import frameworks
@@ -239,7 +273,11 @@ def test_default_scope_prompts_are_within_5_percent_of_the_dependency_text():
     count = tiktoken_counter("cl100k_base")
     ratio = sum(map(count, ours.values())) / sum(map(count, floor.values()))
     assert ratio <= 1.05, ratio
-    # every result reached its dependents, fenced
+    # every result reached its dependents, fenced under its label
+    titles = {spec.id: spec.title for spec in specs}
     for spec in specs:
+        assert f"# Task\n\n~~~~ {spec.title}\n{spec.description}\n~~~~" in ours[spec.id]
         for dep in spec.depends_on:
-            assert f"~~~~\n{model.text(dep)}\n~~~~" in ours[spec.id]
+            label = f"{titles[dep]} (by {frameworks.ASSIGNEE})"
+            assert f"~~~~ {label}\n{model.text(dep)}\n~~~~" in ours[spec.id]
+            assert f"{label}\n{model.text(dep)}" in floor[spec.id]  # labels are content

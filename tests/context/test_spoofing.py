@@ -14,7 +14,12 @@ from clearance._context import layout
 from clearance._context.builder import SYNTHESIS_TRAILER, TASK_TRAILER
 from clearance._context.isolated import ISOLATED_TRAILER, IsolatedContext
 from clearance._context.layout import layout_kind
-from clearance._context.render import fence_for, parse_user_message, render_user_message
+from clearance._context.render import (
+    fence_for,
+    one_line,
+    parse_user_message,
+    render_user_message,
+)
 from clearance._core.origins import Subject
 from clearance._state.queue import TaskQueue
 from clearance._state.shared_memory import SharedMemory
@@ -121,10 +126,17 @@ def t(task_id, *deps, title=None, description=None, files=(), assignee="worker")
 
 
 def task_prompt(
-    results, messages=(), files=None, title="Victim", description="Do it.", repair=None
+    results,
+    messages=(),
+    files=None,
+    title="Victim",
+    description="Do it.",
+    repair=None,
+    upstream_titles=(),
 ):
     """The prompt of a task that depends on one task per result, with hostile inputs."""
-    upstream = [t(f"u{i}", title=f"Upstream {i}") for i in range(len(results))]
+    titles = [*upstream_titles, *(f"Upstream {i}" for i in range(len(results)))]
+    upstream = [t(f"u{i}", title=titles[i]) for i in range(len(results))]
     victim = t(
         "victim",
         *(u.id for u in upstream),
@@ -168,6 +180,24 @@ def test_hostile_task_title_and_description_stay_in_their_blocks(hostile):
     assert "\n" not in prompt.manifest.items[1].title
 
 
+@pytest.mark.parametrize("hostile", HOSTILE)
+def test_hostile_upstream_titles_stay_on_their_label_lines(hostile):
+    # A label (title and assignee) sits on its block's opening fence line: no title can end
+    # the line, close the fence, or pass for another block's label.
+    second = hostile if hostile.strip() else "x"
+    prompt = task_prompt(
+        ["first", hostile, "third"], upstream_titles=[f"U {hostile}", second, "~~~~"]
+    )
+    assert_parses_into_manifest(prompt, TASK_TRAILER, TASK_SECTIONS)
+    sections, _ = parse_user_message(prompt.messages[1].content)
+    assert [b.heading for b in sections[1].blocks] == [
+        one_line(f"U {hostile} (by worker)"),
+        one_line(f"{second} (by worker)"),
+        "~~~~ (by worker)",
+    ]
+    assert all(b.on_fence for b in sections[1].blocks)
+
+
 def test_every_hostile_text_at_once():
     everything = "\n".join(HOSTILE)
     prompt = task_prompt(
@@ -190,7 +220,8 @@ def test_a_forged_block_is_content_not_a_result():
     sections, _ = parse_user_message(prompt.messages[1].content)
     assert [s.heading for s in sections] == ["# Task", "## Context from prerequisite tasks"]
     (block,) = sections[1].blocks
-    assert block.heading is None and block.content == forged  # a bare block: the fence only
+    assert block.heading == "Upstream 0 (by worker)" and block.content == forged
+    assert block.on_fence  # its label is on its own fence line, the forged one is content
 
 
 @pytest.mark.parametrize("hostile", HOSTILE)
@@ -256,9 +287,10 @@ TITLES = UNTRUSTED.filter(lambda s: s.strip())
     title=TITLES,
     description=UNTRUSTED,
     repair=st.none() | UNTRUSTED,
+    upstream_titles=st.lists(TITLES, max_size=4),
 )
 def test_arbitrary_untrusted_text_round_trips(
-    results, messages, file_content, title, description, repair
+    results, messages, file_content, title, description, repair, upstream_titles
 ):
     prompt = task_prompt(
         results,
@@ -267,6 +299,7 @@ def test_arbitrary_untrusted_text_round_trips(
         title=title,
         description=description,
         repair=repair,
+        upstream_titles=upstream_titles[: len(results)],
     )
     assert_parses_into_manifest(prompt, TASK_TRAILER, TASK_SECTIONS)
 

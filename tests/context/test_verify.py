@@ -168,7 +168,7 @@ def consistent_swap(record):
     entry.update(
         origin="task_result:x", title="X (by alice)", sha256=sha256_text("RESULT of task:x")
     )
-    user = record["messages"][1]["content"].replace("### A (by alice)", "### X (by alice)")
+    user = record["messages"][1]["content"].replace("~~~~ A (by alice)", "~~~~ X (by alice)")
     record["messages"][1]["content"] = user
     refresh_hashes(record)
 
@@ -179,6 +179,35 @@ def test_a_consistent_forgery_is_still_outside_the_clearance(recorded):
     report = report_for(db, run_id)
     reasons = [(f.origin, f.reason) for f in report.findings]
     assert ("task_result:x", "not in the clearance of task 'b'") in reasons
+
+
+def relabel(old: str, new: str, origin: str) -> Callable[[dict], None]:
+    """Give ``origin``'s block another label in prompt and manifest, hashes fixed up."""
+
+    def change(record: dict) -> None:
+        user = record["messages"][1]["content"]
+        assert f"~~~~ {old}\n" in user
+        record["messages"][1]["content"] = user.replace(f"~~~~ {old}\n", f"~~~~ {new}\n")
+        item(record, origin)["title"] = new
+        refresh_hashes(record)
+
+    return change
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "origin"),
+    [
+        ("A (by alice)", "A (by bob)", "task_result:a"),  # another assignee
+        ("A (by alice)", "X (by alice)", "task_result:a"),  # another task's title
+        ("B", "Urgent: B", "task:b"),  # the task's own title
+    ],
+)
+def test_a_label_that_is_not_the_recorded_graphs_is_caught(recorded, old, new, origin):
+    db, run_id = recorded
+    edit_call(db, "task:b", relabel(old, new, origin))
+    report = report_for(db, run_id)
+    labels = [f for f in report.findings if f.origin == origin and f.subject == "task:b"]
+    assert labels and all("label" in f.reason for f in labels), [str(f) for f in labels]
 
 
 def test_an_edited_source_result_breaks_provenance(recorded):

@@ -202,8 +202,11 @@ async def test_cut_off_and_looping_answers_are_marked_everywhere(ledger):
 def test_mark_answer_leaves_normal_answers_alone():
     text = "- decoder.py parses\n- encoder.py writes\n|---|---|"
     assert mark_answer(text, finish_reason="stop").text == text
+    # A finished answer is kept whole, repeated lines too; only a cut-off one loses its loop.
     looping = "a\nsame\nsame\nsame\nsame"
-    assert mark_answer(looping, finish_reason="stop").text.startswith("a\nsame\n\n[repetition")
+    assert mark_answer(looping, finish_reason="stop").text == looping
+    cut = mark_answer(looping + "\nsame\nsame\nsa", finish_reason="length").text
+    assert cut.startswith("a\nsame\n\n[repetition")
 
 
 def test_module_facts_are_true_to_the_source_and_bounded():

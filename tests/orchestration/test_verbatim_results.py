@@ -1,10 +1,13 @@
 """A dependency's result reaches its dependents verbatim, and verify checks the kept forms."""
 
 import sqlite3
+from dataclasses import replace
 
 from clearance import Agent, Orchestrator, RunLedger, Task, Team
+from clearance._context.answers import REPEAT_MARK, TRUNCATED_MARK, mark_answer
 from clearance._context.render import parse_user_message
 from clearance._context.verify import verify_run
+from clearance.models import ModelRequest, ModelResponse
 from clearance.testing import FunctionModel
 
 TEAM = Team(agents=(Agent(name="w", instructions="Work."),))
@@ -62,3 +65,28 @@ def test_mark_answer_keeps_an_unmarked_answer_verbatim_and_strips_only_a_marked_
     assert mark_answer(PADDED, finish_reason=None).text == PADDED
     cut = mark_answer(PADDED, finish_reason="length")
     assert cut.text == f"{PADDED.strip()}\n\n{TRUNCATED_MARK}" and cut.truncated
+
+
+class CutOff(FunctionModel):
+    """Answers every call with a loop, cut off at the output limit."""
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        response = await super().request(request)
+        return replace(response, finish_reason="length")
+
+
+async def test_a_marked_result_without_its_answer_marked_event_is_a_finding(ledger, monkeypatch):
+    model = CutOff(lambda r: "Answer:\n" + "again and again\n" * 20)
+    result = await Orchestrator(TEAM, model=model, ledger=ledger).run_tasks(tasks()[:1])
+    assert result.result("a") == f"Answer:\nagain and again\n\n{REPEAT_MARK}\n\n{TRUNCATED_MARK}"
+    assert verify_run(ledger, result.run_id).ok  # marked, and the marking recorded
+    # A runner that marks without recording it: the result is no longer accounted for.
+    from clearance._orchestration.task_runner import TaskRunner
+
+    def silent(self, subject, text, finish_reason):
+        return mark_answer(text, finish_reason=finish_reason).text
+
+    monkeypatch.setattr(TaskRunner, "marked", silent)
+    quiet = await Orchestrator(TEAM, model=model, ledger=ledger).run_tasks(tasks()[:1])
+    reasons = {(f.subject, f.reason) for f in verify_run(ledger, quiet.run_id).findings}
+    assert reasons == {("task:a", "the result is marked, but no answer_marked event is")}

@@ -158,7 +158,9 @@ async def test_never_saw_names_instructions_headings_and_layout(ledger):
         assert_never_saw(ledger, "a", "ALICE-SECRET")
     with pytest.raises(AssertionError, match=r"in the heading of manifest item 'message:"):
         assert_never_saw(ledger, "b", "From boss")
-    assert_never_saw(ledger, "b", "(by alice)")  # a result's title stays in the manifest
+    # a result's label heads its block
+    with pytest.raises(AssertionError, match=r"in the heading of manifest item 'task_result:a'"):
+        assert_never_saw(ledger, "b", "(by alice)")
     with pytest.raises(AssertionError, match=r"outside any single manifest item"):
         assert_never_saw(ledger, "b", "## Context from prerequisite tasks")
     with pytest.raises(AssertionError, match=r"outside any single manifest item"):

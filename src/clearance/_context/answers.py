@@ -1,29 +1,34 @@
-"""Marking model answers that were cut off or that loop.
+"""Marking model answers that were cut off at the output limit.
 
-An answer that needs neither mark is kept verbatim. A completion that stopped at the output
-limit (``finish_reason == "length"``) is kept, with
-`TRUNCATED_MARK` appended, so no dependent, ``inspect`` or report takes it for a whole answer.
-A completion that repeats itself (the same line three times or more; and, in a cut-off
-answer, a word part or short phrase over and over: a small model's typical failure) has the
-repeats removed and `REPEAT_MARK` appended.
+An answer the model finished by itself (any ``finish_reason`` but ``"length"``) is kept
+verbatim, byte for byte, whatever it holds: repeated lines are often the answer (three
+functions that each end in ``return None``, a pretty-printed JSON array's ``},`` lines).
+
+A completion that stopped at the output limit (``finish_reason == "length"``) is kept with
+`TRUNCATED_MARK` appended, so no dependent, ``inspect`` or report takes it for a whole
+answer. If such an answer ends in a loop (the same unit of text, from a word part to a few
+lines, repeated to the cut-off: a small model's typical failure), the loop is cut after its
+first copy and `REPEAT_MARK` is appended too. Only the tail is touched: everything before
+the loop is kept as the model wrote it.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-__all__ = ["REPEAT_MARK", "TRUNCATED_MARK", "MarkedAnswer", "mark_answer", "remove_repeats"]
+__all__ = ["REPEAT_MARK", "TRUNCATED_MARK", "MarkedAnswer", "mark_answer", "trailing_loop"]
 
 TRUNCATED_MARK = "[cut off: this answer reached its output limit and is incomplete]"
 """Appended (after a blank line) to an answer that stopped at the output limit."""
 REPEAT_MARK = "[repetition removed: the model repeated itself]"
-"""Appended (after a blank line) to an answer whose repeated lines or phrases were removed."""
+"""Appended (after a blank line) to a cut-off answer whose trailing loop was cut."""
 
-_WORD = re.compile(r"\S+")
-_CHAR_LOOP = re.compile(r"([A-Za-z_]{2,24}?)\1{5,}")
-_MIN_LINE_REPEATS = 3
-_MIN_PHRASE_REPEATS = 4
+MAX_LOOP_UNIT = 400
+"""Longest unit of text (characters) looked for as a trailing loop."""
+MIN_LOOP_COPIES = 3
+"""Fewest copies of a unit at the end of a cut-off answer that make a loop."""
+MIN_LOOP_CHARS = 24
+"""Fewest characters a trailing loop spans (so ``hahaha`` or ``...`` is not one)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -33,7 +38,7 @@ class MarkedAnswer:
     Attributes:
         text: The text to keep (marks appended).
         truncated: It stopped at the output limit.
-        repetitive: Repeats were removed.
+        repetitive: It stopped at the output limit inside a loop, which was cut.
     """
 
     text: str
@@ -41,79 +46,69 @@ class MarkedAnswer:
     repetitive: bool
 
 
-def _phrase_loop(words: list[str]) -> int | None:
-    """Index where a phrase of 1 to 8 words starts repeating to the end (4+ times), or None."""
-    n = len(words)
-    for size in range(1, 9):
-        repeats = 1
-        i = n - 2 * size
-        while i >= 0 and words[i : i + size] == words[n - size : n]:
-            repeats += 1
-            i -= size
-        if repeats >= _MIN_PHRASE_REPEATS:
-            return i + 2 * size  # keep one copy of the phrase
+def _periodic_tail(text: str, unit: int) -> int:
+    """Length of the longest suffix of ``text`` with period ``unit`` (at least ``unit``)."""
+    n = len(text)
+    # Largest k with text[n-unit-k : n-unit] == text[n-k : n]: monotone in k, so bisect.
+    low, high = 0, n - unit
+    while low < high:
+        k = (low + high + 1) // 2
+        if text[n - unit - k : n - unit] == text[n - k :]:
+            low = k
+        else:
+            high = k - 1
+    return low + unit
+
+
+def trailing_loop(text: str) -> int | None:
+    """Where the second copy of a loop running to the end of ``text`` starts, or ``None``.
+
+    A loop is the shortest unit (1 to `MAX_LOOP_UNIT` characters) that repeats at least
+    `MIN_LOOP_COPIES` times up to the end of the text (the last copy may be partial: the
+    output limit cuts anywhere), spanning at least `MIN_LOOP_CHARS` characters. A unit that
+    spans a line break is kept to the end of a line.
+
+    Args:
+        text: A cut-off answer.
+
+    Returns:
+        The index at which to cut to keep one copy of the loop, or ``None`` for no loop.
+    """
+    n = len(text)
+    for unit in range(1, min(MAX_LOOP_UNIT, n // MIN_LOOP_COPIES) + 1):
+        span = _periodic_tail(text, unit)
+        if span >= unit * MIN_LOOP_COPIES and span >= MIN_LOOP_CHARS:
+            cut = n - span + unit
+            # The loop may start mid-line (its text before a line break can also end the
+            # line before it): a loop of lines keeps its first copy to the end of a line.
+            line_end = text.find("\n", cut, cut + unit)
+            return cut if line_end < 0 else line_end
     return None
 
 
-def remove_repeats(text: str, *, loops: bool = True) -> tuple[str, bool]:
-    """Drop repeats: lines seen 3+ times, word-part loops and a trailing phrase loop.
-
-    A looping line is kept at its first place only; a word part repeated 6+ times in a row
-    (``_list_list_list...``) keeps one copy; a phrase of 1 to 8 words repeated 4+ times at
-    the end keeps one copy.
+def mark_answer(text: str, *, finish_reason: str | None) -> MarkedAnswer:
+    """Keep an answer as its dependents will receive it (see the module docstring).
 
     Args:
-        text: The answer.
-        loops: Also remove word-part and phrase loops (done for answers that ran to the
-            output limit: a loop does not stop by itself).
+        text: The model's answer, as received.
+        finish_reason: The call's finish reason; only ``"length"`` (cut off at the output
+            limit) changes anything.
 
     Returns:
-        ``(text, changed)``.
+        For a finished answer, ``text`` itself, unmarked. For a cut-off one: the answer less
+        surrounding whitespace and any trailing loop after its first copy, then a blank
+        line and the marks (`REPEAT_MARK` if a loop was cut, then `TRUNCATED_MARK`).
     """
-    lines = text.splitlines()
-    seen: dict[str, int] = {}
-    for line in lines:
-        key = line.strip()
-        if key:
-            seen[key] = seen.get(key, 0) + 1
-    looping = {k for k, count in seen.items() if count >= _MIN_LINE_REPEATS}
-    kept: list[str] = []
-    emitted: set[str] = set()
-    for line in lines:
-        key = line.strip()
-        if key in looping:
-            if key in emitted:
-                continue
-            emitted.add(key)
-        kept.append(line)
-    changed = len(kept) != len(lines)
-    body = "\n".join(kept)
-    if not loops:
-        return body.rstrip(), changed
-    body, count = _CHAR_LOOP.subn(r"\1", body)
-    changed = changed or count > 0
-    words = _WORD.findall(body)
-    cut = _phrase_loop(words)
-    if cut is not None:
-        # Rebuild the text up to the start of the loop's second copy.
-        spans = [m.span() for m in _WORD.finditer(body)]
-        body = body[: spans[cut - 1][1]] if cut > 0 else ""
-        changed = True
-    return body.rstrip(), changed
-
-
-def mark_answer(text: str, *, finish_reason: str | None) -> MarkedAnswer:
-    """`remove_repeats`, then append the marks that apply (see the module docstring).
-
-    An answer that needs no mark is kept verbatim (surrounding whitespace included), so a
-    dependent receives exactly what the model answered. A marked answer is the answer with
-    surrounding whitespace and the repeats removed, then a blank line and the marks.
-    """
-    truncated = finish_reason == "length"
-    body, repetitive = remove_repeats(text.strip(), loops=truncated)
-    if not truncated and not repetitive:
+    if finish_reason != "length":
         return MarkedAnswer(text=text, truncated=False, repetitive=False)
-    marks = [m for m, on in ((REPEAT_MARK, repetitive), (TRUNCATED_MARK, truncated)) if on]
-    if marks:
-        body = "\n\n".join([body, *marks]) if body else "\n\n".join(marks)
-    return MarkedAnswer(text=body, truncated=truncated, repetitive=repetitive)
+    body = text.strip()
+    cut = trailing_loop(body)
+    if cut is not None:
+        body = body[:cut].rstrip()
+    marks = [REPEAT_MARK] if cut is not None else []
+    marks.append(TRUNCATED_MARK)
+    return MarkedAnswer(
+        text="\n\n".join([body, *marks] if body else marks),
+        truncated=True,
+        repetitive=cut is not None,
+    )

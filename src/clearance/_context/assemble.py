@@ -45,7 +45,8 @@ class PromptAssembler:
     """Renders admitted parts into a `Prompt` with its manifest, in its kind's layout.
 
     A task's result usually enters several prompts (each dependent's, then the synthesis).
-    The assembler renders it once per way of rendering (bare or headed): it keeps the block
+    The assembler renders it once per way of rendering (labelled on its fence, headed or
+    bare): it keeps the block
     of each result it rendered and renders it again only if its text or title changed.
 
     Args:
@@ -61,24 +62,24 @@ class PromptAssembler:
     ):
         self._count = count_tokens
         self._memory_groups = {g: frozenset(m) for g, m in (memory_groups or {}).items()}
-        # (``task_result:<id>``, bare) -> (title, content, block): see `_render`.
-        self._results: dict[tuple[str, bool], tuple[str, str, Block]] = {}
+        # (``task_result:<id>``, bare, on_fence) -> (title, content, block): see `_render`.
+        self._results: dict[tuple[str, bool, bool], tuple[str, str, Block]] = {}
 
-    def _render(self, part: Part, *, bare: bool = False) -> Block:
-        """The item and its rendered block; the item's tokens are those of the block.
+    def _render(self, part: Part, row: layout.Row) -> Block:
+        """The item and its rendered block in ``row``'s form; its tokens are the block's.
 
         A bare block has no heading line; its title is kept in the manifest. A result
-        (``task_result:<id>``) is rendered once and reused while its title and content stay
-        the same (compared by value).
+        (``task_result:<id>``) is rendered once per form and reused while its title and
+        content stay the same (compared by value).
         """
-        key = (part.origin, bare)
+        key = (part.origin, row.bare, row.on_fence)
         cacheable = part.origin.startswith("task_result:")
         if cacheable:
             kept = self._results.get(key)
             if kept is not None and kept[0] == part.title and kept[1] == part.content:
                 return kept[2]
         title = one_line(part.title)
-        text = fence_block(None if bare else title, part.content)
+        text = fence_block(None if row.bare else title, part.content, on_fence=row.on_fence)
         block = (
             ContextItem(
                 origin=part.origin, title=title, content=part.content, tokens=self._count(text)
@@ -91,8 +92,7 @@ class PromptAssembler:
 
     def _block_tokens(self, kind: str, heading: str, part: Part) -> int:
         """Tokens of ``part`` as a block of section ``heading`` of a ``kind`` prompt."""
-        bare = layout.current(kind).row(heading).bare
-        return self._render(part, bare=bare)[0].tokens
+        return self._render(part, layout.current(kind).row(heading))[0].tokens
 
     def _assemble(
         self,
@@ -131,7 +131,7 @@ class PromptAssembler:
             for part in sections.get(row.heading, ()):
                 if part.origin.partition(":")[0] not in row.kinds:
                     raise ValueError(f"a {part.origin!r} item under {row.heading!r}")
-                item, text = self._render(part, bare=row.bare)
+                item, text = self._render(part, row)
                 items.append(item)
                 texts.append(text)
             rendered.append((row.heading, texts))

@@ -38,9 +38,10 @@ class ContextBuilder(IsolatedPrompts):
     graph order), ``## Prerequisite tasks that did not complete``, ``## Messages from team
     members``, ``## From memory``, ``## Results from subagents``, on the repair attempt of a
     structured hand-off ``## Your previous answer was rejected``, and ``## Results of your
-    tool calls``; then the closing instruction. Each block is fenced (see `render_block`);
-    the task's text and the results are bare fences (their titles are in the manifest),
-    every other block has a ``###`` heading line.
+    tool calls``; then the closing instruction. Each block is fenced (see `render_block`).
+    The task's text is labelled with its title, and each result and failed prerequisite
+    with its task's title and assignee (``<title> (by <assignee>)``), on the block's opening
+    fence line (``~~~~ <label>``); every other block has a ``###`` heading line.
 
     Long-term memory records (``memory:<id>``) enter only in a ``## From memory`` section,
     admitted when their scope is in the prompt's clearance (the agent's own, or a declared

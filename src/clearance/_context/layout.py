@@ -4,8 +4,17 @@ A user message is its sections in table order (empty ones left out), then the tr
 `render`). Each `Row` names a section's heading, the kinds of item (origin kinds) it may
 hold, whether it is the same in every prompt of one agent (``stable``: rendered first, so two
 prompts of one agent share a byte-identical prefix a server-side prompt cache can reuse) and
-whether its blocks are rendered bare (a fence without a ``###`` heading line; the item's
-title stays in the manifest).
+how its blocks carry their titles: on a ``### <title>`` line before the fence, on the
+opening fence line (``~~~~ <title>``: ``on_fence``), or not at all (``bare``: the fence
+only; the item's title stays in the manifest).
+
+The labels of a task's own text and of the results and failures it is shown are written
+once here: ``<title>`` (`task_label`), ``<title> (by <assignee>)`` (`result_label`) and
+``<title> (by <assignee>): <status>`` (`status_label`). A label comes from the team file or
+the coordinator's plan, never from the content it labels; it is collapsed onto one line
+(`render.one_line`), so no title can open a section, a block or a fence, and ``clearance
+verify`` checks each label against the recorded graph. A task prompt puts its labels on the
+fence line: the least text that still ties a label to its block (see ``docs/isolation.md``).
 
 `ContextBuilder` renders from the current `Layout` of each prompt kind; ``clearance verify``
 checks a recorded prompt against the layouts of its kind, the current one first and then
@@ -19,10 +28,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from clearance._context.render import one_line
 from clearance._core.origins import Subject
 from clearance._core.vocabulary import OriginKind, PromptKind
 
-__all__ = ["LAYOUTS", "Layout", "Row", "current", "item_kinds", "layout_kind"]
+__all__ = [
+    "LAYOUTS",
+    "Layout",
+    "Row",
+    "current",
+    "item_kinds",
+    "layout_kind",
+    "legacy_task_label",
+    "result_label",
+    "status_label",
+    "task_label",
+]
 
 # -- section headings --------------------------------------------------------------------------
 
@@ -52,6 +73,29 @@ CLARIFICATIONS = "## Clarifications"
 HISTORY = "## Your earlier steps"
 QUESTION = "## Question from the subagent"
 TURNS = "## Conversation so far"
+
+# -- labels ----------------------------------------------------------------------------------
+
+
+def result_label(title: str, assignee: str) -> str:
+    """The heading of a task's result: ``<title> (by <assignee>)``, on one line."""
+    return one_line(f"{title} (by {assignee})")
+
+
+def task_label(title: str) -> str:
+    """The label of a task's own text: its title, on one line."""
+    return one_line(title)
+
+
+def legacy_task_label(title: str, task_id: str) -> str:
+    """`task_label` as layouts 1 and 2 recorded it: ``<title> (task <id>)``."""
+    return one_line(f"{title} (task {task_id})")
+
+
+def status_label(title: str, assignee: str, status: str) -> str:
+    """The heading of a task that did not complete: ``<title> (by <assignee>): <status>``."""
+    return one_line(f"{title} (by {assignee}): {status}")
+
 
 # -- closing instructions ----------------------------------------------------------------------
 
@@ -111,16 +155,20 @@ class Row:
         stable: The section is the same in every prompt of one agent (tools, architecture);
             stable sections come before every per-task section.
         bare: Its blocks are rendered as a fence without a heading line.
+        on_fence: Its blocks carry their titles on the opening fence line.
     """
 
     heading: str
     kinds: frozenset[str]
     stable: bool = False
     bare: bool = False
+    on_fence: bool = False
 
 
-def _row(heading: str, *kinds: str, stable: bool = False, bare: bool = False) -> Row:
-    return Row(heading, frozenset(kinds), stable, bare)
+def _row(
+    heading: str, *kinds: str, stable: bool = False, bare: bool = False, on_fence: bool = False
+) -> Row:
+    return Row(heading, frozenset(kinds), stable, bare, on_fence)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,24 +217,35 @@ _TASK_TRAILERS_V1 = {"default": TASK_TRAILER_V1, "tools": TOOL_TRAILER}
 
 _TASK_BODY = (
     _row(FILES, OriginKind.FILE),
-    _row(RESULTS, OriginKind.TASK_RESULT, bare=True),
-    _row(FAILED_PREREQUISITES, OriginKind.TASK_STATUS),
+    _row(RESULTS, OriginKind.TASK_RESULT, on_fence=True),
+    _row(FAILED_PREREQUISITES, OriginKind.TASK_STATUS, on_fence=True),
     _row(MESSAGES, OriginKind.MESSAGE),
     _row(MEMORY, OriginKind.MEMORY),
     _row(CHILDREN, OriginKind.CHILD_RESULT),
     _row(REPAIR, OriginKind.REPAIR),
 )
+_TASK_V3 = Layout(
+    PromptKind.TASK,
+    3,
+    (_TOOL_ROWS[0], _row(TASK, OriginKind.TASK, on_fence=True), *_TASK_BODY, _TOOL_ROWS[1]),
+    _TASK_TRAILERS,
+)
+"""Labelled: the task's text and each result or failure labelled on its fence line."""
+_HEADED_BODY = tuple(Row(r.heading, r.kinds) for r in _TASK_BODY)
 _TASK_V2 = Layout(
     PromptKind.TASK,
     2,
-    (_TOOL_ROWS[0], _row(TASK, OriginKind.TASK, bare=True), *_TASK_BODY, _TOOL_ROWS[1]),
+    (
+        _TOOL_ROWS[0],
+        _row(TASK, OriginKind.TASK, bare=True),
+        *(_row(r.heading, *r.kinds, bare=r.heading == RESULTS) for r in _HEADED_BODY),
+        _TOOL_ROWS[1],
+    ),
     _TASK_TRAILERS,
 )
+"""The trimmed framing: task text and results bare (runs recorded before labels came back)."""
 _TASK_V1 = Layout(
-    PromptKind.TASK,
-    1,
-    (_row(TASK, OriginKind.TASK), *(Row(r.heading, r.kinds) for r in _TASK_BODY), *_TOOL_ROWS),
-    _TASK_TRAILERS_V1,
+    PromptKind.TASK, 1, (_row(TASK, OriginKind.TASK), *_HEADED_BODY, *_TOOL_ROWS), _TASK_TRAILERS_V1
 )
 _DELEGATION_V2 = Layout(
     PromptKind.DELEGATION,
@@ -277,7 +336,7 @@ _SUMMARY = Layout(PromptKind.SUMMARY, 1, _CONVERSATION.rows, {"default": SUMMARY
 LAYOUTS: Mapping[str, tuple[Layout, ...]] = {
     layouts[0].kind: layouts
     for layouts in (
-        (_TASK_V2, _TASK_V1),
+        (_TASK_V3, _TASK_V2, _TASK_V1),
         (_DELEGATION_V2, _DELEGATION_V1),
         (_CHILD_V2, _CHILD_V1),
         (_ISOLATED,),

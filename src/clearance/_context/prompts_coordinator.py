@@ -41,10 +41,11 @@ class CoordinatorPrompts(TaskPrompts):
     ) -> Prompt:
         """Build the coordinator's synthesis prompt: the full view of the run.
 
-        Holds the goal, every completed result (untruncated) or those of ``include``, every
-        failed and skipped task with its reason, and the shared memory's summary (in graph
-        order) of the tasks whose result or reason is not already shown, so each result
-        enters the prompt once.
+        Holds the goal, every completed result (untruncated) or those of ``include``, each
+        under its label ``### <title> (by <assignee>)``, and every failed and skipped task
+        with its reason. The shared memory's summary is shown only for tasks whose result or
+        reason is not already shown, so each result enters the prompt once; when a run ends,
+        every task is shown, so a run's synthesis holds no summary.
 
         Args:
             goal: What the synthesis answers.
@@ -174,7 +175,7 @@ class CoordinatorPrompts(TaskPrompts):
         shown: set[str] = set()
         for state in queue.states():
             t = state.task
-            title = f"{t.title} (by {t.assignee})"
+            title = L.result_label(t.title, t.assignee)
             status = str(Origin(OriginKind.TASK_STATUS, t.id))
             if state.status.is_final:
                 shown.add(t.id)

@@ -342,7 +342,7 @@ class TaskPrompts(PromptAssembler):
             state = queue.get(tid)
             if state.status not in (TaskStatus.FAILED, TaskStatus.SKIPPED):
                 continue
-            title = f"{state.task.title} (by {state.task.assignee}): {state.status}"
+            title = L.status_label(state.task.title, state.task.assignee, str(state.status))
             part = Part(
                 str(Origin(OriginKind.TASK_STATUS, tid)), title, state.error or str(state.status)
             )
@@ -372,14 +372,11 @@ class TaskPrompts(PromptAssembler):
 
 
 def _task_part(task: Task) -> Part:
-    """The task's own text (``task:<id>``), titled with its title and id."""
-    return Part(
-        str(Origin(OriginKind.TASK, task.id)), f"{task.title} (task {task.id})", task.description
-    )
+    """The task's own text (``task:<id>``), labelled with its title (`task_label`)."""
+    return Part(str(Origin(OriginKind.TASK, task.id)), L.task_label(task.title), task.description)
 
 
 def result_part(task: Task, result: str) -> Part:
-    """A completed task's result (``task_result:<id>``), titled with its title and assignee."""
-    return Part(
-        str(Origin(OriginKind.TASK_RESULT, task.id)), f"{task.title} (by {task.assignee})", result
-    )
+    """A completed task's result (``task_result:<id>``), labelled (`result_label`)."""
+    label = L.result_label(task.title, task.assignee)
+    return Part(str(Origin(OriginKind.TASK_RESULT, task.id)), label, result)

@@ -1,13 +1,20 @@
 """Rendering untrusted text into fenced prompt blocks, and parsing it back.
 
 A user message is a sequence of parts joined by blank lines: section headings (``# ...`` or
-``## ...``), blocks, and a closing instruction (the trailer). A block is a heading line
-``### <heading>`` (left out for a bare block), an opening fence line, the content, and a
-closing fence line. The fence
-is a run of tildes longer than any run of tildes in the content, so no line of the content
-can close the block early, and text inside a block cannot pass for a heading or a section of
-the prompt. `parse_user_message` follows the fences and recovers exactly the sections and
-blocks that `render_user_message` rendered; ``clearance verify`` relies on that round trip.
+``## ...``), blocks, and a closing instruction (the trailer). A block is an opening fence
+line, the content, and a closing fence line, its heading in one of three forms:
+
+- headed: a heading line ``### <heading>`` before the opening fence;
+- labelled: the heading on the opening fence line, after a space (``~~~~ <heading>``, like
+  a Markdown info string), so the label is part of its block's fence;
+- bare: no heading (the fence only).
+
+The fence is a run of tildes longer than any run of tildes in the content, so no line of the
+content can close the block early, and text inside a block cannot pass for a heading, a
+label or a section of the prompt. A heading is collapsed onto one line (`one_line`), so no
+title can add a line either. `parse_user_message` follows the fences and recovers exactly the
+sections and blocks that `render_user_message` rendered; ``clearance verify`` relies on that
+round trip.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ __all__ = [
 
 _TILDES = re.compile(r"~+")
 _FENCE_LINE = re.compile(r"~{4,}")
+_LABEL_LINE = re.compile(r"(~{4,}) (.*)")
 MIN_FENCE = 4
 
 
@@ -40,10 +48,15 @@ class PromptParseError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Block:
-    """One fenced item: a one-line heading (``None`` for a bare block) and the content."""
+    """One fenced item: a one-line heading (``None`` for a bare block) and the content.
+
+    ``on_fence`` says the heading is a label on the opening fence line rather than a
+    ``### `` line before it.
+    """
 
     heading: str | None
     content: str
+    on_fence: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,35 +80,43 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def render_block(heading: str | None, content: str) -> str:
-    """Render ``content`` fenced under a ``### heading`` line.
+def render_block(heading: str | None, content: str, *, on_fence: bool = False) -> str:
+    """Render ``content`` fenced under a ``### heading`` line (or labelled on its fence).
 
     Args:
         heading: Heading text, collapsed to one line; ``None`` for a bare block (the fence
             only).
         content: Untrusted text, rendered verbatim inside the fence.
+        on_fence: Put the heading on the opening fence line (``~~~~ heading``) instead.
     """
-    return fence_block(None if heading is None else one_line(heading), content)
+    line = None if heading is None else one_line(heading)
+    return fence_block(line, content, on_fence=on_fence)
 
 
-def fence_block(heading_line: str | None, content: str) -> str:
+def fence_block(heading_line: str | None, content: str, *, on_fence: bool = False) -> str:
     """`render_block` for a heading already collapsed with `one_line`.
 
     Args:
         heading_line: Heading text on one line (``one_line(heading) == heading``), or
             ``None`` for a bare block.
         content: Untrusted text, rendered verbatim inside the fence.
+        on_fence: Put the heading on the opening fence line, after a space.
     """
     fence = fence_for(content)
     if heading_line is None:
         return f"{fence}\n{content}\n{fence}"
+    if on_fence:
+        return f"{fence} {heading_line}\n{content}\n{fence}"
     return f"### {heading_line}\n{fence}\n{content}\n{fence}"
 
 
 def render_user_message(sections: Sequence[Section], trailer: str) -> str:
     """Render sections (empty ones are left out) and the trailer, joined by blank lines."""
     return render_parts(
-        ((s.heading, [render_block(b.heading, b.content) for b in s.blocks]) for s in sections),
+        (
+            (s.heading, [render_block(b.heading, b.content, on_fence=b.on_fence) for b in s.blocks])
+            for s in sections
+        ),
         trailer,
     )
 
@@ -136,19 +157,23 @@ def parse_user_message(text: str) -> tuple[tuple[Section, ...], str]:
     while i < len(lines):
         line = lines[i]
         bare = _FENCE_LINE.fullmatch(line) is not None
-        if bare or line.startswith("### "):
+        label = None if bare else _LABEL_LINE.fullmatch(line)
+        if bare or label is not None or line.startswith("### "):
             if heading is None:
                 raise PromptParseError(f"line {i + 1}: a block outside any section")
-            at = i if bare else i + 1  # the opening fence
-            if at >= len(lines) or not _FENCE_LINE.fullmatch(lines[at]):
+            at = i if bare or label is not None else i + 1  # the opening fence
+            if label is not None:
+                fence, title = label.group(1), label.group(2)
+            elif at >= len(lines) or not _FENCE_LINE.fullmatch(lines[at]):
                 raise PromptParseError(f"line {at + 1}: expected an opening fence")
-            fence = lines[at]
+            else:
+                fence, title = lines[at], None if bare else line[4:]
             try:
                 end = lines.index(fence, at + 1)
             except ValueError:
                 raise PromptParseError(f"line {at + 1}: the fence never closes") from None
-            title = None if bare else line[4:]
-            blocks.append(Block(heading=title, content="\n".join(lines[at + 1 : end])))
+            content = "\n".join(lines[at + 1 : end])
+            blocks.append(Block(heading=title, content=content, on_fence=label is not None))
             i = end + 1
         elif line.startswith(("# ", "## ")):
             if heading is not None:

@@ -7,8 +7,9 @@
    field of a prompt or manifest is detected.
 2. **Accounting.** The prompt parses back (`parse_user_message`) into exactly the manifest's
    items, in order, with the same content hash, and follows a layout of its kind (the
-   `layout` table: sections in order, each item under a section its kind belongs to, headed
-   with its title or bare where the layout says so; `verify_layout`); re-rendering them
+   `layout` table: sections in order, each item under a section its kind belongs to, with
+   its title on a heading line, on its fence line or nowhere, as the layout says;
+   `verify_layout`); re-rendering them
    reproduces the recorded text byte for byte, and the closing instruction is the builder's.
    No text reached the model that the manifest does not account for.
 3. **Clearance.** Each task's clearance is recomputed from the recorded graph (never from
@@ -19,7 +20,8 @@
    result in one map step, each summary the recorded answer of its map call).
 4. **Provenance.** An item's content is what its origin says it is: the task text from the
    graph, a result from the recorded result of that task, a message from the recorded
-   message, the instructions from the recorded agent.
+   message, the instructions from the recorded agent. The label of a task's text, result or
+   failure is the title (and assignee) the recorded graph gives that task.
 
 Memory items (``memory:<id>``) are admitted when the scope their title names is one of the
 task's (or conversation's) memory scopes, recomputed from the team's recorded memory groups;

@@ -4,7 +4,9 @@ The clearance of each call is recomputed from the ledger (the recorded graph, te
 and events), never from the prompt; every item's origin must be admitted by it
 (`Clearance.admits`), and its content must be what its origin names (provenance): the task
 text from the graph, a result from the recorded result of that task, a message from the
-recorded message, a tool result from the recorded tool call, and so on. Isolated tasks,
+recorded message, a tool result from the recorded tool call, and so on. The labels that head
+a task's text and each result or failed task (its title and assignee, see `layout`) must be
+the ones the recorded graph gives. Isolated tasks,
 clarifications and children are checked by `verify_subagents`, hierarchical synthesis steps
 by `verify_synthesis`.
 """
@@ -16,7 +18,13 @@ from dataclasses import replace
 from typing import Any
 
 from clearance._context.clearance import Clearance
-from clearance._context.layout import item_kinds
+from clearance._context.layout import (
+    item_kinds,
+    legacy_task_label,
+    result_label,
+    status_label,
+    task_label,
+)
 from clearance._context.memory_items import scope_of_title
 from clearance._context.verify_facts import Problem, RunFacts
 from clearance._context.verify_subagents import (
@@ -211,6 +219,11 @@ def _check_task_call(
             yield origin, f"not in the clearance of task {task_id!r}"
         elif kind == OriginKind.TASK and item.get("sha256") != sha256_text(task.description):
             yield origin, "the task text is not the recorded task's description"
+        elif kind == OriginKind.TASK and item.get("title") not in (
+            task_label(task.title),
+            legacy_task_label(task.title, task.id),
+        ):
+            yield origin, "the task's label is not its recorded title"
         elif kind == OriginKind.TASK_STATUS and task.after_failure != "proceed":
             yield origin, "only a task that proceeds after failures lists failed prerequisites"
         elif kind in (OriginKind.TOOL, OriginKind.STORE):
@@ -311,10 +324,28 @@ def _check_conversation_call(
                 yield from _check_provenance(origin, item, facts)
 
 
+def _check_label(kind: str, ref: str, item: dict[str, Any], facts: RunFacts) -> Iterator[Problem]:
+    """A result's or failed task's label is the recorded task's title and assignee."""
+    if facts.graph is None or ref not in facts.graph:
+        return
+    task = facts.graph.get(ref)
+    labels = {result_label(task.title, task.assignee)}
+    if kind == OriginKind.TASK_STATUS:
+        labels |= {status_label(task.title, task.assignee, s) for s in ("failed", "skipped")}
+    if item.get("title") not in labels:
+        yield (
+            str(Origin(kind, ref)),
+            f"the block is labelled {item.get('title')!r}, the recorded graph says "
+            f"{result_label(task.title, task.assignee)!r}",
+        )
+
+
 def _check_provenance(origin: str, item: dict[str, Any], facts: RunFacts) -> Iterator[Problem]:
     parsed = Origin.parse(origin)
     kind, ref = parsed.kind, parsed.id
     digest = item.get("sha256")
+    if kind in (OriginKind.TASK_RESULT, OriginKind.TASK_STATUS):
+        yield from _check_label(kind, ref, item, facts)
     if kind == OriginKind.TASK_RESULT:
         result = facts.results.get(ref)
         if result is None:

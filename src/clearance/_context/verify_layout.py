@@ -3,8 +3,10 @@
 The user message must parse back into exactly the manifest's items, in order, re-render
 byte for byte, and follow one of the layouts of its kind (the current one, or an earlier
 one for runs recorded before a layout change): its sections in the layout's order, each
-holding only the kinds of item its row allows, each block headed with the item's title (or
-bare, where the row says so), and the layout's closing instruction.
+holding only the kinds of item its row allows, each block carrying the item's title where
+the row says (a heading line, the opening fence line, or none for a bare block), and the
+layout's closing instruction. Whether each title is the one the recorded graph gives is
+checked with the items (`verify_items`).
 """
 
 from __future__ import annotations
@@ -106,5 +108,8 @@ def _against(
                     origin,
                     f"the block is headed {block.heading!r}, the layout says {expected!r}",
                 )
+            elif block.on_fence != (row.on_fence and not row.bare):
+                where = "on its fence line" if row.on_fence else "on a heading line"
+                yield origin, f"the layout puts the block's title {where}"
     if not shape.accepts_trailer(trailer) or (trailer == shape.trailers.get("tools") and not tools):
         yield None, "the closing instruction is not the builder's"

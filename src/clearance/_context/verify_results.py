@@ -3,9 +3,11 @@
 A task's result reaches its dependents verbatim, so the recorded result must be one of the
 documented forms of its last successful call's response (`accepted_results`):
 
-- the response, verbatim;
-- the response with cut-off or repetition marks (`mark_answer`; the call's recorded
-  ``finish_reason`` says whether it was cut off, and an ``answer_marked`` event is recorded);
+- the response, verbatim (the only form of an answer the model finished by itself: its
+  repeated lines included);
+- for a response cut off at the output limit (the call's recorded ``finish_reason`` is
+  ``"length"``), the response with its marks and its trailing loop cut (`mark_answer`),
+  with an ``answer_marked`` event recorded for the task;
 - the response with surrounding whitespace removed: how results were kept before they
   reached dependents verbatim (runs recorded by earlier versions), and how a structured
   answer is read before it is parsed;
@@ -61,6 +63,7 @@ def check_results(
         for e in facts.events
         if e.kind == EventKind.STEP and Subject.parse(e.subject).kind == PromptKind.TASK
     }
+    marked = {e.subject for e in facts.events if e.kind == EventKind.ANSWER_MARKED}
     for task_id, result in facts.completed.items():
         subject = str(Subject.task(task_id))
         task = facts.graph.get(task_id) if facts.graph and task_id in facts.graph else None
@@ -85,6 +88,15 @@ def check_results(
                 call.call_id,
                 "the task's recorded result is not the response of its last call",
             )
+        elif result != response and subject not in marked and result in _marked(call):
+            yield subject, call.call_id, "the result is marked, but no answer_marked event is"
+
+
+def _marked(call: CallRecord) -> set[str]:
+    """The marked form of a call's response, if marking changes it (else nothing)."""
+    response = call.response or ""
+    text = mark_answer(response, finish_reason=call.finish_reason).text
+    return set() if text == response else {text}
 
 
 def _structured(text: str) -> str | None:

@@ -361,7 +361,7 @@ def _user_segments(
             continue
         segments.append(Segment(text=section.heading + "\n\n"))
         for block in section.blocks:
-            rendered = render_block(block.heading, block.content)
+            rendered = render_block(block.heading, block.content, on_fence=block.on_fence)
             segments.append(_item_segment(rendered, next(remaining), flagged))
             segments.append(Segment(text="\n\n"))
     segments.append(Segment(text=trailer))
