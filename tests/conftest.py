@@ -318,3 +318,17 @@ def openai_server() -> Iterator[Any]:
     yield start
     for server in servers:
         server.close()
+
+
+@pytest.fixture(scope="module")
+def openai_server_module() -> Iterator[Any]:
+    """`openai_server`, shared by a module's tests (one scripted run read by many checks)."""
+    servers: list[_ChatCompletions] = []
+
+    def start(reply: Any, usage: dict[str, Any] | None = None) -> ServerUrl:
+        servers.append(_ChatCompletions(reply, usage))
+        return servers[-1].url
+
+    yield start
+    for server in servers:
+        server.close()

@@ -4,17 +4,34 @@ The most recent steps are kept verbatim; older successful steps are folded into 
 kind (how many, which step numbers); older failed steps are kept, one line each, so the agent
 never forgets what went wrong. Follows the "keep recent turns, summarize the rest, keep the
 errors in" advice of context engineering (Manus, "Context Engineering for AI Agents", 2025).
+
+In runs, an agent whose ``limits.compact_tool_steps`` is set has its tool loop compacted the
+same way (`CompactingPrompts`): the latest tool steps stay verbatim, each older one becomes
+one line (`compacted_result`) under its own ``tool:<call id>`` origin, and when a prompt
+would overflow ``max_prompt_tokens`` fewer steps are kept verbatim (down to none) before the
+loop fails with `LimitExceeded`. Each compaction is recorded as a ``compacted`` event (the
+call ids compacted, why), and ``clearance verify`` recomputes each compacted line from the
+recorded tool call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from clearance._agents.session import Step
 from clearance._context.render import one_line
-from clearance._core.errors import ConfigError
+from clearance._context.tool_sections import ToolStep, compacted_result
+from clearance._core.errors import ConfigError, LimitExceeded
+from clearance._core.prompt import Prompt
+from clearance._core.vocabulary import EventKind
+from clearance._state.ledger import Recorder
 
-__all__ = ["StepCompactor"]
+__all__ = ["CompactingPrompts", "StepCompactor"]
+
+
+PromptFactory = Callable[[tuple[dict[str, Any], ...], list[ToolStep]], Prompt]
 
 
 def _ranges(numbers: Sequence[int]) -> str:
@@ -93,3 +110,87 @@ class StepCompactor:
 
     def _line(self, text: str) -> str:
         return text if len(text) <= self.line_chars else text[: self.line_chars - 3] + "..."
+
+    def compact_tool_steps(self, steps: Sequence[ToolStep]) -> list[ToolStep]:
+        """A tool loop's steps with all but the latest ``keep_recent`` folded to one line each.
+
+        A folded step keeps its call id, tool name and arguments; its text becomes
+        `compacted_result` (failures stay marked) and its store entries are dropped.
+        """
+        older = len(steps) - self.keep_recent
+        return [
+            dataclasses.replace(
+                step, store_reads=(),
+                content=compacted_result(step.name, step.content, is_error=step.is_error),
+            ) if i < older else step
+            for i, step in enumerate(steps)
+        ]  # fmt: skip
+
+
+class CompactingPrompts:
+    """Wraps a tool loop's prompt factory with the agent's compaction policy.
+
+    Args:
+        build: The loop's prompt factory (through the `ContextBuilder`).
+        keep_recent: ``limits.compact_tool_steps``: tool steps kept verbatim; ``None`` for
+            no compaction (``build`` is used as is).
+        ledger: Where ``compacted`` events are recorded.
+        run_id: The run.
+        subject: The loop's subject.
+    """
+
+    def __init__(
+        self,
+        build: PromptFactory,
+        *,
+        keep_recent: int | None,
+        ledger: Recorder,
+        run_id: str,
+        subject: str,
+    ) -> None:
+        self._build = build
+        self.keep_recent = keep_recent
+        self._ledger = ledger
+        self._run_id = run_id
+        self._subject = subject
+        self._compacted: set[str] = set()
+
+    def __call__(self, specs: tuple[dict[str, Any], ...], steps: list[ToolStep]) -> Prompt:
+        """Build the step's prompt, compacting older steps (and more on overflow).
+
+        Raises:
+            LimitExceeded: The prompt overflows even with every step compacted (or there is
+                no policy).
+        """
+        if self.keep_recent is None:
+            return self._build(specs, steps)
+        keep = min(self.keep_recent, len(steps))
+        while True:
+            shown = self._fold(steps, keep)
+            try:
+                prompt = self._build(specs, shown)
+            except LimitExceeded as exc:
+                if exc.limit != "max_prompt_tokens" or keep == 0:
+                    raise
+                keep -= 1
+                continue
+            reason = "overflow" if keep < min(self.keep_recent, len(steps)) else "policy"
+            self._record(steps[: len(steps) - keep], reason, keep)
+            return prompt
+
+    def _fold(self, steps: list[ToolStep], keep: int) -> list[ToolStep]:
+        if keep >= len(steps):
+            return steps
+        if keep == 0:
+            return [dataclasses.replace(s, store_reads=(), content=compacted_result(
+                s.name, s.content, is_error=s.is_error)) for s in steps]  # fmt: skip
+        return StepCompactor(keep_recent=keep).compact_tool_steps(steps)
+
+    def _record(self, folded: Sequence[ToolStep], reason: str, keep: int) -> None:
+        new = [s.call_id for s in folded if s.call_id not in self._compacted]
+        if not new:
+            return
+        self._compacted.update(new)
+        self._ledger.record_event(self._run_id, EventKind.COMPACTED, self._subject, {
+            "tool_call_ids": new, "reason": reason, "keep_recent": keep,
+        })  # fmt: skip

@@ -20,7 +20,12 @@ from clearance._agents.caller import CallBudget, ModelCaller
 from clearance._agents.files import FileCaps, load_text_file
 from clearance._context.architecture import ArchitecturalContext
 from clearance._context.builder import ContextBuilder
-from clearance._context.isolated import DispatchStatus, IsolatedContext, parse_status
+from clearance._context.isolated import (
+    DispatchStatus,
+    IsolatedContext,
+    parse_status,
+    subagent_result,
+)
 from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import ConfigError
 from clearance._core.prompt import Prompt, sha256_text
@@ -29,7 +34,13 @@ from clearance._core.vocabulary import EventKind
 from clearance._state.ledger import Recorder
 from clearance.models._base import ChatModel, Usage
 
-__all__ = ["ContextIsolationManager", "DispatchResult", "DispatchStatus", "parse_status"]
+__all__ = [
+    "ContextIsolationManager",
+    "DispatchResult",
+    "DispatchStatus",
+    "dispatch_fresh",
+    "parse_status",
+]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -45,6 +56,8 @@ class DispatchResult:
             line, or why the status was inferred; else ``None``.
         prompt: The prompt the subagent received (with its manifest).
         usage: Tokens of the call.
+        answer: For ``done`` and ``done_with_concerns``: the task's result (the answer
+            without its status line, concerns appended); else ``""``.
     """
 
     task_id: str
@@ -54,6 +67,47 @@ class DispatchResult:
     concerns: str | None
     prompt: Prompt
     usage: Usage
+    answer: str = ""
+
+
+async def dispatch_fresh(
+    caller: ModelCaller,
+    *,
+    task_id: str,
+    agent: Agent,
+    model: ChatModel,
+    prompt: Prompt,
+    budget: CallBudget | None,
+) -> DispatchResult:
+    """Run one fresh subagent on ``prompt`` and read the status it ends with.
+
+    The one dispatch of an isolated subagent: `ContextIsolationManager.dispatch` and a run's
+    isolated tasks both go through it (subject ``isolated:<task id>``).
+
+    Args:
+        caller: Makes (and records) the call, with the agent's limits and sampling.
+        task_id: The task.
+        agent: The subagent's spec.
+        model: Its model.
+        prompt: Its fresh prompt (from `ContextBuilder`).
+        budget: The task's model-call budget, charged one call.
+
+    Returns:
+        The status and its parts; ``answer`` is the task's result for ``done`` and
+        ``done_with_concerns`` (`subagent_result`), else ``""``.
+
+    Raises:
+        LimitExceeded: A limit of the call (see `ModelCaller.call`).
+        ModelError: The model failed.
+    """
+    response = await caller.call(
+        subject=f"isolated:{task_id}", agent=agent, model=model, prompt=prompt, budget=budget
+    )
+    status, result, question, concerns = parse_status(response.text)
+    return DispatchResult(
+        task_id=task_id, status=status, result=result, question=question, concerns=concerns,
+        prompt=prompt, usage=response.usage, answer=subagent_result(response.text) or "",
+    )  # fmt: skip
 
 
 class ContextIsolationManager:
@@ -230,22 +284,11 @@ class ContextIsolationManager:
                 "prompt_sha256": prompt.manifest.prompt_sha256,
                 "items": {i.origin: sha256_text(i.content) for i in prompt.manifest.items},
             })  # fmt: skip
-        response = await self.caller.call(
-            subject=f"isolated:{context.task_id}", agent=agent, model=chosen, prompt=prompt,
-            budget=budget,
-        )  # fmt: skip
-        status, result, question, concerns = parse_status(response.text)
-        if status in ("done", "done_with_concerns"):
+        result = await dispatch_fresh(self.caller, task_id=context.task_id, agent=agent,
+                                      model=chosen, prompt=prompt, budget=budget)  # fmt: skip
+        if result.status in ("done", "done_with_concerns"):
             self.complete(context.task_id)
-        return DispatchResult(
-            task_id=context.task_id,
-            status=status,
-            result=result,
-            question=question,
-            concerns=concerns,
-            prompt=prompt,
-            usage=response.usage,
-        )
+        return result
 
     # -- internals ------------------------------------------------------------------------
 

@@ -12,31 +12,41 @@ Tools are opt-in per agent: the built-in store tools bound to the agent's scoped
 declare ``can_delegate_to``. A refused delegation (unknown or undeclared target, a loop,
 the chain at its maximum depth) is a tool error returned to the caller; the run goes on.
 A delegate runs with a fresh context (the delegated task text only) and the extended
-`DelegationChain`, so it cannot delegate back to anyone already in the chain.
+`DelegationChain`, so it cannot delegate back to anyone already in the chain. It acts with at
+most its delegator's store grants (`effective_grants`: no capability is lent; a refusal for
+that reason is a ``grant_withheld`` event), in its own workspace, under the same approval gate
+and with its own limits, sampling and compaction policy (`CompactingPrompts`).
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from clearance._agents.caller import CallBudget, ModelCaller
+from clearance._agents.compaction import CompactingPrompts
 from clearance._agents.delegation import DelegationChain
-from clearance._agents.offload import DataOffloader
 from clearance._agents.tools import (
     BUILTIN_TOOL_NAMES,
     DELEGATE_TOOL,
+    SPAWN_TOOL,
     Tool,
     ToolOutput,
+    spawn_tool,
     store_tools,
     tool_name,
 )
 from clearance._agents.workspace import Workspace
+from clearance._agents.workspace_tools import (
+    WRITE_OUTPUT_TOOL,
+    WorkspaceSlot,
+    offloaded,
+    write_output,
+    write_output_spec,
+)
 from clearance._context.builder import ContextBuilder
 from clearance._context.tool_sections import ToolStep
 from clearance._core.errors import (
-    ClearanceError,
     ConfigError,
     DelegationError,
     DelegationLoopError,
@@ -48,22 +58,16 @@ from clearance._core.ids import new_id
 from clearance._core.prompt import Prompt, sha256_text
 from clearance._core.spec import DEFAULT_TOOL_STEPS, Agent, Team
 from clearance._core.vocabulary import EventKind
-from clearance._state.grants import StoreGrants
+from clearance._state.grants import StoreGrants, StoreView
 from clearance._state.ledger import Recorder
 from clearance._state.store import ContextStore
 from clearance.models._base import ChatModel
 
-__all__ = ["AgentLoop", "check_tools"]
+__all__ = ["WRITE_OUTPUT_TOOL", "AgentLoop", "check_tools", "effective_grants"]
 
 
 PromptFactory = Callable[[tuple[dict[str, Any], ...], list[ToolStep]], Prompt]
 """Builds one step's prompt from the agent's tool specs and its finished tool steps."""
-
-SPAWN_TOOL = "spawn"
-"""The tool an agent with ``can_spawn`` gets: ``spawn(agent, goal)``."""
-
-WRITE_OUTPUT_TOOL = "write_output"
-"""The built-in tool that writes a file to the agent's own workspace ``outputs/``."""
 
 ApproveCalls = Callable[[str, list[tuple[str, dict[str, Any]]]], Awaitable[list[str | None]]]
 """Decides the tool calls of one model turn before any runs: ``(agent name, [(tool name,
@@ -74,6 +78,16 @@ SpawnCalls = Callable[[Agent, list[tuple[str, dict[str, Any]]]], Awaitable[dict[
 """Runs the ``spawn`` calls of one model turn together: ``(agent, [(call id, arguments)])``
 to the tool output of each call id. The children's results reach the next prompt as
 ``child_result:`` items, not as tool results."""
+
+
+def effective_grants(agent: Agent, ceiling: StoreGrants | None) -> StoreGrants:
+    """What ``agent`` may do in the store when acting for a caller whose grants are ``ceiling``.
+
+    ``None`` (an agent acting for nobody: a task's assignee) gives its own grants; otherwise
+    the intersection, so a delegate or child never has more than its caller.
+    """
+    own = StoreGrants.parse(agent.store_grants)
+    return own if ceiling is None else own.intersect(ceiling)
 
 
 def check_tools(team: Team, user_tools: Mapping[str, Tool], store: ContextStore | None) -> None:
@@ -111,7 +125,13 @@ class AgentLoop:
         caller: Makes (and records) every model call.
         call_budget: The task's model-call budget (delegates' calls count toward it).
         budget: An agent's prompt token budget for a model (``None``: no limit).
-        workspace: The agent's own folder, for ``write_output``; ``None`` when it has none.
+        workspace: The agent's own folder (a child's session), for ``write_output`` and
+            offloading; ``None`` to make one with ``make_workspace`` on first use.
+        make_workspace: Makes a fresh workspace for an agent of the loop on first use:
+            ``(subject, agent)`` to the workspace; ``None`` when agents have none here.
+        ceiling: The store grants of whoever the loop's agent acts for (a child's parent),
+            or ``None``: its store access is at most these (`effective_grants`); a delegate
+            acts under its delegator's effective grants in turn.
         spawn: Runs the ``spawn`` calls of a turn; ``None`` when spawning is not possible
             here (a spawned child never spawns).
         approve: Decides the tool calls that need a person's approval, per turn, before
@@ -131,6 +151,8 @@ class AgentLoop:
         call_budget: CallBudget | None,
         budget: Callable[[Agent, ChatModel], int | None],
         workspace: Workspace | None = None,
+        make_workspace: Callable[[str, Agent], Workspace] | None = None,
+        ceiling: StoreGrants | None = None,
         spawn: SpawnCalls | None = None,
         approve: ApproveCalls | None = None,
     ):
@@ -144,28 +166,42 @@ class AgentLoop:
         self.call_budget = call_budget
         self.budget = budget
         self.workspace = workspace
+        self.make_workspace = make_workspace
+        self.ceiling = ceiling
         self.spawn = spawn
         self.approve = approve
 
-    def tools_for(self, agent: Agent, chain: DelegationChain) -> dict[str, Tool]:
-        """The agent's tools, by name: only what it opted in to."""
+    def tools_for(
+        self, agent: Agent, chain: DelegationChain, ceiling: StoreGrants | None = None
+    ) -> dict[str, Tool]:
+        """The agent's tools, by name: only what it opted in to.
+
+        Its store tools are bound to a view of at most ``ceiling`` (the grants of the agent
+        it acts for; ``None`` for its own grants).
+        """
+        return self._tools(agent, chain, ceiling)[0]
+
+    def _tools(
+        self, agent: Agent, chain: DelegationChain, ceiling: StoreGrants | None
+    ) -> tuple[dict[str, Tool], StoreView | None]:
         tools: dict[str, Tool] = {}
         bound: dict[str, Tool] | None = None
+        view: StoreView | None = None
         for entry in agent.tools:
             name = tool_name(entry)
             if not isinstance(entry, str):
                 tools[name] = Tool.from_function(entry)
             elif name == WRITE_OUTPUT_TOOL:
-                tools[name] = _write_output_spec()
+                tools[name] = write_output_spec()
             elif name in BUILTIN_TOOL_NAMES:
                 if bound is None:
                     if self.store is None:
                         raise ConfigError(f"tool {name!r} needs a context store", field="store")
-                    view = self.store.view(
-                        agent.name,
-                        StoreGrants.parse(agent.store_grants),
-                        read_extends_ttl_s=agent.store_read_extends_ttl_s,
-                    )
+                    view = StoreView(
+                        self.store, agent=agent.name,
+                        grants=StoreGrants.parse(agent.store_grants),
+                        read_extends_ttl_s=agent.store_read_extends_ttl_s, ceiling=ceiling,
+                    )  # fmt: skip
                     bound = store_tools(view)
                 tools[name] = bound[name]
             else:
@@ -173,8 +209,8 @@ class AgentLoop:
         if agent.can_delegate_to:
             tools[DELEGATE_TOOL] = self._delegate_tool(agent, chain)
         if agent.can_spawn and self.spawn is not None:
-            tools[SPAWN_TOOL] = _spawn_spec(agent)
-        return tools
+            tools[SPAWN_TOOL] = spawn_tool(agent)
+        return tools, view
 
     async def run(
         self,
@@ -183,6 +219,8 @@ class AgentLoop:
         subject: str,
         chain: DelegationChain,
         build: PromptFactory,
+        ceiling: StoreGrants | None = None,
+        slot: WorkspaceSlot | None = None,
     ) -> str:
         """Run the loop until the model answers with text.
 
@@ -191,6 +229,10 @@ class AgentLoop:
             subject: The prompts' subject (``task:<id>`` or ``delegation:<tool call id>``).
             chain: The delegation chain this run is part of.
             build: Builds each step's prompt (through the `ContextBuilder`).
+            ceiling: The store grants of the agent this one acts for; ``None`` for the
+                loop's own ``ceiling``.
+            slot: The agent's workspace; ``None`` for the loop's (``workspace``, else one
+                made with ``make_workspace`` on first use).
 
         Returns:
             The final answer, stripped.
@@ -206,8 +248,18 @@ class AgentLoop:
         none and closes with the plain task trailer), so the model must answer.
         """
         model = self.model_for(agent)
-        tools = self.tools_for(agent, chain)
+        ceiling = self.ceiling if ceiling is None else ceiling
+        tools, view = self._tools(agent, chain, ceiling)
+        if slot is None:
+            slot = self._slot(subject, agent, self.workspace)
         specs = tuple(t.to_openai() for t in tools.values())
+        build = CompactingPrompts(
+            build,
+            keep_recent=agent.limits.compact_tool_steps,
+            ledger=self.ledger,
+            run_id=self.run_id,
+            subject=subject,
+        )
         steps: list[ToolStep] = []
         limit = agent.limits.max_steps or DEFAULT_TOOL_STEPS
         for step_no in range(1, limit + 1):
@@ -266,14 +318,18 @@ class AgentLoop:
                     )
                 elif call.name == DELEGATE_TOOL:
                     output, chain_record = await self._delegate(
-                        agent, chain, call_id, call.arguments
+                        agent, chain, call_id, call.arguments, effective_grants(agent, ceiling)
                     )
                 elif call.name == WRITE_OUTPUT_TOOL:
-                    output, breach = self._write_output(call.arguments)
+                    output, breach = write_output(slot, call.arguments)
                 else:
                     output = await tool.call(call.arguments)
                     source = output.source
-                    output, breach = self._offloaded(subject, call_id, call.name, output)
+                    output, breach = offloaded(slot, output, ledger=self.ledger,
+                                               run_id=self.run_id, subject=subject,
+                                               call_id=call_id, name=call.name)  # fmt: skip
+                if view is not None and view.lent_refusals:
+                    self._withheld(view, subject, call_id, chain)
                 self.ledger.record_tool_call(
                     run_id=self.run_id,
                     tool_call_id=call_id,
@@ -311,6 +367,7 @@ class AgentLoop:
                         arguments=call.arguments,
                         content=output.content,
                         store_reads=output.store_reads,
+                        is_error=output.is_error,
                     )
                 )
         raise LimitExceeded("max_steps", value=limit + 1, maximum=limit, subject=subject)
@@ -351,7 +408,12 @@ class AgentLoop:
         return None
 
     async def _delegate(
-        self, agent: Agent, chain: DelegationChain, call_id: str, arguments: dict[str, Any]
+        self,
+        agent: Agent,
+        chain: DelegationChain,
+        call_id: str,
+        arguments: dict[str, Any],
+        grants: StoreGrants,
     ) -> tuple[ToolOutput, dict[str, Any] | None]:
         target = arguments.get("agent")
         task = arguments.get("task")
@@ -386,8 +448,9 @@ class AgentLoop:
         try:
             if delegate.uses_tools:
                 answer = await self.run(
-                    agent=delegate, subject=subject, chain=extended, build=build
-                )
+                    agent=delegate, subject=subject, chain=extended, build=build,
+                    ceiling=grants, slot=self._slot(subject, delegate, None),
+                )  # fmt: skip
             else:
                 response = await self.caller.call(
                     subject=subject, agent=delegate, model=model, prompt=build((), []),
@@ -405,77 +468,22 @@ class AgentLoop:
             )
         return ToolOutput(content=answer), extended.to_dict()
 
-    # -- workspace ----------------------------------------------------------------------
+    # -- capabilities -------------------------------------------------------------------
 
-    def _offloaded(
-        self, subject: str, call_id: str, name: str, output: ToolOutput
-    ) -> tuple[ToolOutput, LimitExceeded | None]:
-        """A long tool output of an agent with a workspace: its preview, full text in outputs/.
+    def _slot(self, subject: str, agent: Agent, workspace: Workspace | None) -> WorkspaceSlot:
+        """The workspace of ``agent`` running for ``subject``: given, or made on first use."""
+        make = self.make_workspace
+        if workspace is not None or make is None:
+            return WorkspaceSlot(workspace)
+        return WorkspaceSlot(make=lambda: make(subject, agent))
 
-        The preview (first lines and the reference) is what the model sees and what the
-        ledger records as the tool's result; an ``offloaded`` event records the reference and
-        the full text's digest and size (see `DataOffloader`).
-        """
-        if self.workspace is None or output.is_error:
-            return output, None
-        try:
-            kept = DataOffloader(self.workspace).offload(output.content, label=name)
-        except LimitExceeded as exc:
-            return ToolOutput(content=f"error: {exc}", is_error=True), exc
-        if not kept.offloaded:
-            return output, None
-        self.ledger.record_event(self.run_id, EventKind.OFFLOADED, subject, {
-            "tool_call_id": call_id, "reference": kept.reference, "sha256": kept.sha256,
-            "chars": kept.chars, "lines": kept.lines,
-        })  # fmt: skip
-        return ToolOutput(content=kept.text, store_reads=output.store_reads), None
-
-    def _write_output(self, arguments: dict[str, Any]) -> tuple[ToolOutput, LimitExceeded | None]:
-        """Run ``write_output``: a bad request is a tool error; a breached limit fails the loop."""
-        name, content = arguments.get("name"), arguments.get("content")
-        if not isinstance(name, str) or not isinstance(content, str):
-            return ToolOutput(content="error: write_output needs 'name' and 'content' (text)",
-                              is_error=True), None  # fmt: skip
-        if self.workspace is None:
-            return ToolOutput(content="error: this agent has no workspace", is_error=True), None
-        try:
-            self.workspace.write_output(name, content)
-        except LimitExceeded as exc:
-            return ToolOutput(content=f"error: {exc}", is_error=True), exc
-        except ClearanceError as exc:
-            return ToolOutput(content=f"error: {exc}", is_error=True), None
-        size = len(content.encode("utf-8"))
-        return ToolOutput(content=f"wrote outputs/{name} ({size} bytes)"), None
-
-
-def _write_output_spec() -> Tool:
-    def write_output(name: str, content: str) -> str:  # pragma: no cover - run by the loop
-        raise AssertionError
-
-    spec = Tool.from_function(write_output, name=WRITE_OUTPUT_TOOL)
-    return Tool(
-        name=WRITE_OUTPUT_TOOL,
-        description="Write a text file to your own outputs folder (name: a relative path).",
-        parameters=spec.parameters,
-        run=spec.run,
-    )
-
-
-def _spawn_spec(agent: Agent) -> Tool:
-    def spawn(agent: str, goal: str) -> str:  # pragma: no cover - run by the loop
-        raise AssertionError
-
-    spec = Tool.from_function(spawn, name=SPAWN_TOOL)
-    # The agents it may spawn, as an enum: a model held to the schema (grammar-constrained
-    # decoding, strict tool calls) can then only name one of them.
-    parameters = copy.deepcopy(spec.parameters)
-    parameters["properties"]["agent"]["enum"] = list(agent.can_spawn)
-    return Tool(
-        name=SPAWN_TOOL,
-        description=(
-            f"Start a child agent ({', '.join(agent.can_spawn)}) on a self-contained goal. "
-            "The child sees only the goal. Its result appears under 'Results from subagents'."
-        ),
-        parameters=parameters,
-        run=spec.run,
-    )
+    def _withheld(
+        self, view: StoreView, subject: str, call_id: str, chain: DelegationChain
+    ) -> None:
+        """Record each store operation refused because its caller lacks the grant."""
+        for namespace, operation in view.lent_refusals:
+            self.ledger.record_event(self.run_id, EventKind.GRANT_WITHHELD, subject, {
+                "tool_call_id": call_id, "agent": view.agent, "namespace": namespace,
+                "operation": operation, "chain": list(chain.agents),
+            })  # fmt: skip
+        view.lent_refusals.clear()

@@ -16,7 +16,13 @@ from clearance._agents.workspace import Workspace
 from clearance._core.errors import ConfigError
 from clearance._core.prompt import sha256_text
 
-__all__ = ["DataOffloader", "OffloadedOutput"]
+__all__ = ["DEFAULT_MAX_CHARS", "DEFAULT_MAX_LINES", "DataOffloader", "OffloadedOutput"]
+
+DEFAULT_MAX_CHARS = 2000
+"""Outputs longer than this many characters are offloaded by default."""
+
+DEFAULT_MAX_LINES = 40
+"""Outputs with more lines than this are offloaded by default."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -62,8 +68,8 @@ class DataOffloader:
         self,
         workspace: Workspace,
         *,
-        max_chars: int = 2000,
-        max_lines: int = 40,
+        max_chars: int = DEFAULT_MAX_CHARS,
+        max_lines: int = DEFAULT_MAX_LINES,
         preview_lines: int = 10,
         preview_chars: int = 800,
     ) -> None:

@@ -147,6 +147,7 @@ class AgentSession:
         *,
         subject: str | None = None,
         budget: CallBudget | None = None,
+        agent: Agent | None = None,
     ) -> ModelResponse:
         """One model step: call ``model`` on ``prompt`` (from the `ContextBuilder`), checked.
 
@@ -159,6 +160,9 @@ class AgentSession:
             prompt: The prompt.
             subject: The call's subject in the ledger; ``None`` means ``agent:<id>``.
             budget: A task's model-call budget, charged one call.
+            agent: The agent the session runs (a spawned child's): the call is recorded as
+                its call, with its sampling and model settings; ``None`` for an agent named
+                after the session with the session's limits.
 
         Raises:
             LimitExceeded: ``max_steps``, or a limit of the call (see `ModelCaller.call`);
@@ -170,7 +174,8 @@ class AgentSession:
             self._limit("max_steps", value=self._work_steps() + 1, maximum=maximum)
         try:
             response = await self.caller.call(
-                subject=subject or f"agent:{self.agent_id}", agent=self._as_agent(), model=model,
+                subject=subject or f"agent:{self.agent_id}", agent=agent or self._as_agent(),
+                model=model,
                 prompt=prompt, budget=budget,
             )  # fmt: skip
         except LimitExceeded as exc:

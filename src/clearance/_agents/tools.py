@@ -8,6 +8,7 @@ as JSON). The built-in store tools (`store_tools`) are bound to one agent's `Sto
 
 from __future__ import annotations
 
+import copy
 import importlib
 import inspect
 import json
@@ -19,6 +20,7 @@ from pydantic import ConfigDict, ValidationError, create_model
 
 from clearance._context.tool_sections import DELEGATE_TOOL, tool_name
 from clearance._core.errors import ConfigError
+from clearance._core.spec import Agent
 from clearance._state.grants import StoreView
 from clearance._state.store import StoreEntry
 from clearance.models._base import ToolCall
@@ -27,11 +29,13 @@ __all__ = [
     "BUILTIN_TOOL_NAMES",
     "DELEGATE_TOOL",
     "NOT_UTF8_ARGUMENTS",
+    "SPAWN_TOOL",
     "Tool",
     "ToolOutput",
     "check_arguments",
     "checked_tool_call",
     "import_function",
+    "spawn_tool",
     "store_tools",
     "tool_name",
 ]
@@ -46,6 +50,9 @@ BUILTIN_TOOL_NAMES = (
     "store_search",
 )
 """Names of the built-in store tools, bound to the agent's scoped store view."""
+
+SPAWN_TOOL = "spawn"
+"""The tool an agent with ``can_spawn`` gets: ``spawn(agent, goal)``."""
 
 NOT_UTF8_ARGUMENTS = "_not_utf8"
 """The only argument of a tool call whose arguments held text that is not valid UTF-8."""
@@ -356,3 +363,25 @@ def check_arguments(schema: dict[str, Any], arguments: dict[str, Any]) -> str:
         f"{e.json_path}: {e.message}" for e in Draft202012Validator(schema).iter_errors(arguments)
     ]
     return "; ".join(errors)
+
+
+def spawn_tool(agent: Agent) -> Tool:
+    """The ``spawn(agent, goal)`` tool of an agent with ``can_spawn``."""
+
+    def spawn(agent: str, goal: str) -> str:  # pragma: no cover - run by the loop
+        raise AssertionError
+
+    spec = Tool.from_function(spawn, name=SPAWN_TOOL)
+    # The agents it may spawn, as an enum: a model held to the schema (grammar-constrained
+    # decoding, strict tool calls) can then only name one of them.
+    parameters = copy.deepcopy(spec.parameters)
+    parameters["properties"]["agent"]["enum"] = list(agent.can_spawn)
+    return Tool(
+        name=SPAWN_TOOL,
+        description=(
+            f"Start a child agent ({', '.join(agent.can_spawn)}) on a self-contained goal. "
+            "The child sees only the goal. Its result appears under 'Results from subagents'."
+        ),
+        parameters=parameters,
+        run=spec.run,
+    )

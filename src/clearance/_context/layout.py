@@ -280,6 +280,7 @@ _ISOLATED = Layout(
         _row(CONSTRAINTS, OriginKind.CONSTRAINT),
         _row(CLARIFICATIONS, OriginKind.CLARIFICATION),
         _row(CHILDREN, OriginKind.CHILD_RESULT),
+        _row(MEMORY, OriginKind.MEMORY),
         _row(HISTORY, OriginKind.HISTORY),
     ),
     {"default": ISOLATED_TRAILER},

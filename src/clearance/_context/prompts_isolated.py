@@ -20,6 +20,7 @@ from clearance._core.origins import Subject
 from clearance._core.prompt import Prompt
 from clearance._core.spec import Agent, Task
 from clearance._core.vocabulary import PromptKind
+from clearance._state.memory import MemoryRecord
 from clearance._state.queue import TaskQueue
 
 __all__ = ["IsolatedPrompts"]
@@ -60,13 +61,9 @@ class IsolatedPrompts(CoordinatorPrompts):
             "isolated": True,
         }
         return self._assemble(
-            str(Subject(PromptKind.ISOLATED, context.task_id)),
-            agent,
-            PromptKind.ISOLATED,
-            _grouped(context),
-            max_prompt_tokens=max_prompt_tokens,
-            clearance_dict=clearance,
-        )
+            str(Subject(PromptKind.ISOLATED, context.task_id)), agent, PromptKind.ISOLATED,
+            _grouped(context), max_prompt_tokens=max_prompt_tokens, clearance_dict=clearance,
+        )  # fmt: skip
 
     def build_isolated_task_prompt(
         self,
@@ -80,6 +77,7 @@ class IsolatedPrompts(CoordinatorPrompts):
         child_results: Mapping[str, str] | None = None,
         max_prompt_tokens: int | None = None,
         max_dependency_tokens: int | None = None,
+        memories: Sequence[MemoryRecord] = (),
     ) -> Prompt:
         """Build the prompt of a fresh subagent for an isolated task of a run.
 
@@ -88,7 +86,8 @@ class IsolatedPrompts(CoordinatorPrompts):
         (``file:<path>``), ``## Context from prerequisite tasks`` (``task_result:<id>``,
         exactly as for a standard task), ``## Constraints`` (``constraint:<n>``),
         ``## Clarifications`` (``clarification:<n>``), ``## Results from subagents``
-        (``child_result:<id>``), then the closing instruction asking for a ``STATUS:`` line.
+        (``child_result:<id>``), ``## From memory`` (``memory:<id>``, as for a standard
+        task), then the closing instruction asking for a ``STATUS:`` line.
         Nothing about sibling tasks: no other ids, no other results, no count of tasks.
 
         Args:
@@ -101,6 +100,8 @@ class IsolatedPrompts(CoordinatorPrompts):
             child_results: Final results of the task's children.
             max_prompt_tokens: Token budget of the whole prompt, ``None`` for no limit.
             max_dependency_tokens: Most tokens of each admitted result.
+            memories: Long-term memory records recalled for this task; each must be in the
+                agent's memory scopes.
 
         Raises:
             ContextViolation: An item outside the task's clearance.
@@ -130,6 +131,7 @@ class IsolatedPrompts(CoordinatorPrompts):
             for part in parts:
                 self._admit(clearance, part)
         sections[L.RESULTS] = self._result_parts(task, clearance, queue, max_dependency_tokens)
+        sections[L.MEMORY] = self._memory_parts(clearance, task.id, memories)
         return self._assemble(
             str(Subject(PromptKind.ISOLATED, task.id)), agent, PromptKind.ISOLATED, sections,
             max_prompt_tokens=max_prompt_tokens, clearance=clearance,

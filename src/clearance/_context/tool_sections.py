@@ -26,6 +26,7 @@ __all__ = [
     "TOOL_TRAILER",
     "TOOLS_SECTION",
     "ToolStep",
+    "compacted_result",
     "store_heading",
     "tool_heading",
     "tool_name",
@@ -58,8 +59,11 @@ class ToolStep:
         call_id: The call's id (origin ``tool:<call_id>``).
         name: The tool called.
         arguments: Its arguments.
-        content: The text the tool returned (an error message if it failed).
-        store_reads: Store entries the call read.
+        content: The text the tool returned (an error message if it failed), or for an
+            older step compacted under the agent's ``compact_tool_steps`` policy, its one line
+            (`compacted_result`).
+        store_reads: Store entries the call read (none once compacted).
+        is_error: Whether the call failed (compaction keeps failures visible).
     """
 
     call_id: str
@@ -67,6 +71,29 @@ class ToolStep:
     arguments: dict[str, Any]
     content: str
     store_reads: tuple[StoreEntry, ...] = ()
+    is_error: bool = False
+
+
+COMPACTED_LINE_CHARS = 200
+"""Longest line an older tool step is compacted to."""
+
+
+def compacted_result(name: str, content: str, *, is_error: bool) -> str:
+    """The one line an older tool step's result is compacted to, in place of its text.
+
+    The rule of `StepCompactor` (recent steps verbatim, older ones folded to one line that
+    keeps failures readable), per step so each line keeps its ``tool:<call id>`` origin;
+    ``clearance verify`` recomputes it from the recorded result.
+
+    Returns:
+        At most `COMPACTED_LINE_CHARS` characters.
+    """
+    status = "FAILED" if is_error else "ok"
+    flat = " ".join(content.split())
+    text = f"[compacted earlier step: {name} {status}, {len(content)} chars] {flat}"
+    if len(text) <= COMPACTED_LINE_CHARS:
+        return text
+    return text[: COMPACTED_LINE_CHARS - 3] + "..."
 
 
 def _compact(value: Any) -> str:

@@ -43,9 +43,14 @@ What it cannot check: file contents are compared with the manifest's hashes and 
 same file in the task's other prompts, not with the files on disk (which may have changed
 since), and anything the model provider did with the prompt after receiving it.
 
+7. **Capabilities.** No delegate or child used a store grant its caller lacks, and every
+   offloaded tool output was shown as its preview (`verify_capabilities`); every call that
+   needed a person's approval, a child's included, had one (`verify_approvals`).
+
 The checks live in `verify_layout` (accounting), `verify_items` (clearance and provenance),
-`verify_results` (results), `verify_chain` (the chain), `verify_subagents` and
-`verify_synthesis`; `verify_facts` indexes the ledger for them.
+`verify_results` (results), `verify_chain` (the chain), `verify_subagents`,
+`verify_synthesis`, `verify_capabilities` and `verify_approvals`; `verify_facts` indexes the
+ledger for them.
 """
 
 from __future__ import annotations
@@ -55,6 +60,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from clearance._context.verify_approvals import check_approvals
+from clearance._context.verify_capabilities import check_capabilities
 from clearance._context.verify_chain import check_chain
 from clearance._context.verify_facts import MemoryLookup, RunFacts, StoreLookup
 from clearance._context.verify_items import check_admission, check_sources
@@ -174,6 +180,12 @@ def verify_run(
         Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
         for subject, call_id, reason in check_approvals(
             ledger, run, facts.events, calls, facts.tool_calls, set(facts.completed)
+        )
+    )
+    findings.extend(
+        Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
+        for subject, call_id, reason in check_capabilities(
+            facts.agents, facts.tool_calls, facts.subagents.spawns, facts.events
         )
     )
     shown = [

@@ -8,7 +8,8 @@ named in the run's config (``approval_tools``) and the tasks of its graph marked
 - every decision answers a recorded request, after it, about the same thing (task, agent,
   tool, arguments digest), and is the only decision on it;
 - every recorded call of an approval tool has an approval of exactly that call (same task,
-  agent, tool and arguments) recorded before it; a call that was denied holds the denial as
+  agent, tool and arguments; a delegate's or child's call is one of the task it serves)
+  recorded before it; a call that was denied holds the denial as
   its (error) result, not the tool's output;
 - every model call of a task that requires approval, and its completion, come after an
   approval of the task.
@@ -20,7 +21,13 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from clearance._core.errors import ConfigError
-from clearance._core.event_schema import ApprovalDecidedEvent, ApprovalRequestedEvent, parse_event
+from clearance._core.event_schema import (
+    ApprovalDecidedEvent,
+    ApprovalRequestedEvent,
+    EventData,
+    SpawnEvent,
+    parse_event,
+)
 from clearance._core.prompt import canonical_json, sha256_text
 from clearance._core.vocabulary import ApprovalKind, EventKind, PromptKind
 from clearance._state.ledger import CallRecord, EventRecord, RunLedger, RunRecord, ToolCallRecord
@@ -56,15 +63,20 @@ def _key(data: _Approval) -> tuple[Any, ...]:
     return (data.kind, data.task_id, data.agent, data.tool, data.arguments_sha256)
 
 
+def _parsed(event: EventRecord) -> EventData | None:
+    """The event read through its schema, or ``None`` when malformed (verify's finding)."""
+    try:
+        return parse_event(event.kind, event.data)
+    except ConfigError:
+        return None
+
+
 def _read(events: list[EventRecord]) -> Iterator[tuple[EventRecord, _Approval]]:
-    """The approval events, read through their schema (a malformed one is verify's finding)."""
+    """The approval events, read through their schema."""
     for event in events:
         if event.kind not in (EventKind.AWAITING_APPROVAL, EventKind.APPROVAL_DECIDED):
             continue
-        try:
-            data = parse_event(event.kind, event.data)
-        except ConfigError:
-            continue
+        data = _parsed(event)
         if isinstance(data, ApprovalRequestedEvent | ApprovalDecidedEvent):
             yield event, data
 
@@ -117,15 +129,24 @@ def check_approvals(
             continue
         seen.add(call_id)
         approvals.append((where, decided))
-    yield from _check_tool_calls(run, approvals, tool_calls, seq)
+    spawns = {
+        spawn.child_id: event.subject.removeprefix("task:")
+        for event in events
+        if event.kind == EventKind.SPAWN and isinstance(spawn := _parsed(event), SpawnEvent)
+    }
+    yield from _check_tool_calls(run, approvals, tool_calls, seq, spawns)
     yield from _check_tasks(run, approvals, calls, completed, seq, last)
 
 
-def _task_of(subject: str, tool_calls: Mapping[str, ToolCallRecord]) -> str | None:
-    """The task a tool call's subject serves (a delegation's, through its delegate call)."""
+def _task_of(
+    subject: str, tool_calls: Mapping[str, ToolCallRecord], spawns: Mapping[str, str]
+) -> str | None:
+    """The task a tool call's subject serves: a delegate's and a child's are their caller's."""
     for _ in range(64):  # delegation chains are short; a cycle in forged records ends here
         if subject.startswith("task:"):
             return subject.removeprefix("task:")
+        if subject.startswith("child:"):
+            return spawns.get(subject.removeprefix("child:"))
         parent = tool_calls.get(subject.removeprefix("delegation:"))
         if not subject.startswith("delegation:") or parent is None:
             return None
@@ -138,13 +159,15 @@ def _check_tool_calls(
     approvals: list[tuple[int, ApprovalDecidedEvent]],
     tool_calls: Mapping[str, ToolCallRecord],
     seq: Mapping[tuple[str, str], int],
+    spawns: Mapping[str, str],
 ) -> Iterator[Problem]:
     names = run.config.get("approval_tools") if isinstance(run.config, dict) else None
     tools = {n for n in names if isinstance(n, str)} if isinstance(names, list) else set()
     for record in tool_calls.values():
         if record.name not in tools:
             continue
-        key = (ApprovalKind.TOOL, _task_of(record.subject, tool_calls), record.agent, record.name,
+        key = (ApprovalKind.TOOL, _task_of(record.subject, tool_calls, spawns), record.agent,
+               record.name,
                arguments_sha256(record.arguments))  # fmt: skip
         where = seq.get(("tool_call", record.tool_call_id), 0)
         before = [d for s, d in approvals if s < where and _key(d) == key]

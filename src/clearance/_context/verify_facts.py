@@ -9,6 +9,7 @@ from clearance._context.verify_subagents import SubagentFacts
 from clearance._core.errors import ConfigError
 from clearance._core.event_schema import event_problem
 from clearance._core.spec import Agent
+from clearance._core.vocabulary import EventKind
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import CallRecord, RunLedger, RunRecord
 from clearance._state.messages import Message
@@ -102,5 +103,12 @@ class RunFacts:
         bad = {event.event_id for event, _ in self.malformed_events}
         self.events = [event for event in events if event.event_id not in bad]
         self.subagents = SubagentFacts(self.events)
+        # (subject, tool call id) of each tool result a loop compacted (``compacted`` events).
+        self.compacted = {
+            (e.subject, str(call_id))
+            for e in self.events
+            if e.kind == EventKind.COMPACTED
+            for call_id in e.data.get("tool_call_ids") or ()
+        }
         chosen = config.get("synthesis_from")
         self.synthesis_from = frozenset(chosen) if isinstance(chosen, list) else None

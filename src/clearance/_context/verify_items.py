@@ -26,6 +26,7 @@ from clearance._context.layout import (
     task_label,
 )
 from clearance._context.memory_items import scope_of_title
+from clearance._context.tool_sections import compacted_result
 from clearance._context.verify_facts import Problem, RunFacts
 from clearance._context.verify_subagents import (
     check_child_call,
@@ -280,7 +281,11 @@ def _check_tool_item(
         record = facts.tool_calls.get(ref)
         if record is None or record.subject != call.subject:
             yield origin, f"no tool call {ref!r} was recorded for {call.subject}"
-        elif digest != sha256_text(record.result):
+        elif digest != sha256_text(record.result) and (
+            (call.subject, ref) not in facts.compacted
+            or digest
+            != sha256_text(compacted_result(record.name, record.result, is_error=record.is_error))
+        ):
             yield origin, "the content is not the recorded result of the tool call"
         return
     reads = [r for t in mine for r in t.store_reads if f"{r['namespace']}/{r['key']}" == ref]

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from clearance._context.clearance import Clearance
 from clearance._context.layout import item_kinds
+from clearance._context.memory_items import scope_of_title
 from clearance._core.errors import ConfigError
 from clearance._core.event_schema import (
     ArchitectureEvent,
@@ -182,7 +183,8 @@ def check_isolated_call(
         parsed = Origin.parse(origin)
         kind, ref = parsed.kind, parsed.id
         digest = item.get("sha256")
-        if not clearance.admits(origin):
+        scope = scope_of_title(str(item.get("title"))) if kind == OriginKind.MEMORY else None
+        if not clearance.admits(origin, memory_scope=scope):
             yield origin, f"not in the clearance of isolated task {task_id!r}"
         elif kind == OriginKind.ARCH and digest not in events.architecture:
             yield origin, "not the run's recorded architectural context"
@@ -200,7 +202,7 @@ def check_isolated_call(
             yield origin, "not the content recorded when the file was loaded"
         elif kind == OriginKind.CHILD_RESULT:
             yield from check_child_result(task_id, ref, item, facts)
-        elif kind == OriginKind.TASK_RESULT:
+        elif kind in (OriginKind.TASK_RESULT, OriginKind.MEMORY):
             yield from provenance(origin, item)
 
 

@@ -141,6 +141,11 @@ class AgentLimits:
         answer_at_max_steps: Opt-in: make the last of the ``max_steps`` model calls without
             tools, so the agent must answer with what it has instead of failing with
             `LimitExceeded` (useful with small models that keep calling tools).
+        compact_tool_steps: Opt-in compaction of the tool loop (`StepCompactor`): the
+            latest this many tool results stay verbatim in each prompt, each older one is
+            folded to one line; a prompt that would overflow ``max_prompt_tokens`` keeps
+            fewer verbatim (down to none) instead of failing. ``None`` (default): every
+            result verbatim, and an overflow fails with `LimitExceeded`.
     """
 
     max_output_tokens: int = 512
@@ -157,8 +162,11 @@ class AgentLimits:
     retries: int = 2
     max_children: int = 8
     spawn_timeout_s: float = 300.0
+    compact_tool_steps: int | None = None
 
     def __post_init__(self) -> None:
+        if self.compact_tool_steps is not None and self.compact_tool_steps < 0:
+            raise ConfigError("must not be negative", field="limits.compact_tool_steps")
         for name in (
             "max_steps",
             "max_tokens_per_step",

@@ -32,6 +32,8 @@ __all__ = [
     "EventData",
     "FileClarificationEvent",
     "FilesEvent",
+    "GrantWithheldEvent",
+    "CompactedEvent",
     "IsolatedContextEvent",
     "LimitExceededEvent",
     "McpCallEvent",
@@ -212,6 +214,28 @@ class WorkerLostEvent(EventData):
     retry: bool
 
 
+class GrantWithheldEvent(EventData):
+    """``grant_withheld``: a store operation refused because the caller lacks the grant.
+
+    A delegate or child acts with at most its caller's grants; ``chain`` is the delegation
+    chain the operation came through.
+    """
+
+    tool_call_id: str
+    agent: str
+    namespace: str
+    operation: str
+    chain: list[str]
+
+
+class CompactedEvent(EventData):
+    """``compacted``: earlier tool steps of a loop folded into one-line summaries."""
+
+    tool_call_ids: list[str]
+    reason: str
+    keep_recent: int
+
+
 SCHEMAS: Mapping[EventKind, tuple[type[EventData], ...]] = {
     EventKind.SPAWN: (SpawnEvent,),
     EventKind.CHILD: (ChildEvent,),
@@ -227,6 +251,8 @@ SCHEMAS: Mapping[EventKind, tuple[type[EventData], ...]] = {
     EventKind.AWAITING_APPROVAL: (ApprovalRequestedEvent,),
     EventKind.APPROVAL_DECIDED: (ApprovalDecidedEvent,),
     EventKind.WORKER_LOST: (WorkerLostEvent,),
+    EventKind.GRANT_WITHHELD: (GrantWithheldEvent,),
+    EventKind.COMPACTED: (CompactedEvent,),
 }
 """Every event kind's model(s); a kind with two shapes is read as the first that fits."""
 

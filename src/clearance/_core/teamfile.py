@@ -21,7 +21,7 @@ from clearance._core.for_each_file import expand_ids, expand_tasks
 from clearance._core.mcp_spec import check_mcp_entries
 from clearance._core.safe_yaml import load_yaml_file
 from clearance._core.spec import FileCaps, Task, Team
-from clearance._core.teamfile_checks import check_effective, check_messages
+from clearance._core.teamfile_checks import check_effective, check_messages, check_paths
 from clearance._core.teamfile_models import AgentSpec, TaskSpec, TeamFile
 
 __all__ = ["AgentSpec", "LoadedTeam", "TaskSpec", "TeamFile", "load_team_file", "resolve_input"]
@@ -127,6 +127,7 @@ def load_team_file(path: str | Path, *, input_dir: str | Path | None = None) -> 
             [(a.name, a.tools) for a in (*spec.agents, *filter(None, [spec.coordinator]))],
         )
         check_effective(spec, team, tasks)
+        check_paths(spec, tasks)
     except ConfigError as exc:
         raise ConfigError(str(exc), source=source) from exc
     return LoadedTeam(

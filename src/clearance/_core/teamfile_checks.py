@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from clearance._core.errors import ConfigError
-from clearance._core.spec import Task, Team
+from clearance._core.spec import Agent, Task, Team
 from clearance._core.teamfile_models import TeamFile
 
-__all__ = ["check_effective", "check_messages"]
+__all__ = ["check_chat_agent", "check_effective", "check_messages", "check_paths"]
+
+_LOOP_KEYS = ("tools", "can_delegate_to", "can_spawn", "store_grants")
+"""An agent's keys that act only through its tool loop (store grants through store tools)."""
 
 
 _NEEDS = {
@@ -19,6 +22,10 @@ _NEEDS = {
         "tools",
         "runs no tool loop: give it tools, can_delegate_to or can_spawn",
     ),
+    "compact_tool_steps": (
+        "tools",
+        "runs no tool loop: give it tools, can_delegate_to or can_spawn",
+    ),
 }
 
 
@@ -28,8 +35,9 @@ def check_effective(spec: TeamFile, team: Team, tasks: tuple[Task, ...]) -> None
     Raises:
         ConfigError: An agent limit its agent never uses (``max_output_files`` without
             ``write_output``, ``max_children`` without ``can_spawn``, ``max_steps`` without a
-            tool loop), or ``project``, ``isolation`` or ``workspace`` in a team without
-            isolated tasks or spawning.
+            tool loop), ``store_grants`` on an agent with no store tool and nobody it calls
+            (its grants bound its delegates' and children's), or ``project``, ``isolation``
+            or ``workspace`` in a team without isolated tasks or tool loops.
     """
     specs = [*spec.agents, *((spec.coordinator,) if spec.coordinator else ())]
     for entry in specs:
@@ -46,12 +54,22 @@ def check_effective(spec: TeamFile, team: Team, tasks: tuple[Task, ...]) -> None
                     f"has no effect: agent {agent.name!r} {need[1]}",
                     field=f"agents.{agent.name}.limits.{name}",
                 )
+    for entry in spec.agents:
+        store_tools = [t for t in entry.tools if t.startswith("store_")]
+        if entry.store_grants and not (store_tools or entry.can_delegate_to or entry.can_spawn):
+            raise ConfigError(
+                f"has no effect: agent {entry.name!r} has no store tool (store_get, ...) and "
+                "no delegate or child to bound",
+                field=f"agents.{entry.name}.store_grants",
+            )
     isolated = any(t.mode == "isolated" for t in tasks)
-    spawns = any(a.can_spawn for a in team.agents)
+    workspaces = any(a.can_spawn or a.uses_tools for a in team.agents) or any(
+        t.fan_out is not None for t in tasks
+    )
     for key, used, why in (
         ("project", isolated, "no task has mode: isolated"),
         ("isolation", isolated, "no task has mode: isolated"),
-        ("workspace", spawns, "no agent can spawn children (can_spawn)"),
+        ("workspace", workspaces, "no agent runs a tool loop or spawns children"),
     ):
         if key in spec.model_fields_set and not used:
             raise ConfigError(f"has no effect: {why}", field=key)
@@ -68,4 +86,82 @@ def check_messages(spec: TeamFile) -> None:
             raise ConfigError(
                 f"message to unknown agent {message.to!r} would reach nobody (agents: {known})",
                 field=f"messages.{i}.to",
+            )
+
+
+def check_paths(spec: TeamFile, tasks: tuple[Task, ...]) -> None:
+    """Refuse a capability declared where its agent is only called on a path it cannot apply.
+
+    Every call path gets its agent from one runtime (see ``docs/architecture.md``, the
+    capability-by-path table); a key that no path of its agent would apply is refused:
+
+    - the coordinator plans, answers clarifications and writes the synthesis without a tool
+      loop: ``tools``, ``can_delegate_to``, ``can_spawn``, ``store_grants`` and ``memory``
+      on it are refused unless it is also the assignee of a task;
+    - an isolated task's subagent is dispatched without tools: its assignee may not declare
+      ``tools``, ``can_delegate_to``, ``can_spawn`` or ``store_grants``;
+    - long-term memory is recalled and recorded per task: ``memory`` on an agent that only
+      ever runs as a delegate or a spawned child (never a task's assignee) is refused. A
+      run planned by the coordinator (no ``tasks:``) is not checked for this, since the
+      plan assigns the tasks.
+
+    Raises:
+        ConfigError: The first such key, naming it and the path.
+    """
+    assignees = {t.assignee for t in tasks}
+    coordinator = spec.coordinator
+    if coordinator is not None and coordinator.name not in assignees:
+        for key in (*_LOOP_KEYS, "memory"):
+            if key in coordinator.model_fields_set and getattr(coordinator, key):
+                raise ConfigError(
+                    "has no effect: the coordinator plans, answers clarifications and writes "
+                    "the synthesis without tools or memory (assign it a task to use them)",
+                    field=f"coordinator.{key}",
+                )
+    entries = {a.name: a for a in spec.agents}
+    for task in tasks:
+        entry = entries.get(task.assignee)
+        if task.mode != "isolated" or entry is None:
+            continue
+        for key in _LOOP_KEYS:
+            if getattr(entry, key):
+                raise ConfigError(
+                    f"has no effect on isolated task {task.id!r}: an isolated subagent is "
+                    "dispatched without tools (use a standard task, or another agent)",
+                    field=f"agents.{entry.name}.{key}",
+                )
+    if not tasks:
+        return
+    callees: dict[str, str] = {}
+    for entry in spec.agents:
+        for target in entry.can_delegate_to:
+            callees.setdefault(target, f"a delegate of {entry.name!r}")
+        for target in entry.can_spawn:
+            callees.setdefault(target, f"a child spawned by {entry.name!r}")
+    for task in tasks:
+        if task.fan_out is not None:
+            callees.setdefault(task.fan_out.agent, f"a child of task {task.id!r}")
+    for name, path in sorted(callees.items()):
+        entry = entries.get(name)
+        if entry is not None and entry.memory is not None and name not in assignees:
+            raise ConfigError(
+                f"has no effect: agent {name!r} runs only as {path}, and memory is recalled "
+                "and recorded per task (a delegate or child never has more than its caller)",
+                field=f"agents.{name}.memory",
+            )
+
+
+def check_chat_agent(agent: Agent) -> None:
+    """Refuse, for ``clearance chat``, an agent whose tool loop the chat would not run.
+
+    Raises:
+        ConfigError: The agent declares ``tools``, ``can_delegate_to``, ``can_spawn`` or
+            ``store_grants`` (a chat turn is one model call with its memory, no tools).
+    """
+    for key in _LOOP_KEYS:
+        if getattr(agent, key):
+            raise ConfigError(
+                "has no effect in clearance chat: a chat turn runs no tools (talk to an "
+                "agent without them, or run the team file)",
+                field=f"agents.{agent.name}.{key}",
             )

@@ -56,6 +56,7 @@ class LimitsSpec(_Strict):
     max_output_size_bytes: int | None = Field(default=None, ge=0)
     answer_at_max_steps: bool = False
     retries: int = Field(default=2, ge=0)
+    compact_tool_steps: int | None = Field(default=None, ge=0)
 
 
 class AgentMemorySpec(_Strict):

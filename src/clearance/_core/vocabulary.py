@@ -109,6 +109,8 @@ class EventKind(StrEnum):
     AWAITING_APPROVAL = "awaiting_approval"
     APPROVAL_DECIDED = "approval_decided"
     WORKER_LOST = "worker_lost"
+    GRANT_WITHHELD = "grant_withheld"
+    COMPACTED = "compacted"
 
 
 class RunEventKind(StrEnum):

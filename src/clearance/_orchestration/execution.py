@@ -13,11 +13,12 @@ from clearance._core.prompt import sha256_text
 from clearance._core.spec import Agent
 from clearance._core.vocabulary import EventKind, RunEventKind
 from clearance._orchestration.approval import ApprovalGate, awaiting_approval
+from clearance._orchestration.children import ChildRunner
 from clearance._orchestration.result import RunResult, TaskOutcome
 from clearance._orchestration.run import Run, RunSettings, prompt_budget
-from clearance._orchestration.run_dir import new_run_dir
+from clearance._orchestration.runtime import AgentRuntime
 from clearance._orchestration.scheduler import Scheduler
-from clearance._orchestration.subagents import ChildRunner, IsolatedRunner
+from clearance._orchestration.subagents import IsolatedRunner
 from clearance._orchestration.synthesis import Synthesis, synthesize
 from clearance._orchestration.task_runner import TaskRunner
 from clearance._state.queue import TaskState, TaskStatus
@@ -54,9 +55,15 @@ class RunExecution:
             LedgerError: The ledger failed; the run is left ``interrupted`` (resumable).
         """
         run, ledger = self.run, self.settings.ledger
+        settings = self.settings
         run.gate = ApprovalGate(
-            ledger, run.run_id, tools=self.settings.approval_tools, approver=self.settings.approver
+            ledger, run.run_id, tools=settings.approval_tools, approver=settings.approver
         )
+        run.runtime = AgentRuntime(
+            run_id=run.run_id, team=settings.team, ledger=ledger, caller=run.caller,
+            store=settings.store, user_tools=settings.tools, model_for=settings.model_for,
+            prompt_budget=prompt_budget, gate=run.gate, workspace_root=settings.workspace_root,
+        )  # fmt: skip
         # Records are queued and committed in groups by the ledger's writer thread, in order:
         # the ledger always holds a prefix of the run's history (see `RunLedger.write_behind`).
         with ledger.write_behind():
@@ -247,9 +254,5 @@ class RunExecution:
             )  # fmt: skip
         spawners = {a.name for a in settings.team.agents if a.can_spawn}
         if any(t.fan_out is not None or t.assignee in spawners for t in tasks):
-            run.children = ChildRunner(
-                run_id=run.run_id, team=settings.team, ledger=ledger, caller=run.caller,
-                store=settings.store, user_tools=settings.tools, model_for=settings.model_for,
-                builder_for=run.builder, prompt_budget=prompt_budget,
-                run_dir=new_run_dir(settings.workspace_root, run.run_id),
-            )  # fmt: skip
+            assert run.runtime is not None  # made as the run starts
+            run.children = ChildRunner(run.runtime, builder_for=run.builder)

@@ -15,8 +15,10 @@ from clearance._core.clock import Clock
 from clearance._core.spec import Agent, Team
 from clearance._core.vocabulary import RunEventKind
 from clearance._orchestration.approval import ApprovalGate, Approver
+from clearance._orchestration.children import ChildRunner
 from clearance._orchestration.run_memory import RunMemory
-from clearance._orchestration.subagents import AskPerson, ChildRunner, IsolatedRunner
+from clearance._orchestration.runtime import AgentRuntime
+from clearance._orchestration.subagents import AskPerson, IsolatedRunner
 from clearance._state.ledger import Recorder
 from clearance._state.messages import MessageBus
 from clearance._state.queue import TaskQueue
@@ -88,6 +90,7 @@ class Run:
     isolated: IsolatedRunner | None = None
     children: ChildRunner | None = None
     gate: ApprovalGate | None = None  # approvals (see `approval.py`)
+    runtime: AgentRuntime | None = None  # every agent's capabilities (see `runtime.py`)
 
     @property
     def usage(self) -> Usage:

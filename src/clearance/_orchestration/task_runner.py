@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from functools import partial
 from typing import Any
 
 from clearance._agents.caller import CallBudget
 from clearance._agents.delegation import DelegationChain
-from clearance._agents.loop import AgentLoop
 from clearance._agents.telemetry import agent_span
 from clearance._agents.tools import ToolOutput
 from clearance._context.answers import mark_answer
@@ -17,11 +15,12 @@ from clearance._core.errors import ModelError, OutputValidationError
 from clearance._core.prompt import Prompt
 from clearance._core.spec import Agent, Task
 from clearance._core.vocabulary import EventKind
+from clearance._orchestration.children import gather_children
 from clearance._orchestration.files import read_task_files
 from clearance._orchestration.run import Run, RunSettings, prompt_budget
 from clearance._orchestration.steps import run_task_step
 from clearance._orchestration.structured import validated_json
-from clearance._orchestration.subagents import TaskContext, gather_children
+from clearance._orchestration.task_context import TaskContext
 
 __all__ = ["TaskRunner"]
 
@@ -84,6 +83,8 @@ class TaskRunner:
             queue=run.queue, budget=CallBudget(agent.limits.max_model_calls,
                                                subject=f"task:{task.id}"),
             max_prompt_tokens=prompt_budget(agent, model),
+            # Memory hook: the records recalled for this task (`RunMemory.recall`).
+            memories=settings.memory.recalled(run.run_id, task.id) if settings.memory else (),
         )  # fmt: skip
         if task.fan_out is not None:
             assert run.children is not None  # made for every graph with a fan-out
@@ -149,7 +150,7 @@ class TaskRunner:
         tool_steps: Sequence[ToolStep] = (),
     ) -> Prompt:
         """Build one attempt's task prompt (with the agent's budgets) and note its size."""
-        run, memory = self.run, self.settings.memory
+        run = self.run
         prompt = ctx.builder.build_task_prompt(
             ctx.task,
             agent=ctx.agent,
@@ -162,8 +163,7 @@ class TaskRunner:
             tools=tools,
             tool_steps=tool_steps,
             child_results=ctx.child_results,
-            # Memory hook: the records recalled for this task (`RunMemory.recall`).
-            memories=memory.recalled(run.run_id, ctx.task.id) if memory else (),
+            memories=ctx.memories,
         )
         run.prompt_tokens[ctx.task.id] = prompt.manifest.total_tokens
         return prompt
@@ -179,7 +179,7 @@ class TaskRunner:
         def build(specs: tuple[dict[str, Any], ...], steps: list[ToolStep]) -> Prompt:
             return self._task_prompt(ctx, files, repair, specs, steps)
 
-        run, settings = self.run, self.settings
+        run = self.run
         children = run.children
 
         async def spawn(
@@ -188,19 +188,12 @@ class TaskRunner:
             assert children is not None
             return await children.spawn_calls(ctx, calls)
 
-        loop = AgentLoop(
-            run_id=run.run_id,
-            team=settings.team,
-            ledger=settings.ledger,
-            store=settings.store,
-            user_tools=settings.tools,
-            model_for=settings.model_for,
-            caller=run.caller,
-            call_budget=ctx.budget,
-            budget=prompt_budget,
+        # The run's agent runtime applies every capability (see `runtime.py`).
+        assert run.runtime is not None  # made as the run starts
+        loop = run.runtime.loop(
+            task_id=ctx.task.id, budget=ctx.budget,
             spawn=spawn if children is not None else None,
-            approve=partial(run.gate.check_tools, ctx.task.id) if run.gate else None,
-        )
+        )  # fmt: skip
         chain = DelegationChain(origin=ctx.agent.name)
         return await loop.run(
             agent=ctx.agent, subject=f"task:{ctx.task.id}", chain=chain, build=build

@@ -80,6 +80,54 @@ class StoreGrants:
     def __bool__(self) -> bool:
         return bool(self.entries)
 
+    def intersect(self, ceiling: StoreGrants) -> StoreGrants:
+        """What both grant: an agent acting for a caller never has more than the caller.
+
+        The namespaces two patterns both cover are again one pattern (or none), so the
+        intersection is exact: a namespace and operation are allowed by the result exactly
+        when both ``self`` and ``ceiling`` allow them.
+
+        Args:
+            ceiling: The caller's grants.
+
+        Returns:
+            The grants both allow (empty when they share nothing).
+        """
+        entries: dict[str, set[str]] = {}
+        for own, own_access in self.entries:
+            for cap, cap_access in ceiling.entries:
+                pattern = _common_pattern(own, cap)
+                ops = _OPS[own_access] & _OPS[cap_access]
+                if pattern is not None and ops:
+                    entries.setdefault(pattern, set()).update(ops)
+        return StoreGrants(
+            entries=tuple(sorted((p, _access_of(ops)) for p, ops in entries.items()))
+        )
+
+
+_OPS: dict[str, frozenset[str]] = {
+    "read": frozenset({"read"}),
+    "write": frozenset({"write"}),
+    "read_write": frozenset({"read", "write"}),
+}
+
+
+def _access_of(ops: set[str]) -> Access:
+    if ops == {"read", "write"}:
+        return "read_write"
+    return "read" if "read" in ops else "write"
+
+
+def _common_pattern(a: str, b: str) -> str | None:
+    """The one pattern covering exactly the namespaces both ``a`` and ``b`` cover, or ``None``."""
+    if not a.endswith("*"):
+        return a if pattern_matches(b, a) else None
+    if not b.endswith("*"):
+        return b if pattern_matches(a, b) else None
+    if a[:-1].startswith(b[:-1]):
+        return a
+    return b if b[:-1].startswith(a[:-1]) else None
+
 
 def pattern_matches(pattern: str, namespace: str) -> bool:
     """Whether a grant pattern (a namespace or ``prefix*``) covers ``namespace``."""
@@ -100,6 +148,16 @@ class StoreView:
             ``get_entry``, ``get_structured``, ``query``, ``query_by_prefix``, ``search``)
             is touched: its expiry moves to at least this many seconds from now (never
             earlier; an entry without expiry keeps none), even on a read-only grant.
+        ceiling: The grants of the agent it acts for (a delegator, a child's parent), or
+            ``None``: the view then allows only what both ``grants`` and ``ceiling`` allow
+            (`StoreGrants.intersect`), and notes in `lent_refusals` each operation its own
+            grants allow but its caller's do not.
+
+    Attributes:
+        grants: What the view allows (the intersection, under a ceiling).
+        own_grants: The agent's own grants.
+        lent_refusals: ``(namespace, operation)`` of each operation refused only because
+            the caller lacks the grant (a capability that would have been lent).
     """
 
     def __init__(
@@ -109,11 +167,14 @@ class StoreView:
         agent: str,
         grants: StoreGrants,
         read_extends_ttl_s: float | None = None,
+        ceiling: StoreGrants | None = None,
     ):
         self._store = store
         self.agent = agent
-        self.grants = grants
+        self.own_grants = grants
+        self.grants = grants if ceiling is None else grants.intersect(ceiling)
         self.read_extends_ttl_s = read_extends_ttl_s
+        self.lent_refusals: list[tuple[str, str]] = []
 
     def _extend(self, entries: Iterable[tuple[str, str]]) -> None:
         """Touch what was read, when reads extend expiry."""
@@ -127,6 +188,8 @@ class StoreView:
 
     def _check(self, namespace: str, operation: Literal["read", "write"]) -> None:
         if not self.grants.allows(namespace, operation):
+            if self.own_grants.allows(namespace, operation):
+                self.lent_refusals.append((namespace, operation))
             raise AccessDenied(self.agent, f"store:{namespace}", operation)
 
     def get(self, namespace: str, key: str) -> str | None:

@@ -24,6 +24,7 @@ from clearance._core.errors import ClearanceError, ConfigError
 from clearance._core.memory_spec import group_members
 from clearance._core.spec import Agent
 from clearance._core.teamfile import LoadedTeam, load_team_file
+from clearance._core.teamfile_checks import check_chat_agent
 from clearance._orchestration.chat import AgentChat
 from clearance._orchestration.run_memory import RunMemory, default_memory_url
 from clearance._state.ledger import DEFAULT_LEDGER_URL, RunLedger
@@ -62,12 +63,14 @@ def _agent(loaded: LoadedTeam, name: str) -> Agent:
     """The team file's agent (or coordinator) called ``name``.
 
     Raises:
-        ConfigError: No agent has that name (the message lists the names there are).
+        ConfigError: No agent has that name (the message lists the names there are), or
+            it declares tools a chat turn would not run (`check_chat_agent`).
     """
     team = loaded.team
     agents: list[Agent] = [*team.agents, *([team.coordinator] if team.coordinator else [])]
     for agent in agents:
         if agent.name == name:
+            check_chat_agent(agent)  # what a chat turn cannot apply is refused
             return agent
     names = ", ".join(a.name for a in agents)
     raise ConfigError(f"no agent {name!r} in {loaded.source} (agents: {names})", field="--agent")

@@ -1,0 +1,122 @@
+"""``verify``'s capability checks: no capability was lent, every workspace record holds.
+
+An agent acting for another — a delegate for its delegator, a child for its parent's task —
+acts with at most the intersection of its own store grants and those of every agent it acts
+for (see `clearance._orchestration.runtime`). From the run's records alone (its config's
+grants, its tool calls' subjects, its ``spawn`` events) ``verify`` rebuilds, for each tool
+call, the agents it acted for, and checks:
+
+- every store entry a tool call read is in a namespace each of those agents may read, and
+  every store write (``store_set``, ``store_set_with_extension``, ``store_touch``) is in one
+  each may write: a read or write outside the intersection is a capability lent (the
+  confused deputy);
+- every ``offloaded`` event names a recorded tool call of its subject whose recorded result
+  (what the model was shown) is the preview that names the offloaded file's reference.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any, Literal
+
+from clearance._core.spec import Agent
+from clearance._core.vocabulary import EventKind, PromptKind
+from clearance._state.grants import StoreGrants
+from clearance._state.ledger import EventRecord, ToolCallRecord
+
+__all__ = ["callers_of", "check_capabilities"]
+
+Problem = tuple[str, str | None, str]
+"""``(subject, call id or None, reason)`` of one finding."""
+
+_WRITES = ("store_set", "store_set_with_extension", "store_touch")
+
+
+def callers_of(
+    subject: str,
+    tool_calls: Mapping[str, ToolCallRecord],
+    spawns: Mapping[str, Mapping[str, Any]],
+) -> list[str] | None:
+    """The agents a call of ``subject`` acts for, nearest first (``[]`` for a task's own).
+
+    ``delegation:<tool call id>``: the delegating call's agent, then whoever that one acted
+    for; ``child:<id>``: the parent agent recorded at the spawn, then whoever it acted for.
+
+    Returns:
+        The agents, or ``None`` when the records do not say (a forged or missing link).
+    """
+    callers: list[str] = []
+    for _ in range(64):  # chains are short; a cycle in forged records ends here
+        kind, _, ref = subject.partition(":")
+        if kind in (PromptKind.TASK, PromptKind.ISOLATED):
+            return callers
+        if kind == PromptKind.DELEGATION:
+            parent = tool_calls.get(ref)
+            if parent is None:
+                return None
+            callers.append(parent.agent)
+            subject = parent.subject
+        elif kind == PromptKind.CHILD:
+            spawn = spawns.get(ref)
+            if spawn is None:
+                return None
+            callers.append(str(spawn.get("parent_agent")))
+            subject = f"task:{spawn.get('task_id')}"
+        else:
+            return None
+    return None
+
+
+def check_capabilities(
+    agents: Mapping[str, Agent],
+    tool_calls: Mapping[str, ToolCallRecord],
+    spawns: Mapping[str, Mapping[str, Any]],
+    events: list[EventRecord],
+) -> Iterator[Problem]:
+    """Check that no store grant was lent and that offloading records hold.
+
+    Args:
+        agents: The run's agents, as its config recorded them.
+        tool_calls: The run's tool calls, by id.
+        spawns: The run's recorded spawns, by child id (with the parent's ``task_id``).
+        events: The run's events.
+    """
+    for record in tool_calls.values():
+        callers = callers_of(record.subject, tool_calls, spawns)
+        if not callers:
+            continue
+        where = f"tool call {record.tool_call_id}"
+        ops: list[tuple[Literal["read", "write"], str]] = [
+            ("read", str(r.get("namespace"))) for r in record.store_reads
+        ]
+        namespace = record.arguments.get("namespace")
+        if record.name in _WRITES and not record.is_error and isinstance(namespace, str):
+            ops.append(("write", namespace))
+        for operation, ns in ops:
+            for caller in callers:
+                agent = agents.get(caller)
+                grants = StoreGrants.parse(agent.store_grants) if agent else StoreGrants()
+                if not grants.allows(ns, operation):
+                    yield (
+                        where, None,
+                        f"{record.agent!r} could {operation} {ns!r} acting for {caller!r}, "
+                        f"which has no {operation} grant there (a capability lent)",
+                    )  # fmt: skip
+                    break
+    yield from _check_offloads(tool_calls, events)
+
+
+def _check_offloads(
+    tool_calls: Mapping[str, ToolCallRecord], events: list[EventRecord]
+) -> Iterator[Problem]:
+    for event in events:
+        if event.kind != EventKind.OFFLOADED:
+            continue
+        call_id = str(event.data.get("tool_call_id"))
+        reference = str(event.data.get("reference"))
+        record = tool_calls.get(call_id)
+        where = f"offloaded {reference}"
+        if record is None or record.subject != event.subject:
+            yield (where, None, f"no tool call {call_id!r} of {event.subject} was recorded")
+        elif f"full text in {reference}]" not in record.result:
+            yield (where, None, "the tool's recorded result is not the offloaded preview")

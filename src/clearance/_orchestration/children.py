@@ -1,0 +1,252 @@
+"""Spawned children, as the orchestrator runs them.
+
+**Children** (Loom's spawn/aggregate pattern): a task's ``fan_out`` or its agent's ``spawn``
+tool calls create children. Each child gets its own workspace folder under the run's folder
+(created exclusively), a goal-only prompt (`ContextBuilder.build_child_prompt`), its agent's
+limits and sampling, and its calls charged to the parent task's call budget. Requests and
+results travel over the `EventBus` with correlation ids (`SpawnWorker`, `Aggregator`); the
+parent waits for all of them or until its ``spawn_timeout_s`` (a child still running is
+cancelled). What the parent receives is each child's final answer, as a
+``child_result:<child id>`` item through the builder; a child that failed or timed out is
+shown as such, never passed off as done.
+
+Recorded as events: ``spawn`` (each child's request), ``child`` (its outcome), ``step`` (a
+child's session steps) and ``limit_exceeded``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from clearance._agents.aggregator import Aggregator, ChildOutcome
+from clearance._agents.delegation import DelegationChain
+from clearance._agents.loop import effective_grants
+from clearance._agents.session import AgentSession
+from clearance._agents.spawn import SpawnRequest, SpawnWorker
+from clearance._agents.tools import ToolOutput
+from clearance._context.builder import ContextBuilder
+from clearance._context.tool_sections import ToolStep
+from clearance._core.errors import ApprovalPending, ConfigError, LimitExceeded, ModelError
+from clearance._core.prompt import Prompt, sha256_text
+from clearance._core.spec import Agent
+from clearance._core.vocabulary import EventKind
+from clearance._orchestration.runtime import AgentRuntime
+from clearance._orchestration.task_context import TaskContext
+from clearance._state.events import EventBus
+from clearance.models._base import ChatModel
+
+__all__ = ["ChildRunner", "gather_children"]
+
+_SLUG = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+class ChildRunner:
+    """Spawns and runs the children of a run's tasks, over the run's `EventBus`.
+
+    A child's agent comes from the run's `AgentRuntime` like any other: its tools, a store
+    view of at most its parent's grants, its workspace (the child's session folder), and the
+    approval gate (a child's call of a tool that needs approval is a request of its parent's
+    task: the parent task pauses until a person decides, then runs again).
+
+    Args:
+        runtime: The run's agent runtime (team, ledger, caller, store, tools, gate).
+        builder_for: The run's builder for a model.
+    """
+
+    def __init__(
+        self, runtime: AgentRuntime, *, builder_for: Callable[[ChatModel], ContextBuilder]
+    ) -> None:
+        self.runtime = runtime
+        self.run_id = runtime.run_id
+        self.team = runtime.team
+        self.ledger = runtime.ledger
+        self.caller = runtime.caller
+        self.model_for = runtime.model_for
+        self.builder_for = builder_for
+        self.prompt_budget = runtime.prompt_budget
+        self.bus = EventBus()
+        # One worker serves every fan-out of the run: two workers on one bus would both run
+        # each requested child.
+        self._worker = SpawnWorker(self.bus, self._run_child)
+        self._count = 0
+        self._pending: dict[str, tuple[TaskContext, Agent]] = {}
+        self._spawned: dict[str, int] = {}
+        self._paused: dict[str, list[str]] = {}  # task id: approval requests its children await
+
+    async def fan_out(
+        self, parent: TaskContext, agent_name: str, goals: Sequence[str]
+    ) -> list[ChildOutcome]:
+        """Run one child of ``agent_name`` per goal, together; return their outcomes.
+
+        The shown result of each (its final answer, or why it has none) is added to
+        ``parent.child_results``.
+
+        Raises:
+            ConfigError: The parent's agent may not spawn ``agent_name`` (``can_spawn``).
+            LimitExceeded: The task would have more than its agent's ``max_children``.
+            ApprovalPending: A child called a tool that awaits a person's approval: the
+                parent task stops, like any task awaiting approval.
+        """
+        agent = parent.agent
+        if agent_name not in agent.can_spawn:
+            allowed = ", ".join(agent.can_spawn) or "nobody"
+            raise ConfigError(
+                f"agent {agent.name!r} may not spawn {agent_name!r} (can_spawn: {allowed})",
+                field=f"agents.{agent.name}.can_spawn",
+            )
+        used = self._spawned.get(parent.task.id, 0)
+        maximum = agent.limits.max_children
+        if used + len(goals) > maximum:
+            exc = LimitExceeded("max_children", value=used + len(goals), maximum=maximum,
+                                subject=f"task:{parent.task.id}")  # fmt: skip
+            self._record_breach(f"task:{parent.task.id}", exc)
+            raise exc
+        self._spawned[parent.task.id] = used + len(goals)
+        child_agent = self.team.agent(agent_name)
+        ids: dict[str, str] = {}
+        for goal in goals:
+            self._count += 1
+            child_id = f"{_SLUG.sub('_', parent.task.id)}.{self._count}"
+            ids[child_id] = goal
+            self._pending[child_id] = (parent, child_agent)
+            self.ledger.record_event(self.run_id, EventKind.SPAWN, f"task:{parent.task.id}", {
+                "child_id": child_id, "agent": agent_name, "goal": goal,
+                "parent_agent": agent.name,
+            })  # fmt: skip
+        timeout = agent.limits.spawn_timeout_s
+        self._worker.start()  # subscribes once; later calls do nothing
+        result = await Aggregator(self.bus, parent.task.id).fan_out(ids, timeout_s=timeout)
+        for outcome in result.outcomes:
+            shown = outcome.result if outcome.status == "ok" else _missing(outcome)
+            parent.child_results[outcome.child_id] = shown
+            self.ledger.record_event(self.run_id, EventKind.CHILD, f"task:{parent.task.id}", {
+                "child_id": outcome.child_id, "agent": agent_name, "status": outcome.status,
+                "result": outcome.result, "error": outcome.error, "shown": shown,
+                "shown_sha256": sha256_text(shown),
+            })  # fmt: skip
+            self._pending.pop(outcome.child_id, None)
+        waiting = self._paused.pop(parent.task.id, [])
+        if waiting:
+            raise ApprovalPending(sorted(set(waiting)))
+        return list(result.outcomes)
+
+    async def aclose(self) -> None:
+        """Stop serving spawn requests and cancel children still running."""
+        await self._worker.aclose()
+
+    async def spawn_calls(
+        self, parent: TaskContext, calls: list[tuple[str, dict[str, Any]]]
+    ) -> dict[str, ToolOutput]:
+        """Serve the ``spawn`` tool calls of one model turn (run together).
+
+        Returns:
+            Each call's tool output: which child it started and how it ended; the child's
+            result itself reaches the next prompt as a ``child_result:`` item.
+        """
+        outputs: dict[str, ToolOutput] = {}
+        by_agent: dict[str, list[tuple[str, str]]] = {}
+        for call_id, arguments in calls:
+            target, goal = arguments.get("agent"), arguments.get("goal")
+            if not isinstance(target, str) or not isinstance(goal, str) or not goal.strip():
+                outputs[call_id] = ToolOutput(
+                    content="error: spawn needs 'agent' (a name) and 'goal' (text)", is_error=True
+                )
+            elif target not in parent.agent.can_spawn:
+                allowed = ", ".join(parent.agent.can_spawn)
+                outputs[call_id] = ToolOutput(
+                    content=f"error: {target!r} is not in can_spawn ({allowed})", is_error=True
+                )
+            else:
+                by_agent.setdefault(target, []).append((call_id, goal))
+        for target, entries in by_agent.items():
+            before = set(parent.child_results)
+            outcomes = await self.fan_out(parent, target, [goal for _, goal in entries])
+            new = [o for o in outcomes if o.child_id not in before]
+            for (call_id, _goal), outcome in zip(entries, new, strict=True):
+                outputs[call_id] = ToolOutput(
+                    content=f"child {outcome.child_id} ({target}) ended: {outcome.status}; "
+                    "its result is under 'Results from subagents'",
+                    is_error=outcome.status != "ok",
+                )
+        return outputs
+
+    async def _run_child(self, request: SpawnRequest) -> str:
+        """Run one child: a fresh session in its own workspace, on its goal only."""
+        parent, agent = self._pending[request.child_id]
+        session = AgentSession(request.child_id, base_dir=self.runtime.run_dir,
+                               goal=request.goal, limits=agent.limits,
+                               caller=self.caller)  # fmt: skip
+        model = self.model_for(agent)
+        builder = self.builder_for(model)
+        budget = self.prompt_budget(agent, model)
+        subject = f"child:{request.child_id}"
+        try:
+            if agent.uses_tools:
+                answer = await self._child_loop(request, parent, agent, session)
+            else:
+                prompt = builder.build_child_prompt(request.child_id, request.goal, agent=agent,
+                                                    max_prompt_tokens=budget)  # fmt: skip
+                response = await session.call_model(
+                    model, prompt, subject=subject, budget=parent.budget, agent=agent
+                )
+                answer = response.text.strip()
+                if not answer:
+                    raise ModelError("the model returned an empty completion",
+                                     model_id=model.model_id)  # fmt: skip
+        except LimitExceeded as exc:
+            self._record_breach(subject, exc)
+            raise
+        except ApprovalPending as exc:
+            self._paused.setdefault(parent.task.id, []).extend(exc.call_ids)
+            raise
+        finally:
+            self._record_steps(session)
+        session.finish(answer)
+        return answer
+
+    async def _child_loop(
+        self, request: SpawnRequest, parent: TaskContext, agent: Agent, session: AgentSession
+    ) -> str:
+        model = self.model_for(agent)
+        builder = self.builder_for(model)
+        prompt_budget = self.prompt_budget(agent, model)
+
+        def build(specs: tuple[dict[str, Any], ...], steps: list[ToolStep]) -> Prompt:
+            return builder.build_child_prompt(request.child_id, request.goal, agent=agent,
+                                              tools=specs, tool_steps=steps,
+                                              max_prompt_tokens=prompt_budget)  # fmt: skip
+
+        # The runtime's loop, under the parent's grants and its task's approvals.
+        loop = self.runtime.loop(
+            task_id=parent.task.id, budget=parent.budget, workspace=session.workspace,
+            ceiling=effective_grants(parent.agent, None),
+        )  # fmt: skip
+        chain = DelegationChain(origin=agent.name)
+        return await loop.run(agent=agent, subject=f"child:{request.child_id}", chain=chain,
+                              build=build)  # fmt: skip
+
+    def _record_steps(self, session: AgentSession) -> None:
+        for step in session.steps:
+            self.ledger.record_event(self.run_id, EventKind.STEP, f"child:{session.agent_id}", {
+                "index": step.index, "kind": step.kind, "ok": step.ok,
+                "content_sha256": sha256_text(step.content), "data": dict(step.data),
+            })  # fmt: skip
+
+    def _record_breach(self, subject: str, exc: LimitExceeded) -> None:
+        self.ledger.record_event(self.run_id, EventKind.LIMIT_EXCEEDED, subject, {
+            "limit": exc.limit, "value": exc.value, "maximum": exc.maximum, "error": str(exc),
+        })  # fmt: skip
+
+
+def _missing(outcome: ChildOutcome) -> str:
+    """What a parent is shown for a child without a result: never passed off as done."""
+    return f"[no result: the child {outcome.status.replace('_', ' ')}: {outcome.error}]"
+
+
+async def gather_children(runner: ChildRunner, ctx: TaskContext) -> None:
+    """Run a task's static ``fan_out`` (if any) before its own agent answers."""
+    fan_out = ctx.task.fan_out
+    if fan_out is not None:
+        await runner.fan_out(ctx, fan_out.agent, fan_out.goals)

@@ -1,0 +1,363 @@
+"""Capabilities on every call path, end to end: `clearance run`, `inspect`, `verify`.
+
+The model is a scripted OpenAI-compatible server on 127.0.0.1; each test asserts on what the
+model was actually sent (the server keeps every request body) and on the ledger.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from clearance import ContextStore, RunLedger
+from clearance._state.grants import StoreGrants
+from clearance.cli._app import app
+
+pytestmark = pytest.mark.network
+
+SECRET = "SALARY-ALICE-93000"
+
+TOOL_MODULE = '''\
+from pathlib import Path
+
+def remove(path: str) -> str:
+    """Remove a file."""
+    with open(Path(__file__).parent / "ran.log", "a") as log:
+        log.write(path + "\\n")
+    return f"REMOVED {path}"
+
+def listing(folder: str) -> str:
+    """List a folder."""
+    return "\\n".join(f"{folder}/file_{n:03d}.txt" for n in range(300))
+
+def page(n: int) -> str:
+    """Read a page."""
+    return f"PAGE-{n} " + " ".join(f"word{n}x{i}" for i in range(150))
+'''
+
+
+@pytest.fixture
+def env(tmp_path: Path, openai_server, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    monkeypatch.chdir(tmp_path)  # workspaces land under ./.clearance/workspaces
+    (tmp_path / "cap_tools_mod.py").write_text(TOOL_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "cap_tools_mod", raising=False)
+
+    def serve(reply: Any) -> str:
+        url = openai_server(reply)
+        monkeypatch.setenv("OPENAI_BASE_URL", url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test")
+        return url
+
+    return {"tmp": tmp_path, "db": f"sqlite:///{tmp_path / 'runs.db'}", "serve": serve}
+
+
+def cli(env: dict[str, Any], *args: str) -> Any:
+    return CliRunner().invoke(app, [*args, "--db", env["db"]])
+
+
+def run_team(env: dict[str, Any], team: str) -> tuple[Any, str | None]:
+    path = env["tmp"] / "team.yaml"
+    path.write_text(team)
+    result = cli(env, "run", str(path), "--model", "openai:m")
+    found = re.search(r"run id: (\S+)", result.output)
+    return result, found.group(1) if found else None
+
+
+def sent(url: Any) -> list[str]:
+    """Every prompt the model received, as one text each."""
+    return ["\n".join(m.get("content") or "" for m in b["messages"]) for b in url.bodies]
+
+
+# -- no capability is lent ------------------------------------------------------------------
+
+DEPUTY = """\
+name: deputy
+store: sqlite:///{tmp}/store.db
+agents:
+  - {{name: asker, instructions: You answer questions., can_delegate_to: [hr_bot]}}
+  - name: hr_bot
+    instructions: You read HR records.
+    tools: [store_get]
+    store_grants: {{"hr/*": read}}
+tasks:
+  - {{id: ask, title: Ask, description: Say what alice earns., assignee: asker}}
+"""
+
+
+def deputy_reply(messages: list[dict[str, Any]]) -> Any:
+    system, user = messages[0]["content"], messages[-1]["content"]
+    if "You read HR records." in system:
+        if "## Results of your tool calls" not in user:
+            return [("store_get", {"namespace": "hr/salaries", "key": "alice"})]
+        return f"alice earns {SECRET}" if SECRET in user else "I may not read it."
+    if "You answer questions." not in system:
+        return "the synthesis"
+    if "## Results of your tool calls" not in user:
+        return [("delegate", {"agent": "hr_bot", "task": "Read hr/salaries alice."})]
+    return "done"
+
+
+def deputy_env(env: dict[str, Any]) -> Any:
+    with ContextStore(f"sqlite:///{env['tmp'] / 'store.db'}") as store:
+        store.set("hr/salaries", "alice", SECRET, "hr")
+    return env["serve"](deputy_reply)
+
+
+def test_a_delegate_never_reads_what_its_delegator_may_not(env) -> None:
+    url = deputy_env(env)
+    result, run_id = run_team(env, DEPUTY.format(tmp=env["tmp"]))
+    assert result.exit_code == 0, result.output
+    assert not any(SECRET in text for text in sent(url))  # the value reached no prompt
+    with RunLedger(env["db"]) as ledger:
+        (withheld,) = [e for e in ledger.events(run_id) if e.kind == "grant_withheld"]
+        assert withheld.data["namespace"] == "hr/salaries"
+        assert withheld.data["agent"] == "hr_bot" and withheld.data["chain"] == ["asker", "hr_bot"]
+        read = next(t for t in ledger.tool_calls(run_id) if t.name == "store_get")
+        assert read.is_error and "may not read" in read.result
+    assert "grant_withheld" in cli(env, "inspect", run_id, "--no-prompt").output
+    verify = cli(env, "verify", run_id)
+    assert verify.exit_code == 0, verify.output
+
+
+def test_verify_flags_a_run_where_a_delegate_lent_its_grant(env, monkeypatch) -> None:
+    # The run as it went before grants were intersected: the delegate used its own grant.
+    monkeypatch.setattr(StoreGrants, "intersect", lambda self, ceiling: self)
+    url = deputy_env(env)
+    result, run_id = run_team(env, DEPUTY.format(tmp=env["tmp"]))
+    assert result.exit_code == 0, result.output
+    assert any(SECRET in text for text in sent(url))  # the confused deputy, reproduced
+    verify = cli(env, "verify", run_id)
+    assert verify.exit_code == 1, verify.output
+    assert "'hr_bot' could read 'hr/salaries' acting for 'asker'" in verify.output
+
+
+# -- a child's approval-required tool pauses --------------------------------------------------
+
+CHILD_APPROVAL = """\
+name: child-approval
+agents:
+  - {name: lead, instructions: You combine answers., can_spawn: [janitor]}
+  - {name: janitor, instructions: You tidy up., tools: [remove]}
+tools:
+  remove: {function: "cap_tools_mod:remove", approval: required}
+tasks:
+  - id: tidy
+    title: Tidy
+    description: Have the old file removed.
+    assignee: lead
+    fan_out: {agent: janitor, goals: [Delete the file old.txt.]}
+"""
+
+
+def child_reply(messages: list[dict[str, Any]]) -> Any:
+    system, user = messages[0]["content"], messages[-1]["content"]
+    if "You tidy up." in system:
+        return "removed it" if "REMOVED old.txt" in user else [("remove", {"path": "old.txt"})]
+    return "tidied"
+
+
+def test_a_childs_approval_required_tool_waits_for_a_person(env) -> None:
+    env["serve"](child_reply)
+    log = env["tmp"] / "ran.log"
+    run, run_id = run_team(env, CHILD_APPROVAL)
+    assert run.exit_code == 3, run.output
+    assert not log.exists()  # paused before the tool ran
+    (call_id,) = re.findall(r"apr_[0-9a-z_]+", run.output.split("awaiting approval:")[1])
+    approved = cli(env, "approve", run_id, call_id, "--by", "alice")
+    assert approved.exit_code == 0, approved.output
+    assert "janitor in task tidy calls remove" in approved.output
+    resumed = cli(env, "resume", run_id)
+    assert resumed.exit_code == 0, resumed.output
+    assert log.read_text() == "old.txt\n"
+    verify = cli(env, "verify", run_id)
+    assert verify.exit_code == 0, verify.output
+
+
+# -- memory on an isolated task -------------------------------------------------------------
+
+ISOLATED_MEMORY = """\
+name: isolated-memory
+memory: {{url: "sqlite:///{tmp}/memory.db"}}
+agents:
+  - name: reviewer
+    instructions: You review modules.
+    memory: {{recall: 3, record: result}}
+tasks:
+  - {{id: review, title: Review, description: Review the module., assignee: reviewer,
+     mode: isolated}}
+"""
+
+
+def test_an_isolated_task_recalls_its_agents_memory_into_its_prompt(env) -> None:
+    answers = iter(["Review of the module: REMEMBERED-FINDING-1\nSTATUS: done",
+                    "second\nSTATUS: done"])  # fmt: skip
+    url = env["serve"](lambda m: next(answers) if "You review" in m[0]["content"] else "ok")
+    team = ISOLATED_MEMORY.format(tmp=env["tmp"])
+    first, _ = run_team(env, team)
+    assert first.exit_code == 0, first.output
+    second, run_id = run_team(env, team)
+    assert second.exit_code == 0, second.output
+    isolated = [t for t in sent(url) if "Review the module." in t]
+    assert "REMEMBERED-FINDING-1" not in isolated[0]
+    assert "## From memory" in isolated[-1] and "REMEMBERED-FINDING-1" in isolated[-1]
+    with RunLedger(env["db"]) as ledger:
+        (call,) = [c for c in ledger.calls(run_id) if c.subject == "isolated:review"]
+        assert any(i["origin"].startswith("memory:") for i in call.manifest["items"])
+    verify = cli(env, "verify", run_id)
+    assert verify.exit_code == 0, verify.output
+
+
+# -- a task-level agent's workspace ---------------------------------------------------------
+
+WRITER = """\
+name: writer
+agents:
+  - {name: writer, instructions: You write notes., tools: [write_output, listing]}
+tools:
+  listing: {function: "cap_tools_mod:listing"}
+tasks:
+  - {id: notes, title: Notes, description: Write the notes., assignee: writer}
+"""
+
+
+def writer_reply(messages: list[dict[str, Any]]) -> Any:
+    user = messages[-1]["content"]
+    if "You write notes." not in messages[0]["content"]:
+        return "the synthesis"
+    if "## Results of your tool calls" not in user:
+        return [("write_output", {"name": "notes.md", "content": "hello"}),
+                ("listing", {"folder": "src"})]  # fmt: skip
+    return "written"
+
+
+def test_write_output_and_offloading_work_for_a_task_level_agent(env) -> None:
+    url = env["serve"](writer_reply)
+    result, run_id = run_team(env, WRITER)
+    assert result.exit_code == 0, result.output
+    last = [t for t in sent(url) if "Write the notes." in t][-1]
+    assert "wrote outputs/notes.md (5 bytes)" in last
+    assert "src/file_000.txt" in last and "src/file_299.txt" not in last  # a preview only
+    (notes,) = (env["tmp"] / ".clearance" / "workspaces").glob("*/task_notes/outputs/notes.md")
+    assert notes.read_text() == "hello"
+    with RunLedger(env["db"]) as ledger:
+        (offloaded,) = [e for e in ledger.events(run_id) if e.kind == "offloaded"]
+        full = notes.parent / offloaded.data["reference"].removeprefix("outputs/")
+        assert full.read_text().endswith("src/file_299.txt")
+    inspect = cli(env, "inspect", run_id, "--no-prompt").output
+    assert "write_output" in inspect and "offloaded" in inspect
+    verify = cli(env, "verify", run_id)
+    assert verify.exit_code == 0, verify.output
+
+
+# -- a tool-less fan_out verifies ------------------------------------------------------------
+
+FAN_OUT = """\
+name: fan-out
+agents:
+  - {name: lead, instructions: You combine answers., can_spawn: [helper]}
+  - {name: helper, instructions: You answer one narrow question.}
+tasks:
+  - id: q
+    title: Questions
+    description: Combine the answers.
+    assignee: lead
+    fan_out: {agent: helper, goals: [first question, second question]}
+"""
+
+
+def test_verify_accepts_an_honest_run_whose_fan_out_children_have_no_tools(env) -> None:
+    env["serve"](lambda m: "an answer" if "narrow" in m[0]["content"] else "combined")
+    result, run_id = run_team(env, FAN_OUT)
+    assert result.exit_code == 0, result.output
+    with RunLedger(env["db"]) as ledger:
+        agents = {c.agent for c in ledger.calls(run_id) if c.subject.startswith("child:")}
+        assert agents == {"helper"}
+    verify = cli(env, "verify", run_id)
+    assert verify.exit_code == 0, verify.output
+
+
+# -- a long tool loop is compacted instead of overflowing -----------------------------------
+
+READER = """\
+name: reader
+agents:
+  - name: reader
+    instructions: You read pages.
+    tools: [page]
+    limits: {{max_prompt_tokens: 1200, max_steps: 6{policy}}}
+tools:
+  page: {{function: "cap_tools_mod:page"}}
+tasks:
+  - {{id: read, title: Read, description: Read pages one to four., assignee: reader}}
+"""
+
+
+def reader_reply(messages: list[dict[str, Any]]) -> Any:
+    user = messages[-1]["content"]
+    if "You read pages." not in messages[0]["content"]:
+        return "the synthesis"
+    for n in range(1, 5):
+        if f"PAGE-{n} " not in user and f'page {{"n":{n}}}' not in user:
+            return [("page", {"n": n})]
+    return "read them all"
+
+
+def test_a_tool_loop_that_would_overflow_is_compacted_when_the_policy_allows(env) -> None:
+    url = env["serve"](reader_reply)
+    failed, _ = run_team(env, READER.format(policy=""))
+    assert failed.exit_code == 1 and "max_prompt_tokens" in failed.output
+
+    result, run_id = run_team(env, READER.format(policy=", compact_tool_steps: 3"))
+    assert result.exit_code == 0, result.output
+    last = [t for t in sent(url) if "Read pages one to four." in t][-1]
+    assert "[compacted earlier step: page ok" in last
+    assert "PAGE-4 word4x0" in last  # the latest result verbatim
+    with RunLedger(env["db"]) as ledger:
+        events = [e for e in ledger.events(run_id) if e.kind == "compacted"]
+        assert events and {e.data["reason"] for e in events} <= {"policy", "overflow"}
+        assert "overflow" in {e.data["reason"] for e in events}
+    assert "compacted" in cli(env, "inspect", run_id, "--no-prompt").output
+    verify = cli(env, "verify", run_id)
+    assert verify.exit_code == 0, verify.output
+
+
+# -- verify checks the workspace records ----------------------------------------------------
+
+
+def forge(env: dict[str, Any], sql: str, run_id: str, rechain: Any) -> Any:
+    """Edit the run's rows as a forger could, rebuild its chain, and verify it."""
+    db = env["tmp"] / "runs.db"
+    conn = sqlite3.connect(db)
+    conn.execute(sql, (run_id,))
+    conn.commit()
+    conn.close()
+    rechain(db, run_id)
+    return cli(env, "verify", run_id)
+
+
+def test_verify_flags_an_offloaded_event_the_recorded_result_does_not_show(env, rechain) -> None:
+    env["serve"](writer_reply)
+    result, run_id = run_team(env, WRITER)
+    assert result.exit_code == 0, result.output
+    verify = forge(env, "UPDATE events SET data = json_set(data, '$.reference', "
+                   "'outputs/other.txt') WHERE kind = 'offloaded' AND run_id = ?", run_id,
+                   rechain)  # fmt: skip
+    assert verify.exit_code == 1, verify.output
+    assert "the tool's recorded result is not the offloaded preview" in verify.output
+
+
+def test_verify_flags_a_compacted_result_no_compaction_was_recorded_for(env, rechain) -> None:
+    env["serve"](reader_reply)
+    result, run_id = run_team(env, READER.format(policy=", compact_tool_steps: 3"))
+    assert result.exit_code == 0, result.output
+    verify = forge(env, "DELETE FROM events WHERE kind = 'compacted' AND run_id = ?", run_id,
+                   rechain)  # fmt: skip
+    assert verify.exit_code == 1, verify.output
+    assert "the content is not the recorded result of the tool call" in verify.output
