@@ -23,6 +23,7 @@ FRAMEWORKS = (
     "floor",
     "clearance",
     "clearance-noledger",
+    "clearance-c4",
     "langgraph",
     "crewai",
     "crewai-nocontext",
@@ -35,12 +36,15 @@ def _run_once(
 ) -> dict[str, str]:
     if framework == "floor":
         return asyncio.run(F.run_floor(specs, model))
-    if framework == "clearance":
+    if framework in ("clearance", "clearance-c4"):
         # One ledger file for all runs of the case, as `.clearance/runs.db` is reused from
         # run to run; the warm-up run creates its tables (about 20 ms, once per file).
         url = f"sqlite:///{tmp / 'runs.db'}"
+        # clearance-c4: the default max_concurrency (4) instead of every task at once.
+        limit = 4 if framework == "clearance-c4" else None
+        scope = opts.get("scope", "dependencies")
         return asyncio.run(
-            F.run_clearance(specs, model, ledger_url=url, scope=opts.get("scope", "dependencies"))
+            F.run_clearance(specs, model, ledger_url=url, scope=scope, max_concurrency=limit)
         )
     if framework == "clearance-noledger":
         return asyncio.run(

@@ -7,7 +7,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from bench import report_real
+from bench import report_real, summary
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -167,6 +167,15 @@ def main() -> None:
         "What users pay for is tokens and model latency: sections 6–8 measure those on a real",
         "model server and on the synthesis of large runs. Sections 1–3 use a fake model and",
         "are kept as a regression guard for the orchestrator's own overhead.",
+        "",
+        "## 0. Orchestration overhead targets, now and earlier",
+        "",
+        "CPU per task (the whole process: event loop and ledger writer) and makespan over the",
+        "critical path, from the results of sections 1 and 2; *earlier* is the run kept in",
+        "`bench/results/earlier` (see `bench/summary.py`). *clearance-c4* runs at the default",
+        "`max_concurrency=4`; the other rows start every ready task at once.",
+        "",
+        *summary.lines(),
         "",
         "## 1. Orchestration overhead per task (D=0, R=50; fake model, regression guard)",
         "",

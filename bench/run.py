@@ -101,8 +101,9 @@ def main() -> None:
         default=2,
         help="real: llama_cpp.server processes (one request at a time each)",
     )
-    ap.add_argument("--real-rounds", type=int, default=2,
-                    help="real: measured runs per framework, alternating")
+    ap.add_argument(
+        "--real-rounds", type=int, default=2, help="real: measured runs per framework, alternating"
+    )
     ap.add_argument("--real-parts", default="makespan,code_review",
                     help="real: which parts, comma-separated (a part not run keeps its "
                     "figures from bench/results/real.json)")  # fmt: skip
@@ -221,16 +222,28 @@ def overhead_section(case: Case, width: int, peers: list[str], quick: bool, roun
                             [{"width": w} for w in widths], layers=10, result_tokens=50,
                             series="scaling")  # fmt: skip
     (RESULTS / "overhead.json").write_text(json.dumps(overhead, indent=2))
+    _print_summary()
 
 
 def makespan_section(case: Case, reps: int, peers: list[str]) -> None:
     print("2. makespan (D=50 ms, L=10, W=50)", flush=True)
     # One warm-up run (as in the overhead section): the first run of a process pays for
     # imports and first-use compilation, which is not the scheduler's makespan.
+    # clearance-c4: Clearance at its default max_concurrency=4 (the others: unbounded).
     makespan = [case(fw, layers=10, width=50, latency_s=0.05, result_tokens=50,
-                     repeats=min(reps, 3), warmup=1)
-                for fw in ["floor", "clearance", "clearance-noledger", *peers]]  # fmt: skip
+                     repeats=min(reps, 3), warmup=1,
+                     **({"max_concurrency": 4} if fw == "clearance-c4" else {}))
+                for fw in ["floor", "clearance", "clearance-noledger", "clearance-c4",
+                           *peers]]  # fmt: skip
     (RESULTS / "makespan.json").write_text(json.dumps(makespan, indent=2))
+    _print_summary()
+
+
+def _print_summary() -> None:
+    """The target figures so far (`bench.summary`), beside the earlier results'."""
+    from bench.summary import lines
+
+    print("\n".join("  " + line for line in lines()), flush=True)
 
 
 def prompt_section(case: Case, args: argparse.Namespace) -> None:

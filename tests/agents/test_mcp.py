@@ -410,3 +410,13 @@ def test_the_example_team_file_is_valid():
     loaded = load_team_file(Path(__file__).parents[2] / "examples" / "mcp_glossary.yaml")
     assert loaded.team.agents[0].tools == ("mcp:glossary/lookup",)
     assert loaded.spec.mcp_servers["glossary"].transport == "stdio"
+
+
+async def test_a_result_over_the_read_cap_is_not_read_over_either_transport(tmp_path, http_url):
+    for spec in (stdio_spec(tmp_path), McpServerSpec(url=http_url)):
+        tools = await load_mcp_tools({"docs": spec}, [McpToolRef("docs", "big")])
+        started = time.monotonic()
+        output = await tools["mcp__docs__big"].call({"size": 20_000_000})
+        assert time.monotonic() - started < 15
+        assert output.is_error and "over 1048576 bytes, which was not read" in output.content
+        assert output.source is not None and output.source["error"] == "too_large"

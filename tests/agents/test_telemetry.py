@@ -1,12 +1,18 @@
 """OpenTelemetry: a GenAI client span per model call; metadata only unless content is asked for."""
 
 import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import pytest
 
 from clearance import Agent, AgentLimits, ModelError, Orchestrator, Task, Team
 from clearance._agents import telemetry
 from clearance._agents.caller import ModelCaller
+from clearance._agents.telemetry import span_ref, span_task_id
 from clearance._context.builder import ContextBuilder
 from clearance._context.isolated import IsolatedContext
 from clearance.testing import FunctionModel
@@ -94,7 +100,10 @@ async def run_two_tasks(ledger):
 
 async def test_a_run_emits_one_chat_span_per_model_call(ledger, spans):
     result, requests = await run_two_tasks(ledger)
-    finished = {s.attributes["clearance.subject"]: s for s in chats(spans())}
+    # Ids are digests on spans by default (a plan's task ids are a model's text).
+    plain = {span_ref(subject): subject for subject in ("task:a", "task:b", "synthesis")}
+    assert span_ref("task:a") != "task:a" and span_ref("task:a").startswith("task:h")
+    finished = {plain[s.attributes["clearance.subject"]]: s for s in chats(spans())}
     assert set(finished) == {"task:a", "task:b", "synthesis"}
     for subject, span in finished.items():
         manifest = requests[subject].prompt.manifest
@@ -110,17 +119,17 @@ async def test_a_run_emits_one_chat_span_per_model_call(ledger, spans):
         assert attrs["gen_ai.request.temperature"] == 0.0
         assert attrs["gen_ai.response.finish_reasons"] == ("stop",)
         assert attrs["clearance.run_id"] == result.run_id
-        assert attrs["clearance.prompt.origins"] == manifest.origins
+        assert attrs["clearance.prompt.origins"] == tuple(map(span_ref, manifest.origins))
         assert attrs["clearance.prompt.item_tokens"] == tuple(i.tokens for i in manifest.items)
         assert attrs["clearance.prompt.total_tokens"] == manifest.total_tokens
         assert attrs["gen_ai.usage.input_tokens"] > 0
         assert attrs["gen_ai.usage.output_tokens"] > 0
         assert "error.type" not in attrs
-    assert finished["task:a"].attributes["clearance.task_id"] == "a"
+    assert finished["task:a"].attributes["clearance.task_id"] == span_task_id("a") != "a"
     assert finished["task:a"].attributes["clearance.agent"] == "alice"
-    assert finished["task:b"].attributes["clearance.task_id"] == "b"
+    assert finished["task:b"].attributes["clearance.task_id"] == span_task_id("b")
     assert finished["task:b"].attributes["clearance.agent"] == "bob"
-    assert "task_result:a" in finished["task:b"].attributes["clearance.prompt.origins"]
+    assert span_ref("task_result:a") in finished["task:b"].attributes["clearance.prompt.origins"]
     assert "clearance.task_id" not in finished["synthesis"].attributes
     input_tokens = sum(s.attributes["gen_ai.usage.input_tokens"] for s in finished.values())
     output_tokens = sum(s.attributes["gen_ai.usage.output_tokens"] for s in finished.values())
@@ -183,7 +192,7 @@ async def test_a_failed_call_sets_error_type_and_no_message(spans):
     assert span.name == "chat local"
     assert span.attributes["error.type"] == "ModelError"
     assert span.status.status_code is trace.StatusCode.ERROR
-    assert span.attributes["clearance.task_id"] == "t7"
+    assert span.attributes["clearance.task_id"] == span_task_id("t7")
     assert "clearance.run_id" not in span.attributes  # no run outside a ledger
     assert "gen_ai.provider.name" not in span.attributes  # a model id without a provider
     assert "gen_ai.usage.input_tokens" not in span.attributes
@@ -192,7 +201,10 @@ async def test_a_failed_call_sets_error_type_and_no_message(spans):
 
 
 async def test_without_opentelemetry_calls_work_and_nothing_is_recorded(spans, monkeypatch):
-    monkeypatch.setattr(telemetry, "trace", None)
+    # OpenTelemetry not importable (an entry of None in sys.modules makes its import fail).
+    monkeypatch.setitem(sys.modules, "opentelemetry.trace", None)
+    monkeypatch.setenv("OTEL_PYTHON_TRACER_PROVIDER", "sdk_tracer_provider")
+    assert not telemetry.tracing_configured()
     agent = Agent(name="a", instructions="You are A.")
     response = await ModelCaller().call(
         subject="task:x",
@@ -207,14 +219,19 @@ async def test_without_opentelemetry_calls_work_and_nothing_is_recorded(spans, m
 async def test_each_task_runs_in_an_agent_span_parenting_its_model_calls(ledger, spans):
     result, _ = await run_two_tasks(ledger)
     finished = spans()
-    agents = {s.attributes["clearance.task_id"]: s for s in finished if s not in chats(finished)}
+    plain = {span_task_id(t): t for t in ("a", "b")}
+    agents = {
+        plain[s.attributes["clearance.task_id"]]: s for s in finished if s not in chats(finished)
+    }
     assert set(agents) == {"a", "b"}
     assert agents["a"].name == "invoke_agent alice" and agents["b"].name == "invoke_agent bob"
     for task_id, span in agents.items():
         assert span.attributes["gen_ai.operation.name"] == "invoke_agent"
         assert span.attributes["clearance.run_id"] == result.run_id
         (call,) = [
-            s for s in chats(finished) if s.attributes["clearance.subject"] == f"task:{task_id}"
+            s
+            for s in chats(finished)
+            if s.attributes["clearance.subject"] == span_ref(f"task:{task_id}")
         ]
         assert call.parent is not None and call.parent.span_id == span.context.span_id
     (synthesis,) = [s for s in chats(finished) if s.attributes["clearance.subject"] == "synthesis"]
@@ -236,3 +253,100 @@ async def test_a_failed_task_marks_its_agent_span(ledger, spans):
     assert span.attributes["error.type"] == "ModelError"
     assert span.status.status_code is trace.StatusCode.ERROR
     assert "SECRET" not in (span.status.description or "")
+
+
+# Run in a fresh process: the global tracer provider of this one is set once by `spans`.
+_NO_PROVIDER = textwrap.dedent(
+    """
+    import asyncio, sys
+    from clearance import Agent, NullLedger, Orchestrator, Task, Team
+    from clearance.testing import FunctionModel
+
+    team = Team(agents=(Agent(name="a", instructions="A."),), name="t")
+    tasks = [Task(id="x", title="X", description="d", assignee="a"),
+             Task(id="y", title="Y", description="d", assignee="a", depends_on=("x",))]
+
+    def run():
+        orch = Orchestrator(team, model=FunctionModel(lambda r: "ok"), ledger=NullLedger())
+        assert asyncio.run(orch.run_tasks(tasks)).status == "completed"
+
+    run()
+    print("imported:", "opentelemetry" in sys.modules)
+    from opentelemetry import trace  # installed: the API alone, no provider set
+
+    made = []
+    original = trace.ProxyTracerProvider.get_tracer
+    def counting(self, *args, **kwargs):
+        made.append(args)
+        return original(self, *args, **kwargs)
+    trace.ProxyTracerProvider.get_tracer = counting
+    run()
+    print("tracers without a provider:", len(made))
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    run()
+    print("spans with a provider:", len(exporter.get_finished_spans()))
+    """
+)
+
+
+def test_without_a_tracer_provider_no_span_is_made_and_opentelemetry_is_not_imported():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    src = str(Path(telemetry.__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join([src, env.get("PYTHONPATH", "")])
+    done = subprocess.run(
+        [sys.executable, "-c", _NO_PROVIDER], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "imported: False",
+        "tracers without a provider: 0",
+        # Two tasks and the synthesis: three chat spans and two agent spans.
+        "spans with a provider: 5",
+    ]
+
+
+def test_a_provider_named_by_the_environment_turns_tracing_on(monkeypatch):
+    for name in list(os.environ):
+        if name.startswith("OTEL_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setitem(sys.modules, "opentelemetry.trace", None)
+    assert not telemetry._export_requested()
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
+    assert not telemetry._export_requested()  # the command sets a provider for this one
+    monkeypatch.setenv("OTEL_PYTHON_TRACER_PROVIDER", "sdk_tracer_provider")
+    assert telemetry._export_requested()
+    monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
+    assert not telemetry._export_requested()
+
+
+async def test_model_chosen_ids_stay_off_spans_by_default(ledger, spans, monkeypatch):
+    """A coordinator's plan names tasks: by default those names reach no span attribute."""
+    monkeypatch.delenv(telemetry.CAPTURE_CONTENT_ENV, raising=False)
+    leaked = "exfil-4111-1111-1111-1111"
+    plan = {
+        "tasks": [
+            {"id": leaked, "title": "T", "description": "D.", "assignee": "alice",
+             "depends_on": []},
+            {"id": "after", "title": "U", "description": "E.", "assignee": "bob",
+             "depends_on": [leaked]},
+        ]
+    }  # fmt: skip
+
+    def reply(request):
+        subject = request.prompt.manifest.subject
+        return json.dumps(plan) if subject.startswith("plan") else "fine"
+
+    orch = Orchestrator(TEAM, model=FunctionModel(reply), ledger=ledger)
+    result = await orch.run_team("GOAL")
+    assert result.status == "completed", result.error
+    finished = spans()
+    assert len(chats(finished)) >= 4  # plan, two tasks, synthesis
+    for span in finished:
+        assert "4111" not in all_values(span) + span.name

@@ -20,6 +20,7 @@ import yaml
 from typer.testing import CliRunner
 
 import clearance
+from clearance._agents.telemetry import span_ref, span_task_id
 from clearance._core.errors import ConfigError
 from clearance.cli import app
 from clearance.cli._otel import otlp_tracing, wants_otlp
@@ -131,13 +132,13 @@ def test_run_exports_gen_ai_spans_to_the_otlp_endpoint(tmp_path, collector, open
     spans = collector.spans()
     assert {resource["service.name"] for resource, _ in spans} == {"review-bot"}
     chats = [attributes(s) for _, s in spans if s.name == "chat scripted"]
-    task_call = next(a for a in chats if a.get("clearance.task_id") == "line")
+    task_call = next(a for a in chats if a.get("clearance.task_id") == span_task_id("line"))
     assert task_call["gen_ai.operation.name"] == "chat"
     assert task_call["gen_ai.provider.name"] == "openai"
     assert task_call["gen_ai.usage.input_tokens"] == 10
     assert task_call["gen_ai.usage.output_tokens"] == 5
     assert task_call["clearance.run_id"] in result.stdout
-    assert "task:line" in task_call["clearance.prompt.origins"]
+    assert span_ref("task:line") in task_call["clearance.prompt.origins"]  # ids as digests
     agents = [attributes(s) for _, s in spans if s.name == "invoke_agent writer"]
     assert agents and agents[0]["gen_ai.agent.name"] == "writer"
 

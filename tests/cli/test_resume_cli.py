@@ -126,6 +126,8 @@ def test_sigkill_mid_run_then_resume_gives_the_uninterrupted_results(tmp_path):
         calls_before = {c.subject for c in ledger.calls(run.run_id)}
         assert {f"task:{k}" for k in done_before} <= calls_before
         count_before = len(ledger.calls(run.run_id))
+        # A task killed while its request was in flight: sent again under its pending row.
+        in_flight = {c.subject for c in ledger.calls(run.run_id) if c.pending}
 
     code, out, err = finish(clearance("resume", run.run_id, "--db", url, latency_s=0, cwd=tmp_path))
     assert code == 0, out + err
@@ -135,10 +137,15 @@ def test_sigkill_mid_run_then_resume_gives_the_uninterrupted_results(tmp_path):
     assert synthesis == expected_synthesis
     with RunLedger(url) as ledger:
         new_calls = ledger.calls(run.run_id)[count_before:]
+        assert not any(c.pending for c in ledger.calls(run.run_id))
+        replayed = {e.subject for e in ledger.events(run.run_id, "replayed")}
     resumed_subjects = [c.subject for c in new_calls]
-    # No task that had completed was sent to the model again; every other task was, once.
+    # No task that had completed was sent to the model again; every other task was sent
+    # once: as a new call, or again under the row of its request left in flight; a task
+    # whose answer was recorded before the kill is answered from its record (durable resume).
     assert not {f"task:{k}" for k in done_before} & set(resumed_subjects)
-    assert sorted(resumed_subjects) == sorted(
+    assert not {f"task:{k}" for k in done_before} & replayed
+    assert sorted([*resumed_subjects, *in_flight, *replayed]) == sorted(
         ["synthesis", *(f"task:{k}" for k in expected_tasks if k not in done_before)]
     )
 

@@ -57,12 +57,14 @@ async def test_from_run_makes_models_with_the_recorded_settings(ledger) -> None:
     assert resumed.status == "completed"
 
 
-def tamper(tmp_path, run_id: str, options: object) -> None:
+def tamper(tmp_path, run_id: str, options: object, rechain) -> None:
+    """Damage the recorded options; the chain is rebuilt so that only the damage is refused."""
     with sqlite3.connect(tmp_path / "runs.db") as conn:
         (config,) = conn.execute("SELECT config FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         data = json.loads(config)
         data["model_options"] = options
         conn.execute("UPDATE runs SET config = ? WHERE run_id = ?", (json.dumps(data), run_id))
+    rechain(tmp_path / "runs.db", run_id)
 
 
 @pytest.mark.parametrize(
@@ -76,10 +78,10 @@ def tamper(tmp_path, run_id: str, options: object) -> None:
         ["fake:x"],
     ],
 )
-async def test_damaged_recorded_settings_are_refused(tmp_path, options: object) -> None:
+async def test_damaged_recorded_settings_are_refused(tmp_path, options: object, rechain) -> None:
     with RunLedger(f"sqlite:///{tmp_path / 'runs.db'}") as ledger:
         first = await Orchestrator(TEAM, model="fake:x", ledger=ledger).run_tasks(TASKS)
-    tamper(tmp_path, first.run_id, options)
+    tamper(tmp_path, first.run_id, options, rechain)
     with (
         RunLedger(f"sqlite:///{tmp_path / 'runs.db'}") as ledger,
         pytest.raises(ConfigError, match="model_options") as info,
@@ -88,10 +90,10 @@ async def test_damaged_recorded_settings_are_refused(tmp_path, options: object) 
     assert "\n" not in str(info.value)
 
 
-async def test_a_run_recorded_without_settings_resumes_with_defaults(tmp_path) -> None:
+async def test_a_run_recorded_without_settings_resumes_with_defaults(tmp_path, rechain) -> None:
     with RunLedger(f"sqlite:///{tmp_path / 'runs.db'}") as ledger:
         first = await Orchestrator(TEAM, model="fake:x", ledger=ledger).run_tasks(TASKS)
-    tamper(tmp_path, first.run_id, None)
+    tamper(tmp_path, first.run_id, None, rechain)
     with RunLedger(f"sqlite:///{tmp_path / 'runs.db'}") as ledger:
         rebuilt = Orchestrator.from_run(first.run_id, ledger=ledger)
         assert rebuilt._models.for_agent(TEAM.agents[0]).context_window is None

@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from datetime import UTC, datetime
 
 from typer.testing import CliRunner
 
 from clearance import Agent, Orchestrator, RunLedger, Task, Team
+from clearance._context.builder import ContextBuilder
 from clearance._context.verify import verify_run
 from clearance._core.agent_spec import Sampling
 from clearance._core.prompt import canonical_json, sha256_text
+from clearance._state.graph import TaskGraph
+from clearance._state.queue import TaskQueue
 from clearance.cli import app
-from clearance.models import ModelRequest
+from clearance.models import ModelRequest, ModelResponse, Usage, estimate_tokens
 from clearance.testing import FunctionModel
 
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
@@ -109,3 +113,32 @@ async def test_inspect_json_shows_each_call_s_parameters(tmp_path) -> None:
     assert [t["name"] for t in call["parameters"]["tools"]][:1] == ["peek"]
     (counted,) = [c for c in document["calls"] if c["subject"] == "task:s"]
     assert counted["parameters"]["json_schema"] == SCHEMA
+
+
+def test_parameters_stay_chained_when_another_ledger_records_the_outcome(tmp_path) -> None:
+    """The outcome's chain entry is then digested from the row read back, parameters included."""
+    graph = TaskGraph([Task(id="a", title="A", description="First.", assignee="w")])
+    agent = Agent(name="w", instructions="You work.")
+    prompt = ContextBuilder(count_tokens=estimate_tokens).build_task_prompt(
+        graph.get("a"), agent=agent, queue=TaskQueue(graph)
+    )
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    asked = {"temperature": 0.3, "max_tokens": 64, "tools": []}
+    with RunLedger(url) as ledger:
+        ledger.start_run(run_id="run_p", team="t", goal=None, graph=graph.to_dict())
+        call_id = ledger.record_request(
+            run_id="run_p", subject="task:a", agent="w", model_id="test:m", prompt=prompt,
+            started_at=datetime.now(UTC), parameters=asked,
+        )  # fmt: skip
+    response = ModelResponse(text="done", usage=Usage(requests=1), model_id="test:m")
+    with RunLedger(url) as other:  # it did not record the request
+        other.finish_call(call_id, run_id="run_p", response=response, error=None, latency_s=0.1)
+        (call,) = other.calls("run_p")
+        assert call.parameters == asked and not call.pending
+        assert verify_run(other, "run_p").ok
+    with sqlite3.connect(tmp_path / "runs.db") as conn:
+        forged = json.dumps({**asked, "temperature": 1.5})
+        conn.execute("UPDATE calls SET parameters = ? WHERE call_id = ?", (forged, call_id))
+    with RunLedger(url) as ledger:
+        report = verify_run(ledger, "run_p")
+    assert any(f.call_id == call_id and "hash chain" in f.reason for f in report.findings)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -360,3 +361,101 @@ def test_between_groups_the_writer_checkpoints_the_sqlite_log(tmp_path: Path) ->
                 assert time.monotonic() < deadline, "the log was not checkpointed in a pause"
                 time.sleep(0.01)
         assert [t.task_id for t in ledger.tasks(run_id)] == ["a", "b"]
+
+
+# -- waiting from a coroutine ---------------------------------------------------------------
+
+
+async def test_wait_returns_once_its_writes_are_committed_without_a_pause_or_a_thread() -> None:
+    recorder = Recorder()
+    behind = WriteBehind(recorder, name="test-writer", quiet_s=30, max_delay_s=30)
+    threads = threading.active_count()
+    behind.submit(write("w0"))
+    behind.submit(write("w1"))
+    await asyncio.wait_for(behind.wait(), 10)  # not 30 s: a waiter makes the group urgent
+    assert recorder.committed == ["w0", "w1"]
+    assert threading.active_count() == threads  # the writer woke the loop: no helper thread
+    await behind.wait()  # nothing queued: at once
+    behind.close()
+
+
+async def test_concurrent_waits_are_woken_by_their_groups() -> None:
+    recorder = Recorder(delay_s=0.005)
+    behind = WriteBehind(recorder, name="test-writer")
+    seen: list[tuple[str, list[str]]] = []
+
+    async def record_then_wait(name: str) -> None:
+        behind.submit(write(name))
+        await behind.wait()
+        seen.append((name, list(recorder.committed)))
+
+    names = [f"w{i}" for i in range(50)]
+    await asyncio.gather(*(record_then_wait(n) for n in names))
+    assert recorder.committed == names
+    for name, committed in seen:  # each woke only once its own write was committed
+        assert name in committed
+    assert len(recorder.groups) < len(names)  # grouped, not one transaction per wait
+    behind.close()
+
+
+async def test_a_wait_covering_a_failed_write_raises_it_once() -> None:
+    recorder = Recorder()
+    behind = WriteBehind(recorder, name="test-writer")
+    behind.submit(write("w0"))
+    await behind.wait()
+    behind.submit(write("bad request"))
+    with pytest.raises(StoreError, match="cannot bad request"):
+        await behind.wait()
+    behind.submit(write("w2"))
+    await behind.wait()  # raised once: not again
+    behind.flush()
+    behind.close()
+    assert recorder.committed == ["w0", "w2"]
+
+
+async def test_a_cancelled_wait_does_not_disturb_the_writer() -> None:
+    recorder = Recorder(delay_s=0.05)
+    behind = WriteBehind(recorder, name="test-writer")
+    behind.submit(write("w0"))
+    waiting = asyncio.ensure_future(behind.wait())
+    await asyncio.sleep(0)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    behind.submit(write("w1"))
+    await behind.wait()
+    behind.close()
+    assert recorder.committed == ["w0", "w1"]
+
+
+def test_on_idle_runs_at_most_once_per_idle_interval() -> None:
+    recorder = Recorder()
+    idle: list[float] = []
+    behind = WriteBehind(
+        recorder, name="test-writer", on_idle=lambda: idle.append(0.0), idle_interval_s=60
+    )
+    for i in range(3):  # three groups, each followed by a pause
+        behind.submit(write(f"w{i}"))
+        deadline = time.monotonic() + 10
+        while len(recorder.committed) <= i:
+            assert time.monotonic() < deadline, "the write was never committed"
+            time.sleep(0.005)
+        time.sleep(0.02)
+    behind.close()
+    assert recorder.committed == ["w0", "w1", "w2"]
+    assert idle == [0.0]  # after the first group only: the next were within 60 s
+
+
+async def test_waits_begun_together_share_one_group() -> None:
+    recorder = Recorder()
+    behind = WriteBehind(recorder, name="test-writer", quiet_s=30, max_delay_s=30)
+
+    async def record_then_wait(name: str) -> None:
+        time.sleep(0.002)  # noqa: ASYNC251 (building a request; the interpreter lock let go)
+        behind.submit(write(name))
+        await behind.wait()
+
+    names = [f"w{i}" for i in range(20)]
+    await asyncio.wait_for(asyncio.gather(*(record_then_wait(n) for n in names)), 10)
+    assert recorder.groups == [names]  # the loop started them all before the writer took any
+    behind.close()

@@ -38,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from clearance._agents.replay import ReplaySource, tool_calls_data
 from clearance._agents.retry import RetryPolicy, with_retries
 from clearance._agents.telemetry import model_call_span
 from clearance._agents.tools import checked_tool_call
@@ -45,8 +46,9 @@ from clearance._context.window import SummaryCall
 from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import ClearanceError, LimitExceeded, ModelError
 from clearance._core.prompt import Prompt
+from clearance._core.reasons import bounded_reason
 from clearance._core.spec import Agent
-from clearance._core.vocabulary import RunEventKind
+from clearance._core.vocabulary import EventKind, RunEventKind
 from clearance._state.ledger import Recorder
 from clearance.models._base import (
     MAX_REPORTED_TOKENS,
@@ -105,6 +107,8 @@ class _Call:
     model: ChatModel
     request: ModelRequest
     attempts: int
+    # A recorded request left pending, sent again under its id by the first attempt.
+    reuse: list[str] = dataclasses.field(default_factory=list)
     # This attempt's stream: [pieces heard, 1 while open] (see `ModelCaller._streaming`).
     stream: list[int] = dataclasses.field(default_factory=lambda: [0, 1])
 
@@ -121,9 +125,13 @@ class ModelCaller:
         monotonic: Seconds counter for latencies and deadlines.
         listener: Hears every call's progress, and makes calls stream (see the module
             docstring); ``None`` for neither.
+        replay: The recorded steps of a run being resumed (`ReplaySource`): a call whose
+            prompt is the recorded one is answered from its record, not sent; ``None``
+            sends every call.
 
     Attributes:
-        usage: Tokens of every successful call made through this caller.
+        usage: Tokens of every successful call made through this caller (replayed calls
+            are not counted again).
     """
 
     def __init__(
@@ -135,6 +143,7 @@ class ModelCaller:
         clock: Clock = utc_now,
         monotonic: Callable[[], float] = time.perf_counter,
         listener: CallListener | None = None,
+        replay: ReplaySource | None = None,
     ) -> None:
         if ledger is not None and run_id is None:
             raise ValueError("a ModelCaller that records needs the run_id")
@@ -145,6 +154,7 @@ class ModelCaller:
         self._clock = clock
         self._monotonic = monotonic
         self.listener = listener
+        self.replay = replay
 
     async def call(
         self,
@@ -206,9 +216,13 @@ class ModelCaller:
             repeat_penalty=sampling.repeat_penalty,
             stop=sampling.stop,
         )
+        found = self.replay.answer(subject, prompt) if self.replay is not None else None
+        if isinstance(found, ModelResponse):  # durable resume: taken from the ledger
+            return found
         call = _Call(
-            subject=subject, agent=agent, model=model, request=request, attempts=limits.retries + 1
-        )
+            subject=subject, agent=agent, model=model, request=request,
+            attempts=limits.retries + 1, reuse=[found] if found is not None else [],
+        )  # fmt: skip
         started = self._monotonic()
 
         async def attempt(number: int) -> ModelResponse:
@@ -253,7 +267,7 @@ class ModelCaller:
         call_id: str | None = None
         if self.ledger is not None:
             assert self.run_id is not None
-            call_id = self.ledger.record_request(
+            call_id = call.reuse.pop() if call.reuse else self.ledger.record_request(
                 run_id=self.run_id, subject=call.subject, agent=call.agent.name,
                 model_id=call.model.model_id, prompt=call.request.prompt, started_at=started_at,
                 parameters=call.request.parameters(),
@@ -270,7 +284,7 @@ class ModelCaller:
                 self._heard(call, streamed, response)
             return response
         except ClearanceError as exc:
-            error = f"attempt {number} of {call.attempts}: {exc}"
+            error = bounded_reason(f"attempt {number} of {call.attempts}: {exc}")
             raise
         except BaseException:  # cancelled (Ctrl-C, a sibling's failure): the request left
             error = f"attempt {number} of {call.attempts}: cancelled"
@@ -280,6 +294,11 @@ class ModelCaller:
                 streamed.stream[1] = 0  # nothing more is heard from this attempt
             if self.ledger is not None and call_id is not None:
                 assert self.run_id is not None
+                if error is None and response is not None and response.tool_calls:
+                    self.ledger.record_event(  # before the answer: it is on record with its calls
+                        self.run_id, EventKind.MODEL_TOOL_CALLS, call.subject,
+                        {"call_id": call_id, "tool_calls": tool_calls_data(response.tool_calls)},
+                    )  # fmt: skip
                 self.ledger.finish_call(
                     call_id, run_id=self.run_id, response=response if error is None else None,
                     error=error, latency_s=self._monotonic() - t0,

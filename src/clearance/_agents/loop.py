@@ -1,21 +1,17 @@
 """The tool-using agent loop, and delegation between agents.
 
 One loop serves one task (or one delegated run): build the prompt through the
-`ContextBuilder`, call the model with the agent's tools (OpenAI function-calling format),
-run the tools it asks for, then build the next prompt with their results as fenced items
-(``tool:<call id>``, ``store:<namespace>/<key>``), until the model answers with text. Every
-prompt is a fresh system + user pair from the builder, so ``clearance verify`` accounts for
-each one. ``AgentLimits.max_steps`` bounds the model calls (`LimitExceeded`).
-
-Tools are opt-in per agent: the built-in store tools bound to the agent's scoped
-`StoreView`, user tools registered with the orchestrator, and ``delegate`` for agents that
-declare ``can_delegate_to``. A refused delegation (unknown or undeclared target, a loop,
-the chain at its maximum depth) is a tool error returned to the caller; the run goes on.
-A delegate runs with a fresh context (the delegated task text only) and the extended
-`DelegationChain`, so it cannot delegate back to anyone already in the chain. It acts with at
-most its delegator's store grants (`effective_grants`: no capability is lent; a refusal for
-that reason is a ``grant_withheld`` event), in its own workspace, under the same approval gate
-and with its own limits, sampling and compaction policy (`CompactingPrompts`).
+`ContextBuilder`, call the model with the agent's tools, run the tools it asks for, then build
+the next prompt with their results as fenced items (``tool:<call id>``,
+``store:<namespace>/<key>``), until the model answers with text; ``clearance verify`` accounts
+for each prompt. ``AgentLimits.max_steps`` bounds the model calls (`LimitExceeded`). Tools
+are opt-in per agent: store tools bound to its scoped `StoreView`, user tools, and
+``delegate`` for ``can_delegate_to``. A refused delegation (unknown target, a loop, the chain
+at its maximum depth) is a tool error returned to the caller. A delegate starts from a fresh
+context (the delegated task text only) with the extended `DelegationChain`, and acts with at
+most its delegator's store grants (`effective_grants`: a refusal for that reason is a
+``grant_withheld`` event), in its own workspace, under the same approval gate and with its
+own limits, sampling and compaction policy (`CompactingPrompts`).
 """
 
 from __future__ import annotations
@@ -32,6 +28,7 @@ from clearance._agents.tools import (
     SPAWN_TOOL,
     Tool,
     ToolOutput,
+    record_started,
     spawn_tool,
     store_tools,
     tool_name,
@@ -276,7 +273,9 @@ class AgentLoop:
                         "the model returned an empty completion", model_id=model.model_id
                     )
                 return text
-            ids = [new_id("tool") for _ in response.tool_calls]
+            replay = self.caller.replay  # durable resume: recorded ids, results, reruns
+            ids = (replay.tool_ids(subject, step_no, response.tool_calls) if replay
+                   else [new_id("tool") for _ in response.tool_calls])  # fmt: skip
             denials: list[str | None] = [None] * len(ids)
             if self.approve is not None:  # before any call of the turn runs
                 known = [i for i, c in enumerate(response.tool_calls) if c.name in tools]
@@ -293,6 +292,10 @@ class AgentLoop:
             if batch and self.spawn is not None:
                 spawned = await self.spawn(agent, batch)
             for call_id, call, denial in zip(ids, response.tool_calls, denials, strict=True):
+                if replay and (kept := replay.recorded_output(subject, call_id)) is not None:
+                    steps.append(ToolStep(call_id=call_id, name=call.name,
+                                          arguments=call.arguments, content=kept))  # fmt: skip
+                    continue
                 tool = tools.get(call.name)
                 chain_record: dict[str, Any] | None = None
                 repeated = any(
@@ -316,14 +319,21 @@ class AgentLoop:
                         f"{', '.join(tools) or 'none'})",
                         is_error=True,
                     )
-                elif call.name == DELEGATE_TOOL:
+                elif call.name == DELEGATE_TOOL:  # on record: a resume re-runs it, replaying
+                    await record_started(self.ledger, self.run_id, subject, step=step_no,
+                                         call_id=call_id, call=call, tool=tool)  # fmt: skip
                     output, chain_record = await self._delegate(
                         agent, chain, call_id, call.arguments, effective_grants(agent, ceiling)
                     )
                 elif call.name == WRITE_OUTPUT_TOOL:
                     output, breach = write_output(slot, call.arguments)
+                elif replay and (no := await replay.may_rerun(call_id, agent.name, call.name,
+                                                              call.arguments)):  # fmt: skip
+                    output = ToolOutput(content=no, is_error=True)
                 else:
-                    output = await tool.call(call.arguments)
+                    await record_started(self.ledger, self.run_id, subject, step=step_no,
+                                         call_id=call_id, call=call, tool=tool)  # fmt: skip
+                    output = await tool.call(call.arguments, agent=agent.name)
                     source = output.source
                     output, breach = offloaded(slot, output, ledger=self.ledger,
                                                run_id=self.run_id, subject=subject,
@@ -389,6 +399,7 @@ class AgentLoop:
             ),
             parameters=spec.parameters,
             run=spec.run,
+            idempotent=True,  # its own steps are replayed, its tools run at most once
         )
 
     def refusal(self, agent: Agent, chain: DelegationChain, target: str) -> DelegationError | None:

@@ -4,9 +4,11 @@
 keeps only the ones agents are allowed (``mcp:<server>/<tool>`` entries): their argument
 schemas must be valid JSON Schema objects within a size cap, and their descriptions are
 shortened and stripped of control characters. Each kept tool becomes a `Tool` whose call
-opens its own session (a stdio server is started for the call and always stopped after it,
-on failure and cancellation too), checks the arguments against the schema, calls the tool
-under a deadline and caps the result's size. A server cannot add tools: only the names
+opens its own session (a stdio server is started for the call, in its calling agent's own
+folder unless the server is declared shared, and always stopped after it, on failure and
+cancellation too; see `clearance._agents.mcp_transport`), checks the arguments against the
+schema, calls the tool under a deadline, caps what it reads while reading, and caps the
+result's size. A server cannot add tools: only the names
 listed before the run are offered to a model, and only those are ever called.
 
 The result enters the next prompt like any tool result, as a fenced ``tool:<call id>`` item
@@ -17,20 +19,20 @@ ledger as an ``mcp_call`` event (see ``ToolOutput.source``).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
-from clearance._agents.tools import Tool, ToolOutput, check_arguments
+from clearance._agents.mcp_transport import ReadCap, StateFolders, read_cap, session
+from clearance._agents.tools import Tool, ToolOutput, check_arguments, tool_caller
 from clearance._core.errors import ConfigError
 from clearance._core.mcp_spec import McpServerSpec, McpToolRef
 
 if TYPE_CHECKING:
-    from mcp import ClientSession
     from mcp.types import CallToolResult
 
 __all__ = ["MAX_DESCRIPTION_CHARS", "load_mcp_tools", "load_mcp_tools_sync"]
@@ -54,47 +56,6 @@ def _require_sdk() -> None:
             "MCP servers need the official MCP SDK: pip install 'clearance[mcp]'",
             field="mcp_servers",
         ) from None
-
-
-@contextlib.asynccontextmanager
-async def _session(
-    spec: McpServerSpec, errlog: TextIO | None = None
-) -> AsyncIterator[ClientSession]:
-    """An initialized session with one server; the server (or connection) is closed after.
-
-    A stdio server gets only its declared environment; its standard error goes to
-    ``errlog``, or is discarded (a hostile server could otherwise write to the terminal).
-    """
-    import anyio
-    import httpx2
-    from mcp import ClientSession, StdioServerParameters
-    from mcp.client.stdio import stdio_client
-    from mcp.client.streamable_http import streamable_http_client
-
-    async with contextlib.AsyncExitStack() as stack:
-        if spec.command is not None:
-            params = StdioServerParameters(
-                command=spec.command[0], args=spec.command[1:], env=spec.resolved_env()
-            )
-            if errlog is None:
-                errlog = stack.enter_context(open(os.devnull, "w", encoding="utf-8"))  # noqa: ASYNC230, SIM115
-            streams = await stack.enter_async_context(stdio_client(params, errlog=errlog))
-        else:
-            assert spec.url is not None
-            client = httpx2.AsyncClient(
-                headers=spec.resolved_headers(),
-                timeout=httpx2.Timeout(spec.connect_timeout_s, read=spec.timeout_s),
-                follow_redirects=False,
-            )
-            await stack.enter_async_context(client)
-            streams = await stack.enter_async_context(
-                streamable_http_client(spec.url, http_client=client)
-            )
-        read, write = streams
-        session = await stack.enter_async_context(ClientSession(read, write))
-        with anyio.fail_after(spec.connect_timeout_s):
-            await session.initialize()
-        yield session
 
 
 async def _stopped_on_cancel(work: Callable[[], Awaitable[T]]) -> T | None:
@@ -153,9 +114,10 @@ async def load_mcp_tools(
         return {}
     _require_sdk()
     tools: dict[str, Tool] = {}
+    folders = StateFolders()
     for server, by_tool in wanted.items():
         spec = servers[server]
-        listed = await _listed(server, spec)
+        listed = await _listed(server, spec, folders.folder(server, spec, None))
         for name, ref in by_tool.items():
             if name not in listed:
                 offered = ", ".join(sorted(listed)[:20]) or "none"
@@ -164,7 +126,12 @@ async def load_mcp_tools(
                     field=f"mcp_servers.{server}",
                 )
             description, schema = _checked_tool(server, spec, name, listed[name])
-            tools[ref.model_name] = _tool(ref, spec, description, schema)
+            if ref.model_name in tools:
+                raise ConfigError(
+                    f"two allowed tools would both be called {ref.model_name!r}",
+                    field=f"mcp_servers.{server}",
+                )
+            tools[ref.model_name] = _tool(ref, spec, description, schema, folders)
     return tools
 
 
@@ -179,7 +146,7 @@ def load_mcp_tools_sync(
     return asyncio.run(load_mcp_tools(servers, list(refs)))
 
 
-async def _listed(server: str, spec: McpServerSpec) -> dict[str, Any]:
+async def _listed(server: str, spec: McpServerSpec, folder: Path) -> dict[str, Any]:
     """The server's tools by name (every page, within the caps and the connect deadline)."""
     import anyio
     from mcp import MCPError
@@ -191,12 +158,14 @@ async def _listed(server: str, spec: McpServerSpec) -> dict[str, Any]:
 
         found: dict[str, Any] = {}
         with anyio.fail_after(spec.connect_timeout_s * 2):
-            async with _session(spec, errlog) as session:
+            async with session(
+                spec, ReadCap(read_cap(spec)), folder=folder, errlog=errlog
+            ) as open_:
                 cursor: str | None = None
                 for _ in range(_MAX_PAGES):
                     params = PaginatedRequestParams(cursor=cursor) if cursor else None
                     with anyio.fail_after(spec.connect_timeout_s):
-                        page = await session.list_tools(params=params)
+                        page = await open_.list_tools(params=params)
                     for tool in page.tools[: _MAX_LISTED - len(found)]:
                         found.setdefault(tool.name, tool)
                     cursor = page.next_cursor
@@ -261,13 +230,15 @@ def _checked_tool(server: str, spec: McpServerSpec, name: str, tool: Any) -> tup
     return f"[MCP server {server}] {text}", schema
 
 
-def _tool(ref: McpToolRef, spec: McpServerSpec, description: str, schema: Any) -> Tool:
-    """A `Tool` calling ``ref`` on its server (one session per call)."""
+def _tool(
+    ref: McpToolRef, spec: McpServerSpec, description: str, schema: Any, folders: StateFolders
+) -> Tool:
+    """A `Tool` calling ``ref`` on its server (one session per call, in its agent's folder)."""
 
     async def run(arguments: dict[str, Any]) -> ToolOutput:
         source: dict[str, Any] = {
             "server": ref.server, "tool": ref.tool, "transport": spec.transport,
-            "where": spec.where(),
+            "where": spec.where(), "shared": spec.share,
         }  # fmt: skip
         problems = check_arguments(schema, arguments)
         if problems:
@@ -275,7 +246,8 @@ def _tool(ref: McpToolRef, spec: McpServerSpec, description: str, schema: Any) -
                 content=f"error: invalid arguments: {problems}", is_error=True, source=source
             )
         started = time.monotonic()
-        content, is_error, extra = await _call(ref, spec, arguments)
+        folder = folders.folder(ref.server, spec, tool_caller())
+        content, is_error, extra = await _call(ref, spec, arguments, folder)
         source.update(extra, duration_ms=round((time.monotonic() - started) * 1000))
         return ToolOutput(content=content, is_error=is_error, source=source)
 
@@ -283,16 +255,18 @@ def _tool(ref: McpToolRef, spec: McpServerSpec, description: str, schema: Any) -
 
 
 async def _call(
-    ref: McpToolRef, spec: McpServerSpec, arguments: dict[str, Any]
+    ref: McpToolRef, spec: McpServerSpec, arguments: dict[str, Any], folder: Path
 ) -> tuple[str, bool, dict[str, Any]]:
     """Call the tool: ``(text for the model, is error, details for the ledger)``."""
     import anyio
     from mcp import MCPError
 
+    cap = ReadCap(read_cap(spec))
+
     async def work() -> CallToolResult:
         with anyio.fail_after(spec.connect_timeout_s + spec.timeout_s + 5):
-            async with _session(spec) as session:
-                return await session.call_tool(
+            async with session(spec, cap, folder=folder) as open_:
+                return await open_.call_tool(
                     ref.tool, arguments, read_timeout_seconds=spec.timeout_s
                 )
 
@@ -301,6 +275,12 @@ async def _call(
         result = await _stopped_on_cancel(work)
     except Exception as exc:  # any failure of the server, its process or the connection
         leaf = _leaf(exc)
+        if cap.exceeded:
+            message = (
+                f"{who} answered {ref.tool} with a message over {cap.limit} bytes, which was "
+                "not read (4 x max_result_bytes, at least 1 MiB)"
+            )
+            return f"error: {message}", True, {"error": "too_large"}
         if isinstance(leaf, TimeoutError) or (
             isinstance(leaf, MCPError) and "timed out" in str(leaf)
         ):

@@ -1,16 +1,22 @@
 """OpenTelemetry spans of model calls, following the GenAI semantic conventions.
 
-When ``opentelemetry-api`` is importable, `ModelCaller.call` wraps every model call in a
-client span named ``chat {model name}`` from the tracer ``clearance`` of the global tracer
-provider; otherwise (and when no SDK is configured, so spans do not record) this costs next
-to nothing. Install the ``otel`` extra and configure a ``TracerProvider`` to export them (see
+When tracing is configured, `ModelCaller.call` wraps every model call in a client span named
+``chat {model name}`` from the tracer ``clearance`` of the global tracer provider. Tracing is
+configured when a tracer provider has been set (``trace.set_tracer_provider``, as the
+``clearance`` command does when the ``OTEL_*`` variables ask for OTLP export, or
+``opentelemetry-instrument``) or is named by ``OTEL_PYTHON_TRACER_PROVIDER``. Otherwise
+nothing is done: OpenTelemetry is not even imported, and no span object is made. Install
+the ``otel`` extra and configure a ``TracerProvider`` to export them (see
 ``docs/telemetry.md``).
 
 A span carries the GenAI attributes (``gen_ai.operation.name``, ``gen_ai.provider.name``,
 ``gen_ai.request.*``, ``gen_ai.usage.*``, ``gen_ai.response.*``, ``error.type``) and
 Clearance's own: the run id, the call's subject, the task it serves, the agent, and the
 prompt manifest's origins and token counts. Prompt and completion text are never put on a
-span unless ``CLEARANCE_OTEL_CAPTURE_CONTENT=1`` is set in the environment.
+span unless ``CLEARANCE_OTEL_CAPTURE_CONTENT=1`` is set in the environment; neither are the
+ids in subjects, task ids and origins, which a model may have chosen (a coordinator's plan
+names tasks, a model names store keys): by default each appears as its kind and a digest
+(`span_ref`), so the spans of one task still correlate.
 
 Source: OpenTelemetry semantic conventions for generative AI client spans,
 https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-spans/.
@@ -18,20 +24,26 @@ https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-spans/.
 
 from __future__ import annotations
 
+import hashlib
+import importlib
 import json
 import os
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from types import ModuleType
 from typing import Any
 
 from clearance.models._base import ModelRequest, ModelResponse
 
-try:
-    from opentelemetry import trace
-except ImportError:  # pragma: no cover - the core install has no OpenTelemetry
-    trace = None  # type: ignore[assignment]
-
-__all__ = ["CAPTURE_CONTENT_ENV", "agent_span", "model_call_span"]
+__all__ = [
+    "CAPTURE_CONTENT_ENV",
+    "agent_span",
+    "model_call_span",
+    "span_ref",
+    "span_task_id",
+    "tracing_configured",
+]
 
 CAPTURE_CONTENT_ENV = "CLEARANCE_OTEL_CAPTURE_CONTENT"
 """Set to ``1`` to put prompt and completion text on the spans (off by default)."""
@@ -44,8 +56,71 @@ _TASK_SUBJECTS = ("task:", "isolated:")
 ResponseHook = Callable[[ModelResponse], None]
 
 
+def span_ref(ref: str) -> str:
+    """How a subject or origin (``kind:id``) appears on a span.
+
+    With content capture on, as it is; otherwise its kind and ``h`` plus the first 12 hex
+    digits of the SHA-256 of its id (``task:plan-step-1`` -> ``task:h1c0e...``). A reference
+    without an id (``synthesis``, ``instructions``) is kept.
+    """
+    kind, colon, rest = ref.partition(":")
+    if not colon or capture_content():
+        return ref
+    return f"{kind}:{_digest(rest)}"
+
+
+def span_task_id(task_id: str) -> str:
+    """How a task id appears on a span: as it is with content capture, else `span_ref`'s digest."""
+    return task_id if capture_content() else _digest(task_id)
+
+
+def _digest(text: str) -> str:
+    return "h" + hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:12]
+
+
 def _ignore(response: ModelResponse) -> None:
     """The response hook when nothing records."""
+
+
+_PROVIDER_ENV = "OTEL_PYTHON_TRACER_PROVIDER"
+"""Names a tracer provider that OpenTelemetry's API loads itself (`get_tracer_provider`)."""
+
+
+def _export_requested() -> bool:
+    """Whether the environment names a tracer provider (and the SDK is not disabled)."""
+    env = os.environ
+    if not env.get(_PROVIDER_ENV, "").strip():
+        return False
+    return env.get("OTEL_SDK_DISABLED", "").strip().lower() != "true"
+
+
+def _tracing() -> ModuleType | None:
+    """OpenTelemetry's ``trace`` module when spans may be recorded, else ``None``.
+
+    Checked on every call (a provider may be set at any time), at the cost of a dictionary
+    and an environment lookup when nothing is configured. A provider is set through
+    ``opentelemetry.trace`` (by the ``clearance`` command when the ``OTEL_*`` variables ask
+    for export, by ``opentelemetry-instrument``, or by the caller), so until that module is
+    imported no provider can be set, unless ``OTEL_PYTHON_TRACER_PROVIDER`` names one; and
+    spans are made only once a real (not the API's placeholder) provider is set.
+    """
+    trace = sys.modules.get("opentelemetry.trace")
+    if trace is None:
+        if not _export_requested():
+            return None
+        try:
+            trace = importlib.import_module("opentelemetry.trace")
+        except ImportError:  # the core install has no OpenTelemetry
+            return None
+    provider = trace.get_tracer_provider()
+    if isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
+        return None  # no provider set: every span would be a no-op
+    return trace
+
+
+def tracing_configured() -> bool:
+    """Whether model calls and tasks get spans now (see the module docstring)."""
+    return _tracing() is not None
 
 
 @contextmanager
@@ -66,6 +141,7 @@ def model_call_span(
         finish reason and, when content capture is on, the completion. An exception leaving
         the block sets ``error.type`` (the exception's class name) and the error status.
     """
+    trace = _tracing()
     if trace is None:
         yield _ignore
         return
@@ -86,7 +162,7 @@ def model_call_span(
         try:
             yield lambda response: span.set_attributes(_response_attributes(response))
         except BaseException as exc:
-            _failed(span, exc)
+            _failed(trace, span, exc)
             raise
 
 
@@ -104,6 +180,7 @@ def agent_span(*, run_id: str, task_id: str, agent: str) -> Iterator[None]:
     Yields:
         Nothing; an exception leaving the block sets ``error.type`` and the error status.
     """
+    trace = _tracing()
     if trace is None:
         yield
         return
@@ -117,17 +194,17 @@ def agent_span(*, run_id: str, task_id: str, agent: str) -> Iterator[None]:
                     "gen_ai.operation.name": "invoke_agent",
                     "gen_ai.agent.name": agent,
                     "clearance.run_id": run_id,
-                    "clearance.task_id": task_id,
+                    "clearance.task_id": span_task_id(task_id),
                 }
             )
         try:
             yield
         except BaseException as exc:
-            _failed(span, exc)
+            _failed(trace, span, exc)
             raise
 
 
-def _failed(span: Any, exc: BaseException) -> None:
+def _failed(trace: ModuleType, span: Any, exc: BaseException) -> None:
     """Mark ``span`` failed with the exception's class name only (never its message)."""
     if span.is_recording():
         span.set_attribute("error.type", type(exc).__name__)
@@ -148,9 +225,9 @@ def _request_attributes(
         "gen_ai.request.model": name,
         "gen_ai.request.max_tokens": request.max_tokens,
         "gen_ai.request.temperature": request.temperature,
-        "clearance.subject": subject,
+        "clearance.subject": span_ref(subject),
         "clearance.agent": agent,
-        "clearance.prompt.origins": [item.origin for item in manifest.items],
+        "clearance.prompt.origins": [span_ref(item.origin) for item in manifest.items],
         "clearance.prompt.item_tokens": [item.tokens for item in manifest.items],
         "clearance.prompt.total_tokens": manifest.total_tokens,
     }
@@ -165,7 +242,7 @@ def _request_attributes(
         attributes["clearance.run_id"] = run_id
     for prefix in _TASK_SUBJECTS:
         if subject.startswith(prefix):
-            attributes["clearance.task_id"] = subject.removeprefix(prefix)
+            attributes["clearance.task_id"] = span_task_id(subject.removeprefix(prefix))
     if capture_content():
         messages = [
             {"role": m.role, "parts": [{"type": "text", "content": m.content}]}

@@ -8,6 +8,7 @@ as JSON). The built-in store tools (`store_tools`) are bound to one agent's `Sto
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import importlib
 import inspect
@@ -19,9 +20,12 @@ from typing import Any, cast, get_type_hints
 from pydantic import ConfigDict, ValidationError, create_model
 
 from clearance._context.tool_sections import DELEGATE_TOOL, tool_name
+from clearance._context.verify_approvals import arguments_sha256
 from clearance._core.errors import ConfigError
 from clearance._core.spec import Agent
+from clearance._core.vocabulary import EventKind
 from clearance._state.grants import StoreView
+from clearance._state.ledger import Recorder
 from clearance._state.store import StoreEntry
 from clearance.models._base import ToolCall
 
@@ -36,7 +40,10 @@ __all__ = [
     "checked_tool_call",
     "import_function",
     "spawn_tool",
+    "mark_tool",
+    "record_started",
     "store_tools",
+    "tool_caller",
     "tool_name",
 ]
 
@@ -53,6 +60,19 @@ BUILTIN_TOOL_NAMES = (
 
 SPAWN_TOOL = "spawn"
 """The tool an agent with ``can_spawn`` gets: ``spawn(agent, goal)``."""
+
+_CALLER: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "clearance_tool_caller", default=None
+)
+
+
+def tool_caller() -> str | None:
+    """The agent whose call of a tool is running (see `Tool.call`), or ``None``.
+
+    MCP tools use it to give each agent its own server folder.
+    """
+    return _CALLER.get()
+
 
 NOT_UTF8_ARGUMENTS = "_not_utf8"
 """The only argument of a tool call whose arguments held text that is not valid UTF-8."""
@@ -124,12 +144,18 @@ class Tool:
         description: What it does, for the model.
         parameters: JSON Schema of its arguments (an object).
         run: Called with the validated arguments; returns a `ToolOutput` (sync or async).
+        idempotent: Running a call twice does no more than running it once: a call the
+            process may have stopped inside runs again on resume without asking a person.
+        replay: ``False`` for a live value (the time, a job's state): on resume the call
+            runs again instead of giving back its recorded result.
     """
 
     name: str
     description: str
     parameters: dict[str, Any]
     run: Callable[[dict[str, Any]], ToolOutput | Awaitable[ToolOutput]] = field(repr=False)
+    idempotent: bool = False
+    replay: bool = True
 
     def to_openai(self) -> dict[str, Any]:
         """The tool in the OpenAI function-calling format."""
@@ -142,20 +168,24 @@ class Tool:
             },
         }
 
-    async def call(self, arguments: dict[str, Any]) -> ToolOutput:
+    async def call(self, arguments: dict[str, Any], *, agent: str | None = None) -> ToolOutput:
         """Run the tool; an exception becomes an error output (the run goes on).
 
         Arguments holding text that is not valid UTF-8 (see `checked_tool_call`) are not
-        passed on: the output is an error saying so.
+        passed on: the output is an error saying so. ``agent`` names the calling agent while
+        the tool runs (`tool_caller`).
         """
         if NOT_UTF8_ARGUMENTS in arguments or not _encodes(arguments):
             return ToolOutput(content=_NOT_UTF8_ERROR, is_error=True)
+        token = _CALLER.set(agent)
         try:
             result = self.run(arguments)
             if inspect.isawaitable(result):
                 result = await result
         except Exception as exc:  # a tool's failure is reported to the model, not raised
             return ToolOutput(content=f"error: {exc}", is_error=True)
+        finally:
+            _CALLER.reset(token)
         assert isinstance(result, ToolOutput)
         return result
 
@@ -165,7 +195,8 @@ class Tool:
 
         Every parameter needs a type hint; defaults make a parameter optional. Arguments are
         validated by pydantic before the call; invalid ones produce an error output naming
-        the problem. A ``str`` result is sent as is, anything else as JSON.
+        the problem. A ``str`` result is sent as is, anything else as JSON. The tool is
+        idempotent or opts out of replay as `mark_tool` declared on the function.
 
         Args:
             function: The function.
@@ -210,7 +241,46 @@ class Tool:
             text = result if isinstance(result, str) else json.dumps(result, default=str)
             return ToolOutput(content=text)
 
-        return cls(name=tool_name, description=description, parameters=schema, run=run)
+        flags = getattr(function, _FLAGS, {})
+        return cls(
+            name=tool_name, description=description, parameters=schema, run=run,
+            idempotent=bool(flags.get("idempotent", False)), replay=bool(flags.get("replay", True)),
+        )  # fmt: skip
+
+
+_FLAGS = "__clearance_tool__"
+
+
+def mark_tool(function: ToolFunction, *, idempotent: bool = False, replay: bool = True) -> None:
+    """Declare how a function tool behaves on resume (read by `Tool.from_function`).
+
+    Args:
+        function: The tool's function (its attribute ``__clearance_tool__`` is set).
+        idempotent: See `Tool.idempotent`.
+        replay: See `Tool.replay`.
+    """
+    setattr(function, _FLAGS, {"idempotent": idempotent, "replay": replay})
+
+
+async def record_started(
+    ledger: Recorder, run_id: str, subject: str, *, step: int, call_id: str, call: ToolCall,
+    tool: Tool,
+) -> None:  # fmt: skip
+    """Record that a tool call is about to run, and wait until that is committed.
+
+    The ``tool_started`` event (``tool_call_id``, ``step``, ``name``, ``arguments_sha256``,
+    ``idempotent``, ``replay``) without a later tool call record tells a resume that the
+    call may have run (see `clearance._agents.replay`).
+
+    Raises:
+        StoreError: The event could not be recorded (the tool has not run).
+    """
+    ledger.record_event(run_id, EventKind.TOOL_STARTED, subject, {
+        "tool_call_id": call_id, "step": step, "name": call.name,
+        "arguments_sha256": arguments_sha256(call.arguments), "idempotent": tool.idempotent,
+        "replay": tool.replay,
+    })  # fmt: skip
+    await ledger.wait_committed()  # on record before the side effect can happen
 
 
 def import_function(path: str, *, field: str = "tools") -> Callable[..., Any]:

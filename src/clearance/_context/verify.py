@@ -62,9 +62,11 @@ from typing import Any
 from clearance._context.verify_approvals import check_approvals
 from clearance._context.verify_capabilities import check_capabilities
 from clearance._context.verify_chain import check_chain
+from clearance._context.verify_channels import mcp_channels
 from clearance._context.verify_facts import MemoryLookup, RunFacts, StoreLookup
 from clearance._context.verify_items import check_admission, check_sources
 from clearance._context.verify_layout import attach_contents, check_layout
+from clearance._context.verify_replay import check_replays
 from clearance._context.verify_results import check_results
 from clearance._context.verify_synthesis import check_synthesis_coverage
 from clearance._core.prompt import ChatMessage, messages_sha256, sha256_text
@@ -110,6 +112,8 @@ class VerificationReport:
             the ledger key was given).
         chain_head: The chain's last value; keep it elsewhere to detect a later removal of
             the chain's tail.
+        channels: The declared channels between agents the run used (MCP servers declared
+            ``share: true``), one line each.
     """
 
     run_id: str
@@ -119,6 +123,7 @@ class VerificationReport:
     keyed: bool = False
     macs_checked: bool = False
     chain_head: str = ""
+    channels: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -188,6 +193,12 @@ def verify_run(
             facts.agents, facts.tool_calls, facts.subagents.spawns, facts.events
         )
     )
+    findings.extend(
+        Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
+        for subject, call_id, reason in check_replays(facts.events, calls, facts.tool_calls)
+    )
+    channels, undeclared = mcp_channels(facts.events, facts.tool_calls)
+    findings.extend(Finding(call_id=c, subject=s, origin=None, reason=r) for s, c, r in undeclared)
     shown = [
         task_id
         for task_id in facts.completed
@@ -205,6 +216,7 @@ def verify_run(
         keyed=chain.keyed,
         macs_checked=chain.macs_checked,
         chain_head=chain.head,
+        channels=channels,
     )
 
 

@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from clearance._core.errors import ConfigError
-from clearance._core.vocabulary import ApprovalKind, ClarificationKind, EventKind
+from clearance._core.vocabulary import ApprovalKind, ClarificationKind, EventKind, RecordKind
 
 __all__ = [
     "AnalysisStepEvent",
@@ -37,11 +37,16 @@ __all__ = [
     "IsolatedContextEvent",
     "LimitExceededEvent",
     "McpCallEvent",
+    "ModelToolCallsEvent",
     "OffloadedEvent",
     "QuestionClarificationEvent",
+    "RecordedToolCall",
+    "ReplayDeclinedEvent",
+    "ReplayedEvent",
     "SCHEMAS",
     "SessionStepEvent",
     "SpawnEvent",
+    "ToolStartedEvent",
     "WorkerLostEvent",
     "dump_event",
     "event_problem",
@@ -160,6 +165,8 @@ class McpCallEvent(EventData):
     error: str | None = None
     bytes: int | None = None
     truncated: bool | None = None
+    shared: bool | None = None
+    """Whether the server is declared ``share: true`` (one process for every agent)."""
 
 
 class OffloadedEvent(EventData):
@@ -236,6 +243,52 @@ class CompactedEvent(EventData):
     keep_recent: int
 
 
+class RecordedToolCall(EventData):
+    """One tool call a model answer asked for, as ``model_tool_calls`` records it."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+class ModelToolCallsEvent(EventData):
+    """``model_tool_calls``: the tool calls a model answer asked for (recorded with it)."""
+
+    call_id: str
+    tool_calls: list[RecordedToolCall]
+
+
+class ToolStartedEvent(EventData):
+    """``tool_started``: a tool call is about to run (committed before its side effect)."""
+
+    tool_call_id: str
+    step: int
+    name: str
+    arguments_sha256: str
+    idempotent: bool
+    replay: bool
+
+
+class ReplayedEvent(EventData):
+    """``replayed``: a resumed run took a step from its record instead of redoing it.
+
+    ``sha256`` is the digest of what the loop was given: a model call's answer
+    (`answer_sha256`) or a tool call's result.
+    """
+
+    record: Literal[RecordKind.CALL, RecordKind.TOOL_CALL]
+    original: str
+    sha256: str
+
+
+class ReplayDeclinedEvent(EventData):
+    """``replay_declined``: a finished tool call run again, not replayed, and why."""
+
+    record: Literal[RecordKind.TOOL_CALL]
+    original: str
+    why: str
+
+
 SCHEMAS: Mapping[EventKind, tuple[type[EventData], ...]] = {
     EventKind.SPAWN: (SpawnEvent,),
     EventKind.CHILD: (ChildEvent,),
@@ -253,6 +306,10 @@ SCHEMAS: Mapping[EventKind, tuple[type[EventData], ...]] = {
     EventKind.WORKER_LOST: (WorkerLostEvent,),
     EventKind.GRANT_WITHHELD: (GrantWithheldEvent,),
     EventKind.COMPACTED: (CompactedEvent,),
+    EventKind.MODEL_TOOL_CALLS: (ModelToolCallsEvent,),
+    EventKind.TOOL_STARTED: (ToolStartedEvent,),
+    EventKind.REPLAYED: (ReplayedEvent,),
+    EventKind.REPLAY_DECLINED: (ReplayDeclinedEvent,),
 }
 """Every event kind's model(s); a kind with two shapes is read as the first that fits."""
 

@@ -8,6 +8,12 @@ server's other tools are never offered or called. The model calls the tool by
 
 A value of ``env:`` or ``headers:`` written as ``${NAME}`` is taken from the environment of
 the run, so secrets need not be written into the team file.
+
+A server is a channel between the agents that call it (one agent's arguments may come back
+in another's results), so by default each agent gets its own: a stdio server runs, for each
+agent, in that agent's own folder. ``share: true`` declares the channel instead (one folder
+for every agent); it is recorded with each call and listed by ``clearance verify``. An HTTP
+server cannot be separated per agent, so one listed by several agents needs ``share: true``.
 """
 
 from __future__ import annotations
@@ -66,6 +72,9 @@ class McpServerSpec(BaseModel):
         max_result_bytes: Cap on a tool result's text (UTF-8 bytes); the rest is cut off and
             the cut is noted in the text.
         max_schema_bytes: Cap on a tool's argument schema (JSON, bytes); a larger one is refused.
+        share: Whether the agents that list the server's tools share it (one stdio folder for
+            all of them; required for an HTTP server several agents list): a declared
+            channel between them.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -78,6 +87,7 @@ class McpServerSpec(BaseModel):
     timeout_s: float = Field(default=60.0, gt=0, le=3600)
     max_result_bytes: int = Field(default=64 * 1024, ge=64, le=16 * 1024 * 1024)
     max_schema_bytes: int = Field(default=16 * 1024, ge=256, le=1024 * 1024)
+    share: bool = False
 
     @field_validator("command")
     @classmethod
@@ -292,8 +302,9 @@ def check_mcp_entries(
 
     Raises:
         ConfigError: A malformed entry or an unknown server (the field names the agent's
-            ``tools``), a server name that is not valid, two allowed tools that the model
-            would know by the same function name, or a declared server no agent uses.
+            ``tools``), a server name that is not valid, two allowed tools (of one agent or
+            of two) that models would know by the same function name, a declared server no
+            agent uses, or an HTTP server listed by several agents without ``share: true``.
     """
     for name in servers:
         if not _SERVER.fullmatch(name):
@@ -301,10 +312,10 @@ def check_mcp_entries(
                 "the name must be 1-32 letters, digits or '-' (starting with a letter or digit)",
                 field=f"mcp_servers.{name}",
             )
-    used: set[str] = set()
+    used: dict[str, list[str]] = {}
+    seen: dict[str, tuple[str, str]] = {}  # function name: (entry, agent), across the team
     for agent, tools in agents:
         field = f"agents.{agent}.tools"
-        seen: dict[str, str] = {}
         try:
             refs = mcp_refs(tools)
         except ConfigError as exc:
@@ -316,16 +327,26 @@ def check_mcp_entries(
                     f"{ref.entry!r} names unknown MCP server {ref.server!r} (mcp_servers: {known})",
                     field=field,
                 )
-            other = seen.setdefault(ref.model_name, ref.entry)
+            other, owner = seen.setdefault(ref.model_name, (ref.entry, agent))
             if other != ref.entry:
+                who = "" if owner == agent else f" (of agent {owner})"
                 raise ConfigError(
-                    f"{other!r} and {ref.entry!r} would both be called {ref.model_name!r}",
+                    f"{other!r}{who} and {ref.entry!r} would both be called {ref.model_name!r}",
                     field=field,
                 )
-            used.add(ref.server)
-    for name in servers:
+            users = used.setdefault(ref.server, [])
+            if agent not in users:
+                users.append(agent)
+    for name, spec in servers.items():
         if name not in used:
             raise ConfigError(
                 f"has no effect: no agent lists a tool 'mcp:{name}/<tool>'",
+                field=f"mcp_servers.{name}",
+            )
+        if spec.transport == "http" and len(used[name]) > 1 and not spec.share:
+            raise ConfigError(
+                f"is listed by agents {', '.join(used[name])}: one HTTP server is a channel "
+                "between every agent that calls it; declare share: true to allow that, or "
+                "give each agent its own server",
                 field=f"mcp_servers.{name}",
             )

@@ -6,14 +6,13 @@ import copy
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
-
-from jsonschema.exceptions import SchemaError
-from jsonschema.protocols import Validator
-from jsonschema.validators import Draft202012Validator, validator_for
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from clearance._core.errors import ConfigError
 from clearance._core.names import check_name, check_utf8
+
+if TYPE_CHECKING:  # jsonschema is imported when a schema is first checked
+    from jsonschema.protocols import Validator
 
 __all__ = [
     "MAX_FAN_OUT",
@@ -218,6 +217,9 @@ def _checked_schema(task_id: str, schema: Any) -> dict[str, Any]:
         json.dumps(schema)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"not JSON-serializable: {exc}", field=where) from exc
+    from jsonschema.exceptions import SchemaError
+    from jsonschema.validators import Draft202012Validator, validator_for
+
     try:
         validator_for(schema, default=Draft202012Validator).check_schema(schema)
     except SchemaError as exc:
@@ -233,4 +235,6 @@ def schema_validator(schema: dict[str, Any]) -> Validator:
 
     The dialect is taken from ``$schema``; draft 2020-12 when absent or unknown.
     """
+    from jsonschema.validators import Draft202012Validator, validator_for
+
     return validator_for(schema, default=Draft202012Validator)(schema)

@@ -244,10 +244,17 @@ class MemorySpec(_Strict):
 
 
 class ToolEntrySpec(_Strict):
-    """A ``tools:`` entry in its long form: ``{function: module:function, approval: ...}``."""
+    """A ``tools:`` entry in its long form: ``{function: module:function, approval: ...}``.
+
+    ``idempotent: true`` lets a resume run again a call the stopped run may have run;
+    ``replay: false`` runs a call again on resume instead of replaying its recorded result
+    (a live value). See `clearance._agents.replay`.
+    """
 
     function: str = Field(min_length=1)
     approval: Literal["none", "required"] = "none"
+    idempotent: bool = False
+    replay: bool = True
 
 
 class TeamFile(_Strict):

@@ -17,7 +17,7 @@ enum               what it names
                    schema in ``_state/ledger/event_schema.py``
 `RunEventKind`     a progress event delivered to ``on_event`` (`RunEvent`), never recorded
 `StepKind`         the built-in steps an `AgentSession` records
-`ApprovalKind`     what a human approval is asked for (a tool call or a task)
+`ApprovalKind`     what a human approval is asked for (a tool call, a task, or a rerun)
 `ClarificationKind`  what an isolated subagent asked for (a question or a file)
 `RecordKind`       a kind of record in the ledger's hash chain
 `MemoryKind`       a long-term memory record: a conversation turn or a fact
@@ -111,6 +111,10 @@ class EventKind(StrEnum):
     WORKER_LOST = "worker_lost"
     GRANT_WITHHELD = "grant_withheld"
     COMPACTED = "compacted"
+    MODEL_TOOL_CALLS = "model_tool_calls"
+    TOOL_STARTED = "tool_started"
+    REPLAYED = "replayed"
+    REPLAY_DECLINED = "replay_declined"
 
 
 class RunEventKind(StrEnum):
@@ -128,6 +132,7 @@ class RunEventKind(StrEnum):
     TEXT = "text"
     TOOL_CALL = "tool_call"
     AWAITING_APPROVAL = "awaiting_approval"
+    RUN_REPLAYED = "run_replayed"
 
 
 class StepKind(StrEnum):
@@ -145,6 +150,8 @@ class ApprovalKind(StrEnum):
 
     TOOL = "tool"
     TASK = "task"
+    RERUN = "rerun"
+    """A tool call the stopped run may have run, about to run again on resume."""
 
 
 class ClarificationKind(StrEnum):

@@ -65,7 +65,8 @@ class ApprovalRequest:
     Attributes:
         call_id: The request's id (``apr_...``).
         run_id: The run.
-        kind: ``"tool"`` (a tool call) or ``"task"`` (a task about to start).
+        kind: ``"tool"`` (a tool call), ``"task"`` (a task about to start) or ``"rerun"``
+            (a tool call the stopped run may have run, about to run again on resume).
         task_id: The task it belongs to.
         agent: The agent that would act.
         tool: The tool's name (``None`` for a task).
@@ -119,6 +120,11 @@ class ApprovalRequest:
         if self.kind == ApprovalKind.TASK:
             return f"task {self.task_id} ({self.agent}) may start"
         args = canonical_json(self.arguments or {})
+        if self.kind == ApprovalKind.RERUN:
+            return (
+                f"tool {self.tool} may have run ({self.agent} in task {self.task_id}, {args}); "
+                "approve to run it again or deny"
+            )
         return f"{self.agent} in task {self.task_id} calls {self.tool} {args}"
 
 
@@ -263,6 +269,25 @@ class ApprovalGate:
             request, decision = next(decided)
             answers.append(None if decision.approved else denial_text(request, decision))
         return answers
+
+    async def check_rerun(
+        self, task_id: str, agent: str, tool: str, arguments: dict[str, Any]
+    ) -> str | None:
+        """Decide whether a tool call the stopped run may have run runs again.
+
+        Returns:
+            ``None`` to run it again (approved), or the denial text the model gets.
+
+        Raises:
+            ApprovalPending: Nobody decided yet ("tool X may have run; approve to run it
+                again or deny").
+        """
+        wanted = ApprovalRequest(
+            call_id="", run_id=self.run_id, kind=ApprovalKind.RERUN, task_id=task_id, agent=agent,
+            tool=tool, arguments=arguments,
+        )  # fmt: skip
+        ((request, decision),) = await self._decide_all([wanted])
+        return None if decision.approved else denial_text(request, decision)
 
     async def _decide_all(
         self, wanted: list[ApprovalRequest]

@@ -10,6 +10,7 @@ from typing import Literal
 from clearance._context.architecture import ArchitecturalContext
 from clearance._core.errors import ApprovalPending, ClearanceError, LedgerError
 from clearance._core.prompt import sha256_text
+from clearance._core.reasons import failure_reason
 from clearance._core.spec import Agent
 from clearance._core.vocabulary import EventKind, RunEventKind
 from clearance._orchestration.approval import ApprovalGate, awaiting_approval
@@ -64,6 +65,8 @@ class RunExecution:
             store=settings.store, user_tools=settings.tools, model_for=settings.model_for,
             prompt_budget=prompt_budget, gate=run.gate, workspace_root=settings.workspace_root,
         )  # fmt: skip
+        if run.caller.replay is not None:  # a tool call that may have run asks a person
+            run.caller.replay.confirm = run.gate.check_rerun
         # Records are queued and committed in groups by the ledger's writer thread, in order:
         # the ledger always holds a prefix of the run's history (see `RunLedger.write_behind`).
         with ledger.write_behind():
@@ -133,6 +136,10 @@ class RunExecution:
         ledger.finish_run(
             run_id, status=recorded, synthesis=synthesis, usage=run.usage, error=error
         )
+        if run.caller.replay is not None:  # "replayed N model calls and M tool calls, sent K"
+            self.settings.emit(
+                RunEventKind.RUN_REPLAYED, run_id, detail=run.caller.replay.summary()
+            )
         self.settings.emit(RunEventKind.RUN_FINISHED, run_id, detail=status)
         return RunResult(
             run_id=run_id,
@@ -193,7 +200,7 @@ class RunExecution:
             for call_id in exc.call_ids:
                 emit(RunEventKind.AWAITING_APPROVAL, run.run_id, task_id=task_id, detail=call_id)
             return
-        reason = str(exc) if isinstance(exc, ClearanceError) else f"{type(exc).__name__}: {exc}"
+        reason = failure_reason(exc)  # bounded: it reaches dependents' prompts and the ledger
         skipped = queue.fail(task_id, reason)
         run.shared.write(task_id=task_id, agent=task.assignee, content=reason, kind="failure")
         ledger.record_task(run.run_id, queue.get(task_id))

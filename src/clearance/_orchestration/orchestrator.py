@@ -9,6 +9,7 @@ from typing import Any
 
 from clearance._agents.caller import ModelCaller
 from clearance._agents.files import FileCaps
+from clearance._agents.replay import ReplaySource
 from clearance._agents.retry import RetryPolicy
 from clearance._agents.tools import Tool
 from clearance._core.clock import Clock, utc_now
@@ -29,6 +30,7 @@ from clearance._orchestration.resume import (
     process_identity,
     recorded_usage,
 )
+from clearance._orchestration.resume_checks import check_recorded_steps
 from clearance._orchestration.run import Run, RunSettings
 from clearance._orchestration.run_config import (  # noqa: F401 (MODEL_OPTION_KEYS: old home)
     MODEL_OPTION_KEYS,
@@ -136,8 +138,7 @@ class Orchestrator:
         approver: Asks a person about each approval on the spot; ``None`` pauses the run
             instead (`RunResult.status` ``"awaiting_approval"``).
 
-    Agents with ``tools`` or ``can_delegate_to`` run the tool loop (see
-    `clearance._agents.loop`), bounded by ``limits.max_steps``.
+    Agents with tools run the tool loop (`clearance._agents.loop`), bounded by ``max_steps``.
 
     Raises:
         ConfigError: ``max_concurrency`` is below 1, or ``model_options`` has a key that is
@@ -200,6 +201,7 @@ class Orchestrator:
         self.executor = executor
         self.approval_tools = frozenset(approval_tools)
         self.approver = approver
+        self._replay: ReplaySource | None = None  # the last resume's recorded steps
 
     @property
     def ledger(self) -> Recorder:
@@ -315,33 +317,28 @@ class Orchestrator:
             retry_policy=retry_policy, executor=executor, approver=approver,
         )  # fmt: skip
 
-    async def resume(self, run_id: str, *, force: bool = False) -> RunResult:
+    async def resume(
+        self, run_id: str, *, force: bool = False, tasks: Iterable[Task] = ()
+    ) -> RunResult:
         """Finish a recorded run that was stopped: keep completed results, run the rest.
 
-        Every task recorded ``completed`` keeps its result and is not run again; every other
-        task (``pending``, ``ready``, ``running``, ``interrupted``, ``failed`` or ``skipped``)
-        runs again, as soon as its dependencies are completed. Then the coordinator writes the
-        synthesis. A run stopped before the coordinator planned is planned again. The run keeps
-        its id; new model calls are added to its record, and its usage counts every call.
-        Messages recorded with the run are restored onto an empty message bus.
-
-        A run recorded ``running`` is refused while the process that runs it is alive (the
-        run records its host and process id): two processes must not run one run. A run
-        whose process was killed is ``running`` in the ledger and resumes normally.
+        Other tasks run again from their last recorded step (verified answers and tool
+        results are replayed, see `clearance._agents.replay`), then the synthesis. A run whose
+        recorded process is alive, or whose records fail their hash chain, is refused.
 
         Args:
             run_id: The run's id, or a unique prefix of it.
-            force: Resume even a run recorded ``running`` by a live process or by a process
-                on another host (which cannot be checked): only when you know it stopped.
+            force: Resume a run recorded ``running`` anyway (only when you know it stopped).
+            tasks: The team file's tasks; a recorded ``python:`` step must be among them.
 
         Returns:
             The run's result, as `run_tasks` returns it.
 
         Raises:
             StoreError: No run (or several) match ``run_id``, or the database failed.
-            ConfigError: The run already completed, is still running in a live process on
-                this host or was started on another host (without ``force``), a task names an
-                agent this team lacks, or the record is damaged.
+            ConfigError: The run completed or may be running (without ``force``), a task
+                names an unknown agent, the record is damaged or fails its chain, or a
+                recorded ``python:`` step is not in ``tasks``.
             PlanError: The run had no plan yet, and the coordinator's new plan is invalid.
         """
         ledger = self.ledger
@@ -354,6 +351,7 @@ class Orchestrator:
         if not self.messages.all():
             for message in recorded.messages:
                 self.messages.restore(message)
+        check_recorded_steps(recorded.graph, tasks)
         if recorded.graph is not None:
             self._check_graph(recorded.graph)
         elif record.goal is None:
@@ -362,6 +360,7 @@ class Orchestrator:
             self._resolve_models()
         # The run's usage counts every call, those of the earlier sessions included.
         usage, prompt_tokens = recorded_usage(ledger, recorded)
+        self._replay = ReplaySource.load(ledger, run_id)  # durable resume: verified steps
         ledger.reopen_run(run_id, process=process_identity(), force=force)
         total, done = len(recorded.graph or ()), len(recorded.completed)
         detail = f"resumed: {done} of {total} tasks already completed"
@@ -427,6 +426,7 @@ class Orchestrator:
         return ModelCaller(
             ledger=self.ledger, run_id=run_id, retry_policy=self.retry_policy, clock=self._clock,
             listener=call_listener(self._emit, run_id) if self.stream_text else None,
+            replay=self._replay if self._replay and self._replay.run_id == run_id else None,
         )  # fmt: skip
 
     def _check_graph(self, graph: TaskGraph) -> None:

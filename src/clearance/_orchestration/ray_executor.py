@@ -13,6 +13,9 @@ calls in flight. Failures: a worker that dies during a call (its process killed,
 is recorded as a ``worker_lost`` event of the run, and the call is sent again to another worker,
 at most ``worker_retries`` times; Ray restarts the lost actor in the background. Deadlines: the
 `ModelCaller`'s deadline covers the remote call; when it passes, the Ray task is cancelled.
+Streaming (``--stream``): the request's sink (a function of this process) is not sent; the
+worker streams the model's text back as the items of a Ray generator, handed to the sink as
+they come. A call that cannot be sent fails with a short message (never the request's text).
 
 Ray is an optional dependency (``pip install 'clearance[ray]'``), imported on `start`.
 """
@@ -23,14 +26,21 @@ import asyncio
 import contextlib
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from clearance._core.errors import ConfigError, ModelError
 from clearance._core.vocabulary import EventKind
 from clearance._orchestration.executor import EventRecorder
 from clearance._orchestration.ray_worker import ModelFactory, ModelWorker, Outcome
-from clearance.models._base import ChatModel, ModelRequest, ModelResponse, ToolCall, Usage
+from clearance.models._base import (
+    ChatModel,
+    ModelRequest,
+    ModelResponse,
+    TextSink,
+    ToolCall,
+    Usage,
+)
 
 __all__ = ["LOCAL_RAY_ENV", "RayExecutor", "RemoteModel"]
 
@@ -270,11 +280,19 @@ class RayExecutor:
         if self._pool is None:
             raise ModelError("the Ray executor is closed", model_id=model_id)
         pool = self._pool
+        # A streaming sink is a function of this process: it stays here. The worker streams
+        # the text back as items of a Ray generator, and they are handed to the sink.
+        sink, request = request.stream, replace(request, stream=None)
         async with pool.slot(model_id):
-            return await self._send(pool, model_id, options, request)
+            return await self._send(pool, model_id, options, request, sink)
 
     async def _send(
-        self, pool: _Pool, model_id: str, options: Mapping[str, Any], request: ModelRequest
+        self,
+        pool: _Pool,
+        model_id: str,
+        options: Mapping[str, Any],
+        request: ModelRequest,
+        sink: TextSink | None,
     ) -> ModelResponse:
         from ray.exceptions import RayActorError, RayError
 
@@ -282,9 +300,21 @@ class RayExecutor:
         while True:
             worker = pool.pick(lost)
             worker.in_flight += 1
-            ref = worker.actor.complete.remote(model_id, options, request)
             try:
-                outcome = await ref
+                if sink is None:
+                    ref = worker.actor.complete.remote(model_id, options, request)
+                else:
+                    method = worker.actor.stream.options(num_returns="streaming")
+                    ref = method.remote(model_id, options, request)
+            except Exception as exc:  # the request could not be sent (serialized, say)
+                worker.in_flight -= 1
+                raise ModelError(
+                    f"cannot send the call to a Ray worker: {type(exc).__name__}: "
+                    f"{_short(str(exc))}",
+                    model_id=model_id,
+                ) from None
+            try:
+                outcome = await ref if sink is None else await _streamed(ref, sink)
             except asyncio.CancelledError:  # the caller's deadline, or the run stopping
                 with contextlib.suppress(Exception):
                     _cancel(ref)
@@ -383,6 +413,18 @@ class RemoteModel:
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text``, counted by the local model."""
         return self.local.count_tokens(text)
+
+
+async def _streamed(items: Any, sink: TextSink) -> Outcome:
+    """Hand a streamed call's ``("text", piece)`` items to ``sink``; return its outcome."""
+    async for ref in items:
+        item = await ref
+        if isinstance(item, tuple) and len(item) == 2 and item[0] == "text":
+            if isinstance(item[1], str):
+                sink(item[1])
+            continue
+        return item  # type: ignore[no-any-return]
+    return ("error", "RayError", "the worker's stream ended without an answer", True)
 
 
 def checked_outcome(outcome: Outcome, model_id: str) -> ModelResponse:

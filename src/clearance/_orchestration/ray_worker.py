@@ -9,13 +9,18 @@ have to trust) crosses the network:
 - ``("ok", ModelResponse)``;
 - ``("error", kind, message, transient)``: the model failed, or could not be made.
 
+A streamed call (`ModelWorker.stream`) is a generator of ``("text", piece)`` items, one per
+piece of text the model produced, ending with the outcome above.
+
 This module does not import Ray: `RayExecutor` turns `ModelWorker` into an actor class.
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from clearance._core.errors import ClearanceError, ModelError
@@ -53,9 +58,16 @@ class ModelWorker:
         return os.getpid()
 
     async def complete(
-        self, model_id: str, options: Mapping[str, Any], request: ModelRequest
+        self,
+        model_id: str,
+        options: Mapping[str, Any],
+        request: ModelRequest,
+        *,
+        sink: Callable[[str], None] | None = None,
     ) -> Outcome:
         """Answer ``request`` with the model ``model_id`` made with ``options``.
+
+        ``sink``, when given, receives the text as the model streams it (`stream`).
 
         Returns:
             ``("ok", ModelResponse)``, or ``("error", kind, message, transient)`` when the
@@ -66,6 +78,8 @@ class ModelWorker:
             del self._received[:-MAX_RECORDED]
         try:
             model = self._model(model_id, options)
+            if sink is not None:
+                request = dataclasses.replace(request, stream=sink)
             return ("ok", await model.request(request))
         except ModelError as exc:
             return ("error", "ModelError", str(exc), exc.transient)
@@ -73,6 +87,34 @@ class ModelWorker:
             return ("error", type(exc).__name__, str(exc), False)
         except Exception as exc:  # a provider's own bug: reported, never raised across
             return ("error", type(exc).__name__, str(exc), False)
+
+    async def stream(
+        self, model_id: str, options: Mapping[str, Any], request: ModelRequest
+    ) -> AsyncIterator[Outcome]:
+        """`complete`, streaming: ``("text", piece)`` per piece as it comes, then the outcome.
+
+        The request arrives without a sink (a function of the orchestrator's process); here
+        the model streams into a queue that this generator drains.
+        """
+        pieces: asyncio.Queue[Outcome] = asyncio.Queue()
+
+        def sink(piece: str) -> None:
+            pieces.put_nowait(("text", piece))
+
+        async def answer() -> None:
+            outcome = await self.complete(model_id, options, request, sink=sink)
+            pieces.put_nowait(("done", outcome))
+
+        task = asyncio.ensure_future(answer())
+        try:
+            while True:
+                item = await pieces.get()
+                if item[0] == "done":
+                    yield item[1]
+                    return
+                yield item
+        finally:
+            task.cancel()
 
     def received(self) -> list[tuple[str, dict[str, Any], ModelRequest]]:
         """Every call's arguments, in order (empty unless the worker records)."""

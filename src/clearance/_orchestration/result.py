@@ -23,7 +23,9 @@ class RunEvent:
         detail: A short human-readable detail (an error, a token count), or ``""``. For
             ``text``: a piece of a model's completion as it streams; for ``tool_call``: the
             tool's name; for ``model_call``: ``"attempt N"`` (a retried call streams again
-            from its start); for ``awaiting_approval``: the approval's call id. Model
+            from its start); for ``awaiting_approval``: the approval's call id; for
+            ``run_replayed`` (a resumed run): "replayed N model calls and M tool calls,
+            sent K". Model
             output: untrusted text (sanitize it before showing it on a terminal).
         subject: For ``model_call``, ``text`` and ``tool_call``: the model call's subject
             (``task:<id>``, ``delegation:<id>``, ``synthesis``, ``plan``...); else ``None``.

@@ -21,6 +21,7 @@ from clearance._core.memory_spec import AgentMemory, MemoryGroup, SharedConversa
 from clearance._core.origins import Subject
 from clearance._core.spec import Agent, AgentLimits, Team
 from clearance._core.vocabulary import PromptKind
+from clearance._orchestration.resume_checks import check_run_record
 from clearance._orchestration.run_memory import RunMemory
 from clearance._state.graph import TaskGraph
 from clearance._state.lease import pid_alive
@@ -166,10 +167,12 @@ def load_recorded_run(ledger: RunLedger, run_id: str) -> RecordedRun:
 
     Raises:
         StoreError: No run (or several) match ``run_id``, or the database failed.
-        ConfigError: The recorded run cannot be rebuilt (a damaged graph or config); the
-            message names the run.
+        ConfigError: The recorded run cannot be rebuilt (a damaged graph or config), fails
+            its hash-chain check, or is keyed and the ledger has no key (see
+            `check_run_record`); the message names the run.
     """
     record = ledger.get_run(run_id)
+    check_run_record(ledger, record.run_id)  # nothing is rebuilt from unchecked records
     try:
         graph = TaskGraph.from_dict(record.graph) if record.graph is not None else None
         team = _team(record)

@@ -5,14 +5,19 @@
 (trusted like the team file itself). The function receives a `StepInput` (the task's files,
 read through the confined reader, and the admitted results: the same need-to-know view a
 model task gets) and returns text, or JSON-ready data that becomes canonical JSON. It runs
-in a worker thread under a deadline; its output is capped.
+in a thread of its own under a deadline; its output is capped. A step past its deadline
+fails its task at once; its thread (a Python thread cannot be stopped) is a daemon that
+nothing waits for, so the run and the process end on time.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import importlib
 import json
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
@@ -80,6 +85,36 @@ def resolve_step(task: Task) -> StepFunction:
     return found  # type: ignore[no-any-return]
 
 
+def _in_daemon_thread(function: StepFunction, step: StepInput) -> asyncio.Future[Any]:
+    """``function(step)`` in a new daemon thread; its outcome settles the returned future.
+
+    Unlike ``asyncio.to_thread``, nothing waits for the thread when the loop closes: a step
+    abandoned at its deadline does not hold up ``asyncio.run`` or the process's exit.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(value: Any, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+
+    def target() -> None:
+        try:
+            value, error = context.run(function, step), None
+        except BaseException as exc:  # handed to the awaiting task, which reports it
+            value, error = None, exc
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody is waiting
+            loop.call_soon_threadsafe(settle, value, error)
+
+    threading.Thread(target=target, name=f"clearance-step-{step.task_id}", daemon=True).start()
+    return future
+
+
 def _as_text(task_id: str, value: Any) -> str:
     if isinstance(value, str):
         text = value
@@ -107,9 +142,11 @@ async def run_step(
     results: Mapping[str, str],
     failed: Mapping[str, str],
     input_name: str,
-    timeout_s: float = STEP_TIMEOUT_S,
+    timeout_s: float | None = None,
 ) -> str:
-    """Run a task's ``run`` function in a worker thread and return its result text.
+    """Run a task's ``run`` function in a thread of its own and return its result text.
+
+    ``timeout_s`` is the deadline in seconds; ``None`` means `STEP_TIMEOUT_S`.
 
     Returns:
         The function's text, or its JSON-ready value as canonical JSON (sorted keys,
@@ -125,9 +162,11 @@ async def run_step(
         task_id=task.id, title=task.title, description=task.description, files=dict(files),
         results=dict(results), failed=dict(failed), input_name=input_name,
     )  # fmt: skip
+    if timeout_s is None:
+        timeout_s = STEP_TIMEOUT_S
     try:
         async with asyncio.timeout(timeout_s):
-            value = await asyncio.to_thread(function, step)
+            value = await _in_daemon_thread(function, step)
     except TimeoutError:
         raise LimitExceeded(
             "step_timeout_s", value=timeout_s, maximum=timeout_s, subject=f"task:{task.id}"

@@ -6,8 +6,6 @@ import json
 import re
 from typing import Any
 
-from jsonschema.exceptions import best_match
-
 from clearance._core.task_spec import schema_validator
 
 __all__ = ["validated_json"]
@@ -55,6 +53,8 @@ def _validated_json_value(body: str, schema: dict[str, Any]) -> str:
             value = json.loads(match.group(1), parse_constant=_reject_constant, strict=False)
         except ValueError as inner:
             raise ValueError(f"the fenced block is not valid JSON: {inner}") from inner
+    from jsonschema.exceptions import best_match  # with the validator, when first needed
+
     errors = list(schema_validator(schema).iter_errors(value))
     error = best_match(errors)
     if error is not None:

@@ -166,6 +166,10 @@ def key_id(key: bytes) -> str:
     return hmac.new(key, b"clearance ledger key id", hashlib.sha256).hexdigest()[:16]
 
 
+_AS_IS = frozenset({str, int, float, type(None)})
+"""Classes `_normal` returns unchanged (not ``bool``, a subclass of ``int``)."""
+
+
 def _normal(value: Any) -> Any:
     if isinstance(value, datetime):
         if value.tzinfo is None:
@@ -186,7 +190,11 @@ def payload_sha256(kind: str, row: Mapping[str, Any]) -> str:
     Raises:
         KeyError: ``kind`` is not a kind of entry.
     """
-    fields = {name: _normal(row.get(name)) for name in ENTRY_FIELDS[kind]}
+    fields = {}
+    for name in ENTRY_FIELDS[kind]:
+        value = row.get(name)
+        # Text, numbers and None are digested as they are: the common case, checked first.
+        fields[name] = value if value.__class__ in _AS_IS else _normal(value)
     for name in OPTIONAL_FIELDS.get(kind, ()):
         if row.get(name) is not None:
             fields[name] = _normal(row[name])

@@ -10,6 +10,7 @@ from enum import StrEnum
 
 from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import GraphError
+from clearance._core.reasons import bounded_reason
 from clearance._core.spec import Task
 from clearance._state.graph import TaskGraph
 
@@ -225,7 +226,7 @@ class TaskQueue:
 
         Args:
             task_id: A ``ready`` or ``running`` task.
-            error: Why it failed, in one line.
+            error: Why it failed, in one line (kept to `bounded_reason`).
 
         Returns:
             The ids of the tasks newly skipped, in topological order.
@@ -235,7 +236,9 @@ class TaskQueue:
         """
         self._expect(task_id, TaskStatus.READY, TaskStatus.RUNNING)
         now = self._clock()
-        self._replace(task_id, status=TaskStatus.FAILED, error=error, finished_at=now)
+        self._replace(
+            task_id, status=TaskStatus.FAILED, error=bounded_reason(error), finished_at=now
+        )
         skipped: list[str] = []
         settled = [task_id]  # finished without a result: their dependents are looked at
         while settled:

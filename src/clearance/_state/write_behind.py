@@ -17,6 +17,11 @@ Guarantees:
     * **Bounded memory.** At most ``max_pending`` writes wait; `submit` then blocks until
       the writer catches up (back-pressure).
 
+A coroutine waits for its writes with `WriteBehind.wait` without a thread of its own: the
+writer resolves the waiting futures itself once their group is committed, with one
+``call_soon_threadsafe`` per event loop and group (not one thread hop per wait), and takes a
+group at once while anyone waits.
+
 Between groups, when nothing waits, the writer can run housekeeping (``on_idle``): the run
 ledger checkpoints SQLite's write-ahead log there, off the caller's thread. Not after a group
 that a caller waits for in `flush`: that caller goes on at once (the ledger with a transaction
@@ -25,6 +30,8 @@ of its own, as ``finish_run`` at the end of a run), and housekeeping would compe
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import threading
 import time
 from collections import deque
@@ -64,6 +71,16 @@ Commit = Callable[[Sequence[PendingWrite]], None]
 """Commits writes in one transaction; raises `StoreError` (naming the operation) on failure."""
 
 
+@dataclass(slots=True)
+class _Waiter:
+    """A coroutine waiting in `WriteBehind.wait` for writes ``after + 1 .. target``."""
+
+    after: int
+    target: int
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[None]
+
+
 class WriteBehind:
     """Queue writes on the caller's thread; commit them in groups on one writer thread.
 
@@ -83,6 +100,8 @@ class WriteBehind:
         on_idle: Called on the writer thread after it committed a group when no write waits,
             no thread waits in `flush` and the writer is not closing; writes queued meanwhile
             wait until it returns. An exception it raises is reported like a failed write.
+        idle_interval_s: Least seconds from one call of ``on_idle`` to the next, so that
+            housekeeping rarely stands between a write and a coroutine waiting for it.
 
     Raises:
         StoreError: From `submit`, `flush` or `close`: an earlier write failed to commit (the
@@ -99,15 +118,23 @@ class WriteBehind:
         quiet_s: float = 0.0,
         max_delay_s: float = 0.5,
         on_idle: Callable[[], None] | None = None,
+        idle_interval_s: float = 0.0,
     ) -> None:
         self._commit = commit
         self._on_idle = on_idle
+        self._idle_interval_s = idle_interval_s
+        self._idle_at = -float("inf")  # when on_idle last ran (time.monotonic)
         self._max_pending = max_pending
         self._max_group = max_group
         self._quiet_s = quiet_s
         self._max_delay_s = max_delay_s
         self._queue: deque[tuple[float, PendingWrite]] = deque()  # (time queued, write)
         self._flushing = 0  # threads in `flush`
+        self._waiters: deque[_Waiter] = deque()  # coroutines in `wait`, by target
+        self._urging: set[asyncio.AbstractEventLoop] = set()  # loops with an `_urge` due
+        self._urged = False  # a waiting coroutine's loop asked for the queue to be taken
+        # (write number, its failure, the failure reported for its group) per failed write
+        self._failed: list[tuple[int, StoreError, StoreError]] = []
         self._cond = threading.Condition()
         self._submitted = 0
         self._done = 0  # writes committed (or failed and reported)
@@ -120,6 +147,11 @@ class WriteBehind:
     def thread_id(self) -> int | None:
         """The writer thread's identifier (`threading.get_ident` on that thread)."""
         return self._thread.ident
+
+    @property
+    def awaited(self) -> bool:
+        """Whether a coroutine waits in `wait` (read without the lock: a hint)."""
+        return bool(self._waiters)
 
     @property
     def pending(self) -> int:
@@ -162,6 +194,43 @@ class WriteBehind:
                 self._flushing -= 1
             self._raise_error()
 
+    async def wait(self) -> None:
+        """Wait, without blocking the event loop, until every write submitted so far is committed.
+
+        The writer thread resolves the wait when the group holding the last of these writes
+        is committed. It takes that group without waiting for a pause once the event loop
+        has run the callbacks that were ready when the wait began: coroutines the loop is
+        starting at the same moment queue their writes first, and they all share one group.
+
+        Raises:
+            StoreError: One of these writes failed (this error is then not raised again by
+                `submit`, `flush` or `close`), or an earlier failure not raised yet; or the
+                writer stopped before committing them.
+        """
+        loop = asyncio.get_running_loop()
+        with self._cond:
+            self._raise_error()
+            target = self._submitted
+            if self._done >= target:
+                return
+            if not self._thread.is_alive():
+                raise LedgerError("cannot wait for the ledger's writes: the writer thread stopped")
+            future: asyncio.Future[None] = loop.create_future()
+            self._waiters.append(_Waiter(self._done, target, loop, future))
+            if loop not in self._urging:
+                # Urgent once the loop has run what is ready now: the other tasks it is
+                # starting queue their requests first, and all go in one group.
+                self._urging.add(loop)
+                loop.call_soon(self._urge, loop)
+        await future
+
+    def _urge(self, loop: asyncio.AbstractEventLoop) -> None:
+        """On ``loop``: have the writer take the queue at once (see `wait`)."""
+        with self._cond:
+            self._urging.discard(loop)
+            self._urged = True
+            self._cond.notify_all()
+
     def close(self, *, raise_errors: bool = True) -> None:
         """Commit what is queued, then stop the writer thread. Closing twice is fine.
 
@@ -177,6 +246,7 @@ class WriteBehind:
             self._cond.notify_all()
         self._thread.join()
         with self._cond:
+            self._settle_waiters(stopped=True)
             if raise_errors:
                 self._raise_error()
             else:
@@ -197,22 +267,52 @@ class WriteBehind:
                 self._wait_for_pause()
                 count = min(len(self._queue), self._max_group)
                 group = [self._queue.popleft()[1] for _ in range(count)]
+                self._urged = False  # later waiters urge again
                 self._cond.notify_all()  # room for blocked submitters
-            error = self._commit_group(group)
+            error, failed = self._commit_group(group)
             with self._cond:
                 if error is not None and self._error is None:
                     self._error = error
+                if error is not None:
+                    self._failed.extend((self._done + 1 + i, e, error) for i, e in failed)
                 self._done += len(group)
                 self._cond.notify_all()
+                self._settle_waiters()
                 # Not for a flusher: it resumes now, and would compete with the housekeeping.
-                idle = self._on_idle is not None and not (
-                    self._queue or self._stopping or self._flushing
+                idle = (
+                    self._on_idle is not None
+                    and not (self._queue or self._stopping or self._flushing or self._waiters)
+                    and time.monotonic() - self._idle_at >= self._idle_interval_s
                 )
             if idle:
                 self._run_on_idle()
 
+    def _settle_waiters(self, *, stopped: bool = False) -> None:
+        """With the lock held: resolve the waits whose writes are all committed (or failed).
+
+        One ``call_soon_threadsafe`` per event loop wakes all of that loop's waits. A wait
+        whose writes include a failed one gets that failure (which then counts as raised).
+        With ``stopped``, every wait left is resolved (the writer is gone).
+        """
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[None], Any]]] = {}
+        while self._waiters and (stopped or self._waiters[0].target <= self._done):
+            waiter = self._waiters.popleft()
+            found = [(e, r) for n, e, r in self._failed if waiter.after < n <= waiter.target]
+            outcome: StoreError | None = found[0][0] if found else None
+            if found and found[0][1] is self._error:
+                self._error = None  # raised by this wait
+            if outcome is None and waiter.target > self._done:
+                outcome = LedgerError("the ledger's writer stopped before committing a write")
+            by_loop.setdefault(waiter.loop, []).append((waiter.future, outcome))
+        if not self._waiters:
+            self._failed.clear()  # no wait can cover these any more
+        for loop, settled in by_loop.items():
+            with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
+                loop.call_soon_threadsafe(_resolve, settled)
+
     def _run_on_idle(self) -> None:
         assert self._on_idle is not None
+        self._idle_at = time.monotonic()
         try:
             self._on_idle()
         except Exception as exc:  # reported to the submitter, like a failed write
@@ -227,6 +327,7 @@ class WriteBehind:
         while not (
             self._stopping
             or self._flushing
+            or self._urged
             or len(self._queue) >= self._max_group
             or time.monotonic() - self._queue[0][0] >= self._max_delay_s
         ):
@@ -235,26 +336,45 @@ class WriteBehind:
             if self._submitted == seen:
                 return  # a pause
 
-    def _commit_group(self, group: list[PendingWrite]) -> StoreError | None:
-        """Commit ``group``; if that fails, each write alone. Returns the first failure."""
+    def _commit_group(
+        self, group: list[PendingWrite]
+    ) -> tuple[StoreError | None, list[tuple[int, StoreError]]]:
+        """Commit ``group``; if that fails, each write alone.
+
+        Returns:
+            The failure to report (the first, naming how many more), and each failed
+            write's position in ``group`` with its failure.
+        """
         try:
             self._commit(group)
-            return None
+            return None, []
         except Exception as exc:  # any failure: isolate it below
             if len(group) == 1:
-                return _as_store_error(group[0].operation, exc)
-        failures: list[StoreError] = []
-        for write in group:
+                error = _as_store_error(group[0].operation, exc)
+                return error, [(0, error)]
+        failures: list[tuple[int, StoreError]] = []
+        for position, write in enumerate(group):
             try:
                 self._commit([write])
             except Exception as exc:  # reported to the submitter
-                failures.append(_as_store_error(write.operation, exc))
+                failures.append((position, _as_store_error(write.operation, exc)))
         if not failures:
-            return None
-        first = failures[0]
+            return None, []
+        first = failures[0][1]
         if len(failures) == 1:
-            return first
-        return LedgerError(f"{first} (and {len(failures) - 1} more failed write(s))")
+            return first, failures
+        return LedgerError(f"{first} (and {len(failures) - 1} more failed write(s))"), failures
+
+
+def _resolve(settled: list[tuple[asyncio.Future[None], StoreError | None]]) -> None:
+    """On the waiting loop: end each wait (one it cancelled meanwhile is left alone)."""
+    for future, error in settled:
+        if future.done():
+            continue
+        if error is None:
+            future.set_result(None)
+        else:
+            future.set_exception(error)
 
 
 def _as_store_error(operation: str, exc: Exception) -> StoreError:

@@ -10,6 +10,8 @@ from. All text stays raw here; escaping is the template's job.
 
 from __future__ import annotations
 
+import dataclasses
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -99,6 +101,8 @@ class CallView:
         messages: The prompt's messages as segments.
         layout_note: Why the prompt could not be split by origin (shown raw), or ``None``.
         findings: What ``verify`` found wrong in this call (empty when it passed).
+        replays: How many times a resume took its answer from the record instead of
+            sending it again (``replayed`` events naming it).
     """
 
     call: CallRecord
@@ -106,6 +110,7 @@ class CallView:
     messages: tuple[MessageView, ...]
     layout_note: str | None
     findings: tuple[Finding, ...]
+    replays: int = 0
 
     @property
     def items(self) -> list[dict[str, Any]]:
@@ -275,9 +280,11 @@ def load_run_view(ledger: RunLedger, run_id: str) -> RunView:
                 task.event_problems[event.event_id] = problem
     coordinator_calls: list[CallView] = []
     attempts: dict[str, int] = {}
+    replays = Counter(str(e.data.get("original")) for e in events if e.kind == EventKind.REPLAYED)
     for call in ledger.calls(run.run_id):
         attempts[call.subject] = attempts.get(call.subject, 0) + 1
         view = segment_call(call, attempts[call.subject], by_call.get(call.call_id, ()))
+        view = dataclasses.replace(view, replays=replays[call.call_id])
         task = by_id.get(owner.task_of(call.subject) or "")
         if task is None:
             coordinator_calls.append(view)

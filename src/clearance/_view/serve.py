@@ -1,18 +1,23 @@
 """Serving the run pages of one ledger on the loopback interface (standard library HTTP).
 
 ``GET /`` lists the runs; ``GET /run/<run id>`` is that run's page (`render_run_page`). The
-server listens on 127.0.0.1 only, answers one request at a time with a socket deadline, and
-refuses any ``Host`` other than the loopback name and port it serves, so a web page the user
+server listens on 127.0.0.1 only, serves each connection on its own thread under one deadline
+for the whole connection (a client trickling its request a byte at a time holds nobody else
+up, and is cut off when the deadline passes), renders one page at a time, and refuses any
+``Host`` other than the loopback name and port it serves, so a web page the user
 visits cannot reach it through DNS rebinding. Pages carry the same Content-Security-Policy as
 a header as they do in their ``<meta>`` tag.
 """
 
 from __future__ import annotations
 
+import contextlib
 import html
 import re
+import socket
+import threading
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote
 
 from markupsafe import escape
@@ -28,7 +33,7 @@ HOST = "127.0.0.1"
 """The only interface the server listens on."""
 
 REQUEST_TIMEOUT_S = 10.0
-"""Socket deadline of one request."""
+"""Deadline of one connection, from its start to its last byte (each socket operation too)."""
 
 MAX_RUNS_LISTED = 500
 """Most runs the list shows (newest first)."""
@@ -36,11 +41,15 @@ MAX_RUNS_LISTED = 500
 _CSP = re.compile(r'http-equiv="Content-Security-Policy" content="([^"]*)"')
 
 
-class RunServer(HTTPServer):
-    """An `HTTPServer` holding the ledger it serves pages from."""
+class RunServer(ThreadingHTTPServer):
+    """An HTTP server holding the ledger it serves pages from; one thread per connection."""
+
+    daemon_threads = True
+    block_on_close = False
 
     def __init__(self, ledger: RunLedger, port: int) -> None:
         self.ledger = ledger
+        self.lock = threading.Lock()  # one page rendered from the ledger at a time
         super().__init__((HOST, port), _Handler)
 
     @property
@@ -80,29 +89,44 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "clearance"
     sys_version = ""
 
+    def setup(self) -> None:
+        super().setup()
+        self._deadline = threading.Timer(REQUEST_TIMEOUT_S, self._cut_off)
+        self._deadline.daemon = True
+        self._deadline.start()
+
+    def finish(self) -> None:
+        self._deadline.cancel()
+        super().finish()
+
+    def _cut_off(self) -> None:
+        """The connection's deadline passed: end it, whatever it is waiting for."""
+        with contextlib.suppress(OSError):  # already closed
+            self.connection.shutdown(socket.SHUT_RDWR)
+
     def do_GET(self) -> None:
         allowed = {f"{HOST}:{self.server.port}", f"localhost:{self.server.port}"}
         if self.headers.get("Host", "") not in allowed:
             self._send(HTTPStatus.MISDIRECTED_REQUEST, _message_page("unknown host"))
             return
         path = self.path.split("?", 1)[0].split("#", 1)[0]
+        with self.server.lock:  # sent after the lock is released: a slow reader holds no one
+            status, page = self._page(path)
+        self._send(status, page)
+
+    def _page(self, path: str) -> tuple[HTTPStatus, str]:
         ledger = self.server.ledger
         try:
             if path == "/":
-                page = render_index(ledger.list_runs(limit=MAX_RUNS_LISTED))
-            elif path.startswith("/run/") and len(path) > len("/run/"):
+                return HTTPStatus.OK, render_index(ledger.list_runs(limit=MAX_RUNS_LISTED))
+            if path.startswith("/run/") and len(path) > len("/run/"):
                 run_id = unquote(path.removeprefix("/run/"))
-                page = render_run_page(load_run_view(ledger, run_id), runs_link="/")
-            else:
-                self._send(HTTPStatus.NOT_FOUND, _message_page("no such page"))
-                return
+                return HTTPStatus.OK, render_run_page(load_run_view(ledger, run_id), runs_link="/")
+            return HTTPStatus.NOT_FOUND, _message_page("no such page")
         except StoreError as exc:
-            self._send(HTTPStatus.NOT_FOUND, _message_page(str(exc)))
-            return
+            return HTTPStatus.NOT_FOUND, _message_page(str(exc))
         except ClearanceError as exc:
-            self._send(HTTPStatus.INTERNAL_SERVER_ERROR, _message_page(str(exc)))
-            return
-        self._send(HTTPStatus.OK, page)
+            return HTTPStatus.INTERNAL_SERVER_ERROR, _message_page(str(exc))
 
     def _send(self, status: HTTPStatus, page: str) -> None:
         body = page.encode("utf-8")

@@ -53,7 +53,7 @@ def lint_source(path: str, source: str) -> tuple[list[dict[str, Any]], str | Non
         sys.executable, "-m", "ruff", "check", "--isolated", "--no-cache",
         "--output-format", "json", "--select", LINT_RULES,
         "--config", "lint.mccabe.max-complexity = 10",
-        "--stdin-filename", name, "-",
+        f"--stdin-filename={name}", "-",  # one token: a name like "--help.py" is no option
     ]  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="clearance-lint-") as cwd:
         try:

@@ -6,6 +6,8 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
 from clearance._core.errors import ConfigError
 from clearance._core.step_input import StepInput
 from clearance.analysis._facts import module_structure
@@ -139,8 +141,12 @@ def package_facts(step: StepInput) -> dict[str, Any]:
         "missing": [...]}``: per module its path, purpose, lines, fan-in, imports, highest
         complexity and number of findings; the ranked list of `look_here_first`; and the
         admitted tasks that failed (ids only).
+
+    Raises:
+        ValueError: A result that says it is module facts has fields of the wrong types
+            (a model's answer, say); the message names the task and the first bad field.
     """
-    modules = parse_facts(step.results.values())
+    modules = _checked_facts(step.results)
     fans = fan_in(modules)
     return {
         "kind": PACKAGE_FACTS,
@@ -162,6 +168,56 @@ def package_facts(step: StepInput) -> dict[str, Any]:
         "look_here_first": look_here_first(modules),
         "missing": sorted(step.failed),
     }
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+
+
+class _Branching(_Strict):
+    name: str
+    line: int
+    lines: int
+    branches: int
+
+
+class _Finding(_Strict):
+    code: str
+    message: str
+    line: int
+    severity: str = "low"
+
+
+class _ModuleFacts(_Strict):
+    module: str
+    slug: str
+    lines: int | None = None
+    purpose: str = ""
+    imports: list[str] = Field(default_factory=list)
+    most_branching: list[_Branching] = Field(default_factory=list)
+    findings: list[_Finding] = Field(default_factory=list)
+
+
+def _checked_facts(results: Mapping[str, str]) -> list[dict[str, Any]]:
+    """`parse_facts` of the results, each checked to have the fields of `module_facts`.
+
+    Raises:
+        ValueError: A result of kind ``module_facts`` has a missing or mistyped field.
+    """
+    found = []
+    for task_id, text in results.items():
+        for facts in parse_facts([text]):
+            try:
+                _ModuleFacts.model_validate(facts)
+            except ValidationError as exc:
+                error = exc.errors()[0]
+                where = ".".join(str(part) for part in error["loc"]) or "(the result)"
+                raise ValueError(
+                    f"the result of task {task_id!r} claims to be module facts but {where}: "
+                    f"{error['msg']}"
+                ) from None
+            found.append(facts)
+    return found
 
 
 StepFunction = Callable[[StepInput], Any]

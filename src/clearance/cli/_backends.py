@@ -10,7 +10,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from clearance._agents.mcp import load_mcp_tools_sync
-from clearance._agents.tools import Tool, import_function
+from clearance._agents.tools import Tool, import_function, mark_tool
 from clearance._core.errors import ConfigError, StoreError
 from clearance._core.mcp_spec import mcp_refs
 from clearance._core.teamfile import LoadedTeam
@@ -54,9 +54,12 @@ def team_tools(loaded: LoadedTeam) -> dict[str, Callable[..., Any] | Tool]:
     tools: dict[str, Callable[..., Any] | Tool] = {}
     for name, path in loaded.spec.tool_functions.items():
         try:
-            tools[name] = import_function(path, field=f"tools.{name}")
+            function = import_function(path, field=f"tools.{name}")
         except ConfigError as exc:
             raise ConfigError(str(exc), source=loaded.source) from exc
+        if not isinstance(entry := loaded.spec.tools[name], str):
+            mark_tool(function, idempotent=entry.idempotent, replay=entry.replay)
+        tools[name] = function
     agents = (*loaded.team.agents, *filter(None, [loaded.team.coordinator]))
     refs = [ref for agent in agents for ref in mcp_refs(agent.tools)]
     try:

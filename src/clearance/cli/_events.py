@@ -20,8 +20,12 @@ from clearance.events import (
     FilesEvent,
     LimitExceededEvent,
     McpCallEvent,
+    ModelToolCallsEvent,
     QuestionClarificationEvent,
+    ReplayDeclinedEvent,
+    ReplayedEvent,
     SpawnEvent,
+    ToolStartedEvent,
     parse_event,
 )
 
@@ -96,7 +100,25 @@ def _what(event: EventRecord) -> str:
             what = f"task {data.task_id} ({data.agent})"
             if data.kind == ApprovalKind.TOOL:
                 what = f"{data.agent} calls {data.tool} {data.arguments}"
+            elif data.kind == ApprovalKind.RERUN:
+                what = (
+                    f"tool {data.tool} may have run ({data.agent}, {data.arguments}); "
+                    "approve to run it again or deny"
+                )
             return f"{data.call_id}: {what}"
+        case ReplayedEvent():
+            return (
+                f"REPLAYED {data.record.replace('_', ' ')} {data.original} "
+                f"from its record (sha256 {data.sha256[:12]})"
+            )
+        case ReplayDeclinedEvent():
+            return f"tool call {data.original} run again, not replayed: {data.why}"
+        case ToolStartedEvent():
+            idempotent = ", idempotent" if data.idempotent else ""
+            return f"{data.name} call {data.tool_call_id} started{idempotent}"
+        case ModelToolCallsEvent():
+            names = ", ".join(call.name for call in data.tool_calls)
+            return f"call {data.call_id} asked for {names}"
         case ApprovalDecidedEvent():
             why = f": {data.reason}" if data.reason else ""
             return f"{data.call_id} {data.decision} by {data.by}{why}"
@@ -112,7 +134,8 @@ def _what(event: EventRecord) -> str:
             )
             return (
                 f"MCP {data.server}/{data.tool} over {data.transport} "
-                f"({data.where}), call {data.tool_call_id}: {outcome}"
+                f"({data.where}{', shared' if data.shared else ''}), "
+                f"call {data.tool_call_id}: {outcome}"
             )
         case FilesEvent():
             return ", ".join(sorted(data.files)) or "(none)"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections import Counter
 from typing import Annotated
 
 import typer
@@ -31,6 +32,7 @@ from clearance.cli._inspect import (
 )
 from clearance.cli._options import DbOption
 from clearance.cli._store import print_tool_calls
+from clearance.events import EventKind
 
 __all__ = ["inspect", "runs", "verify"]
 
@@ -105,10 +107,13 @@ def _print_inspect(
     )
     if record.goal:
         out.print(safe_text(f"goal: {record.goal}"))
+    replays = Counter(str(e.data.get("original")) for e in events if e.kind == EventKind.REPLAYED)
     for call in calls:
         task_id = call.subject.partition(":")[2]
         status = tasks[task_id].status if task_id in tasks else ""
         header = f"{call.subject}  agent {call.agent}  model {call.model_id}  {status}".rstrip()
+        if replays[call.call_id]:
+            header += f"  REPLAYED on resume ({replays[call.call_id]}x, not sent again)"
         if call.finish_reason == "length":
             header += "  CUT OFF at the output limit (marked truncated)"
         table = Table(title=safe_text(header), title_justify="left", show_lines=False)
@@ -163,6 +168,9 @@ def verify(
 ) -> None:
     """Check every prompt of a run against its clearance and manifest (exit 1 on a finding).
 
+    A keyed run checked without its ledger key exits 1 too: its hash chain's links (HMACs)
+    cannot be checked, so a forged record would pass.
+
     Memory and store items are checked against the memory and store the run recorded (or
     --memory / --store); an unreachable one is an error naming it.
     """
@@ -172,12 +180,21 @@ def verify(
         for opened in closing:
             stack.callback(opened.close)
         report = verify_run(ledger, record.run_id, memories=memories, store=entries)
-    if report.keyed and not report.macs_checked:
-        chain = "keyed hash chain: links not checked (set CLEARANCE_LEDGER_KEY to check them)"
-    elif report.keyed:
+    if report.keyed:
         chain = "keyed hash chain checked with the ledger key"
     else:
         chain = "unkeyed hash chain checked"
+    for channel in report.channels:
+        out.print(safe_text(f"declared channel: {channel}"), soft_wrap=True)
+    if report.ok and report.keyed and not report.macs_checked:
+        out.print(
+            safe_text(
+                f"run {report.run_id}: not verified: the run is keyed and no ledger key was given, "
+                "so its records cannot be told from forged ones; set CLEARANCE_LEDGER_KEY"
+            ),
+            soft_wrap=True,
+        )
+        raise typer.Exit(1)
     if report.ok:
         out.print(
             safe_text(

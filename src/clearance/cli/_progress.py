@@ -64,6 +64,8 @@ class RunProgress:
             line = f"{stamp} plan ready ({event.detail})"
         elif event.kind == RunEventKind.AWAITING_APPROVAL:
             line = f"{stamp} waiting    {task}: approval {event.detail}"
+        elif event.kind == RunEventKind.RUN_REPLAYED:
+            line = f"{stamp} resume     {event.detail}"
         elif event.kind != RunEventKind.RUN_FINISHED:
             return  # a model call's progress: shown by --stream
         else:

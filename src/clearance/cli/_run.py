@@ -299,7 +299,7 @@ def resume(
     ] = None,
     team_file: Annotated[
         Path | None,
-        typer.Option("--team", help="Team file whose tools: entries provide the run's user tools."),
+        typer.Option("--team", help="Team file providing the run's user tools and python: steps."),
     ] = None,
     interactive: Annotated[
         bool, typer.Option("--interactive", help="Decide approvals at the terminal.")
@@ -311,10 +311,13 @@ def resume(
 ) -> None:
     """Resume a stopped run: keep its completed results, run the rest, then synthesize.
 
-    The store, memory, user tools and memory groups are the ones the run recorded.
+    The store, memory, user tools and memory groups are the ones the run recorded. The run's
+    records are checked against its hash chain first (with CLEARANCE_LEDGER_KEY for a keyed
+    run); python: steps come only from the team file given with --team.
     """
     progress = RunProgress(out)
-    tools = team_tools(load_team_file(team_file)) if team_file is not None else {}
+    loaded = load_team_file(team_file) if team_file is not None else None
+    tools = team_tools(loaded) if loaded is not None else {}
     with contextlib.ExitStack() as stack:
         stack.enter_context(otlp_tracing())
         ledger = stack.enter_context(RunLedger(db))
@@ -335,7 +338,9 @@ def resume(
             orchestrator.team = team_with_model_reset(orchestrator.team)
         if max_concurrency is not None:
             orchestrator.max_concurrency = max_concurrency
-        result = _run_until_interrupted(orchestrator.resume(run_id, force=force), progress, db)
+        declared = loaded.tasks if loaded is not None else ()
+        work = orchestrator.resume(run_id, force=force, tasks=declared)
+        result = _run_until_interrupted(work, progress, db)
     _print_result(result)
     _exit_for(result)
 

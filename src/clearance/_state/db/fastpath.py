@@ -8,7 +8,7 @@ and the parameters are the ones SQLAlchemy would send.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Dialect
@@ -32,6 +32,8 @@ class DriverStatement:
     Args:
         statement: The statement, with named bound parameters.
         dialect: The engine's dialect.
+        column_keys: For an ``INSERT``, the columns given (as SQLAlchemy compiles an
+            execution with parameters for these keys); ``None`` for every column.
 
     Raises:
         ValueError: The statement is not a SQL statement (DDL, say), the dialect's
@@ -39,10 +41,17 @@ class DriverStatement:
             execution time (``expanding`` or literal-execute ones).
     """
 
-    __slots__ = ("_binds", "sql")
+    __slots__ = ("_binds", "_names", "_processors", "sql")
 
-    def __init__(self, statement: ClauseElement, dialect: Dialect) -> None:
-        compiled = statement.compile(dialect=dialect)
+    def __init__(
+        self,
+        statement: ClauseElement,
+        dialect: Dialect,
+        column_keys: Sequence[str] | None = None,
+    ) -> None:
+        compiled = statement.compile(
+            dialect=dialect, column_keys=list(column_keys) if column_keys is not None else None
+        )
         if not isinstance(compiled, SQLCompiler):
             raise ValueError(f"not a SQL statement: {type(statement).__name__}")
         names = compiled.positiontup
@@ -61,6 +70,10 @@ class DriverStatement:
             )
             for name in names
         )
+        self._names = tuple(names)
+        self._processors = tuple(
+            (i, process) for i, (_, _, process) in enumerate(self._binds) if process is not None
+        )
 
     def parameters(self, values: Mapping[str, Any]) -> tuple[Any, ...]:
         """The positional parameters for ``values``, each through its bind processor.
@@ -72,8 +85,10 @@ class DriverStatement:
         Returns:
             One value per ``?`` of `sql`, in order.
         """
-        out = []
-        for name, default, process in self._binds:
-            value = values.get(name, default)
-            out.append(value if process is None else process(value))
+        try:
+            out = [values[name] for name in self._names]
+        except KeyError:
+            out = [values.get(name, default) for name, default, _ in self._binds]
+        for i, process in self._processors:
+            out[i] = process(out[i])
         return tuple(out)

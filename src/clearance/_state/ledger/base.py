@@ -9,7 +9,7 @@ record then appended to its run's hash chain (`clearance._state.ledger.chaining`
 
 from __future__ import annotations
 
-import asyncio
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -18,11 +18,12 @@ from functools import partial
 from typing import Any
 
 from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import LedgerError, StoreError
 from clearance._state.chain import key_id, load_ledger_key
-from clearance._state.db import DatabaseBase
+from clearance._state.db import DatabaseBase, DriverStatement
 from clearance._state.ledger.chaining import ChainWriter
 from clearance._state.ledger.leases import LeaseKeeper
 from clearance._state.ledger.rows import last_upsert_per_task
@@ -42,6 +43,10 @@ _CHUNK = 64
 def _yield_gil() -> None:
     """Let another thread that waits for the interpreter lock run (``time.sleep(0)``)."""
     time.sleep(0)
+
+
+def _no_yield() -> None:
+    """Go on without yielding the interpreter lock (a coroutine waits for this commit)."""
 
 
 class LedgerBase(DatabaseBase):
@@ -75,6 +80,7 @@ class LedgerBase(DatabaseBase):
             database in ("", ":memory:") or "mode=memory" in database
         )
         self._chain = ChainWriter(key, self._key_id, self._url, self._dialect)
+        self._drivers: dict[tuple[str, tuple[str, ...]], DriverStatement | None] = {}
         # Not `self._writing`: that would wait for (and take the errors of) the writer thread,
         # which belong to the ledger's user.
         self._leases = LeaseKeeper(partial(DatabaseBase._writing, self), renew=not self._in_memory)
@@ -96,13 +102,17 @@ class LedgerBase(DatabaseBase):
     async def wait_committed(self) -> None:
         """Wait, without blocking the event loop, until every queued write is committed.
 
-        Nothing to wait for outside `write_behind` (writes are committed when made).
+        Nothing to wait for outside `write_behind` (writes are committed when made). Inside
+        it, the writer thread takes the queue at once and wakes the waiting coroutine itself
+        when the group is committed (`WriteBehind.wait`): no thread is started per wait, and
+        every coroutine of a loop woken by one group costs one wake-up of the loop.
 
         Raises:
             StoreError: A queued write failed (raised once).
         """
-        if self._behind is not None:
-            await asyncio.to_thread(self.flush)
+        behind = self._behind
+        if behind is not None:
+            await behind.wait()
 
     _behind: WriteBehind | None = None
 
@@ -119,8 +129,8 @@ class LedgerBase(DatabaseBase):
         `finish_run`, `set_graph`, `reopen_run`) first waits until the queue is committed.
         Leaving the context commits the rest. On SQLite the writer also checkpoints the
         write-ahead log (a ``PASSIVE`` checkpoint) each time it has committed everything
-        queued, so that neither a later commit nor `close` copies a whole run's log into the
-        database file (SQLite's "Application-Initiated Checkpoints",
+        queued (at most once a second), so that neither a later commit nor `close` copies a
+        whole run's log into the database file (SQLite's "Application-Initiated Checkpoints",
         https://www.sqlite.org/wal.html); not when a caller waits for that commit (a read,
         or `finish_run` at the end of a run), which goes on at once.
 
@@ -146,6 +156,9 @@ class LedgerBase(DatabaseBase):
             quiet_s=0.010,
             max_delay_s=0.5,
             on_idle=self._checkpoint_wal,  # nothing to do on PostgreSQL
+            # A checkpoint writes the database file (and syncs it): at most once a second,
+            # so that it seldom delays a request's commit that a model call waits for.
+            idle_interval_s=1.0,
         )
         self._behind = behind
         ok = False
@@ -197,13 +210,17 @@ class LedgerBase(DatabaseBase):
 
         On the writer thread, the work is cut into chunks of `_CHUNK` writes or rows, and the
         thread lets go of the interpreter lock between chunks (`_yield_gil`), which gives an
-        event loop waiting for the lock a chance to run before the rest of a large group.
+        event loop waiting for the lock a chance to run before the rest of a large group;
+        not when a coroutine waits for the commit (a request to be sent): letting the loop
+        run would only delay it.
         """
+        behind = self._behind
+        pause = _no_yield if behind is not None and behind.awaited else _yield_gil
         by_key: dict[str, list[dict[str, Any]]] = {}
         built: list[Rows] = []
         for start in range(0, len(writes), _CHUNK):
             if start:
-                _yield_gil()
+                pause()
             for write in writes[start : start + _CHUNK]:
                 rows_of = write.build()
                 built.append(rows_of)
@@ -217,12 +234,54 @@ class LedgerBase(DatabaseBase):
             for key in sorted(by_key, key=WRITE_ORDER.index):
                 queued = by_key[key]
                 for start in range(0, len(queued), _CHUNK):
-                    _yield_gil()
-                    # The statement is built once per ledger: each call binds parameters.
-                    conn.execute(statement(key, self._dialect), queued[start : start + _CHUNK])
+                    pause()
+                    self._write_rows(conn, key, queued[start : start + _CHUNK])
             # Then each record's chain entry, in the order written (see `_state.chain`).
-            _yield_gil()
-            self._chain.append(conn, self._chain.entries_of(conn, built))
+            pause()
+            entries, requests = self._chain.entries_of(conn, built)
+            self._chain.append(conn, entries)
+        self._chain.committed(requests)
+
+    def _write_rows(self, conn: Connection, key: str, rows: list[dict[str, Any]]) -> None:
+        """Write ``rows`` of kind ``key`` (`statement`) in ``conn``'s transaction.
+
+        On SQLite, rows that all give the same columns go to ``sqlite3``'s
+        ``executemany`` as the statement SQLAlchemy compiles for those columns, each value
+        through its type's bind processor (`DriverStatement`): SQLAlchemy's execution
+        machinery costs several times what SQLite does for these short rows. Otherwise (and
+        for rows whose columns differ), SQLAlchemy executes the statement.
+        """
+        if self._dialect == "sqlite":
+            first = rows[0].keys()
+            if all(row.keys() == first for row in rows):
+                driver = self._driver_statement(key, tuple(first))
+                if driver is not None:
+                    dbapi = conn.connection.driver_connection  # in the same transaction
+                    assert dbapi is not None
+                    try:
+                        dbapi.executemany(driver.sql, [driver.parameters(r) for r in rows]).close()
+                    except sqlite3.Error as exc:  # as SQLAlchemy would raise it
+                        raise DBAPIError.instance(
+                            driver.sql, None, exc, sqlite3.Error, hide_parameters=True
+                        ) from exc
+                    return
+        # The statement is built once per ledger: each call binds parameters.
+        conn.execute(statement(key, self._dialect), rows)
+
+    def _driver_statement(self, key: str, columns: tuple[str, ...]) -> DriverStatement | None:
+        """The `DriverStatement` of kind ``key`` for rows giving ``columns``, or ``None``."""
+        cache = self._drivers
+        if (key, columns) not in cache:
+            found: DriverStatement | None
+            try:
+                # An update names its own bound parameters; an insert binds the columns given.
+                keys = None if key == "call_finish" else columns
+                dialect = self._engine.dialect
+                found = DriverStatement(statement(key, self._dialect), dialect, keys)
+            except (ValueError, SQLAlchemyError):
+                found = None
+            cache[(key, columns)] = found
+        return cache[(key, columns)]
 
     @contextmanager
     def _writing(self, operation: str) -> Iterator[Connection]:

@@ -2,18 +2,32 @@
 
 The chain itself (digests, keyed links) is `clearance._state.chain`; this module reads a
 run's chain head in the write transaction and appends the entries of the records written.
+
+A call's outcome is an update of its request's row, and its entry digests the row as
+updated. The writer keeps the digested fields of each request it committed until the
+outcome arrives (`ChainWriter.committed`), so the updated row is known without reading it
+back; an outcome whose request another writer committed (or a failed group's) is read back.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError
 
 from clearance._core.errors import LedgerError
-from clearance._state.chain import LEDGER_KEY_ENV, SUBJECT_FIELDS, chain_sha256, payload_sha256
+from clearance._state.chain import (
+    ENTRY_FIELDS,
+    LEDGER_KEY_ENV,
+    OPTIONAL_FIELDS,
+    SUBJECT_FIELDS,
+    chain_sha256,
+    payload_sha256,
+)
 from clearance._state.ledger.schema import CALLS, ENTRIES, RUNS
 from clearance._state.ledger.statements import WRITE_ORDER, statement
 from clearance._state.write_behind import Rows
@@ -22,6 +36,19 @@ __all__ = ["ChainWriter", "Entry"]
 
 Entry = tuple[str, str, str, str]
 """``(run id, kind, subject, payload digest)`` of one chain entry to append."""
+
+_ENTRY_COLUMNS = ("run_id", "seq", "kind", "subject", "payload_sha256", "chain_sha256")
+_INSERT_ENTRY = (
+    f"INSERT INTO {ENTRIES.name} ({', '.join(_ENTRY_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?)"
+)
+"""The chain entries' ``INSERT`` on SQLite (as SQLAlchemy would compile it)."""
+
+_CALL_FIELDS = (*ENTRY_FIELDS["call"], *OPTIONAL_FIELDS.get("call", ()))
+_OUTCOME_FIELDS = (
+    "response", "finish_reason", "requests", "prompt_tokens", "completion_tokens",
+    "cached_prompt_tokens", "error", "latency_s",
+)  # fmt: skip
+"""What a call's outcome sets (as ``b_<name>``; see `statement`), besides ``pending = 0``."""
 
 
 class ChainWriter:
@@ -39,6 +66,8 @@ class ChainWriter:
         self._key_id = key_id
         self._url = url
         self._dialect = dialect
+        # Digested fields of each committed request whose outcome has not come yet.
+        self._requests: dict[str, dict[str, Any]] = {}
 
     def append_run(self, conn: Connection, run_id: str) -> None:
         """Append a run's row, as it is now, to its chain."""
@@ -78,9 +107,13 @@ class ChainWriter:
         return [last[0], last[1], self._key] if last is not None else [0, "", self._key]
 
     def append(self, conn: Connection, entries: Sequence[Entry]) -> None:
-        """Append ``(run id, kind, subject, payload digest)`` entries to their runs' chains."""
+        """Append ``(run id, kind, subject, payload digest)`` entries to their runs' chains.
+
+        On SQLite the rows go straight to ``sqlite3``'s ``executemany`` (all their columns
+        are text and integers, which need no conversion); elsewhere SQLAlchemy inserts them.
+        """
         heads: dict[str, list[Any]] = {}
-        rows = []
+        rows: list[tuple[str, int, str, str, str, str]] = []
         for run_id, kind, subject, payload in entries:
             head = heads.get(run_id)
             if head is None:
@@ -88,27 +121,63 @@ class ChainWriter:
             seq = head[0] + 1
             chain = chain_sha256(head[1], run_id, seq, kind, subject, payload, head[2])
             head[0], head[1] = seq, chain
-            rows.append(
-                {
-                    "run_id": run_id,
-                    "seq": seq,
-                    "kind": kind,
-                    "subject": subject,
-                    "payload_sha256": payload,
-                    "chain_sha256": chain,
-                }
-            )
-        if rows:
-            conn.execute(statement("entry", self._dialect), rows)
+            rows.append((run_id, seq, kind, subject, payload, chain))
+        if not rows:
+            return
+        if self._dialect == "sqlite":
+            dbapi = conn.connection.driver_connection  # in the same transaction
+            assert dbapi is not None
+            try:
+                dbapi.executemany(_INSERT_ENTRY, rows).close()
+            except sqlite3.Error as exc:  # as SQLAlchemy would raise it
+                raise DBAPIError.instance(
+                    _INSERT_ENTRY, None, exc, sqlite3.Error, hide_parameters=True
+                ) from exc
+            return
+        conn.execute(
+            statement("entry", self._dialect),
+            [dict(zip(_ENTRY_COLUMNS, r, strict=True)) for r in rows],
+        )
 
-    @staticmethod
-    def entries_of(conn: Connection, built: Sequence[Rows]) -> list[Entry]:
-        """The chain entries of committed writes, in write order.
+    def committed(self, pending: dict[str, dict[str, Any] | None]) -> None:
+        """Note what `entries_of` returned as pending, once its transaction is committed."""
+        for call_id, fields in pending.items():
+            if fields is None:
+                self._requests.pop(call_id, None)
+            else:
+                self._requests[call_id] = fields
 
-        A call's outcome (an update) is digested from its row as updated, read back.
+    def entries_of(
+        self, conn: Connection, built: Sequence[Rows]
+    ) -> tuple[list[Entry], dict[str, dict[str, Any] | None]]:
+        """The chain entries of writes about to be committed, in write order.
+
+        A call's outcome (an update) is digested from its row as updated: from its request
+        if this writer committed it, else read back.
+
+        Returns:
+            The entries, and the changes to the committed requests to make with `committed`
+            once the transaction is committed (a request's fields, or ``None`` when its
+            outcome is written).
         """
-        finished = [row["b_call_id"] for rows in built for row in rows.get("call_finish", ())]
+        pending: dict[str, dict[str, Any] | None] = {}
         outcome: dict[str, str] = {}
+        unknown: list[str] = []
+        for rows in built:
+            for row in rows.get("call", ()):
+                if row.get("pending"):
+                    pending[row["call_id"]] = {name: row.get(name) for name in _CALL_FIELDS}
+            for row in rows.get("call_finish", ()):
+                call_id = row["b_call_id"]
+                request = pending.get(call_id) or self._requests.get(call_id)
+                if request is None:
+                    unknown.append(call_id)
+                    continue
+                updated = {**request, "pending": 0}
+                updated.update((name, row[f"b_{name}"]) for name in _OUTCOME_FIELDS)
+                outcome[call_id] = payload_sha256("call", updated)
+                pending[call_id] = None
+        finished = unknown
         if finished:
             columns = [c for c in CALLS.c if c.name not in ("messages", "manifest")]
             for start in range(0, len(finished), 500):
@@ -126,4 +195,4 @@ class ChainWriter:
                         continue
                     subject = str(row[SUBJECT_FIELDS[key]])
                     entries.append((row["run_id"], key, subject, payload_sha256(key, row)))
-        return entries
+        return entries, pending

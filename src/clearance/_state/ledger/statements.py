@@ -7,10 +7,9 @@ built once (`statement`) and every commit only binds rows to it.
 from __future__ import annotations
 
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Table, bindparam, update
-from sqlalchemy.dialects import postgresql, sqlite
 
 from clearance._state.ledger.schema import (
     CALLS,
@@ -22,6 +21,9 @@ from clearance._state.ledger.schema import (
     TASKS,
     TOOL_CALLS,
 )
+
+if TYPE_CHECKING:  # the dialect in use is imported when a statement is built
+    from sqlalchemy.dialects import postgresql, sqlite
 
 __all__ = ["WRITE_ORDER", "insert", "statement"]
 
@@ -61,7 +63,13 @@ _INSERTS: dict[str, Table] = {
 
 def insert(table: Table, dialect: str) -> sqlite.Insert | postgresql.Insert:
     """The dialect's ``INSERT`` of ``table`` (with ``ON CONFLICT`` support)."""
-    return sqlite.insert(table) if dialect == "sqlite" else postgresql.insert(table)
+    if dialect == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        return sqlite_insert(table)
+    from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+
+    return postgresql_insert(table)
 
 
 @cache

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     Column,
@@ -25,10 +25,12 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.elements import ColumnElement
 
 from clearance._state.db import Schema, SchemaChange, UTCDateTime
+
+if TYPE_CHECKING:  # the dialect in use is imported when a statement is built
+    from sqlalchemy.dialects import postgresql, sqlite
 
 __all__ = ["ENTRIES", "LIKE_ESCAPE", "STORE_SCHEMA", "escape_like", "live", "statements"]
 
@@ -125,7 +127,15 @@ class _Statements:
     def build(cls, dialect: str) -> _Statements:
         c = ENTRIES.c
         this = (c.namespace == bindparam("ns"), c.key == bindparam("k"))
-        insert = sqlite.insert(ENTRIES) if dialect == "sqlite" else postgresql.insert(ENTRIES)
+        insert: sqlite.Insert | postgresql.Insert
+        if dialect == "sqlite":
+            from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+            insert = sqlite_insert(ENTRIES)
+        else:
+            from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+
+            insert = postgresql_insert(ENTRIES)
         excluded = insert.excluded
         # A dead (expired) row is replaced as if new: its created_at restarts too. Expired
         # means at or before the time of this write, which is the row's new updated_at.

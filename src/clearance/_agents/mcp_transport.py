@@ -1,0 +1,228 @@
+"""Sessions with MCP servers, capped while reading, each stdio server in its caller's folder.
+
+**Caps while reading.** A server's answer is read under a cap (`read_cap`: four times the
+server's ``max_result_bytes``, at least 1 MiB): over stdio, the server's output is split into
+lines as it arrives and a line over the cap stops the read and the server, before the SDK
+would have assembled (and parsed) the whole line; over HTTP, every response body, JSON or
+server-sent events, is counted as it streams. A message over the cap fails its call at once
+(`ReadCap.exceeded` says so) instead of after tens of seconds of assembling it.
+
+**One folder per caller.** A stdio server runs with its working directory, ``HOME``,
+``TMPDIR`` and ``XDG_*`` folders in a private folder of its caller (`StateFolders`): one per
+agent by default, so what one agent's calls leave in the server's files never reaches
+another agent's calls; one per server when the team file declares ``share: true``. An HTTP
+server is one process that Clearance does not start: it cannot be separated per agent, so
+the team file must declare ``share: true`` for one that several agents use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+import shutil
+import tempfile
+import weakref
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from anyio import ClosedResourceError, EndOfStream
+from anyio.streams.text import TextReceiveStream
+
+from clearance._core.mcp_spec import McpServerSpec
+
+if TYPE_CHECKING:
+    from mcp import ClientSession
+
+__all__ = ["ReadCap", "StateFolders", "read_cap", "session"]
+
+_MIN_READ_CAP = 1024 * 1024
+_FOLDER_VARIABLES = (
+    "HOME", "TMPDIR", "TMP", "TEMP",
+    "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME",
+)  # fmt: skip
+
+
+def read_cap(spec: McpServerSpec) -> int:
+    """Most characters (stdio) or bytes (HTTP) of one message read from the server."""
+    return max(4 * spec.max_result_bytes, _MIN_READ_CAP)
+
+
+@dataclass(slots=True)
+class ReadCap:
+    """The cap of one session's reads, and whether a message went over it.
+
+    Attributes:
+        limit: Most characters (stdio line) or bytes (HTTP response body) of one message.
+        exceeded: Set when a message went over ``limit`` (its read was stopped).
+    """
+
+    limit: int
+    exceeded: bool = False
+
+
+_STDIO_CAP: contextvars.ContextVar[ReadCap | None] = contextvars.ContextVar(
+    "clearance_mcp_stdio_cap", default=None
+)
+
+
+class _LineStream(TextReceiveStream):
+    """The SDK's stdio text stream, yielding whole lines only, each within the session's cap.
+
+    The SDK joins what it receives to a growing buffer until a newline comes; here the
+    pieces of a line are kept in a list and handed over once whole (linear, not quadratic,
+    in the line's length), and a line over the cap closes the server's output instead.
+    """
+
+    def __init__(self, transport_stream: Any, encoding: str = "utf-8", errors: str = "strict"):
+        super().__init__(transport_stream, encoding=encoding, errors=errors)
+        self._pieces: list[str] = []
+        self._size = 0
+        self._cap = _STDIO_CAP.get()
+
+    async def receive(self) -> str:
+        while True:
+            try:
+                chunk = await super().receive()
+            except EndOfStream:
+                if self._pieces:
+                    rest, self._pieces, self._size = "".join(self._pieces), [], 0
+                    return rest
+                raise
+            head, newline, tail = chunk.rpartition("\n")
+            over = self._size + (len(head) if newline else len(chunk))
+            if self._cap is not None and over > self._cap.limit:
+                self._cap.exceeded = True
+                self._pieces, self._size = [], 0
+                await self.transport_stream.aclose()  # the server's writes now fail; it stops
+                raise ClosedResourceError
+            if not newline:
+                self._pieces.append(chunk)
+                self._size += len(chunk)
+                continue
+            line = "".join(self._pieces) + head + "\n"
+            self._pieces, self._size = ([tail], len(tail)) if tail else ([], 0)
+            return line
+
+
+def _patch_stdio() -> None:
+    """Have the SDK's stdio client read through `_LineStream` (idempotent)."""
+    import mcp.client.stdio as stdio
+
+    if stdio.TextReceiveStream is not _LineStream:  # type: ignore[attr-defined]
+        stdio.TextReceiveStream = _LineStream  # type: ignore[attr-defined]
+
+
+def _capped_transport(cap: ReadCap) -> Any:
+    """An HTTP transport whose response bodies are counted as they stream."""
+    import httpx2
+
+    class CapExceeded(httpx2.StreamError):
+        pass
+
+    class Body(httpx2.AsyncByteStream):
+        def __init__(self, inner: Any) -> None:
+            self._inner = inner
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            size = 0
+            async for chunk in self._inner:
+                size += len(chunk)
+                if size > cap.limit:
+                    cap.exceeded = True
+                    raise CapExceeded(f"the server's message is over {cap.limit} bytes")
+                yield chunk
+
+        async def aclose(self) -> None:
+            await self._inner.aclose()
+
+    class Transport(httpx2.AsyncBaseTransport):
+        def __init__(self) -> None:
+            self._inner = httpx2.AsyncHTTPTransport()
+
+        async def handle_async_request(self, request: Any) -> Any:
+            response = await self._inner.handle_async_request(request)
+            return httpx2.Response(
+                status_code=response.status_code, headers=response.headers,
+                stream=Body(response.stream), extensions=response.extensions,
+            )  # fmt: skip
+
+        async def aclose(self) -> None:
+            await self._inner.aclose()
+
+    return Transport()
+
+
+class StateFolders:
+    """Private folders for stdio servers: one per (server, agent), or per server if shared.
+
+    The folders live under one temporary folder, removed when this object is collected or
+    the process exits.
+    """
+
+    def __init__(self) -> None:
+        self._root: Path | None = None
+        self._names: dict[tuple[str, str], Path] = {}
+
+    def folder(self, server: str, spec: McpServerSpec, agent: str | None) -> Path:
+        """The folder a call of ``server`` by ``agent`` runs in (``None``: no agent)."""
+        who = "shared" if spec.share else ("agent:" + agent if agent else "none")
+        found = self._names.get((server, who))
+        if found is None:
+            if self._root is None:
+                self._root = Path(tempfile.mkdtemp(prefix="clearance-mcp-"))
+                weakref.finalize(self, shutil.rmtree, self._root, ignore_errors=True)
+            found = self._root / f"{server}-{len(self._names)}"
+            found.mkdir(mode=0o700)
+            self._names[(server, who)] = found
+        return found
+
+
+@contextlib.asynccontextmanager
+async def session(
+    spec: McpServerSpec, cap: ReadCap, *, folder: Path | None = None, errlog: TextIO | None = None
+) -> AsyncIterator[ClientSession]:
+    """An initialized session with one server; the server (or connection) is closed after.
+
+    A stdio server gets only its declared environment, runs in ``folder`` (its home and
+    temporary folders too, unless ``env`` names them); its standard error goes to
+    ``errlog``, or is discarded (a hostile server could otherwise write to the terminal).
+    """
+    import anyio
+    import httpx2
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with contextlib.AsyncExitStack() as stack:
+        if spec.command is not None:
+            _patch_stdio()
+            token = _STDIO_CAP.set(cap)  # read by the SDK's reader task, started just below
+            env = {name: str(folder) for name in _FOLDER_VARIABLES} if folder else {}
+            params = StdioServerParameters(
+                command=spec.command[0], args=spec.command[1:],
+                env={**env, **spec.resolved_env()}, cwd=folder,
+            )  # fmt: skip
+            if errlog is None:
+                errlog = stack.enter_context(open(os.devnull, "w", encoding="utf-8"))  # noqa: ASYNC230, SIM115
+            streams = await stack.enter_async_context(stdio_client(params, errlog=errlog))
+            _STDIO_CAP.reset(token)
+        else:
+            assert spec.url is not None
+            client = httpx2.AsyncClient(
+                headers=spec.resolved_headers(),
+                timeout=httpx2.Timeout(spec.connect_timeout_s, read=spec.timeout_s),
+                follow_redirects=False,
+                transport=_capped_transport(cap),
+            )
+            await stack.enter_async_context(client)
+            streams = await stack.enter_async_context(
+                streamable_http_client(spec.url, http_client=client, max_sse_event_size=cap.limit)
+            )
+        read, write = streams
+        client_session = await stack.enter_async_context(ClientSession(read, write))
+        with anyio.fail_after(spec.connect_timeout_s):
+            await client_session.initialize()
+        yield client_session

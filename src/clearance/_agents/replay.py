@@ -1,0 +1,301 @@
+"""Durable resume: an interrupted agent loop rebuilt from its recorded steps.
+
+A resumed run's `ModelCaller` holds a `ReplaySource` read from the ledger. Every model call
+and tool call of every call path goes through `ModelCaller.call` and the `AgentLoop`'s tool
+step, which ask it first:
+
+- **Model calls.** The recorded calls of each subject (``task:<id>``, ``delegation:<id>``,
+  ``synthesis``...) are taken in order: the next call of a subject is answered from its
+  record when the prompt it would send has the recorded prompt's hash (so a replayed step
+  is only used if the request would be identical), with the tool calls the model asked for
+  (the ``model_tool_calls`` event recorded with the answer). The first call whose prompt
+  differs, or that has no record, is sent: from then on the subject is live. A recorded
+  request left without an outcome (the process stopped while it was in flight) is sent
+  again once, and its outcome recorded on that same row.
+- **Tool calls.** In a replayed turn each tool call keeps its recorded id, so the next
+  prompt is the one the original loop built. A call with a recorded result is not run: the
+  result is given to the loop. A call recorded as started (``tool_started``) without a
+  result may have run: it runs again only when its tool was declared ``idempotent``;
+  otherwise the person decides (a ``rerun`` approval, see
+  `clearance._orchestration.approval`). A tool declared ``replay: false`` (a live value)
+  runs again under a new id (recorded as a ``replay_declined`` event), and so do calls
+  whose result reached the prompt by more than their text (store reads, spawned children).
+
+Every replayed step is recorded as a ``replayed`` event naming its original record and the
+digest of what the loop was given; ``clearance verify`` checks it against the original
+(`clearance._context.verify_replay`). Before anything is replayed, the run's hash chain
+(and its MACs, when the ledger is keyed) must verify: otherwise `ReplaySource.load` raises,
+naming the first record that fails.
+
+Matching pydantic-ai's durable execution (model requests and tool calls as Temporal
+activities or DBOS steps) and DBOS's "resume from the last completed step", with the
+ledger's hash chain as the proof that a replay matches the original.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from clearance._context.verify_approvals import arguments_sha256
+from clearance._context.verify_chain import check_chain
+from clearance._context.verify_replay import answer_sha256
+from clearance._core.errors import ConfigError
+from clearance._core.ids import new_id
+from clearance._core.prompt import Prompt, sha256_text
+from clearance._core.vocabulary import EventKind, PromptKind, RecordKind
+from clearance._state.ledger import CallRecord, Recorder, RunLedger, ToolCallRecord
+from clearance.models._base import ModelResponse, ToolCall
+
+__all__ = [
+    "ConfirmRerun",
+    "ReplaySource",
+    "answer_sha256",
+    "tool_calls_data",
+]
+
+ConfirmRerun = Callable[[str, str, str, dict[str, Any]], Awaitable[str | None]]
+"""Decides whether a tool call that may have run runs again: ``(task id, agent, tool,
+arguments)`` to ``None`` (run it again) or the denial text the model gets; may raise
+`ApprovalPending` to pause the task until a person decides."""
+
+
+def tool_calls_data(tool_calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
+    """The ``model_tool_calls`` event's ``tool_calls``: ``[{"id", "name", "arguments"}]``."""
+    return [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in tool_calls]
+
+
+@dataclasses.dataclass(slots=True)
+class _Turn:
+    """How one tool call of a replayed turn is handled."""
+
+    call_id: str
+    output: str | None = None  # the recorded result, when replayed
+    rerun: bool = False  # started, no result: may have run
+
+
+class ReplaySource:
+    """The recorded steps of one run being resumed, handed out in order.
+
+    Build it with `load`. Attributes count what the resume did.
+
+    Attributes:
+        replayed_calls: Model calls answered from their records.
+        replayed_tools: Tool calls whose recorded result was used.
+        sent: Model calls sent (a pending request sent again included).
+        confirm: Decides re-running a tool call that may have run (set by the run);
+            ``None`` denies it.
+    """
+
+    def __init__(
+        self,
+        recorder: Recorder,
+        run_id: str,
+        *,
+        calls: dict[str, list[CallRecord]],
+        asked: dict[str, list[dict[str, Any]]],
+        tools: dict[tuple[str, int], list[ToolCallRecord]],
+        started: dict[str, dict[str, Any]],
+        owners: dict[str, str],
+    ) -> None:
+        self.recorder = recorder
+        self.run_id = run_id
+        self._calls = calls
+        self._asked = asked
+        self._tools = tools
+        self._started = started
+        self._owners = owners
+        self._cursor: dict[str, int] = {}
+        self._live: set[str] = set()
+        self._turns: dict[str, _Turn] = {}
+        self.replayed_calls = 0
+        self.replayed_tools = 0
+        self.sent = 0
+        self.confirm: ConfirmRerun | None = None
+
+    @classmethod
+    def load(
+        cls, ledger: RunLedger, run_id: str, *, recorder: Recorder | None = None
+    ) -> ReplaySource:
+        """Read a run's replayable steps, once its records verify.
+
+        Args:
+            ledger: The ledger holding the run.
+            run_id: The run's full id.
+            recorder: Where replays are recorded; ``None`` means ``ledger``.
+
+        Raises:
+            ConfigError: A record of the run fails its hash chain (or MAC, with the ledger's
+                key); the one-line message names it, and nothing is replayed.
+            StoreError: The ledger cannot be read.
+        """
+        report = check_chain(ledger, run_id, ledger.chain_key)
+        if report.problems:
+            where, call_id, reason = report.problems[0]
+            named = f"{where} {call_id}" if call_id else where
+            raise ConfigError(
+                f"run {run_id} cannot be resumed: {named}: {reason}; nothing was replayed",
+                field="run",
+            )
+        stopped = {t.task_id for t in ledger.tasks(run_id) if t.status in ("failed", "skipped")}
+        excluded = {f"{kind}:{t}" for t in stopped for kind in ("task", "isolated")}
+        calls: dict[str, list[CallRecord]] = {}
+        for call in ledger.calls(run_id):
+            if call.error is None and call.subject not in excluded:
+                calls.setdefault(call.subject, []).append(call)
+        for records in calls.values():  # only a last pending request is still in flight
+            records[:] = [
+                c for i, c in enumerate(records) if not c.pending or i == len(records) - 1
+            ]
+        asked: dict[str, list[dict[str, Any]]] = {}
+        started: dict[str, dict[str, Any]] = {}
+        owners: dict[str, str] = {}
+        for event in ledger.events(run_id):
+            if event.kind == EventKind.MODEL_TOOL_CALLS:
+                asked[str(event.data.get("call_id"))] = list(event.data.get("tool_calls") or [])
+            elif event.kind == EventKind.TOOL_STARTED:
+                started[str(event.data.get("tool_call_id"))] = {
+                    **event.data,
+                    "subject": event.subject,
+                }
+                owners[str(event.data.get("tool_call_id"))] = event.subject
+        tools: dict[tuple[str, int], list[ToolCallRecord]] = {}
+        for row in ledger.tool_calls(run_id):
+            tools.setdefault((row.subject, row.step), []).append(row)
+            owners[row.tool_call_id] = row.subject
+        return cls(
+            recorder if recorder is not None else ledger, run_id, calls=calls, asked=asked,
+            tools=tools, started=started, owners=owners,
+        )  # fmt: skip
+
+    # -- model calls --------------------------------------------------------------------
+
+    def answer(self, subject: str, prompt: Prompt) -> ModelResponse | str | None:
+        """The recorded answer of a subject's next call, if its prompt is the recorded one.
+
+        Returns:
+            The recorded response (a ``replayed`` event is recorded); or the id of a
+            recorded request left pending, to send again under that id; or ``None``: send
+            it (the subject is live from now on).
+        """
+        if subject not in self._live:
+            records = self._calls.get(subject, ())
+            at = self._cursor.get(subject, 0)
+            if at < len(records) and records[at].prompt_sha256 == prompt.manifest.prompt_sha256:
+                record = records[at]
+                self._cursor[subject] = at + 1
+                if not record.pending:
+                    return self._replay_call(record)
+                self._live.add(subject)
+                self.sent += 1
+                return record.call_id
+            self._live.add(subject)
+        self.sent += 1
+        return None
+
+    def _replay_call(self, record: CallRecord) -> ModelResponse:
+        asked = self._asked.get(record.call_id, [])
+        self.recorder.record_event(self.run_id, EventKind.REPLAYED, record.subject, {
+            "record": RecordKind.CALL, "original": record.call_id,
+            "sha256": answer_sha256(record.response, asked),
+        })  # fmt: skip
+        self.replayed_calls += 1
+        calls = tuple(
+            ToolCall(id=str(c["id"]), name=str(c["name"]), arguments=dict(c["arguments"]))
+            for c in asked
+        )
+        return ModelResponse(
+            text=record.response or "", usage=record.usage, model_id=record.model_id,
+            finish_reason=record.finish_reason, tool_calls=calls,
+        )  # fmt: skip
+
+    # -- tool calls ---------------------------------------------------------------------
+
+    def tool_ids(self, subject: str, step: int, calls: Sequence[ToolCall]) -> list[str]:
+        """The ids of a turn's tool calls: the recorded ones in a replayed turn, else new."""
+        if subject in self._live:
+            return [new_id("tool") for _ in calls]
+        rows = self._tools.get((subject, step), [])
+        ids = []
+        for index, call in enumerate(calls):
+            turn = self._plan(subject, step, rows, index, call)
+            self._turns[turn.call_id] = turn
+            ids.append(turn.call_id)
+        return ids
+
+    def _plan(
+        self, subject: str, step: int, rows: list[ToolCallRecord], index: int, call: ToolCall
+    ) -> _Turn:
+        if index < len(rows):
+            row = rows[index]
+            if row.name != call.name or row.arguments != call.arguments:
+                return _Turn(call_id=new_id("tool"))
+            started = self._started.get(row.tool_call_id, {})
+            why = None
+            if started.get("replay") is False:
+                why = "replay: false"
+            elif row.store_reads or row.name == "spawn":  # children's results: prompt items
+                why = "its result reached the prompt by more than its text"
+            if why is None:
+                return _Turn(call_id=row.tool_call_id, output=row.result)
+            self.recorder.record_event(self.run_id, EventKind.REPLAY_DECLINED, subject, {
+                "record": RecordKind.TOOL_CALL, "original": row.tool_call_id, "why": why,
+            })  # fmt: skip
+            return _Turn(call_id=new_id("tool"))
+        if index == len(rows):  # the call the process may have stopped inside
+            for call_id, data in self._started.items():
+                if (
+                    data.get("subject") == subject
+                    and data.get("step") == step
+                    and data.get("name") == call.name
+                    and data.get("arguments_sha256") == arguments_sha256(call.arguments)
+                ):
+                    return _Turn(call_id=call_id, rerun=True)
+        return _Turn(call_id=new_id("tool"))
+
+    def recorded_output(self, subject: str, call_id: str) -> str | None:
+        """The recorded result of a replayed tool call (a ``replayed`` event is recorded)."""
+        turn = self._turns.get(call_id)
+        if turn is None or turn.output is None:
+            return None
+        self.recorder.record_event(self.run_id, EventKind.REPLAYED, subject, {
+            "record": RecordKind.TOOL_CALL, "original": call_id, "sha256": sha256_text(turn.output),
+        })  # fmt: skip
+        self.replayed_tools += 1
+        return turn.output
+
+    async def may_rerun(
+        self, call_id: str, agent: str, name: str, arguments: dict[str, Any]
+    ) -> str | None:
+        """Whether a tool call about to run may run: ``None``, or the denial text.
+
+        A call recorded as started without a result runs again only if its tool was
+        declared idempotent when it started, or a person approves (`confirm`).
+
+        Raises:
+            ApprovalPending: Nobody decided yet (from `confirm`).
+        """
+        turn = self._turns.get(call_id)
+        if turn is None or not turn.rerun or self._started.get(call_id, {}).get("idempotent"):
+            return None
+        if self.confirm is None:
+            return f"error: tool {name} may have run before the run stopped; not run again"
+        return await self.confirm(self.task_of(call_id), agent, name, arguments)
+
+    def task_of(self, call_id: str) -> str:
+        """The task a tool call serves (through the delegations it was made in)."""
+        subject = self._owners.get(call_id, "")
+        for _ in range(64):
+            kind, _, rest = subject.partition(":")
+            if kind != PromptKind.DELEGATION:
+                return rest or subject
+            subject = self._owners.get(rest, "")
+        return subject
+
+    def summary(self) -> str:
+        """``"replayed N model calls and M tool calls, sent K"``."""
+        return (
+            f"replayed {self.replayed_calls} model calls and {self.replayed_tools} tool calls, "
+            f"sent {self.sent}"
+        )
