@@ -10,12 +10,15 @@ from typer.testing import CliRunner
 
 from clearance import ConfigError, RunLedger
 from clearance._context.verify import verify_run
-from clearance._core.vocabulary import ClarificationKind, EventKind
+from clearance._core.vocabulary import ClarificationKind, EventKind, RecordKind
 from clearance.cli import app
 from clearance.events import (
     SCHEMAS,
     FileClarificationEvent,
+    McpCallEvent,
+    ModelToolCallsEvent,
     QuestionClarificationEvent,
+    ReplayedEvent,
     SpawnEvent,
     parse_event,
 )
@@ -68,3 +71,20 @@ def test_a_malformed_recorded_event_is_a_finding_of_verify_not_a_crash(tmp_path)
     shown = CliRunner().invoke(app, ["inspect", "run_e", "--db", url, "--no-prompt"])
     assert shown.exit_code == 0, shown.output
     assert "malformed event" in shown.output
+
+
+def test_replay_events_name_the_record_they_replay_and_the_share_of_an_mcp_server() -> None:
+    replayed = {"record": "tool_call", "original": "tool_1", "sha256": "0" * 64}
+    event = parse_event(EventKind.REPLAYED, replayed)
+    assert isinstance(event, ReplayedEvent) and event.record is RecordKind.TOOL_CALL
+    with pytest.raises(ConfigError, match="'replayed' event's record"):
+        parse_event(EventKind.REPLAYED, {**replayed, "record": "run"})
+    with pytest.raises(ConfigError, match="'replay_declined' event's why"):
+        parse_event(EventKind.REPLAY_DECLINED, {"record": "tool_call", "original": "tool_1"})
+    asked = {"call_id": "call_1", "tool_calls": [{"id": "t1", "name": "add", "arguments": {}}]}
+    tool_calls = parse_event(EventKind.MODEL_TOOL_CALLS, asked)
+    assert isinstance(tool_calls, ModelToolCallsEvent) and tool_calls.tool_calls[0].name == "add"
+    mcp = {"tool_call_id": "t1", "server": "notes", "tool": "read", "transport": "stdio",
+           "where": "uvx notes", "shared": True}  # fmt: skip
+    shared = parse_event(EventKind.MCP_CALL, mcp)
+    assert isinstance(shared, McpCallEvent) and shared.shared is True

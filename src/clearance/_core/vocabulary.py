@@ -14,7 +14,7 @@ enum               what it names
 `OriginKind`       where one prompt item came from (``_core/origins.py`` lists them with
                    their references)
 `EventKind`        a recorded event of a run (the ledger's ``events`` table); each has a
-                   schema in ``_state/ledger/event_schema.py``
+                   schema in ``_core/event_schema.py``
 `RunEventKind`     a progress event delivered to ``on_event`` (`RunEvent`), never recorded
 `StepKind`         the built-in steps an `AgentSession` records
 `ApprovalKind`     what a human approval is asked for (a tool call, a task, or a rerun)
