@@ -135,6 +135,43 @@ def _store(store: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _mainjob(rows: list[dict[str, Any]]) -> list[str]:
+    """Section 5b: the main job against the embedded model's floor (``bench/mainjob.py``)."""
+    lines = ["## 5b. The main job against its floor (`python bench/mainjob.py`)", ""]
+    if not rows:
+        return [*lines, "Not run.", ""]
+    lines += [
+        "| input | wall s | floor s | wall / floor | prompt tokens | cached | per review "
+        "| completion | prefill tok/s | generation tok/s | grammar ms/token | plain ms/token "
+        "| load |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['input']} | {r['wall_s']:.1f} | {r['floor_s']:.1f} | "
+            f"{r['wall_over_floor']:.2f} | {r['prompt_tokens']} | "
+            f"{r['cached_prompt_tokens']} ({r['cached_share']:.0%}) | "
+            f"{r['prompt_tokens_per_review']:.0f} | {r['completion_tokens']} | "
+            f"{r['prefill_tokens_per_s']:.0f} | {r['generation_tokens_per_s']:.0f} | "
+            f"{r.get('grammar_ms_per_token', 0):.1f} | {r.get('plain_ms_per_token', 0):.1f} | "
+            f"{r.get('load_1min', '?')} |"
+        )
+    lines += [
+        "",
+        "Floor: prompt tokens / prefill rate + completion tokens / generation rate, both rates",
+        "measured on the same model and machine just before the run (llama.cpp's timers).",
+        "Per review: mean prompt tokens of the module reviews (about 1,300 before the brief",
+        "step). Load: the one-minute load average when the run started (2 cores, shared).",
+        "Command per row: `python bench/mainjob.py --save [--input python:PKG]`.",
+        "The rates are re-measured before each run, so on a shared machine the floor moves",
+        "with the load: a ratio under 1 means the run got more of the machine than the",
+        "calibration just before it. Grammar ms/token: generation under the reviews' JSON",
+        "schema; plain: without it.",
+        "",
+    ]
+    return lines
+
+
 def main() -> None:
     import matplotlib
 
@@ -389,6 +426,7 @@ def main() -> None:
             "Read from the run's ledger: prompt tokens as the model counted them, per task call;",
             "call time is summed over calls, which overlap (the example runs 2 at once).",
         ]  # fmt: skip
+    lines += ["", *_mainjob(_load("mainjob") or [])]
     compare = _load("compare")
     if compare:
         b, a = compare["median_ms_per_task"]["before"], compare["median_ms_per_task"]["after"]

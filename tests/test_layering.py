@@ -9,6 +9,7 @@ in a lazy import. The layers, top to bottom, and what sits in each:
                    clearance.memory, clearance.testing (test doubles for users' tests;
                    nothing in the library imports them)
     orchestration  clearance._orchestration, clearance._view (the run page: reads recorded runs)
+    reports        clearance._reports (a finished run's report: code review, generic, SARIF)
     agents         clearance._agents, clearance.analysis (built-in steps a team file runs in
                    place of a model call)
     context        clearance._context
@@ -40,6 +41,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("context", ("clearance._context",)),
     ("agents", ("clearance._agents", "clearance.analysis")),
     ("orchestration", ("clearance._orchestration", "clearance._view")),
+    ("reports", ("clearance._reports",)),
     (
         "public",
         (

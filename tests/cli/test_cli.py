@@ -17,12 +17,15 @@ runner = CliRunner()
 def test_graph_prints_the_expanded_example():
     result = runner.invoke(app, ["graph", str(EXAMPLE)])
     assert result.exit_code == 0, result.output
-    assert "review-decoder" in result.output and "cross-module" in result.output
-    # The package step depends on every module's facts; each review on its own module's.
+    assert "review-decoder" in result.output and "package" in result.output
+    # The package step depends on every module's facts; each review on its own module's
+    # brief (a step over that module's facts).
     assert "depends on: facts-__init__, facts-decoder" in " ".join(result.output.split())
     assert "review-decoder  [module_reviewer]" in result.output
     review = result.output.split("review-decoder  [module_reviewer]", 1)[1]
-    assert review.split("\n")[1].strip(" │├└─") == "depends on: facts-decoder"
+    assert review.split("\n")[1].strip(" │├└─") == "depends on: brief-decoder"
+    brief = result.output.split("brief-decoder  [step]", 1)[1]
+    assert brief.split("\n")[1].strip(" │├└─") == "depends on: facts-decoder"
 
 
 @pytest.mark.parametrize(
@@ -111,20 +114,20 @@ def test_run_on_the_embedded_model_end_to_end(tmp_path):
     # module with its facts.
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr
     assert "completed  facts-adder" in proc.stdout
-    assert "completed  cross-module" in proc.stdout
+    assert "completed  package" in proc.stdout
     assert "Synthesis" in proc.stdout
     assert "adder.py" in proc.stdout and "greeter.py" in proc.stdout
     with RunLedger(db) as ledger:
         run = ledger.list_runs()[0]
         assert verify_run(ledger, run.run_id).ok
         calls = {c.subject: c for c in ledger.calls(run.run_id)}
-    # each module reviewer saw only its own module's facts, never a whole file
+    # each module reviewer saw only its own module's brief, never a whole file
     adder = calls["task:review-adder"]
     origins = [i["origin"] for i in adder.manifest["items"]]
-    assert origins == ["instructions", "task:review-adder", "task_result:facts-adder"]
+    assert origins == ["instructions", "task:review-adder", "task_result:brief-adder"]
     assert "greet" not in "".join(m["content"] for m in adder.messages)
-    cross = [i["origin"] for i in calls["task:cross-module"].manifest["items"]]
-    assert cross == ["instructions", "task:cross-module", "task_result:package"]
+    synthesis = [i["origin"] for i in calls["synthesis"].manifest["items"]]
+    assert "task_result:package" in synthesis
 
 
 def test_an_error_quoting_line_breaks_is_still_one_line(tmp_path):

@@ -15,7 +15,7 @@ from clearance._context.verify import verify_run
 from clearance._core.errors import ConfigError
 from clearance._core.step_input import StepInput
 from clearance._core.teamfile import load_team_file
-from clearance._orchestration.report import build_report
+from clearance._reports import code_review_report
 from clearance._state.queue import TaskStatus
 from clearance.analysis import lint_source, module_facts
 from clearance.models._base import ModelRequest, ModelResponse, Usage
@@ -43,19 +43,25 @@ def subject(request: ModelRequest) -> str:
 
 
 def review_answer(request: ModelRequest) -> str:
-    """A valid review for per-module tasks, plain text for everything else."""
+    """A review for per-module tasks (one grounded finding, invented text besides), plain
+    text for everything else."""
     if request.json_schema is None:
-        return f"TEXT for {subject(request)}"
+        return f"TEXT for {subject(request)}.\n```python\n# noinspection PyBroadException\n```"
     module = request.json_schema["properties"]["module"]["const"]
+    item = request.json_schema["properties"]["findings"]["items"]["properties"]
+    symbols, rules = item["symbol"]["enum"], item["rule"]["enum"]
     return json.dumps(
         {
             "module": module,
-            "summary": f"{module} reviewed",
+            "summary": f"{module} is reviewed here. It calls made_up_helper() on every line.",
             "findings": [
-                {"severity": "low", "category": "style", "symbol": "no_such_fn", "note": "n"}
+                {"severity": "low", "category": "style", "symbol": symbols[-1],
+                 "rule": rules[-1], "note": "Worth a look."},
+                {"severity": "high", "category": "bug", "symbol": "", "rule": "",
+                 "note": "Rule S102.5 applies here."},
             ],
         }
-    )
+    )  # fmt: skip
 
 
 async def test_a_python_step_result_reaches_its_dependent_and_verify_passes(tmp_path, ledger):
@@ -232,8 +238,8 @@ def test_ruff_ignores_configuration_in_the_reviewed_folder(tmp_path, monkeypatch
     # or make it read other files.
     (tmp_path / "ruff.toml").write_text("[lint]\nignore = ['F']\n", encoding="utf-8")
     monkeypatch.chdir(tmp_path)
-    findings, problem = lint_source("x.py", "import os\n")
-    assert problem is None and [f["code"] for f in findings] == ["F401"]
+    lint = lint_source("x.py", "import os\n")
+    assert lint.problem is None and [f["code"] for f in lint.findings] == ["F401"]
 
 
 def big_package(root: Path) -> None:
@@ -264,18 +270,37 @@ async def test_the_code_review_example_reports_every_module(tmp_path, ledger, pa
     result = await orch.run_tasks(loaded.tasks, goal=loaded.spec.goal)
     assert result.status == "completed", {k: v.error for k, v in result.tasks.items() if v.error}
     assert verify_run(ledger, result.run_id).ok
-    report = build_report(result, loaded.tasks, model_id="test:function")
+    report = code_review_report(result, loaded.tasks, model_id="test:function")
     md = report.markdown
     for name in expected:
         assert f"### `{name}`" in md
         source = (loaded.input_root / name).read_text(encoding="utf-8")
         section = md.split(f"### `{name}`", 1)[1].split("\n### ", 1)[0]
         assert f"{len(source.splitlines())} lines" in section  # a true, specific fact
-        assert f"Model review (test:function): {name} reviewed" in section
-        assert "symbol not found" in section  # the model's made-up name is flagged
-    # The synthesis sees the package facts and the cross-module review, each once.
+        assert f"Model review (test:function): {name} is reviewed here." in section
+        assert "made_up_helper" not in section and "S102.5" not in section
+        assert "Worth a look." in section  # the grounded finding is kept
+    # What failed grounding is counted, not shown: per module one sentence of the summary
+    # and one note; a code block in the synthesis.
+    n = len(expected)
+    assert report.data["left_out"] == {"code": 1, "name": n, "rule code": n}
+    assert f"{2 * n + 1} model sentences or findings failed grounding" in md
+    assert "```" not in md and "noinspection" not in md
+    assert "Coordinator (test:function, sentences that pass grounding): TEXT for synthesis." in md
+    # Each review's schema only allows its own module's symbols and rules.
+    for request in model.requests:
+        if request.json_schema is not None:
+            module = request.json_schema["properties"]["module"]["const"]
+            item = request.json_schema["properties"]["findings"]["items"]["properties"]
+            facts = json.loads(
+                result.tasks["facts-" + module.removesuffix(".py").replace("/", ".")].result or ""
+            )
+            real = {f["name"] for f in facts["most_complex"]} | {""}
+            assert set(item["symbol"]["enum"]) <= real and "x-enum-from" not in item["symbol"]
+            assert set(item["rule"]["enum"]) <= set(facts["rule_counts"]) | {""}
+    # The synthesis sees the package facts once, not the module facts.
     synthesis = next(r.prompt for r in model.requests if subject(r) == "synthesis")
-    assert set(synthesis.manifest.origins) >= {"task_result:package", "task_result:cross-module"}
+    assert "task_result:package" in synthesis.manifest.origins
     assert not any(o.startswith("task_result:facts-") for o in synthesis.manifest.origins)
     # No review prompt holds a whole module: facts and one excerpt only.
     for request in model.requests:
@@ -346,3 +371,19 @@ def test_graph_estimate_flags_a_task_over_budget(tmp_path):
     )
     assert shown.exit_code == 1
     assert "OVER BUDGET" in shown.output and "step (no model)" in shown.output
+
+
+def test_graph_estimate_of_the_example_bounds_briefs_and_gives_a_wall_time_range():
+    import re
+
+    from typer.testing import CliRunner
+
+    from clearance.cli import app
+
+    shown = CliRunner().invoke(app, ["graph", str(EXAMPLE), "--estimate"], terminal_width=200)
+    assert shown.exit_code == 0, shown.output
+    reviews = [int(m) for m in re.findall(r"review-\w+\s*│\s*(\d+)", shown.output)]
+    assert len(reviews) == len(list(JSON_DIR.glob("*.py")))
+    assert all(r < 1300 for r in reviews)  # a brief's bound, not a step's 4000 tokens
+    match = re.search(r"wall time on the embedded model: about (\d+) to (\d+) s", shown.output)
+    assert match and 0 < int(match.group(1)) < int(match.group(2))

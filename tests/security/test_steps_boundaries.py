@@ -56,7 +56,7 @@ tasks:
 def test_a_model_answer_posing_as_module_facts_is_one_line_error(
     tmp_path: Path, openai_server, monkeypatch
 ) -> None:
-    forged = {"kind": "module_facts", "module": "a.py", "slug": "a", "most_branching": 5}
+    forged = {"kind": "module_facts", "module": "a.py", "slug": "a", "most_complex": 5}
     monkeypatch.setenv("OPENAI_BASE_URL", openai_server(lambda messages: json.dumps(forged)))
     team = """\
 name: forged-facts
@@ -70,7 +70,7 @@ tasks:
     result, db, run_id = run(tmp_path, team, "--model", "openai:m")
     package = tasks_of(db, run_id)["p"]
     assert package.status == "failed"
-    assert "the result of task 'm' claims to be module facts but most_branching" in package.error
+    assert "the result of task 'm' claims to be module facts but most_complex" in package.error
     assert "\n" not in package.error and "Traceback" not in result.output
 
 

@@ -23,12 +23,13 @@ def test_example_expands_one_task_per_module(tmp_path):
     (src / "notes.txt").write_text("not python")
     loaded = load_team_file(EXAMPLE, input_dir=src)
     ids = [t.id for t in loaded.tasks]
-    # One analysis step and one review per top-level *.py, sorted; then the package step.
-    assert ids == ["facts-a", "facts-b", "review-a", "review-b", "package", "cross-module"]
+    # One analysis step, one brief and one review per top-level *.py, sorted; then the
+    # package step.
+    assert ids == ["facts-a", "facts-b", "brief-a", "brief-b", "review-a", "review-b", "package"]
     graph = TaskGraph(loaded.tasks)
-    assert graph.get("review-a").depends_on == ("facts-a",)  # its own module's facts only
+    assert graph.get("brief-a").depends_on == ("facts-a",)  # its own module's facts only
+    assert graph.get("review-a").depends_on == ("brief-a",)  # and its review that brief
     assert graph.get("package").depends_on == ("facts-a", "facts-b")
-    assert graph.get("cross-module").depends_on == ("package",)
     assert graph.get("facts-a").files == ("a.py",)
     assert "a.py" in graph.get("review-a").description
     assert loaded.input_root == src

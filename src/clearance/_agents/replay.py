@@ -24,8 +24,9 @@ step, which ask it first:
 Every replayed step is recorded as a ``replayed`` event naming its original record and the
 digest of what the loop was given; ``clearance verify`` checks it against the original
 (`clearance._context.verify_replay`). Before anything is replayed, the run's hash chain
-(and its MACs, when the ledger is keyed) must verify: otherwise `ReplaySource.load` raises,
-naming the first record that fails.
+(and its MACs, when the ledger is keyed) must verify: ``resume`` checks it once, before it
+acts on any record (`clearance._orchestration.resume_checks`), and refuses naming the first
+record that fails.
 
 Matching pydantic-ai's durable execution (model requests and tool calls as Temporal
 activities or DBOS steps) and DBOS's "resume from the last completed step", with the
@@ -39,9 +40,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from clearance._context.verify_approvals import arguments_sha256
-from clearance._context.verify_chain import check_chain
 from clearance._context.verify_replay import answer_sha256
-from clearance._core.errors import ConfigError
 from clearance._core.ids import new_id
 from clearance._core.prompt import Prompt, sha256_text
 from clearance._core.vocabulary import EventKind, PromptKind, RecordKind
@@ -118,7 +117,11 @@ class ReplaySource:
     def load(
         cls, ledger: RunLedger, run_id: str, *, recorder: Recorder | None = None
     ) -> ReplaySource:
-        """Read a run's replayable steps, once its records verify.
+        """Read a run's replayable steps.
+
+        The caller checks the run's records against its hash chain first (``resume`` does, in
+        `clearance._orchestration.resume_checks.check_run_record`, before it acts on anything
+        recorded): only verified records are replayed.
 
         Args:
             ledger: The ledger holding the run.
@@ -126,18 +129,8 @@ class ReplaySource:
             recorder: Where replays are recorded; ``None`` means ``ledger``.
 
         Raises:
-            ConfigError: A record of the run fails its hash chain (or MAC, with the ledger's
-                key); the one-line message names it, and nothing is replayed.
             StoreError: The ledger cannot be read.
         """
-        report = check_chain(ledger, run_id, ledger.chain_key)
-        if report.problems:
-            where, call_id, reason = report.problems[0]
-            named = f"{where} {call_id}" if call_id else where
-            raise ConfigError(
-                f"run {run_id} cannot be resumed: {named}: {reason}; nothing was replayed",
-                field="run",
-            )
         stopped = {t.task_id for t in ledger.tasks(run_id) if t.status in ("failed", "skipped")}
         excluded = {f"{kind}:{t}" for t in stopped for kind in ("task", "isolated")}
         calls: dict[str, list[CallRecord]] = {}

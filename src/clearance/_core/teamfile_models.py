@@ -278,6 +278,9 @@ class TeamFile(_Strict):
     memory: str | MemorySpec | None = None
     tools: dict[str, str | ToolEntrySpec] = {}
     mcp_servers: dict[str, McpServerSpec] = Field(default={}, max_length=64)
+    report: str | None = Field(default=None, pattern=r"^step:[a-z_][a-z0-9_]*$")
+    """The report ``clearance run`` writes (``step:code_review_report``); ``None``: the
+    generic run report (synthesis and each task's result)."""
 
     @property
     def tool_functions(self) -> dict[str, str]:

@@ -21,6 +21,8 @@ enum               what it names
 `ClarificationKind`  what an isolated subagent asked for (a question or a file)
 `RecordKind`       a kind of record in the ledger's hash chain
 `MemoryKind`       a long-term memory record: a conversation turn or a fact
+`NameKind`         a name a module binds at its top level, as its module facts list it
+`RankedKind`       an entry of the module facts' ranking of where to look first
 =================  ==========================================================================
 
 A new kind is one member here; a new recorded event also gets one model in
@@ -36,8 +38,10 @@ __all__ = [
     "ClarificationKind",
     "EventKind",
     "MemoryKind",
+    "NameKind",
     "OriginKind",
     "PromptKind",
+    "RankedKind",
     "RecordKind",
     "RunEventKind",
     "StepKind",
@@ -178,3 +182,23 @@ class MemoryKind(StrEnum):
 
     MESSAGE = "message"
     FACT = "fact"
+
+
+class NameKind(StrEnum):
+    """A name a module binds at its top level (an entry of its module facts' ``names``)."""
+
+    FUNCTION = "function"
+    CLASS = "class"
+    CONSTANT = "constant"
+    IMPORT = "import"
+    RE_EXPORT = "re-export"
+    """An imported name the module exports (in ``__all__``, or ``import x as x``)."""
+    UNBOUND = "unbound"
+    """A name ``__all__`` lists that the module does not bind."""
+
+
+class RankedKind(StrEnum):
+    """An entry of the module facts' ranking of where to look first."""
+
+    FUNCTION = "function"
+    FINDING = "finding"

@@ -2,7 +2,8 @@
 
 The estimate needs no model call and no tokenizer load: text is counted with the byte
 heuristic (`heuristic_tokens`), files by their size, and the result of a dependency by its
-upper bound (a model task's ``max_output_tokens``; a step's `STEP_RESULT_TOKENS`).
+upper bound (a model task's ``max_output_tokens``; a built-in step's own bound,
+`step_result_tokens`; another step's `STEP_RESULT_TOKENS`).
 """
 
 from __future__ import annotations
@@ -12,12 +13,28 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from clearance._core.spec import Agent, Task, Team
+from clearance.analysis import step_result_tokens
 from clearance.tokens import heuristic_tokens
 
-__all__ = ["STEP_RESULT_TOKENS", "TaskEstimate", "estimate_tasks"]
+__all__ = [
+    "EMBEDDED_RATES",
+    "STEP_RESULT_TOKENS",
+    "TaskEstimate",
+    "estimate_tasks",
+    "wall_time_range",
+]
 
 STEP_RESULT_TOKENS = 4000
 """Assumed tokens of a non-model task's result (a module's facts stay well under it)."""
+EMBEDDED_RATES: dict[str, tuple[float, float]] = {
+    "prefill": (48.0, 276.0),
+    "generation": (6.0, 40.0),
+}
+"""Tokens/s of the embedded model (``llama-cpp:``) on a 2-core machine, busy then idle: the
+ends of `wall_time_range`. Prefill: two threads fell from 276 (idle) to 48 (busy).
+Generation under a JSON-schema grammar on a machine at load 10: about 6 (the code review of
+``json``: 1229 completion tokens in the 184 s its prefill left of 283 s); unconstrained on
+an idle one: about 40."""
 _OVERHEAD_TOKENS = 120
 """Headings, fences and the closing instruction of a task prompt."""
 
@@ -79,7 +96,7 @@ def estimate_tasks(
                 continue
             helper = names.get(other.assignee)
             if other.run is not None or helper is None:
-                tokens += STEP_RESULT_TOKENS
+                tokens += _step_tokens(other)
             else:
                 tokens += helper.limits.max_output_tokens
         window = context_window(agent)
@@ -89,6 +106,42 @@ def estimate_tasks(
         estimates.append(TaskEstimate(task_id=task.id, prompt_tokens=tokens, budget=budget,
                                       context_window=window))  # fmt: skip
     return estimates
+
+
+def wall_time_range(
+    estimates: Iterable[TaskEstimate],
+    completion_bounds: Iterable[int],
+) -> tuple[float, float]:
+    """Seconds a run of the embedded model may take: ``(idle machine, busy machine)``.
+
+    The model answers one call at a time, so calls add up whatever the concurrency;
+    steps take a fraction of a second and are left out.
+
+    Args:
+        estimates: The model tasks' estimates (their prompts are upper bounds; the low end
+            assumes half of each).
+        completion_bounds: Each model call's ``max_output_tokens`` (tasks and synthesis;
+            the low end assumes a quarter of each, the high end 60%: small models stop
+            early, and answers reached about half their bound in the measured runs).
+    """
+    prompt = sum(e.prompt_tokens for e in estimates)
+    completion = sum(completion_bounds)
+    (prefill_slow, prefill_fast), (gen_slow, gen_fast) = (
+        EMBEDDED_RATES["prefill"],
+        EMBEDDED_RATES["generation"],
+    )
+    low = prompt * 0.5 / prefill_fast + completion * 0.25 / gen_fast
+    high = prompt / prefill_slow + completion * 0.6 / gen_slow
+    return low, high
+
+
+def _step_tokens(task: Task) -> int:
+    """Upper bound of a non-model task's result: the built-in step's own, else the default."""
+    if task.run is not None and task.run.startswith("step:"):
+        bound = step_result_tokens(task.run.removeprefix("step:"), len(task.depends_on))
+        if bound is not None:
+            return bound
+    return STEP_RESULT_TOKENS
 
 
 def _file_tokens(root: Path | None, path: str) -> int:

@@ -53,12 +53,12 @@ def check_run_record(ledger: RunLedger, run_id: str) -> None:
             field="run",
         )
     if report.problems:
-        subject, _, reason = report.problems[0]
+        where, record_id, reason = report.problems[0]
+        named = f"{where} {record_id}" if record_id else where
         more = f" (and {len(report.problems) - 1} more)" if len(report.problems) > 1 else ""
         raise ConfigError(
-            f"run {run_id} cannot be resumed: it fails its hash-chain check, so its records "
-            f"cannot be trusted: {subject}: {reason[:_MAX_REASON_CHARS]}{more}; see clearance "
-            f"verify {run_id}",
+            f"run {run_id} cannot be resumed: {named}: {reason[:_MAX_REASON_CHARS]}{more}; "
+            f"nothing was replayed or run (see clearance verify {run_id})",
             field="run",
         )
 

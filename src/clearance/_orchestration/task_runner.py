@@ -13,6 +13,7 @@ from clearance._context.answers import mark_answer
 from clearance._context.tool_sections import ToolStep
 from clearance._core.errors import ModelError, OutputValidationError
 from clearance._core.prompt import Prompt
+from clearance._core.schema_enum import narrowed_schema
 from clearance._core.spec import Agent, Task
 from clearance._core.vocabulary import EventKind
 from clearance._orchestration.children import gather_children
@@ -21,6 +22,7 @@ from clearance._orchestration.run import Run, RunSettings, prompt_budget
 from clearance._orchestration.steps import run_task_step
 from clearance._orchestration.structured import validated_json
 from clearance._orchestration.task_context import TaskContext
+from clearance._state.queue import TaskStatus
 
 __all__ = ["TaskRunner"]
 
@@ -104,6 +106,8 @@ class TaskRunner:
             assert settings.input_root is not None  # checked before the run started
             files = read_task_files(settings.input_root, task.files)
         schema = task.output_schema
+        if schema is not None:  # allowed values from prerequisites' results (x-enum-from)
+            schema = narrowed_schema(schema, self._dependency_results(task))
 
         async def attempt(repair: str | None = None) -> str:
             if agent.uses_tools:
@@ -131,6 +135,15 @@ class TaskRunner:
             return validated_json(text, schema)
         except ValueError as exc:
             raise OutputValidationError(task.id, str(exc)) from exc
+
+    def _dependency_results(self, task: Task) -> list[str]:
+        """The results of the task's completed direct prerequisites."""
+        found = []
+        for dep in task.depends_on:
+            state = self.run.queue.get(dep)
+            if state.status is TaskStatus.COMPLETED and state.result is not None:
+                found.append(state.result)
+        return found
 
     def marked(self, subject: str, text: str, finish_reason: str | None) -> str:
         """``text`` with cut-off and repetition marks (see `answers.py`); marks are recorded."""

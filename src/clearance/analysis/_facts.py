@@ -6,14 +6,19 @@ Nothing here runs the module or imports it: the source is parsed, never executed
 from __future__ import annotations
 
 import ast
+import re
 import threading
 from dataclasses import dataclass
 from typing import Any
 
+from clearance.analysis._complexity import COMPLEXITY_NAME, complexity
+from clearance.analysis._imports import package_imports
+from clearance.analysis._names import public_names
+
 __all__ = [
     "MAX_EXCERPT_CHARS",
     "FunctionFacts",
-    "branches",
+    "functions",
     "module_structure",
     "module_slug",
 ]
@@ -23,38 +28,26 @@ MAX_EXCERPT_CHARS = 1800
 MAX_PUBLIC = 40
 """Most public names listed per module."""
 MAX_FUNCTIONS = 6
-"""Most functions listed as the most branching of a module."""
+"""Most functions listed as the most complex of a module."""
 
 _PARSE_LOCK = threading.Lock()
-
-_DECISIONS = (
-    ast.If,
-    ast.For,
-    ast.AsyncFor,
-    ast.While,
-    ast.IfExp,
-    ast.ExceptHandler,
-    ast.comprehension,
-    ast.Assert,
-    ast.match_case,
-)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class FunctionFacts:
-    """One function or method.
+    """One function or method, wherever it is defined.
 
     Attributes:
-        name: ``function`` or ``Class.method``.
+        name: ``function``, ``Class.method`` or ``outer.inner`` (a def nested in another).
         line: First line (1-based).
         end_line: Last line.
-        branches: Cyclomatic complexity (1 + decision points), nested functions excluded.
+        complexity: McCabe complexity as ruff's C901 counts it (see `complexity`).
     """
 
     name: str
     line: int
     end_line: int
-    branches: int
+    complexity: int
 
     @property
     def lines(self) -> int:
@@ -67,7 +60,7 @@ class FunctionFacts:
             "name": self.name,
             "line": self.line,
             "lines": self.lines,
-            "branches": self.branches,
+            "complexity": self.complexity,
         }
 
 
@@ -83,23 +76,13 @@ def module_slug(path: str) -> str:
     return stem.removesuffix(".__init__")
 
 
-def branches(node: ast.AST) -> int:
-    """Cyclomatic complexity of a function: 1 + its decision points (not nested defs')."""
-    count = 1
-    stack = list(ast.iter_child_nodes(node))
-    while stack:
-        child = stack.pop()
-        if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
-            continue
-        if isinstance(child, _DECISIONS):
-            count += 1
-        elif isinstance(child, ast.BoolOp):
-            count += len(child.values) - 1
-        stack.extend(ast.iter_child_nodes(child))
-    return count
+def functions(tree: ast.Module) -> list[FunctionFacts]:
+    """Every ``def`` of a module wherever it is nested (``if``, ``try``, class, function).
 
-
-def _functions(tree: ast.Module) -> list[FunctionFacts]:
+    Returns:
+        One entry per definition, in source order, named by its enclosing classes and
+        functions (``Class.method``, ``outer.inner``).
+    """
     found: list[FunctionFacts] = []
 
     def visit(node: ast.AST, prefix: str) -> None:
@@ -111,84 +94,22 @@ def _functions(tree: ast.Module) -> list[FunctionFacts]:
                         name=name,
                         line=child.lineno,
                         end_line=child.end_lineno or child.lineno,
-                        branches=branches(child),
+                        complexity=complexity(child),
                     )
                 )
                 visit(child, f"{name}.")
             elif isinstance(child, ast.ClassDef):
                 visit(child, f"{prefix}{child.name}.")
+            else:
+                visit(child, prefix)
 
     visit(tree, "")
+    found.sort(key=lambda f: f.line)
     return found
 
 
-def _public(tree: ast.Module) -> list[dict[str, Any]]:
-    declared: list[str] | None = None
-    names: list[dict[str, Any]] = []
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
-        ):
-            with_value = node.value
-            if isinstance(with_value, ast.List | ast.Tuple):
-                declared = [
-                    e.value
-                    for e in with_value.elts
-                    if isinstance(e, ast.Constant) and isinstance(e.value, str)
-                ]
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            kind = "class" if isinstance(node, ast.ClassDef) else "function"
-            end = node.end_lineno or node.lineno
-            names.append(
-                {
-                    "name": node.name,
-                    "kind": kind,
-                    "line": node.lineno,
-                    "lines": end - node.lineno + 1,
-                }
-            )
-        elif isinstance(node, ast.Assign):
-            for target in node.targets:
-                if isinstance(target, ast.Name) and target.id != "__all__":
-                    names.append({"name": target.id, "kind": "constant", "line": node.lineno})
-    if declared is not None:
-        keep = set(declared)
-        return [n for n in names if n["name"] in keep]
-    return [n for n in names if not n["name"].startswith("_")]
-
-
-def _imports(tree: ast.Module, package: str, slug: str, *, is_package: bool) -> list[str]:
-    """Modules of the same package this module imports, as slugs (see `module_slug`)."""
-    found: list[str] = []
-    here = slug.split(".") if slug else []
-    parent = here if is_package else here[:-1]
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
-            module = node.module.split(".") if node.module else []
-            if node.level:
-                up = node.level - 1
-                if up > len(parent):
-                    continue  # above the package root: not one of its modules
-                base = parent[: len(parent) - up]
-                if module:
-                    found.append(".".join([*base, *module]))
-                else:
-                    found.extend(".".join([*base, a.name]) for a in node.names)
-            elif package and module and module[0] == package:
-                if len(module) == 1:  # ``from pkg import x``: x may be a module of pkg
-                    found.extend(a.name for a in node.names)
-                else:
-                    found.append(".".join(module[1:]))
-        elif isinstance(node, ast.Import) and package:
-            for alias in node.names:
-                parts = alias.name.split(".")
-                if parts[0] == package:
-                    found.append(".".join(parts[1:]))
-    return sorted(dict.fromkeys(found))
-
-
 def module_structure(path: str, source: str, *, package: str = "") -> dict[str, Any]:
-    """Structure of one module from its source: docstring, sizes, names, imports, branching.
+    """Structure of one module from its source: docstring, sizes, names, imports, complexity.
 
     Args:
         path: The module's path relative to the package root (``"decoder.py"``).
@@ -197,19 +118,23 @@ def module_structure(path: str, source: str, *, package: str = "") -> dict[str, 
             modules (``""``: only relative imports count).
 
     Returns:
-        A JSON-ready mapping: ``module``, ``slug``, ``lines``, ``bytes``, ``purpose`` (the
-        docstring's first line), ``public`` (names with kind, line and size), ``imports``
-        (slugs of the package's modules it imports), ``functions`` (count), ``most_branching``
-        (the functions of highest complexity) and ``excerpt`` (the source of the most
-        branching function, at most `MAX_EXCERPT_CHARS`, with its line range); or, when
-        the source does not parse, ``parse_error`` instead of the names.
+        A JSON-ready mapping: ``module``, ``slug``, ``lines`` (``len(source.splitlines())``),
+        ``bytes``, ``purpose`` (the docstring's first sentence), ``public`` (at most
+        `MAX_PUBLIC` names with kind and line; ``__all__`` when declared, with re-exports),
+        ``public_count``, ``all_declared``, ``imports`` (slugs of the package's modules it
+        imports at run time), ``type_imports`` (those imported only under
+        ``TYPE_CHECKING``), ``imported_names`` (names imported from each, by slug),
+        ``functions`` (every ``def`` wherever nested), ``complexity_measure``,
+        ``most_complex`` (at most `MAX_FUNCTIONS`, highest complexity first) and
+        ``excerpt`` (the source of the most complex function, at most
+        `MAX_EXCERPT_CHARS`, with its line range); or, when the source does not parse,
+        ``parse_error`` instead of the names.
     """
     slug = module_slug(path)
-    lines = source.count("\n") + (0 if source.endswith("\n") or not source else 1)
     facts: dict[str, Any] = {
         "module": path,
         "slug": slug,
-        "lines": lines,
+        "lines": len(source.splitlines()),
         "bytes": len(source.encode("utf-8")),
     }
     try:
@@ -222,41 +147,76 @@ def module_structure(path: str, source: str, *, package: str = "") -> dict[str, 
         facts["parse_error"] = f"{type(exc).__name__}: {getattr(exc, 'msg', exc)}"
         return facts
     doc = ast.get_docstring(tree) or ""
-    facts["purpose"] = (doc.strip().splitlines() or [""])[0][:200]
-    public = _public(tree)
-    facts["public_count"] = len(public)
-    facts["public"] = public[:MAX_PUBLIC]
+    facts["purpose"] = _first_sentence(doc)
     is_package = path == "__init__.py" or path.endswith("/__init__.py")
-    imports = _imports(tree, package, slug, is_package=is_package)
-    facts["imports"] = [i for i in imports if i != slug]
-    functions = _functions(tree)
-    facts["functions"] = len(functions)
-    ranked = sorted(functions, key=lambda f: (-f.branches, -f.lines, f.line))
-    facts["most_branching"] = [f.to_dict() for f in ranked[:MAX_FUNCTIONS]]
+    public, declared = public_names(tree, is_package=is_package)
+    facts["public_count"] = len(public)
+    facts["all_declared"] = declared
+    facts["public"] = public[:MAX_PUBLIC]
+    imports = package_imports(tree, package, slug, is_package=is_package)
+    facts["imports"] = imports.runtime
+    facts["type_imports"] = imports.type_only
+    facts["imported_names"] = imports.names
+    defs = functions(tree)
+    facts["functions"] = len(defs)
+    facts["complexity_measure"] = COMPLEXITY_NAME
+    ranked = sorted(defs, key=lambda f: (-f.complexity, -f.lines, f.line))
+    facts["most_complex"] = [f.to_dict() for f in ranked[:MAX_FUNCTIONS]]
     if ranked:
-        facts["excerpt"] = _excerpt(source, ranked[0])
+        facts["excerpt"] = _excerpt(source, ranked[0], _docstring_lines(tree, ranked[0].line))
     return facts
 
 
-def _excerpt(source: str, function: FunctionFacts) -> dict[str, Any]:
-    """The function's source, cut at a line boundary within `MAX_EXCERPT_CHARS`.
+def _first_sentence(doc: str, limit: int = 200) -> str:
+    """The first sentence of a docstring's first paragraph, on one line (``limit`` chars)."""
+    paragraph = " ".join(doc.strip().split("\n\n", 1)[0].split())
+    match = re.search(r"(?<=[.!?])\s", paragraph)
+    sentence = paragraph[: match.start()] if match else paragraph
+    return sentence if len(sentence) <= limit else sentence[: limit - 1] + "…"
 
-    The line range and ``complete`` say how much of it is quoted.
+
+def _docstring_lines(tree: ast.Module, line: int) -> tuple[int, int] | None:
+    """The line range of the docstring of the function defined at ``line``, if any."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.lineno == line:
+            first = node.body[0] if node.body else None
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
+                return first.lineno, first.end_lineno or first.lineno
+            return None
+    return None
+
+
+def _excerpt(
+    source: str, function: FunctionFacts, docstring: tuple[int, int] | None = None
+) -> dict[str, Any]:
+    """The function's source, its docstring left out, cut at a line within `MAX_EXCERPT_CHARS`.
+
+    The line range and ``complete`` say how much of it is quoted; ``docstring_lines`` how
+    many docstring lines were left out (the code is what a review reads).
     """
     all_lines = source.splitlines()
-    body = all_lines[function.line - 1 : function.end_line]
+    skip = range(docstring[0], docstring[1] + 1) if docstring else range(0)
     kept: list[str] = []
     size = 0
-    for line in body:
+    last = function.line - 1
+    for number in range(function.line, function.end_line + 1):
+        if number in skip:
+            continue
+        line = all_lines[number - 1] if number <= len(all_lines) else ""
         if size + len(line) + 1 > MAX_EXCERPT_CHARS:
             break
         kept.append(line)
         size += len(line) + 1
-    last = function.line + len(kept) - 1
+        last = number
     return {
         "symbol": function.name,
         "first_line": function.line,
         "last_line": last,
         "complete": last >= function.end_line,
+        "docstring_lines": len(skip),
         "text": "\n".join(kept),
     }

@@ -11,9 +11,19 @@ import json
 import subprocess
 import sys
 import tempfile
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["LINT_RULES", "LINT_TIMEOUT_S", "MAX_FINDINGS", "lint_source"]
+__all__ = [
+    "CONTEXT_RULES",
+    "LINT_RULES",
+    "LINT_TIMEOUT_S",
+    "MAX_FINDINGS",
+    "LintResult",
+    "lint_source",
+]
 
 LINT_RULES = "F,E9,B,C901,S,PLR0911,PLR0912,PLR0915,PLW0120,PLW0603,PLW2901"
 """Ruff rules selected: pyflakes, syntax errors, bugbear, complexity, bandit (security),
@@ -21,32 +31,63 @@ too many returns / branches / statements, and a few pylint warnings."""
 LINT_TIMEOUT_S = 60.0
 """Deadline of one ruff run, in seconds."""
 MAX_FINDINGS = 25
-"""Most findings kept per module (the first in line order)."""
+"""Most findings kept per module: the most severe first (then in line order)."""
+CONTEXT_RULES: Mapping[str, str] = {
+    "S101": "asserts are how tests and internal invariants are written",
+    "S110": "swallowing an exception is often the function's purpose",
+    "S112": "skipping on an exception is often the loop's purpose",
+    "S311": "random numbers are only a risk where they guard a secret",
+}
+"""Rules whose hits need context the analysis lacks: kept as facts, severity ``context``,
+never ranked."""
+SEVERITIES = ("high", "medium", "low", "context")
+"""Severities, most severe first."""
 _MAX_OUTPUT_BYTES = 4 * 1024 * 1024
 _SEVERITY = {"S": "high", "F": "medium", "E": "medium", "B": "medium", "PLW": "medium"}
 
 
 def _severity(code: str) -> str:
-    """``high``, ``medium`` or ``low`` for a ruff rule code."""
+    """``high``, ``medium``, ``low`` or ``context`` for a ruff rule code."""
+    if code in CONTEXT_RULES:
+        return "context"
     for prefix in ("PLW", "S", "F", "E", "B"):
         if code.startswith(prefix):
             return _SEVERITY[prefix]
     return "low"  # complexity and size (C901, PLR09xx)
 
 
-def lint_source(path: str, source: str) -> tuple[list[dict[str, Any]], str | None]:
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LintResult:
+    """Ruff's findings on one module.
+
+    Attributes:
+        findings: At most `MAX_FINDINGS`, the most severe first, then in line order; each
+            ``{"code", "message", "line", "severity"}``.
+        total: How many findings ruff reported in all.
+        counts: Findings per rule code, over all of them (not only those kept).
+        problem: ``None``, or one line saying why there are no findings to trust (ruff
+            missing, timed out or failed).
+    """
+
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    total: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+    problem: str | None = None
+
+
+def lint_source(path: str, source: str, *, target_version: str | None = None) -> LintResult:
     """Run ruff on ``source`` and return its findings.
 
     Args:
         path: The module's path, shown to ruff as the file name (``--stdin-filename``).
         source: The module's text.
+        target_version: The oldest Python the package supports, as ruff names it
+            (``"py38"``): rules that only hold on newer versions stay quiet. ``None``:
+            ruff's default.
 
     Returns:
-        ``(findings, problem)``: findings in line order (at most `MAX_FINDINGS`), each
-        ``{"code", "message", "line", "severity"}`` with ``severity`` ``high`` (security),
-        ``medium`` (likely bugs) or ``low`` (complexity, size); ``problem`` is ``None``, or
-        one line saying why there are no findings to trust (ruff missing, timed out or
-        failed).
+        The findings (see `LintResult`): ``severity`` is ``high`` (security), ``medium``
+        (likely bugs), ``low`` (complexity, size) or ``context`` (`CONTEXT_RULES`).
     """
     name = path.rsplit("/", 1)[-1] or "module.py"
     command = [
@@ -55,6 +96,8 @@ def lint_source(path: str, source: str) -> tuple[list[dict[str, Any]], str | Non
         "--config", "lint.mccabe.max-complexity = 10",
         f"--stdin-filename={name}", "-",  # one token: a name like "--help.py" is no option
     ]  # fmt: skip
+    if target_version is not None:
+        command[-2:-2] = [f"--target-version={target_version}"]
     with tempfile.TemporaryDirectory(prefix="clearance-lint-") as cwd:
         try:
             done = subprocess.run(
@@ -66,20 +109,21 @@ def lint_source(path: str, source: str) -> tuple[list[dict[str, Any]], str | Non
                 check=False,
             )
         except subprocess.TimeoutExpired:
-            return [], f"ruff took more than {LINT_TIMEOUT_S:.0f} s"
+            return LintResult(problem=f"ruff took more than {LINT_TIMEOUT_S:.0f} s")
         except OSError as exc:
-            return [], f"ruff could not run: {exc.strerror or exc}"
+            return LintResult(problem=f"ruff could not run: {exc.strerror or exc}")
     if (
         done.returncode not in (0, 1)
         or not done.stdout.strip()
         or len(done.stdout) > _MAX_OUTPUT_BYTES
     ):
         first = done.stderr.decode("utf-8", "replace").strip().splitlines()[:1]
-        return [], f"ruff failed: {first[0][:200] if first else f'exit {done.returncode}'}"
+        why = first[0][:200] if first else f"exit {done.returncode}"
+        return LintResult(problem=f"ruff failed: {why}")
     try:
         raw = json.loads(done.stdout)
     except ValueError:
-        return [], "ruff's output is not JSON"
+        return LintResult(problem="ruff's output is not JSON")
     findings: list[dict[str, Any]] = []
     for entry in raw if isinstance(raw, list) else []:
         if not isinstance(entry, dict):
@@ -96,5 +140,10 @@ def lint_source(path: str, source: str) -> tuple[list[dict[str, Any]], str | Non
                 "severity": _severity(code),
             }
         )
-    findings.sort(key=lambda f: (f["line"], f["code"]))
-    return findings[:MAX_FINDINGS], None
+    findings.sort(key=lambda f: (SEVERITIES.index(f["severity"]), f["line"], f["code"]))
+    counts = Counter(f["code"] for f in findings)
+    return LintResult(
+        findings=findings[:MAX_FINDINGS],
+        total=len(findings),
+        counts=dict(sorted(counts.items())),
+    )

@@ -2,43 +2,40 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
 from clearance._core.errors import ConfigError
 from clearance._core.step_input import StepInput
+from clearance.analysis._brief import REVIEW_BRIEF, review_brief
 from clearance.analysis._facts import module_structure
+from clearance.analysis._kinds import MODULE_FACTS, PACKAGE_FACTS, checked_facts, parse_facts
 from clearance.analysis._lint import lint_source
+from clearance.analysis._rank import fan_in, look_here_first
+from clearance.analysis._target import python_target
 
 __all__ = [
     "MODULE_FACTS",
+    "package_data",
     "PACKAGE_FACTS",
     "STEPS",
-    "fan_in",
-    "look_here_first",
     "module_facts",
     "package_facts",
     "parse_facts",
 ]
 
-MODULE_FACTS = "module_facts"
-"""``kind`` of a `module_facts` result."""
-PACKAGE_FACTS = "package_facts"
-"""``kind`` of a `package_facts` result."""
-MAX_LOOK_HERE = 8
-"""Entries of the "look here first" list."""
-_WEIGHT = {"high": 30, "medium": 12, "low": 4}
-
 
 def module_facts(step: StepInput) -> dict[str, Any]:
     """Facts about the task's one module: `module_structure` plus ruff's findings.
 
+    Ruff is told the package's oldest supported Python (`python_target`).
+
     Returns:
-        The structure mapping with ``kind`` ``"module_facts"``, ``package``, ``findings``
-        (see `lint_source`) and ``lint_problem`` when ruff gave nothing to trust.
+        The structure mapping with ``kind`` ``"module_facts"``, ``package``,
+        ``python_target`` (``{"version", "source"}`` or ``None``), ``findings`` (the most
+        severe `MAX_FINDINGS`, see `lint_source`), ``findings_total``, ``rule_counts``
+        (findings per rule, over all of them) and ``lint_problem`` when ruff gave nothing
+        to trust.
 
     Raises:
         ConfigError: The task does not list exactly one file.
@@ -52,105 +49,34 @@ def module_facts(step: StepInput) -> dict[str, Any]:
     path, source = next(iter(step.files.items()))
     facts: dict[str, Any] = {"kind": MODULE_FACTS, "package": step.input_name}
     facts.update(module_structure(path, source, package=step.input_name))
-    findings, problem = lint_source(path, source)
-    facts["findings"] = findings
-    if problem is not None:
-        facts["lint_problem"] = problem
+    target = python_target(step.input_name)
+    facts["python_target"] = (
+        {"version": target.version, "source": target.source} if target is not None else None
+    )
+    lint = lint_source(path, source, target_version=target.version if target else None)
+    facts["findings"] = lint.findings
+    facts["findings_total"] = lint.total
+    facts["rule_counts"] = lint.counts
+    if lint.problem is not None:
+        facts["lint_problem"] = lint.problem
     return facts
 
 
-def parse_facts(results: Iterable[str], kind: str = MODULE_FACTS) -> list[dict[str, Any]]:
-    """The results that are facts of ``kind`` (JSON objects), in the given order."""
-    found = []
-    for text in results:
-        try:
-            value = json.loads(text)
-        except ValueError:
-            continue
-        if isinstance(value, dict) and value.get("kind") == kind:
-            found.append(value)
-    return found
-
-
-def fan_in(modules: Iterable[Mapping[str, Any]]) -> dict[str, int]:
-    """How many other modules of the package import each module, by slug."""
-    modules = list(modules)
-    slugs = {str(m.get("slug", "")) for m in modules}
-    counts = dict.fromkeys(slugs, 0)
-    for module in modules:
-        own = module.get("slug", "")
-        for target in {i for i in module.get("imports", ()) if isinstance(i, str)}:
-            if target in slugs and target != own:
-                counts[target] += 1
-    return counts
-
-
-def look_here_first(
-    modules: Iterable[Mapping[str, Any]], *, limit: int = MAX_LOOK_HERE
-) -> list[dict[str, Any]]:
-    """Where a maintainer should look first, ranked by signal times how much depends on it.
-
-    A security or likely-bug finding weighs 30 or 12, a complexity or size finding 4, a
-    function its cyclomatic complexity (from 10 up); each is multiplied by 1 + the module's
-    fan-in (how many modules of the package import it).
-
-    Returns:
-        Up to ``limit`` entries ``{"module", "line", "symbol", "why", "score"}``, highest
-        score first (ties in module and line order).
-    """
-    modules = list(modules)
-    fans = fan_in(modules)
-    entries: list[dict[str, Any]] = []
-    for module in modules:
-        name = str(module.get("module", ""))
-        fan = fans.get(str(module.get("slug", "")), 0)
-        used = f"; imported by {fan} other module(s)" if fan else ""
-        for function in module.get("most_branching", ()):
-            if function.get("branches", 0) >= 10:
-                entries.append(
-                    {
-                        "module": name,
-                        "line": function["line"],
-                        "symbol": function["name"],
-                        "why": f"cyclomatic complexity {function['branches']} over "
-                        f"{function['lines']} lines{used}",
-                        "score": function["branches"] * (1 + fan),
-                    }
-                )
-        for finding in module.get("findings", ()):
-            if finding.get("code") in ("C901", "PLR0912", "PLR0915", "PLR0911"):
-                continue  # the function entry above says it with numbers
-            entries.append(
-                {
-                    "module": name,
-                    "line": finding["line"],
-                    "symbol": "",
-                    "why": f"{finding['code']} {finding['message']}{used}",
-                    "score": _WEIGHT.get(finding.get("severity", "low"), 4) * (1 + fan),
-                }
-            )
-    entries.sort(key=lambda e: (-e["score"], e["module"], e["line"]))
-    return entries[:limit]
-
-
-def package_facts(step: StepInput) -> dict[str, Any]:
-    """Facts about the package from its modules' facts (the task's admitted results).
+def package_data(
+    modules: list[dict[str, Any]], *, package: str = "", missing: Iterable[str] = ()
+) -> dict[str, Any]:
+    """Facts about the package from its modules' facts, as data.
 
     Returns:
         ``{"kind": "package_facts", "package", "modules": [...], "look_here_first": [...],
-        "missing": [...]}``: per module its path, purpose, lines, fan-in, imports, highest
-        complexity and number of findings; the ranked list of `look_here_first`; and the
-        admitted tasks that failed (ids only).
-
-    Raises:
-        ValueError: A result that says it is module facts has fields of the wrong types
-            (a model's answer, say); the message names the task and the first bad field.
+        "missing": [...]}``: per module its path, purpose, lines, fan-in (run-time imports
+        only), imports, type-only imports, highest complexity and number of findings; the
+        ranked list of `look_here_first`; and the admitted tasks that failed (ids only).
     """
-    modules = _checked_facts(step.results)
     fans = fan_in(modules)
     return {
         "kind": PACKAGE_FACTS,
-        "package": step.input_name,
+        "package": package,
         "modules": [
             {
                 "module": m.get("module"),
@@ -158,66 +84,59 @@ def package_facts(step: StepInput) -> dict[str, Any]:
                 "lines": m.get("lines"),
                 "fan_in": fans.get(str(m.get("slug", "")), 0),
                 "imports": m.get("imports", []),
-                "max_branches": max(
-                    (f.get("branches", 0) for f in m.get("most_branching", ())), default=0
+                "type_imports": m.get("type_imports", []),
+                "max_complexity": max(
+                    (f.get("complexity", 0) for f in m.get("most_complex", ())), default=0
                 ),
-                "findings": len(m.get("findings", ())),
+                "findings": m.get("findings_total", len(m.get("findings", ()))),
             }
             for m in modules
         ],
         "look_here_first": look_here_first(modules),
-        "missing": sorted(step.failed),
+        "missing": sorted(missing),
     }
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="allow", strict=True)
+TEXT_LOOK_HERE = 5
+"""Places to look first that the package facts' text lists (a summary names two or three)."""
 
 
-class _Branching(_Strict):
-    name: str
-    line: int
-    lines: int
-    branches: int
+def _clip(text: str, limit: int = 90) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rsplit(" ", 1)[0] + "…"
 
 
-class _Finding(_Strict):
-    code: str
-    message: str
-    line: int
-    severity: str = "low"
+def package_facts(step: StepInput) -> str:
+    """Facts about the package from its modules' facts (the task's admitted results).
 
+    The text a model reads: one line per module (lines, what imports it, what it imports,
+    its docstring's first sentence), then the first `TEXT_LOOK_HERE` places to look first
+    (see `package_data` for all of it as data).
 
-class _ModuleFacts(_Strict):
-    module: str
-    slug: str
-    lines: int | None = None
-    purpose: str = ""
-    imports: list[str] = Field(default_factory=list)
-    most_branching: list[_Branching] = Field(default_factory=list)
-    findings: list[_Finding] = Field(default_factory=list)
-
-
-def _checked_facts(results: Mapping[str, str]) -> list[dict[str, Any]]:
-    """`parse_facts` of the results, each checked to have the fields of `module_facts`.
+    Returns:
+        Short Markdown text.
 
     Raises:
-        ValueError: A result of kind ``module_facts`` has a missing or mistyped field.
+        ValueError: A result that says it is module facts has fields of the wrong types
+            (a model's answer, say); the message names the task and the first bad field.
     """
-    found = []
-    for task_id, text in results.items():
-        for facts in parse_facts([text]):
-            try:
-                _ModuleFacts.model_validate(facts)
-            except ValidationError as exc:
-                error = exc.errors()[0]
-                where = ".".join(str(part) for part in error["loc"]) or "(the result)"
-                raise ValueError(
-                    f"the result of task {task_id!r} claims to be module facts but {where}: "
-                    f"{error['msg']}"
-                ) from None
-            found.append(facts)
-    return found
+    data = package_data(checked_facts(step.results), package=step.input_name, missing=step.failed)
+    name = data["package"] or "the package"
+    lines = [f"Package {name}: {len(data['modules'])} modules.", "", "Modules:"]
+    for m in data["modules"]:
+        imports = ", ".join(i or "__init__" for i in m["imports"]) or "nothing"
+        purpose = f" {_clip(m['purpose'])}" if m["purpose"] else ""
+        lines.append(
+            f"- {m['module']} ({m['lines']} lines, imported by {m['fan_in']}; imports "
+            f"{imports}).{purpose}"
+        )
+    lines += ["", "Look here first:"]
+    for i, entry in enumerate(data["look_here_first"][:TEXT_LOOK_HERE], 1):
+        symbol = f" {entry['symbol']}" if entry["symbol"] else ""
+        why = entry["why"].split("; imported by")[0]
+        lines.append(f"{i}. {entry['module']}:{entry['line']}{symbol}: {why}")
+    if data["missing"]:
+        lines += ["", f"Not analysed: {', '.join(data['missing'])}."]
+    return "\n".join(lines)
 
 
 StepFunction = Callable[[StepInput], Any]
@@ -226,5 +145,6 @@ StepFunction = Callable[[StepInput], Any]
 STEPS: Mapping[str, StepFunction] = {
     MODULE_FACTS: module_facts,
     PACKAGE_FACTS: package_facts,
+    REVIEW_BRIEF: review_brief,
 }
 """The built-in steps by name (``run: step:<name>``)."""

@@ -9,9 +9,9 @@ import typer
 from rich.table import Table
 from rich.tree import Tree
 
-from clearance._core.spec import Agent
+from clearance._core.spec import Agent, Task
 from clearance._core.teamfile import LoadedTeam
-from clearance._orchestration.estimate import estimate_tasks
+from clearance._orchestration.estimate import TaskEstimate, estimate_tasks, wall_time_range
 from clearance._state.graph import TaskGraph
 from clearance._state.graph_shape import concurrency_notice, graph_shape
 from clearance.cli._common import one_line_errors, out, safe_text
@@ -99,5 +99,30 @@ def _print_estimate(loaded: LoadedTeam, task_graph: TaskGraph) -> None:
             str(row.context_window or "?"), "OVER BUDGET" if row.over else "ok",
         )  # fmt: skip
     out.print(table)
+    _print_wall_time(loaded, ordered, rows, default)
     if any(r.over for r in rows):
         raise typer.Exit(1)
+
+
+def _print_wall_time(
+    loaded: LoadedTeam, ordered: list[Task], rows: list[TaskEstimate], default: str
+) -> None:
+    """The wall-time range of a run on the embedded model (others: no figure to give)."""
+    names = {a.name: a for a in loaded.team.agents}
+    agents = [names[t.assignee] for t in ordered if t.run is None and t.assignee in names]
+    coordinator = loaded.team.coordinator
+    callers = [*agents, *([coordinator] if coordinator is not None else [])]
+    if not callers or any(split_model_id(a.model or default)[0] != "llama-cpp" for a in callers):
+        return
+    low, high = wall_time_range(
+        [r for r in rows if r.prompt_tokens], [a.limits.max_output_tokens for a in callers]
+    )
+    synthesis = " and the synthesis's answer" if coordinator is not None else ""
+    out.print(
+        safe_text(
+            f"wall time on the embedded model: about {low:.0f} to {high:.0f} s (idle to busy "
+            f"2-core machine; {len(callers)} model calls one at a time: the tasks' prompts"
+            f"{synthesis}; steps take under a second)"
+        ),
+        soft_wrap=True,
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 import time
 
 from rich.console import Console
@@ -14,24 +15,51 @@ __all__ = ["RunProgress"]
 
 
 class RunProgress:
-    """Prints one line per task event, with the time since the run started."""
+    """Prints one line per task event, with the time since the run started.
 
-    def __init__(self, console: Console, total: int = 0):
+    The time left is estimated apart for model tasks and steps (non-model tasks, which
+    take a fraction of a second): remaining model tasks, plus the synthesis, times the mean
+    duration of the model tasks finished so far, one at a time (the conservative case of
+    one local model); remaining steps times the mean step duration.
+
+    Args:
+        console: Where to print.
+        total: Tasks of the run.
+        steps: Ids of its non-model tasks (``run:``).
+        synthesis: Whether a synthesis follows the tasks (one more model call).
+    """
+
+    def __init__(
+        self,
+        console: Console,
+        total: int = 0,
+        *,
+        steps: frozenset[str] = frozenset(),
+        synthesis: bool = False,
+    ):
         self._console = console
         self._t0 = time.perf_counter()
         self._started: dict[str, float] = {}
+        self._steps = steps
+        self._durations: dict[bool, list[float]] = {True: [], False: []}
+        self._synthesis = synthesis
         self.run_id: str | None = None
         self.total = total
         self.done = 0
 
-    def _count(self, now: float) -> str:
-        """``done/total`` and, once a task finished, the estimated time left."""
+    def _count(self) -> str:
+        """``done/total`` and, once a model task finished, the estimated time left."""
         if not self.total:
             return ""
-        elapsed = now - self._t0
         eta = ""
-        if 0 < self.done < self.total:
-            eta = f", about {elapsed / self.done * (self.total - self.done):.0f}s left"
+        models, steps = self._durations[False], self._durations[True]
+        model_total = self.total - len(self._steps)
+        if models and self.done < self.total:
+            left_models = max(model_total - len(models), 0) + int(self._synthesis)
+            left_steps = max(len(self._steps) - len(steps), 0)
+            step_s = statistics.mean(steps) if steps else 0.0
+            seconds = left_models * statistics.mean(models) + left_steps * step_s
+            eta = f", about {seconds:.0f}s left ({left_models} model calls)"
         return f" [{self.done}/{self.total}{eta}]"
 
     def __call__(self, event: RunEvent) -> None:
@@ -51,11 +79,12 @@ class RunProgress:
             line = f"{stamp} started    {task}"
         elif event.kind == RunEventKind.TASK_COMPLETED:
             took = now - self._started.get(task, now)
-            line = f"{stamp} completed  {task} ({took:.1f}s){self._count(now)}"
+            self._durations[task in self._steps].append(took)
+            line = f"{stamp} completed  {task} ({took:.1f}s){self._count()}"
         elif event.kind == RunEventKind.TASK_FAILED:
-            line = f"{stamp} FAILED     {task}: {event.detail}{self._count(now)}"
+            line = f"{stamp} FAILED     {task}: {event.detail}{self._count()}"
         elif event.kind == RunEventKind.TASK_SKIPPED:
-            line = f"{stamp} skipped    {task}{self._count(now)}"
+            line = f"{stamp} skipped    {task}{self._count()}"
         elif event.kind == RunEventKind.SYNTHESIS_STARTED:
             line = f"{stamp} synthesis  (coordinator)"
         elif event.kind == RunEventKind.RUN_STARTED:

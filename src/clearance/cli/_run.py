@@ -18,9 +18,9 @@ from rich.table import Table
 from clearance._core.errors import ConfigError
 from clearance._core.teamfile import load_team_file
 from clearance._orchestration.orchestrator import DEFAULT_WORKSPACE_ROOT, Orchestrator
-from clearance._orchestration.report import build_report
 from clearance._orchestration.result import RunResult
 from clearance._orchestration.run_memory import RunMemory
+from clearance._reports import Report, report_function
 from clearance._state.graph_shape import concurrency_notice
 from clearance._state.ledger import DEFAULT_LEDGER_URL, RunLedger
 from clearance._state.messages import MessageBus
@@ -135,6 +135,14 @@ def run(
         Path | None,
         typer.Option("--json", help="Write the machine-readable result (JSON) to this file."),
     ] = None,
+    sarif_output: Annotated[
+        Path | None,
+        typer.Option(
+            "--sarif",
+            help="Write the report's findings as SARIF 2.1.0 (for CI code scanning) to this "
+            "file; for a team whose report has findings (report: step:code_review_report).",
+        ),
+    ] = None,
     stream: Annotated[
         bool, typer.Option("--stream", help="Show the running tasks' text as it is generated.")
     ] = False,
@@ -164,10 +172,21 @@ def run(
     bus = MessageBus()
     for message in loaded.spec.messages:
         bus.send(message.sender, message.to, message.content)
-    for target in (output, json_output):
+    make_report = report_function(loaded.spec.report)
+    if sarif_output is not None and loaded.spec.report != "step:code_review_report":
+        raise ConfigError(
+            "--sarif needs a team whose report has findings (report: step:code_review_report)",
+            field="--sarif",
+        )
+    for flag, target in (("--output", output), ("--json", json_output), ("--sarif", sarif_output)):
         if target is not None and not target.parent.is_dir():
-            raise ConfigError(f"folder {str(target.parent)!r} does not exist", field="--output")
-    progress = RunProgress(out, total=len(loaded.tasks))
+            raise ConfigError(f"folder {str(target.parent)!r} does not exist", field=flag)
+    progress = RunProgress(
+        out,
+        total=len(loaded.tasks),
+        steps=frozenset(t.id for t in loaded.tasks if t.run is not None),
+        synthesis=loaded.team.coordinator is not None,
+    )
     view = StreamView(out, progress, live=not interactive) if stream else None
     store_url = store_url or loaded.spec.store
     tools = team_tools(loaded)
@@ -215,20 +234,40 @@ def run(
         with view.showing() if view else contextlib.nullcontext():
             result = _run_until_interrupted(work, progress, db)
     _print_result(result)
-    if loaded.tasks:
-        report = build_report(
-            result, loaded.tasks, model_id=model_id, title=f"Code review ({loaded.spec.name})"
-        )
-        if report.data["modules"]:
-            out.print(Markdown(report.markdown))
-        if output is not None:
-            output.write_text(report.markdown, encoding="utf-8")
-            out.print(safe_text(f"report written to {output}"))
-        if json_output is not None:
-            data = {**report.data, "tasks": _task_data(result)}
-            json_output.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", "utf-8")
-            out.print(safe_text(f"result written to {json_output}"))
+    _write_report(
+        make_report(result, loaded.tasks, model_id=model_id, team_name=loaded.spec.name),
+        result,
+        shown=loaded.spec.report is not None,
+        output=output,
+        json_output=json_output,
+        sarif_output=sarif_output,
+    )
     _exit_for(result)
+
+
+def _write_report(
+    report: Report,
+    result: RunResult,
+    *,
+    shown: bool,
+    output: Path | None,
+    json_output: Path | None,
+    sarif_output: Path | None,
+) -> None:
+    """Print a named report, and write the files asked for."""
+    if shown:
+        out.print(Markdown(report.markdown))
+    if output is not None:
+        output.write_text(report.markdown, encoding="utf-8")
+        out.print(safe_text(f"report written to {output}"))
+    if json_output is not None:
+        data = {**report.data, "tasks": _task_data(result)}
+        json_output.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", "utf-8")
+        out.print(safe_text(f"result written to {json_output}"))
+    if sarif_output is not None and report.sarif is not None:
+        text = json.dumps(report.sarif, indent=2, ensure_ascii=False) + "\n"
+        sarif_output.write_text(text, "utf-8")
+        out.print(safe_text(f"SARIF written to {sarif_output}"))
 
 
 async def _ask_at_terminal(task_id: str, question: str) -> str:

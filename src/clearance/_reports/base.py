@@ -1,0 +1,66 @@
+"""`Report`: what ``clearance run`` writes after a run, in Markdown and as data."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from clearance._context.answers import REPEAT_MARK, TRUNCATED_MARK
+from clearance._core.spec import Task
+from clearance._orchestration.result import RunResult
+
+__all__ = ["Report", "ReportFunction", "marks", "one_line", "parse_json"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Report:
+    """A run's report.
+
+    Attributes:
+        markdown: The report as Markdown.
+        data: The same content as JSON-ready data.
+        sarif: The findings as a SARIF 2.1.0 log (JSON-ready), for reports that have
+            findings; else ``None``.
+    """
+
+    markdown: str
+    data: dict[str, Any]
+    sarif: dict[str, Any] | None = None
+
+
+class ReportFunction(Protocol):
+    """Builds a report from a finished run (``report: step:<name>`` names one)."""
+
+    def __call__(
+        self, result: RunResult, tasks: Sequence[Task], *, model_id: str, team_name: str
+    ) -> Report:
+        """The report of ``result``, whose tasks were ``tasks``, answered by ``model_id``."""
+        ...
+
+
+def parse_json(text: str | None) -> Any:
+    """``text`` as JSON, or ``None`` when it is not JSON."""
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def marks(text: str | None) -> list[str]:
+    """What the orchestrator marked in a model's answer (cut off, repetition removed)."""
+    found = []
+    if text and TRUNCATED_MARK in text:
+        found.append("cut off at the output limit")
+    if text and REPEAT_MARK in text:
+        found.append("repetition removed")
+    return found
+
+
+def one_line(text: Any, limit: int = 300) -> str:
+    """``text`` on one line, at most ``limit`` characters."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

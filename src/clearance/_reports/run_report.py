@@ -1,0 +1,80 @@
+"""The generic run report: the synthesis, then each task's result or why it has none."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from clearance._core.spec import Task
+from clearance._orchestration.result import RunResult
+from clearance._reports.base import Report, marks, one_line
+from clearance._state.queue import TaskStatus
+
+__all__ = ["run_report"]
+
+
+def run_report(
+    result: RunResult, tasks: Sequence[Task], *, model_id: str, team_name: str = ""
+) -> Report:
+    """The report of any team: its synthesis and every task's result, labelled.
+
+    Args:
+        result: The run's result.
+        tasks: The run's tasks, in the team file's order (a planned run's come from
+            ``result``).
+        model_id: The model that answered, named in the labels.
+        team_name: The team file's name, in the first heading.
+
+    Returns:
+        The report; ``data`` holds ``run``, ``synthesis`` and ``tasks``.
+    """
+    lines = [
+        "# Run report" + (f" ({team_name})" if team_name else ""),
+        "",
+        f"Run {result.run_id} ({result.status}); model {model_id}; {result.usage.requests} "
+        f"model calls, {result.usage.prompt_tokens} prompt tokens.",
+        "",
+        f"## Synthesis (written by the coordinator, {model_id})",
+        "",
+    ]
+    if result.synthesis:
+        lines.append(result.synthesis.strip())
+        if found := marks(result.synthesis):
+            lines += ["", f"_Note: the synthesis was {' and '.join(found)}._"]
+    else:
+        lines.append(f"_No synthesis: {result.error or 'the synthesis did not complete'}._")
+    titles = {t.id: t.title for t in tasks}
+    order = [t.id for t in tasks] + [i for i in result.tasks if i not in titles]
+    data_tasks = []
+    for task_id in order:
+        outcome = result.tasks.get(task_id)
+        if outcome is None:
+            continue
+        heading = titles.get(task_id, task_id)
+        lines += ["", f"## {heading} ({task_id}, by {outcome.assignee})", ""]
+        if outcome.status is TaskStatus.COMPLETED and outcome.result is not None:
+            lines.append(outcome.result.strip() or "_(empty result)_")
+            if found := marks(outcome.result):
+                lines += ["", f"_Note: this answer was {' and '.join(found)}._"]
+        else:
+            lines.append(f"_{outcome.status}: {one_line(outcome.error or 'no result')}_")
+        data_tasks.append(
+            {
+                "task_id": task_id,
+                "title": heading,
+                "assignee": outcome.assignee,
+                "status": str(outcome.status),
+                "result": outcome.result,
+                "error": outcome.error,
+            }
+        )
+    data = {
+        "run": {
+            "run_id": result.run_id,
+            "status": result.status,
+            "model": model_id,
+            "usage": result.usage.to_dict(),
+        },
+        "synthesis": result.synthesis,
+        "tasks": data_tasks,
+    }
+    return Report(markdown="\n".join(lines).rstrip() + "\n", data=data)
