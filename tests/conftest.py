@@ -201,7 +201,9 @@ class _ChatCompletions:
     ``stream_options.include_usage`` asks for it).
     """
 
-    def __init__(self, reply: Any, usage: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, reply: Any, usage: dict[str, Any] | None = None, stream_usage: bool = True
+    ) -> None:
         import contextlib
         import json
         import threading
@@ -286,7 +288,7 @@ class _ChatCompletions:
                         send(chunk(model, {"content": piece}))
                     finish = "stop"
                 send(chunk(model, {}, finish))
-                if (body.get("stream_options") or {}).get("include_usage"):
+                if stream_usage and (body.get("stream_options") or {}).get("include_usage"):
                     usage = {"id": "x", "object": "chat.completion.chunk", "created": 0,
                              "model": model, "choices": [],
                              "usage": {"prompt_tokens": 10, "completion_tokens": 5,
@@ -308,11 +310,16 @@ class _ChatCompletions:
 
 @pytest.fixture
 def openai_server() -> Iterator[Any]:
-    """``openai_server(reply, usage=None)`` -> base URL of a scripted chat-completions server."""
+    """``openai_server(reply, usage=None, stream_usage=True)`` -> base URL of a scripted server.
+
+    ``stream_usage=False``: a streamed answer holds no usage chunk, as llama.cpp's server's.
+    """
     servers: list[_ChatCompletions] = []
 
-    def start(reply: Any, usage: dict[str, Any] | None = None) -> ServerUrl:
-        servers.append(_ChatCompletions(reply, usage))
+    def start(
+        reply: Any, usage: dict[str, Any] | None = None, stream_usage: bool = True
+    ) -> ServerUrl:
+        servers.append(_ChatCompletions(reply, usage, stream_usage))
         return servers[-1].url
 
     yield start

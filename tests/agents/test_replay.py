@@ -20,6 +20,7 @@ from clearance._context.builder import ContextBuilder
 from clearance._core.errors import ConfigError
 from clearance._core.spec import Agent, Task
 from clearance._core.teamfile_models import ToolEntrySpec
+from clearance._orchestration.resume_checks import check_run_record
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import RunLedger
 from clearance._state.queue import TaskQueue
@@ -127,8 +128,9 @@ def test_an_edited_record_stops_the_resume_naming_it(run: RunLedger, tmp_path: P
     db.execute("UPDATE calls SET response = 'edited' WHERE call_id = ?", (call_id,))
     db.commit()
     db.close()
+    # Resume's one check of the records, made before anything is replayed or run.
     with RunLedger(f"sqlite:///{db_path}") as ledger, pytest.raises(ConfigError) as raised:
-        ReplaySource.load(ledger, "run_1")
+        check_run_record(ledger, "run_1")
     assert call_id in str(raised.value) and "nothing was replayed" in str(raised.value)
 
 

@@ -87,7 +87,8 @@ def test_a_tool_call_waits_for_approval_then_runs_once(env) -> None:
     run = start(env)
     assert run.exit_code == 3, run.output
     run_id, (call_id,) = pending(run.output)
-    assert "clearance approve" in run.output
+    assert f"clearance approve {run_id} {call_id}" in run.output  # the exact command
+    assert "CALL_ID" not in run.output
     assert f"waiting    tidy: approval {call_id}" in run.output
     assert "run finished: awaiting_approval" in run.output
     assert not env["log"].exists()  # paused before the tool ran
@@ -143,7 +144,12 @@ def test_a_task_waits_for_approval_and_a_denied_task_fails(env) -> None:
         requests = {e.data["call_id"]: e.data for e in ledger.events(run_id, "awaiting_approval")}
     task_call = next(c for c in call_ids if requests[c]["kind"] == "task")
     tool_call = next(c for c in call_ids if requests[c]["kind"] == "tool")
-    assert cli(env, "deny", run_id, task_call, "--by", "bob").exit_code == 0
+    denied = cli(env, "deny", run_id, task_call, "--by", "bob")
+    assert denied.exit_code == 0, denied.output
+    assert f"denied {task_call} by bob: start of task note (writer); the task fails" in (
+        denied.output
+    )
+    assert "may start" not in denied.output
     assert cli(env, "approve", run_id, tool_call).exit_code == 0
 
     resumed = cli(env, "resume", run_id)

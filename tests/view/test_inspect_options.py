@@ -76,3 +76,16 @@ async def test_runs_never_cuts_a_run_id(recorded, monkeypatch):
     result = runner.invoke(app, ["runs", "--db", recorded.db])
     assert result.exit_code == 0, result.output
     assert recorded.run_id in result.output
+
+
+async def test_runs_keeps_status_and_date_whole_at_80_columns(recorded, monkeypatch):
+    monkeypatch.setattr(out, "_width", 80)
+    result = runner.invoke(app, ["runs", "--db", recorded.db])
+    assert result.exit_code == 0, result.output
+    (line,) = [x for x in result.output.splitlines() if recorded.run_id in x]
+    document = json.loads(
+        runner.invoke(app, ["inspect", recorded.run_id, "--json", "--db", recorded.db]).output
+    )
+    created = document["run"]["created_at"][:16].replace("T", " ")
+    assert f"  {document['run']['status']}  {created}  " in line
+    assert max(len(x) for x in result.output.splitlines()) <= 80

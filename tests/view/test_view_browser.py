@@ -147,3 +147,44 @@ async def test_the_policy_blocks_script_that_got_past_escaping(browser, recorded
     assert browser.execute_script("return window.__pwned === undefined")
     errors = console_errors(browser)
     assert errors and all("Content Security Policy" in e for e in errors), errors
+
+
+async def test_the_page_opens_at_the_top(browser, recorded, tmp_path):
+    with RunLedger(recorded.db) as ledger:
+        page = render_run_page(load_run_view(ledger, recorded.run_id))
+    path = tmp_path / "run.html"
+    path.write_text(page, encoding="utf-8")
+    open_page(browser, path)
+    assert browser.execute_script("return window.scrollY") == 0
+    assert browser.find_element(By.ID, "task-0").is_displayed()  # the first task is shown
+    assert "#" not in browser.current_url  # and no fragment was written for it
+    node(browser, 3).click()  # a person's choice is kept in the address
+    assert browser.current_url.endswith("#task-3")
+    assert console_errors(browser) == []
+
+
+async def test_the_graph_fits_its_pane_and_zooms(browser, recorded, tmp_path):
+    with RunLedger(recorded.db) as ledger:
+        page = render_run_page(load_run_view(ledger, recorded.run_id))
+    path = tmp_path / "run.html"
+    path.write_text(page, encoding="utf-8")
+    browser.set_window_size(1100, 900)  # a pane narrower than the graph
+    try:
+        open_page(browser, path)
+        wrap = browser.find_element(By.CSS_SELECTOR, ".graph-wrap")
+        graph = browser.find_element(By.ID, "graph")
+        natural = browser.execute_script(
+            "return document.getElementById('graph').viewBox.baseVal.width"
+        )
+        fitted = graph.rect["width"]
+        assert fitted <= wrap.size["width"] < natural  # shrunk to the pane: nothing cut off
+        assert all(n.is_displayed() for n in browser.find_elements(By.CSS_SELECTOR, "#graph .node"))
+        browser.find_element(By.ID, "zoom-in").click()
+        assert graph.rect["width"] > fitted * 1.2
+        browser.find_element(By.ID, "zoom-fit").click()
+        assert abs(graph.rect["width"] - fitted) < 1
+        node(browser, 3).click()  # still selectable once scaled
+        assert browser.find_element(By.ID, "task-3").is_displayed()
+        assert console_errors(browser) == []
+    finally:
+        browser.set_window_size(1400, 1000)

@@ -201,8 +201,9 @@ async def session(
             _patch_stdio()
             token = _STDIO_CAP.set(cap)  # read by the SDK's reader task, started just below
             env = {name: str(folder) for name in _FOLDER_VARIABLES} if folder else {}
+            program, *args = spec.resolved_command()
             params = StdioServerParameters(
-                command=spec.command[0], args=spec.command[1:],
+                command=program, args=args,
                 env={**env, **spec.resolved_env()}, cwd=folder,
             )  # fmt: skip
             if errlog is None:

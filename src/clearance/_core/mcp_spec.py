@@ -9,6 +9,13 @@ server's other tools are never offered or called. The model calls the tool by
 A value of ``env:`` or ``headers:`` written as ``${NAME}`` is taken from the environment of
 the run, so secrets need not be written into the team file.
 
+A stdio server's program written as ``python`` or ``python3`` is the interpreter running
+Clearance (``sys.executable``), not whichever ``python`` comes first on ``PATH``: a server
+written in Python finds the packages installed next to Clearance (``mcp`` among them) even
+when the virtual environment is not activated, and its script (``python server.py``) is
+found relative to where Clearance runs. Write a path (``/usr/bin/python3``) to choose another
+interpreter.
+
 A server is a channel between the agents that call it (one agent's arguments may come back
 in another's results), so by default each agent gets its own: a stdio server runs, for each
 agent, in that agent's own folder. ``share: true`` declares the channel instead (one folder
@@ -21,6 +28,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +55,7 @@ _TOOL = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}")
 _FROM_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_THIS_PYTHON = frozenset({"python", "python3"})
 _MODEL_NAME_MAX = 64  # OpenAI function names: ^[a-zA-Z0-9_-]{1,64}$
 
 
@@ -140,6 +149,28 @@ class McpServerSpec(BaseModel):
     def transport(self) -> str:
         """``"stdio"`` or ``"http"``."""
         return "stdio" if self.command is not None else "http"
+
+    def resolved_command(self) -> list[str]:
+        """``command`` with a program of ``python`` or ``python3`` as ``sys.executable``.
+
+        After ``python``/``python3``, the script (the first argument that is not an option,
+        when it ends in ``.py``) is made absolute against the current directory, since the
+        server runs in its agent's own folder.
+
+        Raises:
+            ConfigError: The server is not a stdio server (it has no ``command``).
+        """
+        if self.command is None:
+            raise ConfigError("an HTTP server has no command", field="command")
+        program, *args = self.command
+        if program not in _THIS_PYTHON:
+            return [program, *args]
+        # The server runs in its agent's own folder: its script, named relative to where
+        # Clearance runs, is made absolute so that it is still found there.
+        script = next((i for i, a in enumerate(args) if not a.startswith("-")), None)
+        if script is not None and args[script].endswith(".py"):
+            args[script] = os.path.abspath(args[script])
+        return [sys.executable, *args]
 
     def resolved_env(self) -> dict[str, str]:
         """``env`` with ``${NAME}`` values taken from this process's environment.

@@ -13,6 +13,7 @@ from clearance._core.names import check_name, check_utf8
 
 if TYPE_CHECKING:  # jsonschema is imported when a schema is first checked
     from jsonschema.protocols import Validator
+    from pydantic import BaseModel
 
 __all__ = [
     "MAX_FAN_OUT",
@@ -123,12 +124,18 @@ class Task:
             canonically. The dialect is taken from ``$schema`` (draft 2020-12 when absent or
             unknown); ``format`` is an annotation, not checked. Stored as a deep copy and
             left out of the hash, so a task stays hashable.
+        output_type: A pydantic model class the result must validate as (a typed result):
+            its JSON Schema becomes ``output_schema``, the answer is validated by the schema
+            and then by the model (its validators too; a failure gets the same one repair),
+            and `TaskOutcome.output` holds the parsed instance. Dependents still receive the
+            recorded JSON text. Give ``output_type`` or ``output_schema``, not both.
 
     Raises:
         ConfigError: An invalid id, scope or title, text that is not valid UTF-8 (a lone
             surrogate), or an ``output_schema`` that is not a valid JSON Schema or not
             JSON-serializable (``field`` is ``tasks.<id>.output_schema``; the message gives
-            the problem and where it is).
+            the problem and where it is), or both ``output_type`` and ``output_schema``, or an
+            ``output_type`` that is not a pydantic model class.
     """
 
     id: str
@@ -145,9 +152,11 @@ class Task:
     run: str | None = None
     after_failure: AfterFailure = "skip"
     approval: Literal["none", "required"] = "none"
+    output_type: type[BaseModel] | None = field(default=None, hash=False, compare=False)
 
     def __post_init__(self) -> None:
         check_name("task id", self.id)
+        self._schema_from_output_type()
         if self.run is not None and not _RUN.match(self.run):
             raise ConfigError(
                 f"must be 'step:<name>' or 'python:<module>:<function>', got {self.run!r}",
@@ -203,6 +212,20 @@ class Task:
         object.__setattr__(self, "files", tuple(self.files))
         if self.output_schema is not None:
             object.__setattr__(self, "output_schema", _checked_schema(self.id, self.output_schema))
+
+    def _schema_from_output_type(self) -> None:
+        if self.output_type is None:
+            return
+        from pydantic import BaseModel  # with the first typed task, not on import
+
+        where = f"tasks.{self.id}.output_type"
+        if not (isinstance(self.output_type, type) and issubclass(self.output_type, BaseModel)):
+            raise ConfigError(
+                f"must be a pydantic model class, got {self.output_type!r}", field=where
+            )
+        if self.output_schema is not None:
+            raise ConfigError("give output_type or output_schema, not both", field=where)
+        object.__setattr__(self, "output_schema", self.output_type.model_json_schema())
 
 
 def _checked_schema(task_id: str, schema: Any) -> dict[str, Any]:

@@ -118,7 +118,7 @@ class ApprovalRequest:
     def describe(self) -> str:
         """One line for a person: what would happen (arguments in canonical JSON)."""
         if self.kind == ApprovalKind.TASK:
-            return f"task {self.task_id} ({self.agent}) may start"
+            return f"start of task {self.task_id} ({self.agent})"
         args = canonical_json(self.arguments or {})
         if self.kind == ApprovalKind.RERUN:
             return (
@@ -417,8 +417,10 @@ def awaiting_approval(queue: TaskQueue, ledger: Recorder, run_id: str) -> str | 
         return None
     if not isinstance(ledger, RunLedger):
         return "awaiting approval, but the run keeps no ledger to decide it in and resume from"
-    ids = ", ".join(r.call_id for r in pending_approvals(ledger, run_id))
+    commands = "; ".join(
+        f"clearance approve {run_id} {r.call_id}" for r in pending_approvals(ledger, run_id)
+    )
     return (
-        f"awaiting approval: {ids}; decide with: clearance approve {run_id} CALL_ID (or "
-        f"clearance deny {run_id} CALL_ID), then continue with: clearance resume {run_id}"
+        f"awaiting approval: {commands} (or clearance deny in place of approve), "
+        f"then continue with: clearance resume {run_id}"
     )

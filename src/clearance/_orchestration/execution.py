@@ -19,6 +19,7 @@ from clearance._orchestration.result import RunResult, TaskOutcome
 from clearance._orchestration.run import Run, RunSettings, prompt_budget
 from clearance._orchestration.runtime import AgentRuntime
 from clearance._orchestration.scheduler import Scheduler
+from clearance._orchestration.structured import parsed_output
 from clearance._orchestration.subagents import IsolatedRunner
 from clearance._orchestration.synthesis import Synthesis, synthesize
 from clearance._orchestration.task_runner import TaskRunner
@@ -153,6 +154,7 @@ class RunExecution:
                     result=s.result,
                     error=s.error,
                     prompt_tokens=run.prompt_tokens.get(s.task.id, 0),
+                    output=parsed_output(s.task, s.result),
                 )
                 for s in run.queue.states()
             },

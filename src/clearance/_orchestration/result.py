@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from clearance._core.vocabulary import RunEventKind
 from clearance._state.queue import TaskStatus
@@ -52,6 +52,10 @@ class TaskOutcome:
         result: The result text when completed, else ``None``.
         error: Why it failed or was skipped, else ``None``.
         prompt_tokens: Tokens of the prompt it was given (0 if it never ran).
+        output: The validated result as a value when completed: an instance of the task's
+            ``output_type`` (a pydantic model), the parsed JSON value for a task with an
+            ``output_schema``; ``None`` for a free-text result. ``result`` keeps the text
+            dependents received.
     """
 
     task_id: str
@@ -60,6 +64,7 @@ class TaskOutcome:
     result: str | None = None
     error: str | None = None
     prompt_tokens: int = 0
+    output: Any = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from clearance._core.task_spec import schema_validator
+from clearance._core.task_spec import Task, schema_validator
 
-__all__ = ["validated_json"]
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+__all__ = ["parsed_output", "validated_json"]
 
 _FENCED_JSON = re.compile(r"```(?:json)?[ \t]*\n(.*?)```", re.DOTALL)
 
@@ -17,13 +20,17 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def validated_json(text: str, schema: dict[str, Any]) -> str:
+def validated_json(
+    text: str, schema: dict[str, Any], output_type: type[BaseModel] | None = None
+) -> str:
     """Parse a structured answer and validate it against the task's ``output_schema``.
 
     Args:
         text: The completion: a JSON value, or a fenced code block (```` ```json ````) holding
             one.
         schema: The task's (already checked) JSON Schema.
+        output_type: The task's pydantic model, which the value must also validate as (its
+            own validators included), or ``None``.
 
     Returns:
         The value re-serialized canonically:
@@ -31,15 +38,50 @@ def validated_json(text: str, schema: dict[str, Any]) -> str:
 
     Raises:
         ValueError: With a one-line reason fit to show the model on the repair attempt
-            (empty answer, invalid JSON, or the schema error and the JSON path it is at).
+            (empty answer, invalid JSON, the schema error and the JSON path it is at, or the
+            first error of the pydantic model).
     """
     body = text.strip()
     if not body:
         raise ValueError("the answer is empty; reply with a JSON value only")
     try:
-        return _validated_json_value(body, schema)
+        canonical = _validated_json_value(body, schema)
     except RecursionError as exc:
         raise ValueError("the JSON is nested too deeply") from exc
+    if output_type is not None:
+        from pydantic import ValidationError
+
+        try:
+            output_type.model_validate_json(canonical)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "the value"
+            raise ValueError(f"the JSON is not a valid {output_type.__name__} at {where}: "
+                             f"{first['msg']}") from exc  # fmt: skip
+    return canonical
+
+
+def parsed_output(task: Task, result: str | None) -> Any:
+    """A completed task's result as a value: what `TaskOutcome.output` holds.
+
+    Args:
+        task: The task.
+        result: Its recorded result text, or ``None`` if it did not complete.
+
+    Returns:
+        An instance of ``task.output_type``; the JSON value of a result with an
+        ``output_schema``; ``None`` for a free-text result, a task that did not complete,
+        or a ``run:`` task (its output is not validated).
+
+    Raises:
+        ValueError: The recorded result is not valid JSON or not a valid ``output_type``
+            (a ledger changed after the run).
+    """
+    if result is None or task.output_schema is None or task.run is not None:
+        return None
+    if task.output_type is not None:
+        return task.output_type.model_validate_json(result)
+    return json.loads(result)
 
 
 def _validated_json_value(body: str, schema: dict[str, Any]) -> str:

@@ -128,11 +128,11 @@ class TaskRunner:
             return text
         # A structured hand-off: one repair attempt that shows the rejected answer and why.
         try:
-            return validated_json(text, schema)
+            return validated_json(text, schema, task.output_type)
         except ValueError as exc:
             text = await attempt(repair=f"{text}\n\nProblem: {exc}")
         try:
-            return validated_json(text, schema)
+            return validated_json(text, schema, task.output_type)
         except ValueError as exc:
             raise OutputValidationError(task.id, str(exc)) from exc
 

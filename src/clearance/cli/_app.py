@@ -1,4 +1,4 @@
-"""The ``clearance`` command: run, resume, inspect, verify, graph, runs, chat, view, serve."""
+"""The ``clearance`` command: init, run, resume, inspect, verify, graph, runs, chat, view, serve."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import typer
 from clearance.cli._approve import register as register_approval_commands
 from clearance.cli._chat import register as register_chat_command
 from clearance.cli._graph import graph
+from clearance.cli._init import register as register_init_command
 from clearance.cli._ledger_cmds import inspect, runs, verify
 from clearance.cli._run import resume, run
 from clearance.cli._store import store_app
@@ -30,6 +31,7 @@ for command in (run, resume, inspect, verify, graph, runs):
 register_view_commands(app)
 register_chat_command(app)
 register_approval_commands(app)
+register_init_command(app)
 
 
 def main() -> None:

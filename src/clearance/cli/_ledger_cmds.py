@@ -126,6 +126,9 @@ def _print_inspect(
         if call.usage.cached_prompt_tokens is not None:
             cached = f"{call.usage.cached_prompt_tokens} of {call.usage.prompt_tokens}"
             table.add_row("", "cached by the server", cached)
+        if call.usage.counted:
+            counted = f"{call.usage.prompt_tokens} + {call.usage.completion_tokens}"
+            table.add_row("", "prompt + completion, counted (server reported none)", counted)
         out.print(table)
         if show_prompt:
             for message in call.messages:
@@ -224,14 +227,20 @@ def runs(
     """List recent runs, newest first."""
     with RunLedger(db, read_only=True) as ledger:
         records = ledger.list_runs(limit=limit)
-    table = Table()
-    # A run id is what people copy from here: never cut or wrapped.
-    widest = max((len(r.run_id) for r in records), default=0)
-    table.add_column("run id", no_wrap=True, min_width=widest)
-    for column in ("team", "status", "created (UTC)", "goal"):
-        table.add_column(column)
-    for r in records:
-        goal = (r.goal or "")[:60]
-        created = f"{r.created_at:%Y-%m-%d %H:%M:%S}"
-        table.add_row(*map(safe_text, (r.run_id, r.team, r.status, created, goal)))
+    rows = [
+        (r.run_id, r.team, r.status, f"{r.created_at:%Y-%m-%d %H:%M}", (r.goal or "")[:60])
+        for r in records
+    ]
+    # The run id (what people copy from here), the status and the date are never cut or
+    # wrapped; the team and the goal wrap in what room is left.
+    names = ("run id", "team", "status", "created (UTC)", "goal")
+    table = Table(box=None, padding=(0, 2, 0, 0), pad_edge=False, header_style="bold")
+    for i, name in enumerate(names):
+        if name in ("team", "goal"):
+            table.add_column(name, overflow="fold")
+        else:
+            widest = max([len(name), *(len(row[i]) for row in rows)])
+            table.add_column(name, no_wrap=True, min_width=widest)
+    for row in rows:
+        table.add_row(*map(safe_text, row))
     out.print(table)

@@ -407,7 +407,7 @@ def _print_result(result: RunResult) -> None:
     if result.synthesis is not None:
         out.print(Panel(safe_text(result.synthesis), title="Synthesis", title_align="left"))
     if result.error:
-        err.print(safe_text(f"run {result.run_id}: {result.error}"))
+        err.print(safe_text(f"run {result.run_id}: {result.error}"), soft_wrap=True)
     usage = result.usage
     out.print(
         safe_text(

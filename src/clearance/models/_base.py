@@ -65,12 +65,17 @@ class Usage:
             cache instead of evaluating them again; ``None`` when no call reported it (not
             0: "not reported" and "no reuse" are different facts). In a sum, the total over
             the calls that reported it.
+        counted: True when the server reported no usage and Clearance counted the prompt
+            and completion tokens itself (`clearance.tokens`, the model's counter), so limits
+            never see 0 for a call that sent and generated text. In a sum: true when any
+            call's tokens were counted.
     """
 
     requests: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_prompt_tokens: int | None = None
+    counted: bool = False
 
     @property
     def total_tokens(self) -> int:
@@ -83,16 +88,23 @@ class Usage:
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
             cached_prompt_tokens=_sum_known(self.cached_prompt_tokens, other.cached_prompt_tokens),
+            counted=self.counted or other.counted,
         )
 
     def to_dict(self) -> dict[str, int | None]:
-        """JSON-ready form (``cached_prompt_tokens`` is ``None`` when not reported)."""
-        return {
+        """JSON-ready form (``cached_prompt_tokens`` is ``None`` when not reported).
+
+        ``"counted": 1`` is added when the tokens were counted, not reported.
+        """
+        out: dict[str, int | None] = {
             "requests": self.requests,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "cached_prompt_tokens": self.cached_prompt_tokens,
         }
+        if self.counted:
+            out["counted"] = 1
+        return out
 
 
 def _sum_known(a: int | None, b: int | None) -> int | None:
@@ -159,7 +171,12 @@ def validated_usage(
                 f"0..{counts['prompt_tokens']} (the prompt tokens it reported)",
                 model_id=model_id,
             )
-    return Usage(requests=1, cached_prompt_tokens=cached, **counts)
+    return Usage(
+        requests=1,
+        prompt_tokens=counts["prompt_tokens"],
+        completion_tokens=counts["completion_tokens"],
+        cached_prompt_tokens=cached,
+    )
 
 
 def _short(value: object) -> str:

@@ -17,6 +17,7 @@ import openai
 from clearance._core.errors import ConfigError, ModelError
 from clearance.models._base import ModelRequest, ModelResponse, ToolCall, validated_usage
 from clearance.models._cache import reported_cached_tokens
+from clearance.models._counted import with_counted_usage
 from clearance.models._credentials import PLACEHOLDER_API_KEY, client_settings
 from clearance.models._openai_stream import collect_stream
 from clearance.models._transient import is_transient_status, parse_retry_after
@@ -132,8 +133,9 @@ class OpenAIModel:
             request: The prompt and sampling settings.
 
         Returns:
-            The completion, with the server's reported ``usage`` (zeros if it reports none)
-            and ``requests=1``.
+            The completion, with the server's reported ``usage`` and ``requests=1``; when the
+            server reports no usage (llama.cpp's server streaming, for one), the tokens
+            counted with `count_tokens` and marked ``usage.counted``.
 
         Raises:
             ModelError: The server could not be reached, did not answer in full within the
@@ -176,8 +178,9 @@ class OpenAIModel:
                 if request.stream is not None:
                     async with completion:
                         return await collect_stream(
-                            completion, request, model_id=self.model_id, sink=request.stream
-                        )
+                            completion, request, model_id=self.model_id, sink=request.stream,
+                            counter=self.count_tokens,
+                        )  # fmt: skip
         except TimeoutError as exc:
             raise ModelError(
                 f"request timed out: no complete answer within {deadline_s:g} s",
@@ -221,7 +224,7 @@ class OpenAIModel:
             if not isinstance(arguments, dict):
                 arguments = {"_raw": function.arguments}
             calls.append(ToolCall(id=call.id, name=function.name, arguments=arguments))
-        return ModelResponse(
+        response = ModelResponse(
             text=choice.message.content or "",
             tool_calls=tuple(calls),
             usage=validated_usage(
@@ -233,6 +236,9 @@ class OpenAIModel:
             model_id=self.model_id,
             finish_reason=choice.finish_reason,
         )
+        if usage is None:  # the server reported none: count, so limits are not blind
+            return with_counted_usage(response, request, self.count_tokens)
+        return response
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` for this model, from `clearance.tokens.counter_for`.

@@ -9,7 +9,7 @@ is validated like a non-streamed one. The caller's deadline covers the whole str
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +22,7 @@ from clearance.models._base import (
     validated_usage,
 )
 from clearance.models._cache import reported_cached_tokens
+from clearance.models._counted import with_counted_usage
 
 __all__ = ["MAX_STREAMED_TOOL_CALLS", "collect_stream", "max_chunks"]
 
@@ -57,7 +58,12 @@ def _decoded(call: _Call) -> ToolCall:
 
 
 async def collect_stream(
-    chunks: AsyncIterator[Any], request: ModelRequest, *, model_id: str, sink: TextSink
+    chunks: AsyncIterator[Any],
+    request: ModelRequest,
+    *,
+    model_id: str,
+    sink: TextSink,
+    counter: Callable[[str], int] | None = None,
 ) -> ModelResponse:
     """Read a stream of ``ChatCompletionChunk`` s into the response a non-streamed call gives.
 
@@ -66,10 +72,12 @@ async def collect_stream(
         request: The request (its ``max_tokens`` sets the chunk cap).
         model_id: The ``"provider:name"`` id, for errors and the response.
         sink: Called with each piece of text as it arrives.
+        counter: The model's token counter: when the stream holds no usage, the tokens are
+            counted with it (`with_counted_usage`); ``None`` records zeros.
 
     Returns:
         The whole completion: text, tool calls (arguments decoded from JSON, undecodable ones
-        as ``{"_raw": <text>}``), finish reason and validated usage.
+        as ``{"_raw": <text>}``), finish reason and validated (or counted) usage.
 
     Raises:
         ModelError: More chunks than `max_chunks`, more tool calls than
@@ -107,7 +115,7 @@ async def collect_stream(
                 _add_tool_part(calls, part, model_id)
     if not seen_choice:
         raise ModelError("the server streamed no choices", model_id=model_id)
-    return ModelResponse(
+    response = ModelResponse(
         text="".join(text),
         tool_calls=tuple(_decoded(calls[i]) for i in sorted(calls) if calls[i].name),
         usage=validated_usage(
@@ -119,6 +127,9 @@ async def collect_stream(
         model_id=model_id,
         finish_reason=finish,
     )
+    if usage is None and counter is not None:
+        return with_counted_usage(response, request, counter)
+    return response
 
 
 def _add_tool_part(calls: dict[int, _Call], part: Any, model_id: str) -> None:

@@ -14,7 +14,9 @@ import os
 
 from clearance._core.errors import ConfigError
 from clearance._core.vocabulary import OriginKind
+from clearance._orchestration.planner import PLAN_SCHEMA
 from clearance.models._base import ModelRequest, ModelResponse, Usage, estimate_tokens
+from clearance.testing._instance import schema_instance
 from clearance.testing._models import stream_text
 
 __all__ = ["LATENCY_ENV", "FakeModel"]
@@ -46,8 +48,12 @@ class FakeModel:
     results. A task prompt is answered with ``"<name> result for <task title>: <digest>"``
     where the digest is the first 16 hex digits of SHA-256 of the whole prompt text (so a
     result also changes when the results it was given change). A request with a JSON schema
-    (a structured hand-off, or the coordinator's plan) is answered with the digest as a JSON
-    string, which is not a plan: plan a team with a `ScriptedModel` instead.
+    (a task's ``output_schema``) is answered with a JSON instance of that schema built
+    deterministically from it (required properties, the first ``const``/``enum`` value,
+    ``minItems`` items, strings from the digest cut to ``maxLength``, numbers within their
+    bounds), so a team file with structured hand-offs runs on the fake. The coordinator's plan
+    is answered with the digest as a JSON string, which is not a plan: plan a team with a
+    `ScriptedModel` instead.
 
     Every request is recorded in `requests`.
 
@@ -83,7 +89,9 @@ class FakeModel:
         text = request.prompt.text
         digest = hashlib.sha256(f"{self.name}\0{text}".encode()).hexdigest()[:16]
         if request.json_schema is not None:
-            return json.dumps(digest)
+            if request.json_schema == PLAN_SCHEMA:
+                return json.dumps(digest)
+            return json.dumps(schema_instance(request.json_schema, digest))
         heading = next(
             (
                 item.title

@@ -46,7 +46,7 @@ _INSERT_ENTRY = (
 _CALL_FIELDS = (*ENTRY_FIELDS["call"], *OPTIONAL_FIELDS.get("call", ()))
 _OUTCOME_FIELDS = (
     "response", "finish_reason", "requests", "prompt_tokens", "completion_tokens",
-    "cached_prompt_tokens", "error", "latency_s",
+    "cached_prompt_tokens", "usage_counted", "error", "latency_s",
 )  # fmt: skip
 """What a call's outcome sets (as ``b_<name>``; see `statement`), besides ``pending = 0``."""
 

@@ -229,6 +229,7 @@ def usage_of(row: Row[Any]) -> Usage:
         completion_tokens=row.completion_tokens,
         # Calls only (runs have no such column); NULL where the server reported none.
         cached_prompt_tokens=getattr(row, "cached_prompt_tokens", None),
+        counted=bool(getattr(row, "usage_counted", None)),  # calls only: 1 when counted
     )
 
 

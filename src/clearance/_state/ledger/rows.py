@@ -113,6 +113,7 @@ def call_rows(
                 "prompt_tokens": usage.prompt_tokens,
                 "completion_tokens": usage.completion_tokens,
                 "cached_prompt_tokens": usage.cached_prompt_tokens,
+                "usage_counted": 1 if usage.counted else None,
                 "error": error,
                 "started_at": started_at,
                 "latency_s": latency_s,
@@ -137,6 +138,7 @@ def finish_row(
         "b_prompt_tokens": usage.prompt_tokens,
         "b_completion_tokens": usage.completion_tokens,
         "b_cached_prompt_tokens": usage.cached_prompt_tokens,
+        "b_usage_counted": 1 if usage.counted else None,
         "b_error": error,
         "b_latency_s": latency_s,
     }

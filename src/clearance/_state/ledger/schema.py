@@ -220,8 +220,18 @@ def _m007_cached_prompt_tokens(change: SchemaChange) -> None:
 
 
 @LEDGER_SCHEMA.migration
-def _m008_call_parameters(change: SchemaChange) -> None:
-    """Version 8: ``calls.parameters``, what the model was asked besides the prompt.
+def _m008_usage_counted(change: SchemaChange) -> None:
+    """Version 8: ``calls.usage_counted``.
+
+    1 where the server reported no usage and the tokens were counted (`Usage.counted`), NULL
+    where they were reported.
+    """
+    change.add_column("calls", Column("usage_counted", Integer))
+
+
+@LEDGER_SCHEMA.migration
+def _m009_call_parameters(change: SchemaChange) -> None:
+    """Version 9: ``calls.parameters``, what the model was asked besides the prompt.
 
     `ModelRequest.parameters`: sampling, max tokens, the tools offered (names and digests),
     the JSON schema asked for; NULL for calls recorded before.

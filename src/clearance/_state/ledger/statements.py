@@ -47,7 +47,7 @@ _TASK_FIELDS = (
 
 _FINISH_FIELDS = (
     "response", "finish_reason", "requests", "prompt_tokens", "completion_tokens",
-    "cached_prompt_tokens", "error", "latency_s",
+    "cached_prompt_tokens", "usage_counted", "error", "latency_s",
 )  # fmt: skip
 """What the outcome of a call sets (bound as ``b_<name>``)."""
 

@@ -47,19 +47,39 @@
       el("rect", { width: box.width, height: box.height, rx: 6 }, group);
       el("text", { x: 10, y: 17 }, group).textContent = short(n.id);
       el("text", { x: 10, y: 33, "class": "sub" }, group).textContent = n.label;
-      group.addEventListener("click", function () { select(String(n.index)); });
+      group.addEventListener("click", function () { select(String(n.index), true); });
       group.addEventListener("keydown", function (event) {
-        if (event.key === "Enter" || event.key === " ") { event.preventDefault(); select(String(n.index)); }
+        if (event.key === "Enter" || event.key === " ") { event.preventDefault(); select(String(n.index), true); }
       });
       nodes[String(n.index)] = group;
     });
     var size = g.graph();
-    svg.setAttribute("width", Math.ceil(size.width || 0));
-    svg.setAttribute("height", Math.ceil(size.height || 0));
-    svg.setAttribute("viewBox", "0 0 " + Math.ceil(size.width || 0) + " " + Math.ceil(size.height || 0));
+    natural = { width: Math.ceil(size.width || 0), height: Math.ceil(size.height || 0) };
+    svg.setAttribute("viewBox", "0 0 " + natural.width + " " + natural.height);
+    zoom(1);
   }
 
-  function select(key) {
+  /* The graph is drawn at `scale` times its laid-out size (the viewBox keeps its shape). */
+  var natural = { width: 0, height: 0 };
+  var scale = 1;
+  function zoom(to) {
+    scale = Math.min(4, Math.max(0.2, to));
+    svg.setAttribute("width", Math.round(natural.width * scale));
+    svg.setAttribute("height", Math.round(natural.height * scale));
+  }
+  /* Fit: the whole graph in the pane's width, never larger than drawn. */
+  function fit() {
+    var room = svg.parentNode.clientWidth - 2;
+    zoom(natural.width > room && room > 0 ? room / natural.width : 1);
+  }
+  function tool(id, action) {
+    var button = document.getElementById(id);
+    if (button) { button.addEventListener("click", action); }
+  }
+
+  /* `remember`: write the choice into the address (#task-N). Not for the first selection: a
+     fragment written before the page has loaded makes the browser scroll to it. */
+  function select(key, remember) {
     var panel = document.getElementById("task-" + key);
     if (!panel) { return; }
     document.querySelectorAll("article.detail").forEach(function (a) { a.hidden = a !== panel; });
@@ -78,14 +98,18 @@
         nodes[edge.to].classList.contains("is-hidden");
       edge.path.classList.toggle("is-hidden", hidden);
     });
-    if (window.location.hash !== "#task-" + key) {
+    if (remember && window.location.hash !== "#task-" + key) {
       history.replaceState(null, "", "#task-" + key);
     }
   }
 
   draw();
+  fit();
+  tool("zoom-fit", fit);
+  tool("zoom-in", function () { zoom(scale * 1.25); });
+  tool("zoom-out", function () { zoom(scale / 1.25); });
   document.querySelectorAll("button.pick").forEach(function (b) {
-    b.addEventListener("click", function () { select(b.getAttribute("data-task")); });
+    b.addEventListener("click", function () { select(b.getAttribute("data-task"), true); });
   });
   var wanted = window.location.hash.replace(/^#task-/, "");
   if (document.getElementById("task-" + wanted)) {

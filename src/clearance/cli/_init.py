@@ -1,0 +1,100 @@
+"""``clearance init``: write a commented starter team file that runs as it is."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from clearance._core.errors import ConfigError
+from clearance.cli._common import one_line_errors, out, safe_text
+
+__all__ = ["STARTER_TEAM", "register"]
+
+STARTER_TEAM = """\
+# A starter team for Clearance. Run it:
+#   clearance run team.yaml                    # the embedded model (downloaded on first use)
+#   clearance run team.yaml --model fake:try   # a deterministic fake model: no model needed
+#   clearance run team.yaml --model openai:gpt-4o-mini   # or any OpenAI-compatible server
+# then look at what each agent saw:  clearance inspect RUN_ID   and   clearance verify RUN_ID
+#
+# Every agent sees nothing by default: a task's prompt holds its own text, its agent's
+# instructions and the results of the tasks it depends on (depends_on), nothing else.
+
+name: starter                 # the team's name, shown by clearance runs
+goal: >-                      # what the coordinator's final answer (the synthesis) answers
+  A short, accurate note on what SQLite is good at and when not to use it.
+model: llama-cpp:smollm2      # the default model of every agent ("provider:name")
+max_concurrency: 2            # tasks running at once; a task starts when its dependencies end
+
+agents:
+  - name: researcher
+    role: Finds facts.        # shown to the coordinator when it plans (run_team)
+    instructions: You list facts, one per line, each one sentence. No opinions.
+    limits:
+      max_output_tokens: 300  # most tokens one answer may hold
+      timeout_s: 120          # the agent's deadline per task, in seconds
+  - name: writer
+    instructions: You write short, plain paragraphs from the facts you are given.
+    limits: {max_output_tokens: 300}
+    # model: openai:gpt-4o-mini   # an agent may use its own model
+    # sampling: {temperature: 0.2}
+
+coordinator:                  # writes the final answer from every result
+  name: editor
+  instructions: You write the final answer in four sentences or fewer.
+  limits: {max_output_tokens: 200}
+
+tasks:
+  - id: facts
+    title: Collect facts
+    description: List five facts about SQLite's strengths and limits.
+    assignee: researcher
+  - id: draft
+    title: Draft the note
+    description: Write one paragraph on when to use SQLite, and one on when not to.
+    assignee: writer
+    depends_on: [facts]       # sees the result of facts, and nothing else
+  # A structured hand-off: the answer must be JSON matching the schema (one repair attempt).
+  # - id: verdict
+  #   title: Verdict
+  #   description: Rate SQLite for a small web app from 0 to 10.
+  #   assignee: writer
+  #   depends_on: [facts]
+  #   output_schema:
+  #     type: object
+  #     required: [score, reason]
+  #     properties:
+  #       score: {type: integer, minimum: 0, maximum: 10}
+  #       reason: {type: string, maxLength: 200}
+"""
+"""The starter team `clearance init` writes."""
+
+_Path = Annotated[Path, typer.Argument(help="Where to write the team file.")]
+_Force = Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")]
+
+
+@one_line_errors
+def init(path: _Path = Path("team.yaml"), force: _Force = False) -> None:
+    """Write a commented starter team file (team.yaml) that runs as it is."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_TRUNC if force else os.O_EXCL)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except FileExistsError:
+        raise ConfigError(
+            f"{path} exists: give another path, or --force to overwrite it", field="path"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot write {path}: {exc.strerror}", field="path") from None
+    with os.fdopen(fd, "w", encoding="utf-8") as file:
+        file.write(STARTER_TEAM)
+    out.print(safe_text(f"wrote {path}"), soft_wrap=True)
+    out.print(safe_text(f"try it without a model:  clearance run {path} --model fake:try"))
+    out.print(safe_text(f"run it:                  clearance run {path}"), soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``init`` to the ``clearance`` command."""
+    app.command()(init)

@@ -1,0 +1,64 @@
+"""``clearance init`` writes a commented starter team that runs, and runs once edited."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from clearance.cli._app import app
+
+runner = CliRunner()
+
+
+def run(path: Path, db: str):
+    result = runner.invoke(app, ["run", str(path), "--model", "fake:try", "--db", db])
+    assert result.exit_code == 0, result.output
+    return re.search(r"run id: (\S+)", result.output).group(1)
+
+
+def test_init_writes_a_starter_that_runs_and_verifies(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    written = runner.invoke(app, ["init"])
+    assert written.exit_code == 0, written.output
+    assert "clearance run team.yaml --model fake:try" in written.output
+    text = (tmp_path / "team.yaml").read_text()
+    assert text.startswith("# A starter team") and text.count("#") > 20  # commented
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    run_id = run(tmp_path / "team.yaml", db)
+    document = json.loads(runner.invoke(app, ["inspect", run_id, "--db", db, "--json"]).output)
+    assert {t["task_id"]: t["status"] for t in document["tasks"]} == {
+        "facts": "completed", "draft": "completed"
+    }  # fmt: skip
+    assert runner.invoke(app, ["verify", run_id, "--db", db]).exit_code == 0
+
+
+def test_the_commented_structured_task_runs_once_uncommented(tmp_path: Path) -> None:
+    path = tmp_path / "team.yaml"
+    assert runner.invoke(app, ["init", str(path)]).exit_code == 0
+    lines = path.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("  # - id: verdict"))
+    edited = [*lines[:start], *(line.replace("  # ", "  ", 1) for line in lines[start:])]
+    path.write_text("\n".join(edited) + "\n")
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    run_id = run(path, db)
+    document = json.loads(runner.invoke(app, ["inspect", run_id, "--db", db, "--json"]).output)
+    verdict = next(t for t in document["tasks"] if t["task_id"] == "verdict")
+    assert verdict["status"] == "completed" and json.loads(verdict["result"])["score"] == 0
+
+
+def test_init_never_overwrites_without_force(tmp_path: Path) -> None:
+    path = tmp_path / "team.yaml"
+    path.write_text("mine")
+    refused = runner.invoke(app, ["init", str(path)])
+    assert refused.exit_code == 2
+    assert "exists: give another path, or --force" in refused.output
+    assert path.read_text() == "mine"
+    link = tmp_path / "link.yaml"
+    link.symlink_to(tmp_path / "elsewhere.yaml")
+    assert runner.invoke(app, ["init", str(link), "--force"]).exit_code == 2  # not followed
+    assert not (tmp_path / "elsewhere.yaml").exists()
+    assert runner.invoke(app, ["init", str(path), "--force"]).exit_code == 0
+    assert path.read_text().startswith("# A starter team")
