@@ -21,10 +21,12 @@ from clearance._agents.retry import RetryPolicy
 from clearance._agents.tools import Tool, ToolOutput
 from clearance._context.builder import ContextBuilder
 from clearance._context.clearance import Clearance
+from clearance._core.budget import ModelPrice, RunBudget
 from clearance._core.errors import (
     AccessDenied,
     ApprovalDenied,
     ApprovalPending,
+    BudgetExceeded,
     ClearanceError,
     ConfigError,
     ContextViolation,
@@ -46,7 +48,9 @@ from clearance._core.errors import (
     SubagentError,
     UnknownDependencyError,
 )
+from clearance._core.hooks import ModelCallInfo, RunHooks, RunInfo, TaskInfo, ToolCallInfo
 from clearance._core.prompt import ChatMessage, ContextItem, ContextManifest, Prompt
+from clearance._core.routing import EdgeCondition
 from clearance._core.spec import (
     Agent,
     AgentLimits,
@@ -90,6 +94,7 @@ __all__ = [
     "ApprovalKind",
     "ApprovalPending",
     "ApprovalRequest",
+    "BudgetExceeded",
     "ChatMessage",
     "Clearance",
     "ClearanceError",
@@ -104,6 +109,7 @@ __all__ = [
     "DelegationLoopError",
     "DependencyPayloadError",
     "DuplicateTaskError",
+    "EdgeCondition",
     "FanOut",
     "FileCaps",
     "GraphError",
@@ -113,8 +119,10 @@ __all__ = [
     "MemoryScope",
     "Message",
     "MessageBus",
+    "ModelCallInfo",
     "ModelError",
     "ModelExecutor",
+    "ModelPrice",
     "NullLedger",
     "Orchestrator",
     "OriginKind",
@@ -125,8 +133,11 @@ __all__ = [
     "PromptKind",
     "RayExecutor",
     "RetryPolicy",
+    "RunBudget",
     "RunEvent",
     "RunEventKind",
+    "RunHooks",
+    "RunInfo",
     "RunLedger",
     "RunResult",
     "RunStream",
@@ -137,11 +148,13 @@ __all__ = [
     "SubagentError",
     "Task",
     "TaskGraph",
+    "TaskInfo",
     "TaskMode",
     "TaskOutcome",
     "TaskStatus",
     "Team",
     "Tool",
+    "ToolCallInfo",
     "ToolOutput",
     "UnknownDependencyError",
 ]

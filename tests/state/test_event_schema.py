@@ -14,11 +14,16 @@ from clearance._core.vocabulary import ClarificationKind, EventKind, RecordKind
 from clearance.cli import app
 from clearance.events import (
     SCHEMAS,
+    BudgetEvent,
     FileClarificationEvent,
+    HookContextEvent,
     McpCallEvent,
     ModelToolCallsEvent,
+    PlanEvent,
+    PlanLinkEvent,
     QuestionClarificationEvent,
     ReplayedEvent,
+    ReviewRoundEvent,
     SpawnEvent,
     parse_event,
 )
@@ -88,3 +93,41 @@ def test_replay_events_name_the_record_they_replay_and_the_share_of_an_mcp_serve
            "where": "uvx notes", "shared": True}  # fmt: skip
     shared = parse_event(EventKind.MCP_CALL, mcp)
     assert isinstance(shared, McpCallEvent) and shared.shared is True
+
+
+REVIEW = {"task_id": "a", "round": 1, "stage": 1, "reviewer": "critic", "accepted": False,
+          "findings": "Cite the source.", "candidate_sha256": "1" * 64}  # fmt: skip
+BUDGET = {"tokens": 500, "cost_usd": None,
+          "prices": {"m": {"input_per_mtok": 1.0, "output_per_mtok": 2.0}}}  # fmt: skip
+PLANNED = {"tasks_sha256": "2" * 64, "tasks": 3}
+PLAN_LINK = {"plan_run_id": "run_p", "planned_tasks_sha256": "2" * 64,
+             "tasks_sha256": "3" * 64, "edited": True}  # fmt: skip
+HOOKS = {"items": [{"ref": "notes/1", "title": "Style guide", "sha256": "4" * 64}]}
+
+
+def test_run_control_events_are_recorded_through_their_schemas_and_shown(tmp_path) -> None:
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    recorded = [
+        (EventKind.REVIEW_ROUND, "review:a/1/1", REVIEW, ReviewRoundEvent),
+        (EventKind.BUDGET, "run", BUDGET, BudgetEvent),
+        (EventKind.PLAN, "plan", PLANNED, PlanEvent),
+        (EventKind.PLAN, "run", PLAN_LINK, PlanLinkEvent),
+        (EventKind.HOOK_CONTEXT, "task:a", HOOKS, HookContextEvent),
+    ]
+    with RunLedger(url) as ledger:
+        ledger.start_run(run_id="run_c", team="t", goal=None, graph=[])
+        for kind, subject, data, _ in recorded:
+            ledger.record_event("run_c", kind, subject, dict(data))
+        with pytest.raises(ConfigError, match="'review_round' event's accepted"):
+            ledger.record_event("run_c", EventKind.REVIEW_ROUND, "review:a/1/1",
+                                {**REVIEW, "accepted": "maybe"})  # fmt: skip
+        with pytest.raises(ConfigError, match="'budget' event's"):
+            ledger.record_event("run_c", EventKind.BUDGET, "run", {"tokens": 500})
+        stored = ledger.events("run_c")
+    assert [type(parse_event(e.kind, e.data)) for e in stored] == [r[3] for r in recorded]
+    assert [e.data for e in stored] == [r[2] for r in recorded]
+    shown = CliRunner().invoke(app, ["inspect", "run_c", "--db", url, "--no-prompt"])
+    assert shown.exit_code == 0, shown.output
+    for text in ("critic", "sends it back", "tokens 500", "plan run run_p", "Style guide"):
+        assert text in shown.output, shown.output
+    assert "malformed event" not in shown.output

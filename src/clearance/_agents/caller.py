@@ -12,6 +12,8 @@ a clarification, a spawned child, a memory summary, the plan and the synthesis) 
 - ``timeout_s``: the deadline of the whole call, every attempt and backoff included;
   ``attempt_timeout_s``: the most one attempt may take before it is abandoned and retried;
 - ``retries``: transient errors are retried with backoff (see `with_retries`);
+- the run's budget (`BudgetMeter`): once the run has used its tokens or cost, the call is
+  refused with `BudgetExceeded` before anything is sent;
 
 then translates provider errors into `ModelError`, validates what came back (Unicode text,
 token counts within range), adds the usage up, and records every attempt in the ledger:
@@ -38,6 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from clearance._agents.budget_meter import BudgetMeter
 from clearance._agents.replay import ReplaySource, tool_calls_data
 from clearance._agents.retry import RetryPolicy, with_retries
 from clearance._agents.telemetry import model_call_span
@@ -45,6 +48,7 @@ from clearance._agents.tools import checked_tool_call
 from clearance._context.window import SummaryCall
 from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import ClearanceError, LimitExceeded, ModelError
+from clearance._core.hooks import HookRunner, ModelCallInfo
 from clearance._core.prompt import Prompt
 from clearance._core.reasons import bounded_reason
 from clearance._core.spec import Agent
@@ -125,6 +129,9 @@ class ModelCaller:
         monotonic: Seconds counter for latencies and deadlines.
         listener: Hears every call's progress, and makes calls stream (see the module
             docstring); ``None`` for neither.
+        meter: The run's budget, checked before and charged after each call; ``None``
+            for no budget.
+        hooks: User hooks told before and after each call (`RunHooks`); ``None`` for none.
         replay: The recorded steps of a run being resumed (`ReplaySource`): a call whose
             prompt is the recorded one is answered from its record, not sent; ``None``
             sends every call.
@@ -143,6 +150,8 @@ class ModelCaller:
         clock: Clock = utc_now,
         monotonic: Callable[[], float] = time.perf_counter,
         listener: CallListener | None = None,
+        meter: BudgetMeter | None = None,
+        hooks: HookRunner | None = None,
         replay: ReplaySource | None = None,
     ) -> None:
         if ledger is not None and run_id is None:
@@ -154,6 +163,8 @@ class ModelCaller:
         self._clock = clock
         self._monotonic = monotonic
         self.listener = listener
+        self.meter = meter
+        self.hooks = hooks or HookRunner()
         self.replay = replay
 
     async def call(
@@ -190,6 +201,7 @@ class ModelCaller:
             The response of the first successful attempt.
 
         Raises:
+            BudgetExceeded: The run has used its budget (nothing is sent).
             LimitExceeded: ``max_model_calls`` (nothing is sent), ``timeout_s`` (the call's
                 deadline passed), ``attempt_timeout_s`` (the last attempt was abandoned) or
                 ``max_tokens_per_step`` (the model reported more completion tokens).
@@ -219,6 +231,8 @@ class ModelCaller:
         found = self.replay.answer(subject, prompt) if self.replay is not None else None
         if isinstance(found, ModelResponse):  # durable resume: taken from the ledger
             return found
+        if self.meter is not None:  # the run's budget: a replayed answer costs nothing
+            self.meter.check(subject)
         call = _Call(
             subject=subject, agent=agent, model=model, request=request,
             attempts=limits.retries + 1, reuse=[found] if found is not None else [],
@@ -228,13 +242,31 @@ class ModelCaller:
         async def attempt(number: int) -> ModelResponse:
             return await self._attempt(call, number, started)
 
+        info = None
+        if self.hooks:
+            info = ModelCallInfo(run_id=self.run_id, subject=subject, agent=agent.name,
+                                 model_id=model.model_id, prompt=prompt)  # fmt: skip
+            await self.hooks("before_model_call", info)
         with model_call_span(
             run_id=self.run_id, subject=subject, agent=agent.name, model_id=model.model_id,
             request=request,
         ) as record:  # fmt: skip
-            response = await with_retries(attempt, retries=limits.retries, policy=self.retry_policy)
+            try:
+                response = await with_retries(
+                    attempt, retries=limits.retries, policy=self.retry_policy
+                )
+            except ClearanceError as exc:
+                if info is not None:
+                    await self.hooks("after_model_call", info, text=None, usage=None,
+                                     error=str(exc))  # fmt: skip
+                raise
             record(response)
         self.usage = self.usage + response.usage
+        if self.meter is not None:
+            self.meter.charge(model.model_id, response.usage)
+        if info is not None:
+            await self.hooks("after_model_call", info, text=response.text, usage=response.usage,
+                             error=None)  # fmt: skip
         return response
 
     def summarizer(self, agent: Agent, model: ChatModel) -> SummaryCall:

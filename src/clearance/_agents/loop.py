@@ -333,7 +333,8 @@ class AgentLoop:
                 else:
                     await record_started(self.ledger, self.run_id, subject, step=step_no,
                                          call_id=call_id, call=call, tool=tool)  # fmt: skip
-                    output = await tool.call(call.arguments, agent=agent.name)
+                    output = await self.caller.hooks.run_tool(tool, call, run_id=self.run_id,
+                        call_id=call_id, subject=subject, agent=agent.name)  # fmt: skip
                     source = output.source
                     output, breach = offloaded(slot, output, ledger=self.ledger,
                                                run_id=self.run_id, subject=subject,
@@ -465,8 +466,7 @@ class AgentLoop:
             else:
                 response = await self.caller.call(
                     subject=subject, agent=delegate, model=model, prompt=build((), []),
-                    budget=self.call_budget,
-                )  # fmt: skip
+                    budget=self.call_budget)  # fmt: skip
                 answer = response.text.strip()
                 if not answer:
                     raise ModelError(

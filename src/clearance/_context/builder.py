@@ -16,7 +16,7 @@ from __future__ import annotations
 from clearance._context.assemble import TokenCounter
 from clearance._context.layout import SUMMARIES as SUMMARIES_SECTION
 from clearance._context.layout import SYNTHESIS_TRAILER, TASK_TRAILER
-from clearance._context.prompts_isolated import IsolatedPrompts
+from clearance._context.prompts_review import ReviewPrompts
 
 __all__ = [
     "SUMMARIES_SECTION",
@@ -27,7 +27,7 @@ __all__ = [
 ]
 
 
-class ContextBuilder(IsolatedPrompts):
+class ContextBuilder(ReviewPrompts):
     """Builds every prompt of a run, admitting only what each task is cleared to see.
 
     Task prompt layout (`layout`, kind ``task``): the system message holds the agent's

@@ -31,6 +31,10 @@ class Clearance:
       (``task:<id>``);
     - ``repair:<id>``: the task's own rejected answer and why it was rejected, shown on the
       repair attempt of a structured hand-off (``Task.output_schema``);
+    - ``hook:<name>/<n>``: an item a user's hook offered the task (`RunHooks.task_context`),
+      for the refs in ``hooks`` (recorded with the run);
+    - ``review:<id>/<round>``: a reviewer's findings on the task's own earlier candidate,
+      for a task with a review loop (``Task.review``), rounds 1 to ``rounds - 1``;
     - ``task_result:<id>`` for each id in ``result_task_ids``, which ``memory_scope``
       decides: the direct dependencies (``"dependencies"``), every ancestor
       (``"transitive"``), or every other task of the graph (``"all"``);
@@ -53,6 +57,8 @@ class Clearance:
     its request join ``files``. A task that spawned children admits their final results
     (``child_result:<child id>``, for its own children only). A spawned child (`for_child`)
     admits its goal (``child_goal:<child id>``) and its own tools' results, nothing else.
+    A reviewer (`for_review`) admits the task's text and its candidate results
+    (``candidate:<id>/<round>``), nothing else.
 
     Attributes:
         task_id: The task (for a delegation, ``delegation:<tool call id>``).
@@ -68,6 +74,9 @@ class Clearance:
         clarifications: How many answers to its questions the prompt may hold.
         children: Ids of the children this task spawned.
         child_id: For a spawned child's prompt, the child's id.
+        review_rounds: For a task with a review loop, its most rounds (``0``: none).
+        reviewing: The prompt is a reviewer's (`for_review`).
+        hooks: Refs (``<hook name>/<n>``) of the items the user's hooks offered the task.
     """
 
     task_id: str
@@ -83,6 +92,9 @@ class Clearance:
     clarifications: int = 0
     children: frozenset[str] = frozenset()
     child_id: str | None = None
+    review_rounds: int = 0
+    reviewing: bool = False
+    hooks: frozenset[str] = frozenset()
 
     @staticmethod
     def _agent_parts(agent: Agent | None) -> dict[str, Any]:
@@ -131,6 +143,20 @@ class Clearance:
         )
 
     @classmethod
+    def for_review(cls, task_id: str, reviewer: str, *, rounds: int) -> Clearance:
+        """The clearance of a reviewer of ``task_id``: its text and the candidates only."""
+        return cls(task_id=task_id, agent=reviewer, result_task_ids=frozenset(),
+                   files=frozenset(), review_rounds=rounds, reviewing=True)  # fmt: skip
+
+    def _round_ref(self, ref: str) -> bool:
+        """Whether ``ref`` is ``<task id>/<round>`` with a round of this task's loop."""
+        task_id, _, number = ref.rpartition("/")
+        return (
+            task_id == self.task_id and number.isascii() and number.isdigit()
+            and 1 <= int(number) <= self.review_rounds
+        )  # fmt: skip
+
+    @classmethod
     def for_task(
         cls,
         graph: TaskGraph,
@@ -167,6 +193,7 @@ class Clearance:
             memory_scopes=memory_scopes_of(task.assignee, memory_groups),
             isolated=isolated,
             constraints=len(task.constraints) if isolated else 0,
+            review_rounds=task.review.rounds if task.review is not None else 0,
             **cls._agent_parts(agent),
         )
 
@@ -196,6 +223,12 @@ class Clearance:
             data["children"] = sorted(self.children)
         if self.child_id is not None:
             data["child_id"] = self.child_id
+        if self.review_rounds:
+            data["review_rounds"] = self.review_rounds
+        if self.reviewing:
+            data["reviewing"] = True
+        if self.hooks:
+            data["hooks"] = sorted(self.hooks)
         return data
 
     def admits_store(self, namespace: str) -> bool:
@@ -223,6 +256,14 @@ class Clearance:
         kind, ref = parsed.kind, parsed.id
         if kind == OriginKind.INSTRUCTIONS:
             return parsed.ref is None
+        if self.reviewing:  # a reviewer: the task's text and the candidates, nothing else
+            return (kind == OriginKind.TASK and ref == self.task_id) or (
+                kind == OriginKind.CANDIDATE and self._round_ref(ref)
+            )
+        if kind == OriginKind.REVIEW:
+            return self._round_ref(ref)
+        if kind == OriginKind.HOOK:
+            return ref in self.hooks
         if kind == OriginKind.STORE:
             # ``<namespace>/<key>``: namespaces and keys may hold "/", so any split counts.
             return any(

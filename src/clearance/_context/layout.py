@@ -55,6 +55,9 @@ MESSAGES = "## Messages from team members"
 MEMORY = "## From memory"
 CHILDREN = "## Results from subagents"
 REPAIR = "## Your previous answer was rejected"
+REVIEW_FINDINGS = "## Review findings to address"
+HOOKS = "## From hooks"
+CANDIDATE = "## Result to review"
 TOOLS = "## Tools you can call"
 TOOL_RESULTS = "## Results of your tool calls"
 DELEGATED = "# Delegated task"
@@ -139,6 +142,10 @@ ISOLATED_TRAILER = (
     "'FILE: <path of a project file you need>') or 'STATUS: blocked' (then say why)."
 )
 CONVERSATION_TRAILER = "Reply to the last message of the conversation above."
+REVIEW_TRAILER = (
+    "Review the result above against the task above. Reply with JSON only: "
+    '{"verdict": "accept" or "revise", "findings": "what must change, or why it is fine"}.'
+)
 SUMMARY_PROMPT = (
     "Summarize the conversation above in a few sentences. Keep names, numbers, decisions and "
     "open questions. Reply with the summary only."
@@ -227,7 +234,14 @@ _TASK_BODY = (
 _TASK_V3 = Layout(
     PromptKind.TASK,
     3,
-    (_TOOL_ROWS[0], _row(TASK, OriginKind.TASK, on_fence=True), *_TASK_BODY, _TOOL_ROWS[1]),
+    (
+        _TOOL_ROWS[0],
+        _row(TASK, OriginKind.TASK, on_fence=True),
+        *_TASK_BODY,
+        _row(HOOKS, OriginKind.HOOK),
+        _row(REVIEW_FINDINGS, OriginKind.REVIEW),
+        _TOOL_ROWS[1],
+    ),
     _TASK_TRAILERS,
 )
 """Labelled: the task's text and each result or failure labelled on its fence line."""
@@ -333,6 +347,13 @@ _CONVERSATION = Layout(
     {"default": CONVERSATION_TRAILER},
 )
 _SUMMARY = Layout(PromptKind.SUMMARY, 1, _CONVERSATION.rows, {"default": SUMMARY_PROMPT})
+_REVIEW = Layout(
+    PromptKind.REVIEW,
+    1,
+    (_row(TASK, OriginKind.TASK, on_fence=True), _row(CANDIDATE, OriginKind.CANDIDATE)),
+    {"default": REVIEW_TRAILER},
+)
+"""A reviewer's prompt: the task's text and the candidate result, nothing else."""
 
 LAYOUTS: Mapping[str, tuple[Layout, ...]] = {
     layouts[0].kind: layouts
@@ -348,6 +369,7 @@ LAYOUTS: Mapping[str, tuple[Layout, ...]] = {
         (_PLAN,),
         (_CONVERSATION,),
         (_SUMMARY,),
+        (_REVIEW,),
     )
 }
 """Every prompt kind's layouts, the current one (which the builder renders) first."""
@@ -392,5 +414,6 @@ _SUBJECT_KINDS = frozenset(
         PromptKind.SYNTHESIS_MAP,
         PromptKind.CONVERSATION,
         PromptKind.SUMMARY,
+        PromptKind.REVIEW,
     }
 )

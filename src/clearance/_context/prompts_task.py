@@ -50,6 +50,8 @@ class TaskPrompts(PromptAssembler):
         tool_steps: Sequence[ToolStep] = (),
         memories: Sequence[MemoryRecord] = (),
         child_results: Mapping[str, str] | None = None,
+        findings: Sequence[tuple[int, str, str]] = (),
+        hook_items: Sequence[tuple[str, str, str]] = (),
     ) -> Prompt:
         """Build the prompt of one task: its text plus exactly what its clearance admits.
 
@@ -82,6 +84,12 @@ class TaskPrompts(PromptAssembler):
             child_results: Final results of the children this task spawned (child id →
                 text, as aggregated), under ``## Results from subagents`` (origin
                 ``child_result:<child id>``); never the children's steps.
+            findings: For a later round of a review loop: ``(round, reviewer, findings)``
+                of the reviewer who sent the candidate of ``round`` back, under ``## Review
+                findings to address`` (origin ``review:<task id>/<round>``); never the
+                earlier candidate or conversation.
+            hook_items: Items the user's hooks offered (``(ref, title, text)``), under
+                ``## From hooks`` (origin ``hook:<ref>``).
 
         Returns:
             The prompt, with a manifest of every admitted item.
@@ -99,6 +107,8 @@ class TaskPrompts(PromptAssembler):
         )
         if child_results:
             clearance = replace(clearance, children=frozenset(child_results))
+        if hook_items:
+            clearance = replace(clearance, hooks=frozenset(r for r, _, _ in hook_items))
         if agent.name != task.assignee:
             raise ContextViolation(task.id, f"instructions:{agent.name}")
         files_parts = [
@@ -128,6 +138,17 @@ class TaskPrompts(PromptAssembler):
                 repair,
             )
             sections[L.REPAIR] = [self._admit(clearance, part)]
+        if hook_items:
+            hook_parts = [Part(str(Origin(OriginKind.HOOK, r)), t, x) for r, t, x in hook_items]
+            sections[L.HOOKS] = [self._admit(clearance, p) for p in hook_parts]
+        if findings:
+            parts = [
+                Part(
+                    str(Origin(OriginKind.REVIEW, f"{task.id}/{n}")), f"Round {n}: {reviewer}", text
+                )
+                for n, reviewer, text in findings
+            ]
+            sections[L.REVIEW_FINDINGS] = [self._admit(clearance, p) for p in parts]
         sections.update(self._tool_sections(clearance, tools, tool_steps))
         return self._assemble(
             str(Subject.task(task.id)), agent, PromptKind.TASK, sections,

@@ -43,6 +43,9 @@ What it cannot check: file contents are compared with the manifest's hashes and 
 same file in the task's other prompts, not with the files on disk (which may have changed
 since), and anything the model provider did with the prompt after receiving it.
 
+8. **Routing.** A task skipped by a condition on a dependency's result is skipped exactly
+   as that condition decides on the recorded result (`verify_routing`).
+
 7. **Capabilities.** No delegate or child used a store grant its caller lacks, and every
    offloaded tool output was shown as its preview (`verify_capabilities`); every call that
    needed a person's approval, a child's included, had one (`verify_approvals`).
@@ -68,6 +71,7 @@ from clearance._context.verify_items import check_admission, check_sources
 from clearance._context.verify_layout import attach_contents, check_layout
 from clearance._context.verify_replay import check_replays
 from clearance._context.verify_results import check_results
+from clearance._context.verify_routing import check_routing
 from clearance._context.verify_synthesis import check_synthesis_coverage
 from clearance._core.prompt import ChatMessage, messages_sha256, sha256_text
 from clearance._state.ledger import CallRecord, RunLedger, call_record_sha256
@@ -180,6 +184,10 @@ def verify_run(
     findings.extend(
         Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
         for subject, call_id, reason in check_results(calls, facts)
+    )
+    findings.extend(
+        Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
+        for subject, call_id, reason in check_routing(facts.graph, ledger.tasks(run.run_id), calls)
     )
     findings.extend(
         Finding(call_id=call_id, subject=subject, origin=None, reason=reason)

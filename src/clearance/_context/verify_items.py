@@ -28,6 +28,8 @@ from clearance._context.layout import (
 from clearance._context.memory_items import scope_of_title
 from clearance._context.tool_sections import compacted_result
 from clearance._context.verify_facts import Problem, RunFacts
+from clearance._context.verify_hooks import check_hook_item, hooks_shown
+from clearance._context.verify_review import check_findings_item, check_review_call
 from clearance._context.verify_subagents import (
     check_child_call,
     check_child_result,
@@ -142,6 +144,8 @@ def check_admission(
         yield from check_child_call(call, items, facts, tool_item)
     elif kind == PromptKind.DELEGATION:
         yield from _check_delegation_call(call, items, facts)
+    elif kind == PromptKind.REVIEW:
+        yield from check_review_call(call, items, facts)
     elif kind in (PromptKind.CONVERSATION, PromptKind.SUMMARY):
         yield from _check_conversation_call(call, items, facts)
     elif is_synthesis_step(subject, items):
@@ -202,6 +206,11 @@ def _check_task_call(
         yield None, "the recorded clearance names children the task never spawned"
     else:
         clearance = replace(clearance, children=frozenset(children))
+    hooks = hooks_shown(facts.events, task_id, recorded)
+    if hooks is None:
+        yield None, "the recorded clearance names hook items never recorded for the task"
+    else:
+        clearance = replace(clearance, hooks=frozenset(hooks))
     expected = clearance.to_dict()
     if isinstance(recorded, dict) and "memory_scopes" not in recorded:
         # Recorded before clearances carried memory scopes; such prompts hold no memory.
@@ -231,6 +240,10 @@ def _check_task_call(
             yield from _check_tool_item(call, clearance, origin, item, facts)
         elif kind == OriginKind.CHILD_RESULT:
             yield from check_child_result(task_id, ref, item, facts)
+        elif kind == OriginKind.REVIEW:
+            yield from check_findings_item(task_id, origin, item, facts)
+        elif kind == OriginKind.HOOK:
+            yield from check_hook_item(facts.events, task_id, origin, item)
         else:
             yield from _check_provenance(origin, item, facts)
 

@@ -17,6 +17,7 @@ Clearance raises on purpose::
     ├── SubagentError               an isolated subagent is blocked, or still needs context
     ├── LimitExceeded               a budget was reached (prompt tokens, steps, ...)
     │   └── DependencyPayloadError  one dependency's result is over the per-dependency limit
+    ├── BudgetExceeded              the run used its token or cost budget (run stopped, resumable)
     ├── DelegationError             a delegation was refused
     │   ├── DelegationLoopError     the target already appears in the delegation chain
     │   └── MaxDepthError           the chain is at its maximum depth
@@ -40,6 +41,7 @@ __all__ = [
     "AccessDenied",
     "ApprovalDenied",
     "ApprovalPending",
+    "BudgetExceeded",
     "ClearanceError",
     "ConfigError",
     "ContextViolation",
@@ -233,6 +235,38 @@ class LimitExceeded(ClearanceError):
         self.subject = subject
         who = f"{subject}: " if subject else ""
         super().__init__(f"{who}{limit} exceeded: {value} > {maximum}")
+
+
+class BudgetExceeded(ClearanceError):
+    """The run used its budget (`RunBudget`): the next model call was refused, nothing sent.
+
+    The run stops, keeps every finished result, and is recorded ``interrupted``: resume it
+    with a larger budget (``clearance resume RUN --budget-tokens N``).
+
+    Not a `LimitExceeded`: an agent's limit fails its task, a run's budget stops the run.
+
+    Attributes:
+        limit: ``"tokens"`` or ``"cost_usd"``.
+        used: What the run has used (tokens, or US dollars).
+        maximum: The budget.
+        run_id: The run stopped.
+        subject: The call refused (``task:<id>``, ``synthesis``...).
+    """
+
+    def __init__(
+        self, limit: str, *, used: int | float, maximum: int | float, run_id: str, subject: str
+    ):
+        self.limit = limit
+        self.used = used
+        self.maximum = maximum
+        self.run_id = run_id
+        self.subject = subject
+        shown = f"{used:.6f}".rstrip("0").rstrip(".") if isinstance(used, float) else used
+        super().__init__(
+            f"run {run_id} reached its budget.{limit} ({shown} used of {maximum}) before a "
+            f"model call for {subject}; finished results are kept; continue with a larger "
+            f"budget: clearance resume {run_id} --budget-{limit.replace('_', '-')} N"
+        )
 
 
 class DependencyPayloadError(LimitExceeded):

@@ -28,21 +28,28 @@ __all__ = [
     "ApprovalDecidedEvent",
     "ApprovalRequestedEvent",
     "ArchitectureEvent",
+    "BudgetEvent",
     "ChildEvent",
+    "CompactedEvent",
     "EventData",
     "FileClarificationEvent",
     "FilesEvent",
     "GrantWithheldEvent",
-    "CompactedEvent",
+    "HookContextEvent",
+    "HookItem",
     "IsolatedContextEvent",
     "LimitExceededEvent",
     "McpCallEvent",
     "ModelToolCallsEvent",
     "OffloadedEvent",
+    "PlanEvent",
+    "PlanLinkEvent",
+    "PriceData",
     "QuestionClarificationEvent",
     "RecordedToolCall",
     "ReplayDeclinedEvent",
     "ReplayedEvent",
+    "ReviewRoundEvent",
     "SCHEMAS",
     "SessionStepEvent",
     "SpawnEvent",
@@ -289,6 +296,67 @@ class ReplayDeclinedEvent(EventData):
     why: str
 
 
+class PlanEvent(EventData):
+    """``plan`` (subject ``plan``): a plan-only run's tasks, by digest (`tasks_sha256`)."""
+
+    tasks_sha256: str
+    tasks: int
+
+
+class PlanLinkEvent(EventData):
+    """``plan`` (subject ``run``): the plan a run of a planned team file replays.
+
+    ``edited`` is whether its tasks differ from the planned ones (``tasks_sha256`` against
+    ``planned_tasks_sha256``).
+    """
+
+    plan_run_id: str
+    planned_tasks_sha256: str
+    tasks_sha256: str
+    edited: bool
+
+
+class ReviewRoundEvent(EventData):
+    """``review_round``: one reviewer's verdict on one round's candidate (review loop)."""
+
+    task_id: str
+    round: int
+    stage: int
+    reviewer: str
+    accepted: bool
+    findings: str
+    candidate_sha256: str
+
+
+class PriceData(EventData):
+    """One model's price in a ``budget`` event (US dollars per million tokens)."""
+
+    input_per_mtok: float
+    output_per_mtok: float
+
+
+class BudgetEvent(EventData):
+    """``budget``: the run's budget for this session (`RunBudget.to_dict`); ``None``: no cap."""
+
+    tokens: int | None
+    cost_usd: float | None
+    prices: dict[str, PriceData]
+
+
+class HookItem(EventData):
+    """One item a hook offered a task's prompt (``hook:<ref>``), with its text's digest."""
+
+    ref: str
+    title: str
+    sha256: str
+
+
+class HookContextEvent(EventData):
+    """``hook_context`` (subject ``task:<id>``): what the user's hooks offered the task."""
+
+    items: list[HookItem]
+
+
 SCHEMAS: Mapping[EventKind, tuple[type[EventData], ...]] = {
     EventKind.SPAWN: (SpawnEvent,),
     EventKind.CHILD: (ChildEvent,),
@@ -310,6 +378,10 @@ SCHEMAS: Mapping[EventKind, tuple[type[EventData], ...]] = {
     EventKind.TOOL_STARTED: (ToolStartedEvent,),
     EventKind.REPLAYED: (ReplayedEvent,),
     EventKind.REPLAY_DECLINED: (ReplayDeclinedEvent,),
+    EventKind.PLAN: (PlanEvent, PlanLinkEvent),
+    EventKind.REVIEW_ROUND: (ReviewRoundEvent,),
+    EventKind.BUDGET: (BudgetEvent,),
+    EventKind.HOOK_CONTEXT: (HookContextEvent,),
 }
 """Every event kind's model(s); a kind with two shapes is read as the first that fits."""
 

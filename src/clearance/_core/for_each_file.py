@@ -17,6 +17,7 @@ from typing import Any
 import pathspec
 
 from clearance._core.errors import ConfigError
+from clearance._core.routing import EdgeCondition
 from clearance._core.spec import FanOut, Task
 from clearance._core.teamfile_models import TaskSpec, TeamFile
 
@@ -116,12 +117,16 @@ def expand_tasks(
     tasks = []
     for task, values in expanded:
         depends: list[str] = []
-        for dep in task.depends_on:
+        when: list[EdgeCondition] = []
+        conditions = task.conditions
+        for dep in task.dependency_ids:
             own = _fill(dep, values)
-            if values and own in groups.get(dep, ()):
-                depends.append(own)  # a per-file task depends on the same file's copy
-            else:
-                depends.extend(groups.get(dep, [own]))
+            # A per-file task depends on the same file's copy, else on every copy.
+            edges = [own] if values and own in groups.get(dep, ()) else groups.get(dep, [own])
+            depends.extend(edges)
+            if dep in conditions:
+                where = f"tasks.{task.id}.depends_on"
+                when.extend(EdgeCondition.of(e, conditions[dep], where=where) for e in edges)
         tasks.append(
             Task(
                 id=_fill(task.id, values),
@@ -143,6 +148,8 @@ def expand_tasks(
                 run=task.run,
                 after_failure=task.after_failure,
                 approval=task.approval,
+                when=tuple(when),
+                review=task.review.to_review() if task.review is not None else None,
             )
         )
     return tuple(tasks), groups

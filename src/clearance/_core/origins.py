@@ -18,6 +18,8 @@ origin                    what the item is
 ``tool:<call id>``        what a tool call returned
 ``store:<ns>/<key>``      a store entry a tool call read
 ``repair:<id>``           the task's rejected answer and why (structured hand-off)
+``review:<id>/<n>``       the findings that sent round ``n``'s candidate back (review loop)
+``candidate:<id>/<n>``    round ``n``'s candidate result, in a reviewer's prompt
 ``delegation:<call id>``  a delegated task's text
 ``child_goal:<id>``       a spawned child's goal
 ``child_result:<id>``     a spawned child's final result
@@ -37,7 +39,7 @@ origin                    what the item is
 
 Subjects: ``task:<id>``, ``isolated:<id>``, ``delegation:<call id>``, ``child:<id>``,
 ``clarification:<task id>``, ``conversation:<agent>``, ``summary:<agent>``,
-``synthesis_map:<n>``, ``synthesis`` and ``plan``.
+``synthesis_map:<n>``, ``review:<task id>/<round>/<stage>``, ``synthesis`` and ``plan``.
 
 `Origin.parse` and `Subject.parse` are the only parsers: ``str(Origin.parse(s)) == s`` for
 every string, so ledgers written before these types existed read back unchanged.

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from clearance._core.errors import ConfigError
 from clearance._core.names import check_name, check_utf8
+from clearance._core.review import Review
+from clearance._core.routing import EdgeCondition
 
 if TYPE_CHECKING:  # jsonschema is imported when a schema is first checked
     from jsonschema.protocols import Validator
@@ -117,6 +119,11 @@ class Task:
         after_failure: ``"skip"`` (default) or ``"proceed"`` (see `AfterFailure`).
         approval: ``"required"``: the task starts only once a person approved it (see
             ``clearance approve``); ``"none"`` (default): no approval.
+        review: A bounded review loop (`Review`): reviewers accept the result, or send
+            it back to a fresh implementer round with their findings; ``None`` for none.
+        when: Conditions on dependency edges (`EdgeCondition`, at most one per
+            dependency): the task runs only if each holds for its dependency's result;
+            otherwise it is ``skipped`` with the reason (conditional routing).
         output_schema: JSON Schema the result must validate against (a structured hand-off),
             or ``None`` for a free-text result. The model is asked for JSON matching it; an
             invalid answer gets one repair attempt, then the task fails with
@@ -152,11 +159,27 @@ class Task:
     run: str | None = None
     after_failure: AfterFailure = "skip"
     approval: Literal["none", "required"] = "none"
+    when: tuple[EdgeCondition, ...] = ()
+    review: Review | None = field(default=None, hash=False)
     output_type: type[BaseModel] | None = field(default=None, hash=False, compare=False)
 
     def __post_init__(self) -> None:
         check_name("task id", self.id)
         self._schema_from_output_type()
+        object.__setattr__(self, "when", tuple(self.when))
+        if self.review is not None and (self.run is not None or self.mode != "standard"):
+            raise ConfigError(
+                "a review loop reviews a model's answer: not for a 'run' step or an isolated task",
+                field=f"tasks.{self.id}.review",
+            )
+        conditioned = [c.task for c in self.when]
+        if any(t not in self.depends_on for t in conditioned) or len(set(conditioned)) < len(
+            conditioned
+        ):
+            raise ConfigError(
+                "a condition must be on a dependency, at most one per dependency",
+                field=f"tasks.{self.id}.depends_on",
+            )
         if self.run is not None and not _RUN.match(self.run):
             raise ConfigError(
                 f"must be 'step:<name>' or 'python:<module>:<function>', got {self.run!r}",

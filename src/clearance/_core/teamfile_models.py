@@ -6,8 +6,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from clearance._core.budget import ModelPrice, RunBudget
 from clearance._core.mcp_spec import McpServerSpec
 from clearance._core.memory_spec import MAX_RECALL, AgentMemory, MemoryGroup, SharedConversation
+from clearance._core.review import MAX_REVIEW_ROUNDS, Review
 from clearance._core.spec import (
     MAX_FAN_OUT,
     Agent,
@@ -18,6 +20,8 @@ from clearance._core.spec import (
 __all__ = [
     "AgentMemorySpec",
     "AgentSpec",
+    "BudgetSpec",
+    "DependencySpec",
     "FanOutSpec",
     "FileCapsSpec",
     "InputSpec",
@@ -27,6 +31,9 @@ __all__ = [
     "MemorySpec",
     "MessageSpec",
     "ModelOptionsSpec",
+    "PlanRefSpec",
+    "PriceSpec",
+    "ReviewSpec",
     "SamplingSpec",
     "SharedConversationSpec",
     "TaskSpec",
@@ -140,6 +147,28 @@ class FanOutSpec(_Strict):
     goals: list[str] = Field(min_length=1, max_length=MAX_FAN_OUT)
 
 
+class DependencySpec(_Strict):
+    """A ``depends_on`` entry in its long form: ``{task: ID, when: {"/pointer": value}}``.
+
+    ``when`` is a condition on the dependency's structured result (see `EdgeCondition`).
+    """
+
+    task: str = Field(min_length=1)
+    when: dict[str, Any] = Field(min_length=1, max_length=32)
+
+
+class ReviewSpec(_Strict):
+    """``review:`` of a task: a bounded review loop (see `Review`)."""
+
+    by: list[str] = Field(min_length=1, max_length=8)
+    rounds: int = Field(default=3, ge=1, le=MAX_REVIEW_ROUNDS, strict=True)
+    accept_when: dict[str, Any] = Field(default={"/verdict": "accept"}, min_length=1)
+
+    def to_review(self) -> Review:
+        """The `Review` this entry declares."""
+        return Review(by=tuple(self.by), rounds=self.rounds, accept_when=self.accept_when)
+
+
 class TaskSpec(_Strict):
     """One entry of ``tasks:``."""
 
@@ -147,7 +176,7 @@ class TaskSpec(_Strict):
     title: str = Field(min_length=1)
     description: str = Field(min_length=1)
     assignee: str | None = Field(default=None, min_length=1)
-    depends_on: list[str] = []
+    depends_on: list[str | DependencySpec] = []
     memory_scope: Literal["dependencies", "transitive", "all"] = "dependencies"
     files: list[str] = []
     output_schema: dict[str, Any] | None = None
@@ -158,6 +187,17 @@ class TaskSpec(_Strict):
     run: str | None = None
     after_failure: Literal["skip", "proceed"] = "skip"
     approval: Literal["none", "required"] = "none"
+    review: ReviewSpec | None = None
+
+    @property
+    def dependency_ids(self) -> list[str]:
+        """The ids of ``depends_on`` (of long-form entries too)."""
+        return [d if isinstance(d, str) else d.task for d in self.depends_on]
+
+    @property
+    def conditions(self) -> dict[str, dict[str, Any]]:
+        """The ``when:`` of each long-form ``depends_on`` entry, by dependency id."""
+        return {d.task: d.when for d in self.depends_on if not isinstance(d, str)}
 
     @model_validator(mode="after")
     def _assignee_or_run(self) -> TaskSpec:
@@ -257,6 +297,33 @@ class ToolEntrySpec(_Strict):
     replay: bool = True
 
 
+class PriceSpec(_Strict):
+    """A ``prices:`` entry: what one model's tokens cost, in US dollars per million."""
+
+    input_per_mtok: float = Field(ge=0, allow_inf_nan=False)
+    output_per_mtok: float = Field(ge=0, allow_inf_nan=False)
+
+
+class BudgetSpec(_Strict):
+    """``budget:`` of a run: most tokens (prompt plus completion) and most US dollars."""
+
+    tokens: int | None = Field(default=None, ge=1, strict=True)
+    cost_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _some_cap(self) -> BudgetSpec:
+        if self.tokens is None and self.cost_usd is None:
+            raise ValueError("give tokens, cost_usd or both")
+        return self
+
+
+class PlanRefSpec(_Strict):
+    """``plan:`` of a team file written by ``clearance plan``: the run that planned it."""
+
+    run_id: str = Field(min_length=1, max_length=200)
+    tasks_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
 class TeamFile(_Strict):
     """The whole team file."""
 
@@ -281,6 +348,28 @@ class TeamFile(_Strict):
     report: str | None = Field(default=None, pattern=r"^step:[a-z_][a-z0-9_]*$")
     """The report ``clearance run`` writes (``step:code_review_report``); ``None``: the
     generic run report (synthesis and each task's result)."""
+    budget: BudgetSpec | None = None
+    prices: dict[str, PriceSpec] = {}
+    plan: PlanRefSpec | None = None
+
+    @model_validator(mode="after")
+    def _plan_needs_tasks(self) -> TeamFile:
+        if self.plan is not None and not self.tasks:
+            raise ValueError("plan: names the run that planned the tasks: give its tasks")
+        return self
+
+    @model_validator(mode="after")
+    def _prices_need_a_cost_budget(self) -> TeamFile:
+        if self.prices and (self.budget is None or self.budget.cost_usd is None):
+            raise ValueError("prices: has no effect without budget: {cost_usd: ...}")
+        return self
+
+    def run_budget(self) -> RunBudget | None:
+        """``budget:`` with ``prices:`` as a `RunBudget`; ``None`` without a budget."""
+        if self.budget is None:
+            return None
+        prices = {m: ModelPrice(**p.model_dump()) for m, p in self.prices.items()}
+        return RunBudget(tokens=self.budget.tokens, cost_usd=self.budget.cost_usd, prices=prices)
 
     @property
     def tool_functions(self) -> dict[str, str]:

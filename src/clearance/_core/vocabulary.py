@@ -63,6 +63,8 @@ class PromptKind(StrEnum):
     SYNTHESIS_REDUCE = "synthesis_reduce"
     """The reduce step of a hierarchical synthesis; its call's subject is ``synthesis``."""
     PLAN = "plan"
+    REVIEW = "review"
+    """A reviewer's prompt in a review loop; its call's subject is ``review:<task>/<n>/<s>``."""
 
 
 class OriginKind(StrEnum):
@@ -94,6 +96,9 @@ class OriginKind(StrEnum):
     SUMMARY_OF = "summary_of"
     TURN = "turn"
     SUMMARY = "summary"
+    REVIEW = "review"
+    CANDIDATE = "candidate"
+    HOOK = "hook"
 
 
 class EventKind(StrEnum):
@@ -119,6 +124,10 @@ class EventKind(StrEnum):
     TOOL_STARTED = "tool_started"
     REPLAYED = "replayed"
     REPLAY_DECLINED = "replay_declined"
+    PLAN = "plan"
+    REVIEW_ROUND = "review_round"
+    BUDGET = "budget"
+    HOOK_CONTEXT = "hook_context"
 
 
 class RunEventKind(StrEnum):
@@ -136,6 +145,7 @@ class RunEventKind(StrEnum):
     TEXT = "text"
     TOOL_CALL = "tool_call"
     AWAITING_APPROVAL = "awaiting_approval"
+    REVIEW_ROUND = "review_round"
     RUN_REPLAYED = "run_replayed"
 
 

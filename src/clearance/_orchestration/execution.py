@@ -8,7 +8,8 @@ from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from clearance._context.architecture import ArchitecturalContext
-from clearance._core.errors import ApprovalPending, ClearanceError, LedgerError
+from clearance._core.errors import ApprovalPending, BudgetExceeded, ClearanceError, LedgerError
+from clearance._core.hooks import RunInfo
 from clearance._core.prompt import sha256_text
 from clearance._core.reasons import failure_reason
 from clearance._core.spec import Agent
@@ -114,11 +115,13 @@ class RunExecution:
     async def _execute_recorded(self) -> RunResult:
         run = self.run
         run_id, ledger = run.run_id, self.settings.ledger
+        await run.caller.hooks("before_run", RunInfo(run_id=run_id, goal=run.goal))
         try:
             await self._schedule()
         finally:
             if run.children is not None:
                 await run.children.aclose()
+        self._stop_if_over_budget()
 
         status: Literal["completed", "failed", "awaiting_approval"]
         synthesis: str | None
@@ -127,10 +130,14 @@ class RunExecution:
             synthesis, error, status = None, waiting, "awaiting_approval"  # approval hook
         else:
             synthesis, error = await self._synthesize()
-            all_completed = all(s.status is TaskStatus.COMPLETED for s in run.queue.states())
+            routed = run.queue.routed  # skipped by a condition: as the team file routed them
+            all_completed = all(
+                s.status is TaskStatus.COMPLETED or s.task.id in routed for s in run.queue.states()
+            )
             status = "completed" if synthesis is not None and all_completed else "failed"
             if error is None and not all_completed:
-                bad = [s.task.id for s in run.queue.states() if s.status != TaskStatus.COMPLETED]
+                bad = [s.task.id for s in run.queue.states()
+                       if s.status != TaskStatus.COMPLETED and s.task.id not in routed]  # fmt: skip
                 error = f"tasks not completed: {', '.join(bad)}"
         ledger.record_messages(run_id, self.settings.messages.all())
         recorded = "interrupted" if status == "awaiting_approval" else status
@@ -142,6 +149,8 @@ class RunExecution:
                 RunEventKind.RUN_REPLAYED, run_id, detail=run.caller.replay.summary()
             )
         self.settings.emit(RunEventKind.RUN_FINISHED, run_id, detail=status)
+        info = RunInfo(run_id=run_id, goal=run.goal)
+        await run.caller.hooks("after_run", info, status=status, error=error)
         return RunResult(
             run_id=run_id,
             status=status,
@@ -190,12 +199,22 @@ class RunExecution:
             run.shared.write(task_id=task_id, agent=task.assignee, content=result)
             ledger.record_task(run.run_id, queue.get(task_id))
             emit(RunEventKind.TASK_COMPLETED, run.run_id, task_id=task_id)
+            for routed_id in queue.routed_out:  # conditional routing (`Task.when`)
+                ledger.record_task(run.run_id, queue.get(routed_id))
+                emit(RunEventKind.TASK_SKIPPED, run.run_id, task_id=routed_id,
+                     detail=queue.get(routed_id).error or "")  # fmt: skip
             return
         if isinstance(exc, LedgerError):
             # The ledger failed, not the task: stop the run, resumable, and say why; the
             # records committed so far stay as they are. (A memory or store backend failing
             # is the task's failure, per its policy.)
             raise exc
+        meter = run.caller.meter
+        if isinstance(exc, BudgetExceeded) or (meter is not None and meter.exceeded is not None):
+            # The run's budget is used: the task waits for a resume with a larger one.
+            queue.interrupt(task_id)
+            ledger.record_task(run.run_id, queue.get(task_id))
+            return
         if isinstance(exc, ApprovalPending):  # approval hook: the task waits (see `approval.py`)
             queue.interrupt(task_id)
             ledger.record_task(run.run_id, queue.get(task_id))
@@ -210,6 +229,16 @@ class RunExecution:
         for skipped_id in skipped:
             ledger.record_task(run.run_id, queue.get(skipped_id))
             emit(RunEventKind.TASK_SKIPPED, run.run_id, task_id=skipped_id, detail=reason)
+
+    def _stop_if_over_budget(self) -> None:
+        """Stop the run, resumable, once its budget refused a call (every result is kept).
+
+        Raises:
+            BudgetExceeded: The first call the budget refused.
+        """
+        meter = self.run.caller.meter
+        if meter is not None and meter.exceeded is not None:
+            raise meter.exceeded
 
     async def _synthesize(self) -> tuple[str | None, str | None]:
         """Write the synthesis; return ``(text, None)`` or ``(None, error)``."""
@@ -226,6 +255,8 @@ class RunExecution:
                     mark=lambda subject, r: self.tasks.marked(subject, r.text, r.finish_reason),
                 )
             )  # fmt: skip
+        except BudgetExceeded:
+            raise  # the run stops, resumable (see `_stop_if_over_budget`)
         except ClearanceError as exc:
             return None, f"synthesis failed: {exc}"
         if not text.strip():

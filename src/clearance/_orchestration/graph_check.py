@@ -77,6 +77,20 @@ def check_graph(
                 f"(agents: {known})",
                 field="assignee",
             )
+        for reviewer in task.review.by if task.review is not None else ():
+            if reviewer not in names or reviewer == task.assignee:
+                raise ConfigError(
+                    f"task {task.id!r} is reviewed by {reviewer!r}: name another agent of "
+                    "the team than its assignee",
+                    field="review.by",
+                )
+            if team.agent(reviewer).uses_tools or team.agent(reviewer).store_grants:
+                raise ConfigError(
+                    f"reviewer {reviewer!r} of task {task.id!r} answers in one call, with the "
+                    "task and the candidate only: drop its tools, delegation, spawning and "
+                    "store grants",
+                    field="review.by",
+                )
         root = project_root if task.mode == "isolated" else input_root
         if task.files and root is None:
             raise ConfigError(

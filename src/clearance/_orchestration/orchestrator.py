@@ -12,8 +12,10 @@ from clearance._agents.files import FileCaps
 from clearance._agents.replay import ReplaySource
 from clearance._agents.retry import RetryPolicy
 from clearance._agents.tools import Tool
+from clearance._core.budget import RunBudget
 from clearance._core.clock import Clock, utc_now
-from clearance._core.errors import ClearanceError, ConfigError, LedgerError
+from clearance._core.errors import BudgetExceeded, ClearanceError, ConfigError, LedgerError
+from clearance._core.hooks import HookRunner, RunHooks
 from clearance._core.ids import new_id
 from clearance._core.memory_spec import group_members
 from clearance._core.spec import Agent, Task, Team
@@ -32,14 +34,13 @@ from clearance._orchestration.resume import (
 )
 from clearance._orchestration.resume_checks import check_recorded_steps
 from clearance._orchestration.run import Run, RunSettings
+from clearance._orchestration.run_budget import RunMeters
 from clearance._orchestration.run_config import (  # noqa: F401 (MODEL_OPTION_KEYS: old home)
     MODEL_OPTION_KEYS,
     checked_model_options,
     named_tools,
     recorded_arguments,
     recorded_config,
-    recorded_model_options,
-    recorded_subagent_settings,
 )
 from clearance._orchestration.run_dir import new_run_dir as _new_run_dir  # noqa: F401 (old home)
 from clearance._orchestration.run_memory import RunMemory
@@ -137,6 +138,9 @@ class Orchestrator:
             `clearance._orchestration.approval`); recorded with the run.
         approver: Asks a person about each approval on the spot; ``None`` pauses the run
             instead (`RunResult.status` ``"awaiting_approval"``).
+        budget: The run's token and cost budget, checked before each model call (see
+            `RunBudget` and `BudgetExceeded`); recorded. ``None`` for no budget.
+        hooks: User hooks around the run, tasks, model and tool calls (`RunHooks`).
 
     Agents with tools run the tool loop (`clearance._agents.loop`), bounded by ``max_steps``.
 
@@ -172,6 +176,8 @@ class Orchestrator:
         executor: ModelExecutor | None = None,
         approval_tools: Iterable[str] = (),
         approver: Approver | None = None,
+        budget: RunBudget | None = None,
+        hooks: Iterable[RunHooks] = (),
     ):
         if max_concurrency < 1:
             raise ConfigError("must be at least 1", field="max_concurrency")
@@ -193,14 +199,12 @@ class Orchestrator:
             raise ConfigError("must be 0 to 10", field="clarification_rounds")
         project = project_root if project_root is not None else self.input_root
         self.project_root = Path(project) if project is not None else None
-        self.file_caps = file_caps or FileCaps()
-        self.clarification_rounds = clarification_rounds
-        self.workspace_root = Path(workspace_root)
-        self.ask_person = ask_person
+        self.file_caps, self.clarification_rounds = file_caps or FileCaps(), clarification_rounds
+        self.workspace_root, self.ask_person = Path(workspace_root), ask_person
         self.synthesis_from = tuple(synthesis_from) if synthesis_from is not None else None
-        self.executor = executor
-        self.approval_tools = frozenset(approval_tools)
-        self.approver = approver
+        self.executor, self.approval_tools = executor, frozenset(approval_tools)
+        self.approver, self.hooks = approver, tuple(hooks)
+        self.budget, self._meters = budget, RunMeters()
         self._replay: ReplaySource | None = None  # the last resume's recorded steps
 
     @property
@@ -231,13 +235,8 @@ class Orchestrator:
         ledger = self.ledger
         # The run's first record is queued like the rest (see `RunLedger.write_behind`).
         with ledger.write_behind():
-            ledger.start_run(
-                run_id=run_id,
-                team=self.team.name,
-                goal=goal,
-                graph=graph.to_dict(),
-                config=self._config(),
-            )
+            ledger.start_run(run_id=run_id, team=self.team.name, goal=goal,
+                             graph=graph.to_dict(), config=self._config())  # fmt: skip
             self._emit(RunEventKind.RUN_STARTED, run_id, detail=f"{len(graph)} tasks")
             return await self._execute(run_id, graph, goal or DEFAULT_GOAL)
 
@@ -362,6 +361,7 @@ class Orchestrator:
         usage, prompt_tokens = recorded_usage(ledger, recorded)
         self._replay = ReplaySource.load(ledger, run_id)  # durable resume: verified steps
         ledger.reopen_run(run_id, process=process_identity(), force=force)
+        self._meters.resume(self.budget, run_id, ledger)
         total, done = len(recorded.graph or ()), len(recorded.completed)
         detail = f"resumed: {done} of {total} tasks already completed"
         self._emit(RunEventKind.RUN_STARTED, run_id, detail=detail)
@@ -388,8 +388,9 @@ class Orchestrator:
                 model=self._models.for_agent(coordinator), memory_groups=self._memory_groups,
             )  # fmt: skip
         except ClearanceError as exc:
+            status = "interrupted" if isinstance(exc, BudgetExceeded) else "failed"
             self.ledger.finish_run(
-                run_id, status="failed", synthesis=None, usage=usage + caller.usage, error=str(exc)
+                run_id, status=status, synthesis=None, usage=usage + caller.usage, error=str(exc)
             )
             self._emit(RunEventKind.RUN_FINISHED, run_id, detail=str(exc))
             raise
@@ -426,6 +427,7 @@ class Orchestrator:
         return ModelCaller(
             ledger=self.ledger, run_id=run_id, retry_policy=self.retry_policy, clock=self._clock,
             listener=call_listener(self._emit, run_id) if self.stream_text else None,
+            meter=self._meters.for_run(self.budget, run_id), hooks=HookRunner(self.hooks),
             replay=self._replay if self._replay and self._replay.run_id == run_id else None,
         )  # fmt: skip
 
@@ -440,7 +442,9 @@ class Orchestrator:
 
     def _resolve_models(self) -> None:
         """Create every agent's model now, so a bad model id fails before the run starts."""
-        self._models.resolve((*self.team.agents, self.team.coordinator or DEFAULT_COORDINATOR))
+        agents = (*self.team.agents, self.team.coordinator or DEFAULT_COORDINATOR)
+        self._models.resolve(agents)
+        self._meters.check_prices(self.budget, map(self._models.for_agent, agents))
 
     def _config(self) -> dict[str, Any]:
         """The run's configuration as recorded with it (see `recorded_config`)."""
@@ -450,6 +454,7 @@ class Orchestrator:
             default_model=self._models.default_id,
             tool_paths=self._tool_paths,
             model_options=self._models.options,
+            budget=self.budget,
         )
 
     def _settings(self) -> RunSettings:
@@ -466,14 +471,9 @@ class Orchestrator:
         )  # fmt: skip
 
     def _emit(
-        self,
-        kind: RunEventKind,
-        run_id: str,
-        *,
-        task_id: str | None = None,
-        detail: str = "",
+        self, kind: RunEventKind, run_id: str, *, task_id: str | None = None, detail: str = "",
         subject: str | None = None,
-    ) -> None:
+    ) -> None:  # fmt: skip
         """Deliver a `RunEvent` to the ``on_event`` callback; made only when there is one."""
         if self._on_event is not None:
             self._on_event(

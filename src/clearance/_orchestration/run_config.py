@@ -8,6 +8,7 @@ from typing import Any
 
 from clearance._agents.files import FileCaps
 from clearance._agents.tools import Tool, tool_name
+from clearance._core.budget import RunBudget
 from clearance._core.errors import ConfigError
 from clearance._core.spec import Agent, Team
 from clearance._orchestration.resume import (
@@ -17,6 +18,7 @@ from clearance._orchestration.resume import (
     restore_resources,
 )
 from clearance._orchestration.run import RunSettings
+from clearance._orchestration.run_budget import recorded_budget
 from clearance._orchestration.run_memory import RunMemory, absolute_url
 from clearance._state.ledger import RunLedger
 from clearance._state.store import ContextStore
@@ -88,6 +90,7 @@ def recorded_config(
     default_model: str,
     tool_paths: Mapping[str, str | None],
     model_options: Mapping[str, Mapping[str, int]],
+    budget: RunBudget | None = None,
 ) -> dict[str, Any]:
     """A run's configuration as JSON-ready data, recorded when it starts.
 
@@ -100,6 +103,7 @@ def recorded_config(
         default_model: The id of the model of agents whose ``model`` is ``None``.
         tool_paths: Each user tool's import path (``None`` for one that cannot be imported).
         model_options: The settings models are made with, by model id.
+        budget: The run's budget, or ``None``.
     """
     memory, store, team = settings.memory, settings.store, settings.team
     return {
@@ -122,6 +126,7 @@ def recorded_config(
         "synthesis_from": list(settings.synthesis_from) if settings.synthesis_from else None,
         "model_options": model_options,
         "approval_tools": sorted(settings.approval_tools),
+        "budget": budget.to_dict() if budget is not None else None,
         "process": process_identity(),  # `resume` refuses a run whose process is alive
     }
 
@@ -201,7 +206,7 @@ def recorded_arguments(
     """The team and the `Orchestrator` keyword arguments a recorded run was started with.
 
     The arguments are the default model, model options, concurrency, input folder, messages,
-    subagent settings, store, memory and user tools (see `restore_resources`; what is given
+    subagent settings, budget, store, memory and user tools (see `restore_resources`; what is given
     wins).
 
     Raises:
@@ -230,4 +235,5 @@ def recorded_arguments(
         "input_root": recorded.input_root,
         "messages": restore_messages(recorded.messages),
         **recorded_subagent_settings(config),
+        **recorded_budget(config),
     }

@@ -30,6 +30,9 @@ class TaskContext:
         child_results: Results of the task's children so far (child id → shown text).
         prompt_tokens: Tokens of the task's latest prompt (0 until one is built).
         memories: The long-term memory records recalled for the task (empty for none).
+        hook_items: Items the user's hooks offered for the task: ``(ref, title, text)``.
+        findings: In a review loop's later round: ``(round, reviewer, findings)`` of the
+            reviewer who sent the previous candidate back (empty otherwise).
     """
 
     run_id: str
@@ -43,3 +46,5 @@ class TaskContext:
     child_results: dict[str, str] = field(default_factory=dict)
     prompt_tokens: int = 0
     memories: tuple[MemoryRecord, ...] = ()
+    findings: tuple[tuple[int, str, str], ...] = ()
+    hook_items: tuple[tuple[str, str, str], ...] = ()

@@ -12,12 +12,14 @@ from clearance._agents.tools import ToolOutput
 from clearance._context.answers import mark_answer
 from clearance._context.tool_sections import ToolStep
 from clearance._core.errors import ModelError, OutputValidationError
-from clearance._core.prompt import Prompt
+from clearance._core.hooks import TaskInfo
+from clearance._core.prompt import Prompt, sha256_text
 from clearance._core.schema_enum import narrowed_schema
 from clearance._core.spec import Agent, Task
 from clearance._core.vocabulary import EventKind
 from clearance._orchestration.children import gather_children
 from clearance._orchestration.files import read_task_files
+from clearance._orchestration.review_loop import ReviewLoop
 from clearance._orchestration.run import Run, RunSettings, prompt_budget
 from clearance._orchestration.steps import run_task_step
 from clearance._orchestration.structured import validated_json
@@ -51,10 +53,20 @@ class TaskRunner:
         """
         if self.run.gate is not None:
             await self.run.gate.check_task(task)  # approval hook
-        if task.run is not None:  # a non-model step (see `steps.py`)
-            return await self._remembered(task)
-        with agent_span(run_id=self.run.run_id, task_id=task.id, agent=task.assignee):
-            return await self._remembered(task)
+        hooks = self.run.caller.hooks  # the user's hooks (`RunHooks`)
+        info = TaskInfo(run_id=self.run.run_id, task_id=task.id, agent=task.assignee)
+        await hooks("before_task", info)
+        try:
+            if task.run is not None:  # a non-model step (see `steps.py`)
+                result = await self._remembered(task)
+            else:
+                with agent_span(run_id=self.run.run_id, task_id=task.id, agent=task.assignee):
+                    result = await self._remembered(task)
+        except Exception as exc:
+            await hooks("after_task", info, result=None, error=str(exc) or type(exc).__name__)
+            raise
+        await hooks("after_task", info, result=result, error=None)
+        return result
 
     async def _remembered(self, task: Task) -> str:
         """Memory hook: recall before the task, record its result after (see `RunMemory`)."""
@@ -105,6 +117,15 @@ class TaskRunner:
         if task.files:
             assert settings.input_root is not None  # checked before the run started
             files = read_task_files(settings.input_root, task.files)
+        ctx.hook_items = await self._hook_context(task)  # not offered to isolated tasks
+        if task.review is not None:  # rounds of a fresh implementer, then reviewers
+            loop = ReviewLoop(settings, run, ctx)
+            return await loop.run_rounds(lambda: self._implement(ctx, files))
+        return await self._implement(ctx, files)
+
+    async def _implement(self, ctx: TaskContext, files: Mapping[str, str] | None) -> str:
+        """One answer of the assignee (a tool loop, or one call), checked against the schema."""
+        run, task, agent, model = self.run, ctx.task, ctx.agent, ctx.model
         schema = task.output_schema
         if schema is not None:  # allowed values from prerequisites' results (x-enum-from)
             schema = narrowed_schema(schema, self._dependency_results(task))
@@ -135,6 +156,17 @@ class TaskRunner:
             return validated_json(text, schema, task.output_type)
         except ValueError as exc:
             raise OutputValidationError(task.id, str(exc)) from exc
+
+    async def _hook_context(self, task: Task) -> tuple[tuple[str, str, str], ...]:
+        """What the user's hooks offer the task's prompt, recorded (event ``hook_context``)."""
+        info = TaskInfo(run_id=self.run.run_id, task_id=task.id, agent=task.assignee)
+        items = await self.run.caller.hooks.context(info)
+        if items:
+            subject, kind = f"task:{task.id}", EventKind.HOOK_CONTEXT
+            self.settings.ledger.record_event(self.run.run_id, kind, subject, {
+                "items": [{"ref": r, "title": t, "sha256": sha256_text(x)} for r, t, x in items],
+            })  # fmt: skip
+        return tuple(items)
 
     def _dependency_results(self, task: Task) -> list[str]:
         """The results of the task's completed direct prerequisites."""
@@ -177,6 +209,8 @@ class TaskRunner:
             tool_steps=tool_steps,
             child_results=ctx.child_results,
             memories=ctx.memories,
+            findings=ctx.findings,
+            hook_items=ctx.hook_items,
         )
         run.prompt_tokens[ctx.task.id] = prompt.manifest.total_tokens
         return prompt

@@ -11,9 +11,12 @@ from typing import Any
 from clearance._core.errors import (
     CycleError,
     DuplicateTaskError,
+    GraphError,
     SelfDependencyError,
     UnknownDependencyError,
 )
+from clearance._core.review import Review
+from clearance._core.routing import EdgeCondition
 from clearance._core.spec import FanOut, Task
 
 __all__ = ["TaskGraph"]
@@ -32,6 +35,7 @@ class TaskGraph:
         DuplicateTaskError: Two tasks share an id (all duplicated ids are named).
         SelfDependencyError: A task depends on itself.
         UnknownDependencyError: A task depends on an id not in the graph.
+        GraphError: A condition (`EdgeCondition`) is on a task without a structured result.
         CycleError: The dependencies form a cycle; ``cycle`` lists it (``a -> b -> a``).
     """
 
@@ -51,6 +55,13 @@ class TaskGraph:
                     raise SelfDependencyError(task.id)
                 if dep not in self._tasks:
                     raise UnknownDependencyError(task.id, dep)
+            for condition in task.when:  # a condition reads a structured result
+                upstream = self._tasks[condition.task]
+                if upstream.output_schema is None and upstream.run is None:
+                    raise GraphError(
+                        f"task {task.id!r} has a condition on {upstream.id!r}, whose result "
+                        f"is free text: give {upstream.id!r} an output_schema"
+                    )
         self._dependents: dict[str, list[str]] = {t.id: [] for t in task_list}
         for task in task_list:
             for dep in task.depends_on:
@@ -167,6 +178,8 @@ class TaskGraph:
                 run=d.get("run"),
                 after_failure=d.get("after_failure", "skip"),
                 approval=d.get("approval", "none"),
+                when=tuple(EdgeCondition.of(c["task"], c["when"]) for c in d.get("when", ())),
+                review=Review.from_dict(d["review"]) if d.get("review") else None,
             )
             for d in data
         )
@@ -196,4 +209,8 @@ def _task_dict(task: Task) -> dict[str, Any]:
         data["after_failure"] = task.after_failure
     if task.approval != "none":
         data["approval"] = task.approval
+    if task.review is not None:
+        data["review"] = task.review.to_dict()
+    if task.when:
+        data["when"] = [{"task": c.task, "when": c.when()} for c in task.when]
     return data

@@ -11,6 +11,7 @@ from enum import StrEnum
 from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import GraphError
 from clearance._core.reasons import bounded_reason
+from clearance._core.routing import ROUTED_PREFIX
 from clearance._core.spec import Task
 from clearance._state.graph import TaskGraph
 
@@ -101,6 +102,8 @@ class TaskQueue:
         # How many dependencies of each task are not ``completed`` yet, so `complete` finds the
         # dependents it makes ready without looking at their other dependencies.
         self._unmet: dict[str, int] = {}
+        self.routed_out: tuple[str, ...] = ()  # see `complete`
+        self.routed: set[str] = set()  # every task skipped by a condition, and its dependents
         for task in graph:
             self._unmet[task.id] = sum(d not in done for d in task.depends_on)
             if task.id in done:
@@ -114,6 +117,20 @@ class TaskQueue:
                 self._ready.add(task.id)
                 self._ready_heap.append((graph.position(task.id), task.id))
         heapq.heapify(self._ready_heap)
+        self._route_kept(done)
+
+    def _route_kept(self, done: Mapping[str, str]) -> None:
+        """Skip what the conditions on kept results (a resumed run's) route out."""
+        now: datetime | None = None  # read the clock only when a task is skipped
+        for task in self.graph:
+            for condition in task.when:
+                state = self._states[task.id]
+                if condition.task in done and not state.status.is_final:
+                    why = condition.unmet(done[condition.task])
+                    if why is not None:
+                        now = now or self._clock()
+                        self._skip(task.id, ROUTED_PREFIX + why, now)
+                        self.routed.update(self._cascade([task.id], task.id, now, (task.id,)))
 
     def get(self, task_id: str) -> TaskState:
         """Return the current state of a task.
@@ -201,16 +218,26 @@ class TaskQueue:
     def complete(self, task_id: str, result: str) -> tuple[str, ...]:
         """Record a running task's result; return the ids of tasks that became ready.
 
+        A dependent whose condition on this task (`Task.when`) does not hold is ``skipped``
+        with the reason, and its own dependents as after a failure; the ids skipped so are
+        in ``routed_out`` afterwards, in topological order.
+
         Raises:
             GraphError: If the task is not ``running``.
         """
         self._expect(task_id, TaskStatus.RUNNING)
-        self._replace(
-            task_id, status=TaskStatus.COMPLETED, result=result, finished_at=self._clock()
-        )
+        now = self._clock()
+        self._replace(task_id, status=TaskStatus.COMPLETED, result=result, finished_at=now)
         newly_ready = []
         unmet = self._unmet
+        self.routed_out = ()
         for dependent in self.graph.dependents(task_id):
+            if (why := self._unmet_condition(dependent, task_id, result)) is not None:
+                if not self._states[dependent].status.is_final:
+                    self._skip(dependent, ROUTED_PREFIX + why, now)
+                    self.routed_out = self._cascade([dependent], dependent, now, (dependent,))
+                    self.routed.update(self.routed_out)
+                continue
             unmet[dependent] -= 1
             if not unmet[dependent] and self._states[dependent].status is TaskStatus.PENDING:
                 self._replace(dependent, status=TaskStatus.READY)
@@ -239,8 +266,24 @@ class TaskQueue:
         self._replace(
             task_id, status=TaskStatus.FAILED, error=bounded_reason(error), finished_at=now
         )
-        skipped: list[str] = []
-        settled = [task_id]  # finished without a result: their dependents are looked at
+        return self._cascade([task_id], task_id, now)
+
+    def _skip(self, task_id: str, reason: str, now: datetime) -> None:
+        self._replace(task_id, status=TaskStatus.SKIPPED, error=reason, finished_at=now)
+
+    def _unmet_condition(self, dependent: str, task_id: str, result: str) -> str | None:
+        """Why ``dependent``'s condition on ``task_id`` does not hold (``None``: it holds)."""
+        for condition in self._states[dependent].task.when:
+            if condition.task == task_id:
+                return condition.unmet(result)
+        return None
+
+    def _cascade(
+        self, settled: list[str], cause: str, now: datetime, skipped_first: tuple[str, ...] = ()
+    ) -> tuple[str, ...]:
+        """Skip the transitive dependents of ``settled`` (finished without a result)."""
+        skipped: list[str] = list(skipped_first)
+        task_id = cause
         while settled:
             done = settled.pop()
             for dependent in self.graph.dependents(done):
@@ -252,12 +295,10 @@ class TaskQueue:
                     if not self._unmet[dependent] and state.status is TaskStatus.PENDING:
                         self._replace(dependent, status=TaskStatus.READY)
                     continue
-                self._replace(
-                    dependent,
-                    status=TaskStatus.SKIPPED,
-                    error=f"skipped: dependency {task_id!r} failed",
-                    finished_at=now,
+                what = (
+                    "failed" if self._states[task_id].status is TaskStatus.FAILED else "was skipped"
                 )
+                self._skip(dependent, f"skipped: dependency {task_id!r} {what}", now)
                 skipped.append(dependent)
                 settled.append(dependent)
         order = {t: i for i, t in enumerate(self.graph.topological_order())}

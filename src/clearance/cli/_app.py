@@ -9,6 +9,7 @@ from clearance.cli._chat import register as register_chat_command
 from clearance.cli._graph import graph
 from clearance.cli._init import register as register_init_command
 from clearance.cli._ledger_cmds import inspect, runs, verify
+from clearance.cli._plan import plan
 from clearance.cli._run import resume, run
 from clearance.cli._store import store_app
 from clearance.cli._team_setup import configured_models as _configured_models  # noqa: F401
@@ -26,7 +27,7 @@ app = typer.Typer(
 )
 app.add_typer(store_app, name="store")
 
-for command in (run, resume, inspect, verify, graph, runs):
+for command in (run, plan, resume, inspect, verify, graph, runs):
     app.command()(command)
 register_view_commands(app)
 register_chat_command(app)

@@ -14,16 +14,21 @@ from clearance.events import (
     ApprovalDecidedEvent,
     ApprovalRequestedEvent,
     ArchitectureEvent,
+    BudgetEvent,
     ChildEvent,
     EventKind,
     FileClarificationEvent,
     FilesEvent,
+    HookContextEvent,
     LimitExceededEvent,
     McpCallEvent,
     ModelToolCallsEvent,
+    PlanEvent,
+    PlanLinkEvent,
     QuestionClarificationEvent,
     ReplayDeclinedEvent,
     ReplayedEvent,
+    ReviewRoundEvent,
     SpawnEvent,
     ToolStartedEvent,
     parse_event,
@@ -137,6 +142,21 @@ def _what(event: EventRecord) -> str:
                 f"({data.where}{', shared' if data.shared else ''}), "
                 f"call {data.tool_call_id}: {outcome}"
             )
+        case ReviewRoundEvent():
+            verdict = "accepts" if data.accepted else "sends it back"
+            return (
+                f"task {data.task_id} round {data.round}: {data.reviewer} "
+                f"{verdict}: {data.findings}"
+            )
+        case BudgetEvent():
+            return f"budget for this session: tokens {data.tokens}, cost {data.cost_usd}"
+        case PlanEvent():
+            return f"planned {data.tasks} tasks (sha256 {data.tasks_sha256[:12]})"
+        case PlanLinkEvent():
+            edited = "edited" if data.edited else "as planned"
+            return f"tasks of plan run {data.plan_run_id}, {edited}"
+        case HookContextEvent():
+            return ", ".join(f"hook:{item.ref} {item.title}" for item in data.items) or "(none)"
         case FilesEvent():
             return ", ".join(sorted(data.files)) or "(none)"
     return str(event.data)

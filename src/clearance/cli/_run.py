@@ -15,6 +15,7 @@ from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.table import Table
 
+from clearance._core.budget import RunBudget
 from clearance._core.errors import ConfigError
 from clearance._core.teamfile import load_team_file
 from clearance._orchestration.orchestrator import DEFAULT_WORKSPACE_ROOT, Orchestrator
@@ -39,6 +40,7 @@ from clearance.cli._executor import (
 )
 from clearance.cli._options import DbOption, InputOption
 from clearance.cli._otel import otlp_tracing
+from clearance.cli._plan import plan_hooks
 from clearance.cli._progress import RunProgress
 from clearance.cli._stream import StreamView
 from clearance.cli._team_setup import (
@@ -49,7 +51,7 @@ from clearance.cli._team_setup import (
     with_model,
 )
 
-__all__ = ["resume", "run"]
+__all__ = ["raised_budget", "resume", "run"]
 
 
 @one_line_errors
@@ -222,6 +224,8 @@ def run(
             executor=remote,
             approval_tools=loaded.spec.approval_tools,
             approver=terminal_approver() if interactive else None,
+            budget=loaded.spec.run_budget(),
+            hooks=plan_hooks(loaded, ledger),
         )
         if loaded.input_root is not None:
             out.print(safe_text(f"input: {loaded.input_root}"))
@@ -347,6 +351,23 @@ def resume(
     ray_address: RayAddressOption = None,
     ray_workers: RayWorkersOption = None,
     ray_env: RayEnvOption = None,
+    budget_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--budget-tokens",
+            min=1,
+            help="The run's token budget instead of the recorded one (raise it to "
+            "finish a run stopped by its budget).",
+        ),
+    ] = None,
+    budget_cost_usd: Annotated[
+        float | None,
+        typer.Option(
+            "--budget-cost-usd",
+            min=0,
+            help="The run's cost budget (US dollars) instead of the recorded one.",
+        ),
+    ] = None,
 ) -> None:
     """Resume a stopped run: keep its completed results, run the rest, then synthesize.
 
@@ -377,11 +398,29 @@ def resume(
             orchestrator.team = team_with_model_reset(orchestrator.team)
         if max_concurrency is not None:
             orchestrator.max_concurrency = max_concurrency
+        orchestrator.budget = raised_budget(orchestrator.budget, budget_tokens, budget_cost_usd)
         declared = loaded.tasks if loaded is not None else ()
         work = orchestrator.resume(run_id, force=force, tasks=declared)
         result = _run_until_interrupted(work, progress, db)
     _print_result(result)
     _exit_for(result)
+
+
+def raised_budget(
+    budget: RunBudget | None, tokens: int | None, cost_usd: float | None
+) -> RunBudget | None:
+    """A resumed run's budget: the recorded one with ``--budget-*`` replacing its caps.
+
+    Raises:
+        ConfigError: ``--budget-cost-usd`` for a run recorded without prices.
+    """
+    if tokens is None and cost_usd is None:
+        return budget
+    if budget is None:
+        if cost_usd is not None:
+            raise ConfigError("the run has no prices to count a cost in", field="--budget-cost-usd")
+        return RunBudget(tokens=tokens)
+    return budget.raised(tokens=tokens, cost_usd=cost_usd)
 
 
 def _exit_for(result: RunResult) -> None:

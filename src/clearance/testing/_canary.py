@@ -42,6 +42,9 @@ class CanaryModel(_RecordingModel):
       the one before (``step-1``, ``step-2``...); every task's description carries the plan's
       canary.
 
+    - a reviewer's prompt (subject ``review:<task>/<round>/<stage>``): a review, ``{"verdict":
+      "revise", "findings": "<canary>"}`` for a subject in ``revise``, else ``"accept"``.
+
     Tasks with an ``output_schema`` are not supported: their completions are not JSON. A task
     id equal to ``"synthesis"`` or ``"plan"`` shares its canary key with the coordinator's
     prompt of that name.
@@ -50,15 +53,24 @@ class CanaryModel(_RecordingModel):
         model_id: The id it reports.
         fail: Keys (task ids, ``"synthesis"``, ``"plan"``) whose calls raise `ModelError`
             instead of answering; the request is still recorded, no canary is issued.
+        revise: Reviewer subjects (``review:<task>/<round>/<stage>``) that send the
+            candidate back.
 
     Attributes:
         canaries: The canary of each key's last completion.
         requests: Every request received, in order (failed calls included).
     """
 
-    def __init__(self, *, model_id: str = "test:canary", fail: Collection[str] = ()):
+    def __init__(
+        self,
+        *,
+        model_id: str = "test:canary",
+        fail: Collection[str] = (),
+        revise: Collection[str] = (),
+    ):
         super().__init__(model_id)
         self.fail = frozenset(fail)
+        self.revise = frozenset(revise)
         self.canaries: dict[str, str] = {}
         self._issued: list[str] = []
 
@@ -102,6 +114,9 @@ class CanaryModel(_RecordingModel):
         elif subject == PromptKind.PLAN:
             agents = [o.removeprefix("agent:") for o in manifest.origins if o.startswith("agent:")]
             text = json.dumps({"tasks": _plan_tasks(agents, canary)})
+        elif subject.startswith("review:"):
+            verdict = "revise" if subject in self.revise else "accept"
+            text = json.dumps({"verdict": verdict, "findings": canary})
         else:
             text = f"result of {key} {canary}"
         self.canaries[key] = canary

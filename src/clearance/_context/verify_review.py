@@ -1,0 +1,133 @@
+"""Verify review loops: each round's prompts and verdicts, from the recorded calls.
+
+For a reviewer's call (subject ``review:<task>/<round>/<stage>``) the clearance is derived
+again (`Clearance.for_review`: the task's text and the candidate, nothing else) and must
+equal the recorded one; the reviewer must be the task's ``review.by[stage - 1]``; the task
+text must be the recorded task's; the candidate must be the one the round's recorded
+``review_round`` event names, which must be the response of a successful call of the
+task. The event's verdict and findings must be what the reviewer's recorded answer says.
+In an implementer's prompt, each ``review:<task>/<round>`` item must hold exactly the
+findings of the reviewer who sent that round's candidate back.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from clearance._context.clearance import Clearance
+from clearance._context.layout import task_label
+from clearance._context.verify_facts import Problem, RunFacts
+from clearance._core.origins import Origin, Subject
+from clearance._core.prompt import sha256_text
+from clearance._core.vocabulary import EventKind, OriginKind
+from clearance._state.ledger import CallRecord
+
+__all__ = ["check_findings_item", "check_review_call"]
+
+
+def _rounds(facts: RunFacts) -> dict[tuple[str, int, int], dict[str, Any]]:
+    """The recorded ``review_round`` events by ``(task, round, stage)``."""
+    return {
+        (
+            str(e.data.get("task_id")),
+            int(e.data.get("round", 0)),
+            int(e.data.get("stage", 0)),
+        ): e.data
+        for e in facts.events
+        if e.kind == EventKind.REVIEW_ROUND
+    }
+
+
+def check_review_call(
+    call: CallRecord, items: list[dict[str, Any]], facts: RunFacts
+) -> Iterator[Problem]:
+    """A reviewer's prompt and answer (see the module docstring)."""
+    task_id, _, rest = Subject.parse(call.subject).id.partition("/")
+    round_text, _, stage_text = rest.partition("/")
+    graph = facts.graph
+    task = graph.get(task_id) if graph is not None and task_id in graph else None
+    if task is None or task.review is None or not (round_text + stage_text).isdigit():
+        yield None, f"no review loop of a recorded task is {call.subject!r}"
+        return
+    round_no, stage = int(round_text), int(stage_text)
+    review = task.review
+    if not (1 <= round_no <= review.rounds and 1 <= stage <= len(review.by)):
+        yield None, f"round {round_no} or stage {stage} is outside the task's review loop"
+        return
+    if call.agent != review.by[stage - 1]:
+        yield None, f"stage {stage} is reviewed by {review.by[stage - 1]!r}, not {call.agent!r}"
+    clearance = Clearance.for_review(task_id, call.agent, rounds=review.rounds)
+    if call.manifest.get("clearance") != clearance.to_dict():
+        yield None, "the recorded clearance differs from a reviewer's"
+    event = _rounds(facts).get((task_id, round_no, stage))
+    for item in items[1:]:
+        origin = str(item.get("origin"))
+        kind = Origin.parse(origin).kind
+        if not clearance.admits(origin):
+            yield origin, "a reviewer sees only the task's text and the round's candidate"
+        elif kind == OriginKind.TASK and (
+            item.get("sha256") != sha256_text(task.description)
+            or item.get("title") != task_label(task.title)
+        ):
+            yield origin, "the task text is not the recorded task's"
+        elif kind == OriginKind.CANDIDATE and origin != f"candidate:{task_id}/{round_no}":
+            yield origin, "the candidate is not the round's"
+        elif kind == OriginKind.CANDIDATE and (
+            event is None or item.get("sha256") != event.get("candidate_sha256")
+        ):
+            yield origin, "the candidate is not the one the round recorded"
+        elif kind == OriginKind.CANDIDATE and item.get("sha256") not in _answers(facts, task_id):
+            yield origin, "the candidate is no recorded answer of the task"
+    if call.error is None and not call.pending:
+        yield from _check_verdict(call, review, event)
+
+
+def _answers(facts: RunFacts, task_id: str) -> set[str]:
+    subject = str(Subject.task(task_id))
+    return {
+        sha256_text((c.response or "").strip())
+        for c in facts.calls
+        if c.subject == subject and c.error is None and c.response is not None
+    } | {
+        sha256_text(c.response or "")
+        for c in facts.calls
+        if c.subject == subject and c.error is None and c.response is not None
+    }
+
+
+def _check_verdict(
+    call: CallRecord, review: Any, event: dict[str, Any] | None
+) -> Iterator[Problem]:
+    """The round's recorded verdict is what the reviewer answered."""
+    if event is None:
+        yield None, "the reviewer's answer has no recorded round"
+        return
+    try:
+        accepted, findings = review.verdict(json.dumps(json.loads(call.response or "")))
+    except (ValueError, AttributeError):
+        yield None, "the reviewer's recorded answer is not a review"
+        return
+    if (accepted, findings) != (event.get("accepted"), event.get("findings")):
+        yield None, "the round's recorded verdict is not the reviewer's answer"
+
+
+def check_findings_item(
+    task_id: str, origin: str, item: dict[str, Any], facts: RunFacts
+) -> Iterator[Problem]:
+    """A ``review:<task>/<round>`` item holds the findings that sent that round back."""
+    round_text = Origin.parse(origin).id.rpartition("/")[2]
+    sent_back = [
+        data
+        for (task, round_no, _), data in _rounds(facts).items()
+        if task == task_id and str(round_no) == round_text and data.get("accepted") is False
+    ]
+    if len(sent_back) != 1:
+        yield origin, "no recorded reviewer sent that round back"
+        return
+    data = sent_back[0]
+    if item.get("sha256") != sha256_text(str(data.get("findings"))):
+        yield origin, "the findings are not the reviewer's recorded findings"
+    elif item.get("title") != f"Round {round_text}: {data.get('reviewer')}":
+        yield origin, "the findings' label does not name the round and its reviewer"

@@ -1,0 +1,218 @@
+"""`RunHooks`: typed hooks for library users around a run, its tasks, model and tool calls.
+
+A hook observes; it cannot change what a model sees behind the builder's back. It gets
+frozen records (ids, names, the finished `Prompt`, usage, results) after the
+`ContextBuilder` made the prompt, and what those methods return is ignored. The one way a
+hook adds to a prompt is `RunHooks.task_context`: the items it returns enter the task's
+prompt through the `ContextBuilder`, admitted by the task's clearance with their own origin
+(``hook:<hook name>/<n>``), recorded (event ``hook_context``) and checked by ``clearance
+verify`` like every other item. The shape follows
+pydantic-ai's capabilities (``before_`` and ``after_`` around the run, model requests and
+tool calls) and open-multi-agent's ``beforeRun``/``afterRun``.
+
+Every method may be a plain function or a coroutine function. Hooks run in the order given,
+in the run's event loop: a slow hook slows the run. An exception raised by a hook is not
+swallowed: raised around a task or a call, it fails that task like any error of the task;
+raised around the run, it stops the run (recorded ``interrupted``, resumable).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from clearance._core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from clearance._core.prompt import Prompt
+
+__all__ = ["HookRunner", "ModelCallInfo", "RunHooks", "RunInfo", "TaskInfo", "ToolCallInfo"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunInfo:
+    """A run, as hooks see it: its id and goal."""
+
+    run_id: str
+    goal: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TaskInfo:
+    """A task of a run: its id, its assignee and its run."""
+
+    run_id: str
+    task_id: str
+    agent: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelCallInfo:
+    """A model call: what it serves (``task:<id>``...), for whom, to which model, the prompt."""
+
+    run_id: str | None
+    subject: str
+    agent: str
+    model_id: str
+    prompt: Prompt
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolCallInfo:
+    """A tool call a model asked for: its id, what it serves, for whom, name and arguments."""
+
+    run_id: str
+    call_id: str
+    subject: str
+    agent: str
+    name: str
+    arguments: Mapping[str, Any]
+
+
+class RunHooks:
+    """Base class of hooks: override the methods you need; each is a no-op here.
+
+    Give instances to ``Orchestrator(hooks=[...])``. See the module docstring for what a
+    hook can and cannot do.
+    """
+
+    def before_run(self, run: RunInfo) -> Any:
+        """Before a run (or a resumed session of one) runs its first task."""
+
+    def after_run(self, run: RunInfo, *, status: str, error: str | None) -> Any:
+        """After a run finished.
+
+        ``status`` is ``completed``, ``failed`` or ``awaiting_approval``; ``error`` says why
+        it did not complete, or ``None``.
+        """
+
+    @property
+    def name(self) -> str:
+        """The hook's name in origins (``hook:<name>/<n>``); its class name by default."""
+        return type(self).__name__
+
+    def before_task(self, task: TaskInfo) -> Any:
+        """Before a task runs (after its approval, if it needs one)."""
+
+    def task_context(self, task: TaskInfo) -> Any:
+        """Items to add to the task's prompt: ``(title, text)`` pairs, or ``None``.
+
+        They are rendered under ``## From hooks``, one block each, with the origin
+        ``hook:<name>/<n>`` (``n`` from 1), admitted and recorded like any item.
+        """
+
+    def after_task(self, task: TaskInfo, *, result: str | None, error: str | None) -> Any:
+        """After a task: its result, or (``result`` ``None``) why it failed."""
+
+    def before_model_call(self, call: ModelCallInfo) -> Any:
+        """Before a model call is sent (its prompt already built and admitted)."""
+
+    def after_model_call(
+        self, call: ModelCallInfo, *, text: str | None, usage: Any, error: str | None
+    ) -> Any:
+        """After a model call: its text and `Usage`, or (``text`` ``None``) why it failed."""
+
+    def before_tool_call(self, call: ToolCallInfo) -> Any:
+        """Before a tool call of a tool loop runs."""
+
+    def after_tool_call(self, call: ToolCallInfo, *, result: str, is_error: bool) -> Any:
+        """After a tool call ran: what the model is given back, and whether it is an error."""
+
+
+class _Output(Protocol):
+    @property
+    def content(self) -> str: ...
+
+    @property
+    def is_error(self) -> bool: ...
+
+
+_O = TypeVar("_O", bound=_Output)
+
+
+class HookRunner:
+    """Calls every hook's method in order, awaiting those that are coroutines.
+
+    Args:
+        hooks: The hooks (`RunHooks` instances, or objects with some of its methods).
+    """
+
+    def __init__(self, hooks: Iterable[RunHooks] = ()) -> None:
+        self.hooks = tuple(hooks)
+
+    def __bool__(self) -> bool:
+        return bool(self.hooks)
+
+    async def __call__(self, method: str, *args: Any, **kwargs: Any) -> None:
+        """Call ``method`` of every hook that has it; what they return is ignored.
+
+        Raises:
+            Exception: What a hook raised (see the module docstring).
+        """
+        for hook in self.hooks:
+            function = getattr(hook, method, None)
+            if function is None:
+                continue
+            outcome = function(*args, **kwargs)
+            if inspect.isawaitable(outcome):
+                await outcome
+
+    async def context(self, info: TaskInfo) -> list[tuple[str, str, str]]:
+        """Every hook's `RunHooks.task_context` items as ``(ref, title, text)``.
+
+        ``ref`` is ``<hook name>/<n>``.
+
+        Raises:
+            ConfigError: Two hooks share a name, or an item is not a ``(title, text)`` pair
+                of strings.
+        """
+        items: list[tuple[str, str, str]] = []
+        names: set[str] = set()
+        for hook in self.hooks:
+            function = getattr(hook, "task_context", None)
+            if function is None:
+                continue
+            name = str(getattr(hook, "name", type(hook).__name__))
+            if name in names or not name or "/" in name:
+                raise ConfigError(f"hook names must be unique, without '/': {name!r}",
+                                  field="hooks")  # fmt: skip
+            names.add(name)
+            offered = function(info)
+            if inspect.isawaitable(offered):
+                offered = await offered
+            for n, pair in enumerate(offered or (), 1):
+                if not (isinstance(pair, tuple) and len(pair) == 2
+                        and all(isinstance(p, str) for p in pair)):  # fmt: skip
+                    raise ConfigError(
+                        f"hook {name!r} offered {pair!r}: give (title, text) pairs of strings",
+                        field="hooks",
+                    )
+                items.append((f"{name}/{n}", pair[0], pair[1]))
+        return items
+
+    async def run_tool(
+        self, tool: Any, call: Any, *, run_id: str, call_id: str, subject: str, agent: str
+    ) -> Any:
+        """Run a tool loop's ``tool`` for ``call`` (name, arguments) as `agent`, hooked."""
+        info = ToolCallInfo(run_id=run_id, call_id=call_id, subject=subject, agent=agent,
+                            name=call.name, arguments=call.arguments)  # fmt: skip
+        return await self.tool_call(info, lambda: tool.call(call.arguments, agent=agent))
+
+    async def tool_call(self, info: ToolCallInfo, run: Callable[[], Awaitable[_O]]) -> _O:
+        """Run a tool call (``run``) with ``before_tool_call`` and ``after_tool_call`` around."""
+        if not self.hooks:
+            return await run()
+        info = ToolCallInfo(
+            run_id=info.run_id,
+            call_id=info.call_id,
+            subject=info.subject,
+            agent=info.agent,
+            name=info.name,
+            arguments=dict(info.arguments),
+        )  # a copy: hooks cannot edit it
+        await self("before_tool_call", info)
+        output = await run()
+        await self("after_tool_call", info, result=output.content, is_error=output.is_error)
+        return output
