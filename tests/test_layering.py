@@ -5,9 +5,9 @@ wherever it is (module level, function body, ``try`` block), so an upward depend
 in a lazy import. The layers, top to bottom, and what sits in each:
 
     cli            clearance.cli, clearance.__main__
-    public         clearance (the package), clearance.subagents, clearance.memory,
-                   clearance.testing (test doubles for users' tests; nothing in the library
-                   imports them)
+    public         clearance (the package), clearance.events, clearance.subagents,
+                   clearance.memory, clearance.testing (test doubles for users' tests;
+                   nothing in the library imports them)
     orchestration  clearance._orchestration, clearance._view (the run page: reads recorded runs)
     reports        clearance._reports (a finished run's report: code review, generic, SARIF)
     agents         clearance._agents, clearance.analysis (built-in steps a team file runs in
@@ -44,7 +44,13 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("reports", ("clearance._reports",)),
     (
         "public",
-        ("clearance", "clearance.subagents", "clearance.memory", "clearance.testing"),
+        (
+            "clearance",
+            "clearance.events",
+            "clearance.subagents",
+            "clearance.memory",
+            "clearance.testing",
+        ),
     ),
     ("cli", ("clearance.cli", "clearance.__main__")),
 )

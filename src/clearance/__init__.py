@@ -61,6 +61,12 @@ from clearance._core.spec import (
     TaskMode,
     Team,
 )
+from clearance._core.vocabulary import (
+    ApprovalKind,
+    OriginKind,
+    PromptKind,
+    RunEventKind,
+)
 from clearance._orchestration.approval import ApprovalDecision, ApprovalRequest
 from clearance._orchestration.chat import AgentChat
 from clearance._orchestration.executor import ModelExecutor
@@ -85,6 +91,7 @@ __all__ = [
     "AgentLimits",
     "ApprovalDecision",
     "ApprovalDenied",
+    "ApprovalKind",
     "ApprovalPending",
     "ApprovalRequest",
     "BudgetExceeded",
@@ -118,14 +125,17 @@ __all__ = [
     "ModelPrice",
     "NullLedger",
     "Orchestrator",
+    "OriginKind",
     "OutputValidationError",
     "PathEscapeError",
     "PlanError",
     "Prompt",
+    "PromptKind",
     "RayExecutor",
     "RetryPolicy",
     "RunBudget",
     "RunEvent",
+    "RunEventKind",
     "RunHooks",
     "RunInfo",
     "RunLedger",

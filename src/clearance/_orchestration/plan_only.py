@@ -18,6 +18,7 @@ from typing import Any
 
 from clearance._core.ids import new_id
 from clearance._core.prompt import canonical_json
+from clearance._core.vocabulary import EventKind
 from clearance._orchestration.orchestrator import Orchestrator
 from clearance._state.graph import TaskGraph
 from clearance.models._base import Usage
@@ -52,7 +53,7 @@ async def plan_only(orchestrator: Orchestrator, goal: str) -> PlannedRun:
     ledger.start_run(run_id=run_id, team=orchestrator.team.name, goal=goal, graph=None,
                      config=orchestrator._config())  # fmt: skip
     graph, usage = await orchestrator._plan(run_id, goal, Usage())
-    ledger.record_event(run_id, "plan", "plan", {"tasks_sha256": tasks_sha256(graph),
+    ledger.record_event(run_id, EventKind.PLAN, "plan", {"tasks_sha256": tasks_sha256(graph),
                                                  "tasks": len(graph)})  # fmt: skip
     ledger.finish_run(run_id, status="completed", synthesis=None, usage=usage, error=None)
     return PlannedRun(run_id=run_id, graph=graph)

@@ -13,9 +13,9 @@ from clearance._agents.tools import Tool
 from clearance._context.builder import ContextBuilder
 from clearance._core.clock import Clock
 from clearance._core.spec import Agent, Team
+from clearance._core.vocabulary import RunEventKind
 from clearance._orchestration.approval import ApprovalGate, Approver
 from clearance._orchestration.children import ChildRunner
-from clearance._orchestration.result import EventKind
 from clearance._orchestration.run_memory import RunMemory
 from clearance._orchestration.runtime import AgentRuntime
 from clearance._orchestration.subagents import AskPerson, IsolatedRunner
@@ -34,7 +34,7 @@ class Emit(Protocol):
 
     def __call__(
         self,
-        kind: EventKind,
+        kind: RunEventKind,
         run_id: str,
         *,
         task_id: str | None = None,

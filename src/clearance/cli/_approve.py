@@ -14,6 +14,7 @@ from typing import Annotated
 
 import typer
 
+from clearance._core.vocabulary import ApprovalKind
 from clearance._orchestration.approval import (
     ApprovalDecision,
     ApprovalRequest,
@@ -46,7 +47,7 @@ def _decide(db: str, run_id: str, call_id: str, decision: ApprovalDecision) -> N
     verb = "approved" if decision.approved else "denied"
     outcome = ""
     if not decision.approved:
-        outcome = "; the task fails" if request.kind == "task" else "; the model is told"
+        outcome = "; the task fails" if request.kind == ApprovalKind.TASK else "; the model is told"
     said = f"{verb} {call_id} by {decision.by}: {request.describe()}{outcome}"
     out.print(safe_text(said), soft_wrap=True)
     out.print(safe_text(f"continue the run with: clearance resume {run}"), soft_wrap=True)

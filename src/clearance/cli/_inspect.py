@@ -12,6 +12,7 @@ from typing import Any
 
 from rich.console import Console
 
+from clearance import PromptKind
 from clearance._core.errors import ConfigError
 from clearance._state.ledger import CallRecord, EventRecord, RunRecord, TaskRecord, ToolCallRecord
 from clearance.cli._common import safe
@@ -34,7 +35,7 @@ def select_calls(run_id: str, calls: list[CallRecord], task: str | None) -> list
     """
     if task is None:
         return calls
-    wanted = task if task in ("synthesis", "plan") else f"task:{task}"
+    wanted = task if task in (PromptKind.SYNTHESIS, PromptKind.PLAN) else f"task:{task}"
     chosen = [c for c in calls if c.subject == wanted]
     if not chosen:
         raise ConfigError(f"run {run_id} has no model call for {task!r}", field="--task")

@@ -25,6 +25,7 @@ from clearance.cli._team_setup import (
     team_model_options,
     with_model,
 )
+from clearance.events import EventKind
 
 __all__ = ["PlanLink", "plan", "plan_hooks"]
 
@@ -74,7 +75,7 @@ class PlanLink(RunHooks):
 
     def before_run(self, run: RunInfo) -> None:
         """Record the link to the plan (`plan_link_event`)."""
-        self.ledger.record_event(run.run_id, "plan", "run", self.data)
+        self.ledger.record_event(run.run_id, EventKind.PLAN, "run", self.data)
 
 
 def plan_hooks(loaded: LoadedTeam, ledger: Recorder) -> list[RunHooks]:
