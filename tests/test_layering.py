@@ -7,8 +7,9 @@ a private module of a public namespace, such as ``clearance.models._base``). The
 bottom, and what sits in each:
 
     cli            clearance.cli, clearance.__main__
-    public         clearance (the package), clearance.subagents, clearance.memory,
-                   clearance.runs, clearance.view, clearance.testing (test doubles for users' tests;
+    public         clearance (the package), clearance.events, clearance.subagents,
+                   clearance.memory, clearance.runs, clearance.view, clearance.testing (test
+                   doubles for users' tests;
                    nothing in the library imports them)
     orchestration  clearance._orchestration, clearance._view (the run page: reads recorded runs)
     reports        clearance._reports (a finished run's report: code review, generic, SARIF)
@@ -48,6 +49,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "public",
         (
             "clearance",
+            "clearance.events",
             "clearance.subagents",
             "clearance.memory",
             "clearance.runs",

@@ -20,6 +20,7 @@ import pytest
 NAMESPACES = (
     "clearance",
     "clearance.analysis",
+    "clearance.events",
     "clearance.memory",
     "clearance.models",
     "clearance.runs",

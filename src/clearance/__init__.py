@@ -66,6 +66,12 @@ from clearance._core.spec import (
     Team,
 )
 from clearance._core.teamfile import LoadedTeam, load_team_file, prepare_run
+from clearance._core.vocabulary import (
+    ApprovalKind,
+    OriginKind,
+    PromptKind,
+    RunEventKind,
+)
 from clearance._orchestration.approval import ApprovalDecision, ApprovalRequest
 from clearance._orchestration.chat import AgentChat
 from clearance._orchestration.executor import ModelExecutor
@@ -97,6 +103,7 @@ __all__ = [
     "AgentLimits",
     "ApprovalDecision",
     "ApprovalDenied",
+    "ApprovalKind",
     "ApprovalPending",
     "ApprovalRequest",
     "BudgetExceeded",
@@ -132,14 +139,17 @@ __all__ = [
     "ModelPrice",
     "NullLedger",
     "Orchestrator",
+    "OriginKind",
     "OutputValidationError",
     "PathEscapeError",
     "PlanError",
     "Prompt",
+    "PromptKind",
     "RayExecutor",
     "RetryPolicy",
     "RunBudget",
     "RunEvent",
+    "RunEventKind",
     "RunHooks",
     "RunInfo",
     "RunLedger",

@@ -205,7 +205,8 @@ async def test_every_model_call_of_a_run_goes_through_the_executor(tmp_path: Pat
         result = await orch.run_tasks(tasks)
         assert result.status == "completed"
         assert executor.calls == len(ledger.calls(result.run_id)) == 6  # 5 tasks, synthesis
-        executor.recorders[-1]("worker_lost", "task:t0", {"worker": 0})
+        lost = {"worker": 0, "model_id": "fake:m", "error": "RayActorError", "retry": True}
+        executor.recorders[-1]("worker_lost", "task:t0", lost)
         assert [e.kind for e in ledger.events(result.run_id, kind="worker_lost")] == ["worker_lost"]
     assert executor.made == ["fake:m"]
 

@@ -515,12 +515,12 @@ def test_events_are_recorded_chained_and_read_back_by_kind(tmp_path):
 
     with RunLedger(f"sqlite:///{tmp_path / 'e.db'}") as ledger:
         ledger.start_run(run_id="r", team="t", goal=None, graph=[])
-        first = ledger.record_event("r", "spawn", "task:a", {"child": "c1", "n": [1, 2]})
-        ledger.record_event("r", "step", "agent:a", {"step": 1})
+        spawn = {"child_id": "c1", "agent": "a", "goal": "g", "parent_agent": "p"}
+        first = ledger.record_event("r", "spawn", "task:a", spawn)
+        step = {"index": 1, "kind": "model", "ok": True, "content_sha256": "0" * 64, "data": {}}
+        ledger.record_event("r", "step", "child:a.1", step)
         spawns = ledger.events("r", kind="spawn")
-        assert [(e.event_id, e.subject, e.data) for e in spawns] == [
-            (first, "task:a", {"child": "c1", "n": [1, 2]})
-        ]
+        assert [(e.event_id, e.subject, e.data) for e in spawns] == [(first, "task:a", spawn)]
         assert [e.kind for e in ledger.events("r")] == ["spawn", "step"]
         assert [e.kind for e in ledger.chain_entries("r")] == ["run", "event", "event"]
         assert verify_run(ledger, "r").ok
@@ -528,11 +528,26 @@ def test_events_are_recorded_chained_and_read_back_by_kind(tmp_path):
             ledger.record_event("r", "bad", "x", {"when": object()})
 
 
+def test_an_event_that_does_not_match_its_schema_is_refused_and_nothing_is_stored(tmp_path):
+    with RunLedger(f"sqlite:///{tmp_path / 'e.db'}") as ledger:
+        ledger.start_run(run_id="r", team="t", goal=None, graph=[])
+        with pytest.raises(ConfigError, match="'spawn' event's goal"):
+            ledger.record_event("r", "spawn", "task:a", {"child_id": "c1", "agent": "a"})
+        with pytest.raises(ConfigError, match="unknown event kind 'bad'"):
+            ledger.record_event("r", "bad", "x", {})
+        with pytest.raises(ConfigError, match="more: Extra inputs are not permitted"):
+            ledger.record_event("r", "files", "task:a", {"files": {}, "more": 1})
+        assert ledger.events("r") == []
+
+
 def test_null_ledger_has_the_event_api():
     from clearance._state.null_ledger import NullLedger
 
     null = NullLedger()
-    assert null.record_event("r", "spawn", "s", {}).startswith("evt_")
+    spawn = {"child_id": "c1", "agent": "a", "goal": "g", "parent_agent": "p"}
+    assert null.record_event("r", "spawn", "s", spawn).startswith("evt_")
+    with pytest.raises(ConfigError):
+        null.record_event("r", "spawn", "s", {})
     with pytest.raises(StoreError):
         null.events("r")
 

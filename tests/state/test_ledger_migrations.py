@@ -46,7 +46,9 @@ def columns(path: Path) -> dict[str, list[tuple[str, str, int, str | None]]]:
 
 def record_new_run(ledger: RunLedger) -> None:
     ledger.start_run(run_id="run_new", team="t", goal="g", graph=None)
-    ledger.record_event("run_new", "step", "plan", {"n": 1})
+    ledger.record_event(
+        "run_new", "answer_marked", "plan", {"truncated": False, "repetitive": True}
+    )
     ledger.finish_run("run_new", status="completed", synthesis="ok", usage=Usage(), error=None)
 
 

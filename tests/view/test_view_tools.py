@@ -71,6 +71,10 @@ async def test_tool_calls_and_delegations_are_shown_with_their_task(tmp_path):
     assert '<article class="detail" id="task-coordinator" hidden>' in page
 
 
+def _spawn(child_id: str) -> dict[str, str]:
+    return {"child_id": child_id, "agent": "helper", "goal": "g", "parent_agent": "a"}
+
+
 def test_children_clarifications_and_delegations_belong_to_their_task():
     from datetime import UTC, datetime
 
@@ -79,9 +83,9 @@ def test_children_clarifications_and_delegations_belong_to_their_task():
 
     now = datetime.now(UTC)
     spawn = EventRecord(event_id="e1", run_id="r", kind="spawn", subject="task:p",
-                        data={"child_id": "p.1"}, created_at=now)  # fmt: skip
+                        data=_spawn("p.1"), created_at=now)  # fmt: skip
     grandchild = EventRecord(event_id="e2", run_id="r", kind="spawn", subject="child:p.1",
-                             data={"child_id": "p.1.2"}, created_at=now)  # fmt: skip
+                             data=_spawn("p.1.2"), created_at=now)  # fmt: skip
     tool = ToolCallRecord(tool_call_id="tc1", run_id="r", subject="child:p.1.2", agent="a",
                           step=1, name="delegate", arguments={}, result="", is_error=False,
                           store_reads=[], chain=None, created_at=now)  # fmt: skip
@@ -92,5 +96,5 @@ def test_children_clarifications_and_delegations_belong_to_their_task():
     assert owners.task_of("isolated:q") == "q" and owners.task_of("clarification:q") == "q"
     assert owners.task_of("synthesis") is None and owners.task_of("child:unknown") is None
     loop = EventRecord(event_id="e3", run_id="r", kind="spawn", subject="child:x",
-                       data={"child_id": "x"}, created_at=now)  # fmt: skip
+                       data=_spawn("x"), created_at=now)  # fmt: skip
     assert _Owners([], [loop]).task_of("child:x") is None  # a forged cycle ends

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from clearance._agents.budget_meter import BudgetMeter
-from clearance._agents.replay import MODEL_TOOL_CALLS, ReplaySource, tool_calls_data
+from clearance._agents.replay import ReplaySource, tool_calls_data
 from clearance._agents.retry import RetryPolicy, with_retries
 from clearance._agents.telemetry import model_call_span
 from clearance._agents.tools import checked_tool_call
@@ -52,6 +52,7 @@ from clearance._core.hooks import HookRunner, ModelCallInfo
 from clearance._core.prompt import Prompt
 from clearance._core.reasons import bounded_reason
 from clearance._core.spec import Agent
+from clearance._core.vocabulary import EventKind, RunEventKind
 from clearance._state.ledger import Recorder
 from clearance.models._base import (
     MAX_REPORTED_TOKENS,
@@ -63,7 +64,7 @@ from clearance.models._base import (
 
 __all__ = ["CallBudget", "CallEventKind", "CallListener", "ModelCaller"]
 
-CallEventKind = Literal["model_call", "text", "tool_call"]
+CallEventKind = Literal[RunEventKind.MODEL_CALL, RunEventKind.TEXT, RunEventKind.TOOL_CALL]
 """What a `CallListener` hears: an attempt starting (detail: ``"attempt N"``), a piece of
 the completion's text (detail: the piece, untrusted), a tool call asked for (detail: its
 name, untrusted)."""
@@ -301,6 +302,7 @@ class ModelCaller:
             call_id = call.reuse.pop() if call.reuse else self.ledger.record_request(
                 run_id=self.run_id, subject=call.subject, agent=call.agent.name,
                 model_id=call.model.model_id, prompt=call.request.prompt, started_at=started_at,
+                parameters=call.request.parameters(),
             )  # fmt: skip
             await self.ledger.wait_committed()  # what leaves the process is on record first
         streamed = self._streaming(call, number)
@@ -325,9 +327,10 @@ class ModelCaller:
             if self.ledger is not None and call_id is not None:
                 assert self.run_id is not None
                 if error is None and response is not None and response.tool_calls:
-                    self.ledger.record_event(self.run_id, MODEL_TOOL_CALLS, call.subject, {
-                        "call_id": call_id, "tool_calls": tool_calls_data(response.tool_calls),
-                    })  # fmt: skip  # before the answer: an answer on record has its calls
+                    self.ledger.record_event(  # before the answer: it is on record with its calls
+                        self.run_id, EventKind.MODEL_TOOL_CALLS, call.subject,
+                        {"call_id": call_id, "tool_calls": tool_calls_data(response.tool_calls)},
+                    )  # fmt: skip
                 self.ledger.finish_call(
                     call_id, run_id=self.run_id, response=response if error is None else None,
                     error=error, latency_s=self._monotonic() - t0,
@@ -338,13 +341,13 @@ class ModelCaller:
         listener = self.listener
         if listener is None:
             return None
-        listener("model_call", call.subject, f"attempt {number}")
+        listener(RunEventKind.MODEL_CALL, call.subject, f"attempt {number}")
         state = [0, 1]  # pieces heard; 1 while the attempt is open
 
         def sink(piece: str) -> None:
             if state[1]:  # a provider thread may go on briefly after an abandoned attempt
                 state[0] += 1
-                listener("text", call.subject, piece)
+                listener(RunEventKind.TEXT, call.subject, piece)
 
         request = dataclasses.replace(call.request, stream=sink)
         return dataclasses.replace(call, request=request, stream=state)
@@ -353,9 +356,9 @@ class ModelCaller:
         """Tell the listener the text a provider did not stream, and the tool calls."""
         assert self.listener is not None
         if not streamed.stream[0] and response.text:
-            self.listener("text", call.subject, response.text)
+            self.listener(RunEventKind.TEXT, call.subject, response.text)
         for tool_call in response.tool_calls:
-            self.listener("tool_call", call.subject, tool_call.name)
+            self.listener(RunEventKind.TOOL_CALL, call.subject, tool_call.name)
 
     async def _send(self, call: _Call, started: float) -> ModelResponse:
         """Send the request within the attempt's time; translate the provider's errors."""

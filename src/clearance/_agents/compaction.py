@@ -25,13 +25,11 @@ from clearance._context.render import one_line
 from clearance._context.tool_sections import ToolStep, compacted_result
 from clearance._core.errors import ConfigError, LimitExceeded
 from clearance._core.prompt import Prompt
+from clearance._core.vocabulary import EventKind
 from clearance._state.ledger import Recorder
 
-__all__ = ["COMPACTED", "CompactingPrompts", "StepCompactor"]
+__all__ = ["CompactingPrompts", "StepCompactor"]
 
-COMPACTED = "compacted"
-"""Event kind: older tool steps of a loop were compacted (data: ``tool_call_ids``, ``reason``,
-``keep_recent``)."""
 
 PromptFactory = Callable[[tuple[dict[str, Any], ...], list[ToolStep]], Prompt]
 
@@ -193,6 +191,6 @@ class CompactingPrompts:
         if not new:
             return
         self._compacted.update(new)
-        self._ledger.record_event(self._run_id, COMPACTED, self._subject, {
+        self._ledger.record_event(self._run_id, EventKind.COMPACTED, self._subject, {
             "tool_call_ids": new, "reason": reason, "keep_recent": keep,
         })  # fmt: skip

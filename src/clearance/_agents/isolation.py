@@ -30,6 +30,7 @@ from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import ConfigError
 from clearance._core.prompt import Prompt, sha256_text
 from clearance._core.spec import Agent
+from clearance._core.vocabulary import EventKind
 from clearance._state.ledger import Recorder
 from clearance.models._base import ChatModel, Usage
 
@@ -277,7 +278,8 @@ class ContextIsolationManager:
         recorder, run_id = self.caller.ledger, self.caller.run_id
         if isinstance(recorder, Recorder) and run_id is not None:
             # What the context was made of, so `clearance verify` checks each item's source.
-            recorder.record_event(run_id, "isolated_context", f"isolated:{context.task_id}", {
+            subject = f"isolated:{context.task_id}"
+            recorder.record_event(run_id, EventKind.ISOLATED_CONTEXT, subject, {
                 "agent": agent.name,
                 "prompt_sha256": prompt.manifest.prompt_sha256,
                 "items": {i.origin: sha256_text(i.content) for i in prompt.manifest.items},

@@ -54,6 +54,7 @@ from clearance._core.errors import (
 from clearance._core.ids import new_id
 from clearance._core.prompt import Prompt, sha256_text
 from clearance._core.spec import DEFAULT_TOOL_STEPS, Agent, Team
+from clearance._core.vocabulary import EventKind
 from clearance._state.grants import StoreGrants, StoreView
 from clearance._state.ledger import Recorder
 from clearance._state.store import ContextStore
@@ -64,10 +65,6 @@ __all__ = ["WRITE_OUTPUT_TOOL", "AgentLoop", "check_tools", "effective_grants"]
 
 PromptFactory = Callable[[tuple[dict[str, Any], ...], list[ToolStep]], Prompt]
 """Builds one step's prompt from the agent's tool specs and its finished tool steps."""
-
-GRANT_WITHHELD = "grant_withheld"
-"""Event kind: a store operation its own grants allow was refused because the agent it acts
-for (a delegator, a child's parent) lacks the grant (no capability is lent)."""
 
 ApproveCalls = Callable[[str, list[tuple[str, dict[str, Any]]]], Awaitable[list[str | None]]]
 """Decides the tool calls of one model turn before any runs: ``(agent name, [(tool name,
@@ -367,7 +364,10 @@ class AgentLoop:
                 )
                 if source is not None:
                     self.ledger.record_event(
-                        self.run_id, "mcp_call", subject, {"tool_call_id": call_id, **source}
+                        self.run_id,
+                        EventKind.MCP_CALL,
+                        subject,
+                        {"tool_call_id": call_id, **source},
                     )
                 if breach is not None:
                     raise breach
@@ -493,7 +493,7 @@ class AgentLoop:
     ) -> None:
         """Record each store operation refused because its caller lacks the grant."""
         for namespace, operation in view.lent_refusals:
-            self.ledger.record_event(self.run_id, GRANT_WITHHELD, subject, {
+            self.ledger.record_event(self.run_id, EventKind.GRANT_WITHHELD, subject, {
                 "tool_call_id": call_id, "agent": view.agent, "namespace": namespace,
                 "operation": operation, "chain": list(chain.agents),
             })  # fmt: skip

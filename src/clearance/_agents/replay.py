@@ -39,26 +39,20 @@ import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from clearance._agents.tools import TOOL_STARTED
 from clearance._context.verify_approvals import arguments_sha256
-from clearance._context.verify_replay import MODEL_TOOL_CALLS, REPLAYED, answer_sha256
+from clearance._context.verify_replay import answer_sha256
 from clearance._core.ids import new_id
 from clearance._core.prompt import Prompt, sha256_text
+from clearance._core.vocabulary import EventKind, PromptKind, RecordKind
 from clearance._state.ledger import CallRecord, Recorder, RunLedger, ToolCallRecord
 from clearance.models._base import ModelResponse, ToolCall
 
 __all__ = [
-    "MODEL_TOOL_CALLS",
-    "REPLAYED",
-    "REPLAY_DECLINED",
     "ConfirmRerun",
     "ReplaySource",
     "answer_sha256",
     "tool_calls_data",
 ]
-
-REPLAY_DECLINED = "replay_declined"
-"""Event kind: a finished tool call run again instead of replayed (``original``, ``why``)."""
 
 ConfirmRerun = Callable[[str, str, str, dict[str, Any]], Awaitable[str | None]]
 """Decides whether a tool call that may have run runs again: ``(task id, agent, tool,
@@ -151,9 +145,9 @@ class ReplaySource:
         started: dict[str, dict[str, Any]] = {}
         owners: dict[str, str] = {}
         for event in ledger.events(run_id):
-            if event.kind == MODEL_TOOL_CALLS:
+            if event.kind == EventKind.MODEL_TOOL_CALLS:
                 asked[str(event.data.get("call_id"))] = list(event.data.get("tool_calls") or [])
-            elif event.kind == TOOL_STARTED:
+            elif event.kind == EventKind.TOOL_STARTED:
                 started[str(event.data.get("tool_call_id"))] = {
                     **event.data,
                     "subject": event.subject,
@@ -195,8 +189,8 @@ class ReplaySource:
 
     def _replay_call(self, record: CallRecord) -> ModelResponse:
         asked = self._asked.get(record.call_id, [])
-        self.recorder.record_event(self.run_id, REPLAYED, record.subject, {
-            "record": "call", "original": record.call_id,
+        self.recorder.record_event(self.run_id, EventKind.REPLAYED, record.subject, {
+            "record": RecordKind.CALL, "original": record.call_id,
             "sha256": answer_sha256(record.response, asked),
         })  # fmt: skip
         self.replayed_calls += 1
@@ -238,8 +232,8 @@ class ReplaySource:
                 why = "its result reached the prompt by more than its text"
             if why is None:
                 return _Turn(call_id=row.tool_call_id, output=row.result)
-            self.recorder.record_event(self.run_id, REPLAY_DECLINED, subject, {
-                "record": "tool_call", "original": row.tool_call_id, "why": why,
+            self.recorder.record_event(self.run_id, EventKind.REPLAY_DECLINED, subject, {
+                "record": RecordKind.TOOL_CALL, "original": row.tool_call_id, "why": why,
             })  # fmt: skip
             return _Turn(call_id=new_id("tool"))
         if index == len(rows):  # the call the process may have stopped inside
@@ -258,8 +252,8 @@ class ReplaySource:
         turn = self._turns.get(call_id)
         if turn is None or turn.output is None:
             return None
-        self.recorder.record_event(self.run_id, REPLAYED, subject, {
-            "record": "tool_call", "original": call_id, "sha256": sha256_text(turn.output),
+        self.recorder.record_event(self.run_id, EventKind.REPLAYED, subject, {
+            "record": RecordKind.TOOL_CALL, "original": call_id, "sha256": sha256_text(turn.output),
         })  # fmt: skip
         self.replayed_tools += 1
         return turn.output
@@ -287,7 +281,7 @@ class ReplaySource:
         subject = self._owners.get(call_id, "")
         for _ in range(64):
             kind, _, rest = subject.partition(":")
-            if kind != "delegation":
+            if kind != PromptKind.DELEGATION:
                 return rest or subject
             subject = self._owners.get(rest, "")
         return subject

@@ -22,6 +22,7 @@ from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import ConfigError, LimitExceeded
 from clearance._core.prompt import Prompt
 from clearance._core.spec import Agent, AgentLimits
+from clearance._core.vocabulary import StepKind
 from clearance.models._base import ChatModel, ModelResponse
 
 __all__ = ["AgentSession", "Step"]
@@ -107,7 +108,7 @@ class AgentSession:
         self.result: str | None = None
         self.goal = goal
         if goal is not None:
-            self.record_step("goal", goal)
+            self.record_step(StepKind.GOAL, goal)
 
     @property
     def steps(self) -> tuple[Step, ...]:
@@ -130,7 +131,7 @@ class AgentSession:
             LimitExceeded: The step would exceed ``max_steps`` (``limit="max_steps"``). The
                 refusal itself is recorded as a ``limit_exceeded`` step.
         """
-        if kind != "goal":
+        if kind != StepKind.GOAL:
             self._admit_step()
         return self._write(kind, content, ok=ok, data=data or {})
 
@@ -178,9 +179,9 @@ class AgentSession:
                 prompt=prompt, budget=budget,
             )  # fmt: skip
         except LimitExceeded as exc:
-            self._write("limit_exceeded", str(exc), ok=False, data=_limit_data(exc))
+            self._write(StepKind.LIMIT_EXCEEDED, str(exc), ok=False, data=_limit_data(exc))
             raise
-        self._write("model", response.text, ok=True, data={
+        self._write(StepKind.MODEL, response.text, ok=True, data={
             "prompt_sha256": prompt.manifest.prompt_sha256,
             "origins": list(prompt.manifest.origins),
             "usage": response.usage.to_dict(),
@@ -201,7 +202,7 @@ class AgentSession:
         try:
             return self.workspace.write_output(name, data)
         except LimitExceeded as exc:
-            self._write("limit_exceeded", str(exc), ok=False, data=_limit_data(exc))
+            self._write(StepKind.LIMIT_EXCEEDED, str(exc), ok=False, data=_limit_data(exc))
             raise
 
     # -- children -------------------------------------------------------------------------
@@ -234,7 +235,7 @@ class AgentSession:
                              limits=limits or self.limits, clock=self._clock,
                              monotonic=self._monotonic, caller=self.caller)  # fmt: skip
         self._children[child_id] = child
-        self._write("spawn", goal, ok=True, data={"child_id": child_id})
+        self._write(StepKind.SPAWN, goal, ok=True, data={"child_id": child_id})
         return child
 
     def finish(self, result: str) -> None:
@@ -254,7 +255,7 @@ class AgentSession:
     # -- internals ------------------------------------------------------------------------
 
     def _work_steps(self) -> int:
-        return sum(1 for s in self._steps if s.kind not in ("goal", "limit_exceeded"))
+        return sum(1 for s in self._steps if s.kind not in (StepKind.GOAL, StepKind.LIMIT_EXCEEDED))
 
     def _write(self, kind: str, content: str, *, ok: bool, data: Mapping[str, Any]) -> Step:
         step = Step(index=len(self._steps) + 1, kind=kind, content=content, ok=ok, data=data,
@@ -267,7 +268,7 @@ class AgentSession:
 
     def _limit(self, limit: str, *, value: int | float, maximum: int | float) -> NoReturn:
         exc = LimitExceeded(limit, value=value, maximum=maximum, subject=f"agent:{self.agent_id}")
-        self._write("limit_exceeded", str(exc), ok=False, data=_limit_data(exc))
+        self._write(StepKind.LIMIT_EXCEEDED, str(exc), ok=False, data=_limit_data(exc))
         raise exc
 
 

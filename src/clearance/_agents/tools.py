@@ -23,6 +23,7 @@ from clearance._context.tool_sections import DELEGATE_TOOL, tool_name
 from clearance._context.verify_approvals import arguments_sha256
 from clearance._core.errors import ConfigError
 from clearance._core.spec import Agent
+from clearance._core.vocabulary import EventKind
 from clearance._state.grants import StoreView
 from clearance._state.ledger import Recorder
 from clearance._state.store import StoreEntry
@@ -33,7 +34,6 @@ __all__ = [
     "DELEGATE_TOOL",
     "NOT_UTF8_ARGUMENTS",
     "SPAWN_TOOL",
-    "TOOL_STARTED",
     "Tool",
     "ToolOutput",
     "check_arguments",
@@ -60,9 +60,6 @@ BUILTIN_TOOL_NAMES = (
 
 SPAWN_TOOL = "spawn"
 """The tool an agent with ``can_spawn`` gets: ``spawn(agent, goal)``."""
-
-TOOL_STARTED = "tool_started"
-"""Event kind: a tool call about to run, committed before it runs (see `record_started`)."""
 
 _CALLER: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "clearance_tool_caller", default=None
@@ -278,7 +275,7 @@ async def record_started(
     Raises:
         StoreError: The event could not be recorded (the tool has not run).
     """
-    ledger.record_event(run_id, TOOL_STARTED, subject, {
+    ledger.record_event(run_id, EventKind.TOOL_STARTED, subject, {
         "tool_call_id": call_id, "step": step, "name": call.name,
         "arguments_sha256": arguments_sha256(call.arguments), "idempotent": tool.idempotent,
         "replay": tool.replay,

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from clearance._agents.files import confined_path
 from clearance._core.confined import (
+    EntryKind,
     make_dir_confined,
     make_dir_exclusive,
     read_text_confined,
@@ -100,7 +101,7 @@ class Workspace:
         return {
             entry.path[len(prefix) :]: entry.size
             for entry in walk_confined(self.root, "outputs", max_depth=_MAX_DEPTH)
-            if entry.kind == "file"
+            if entry.kind == EntryKind.FILE
         }
 
     def outputs(self) -> tuple[str, ...]:

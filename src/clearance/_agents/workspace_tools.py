@@ -17,6 +17,7 @@ from clearance._agents.offload import DEFAULT_MAX_CHARS, DEFAULT_MAX_LINES, Data
 from clearance._agents.tools import Tool, ToolOutput
 from clearance._agents.workspace import Workspace
 from clearance._core.errors import ClearanceError, LimitExceeded
+from clearance._core.vocabulary import EventKind
 from clearance._state.ledger import Recorder
 
 __all__ = ["WRITE_OUTPUT_TOOL", "WorkspaceSlot", "offloaded", "write_output", "write_output_spec"]
@@ -88,7 +89,7 @@ def offloaded(
         return ToolOutput(content=f"error: {exc}", is_error=True), exc
     if not kept.offloaded:
         return output, None
-    ledger.record_event(run_id, "offloaded", subject, {
+    ledger.record_event(run_id, EventKind.OFFLOADED, subject, {
         "tool_call_id": call_id, "reference": kept.reference, "sha256": kept.sha256,
         "chars": kept.chars, "lines": kept.lines,
     })  # fmt: skip

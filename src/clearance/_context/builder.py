@@ -16,12 +16,10 @@ from __future__ import annotations
 from clearance._context.assemble import TokenCounter
 from clearance._context.layout import SUMMARIES as SUMMARIES_SECTION
 from clearance._context.layout import SYNTHESIS_TRAILER, TASK_TRAILER
-from clearance._context.prompts_coordinator import SYNTHESIS_MAP
 from clearance._context.prompts_review import ReviewPrompts
 
 __all__ = [
     "SUMMARIES_SECTION",
-    "SYNTHESIS_MAP",
     "SYNTHESIS_TRAILER",
     "TASK_TRAILER",
     "ContextBuilder",

@@ -10,6 +10,7 @@ from clearance._context.tool_sections import DELEGATE_TOOL, tool_name
 from clearance._core.memory_spec import memory_scopes_of
 from clearance._core.origins import Origin
 from clearance._core.spec import Agent
+from clearance._core.vocabulary import OriginKind
 from clearance._state.grants import StoreGrants, pattern_matches
 from clearance._state.graph import TaskGraph
 from clearance._state.messages import Message
@@ -253,49 +254,49 @@ class Clearance:
         """
         parsed = Origin.parse(origin)
         kind, ref = parsed.kind, parsed.id
-        if kind == "instructions":
+        if kind == OriginKind.INSTRUCTIONS:
             return parsed.ref is None
         if self.reviewing:  # a reviewer: the task's text and the candidates, nothing else
-            return (kind == "task" and ref == self.task_id) or (
-                kind == "candidate" and self._round_ref(ref)
+            return (kind == OriginKind.TASK and ref == self.task_id) or (
+                kind == OriginKind.CANDIDATE and self._round_ref(ref)
             )
-        if kind == "review":
+        if kind == OriginKind.REVIEW:
             return self._round_ref(ref)
-        if kind == "hook":
+        if kind == OriginKind.HOOK:
             return ref in self.hooks
-        if kind == "store":
+        if kind == OriginKind.STORE:
             # ``<namespace>/<key>``: namespaces and keys may hold "/", so any split counts.
             return any(
                 self.admits_store(ref[:i]) for i, ch in enumerate(ref) if ch == "/" and i > 0
             )
-        if kind == "tool_spec":
+        if kind == OriginKind.TOOL_SPEC:
             return ref in self.tools
-        if kind == "tool":
+        if kind == OriginKind.TOOL:
             return bool(self.tools) and bool(ref)
-        if kind == "delegation":
+        if kind == OriginKind.DELEGATION:
             return self.delegation_id is not None and ref == self.delegation_id
-        if kind == "child_goal":
+        if kind == OriginKind.CHILD_GOAL:
             return self.child_id is not None and ref == self.child_id
         if self.delegation_id is not None or self.child_id is not None:
             return False
-        if kind == "child_result":
+        if kind == OriginKind.CHILD_RESULT:
             return ref in self.children
-        if kind == "arch":
+        if kind == OriginKind.ARCH:
             return self.isolated and parsed.ref is None
-        if kind in ("constraint", "clarification"):
-            count = self.constraints if kind == "constraint" else self.clarifications
+        if kind in (OriginKind.CONSTRAINT, OriginKind.CLARIFICATION):
+            count = self.constraints if kind == OriginKind.CONSTRAINT else self.clarifications
             return self.isolated and ref.isascii() and ref.isdigit() and 1 <= int(ref) <= count
-        if kind == "question":
+        if kind == OriginKind.QUESTION:
             return self.isolated and ref == self.task_id
-        if kind in ("task", "repair"):
+        if kind in (OriginKind.TASK, OriginKind.REPAIR):
             return ref == self.task_id
-        if kind in ("task_result", "task_status"):
+        if kind in (OriginKind.TASK_RESULT, OriginKind.TASK_STATUS):
             return ref in self.result_task_ids
-        if kind == "file":
+        if kind == OriginKind.FILE:
             return ref in self.files
-        if kind == "message":
+        if kind == OriginKind.MESSAGE:
             return message is not None and message.id == ref and message.is_for(self.agent)
-        if kind == "memory":
+        if kind == OriginKind.MEMORY:
             if memory is not None:
                 return memory.id == ref and memory.scope in self.memory_scopes
             return memory_scope is not None and memory_scope in self.memory_scopes

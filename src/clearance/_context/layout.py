@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from clearance._context.render import one_line
 from clearance._core.origins import Subject
+from clearance._core.vocabulary import OriginKind, PromptKind
 
 __all__ = [
     "LAYOUTS",
@@ -214,95 +215,144 @@ class Layout:
         return trailer in self.trailers.values()
 
 
-_TOOL_ROWS = (_row(TOOLS, "tool_spec", stable=True), _row(TOOL_RESULTS, "tool", "store"))
+_TOOL_ROWS = (
+    _row(TOOLS, OriginKind.TOOL_SPEC, stable=True),
+    _row(TOOL_RESULTS, OriginKind.TOOL, OriginKind.STORE),
+)
 _TASK_TRAILERS = {"default": TASK_TRAILER, "tools": TOOL_TRAILER}
 _TASK_TRAILERS_V1 = {"default": TASK_TRAILER_V1, "tools": TOOL_TRAILER}
 
 _TASK_BODY = (
-    _row(FILES, "file"),
-    _row(RESULTS, "task_result", on_fence=True),
-    _row(FAILED_PREREQUISITES, "task_status", on_fence=True),
-    _row(MESSAGES, "message"),
-    _row(MEMORY, "memory"),
-    _row(CHILDREN, "child_result"),
-    _row(REPAIR, "repair"),
+    _row(FILES, OriginKind.FILE),
+    _row(RESULTS, OriginKind.TASK_RESULT, on_fence=True),
+    _row(FAILED_PREREQUISITES, OriginKind.TASK_STATUS, on_fence=True),
+    _row(MESSAGES, OriginKind.MESSAGE),
+    _row(MEMORY, OriginKind.MEMORY),
+    _row(CHILDREN, OriginKind.CHILD_RESULT),
+    _row(REPAIR, OriginKind.REPAIR),
 )
 _TASK_V3 = Layout(
-    "task", 3,
-    (_TOOL_ROWS[0], _row(TASK, "task", on_fence=True), *_TASK_BODY,
-     _row(HOOKS, "hook"), _row(REVIEW_FINDINGS, "review"), _TOOL_ROWS[1]),
+    PromptKind.TASK,
+    3,
+    (
+        _TOOL_ROWS[0],
+        _row(TASK, OriginKind.TASK, on_fence=True),
+        *_TASK_BODY,
+        _row(HOOKS, OriginKind.HOOK),
+        _row(REVIEW_FINDINGS, OriginKind.REVIEW),
+        _TOOL_ROWS[1],
+    ),
     _TASK_TRAILERS,
-)  # fmt: skip
+)
 """Labelled: the task's text and each result or failure labelled on its fence line."""
 _HEADED_BODY = tuple(Row(r.heading, r.kinds) for r in _TASK_BODY)
 _TASK_V2 = Layout(
-    "task", 2,
-    (_TOOL_ROWS[0], _row(TASK, "task", bare=True),
-     *(_row(r.heading, *r.kinds, bare=r.heading == RESULTS) for r in _HEADED_BODY),
-     _TOOL_ROWS[1]),
+    PromptKind.TASK,
+    2,
+    (
+        _TOOL_ROWS[0],
+        _row(TASK, OriginKind.TASK, bare=True),
+        *(_row(r.heading, *r.kinds, bare=r.heading == RESULTS) for r in _HEADED_BODY),
+        _TOOL_ROWS[1],
+    ),
     _TASK_TRAILERS,
-)  # fmt: skip
+)
 """The trimmed framing: task text and results bare (runs recorded before labels came back)."""
 _TASK_V1 = Layout(
-    "task", 1, (_row(TASK, "task"), *_HEADED_BODY, *_TOOL_ROWS), _TASK_TRAILERS_V1
-)  # fmt: skip
+    PromptKind.TASK, 1, (_row(TASK, OriginKind.TASK), *_HEADED_BODY, *_TOOL_ROWS), _TASK_TRAILERS_V1
+)
 _DELEGATION_V2 = Layout(
-    "delegation", 2, (_TOOL_ROWS[0], _row(DELEGATED, "delegation", bare=True), _TOOL_ROWS[1]),
+    PromptKind.DELEGATION,
+    2,
+    (_TOOL_ROWS[0], _row(DELEGATED, OriginKind.DELEGATION, bare=True), _TOOL_ROWS[1]),
     _TASK_TRAILERS,
-)  # fmt: skip
+)
 _DELEGATION_V1 = Layout(
-    "delegation", 1, (_row(DELEGATED, "delegation"), *_TOOL_ROWS), _TASK_TRAILERS_V1
+    PromptKind.DELEGATION,
+    1,
+    (_row(DELEGATED, OriginKind.DELEGATION), *_TOOL_ROWS),
+    _TASK_TRAILERS_V1,
 )
 _CHILD_V2 = Layout(
-    "child", 2, (_TOOL_ROWS[0], _row(CHILD_GOAL, "child_goal", bare=True), _TOOL_ROWS[1]),
+    PromptKind.CHILD,
+    2,
+    (_TOOL_ROWS[0], _row(CHILD_GOAL, OriginKind.CHILD_GOAL, bare=True), _TOOL_ROWS[1]),
     _TASK_TRAILERS,
-)  # fmt: skip
-_CHILD_V1 = Layout("child", 1, (_row(CHILD_GOAL, "child_goal"), *_TOOL_ROWS), _TASK_TRAILERS_V1)
+)
+_CHILD_V1 = Layout(
+    PromptKind.CHILD, 1, (_row(CHILD_GOAL, OriginKind.CHILD_GOAL), *_TOOL_ROWS), _TASK_TRAILERS_V1
+)
 
 _ISOLATED = Layout(
-    "isolated", 1,
-    (_row(ARCH, "arch", stable=True), _row(TASK, "task"), _row(FILES, "file"),
-     _row(RESULTS, "task_result"), _row(CONSTRAINTS, "constraint"),
-     _row(CLARIFICATIONS, "clarification"), _row(CHILDREN, "child_result"),
-     _row(MEMORY, "memory"), _row(HISTORY, "history")),
+    PromptKind.ISOLATED,
+    1,
+    (
+        _row(ARCH, OriginKind.ARCH, stable=True),
+        _row(TASK, OriginKind.TASK),
+        _row(FILES, OriginKind.FILE),
+        _row(RESULTS, OriginKind.TASK_RESULT),
+        _row(CONSTRAINTS, OriginKind.CONSTRAINT),
+        _row(CLARIFICATIONS, OriginKind.CLARIFICATION),
+        _row(CHILDREN, OriginKind.CHILD_RESULT),
+        _row(MEMORY, OriginKind.MEMORY),
+        _row(HISTORY, OriginKind.HISTORY),
+    ),
     {"default": ISOLATED_TRAILER},
-)  # fmt: skip
+)
 _CLARIFICATION = Layout(
-    "clarification", 1,
-    (_row(TASK, "task"), _row(RESULTS, "task_result"), _row(QUESTION, "question")),
+    PromptKind.CLARIFICATION,
+    1,
+    (
+        _row(TASK, OriginKind.TASK),
+        _row(RESULTS, OriginKind.TASK_RESULT),
+        _row(QUESTION, OriginKind.QUESTION),
+    ),
     {"default": CLARIFICATION_TRAILER},
-)  # fmt: skip
-_GOAL = _row(GOAL, "goal")
+)
+_GOAL = _row(GOAL, OriginKind.GOAL)
 _FAILED_ROWS = (
-    _row(FAILED, "task_status"), _row(SKIPPED, "task_status"),
-    _row(SHARED_MEMORY, "shared_memory"),
-)  # fmt: skip
+    _row(FAILED, OriginKind.TASK_STATUS),
+    _row(SKIPPED, OriginKind.TASK_STATUS),
+    _row(SHARED_MEMORY, OriginKind.SHARED_MEMORY),
+)
 _SYNTHESIS = Layout(
-    "synthesis", 1, (_GOAL, _row(COMPLETED, "task_result"), *_FAILED_ROWS),
+    PromptKind.SYNTHESIS,
+    1,
+    (_GOAL, _row(COMPLETED, OriginKind.TASK_RESULT), *_FAILED_ROWS),
     {"default": SYNTHESIS_TRAILER},
-)  # fmt: skip
+)
 _SYNTHESIS_REDUCE = Layout(
-    "synthesis_reduce", 1, (_GOAL, _row(SUMMARIES, "summary_of"), *_FAILED_ROWS),
+    PromptKind.SYNTHESIS_REDUCE,
+    1,
+    (_GOAL, _row(SUMMARIES, OriginKind.SUMMARY_OF), *_FAILED_ROWS),
     {"default": SYNTHESIS_REDUCE_TRAILER},
-)  # fmt: skip
+)
 _SYNTHESIS_MAP = Layout(
-    "synthesis_map", 1,
-    (_GOAL, _row(COMPLETED, "task_result"), _row(SUMMARIES, "summary_of")),
+    PromptKind.SYNTHESIS_MAP,
+    1,
+    (_GOAL, _row(COMPLETED, OriginKind.TASK_RESULT), _row(SUMMARIES, OriginKind.SUMMARY_OF)),
     {"default": SYNTHESIS_MAP_TRAILER},
-)  # fmt: skip
+)
 _PLAN = Layout(
-    "plan", 1, (_GOAL, _row(TEAM, "agent"), _row(PLAN_REJECTED, "plan_feedback")),
-    {"default": PLAN_INSTRUCTIONS}, trailer_is_prefix=True,
-)  # fmt: skip
+    PromptKind.PLAN,
+    1,
+    (_GOAL, _row(TEAM, OriginKind.AGENT), _row(PLAN_REJECTED, OriginKind.PLAN_FEEDBACK)),
+    {"default": PLAN_INSTRUCTIONS},
+    trailer_is_prefix=True,
+)
 _CONVERSATION = Layout(
-    "conversation", 1, (_row(TURNS, "turn", "summary"), _row(MEMORY, "memory")),
+    PromptKind.CONVERSATION,
+    1,
+    (_row(TURNS, OriginKind.TURN, OriginKind.SUMMARY), _row(MEMORY, OriginKind.MEMORY)),
     {"default": CONVERSATION_TRAILER},
-)  # fmt: skip
-_SUMMARY = Layout("summary", 1, _CONVERSATION.rows, {"default": SUMMARY_PROMPT})
+)
+_SUMMARY = Layout(PromptKind.SUMMARY, 1, _CONVERSATION.rows, {"default": SUMMARY_PROMPT})
 _REVIEW = Layout(
-    "review", 1, (_row(TASK, "task", on_fence=True), _row(CANDIDATE, "candidate")),
+    PromptKind.REVIEW,
+    1,
+    (_row(TASK, OriginKind.TASK, on_fence=True), _row(CANDIDATE, OriginKind.CANDIDATE)),
     {"default": REVIEW_TRAILER},
-)  # fmt: skip
+)
 """A reviewer's prompt: the task's text and the candidate result, nothing else."""
 
 LAYOUTS: Mapping[str, tuple[Layout, ...]] = {
@@ -332,7 +382,7 @@ def current(kind: str) -> Layout:
 
 def item_kinds(kind: str) -> frozenset[str]:
     """Every origin kind a prompt of ``kind`` may hold, in any of its layouts (instructions too)."""
-    return frozenset({"instructions"}).union(
+    return frozenset({OriginKind.INSTRUCTIONS}).union(
         *(row.kinds for shape in LAYOUTS[kind] for row in shape.rows)
     )
 
@@ -345,16 +395,25 @@ def layout_kind(subject: Subject, *, summaries: bool = False) -> str | None:
         summaries: The prompt holds ``summary_of`` items (a ``synthesis`` that is the reduce
             step of a hierarchical synthesis).
     """
-    if subject.kind == "synthesis" and subject.ref is None:
-        return "synthesis_reduce" if summaries else "synthesis"
-    if subject.kind == "plan" and subject.ref is None:
-        return "plan"
+    if subject.kind == PromptKind.SYNTHESIS and subject.ref is None:
+        return PromptKind.SYNTHESIS_REDUCE if summaries else PromptKind.SYNTHESIS
+    if subject.kind == PromptKind.PLAN and subject.ref is None:
+        return PromptKind.PLAN
     if subject.ref is not None and subject.kind in _SUBJECT_KINDS:
         return subject.kind
     return None
 
 
 _SUBJECT_KINDS = frozenset(
-    {"task", "delegation", "child", "isolated", "clarification", "synthesis_map",
-     "conversation", "summary", "review"}
-)  # fmt: skip
+    {
+        PromptKind.TASK,
+        PromptKind.DELEGATION,
+        PromptKind.CHILD,
+        PromptKind.ISOLATED,
+        PromptKind.CLARIFICATION,
+        PromptKind.SYNTHESIS_MAP,
+        PromptKind.CONVERSATION,
+        PromptKind.SUMMARY,
+        PromptKind.REVIEW,
+    }
+)

@@ -21,7 +21,7 @@ from typing import Any
 
 import pathspec
 
-from clearance._core.confined import TreeEntry, list_confined, read_bytes_confined
+from clearance._core.confined import EntryKind, TreeEntry, list_confined, read_bytes_confined
 from clearance._core.errors import ClearanceError
 
 __all__ = [
@@ -100,7 +100,7 @@ def _listing(root: Path, rel: str = "") -> tuple[TreeEntry, ...]:
 
 def root_files(root: Path) -> frozenset[str]:
     """Names of the regular files (not links) directly in the project root."""
-    return frozenset(e.name for e in _listing(root) if e.kind == "file")
+    return frozenset(e.name for e in _listing(root) if e.kind == EntryKind.FILE)
 
 
 def _gitignore_spec(root: Path) -> pathspec.GitIgnoreSpec:
@@ -130,10 +130,10 @@ def walk_structure(root: Path, *, max_depth: int, max_entries: int) -> tuple[tup
 
     def visit(folder: str, depth: int) -> None:
         nonlocal omitted
-        children = [e for e in _listing(root, folder) if e.kind in ("file", "dir")]
-        children.sort(key=lambda e: (e.kind != "dir", e.name))
+        children = [e for e in _listing(root, folder) if e.kind in (EntryKind.FILE, EntryKind.DIR)]
+        children.sort(key=lambda e: (e.kind != EntryKind.DIR, e.name))
         for child in children:
-            is_dir = child.kind == "dir"
+            is_dir = child.kind == EntryKind.DIR
             if child.name in ALWAYS_SKIPPED:
                 continue
             if spec.match_file(child.path + "/" if is_dir else child.path):
@@ -187,7 +187,7 @@ def _pyproject(root: Path) -> Iterator[Dependency]:
 
 def _requirements(root: Path) -> Iterator[Dependency]:
     for entry in _listing(root):
-        if entry.kind != "file" or not fnmatch.fnmatchcase(entry.name, "requirements*.txt"):
+        if entry.kind != EntryKind.FILE or not fnmatch.fnmatchcase(entry.name, "requirements*.txt"):
             continue
         dev = entry.name != "requirements.txt"
         for line in (read_text(root, entry.name) or "").splitlines():
@@ -333,7 +333,7 @@ def read_adrs(root: Path, *, max_adrs: int = 20) -> tuple[AdrSummary, ...]:
     found: list[AdrSummary] = []
     for folder in ADR_DIRS:
         for entry in _listing(root, folder):
-            if entry.kind != "file" or not fnmatch.fnmatchcase(entry.name, "*.md"):
+            if entry.kind != EntryKind.FILE or not fnmatch.fnmatchcase(entry.name, "*.md"):
                 continue
             if entry.name.lower() in ("readme.md", "index.md", "template.md"):
                 continue

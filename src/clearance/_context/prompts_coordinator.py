@@ -19,13 +19,11 @@ from clearance._core.errors import ContextViolation
 from clearance._core.origins import Origin, Subject
 from clearance._core.prompt import Prompt
 from clearance._core.spec import Agent, Task
+from clearance._core.vocabulary import OriginKind, PromptKind
 from clearance._state.queue import TaskQueue, TaskStatus
 from clearance._state.shared_memory import SharedMemory
 
-__all__ = ["SYNTHESIS_MAP", "CoordinatorPrompts"]
-
-SYNTHESIS_MAP = "synthesis_map"
-"""Subject kind of a hierarchical synthesis' map steps (``synthesis_map:<n>``)."""
+__all__ = ["CoordinatorPrompts"]
 
 
 class CoordinatorPrompts(TaskPrompts):
@@ -64,9 +62,12 @@ class CoordinatorPrompts(TaskPrompts):
         """
         sections = self._synthesis_view(queue, shared_memory, include)
         return self._assemble(
-            "synthesis", coordinator, "synthesis", {L.GOAL: [_goal(goal)], **sections},
+            PromptKind.SYNTHESIS,
+            coordinator,
+            PromptKind.SYNTHESIS,
+            {L.GOAL: [_goal(goal)], **sections},
             max_prompt_tokens=max_prompt_tokens,
-        )  # fmt: skip
+        )
 
     def build_synthesis_map_prompt(
         self,
@@ -101,18 +102,18 @@ class CoordinatorPrompts(TaskPrompts):
             ContextViolation: A task of ``task_ids`` is not completed.
             LimitExceeded: The prompt exceeds ``max_prompt_tokens``.
         """
-        subject = str(Subject(SYNTHESIS_MAP, str(step)))
+        subject = str(Subject(PromptKind.SYNTHESIS_MAP, str(step)))
         results = []
         for tid in task_ids:
             state = queue.get(tid)
             if state.status is not TaskStatus.COMPLETED:
-                raise ContextViolation(subject, str(Origin("task_result", tid)))
+                raise ContextViolation(subject, str(Origin(OriginKind.TASK_RESULT, tid)))
             results.append(result_part(state.task, state.result or ""))
         kept = dict(summaries or {})
         sections = {L.GOAL: [_goal(goal)], L.COMPLETED: results, L.SUMMARIES: _summaries(kept)}
         step_clearance = {"step": subject, "task_results": list(task_ids), "summaries": list(kept)}
         return self._assemble(
-            subject, coordinator, SYNTHESIS_MAP, sections,
+            subject, coordinator, PromptKind.SYNTHESIS_MAP, sections,
             max_prompt_tokens=max_prompt_tokens, clearance_dict=step_clearance,
         )  # fmt: skip
 
@@ -150,7 +151,7 @@ class CoordinatorPrompts(TaskPrompts):
         sections.pop(L.COMPLETED)
         kept = dict(summaries)
         return self._assemble(
-            "synthesis", coordinator, "synthesis_reduce",
+            PromptKind.SYNTHESIS, coordinator, PromptKind.SYNTHESIS_REDUCE,
             {L.GOAL: [_goal(goal)], L.SUMMARIES: _summaries(kept), **sections},
             max_prompt_tokens=max_prompt_tokens,
             clearance_dict={"step": "synthesis", "task_results": [], "summaries": list(kept)},
@@ -175,7 +176,7 @@ class CoordinatorPrompts(TaskPrompts):
         for state in queue.states():
             t = state.task
             title = L.result_label(t.title, t.assignee)
-            status = str(Origin("task_status", t.id))
+            status = str(Origin(OriginKind.TASK_STATUS, t.id))
             if state.status.is_final:
                 shown.add(t.id)
             if state.status is TaskStatus.COMPLETED:
@@ -220,7 +221,9 @@ class CoordinatorPrompts(TaskPrompts):
         """
         sections = {
             L.GOAL: [_goal(goal)],
-            L.TEAM: [Part(str(Origin("agent", a.name)), a.name, a.summary) for a in roster],
+            L.TEAM: [
+                Part(str(Origin(OriginKind.AGENT, a.name)), a.name, a.summary) for a in roster
+            ],
         }
         if feedback is not None:
             sections[L.PLAN_REJECTED] = [Part("plan_feedback", "What was wrong", feedback)]
@@ -230,9 +233,13 @@ class CoordinatorPrompts(TaskPrompts):
                         "depends_on": []}]}
         )  # fmt: skip
         return self._assemble(
-            "plan", coordinator, "plan", sections, trailer_suffix=f" Example: {example}",
+            PromptKind.PLAN,
+            coordinator,
+            PromptKind.PLAN,
+            sections,
+            trailer_suffix=f" Example: {example}",
             max_prompt_tokens=max_prompt_tokens,
-        )  # fmt: skip
+        )
 
     def build_clarification_prompt(
         self,
@@ -257,16 +264,20 @@ class CoordinatorPrompts(TaskPrompts):
             LimitExceeded: The prompt exceeds ``max_prompt_tokens``.
         """
         clearance = Clearance.for_task(queue.graph, task.id, memory_groups=self._memory_groups)
-        question_part = Part(str(Origin("question", task.id)), "Question", question)
+        question_part = Part(str(Origin(OriginKind.QUESTION, task.id)), "Question", question)
         sections = {
             L.QUESTION: [self._admit(clearance, question_part)],
             L.TASK: [_task_part(task)],
             L.RESULTS: self._result_parts(task, clearance, queue, max_dependency_tokens),
         }
         return self._assemble(
-            str(Subject("clarification", task.id)), coordinator, "clarification", sections,
-            max_prompt_tokens=max_prompt_tokens, clearance=clearance,
-        )  # fmt: skip
+            str(Subject(PromptKind.CLARIFICATION, task.id)),
+            coordinator,
+            PromptKind.CLARIFICATION,
+            sections,
+            max_prompt_tokens=max_prompt_tokens,
+            clearance=clearance,
+        )
 
 
 def _goal(goal: str) -> Part:
@@ -275,6 +286,6 @@ def _goal(goal: str) -> Part:
 
 def _summaries(summaries: Mapping[int, str]) -> list[Part]:
     return [
-        Part(str(Origin.of("summary_of", step)), f"Summary {step}", text)
+        Part(str(Origin.of(OriginKind.SUMMARY_OF, step)), f"Summary {step}", text)
         for step, text in summaries.items()
     ]

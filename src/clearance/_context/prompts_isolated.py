@@ -19,6 +19,7 @@ from clearance._core.errors import ContextViolation
 from clearance._core.origins import Subject
 from clearance._core.prompt import Prompt
 from clearance._core.spec import Agent, Task
+from clearance._core.vocabulary import PromptKind
 from clearance._state.memory import MemoryRecord
 from clearance._state.queue import TaskQueue
 
@@ -60,8 +61,8 @@ class IsolatedPrompts(CoordinatorPrompts):
             "isolated": True,
         }
         return self._assemble(
-            str(Subject("isolated", context.task_id)), agent, "isolated", _grouped(context),
-            max_prompt_tokens=max_prompt_tokens, clearance_dict=clearance,
+            str(Subject(PromptKind.ISOLATED, context.task_id)), agent, PromptKind.ISOLATED,
+            _grouped(context), max_prompt_tokens=max_prompt_tokens, clearance_dict=clearance,
         )  # fmt: skip
 
     def build_isolated_task_prompt(
@@ -132,6 +133,6 @@ class IsolatedPrompts(CoordinatorPrompts):
         sections[L.RESULTS] = self._result_parts(task, clearance, queue, max_dependency_tokens)
         sections[L.MEMORY] = self._memory_parts(clearance, task.id, memories)
         return self._assemble(
-            str(Subject("isolated", task.id)), agent, "isolated", sections,
+            str(Subject(PromptKind.ISOLATED, task.id)), agent, PromptKind.ISOLATED, sections,
             max_prompt_tokens=max_prompt_tokens, clearance=clearance,
         )  # fmt: skip

@@ -13,13 +13,14 @@ from clearance._context.prompts_isolated import IsolatedPrompts
 from clearance._core.origins import Origin, Subject
 from clearance._core.prompt import Prompt
 from clearance._core.spec import Agent, Task
+from clearance._core.vocabulary import OriginKind, PromptKind
 
 __all__ = ["ReviewPrompts", "review_subject"]
 
 
 def review_subject(task_id: str, round_no: int, stage: int) -> str:
     """The call subject of a reviewer: ``review:<task>/<round>/<stage>`` (both from 1)."""
-    return str(Subject("review", f"{task_id}/{round_no}/{stage}"))
+    return str(Subject(PromptKind.REVIEW, f"{task_id}/{round_no}/{stage}"))
 
 
 class ReviewPrompts(IsolatedPrompts):
@@ -53,13 +54,15 @@ class ReviewPrompts(IsolatedPrompts):
         clearance = Clearance.for_review(task.id, reviewer.name, rounds=rounds)
         task_part = Part(str(Origin("task", task.id)), L.task_label(task.title), task.description)
         candidate_part = Part(
-            str(Origin("candidate", f"{task.id}/{round_no}")), f"Round {round_no}", candidate
+            str(Origin(OriginKind.CANDIDATE, f"{task.id}/{round_no}")),
+            f"Round {round_no}",
+            candidate,
         )
         sections = {
             L.TASK: [self._admit(clearance, task_part)],
             L.CANDIDATE: [self._admit(clearance, candidate_part)],
         }
         return self._assemble(
-            review_subject(task.id, round_no, stage), reviewer, "review", sections,
+            review_subject(task.id, round_no, stage), reviewer, PromptKind.REVIEW, sections,
             max_prompt_tokens=max_prompt_tokens, clearance=clearance,
         )  # fmt: skip

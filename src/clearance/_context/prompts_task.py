@@ -21,6 +21,7 @@ from clearance._core.memory_spec import memory_scopes_of
 from clearance._core.origins import Origin, Subject
 from clearance._core.prompt import Prompt
 from clearance._core.spec import Agent, Task
+from clearance._core.vocabulary import OriginKind, PromptKind
 from clearance._state.messages import MessageBus
 from clearance._state.queue import TaskQueue, TaskStatus
 
@@ -111,12 +112,12 @@ class TaskPrompts(PromptAssembler):
         if agent.name != task.assignee:
             raise ContextViolation(task.id, f"instructions:{agent.name}")
         files_parts = [
-            self._admit(clearance, Part(str(Origin("file", path)), path, content))
+            self._admit(clearance, Part(str(Origin(OriginKind.FILE, path)), path, content))
             for path, content in (files or {}).items()
         ]
         message_parts = []
         for message in messages.for_agent(agent.name) if messages else ():
-            origin = str(Origin("message", message.id))
+            origin = str(Origin(OriginKind.MESSAGE, message.id))
             if not clearance.admits(origin, message=message):
                 raise ContextViolation(task.id, origin)
             title = f"From {message.sender} ({message.id})"
@@ -131,21 +132,26 @@ class TaskPrompts(PromptAssembler):
             L.CHILDREN: self._child_parts(clearance, child_results),
         }
         if repair is not None:
-            part = Part(str(Origin("repair", task.id)), "Previous answer and validation error",
-                        repair)  # fmt: skip
+            part = Part(
+                str(Origin(OriginKind.REPAIR, task.id)),
+                "Previous answer and validation error",
+                repair,
+            )
             sections[L.REPAIR] = [self._admit(clearance, part)]
         if hook_items:
-            hook_parts = [Part(str(Origin("hook", r)), t, x) for r, t, x in hook_items]
+            hook_parts = [Part(str(Origin(OriginKind.HOOK, r)), t, x) for r, t, x in hook_items]
             sections[L.HOOKS] = [self._admit(clearance, p) for p in hook_parts]
         if findings:
             parts = [
-                Part(str(Origin("review", f"{task.id}/{n}")), f"Round {n}: {reviewer}", text)
+                Part(
+                    str(Origin(OriginKind.REVIEW, f"{task.id}/{n}")), f"Round {n}: {reviewer}", text
+                )
                 for n, reviewer, text in findings
             ]
             sections[L.REVIEW_FINDINGS] = [self._admit(clearance, p) for p in parts]
         sections.update(self._tool_sections(clearance, tools, tool_steps))
         return self._assemble(
-            str(Subject.task(task.id)), agent, "task", sections,
+            str(Subject.task(task.id)), agent, PromptKind.TASK, sections,
             trailer="tools" if tools else "default",
             max_prompt_tokens=max_prompt_tokens, clearance=clearance,
         )  # fmt: skip
@@ -181,11 +187,11 @@ class TaskPrompts(PromptAssembler):
             LimitExceeded: The prompt exceeds ``max_prompt_tokens``.
         """
         clearance = Clearance.for_delegation(tool_call_id, agent)
-        origin = str(Origin("delegation", tool_call_id))
+        origin = str(Origin(OriginKind.DELEGATION, tool_call_id))
         sections: dict[str, Sequence[Part]] = {L.DELEGATED: [Part(origin, "Task", task_text)]}
         sections.update(self._tool_sections(clearance, tools, tool_steps))
         return self._assemble(
-            origin, agent, "delegation", sections, trailer="tools" if tools else "default",
+            origin, agent, PromptKind.DELEGATION, sections, trailer="tools" if tools else "default",
             max_prompt_tokens=max_prompt_tokens, clearance=clearance,
         )  # fmt: skip
 
@@ -210,11 +216,11 @@ class TaskPrompts(PromptAssembler):
         """
         clearance = Clearance.for_child(child_id, agent)
         sections: dict[str, Sequence[Part]] = {
-            L.CHILD_GOAL: [Part(str(Origin("child_goal", child_id)), "Goal", goal)]
+            L.CHILD_GOAL: [Part(str(Origin(OriginKind.CHILD_GOAL, child_id)), "Goal", goal)]
         }
         sections.update(self._tool_sections(clearance, tools, tool_steps))
         return self._assemble(
-            str(Subject("child", child_id)), agent, "child", sections,
+            str(Subject(PromptKind.CHILD, child_id)), agent, PromptKind.CHILD, sections,
             trailer="tools" if tools else "default",
             max_prompt_tokens=max_prompt_tokens, clearance=clearance,
         )  # fmt: skip
@@ -253,7 +259,7 @@ class TaskPrompts(PromptAssembler):
             ContextViolation: A memory record outside the agent's memory scopes.
             LimitExceeded: The prompt exceeds ``max_prompt_tokens``.
         """
-        kind = "summary" if summarize else "conversation"
+        kind = PromptKind.SUMMARY if summarize else PromptKind.CONVERSATION
         subject = str(Subject(kind, agent.name))
         clearance = Clearance(
             task_id=subject,
@@ -263,10 +269,17 @@ class TaskPrompts(PromptAssembler):
             memory_scopes=memory_scopes_of(agent.name, self._memory_groups),
         )
         turn_parts = [
-            Part(str(Origin("summary" if t.id.startswith("summary_") else "turn", t.id)),
-                 turn_title(t), t.content)
+            Part(
+                str(
+                    Origin(
+                        OriginKind.SUMMARY if t.id.startswith("summary_") else OriginKind.TURN, t.id
+                    )
+                ),
+                turn_title(t),
+                t.content,
+            )
             for t in turns
-        ]  # fmt: skip
+        ]
         sections = {L.TURNS: turn_parts, L.MEMORY: self._memory_parts(clearance, subject, memories)}
         return self._assemble(
             subject, agent, kind, sections, max_prompt_tokens=max_prompt_tokens,
@@ -296,14 +309,16 @@ class TaskPrompts(PromptAssembler):
         specs = []
         for spec in tools:
             name = str(spec["function"]["name"])
-            part = Part(str(Origin("tool_spec", name)), name, tool_spec_text(spec))
+            part = Part(str(Origin(OriginKind.TOOL_SPEC, name)), name, tool_spec_text(spec))
             specs.append(self._admit(clearance, part))
         results = []
         for step in tool_steps:
-            part = Part(str(Origin("tool", step.call_id)), tool_heading(step), step.content)
+            part = Part(
+                str(Origin(OriginKind.TOOL, step.call_id)), tool_heading(step), step.content
+            )
             results.append(self._admit(clearance, part))
             for entry in step.store_reads:
-                origin = str(Origin("store", f"{entry.namespace}/{entry.key}"))
+                origin = str(Origin(OriginKind.STORE, f"{entry.namespace}/{entry.key}"))
                 if not clearance.admits_store(entry.namespace):
                     raise ContextViolation(clearance.task_id, origin)
                 results.append(Part(origin, store_heading(entry), entry.value))
@@ -349,7 +364,9 @@ class TaskPrompts(PromptAssembler):
             if state.status not in (TaskStatus.FAILED, TaskStatus.SKIPPED):
                 continue
             title = L.status_label(state.task.title, state.task.assignee, str(state.status))
-            part = Part(str(Origin("task_status", tid)), title, state.error or str(state.status))
+            part = Part(
+                str(Origin(OriginKind.TASK_STATUS, tid)), title, state.error or str(state.status)
+            )
             parts.append(self._admit(clearance, part))
         return parts
 
@@ -357,10 +374,12 @@ class TaskPrompts(PromptAssembler):
         self, clearance: Clearance, child_results: Mapping[str, str] | None
     ) -> list[Part]:
         return [
-            self._admit(clearance, Part(str(Origin("child_result", child)), f"Result of {child}",
-                                        text))
+            self._admit(
+                clearance,
+                Part(str(Origin(OriginKind.CHILD_RESULT, child)), f"Result of {child}", text),
+            )
             for child, text in (child_results or {}).items()
-        ]  # fmt: skip
+        ]
 
     def _memory_parts(
         self, clearance: Clearance, subject: str, memories: Sequence[MemoryRecord]
@@ -375,10 +394,10 @@ class TaskPrompts(PromptAssembler):
 
 def _task_part(task: Task) -> Part:
     """The task's own text (``task:<id>``), labelled with its title (`task_label`)."""
-    return Part(str(Origin("task", task.id)), L.task_label(task.title), task.description)
+    return Part(str(Origin(OriginKind.TASK, task.id)), L.task_label(task.title), task.description)
 
 
 def result_part(task: Task, result: str) -> Part:
     """A completed task's result (``task_result:<id>``), labelled (`result_label`)."""
     label = L.result_label(task.title, task.assignee)
-    return Part(str(Origin("task_result", task.id)), label, result)
+    return Part(str(Origin(OriginKind.TASK_RESULT, task.id)), label, result)

@@ -16,6 +16,7 @@ from clearance._context import layout as L
 from clearance._context.layout import TOOL_TRAILER
 from clearance._core.mcp_spec import mcp_model_name
 from clearance._core.origins import Origin
+from clearance._core.vocabulary import OriginKind
 from clearance._state.store import StoreEntry
 
 __all__ = [
@@ -119,6 +120,8 @@ def origins_of(steps: Sequence[ToolStep]) -> list[str]:
     """The origins tool steps add to a prompt, in order."""
     out: list[str] = []
     for step in steps:
-        out.append(str(Origin("tool", step.call_id)))
-        out.extend(str(Origin("store", f"{e.namespace}/{e.key}")) for e in step.store_reads)
+        out.append(str(Origin(OriginKind.TOOL, step.call_id)))
+        out.extend(
+            str(Origin(OriginKind.STORE, f"{e.namespace}/{e.key}")) for e in step.store_reads
+        )
     return out

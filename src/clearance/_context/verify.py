@@ -28,11 +28,13 @@ task's (or conversation's) memory scopes, recomputed from the team's recorded me
 given a lookup into the memory store, their content and scope are checked against the stored
 record too.
 
-5. **Chain.** Every record of the run (the run, tasks, task reasons, messages, calls with
+5. **Events.** Every recorded event matches its kind's schema (`clearance._core.event_schema`);
+   one that does not is a finding, and the other checks read only the events that do.
+6. **Chain.** Every record of the run (the run, tasks, task reasons, messages, calls with
    their responses, tool calls, events) matches its entry in the run's hash chain, and the
    chain's links hold (`verify_chain`); with the ledger key, the links are MACs a forger
    without the key cannot recompute.
-6. **Results.** Every completed task has a successful model call of its own, and its result
+7. **Results.** Every completed task has a successful model call of its own, and its result
    is that call's response in one of the documented forms `verify_results` lists (verbatim,
    as results reach dependents; with cut-off or repetition marks; or, for a task with an
    ``output_schema``, the JSON value it holds re-serialized).
@@ -174,6 +176,10 @@ def verify_run(
         for subject, call_id, reason in chain.problems
     ]
     facts.calls = calls
+    findings.extend(
+        Finding(call_id=None, subject=f"event {event.event_id}", origin=None, reason=problem)
+        for event, problem in facts.malformed_events
+    )
     findings.extend(f for call in calls for f in _check_call(call, facts))
     findings.extend(
         Finding(call_id=call_id, subject=subject, origin=None, reason=reason)

@@ -20,24 +20,25 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from clearance._core.errors import ConfigError
+from clearance._core.event_schema import (
+    ApprovalDecidedEvent,
+    ApprovalRequestedEvent,
+    EventData,
+    SpawnEvent,
+    parse_event,
+)
 from clearance._core.prompt import canonical_json, sha256_text
+from clearance._core.vocabulary import ApprovalKind, EventKind, PromptKind
 from clearance._state.ledger import CallRecord, EventRecord, RunLedger, RunRecord, ToolCallRecord
 
 __all__ = [
-    "APPROVAL_DECIDED",
-    "APPROVAL_REQUESTED",
     "arguments_sha256",
     "check_approvals",
     "denial_text",
 ]
 
-APPROVAL_REQUESTED = "awaiting_approval"
-"""Event kind of an approval request."""
-
-APPROVAL_DECIDED = "approval_decided"
-"""Event kind of a decision on an approval request."""
-
-_KEY_FIELDS = ("kind", "task_id", "agent", "tool", "arguments_sha256")
+_Approval = ApprovalRequestedEvent | ApprovalDecidedEvent
 
 Problem = tuple[str, str | None, str]
 """``(subject, call id or None, reason)`` of one finding."""
@@ -57,8 +58,27 @@ def denial_text(tool: str | None, by: str, reason: str) -> str:
     )
 
 
-def _key(data: Mapping[str, Any]) -> tuple[Any, ...]:
-    return tuple(data.get(name) for name in _KEY_FIELDS)
+def _key(data: _Approval) -> tuple[Any, ...]:
+    """What an approval is about: kind, task, agent, tool, arguments digest."""
+    return (data.kind, data.task_id, data.agent, data.tool, data.arguments_sha256)
+
+
+def _parsed(event: EventRecord) -> EventData | None:
+    """The event read through its schema, or ``None`` when malformed (verify's finding)."""
+    try:
+        return parse_event(event.kind, event.data)
+    except ConfigError:
+        return None
+
+
+def _read(events: list[EventRecord]) -> Iterator[tuple[EventRecord, _Approval]]:
+    """The approval events, read through their schema."""
+    for event in events:
+        if event.kind not in (EventKind.AWAITING_APPROVAL, EventKind.APPROVAL_DECIDED):
+            continue
+        data = _parsed(event)
+        if isinstance(data, ApprovalRequestedEvent | ApprovalDecidedEvent):
+            yield event, data
 
 
 def check_approvals(
@@ -87,31 +107,32 @@ def check_approvals(
     for entry in ledger.chain_entries(run.run_id):
         seq.setdefault((entry.kind, entry.subject), entry.seq)
         last[(entry.kind, entry.subject)] = entry.seq
-    requests: dict[str, tuple[int, EventRecord]] = {}
-    for event in events:
-        if event.kind == APPROVAL_REQUESTED:
+    read = list(_read(events))
+    requests: dict[str, tuple[int, ApprovalRequestedEvent]] = {}
+    for event, data in read:
+        if isinstance(data, ApprovalRequestedEvent):
             where = seq.get(("event", event.event_id), 0)
-            requests.setdefault(str(event.data.get("call_id")), (where, event))
-    approvals: list[tuple[int, EventRecord]] = []  # decisions that answer their request
+            requests.setdefault(data.call_id, (where, data))
+    approvals: list[tuple[int, ApprovalDecidedEvent]] = []  # decisions that answer a request
     seen: set[str] = set()
-    for event in events:
-        if event.kind != APPROVAL_DECIDED:
+    for event, decided in read:
+        if not isinstance(decided, ApprovalDecidedEvent):
             continue
-        call_id = str(event.data.get("call_id"))
+        call_id = decided.call_id
         where = seq.get(("event", event.event_id), 0)
         asked = requests.get(call_id)
-        if asked is None or asked[0] >= where or _key(asked[1].data) != _key(event.data):
+        if asked is None or asked[0] >= where or _key(asked[1]) != _key(decided):
             yield (f"approval {call_id}", None, "a decision that answers no recorded request")
             continue
         if call_id in seen:
             yield (f"approval {call_id}", None, "decided more than once")
             continue
         seen.add(call_id)
-        approvals.append((where, event))
+        approvals.append((where, decided))
     spawns = {
-        str(e.data.get("child_id")): e.subject.removeprefix("task:")
-        for e in events
-        if e.kind == "spawn"
+        spawn.child_id: event.subject.removeprefix("task:")
+        for event in events
+        if event.kind == EventKind.SPAWN and isinstance(spawn := _parsed(event), SpawnEvent)
     }
     yield from _check_tool_calls(run, approvals, tool_calls, seq, spawns)
     yield from _check_tasks(run, approvals, calls, completed, seq, last)
@@ -135,7 +156,7 @@ def _task_of(
 
 def _check_tool_calls(
     run: RunRecord,
-    approvals: list[tuple[int, EventRecord]],
+    approvals: list[tuple[int, ApprovalDecidedEvent]],
     tool_calls: Mapping[str, ToolCallRecord],
     seq: Mapping[tuple[str, str], int],
     spawns: Mapping[str, str],
@@ -149,24 +170,25 @@ def _check_tool_calls(
     for record in tool_calls.values():
         if record.name not in tools:
             continue
-        key = ("tool", _task_of(record.subject, tool_calls, spawns), record.agent, record.name,
+        key = (ApprovalKind.TOOL, _task_of(record.subject, tool_calls, spawns), record.agent,
+               record.name,
                arguments_sha256(record.arguments))  # fmt: skip
         where = seq.get(("tool_call", record.tool_call_id), 0)
-        before = [e for s, e in approvals if s < where and _key(e.data) == key]
+        before = [d for s, d in approvals if s < where and _key(d) == key]
         subject = f"tool call {record.tool_call_id}"
         if not before:
             yield (subject, None, f"{record.name} ran without a recorded approval")
             continue
-        data = before[-1].data
-        if data.get("decision") != "approved":
-            denial = denial_text(record.name, str(data.get("by")), str(data.get("reason") or ""))
+        decided = before[-1]
+        if decided.decision != "approved":
+            denial = denial_text(record.name, decided.by, decided.reason or "")
             if record.result != denial or not record.is_error:
                 yield (subject, None, f"{record.name} ran though it was denied")
 
 
 def _check_tasks(
     run: RunRecord,
-    approvals: list[tuple[int, EventRecord]],
+    approvals: list[tuple[int, ApprovalDecidedEvent]],
     calls: list[CallRecord],
     completed: set[str],
     seq: Mapping[tuple[str, str], int],
@@ -177,16 +199,13 @@ def _check_tasks(
     ]
     for task in required:
         task_id = str(task.get("id"))
-        key = ("task", task_id, task.get("assignee"), None, None)
+        key = (ApprovalKind.TASK, task_id, task.get("assignee"), None, None)
         first = min(
-            (
-                s
-                for s, e in approvals
-                if _key(e.data) == key and e.data.get("decision") == "approved"
-            ),
+            (s for s, d in approvals if _key(d) == key and d.decision == "approved"),
             default=None,
         )
-        own = {f"{kind}:{task_id}" for kind in ("task", "isolated", "clarification")}
+        kinds = (PromptKind.TASK, PromptKind.ISOLATED, PromptKind.CLARIFICATION)
+        own = {f"{kind}:{task_id}" for kind in kinds}
         for call in calls:
             if call.subject in own and (
                 first is None or seq.get(("call", call.call_id), 0) < first

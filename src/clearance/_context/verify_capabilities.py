@@ -20,6 +20,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
 from clearance._core.spec import Agent
+from clearance._core.vocabulary import EventKind, PromptKind
 from clearance._state.grants import StoreGrants
 from clearance._state.ledger import EventRecord, ToolCallRecord
 
@@ -47,15 +48,15 @@ def callers_of(
     callers: list[str] = []
     for _ in range(64):  # chains are short; a cycle in forged records ends here
         kind, _, ref = subject.partition(":")
-        if kind in ("task", "isolated"):
+        if kind in (PromptKind.TASK, PromptKind.ISOLATED):
             return callers
-        if kind == "delegation":
+        if kind == PromptKind.DELEGATION:
             parent = tool_calls.get(ref)
             if parent is None:
                 return None
             callers.append(parent.agent)
             subject = parent.subject
-        elif kind == "child":
+        elif kind == PromptKind.CHILD:
             spawn = spawns.get(ref)
             if spawn is None:
                 return None
@@ -109,7 +110,7 @@ def _check_offloads(
     tool_calls: Mapping[str, ToolCallRecord], events: list[EventRecord]
 ) -> Iterator[Problem]:
     for event in events:
-        if event.kind != "offloaded":
+        if event.kind != EventKind.OFFLOADED:
             continue
         call_id = str(event.data.get("tool_call_id"))
         reference = str(event.data.get("reference"))

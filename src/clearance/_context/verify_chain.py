@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from clearance._core.vocabulary import RecordKind
 from clearance._state.chain import (
     APPEND_KINDS,
     SUBJECT_FIELDS,
@@ -101,7 +102,7 @@ def check_chain(ledger: RunLedger, run_id: str, key: bytes | None) -> ChainRepor
     problems.extend(_check_links(entries, run_id, mac_key if check_links else None, check_links))
     for kind in ("run", "task", "task_reason", "message", "call", "tool_call", "event"):
         kind_rows = rows.get(kind, [])
-        if kind == "call":
+        if kind == RecordKind.CALL:
             kind_rows = [_with_recomputed_digest(row) for row in kind_rows]
         chained = [e for e in entries if e.kind == kind]
         if kind in UPSERT_KINDS:
@@ -157,9 +158,9 @@ def _check_links(
 
 def _label(kind: str, row: dict[str, Any] | None, subject: str) -> tuple[str, str | None]:
     """The finding's subject and call id for a record."""
-    if kind == "call":
+    if kind == RecordKind.CALL:
         return (str(row["subject"]) if row is not None else "call"), subject
-    if kind == "run":
+    if kind == RecordKind.RUN:
         return "run", None
     return f"{kind.replace('_', ' ')} {subject}", None
 

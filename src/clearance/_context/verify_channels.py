@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from clearance._core.vocabulary import EventKind
 from clearance._state.ledger import EventRecord, ToolCallRecord
 
 __all__ = ["mcp_channels"]
@@ -33,7 +34,7 @@ def mcp_channels(
     """
     callers: dict[tuple[str, bool, str], list[str]] = {}
     for event in events:
-        if event.kind != "mcp_call":
+        if event.kind != EventKind.MCP_CALL:
             continue
         data = event.data
         call = tool_calls.get(str(data.get("tool_call_id")))

@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING, Any
 from clearance._context.tool_sections import tool_name
 from clearance._context.verify_subagents import SubagentFacts
 from clearance._core.errors import ConfigError
+from clearance._core.event_schema import event_problem
 from clearance._core.spec import DEFAULT_COORDINATOR, Agent
+from clearance._core.vocabulary import EventKind
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import CallRecord, RunLedger, RunRecord
 from clearance._state.messages import Message
@@ -98,13 +100,21 @@ class RunFacts:
         if isinstance(coordinator, dict) and "instructions" in coordinator:
             self.instructions[coordinator["name"]] = str(coordinator["instructions"]).strip()
             self.coordinator = str(coordinator["name"])
-        self.events = ledger.events(run.run_id)
+        events = ledger.events(run.run_id)
+        # Events that do not match their kind's schema, with why (a finding each).
+        self.malformed_events = [
+            (event, problem)
+            for event in events
+            if (problem := event_problem(event.kind, event.data)) is not None
+        ]
+        bad = {event.event_id for event, _ in self.malformed_events}
+        self.events = [event for event in events if event.event_id not in bad]
         self.subagents = SubagentFacts(self.events)
         # (subject, tool call id) of each tool result a loop compacted (``compacted`` events).
         self.compacted = {
             (e.subject, str(call_id))
             for e in self.events
-            if e.kind == "compacted"
+            if e.kind == EventKind.COMPACTED
             for call_id in e.data.get("tool_call_ids") or ()
         }
         chosen = config.get("synthesis_ids", config.get("synthesis_from"))

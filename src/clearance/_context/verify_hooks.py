@@ -12,6 +12,7 @@ from typing import Any
 
 from clearance._context.verify_facts import Problem
 from clearance._core.origins import Origin
+from clearance._core.vocabulary import EventKind
 from clearance._state.ledger import EventRecord
 
 __all__ = ["check_hook_item", "hooks_shown"]
@@ -21,7 +22,7 @@ def _offered(events: Sequence[EventRecord], task_id: str) -> dict[str, dict[str,
     """Every hook item recorded for ``task_id``, by ref (all its sessions)."""
     offered: dict[str, dict[str, Any]] = {}
     for event in events:
-        if event.kind == "hook_context" and event.subject == f"task:{task_id}":
+        if event.kind == EventKind.HOOK_CONTEXT and event.subject == f"task:{task_id}":
             for item in event.data.get("items") or ():
                 if isinstance(item, dict):
                     offered.setdefault(str(item.get("ref")), {}).update(item)

@@ -40,11 +40,12 @@ from clearance._context.verify_synthesis import check_synthesis_step, is_synthes
 from clearance._core.memory_spec import memory_scopes_of
 from clearance._core.origins import Origin, Subject
 from clearance._core.prompt import sha256_text
+from clearance._core.vocabulary import OriginKind, PromptKind
 from clearance._state.ledger import CallRecord
 
 __all__ = ["check_admission", "check_sources"]
 
-_CONVERSATION_KINDS = item_kinds("conversation")
+_CONVERSATION_KINDS = item_kinds(PromptKind.CONVERSATION)
 
 
 def check_sources(
@@ -67,7 +68,7 @@ def check_sources(
                 yield origin, "the origin appears twice in one prompt"
             seen.add(origin)
         digest, content = item.get("sha256"), item.get("_content")
-        if kind == "file":
+        if kind == OriginKind.FILE:
             others = {
                 i.get("sha256")
                 for other in facts.calls
@@ -80,7 +81,7 @@ def check_sources(
                     origin,
                     "the file's content differs from the same file in the task's other prompts",
                 )
-        elif kind == "tool_spec":
+        elif kind == OriginKind.TOOL_SPEC:
             agent = facts.agents.get(call.agent)
             if agent is not None:
                 names = set(agent.tools) | ({"delegate"} if agent.can_delegate_to else set())
@@ -90,10 +91,10 @@ def check_sources(
             known = facts.tool_specs.setdefault((call.agent, ref), digest)
             if known != digest:
                 yield origin, "the tool's description differs from the agent's other prompts"
-        elif kind in ("repair", "plan_feedback"):
+        elif kind in (OriginKind.REPAIR, OriginKind.PLAN_FEEDBACK):
             if content is None or not _quotes_earlier_answer(call, kind, content, facts):
                 yield origin, "the content does not quote an earlier answer of the same subject"
-        elif kind == "agent":
+        elif kind == OriginKind.AGENT:
             agent = facts.agents.get(ref)
             if agent is not None and digest != sha256_text(agent.summary):
                 yield origin, "the roster line is not the agent's recorded role"
@@ -105,7 +106,7 @@ def _quotes_earlier_answer(call: CallRecord, kind: str, content: str, facts: Run
             return False  # only calls made before this one
         if other.subject != call.subject or other.response is None or other.error:
             continue
-        if kind == "repair":
+        if kind == OriginKind.REPAIR:
             prefix = other.response.strip() + "\n\nProblem: "
         else:
             prefix = f"Your answer was:\n{other.response}\n\nIt was rejected: "
@@ -121,18 +122,18 @@ def check_admission(
     subject = call.subject
     parsed = Subject.parse(subject)
     kind = parsed.kind if parsed.ref is not None else None
-    if kind == "task":
+    if kind == PromptKind.TASK:
         yield from _check_task_call(call, items, facts)
         return
 
     def provenance(origin: str, item: dict[str, Any]) -> Iterator[Problem]:
         return _check_provenance(origin, item, facts)
 
-    if kind == "isolated":
+    if kind == PromptKind.ISOLATED:
         yield from check_isolated_call(call, items, facts, provenance)
-    elif kind == "clarification":
+    elif kind == PromptKind.CLARIFICATION:
         yield from check_clarification_call(call, items, facts, provenance)
-    elif kind == "child":
+    elif kind == PromptKind.CHILD:
         agent = facts.agents.get(call.agent)
 
         def tool_item(origin: str, item: dict[str, Any]) -> Iterator[Problem]:
@@ -141,11 +142,11 @@ def check_admission(
             return _check_tool_item(call, clearance, origin, item, facts)
 
         yield from check_child_call(call, items, facts, tool_item)
-    elif kind == "delegation":
+    elif kind == PromptKind.DELEGATION:
         yield from _check_delegation_call(call, items, facts)
-    elif kind == "review":
+    elif kind == PromptKind.REVIEW:
         yield from check_review_call(call, items, facts)
-    elif kind in ("conversation", "summary"):
+    elif kind in (PromptKind.CONVERSATION, PromptKind.SUMMARY):
         yield from _check_conversation_call(call, items, facts)
     elif is_synthesis_step(subject, items):
         yield from check_synthesis_step(call, items, facts.calls, facts.run.goal, provenance)
@@ -158,8 +159,10 @@ def _check_coordinator_call(
 ) -> Iterator[Problem]:
     """A synthesis or planning prompt holds only the kinds of item it is built from."""
     subject = call.subject
-    allowed = item_kinds("synthesis" if subject == "synthesis" else "plan")
-    if subject not in ("synthesis", "plan"):
+    allowed = item_kinds(
+        PromptKind.SYNTHESIS if subject == PromptKind.SYNTHESIS else PromptKind.PLAN
+    )
+    if subject not in (PromptKind.SYNTHESIS, PromptKind.PLAN):
         yield None, f"unknown call subject {subject!r}"
         return
     agents = set(facts.instructions)
@@ -169,9 +172,9 @@ def _check_coordinator_call(
         kind, ref = parsed.kind, parsed.id
         if kind not in allowed:
             yield origin, f"a {subject} prompt may not hold {kind!r} items"
-        elif kind == "agent" and agents and ref not in agents:
+        elif kind == OriginKind.AGENT and agents and ref not in agents:
             yield origin, f"{ref!r} is not an agent of the run"
-        elif kind == "goal" and facts.run.goal is not None:
+        elif kind == OriginKind.GOAL and facts.run.goal is not None:
             if item.get("sha256") != sha256_text(facts.run.goal):
                 yield origin, "the goal is not the run's goal"
         else:
@@ -218,28 +221,28 @@ def _check_task_call(
         origin = str(item.get("origin"))
         parsed = Origin.parse(origin)
         kind, ref = parsed.kind, parsed.id
-        message = facts.messages.get(ref) if kind == "message" else None
-        scope = scope_of_title(str(item.get("title"))) if kind == "memory" else None
-        if kind == "message" and message is None:
+        message = facts.messages.get(ref) if kind == OriginKind.MESSAGE else None
+        scope = scope_of_title(str(item.get("title"))) if kind == OriginKind.MEMORY else None
+        if kind == OriginKind.MESSAGE and message is None:
             yield origin, "no such message was recorded in the run"
         elif not clearance.admits(origin, message=message, memory_scope=scope):
             yield origin, f"not in the clearance of task {task_id!r}"
-        elif kind == "task" and item.get("sha256") != sha256_text(task.description):
+        elif kind == OriginKind.TASK and item.get("sha256") != sha256_text(task.description):
             yield origin, "the task text is not the recorded task's description"
-        elif kind == "task" and item.get("title") not in (
+        elif kind == OriginKind.TASK and item.get("title") not in (
             task_label(task.title),
             legacy_task_label(task.title, task.id),
         ):
             yield origin, "the task's label is not its recorded title"
-        elif kind == "task_status" and task.after_failure != "proceed":
+        elif kind == OriginKind.TASK_STATUS and task.after_failure != "proceed":
             yield origin, "only a task that proceeds after failures lists failed prerequisites"
-        elif kind in ("tool", "store"):
+        elif kind in (OriginKind.TOOL, OriginKind.STORE):
             yield from _check_tool_item(call, clearance, origin, item, facts)
-        elif kind == "child_result":
+        elif kind == OriginKind.CHILD_RESULT:
             yield from check_child_result(task_id, ref, item, facts)
-        elif kind == "review":
+        elif kind == OriginKind.REVIEW:
             yield from check_findings_item(task_id, origin, item, facts)
-        elif kind == "hook":
+        elif kind == OriginKind.HOOK:
             yield from check_hook_item(facts.events, task_id, origin, item)
         else:
             yield from _check_provenance(origin, item, facts)
@@ -268,10 +271,10 @@ def _check_delegation_call(
         kind = Origin.parse(origin).kind
         if not clearance.admits(origin):
             yield origin, f"not in the clearance of {call.subject}"
-        elif kind == "delegation":
+        elif kind == OriginKind.DELEGATION:
             if item.get("sha256") != sha256_text(str(record.arguments.get("task", ""))):
                 yield origin, "the task text is not the recorded delegated task"
-        elif kind in ("tool", "store"):
+        elif kind in (OriginKind.TOOL, OriginKind.STORE):
             yield from _check_tool_item(call, clearance, origin, item, facts)
 
 
@@ -287,7 +290,7 @@ def _check_tool_item(
     kind, ref = parsed.kind, parsed.id
     digest = item.get("sha256")
     mine = [t for t in facts.tool_calls.values() if t.subject == call.subject]
-    if kind == "tool":
+    if kind == OriginKind.TOOL:
         record = facts.tool_calls.get(ref)
         if record is None or record.subject != call.subject:
             yield origin, f"no tool call {ref!r} was recorded for {call.subject}"
@@ -331,7 +334,7 @@ def _check_conversation_call(
         kind = Origin.parse(origin).kind
         if kind not in _CONVERSATION_KINDS:
             yield origin, f"a conversation prompt may not hold {kind!r} items"
-        elif kind == "memory":
+        elif kind == OriginKind.MEMORY:
             scope = scope_of_title(str(item.get("title")))
             if scope not in scopes:
                 yield origin, f"memory scope {scope!r} is not readable by {agent!r}"
@@ -345,7 +348,7 @@ def _check_label(kind: str, ref: str, item: dict[str, Any], facts: RunFacts) -> 
         return
     task = facts.graph.get(ref)
     labels = {result_label(task.title, task.assignee)}
-    if kind == "task_status":
+    if kind == OriginKind.TASK_STATUS:
         labels |= {status_label(task.title, task.assignee, s) for s in ("failed", "skipped")}
     if item.get("title") not in labels:
         yield (
@@ -359,25 +362,25 @@ def _check_provenance(origin: str, item: dict[str, Any], facts: RunFacts) -> Ite
     parsed = Origin.parse(origin)
     kind, ref = parsed.kind, parsed.id
     digest = item.get("sha256")
-    if kind in ("task_result", "task_status"):
+    if kind in (OriginKind.TASK_RESULT, OriginKind.TASK_STATUS):
         yield from _check_label(kind, ref, item, facts)
-    if kind == "task_result":
+    if kind == OriginKind.TASK_RESULT:
         result = facts.results.get(ref)
         if result is None:
             yield origin, f"task {ref!r} has no recorded result"
         elif digest != sha256_text(result):
             yield origin, f"the content is not the recorded result of task {ref!r}"
-    elif kind == "task_status":
+    elif kind == OriginKind.TASK_STATUS:
         errors = facts.errors.get(ref)
         if not errors:
             yield origin, f"task {ref!r} has no recorded failure or skip"
         elif digest not in {sha256_text(error) for error in errors}:
             yield origin, f"the content is not the recorded reason of task {ref!r}"
-    elif kind == "message":
+    elif kind == OriginKind.MESSAGE:
         message = facts.messages.get(ref)
         if message is not None and digest != sha256_text(message.content):
             yield origin, "the content is not the recorded message"
-    elif kind == "memory" and facts.memories is not None:
+    elif kind == OriginKind.MEMORY and facts.memories is not None:
         record = facts.memories(ref)
         if record is None:
             yield origin, "no such record in the memory store"

@@ -24,6 +24,7 @@ from clearance._context.render import (
 from clearance._context.verify_facts import Problem
 from clearance._core.origins import Origin, Subject
 from clearance._core.prompt import sha256_text
+from clearance._core.vocabulary import OriginKind
 from clearance._state.ledger import CallRecord
 
 __all__ = ["attach_contents", "check_layout"]
@@ -57,7 +58,7 @@ def check_layout(call: CallRecord, user: str, items: list[dict[str, Any]]) -> It
             yield str(item.get("origin")), "the block's content does not match the manifest's hash"
     if render_user_message(sections, trailer) != user:
         yield None, "the prompt holds text outside the manifest's items"
-    summaries = any(Origin.parse(str(i.get("origin"))).kind == "summary_of" for i in items)
+    summaries = any(Origin.parse(str(i.get("origin"))).kind == OriginKind.SUMMARY_OF for i in items)
     kind = layout_kind(Subject.parse(call.subject), summaries=summaries)
     if kind is None:
         return  # an unknown subject: the admission check reports it

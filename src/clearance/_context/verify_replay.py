@@ -18,15 +18,10 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from clearance._core.prompt import canonical_json, sha256_text
+from clearance._core.vocabulary import EventKind, RecordKind
 from clearance._state.ledger import CallRecord, EventRecord, ToolCallRecord
 
-__all__ = ["MODEL_TOOL_CALLS", "REPLAYED", "answer_sha256", "check_replays"]
-
-MODEL_TOOL_CALLS = "model_tool_calls"
-"""Event kind: the tool calls a model answer asked for (``call_id``, ``tool_calls``)."""
-
-REPLAYED = "replayed"
-"""Event kind: a step taken from its record (``record``, ``original``, ``sha256``)."""
+__all__ = ["answer_sha256", "check_replays"]
 
 Problem = tuple[str, str | None, str]
 """``(subject, call id or None, reason)`` of one finding."""
@@ -53,14 +48,14 @@ def check_replays(
     asked = {
         str(e.data.get("call_id")): list(e.data.get("tool_calls") or [])
         for e in events
-        if e.kind == MODEL_TOOL_CALLS
+        if e.kind == EventKind.MODEL_TOOL_CALLS
     }
     for event in events:
-        if event.kind != REPLAYED:
+        if event.kind != EventKind.REPLAYED:
             continue
         original = str(event.data.get("original"))
         digest = event.data.get("sha256")
-        if event.data.get("record") == "call":
+        if event.data.get("record") == RecordKind.CALL:
             call = by_id.get(original)
             if call is None:
                 yield event.subject, original, "replays a model call the run does not hold"

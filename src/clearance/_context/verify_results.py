@@ -28,6 +28,7 @@ from clearance._context.isolated import subagent_result
 from clearance._context.verify_facts import RunFacts
 from clearance._core.origins import Subject
 from clearance._core.prompt import sha256_text
+from clearance._core.vocabulary import EventKind, PromptKind
 from clearance._state.ledger import CallRecord
 
 __all__ = ["accepted_results", "check_results"]
@@ -51,14 +52,18 @@ def check_results(
     last: dict[str, CallRecord] = {}
     for record in calls:
         parsed = Subject.parse(record.subject)
-        if record.error is None and not record.pending and parsed.kind in ("task", "isolated"):
+        if (
+            record.error is None
+            and not record.pending
+            and parsed.kind in (PromptKind.TASK, PromptKind.ISOLATED)
+        ):
             last[parsed.id] = record
     steps = {
         Subject.parse(e.subject).id: e.data.get("sha256")
         for e in facts.events
-        if e.kind == "step" and Subject.parse(e.subject).kind == "task"
+        if e.kind == EventKind.STEP and Subject.parse(e.subject).kind == PromptKind.TASK
     }
-    marked = {e.subject for e in facts.events if e.kind == "answer_marked"}
+    marked = {e.subject for e in facts.events if e.kind == EventKind.ANSWER_MARKED}
     for task_id, result in facts.completed.items():
         subject = str(Subject.task(task_id))
         task = facts.graph.get(task_id) if facts.graph and task_id in facts.graph else None
@@ -73,7 +78,7 @@ def check_results(
             continue
         response = call.response or ""
         accepted: set[str | None] = set(accepted_results(response, call.finish_reason))
-        if Subject.parse(call.subject).kind == "isolated":
+        if Subject.parse(call.subject).kind == PromptKind.ISOLATED:
             accepted = {subagent_result(response)}  # the answer less its STATUS lines
         if task is not None and task.output_schema is not None:
             accepted.add(_structured(response))

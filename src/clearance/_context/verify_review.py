@@ -21,6 +21,7 @@ from clearance._context.layout import task_label
 from clearance._context.verify_facts import Problem, RunFacts
 from clearance._core.origins import Origin, Subject
 from clearance._core.prompt import sha256_text
+from clearance._core.vocabulary import EventKind, OriginKind
 from clearance._state.ledger import CallRecord
 
 __all__ = ["check_findings_item", "check_review_call"]
@@ -35,7 +36,7 @@ def _rounds(facts: RunFacts) -> dict[tuple[str, int, int], dict[str, Any]]:
             int(e.data.get("stage", 0)),
         ): e.data
         for e in facts.events
-        if e.kind == "review_round"
+        if e.kind == EventKind.REVIEW_ROUND
     }
 
 
@@ -66,18 +67,18 @@ def check_review_call(
         kind = Origin.parse(origin).kind
         if not clearance.admits(origin):
             yield origin, "a reviewer sees only the task's text and the round's candidate"
-        elif kind == "task" and (
+        elif kind == OriginKind.TASK and (
             item.get("sha256") != sha256_text(task.description)
             or item.get("title") != task_label(task.title)
         ):
             yield origin, "the task text is not the recorded task's"
-        elif kind == "candidate" and origin != f"candidate:{task_id}/{round_no}":
+        elif kind == OriginKind.CANDIDATE and origin != f"candidate:{task_id}/{round_no}":
             yield origin, "the candidate is not the round's"
-        elif kind == "candidate" and (
+        elif kind == OriginKind.CANDIDATE and (
             event is None or item.get("sha256") != event.get("candidate_sha256")
         ):
             yield origin, "the candidate is not the one the round recorded"
-        elif kind == "candidate" and item.get("sha256") not in _answers(facts, task_id):
+        elif kind == OriginKind.CANDIDATE and item.get("sha256") not in _answers(facts, task_id):
             yield origin, "the candidate is no recorded answer of the task"
     if call.error is None and not call.pending:
         yield from _check_verdict(call, review, event)

@@ -23,9 +23,21 @@ from typing import Any, Protocol
 from clearance._context.clearance import Clearance
 from clearance._context.layout import item_kinds
 from clearance._context.memory_items import scope_of_title
+from clearance._core.errors import ConfigError
+from clearance._core.event_schema import (
+    ArchitectureEvent,
+    ChildEvent,
+    FileClarificationEvent,
+    FilesEvent,
+    IsolatedContextEvent,
+    QuestionClarificationEvent,
+    SpawnEvent,
+    parse_event,
+)
 from clearance._core.origins import Origin, Subject
 from clearance._core.prompt import sha256_text
 from clearance._core.spec import Agent
+from clearance._core.vocabulary import OriginKind, PromptKind
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import CallRecord, EventRecord
 
@@ -37,7 +49,7 @@ __all__ = [
     "check_isolated_call",
 ]
 
-_DISPATCH_KINDS = item_kinds("isolated") - {"task_result"}
+_DISPATCH_KINDS = item_kinds(PromptKind.ISOLATED) - {OriginKind.TASK_RESULT}
 """A controller's dispatch (no graph): an isolated prompt without prerequisite results."""
 
 Problem = tuple[str | None, str]
@@ -64,33 +76,36 @@ class SubagentFacts:
         self.children: dict[str, dict[str, Any]] = {}
         self.dispatches: dict[str, list[dict[str, Any]]] = {}
         for event in events:
-            data = event.data
+            try:
+                data = parse_event(event.kind, event.data)
+            except ConfigError:
+                continue  # verify reports it as a malformed event
             task_id = event.subject.removeprefix("task:")
-            if event.kind == "architecture":
-                self.architecture.add(str(data.get("sha256")))
-            elif event.kind == "files":
-                for path, digest in dict(data.get("files") or {}).items():
+            if isinstance(data, ArchitectureEvent):
+                self.architecture.add(data.sha256)
+            elif isinstance(data, FilesEvent):
+                for path, digest in data.files.items():
                     self.file_digests.setdefault(task_id, {}).setdefault(path, set()).add(digest)
-            elif event.kind == "clarification":
+            elif isinstance(data, FileClarificationEvent | QuestionClarificationEvent):
                 self._clarification(task_id, data)
-            elif event.kind == "spawn":
-                self.spawns[str(data.get("child_id"))] = {**data, "task_id": task_id}
-            elif event.kind == "child":
-                self.children[str(data.get("child_id"))] = {**data, "task_id": task_id}
-            elif event.kind == "isolated_context":
-                self.dispatches.setdefault(event.subject, []).append(dict(data))
+            elif isinstance(data, SpawnEvent):
+                self.spawns[data.child_id] = {**data.model_dump(), "task_id": task_id}
+            elif isinstance(data, ChildEvent):
+                self.children[data.child_id] = {**data.model_dump(), "task_id": task_id}
+            elif isinstance(data, IsolatedContextEvent):
+                self.dispatches.setdefault(event.subject, []).append(data.model_dump())
 
-    def _clarification(self, task_id: str, data: Mapping[str, Any]) -> None:
-        if data.get("kind") == "question":
-            self.questions.setdefault(task_id, set()).add(sha256_text(str(data.get("question"))))
-        if data.get("kind") == "file" and data.get("served"):
-            path = str(data.get("path"))
-            self.served.setdefault(task_id, set()).add(path)
-            digests = self.file_digests.setdefault(task_id, {}).setdefault(path, set())
-            digests.add(str(data.get("sha256")))
-        answer = data.get("answer")
-        if isinstance(answer, str):
-            self.answers.setdefault(task_id, []).append(answer)
+    def _clarification(
+        self, task_id: str, data: FileClarificationEvent | QuestionClarificationEvent
+    ) -> None:
+        if isinstance(data, QuestionClarificationEvent):
+            self.questions.setdefault(task_id, set()).add(sha256_text(data.question))
+        elif data.served:
+            self.served.setdefault(task_id, set()).add(data.path)
+            digests = self.file_digests.setdefault(task_id, {}).setdefault(data.path, set())
+            digests.add(str(data.sha256))
+        if data.answer is not None:
+            self.answers.setdefault(task_id, []).append(data.answer)
 
     def children_shown(self, task_id: str, recorded: Any) -> list[str] | None:
         """The children a task prompt's recorded clearance names, if all are the task's own.
@@ -168,22 +183,26 @@ def check_isolated_call(
         parsed = Origin.parse(origin)
         kind, ref = parsed.kind, parsed.id
         digest = item.get("sha256")
-        scope = scope_of_title(str(item.get("title"))) if kind == "memory" else None
+        scope = scope_of_title(str(item.get("title"))) if kind == OriginKind.MEMORY else None
         if not clearance.admits(origin, memory_scope=scope):
             yield origin, f"not in the clearance of isolated task {task_id!r}"
-        elif kind == "arch" and digest not in events.architecture:
+        elif kind == OriginKind.ARCH and digest not in events.architecture:
             yield origin, "not the run's recorded architectural context"
-        elif kind == "task" and digest != sha256_text(task.description):
+        elif kind == OriginKind.TASK and digest != sha256_text(task.description):
             yield origin, "the task text is not the recorded task's description"
-        elif kind == "constraint" and digest != sha256_text(task.constraints[int(ref) - 1]):
+        elif kind == OriginKind.CONSTRAINT and digest != sha256_text(
+            task.constraints[int(ref) - 1]
+        ):
             yield origin, f"not constraint {ref} of the task in the team file"
-        elif kind == "clarification" and digest != sha256_text(answers[int(ref) - 1]):
+        elif kind == OriginKind.CLARIFICATION and digest != sha256_text(answers[int(ref) - 1]):
             yield origin, f"not the recorded answer {ref} to the task's questions"
-        elif kind == "file" and digest not in events.file_digests.get(task_id, {}).get(ref, ()):
+        elif kind == OriginKind.FILE and digest not in events.file_digests.get(task_id, {}).get(
+            ref, ()
+        ):
             yield origin, "not the content recorded when the file was loaded"
-        elif kind == "child_result":
+        elif kind == OriginKind.CHILD_RESULT:
             yield from check_child_result(task_id, ref, item, facts)
-        elif kind in ("task_result", "memory"):
+        elif kind in (OriginKind.TASK_RESULT, OriginKind.MEMORY):
             yield from provenance(origin, item)
 
 
@@ -202,7 +221,7 @@ def _check_dispatch(
         yield None, f"{task_id!r} is neither a task of the run's graph nor a recorded dispatch"
         return
     mine = {str(i.get("origin")): i.get("sha256") for i in items}
-    files = sorted(Origin.parse(o).id for o in mine if Origin.parse(o).kind == "file")
+    files = sorted(Origin.parse(o).id for o in mine if Origin.parse(o).kind == OriginKind.FILE)
     expected = {"task_id": task_id, "agent": call.agent, "result_task_ids": [],
                 "files": files, "isolated": True}  # fmt: skip
     if call.manifest.get("clearance") != expected:
@@ -210,7 +229,7 @@ def _check_dispatch(
     for origin in mine:
         parsed = Origin.parse(origin)
         kind, ref = parsed.kind, parsed.id
-        if kind == "task" and ref != task_id:
+        if kind == OriginKind.TASK and ref != task_id:
             yield origin, f"not the subagent's own task {task_id!r}"
         elif kind not in _DISPATCH_KINDS:
             yield origin, f"an isolated prompt may not hold {kind!r} items"
@@ -238,13 +257,17 @@ def check_clarification_call(
         origin = str(item.get("origin"))
         kind = Origin.parse(origin).kind
         digest = item.get("sha256")
-        if kind not in ("task", "task_result", "question") or not clearance.admits(origin):
+        if kind not in (
+            OriginKind.TASK,
+            OriginKind.TASK_RESULT,
+            OriginKind.QUESTION,
+        ) or not clearance.admits(origin):
             yield origin, f"not in the clearance of a question about task {task_id!r}"
-        elif kind == "task" and digest != sha256_text(task.description):
+        elif kind == OriginKind.TASK and digest != sha256_text(task.description):
             yield origin, "the task text is not the recorded task's description"
-        elif kind == "question" and digest not in questions:
+        elif kind == OriginKind.QUESTION and digest not in questions:
             yield origin, "not a recorded question of the task's subagent"
-        elif kind == "task_result":
+        elif kind == OriginKind.TASK_RESULT:
             yield from provenance(origin, item)
 
 
@@ -272,7 +295,9 @@ def check_child_call(
         kind = Origin.parse(origin).kind
         if not clearance.admits(origin):
             yield origin, f"not in the clearance of child {child_id!r}"
-        elif kind == "child_goal" and item.get("sha256") != sha256_text(str(spawn.get("goal"))):
+        elif kind == OriginKind.CHILD_GOAL and item.get("sha256") != sha256_text(
+            str(spawn.get("goal"))
+        ):
             yield origin, "the goal is not the one recorded when the child was spawned"
-        elif kind in ("tool", "store"):
+        elif kind in (OriginKind.TOOL, OriginKind.STORE):
             yield from tool_item(origin, item)

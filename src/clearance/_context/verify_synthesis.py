@@ -22,10 +22,10 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from clearance._context.layout import item_kinds
-from clearance._context.prompts_coordinator import SYNTHESIS_MAP
 from clearance._context.verify_results import accepted_results
 from clearance._core.origins import Origin, Subject
 from clearance._core.prompt import sha256_text
+from clearance._core.vocabulary import OriginKind, PromptKind
 from clearance._state.ledger import CallRecord
 
 __all__ = ["check_synthesis_coverage", "check_synthesis_step", "is_synthesis_step"]
@@ -36,17 +36,17 @@ Problem = tuple[str | None, str]
 ItemCheck = Callable[[str, dict[str, Any]], Iterator[Problem]]
 """Checks one item (origin, manifest entry) against the run's records."""
 
-_MAP_KINDS = item_kinds(SYNTHESIS_MAP)
-_REDUCE_KINDS = item_kinds("synthesis_reduce")
+_MAP_KINDS = item_kinds(PromptKind.SYNTHESIS_MAP)
+_REDUCE_KINDS = item_kinds(PromptKind.SYNTHESIS_REDUCE)
 
 
 def is_synthesis_step(subject: str, items: Sequence[dict[str, Any]]) -> bool:
     """Whether a call is a map step, or a reduce (a ``synthesis`` holding summaries)."""
     parsed = Subject.parse(subject)
-    if parsed.kind == SYNTHESIS_MAP and parsed.ref is not None:
+    if parsed.kind == PromptKind.SYNTHESIS_MAP and parsed.ref is not None:
         return True
-    return subject == "synthesis" and any(
-        Origin.parse(str(i.get("origin"))).kind == "summary_of" for i in items
+    return subject == PromptKind.SYNTHESIS and any(
+        Origin.parse(str(i.get("origin"))).kind == OriginKind.SUMMARY_OF for i in items
     )
 
 
@@ -67,7 +67,7 @@ def check_synthesis_step(
         provenance: The common check of ``task_result``, ``task_status`` and
             ``shared_memory`` items.
     """
-    is_map = call.subject != "synthesis"
+    is_map = call.subject != PromptKind.SYNTHESIS
     allowed = _MAP_KINDS if is_map else _REDUCE_KINDS
     results: list[str] = []
     summaries: list[int] = []
@@ -77,18 +77,21 @@ def check_synthesis_step(
         kind, ref = parsed.kind, parsed.id
         if kind not in allowed:
             yield origin, f"a {call.subject} prompt may not hold {kind!r} items"
-        elif kind == "goal":
+        elif kind == OriginKind.GOAL:
             if goal is not None and item.get("sha256") != sha256_text(goal):
                 yield origin, "the goal is not the run's goal"
-        elif kind == "summary_of":
+        elif kind == OriginKind.SUMMARY_OF:
             if not ref.isdigit():
                 yield origin, "a summary names no map step"
                 continue
             summaries.append(int(ref))
             if not _is_summary(call, int(ref), item.get("sha256"), calls):
-                yield origin, f"the content is not the answer of an earlier {SYNTHESIS_MAP}:{ref}"
+                yield (
+                    origin,
+                    f"the content is not the answer of an earlier {PromptKind.SYNTHESIS_MAP}:{ref}",
+                )
         else:
-            if kind == "task_result":
+            if kind == OriginKind.TASK_RESULT:
                 results.append(ref)
             yield from provenance(origin, item)
     expected = {"step": call.subject, "task_results": results, "summaries": summaries}
@@ -108,7 +111,11 @@ def _is_summary(call: CallRecord, step: int, digest: Any, calls: Sequence[CallRe
     for other in calls:
         if other.call_id == call.call_id:
             break
-        if other.subject == f"{SYNTHESIS_MAP}:{step}" and other.error is None and not other.pending:
+        if (
+            other.subject == f"{PromptKind.SYNTHESIS_MAP}:{step}"
+            and other.error is None
+            and not other.pending
+        ):
             latest = other
     return latest is not None and digest in {sha256_text(t) for t in _kept_answers(latest)}
 
@@ -133,12 +140,12 @@ def check_synthesis_coverage(
         if not is_synthesis_step(call.subject, items):
             continue
         ok = call.error is None and not call.pending
-        if Subject.parse(call.subject).kind == SYNTHESIS_MAP and ok:
+        if Subject.parse(call.subject).kind == PromptKind.SYNTHESIS_MAP and ok:
             answered.add(call.subject)
-        reduced = reduced or (call.subject == "synthesis" and ok)
+        reduced = reduced or (call.subject == PromptKind.SYNTHESIS and ok)
         for item in items:
             origin = str(item.get("origin"))
-            if Origin.parse(origin).kind in ("task_result", "summary_of"):
+            if Origin.parse(origin).kind in (OriginKind.TASK_RESULT, OriginKind.SUMMARY_OF):
                 readers.setdefault(origin, set()).add(call.subject)
     for origin, subjects in sorted(readers.items()):
         if len(subjects) > 1:

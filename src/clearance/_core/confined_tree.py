@@ -9,14 +9,20 @@ import os
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal
+from enum import StrEnum
 
 from clearance._core.confined_path import DIR_FLAGS, Walker, root_fd, split_relative
 
 __all__ = ["EntryKind", "TreeEntry", "list_confined", "walk_confined"]
 
-EntryKind = Literal["file", "dir", "symlink", "other"]
-"""What a directory entry is, without following it: ``other`` is a FIFO, device or socket."""
+
+class EntryKind(StrEnum):
+    """What a directory entry is, without following it: ``other`` is a FIFO, device or socket."""
+
+    FILE = "file"
+    DIR = "dir"
+    SYMLINK = "symlink"
+    OTHER = "other"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -106,7 +112,7 @@ def _walk_fd(fd: int, prefix: str, depth: int, max_depth: int) -> Iterator[TreeE
     for name, kind, size in found:
         path = f"{prefix}/{name}" if prefix else name
         yield TreeEntry(path=path, name=name, kind=kind, size=size, depth=depth)
-        if kind != "dir" or depth >= max_depth:
+        if kind != EntryKind.DIR or depth >= max_depth:
             continue
         try:
             child = os.open(name, DIR_FLAGS, dir_fd=fd)
@@ -121,14 +127,14 @@ def _walk_fd(fd: int, prefix: str, depth: int, max_depth: int) -> Iterator[TreeE
 def _entry_kind(entry: os.DirEntry[str]) -> EntryKind:
     try:
         if entry.is_symlink():
-            return "symlink"
+            return EntryKind.SYMLINK
         if entry.is_dir(follow_symlinks=False):
-            return "dir"
+            return EntryKind.DIR
         if entry.is_file(follow_symlinks=False):
-            return "file"
+            return EntryKind.FILE
     except OSError:
         pass
-    return "other"
+    return EntryKind.OTHER
 
 
 def _entry_size(entry: os.DirEntry[str]) -> int:

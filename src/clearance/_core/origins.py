@@ -1,7 +1,8 @@
 """The prompt's vocabulary: item origins and call subjects, as typed values with one parser.
 
 Every item of a prompt names where it came from (its *origin*) and every model call names
-what it serves (its *subject*). Both are written ``kind`` or ``kind:ref``:
+what it serves (its *subject*). Both are written ``kind`` or ``kind:ref``; the kinds are
+`OriginKind` and `PromptKind` (``_core/vocabulary.py``):
 
 ========================  =========================================================
 origin                    what the item is
@@ -49,6 +50,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from clearance._core.vocabulary import OriginKind, PromptKind
+
 __all__ = ["Origin", "Subject"]
 
 
@@ -84,8 +87,10 @@ class Origin(_Ref):
     """
 
     SINGLE: ClassVar[frozenset[str]] = frozenset(
-        {"task", "file", "task_result", "message", "repair", "goal", "agent", "plan_feedback",
-         "tool_spec", "tool", "delegation", "instructions", "summary_of"}
+        {OriginKind.TASK, OriginKind.FILE, OriginKind.TASK_RESULT, OriginKind.MESSAGE,
+         OriginKind.REPAIR, OriginKind.GOAL, OriginKind.AGENT, OriginKind.PLAN_FEEDBACK,
+         OriginKind.TOOL_SPEC, OriginKind.TOOL, OriginKind.DELEGATION, OriginKind.INSTRUCTIONS,
+         OriginKind.SUMMARY_OF}
     )  # fmt: skip
     """Kinds a prompt holds at most once per origin."""
 
@@ -129,4 +134,4 @@ class Subject(_Ref):
     @classmethod
     def task(cls, task_id: str) -> Subject:
         """``task:<task_id>``."""
-        return cls("task", task_id)
+        return cls(PromptKind.TASK, task_id)

@@ -28,24 +28,20 @@ import dataclasses
 import getpass
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from clearance._context.verify_approvals import (
-    APPROVAL_DECIDED,
-    APPROVAL_REQUESTED,
-    arguments_sha256,
-)
+from clearance._context.verify_approvals import arguments_sha256
 from clearance._context.verify_approvals import denial_text as call_denial_text
 from clearance._core.errors import ApprovalDenied, ApprovalPending, ConfigError
+from clearance._core.event_schema import ApprovalRequestedEvent, parse_event
 from clearance._core.ids import new_id
 from clearance._core.prompt import canonical_json
 from clearance._core.spec import Task
+from clearance._core.vocabulary import ApprovalKind, EventKind
 from clearance._state.ledger import EventRecord, Recorder, RunLedger
 from clearance._state.queue import TaskQueue, TaskStatus
 
 __all__ = [
-    "APPROVAL_DECIDED",
-    "APPROVAL_REQUESTED",
     "ApprovalDecision",
     "ApprovalGate",
     "ApprovalRequest",
@@ -60,8 +56,6 @@ __all__ = [
 
 MAX_REASON_CHARS = 2000
 """Longest reason a decision may carry."""
-
-ApprovalKind = Literal["tool", "task", "rerun"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -103,24 +97,30 @@ class ApprovalRequest:
 
     @classmethod
     def from_event(cls, event: EventRecord) -> ApprovalRequest:
-        """The request an ``awaiting_approval`` event records."""
-        data = event.data
-        found = data.get("kind")
-        kind: ApprovalKind = "task" if found == "task" else "rerun" if found == "rerun" else "tool"
-        arguments = data.get("arguments")
+        """The request an ``awaiting_approval`` event records, read through its schema.
+
+        Raises:
+            ConfigError: The event is not a well-formed ``awaiting_approval`` event.
+        """
+        data = parse_event(event.kind, event.data)
+        if not isinstance(data, ApprovalRequestedEvent):
+            raise ConfigError(f"event {event.event_id} is not an approval request", field="kind")
         return cls(
-            call_id=str(data.get("call_id")), run_id=event.run_id, kind=kind,
-            task_id=str(data.get("task_id")), agent=str(data.get("agent")),
-            tool=data.get("tool") if isinstance(data.get("tool"), str) else None,
-            arguments=arguments if isinstance(arguments, dict) else None,
-        )  # fmt: skip
+            call_id=data.call_id,
+            run_id=event.run_id,
+            kind=data.kind,
+            task_id=data.task_id,
+            agent=data.agent,
+            tool=data.tool,
+            arguments=data.arguments,
+        )
 
     def describe(self) -> str:
         """One line for a person: what would happen (arguments in canonical JSON)."""
-        if self.kind == "task":
+        if self.kind == ApprovalKind.TASK:
             return f"start of task {self.task_id} ({self.agent})"
         args = canonical_json(self.arguments or {})
-        if self.kind == "rerun":
+        if self.kind == ApprovalKind.RERUN:
             return (
                 f"tool {self.tool} may have run ({self.agent} in task {self.task_id}, {args}); "
                 "approve to run it again or deny"
@@ -202,10 +202,10 @@ class ApprovalGate:
         if not isinstance(self.ledger, RunLedger):  # keeps no record: nothing was decided
             return
         for event in self.ledger.events(self.run_id):
-            if event.kind == APPROVAL_REQUESTED:
+            if event.kind == EventKind.AWAITING_APPROVAL:
                 request = ApprovalRequest.from_event(event)
                 self._requests.setdefault(request.key, request)
-            elif event.kind == APPROVAL_DECIDED:
+            elif event.kind == EventKind.APPROVAL_DECIDED:
                 self._decisions.setdefault(str(event.data.get("call_id")), _decision(event))
 
     async def check_task(self, task: Task) -> None:
@@ -218,7 +218,11 @@ class ApprovalGate:
         if task.approval != "required":
             return
         wanted = ApprovalRequest(
-            call_id="", run_id=self.run_id, kind="task", task_id=task.id, agent=task.assignee
+            call_id="",
+            run_id=self.run_id,
+            kind=ApprovalKind.TASK,
+            task_id=task.id,
+            agent=task.assignee,
         )
         ((request, decision),) = await self._decide_all([wanted])
         if not decision.approved:
@@ -247,7 +251,7 @@ class ApprovalGate:
             ApprovalRequest(
                 call_id="",
                 run_id=self.run_id,
-                kind="tool",
+                kind=ApprovalKind.TOOL,
                 task_id=task_id,
                 agent=agent,
                 tool=name,
@@ -279,7 +283,7 @@ class ApprovalGate:
                 again or deny").
         """
         wanted = ApprovalRequest(
-            call_id="", run_id=self.run_id, kind="rerun", task_id=task_id, agent=agent,
+            call_id="", run_id=self.run_id, kind=ApprovalKind.RERUN, task_id=task_id, agent=agent,
             tool=tool, arguments=arguments,
         )  # fmt: skip
         ((request, decision),) = await self._decide_all([wanted])
@@ -299,7 +303,10 @@ class ApprovalGate:
                 request = dataclasses.replace(item, call_id=new_id("apr"))
                 self._requests[item.key] = request
                 self.ledger.record_event(
-                    self.run_id, APPROVAL_REQUESTED, f"task:{item.task_id}", request.to_data()
+                    self.run_id,
+                    EventKind.AWAITING_APPROVAL,
+                    f"task:{item.task_id}",
+                    request.to_data(),
                 )
             requests.append(request)
         for request in requests:
@@ -314,7 +321,7 @@ class ApprovalGate:
     def _record_decision(self, request: ApprovalRequest, decision: ApprovalDecision) -> None:
         self._decisions[request.call_id] = decision
         self.ledger.record_event(
-            self.run_id, APPROVAL_DECIDED, f"task:{request.task_id}",
+            self.run_id, EventKind.APPROVAL_DECIDED, f"task:{request.task_id}",
             decision_data(request, decision),
         )  # fmt: skip
 
@@ -335,11 +342,11 @@ def pending_approvals(ledger: RunLedger, run_id: str) -> list[ApprovalRequest]:
         StoreError: The ledger cannot be read.
     """
     events = ledger.events(run_id)
-    decided = {str(e.data.get("call_id")) for e in events if e.kind == APPROVAL_DECIDED}
+    decided = {str(e.data.get("call_id")) for e in events if e.kind == EventKind.APPROVAL_DECIDED}
     return [
         ApprovalRequest.from_event(e)
         for e in events
-        if e.kind == APPROVAL_REQUESTED and str(e.data.get("call_id")) not in decided
+        if e.kind == EventKind.AWAITING_APPROVAL and str(e.data.get("call_id")) not in decided
     ]
 
 
@@ -369,7 +376,11 @@ def decide(
     if len(decision.reason) > MAX_REASON_CHARS:
         raise ConfigError(f"must be at most {MAX_REASON_CHARS} characters", field="--reason")
     events = ledger.events(run.run_id)
-    asked = [e for e in events if e.kind == APPROVAL_REQUESTED and e.data.get("call_id") == call_id]
+    asked = [
+        e
+        for e in events
+        if e.kind == EventKind.AWAITING_APPROVAL and e.data.get("call_id") == call_id
+    ]
     if not asked:
         raise ConfigError(
             f"run {run.run_id} has no approval request {call_id!r} "
@@ -377,7 +388,7 @@ def decide(
             field="call_id",
         )
     for event in events:
-        if event.kind == APPROVAL_DECIDED and event.data.get("call_id") == call_id:
+        if event.kind == EventKind.APPROVAL_DECIDED and event.data.get("call_id") == call_id:
             raise ConfigError(
                 f"approval {call_id} of run {run.run_id} was already {event.data.get('decision')} "
                 f"by {event.data.get('by')}; a decision is final",
@@ -385,7 +396,10 @@ def decide(
             )
     request = ApprovalRequest.from_event(asked[0])
     ledger.record_event(
-        run.run_id, APPROVAL_DECIDED, f"task:{request.task_id}", decision_data(request, decision)
+        run.run_id,
+        EventKind.APPROVAL_DECIDED,
+        f"task:{request.task_id}",
+        decision_data(request, decision),
     )
     return request
 

@@ -31,6 +31,7 @@ from clearance._context.tool_sections import ToolStep
 from clearance._core.errors import ApprovalPending, ConfigError, LimitExceeded, ModelError
 from clearance._core.prompt import Prompt, sha256_text
 from clearance._core.spec import Agent
+from clearance._core.vocabulary import EventKind
 from clearance._orchestration.runtime import AgentRuntime
 from clearance._orchestration.task_context import TaskContext
 from clearance._state.events import EventBus
@@ -110,7 +111,7 @@ class ChildRunner:
             child_id = f"{_SLUG.sub('_', parent.task.id)}.{self._count}"
             ids[child_id] = goal
             self._pending[child_id] = (parent, child_agent)
-            self.ledger.record_event(self.run_id, "spawn", f"task:{parent.task.id}", {
+            self.ledger.record_event(self.run_id, EventKind.SPAWN, f"task:{parent.task.id}", {
                 "child_id": child_id, "agent": agent_name, "goal": goal,
                 "parent_agent": agent.name,
             })  # fmt: skip
@@ -120,7 +121,7 @@ class ChildRunner:
         for outcome in result.outcomes:
             shown = outcome.result if outcome.status == "ok" else _missing(outcome)
             parent.child_results[outcome.child_id] = shown
-            self.ledger.record_event(self.run_id, "child", f"task:{parent.task.id}", {
+            self.ledger.record_event(self.run_id, EventKind.CHILD, f"task:{parent.task.id}", {
                 "child_id": outcome.child_id, "agent": agent_name, "status": outcome.status,
                 "result": outcome.result, "error": outcome.error, "shown": shown,
                 "shown_sha256": sha256_text(shown),
@@ -228,13 +229,13 @@ class ChildRunner:
 
     def _record_steps(self, session: AgentSession) -> None:
         for step in session.steps:
-            self.ledger.record_event(self.run_id, "step", f"child:{session.agent_id}", {
+            self.ledger.record_event(self.run_id, EventKind.STEP, f"child:{session.agent_id}", {
                 "index": step.index, "kind": step.kind, "ok": step.ok,
                 "content_sha256": sha256_text(step.content), "data": dict(step.data),
             })  # fmt: skip
 
     def _record_breach(self, subject: str, exc: LimitExceeded) -> None:
-        self.ledger.record_event(self.run_id, "limit_exceeded", subject, {
+        self.ledger.record_event(self.run_id, EventKind.LIMIT_EXCEEDED, subject, {
             "limit": exc.limit, "value": exc.value, "maximum": exc.maximum, "error": str(exc),
         })  # fmt: skip
 

@@ -13,6 +13,7 @@ from clearance._core.hooks import RunInfo
 from clearance._core.prompt import sha256_text
 from clearance._core.reasons import failure_reason
 from clearance._core.spec import Agent
+from clearance._core.vocabulary import EventKind, RunEventKind
 from clearance._orchestration.approval import ApprovalGate, awaiting_approval
 from clearance._orchestration.children import ChildRunner
 from clearance._orchestration.result import RunResult, TaskOutcome
@@ -109,7 +110,7 @@ class RunExecution:
                 usage=run.usage,
                 error=f"{why}resume with: clearance resume {run.run_id}",
             )
-        self.settings.emit("run_finished", run.run_id, detail="interrupted")
+        self.settings.emit(RunEventKind.RUN_FINISHED, run.run_id, detail="interrupted")
 
     async def _execute_recorded(self) -> RunResult:
         run = self.run
@@ -144,8 +145,10 @@ class RunExecution:
             run_id, status=recorded, synthesis=synthesis, usage=run.usage, error=error
         )
         if run.caller.replay is not None:  # "replayed N model calls and M tool calls, sent K"
-            self.settings.emit("run_replayed", run_id, detail=run.caller.replay.summary())
-        self.settings.emit("run_finished", run_id, detail=status)
+            self.settings.emit(
+                RunEventKind.RUN_REPLAYED, run_id, detail=run.caller.replay.summary()
+            )
+        self.settings.emit(RunEventKind.RUN_FINISHED, run_id, detail=status)
         info = RunInfo(run_id=run_id, goal=run.goal)
         await run.caller.hooks("after_run", info, status=status, error=error)
         return RunResult(
@@ -182,7 +185,7 @@ class RunExecution:
         """Record tasks that started together, in one ledger write, and announce them."""
         self.settings.ledger.record_tasks(self.run.run_id, states)
         for state in states:
-            self.settings.emit("task_started", self.run.run_id, task_id=state.task.id)
+            self.settings.emit(RunEventKind.TASK_STARTED, self.run.run_id, task_id=state.task.id)
 
     def _settle(self, task_id: str, finished: asyncio.Task[str]) -> None:
         """Record a finished task: its result, or its failure and the skipped dependents."""
@@ -195,10 +198,10 @@ class RunExecution:
             queue.complete(task_id, result)
             run.shared.write(task_id=task_id, agent=task.assignee, content=result)
             ledger.record_task(run.run_id, queue.get(task_id))
-            emit("task_completed", run.run_id, task_id=task_id)
+            emit(RunEventKind.TASK_COMPLETED, run.run_id, task_id=task_id)
             for routed_id in queue.routed_out:  # conditional routing (`Task.when`)
                 ledger.record_task(run.run_id, queue.get(routed_id))
-                emit("task_skipped", run.run_id, task_id=routed_id,
+                emit(RunEventKind.TASK_SKIPPED, run.run_id, task_id=routed_id,
                      detail=queue.get(routed_id).error or "")  # fmt: skip
             return
         if isinstance(exc, LedgerError):
@@ -216,16 +219,16 @@ class RunExecution:
             queue.interrupt(task_id)
             ledger.record_task(run.run_id, queue.get(task_id))
             for call_id in exc.call_ids:
-                emit("awaiting_approval", run.run_id, task_id=task_id, detail=call_id)
+                emit(RunEventKind.AWAITING_APPROVAL, run.run_id, task_id=task_id, detail=call_id)
             return
         reason = failure_reason(exc)  # bounded: it reaches dependents' prompts and the ledger
         skipped = queue.fail(task_id, reason)
         run.shared.write(task_id=task_id, agent=task.assignee, content=reason, kind="failure")
         ledger.record_task(run.run_id, queue.get(task_id))
-        emit("task_failed", run.run_id, task_id=task_id, detail=reason)
+        emit(RunEventKind.TASK_FAILED, run.run_id, task_id=task_id, detail=reason)
         for skipped_id in skipped:
             ledger.record_task(run.run_id, queue.get(skipped_id))
-            emit("task_skipped", run.run_id, task_id=skipped_id, detail=reason)
+            emit(RunEventKind.TASK_SKIPPED, run.run_id, task_id=skipped_id, detail=reason)
 
     def _stop_if_over_budget(self) -> None:
         """Stop the run, resumable, once its budget refused a call (every result is kept).
@@ -240,7 +243,7 @@ class RunExecution:
     async def _synthesize(self) -> tuple[str | None, str | None]:
         """Write the synthesis; return ``(text, None)`` or ``(None, error)``."""
         run, coordinator = self.run, self.coordinator
-        self.settings.emit("synthesis_started", run.run_id)
+        self.settings.emit(RunEventKind.SYNTHESIS_STARTED, run.run_id)
         try:
             model = self.settings.model_for(coordinator)
             text = await synthesize(
@@ -275,7 +278,7 @@ class RunExecution:
             if settings.project_root is not None:
                 architecture = ArchitecturalContext.from_project(settings.project_root)
                 text = architecture.to_text()
-                ledger.record_event(run.run_id, "architecture", "run", {
+                ledger.record_event(run.run_id, EventKind.ARCHITECTURE, "run", {
                     "project": architecture.project, "text": text, "sha256": sha256_text(text),
                 })  # fmt: skip
             coordinator = self.coordinator

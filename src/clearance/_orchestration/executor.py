@@ -13,11 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
+from clearance._core.vocabulary import EventKind
 from clearance.models._base import ChatModel
 
 __all__ = ["EventRecorder", "ModelExecutor"]
 
-EventRecorder = Callable[[str, str, dict[str, Any]], object]
+EventRecorder = Callable[[EventKind, str, dict[str, Any]], object]
 """Records one event of the current run: ``(kind, subject, data)`` (a bound
 ``RunLedger.record_event``)."""
 

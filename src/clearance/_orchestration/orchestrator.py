@@ -23,7 +23,7 @@ from clearance._orchestration.execution import RunExecution
 from clearance._orchestration.graph_check import check_graph
 from clearance._orchestration.model_pool import ModelPool
 from clearance._orchestration.planner import plan_tasks
-from clearance._orchestration.result import EventKind, RunEvent, RunResult
+from clearance._orchestration.result import RunEvent, RunEventKind, RunResult
 from clearance._orchestration.resume import (
     check_resumable,
     load_recorded_run,
@@ -230,7 +230,7 @@ class Orchestrator:
         with ledger.write_behind():
             ledger.start_run(run_id=run_id, team=self.team.name, goal=goal,
                              graph=graph.to_dict(), config=self._config())  # fmt: skip
-            self._emit("run_started", run_id, detail=f"{len(graph)} tasks")
+            self._emit(RunEventKind.RUN_STARTED, run_id, detail=f"{len(graph)} tasks")
             return await self._execute(run_id, graph, goal or DEFAULT_GOAL)
 
     async def run_team(self, goal: str) -> RunResult:
@@ -262,9 +262,9 @@ class Orchestrator:
         run_id = new_id("run")
         self.ledger.start_run(run_id=run_id, team=self.team.name, goal=goal, graph=None,
                               config=self._config())  # fmt: skip
-        self._emit("run_started", run_id, detail="planning")
+        self._emit(RunEventKind.RUN_STARTED, run_id, detail="planning")
         graph, usage = await self._plan(run_id, goal, Usage())
-        self._emit("plan_ready", run_id, detail=f"{len(graph)} tasks")
+        self._emit(RunEventKind.PLAN_READY, run_id, detail=f"{len(graph)} tasks")
         return run_id, graph, usage
 
     @classmethod
@@ -369,7 +369,7 @@ class Orchestrator:
         self._meters.resume(self.options.budget, run_id, ledger)
         total, done = len(recorded.graph or ()), len(recorded.completed)
         detail = f"resumed: {done} of {total} tasks already completed"
-        self._emit("run_started", run_id, detail=detail)
+        self._emit(RunEventKind.RUN_STARTED, run_id, detail=detail)
         graph = recorded.graph
         if graph is None:
             assert record.goal is not None
@@ -397,7 +397,7 @@ class Orchestrator:
             self.ledger.finish_run(
                 run_id, status=status, synthesis=None, usage=usage + caller.usage, error=str(exc)
             )
-            self._emit("run_finished", run_id, detail=str(exc))
+            self._emit(RunEventKind.RUN_FINISHED, run_id, detail=str(exc))
             raise
         self.ledger.set_graph(run_id, graph.to_dict())
         return graph, usage + caller.usage
@@ -473,7 +473,7 @@ class Orchestrator:
         )  # fmt: skip
 
     def _emit(
-        self, kind: EventKind, run_id: str, *, task_id: str | None = None, detail: str = "",
+        self, kind: RunEventKind, run_id: str, *, task_id: str | None = None, detail: str = "",
         subject: str | None = None,
     ) -> None:  # fmt: skip
         """Deliver a `RunEvent` to the ``on_event`` callback; made only when there is one."""

@@ -20,6 +20,7 @@ from clearance._core.hooks import RunHooks, RunInfo
 from clearance._core.prompt import canonical_json
 from clearance._core.run_spec import RunSpec
 from clearance._core.teamfile import LoadedTeam, prepare_run
+from clearance._core.vocabulary import EventKind
 from clearance._orchestration.orchestrator import Orchestrator
 from clearance._orchestration.run import RunServices
 from clearance._orchestration.run_config import spec_options
@@ -79,7 +80,7 @@ async def plan_only(
     )  # fmt: skip
     orchestrator.spec = loaded.spec  # the run records the spec as it is
     run_id, graph, usage = await orchestrator.plan(goal)
-    ledger.record_event(run_id, "plan", "plan", {"tasks_sha256": tasks_sha256(graph),
+    ledger.record_event(run_id, EventKind.PLAN, "plan", {"tasks_sha256": tasks_sha256(graph),
                                                  "tasks": len(graph)})  # fmt: skip
     ledger.finish_run(run_id, status="completed", synthesis=None, usage=usage, error=None)
     return PlannedRun(run_id=run_id, graph=graph)
@@ -123,7 +124,7 @@ class PlanLink(RunHooks):
 
     def before_run(self, run: RunInfo) -> None:
         """Record the link to the plan."""
-        self.ledger.record_event(run.run_id, "plan", "run", self.data)
+        self.ledger.record_event(run.run_id, EventKind.PLAN, "run", self.data)
 
 
 def plan_hooks(loaded: LoadedTeam, ledger: Recorder) -> tuple[RunHooks, ...]:

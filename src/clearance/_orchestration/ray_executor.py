@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from clearance._core.errors import ConfigError, ModelError
+from clearance._core.vocabulary import EventKind
 from clearance._orchestration.executor import EventRecorder
 from clearance._orchestration.ray_worker import ModelFactory, ModelWorker, Outcome
 from clearance.models._base import (
@@ -344,7 +345,7 @@ class RayExecutor:
         self.lost_workers += 1
         if self._recorder is not None:
             self._recorder(
-                "worker_lost",
+                EventKind.WORKER_LOST,
                 request.prompt.manifest.subject[:160],
                 {
                     "worker": worker.index,

@@ -5,27 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from clearance._core.vocabulary import RunEventKind
 from clearance._state.queue import TaskStatus
 from clearance.models._base import Usage
 
-__all__ = ["RunEvent", "RunResult", "TaskOutcome"]
-
-EventKind = Literal[
-    "run_started",
-    "plan_ready",
-    "task_started",
-    "task_completed",
-    "task_failed",
-    "task_skipped",
-    "synthesis_started",
-    "run_finished",
-    "model_call",
-    "text",
-    "tool_call",
-    "awaiting_approval",
-    "review_round",
-    "run_replayed",
-]
+__all__ = ["RunEvent", "RunEventKind", "RunResult", "TaskOutcome"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -50,7 +34,7 @@ class RunEvent:
     (``Orchestrator(stream_text=True)`` or `Orchestrator.stream`).
     """
 
-    kind: EventKind
+    kind: RunEventKind
     run_id: str
     task_id: str | None = None
     detail: str = ""

@@ -15,6 +15,7 @@ from typing import Any
 from clearance._core.errors import ClearanceError, ConfigError
 from clearance._core.origins import Subject
 from clearance._core.run_spec import MASK, RunSpec
+from clearance._core.vocabulary import PromptKind
 from clearance._orchestration.resume_checks import check_run_record
 from clearance._orchestration.run_memory import RunMemory
 from clearance._state.graph import TaskGraph
@@ -188,7 +189,7 @@ def recorded_usage(ledger: RunLedger, recorded: RecordedRun) -> tuple[Usage, dic
     for call in ledger.calls(recorded.record.run_id):
         usage = usage + call.usage
         subject = Subject.parse(call.subject)
-        if subject.kind == "task" and subject.id in recorded.completed and not call.error:
+        if subject.kind == PromptKind.TASK and subject.id in recorded.completed and not call.error:
             prompt_tokens[subject.id] = int(call.manifest.get("total_tokens", 0))
     return usage, prompt_tokens
 

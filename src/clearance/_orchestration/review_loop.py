@@ -16,6 +16,7 @@ from clearance._context.prompts_review import review_subject
 from clearance._core.errors import LimitExceeded, OutputValidationError
 from clearance._core.prompt import sha256_text
 from clearance._core.review import REVIEW_SCHEMA
+from clearance._core.vocabulary import EventKind, RunEventKind
 from clearance._orchestration.run import Run, RunSettings, prompt_budget
 from clearance._orchestration.structured import validated_json
 from clearance._orchestration.task_context import TaskContext
@@ -83,13 +84,13 @@ class ReviewLoop:
             except ValueError as exc:
                 raise OutputValidationError(task.id, f"reviewer {name}: {exc}") from exc
             accepted, findings = task.review.verdict(answer)
-            settings.ledger.record_event(run.run_id, "review_round", subject, {
+            settings.ledger.record_event(run.run_id, EventKind.REVIEW_ROUND, subject, {
                 "task_id": task.id, "round": round_no, "stage": stage, "reviewer": name,
                 "accepted": accepted, "findings": findings,
                 "candidate_sha256": sha256_text(candidate),
             })  # fmt: skip
             verdict = "accepts" if accepted else "sends it back"
-            settings.emit("review_round", run.run_id, task_id=task.id,
+            settings.emit(RunEventKind.REVIEW_ROUND, run.run_id, task_id=task.id,
                           detail=f"round {round_no}: {name} {verdict}")  # fmt: skip
             if not accepted:
                 return round_no, name, findings

@@ -21,10 +21,11 @@ from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import ConfigError
 from clearance._core.hooks import RunHooks
 from clearance._core.spec import Agent, Team
+from clearance._core.vocabulary import RunEventKind
 from clearance._orchestration.approval import ApprovalGate, Approver
 from clearance._orchestration.children import ChildRunner
 from clearance._orchestration.executor import ModelExecutor
-from clearance._orchestration.result import EventKind, RunEvent
+from clearance._orchestration.result import RunEvent
 from clearance._orchestration.run_memory import RunMemory
 from clearance._orchestration.runtime import AgentRuntime
 from clearance._orchestration.subagents import AskPerson, IsolatedRunner
@@ -148,7 +149,7 @@ class Emit(Protocol):
 
     def __call__(
         self,
-        kind: EventKind,
+        kind: RunEventKind,
         run_id: str,
         *,
         task_id: str | None = None,

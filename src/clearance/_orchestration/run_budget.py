@@ -9,6 +9,7 @@ from collections.abc import Iterable
 
 from clearance._agents.budget_meter import BudgetMeter
 from clearance._core.budget import RunBudget
+from clearance._core.vocabulary import EventKind
 from clearance._state.ledger import RunLedger
 from clearance.models._base import ChatModel
 
@@ -40,7 +41,7 @@ class RunMeters:
         if budget is not None:
             spent = [(c.model_id, c.usage) for c in ledger.calls(run_id)]
             self._by_run[run_id] = BudgetMeter(budget, run_id=run_id, spent=spent)
-            ledger.record_event(run_id, "budget", "run", budget.to_dict())
+            ledger.record_event(run_id, EventKind.BUDGET, "run", budget.to_dict())
 
     @staticmethod
     def check_prices(budget: RunBudget | None, models: Iterable[ChatModel]) -> None:

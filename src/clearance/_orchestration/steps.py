@@ -27,6 +27,7 @@ from clearance._core.errors import ClearanceError, ConfigError, LimitExceeded
 from clearance._core.prompt import sha256_text
 from clearance._core.spec import Task
 from clearance._core.step_input import StepInput
+from clearance._core.vocabulary import EventKind
 from clearance._orchestration.files import read_task_files
 from clearance._state.queue import TaskQueue, TaskStatus
 from clearance.analysis import STEPS, StepFunction
@@ -213,7 +214,7 @@ async def run_task_step(
         task, files=files, results=results, failed=failed,
         input_name=input_root.name if input_root is not None else "",
     )  # fmt: skip
-    recorder.record_event(run_id, "step", f"task:{task.id}", {
+    recorder.record_event(run_id, EventKind.STEP, f"task:{task.id}", {
         "run": task.run,
         "files": {p: sha256_text(c) for p, c in files.items()},
         "results": {t: sha256_text(r) for t, r in results.items()},
@@ -226,6 +227,6 @@ async def run_task_step(
 class EventRecorder(Protocol):
     """Where a step's event is recorded (`RunLedger`)."""
 
-    def record_event(self, run_id: str, kind: str, subject: str, data: dict[str, Any]) -> str:
+    def record_event(self, run_id: str, kind: EventKind, subject: str, data: dict[str, Any]) -> str:
         """Record one event; return its id."""
         ...

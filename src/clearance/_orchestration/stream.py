@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from clearance._agents.caller import CallEventKind, CallListener
 from clearance._core.errors import ConfigError
 from clearance._core.spec import Task
+from clearance._core.vocabulary import RunEventKind
 from clearance._orchestration.result import RunEvent, RunResult
 
 if TYPE_CHECKING:
@@ -94,7 +95,7 @@ class RunStream:
         return self._result
 
     def _deliver(self, event: RunEvent) -> None:
-        if event.kind == "text" and self._queue.qsize() >= self._max_events:
+        if event.kind == RunEventKind.TEXT and self._queue.qsize() >= self._max_events:
             self.dropped += 1
             return
         self._queue.put_nowait(event)

@@ -30,6 +30,7 @@ from clearance._context.builder import ContextBuilder
 from clearance._core.errors import ClearanceError, ModelError, SubagentError
 from clearance._core.prompt import sha256_text
 from clearance._core.spec import Agent
+from clearance._core.vocabulary import ClarificationKind, EventKind
 from clearance._orchestration.task_context import TaskContext
 from clearance._state.ledger import Recorder
 from clearance.models._base import ChatModel
@@ -104,7 +105,7 @@ class IsolatedRunner:
         """
         task = ctx.task
         files = dict(files)
-        self.ledger.record_event(self.run_id, "files", f"task:{task.id}", {
+        self.ledger.record_event(self.run_id, EventKind.FILES, f"task:{task.id}", {
             "files": {path: sha256_text(text) for path, text in files.items()},
         })  # fmt: skip
         clarifications: list[str] = []
@@ -148,8 +149,9 @@ class IsolatedRunner:
             path = match.group(1).strip().strip("'\"`")
             reason = self._serve_file(path, files)
             answer = None if reason is None else f"The file {path!r} cannot be given: {reason}"
-            self.ledger.record_event(self.run_id, "clarification", subject, {
-                "round": round_no, "kind": "file", "path": path, "served": reason is None,
+            self.ledger.record_event(self.run_id, EventKind.CLARIFICATION, subject, {
+                "round": round_no, "kind": ClarificationKind.FILE, "path": path,
+                "served": reason is None,
                 "sha256": sha256_text(files[path]) if reason is None else None,
                 "answer": answer,
             })  # fmt: skip
@@ -168,9 +170,9 @@ class IsolatedRunner:
             )  # fmt: skip
             answer, by = response.text.strip(), "coordinator"
         answer = answer or "(no answer was given)"
-        self.ledger.record_event(self.run_id, "clarification", subject, {
-            "round": round_no, "kind": "question", "question": question, "answer": answer,
-            "answered_by": by,
+        self.ledger.record_event(self.run_id, EventKind.CLARIFICATION, subject, {
+            "round": round_no, "kind": ClarificationKind.QUESTION, "question": question,
+            "answer": answer, "answered_by": by,
         })  # fmt: skip
         return answer
 

@@ -26,10 +26,11 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from clearance._agents.caller import ModelCaller
-from clearance._context.builder import SUMMARIES_SECTION, SYNTHESIS_MAP, ContextBuilder
+from clearance._context.builder import SUMMARIES_SECTION, ContextBuilder
 from clearance._core.errors import LimitExceeded, ModelError
 from clearance._core.prompt import Prompt
 from clearance._core.spec import Agent
+from clearance._core.vocabulary import OriginKind, PromptKind
 from clearance._state.queue import TaskQueue, TaskStatus
 from clearance._state.shared_memory import SharedMemory
 from clearance.models._base import ChatModel, ModelResponse
@@ -45,7 +46,7 @@ MAP_CONCURRENCY = 4
 Marker = Callable[[str, ModelResponse], str]
 """Returns a call's answer as kept (marks for a cut-off or looping answer; see `mark_answer`)."""
 
-_Item = tuple[Literal["result", "summary"], str | int]
+_Item = tuple[Literal[OriginKind.TASK_RESULT, OriginKind.SUMMARY_OF], str | int]
 """One thing a map step summarizes: a task's result (by task id) or a summary (by step)."""
 
 
@@ -119,7 +120,9 @@ async def _hierarchical(s: Synthesis, budget: int) -> str:
     help: a single summary is left, a level of summaries did not merge any of them (each
     fills a map prompt alone), or `MAX_SYNTHESIS_DEPTH` levels were made.
     """
-    items: list[_Item] = [("result", tid) for tid in _shown_results(s.queue, s.include)]
+    items: list[_Item] = [
+        (OriginKind.TASK_RESULT, tid) for tid in _shown_results(s.queue, s.include)
+    ]
     for level in range(1, MAX_SYNTHESIS_DEPTH + 1):
         summaries = await _map_level(s, items, budget)
         try:
@@ -141,7 +144,7 @@ async def _hierarchical(s: Synthesis, budget: int) -> str:
                     subject=f"synthesis (still over budget with {len(summaries)} summaries "
                     f"after {levels} of map steps, at most {MAX_SYNTHESIS_DEPTH})",
                 ) from None  # fmt: skip
-            items = [("summary", step) for step in summaries]
+            items = [(OriginKind.SUMMARY_OF, step) for step in summaries]
             continue
         response = await s.caller.call(
             subject="synthesis", agent=s.coordinator, model=s.model, prompt=prompt
@@ -183,7 +186,7 @@ async def _map_level(s: Synthesis, items: Sequence[_Item], budget: int) -> dict[
 
 async def _map_step(s: Synthesis, step: int, group: list[_Item], budget: int) -> str:
     """One recorded map call: the group's summary, as kept."""
-    subject = f"{SYNTHESIS_MAP}:{step}"
+    subject = f"{PromptKind.SYNTHESIS_MAP}:{step}"
     prompt = _map_prompt(s, step, group, budget)
     response = await s.caller.call(
         subject=subject, agent=s.coordinator, model=s.model, prompt=prompt
@@ -202,8 +205,10 @@ def _map_prompt(s: Synthesis, step: int, group: Sequence[_Item], budget: int | N
         s.goal,
         coordinator=s.coordinator,
         queue=s.queue,
-        task_ids=[str(ref) for kind, ref in group if kind == "result"],
-        summaries={int(ref): s.summaries[int(ref)] for kind, ref in group if kind == "summary"},
+        task_ids=[str(ref) for kind, ref in group if kind == OriginKind.TASK_RESULT],
+        summaries={
+            int(ref): s.summaries[int(ref)] for kind, ref in group if kind == OriginKind.SUMMARY_OF
+        },
         max_prompt_tokens=budget,
     )
 
@@ -218,7 +223,7 @@ def _pack(s: Synthesis, items: Sequence[_Item], budget: int) -> list[list[_Item]
     size = base
     for item in items:
         kind, ref = item
-        if kind == "result":
+        if kind == OriginKind.TASK_RESULT:
             tokens = s.builder.synthesis_result_tokens(s.queue, str(ref))
         else:
             tokens = s.builder.summary_tokens(int(ref), s.summaries[int(ref)])
@@ -250,7 +255,7 @@ def _fit(s: Synthesis, group: list[_Item], budget: int) -> list[list[_Item]]:
 
 def _too_big(item: _Item, tokens: int | float, budget: int) -> LimitExceeded:
     kind, ref = item
-    what = f"the result of task {ref!r}" if kind == "result" else f"summary {ref}"
+    what = f"the result of task {ref!r}" if kind == OriginKind.TASK_RESULT else f"summary {ref}"
     return LimitExceeded(
         "max_prompt_tokens",
         value=tokens,

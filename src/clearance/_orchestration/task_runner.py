@@ -16,6 +16,7 @@ from clearance._core.hooks import TaskInfo
 from clearance._core.prompt import Prompt, sha256_text
 from clearance._core.schema_enum import narrowed_schema
 from clearance._core.spec import Agent, Task
+from clearance._core.vocabulary import EventKind
 from clearance._orchestration.children import gather_children
 from clearance._orchestration.files import read_task_files
 from clearance._orchestration.review_loop import ReviewLoop
@@ -161,7 +162,8 @@ class TaskRunner:
         info = TaskInfo(run_id=self.run.run_id, task_id=task.id, agent=task.assignee)
         items = await self.run.caller.hooks.context(info)
         if items:
-            self.settings.ledger.record_event(self.run.run_id, "hook_context", f"task:{task.id}", {
+            subject, kind = f"task:{task.id}", EventKind.HOOK_CONTEXT
+            self.settings.ledger.record_event(self.run.run_id, kind, subject, {
                 "items": [{"ref": r, "title": t, "sha256": sha256_text(x)} for r, t, x in items],
             })  # fmt: skip
         return tuple(items)
@@ -179,7 +181,7 @@ class TaskRunner:
         """``text`` with cut-off and repetition marks (see `answers.py`); marks are recorded."""
         marked = mark_answer(text, finish_reason=finish_reason)
         if marked.truncated or marked.repetitive:
-            self.settings.ledger.record_event(self.run.run_id, "answer_marked", subject, {
+            self.settings.ledger.record_event(self.run.run_id, EventKind.ANSWER_MARKED, subject, {
                 "truncated": marked.truncated, "repetitive": marked.repetitive,
             })  # fmt: skip
         return marked.text

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from clearance._core.spec import Task
+from clearance._core.vocabulary import NameKind
 from clearance._orchestration.result import RunResult
 from clearance._reports.base import Report, marks, one_line, parse_json
 from clearance._reports.review_checks import checked_review, checked_text
@@ -41,7 +42,7 @@ def _code(text: Any) -> str:
 
 def _public_name(entry: Mapping[str, Any]) -> str:
     kind = str(entry.get("kind", ""))
-    if kind == "re-export":
+    if kind == NameKind.RE_EXPORT:
         kind = f"re-export from {entry.get('from', '?')}"
     where = f", line {entry['line']}" if entry.get("line") else ""
     return f"{_code(entry.get('name', ''))} ({kind}{where})"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from clearance._core.vocabulary import RankedKind
 from clearance.analysis import COMPLEXITY_NAME
 
 __all__ = ["fact_summary"]
@@ -50,7 +51,7 @@ def fact_summary(
         path = by_slug.get(slug, {}).get("module", slug or "__init__.py")
         out.append(f"The most imported module is {_code(path)} (by {count} other modules).")
     functions_ranked = sorted(
-        (e for e in ranked if e.get("kind") == "function"),
+        (e for e in ranked if e.get("kind") == RankedKind.FUNCTION),
         key=lambda e: (-int(e["complexity"]), str(e["module"]), int(e["line"])),
     )
     if functions_ranked:

@@ -82,9 +82,12 @@ ENTRY_FIELDS: Mapping[str, tuple[str, ...]] = {
 """The fields of a record each kind of entry digests (the run's lease is not among them).
 
 A call's prompt is covered through ``record_sha256`` (`call_record_sha256` of its messages
-and manifest), which ``verify`` recomputes from the recorded messages rather than reads."""
+and manifest), which ``verify`` recomputes from the recorded messages rather than reads; what
+it was asked besides the prompt (``parameters``) is an `OPTIONAL_FIELDS` field."""
 
-OPTIONAL_FIELDS: Mapping[str, tuple[str, ...]] = {"call": ("cached_prompt_tokens", "usage_counted")}
+OPTIONAL_FIELDS: Mapping[str, tuple[str, ...]] = {
+    "call": ("cached_prompt_tokens", "usage_counted", "parameters")
+}
 """Fields added to a kind after records were chained: digested when not ``None``, so a record
 made before the field existed keeps its digest, and a value set, changed or removed later
 changes it."""

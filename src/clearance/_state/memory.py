@@ -27,12 +27,13 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import sqlalchemy as sa
 
 from clearance._core.errors import AccessDenied
 from clearance._core.ids import new_id
+from clearance._core.vocabulary import MemoryKind
 from clearance._state.conversation import Turn
 from clearance._state.db import DatabaseBase, Schema, SchemaChange
 
@@ -138,7 +139,7 @@ class MemoryRecord:
     id: str
     scope: str
     author: str
-    kind: Literal["message", "fact"]
+    kind: MemoryKind
     content: str
     created_at: datetime
     score: float | None = None
@@ -232,7 +233,7 @@ class PersistentMemory(_MemoryDatabase):
                 id=item.id if isinstance(item, Turn) else new_id("mem"),
                 scope=scope,
                 author=self.agent,
-                kind="message" if isinstance(item, Turn) else "fact",
+                kind=MemoryKind.MESSAGE if isinstance(item, Turn) else MemoryKind.FACT,
                 content=_turn_text(item) if isinstance(item, Turn) else item,
                 created_at=created,
             )
@@ -429,7 +430,7 @@ def _record(row: Any, *, score: float | None = None) -> MemoryRecord:
         id=row["id"],
         scope=row["scope"],
         author=row["author"],
-        kind=row["kind"],
+        kind=MemoryKind(row["kind"]),
         content=row["content"],
         created_at=created,
         score=score,

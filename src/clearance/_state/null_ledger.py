@@ -7,14 +7,17 @@ verified or resumed: every read raises `StoreError`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from clearance._core.errors import StoreError
+from clearance._core.event_schema import parse_event
 from clearance._core.ids import new_id
-from clearance._core.prompt import Prompt
+from clearance._core.prompt import Prompt, canonical_json
+from clearance._core.vocabulary import EventKind
 from clearance._state.ledger import (
     CallRecord,
     ChainEntry,
@@ -104,6 +107,7 @@ class NullLedger:
         error: str | None,
         started_at: datetime,
         latency_s: float,
+        parameters: dict[str, Any] | None = None,
     ) -> str:
         """Discard the call; return a fresh call id, as `RunLedger.record_call` does."""
         return new_id("call")
@@ -117,6 +121,7 @@ class NullLedger:
         model_id: str,
         prompt: Prompt,
         started_at: datetime,
+        parameters: dict[str, Any] | None = None,
     ) -> str:
         """Discard the request; return a fresh call id, as `RunLedger.record_request` does."""
         return new_id("call")
@@ -135,8 +140,13 @@ class NullLedger:
     async def wait_committed(self) -> None:
         """Nothing is ever queued."""
 
-    def record_event(self, run_id: str, kind: str, subject: str, data: dict[str, Any]) -> str:
-        """Discard the event; return a fresh event id, as `RunLedger.record_event` does."""
+    def record_event(self, run_id: str, kind: EventKind, subject: str, data: dict[str, Any]) -> str:
+        """Check the event against its schema, discard it, return a fresh event id.
+
+        Raises:
+            ConfigError: As `RunLedger.record_event`: the data does not match the schema.
+        """
+        parse_event(kind, json.loads(canonical_json(data)))
         return new_id("evt")
 
     def record_tool_call(

@@ -121,13 +121,14 @@ class TaskQueue:
 
     def _route_kept(self, done: Mapping[str, str]) -> None:
         """Skip what the conditions on kept results (a resumed run's) route out."""
-        now = self._clock()
+        now: datetime | None = None  # read the clock only when a task is skipped
         for task in self.graph:
             for condition in task.when:
                 state = self._states[task.id]
                 if condition.task in done and not state.status.is_final:
                     why = condition.unmet(done[condition.task])
                     if why is not None:
+                        now = now or self._clock()
                         self._skip(task.id, ROUTED_PREFIX + why, now)
                         self.routed.update(self._cascade([task.id], task.id, now, (task.id,)))
 

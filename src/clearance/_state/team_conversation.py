@@ -14,6 +14,7 @@ from dataclasses import replace
 from clearance._core.errors import AccessDenied, ConfigError
 from clearance._core.ids import new_id
 from clearance._core.memory_spec import MemoryGroup, SharedConversation
+from clearance._core.vocabulary import MemoryKind
 from clearance._state.conversation import Turn
 from clearance._state.memory import MemoryRecord, PersistentMemory, group_scope
 
@@ -76,9 +77,9 @@ class TeamConversation:
             hits = [
                 r
                 for r in self.memory.retrieve(query, limit=window, group=self.group.name)
-                if r.kind == "message"
+                if r.kind == MemoryKind.MESSAGE
             ]
             if hits:
                 return hits
         recent = self.memory.recent(window * 4, group=self.group.name)
-        return [r for r in recent if r.kind == "message"][-window:]
+        return [r for r in recent if r.kind == MemoryKind.MESSAGE][-window:]

@@ -20,6 +20,8 @@ from typing import Any
 from clearance._context.render import PromptParseError, parse_user_message, render_block
 from clearance._context.verify import Finding, verify_run
 from clearance._core.errors import ClearanceError
+from clearance._core.event_schema import SpawnEvent, event_problem, parse_event
+from clearance._core.vocabulary import EventKind, OriginKind, PromptKind
 from clearance._state.ledger import CallRecord, EventRecord, RunLedger, RunRecord, ToolCallRecord
 
 __all__ = [
@@ -34,14 +36,14 @@ __all__ = [
 ]
 
 HIGHLIGHTED_KINDS: tuple[str, ...] = (
-    "task",
-    "task_result",
-    "message",
-    "file",
-    "tool",
-    "store",
-    "memory",
-    "child_result",
+    OriginKind.TASK,
+    OriginKind.TASK_RESULT,
+    OriginKind.MESSAGE,
+    OriginKind.FILE,
+    OriginKind.TOOL,
+    OriginKind.STORE,
+    OriginKind.MEMORY,
+    OriginKind.CHILD_RESULT,
 )
 """Origin kinds with their own colour; every other kind is shown as ``other``."""
 
@@ -134,6 +136,7 @@ class TaskView:
         calls: Its model calls in order (task, isolated, clarification, delegation, child).
         tool_calls: Its tool calls, delegated ones included.
         events: Its events (spawns, children, clarifications, limit breaches...).
+        event_problems: Why an event does not match its kind's schema, by event id.
         cleared: Ids of the tasks whose results its clearance admitted.
     """
 
@@ -150,6 +153,7 @@ class TaskView:
     calls: list[CallView] = field(default_factory=list)
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
     events: list[EventRecord] = field(default_factory=list)
+    event_problems: dict[str, str] = field(default_factory=dict)
     cleared: tuple[str, ...] = ()
 
     @property
@@ -271,9 +275,12 @@ def load_run_view(ledger: RunLedger, run_id: str) -> RunView:
         task = by_id.get(owner.task_of(event.subject) or "")
         if task is not None:
             task.events.append(event)
+            problem = event_problem(event.kind, event.data)
+            if problem is not None:
+                task.event_problems[event.event_id] = problem
     coordinator_calls: list[CallView] = []
     attempts: dict[str, int] = {}
-    replays = Counter(str(e.data.get("original")) for e in events if e.kind == "replayed")
+    replays = Counter(str(e.data.get("original")) for e in events if e.kind == EventKind.REPLAYED)
     for call in ledger.calls(run.run_id):
         attempts[call.subject] = attempts.get(call.subject, 0) + 1
         view = segment_call(call, attempts[call.subject], by_call.get(call.call_id, ()))
@@ -391,19 +398,20 @@ class _Owners:
         self._tool_subject = {t.tool_call_id: t.subject for t in tool_calls}
         self._child_parent: dict[str, str] = {}
         for event in events:
-            child = event.data.get("child_id") if isinstance(event.data, dict) else None
-            if event.kind == "spawn" and isinstance(child, str):
-                self._child_parent[child] = event.subject
+            if event.kind == EventKind.SPAWN and event_problem(event.kind, event.data) is None:
+                spawn = parse_event(event.kind, event.data)
+                assert isinstance(spawn, SpawnEvent)
+                self._child_parent[spawn.child_id] = event.subject
 
     def task_of(self, subject: str) -> str | None:
         """The task id a subject belongs to, or ``None`` (coordinator, run-wide)."""
         for _ in range(32):  # delegation and spawn chains are short; a cap all the same
             kind, _, ref = subject.partition(":")
-            if kind in ("task", "isolated", "clarification"):
+            if kind in (PromptKind.TASK, PromptKind.ISOLATED, PromptKind.CLARIFICATION):
                 return ref
-            if kind == "delegation" and ref in self._tool_subject:
+            if kind == PromptKind.DELEGATION and ref in self._tool_subject:
                 subject = self._tool_subject[ref]
-            elif kind == "child" and ref in self._child_parent:
+            elif kind == PromptKind.CHILD and ref in self._child_parent:
                 subject = self._child_parent[ref]
             else:
                 return None

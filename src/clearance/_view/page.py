@@ -44,6 +44,7 @@ def _environment() -> jinja2.Environment:
     )
     env.filters["duration"] = _duration
     env.filters["utc"] = _utc
+    env.globals["highlighted_kinds"] = HIGHLIGHTED_KINDS
     return env
 
 

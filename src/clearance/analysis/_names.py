@@ -11,6 +11,8 @@ import ast
 from collections.abc import Iterator
 from typing import Any
 
+from clearance._core.vocabulary import NameKind
+
 __all__ = ["declared_all", "public_names"]
 
 
@@ -92,7 +94,7 @@ def _bindings(tree: ast.Module, *, is_package: bool) -> dict[str, dict[str, Any]
     for stmt in _module_level(tree.body):
         if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             end = stmt.end_lineno or stmt.lineno
-            kind = "class" if isinstance(stmt, ast.ClassDef) else "function"
+            kind = NameKind.CLASS if isinstance(stmt, ast.ClassDef) else NameKind.FUNCTION
             bound.setdefault(
                 stmt.name,
                 {"kind": kind, "line": stmt.lineno, "lines": end - stmt.lineno + 1},
@@ -102,7 +104,7 @@ def _bindings(tree: ast.Module, *, is_package: bool) -> dict[str, dict[str, Any]
             for target in targets:
                 for node in ast.walk(target):
                     if isinstance(node, ast.Name) and node.id != "__all__":
-                        bound.setdefault(node.id, {"kind": "constant", "line": stmt.lineno})
+                        bound.setdefault(node.id, {"kind": NameKind.CONSTANT, "line": stmt.lineno})
         elif isinstance(stmt, ast.Import | ast.ImportFrom):
             source = "." * getattr(stmt, "level", 0) + (getattr(stmt, "module", None) or "")
             for alias in stmt.names:
@@ -114,7 +116,7 @@ def _bindings(tree: ast.Module, *, is_package: bool) -> dict[str, dict[str, Any]
                 bound.setdefault(
                     name,
                     {
-                        "kind": "import",
+                        "kind": NameKind.IMPORT,
                         "line": stmt.lineno,
                         "from": source or alias.name,
                         # ``import x as x`` / ``from m import x as x`` (PEP 484), or a
@@ -146,20 +148,25 @@ def public_names(
         for name in declared:
             info = bound.get(name)
             if info is None:
-                names.append({"name": name, "kind": "unbound"})
+                names.append({"name": name, "kind": NameKind.UNBOUND})
             else:
                 names.append(_entry(name, info))
         return names, True
     for name, info in sorted(bound.items(), key=lambda kv: int(kv[1]["line"])):
         if name.startswith("_"):
             continue
-        if info["kind"] == "import" and not info["exported"]:
+        if info["kind"] == NameKind.IMPORT and not info["exported"]:
             continue
         names.append(_entry(name, info))
     return names, False
 
 
 def _entry(name: str, info: dict[str, Any]) -> dict[str, Any]:
-    if info["kind"] == "import":
-        return {"name": name, "kind": "re-export", "line": info["line"], "from": info["from"]}
+    if info["kind"] == NameKind.IMPORT:
+        return {
+            "name": name,
+            "kind": NameKind.RE_EXPORT,
+            "line": info["line"],
+            "from": info["from"],
+        }
     return {"name": name, **info}

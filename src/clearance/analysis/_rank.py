@@ -21,6 +21,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from clearance._core.vocabulary import RankedKind
 from clearance.analysis._lint import CONTEXT_RULES
 
 __all__ = ["COMPLEX_FROM", "MAX_LOOK_HERE", "PINNED", "fan_in", "look_here_first"]
@@ -83,7 +84,7 @@ def _function_entries(module: Mapping[str, Any], used: str) -> list[dict[str, An
         lines = int(function.get("lines", 0))
         entries.append(
             {
-                "kind": "function",
+                "kind": RankedKind.FUNCTION,
                 "module": str(module.get("module", "")),
                 "line": function["line"],
                 "symbol": function["name"],
@@ -118,7 +119,7 @@ def _finding_entries(module: Mapping[str, Any], used: str, reexports: bool) -> l
             why = f"{code} {message}{used}"
         entries.append(
             {
-                "kind": "finding",
+                "kind": RankedKind.FINDING,
                 "module": name,
                 "line": finding["line"],
                 "symbol": "",

@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from clearance import ApprovalDecision, ApprovalRequest, RunLedger
+from clearance import ApprovalDecision, ApprovalKind, ApprovalRequest, RunLedger
 from clearance.cli._common import err, one_line_errors, out, safe_text
 from clearance.runs import DEFAULT_LEDGER_URL, Approver, decide, default_decider
 
@@ -40,7 +40,7 @@ def _decide(db: str, run_id: str, call_id: str, decision: ApprovalDecision) -> N
     verb = "approved" if decision.approved else "denied"
     outcome = ""
     if not decision.approved:
-        outcome = "; the task fails" if request.kind == "task" else "; the model is told"
+        outcome = "; the task fails" if request.kind == ApprovalKind.TASK else "; the model is told"
     said = f"{verb} {call_id} by {decision.by}: {request.describe()}{outcome}"
     out.print(safe_text(said), soft_wrap=True)
     out.print(safe_text(f"continue the run with: clearance resume {run}"), soft_wrap=True)

@@ -7,12 +7,36 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.table import Table
 
+from clearance import ApprovalKind, ConfigError, PromptKind
 from clearance.cli._common import safe_text
+from clearance.events import (
+    ApprovalDecidedEvent,
+    ApprovalRequestedEvent,
+    ArchitectureEvent,
+    BudgetEvent,
+    ChildEvent,
+    EventKind,
+    FileClarificationEvent,
+    FilesEvent,
+    HookContextEvent,
+    LimitExceededEvent,
+    McpCallEvent,
+    ModelToolCallsEvent,
+    PlanEvent,
+    PlanLinkEvent,
+    QuestionClarificationEvent,
+    ReplayDeclinedEvent,
+    ReplayedEvent,
+    ReviewRoundEvent,
+    SpawnEvent,
+    ToolStartedEvent,
+    parse_event,
+)
 from clearance.runs import CallRecord, EventRecord, ToolCallRecord
 
 __all__ = ["print_events", "select_calls"]
 
-_TASK_KINDS = ("task", "isolated", "clarification")
+_TASK_KINDS = (PromptKind.TASK, PromptKind.ISOLATED, PromptKind.CLARIFICATION)
 
 
 def select_calls(
@@ -29,13 +53,13 @@ def select_calls(
     ``plan``), or a task id: then every call made for that task (its own, its isolated
     dispatches and clarifications), for its children and for its delegations.
     """
-    if ":" in wanted or wanted in ("synthesis", "plan"):
+    if ":" in wanted or wanted in (PromptKind.SYNTHESIS, PromptKind.PLAN):
         return [c for c in calls if c.subject == wanted]
     subjects = {f"{kind}:{wanted}" for kind in _TASK_KINDS}
     subjects |= {
         f"child:{e.data.get('child_id')}"
         for e in events
-        if e.kind == "spawn" and e.subject == f"task:{wanted}"
+        if e.kind == EventKind.SPAWN and e.subject == f"task:{wanted}"
     }
     added = True
     while added:  # delegations made by those calls, and by their delegates in turn
@@ -47,7 +71,7 @@ def select_calls(
 
 def print_events(console: Console, events: Sequence[EventRecord]) -> None:
     """Print a run's events (spawns, children, clarification rounds, limit breaches...)."""
-    shown = [e for e in events if e.kind != "step" and e.kind != "isolated_context"]
+    shown = [e for e in events if e.kind != EventKind.STEP and e.kind != EventKind.ISOLATED_CONTEXT]
     if not shown:
         return
     table = Table(title="Events", title_justify="left")
@@ -59,64 +83,80 @@ def print_events(console: Console, events: Sequence[EventRecord]) -> None:
 
 
 def _what(event: EventRecord) -> str:
-    data = event.data
-    if event.kind == "spawn":
-        return f"child {data.get('child_id')} ({data.get('agent')}): {data.get('goal')}"
-    if event.kind == "child":
-        error = f": {data.get('error')}" if data.get("error") else ""
-        return f"child {data.get('child_id')} ended {data.get('status')}{error}"
-    if event.kind == "clarification":
-        if data.get("kind") == "file":
-            served = "served" if data.get("served") else f"refused: {data.get('answer')}"
-            return f"round {data.get('round')}: file {data.get('path')} {served}"
-        return (
-            f"round {data.get('round')}: asked {data.get('question')!r}; "
-            f"{data.get('answered_by')} answered {data.get('answer')!r}"
-        )
-    if event.kind == "awaiting_approval":
-        what = f"task {data.get('task_id')} ({data.get('agent')})"
-        if data.get("kind") == "tool":
-            what = f"{data.get('agent')} calls {data.get('tool')} {data.get('arguments')}"
-        elif data.get("kind") == "rerun":
-            what = (f"tool {data.get('tool')} may have run ({data.get('agent')}, "
-                    f"{data.get('arguments')}); approve to run it again or deny")  # fmt: skip
-        return f"{data.get('call_id')}: {what}"
-    if event.kind == "replayed":
-        return (f"REPLAYED {str(data.get('record')).replace('_', ' ')} {data.get('original')} "
-                f"from its record (sha256 {str(data.get('sha256'))[:12]})")  # fmt: skip
-    if event.kind == "replay_declined":
-        return f"tool call {data.get('original')} run again, not replayed: {data.get('why')}"
-    if event.kind == "tool_started":
-        idempotent = ", idempotent" if data.get("idempotent") else ""
-        return f"{data.get('name')} call {data.get('tool_call_id')} started{idempotent}"
-    if event.kind == "model_tool_calls":
-        names = ", ".join(str(c.get("name")) for c in data.get("tool_calls") or [])
-        return f"call {data.get('call_id')} asked for {names}"
-    if event.kind == "approval_decided":
-        why = f": {data.get('reason')}" if data.get("reason") else ""
-        return f"{data.get('call_id')} {data.get('decision')} by {data.get('by')}{why}"
-    if event.kind == "limit_exceeded":
-        return str(data.get("error"))
-    if event.kind == "architecture":
-        return f"project {data.get('project')} (sha256 {str(data.get('sha256'))[:12]})"
-    if event.kind == "mcp_call":
-        outcome = (
-            f"failed ({data.get('error')})"
-            if data.get("error")
-            else f"{data.get('bytes')} bytes" + (", cut" if data.get("truncated") else "")
-        )
-        return (
-            f"MCP {data.get('server')}/{data.get('tool')} over {data.get('transport')} "
-            f"({data.get('where')}), call {data.get('tool_call_id')}: {outcome}"
-        )
-    if event.kind == "review_round":
-        verdict = "accepts" if data.get("accepted") else "sends it back"
-        return (
-            f"task {data.get('task_id')} round {data.get('round')}: {data.get('reviewer')} "
-            f"{verdict}: {data.get('findings')}"
-        )
-    if event.kind == "budget":
-        return f"budget for this session: tokens {data.get('tokens')}, cost {data.get('cost_usd')}"
-    if event.kind == "files":
-        return ", ".join(sorted(dict(data.get("files") or {}))) or "(none)"
-    return str(data)
+    try:
+        data = parse_event(event.kind, event.data)
+    except ConfigError as exc:
+        return f"malformed event ({exc}): {event.data}"
+    match data:
+        case SpawnEvent():
+            return f"child {data.child_id} ({data.agent}): {data.goal}"
+        case ChildEvent():
+            error = f": {data.error}" if data.error else ""
+            return f"child {data.child_id} ended {data.status}{error}"
+        case FileClarificationEvent():
+            served = "served" if data.served else f"refused: {data.answer}"
+            return f"round {data.round}: file {data.path} {served}"
+        case QuestionClarificationEvent():
+            return (
+                f"round {data.round}: asked {data.question!r}; "
+                f"{data.answered_by} answered {data.answer!r}"
+            )
+        case ApprovalRequestedEvent():
+            what = f"task {data.task_id} ({data.agent})"
+            if data.kind == ApprovalKind.TOOL:
+                what = f"{data.agent} calls {data.tool} {data.arguments}"
+            elif data.kind == ApprovalKind.RERUN:
+                what = (
+                    f"tool {data.tool} may have run ({data.agent}, {data.arguments}); "
+                    "approve to run it again or deny"
+                )
+            return f"{data.call_id}: {what}"
+        case ReplayedEvent():
+            return (
+                f"REPLAYED {data.record.replace('_', ' ')} {data.original} "
+                f"from its record (sha256 {data.sha256[:12]})"
+            )
+        case ReplayDeclinedEvent():
+            return f"tool call {data.original} run again, not replayed: {data.why}"
+        case ToolStartedEvent():
+            idempotent = ", idempotent" if data.idempotent else ""
+            return f"{data.name} call {data.tool_call_id} started{idempotent}"
+        case ModelToolCallsEvent():
+            names = ", ".join(call.name for call in data.tool_calls)
+            return f"call {data.call_id} asked for {names}"
+        case ApprovalDecidedEvent():
+            why = f": {data.reason}" if data.reason else ""
+            return f"{data.call_id} {data.decision} by {data.by}{why}"
+        case LimitExceededEvent():
+            return data.error
+        case ArchitectureEvent():
+            return f"project {data.project} (sha256 {data.sha256[:12]})"
+        case McpCallEvent():
+            outcome = (
+                f"failed ({data.error})"
+                if data.error
+                else f"{data.bytes} bytes" + (", cut" if data.truncated else "")
+            )
+            return (
+                f"MCP {data.server}/{data.tool} over {data.transport} "
+                f"({data.where}{', shared' if data.shared else ''}), "
+                f"call {data.tool_call_id}: {outcome}"
+            )
+        case ReviewRoundEvent():
+            verdict = "accepts" if data.accepted else "sends it back"
+            return (
+                f"task {data.task_id} round {data.round}: {data.reviewer} "
+                f"{verdict}: {data.findings}"
+            )
+        case BudgetEvent():
+            return f"budget for this session: tokens {data.tokens}, cost {data.cost_usd}"
+        case PlanEvent():
+            return f"planned {data.tasks} tasks (sha256 {data.tasks_sha256[:12]})"
+        case PlanLinkEvent():
+            edited = "edited" if data.edited else "as planned"
+            return f"tasks of plan run {data.plan_run_id}, {edited}"
+        case HookContextEvent():
+            return ", ".join(f"hook:{item.ref} {item.title}" for item in data.items) or "(none)"
+        case FilesEvent():
+            return ", ".join(sorted(data.files)) or "(none)"
+    return str(event.data)

@@ -12,7 +12,7 @@ from typing import Any
 
 from rich.console import Console
 
-from clearance import ConfigError
+from clearance import ConfigError, PromptKind
 from clearance.cli._common import safe
 from clearance.runs import CallRecord, EventRecord, RunRecord, TaskRecord, ToolCallRecord
 
@@ -34,7 +34,7 @@ def select_calls(run_id: str, calls: list[CallRecord], task: str | None) -> list
     """
     if task is None:
         return calls
-    wanted = task if task in ("synthesis", "plan") else f"task:{task}"
+    wanted = task if task in (PromptKind.SYNTHESIS, PromptKind.PLAN) else f"task:{task}"
     chosen = [c for c in calls if c.subject == wanted]
     if not chosen:
         raise ConfigError(f"run {run_id} has no model call for {task!r}", field="--task")

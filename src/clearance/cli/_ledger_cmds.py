@@ -22,6 +22,7 @@ from clearance.cli._inspect import (
 )
 from clearance.cli._options import DbOption
 from clearance.cli._store import print_tool_calls
+from clearance.events import EventKind
 from clearance.runs import (
     DEFAULT_LEDGER_URL,
     CallRecord,
@@ -104,7 +105,7 @@ def _print_inspect(
     )
     if record.goal:
         out.print(safe_text(f"goal: {record.goal}"))
-    replays = Counter(str(e.data.get("original")) for e in events if e.kind == "replayed")
+    replays = Counter(str(e.data.get("original")) for e in events if e.kind == EventKind.REPLAYED)
     for call in calls:
         task_id = call.subject.partition(":")[2]
         status = tasks[task_id].status if task_id in tasks else ""

@@ -7,7 +7,7 @@ import time
 
 from rich.console import Console
 
-from clearance import RunEvent
+from clearance import RunEvent, RunEventKind
 from clearance.cli._common import safe_text
 
 __all__ = ["RunProgress"]
@@ -62,35 +62,39 @@ class RunProgress:
         return f" [{self.done}/{self.total}{eta}]"
 
     def __call__(self, event: RunEvent) -> None:
-        if event.kind == "run_started":
+        if event.kind == RunEventKind.RUN_STARTED:
             self.run_id = event.run_id
         now = time.perf_counter()
-        if event.kind in ("task_completed", "task_failed", "task_skipped"):
+        if event.kind in (
+            RunEventKind.TASK_COMPLETED,
+            RunEventKind.TASK_FAILED,
+            RunEventKind.TASK_SKIPPED,
+        ):
             self.done += 1
         stamp = f"[{now - self._t0:7.1f}s]"
         task = event.task_id or ""
-        if event.kind == "task_started":
+        if event.kind == RunEventKind.TASK_STARTED:
             self._started[task] = now
             line = f"{stamp} started    {task}"
-        elif event.kind == "task_completed":
+        elif event.kind == RunEventKind.TASK_COMPLETED:
             took = now - self._started.get(task, now)
             self._durations[task in self._steps].append(took)
             line = f"{stamp} completed  {task} ({took:.1f}s){self._count()}"
-        elif event.kind == "task_failed":
+        elif event.kind == RunEventKind.TASK_FAILED:
             line = f"{stamp} FAILED     {task}: {event.detail}{self._count()}"
-        elif event.kind == "task_skipped":
+        elif event.kind == RunEventKind.TASK_SKIPPED:
             line = f"{stamp} skipped    {task}{self._count()}"
-        elif event.kind == "synthesis_started":
+        elif event.kind == RunEventKind.SYNTHESIS_STARTED:
             line = f"{stamp} synthesis  (coordinator)"
-        elif event.kind == "run_started":
+        elif event.kind == RunEventKind.RUN_STARTED:
             line = f"{stamp} run {event.run_id} started ({event.detail})"
-        elif event.kind == "plan_ready":
+        elif event.kind == RunEventKind.PLAN_READY:
             line = f"{stamp} plan ready ({event.detail})"
-        elif event.kind == "awaiting_approval":
+        elif event.kind == RunEventKind.AWAITING_APPROVAL:
             line = f"{stamp} waiting    {task}: approval {event.detail}"
-        elif event.kind == "run_replayed":
+        elif event.kind == RunEventKind.RUN_REPLAYED:
             line = f"{stamp} resume     {event.detail}"
-        elif event.kind != "run_finished":
+        elif event.kind != RunEventKind.RUN_FINISHED:
             return  # a model call's progress: shown by --stream
         else:
             line = f"{stamp} run finished: {event.detail}"

@@ -17,7 +17,7 @@ from rich.live import Live
 from rich.panel import Panel
 from rich.text import Text
 
-from clearance import RunEvent
+from clearance import RunEvent, RunEventKind
 from clearance.cli._common import safe, safe_text
 
 __all__ = ["StreamView"]
@@ -64,21 +64,24 @@ class StreamView:
 
     def __call__(self, event: RunEvent) -> None:
         subject = event.subject or ""
-        if event.kind == "model_call":
+        if event.kind == RunEventKind.MODEL_CALL:
             self._flush(subject)
             self._texts[subject] = ""
-        elif event.kind == "text":
+        elif event.kind == RunEventKind.TEXT:
             text = self._texts.get(subject, "") + event.detail
             self._texts[subject] = text[-_TAIL_CHARS:]
             if self._live is None:
                 self._print_lines(subject)
-        elif event.kind == "tool_call":
+        elif event.kind == RunEventKind.TOOL_CALL:
             self._flush(subject)
             self._say(safe_text(f"{subject} calls tool {event.detail}"))
         else:
-            if event.kind in ("task_completed", "task_failed") and event.task_id is not None:
+            if (
+                event.kind in (RunEventKind.TASK_COMPLETED, RunEventKind.TASK_FAILED)
+                and event.task_id is not None
+            ):
                 self._flush(f"task:{event.task_id}")
-            if event.kind == "run_finished":
+            if event.kind == RunEventKind.RUN_FINISHED:
                 self._flush_all()
             self._progress(event)
         if self._live is not None:

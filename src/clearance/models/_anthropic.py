@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+from enum import StrEnum
 from types import TracebackType
 from typing import Any
 
@@ -32,6 +33,13 @@ from clearance.models._transient import is_transient_status, parse_retry_after
 from clearance.tokens import TokenCounter, tiktoken_counter
 
 __all__ = ["ANSWER_TOOL", "PLACEHOLDER_API_KEY", "AnthropicModel", "to_anthropic_messages"]
+
+
+class _Block(StrEnum):
+    """The types of an Anthropic response's content blocks this adapter reads."""
+
+    TEXT = "text"
+    TOOL_USE = "tool_use"
 
 
 ANSWER_TOOL = "json_answer"
@@ -315,11 +323,11 @@ class AnthropicModel:
         answered = False
         for block in content:
             kind = getattr(block, "type", None)
-            if kind == "text":
+            if kind == _Block.TEXT:
                 text = getattr(block, "text", None)
                 if isinstance(text, str):
                     texts.append(text)
-            elif kind == "tool_use":
+            elif kind == _Block.TOOL_USE:
                 name = getattr(block, "name", None)
                 call_id = getattr(block, "id", None)
                 arguments = getattr(block, "input", None)

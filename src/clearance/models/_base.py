@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from clearance._core.errors import ConfigError, ModelError
-from clearance._core.prompt import Prompt
+from clearance._core.prompt import Prompt, canonical_json, sha256_text
 from clearance.tokens import heuristic_tokens
 
 __all__ = [
@@ -235,6 +235,38 @@ class ModelRequest:
             raise ConfigError(
                 f"must be a positive number of seconds, got {self.timeout_s}", field="timeout_s"
             )
+
+    def parameters(self) -> dict[str, Any]:
+        """What the model is asked besides the prompt, JSON-ready (the ledger records it).
+
+        Returns:
+            ``{"max_tokens", "temperature", "top_p", "seed", "stop", "repeat_penalty",
+            "tools", "json_schema"}``: the sampling settings as sent (``None`` for a
+            provider default), ``tools`` as ``[{"name", "sha256"}]`` (the SHA-256 of each
+            tool's canonical JSON, in the order offered), ``json_schema`` whole (``None``
+            for free text). The deadline and the stream say how the call is made, not what
+            is asked, and are left out.
+        """
+        return {
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "seed": self.seed,
+            "stop": list(self.stop),
+            "repeat_penalty": self.repeat_penalty,
+            "tools": [
+                {"name": _tool_name(tool), "sha256": sha256_text(canonical_json(tool))}
+                for tool in self.tools
+            ],
+            "json_schema": self.json_schema,
+        }
+
+
+def _tool_name(tool: dict[str, Any]) -> str:
+    """The name of a tool in the OpenAI function-calling format (``""`` when it has none)."""
+    function = tool.get("function")
+    name = function.get("name") if isinstance(function, dict) else tool.get("name")
+    return name if isinstance(name, str) else ""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from clearance._context.render import PromptParseError, parse_user_message
 from clearance._core.errors import ModelError
+from clearance._core.vocabulary import PromptKind
 from clearance._state.ledger import RunLedger
 from clearance.models._base import ModelRequest, ModelResponse
 from clearance.testing._models import _RecordingModel
@@ -107,10 +108,10 @@ class CanaryModel(_RecordingModel):
         if key in self.fail:
             raise ModelError(f"canary failure of {key!r} (scripted)", model_id=self.model_id)
         canary = self._new_canary(key)
-        if subject == "synthesis":
+        if subject == PromptKind.SYNTHESIS:
             results = sum(1 for o in manifest.origins if o.startswith("task_result:"))
             text = f"synthesis of {results} results {canary}"
-        elif subject == "plan":
+        elif subject == PromptKind.PLAN:
             agents = [o.removeprefix("agent:") for o in manifest.origins if o.startswith("agent:")]
             text = json.dumps({"tasks": _plan_tasks(agents, canary)})
         elif subject.startswith("review:"):

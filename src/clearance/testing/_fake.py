@@ -13,6 +13,7 @@ import json
 import os
 
 from clearance._core.errors import ConfigError
+from clearance._core.vocabulary import OriginKind
 from clearance._orchestration.planner import PLAN_SCHEMA
 from clearance.models._base import ModelRequest, ModelResponse, Usage, estimate_tokens
 from clearance.testing._instance import schema_instance
@@ -92,7 +93,11 @@ class FakeModel:
                 return json.dumps(digest)
             return json.dumps(schema_instance(request.json_schema, digest))
         heading = next(
-            (item.title for item in request.prompt.manifest.items[1:] if item.kind != "tool_spec"),
+            (
+                item.title
+                for item in request.prompt.manifest.items[1:]
+                if item.kind != OriginKind.TOOL_SPEC
+            ),
             "",
         )
         return f"{self.name} result for {heading or 'the prompt'}: {digest}"

@@ -6,25 +6,33 @@ import asyncio
 import random
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Literal, get_args
+from enum import StrEnum
 
 from clearance._core.errors import ConfigError, ModelError
 from clearance.models._base import ChatModel, ModelRequest, ModelResponse
 
 __all__ = ["FAULT_KINDS", "FaultInjectingModel", "FaultKind"]
 
-FaultKind = Literal["connection", "timeout", "rate_limit", "server_error", "hang"]
-"""One kind of injected fault.
 
-- ``"connection"``: a transient `ModelError` as for a refused or dropped connection.
-- ``"timeout"``: a transient `ModelError` as for a provider-side request timeout.
-- ``"rate_limit"``: a transient `ModelError` with ``status_code`` 429 and ``retry_after_s``.
-- ``"server_error"``: a transient `ModelError` with ``status_code`` 503.
-- ``"hang"``: the call waits ``hang_s`` seconds before answering, so the agent's
-  ``limits.timeout_s`` (when shorter) times it out.
-"""
+class FaultKind(StrEnum):
+    """One kind of injected fault.
 
-FAULT_KINDS: tuple[FaultKind, ...] = get_args(FaultKind)
+    - ``"connection"``: a transient `ModelError` as for a refused or dropped connection.
+    - ``"timeout"``: a transient `ModelError` as for a provider-side request timeout.
+    - ``"rate_limit"``: a transient `ModelError` with ``status_code`` 429 and ``retry_after_s``.
+    - ``"server_error"``: a transient `ModelError` with ``status_code`` 503.
+    - ``"hang"``: the call waits ``hang_s`` seconds before answering, so the agent's
+      ``limits.timeout_s`` (when shorter) times it out.
+    """
+
+    CONNECTION = "connection"
+    TIMEOUT = "timeout"
+    RATE_LIMIT = "rate_limit"
+    SERVER_ERROR = "server_error"
+    HANG = "hang"
+
+
+FAULT_KINDS: tuple[FaultKind, ...] = tuple(FaultKind)
 """Every kind of fault, the default mix."""
 
 
@@ -79,7 +87,7 @@ class FaultInjectingModel:
         self.context_window = model.context_window
         self._model = model
         self._rate = rate
-        self._kinds = tuple(kinds)
+        self._kinds = tuple(FaultKind(k) for k in kinds)
         self._random = random.Random(seed)
         self._when = when
         self._hang_s = hang_s
@@ -100,22 +108,22 @@ class FaultInjectingModel:
         if (self._when is None or self._when(request)) and self._random.random() < self._rate:
             kind = self._random.choice(self._kinds)
             self.injected[kind] += 1
-            if kind == "hang":
+            if kind == FaultKind.HANG:
                 await asyncio.sleep(self._hang_s)
             else:
                 raise self._error(kind)
         return await self._model.request(request)
 
     def _error(self, kind: FaultKind) -> ModelError:
-        if kind == "connection":
+        if kind == FaultKind.CONNECTION:
             return ModelError(
                 "injected fault: connection refused", model_id=self.model_id, transient=True
             )
-        if kind == "timeout":
+        if kind == FaultKind.TIMEOUT:
             return ModelError(
                 "injected fault: request timed out", model_id=self.model_id, transient=True
             )
-        if kind == "rate_limit":
+        if kind == FaultKind.RATE_LIMIT:
             return ModelError(
                 "injected fault: HTTP 429 Too Many Requests",
                 model_id=self.model_id,

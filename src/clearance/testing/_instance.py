@@ -62,25 +62,25 @@ class _Builder:
             target = target.get(part, {}) if isinstance(target, dict) else {}
         return {**_without(schema, "$ref"), **target} if isinstance(target, dict) else schema
 
-    def _typed(self, schema: dict[str, Any], kind: str, depth: int) -> Any:
-        if kind == "object":
+    def _typed(self, schema: dict[str, Any], json_type: str, depth: int) -> Any:
+        if json_type == "object":
             properties = schema.get("properties", {})
             return {
                 name: self.build(properties.get(name, {}), depth + 1)
                 for name in schema.get("required", [])
             }
-        if kind == "array":
+        if json_type == "array":
             prefix = schema.get("prefixItems", [])
             count = max(int(schema.get("minItems", 0)), len(prefix))
             items = schema.get("items", {})
             return [
                 self.build(prefix[i] if i < len(prefix) else items, depth + 1) for i in range(count)
             ]
-        if kind == "string":
+        if json_type == "string":
             return self._string(schema)
-        if kind in ("integer", "number"):
-            return _number(schema, integer=kind == "integer")
-        if kind == "boolean":
+        if json_type in ("integer", "number"):
+            return _number(schema, integer=json_type == "integer")
+        if json_type == "boolean":
             return False
         return None
 
@@ -92,11 +92,11 @@ class _Builder:
 
 
 def _type_of(schema: dict[str, Any]) -> str:
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), "null")
-    if isinstance(kind, str):
-        return kind
+    json_type = schema.get("type")
+    if isinstance(json_type, list):
+        json_type = next((k for k in json_type if k != "null"), "null")
+    if isinstance(json_type, str):
+        return json_type
     if "properties" in schema or "required" in schema:
         return "object"
     if "items" in schema or "prefixItems" in schema:

@@ -1,7 +1,8 @@
 """`LedgerEvents`: a run's events (spawns, clarifications, limits...), recorded and read.
 
-An event is append-only and chained like every record; its kind is free text of at most 64
-characters, so a new kind of event needs no schema change.
+An event is append-only and chained like every record. Its kind is an `EventKind` and its data
+is validated against that kind's model (`clearance._core.event_schema`) before it is written,
+so a new kind of event needs no table change, only a member and a model.
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from typing import Any
 from sqlalchemy import select
 
 from clearance._core.errors import ConfigError
+from clearance._core.event_schema import dump_event
 from clearance._core.ids import new_id
 from clearance._core.prompt import canonical_json
+from clearance._core.vocabulary import EventKind
 from clearance._state.ledger.reads import LedgerReads
 from clearance._state.ledger.records import EventRecord, event_record
 from clearance._state.ledger.schema import EVENTS
@@ -25,23 +28,22 @@ __all__ = ["LedgerEvents"]
 class LedgerEvents(LedgerReads):
     """The events of `RunLedger` (see there for opening and errors)."""
 
-    def record_event(self, run_id: str, kind: str, subject: str, data: dict[str, Any]) -> str:
+    def record_event(self, run_id: str, kind: EventKind, subject: str, data: dict[str, Any]) -> str:
         """Record one event of a run (append-only, chained like every record).
 
         Args:
             run_id: The run's full id.
-            kind: What happened, at most 64 characters (``"spawn"``, ``"clarification"``,
-                ``"architecture"``, ``"limit_exceeded"``, ``"step"``...).
+            kind: What happened (``spawn``, ``clarification``, ``limit_exceeded``...).
             subject: What it happened to (a task, an agent, a call), at most 160 characters.
-            data: JSON-ready details (string keys; strings, numbers, booleans, ``None``,
-                lists and mappings).
+            data: JSON-ready details matching the kind's model in
+                `clearance._core.event_schema` (fields the model does not name are refused).
 
         Returns:
             The new event's id (``evt_...``).
 
         Raises:
-            ConfigError: ``kind`` or ``subject`` is empty or too long, or ``data`` is not
-                JSON-ready.
+            ConfigError: ``kind`` is unknown, ``subject`` is too long, or ``data`` is not
+                JSON-ready or does not match the kind's schema.
             StoreError: The run is unknown, or the database failed (inside `write_behind`:
                 raised by a later call).
         """
@@ -57,6 +59,7 @@ class LedgerEvents(LedgerReads):
             raise ConfigError(f"event data is not JSON-ready: {exc}", field="data") from exc
         if not isinstance(data, dict):
             raise ConfigError("event data must be a mapping", field="data")
+        data = dump_event(kind, data)
         event_id = new_id("evt")
         row = {
             "event_id": event_id,

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 from clearance._core.prompt import Prompt
+from clearance._core.vocabulary import EventKind
 from clearance._state.messages import Message
 from clearance._state.queue import TaskState
 from clearance.models._base import ModelResponse, Usage
@@ -76,6 +77,7 @@ class Recorder(Protocol):
         error: str | None,
         started_at: datetime,
         latency_s: float,
+        parameters: dict[str, Any] | None = None,
     ) -> str:
         """Record one model call with its prompt; return the call's id."""
         ...
@@ -89,6 +91,7 @@ class Recorder(Protocol):
         model_id: str,
         prompt: Prompt,
         started_at: datetime,
+        parameters: dict[str, Any] | None = None,
     ) -> str:
         """Record a model call before it is sent; return the call's id."""
         ...
@@ -109,7 +112,7 @@ class Recorder(Protocol):
         """Return once every queued write is committed."""
         ...
 
-    def record_event(self, run_id: str, kind: str, subject: str, data: dict[str, Any]) -> str:
+    def record_event(self, run_id: str, kind: EventKind, subject: str, data: dict[str, Any]) -> str:
         """Record one event of a run; return the event's id."""
         ...
 

@@ -120,6 +120,9 @@ class CallRecord:
         latency_s: Wall-clock seconds the call took.
         pending: Whether the request was recorded as sent and no outcome was recorded after
             (the process stopped while the call was in flight).
+        parameters: What the model was asked besides the prompt (`ModelRequest.parameters`:
+            sampling, max tokens, tools offered, JSON schema), or ``None`` for a call
+            recorded without them.
     """
 
     call_id: str
@@ -138,6 +141,7 @@ class CallRecord:
     started_at: datetime
     latency_s: float
     pending: bool = False
+    parameters: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -252,7 +256,13 @@ def task_record(row: Row[Any]) -> TaskRecord:
 
 def call_record(row: Row[Any]) -> CallRecord:
     """The `CallRecord` of a ``calls`` row."""
-    return _from_row(CallRecord, row, usage=usage_of(row), pending=bool(row.pending))
+    return _from_row(
+        CallRecord,
+        row,
+        usage=usage_of(row),
+        pending=bool(row.pending),
+        parameters=getattr(row, "parameters", None),
+    )
 
 
 def event_record(row: Row[Any]) -> EventRecord:

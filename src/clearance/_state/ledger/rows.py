@@ -84,8 +84,13 @@ def call_rows(
     started_at: datetime,
     latency_s: float,
     pending: bool = False,
+    parameters: dict[str, Any] | None = None,
 ) -> Rows:
-    """The row of one model call (its messages and manifest serialized once, canonically)."""
+    """The row of one model call (its messages and manifest serialized once, canonically).
+
+    ``parameters`` is `ModelRequest.parameters` (``None``: not known, as for calls recorded
+    before it was); it is chained with the call (`OPTIONAL_FIELDS`).
+    """
     usage = response.usage if response is not None else Usage()
     # Each is serialized once, canonically: for the digest and for its column.
     messages = canonical_json(prompt.to_dicts())
@@ -113,6 +118,7 @@ def call_rows(
                 "started_at": started_at,
                 "latency_s": latency_s,
                 "pending": int(pending),
+                "parameters": parameters,
             }
         ]
     }

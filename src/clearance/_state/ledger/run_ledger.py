@@ -299,6 +299,7 @@ class RunLedger(LedgerEvents):
         error: str | None,
         started_at: datetime,
         latency_s: float,
+        parameters: dict[str, Any] | None = None,
     ) -> str:
         """Record one model call with the exact prompt it was given.
 
@@ -313,6 +314,8 @@ class RunLedger(LedgerEvents):
             error: Why the call failed, or ``None``.
             started_at: When the call started (aware UTC; a naive value is taken as UTC).
             latency_s: Wall-clock seconds the call took.
+            parameters: What the model was asked besides the prompt
+                (`ModelRequest.parameters`), chained with the call; ``None`` if not known.
 
         Returns:
             The new call's id (``call_...``).
@@ -328,7 +331,7 @@ class RunLedger(LedgerEvents):
         rows = partial(
             call_rows, call_id=call_id, run_id=run_id, subject=subject, agent=agent,
             model_id=model_id, prompt=prompt, response=response, error=error,
-            started_at=started_at, latency_s=latency_s,
+            started_at=started_at, latency_s=latency_s, parameters=parameters,
         )  # fmt: skip
         self._submit(PendingWrite(f"record a {subject!r} call of run {run_id!r}", rows))
         return call_id
@@ -342,6 +345,7 @@ class RunLedger(LedgerEvents):
         model_id: str,
         prompt: Prompt,
         started_at: datetime,
+        parameters: dict[str, Any] | None = None,
     ) -> str:
         """Record a model call about to be sent, before it is sent (its outcome comes later).
 
@@ -357,6 +361,8 @@ class RunLedger(LedgerEvents):
             model_id: The ``"provider:name"`` id called.
             prompt: The prompt to send; its messages, manifest and hash are stored.
             started_at: When the call starts (aware UTC).
+            parameters: What the model is asked besides the prompt
+                (`ModelRequest.parameters`), chained with the call; ``None`` if not known.
 
         Returns:
             The new call's id (``call_...``), for `finish_call`.
@@ -369,7 +375,7 @@ class RunLedger(LedgerEvents):
         rows = partial(
             call_rows, call_id=call_id, run_id=run_id, subject=subject, agent=agent,
             model_id=model_id, prompt=prompt, response=None, error=None,
-            started_at=started_at, latency_s=0.0, pending=True,
+            started_at=started_at, latency_s=0.0, pending=True, parameters=parameters,
         )  # fmt: skip
         self._submit(PendingWrite(f"record a {subject!r} request of run {run_id!r}", rows))
         return call_id

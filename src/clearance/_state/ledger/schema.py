@@ -229,6 +229,16 @@ def _m008_usage_counted(change: SchemaChange) -> None:
     change.add_column("calls", Column("usage_counted", Integer))
 
 
+@LEDGER_SCHEMA.migration
+def _m009_call_parameters(change: SchemaChange) -> None:
+    """Version 9: ``calls.parameters``, what the model was asked besides the prompt.
+
+    `ModelRequest.parameters`: sampling, max tokens, the tools offered (names and digests),
+    the JSON schema asked for; NULL for calls recorded before.
+    """
+    change.add_column("calls", Column("parameters", JSON))
+
+
 SCHEMA_VERSION = LEDGER_SCHEMA.latest
 """The schema version this code reads and writes."""
 
