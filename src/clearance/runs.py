@@ -6,7 +6,8 @@
 do the same:
 
 - preparing a spec: `checked_run`, `with_resources`, `model_settings`, `spec_tools`,
-  `ExecutorSpec`, `WINDOWED_PROVIDERS`, and `check_chat_agent` for ``clearance chat``;
+  `ExecutorSpec` (its `ExecutorKind`), `WINDOWED_PROVIDERS`, and `check_chat_agent` for
+  ``clearance chat``;
 - the ledger's records: `RunRecord`, `TaskRecord`, `CallRecord`, `EventRecord`,
   `ToolCallRecord`, and where runs and the store live (`DEFAULT_LEDGER_URL`,
   `DEFAULT_STORE_URL`, `masked_url`);
@@ -20,6 +21,7 @@ do the same:
 
 from clearance._core.run_spec import ExecutorSpec
 from clearance._core.teamfile_checks import check_chat_agent
+from clearance._core.vocabulary import ExecutorKind
 from clearance._orchestration.approval import Approver, decide, default_decider
 from clearance._orchestration.estimate import TaskEstimate, estimate_tasks, wall_time_range
 from clearance._orchestration.plan_only import PlannedRun, plan_only, plan_team_file
@@ -44,6 +46,7 @@ __all__ = [
     "DEFAULT_LEDGER_URL",
     "DEFAULT_STORE_URL",
     "EventRecord",
+    "ExecutorKind",
     "ExecutorSpec",
     "PlannedRun",
     "Report",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -39,6 +39,7 @@ from clearance._core.teamfile_models import (
     TaskSpec,
     ToolEntrySpec,
 )
+from clearance._core.vocabulary import ExecutorKind
 
 __all__ = ["MASK", "RECORD_KEYS", "ExecutorSpec", "RunSpec", "validation_error"]
 
@@ -67,14 +68,14 @@ class ExecutorSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    kind: Literal["local", "ray"] = "local"
+    kind: ExecutorKind = ExecutorKind.LOCAL
     address: str | None = Field(default=None, min_length=1)
     workers: int | None = Field(default=None, ge=1, le=256)
     env: list[str] = Field(default=[], max_length=64)
 
     @model_validator(mode="after")
     def _ray_only(self) -> ExecutorSpec:
-        if self.kind == "local":
+        if self.kind == ExecutorKind.LOCAL:
             for key in ("address", "workers", "env"):
                 if key in self.model_fields_set and getattr(self, key):
                     raise ValueError(f"{key} needs kind: ray")

@@ -21,6 +21,7 @@ from clearance._core.errors import ConfigError, GraphError
 from clearance._core.run_spec import ExecutorSpec, RunSpec
 from clearance._core.spec import Task
 from clearance._core.teamfile import LoadedTeam, prepare_run
+from clearance._core.vocabulary import ExecutorKind
 from clearance._orchestration.executor import ModelExecutor
 from clearance._orchestration.orchestrator import Orchestrator
 from clearance._orchestration.plan_only import plan_hooks
@@ -106,7 +107,7 @@ def open_executor(spec: ExecutorSpec) -> Iterator[ModelExecutor | None]:
         ConfigError: An ``env`` variable is not set; Ray is missing, unreachable, or its
             workers did not start.
     """
-    if spec.kind == "local":
+    if spec.kind == ExecutorKind.LOCAL:
         yield None
         return
     forwarded = {}

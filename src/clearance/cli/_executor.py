@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from clearance import ConfigError
-from clearance.runs import ExecutorSpec
+from clearance.runs import ExecutorKind, ExecutorSpec
 
 __all__ = [
     "ExecutorName",
@@ -83,8 +83,8 @@ def executor_spec(
     """
     if name is None and not any(v is not None for v in (address, workers, env)):
         return current
-    kind = name.value if name is not None else current.kind
-    if kind == "local":
+    kind = ExecutorKind(name.value) if name is not None else current.kind
+    if kind == ExecutorKind.LOCAL:
         given = (("--ray-address", address), ("--ray-workers", workers), ("--ray-env", env))
         for flag, value in given:
             if value is not None:
@@ -94,7 +94,8 @@ def executor_spec(
         if key not in os.environ:
             raise ConfigError(f"{key!r} is not set in this environment", field="--ray-env")
     # ``--executor ray`` says where calls go in full; other options adjust the spec's.
-    chosen = current if name is None and current.kind == "ray" else ExecutorSpec(kind="ray")
+    ray = ExecutorKind.RAY
+    chosen = current if name is None and current.kind == ray else ExecutorSpec(kind=ray)
     update: dict[str, object] = {}
     for key, value in (("address", address), ("workers", workers), ("env", env)):
         if value is not None:
