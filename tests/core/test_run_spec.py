@@ -103,6 +103,11 @@ def run_specs(draw: st.DrawFn) -> RunSpec:
         )
         for i, task_id in enumerate(ids)
     ]
+    budget = draw(
+        st.none()
+        | st.fixed_dictionaries({"tokens": st.integers(1, 10**9)})
+        | st.fixed_dictionaries({"cost_usd": st.floats(0.01, 100)})
+    )
     return RunSpec(
         name=draw(NAMES),
         goal=draw(st.none() | TEXT),
@@ -157,6 +162,13 @@ def run_specs(draw: st.DrawFn) -> RunSpec:
                 }
             )
         ),
+        budget=budget,
+        prices={"fake:x": {"input_per_mtok": 0.5, "output_per_mtok": 2}}
+        if budget and "cost_usd" in budget
+        else {},
+        plan={"run_id": "run_x", "tasks_sha256": "0" * 64}
+        if tasks and draw(st.booleans())
+        else None,
         mcp_servers=draw(
             st.just({})
             | st.just(
@@ -240,3 +252,16 @@ def test_an_executor_setting_without_ray_is_refused(tmp_path: Path) -> None:
     path.write_text("agents: [{name: a, instructions: A}]\nexecutor: {workers: 2}\n")
     with pytest.raises(ConfigError, match=r"executor: .*workers needs kind: ray"):
         RunSpec.from_file(path)
+
+
+def test_budget_prices_and_plan_are_checked_across_keys() -> None:
+    agents = [{"name": "a", "instructions": "A."}]
+    with pytest.raises(ValueError, match="prices: has no effect without budget"):
+        RunSpec.model_validate(
+            {"agents": agents, "budget": {"tokens": 5},
+             "prices": {"fake:x": {"input_per_mtok": 1, "output_per_mtok": 1}}}
+        )  # fmt: skip
+    with pytest.raises(ValueError, match="plan: names the run that planned the tasks"):
+        RunSpec.model_validate(
+            {"agents": agents, "plan": {"run_id": "run_x", "tasks_sha256": "0" * 64}}
+        )
