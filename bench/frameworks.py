@@ -14,6 +14,7 @@ import time
 from typing import Annotated, Any, TypedDict
 
 from bench.workload import FakeModel, Spec
+from clearance import RunOptions
 
 PromptLog = dict[str, str]
 
@@ -161,7 +162,10 @@ async def run_clearance(
         ledger = NullLedger()
     try:
         orch = Orchestrator(
-            team, model=fake, ledger=ledger, max_concurrency=max_concurrency or len(specs)
+            team,
+            model=fake,
+            ledger=ledger,
+            options=RunOptions(max_concurrency=max_concurrency or len(specs)),
         )
         result = await orch.run_tasks(tasks)
     finally:

@@ -30,7 +30,17 @@ from clearance._orchestration.ray_executor import LOCAL_RAY_ENV
 for _key, _value in {**LOCAL_RAY_ENV, "RAY_AUTH_MODE": "disabled"}.items():
     os.environ.setdefault(_key, _value)
 
-from clearance import Agent, AgentLimits, NullLedger, Orchestrator, RayExecutor, Task, Team  # noqa: E402
+from clearance import (  # noqa: E402
+    Agent,
+    AgentLimits,
+    NullLedger,
+    Orchestrator,
+    RayExecutor,
+    RunOptions,
+    RunServices,
+    Task,
+    Team,
+)
 
 RESULTS = Path(__file__).parent / "results" / "ray.json"
 EMBEDDED = "llama-cpp:smollm2"
@@ -49,16 +59,22 @@ def wide(n: int, chain: int = 1) -> list[Task]:
     ]
 
 
-async def timed(team: Team, tasks: list[Task], **kwargs: Any) -> tuple[float, float]:
+async def timed(
+    team: Team, tasks: list[Task], *, model: Any, executor: Any, **options: Any
+) -> tuple[float, float]:
     """Seconds until the last task completed, and until the run finished (synthesis too)."""
     marks: list[float] = []
     orch = Orchestrator(
         team,
+        model=model,
         ledger=NullLedger(),  # type: ignore[arg-type]
-        on_event=lambda e: (
-            marks.append(time.perf_counter()) if e.kind == "task_completed" else None
+        options=RunOptions(**options),
+        services=RunServices(
+            executor=executor,
+            on_event=lambda e: (
+                marks.append(time.perf_counter()) if e.kind == "task_completed" else None
+            ),
         ),
-        **kwargs,
     )
     t0 = time.perf_counter()
     result = await orch.run_tasks(tasks)

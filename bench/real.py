@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 from bench.workload import Spec, make_graph
+from clearance import RunOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTRUCTIONS = "You answer in a few words."
@@ -175,7 +176,7 @@ async def run_clearance(specs: list[Spec], pool: Pool) -> dict[str, float]:
     t0 = time.perf_counter()
     try:
         result = await Orchestrator(
-            team, model=model, ledger=NullLedger(), max_concurrency=len(specs)
+            team, model=model, ledger=NullLedger(), options=RunOptions(max_concurrency=len(specs))
         ).run_tasks(tasks)
         total = time.perf_counter() - t0
     finally:

@@ -14,6 +14,8 @@ import sys
 import time
 from typing import Any
 
+from clearance import RunOptions
+
 WINDOW = 8192
 
 
@@ -30,9 +32,9 @@ def run(case: dict[str, Any]) -> dict[str, Any]:
     model = FakeModel("bench", context_window=WINDOW)
     t0 = time.perf_counter()
     result = asyncio.run(
-        Orchestrator(team, model=model, ledger=NullLedger(), max_concurrency=64).run_tasks(
-            tasks, goal="Report on all parts."
-        )
+        Orchestrator(
+            team, model=model, ledger=NullLedger(), options=RunOptions(max_concurrency=64)
+        ).run_tasks(tasks, goal="Report on all parts.")
     )
     wall_s = time.perf_counter() - t0
     steps = [r.prompt.manifest for r in model.requests

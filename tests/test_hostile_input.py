@@ -26,6 +26,7 @@ from clearance import (
     PlanError,
     RetryPolicy,
     RunLedger,
+    RunOptions,
     TaskGraph,
     Team,
 )
@@ -294,9 +295,11 @@ async def test_hostile_plans_give_a_run_or_a_plan_error(shared_ledger, first, se
         return "done"
 
     orchestrator = Orchestrator(
-        TEAM, model=FunctionModel(answer), ledger=shared_ledger, retry_policy=RetryPolicy(
-            initial_s=0, max_s=0, jitter_s=0)
-    )  # fmt: skip
+        TEAM,
+        model=FunctionModel(answer),
+        ledger=shared_ledger,
+        options=RunOptions(retry_policy=RetryPolicy(initial_s=0, max_s=0, jitter_s=0)),
+    )
     try:
         result = await orchestrator.run_team("Do the thing.")
     except PlanError as exc:

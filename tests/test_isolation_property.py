@@ -31,6 +31,8 @@ from clearance import (
     MessageBus,
     Orchestrator,
     RunLedger,
+    RunOptions,
+    RunServices,
     Task,
     TaskGraph,
     TaskStatus,
@@ -166,10 +168,8 @@ def run_scenario(scenario, ledger, workspace):
         team,
         model=model,
         ledger=ledger,
-        messages=bus,
-        max_concurrency=scenario.max_concurrency,
-        clock=TickClock(),
-        workspace_root=workspace,
+        options=RunOptions(max_concurrency=scenario.max_concurrency, workspace_root=workspace),
+        services=RunServices(messages=bus, clock=TickClock()),
     )
     result = asyncio.run(orch.run_tasks(scenario.tasks, goal="G"))
     return model, result, sent

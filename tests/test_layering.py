@@ -2,11 +2,14 @@
 
 Every module under ``src/clearance`` is parsed with `ast`; every ``import`` statement counts,
 wherever it is (module level, function body, ``try`` block), so an upward dependency cannot hide
-in a lazy import. The layers, top to bottom, and what sits in each:
+in a lazy import. The command line imports only public names: no ``clearance._*`` module (nor
+a private module of a public namespace, such as ``clearance.models._base``). The layers, top to
+bottom, and what sits in each:
 
     cli            clearance.cli, clearance.__main__
     public         clearance (the package), clearance.events, clearance.subagents,
-                   clearance.memory, clearance.testing (test doubles for users' tests;
+                   clearance.memory, clearance.runs, clearance.view, clearance.testing (test
+                   doubles for users' tests;
                    nothing in the library imports them)
     orchestration  clearance._orchestration, clearance._view (the run page: reads recorded runs)
     reports        clearance._reports (a finished run's report: code review, generic, SARIF)
@@ -49,7 +52,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "clearance.events",
             "clearance.subagents",
             "clearance.memory",
+            "clearance.runs",
             "clearance.testing",
+            "clearance.view",
         ),
     ),
     ("cli", ("clearance.cli", "clearance.__main__")),
@@ -245,6 +250,35 @@ def test_checker_finds_an_upward_import_and_a_cycle_hidden_in_a_function(
     assert len(found) == 1
     assert set(found[0]) == {"clearance._core.low", "clearance._state.high"}
     assert found[0][0] == found[0][-1]
+
+
+def private_imports(edges: list[Edge], sources: tuple[str, ...] = ("clearance.cli",)) -> list[Edge]:
+    """The edges from ``sources`` modules into a private module outside ``sources``.
+
+    A module is private when a part of its dotted name after ``clearance`` starts with ``_``
+    (``clearance._core.spec``, ``clearance.models._base``).
+    """
+
+    def inside(module: str) -> bool:
+        return any(module == s or module.startswith(s + ".") for s in sources)
+
+    return [
+        e
+        for e in edges
+        if inside(e.source)
+        and not inside(e.target)
+        and any(part.startswith("_") for part in e.target.split(".")[1:])
+    ]
+
+
+def test_the_command_line_imports_only_public_names() -> None:
+    bad = [f"{e.source}:{e.line} imports {e.target}" for e in private_imports(import_edges(SRC))]
+    assert bad == []
+
+
+def test_checker_finds_a_private_import_of_the_command_line(fake_package: Path) -> None:
+    found = {(e.source, e.target) for e in private_imports(import_edges(fake_package))}
+    assert found == {("clearance.cli.app", "clearance._state.typed")}
 
 
 MAX_MODULE_LINES = 500

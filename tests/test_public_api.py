@@ -23,9 +23,11 @@ NAMESPACES = (
     "clearance.events",
     "clearance.memory",
     "clearance.models",
+    "clearance.runs",
     "clearance.subagents",
     "clearance.testing",
     "clearance.tokens",
+    "clearance.view",
 )
 
 SRC = Path(__file__).resolve().parents[1] / "src"

@@ -5,9 +5,11 @@ orchestrator decides what each agent sees, through one choke point, the `Context
 every prompt carries a `ContextManifest` of where each part came from, and every run is
 recorded in a `RunLedger`.
 
-This package holds what a user needs to declare and run a team: the specs (`Team`, `Agent`,
-`Task`), the `Orchestrator` and its results, the prompt types, the ledger and store, and the
-errors. The rest lives in namespaces:
+This package holds what a user needs to declare and run a team: the run's definition
+(`RunSpec`, read from a team file with `load_team_file` or `RunSpec.from_file`, run with
+`run_spec` as ``clearance run`` does, resumed with `resume_run`, checked with `verify_run`),
+the specs (`Team`, `Agent`, `Task`), the `Orchestrator` and its results, the prompt types,
+the ledger and store, and the errors. The rest lives in namespaces:
 
 - `clearance.subagents`: fresh-context dispatch, workspaces, spawning, aggregation.
 - `clearance.memory`: conversation and long-term memory, memory groups, window monitoring.
@@ -21,6 +23,7 @@ from clearance._agents.retry import RetryPolicy
 from clearance._agents.tools import Tool, ToolOutput
 from clearance._context.builder import ContextBuilder
 from clearance._context.clearance import Clearance
+from clearance._context.verify import Finding, VerificationReport, verify_run
 from clearance._core.budget import ModelPrice, RunBudget
 from clearance._core.errors import (
     AccessDenied,
@@ -51,6 +54,7 @@ from clearance._core.errors import (
 from clearance._core.hooks import ModelCallInfo, RunHooks, RunInfo, TaskInfo, ToolCallInfo
 from clearance._core.prompt import ChatMessage, ContextItem, ContextManifest, Prompt
 from clearance._core.routing import EdgeCondition
+from clearance._core.run_spec import RunSpec
 from clearance._core.spec import (
     Agent,
     AgentLimits,
@@ -61,6 +65,7 @@ from clearance._core.spec import (
     TaskMode,
     Team,
 )
+from clearance._core.teamfile import LoadedTeam, load_team_file, prepare_run
 from clearance._core.vocabulary import (
     ApprovalKind,
     OriginKind,
@@ -73,6 +78,13 @@ from clearance._orchestration.executor import ModelExecutor
 from clearance._orchestration.orchestrator import Orchestrator
 from clearance._orchestration.ray_executor import RayExecutor
 from clearance._orchestration.result import RunEvent, RunResult, TaskOutcome
+from clearance._orchestration.run import RunOptions, RunServices
+from clearance._orchestration.spec_run import (
+    recorded_run_spec,
+    resume_run,
+    run_spec,
+    run_spec_sync,
+)
 from clearance._orchestration.stream import RunStream
 from clearance._state.grants import StoreView
 from clearance._state.graph import TaskGraph
@@ -112,9 +124,11 @@ __all__ = [
     "EdgeCondition",
     "FanOut",
     "FileCaps",
+    "Finding",
     "GraphError",
     "LedgerError",
     "LimitExceeded",
+    "LoadedTeam",
     "MaxDepthError",
     "MemoryScope",
     "Message",
@@ -139,7 +153,10 @@ __all__ = [
     "RunHooks",
     "RunInfo",
     "RunLedger",
+    "RunOptions",
     "RunResult",
+    "RunServices",
+    "RunSpec",
     "RunStream",
     "SelfDependencyError",
     "StoreEntry",
@@ -157,4 +174,12 @@ __all__ = [
     "ToolCallInfo",
     "ToolOutput",
     "UnknownDependencyError",
+    "VerificationReport",
+    "load_team_file",
+    "prepare_run",
+    "recorded_run_spec",
+    "resume_run",
+    "run_spec",
+    "run_spec_sync",
+    "verify_run",
 ]

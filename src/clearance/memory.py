@@ -7,8 +7,9 @@ keep one agent's turns (`ConversationMemory`), remember across runs with relevan
 it overflows (`ContextWindowMonitor`).
 """
 
-from clearance._context.window import CompressionRecord, ContextWindowMonitor
-from clearance._core.memory_spec import MemoryGroup, SharedConversation
+from clearance._context.window import CompressionRecord, ContextWindowMonitor, Strategy
+from clearance._core.memory_spec import MemoryGroup, SharedConversation, group_members
+from clearance._orchestration.run_memory import RunMemory, default_memory_url
 from clearance._state.conversation import ConversationMemory, Turn
 from clearance._state.memory import Embedder, MemoryRecord, PersistentMemory, memory_lookup
 from clearance._state.team_conversation import TeamConversation
@@ -21,8 +22,12 @@ __all__ = [
     "MemoryGroup",
     "MemoryRecord",
     "PersistentMemory",
+    "RunMemory",
     "SharedConversation",
+    "Strategy",
     "TeamConversation",
     "Turn",
+    "default_memory_url",
+    "group_members",
     "memory_lookup",
 ]

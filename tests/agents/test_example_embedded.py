@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from clearance import ContextStore, Orchestrator, RunLedger
+from clearance import ContextStore, Orchestrator, RunLedger, RunOptions, RunServices
 from clearance._context.verify import verify_run
 from clearance._core.teamfile import load_team_file
 
@@ -32,10 +32,10 @@ async def test_example_runs_on_the_embedded_model(tmp_path: Path) -> None:
             orch = Orchestrator(
                 loaded.team,
                 model=model,
-                models={"llama-cpp:smollm2": model},
                 ledger=ledger,
                 store=store,
-                max_concurrency=1,
+                options=RunOptions(max_concurrency=1),
+                services=RunServices(models={"llama-cpp:smollm2": model}),
             )
             result = await orch.run_tasks(loaded.tasks, goal=loaded.spec.goal)
             records = ledger.tool_calls(result.run_id)

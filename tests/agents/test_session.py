@@ -154,7 +154,7 @@ def test_limits_reject_nonsense() -> None:
 
 
 def test_team_files_declare_the_session_limits() -> None:
-    from clearance._core.teamfile import AgentSpec
+    from clearance._core.teamfile_models import AgentSpec
 
     spec = AgentSpec.model_validate(
         {"name": "a", "instructions": "i", "limits": {"max_steps": 5, "max_output_files": 2}}

@@ -7,7 +7,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from clearance import Agent, Orchestrator, RunLedger, Task, Team
+from clearance import Agent, Orchestrator, RunLedger, RunOptions, Task, Team
 from clearance.cli import app
 
 runner = CliRunner()
@@ -30,7 +30,9 @@ async def test_embedded_model_run_twice_records_and_shows_cached_tokens(tmp_path
     ]
     try:
         with RunLedger(db) as ledger:
-            orchestrator = Orchestrator(team, model=model, ledger=ledger, max_concurrency=1)
+            orchestrator = Orchestrator(
+                team, model=model, ledger=ledger, options=RunOptions(max_concurrency=1)
+            )
             result = await orchestrator.run_tasks(tasks)
             calls = [c for c in ledger.calls(result.run_id) if c.subject.startswith("task:")]
     finally:

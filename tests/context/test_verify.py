@@ -5,7 +5,16 @@ from collections.abc import Callable
 import pytest
 from typer.testing import CliRunner
 
-from clearance import Agent, MessageBus, Orchestrator, RunLedger, Task, Team
+from clearance import (
+    Agent,
+    MessageBus,
+    Orchestrator,
+    RunLedger,
+    RunOptions,
+    RunServices,
+    Task,
+    Team,
+)
 from clearance._context.verify import verify_run
 from clearance._core.prompt import ChatMessage, messages_sha256, sha256_text
 from clearance._state.ledger import call_record_sha256
@@ -48,7 +57,11 @@ def recorded(tmp_path):
     async def run():
         with RunLedger(f"sqlite:///{db}") as ledger:
             orch = Orchestrator(
-                TEAM, model=model, ledger=ledger, messages=bus, input_root=tmp_path / "in"
+                TEAM,
+                model=model,
+                ledger=ledger,
+                options=RunOptions(input_root=tmp_path / "in"),
+                services=RunServices(messages=bus),
             )
             return await orch.run_tasks(tasks, goal="The goal")
 

@@ -178,7 +178,8 @@ async def test_orchestrator_records_memory_groups_and_runs_verify_clean(tmp_path
             [Task(id="a", title="A", description="Do a.", assignee="alice")]
         )
         run = ledger.get_run(result.run_id)
-        assert run.config["memory_groups"] == {"research": ["alice", "bob"]}
+        groups = {g["name"]: sorted(g["agents"]) for g in run.config["memory_groups"]}
+        assert groups == {"research": ["alice", "bob"]}
         (call,) = ledger.calls(result.run_id, subject="task:a")
         assert call.manifest["clearance"]["memory_scopes"] == ["agent:alice", "group:research"]
         assert verify_run(ledger, result.run_id).ok

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from clearance import Agent, Orchestrator, RunLedger, Task, Team
+from clearance import Agent, Orchestrator, RunLedger, RunOptions, Task, Team
 from clearance._context.verify import verify_run
 from clearance._core.errors import ModelError
 from clearance.models import ModelRequest, ModelResponse, Usage
@@ -158,7 +158,9 @@ async def test_recorded_cached_tokens_are_chained_and_read_back(tmp_path) -> Non
     team = Team(agents=(Agent(name="w", instructions="x"),), name="t")
     db = tmp_path / "runs.db"
     with RunLedger(f"sqlite:///{db}") as ledger:
-        result = await Orchestrator(team, model=model, ledger=ledger, max_concurrency=1).run_tasks(
+        result = await Orchestrator(
+            team, model=model, ledger=ledger, options=RunOptions(max_concurrency=1)
+        ).run_tasks(
             [
                 Task(id="a", title="A", description="d", assignee="w"),
                 Task(id="b", title="B", description="d", assignee="w", depends_on=["a"]),

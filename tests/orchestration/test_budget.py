@@ -11,8 +11,12 @@ from clearance import (
     Orchestrator,
     RunBudget,
     RunLedger,
+    RunOptions,
+    RunServices,
+    RunSpec,
     Task,
     Team,
+    recorded_run_spec,
 )
 from clearance._context.verify import verify_run
 from clearance.cli import app
@@ -65,9 +69,8 @@ TEAM_SPEC = Team(agents=(Agent(name="alpha", instructions="You are Alpha."),))
 async def test_a_breach_stops_the_run_keeps_finished_work_and_a_larger_budget_finishes(tmp_path):
     ledger = RunLedger(f"sqlite:///{tmp_path}/runs.db")
     model = costly(90)
-    orchestrator = Orchestrator(
-        TEAM_SPEC, model=model, ledger=ledger, budget=RunBudget(tokens=150), max_concurrency=1
-    )
+    options = RunOptions(budget=RunBudget(tokens=150), max_concurrency=1)
+    orchestrator = Orchestrator(TEAM_SPEC, model=model, ledger=ledger, options=options)
     with pytest.raises(BudgetExceeded) as caught:
         await orchestrator.run_tasks(three_tasks())
     exc = caught.value
@@ -79,9 +82,13 @@ async def test_a_breach_stops_the_run_keeps_finished_work_and_a_larger_budget_fi
     assert tasks == {"a": "completed", "b": "completed", "c": "interrupted"}
     assert verify_run(ledger, exc.run_id).ok
 
-    again = Orchestrator.from_run(exc.run_id, ledger=ledger, models={"fake:budget": model})
-    assert again.budget == RunBudget(tokens=150)  # recorded with the run
-    again.budget = again.budget.raised(tokens=1000)
+    spec = recorded_run_spec(ledger, exc.run_id)
+    assert spec.run_budget() == RunBudget(tokens=150)  # recorded with the run
+    services = RunServices(models={"fake:budget": model})
+    again = Orchestrator.from_run(
+        exc.run_id, ledger=ledger, spec=spec.with_budget(tokens=1000), services=services
+    )
+    assert again.options.budget == RunBudget(tokens=1000)
     result = await again.resume(exc.run_id)
     assert result.status == "completed"
     assert len(model.requests) == 4  # task c, then the synthesis; a and b were kept
@@ -94,7 +101,9 @@ async def test_a_cost_budget_counts_each_model_at_its_price(tmp_path):
     model = costly(1_000_000 - 10)  # each call: a million tokens, $2
     price = ModelPrice(input_per_mtok=2, output_per_mtok=2)
     budget = RunBudget(cost_usd=3.0, prices={"fake:budget": price})
-    orchestrator = Orchestrator(TEAM_SPEC, model=model, ledger=ledger, budget=budget)
+    orchestrator = Orchestrator(
+        TEAM_SPEC, model=model, ledger=ledger, options=RunOptions(budget=budget)
+    )
     with pytest.raises(BudgetExceeded) as caught:
         await orchestrator.run_tasks(three_tasks())
     assert caught.value.limit == "cost_usd" and caught.value.used == pytest.approx(4.0)
@@ -104,8 +113,9 @@ async def test_a_cost_budget_counts_each_model_at_its_price(tmp_path):
 async def test_a_cost_budget_without_a_price_for_a_model_is_refused_before_the_run(tmp_path):
     budget = RunBudget(cost_usd=1.0)
     orchestrator = Orchestrator(
-        TEAM_SPEC, model=costly(1), ledger=RunLedger(f"sqlite:///{tmp_path}/r.db"), budget=budget
-    )
+        TEAM_SPEC, model=costly(1), ledger=RunLedger(f"sqlite:///{tmp_path}/r.db"),
+        options=RunOptions(budget=budget),
+    )  # fmt: skip
     with pytest.raises(ConfigError, match="none for fake:budget"):
         await orchestrator.run_tasks(three_tasks())
 
@@ -158,10 +168,27 @@ def test_bad_budgets_in_team_files_are_one_line_errors(tmp_path, extra, fragment
     assert fragment in result.output
 
 
-def test_resume_refuses_a_cost_budget_for_a_run_without_prices():
-    from clearance.cli._run import raised_budget
-
+def test_resume_refuses_a_cost_budget_for_a_run_without_prices(tmp_path):
+    # The budget is the spec's: resume's --budget-* replace its caps (`RunSpec.with_budget`).
+    spec = RunSpec(agents=[{"name": "alpha", "instructions": "A."}])
     with pytest.raises(ConfigError, match="no prices"):
-        raised_budget(None, None, 2.0)
-    assert raised_budget(None, 5, None) == RunBudget(tokens=5)
-    assert raised_budget(RunBudget(tokens=5), None, None) == RunBudget(tokens=5)
+        spec.with_budget(cost_usd=2.0)
+    assert spec.with_budget(tokens=5).run_budget() == RunBudget(tokens=5)
+    assert spec.with_budget(tokens=5).with_budget().run_budget() == RunBudget(tokens=5)
+    with pytest.raises(ConfigError, match=r"budget\.tokens"):
+        spec.with_budget(tokens=0)
+    priced = RunSpec.model_validate(
+        {"agents": [{"name": "alpha", "instructions": "A."}],
+         "budget": {"tokens": 9, "cost_usd": 1},
+         "prices": {"fake:budget": {"input_per_mtok": 1, "output_per_mtok": 2}}}
+    )  # fmt: skip
+    raised = priced.with_budget(cost_usd=2.0).run_budget()
+    assert raised == RunBudget(tokens=9, cost_usd=2.0, prices=priced.run_budget().prices)
+    # The CLI names its option when the recorded run has no prices.
+    team = tmp_path / "team.yaml"
+    team.write_text(TEAM.replace("BUDGET", "100000"))
+    db = f"sqlite:///{tmp_path}/runs.db"
+    assert cli(["run", str(team), "--db", db]).exit_code == 0
+    (run,) = RunLedger(db).list_runs()
+    result = cli(["resume", run.run_id, "--db", db, "--budget-cost-usd", "2"])
+    assert result.exit_code == 2 and "--budget-cost-usd: the run has no prices" in result.output

@@ -18,6 +18,7 @@ from clearance import (
     Orchestrator,
     RayExecutor,
     RunLedger,
+    RunServices,
     Task,
     Team,
 )
@@ -198,7 +199,9 @@ async def test_every_model_call_of_a_run_goes_through_the_executor(tmp_path: Pat
     assert isinstance(executor, ModelExecutor)
     tasks = [Task(id=f"t{i}", title=f"T{i}", description="d", assignee="alpha") for i in range(5)]
     with RunLedger(f"sqlite:///{tmp_path / 'runs.db'}") as ledger:
-        orch = Orchestrator(TEAM, model="fake:m", ledger=ledger, executor=executor)
+        orch = Orchestrator(
+            TEAM, model="fake:m", ledger=ledger, services=RunServices(executor=executor)
+        )
         result = await orch.run_tasks(tasks)
         assert result.status == "completed"
         assert executor.calls == len(ledger.calls(result.run_id)) == 6  # 5 tasks, synthesis

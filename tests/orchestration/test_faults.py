@@ -10,6 +10,7 @@ from clearance import (
     ModelError,
     Orchestrator,
     RetryPolicy,
+    RunOptions,
     Task,
     TaskStatus,
     Team,
@@ -66,7 +67,7 @@ def team(retries, attempt_timeout_s=None):
 async def test_thirty_percent_faults_with_retries_give_the_fault_free_results(ledger):
     tasks = big_graph()
     clean = await Orchestrator(
-        team(retries=0), model=digest_model(), ledger=ledger, max_concurrency=8
+        team(retries=0), model=digest_model(), ledger=ledger, options=RunOptions(max_concurrency=8)
     ).run_tasks(tasks)
     assert clean.status == "completed"
 
@@ -75,8 +76,7 @@ async def test_thirty_percent_faults_with_retries_give_the_fault_free_results(le
         team(retries=10, attempt_timeout_s=0.05),
         model=faulty,
         ledger=ledger,
-        max_concurrency=8,
-        retry_policy=NO_WAIT,
+        options=RunOptions(max_concurrency=8, retry_policy=NO_WAIT),
     ).run_tasks(tasks)
 
     assert result.status == "completed", result.error
@@ -111,7 +111,7 @@ async def test_exhausted_retries_fail_the_task_skip_its_dependents_and_keep_the_
         digest_model(), rate=1.0, kinds=["server_error"], when=lambda r: subject(r) == "task:b"
     )
     result = await Orchestrator(
-        team(retries=3), model=model, ledger=ledger, retry_policy=NO_WAIT
+        team(retries=3), model=model, ledger=ledger, options=RunOptions(retry_policy=NO_WAIT)
     ).run_tasks(tasks)
 
     status = {k: v.status for k, v in result.tasks.items()}
@@ -141,7 +141,10 @@ async def test_client_errors_are_not_retried(ledger):
         return "ok"
 
     result = await Orchestrator(
-        team(retries=5), model=FunctionModel(answer), ledger=ledger, retry_policy=NO_WAIT
+        team(retries=5),
+        model=FunctionModel(answer),
+        ledger=ledger,
+        options=RunOptions(retry_policy=NO_WAIT),
     ).run_tasks([Task(id="a", title="A", description="a", assignee="v")])
     assert result.tasks["a"].status is TaskStatus.FAILED
     assert len(ledger.calls(result.run_id, subject="task:a")) == 1
@@ -157,7 +160,10 @@ async def test_plain_connection_errors_from_a_model_are_retried(ledger):
         return "ok"
 
     result = await Orchestrator(
-        team(retries=2), model=FunctionModel(answer), ledger=ledger, retry_policy=NO_WAIT
+        team(retries=2),
+        model=FunctionModel(answer),
+        ledger=ledger,
+        options=RunOptions(retry_policy=NO_WAIT),
     ).run_tasks([Task(id="a", title="A", description="a", assignee="v")])
     assert result.tasks["a"].result == "ok"
     errors = [c.error for c in ledger.calls(result.run_id, subject="task:a")]

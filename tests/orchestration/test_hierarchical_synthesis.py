@@ -5,7 +5,7 @@ import sqlite3
 
 import pytest
 
-from clearance import Agent, Orchestrator, Task, Team
+from clearance import Agent, Orchestrator, RunOptions, Task, Team
 from clearance._context.render import Block, Section, parse_user_message, render_user_message
 from clearance._context.verify import verify_run
 from clearance._core.errors import ModelError
@@ -49,7 +49,7 @@ def big_run(tmp_path_factory):
     path = tmp_path_factory.mktemp("big") / "runs.db"
     model = FakeModel("x", context_window=WINDOW)
     with RunLedger(f"sqlite:///{path}") as ledger:
-        orch = Orchestrator(TEAM, model=model, ledger=ledger, max_concurrency=8)
+        orch = Orchestrator(TEAM, model=model, ledger=ledger, options=RunOptions(max_concurrency=8))
         result = asyncio.run(orch.run_tasks(tasks(1000), goal="Report on all parts."))
         ledger.flush()
     return path, result, model

@@ -10,6 +10,7 @@ from clearance import (
     RunHooks,
     RunInfo,
     RunLedger,
+    RunServices,
     Task,
     TaskInfo,
     Team,
@@ -80,7 +81,11 @@ async def test_every_hook_point_is_told_in_order(tmp_path):
     hooks = Recorder()
     model = answers()
     orchestrator = Orchestrator(
-        tool_team(), model=model, ledger=ledger, tools=[word_count], hooks=[hooks]
+        tool_team(),
+        model=model,
+        ledger=ledger,
+        tools=[word_count],
+        services=RunServices(hooks=(hooks,)),
     )
     task = Task(id="t", title="Count", description="Count the words.", assignee="alice")
     result = await orchestrator.run_tasks([task], goal="Count.")
@@ -116,7 +121,7 @@ async def test_a_failing_call_and_task_are_told_with_the_error(tmp_path):
     team = Team(agents=(Agent(name="alice", instructions="A.", limits=AgentLimits(retries=0)),))
     orchestrator = Orchestrator(
         team, model=FunctionModel(fail), ledger=RunLedger(f"sqlite:///{tmp_path}/r.db"),
-        hooks=[hooks],
+        services=RunServices(hooks=(hooks,)),
     )  # fmt: skip
     task = Task(id="t", title="T", description="Do.", assignee="alice")
     result = await orchestrator.run_tasks([task])
@@ -135,7 +140,10 @@ async def test_a_hook_that_raises_fails_the_task(tmp_path):
     team = Team(agents=(Agent(name="alice", instructions="A."),))
     model = FunctionModel(lambda request: "ok")
     orchestrator = Orchestrator(
-        team, model=model, ledger=RunLedger(f"sqlite:///{tmp_path}/r.db"), hooks=[Strict()]
+        team,
+        model=model,
+        ledger=RunLedger(f"sqlite:///{tmp_path}/r.db"),
+        services=RunServices(hooks=(Strict(),)),
     )
     result = await orchestrator.run_tasks([Task(id="t", title="T", description="D.",
                                                 assignee="alice")])  # fmt: skip
@@ -149,9 +157,11 @@ def test_hooks_are_optional_methods():
         def before_run(self, run: RunInfo) -> None:
             pass
 
-    hooks = [Partial()]
-    orchestrator = Orchestrator(tool_team(), model=FunctionModel(lambda r: "x"), hooks=hooks)
-    assert orchestrator.hooks == tuple(hooks)
+    hooks = (Partial(),)
+    orchestrator = Orchestrator(
+        tool_team(), model=FunctionModel(lambda r: "x"), services=RunServices(hooks=hooks)
+    )
+    assert orchestrator.services.hooks == hooks
 
 
 class Glossary(RunHooks):
@@ -169,9 +179,9 @@ async def test_hook_context_enters_through_the_builder_with_its_origin(tmp_path)
         Task(id="t", title="T", description="Do.", assignee="alice"),
         Task(id="u", title="U", description="Do too.", assignee="alice"),
     ]
-    result = await Orchestrator(team, model=model, ledger=ledger, hooks=[Glossary()]).run_tasks(
-        tasks
-    )
+    result = await Orchestrator(
+        team, model=model, ledger=ledger, services=RunServices(hooks=(Glossary(),))
+    ).run_tasks(tasks)
     assert result.status == "completed"
     by_subject = {r.prompt.manifest.subject: r.prompt for r in model.requests}
     t_prompt = by_subject["task:t"]
@@ -189,7 +199,10 @@ async def test_verify_flags_a_hook_item_that_was_not_recorded(tmp_path):
     ledger = RunLedger(f"sqlite:///{tmp_path}/runs.db")
     team = Team(agents=(Agent(name="alice", instructions="A."),))
     result = await Orchestrator(
-        team, model=FunctionModel(lambda r: "ok"), ledger=ledger, hooks=[Glossary()]
+        team,
+        model=FunctionModel(lambda r: "ok"),
+        ledger=ledger,
+        services=RunServices(hooks=(Glossary(),)),
     ).run_tasks([Task(id="t", title="T", description="Do.", assignee="alice")])
     events = ledger.events(result.run_id)
     call = next(c for c in ledger.calls(result.run_id) if c.subject == "task:t")
@@ -209,7 +222,7 @@ async def test_a_hook_offering_something_else_than_pairs_fails_the_task(tmp_path
     team = Team(agents=(Agent(name="alice", instructions="A."),))
     result = await Orchestrator(
         team, model=FunctionModel(lambda r: "ok"), ledger=RunLedger(f"sqlite:///{tmp_path}/r.db"),
-        hooks=[Bad()],
+        services=RunServices(hooks=(Bad(),)),
     ).run_tasks([Task(id="t", title="T", description="Do.", assignee="alice")])  # fmt: skip
     assert result.tasks["t"].status == "failed"
     assert "(title, text) pairs" in (result.tasks["t"].error or "")

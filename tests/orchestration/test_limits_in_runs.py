@@ -2,7 +2,7 @@
 
 import pytest
 
-from clearance import Agent, AgentLimits, Orchestrator, RunLedger, Task, Team
+from clearance import Agent, AgentLimits, Orchestrator, RunLedger, RunOptions, Task, Team
 from clearance._core.spec import FanOut
 from clearance.models._base import ToolCall
 from clearance.testing import FunctionModel
@@ -21,7 +21,9 @@ def ledger(tmp_path):
 
 
 async def run(team, tasks, model, ledger, tmp_path):
-    orchestrator = Orchestrator(team, model=model, ledger=ledger, workspace_root=tmp_path / "ws")
+    orchestrator = Orchestrator(
+        team, model=model, ledger=ledger, options=RunOptions(workspace_root=tmp_path / "ws")
+    )
     return await orchestrator.run_tasks(tasks)
 
 

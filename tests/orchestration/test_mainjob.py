@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from clearance import Agent, Orchestrator, Task, Team
+from clearance import Agent, Orchestrator, RunOptions, Task, Team
 from clearance._context.answers import REPEAT_MARK, TRUNCATED_MARK, mark_answer
 from clearance._context.verify import verify_run
 from clearance._core.errors import ConfigError
@@ -72,7 +72,7 @@ async def test_a_python_step_result_reaches_its_dependent_and_verify_passes(tmp_
         Task(id="m", title="Use it", description="d", assignee="worker", depends_on=("s",)),
     ]  # fmt: skip
     model = FunctionModel(lambda r: "ANSWER")
-    orch = Orchestrator(TEAM, model=model, ledger=ledger, input_root=tmp_path)
+    orch = Orchestrator(TEAM, model=model, ledger=ledger, options=RunOptions(input_root=tmp_path))
     result = await orch.run_tasks(tasks)
     assert result.status == "completed"
     value = json.loads(result.tasks["s"].result or "")
@@ -265,8 +265,14 @@ async def test_the_code_review_example_reports_every_module(tmp_path, ledger, pa
         loaded = load_team_file(EXAMPLE, input_dir=tmp_path / "pkg")
         expected = ["__init__.py", "big.py", "small.py"]
     model = FunctionModel(review_answer)
-    orch = Orchestrator(loaded.team, model=model, ledger=ledger, input_root=loaded.input_root,
-                        synthesis_from=loaded.synthesis_from, max_concurrency=2)  # fmt: skip
+    orch = Orchestrator(
+        loaded.team,
+        model=model,
+        ledger=ledger,
+        options=RunOptions(
+            input_root=loaded.input_root, synthesis_from=loaded.synthesis_from, max_concurrency=2
+        ),
+    )
     result = await orch.run_tasks(loaded.tasks, goal=loaded.spec.goal)
     assert result.status == "completed", {k: v.error for k, v in result.tasks.items() if v.error}
     assert verify_run(ledger, result.run_id).ok

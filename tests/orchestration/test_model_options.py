@@ -8,8 +8,8 @@ import sqlite3
 
 import pytest
 
-from clearance import Agent, ConfigError, Orchestrator, Task, Team
-from clearance._orchestration.orchestrator import checked_model_options
+from clearance import Agent, ConfigError, Orchestrator, RunOptions, Task, Team
+from clearance._orchestration.run_config import checked_model_options
 from clearance._state.ledger import RunLedger
 from clearance.models._llama_cpp import LlamaCppModel
 
@@ -34,7 +34,7 @@ OPTIONS = {
 async def interrupted_run(ledger: RunLedger) -> str:
     """A run of ``TEAM`` made with ``OPTIONS``, recorded as interrupted."""
     result = await Orchestrator(
-        TEAM, model="fake:x", model_options=OPTIONS, ledger=ledger
+        TEAM, model="fake:x", ledger=ledger, options=RunOptions(model_options=OPTIONS)
     ).run_tasks(TASKS)
     ledger.finish_run(
         result.run_id, status="interrupted", synthesis=None, usage=result.usage, error=None
@@ -45,7 +45,7 @@ async def interrupted_run(ledger: RunLedger) -> str:
 @needs_llama
 async def test_from_run_makes_models_with_the_recorded_settings(ledger) -> None:
     run_id = await interrupted_run(ledger)
-    assert ledger.get_run(run_id).config["model_options"] == OPTIONS
+    assert ledger.get_run(run_id).config["model_options"] == {"by_model": OPTIONS}
 
     rebuilt = Orchestrator.from_run(run_id, ledger=ledger)
     embedded = rebuilt._models.for_agent(EMBEDDED)
@@ -62,7 +62,10 @@ def tamper(tmp_path, run_id: str, options: object, rechain) -> None:
     with sqlite3.connect(tmp_path / "runs.db") as conn:
         (config,) = conn.execute("SELECT config FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         data = json.loads(config)
-        data["model_options"] = options
+        if options is None:
+            data.pop("model_options", None)  # a run recorded without settings
+        else:
+            data["model_options"] = {"by_model": options}
         conn.execute("UPDATE runs SET config = ? WHERE run_id = ?", (json.dumps(data), run_id))
     rechain(tmp_path / "runs.db", run_id)
 
@@ -101,7 +104,7 @@ async def test_a_run_recorded_without_settings_resumes_with_defaults(tmp_path, r
 
 def test_out_of_range_settings_are_refused_by_the_model() -> None:
     checked = checked_model_options({"llama-cpp:smollm2": {"n_threads_batch": 1000}})
-    orchestrator = Orchestrator(TEAM, model="fake:x", model_options=checked)
+    orchestrator = Orchestrator(TEAM, model="fake:x", options=RunOptions(model_options=checked))
     if importlib.util.find_spec("llama_cpp") is None:
         pytest.skip("llama-cpp-python is not installed")
     with pytest.raises(ConfigError, match="n_threads_batch"):

@@ -12,6 +12,8 @@ from clearance import (
     MessageBus,
     Orchestrator,
     PlanError,
+    RunOptions,
+    RunServices,
     Task,
     TaskStatus,
     Team,
@@ -86,7 +88,7 @@ async def test_default_scope_never_reads_shared_memory(ledger):
 
 async def test_all_scope_is_the_opt_in_full_view(ledger):
     model = echo_model()
-    orch = Orchestrator(TEAM, model=model, ledger=ledger, max_concurrency=1)
+    orch = Orchestrator(TEAM, model=model, ledger=ledger, options=RunOptions(max_concurrency=1))
     await orch.run_tasks([t("a"), t("b"), t("z", "a", "b"), t("w", "z", scope="all")])
     w = by_subject(model)["task:w"].prompt
     assert {"task_result:a", "task_result:b", "task_result:z"} <= set(w.manifest.origins)
@@ -96,7 +98,7 @@ async def test_messages_reach_only_the_addressee(ledger):
     bus = MessageBus()
     bus.send("lead", "bob", "PSST-bob")
     model = echo_model()
-    orch = Orchestrator(TEAM, model=model, ledger=ledger, messages=bus)
+    orch = Orchestrator(TEAM, model=model, ledger=ledger, services=RunServices(messages=bus))
     await orch.run_tasks([t("a", assignee="alice"), t("b", assignee="bob")])
     seen = by_subject(model)
     assert "PSST-bob" in seen["task:b"].prompt.text
@@ -137,7 +139,12 @@ async def test_failure_cascades_and_independent_branches_complete(ledger):
 
 async def test_progress_events_name_each_step_of_the_run(ledger):
     events = []
-    orch = Orchestrator(TEAM, model=FunctionModel(fail_b), ledger=ledger, on_event=events.append)
+    orch = Orchestrator(
+        TEAM,
+        model=FunctionModel(fail_b),
+        ledger=ledger,
+        services=RunServices(on_event=events.append),
+    )
     result = await orch.run_tasks([t("a"), t("b"), t("c", "b")])
     assert all(e.run_id == result.run_id for e in events)
     reason = "test:function: RuntimeError: b exploded"
@@ -169,7 +176,7 @@ async def test_concurrency_overlaps_and_respects_the_limit(ledger):
         return "r"
 
     model = FunctionModel(answer)
-    orch = Orchestrator(TEAM, model=model, ledger=ledger, max_concurrency=3)
+    orch = Orchestrator(TEAM, model=model, ledger=ledger, options=RunOptions(max_concurrency=3))
     t0 = time.perf_counter()
     await orch.run_tasks([t(f"n{i}") for i in range(9)])
     elapsed = time.perf_counter() - t0
@@ -189,7 +196,7 @@ async def test_dependent_starts_before_unrelated_slow_task_finishes(ledger):
         return "r"
 
     model = FunctionModel(answer)
-    orch = Orchestrator(TEAM, model=model, ledger=ledger, max_concurrency=4)
+    orch = Orchestrator(TEAM, model=model, ledger=ledger, options=RunOptions(max_concurrency=4))
     await orch.run_tasks([t("slow"), t("fast"), t("after_fast", "fast")])
     assert log.index(("start", "task:after_fast")) < log.index(("end", "task:slow"))
 
@@ -278,7 +285,7 @@ async def test_run_team_forwards_planned_edges_exactly(ledger):
         },
     )
     model = ScriptedModel([the_plan, "R1", "R2", "W", "FINAL"])
-    orch = Orchestrator(TEAM, model=model, ledger=ledger, max_concurrency=1)
+    orch = Orchestrator(TEAM, model=model, ledger=ledger, options=RunOptions(max_concurrency=1))
     result = await orch.run_team("Write a report")
     assert result.synthesis == "FINAL"
     assert result.usage.requests == 5  # plan, three tasks, synthesis
@@ -351,7 +358,7 @@ async def test_a_failing_ledger_stops_the_run_with_its_error(ledger, monkeypatch
 
     monkeypatch.setattr(ledger, "record_task", failing)
     model = echo_model()
-    orch = Orchestrator(TEAM, model=model, ledger=ledger, max_concurrency=2)
+    orch = Orchestrator(TEAM, model=model, ledger=ledger, options=RunOptions(max_concurrency=2))
     with pytest.raises(StoreError, match="disk full"):
         await orch.run_tasks([t("a"), t("b", "a"), t("slow")])
     # The error raised from a task's done callback stopped the run: "b" never started, and

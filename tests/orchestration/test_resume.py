@@ -16,6 +16,8 @@ from clearance import (
     ConfigError,
     MessageBus,
     Orchestrator,
+    RunOptions,
+    RunServices,
     StoreError,
     Task,
     TaskStatus,
@@ -56,7 +58,7 @@ def bus():
 
 async def test_a_cancelled_run_resumes_to_the_uninterrupted_results(ledger):
     reference = await Orchestrator(
-        TEAM, model=FakeModel("x"), ledger=ledger, messages=bus()
+        TEAM, model=FakeModel("x"), ledger=ledger, services=RunServices(messages=bus())
     ).run_tasks(TASKS, goal="G")
 
     fake = FakeModel("x")
@@ -69,7 +71,11 @@ async def test_a_cancelled_run_resumes_to_the_uninterrupted_results(ledger):
         return fake.answer(request)
 
     orchestrator = Orchestrator(
-        TEAM, model=FunctionModel(answer), ledger=ledger, messages=bus(), max_concurrency=1
+        TEAM,
+        model=FunctionModel(answer),
+        ledger=ledger,
+        options=RunOptions(max_concurrency=1),
+        services=RunServices(messages=bus()),
     )
     run = asyncio.create_task(orchestrator.run_tasks(TASKS, goal="G"))
     await blocked.wait()
@@ -119,14 +125,18 @@ async def test_failed_and_skipped_tasks_run_again(ledger):
 
 async def test_from_run_rebuilds_team_settings_and_messages(ledger):
     first = await Orchestrator(
-        TEAM, model=FakeModel("x"), ledger=ledger, messages=bus(), max_concurrency=3
+        TEAM,
+        model=FakeModel("x"),
+        ledger=ledger,
+        options=RunOptions(max_concurrency=3),
+        services=RunServices(messages=bus()),
     ).run_tasks(TASKS)
     ledger.finish_run(
         first.run_id, status="interrupted", synthesis=None, usage=first.usage, error=None
     )
     rebuilt = Orchestrator.from_run(first.run_id, ledger=ledger)
     assert rebuilt.team == TEAM
-    assert rebuilt.max_concurrency == 3
+    assert rebuilt.options.max_concurrency == 3
     assert [(m.id, m.content) for m in rebuilt.messages.all()] == [("msg-1", "note for v")]
     assert rebuilt.messages.send("v", "w", "later").id == "msg-2"
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from clearance import Orchestrator, RunLedger
+from clearance import Orchestrator, RunLedger, RunOptions, RunServices
 from clearance._context.verify import verify_run
 from clearance._core.teamfile import load_team_file
 
@@ -27,8 +27,9 @@ async def test_review_example_runs_on_the_embedded_model(tmp_path: Path) -> None
     try:
         with RunLedger(f"sqlite:///{tmp_path / 'runs.db'}") as ledger:
             orchestrator = Orchestrator(
-                loaded.team, model=model, models={"llama-cpp:smollm2": model}, ledger=ledger,
-                max_concurrency=1,
+                loaded.team, model=model, ledger=ledger,
+                options=RunOptions(max_concurrency=1),
+                services=RunServices(models={"llama-cpp:smollm2": model}),
             )  # fmt: skip
             result = await orchestrator.run_tasks(loaded.tasks, goal=loaded.spec.goal)
             rounds = ledger.events(result.run_id, "review_round")

@@ -5,7 +5,7 @@ import dataclasses
 
 import pytest
 
-from clearance import Agent, ConfigError, Orchestrator, RunLedger, Task, Team
+from clearance import Agent, ConfigError, Orchestrator, RunLedger, RunOptions, Task, Team
 from clearance._context.verify import verify_run
 from clearance._core.memory_spec import AgentMemory, MemoryGroup
 from clearance._orchestration.run_memory import RunMemory, default_memory_url
@@ -49,8 +49,13 @@ async def run_once(tmp_path, model, run: int, memory: RunMemory | None = None):
     memory = memory or RunMemory(f"sqlite:///{tmp_path / 'memory.db'}")
     try:
         with RunLedger(f"sqlite:///{tmp_path / 'runs.db'}") as ledger:
-            orch = Orchestrator(team(), model=model, ledger=ledger, memory=memory,
-                                max_concurrency=1)  # fmt: skip
+            orch = Orchestrator(
+                team(),
+                model=model,
+                ledger=ledger,
+                memory=memory,
+                options=RunOptions(max_concurrency=1),
+            )
             return await orch.run_tasks(tasks(run))
     finally:
         memory.close()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from clearance import Agent, AgentLimits, Orchestrator, RunLedger, Task, Team
+from clearance import Agent, AgentLimits, Orchestrator, RunLedger, RunOptions, Task, Team
 from clearance._context.verify import verify_run
 from clearance._core.spec import FanOut
 from clearance.models._base import ToolCall
@@ -121,9 +121,7 @@ async def run(project, ledger, tmp_path, model=None):
         TEAM,
         model=model,
         ledger=ledger,
-        input_root=project,
-        workspace_root=tmp_path / "ws",
-        max_concurrency=3,
+        options=RunOptions(input_root=project, workspace_root=tmp_path / "ws", max_concurrency=3),
     )
     return model, await orchestrator.run_tasks(TASKS)
 
@@ -288,7 +286,7 @@ def test_constraints_without_isolated_mode_are_refused():
 
 
 def test_a_workspace_of_a_run_is_never_reused(tmp_path):
-    from clearance._orchestration.orchestrator import _new_run_dir
+    from clearance._orchestration.run_dir import new_run_dir as _new_run_dir
 
     first = _new_run_dir(tmp_path, "run-1")
     second = _new_run_dir(tmp_path, "run-1")
@@ -322,7 +320,11 @@ async def test_a_childs_long_tool_output_is_offloaded_to_its_workspace(project, 
 
     model = FunctionModel(answer)
     orchestrator = Orchestrator(
-        team, model=model, ledger=ledger, tools=[fetch], workspace_root=tmp_path / "ws"
+        team,
+        model=model,
+        ledger=ledger,
+        tools=[fetch],
+        options=RunOptions(workspace_root=tmp_path / "ws"),
     )
     result = await orchestrator.run_tasks(tasks)
     assert result.status == "completed", result.error
@@ -356,7 +358,10 @@ async def test_concurrent_fan_outs_run_each_child_exactly_once(ledger, tmp_path)
 
     model = FunctionModel(answer)
     orchestrator = Orchestrator(
-        team, model=model, ledger=ledger, workspace_root=tmp_path / "ws", max_concurrency=3
+        team,
+        model=model,
+        ledger=ledger,
+        options=RunOptions(workspace_root=tmp_path / "ws", max_concurrency=3),
     )
     result = await orchestrator.run_tasks(tasks)
     assert result.status == "completed", result.error
@@ -384,8 +389,14 @@ async def test_a_file_request_outside_the_project_is_refused_and_never_read(
         return f"STATUS: needs_context\nFILE: {path}" if path else "fine\nSTATUS: done"
 
     model = FunctionModel(answer)
-    orchestrator = Orchestrator(team, model=model, ledger=ledger, input_root=project,
-                                clarification_rounds=3, workspace_root=tmp_path / "ws")  # fmt: skip
+    orchestrator = Orchestrator(
+        team,
+        model=model,
+        ledger=ledger,
+        options=RunOptions(
+            input_root=project, clarification_rounds=3, workspace_root=tmp_path / "ws"
+        ),
+    )
     result = await orchestrator.run_tasks(tasks)
     assert result.tasks["t"].result == "fine"
     assert all("OUTSIDE-SECRET-CANARY" not in r.prompt.text for r in model.requests)

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from clearance import RunOptions, RunServices
 from clearance._orchestration.ray_executor import LOCAL_RAY_ENV
 
 for _key, _value in {**LOCAL_RAY_ENV, "RAY_AUTH_MODE": "disabled"}.items():
@@ -99,8 +100,13 @@ async def test_a_200_task_graph_on_a_fake_model_runs_on_the_workers_and_verifies
 ) -> None:
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     with RunLedger(db) as ledger:
-        orch = Orchestrator(TEAM, model="fake:echo", ledger=ledger, max_concurrency=16,
-                            executor=executor)  # fmt: skip
+        orch = Orchestrator(
+            TEAM,
+            model="fake:echo",
+            ledger=ledger,
+            options=RunOptions(max_concurrency=16),
+            services=RunServices(executor=executor),
+        )
         before = sum(len(r) for r in executor.received())
         result = await orch.run_tasks(wide_tasks(200))
     assert result.status == "completed", result.error
@@ -139,7 +145,9 @@ async def test_canary_no_worker_receives_anything_outside_its_task_prompt(
         RayExecutor(address=ray_head, workers=2, cpus_per_worker=0, record_received=True) as ex,
         RunLedger(f"sqlite:///{tmp_path / 'runs.db'}") as ledger,
     ):
-        orch = Orchestrator(TEAM, model="fake:echo", ledger=ledger, executor=ex)
+        orch = Orchestrator(
+            TEAM, model="fake:echo", ledger=ledger, services=RunServices(executor=ex)
+        )
         result = await orch.run_tasks(tasks)
         received = ex.received()
     assert result.status == "completed", result.error
@@ -191,7 +199,9 @@ async def test_a_worker_that_dies_mid_call_is_retried_on_another_and_recorded(
         RunLedger(db) as ledger,
     ):
         team = Team(agents=(Agent(name="alpha", instructions="A.", limits=AgentLimits(retries=0)),))
-        orch = Orchestrator(team, model="fake:echo", ledger=ledger, executor=ex)
+        orch = Orchestrator(
+            team, model="fake:echo", ledger=ledger, services=RunServices(executor=ex)
+        )
         result = await orch.run_tasks(wide_tasks(6, chain=3))
         events = ledger.events(result.run_id, kind="worker_lost")
         assert (tmp_path / "died").exists()
@@ -257,7 +267,13 @@ async def test_concurrency_is_bounded_per_model(ray_head: str) -> None:
     factory = functools.partial(_slow_model, 0.3)
     with RayExecutor(address=ray_head, workers=2, cpus_per_worker=0, max_calls_per_model=1,
                      model_factory=factory) as ex:  # fmt: skip
-        orch = Orchestrator(TEAM, model="fake:m", ledger=None, max_concurrency=4, executor=ex)
+        orch = Orchestrator(
+            TEAM,
+            model="fake:m",
+            ledger=None,
+            options=RunOptions(max_concurrency=4),
+            services=RunServices(executor=ex),
+        )
         started = time.monotonic()
         result = await orch.run_tasks(wide_tasks(4, chain=1))
         elapsed = time.monotonic() - started
@@ -279,8 +295,13 @@ def test_an_embedded_model_per_worker_runs_a_6_task_graph(ray_head: str, tmp_pat
     team = Team(agents=(Agent(name="alpha", instructions="Answer briefly.", limits=limits),))
     options = {"llama-cpp:smollm2": {"n_ctx": 2048, "n_threads": 1, "n_threads_batch": 1}}
     with RayExecutor(address=ray_head, workers=2, calls_per_worker=1) as ex, RunLedger(db) as led:
-        orch = Orchestrator(team, model="llama-cpp:smollm2", model_options=options, ledger=led,
-                            max_concurrency=2, executor=ex)  # fmt: skip
+        orch = Orchestrator(
+            team,
+            model="llama-cpp:smollm2",
+            ledger=led,
+            options=RunOptions(model_options=options, max_concurrency=2),
+            services=RunServices(executor=ex),
+        )
         result = asyncio.run(orch.run_tasks(wide_tasks(6, chain=3)))
         report = verify_run(led, result.run_id)
     assert result.status == "completed", result.error

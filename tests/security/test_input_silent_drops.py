@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from clearance import Agent, ConfigError, Orchestrator, Task, Team
+from clearance import Agent, ConfigError, Orchestrator, RunServices, Task, Team
 from clearance._context.builder import ContextBuilder
 from clearance._core.teamfile import load_team_file
 from clearance._state.messages import BROADCAST, MessageBus
@@ -48,7 +48,10 @@ async def test_the_orchestrator_refuses_a_message_to_nobody_before_running(ledge
     calls: list[object] = []
     team = Team(agents=(Agent(name="alpha", instructions="A."),))
     orchestrator = Orchestrator(
-        team, model=FunctionModel(lambda r: calls.append(r) or "x"), ledger=ledger, messages=bus
+        team,
+        model=FunctionModel(lambda r: calls.append(r) or "x"),
+        ledger=ledger,
+        services=RunServices(messages=bus),
     )
     with pytest.raises(ConfigError, match="unknown agent 'ghost'"):
         await orchestrator.run_tasks([Task(id="t", title="T", description="d", assignee="alpha")])

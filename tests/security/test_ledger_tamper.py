@@ -10,7 +10,7 @@ import sqlite3
 
 import pytest
 
-from clearance import Agent, Orchestrator, RunLedger, Task, Team
+from clearance import Agent, Orchestrator, RunLedger, RunOptions, Task, Team
 from clearance._context.verify import verify_run
 from clearance._core.prompt import ChatMessage, messages_sha256, sha256_text
 from clearance._state.chain import LEDGER_KEY_ENV
@@ -41,7 +41,9 @@ def record(tmp_path, keyed: bool, monkeypatch) -> tuple:
 
     async def run():
         with RunLedger(f"sqlite:///{db}") as ledger:
-            orch = Orchestrator(TEAM, model=model, ledger=ledger, input_root=tmp_path / "in")
+            orch = Orchestrator(
+                TEAM, model=model, ledger=ledger, options=RunOptions(input_root=tmp_path / "in")
+            )
             return await orch.run_tasks(tasks, goal="The goal")
 
     return db, asyncio.run(run()).run_id

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from clearance import RunOptions, RunServices
 from clearance._orchestration.ray_executor import LOCAL_RAY_ENV
 
 for _key, _value in {**LOCAL_RAY_ENV, "RAY_AUTH_MODE": "disabled"}.items():
@@ -73,9 +74,12 @@ def test_the_text_streams_from_the_worker_piece_by_piece(tmp_path: Path) -> None
             RayExecutor(workers=1) as executor,
         ):
             orch = Orchestrator(
-                team, model="fake:m", ledger=ledger, executor=executor, stream_text=True,
-                on_event=events.append,
-            )  # fmt: skip
+                team,
+                model="fake:m",
+                ledger=ledger,
+                options=RunOptions(stream_text=True),
+                services=RunServices(executor=executor, on_event=events.append),
+            )
             tasks = [Task(id="a", title="Gather", description="Gather.", assignee="alpha")]
             result = await orch.run_tasks(tasks)
             assert result.status == "completed", result.error

@@ -13,7 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from clearance import Agent, ContextBuilder, Orchestrator, PathEscapeError, Task, TaskStatus, Team
+from clearance import (
+    Agent,
+    ContextBuilder,
+    Orchestrator,
+    PathEscapeError,
+    RunOptions,
+    Task,
+    TaskStatus,
+    Team,
+)
 from clearance._orchestration.files import read_task_files
 from clearance.subagents import ArchitecturalContext, ContextIsolationManager
 from clearance.testing import FunctionModel
@@ -126,7 +135,7 @@ async def test_a_run_with_a_linked_task_file_fails_the_task_and_never_sends_the_
     (project / "plain.txt").write_text("PLAIN-NOTES\n")
     team = Team(agents=(AGENT,), name="t")
     model = FunctionModel(lambda request: "done")
-    orch = Orchestrator(team, model=model, ledger=ledger, input_root=project)  # type: ignore[arg-type]
+    orch = Orchestrator(team, model=model, ledger=ledger, options=RunOptions(input_root=project))  # type: ignore[arg-type]
     tasks = [
         Task(id="leak", title="Leak", description="Read.", assignee="worker",
              files=("notes.txt",)),

@@ -25,7 +25,7 @@ SRC = Path(clearance.__file__).resolve().parents[1]
 # A run of 40 tasks (8 chains of 5) against the server, 8 calls in flight at a time.
 CHILD = """
 import asyncio, sys
-from clearance import Agent, Orchestrator, RunLedger, Task, Team
+from clearance import Agent, Orchestrator, RunLedger, RunOptions, Task, Team
 from clearance.models import get_model
 
 url, db = sys.argv[1], sys.argv[2]
@@ -39,7 +39,8 @@ tasks = [
 async def main():
     model = get_model("openai:m", base_url=url, api_key="none")
     with RunLedger(f"sqlite:///{db}") as ledger:
-        await Orchestrator(team, model=model, ledger=ledger, max_concurrency=8).run_tasks(tasks)
+        options = RunOptions(max_concurrency=8)
+        await Orchestrator(team, model=model, ledger=ledger, options=options).run_tasks(tasks)
 
 asyncio.run(main())
 """

@@ -10,6 +10,8 @@ from clearance import (
     ModelError,
     Orchestrator,
     RunLedger,
+    RunOptions,
+    RunServices,
     Task,
     TaskGraph,
     TaskStatus,
@@ -40,7 +42,11 @@ def t(task_id, *deps, assignee="alice", scope="dependencies"):
 async def run(ledger, tasks, *, fail=(), messages=None, max_concurrency=4):
     model = CanaryModel(fail=fail)
     orch = Orchestrator(
-        TEAM, model=model, ledger=ledger, messages=messages, max_concurrency=max_concurrency
+        TEAM,
+        model=model,
+        ledger=ledger,
+        options=RunOptions(max_concurrency=max_concurrency),
+        services=RunServices(messages=messages),
     )
     result = await orch.run_tasks(tasks)
     return model, result

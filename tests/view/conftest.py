@@ -9,7 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from clearance import Agent, ModelError, Orchestrator, RetryPolicy, RunLedger, Task, Team
+from clearance import (
+    Agent,
+    ModelError,
+    Orchestrator,
+    RetryPolicy,
+    RunLedger,
+    RunOptions,
+    Task,
+    Team,
+)
 from clearance.testing import FunctionModel
 
 HOSTILE = (
@@ -83,7 +92,7 @@ async def record_run(tmp_path: Path) -> RecordedRun:
             team,
             model=FunctionModel(answer),
             ledger=ledger,
-            retry_policy=RetryPolicy(initial_s=0, max_s=0, jitter_s=0),
+            options=RunOptions(retry_policy=RetryPolicy(initial_s=0, max_s=0, jitter_s=0)),
         )
         result = await orchestrator.run_tasks(tasks)
     return RecordedRun(db=db, run_id=result.run_id, path=tmp_path)

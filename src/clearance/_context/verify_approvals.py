@@ -163,6 +163,10 @@ def _check_tool_calls(
 ) -> Iterator[Problem]:
     names = run.config.get("approval_tools") if isinstance(run.config, dict) else None
     tools = {n for n in names if isinstance(n, str)} if isinstance(names, list) else set()
+    entries = run.config.get("tools") if isinstance(run.config, dict) else None
+    for name, entry in entries.items() if isinstance(entries, dict) else ():  # a `RunSpec`
+        if isinstance(entry, dict) and entry.get("approval") == "required":
+            tools.add(name)
     for record in tool_calls.values():
         if record.name not in tools:
             continue

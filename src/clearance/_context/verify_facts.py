@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from clearance._context.tool_sections import tool_name
 from clearance._context.verify_subagents import SubagentFacts
 from clearance._core.errors import ConfigError
 from clearance._core.event_schema import event_problem
-from clearance._core.spec import Agent
+from clearance._core.spec import DEFAULT_COORDINATOR, Agent
 from clearance._core.vocabulary import EventKind
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import CallRecord, RunLedger, RunRecord
@@ -77,7 +78,7 @@ class RunFacts:
                     name=spec["name"],
                     instructions=str(spec.get("instructions", "")) or "-",
                     role=str(spec.get("role") or ""),
-                    tools=tuple(spec.get("tools", ())),
+                    tools=tuple(tool_name(t) for t in spec.get("tools", ())),
                     can_delegate_to=tuple(spec.get("can_delegate_to", ())),
                     store_grants=dict(spec.get("store_grants", {})),
                     can_spawn=tuple(spec.get("can_spawn", ())),
@@ -87,8 +88,14 @@ class RunFacts:
         self.tool_calls = {t.tool_call_id: t for t in ledger.tool_calls(run.run_id)}
         # (agent, tool name) to the digest of the tool's description in its first prompt.
         self.tool_specs: dict[tuple[str, str], Any] = {}
-        self.memory_groups: dict[str, list[str]] = dict(config.get("memory_groups") or {})
+        groups = config.get("memory_groups") or {}
+        if isinstance(groups, list):  # a recorded `RunSpec`: entries of memory_groups
+            groups = {g.get("name"): list(g.get("agents", ())) for g in groups}
+        self.memory_groups: dict[str, list[str]] = dict(groups)
         coordinator = config.get("coordinator")
+        if coordinator is None and "agents" in config:  # a spec without one: the default
+            coordinator = {"name": DEFAULT_COORDINATOR.name,
+                           "instructions": DEFAULT_COORDINATOR.instructions}  # fmt: skip
         self.coordinator: str | None = None
         if isinstance(coordinator, dict) and "instructions" in coordinator:
             self.instructions[coordinator["name"]] = str(coordinator["instructions"]).strip()
@@ -110,5 +117,5 @@ class RunFacts:
             if e.kind == EventKind.COMPACTED
             for call_id in e.data.get("tool_call_ids") or ()
         }
-        chosen = config.get("synthesis_from")
+        chosen = config.get("synthesis_ids", config.get("synthesis_from"))
         self.synthesis_from = frozenset(chosen) if isinstance(chosen, list) else None

@@ -48,6 +48,7 @@ class SummaryCall(Protocol):
 
 
 Strategy = Literal["drop_oldest", "summarize"]
+"""How a conversation over its window is compressed: drop the oldest turns, or summarize them."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

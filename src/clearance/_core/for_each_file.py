@@ -18,8 +18,9 @@ import pathspec
 
 from clearance._core.errors import ConfigError
 from clearance._core.routing import EdgeCondition
+from clearance._core.run_spec import RunSpec
 from clearance._core.spec import FanOut, Task
-from clearance._core.teamfile_models import TaskSpec, TeamFile
+from clearance._core.teamfile_models import TaskSpec
 
 __all__ = ["expand_ids", "expand_tasks", "matching_files"]
 
@@ -82,7 +83,7 @@ def matching_files(root: Path, pattern: str, include: list[str], field: str) -> 
 
 
 def expand_tasks(
-    spec: TeamFile, input_root: Path | None
+    spec: RunSpec, input_root: Path | None
 ) -> tuple[tuple[Task, ...], dict[str, list[str]]]:
     groups: dict[str, list[str]] = {}
     expanded: list[tuple[TaskSpec, dict[str, str]]] = []

@@ -74,8 +74,8 @@ class ToolCallInfo:
 class RunHooks:
     """Base class of hooks: override the methods you need; each is a no-op here.
 
-    Give instances to ``Orchestrator(hooks=[...])``. See the module docstring for what a
-    hook can and cannot do.
+    Give instances to ``Orchestrator(team, services=RunServices(hooks=(...)))``. See the
+    module docstring for what a hook can and cannot do.
     """
 
     def before_run(self, run: RunInfo) -> Any:

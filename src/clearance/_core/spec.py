@@ -29,6 +29,7 @@ from clearance._core.task_spec import (
 )
 
 __all__ = [
+    "DEFAULT_COORDINATOR",
     "DEFAULT_TOOL_STEPS",
     "MAX_FAN_OUT",
     "Agent",
@@ -111,3 +112,13 @@ class Team:
                 return agent
         known = ", ".join(a.name for a in self.agents) or "none"
         raise ConfigError(f"unknown agent {name!r} (agents: {known})", field="assignee")
+
+
+DEFAULT_COORDINATOR = Agent(
+    name="coordinator",
+    instructions=(
+        "You are the coordinator of a team of agents. You plan the team's work, and you "
+        "write the final answer from the results your team members report."
+    ),
+)
+"""The coordinator of a team that declares none."""

@@ -12,27 +12,23 @@ from __future__ import annotations
 import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from pydantic import ValidationError
 
 from clearance._core.errors import ConfigError
 from clearance._core.for_each_file import expand_ids, expand_tasks
 from clearance._core.mcp_spec import check_mcp_entries
-from clearance._core.safe_yaml import load_yaml_file
+from clearance._core.run_spec import RunSpec
 from clearance._core.spec import FileCaps, Task, Team
 from clearance._core.teamfile_checks import check_effective, check_messages, check_paths
-from clearance._core.teamfile_models import AgentSpec, TaskSpec, TeamFile
 
-__all__ = ["AgentSpec", "LoadedTeam", "TaskSpec", "TeamFile", "load_team_file", "resolve_input"]
+__all__ = ["LoadedTeam", "load_team_file", "prepare_run", "resolve_input"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class LoadedTeam:
-    """A team file turned into specs.
+    """A run's spec prepared to run: its team built and its tasks expanded.
 
     Attributes:
-        spec: The validated file.
+        spec: The run's spec (a team file, with any overrides).
         team: The agents and coordinator.
         tasks: The tasks, with ``for_each_file`` entries expanded (empty: plan from a goal).
         synthesis_from: Ids of the tasks whose results the synthesis sees (``for_each_file``
@@ -43,7 +39,7 @@ class LoadedTeam:
             folder), or ``None``.
     """
 
-    spec: TeamFile
+    spec: RunSpec
     team: Team
     tasks: tuple[Task, ...]
     input_root: Path | None
@@ -52,7 +48,7 @@ class LoadedTeam:
 
     def file_caps(self) -> FileCaps:
         """The ``isolation.file_caps`` of the file, as `FileCaps`."""
-        return FileCaps(**self.spec.isolation.file_caps.model_dump())
+        return self.spec.file_caps()
 
     synthesis_from: tuple[str, ...] | None = None
 
@@ -77,46 +73,46 @@ def resolve_input(value: str) -> Path:
     return path
 
 
-def _format_error(exc: ValidationError) -> tuple[str, str]:
-    err = exc.errors()[0]
-    field = ".".join(str(p) for p in err["loc"]) or "(top level)"
-    more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
-    return field, f"{err['msg']}{more}"
-
-
 def load_team_file(path: str | Path, *, input_dir: str | Path | None = None) -> LoadedTeam:
-    """Read, validate and expand a team file.
+    """Read, validate and prepare a team file (`RunSpec.from_file`, then `prepare_run`).
 
     Args:
         path: The YAML file.
         input_dir: Overrides ``input.default`` (a folder, or ``python:<package>``).
 
     Returns:
-        The team, its tasks (``for_each_file`` expanded, sorted by path), and input root.
+        The spec, its team, its tasks (``for_each_file`` expanded, sorted by path), and the
+        input root.
 
     Raises:
         ConfigError: The file is missing, is not a regular file, is over the size, depth or
-            alias-expansion caps of `clearance._core.safe_yaml`, is not YAML, or fails
-            validation; the message names the file, the field and the problem.
+            alias-expansion caps of `clearance._core.safe_yaml`, is not YAML, fails
+            validation, or sets a key that would have no effect; the message names the file,
+            the field and the problem.
     """
-    source = str(path)
-    raw: Any = load_yaml_file(path)
-    if not isinstance(raw, dict):
-        raise ConfigError("the file must hold a mapping with at least 'agents'", source=source)
-    try:
-        spec = TeamFile.model_validate(raw)
-    except ValidationError as exc:
-        field, message = _format_error(exc)
-        raise ConfigError(message, source=source, field=field) from exc
+    spec = RunSpec.from_file(path)
+    if input_dir is not None:
+        folder = spec.input.model_copy(update={"default": str(input_dir)})
+        spec = spec.model_copy(update={"input": folder})
+    return prepare_run(spec, source=str(path))
 
+
+def prepare_run(spec: RunSpec, *, source: str | None = None) -> LoadedTeam:
+    """Check a run's spec across its keys, build its team and expand its tasks.
+
+    Args:
+        spec: The run's spec.
+        source: The team file it was read from, named in error messages; ``None`` for none.
+
+    Raises:
+        ConfigError: A key would have no effect, a message names an unknown agent, an MCP
+            tool entry is malformed, the input or project folder does not exist, or a
+            ``for_each_file`` pattern matches nothing; the message names the file (when the
+            spec was read from one) and the field.
+    """
     try:
-        team = Team(
-            agents=tuple(a.to_agent() for a in spec.agents),
-            coordinator=spec.coordinator.to_agent() if spec.coordinator else None,
-            name=spec.name,
-            memory_groups=tuple(g.to_group() for g in spec.memory_groups),
-        )
-        root_value = str(input_dir) if input_dir is not None else spec.input.default
+        team = spec.team()
+        root_value = spec.input.default
         input_root = resolve_input(root_value) if root_value else None
         project_root = _project_root(spec.project) if spec.project else input_root
         tasks, groups = expand_tasks(spec, input_root)
@@ -129,13 +125,15 @@ def load_team_file(path: str | Path, *, input_dir: str | Path | None = None) -> 
         check_effective(spec, team, tasks)
         check_paths(spec, tasks)
     except ConfigError as exc:
+        if source is None:
+            raise
         raise ConfigError(str(exc), source=source) from exc
     return LoadedTeam(
         spec=spec,
         team=team,
         tasks=tasks,
         input_root=input_root,
-        source=source,
+        source=source or "the run spec",
         project_root=project_root,
         synthesis_from=synthesis_from,
     )

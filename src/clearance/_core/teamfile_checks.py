@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from clearance._core.errors import ConfigError
+from clearance._core.run_spec import RunSpec
 from clearance._core.spec import Agent, Task, Team
-from clearance._core.teamfile_models import TeamFile
 
 __all__ = ["check_chat_agent", "check_effective", "check_messages", "check_paths"]
 
@@ -29,7 +29,7 @@ _NEEDS = {
 }
 
 
-def check_effective(spec: TeamFile, team: Team, tasks: tuple[Task, ...]) -> None:
+def check_effective(spec: RunSpec, team: Team, tasks: tuple[Task, ...]) -> None:
     """Refuse keys that would have no effect: a setting nobody reads is a silent no-op.
 
     Raises:
@@ -75,7 +75,7 @@ def check_effective(spec: TeamFile, team: Team, tasks: tuple[Task, ...]) -> None
             raise ConfigError(f"has no effect: {why}", field=key)
 
 
-def check_messages(spec: TeamFile) -> None:
+def check_messages(spec: RunSpec) -> None:
     """Refuse a message to an agent the team does not have (it would reach nobody)."""
     names = {a.name for a in spec.agents}
     if spec.coordinator is not None:
@@ -89,7 +89,7 @@ def check_messages(spec: TeamFile) -> None:
             )
 
 
-def check_paths(spec: TeamFile, tasks: tuple[Task, ...]) -> None:
+def check_paths(spec: RunSpec, tasks: tuple[Task, ...]) -> None:
     """Refuse a capability declared where its agent is only called on a path it cannot apply.
 
     Every call path gets its agent from one runtime (see ``docs/architecture.md``, the

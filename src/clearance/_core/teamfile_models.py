@@ -1,14 +1,18 @@
-"""The team file's schema: pydantic models of its keys, so an error names the field."""
+"""The parts of a run's spec (`RunSpec`): pydantic models of its keys, so errors name fields."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
 
-from clearance._core.budget import ModelPrice, RunBudget
-from clearance._core.mcp_spec import McpServerSpec
-from clearance._core.memory_spec import MAX_RECALL, AgentMemory, MemoryGroup, SharedConversation
+from clearance._core.memory_spec import (
+    MAX_RECALL,
+    AgentMemory,
+    MemoryGroup,
+    SharedConversation,
+)
 from clearance._core.review import MAX_REVIEW_ROUNDS, Review
 from clearance._core.spec import (
     MAX_FAN_OUT,
@@ -18,6 +22,7 @@ from clearance._core.spec import (
 )
 
 __all__ = [
+    "MODEL_OPTION_KEYS",
     "AgentMemorySpec",
     "AgentSpec",
     "BudgetSpec",
@@ -37,9 +42,14 @@ __all__ = [
     "SamplingSpec",
     "SharedConversationSpec",
     "TaskSpec",
-    "TeamFile",
     "ToolEntrySpec",
 ]
+
+
+MODEL_OPTION_KEYS = frozenset(
+    {"context_window", "n_ctx", "n_threads", "n_threads_batch", "n_batch"}
+)
+"""The `get_model` keyword arguments ``model_options.by_model`` may hold (all integers)."""
 
 
 class _Strict(BaseModel):
@@ -92,13 +102,26 @@ class ModelOptionsSpec(_Strict):
     context it is loaded with (``n_ctx``, 128 to 131072). ``threads`` (generation),
     ``threads_batch`` (prompt evaluation, or prefill; 1 to 256 each) and ``batch_size``
     (prompt tokens per step, 1 to 8192) apply to ``llama-cpp:`` models only, and are refused
-    when no agent uses one.
+    when no agent uses one. ``by_model`` gives one model id its own `get_model` settings
+    (``context_window``, ``n_ctx``, ``n_threads``, ``n_threads_batch``, ``n_batch``), over
+    the team-wide ones.
     """
 
     context_window: int | None = Field(default=None, ge=1, strict=True)
     threads: int | None = Field(default=None, ge=1, le=256, strict=True)
     threads_batch: int | None = Field(default=None, ge=1, le=256, strict=True)
     batch_size: int | None = Field(default=None, ge=1, le=8192, strict=True)
+    by_model: dict[str, dict[str, StrictInt]] = {}
+
+    @field_validator("by_model")
+    @classmethod
+    def _known_settings(cls, value: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+        """Only `MODEL_OPTION_KEYS`: a value's range is checked by the model it is given to."""
+        for model_id, settings in value.items():
+            unknown = sorted(set(settings) - MODEL_OPTION_KEYS)
+            if unknown:
+                raise ValueError(f"unknown model setting {unknown[0]!r} for {model_id!r}")
+        return value
 
 
 class AgentSpec(_Strict):
@@ -116,6 +139,30 @@ class AgentSpec(_Strict):
     memory: AgentMemorySpec | None = None
     store_read_extends_ttl_s: float | None = Field(default=None, gt=0, lt=10**10)
     sampling: SamplingSpec = SamplingSpec()
+
+    @classmethod
+    def from_agent(cls, agent: Agent) -> AgentSpec:
+        """The entry that declares ``agent``; a tool given as a function is named by its name."""
+        sampling = agent.sampling
+        return cls(
+            name=agent.name,
+            instructions=agent.instructions,
+            role=agent.role,
+            model=agent.model,
+            limits=LimitsSpec(**dataclasses.asdict(agent.limits)),
+            tools=[t if isinstance(t, str) else getattr(t, "__name__", "") for t in agent.tools],
+            can_delegate_to=list(agent.can_delegate_to),
+            can_spawn=list(agent.can_spawn),
+            store_grants=dict(agent.store_grants),  # type: ignore[arg-type]  # checked by Agent
+            memory=AgentMemorySpec(**agent.memory.to_dict()) if agent.memory else None,  # type: ignore[arg-type]
+            store_read_extends_ttl_s=agent.store_read_extends_ttl_s,
+            sampling=SamplingSpec(
+                temperature=sampling.temperature,
+                top_p=sampling.top_p,
+                repeat_penalty=sampling.repeat_penalty,
+                stop=list(sampling.stop),
+            ),
+        )
 
     def to_agent(self) -> Agent:
         """The `Agent` this entry declares."""
@@ -244,6 +291,18 @@ class MemoryGroupSpec(_Strict):
     agents: list[str] = Field(min_length=2)
     shared_conversation: SharedConversationSpec | None = None
 
+    @classmethod
+    def from_group(cls, group: MemoryGroup) -> MemoryGroupSpec:
+        """The entry that declares ``group``."""
+        shared = group.shared_conversation
+        return cls(
+            name=group.name,
+            agents=list(group.agents),
+            shared_conversation=SharedConversationSpec(**dataclasses.asdict(shared))
+            if shared
+            else None,
+        )
+
     def to_group(self) -> MemoryGroup:
         """The `MemoryGroup` this entry declares."""
         shared = self.shared_conversation
@@ -289,9 +348,12 @@ class ToolEntrySpec(_Strict):
     ``idempotent: true`` lets a resume run again a call the stopped run may have run;
     ``replay: false`` runs a call again on resume instead of replaying its recorded result
     (a live value). See `clearance._agents.replay`.
+
+    ``function`` is ``None`` for a tool that is given in code (``tools=``) rather than
+    imported: a run records such a tool by name, and resuming it needs the tool given again.
     """
 
-    function: str = Field(min_length=1)
+    function: str | None = Field(default=None, min_length=1)
     approval: Literal["none", "required"] = "none"
     idempotent: bool = False
     replay: bool = True
@@ -322,72 +384,3 @@ class PlanRefSpec(_Strict):
 
     run_id: str = Field(min_length=1, max_length=200)
     tasks_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-
-
-class TeamFile(_Strict):
-    """The whole team file."""
-
-    name: str = "team"
-    goal: str | None = None
-    model: str | None = None
-    model_options: ModelOptionsSpec = ModelOptionsSpec()
-    max_concurrency: int = Field(default=4, ge=1)
-    store: str | None = None
-    input: InputSpec = InputSpec()
-    project: str | None = None
-    workspace: str | None = None
-    isolation: IsolationSpec = IsolationSpec()
-    agents: list[AgentSpec] = Field(min_length=1)
-    coordinator: AgentSpec | None = None
-    tasks: list[TaskSpec] = []
-    messages: list[MessageSpec] = []
-    memory_groups: list[MemoryGroupSpec] = []
-    memory: str | MemorySpec | None = None
-    tools: dict[str, str | ToolEntrySpec] = {}
-    mcp_servers: dict[str, McpServerSpec] = Field(default={}, max_length=64)
-    report: str | None = Field(default=None, pattern=r"^step:[a-z_][a-z0-9_]*$")
-    """The report ``clearance run`` writes (``step:code_review_report``); ``None``: the
-    generic run report (synthesis and each task's result)."""
-    budget: BudgetSpec | None = None
-    prices: dict[str, PriceSpec] = {}
-    plan: PlanRefSpec | None = None
-
-    @model_validator(mode="after")
-    def _plan_needs_tasks(self) -> TeamFile:
-        if self.plan is not None and not self.tasks:
-            raise ValueError("plan: names the run that planned the tasks: give its tasks")
-        return self
-
-    @model_validator(mode="after")
-    def _prices_need_a_cost_budget(self) -> TeamFile:
-        if self.prices and (self.budget is None or self.budget.cost_usd is None):
-            raise ValueError("prices: has no effect without budget: {cost_usd: ...}")
-        return self
-
-    def run_budget(self) -> RunBudget | None:
-        """``budget:`` with ``prices:`` as a `RunBudget`; ``None`` without a budget."""
-        if self.budget is None:
-            return None
-        prices = {m: ModelPrice(**p.model_dump()) for m, p in self.prices.items()}
-        return RunBudget(tokens=self.budget.tokens, cost_usd=self.budget.cost_usd, prices=prices)
-
-    @property
-    def tool_functions(self) -> dict[str, str]:
-        """``tools:`` as name to ``module:function`` (the long form's ``function``)."""
-        return {n: e if isinstance(e, str) else e.function for n, e in self.tools.items()}
-
-    @property
-    def approval_tools(self) -> tuple[str, ...]:
-        """Names of the ``tools:`` whose calls require approval."""
-        return tuple(
-            n for n, e in self.tools.items() if not isinstance(e, str) and e.approval == "required"
-        )
-
-    @property
-    def memory_settings(self) -> MemorySpec:
-        """``memory:`` in its long form (a bare URL becomes ``{url: URL}``)."""
-        if isinstance(self.memory, str):
-            return MemorySpec(url=self.memory)
-        return self.memory or MemorySpec()
-
-    synthesis_from: list[str] | None = None

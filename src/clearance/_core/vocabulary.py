@@ -19,6 +19,7 @@ enum               what it names
 `StepKind`         the built-in steps an `AgentSession` records
 `ApprovalKind`     what a human approval is asked for (a tool call, a task, or a rerun)
 `ClarificationKind`  what an isolated subagent asked for (a question or a file)
+`ExecutorKind`     where a run's model calls are answered (``executor.kind`` of a run spec)
 `RecordKind`       a kind of record in the ledger's hash chain
 `MemoryKind`       a long-term memory record: a conversation turn or a fact
 `NameKind`         a name a module binds at its top level, as its module facts list it
@@ -37,6 +38,7 @@ __all__ = [
     "ApprovalKind",
     "ClarificationKind",
     "EventKind",
+    "ExecutorKind",
     "MemoryKind",
     "NameKind",
     "OriginKind",
@@ -173,6 +175,15 @@ class ClarificationKind(StrEnum):
 
     QUESTION = "question"
     FILE = "file"
+
+
+class ExecutorKind(StrEnum):
+    """Where a run's model calls are answered (``executor.kind`` of a `RunSpec`)."""
+
+    LOCAL = "local"
+    """In this process."""
+    RAY = "ray"
+    """On Ray worker actors (prompts are still built in this process)."""
 
 
 class RecordKind(StrEnum):

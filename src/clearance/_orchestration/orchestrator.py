@@ -2,26 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from clearance._agents.caller import ModelCaller
-from clearance._agents.files import FileCaps
 from clearance._agents.replay import ReplaySource
 from clearance._agents.retry import RetryPolicy
 from clearance._agents.tools import Tool
-from clearance._core.budget import RunBudget
-from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import BudgetExceeded, ClearanceError, ConfigError, LedgerError
-from clearance._core.hooks import HookRunner, RunHooks
+from clearance._core.hooks import HookRunner
 from clearance._core.ids import new_id
 from clearance._core.memory_spec import group_members
-from clearance._core.spec import Agent, Task, Team
-from clearance._orchestration.approval import Approver
+from clearance._core.run_spec import RunSpec
+from clearance._core.spec import DEFAULT_COORDINATOR, Task, Team
+from clearance._core.teamfile import LoadedTeam, prepare_run
 from clearance._orchestration.execution import RunExecution
-from clearance._orchestration.executor import ModelExecutor
 from clearance._orchestration.graph_check import check_graph
 from clearance._orchestration.model_pool import ModelPool
 from clearance._orchestration.planner import plan_tasks
@@ -30,22 +28,22 @@ from clearance._orchestration.resume import (
     check_resumable,
     load_recorded_run,
     process_identity,
+    recorded_spec,
     recorded_usage,
+    restore_messages,
 )
 from clearance._orchestration.resume_checks import check_recorded_steps
-from clearance._orchestration.run import Run, RunSettings
-from clearance._orchestration.run_budget import RunMeters
-from clearance._orchestration.run_config import (  # noqa: F401 (MODEL_OPTION_KEYS: old home)
-    MODEL_OPTION_KEYS,
-    checked_model_options,
-    named_tools,
-    recorded_arguments,
-    recorded_config,
+from clearance._orchestration.run import (
+    DEFAULT_WORKSPACE_ROOT,
+    Run,
+    RunOptions,
+    RunServices,
+    RunSettings,
 )
-from clearance._orchestration.run_dir import new_run_dir as _new_run_dir  # noqa: F401 (old home)
+from clearance._orchestration.run_budget import RunMeters
+from clearance._orchestration.run_config import derived_spec, named_tools, orchestrator_arguments
 from clearance._orchestration.run_memory import RunMemory
 from clearance._orchestration.stream import DEFAULT_MAX_EVENTS, RunStream, call_listener
-from clearance._orchestration.subagents import AskPerson
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import Recorder, RunLedger
 from clearance._state.messages import MessageBus
@@ -57,19 +55,9 @@ from clearance.models._registry import DEFAULT_MODEL_ID
 
 __all__ = ["DEFAULT_COORDINATOR", "DEFAULT_GOAL", "DEFAULT_WORKSPACE_ROOT", "Orchestrator"]
 
-DEFAULT_WORKSPACE_ROOT = ".clearance/workspaces"
-"""Where runs that spawn children get their folders (relative to the working directory)."""
-
-DEFAULT_COORDINATOR = Agent(
-    name="coordinator",
-    instructions=(
-        "You are the coordinator of a team of agents. You plan the team's work, and you "
-        "write the final answer from the results your team members report."
-    ),
-)
-"""The coordinator used when a team declares none."""
-
 DEFAULT_GOAL = "Report on the results of the tasks."
+
+ToolsArg = Mapping[str, Tool | Callable[..., Any]] | Iterable[Tool | Callable[..., Any]]
 
 
 class Orchestrator:
@@ -82,71 +70,38 @@ class Orchestrator:
     ``max_concurrency`` at once. A failed task skips its transitive dependents and leaves
     every other branch running. The coordinator alone gets the full view, for synthesis.
 
-    A task with an ``output_schema`` asks its model for JSON matching the schema; an answer
-    that does not validate gets exactly one repair attempt (the task prompt plus the rejected
-    answer and the validation error), then the task fails with `OutputValidationError`.
-    Dependents and the synthesis receive the validated JSON, re-serialized canonically. A
-    dependency result over the assignee's ``limits.max_dependency_tokens`` fails the
-    dependent task with `DependencyPayloadError`; it is never truncated.
+    A task with an ``output_schema`` asks its model for JSON matching the schema, with one
+    repair attempt, then fails with `OutputValidationError`. A dependency result over the
+    assignee's ``limits.max_dependency_tokens`` fails the dependent task with
+    `DependencyPayloadError`; it is never truncated.
 
     Args:
         team: The agents, and optionally the coordinator.
         model: Default model (an id such as ``"llama-cpp:smollm2"``, or an instance) for
             agents whose ``model`` is ``None``.
-        models: Model instances by id, used instead of creating models from their ids.
-        model_options: Settings models are made with, by model id: `get_model` keyword
-            arguments whose values are integers (for example
-            ``{"llama-cpp:smollm2": {"n_threads_batch": 2}}``; keys are ``context_window``,
-            ``n_ctx``, ``n_threads``, ``n_threads_batch`` and ``n_batch``). They are recorded
-            with the run, so `from_run` makes the same models; give the instances made with
-            them in ``models`` as well to have them used in this run.
         ledger: Where runs are recorded; ``None`` opens the default SQLite ledger
             (``.clearance/runs.db``).
-        max_concurrency: Most tasks running at once (at least 1).
-        input_root: Folder that task ``files`` are relative to; required when a task lists
-            files.
-        messages: The team's message bus; a new empty bus if ``None``.
-        on_event: Called with a `RunEvent` at each step of a run (for progress displays).
-        stream_text: Make every model call stream, and deliver its progress (``model_call``,
-            ``text``, ``tool_call`` events) to ``on_event`` as well (see `stream`).
-        clock: Source of timestamps (UTC).
-        retry_policy: Backoff between attempts of a model call that failed transiently (the
-            number of retries is each agent's ``limits.retries``); ``None`` means
-            `RetryPolicy()` (1 s doubling to 60 s, up to 1 s jitter).
         store: The context store agents reach through their ``store_grants`` (built-in
             store tools); ``None`` for none.
+        memory: Long-term memory of agents with ``memory`` settings (see `RunMemory`);
+            required when an agent has them, ``None`` otherwise.
         tools: User tools agents may opt in to by name: plain typed functions (named by
             ``__name__``) or `Tool` objects, as a list or by name. The import path of each
             module-level function is recorded, so `from_run` can restore it.
-        project_root: The project isolated tasks work on: their architectural context is
-            computed from it once per run, and their ``files`` (and files they ask for) are
-            read from it; ``None`` means ``input_root``.
-        file_caps: Size caps on one isolated task's files; ``None`` means `FileCaps()`.
-        clarification_rounds: Most times an isolated task's subagent may ask for context
-            before the task fails (0 to 10).
-        workspace_root: Folder under which each run that spawns children gets its own
-            folder (one workspace per child, created exclusively).
-        ask_person: Answers isolated subagents' questions instead of the coordinator (an
-            interactive run); ``None`` lets the coordinator answer.
-        memory: Long-term memory of agents with ``memory`` settings (see `RunMemory`);
-            required when an agent has them, ``None`` otherwise.
-        synthesis_from: Ids of the tasks whose results the synthesis shows; ``None`` for
-            every task's. Failed and skipped tasks are always listed.
-        executor: Where model calls are answered (`RayExecutor`: on Ray worker actors);
-            ``None`` answers them in this process. Prompts are built here either way.
-        approval_tools: Names of the tools whose calls require a person's approval (see
-            `clearance._orchestration.approval`); recorded with the run.
-        approver: Asks a person about each approval on the spot; ``None`` pauses the run
-            instead (`RunResult.status` ``"awaiting_approval"``).
-        budget: The run's token and cost budget, checked before each model call (see
-            `RunBudget` and `BudgetExceeded`); recorded. ``None`` for no budget.
-        hooks: User hooks around the run, tasks, model and tool calls (`RunHooks`).
+        options: What the runs are set to do (concurrency, folders, isolation, synthesis,
+            approvals, model settings, streaming, retries); ``None`` for `RunOptions()`.
+        services: Who the runs work with (model instances, the message bus, the event
+            callback, the clock, the executor, the person asked); ``None`` for
+            `RunServices()`.
+
+    Every run records the orchestrator's `RunSpec` (the one it was made from with
+    `from_spec`, else one written from its arguments), so `from_run` rebuilds it.
 
     Agents with tools run the tool loop (`clearance._agents.loop`), bounded by ``max_steps``.
 
     Raises:
-        ConfigError: ``max_concurrency`` is below 1, or ``model_options`` has a key that is
-            not a known setting or a value that is not an integer.
+        ConfigError: ``options.model_options`` has a key that is not a known setting or a
+            value that is not an integer.
     """
 
     def __init__(
@@ -154,58 +109,96 @@ class Orchestrator:
         team: Team,
         *,
         model: str | ChatModel = DEFAULT_MODEL_ID,
-        models: Mapping[str, ChatModel] | None = None,
-        model_options: Mapping[str, Mapping[str, int]] | None = None,
         ledger: Recorder | None = None,
-        max_concurrency: int = 4,
-        input_root: str | Path | None = None,
-        messages: MessageBus | None = None,
-        on_event: Callable[[RunEvent], None] | None = None,
-        stream_text: bool = False,
-        clock: Clock = utc_now,
-        retry_policy: RetryPolicy | None = None,
         store: ContextStore | None = None,
-        tools: Mapping[str, Tool | Callable[..., Any]] | Iterable[Tool | Callable[..., Any]] = (),
-        project_root: str | Path | None = None,
-        file_caps: FileCaps | None = None,
-        clarification_rounds: int = 2,
-        workspace_root: str | Path = DEFAULT_WORKSPACE_ROOT,
-        ask_person: AskPerson | None = None,
         memory: RunMemory | None = None,
-        synthesis_from: Iterable[str] | None = None,
-        executor: ModelExecutor | None = None,
-        approval_tools: Iterable[str] = (),
-        approver: Approver | None = None,
-        budget: RunBudget | None = None,
-        hooks: Iterable[RunHooks] = (),
+        tools: ToolsArg = (),
+        options: RunOptions | None = None,
+        services: RunServices | None = None,
     ):
-        if max_concurrency < 1:
-            raise ConfigError("must be at least 1", field="max_concurrency")
         self.team = team
-        self.messages = messages if messages is not None else MessageBus(clock=clock)
-        self.max_concurrency = max_concurrency
-        self.input_root = Path(input_root) if input_root is not None else None
-        self._models = ModelPool(model, models=models, options=model_options, executor=executor)
+        self.options = options = options if options is not None else RunOptions()
+        self.services = services = services if services is not None else RunServices()
+        self._clock = services.clock
+        given = services.messages
+        self.messages = given if given is not None else MessageBus(clock=self._clock)
+        self._models = ModelPool(
+            model, models=services.models, options=options.model_options,
+            executor=services.executor,
+        )  # fmt: skip
         self._ledger = ledger
-        self._on_event = on_event
-        self.stream_text = stream_text
-        self._clock = clock
-        self.retry_policy = retry_policy if retry_policy is not None else RetryPolicy()
+        self._on_event = services.on_event
+        self.stream_text = options.stream_text
         self.store = store
         self._tools, self._tool_paths = named_tools(tools)
         self.memory = memory
         self._memory_groups = group_members(team.memory_groups)
-        if not 0 <= clarification_rounds <= 10:
-            raise ConfigError("must be 0 to 10", field="clarification_rounds")
-        project = project_root if project_root is not None else self.input_root
-        self.project_root = Path(project) if project is not None else None
-        self.file_caps, self.clarification_rounds = file_caps or FileCaps(), clarification_rounds
-        self.workspace_root, self.ask_person = Path(workspace_root), ask_person
-        self.synthesis_from = tuple(synthesis_from) if synthesis_from is not None else None
-        self.executor, self.approval_tools = executor, frozenset(approval_tools)
-        self.approver, self.hooks = approver, tuple(hooks)
-        self.budget, self._meters = budget, RunMeters()
+        self.spec: RunSpec | None = None  # the spec it was made from (`from_spec`), if any
+        self._meters = RunMeters()
         self._replay: ReplaySource | None = None  # the last resume's recorded steps
+
+    @property
+    def project_root(self) -> Path | None:
+        """The folder isolated tasks work on: ``options.project_root``, else the input root."""
+        return self.options.project_root or self.options.input_root
+
+    @classmethod
+    def from_spec(
+        cls,
+        spec: RunSpec | LoadedTeam,
+        *,
+        ledger: Recorder | None = None,
+        store: ContextStore | None = None,
+        memory: RunMemory | None = None,
+        tools: Mapping[str, Tool | Callable[..., Any]] | None = None,
+        services: RunServices | None = None,
+        stream_text: bool = False,
+        retry_policy: RetryPolicy | None = None,
+    ) -> Orchestrator:
+        """An orchestrator for a run's spec (a team file, see `clearance.load_team_file`).
+
+        The spec is checked and its tasks expanded (`prepare_run`) unless given prepared;
+        its tools, store, memory and messages are made as `orchestrator_arguments` says
+        (close a store or memory opened here). The runs record the spec as it is.
+
+        Args:
+            spec: The run's spec, or one prepared with `prepare_run`.
+            ledger: Where runs are recorded; ``None`` opens the default ledger.
+            store: The store instead of opening the spec's.
+            memory: The memory instead of opening the spec's.
+            tools: User tools by name, instead of importing or looking them up.
+            services: Model instances, message bus, callbacks, clock, executor, person.
+            stream_text: Make every model call stream its text to ``services.on_event``.
+            retry_policy: Backoff between attempts of a failing model call.
+
+        Raises:
+            ConfigError: The spec fails a check of `prepare_run`, a tool cannot be imported
+                or looked up, or a URL holds a masked password.
+            StoreError: The store cannot be opened.
+        """
+        loaded = spec if isinstance(spec, LoadedTeam) else prepare_run(spec)
+        return cls._made_from(
+            loaded.spec, loaded.team, loaded.synthesis_from, ledger=ledger, store=store,
+            memory=memory, tools=tools, services=services, stream_text=stream_text,
+            retry_policy=retry_policy,
+        )  # fmt: skip
+
+    @classmethod
+    def _made_from(
+        cls, spec: RunSpec, team: Team, synthesis_from: Iterable[str] | None, *,
+        model: str | ChatModel | None = None, ledger: Recorder | None,
+        store: ContextStore | None, memory: RunMemory | None,
+        tools: Mapping[str, Tool | Callable[..., Any]] | None, services: RunServices | None,
+        stream_text: bool = False, retry_policy: RetryPolicy | None = None,
+    ) -> Orchestrator:  # fmt: skip
+        arguments = orchestrator_arguments(
+            spec, synthesis_from, store=store, memory=memory, tools=tools, services=services,
+            stream_text=stream_text, retry_policy=retry_policy,
+        )  # fmt: skip
+        orchestrator = cls(team, model=model or spec.model or DEFAULT_MODEL_ID, ledger=ledger,
+                           **arguments)  # fmt: skip
+        orchestrator.spec = spec
+        return orchestrator
 
     @property
     def ledger(self) -> Recorder:
@@ -252,15 +245,27 @@ class Orchestrator:
             PlanError: The plan is still invalid after the repair attempt.
             ModelError: The coordinator's model failed while planning.
         """
+        run_id, graph, usage = await self.plan(goal)
+        return await self._execute(run_id, graph, goal, usage=usage)
+
+    async def plan(self, goal: str) -> tuple[str, TaskGraph, Usage]:
+        """Start a run of ``goal``, have the coordinator plan it as `run_team` does; run nothing.
+
+        Returns:
+            The run's id, the validated graph (recorded with the run) and the planning's usage.
+
+        Raises:
+            PlanError: As `run_team` (the run is recorded ``failed``).
+            ModelError: As `run_team`.
+        """
         self._resolve_models()
         run_id = new_id("run")
-        self.ledger.start_run(
-            run_id=run_id, team=self.team.name, goal=goal, graph=None, config=self._config()
-        )
+        self.ledger.start_run(run_id=run_id, team=self.team.name, goal=goal, graph=None,
+                              config=self._config())  # fmt: skip
         self._emit(RunEventKind.RUN_STARTED, run_id, detail="planning")
         graph, usage = await self._plan(run_id, goal, Usage())
         self._emit(RunEventKind.PLAN_READY, run_id, detail=f"{len(graph)} tasks")
-        return await self._execute(run_id, graph, goal, usage=usage)
+        return run_id, graph, usage
 
     @classmethod
     def from_run(
@@ -268,52 +273,52 @@ class Orchestrator:
         run_id: str,
         *,
         ledger: RunLedger,
+        spec: RunSpec | None = None,
         model: str | ChatModel | None = None,
-        models: Mapping[str, ChatModel] | None = None,
-        on_event: Callable[[RunEvent], None] | None = None,
-        clock: Clock = utc_now,
-        retry_policy: RetryPolicy | None = None,
         store: ContextStore | None = None,
         memory: RunMemory | None = None,
-        tools: Mapping[str, Tool | Callable[..., Any]] = {},
-        executor: ModelExecutor | None = None,
-        approver: Approver | None = None,
+        tools: Mapping[str, Tool | Callable[..., Any]] | None = None,
+        services: RunServices | None = None,
+        retry_policy: RetryPolicy | None = None,
     ) -> Orchestrator:
         """An orchestrator rebuilt from a recorded run, ready to `resume` it.
 
-        The team (every agent's spec, memory settings and memory groups), default model,
-        concurrency, input folder, messages, store, memory and user tools are the ones the
-        run recorded when it started: the store and memory are reopened at their recorded
-        URLs (close them with ``orchestrator.store.close()`` and ``orchestrator.memory.close()``
-        when done) and user tools are imported from their recorded paths, unless given here.
+        The run's recorded `RunSpec` (`RunSpec.from_record`) defines it: the team (every
+        agent's spec, sampling, memory settings and memory groups), default model and its
+        settings, concurrency, folders and the rest; its messages are the recorded ones. The
+        store and memory are reopened at their recorded URLs (close them with
+        ``orchestrator.store.close()`` and ``orchestrator.memory.close()`` when done) and
+        user tools are imported from their recorded paths, unless given here.
 
         Args:
             run_id: The run's id, or a unique prefix of it.
             ledger: The ledger the run is recorded in.
-            model: Default model instead of the recorded one (``None`` keeps the recorded one).
-            models: Model instances by id, used instead of creating models from their ids.
-                Other models are made with the ``model_options`` the run recorded.
-            on_event: Called with a `RunEvent` at each step.
-            clock: Source of timestamps (UTC).
-            retry_policy: Backoff between attempts of a failing model call.
+            spec: The run's spec with changes (read it with `recorded_run_spec`, then
+                ``spec.model_copy(update=...)``); ``None`` for the recorded one.
+            model: Default model instead of the spec's (an id, or an instance).
             store: The store instead of the recorded one.
             memory: The memory instead of the recorded one.
             tools: User tools by name, instead of importing their recorded paths.
-            executor: Where model calls are answered; ``None`` in this process.
-            approver: Asks a person about approvals on the spot (the tools that require
-                approval are the ones the run recorded); ``None`` pauses instead.
+            services: Model instances, callbacks, clock, executor, approver (the tools that
+                require approval are the ones the run recorded); the message bus is the
+                recorded messages.
+            retry_policy: Backoff between attempts of a failing model call.
 
         Raises:
             StoreError: No run (or several) match ``run_id``, or the database failed.
-            ConfigError: The run was recorded without its team's specs (an older version of
-                Clearance), or its record is damaged.
+            ConfigError: The run was recorded without its spec (an older version of
+                Clearance: resume it with ``Orchestrator(team, ...).resume(run_id)``), or
+                its record is damaged.
         """
-        team, recorded = recorded_arguments(ledger, run_id, store=store, memory=memory, tools=tools)
-        if model is not None:
-            recorded["model"] = model
-        return cls(
-            team, **recorded, models=models, ledger=ledger, on_event=on_event, clock=clock,
-            retry_policy=retry_policy, executor=executor, approver=approver,
+        recorded = load_recorded_run(ledger, run_id)
+        recorded_one, synthesis_ids = recorded_spec(recorded.record)
+        spec = spec if spec is not None else recorded_one
+        services = dataclasses.replace(
+            services or RunServices(), messages=restore_messages(recorded.messages)
+        )
+        return cls._made_from(
+            spec, spec.team(), synthesis_ids, model=model, ledger=ledger, store=store,
+            memory=memory, tools=tools, services=services, retry_policy=retry_policy,
         )  # fmt: skip
 
     async def resume(
@@ -361,7 +366,7 @@ class Orchestrator:
         usage, prompt_tokens = recorded_usage(ledger, recorded)
         self._replay = ReplaySource.load(ledger, run_id)  # durable resume: verified steps
         ledger.reopen_run(run_id, process=process_identity(), force=force)
-        self._meters.resume(self.budget, run_id, ledger)
+        self._meters.resume(self.options.budget, run_id, ledger)
         total, done = len(recorded.graph or ()), len(recorded.completed)
         detail = f"resumed: {done} of {total} tasks already completed"
         self._emit(RunEventKind.RUN_STARTED, run_id, detail=detail)
@@ -398,36 +403,31 @@ class Orchestrator:
         return graph, usage + caller.usage
 
     async def _execute(
-        self,
-        run_id: str,
-        graph: TaskGraph,
-        goal: str,
-        *,
-        usage: Usage | None = None,
+        self, run_id: str, graph: TaskGraph, goal: str, *, usage: Usage | None = None,
         completed: Mapping[str, str] | None = None,
         prompt_tokens: Mapping[str, int] | None = None,
-    ) -> RunResult:
+    ) -> RunResult:  # fmt: skip
         run = Run(
-            run_id=run_id,
-            goal=goal,
+            run_id=run_id, goal=goal, shared=SharedMemory(clock=self._clock),
             queue=TaskQueue(graph, clock=self._clock, completed=completed),
-            shared=SharedMemory(clock=self._clock),
             caller=self._caller(run_id),
-            memory_groups=self._memory_groups,
-            base_usage=usage or Usage(),
+            memory_groups=self._memory_groups, base_usage=usage or Usage(),
             prompt_tokens=dict(prompt_tokens or {}),
-        )
+        )  # fmt: skip
         coordinator = self.team.coordinator or DEFAULT_COORDINATOR
         return await RunExecution(self._settings(), run, coordinator=coordinator).execute(completed)
 
     def _caller(self, run_id: str) -> ModelCaller:
         """The run's `ModelCaller`: every model call of the run goes through it."""
-        if self.executor is not None:
-            self.executor.attach(functools.partial(self.ledger.record_event, run_id))
+        executor = self.services.executor
+        if executor is not None:
+            executor.attach(functools.partial(self.ledger.record_event, run_id))
         return ModelCaller(
-            ledger=self.ledger, run_id=run_id, retry_policy=self.retry_policy, clock=self._clock,
+            ledger=self.ledger, run_id=run_id, retry_policy=self.options.retry_policy,
+            clock=self._clock,
             listener=call_listener(self._emit, run_id) if self.stream_text else None,
-            meter=self._meters.for_run(self.budget, run_id), hooks=HookRunner(self.hooks),
+            meter=self._meters.for_run(self.options.budget, run_id),
+            hooks=HookRunner(self.services.hooks),
             replay=self._replay if self._replay and self._replay.run_id == run_id else None,
         )  # fmt: skip
 
@@ -436,38 +436,40 @@ class Orchestrator:
         self._resolve_models()
         check_graph(
             graph, team=self.team, tools=self._tools, store=self.store, memory=self.memory,
-            messages=self.messages, synthesis_from=self.synthesis_from,
-            input_root=self.input_root, project_root=self.project_root,
+            messages=self.messages, synthesis_from=self.options.synthesis_from,
+            input_root=self.options.input_root, project_root=self.project_root,
         )  # fmt: skip
 
     def _resolve_models(self) -> None:
         """Create every agent's model now, so a bad model id fails before the run starts."""
         agents = (*self.team.agents, self.team.coordinator or DEFAULT_COORDINATOR)
         self._models.resolve(agents)
-        self._meters.check_prices(self.budget, map(self._models.for_agent, agents))
+        self._meters.check_prices(self.options.budget, map(self._models.for_agent, agents))
 
     def _config(self) -> dict[str, Any]:
-        """The run's configuration as recorded with it (see `recorded_config`)."""
-        return recorded_config(
-            self._settings(),
-            coordinator=self.team.coordinator or DEFAULT_COORDINATOR,
-            default_model=self._models.default_id,
-            tool_paths=self._tool_paths,
-            model_options=self._models.options,
-            budget=self.budget,
-        )
+        """The run's configuration as recorded with it: its spec (`RunSpec.to_record`)."""
+        spec = self.spec or derived_spec(
+            self.team, model_id=self._models.default_id, options=self.options,
+            tool_paths=self._tool_paths, store=self.store, memory=self.memory,
+        )  # fmt: skip
+        chosen = self.options.synthesis_from
+        return {
+            **spec.to_record(synthesis_ids=list(chosen) if chosen is not None else None),
+            "process": process_identity(),  # `resume` refuses a run whose process is alive
+        }
 
     def _settings(self) -> RunSettings:
         """What this orchestrator fixes for each of its runs."""
+        options, services = self.options, self.services
         return RunSettings(
             team=self.team, ledger=self.ledger, messages=self.messages, clock=self._clock,
             model_for=self._models.for_agent, emit=self._emit, memory=self.memory,
             memory_groups=self._memory_groups, store=self.store, tools=self._tools,
-            input_root=self.input_root, project_root=self.project_root,
-            file_caps=self.file_caps, clarification_rounds=self.clarification_rounds,
-            workspace_root=self.workspace_root, ask_person=self.ask_person,
-            synthesis_from=self.synthesis_from, max_concurrency=self.max_concurrency,
-            approval_tools=self.approval_tools, approver=self.approver,
+            input_root=options.input_root, project_root=self.project_root,
+            file_caps=options.file_caps, clarification_rounds=options.clarification_rounds,
+            workspace_root=options.workspace_root, ask_person=services.ask_person,
+            synthesis_from=options.synthesis_from, max_concurrency=options.max_concurrency,
+            approval_tools=options.approval_tools, approver=services.approver,
         )  # fmt: skip
 
     def _emit(
@@ -481,13 +483,9 @@ class Orchestrator:
             )
 
     def stream(
-        self,
-        tasks: Iterable[Task] | None = None,
-        *,
-        goal: str | None = None,
-        resume: str | None = None,
-        max_events: int = DEFAULT_MAX_EVENTS,
-    ) -> RunStream:
+        self, tasks: Iterable[Task] | None = None, *, goal: str | None = None,
+        resume: str | None = None, max_events: int = DEFAULT_MAX_EVENTS,
+    ) -> RunStream:  # fmt: skip
         """Run, and iterate over the run's events as it goes (``async for event in ...``).
 
         Runs ``tasks`` (`run_tasks`), else plans ``goal`` (`run_team`), else resumes the run

@@ -1,12 +1,12 @@
 """Plan-only runs: the coordinator's validated plan as an editable team file, then replayed.
 
-`plan_only` has the coordinator plan a goal exactly as `Orchestrator.run_team` does (the
-same prompt, validation and repair), records the planning as a run of its own (its call,
-its graph and a ``plan`` event), and runs nothing. `plan_team_file` writes the plan into a
-copy of the team file: the planned ``tasks:``, the ``goal:`` and ``plan: {run_id,
-tasks_sha256}``, which a person may edit. ``clearance run`` of that file replays it as a
-normal run and records the link (`plan_link_event`): the plan's run id and whether the
-tasks were edited since.
+`plan_only` has the coordinator of a spec plan a goal exactly as `Orchestrator.run_team`
+does (the same prompt, validation and repair), records the planning as a run of its own (its
+spec, its call, its graph and a ``plan`` event), and runs nothing. `plan_team_file` writes
+the plan into a copy of the team file: the planned ``tasks:``, the ``goal:`` and ``plan:
+{run_id, tasks_sha256}``, which a person may edit. Running that file (`clearance.run_spec`,
+``clearance run``) replays it as a normal run and records the link (`PlanLink`,
+`plan_link_event`): the plan's run id and whether the tasks were edited since.
 """
 
 from __future__ import annotations
@@ -16,14 +16,27 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from clearance._core.ids import new_id
+from clearance._core.hooks import RunHooks, RunInfo
 from clearance._core.prompt import canonical_json
+from clearance._core.run_spec import RunSpec
+from clearance._core.teamfile import LoadedTeam, prepare_run
 from clearance._core.vocabulary import EventKind
 from clearance._orchestration.orchestrator import Orchestrator
+from clearance._orchestration.run import RunServices
+from clearance._orchestration.run_config import spec_options
 from clearance._state.graph import TaskGraph
-from clearance.models._base import Usage
+from clearance._state.ledger import Recorder
+from clearance.models._registry import DEFAULT_MODEL_ID
 
-__all__ = ["PlannedRun", "plan_link_event", "plan_only", "plan_team_file", "tasks_sha256"]
+__all__ = [
+    "PlanLink",
+    "PlannedRun",
+    "plan_hooks",
+    "plan_link_event",
+    "plan_only",
+    "plan_team_file",
+    "tasks_sha256",
+]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -39,20 +52,34 @@ def tasks_sha256(graph: TaskGraph) -> str:
     return hashlib.sha256(canonical_json(graph.to_dict()).encode("utf-8")).hexdigest()
 
 
-async def plan_only(orchestrator: Orchestrator, goal: str) -> PlannedRun:
-    """Have the coordinator plan ``goal``; record it as a run of its own; run nothing.
+async def plan_only(
+    spec: RunSpec | LoadedTeam, goal: str, *, ledger: Recorder, services: RunServices | None = None
+) -> PlannedRun:
+    """Have the spec's coordinator plan ``goal``; record it as a run of its own; run nothing.
+
+    The run records the spec; nothing it names is opened (no store, memory or tools: the
+    plan needs none).
+
+    Args:
+        spec: The run's spec, or one prepared with `prepare_run`.
+        goal: What to plan for.
+        ledger: Where the planning is recorded.
+        services: Model instances, callbacks, clock; ``None`` for `RunServices()`.
 
     Raises:
+        ConfigError: The spec fails a check of `prepare_run`, or a model cannot be made.
         PlanError: The plan is invalid after the repair attempt (the run is recorded
             ``failed``).
         ModelError: The coordinator's model failed.
     """
-    orchestrator._resolve_models()
-    run_id = new_id("run")
-    ledger = orchestrator.ledger
-    ledger.start_run(run_id=run_id, team=orchestrator.team.name, goal=goal, graph=None,
-                     config=orchestrator._config())  # fmt: skip
-    graph, usage = await orchestrator._plan(run_id, goal, Usage())
+    loaded = spec if isinstance(spec, LoadedTeam) else prepare_run(spec)
+    options = spec_options(loaded.spec, synthesis_from=loaded.synthesis_from)
+    orchestrator = Orchestrator(
+        loaded.team, model=loaded.spec.model or DEFAULT_MODEL_ID, ledger=ledger,
+        options=options, services=services,
+    )  # fmt: skip
+    orchestrator.spec = loaded.spec  # the run records the spec as it is
+    run_id, graph, usage = await orchestrator.plan(goal)
     ledger.record_event(run_id, EventKind.PLAN, "plan", {"tasks_sha256": tasks_sha256(graph),
                                                  "tasks": len(graph)})  # fmt: skip
     ledger.finish_run(run_id, status="completed", synthesis=None, usage=usage, error=None)
@@ -86,3 +113,23 @@ def plan_link_event(plan: Mapping[str, str], graph: TaskGraph) -> dict[str, Any]
         "tasks_sha256": tasks_sha256(graph),
         "edited": tasks_sha256(graph) != plan["tasks_sha256"],
     }
+
+
+class PlanLink(RunHooks):
+    """Records, as a run starts, the plan it replays (event ``plan``, see `plan_link_event`)."""
+
+    def __init__(self, ledger: Recorder, data: dict[str, Any]) -> None:
+        self.ledger = ledger
+        self.data = data
+
+    def before_run(self, run: RunInfo) -> None:
+        """Record the link to the plan."""
+        self.ledger.record_event(run.run_id, EventKind.PLAN, "run", self.data)
+
+
+def plan_hooks(loaded: LoadedTeam, ledger: Recorder) -> tuple[RunHooks, ...]:
+    """The hook linking a run of a planned team file to its plan (none for other specs)."""
+    if loaded.spec.plan is None:
+        return ()
+    data = plan_link_event(loaded.spec.plan.model_dump(), TaskGraph(loaded.tasks))
+    return (PlanLink(ledger, data),)

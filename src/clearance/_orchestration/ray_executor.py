@@ -95,9 +95,9 @@ class _Pool:
 class RayExecutor:
     """Answers model calls on a pool of Ray worker actors; everything else stays local.
 
-    Use it as ``Orchestrator(team, executor=RayExecutor(...))`` (or ``clearance run --executor
-    ray``). Call `start` before the run (it connects to Ray and waits for the workers), and
-    `close` after (or use it as a context manager).
+    Use it as ``Orchestrator(team, services=RunServices(executor=RayExecutor(...)))`` (or
+    ``clearance run --executor ray``). Call `start` before the run (it connects to Ray and
+    waits for the workers), and `close` after (or use it as a context manager).
 
     Args:
         address: A running Ray cluster (``"auto"``, ``"ray://host:10001"``, ``"host:6379"``);

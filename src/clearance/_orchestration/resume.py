@@ -1,25 +1,20 @@
 """Reading a recorded run back from the ledger, to resume it.
 
-A run records, when it starts, its team (every agent's spec, the coordinator's too), its
-default model, concurrency and input folder (`Orchestrator`'s ``config``); its graph once
-known; each task's latest state the moment it changes; and its messages. That is enough to
-rebuild the run: completed results are kept, every other task runs again.
+A run records, when it starts, its `RunSpec` (the ``config``, see `RunSpec.to_record`); its
+graph once known; each task's latest state the moment it changes; and its messages. That is
+enough to rebuild the run: completed results are kept, every other task runs again.
 """
 
 from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from clearance._agents.tools import Tool, import_function
 from clearance._core.errors import ClearanceError, ConfigError
-from clearance._core.memory_spec import AgentMemory, MemoryGroup, SharedConversation
 from clearance._core.origins import Subject
-from clearance._core.spec import Agent, AgentLimits, Team
+from clearance._core.run_spec import MASK, RunSpec
 from clearance._core.vocabulary import PromptKind
 from clearance._orchestration.resume_checks import check_run_record
 from clearance._orchestration.run_memory import RunMemory
@@ -36,9 +31,10 @@ __all__ = [
     "check_resumable",
     "load_recorded_run",
     "process_identity",
+    "recorded_spec",
     "recorded_usage",
     "restore_messages",
-    "restore_resources",
+    "spec_resources",
 ]
 
 
@@ -86,73 +82,27 @@ class RecordedRun:
         graph: Its task graph, or ``None`` if it was stopped before the coordinator planned.
         completed: Results of the tasks recorded ``completed``, by task id.
         messages: Its recorded messages, oldest first.
-        team: The team rebuilt from the recorded config, or ``None`` when the run was
-            recorded without agent specs (then the resuming orchestrator's team is used).
-        default_model: The recorded default model id, or ``None``.
-        max_concurrency: The recorded concurrency, or ``None``.
-        input_root: The recorded input folder, or ``None``.
     """
 
     record: RunRecord
     graph: TaskGraph | None
     completed: dict[str, str]
     messages: tuple[Message, ...]
-    team: Team | None
-    default_model: str | None
-    max_concurrency: int | None
-    input_root: Path | None
 
 
-def _agent(data: dict[str, Any]) -> Agent:
-    limits = data.get("limits")
-    return Agent(
-        name=data["name"],
-        instructions=data["instructions"],
-        role=data.get("role", ""),
-        model=data.get("model"),
-        limits=AgentLimits(**limits) if isinstance(limits, dict) else AgentLimits(),
-        tools=tuple(data.get("tools", ())),
-        can_delegate_to=tuple(data.get("can_delegate_to", ())),
-        can_spawn=tuple(data.get("can_spawn", ())),
-        store_grants=dict(data.get("store_grants", {})),
-        memory=AgentMemory(**memory) if isinstance(memory := data.get("memory"), dict) else None,
-        store_read_extends_ttl_s=data.get("store_read_extends_ttl_s"),
-    )
+def recorded_spec(record: RunRecord) -> tuple[RunSpec, tuple[str, ...] | None]:
+    """The spec a run recorded, and the task ids its synthesis shows (``None``: all).
 
-
-def _groups(config: dict[str, Any]) -> tuple[MemoryGroup, ...]:
-    """The run's memory groups: full specs when recorded, else names and members."""
-    specs = config.get("memory_group_specs")
-    if isinstance(specs, list):
-        groups = []
-        for spec in specs:
-            shared = spec.get("shared_conversation")
-            groups.append(
-                MemoryGroup(
-                    name=spec["name"],
-                    agents=tuple(spec["agents"]),
-                    shared_conversation=SharedConversation(**shared) if shared else None,
-                )
-            )
-        return tuple(groups)
-    members = config.get("memory_groups") or {}
-    return tuple(MemoryGroup(name=g, agents=tuple(m)) for g, m in members.items())
-
-
-def _team(record: RunRecord) -> Team | None:
-    config = record.config
-    agents = config.get("agents")
-    if not agents or not all(isinstance(a, dict) and "limits" in a for a in agents):
-        return None
-    coordinator = config.get("coordinator")
-    return Team(
-        agents=tuple(_agent(a) for a in agents),
-        coordinator=_agent(coordinator)
-        if isinstance(coordinator, dict) and "limits" in coordinator
-        else None,
-        name=record.team,
-        memory_groups=_groups(config),
-    )
+    Raises:
+        ConfigError: The run was recorded by an older version of Clearance (without its
+            spec: resume it with ``Orchestrator(team, ...).resume(run_id)``), or its record
+            is damaged.
+    """
+    spec = RunSpec.from_record(record.config, run_id=record.run_id)
+    ids = record.config.get("synthesis_ids")
+    if ids is not None and not (isinstance(ids, list) and all(isinstance(i, str) for i in ids)):
+        raise ConfigError(f"run {record.run_id}: its synthesis_ids are damaged", field="run")
+    return spec, tuple(ids) if ids is not None else None
 
 
 def load_recorded_run(ledger: RunLedger, run_id: str) -> RecordedRun:
@@ -163,7 +113,7 @@ def load_recorded_run(ledger: RunLedger, run_id: str) -> RecordedRun:
         run_id: The run's id, or a unique prefix of it.
 
     Returns:
-        The run's record, graph, completed results, messages and recorded settings.
+        The run's record, graph, completed results and messages.
 
     Raises:
         StoreError: No run (or several) match ``run_id``, or the database failed.
@@ -175,10 +125,6 @@ def load_recorded_run(ledger: RunLedger, run_id: str) -> RecordedRun:
     check_run_record(ledger, record.run_id)  # nothing is rebuilt from unchecked records
     try:
         graph = TaskGraph.from_dict(record.graph) if record.graph is not None else None
-        team = _team(record)
-        concurrency = record.config.get("max_concurrency")
-        root = record.config.get("input_root")
-        default = record.config.get("default_model")
     except (ClearanceError, KeyError, TypeError, ValueError) as exc:
         raise ConfigError(
             f"run {record.run_id} cannot be rebuilt from the ledger: {exc}", field="run"
@@ -205,10 +151,6 @@ def load_recorded_run(ledger: RunLedger, run_id: str) -> RecordedRun:
         graph=graph,
         completed=completed,
         messages=messages,
-        team=team,
-        default_model=default if isinstance(default, str) else None,
-        max_concurrency=concurrency if isinstance(concurrency, int) and concurrency > 0 else None,
-        input_root=Path(root) if isinstance(root, str) else None,
     )
 
 
@@ -252,61 +194,37 @@ def recorded_usage(ledger: RunLedger, recorded: RecordedRun) -> tuple[Usage, dic
     return usage, prompt_tokens
 
 
-def _recorded_url(record: RunRecord, key: str) -> str | None:
-    value = record.config.get(key)
-    url = value.get("url") if isinstance(value, dict) else None
-    return url if isinstance(url, str) and url else None
-
-
-def restore_resources(
-    record: RunRecord,
+def spec_resources(
+    spec: RunSpec,
     *,
     store: ContextStore | None,
     memory: RunMemory | None,
-    tools: Mapping[str, Tool | Callable[..., Any]],
-) -> tuple[ContextStore | None, RunMemory | None, dict[str, Tool | Callable[..., Any]]]:
-    """The store, memory and user tools a resumed run needs, as the run recorded them.
-
-    What is given wins; otherwise the store and memory are reopened at their recorded URLs,
-    and each user tool the run recorded an import path for is imported again.
+) -> tuple[ContextStore | None, RunMemory | None]:
+    """The store and memory of a run: the ones given, else opened at the spec's URLs.
 
     Returns:
-        ``(store, memory, tools)``; the caller closes a store or memory opened here.
+        ``(store, memory)``; the caller closes a store or memory opened here.
 
     Raises:
-        ConfigError: A recorded URL has its password masked (give the store or memory), or
-            a recorded tool cannot be imported or has no recorded path (give it in
-            ``tools``).
-        StoreError: A recorded store cannot be opened.
+        ConfigError: A URL has its password masked (a recorded run: give the store or
+            memory again).
+        StoreError: The store cannot be opened.
     """
-    config = record.config
-    if store is None and (url := _recorded_url(record, "store")) is not None:
-        if "***" in url:
+    if store is None and spec.store is not None:
+        if MASK in spec.store:
             raise ConfigError(
-                f"run {record.run_id} used the store at {url}, whose password is not recorded; "
-                "give the store (clearance resume --store URL)",
+                f"the store at {spec.store} has a password that is not recorded; give the "
+                "store (clearance resume --store URL)",
                 field="store",
             )
-        store = ContextStore(url)
-    if memory is None and (url := _recorded_url(record, "memory")) is not None:
-        if "***" in url:
+        store = ContextStore(spec.store)
+    settings = spec.memory_settings
+    if memory is None and settings.url is not None:
+        if MASK in settings.url:
             raise ConfigError(
-                f"run {record.run_id} used the memory at {url}, whose password is not "
-                "recorded; give the memory (clearance resume --memory URL)",
+                f"the memory at {settings.url} has a password that is not recorded; give the "
+                "memory (clearance resume --memory URL)",
                 field="memory",
             )
-        on_error = config["memory"].get("on_error", "fail")
-        memory = RunMemory(url, on_error=on_error if on_error == "continue" else "fail")
-    restored: dict[str, Tool | Callable[..., Any]] = dict(tools)
-    paths = config.get("tool_paths") or {}
-    for name, path in paths.items() if isinstance(paths, dict) else ():
-        if name in restored:
-            continue
-        if not isinstance(path, str):
-            raise ConfigError(
-                f"run {record.run_id} used the tool {name!r}, which has no import path; give "
-                "it with tools= (or name it in the team file's tools: and resume with --team)",
-                field="tools",
-            )
-        restored[name] = import_function(path, field=f"tools.{name}")
-    return store, memory, restored
+        memory = RunMemory(settings.url, on_error=settings.on_error)
+    return store, memory

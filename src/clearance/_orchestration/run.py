@@ -1,4 +1,8 @@
-"""A run in progress: what its orchestrator fixes for it (`RunSettings`) and its state (`Run`)."""
+"""A run: its options, services and settings, and its state (`Run`).
+
+What a run is set to do (`RunOptions`), who it works with (`RunServices`), and what its
+orchestrator fixes for it (`RunSettings`).
+"""
 
 from __future__ import annotations
 
@@ -9,13 +13,19 @@ from typing import Protocol
 
 from clearance._agents.caller import ModelCaller
 from clearance._agents.files import FileCaps
+from clearance._agents.retry import RetryPolicy
 from clearance._agents.tools import Tool
 from clearance._context.builder import ContextBuilder
-from clearance._core.clock import Clock
+from clearance._core.budget import RunBudget
+from clearance._core.clock import Clock, utc_now
+from clearance._core.errors import ConfigError
+from clearance._core.hooks import RunHooks
 from clearance._core.spec import Agent, Team
 from clearance._core.vocabulary import RunEventKind
 from clearance._orchestration.approval import ApprovalGate, Approver
 from clearance._orchestration.children import ChildRunner
+from clearance._orchestration.executor import ModelExecutor
+from clearance._orchestration.result import RunEvent
 from clearance._orchestration.run_memory import RunMemory
 from clearance._orchestration.runtime import AgentRuntime
 from clearance._orchestration.subagents import AskPerson, IsolatedRunner
@@ -26,7 +36,112 @@ from clearance._state.shared_memory import SharedMemory
 from clearance._state.store import ContextStore
 from clearance.models._base import ChatModel, Usage
 
-__all__ = ["Emit", "Run", "RunSettings", "prompt_budget"]
+__all__ = [
+    "DEFAULT_WORKSPACE_ROOT",
+    "Emit",
+    "Run",
+    "RunOptions",
+    "RunServices",
+    "RunSettings",
+    "prompt_budget",
+]
+
+DEFAULT_WORKSPACE_ROOT = ".clearance/workspaces"
+"""Where runs that spawn children get their folders (relative to the working directory)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunOptions:
+    """What an `Orchestrator`'s runs are set to do: the run settings of a `RunSpec`.
+
+    Attributes:
+        max_concurrency: Most tasks running at once (at least 1).
+        input_root: Folder that task ``files`` are relative to; required when a task lists
+            files.
+        project_root: The project isolated tasks work on: their architectural context is
+            computed from it once per run, and their ``files`` (and files they ask for) are
+            read from it; ``None`` means ``input_root``.
+        file_caps: Size caps on one isolated task's files.
+        clarification_rounds: Most times an isolated task's subagent may ask for context
+            before the task fails (0 to 10).
+        workspace_root: Folder under which each run that spawns children gets its own
+            folder (one workspace per child, created exclusively).
+        synthesis_from: Ids of the tasks whose results the synthesis shows; ``None`` for
+            every task's. Failed and skipped tasks are always listed.
+        approval_tools: Names of the tools whose calls require a person's approval (see
+            `clearance._orchestration.approval`); recorded with the run.
+        model_options: Settings models are made with, by model id: `get_model` keyword
+            arguments whose values are integers (for example
+            ``{"llama-cpp:smollm2": {"n_threads_batch": 2}}``; keys are ``context_window``,
+            ``n_ctx``, ``n_threads``, ``n_threads_batch`` and ``n_batch``). They are recorded
+            with the run, so `Orchestrator.from_run` makes the same models.
+        stream_text: Make every model call stream, and deliver its progress (``model_call``,
+            ``text``, ``tool_call`` events) to ``on_event`` as well.
+        retry_policy: Backoff between attempts of a model call that failed transiently (the
+            number of retries is each agent's ``limits.retries``).
+        budget: The run's token and cost budget, checked before each model call (see
+            `RunBudget` and `BudgetExceeded`); ``None`` for no budget.
+
+    Raises:
+        ConfigError: ``max_concurrency`` below 1 or ``clarification_rounds`` outside 0 to 10.
+    """
+
+    max_concurrency: int = 4
+    input_root: Path | None = None
+    project_root: Path | None = None
+    file_caps: FileCaps = field(default_factory=FileCaps)
+    clarification_rounds: int = 2
+    workspace_root: Path = Path(DEFAULT_WORKSPACE_ROOT)
+    synthesis_from: tuple[str, ...] | None = None
+    approval_tools: frozenset[str] = frozenset()
+    model_options: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    stream_text: bool = False
+    retry_policy: RetryPolicy = field(default_factory=RetryPolicy)
+    budget: RunBudget | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_concurrency < 1:
+            raise ConfigError("must be at least 1", field="max_concurrency")
+        if not 0 <= self.clarification_rounds <= 10:
+            raise ConfigError("must be 0 to 10", field="clarification_rounds")
+        for name in ("input_root", "project_root", "workspace_root"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, Path):
+                object.__setattr__(self, name, Path(value))
+        if self.synthesis_from is not None:
+            object.__setattr__(self, "synthesis_from", tuple(self.synthesis_from))
+        object.__setattr__(self, "approval_tools", frozenset(self.approval_tools))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunServices:
+    """Who an `Orchestrator`'s runs work with: live objects, never recorded.
+
+    Attributes:
+        models: Model instances by id, used instead of creating models from their ids.
+        messages: The team's message bus; a new empty bus if ``None``.
+        on_event: Called with a `RunEvent` at each step of a run (for progress displays).
+        clock: Source of timestamps (UTC).
+        executor: Where model calls are answered (`RayExecutor`: on Ray worker actors);
+            ``None`` answers them in this process. Prompts are built here either way.
+        ask_person: Answers isolated subagents' questions instead of the coordinator (an
+            interactive run); ``None`` lets the coordinator answer.
+        approver: Asks a person about each approval on the spot; ``None`` pauses the run
+            instead (`RunResult.status` ``"awaiting_approval"``).
+        hooks: User hooks around the run, tasks, model and tool calls (`RunHooks`).
+    """
+
+    models: Mapping[str, ChatModel] = field(default_factory=dict)
+    messages: MessageBus | None = None
+    on_event: Callable[[RunEvent], None] | None = None
+    clock: Clock = utc_now
+    executor: ModelExecutor | None = None
+    ask_person: AskPerson | None = None
+    approver: Approver | None = None
+    hooks: tuple[RunHooks, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "hooks", tuple(self.hooks))
 
 
 class Emit(Protocol):

@@ -1,9 +1,11 @@
-"""A run's budget in the orchestrator: one `BudgetMeter` per run, recorded and restored."""
+"""A run's budget in the orchestrator: one `BudgetMeter` per run, restored on resume.
+
+The budget itself is part of the run's spec (``budget:`` and ``prices:``), recorded with it.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
 from clearance._agents.budget_meter import BudgetMeter
 from clearance._core.budget import RunBudget
@@ -11,7 +13,7 @@ from clearance._core.vocabulary import EventKind
 from clearance._state.ledger import RunLedger
 from clearance.models._base import ChatModel
 
-__all__ = ["RunMeters", "recorded_budget"]
+__all__ = ["RunMeters"]
 
 
 class RunMeters:
@@ -50,13 +52,3 @@ class RunMeters:
         """
         if budget is not None:
             budget.check_prices({m.model_id for m in models})
-
-
-def recorded_budget(config: Mapping[str, Any]) -> dict[str, Any]:
-    """``{"budget": RunBudget}`` when the run recorded one, else ``{}`` (`from_run` arguments).
-
-    Raises:
-        ConfigError: The recorded budget is damaged.
-    """
-    data = config.get("budget")
-    return {"budget": RunBudget.from_dict(data)} if isinstance(data, Mapping) else {}

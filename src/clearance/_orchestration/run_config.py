@@ -1,58 +1,74 @@
-"""What a run records of its configuration, and reading it back for `Orchestrator.from_run`."""
+"""From a `RunSpec` to what an orchestrator runs with, and from an orchestrator to its spec.
+
+The spec is the one definition of a run (see `clearance._core.run_spec`): `spec_options`,
+`model_settings` and `spec_tools` turn it into the orchestrator's run options, each model's
+settings and the user tools; `derived_spec` writes the spec of an orchestrator made directly
+from a `Team` in code, so every run records a spec and `Orchestrator.from_run` reads it back.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
-from clearance._agents.files import FileCaps
-from clearance._agents.tools import Tool, tool_name
-from clearance._core.budget import RunBudget
+from clearance._agents.mcp import load_mcp_tools_sync
+from clearance._agents.tools import BUILTIN_TOOL_NAMES, Tool, import_function, mark_tool
 from clearance._core.errors import ConfigError
-from clearance._core.spec import Agent, Team
-from clearance._orchestration.resume import (
-    load_recorded_run,
-    process_identity,
-    restore_messages,
-    restore_resources,
+from clearance._core.mcp_spec import mcp_refs
+from clearance._core.run_spec import MASK, RunSpec
+from clearance._core.spec import Team
+from clearance._core.teamfile import resolve_input
+from clearance._core.teamfile_models import (
+    MODEL_OPTION_KEYS,
+    AgentSpec,
+    BudgetSpec,
+    FileCapsSpec,
+    InputSpec,
+    IsolationSpec,
+    MemoryGroupSpec,
+    MemorySpec,
+    ModelOptionsSpec,
+    PriceSpec,
+    ToolEntrySpec,
 )
-from clearance._orchestration.run import RunSettings
-from clearance._orchestration.run_budget import recorded_budget
+from clearance._orchestration.resume import spec_resources
+from clearance._orchestration.run import DEFAULT_WORKSPACE_ROOT, RunOptions, RunServices
 from clearance._orchestration.run_memory import RunMemory, absolute_url
-from clearance._state.ledger import RunLedger
+from clearance._state.messages import MessageBus
 from clearance._state.store import ContextStore
+from clearance.models._base import split_model_id
+from clearance.models._llama_cpp import CONTEXT_RANGE
 from clearance.models._registry import DEFAULT_MODEL_ID
 
 __all__ = [
+    "LLAMA_SETTINGS",
     "MODEL_OPTION_KEYS",
-    "agent_config",
+    "WINDOWED_PROVIDERS",
     "checked_model_options",
+    "derived_spec",
+    "folder",
     "import_path",
+    "model_settings",
     "named_tools",
-    "recorded_arguments",
-    "recorded_config",
-    "recorded_model_options",
-    "recorded_subagent_settings",
+    "orchestrator_arguments",
+    "spec_options",
+    "spec_tools",
 ]
 
+WINDOWED_PROVIDERS = ("openai", "anthropic")
+"""Providers whose context window comes from ``model_options.context_window``."""
 
-def agent_config(agent: Agent) -> dict[str, Any]:
-    """An agent's spec as JSON-ready data, recorded so that a run can be resumed."""
-    return {
-        "name": agent.name,
-        "model": agent.model,
-        "instructions": agent.instructions,
-        "role": agent.role,
-        "limits": dataclasses.asdict(agent.limits),
-        "tools": [tool_name(t) for t in agent.tools],
-        "can_delegate_to": list(agent.can_delegate_to),
-        "can_spawn": list(agent.can_spawn),
-        "store_grants": dict(agent.store_grants),
-        # Memory hook: memory settings and store-read extension, restored by `resume`.
-        "memory": agent.memory.to_dict() if agent.memory else None,
-        "store_read_extends_ttl_s": agent.store_read_extends_ttl_s,
-    }
+LLAMA_SETTINGS = {
+    "threads": "n_threads",
+    "threads_batch": "n_threads_batch",
+    "batch_size": "n_batch",
+}
+"""``model_options`` keys that only ``llama-cpp:`` models take, and their `LlamaCppModel` names."""
+
+_BUILTIN = frozenset({*BUILTIN_TOOL_NAMES, "write_output"})
 
 
 def named_tools(
@@ -83,60 +99,6 @@ def import_path(entry: Tool | Callable[..., Any]) -> str | None:
     return f"{module}:{qualname}"
 
 
-def recorded_config(
-    settings: RunSettings,
-    *,
-    coordinator: Agent,
-    default_model: str,
-    tool_paths: Mapping[str, str | None],
-    model_options: Mapping[str, Mapping[str, int]],
-    budget: RunBudget | None = None,
-) -> dict[str, Any]:
-    """A run's configuration as JSON-ready data, recorded when it starts.
-
-    `Orchestrator.from_run` rebuilds the orchestrator from it, and ``verify`` reads where the
-    run's memory and store live (their URLs with passwords masked).
-
-    Args:
-        settings: What the orchestrator fixes for the run.
-        coordinator: The team's coordinator (or the default one).
-        default_model: The id of the model of agents whose ``model`` is ``None``.
-        tool_paths: Each user tool's import path (``None`` for one that cannot be imported).
-        model_options: The settings models are made with, by model id.
-        budget: The run's budget, or ``None``.
-    """
-    memory, store, team = settings.memory, settings.store, settings.team
-    return {
-        "default_model": default_model,
-        "max_concurrency": settings.max_concurrency,
-        "input_root": str(settings.input_root) if settings.input_root else None,
-        "agents": [agent_config(a) for a in team.agents],
-        "coordinator": agent_config(coordinator),
-        "memory_groups": {g: sorted(m) for g, m in settings.memory_groups.items()},
-        "project_root": str(settings.project_root) if settings.project_root else None,
-        "workspace_root": str(settings.workspace_root),
-        "file_caps": dataclasses.asdict(settings.file_caps),
-        "clarification_rounds": settings.clarification_rounds,
-        # Where memory and store live (passwords masked), for `verify` and `resume`;
-        # the full memory groups (shared conversations too) and the user tools' import paths.
-        "memory": memory.config() if memory else None,
-        "store": {"url": absolute_url(store.url)} if store else None,
-        "memory_group_specs": [dataclasses.asdict(g) for g in team.memory_groups],
-        "tool_paths": dict(tool_paths),
-        "synthesis_from": list(settings.synthesis_from) if settings.synthesis_from else None,
-        "model_options": model_options,
-        "approval_tools": sorted(settings.approval_tools),
-        "budget": budget.to_dict() if budget is not None else None,
-        "process": process_identity(),  # `resume` refuses a run whose process is alive
-    }
-
-
-MODEL_OPTION_KEYS = frozenset(
-    {"context_window", "n_ctx", "n_threads", "n_threads_batch", "n_batch"}
-)
-"""The `get_model` keyword arguments ``model_options`` may hold (all integers)."""
-
-
 def checked_model_options(
     options: Mapping[str, Mapping[str, int]],
 ) -> dict[str, dict[str, int]]:
@@ -163,77 +125,260 @@ def checked_model_options(
     return checked
 
 
-def recorded_model_options(config: Mapping[str, Any]) -> dict[str, dict[str, int]]:
-    """The ``model_options`` a run recorded (``{}`` for a run recorded without them).
+def model_settings(
+    spec: RunSpec, *, given_as: Mapping[str, str] | None = None
+) -> dict[str, dict[str, int]]:
+    """The `get_model` settings of the spec's models, by model id (only models with settings).
+
+    ``model_options.context_window`` goes to ``openai:`` and ``anthropic:`` models as
+    ``context_window`` and to ``llama-cpp:`` models as ``n_ctx``; ``threads``,
+    ``threads_batch`` and ``batch_size`` go to ``llama-cpp:`` models only; then
+    ``model_options.by_model`` wins for the models it names.
+
+    Args:
+        spec: The run's spec.
+        given_as: Where a ``model_options`` key was given, when not in the spec's file (a
+            command-line option such as ``--threads``), named in errors.
 
     Raises:
-        ConfigError: The recorded options are damaged.
+        ConfigError: A ``llama-cpp:`` setting is given but no agent uses a ``llama-cpp:``
+            model (it would have no effect), or a ``llama-cpp:`` model's context window is
+            outside 128 to 131072 tokens.
     """
-    recorded = config.get("model_options")
-    if recorded is None:
-        return {}
-    if not isinstance(recorded, Mapping):
-        raise ConfigError("the run's recorded model_options are damaged", field="model_options")
-    return checked_model_options(recorded)
-
-
-def recorded_subagent_settings(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The isolated-task and workspace settings a run recorded, as `Orchestrator` arguments."""
-    settings: dict[str, Any] = {}
-    if isinstance(config.get("project_root"), str):
-        settings["project_root"] = config["project_root"]
-    if isinstance(config.get("workspace_root"), str):
-        settings["workspace_root"] = config["workspace_root"]
-    if isinstance(config.get("file_caps"), dict):
-        settings["file_caps"] = FileCaps(**config["file_caps"])
-    approval = config.get("approval_tools")
-    if isinstance(approval, list) and all(isinstance(n, str) for n in approval):
-        settings["approval_tools"] = approval
-    rounds = config.get("clarification_rounds")
-    if isinstance(rounds, int) and not isinstance(rounds, bool):
-        settings["clarification_rounds"] = rounds
+    given_as = given_as or {}
+    options = spec.model_options
+    values = {
+        key: (value, given_as.get(key, f"model_options.{key}"))
+        for key in ("context_window", *LLAMA_SETTINGS)
+        if (value := getattr(options, key)) is not None
+    }
+    default_id = spec.model or DEFAULT_MODEL_ID
+    agents = (*spec.agents, *((spec.coordinator,) if spec.coordinator else ()))
+    ids = sorted({default_id} | {a.model for a in agents if a.model})
+    if not any(split_model_id(i)[0] == "llama-cpp" for i in ids):
+        for key in LLAMA_SETTINGS:
+            if key in values:
+                raise ConfigError(
+                    "applies to llama-cpp: models only, and no agent uses one",
+                    field=values[key][1],
+                )
+    settings: dict[str, dict[str, int]] = {}
+    window = values.get("context_window")
+    for model_id in ids:
+        provider = split_model_id(model_id)[0]
+        if provider in WINDOWED_PROVIDERS and window is not None:
+            settings[model_id] = {"context_window": window[0]}
+        elif provider == "llama-cpp":
+            low, high = CONTEXT_RANGE
+            if window is not None and not low <= window[0] <= high:
+                raise ConfigError(
+                    f"must be {low} to {high} tokens for a llama-cpp: model, got {window[0]}",
+                    field=window[1],
+                )
+            chosen = {"n_ctx": window[0]} if window is not None else {}
+            chosen |= {LLAMA_SETTINGS[k]: v for k, (v, _) in values.items() if k in LLAMA_SETTINGS}
+            if chosen:
+                settings[model_id] = chosen
+    for model_id, chosen in options.by_model.items():
+        settings[model_id] = {**settings.get(model_id, {}), **chosen}
     return settings
 
 
-def recorded_arguments(
-    ledger: RunLedger,
-    run_id: str,
+def folder(value: str | None, what: str) -> Path | None:
+    """A spec's folder (a path, or ``python:<package>``), or ``None``.
+
+    Raises:
+        ConfigError: It does not exist; the message names ``what`` (``input``, ``project``).
+    """
+    if value is None:
+        return None
+    try:
+        return resolve_input(value)
+    except ConfigError as exc:
+        message = str(exc).split(": ", 1)[-1].replace("input folder", f"{what} folder")
+        raise ConfigError(message, field=what) from exc
+
+
+def spec_options(
+    spec: RunSpec,
+    *,
+    synthesis_from: Iterable[str] | None,
+    stream_text: bool = False,
+    retry_policy: Any = None,
+) -> RunOptions:
+    """The run options a spec declares.
+
+    Args:
+        spec: The run's spec.
+        synthesis_from: The task ids the synthesis shows (``synthesis_from`` expanded).
+        stream_text: Make every model call stream its text to ``on_event``.
+        retry_policy: Backoff between attempts (`RetryPolicy`); ``None`` for the default.
+
+    Raises:
+        ConfigError: The input or project folder does not exist, or a model setting is bad
+            (see `model_settings`).
+    """
+    input_root = folder(spec.input.default, "input")
+    extra = {"retry_policy": retry_policy} if retry_policy is not None else {}
+    return RunOptions(
+        max_concurrency=spec.max_concurrency,
+        input_root=input_root,
+        project_root=folder(spec.project, "project") or input_root,
+        file_caps=spec.file_caps(),
+        clarification_rounds=spec.isolation.max_rounds,
+        workspace_root=Path(spec.workspace or DEFAULT_WORKSPACE_ROOT),
+        synthesis_from=tuple(synthesis_from) if synthesis_from is not None else None,
+        approval_tools=frozenset(spec.approval_tools),
+        model_options=model_settings(spec),
+        stream_text=stream_text,
+        budget=spec.run_budget(),
+        **extra,
+    )
+
+
+def spec_tools(
+    spec: RunSpec, given: Mapping[str, Tool | Callable[..., Any]] | None = None
+) -> dict[str, Tool | Callable[..., Any]]:
+    """The user tools a spec names: ``given`` ones, the ``tools:`` imported, the MCP tools.
+
+    The MCP tools agents list (``mcp:<server>/<tool>``) are looked up on their servers,
+    keyed by the function name a model calls (``mcp__<server>__<tool>``), unless given.
+
+    Raises:
+        ConfigError: An entry cannot be imported, has no import path and is not given (a
+            tool given in code when the run started), or an MCP server cannot be used or has
+            a secret that was not recorded.
+    """
+    tools: dict[str, Tool | Callable[..., Any]] = dict(given or {})
+    for name, path in spec.tool_functions.items():
+        if name in tools or (path is None and name in _BUILTIN):
+            continue
+        if path is None:
+            raise ConfigError(
+                f"the tool {name!r} has no import path (it was given in code); give it with "
+                "tools= (or name it in the team file's tools: and resume with --team)",
+                field=f"tools.{name}",
+            )
+        function = import_function(path, field=f"tools.{name}")
+        if not isinstance(entry := spec.tools[name], str):
+            mark_tool(function, idempotent=entry.idempotent, replay=entry.replay)
+        tools[name] = function
+    agents = (*spec.agents, *((spec.coordinator,) if spec.coordinator else ()))
+    refs = [r for a in agents for r in mcp_refs(a.tools) if r.model_name not in tools]
+    if not refs:
+        return tools
+    for server in {r.server for r in refs}:
+        server_spec = spec.mcp_servers.get(server)
+        secrets = (*server_spec.env.values(), *server_spec.headers.values()) if server_spec else ()
+        if MASK in secrets:
+            raise ConfigError(
+                f"the MCP server {server!r} has a secret that was not recorded; give its tools "
+                "(resume with --team)",
+                field=f"mcp_servers.{server}",
+            )
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        tools.update(load_mcp_tools_sync(spec.mcp_servers, refs))
+        return tools
+    raise ConfigError(
+        "MCP tools are looked up before the event loop runs: give them with tools= "
+        "(see clearance.load_mcp_tools)",
+        field="mcp_servers",
+    )
+
+
+def derived_spec(
+    team: Team,
+    *,
+    model_id: str,
+    options: RunOptions,
+    tool_paths: Mapping[str, str | None],
+    store: ContextStore | None,
+    memory: RunMemory | None,
+) -> RunSpec:
+    """The spec of an orchestrator made in code: what its runs record.
+
+    Raises:
+        ConfigError: A setting cannot be written as a spec (a value out of a spec's range).
+    """
+    tools: dict[str, str | ToolEntrySpec] = {}
+    for name in sorted({*tool_paths, *options.approval_tools}):
+        path = tool_paths.get(name)
+        required = name in options.approval_tools
+        tools[name] = (
+            path
+            if path is not None and not required
+            else ToolEntrySpec(function=path, approval="required" if required else "none")
+        )
+    project = options.project_root if options.project_root != options.input_root else None
+    workspace = str(options.workspace_root)
+    budget = options.budget
+    costed = budget is not None and budget.cost_usd is not None  # prices count only a cost
+    return RunSpec(
+        name=team.name,
+        model=model_id,
+        model_options=ModelOptionsSpec(by_model=checked_model_options(options.model_options)),
+        max_concurrency=options.max_concurrency,
+        store=absolute_url(store.url) if store else None,
+        input=InputSpec(default=str(options.input_root)) if options.input_root else InputSpec(),
+        project=str(project) if project else None,
+        workspace=workspace if workspace != DEFAULT_WORKSPACE_ROOT else None,
+        isolation=IsolationSpec(
+            max_rounds=options.clarification_rounds,
+            file_caps=FileCapsSpec(**dataclasses.asdict(options.file_caps)),
+        ),
+        agents=[AgentSpec.from_agent(a) for a in team.agents],
+        coordinator=AgentSpec.from_agent(team.coordinator) if team.coordinator else None,
+        memory_groups=[MemoryGroupSpec.from_group(g) for g in team.memory_groups],
+        memory=MemorySpec(url=absolute_url(memory.url), on_error=memory.on_error)
+        if memory
+        else None,
+        tools=tools,
+        synthesis_from=list(options.synthesis_from) if options.synthesis_from else None,
+        budget=BudgetSpec(tokens=budget.tokens, cost_usd=budget.cost_usd) if budget else None,
+        prices={m: PriceSpec(**dataclasses.asdict(p)) for m, p in budget.prices.items()}
+        if budget is not None and costed
+        else {},
+    )
+
+
+def orchestrator_arguments(
+    spec: RunSpec,
+    synthesis_from: Iterable[str] | None,
     *,
     store: ContextStore | None,
     memory: RunMemory | None,
-    tools: Mapping[str, Tool | Callable[..., Any]],
-) -> tuple[Team, dict[str, Any]]:
-    """The team and the `Orchestrator` keyword arguments a recorded run was started with.
+    tools: Mapping[str, Tool | Callable[..., Any]] | None,
+    services: RunServices | None,
+    stream_text: bool = False,
+    retry_policy: Any = None,
+) -> dict[str, Any]:
+    """The `Orchestrator` arguments a spec declares (but its team and model).
 
-    The arguments are the default model, model options, concurrency, input folder, messages,
-    subagent settings, budget, store, memory and user tools (see `restore_resources`; what is given
-    wins).
+    Tools are imported first, then the store and memory opened (the caller closes them):
+    ``store``, ``memory`` and ``tools`` given win; without a message bus in ``services``,
+    one is made holding the spec's ``messages:``.
 
     Raises:
-        StoreError: No run (or several) match ``run_id``, or the database failed.
-        ConfigError: The run was recorded without its team's specs (an older version of
-            Clearance), or its record is damaged.
+        ConfigError: As `spec_options`, `spec_tools` and `spec_resources`.
+        StoreError: The store cannot be opened.
     """
-    recorded = load_recorded_run(ledger, run_id)
-    if recorded.team is None:
-        raise ConfigError(
-            f"run {recorded.record.run_id} was recorded without its agents' specs; resume it "
-            "with Orchestrator(team, ...).resume(run_id)",
-            field="run",
-        )
-    config = recorded.record.config
-    store, memory, restored = restore_resources(
-        recorded.record, store=store, memory=memory, tools=tools
+    options = spec_options(
+        spec, synthesis_from=synthesis_from, stream_text=stream_text, retry_policy=retry_policy
     )
-    return recorded.team, {
+    user_tools = spec_tools(spec, tools)
+    services = services if services is not None else RunServices()
+    if services.messages is None:
+        bus = MessageBus(clock=services.clock)
+        for message in spec.messages:
+            bus.send(message.sender, message.to, message.content)
+        services = dataclasses.replace(services, messages=bus)
+    store, memory = spec_resources(spec, store=store, memory=memory)
+    return {
         "store": store,
         "memory": memory,
-        "tools": restored,
-        "model": recorded.default_model or DEFAULT_MODEL_ID,
-        "model_options": recorded_model_options(config),
-        "max_concurrency": recorded.max_concurrency or 4,
-        "input_root": recorded.input_root,
-        "messages": restore_messages(recorded.messages),
-        **recorded_subagent_settings(config),
-        **recorded_budget(config),
+        "tools": user_tools,
+        "options": options,
+        "services": services,
     }

@@ -14,16 +14,9 @@ from typing import Annotated
 
 import typer
 
-from clearance._core.vocabulary import ApprovalKind
-from clearance._orchestration.approval import (
-    ApprovalDecision,
-    ApprovalRequest,
-    Approver,
-    decide,
-    default_decider,
-)
-from clearance._state.ledger import DEFAULT_LEDGER_URL, RunLedger
+from clearance import ApprovalDecision, ApprovalKind, ApprovalRequest, RunLedger
 from clearance.cli._common import err, one_line_errors, out, safe_text
+from clearance.runs import DEFAULT_LEDGER_URL, Approver, decide, default_decider
 
 __all__ = ["EXIT_AWAITING_APPROVAL", "register", "terminal_approver"]
 

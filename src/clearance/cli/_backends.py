@@ -9,69 +9,17 @@ from typing import Any
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from clearance._agents.mcp import load_mcp_tools_sync
-from clearance._agents.tools import Tool, import_function, mark_tool
-from clearance._core.errors import ConfigError, StoreError
-from clearance._core.mcp_spec import mcp_refs
-from clearance._core.teamfile import LoadedTeam
-from clearance._orchestration.run_memory import RunMemory, default_memory_url, masked_url
-from clearance._state.ledger import RunRecord
-from clearance._state.memory import MemoryRecord, memory_lookup
-from clearance._state.store import ContextStore, StoreEntry
+from clearance import ContextStore, StoreEntry, StoreError
+from clearance.memory import MemoryRecord, memory_lookup
+from clearance.runs import RunRecord, masked_url
 
-__all__ = ["run_memory_for", "team_tools", "verify_lookups"]
-
-
-def run_memory_for(
-    loaded: LoadedTeam, *, override: str | None, ledger_url: str
-) -> RunMemory | None:
-    """The run's memory, or ``None`` when nothing uses memory.
-
-    ``--memory``, else the team file's ``memory:``, else (when an agent has memory settings)
-    ``memory.db`` next to the ledger.
-
-    Raises:
-        ConfigError: The URL is malformed.
-    """
-    settings = loaded.spec.memory_settings
-    uses = loaded.spec.memory is not None or any(a.memory is not None for a in loaded.team.agents)
-    if override is None and not uses:
-        return None
-    url = override or settings.url or default_memory_url(ledger_url)
-    return RunMemory(url, on_error=settings.on_error)
-
-
-def team_tools(loaded: LoadedTeam) -> dict[str, Callable[..., Any] | Tool]:
-    """The team file's ``tools:`` (name to ``module:function``), imported, and its MCP tools.
-
-    The MCP tools agents list (``mcp:<server>/<tool>``) are looked up on their servers
-    (see `load_mcp_tools`), keyed by the function name a model calls (``mcp__<server>__<tool>``).
-
-    Raises:
-        ConfigError: An entry cannot be imported, or an MCP server cannot be used (the
-            message names the file and entry or server).
-    """
-    tools: dict[str, Callable[..., Any] | Tool] = {}
-    for name, path in loaded.spec.tool_functions.items():
-        try:
-            function = import_function(path, field=f"tools.{name}")
-        except ConfigError as exc:
-            raise ConfigError(str(exc), source=loaded.source) from exc
-        if not isinstance(entry := loaded.spec.tools[name], str):
-            mark_tool(function, idempotent=entry.idempotent, replay=entry.replay)
-        tools[name] = function
-    agents = (*loaded.team.agents, *filter(None, [loaded.team.coordinator]))
-    refs = [ref for agent in agents for ref in mcp_refs(agent.tools)]
-    try:
-        tools.update(load_mcp_tools_sync(loaded.spec.mcp_servers, refs))
-    except ConfigError as exc:
-        raise ConfigError(str(exc), source=loaded.source) from exc
-    return tools
+__all__ = ["verify_lookups"]
 
 
 def _recorded(record: RunRecord, key: str) -> str | None:
+    """The URL a run recorded for its store or memory (a URL, or ``{url: ...}``)."""
     value = record.config.get(key)
-    url = value.get("url") if isinstance(value, dict) else None
+    url = value.get("url") if isinstance(value, dict) else value
     return url if isinstance(url, str) and url else None
 
 

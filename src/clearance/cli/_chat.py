@@ -19,17 +19,19 @@ from typing import Annotated, get_args
 
 import typer
 
-from clearance._context.window import Strategy
-from clearance._core.errors import ClearanceError, ConfigError
-from clearance._core.memory_spec import group_members
-from clearance._core.spec import Agent
-from clearance._core.teamfile import LoadedTeam, load_team_file
-from clearance._core.teamfile_checks import check_chat_agent
-from clearance._orchestration.chat import AgentChat
-from clearance._orchestration.run_memory import RunMemory, default_memory_url
-from clearance._state.ledger import DEFAULT_LEDGER_URL, RunLedger
+from clearance import (
+    Agent,
+    AgentChat,
+    ClearanceError,
+    ConfigError,
+    LoadedTeam,
+    RunLedger,
+    load_team_file,
+)
 from clearance.cli._common import err, one_line_errors, out, safe_text
-from clearance.models._registry import DEFAULT_MODEL_ID, get_model
+from clearance.memory import RunMemory, Strategy, default_memory_url, group_members
+from clearance.models import DEFAULT_MODEL_ID, get_model
+from clearance.runs import DEFAULT_LEDGER_URL, check_chat_agent
 
 __all__ = ["register", "shared_conversation_warning"]
 

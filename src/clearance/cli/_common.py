@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from clearance._core.errors import ClearanceError
+from clearance import ClearanceError
 
 __all__ = ["err", "one_line_errors", "out", "safe", "safe_text"]
 

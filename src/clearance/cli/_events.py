@@ -8,7 +8,6 @@ from rich.console import Console
 from rich.table import Table
 
 from clearance import ApprovalKind, ConfigError, PromptKind
-from clearance._state.ledger import CallRecord, EventRecord, ToolCallRecord
 from clearance.cli._common import safe_text
 from clearance.events import (
     ApprovalDecidedEvent,
@@ -33,6 +32,7 @@ from clearance.events import (
     ToolStartedEvent,
     parse_event,
 )
+from clearance.runs import CallRecord, EventRecord, ToolCallRecord
 
 __all__ = ["print_events", "select_calls"]
 

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Iterator
 from enum import StrEnum
 from typing import Annotated
 
 import typer
 
-from clearance._core.errors import ConfigError
-from clearance._orchestration.executor import ModelExecutor
-from clearance._orchestration.ray_executor import RayExecutor
+from clearance import ConfigError
+from clearance.runs import ExecutorKind, ExecutorSpec
 
 __all__ = [
     "ExecutorName",
@@ -20,7 +17,7 @@ __all__ = [
     "RayAddressOption",
     "RayEnvOption",
     "RayWorkersOption",
-    "executor",
+    "executor_spec",
 ]
 
 
@@ -32,11 +29,12 @@ class ExecutorName(StrEnum):
 
 
 ExecutorOption = Annotated[
-    ExecutorName,
+    ExecutorName | None,
     typer.Option(
         "--executor",
         help="Where model calls are answered: local (this process) or ray (Ray worker "
-        "actors; prompts are still built here). See docs/ray.md.",
+        "actors; prompts are still built here); default: the team file's (or the run's) "
+        "executor. See docs/ray.md.",
     ),
 ]
 RayAddressOption = Annotated[
@@ -67,27 +65,39 @@ RayEnvOption = Annotated[
 ]
 
 
-@contextlib.contextmanager
-def executor(
-    name: ExecutorName, *, address: str | None, workers: int | None, env: list[str] | None = None
-) -> Iterator[ModelExecutor | None]:
-    """The executor ``--executor`` names, started; stopped on exit (``None`` for local).
+def executor_spec(
+    current: ExecutorSpec,
+    name: ExecutorName | None,
+    address: str | None,
+    workers: int | None,
+    env: list[str] | None,
+) -> ExecutorSpec:
+    """The run's ``executor:`` with the ``--executor`` options applied.
+
+    ``--executor`` replaces the spec's executor with the one the options describe; Ray
+    options alone change the spec's Ray executor.
 
     Raises:
-        ConfigError: Ray options without ``--executor ray``; a ``--ray-env`` variable is not
-            set; Ray is missing, unreachable, or its workers did not start.
+        ConfigError: Ray options without ``--executor ray``, or a ``--ray-env`` variable
+            that is not set.
     """
-    if name is ExecutorName.local:
+    if name is None and not any(v is not None for v in (address, workers, env)):
+        return current
+    kind = ExecutorKind(name.value) if name is not None else current.kind
+    if kind == ExecutorKind.LOCAL:
         given = (("--ray-address", address), ("--ray-workers", workers), ("--ray-env", env))
         for flag, value in given:
             if value is not None:
                 raise ConfigError("needs --executor ray", field=flag)
-        yield None
-        return
-    forwarded = {}
+        return ExecutorSpec()
     for key in env or ():
         if key not in os.environ:
             raise ConfigError(f"{key!r} is not set in this environment", field="--ray-env")
-        forwarded[key] = os.environ[key]
-    with RayExecutor(address=address, workers=workers or 2, worker_env=forwarded) as ray_executor:
-        yield ray_executor
+    # ``--executor ray`` says where calls go in full; other options adjust the spec's.
+    ray = ExecutorKind.RAY
+    chosen = current if name is None and current.kind == ray else ExecutorSpec(kind=ray)
+    update: dict[str, object] = {}
+    for key, value in (("address", address), ("workers", workers), ("env", env)):
+        if value is not None:
+            update[key] = value
+    return chosen.model_copy(update=update)

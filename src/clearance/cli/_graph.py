@@ -9,16 +9,18 @@ import typer
 from rich.table import Table
 from rich.tree import Tree
 
-from clearance._core.spec import Agent, Task
-from clearance._core.teamfile import LoadedTeam
-from clearance._orchestration.estimate import TaskEstimate, estimate_tasks, wall_time_range
-from clearance._state.graph import TaskGraph
-from clearance._state.graph_shape import concurrency_notice, graph_shape
+from clearance import Agent, LoadedTeam, Task, TaskGraph
 from clearance.cli._common import one_line_errors, out, safe_text
 from clearance.cli._options import InputOption
 from clearance.cli._team_setup import WINDOWED_PROVIDERS, load_checked
-from clearance.models._base import split_model_id
-from clearance.models._registry import DEFAULT_MODEL_ID, get_model
+from clearance.models import DEFAULT_MODEL_ID, get_model, split_model_id
+from clearance.runs import (
+    TaskEstimate,
+    concurrency_notice,
+    estimate_tasks,
+    graph_shape,
+    wall_time_range,
+)
 
 __all__ = ["graph"]
 

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from clearance._core.errors import ConfigError
+from clearance import ConfigError
 from clearance.cli._common import one_line_errors, out, safe_text
 
 __all__ = ["STARTER_TEAM", "register"]

@@ -12,10 +12,9 @@ from typing import Any
 
 from rich.console import Console
 
-from clearance import PromptKind
-from clearance._core.errors import ConfigError
-from clearance._state.ledger import CallRecord, EventRecord, RunRecord, TaskRecord, ToolCallRecord
+from clearance import ConfigError, PromptKind
 from clearance.cli._common import safe
+from clearance.runs import CallRecord, EventRecord, RunRecord, TaskRecord, ToolCallRecord
 
 __all__ = [
     "page_if_terminal",

@@ -10,17 +10,7 @@ import typer
 from rich.panel import Panel
 from rich.table import Table
 
-from clearance._context.verify import verify_run
-from clearance._core.errors import ConfigError
-from clearance._state.ledger import (
-    DEFAULT_LEDGER_URL,
-    CallRecord,
-    EventRecord,
-    RunLedger,
-    RunRecord,
-    TaskRecord,
-    ToolCallRecord,
-)
+from clearance import ConfigError, RunLedger, verify_run
 from clearance.cli._backends import verify_lookups
 from clearance.cli._common import one_line_errors, out, safe_text
 from clearance.cli._events import print_events, select_calls
@@ -33,6 +23,14 @@ from clearance.cli._inspect import (
 from clearance.cli._options import DbOption
 from clearance.cli._store import print_tool_calls
 from clearance.events import EventKind
+from clearance.runs import (
+    DEFAULT_LEDGER_URL,
+    CallRecord,
+    EventRecord,
+    RunRecord,
+    TaskRecord,
+    ToolCallRecord,
+)
 
 __all__ = ["inspect", "runs", "verify"]
 

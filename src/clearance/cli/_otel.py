@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
-from clearance._core.errors import ConfigError
+from clearance import ConfigError
 
 __all__ = ["otlp_tracing", "wants_otlp"]
 

@@ -7,8 +7,7 @@ import time
 
 from rich.console import Console
 
-from clearance import RunEventKind
-from clearance._orchestration.result import RunEvent
+from clearance import RunEvent, RunEventKind
 from clearance.cli._common import safe_text
 
 __all__ = ["RunProgress"]

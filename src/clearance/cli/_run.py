@@ -15,43 +15,44 @@ from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.table import Table
 
-from clearance._core.budget import RunBudget
-from clearance._core.errors import ConfigError
-from clearance._core.teamfile import load_team_file
-from clearance._orchestration.orchestrator import DEFAULT_WORKSPACE_ROOT, Orchestrator
-from clearance._orchestration.result import RunResult
-from clearance._orchestration.run_memory import RunMemory
-from clearance._reports import Report, report_function
-from clearance._state.graph_shape import concurrency_notice
-from clearance._state.ledger import DEFAULT_LEDGER_URL, RunLedger
-from clearance._state.messages import MessageBus
-from clearance._state.store import ContextStore
+from clearance import (
+    ConfigError,
+    RunLedger,
+    RunResult,
+    RunServices,
+    RunSpec,
+    load_team_file,
+    recorded_run_spec,
+    resume_run,
+    run_spec,
+)
 from clearance.cli._approve import EXIT_AWAITING_APPROVAL, terminal_approver
-from clearance.cli._backends import run_memory_for, team_tools
 from clearance.cli._chat import shared_conversation_warning
 from clearance.cli._common import err, one_line_errors, out, safe_text
 from clearance.cli._executor import (
-    ExecutorName,
     ExecutorOption,
     RayAddressOption,
     RayEnvOption,
     RayWorkersOption,
-    executor,
+    executor_spec,
 )
 from clearance.cli._options import DbOption, InputOption
 from clearance.cli._otel import otlp_tracing
-from clearance.cli._plan import plan_hooks
 from clearance.cli._progress import RunProgress
 from clearance.cli._stream import StreamView
-from clearance.cli._team_setup import (
-    configured_models,
-    load_checked,
-    team_model_options,
-    team_with_model_reset,
-    with_model,
+from clearance.models import DEFAULT_MODEL_ID
+from clearance.runs import (
+    DEFAULT_LEDGER_URL,
+    Report,
+    checked_run,
+    concurrency_notice,
+    model_settings,
+    report_function,
+    spec_tools,
+    with_resources,
 )
 
-__all__ = ["raised_budget", "resume", "run"]
+__all__ = ["resume", "run"]
 
 
 @one_line_errors
@@ -148,34 +149,44 @@ def run(
     stream: Annotated[
         bool, typer.Option("--stream", help="Show the running tasks' text as it is generated.")
     ] = False,
-    executor_name: ExecutorOption = ExecutorName.local,
+    executor_name: ExecutorOption = None,
     ray_address: RayAddressOption = None,
     ray_workers: RayWorkersOption = None,
     ray_env: RayEnvOption = None,
 ) -> None:
     """Run a team: its tasks, or a plan the coordinator makes for --goal; then synthesize."""
-    loaded, model_id = with_model(load_checked(team_file, input_dir)[0], model)
-    model_options = team_model_options(
-        loaded, model_id, context_window=context_window, threads=threads,
-        threads_batch=threads_batch, batch_size=batch_size,
-    )  # fmt: skip
-    models = configured_models(model_options)
-    goal = goal or loaded.spec.goal
+    spec = RunSpec.from_file(team_file)
+    given = {"context_window": context_window, "threads": threads,
+             "threads_batch": threads_batch, "batch_size": batch_size}  # fmt: skip
+    given = {k: v for k, v in given.items() if v is not None}
+    update: dict[str, Any] = {
+        "model_options": spec.model_options.model_copy(update=given),
+        "executor": executor_spec(spec.executor, executor_name, ray_address, ray_workers, ray_env),
+    }
+    if input_dir is not None:
+        update["input"] = spec.input.model_copy(update={"default": input_dir})
+    for key, value in (("goal", goal), ("max_concurrency", max_concurrency), ("store", store_url)):
+        if value is not None:
+            update[key] = value
+    if memory_url is not None:
+        update["memory"] = spec.memory_settings.model_copy(update={"url": memory_url})
+    spec = spec.model_copy(update=update)
+    spec = spec.with_model(model) if model is not None else spec
+    model_settings(spec, given_as={k: "--" + k.replace("_", "-") for k in given})
+    spec = with_resources(spec, ledger_url=db)
+    loaded, _ = checked_run(spec, source=str(team_file))
+    model_id = spec.model or DEFAULT_MODEL_ID
     if (warning := shared_conversation_warning(loaded)) is not None:
         err.print(safe_text(warning), soft_wrap=True)
-    if not loaded.tasks and not goal:
+    if not loaded.tasks and not spec.goal:
         raise ConfigError(
             "the team file has no tasks; give --goal so the coordinator can plan",
             source=str(team_file),
         )
-    limit = max_concurrency or loaded.spec.max_concurrency
-    if (notice := concurrency_notice(loaded.tasks, limit)) is not None:
+    if (notice := concurrency_notice(loaded.tasks, spec.max_concurrency)) is not None:
         err.print(safe_text(notice), soft_wrap=True)
-    bus = MessageBus()
-    for message in loaded.spec.messages:
-        bus.send(message.sender, message.to, message.content)
-    make_report = report_function(loaded.spec.report)
-    if sarif_output is not None and loaded.spec.report != "step:code_review_report":
+    make_report = report_function(spec.report)
+    if sarif_output is not None and spec.report != "step:code_review_report":
         raise ConfigError(
             "--sarif needs a team whose report has findings (report: step:code_review_report)",
             field="--sarif",
@@ -183,6 +194,10 @@ def run(
     for flag, target in (("--output", output), ("--json", json_output), ("--sarif", sarif_output)):
         if target is not None and not target.parent.is_dir():
             raise ConfigError(f"folder {str(target.parent)!r} does not exist", field=flag)
+    try:  # imported and looked up now, so a bad entry is one line naming the file
+        tools = spec_tools(spec)
+    except ConfigError as exc:
+        raise ConfigError(str(exc), source=str(team_file)) from exc
     progress = RunProgress(
         out,
         total=len(loaded.tasks),
@@ -190,58 +205,23 @@ def run(
         synthesis=loaded.team.coordinator is not None,
     )
     view = StreamView(out, progress, live=not interactive) if stream else None
-    store_url = store_url or loaded.spec.store
-    tools = team_tools(loaded)
-    memory = run_memory_for(loaded, override=memory_url, ledger_url=db)
-    store = ContextStore(store_url) if store_url else None
-    with (
-        otlp_tracing(),
-        RunLedger(db) as ledger,
-        contextlib.closing(store) if store else contextlib.nullcontext(),
-        contextlib.closing(memory) if memory else contextlib.nullcontext(),
-        executor(executor_name, address=ray_address, workers=ray_workers, env=ray_env) as remote,
-    ):
-        orchestrator = Orchestrator(
-            loaded.team,
-            model=model_id,
-            models=models,
-            model_options=model_options,
-            ledger=ledger,
-            max_concurrency=max_concurrency or loaded.spec.max_concurrency,
-            input_root=loaded.input_root,
-            messages=bus,
-            on_event=view or progress,
-            stream_text=stream,
-            store=store,
-            project_root=loaded.project_root,
-            file_caps=loaded.file_caps(),
-            clarification_rounds=loaded.spec.isolation.max_rounds,
-            workspace_root=loaded.spec.workspace or DEFAULT_WORKSPACE_ROOT,
-            ask_person=_ask_at_terminal if interactive else None,
-            memory=memory,
-            tools=tools,
-            synthesis_from=loaded.synthesis_from,
-            executor=remote,
-            approval_tools=loaded.spec.approval_tools,
-            approver=terminal_approver() if interactive else None,
-            budget=loaded.spec.run_budget(),
-            hooks=plan_hooks(loaded, ledger),
-        )
+    services = RunServices(
+        on_event=view or progress,
+        ask_person=_ask_at_terminal if interactive else None,
+        approver=terminal_approver() if interactive else None,
+    )
+    with otlp_tracing(), RunLedger(db) as ledger:
         if loaded.input_root is not None:
             out.print(safe_text(f"input: {loaded.input_root}"))
         out.print(safe_text(f"model: {model_id}"))
-        if loaded.tasks:
-            work = orchestrator.run_tasks(loaded.tasks, goal=goal)
-        else:
-            assert goal is not None
-            work = orchestrator.run_team(goal)
+        work = run_spec(loaded, ledger=ledger, services=services, tools=tools, stream_text=stream)
         with view.showing() if view else contextlib.nullcontext():
             result = _run_until_interrupted(work, progress, db)
     _print_result(result)
     _write_report(
-        make_report(result, loaded.tasks, model_id=model_id, team_name=loaded.spec.name),
+        make_report(result, loaded.tasks, model_id=model_id, team_name=spec.name),
         result,
-        shown=loaded.spec.report is not None,
+        shown=spec.report is not None,
         output=output,
         json_output=json_output,
         sarif_output=sarif_output,
@@ -347,7 +327,7 @@ def resume(
     interactive: Annotated[
         bool, typer.Option("--interactive", help="Decide approvals at the terminal.")
     ] = False,
-    executor_name: ExecutorOption = ExecutorName.local,
+    executor_name: ExecutorOption = None,
     ray_address: RayAddressOption = None,
     ray_workers: RayWorkersOption = None,
     ray_env: RayEnvOption = None,
@@ -371,56 +351,46 @@ def resume(
 ) -> None:
     """Resume a stopped run: keep its completed results, run the rest, then synthesize.
 
-    The store, memory, user tools and memory groups are the ones the run recorded. The run's
-    records are checked against its hash chain first (with CLEARANCE_LEDGER_KEY for a keyed
-    run); python: steps come only from the team file given with --team.
+    The run's recorded spec defines it (team, models, settings, store, memory, tools); the
+    options here change it. The run's records are checked against its hash chain first (with
+    CLEARANCE_LEDGER_KEY for a keyed run); python: steps come only from the team file given
+    with --team, whose tools: entries provide the run's user tools.
     """
     progress = RunProgress(out)
     loaded = load_team_file(team_file) if team_file is not None else None
-    tools = team_tools(loaded) if loaded is not None else {}
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(otlp_tracing())
-        ledger = stack.enter_context(RunLedger(db))
-        store = stack.enter_context(ContextStore(store_url)) if store_url else None
-        memory = RunMemory(memory_url) if memory_url else None
-        model_executor = stack.enter_context(
-            executor(executor_name, address=ray_address, workers=ray_workers, env=ray_env)
-        )
-        orchestrator = Orchestrator.from_run(
-            run_id, ledger=ledger, model=model, on_event=progress, store=store, memory=memory,
-            tools=tools, executor=model_executor,
-            approver=terminal_approver() if interactive else None,
-        )  # fmt: skip
-        for opened in (orchestrator.store, orchestrator.memory):
-            if opened is not None:
-                stack.callback(opened.close)
-        if model is not None:
-            orchestrator.team = team_with_model_reset(orchestrator.team)
+    tools = None
+    if loaded is not None:
+        try:
+            tools = spec_tools(loaded.spec)
+        except ConfigError as exc:
+            raise ConfigError(str(exc), source=loaded.source) from exc
+    with otlp_tracing(), RunLedger(db) as ledger:
+        spec = recorded_run_spec(ledger, run_id)
+        update: dict[str, Any] = {
+            "executor": executor_spec(
+                spec.executor, executor_name, ray_address, ray_workers, ray_env
+            )
+        }
         if max_concurrency is not None:
-            orchestrator.max_concurrency = max_concurrency
-        orchestrator.budget = raised_budget(orchestrator.budget, budget_tokens, budget_cost_usd)
+            update["max_concurrency"] = max_concurrency
+        if budget_cost_usd is not None and not spec.prices:
+            raise ConfigError("the run has no prices to count a cost in", field="--budget-cost-usd")
+        if store_url is not None:
+            update["store"] = store_url
+        if memory_url is not None:
+            update["memory"] = spec.memory_settings.model_copy(update={"url": memory_url})
+        spec = spec.model_copy(update=update)
+        spec = spec.with_budget(tokens=budget_tokens, cost_usd=budget_cost_usd)
+        spec = spec.with_model(model) if model is not None else spec
+        services = RunServices(
+            on_event=progress, approver=terminal_approver() if interactive else None
+        )
         declared = loaded.tasks if loaded is not None else ()
-        work = orchestrator.resume(run_id, force=force, tasks=declared)
+        work = resume_run(run_id, ledger=ledger, spec=spec, tools=tools, services=services,
+                          force=force, tasks=declared)  # fmt: skip
         result = _run_until_interrupted(work, progress, db)
     _print_result(result)
     _exit_for(result)
-
-
-def raised_budget(
-    budget: RunBudget | None, tokens: int | None, cost_usd: float | None
-) -> RunBudget | None:
-    """A resumed run's budget: the recorded one with ``--budget-*`` replacing its caps.
-
-    Raises:
-        ConfigError: ``--budget-cost-usd`` for a run recorded without prices.
-    """
-    if tokens is None and cost_usd is None:
-        return budget
-    if budget is None:
-        if cost_usd is not None:
-            raise ConfigError("the run has no prices to count a cost in", field="--budget-cost-usd")
-        return RunBudget(tokens=tokens)
-    return budget.raised(tokens=tokens, cost_usd=cost_usd)
 
 
 def _exit_for(result: RunResult) -> None:

@@ -14,9 +14,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from clearance._state.ledger import ToolCallRecord
-from clearance._state.store import DEFAULT_STORE_URL, ContextStore
+from clearance import ContextStore
 from clearance.cli._common import err, one_line_errors, out, safe_text
+from clearance.runs import DEFAULT_STORE_URL, ToolCallRecord
 
 __all__ = ["print_tool_calls", "store_app"]
 

@@ -17,8 +17,7 @@ from rich.live import Live
 from rich.panel import Panel
 from rich.text import Text
 
-from clearance import RunEventKind
-from clearance._orchestration.result import RunEvent
+from clearance import RunEvent, RunEventKind
 from clearance.cli._common import safe, safe_text
 
 __all__ = ["StreamView"]

@@ -1,0 +1,322 @@
+"""`RunSpec`: the one definition of a run, its team file form and its recorded form.
+
+A run is defined once: the team (agents with their limits, sampling, tools, grants and
+memory), the tasks and goal, the run settings (concurrency, synthesis, isolation, workspace,
+approvals), the models and their settings, the executor, the MCP servers, the store and
+memory, and the input folder. A team file is the YAML form of a `RunSpec`; the ledger records
+its JSON form (`to_record`) when a run starts, and ``resume`` reads it back (`from_record`).
+Command-line options are ``spec.model_copy(update=...)``.
+
+A new setting of a run is one field here (or in one of the parts in
+`clearance._core.teamfile_models`): the team file, the record and resume then carry it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from clearance._core.agent_spec import FileCaps
+from clearance._core.budget import ModelPrice, RunBudget
+from clearance._core.errors import ConfigError
+from clearance._core.mcp_spec import McpServerSpec
+from clearance._core.safe_yaml import load_yaml_file
+from clearance._core.spec import Team
+from clearance._core.teamfile_models import (
+    AgentSpec,
+    BudgetSpec,
+    InputSpec,
+    IsolationSpec,
+    MemoryGroupSpec,
+    MemorySpec,
+    MessageSpec,
+    ModelOptionsSpec,
+    PlanRefSpec,
+    PriceSpec,
+    TaskSpec,
+    ToolEntrySpec,
+)
+from clearance._core.vocabulary import ExecutorKind
+
+__all__ = ["MASK", "RECORD_KEYS", "ExecutorSpec", "RunSpec", "validation_error"]
+
+RECORD_KEYS = ("process", "synthesis_ids")
+"""Keys a run's recorded config holds beside its spec: the process that runs it (written by
+the ledger), and the ids of the tasks the synthesis shows (``synthesis_from`` expanded)."""
+
+_FROM_ENV = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
+_PASSWORD = re.compile(r"(://[^:/@]*:)[^@/]*@")
+MASK = "***"
+"""What a recorded secret reads as."""
+
+
+class ExecutorSpec(BaseModel):
+    """``executor:``: where model calls are answered.
+
+    Attributes:
+        kind: ``"local"`` (this process) or ``"ray"`` (Ray worker actors; prompts are still
+            built in this process, see ``docs/ray.md``).
+        address: Ray cluster (``"auto"``, ``"host:6379"``, ``"ray://host:10001"``); ``None``
+            starts a local cluster on 127.0.0.1.
+        workers: Ray worker actors (1 to 256; ``None``: 2).
+        env: Names of environment variables set in the workers to their value here (an API
+            key, a base URL); their values cross the network and are never recorded.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: ExecutorKind = ExecutorKind.LOCAL
+    address: str | None = Field(default=None, min_length=1)
+    workers: int | None = Field(default=None, ge=1, le=256)
+    env: list[str] = Field(default=[], max_length=64)
+
+    @model_validator(mode="after")
+    def _ray_only(self) -> ExecutorSpec:
+        if self.kind == ExecutorKind.LOCAL:
+            for key in ("address", "workers", "env"):
+                if key in self.model_fields_set and getattr(self, key):
+                    raise ValueError(f"{key} needs kind: ray")
+        return self
+
+
+class RunSpec(BaseModel):
+    """Everything that defines a run; a team file is its YAML form.
+
+    Attributes:
+        name: The team's name (shown in the ledger).
+        goal: What the synthesis answers (and, without tasks, what the coordinator plans).
+        model: Model id of agents that name none (``None``: the embedded default).
+        model_options: Settings of the models (context window, threads, per model id).
+        max_concurrency: Most tasks running at once.
+        store: Context store URL, or ``None`` for none.
+        input: The folder task files are read from.
+        project: The project folder of isolated tasks (``None``: the input folder).
+        workspace: Folder under which runs that spawn children get their folders.
+        isolation: Clarification rounds and file caps of isolated tasks.
+        agents: The workers.
+        coordinator: The agent that plans and synthesizes (``None``: a built-in one).
+        tasks: The tasks (empty: the coordinator plans ``goal``).
+        messages: Messages sent before the run starts.
+        memory_groups: Agents that share a long-term memory.
+        memory: The long-term memory's URL (or ``{url, on_error}``).
+        tools: User tools by name: an import path, or ``{function, approval}``.
+        mcp_servers: MCP tool servers by name.
+        report: The report ``clearance run`` writes (``step:code_review_report``); ``None``:
+            the generic run report (synthesis and each task's result).
+        synthesis_from: Ids of the tasks whose results the synthesis shows (``None``: all).
+        executor: Where model calls are answered.
+        budget: Most tokens and US dollars the run may spend (``None``: no cap).
+        prices: What each model's tokens cost (US dollars per million), for ``budget.cost_usd``.
+        plan: The run that planned ``tasks`` (a team file written by ``clearance plan``).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = "team"
+    goal: str | None = None
+    model: str | None = None
+    model_options: ModelOptionsSpec = ModelOptionsSpec()
+    max_concurrency: int = Field(default=4, ge=1)
+    store: str | None = None
+    input: InputSpec = InputSpec()
+    project: str | None = None
+    workspace: str | None = None
+    isolation: IsolationSpec = IsolationSpec()
+    agents: list[AgentSpec] = Field(min_length=1)
+    coordinator: AgentSpec | None = None
+    tasks: list[TaskSpec] = []
+    messages: list[MessageSpec] = []
+    memory_groups: list[MemoryGroupSpec] = []
+    memory: str | MemorySpec | None = None
+    tools: dict[str, str | ToolEntrySpec] = {}
+    mcp_servers: dict[str, McpServerSpec] = Field(default={}, max_length=64)
+    report: str | None = Field(default=None, pattern=r"^step:[a-z_][a-z0-9_]*$")
+    synthesis_from: list[str] | None = None
+    executor: ExecutorSpec = ExecutorSpec()
+    budget: BudgetSpec | None = None
+    prices: dict[str, PriceSpec] = {}
+    plan: PlanRefSpec | None = None
+
+    @model_validator(mode="after")
+    def _plan_needs_tasks(self) -> RunSpec:
+        if self.plan is not None and not self.tasks:
+            raise ValueError("plan: names the run that planned the tasks: give its tasks")
+        return self
+
+    @model_validator(mode="after")
+    def _prices_need_a_cost_budget(self) -> RunSpec:
+        if self.prices and (self.budget is None or self.budget.cost_usd is None):
+            raise ValueError("prices: has no effect without budget: {cost_usd: ...}")
+        return self
+
+    def run_budget(self) -> RunBudget | None:
+        """``budget:`` with ``prices:`` as a `RunBudget`; ``None`` without a budget."""
+        if self.budget is None:
+            return None
+        prices = {m: ModelPrice(**p.model_dump()) for m, p in self.prices.items()}
+        return RunBudget(tokens=self.budget.tokens, cost_usd=self.budget.cost_usd, prices=prices)
+
+    @property
+    def tool_functions(self) -> dict[str, str | None]:
+        """``tools:`` as name to ``module:function`` (``None``: a tool given in code)."""
+        return {n: e if isinstance(e, str) else e.function for n, e in self.tools.items()}
+
+    @property
+    def approval_tools(self) -> tuple[str, ...]:
+        """Names of the ``tools:`` whose calls require approval."""
+        return tuple(
+            n for n, e in self.tools.items() if not isinstance(e, str) and e.approval == "required"
+        )
+
+    @property
+    def memory_settings(self) -> MemorySpec:
+        """``memory:`` in its long form (a bare URL becomes ``{url: URL}``)."""
+        if isinstance(self.memory, str):
+            return MemorySpec(url=self.memory)
+        return self.memory or MemorySpec()
+
+    def team(self) -> Team:
+        """The `Team` this spec declares.
+
+        Raises:
+            ConfigError: Duplicate agent names, an unknown ``can_spawn`` target, or a bad
+                memory group (see `Team`).
+        """
+        return Team(
+            agents=tuple(a.to_agent() for a in self.agents),
+            coordinator=self.coordinator.to_agent() if self.coordinator else None,
+            name=self.name,
+            memory_groups=tuple(g.to_group() for g in self.memory_groups),
+        )
+
+    def file_caps(self) -> FileCaps:
+        """``isolation.file_caps`` as `FileCaps`."""
+        return FileCaps(**self.isolation.file_caps.model_dump())
+
+    def with_model(self, model: str) -> RunSpec:
+        """This spec with ``model`` for every agent, the coordinator's included."""
+        agents = [a.model_copy(update={"model": None}) for a in self.agents]
+        lead = self.coordinator
+        coordinator = lead.model_copy(update={"model": None}) if lead else None
+        return self.model_copy(
+            update={"model": model, "agents": agents, "coordinator": coordinator}
+        )
+
+    def with_budget(self, *, tokens: int | None = None, cost_usd: float | None = None) -> RunSpec:
+        """This spec with the budget's caps given replaced (``None`` keeps a cap as it is).
+
+        Raises:
+            ConfigError: ``cost_usd`` for a spec without ``prices:`` (its cost cannot be
+                counted), or a cap out of range (``tokens`` < 1, ``cost_usd`` <= 0).
+        """
+        if tokens is None and cost_usd is None:
+            return self
+        if cost_usd is not None and not self.prices:
+            raise ConfigError("the run has no prices to count a cost in", field="budget.cost_usd")
+        caps = self.budget.model_dump() if self.budget is not None else {}
+        caps.update(
+            {k: v for k, v in (("tokens", tokens), ("cost_usd", cost_usd)) if v is not None}
+        )
+        try:
+            budget = BudgetSpec.model_validate(caps)
+        except ValidationError as exc:
+            field, message = validation_error(exc)
+            raise ConfigError(message, field=f"budget.{field}") from exc
+        return self.model_copy(update={"budget": budget})
+
+    # -- the team file ---------------------------------------------------------------------
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> RunSpec:
+        """Read and validate a team file (bounded YAML, see `clearance._core.safe_yaml`).
+
+        Checks across keys and the expansion of ``for_each_file`` tasks happen when the spec
+        is prepared for a run (`clearance.prepare_run`).
+
+        Raises:
+            ConfigError: The file is missing, is not a regular file, is over the size, depth
+                or alias caps, is not YAML, or fails validation; the message names the file,
+                the field and the problem.
+        """
+        source = str(path)
+        raw: Any = load_yaml_file(path)
+        if not isinstance(raw, dict):
+            raise ConfigError("the file must hold a mapping with at least 'agents'", source=source)
+        try:
+            spec = cls.model_validate(raw)
+        except ValidationError as exc:
+            field, message = validation_error(exc)
+            raise ConfigError(message, source=source, field=field) from exc
+        return spec
+
+    def to_data(self) -> dict[str, Any]:
+        """The spec as JSON-ready data, keys left at their defaults omitted (a team file)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+
+    # -- the recorded run --------------------------------------------------------------------
+
+    def to_record(self, *, synthesis_ids: list[str] | None = None) -> dict[str, Any]:
+        """The config a run records when it starts: the spec, secrets masked.
+
+        Passwords in the store and memory URLs and literal ``env:`` and ``headers:`` values of
+        MCP servers (not ``${NAME}`` references) are recorded as ``***``: resuming such a run
+        needs them given again.
+
+        Args:
+            synthesis_ids: The task ids the synthesis shows, ``synthesis_from`` expanded
+                (``None``: all).
+        """
+        data = self.to_data()
+        if isinstance(data.get("store"), str):
+            data["store"] = _PASSWORD.sub(rf"\1{MASK}@", data["store"])
+        memory = data.get("memory")
+        if isinstance(memory, str):
+            data["memory"] = _PASSWORD.sub(rf"\1{MASK}@", memory)
+        elif isinstance(memory, dict) and isinstance(memory.get("url"), str):
+            memory["url"] = _PASSWORD.sub(rf"\1{MASK}@", memory["url"])
+        for server in data.get("mcp_servers", {}).values():
+            for key in ("env", "headers"):
+                if key in server:
+                    server[key] = {k: _masked(v) for k, v in server[key].items()}
+        data["synthesis_ids"] = synthesis_ids
+        return data
+
+    @classmethod
+    def from_record(cls, config: dict[str, Any], *, run_id: str) -> RunSpec:
+        """The spec a run recorded (see `to_record`).
+
+        Raises:
+            ConfigError: The record is not a run spec (a run recorded by an older version of
+                Clearance, or a damaged record); the message names the run and the field.
+        """
+        if "default_model" in config:  # the hand-written config of older versions
+            raise ConfigError(
+                f"run {run_id} was recorded by an older version of Clearance, without its spec; "
+                "resume it with Orchestrator(team, ...).resume(run_id)",
+                field="run",
+            )
+        data = {k: v for k, v in config.items() if k not in RECORD_KEYS}
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            field, message = validation_error(exc)
+            raise ConfigError(
+                f"run {run_id} cannot be rebuilt from its recorded spec: {message}", field=field
+            ) from exc
+
+
+def _masked(value: str) -> str:
+    """A recorded ``env``/``headers`` value: ``${NAME}`` references kept, the rest masked."""
+    return value if _FROM_ENV.fullmatch(value) else MASK
+
+
+def validation_error(exc: ValidationError) -> tuple[str, str]:
+    """The field (dotted path) and the one-line message of a pydantic error's first problem."""
+    err = exc.errors()[0]
+    field = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
+    message = " ".join(f"{err['msg']}{more}".split())
+    return field, message

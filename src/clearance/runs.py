@@ -1,0 +1,73 @@
+"""Runs from a program: what the command line uses to prepare, report on and show runs.
+
+`clearance` holds the run's definition and the functions that run, resume and verify it
+(`RunSpec`, `run_spec`, `resume_run`, `verify_run`). This namespace holds the rest of what
+``clearance run``, ``inspect``, ``graph`` and ``approve`` use, for programs that
+do the same:
+
+- preparing a spec: `checked_run`, `with_resources`, `model_settings`, `spec_tools`,
+  `ExecutorSpec` (its `ExecutorKind`), `WINDOWED_PROVIDERS`, and `check_chat_agent` for
+  ``clearance chat``;
+- the ledger's records: `RunRecord`, `TaskRecord`, `CallRecord`, `EventRecord`,
+  `ToolCallRecord`, and where runs and the store live (`DEFAULT_LEDGER_URL`,
+  `DEFAULT_STORE_URL`, `masked_url`);
+- a graph before it runs: `graph_shape`, `concurrency_notice`, `estimate_tasks` (a
+  `TaskEstimate` each), `wall_time_range`;
+- plan only (``clearance plan``): `plan_only` records the coordinator's plan as a run of
+  its own (a `PlannedRun`), `plan_team_file` writes it as an editable team file;
+- after a run: `report_function` and its `Report`; approvals (`Approver`, `decide`,
+  `default_decider`). The run page is in `clearance.view`.
+"""
+
+from clearance._core.run_spec import ExecutorSpec
+from clearance._core.teamfile_checks import check_chat_agent
+from clearance._core.vocabulary import ExecutorKind
+from clearance._orchestration.approval import Approver, decide, default_decider
+from clearance._orchestration.estimate import TaskEstimate, estimate_tasks, wall_time_range
+from clearance._orchestration.plan_only import PlannedRun, plan_only, plan_team_file
+from clearance._orchestration.run_config import WINDOWED_PROVIDERS, model_settings, spec_tools
+from clearance._orchestration.run_memory import masked_url
+from clearance._orchestration.spec_run import checked_run, with_resources
+from clearance._reports import Report, report_function
+from clearance._state.graph_shape import concurrency_notice, graph_shape
+from clearance._state.ledger import (
+    DEFAULT_LEDGER_URL,
+    CallRecord,
+    EventRecord,
+    RunRecord,
+    TaskRecord,
+    ToolCallRecord,
+)
+from clearance._state.store import DEFAULT_STORE_URL
+
+__all__ = [
+    "Approver",
+    "CallRecord",
+    "DEFAULT_LEDGER_URL",
+    "DEFAULT_STORE_URL",
+    "EventRecord",
+    "ExecutorKind",
+    "ExecutorSpec",
+    "PlannedRun",
+    "Report",
+    "RunRecord",
+    "TaskEstimate",
+    "TaskRecord",
+    "ToolCallRecord",
+    "WINDOWED_PROVIDERS",
+    "check_chat_agent",
+    "checked_run",
+    "concurrency_notice",
+    "decide",
+    "default_decider",
+    "estimate_tasks",
+    "graph_shape",
+    "masked_url",
+    "model_settings",
+    "plan_only",
+    "plan_team_file",
+    "report_function",
+    "spec_tools",
+    "wall_time_range",
+    "with_resources",
+]
