@@ -15,11 +15,14 @@ do the same:
   `TaskEstimate` each), `wall_time_range`;
 - plan only (``clearance plan``): `plan_only` records the coordinator's plan as a run of
   its own (a `PlannedRun`), `plan_team_file` writes it as an editable team file;
+- the team file's reference (``clearance schema``, ``clearance init``): `team_file_schema`,
+  `team_file_markdown`, and the schema's file name `SCHEMA_ID`;
 - after a run: `report_function` and its `Report`; approvals (`Approver`, `decide`,
   `default_decider`). The run page is in `clearance.view`.
 """
 
 from clearance._core.run_spec import ExecutorSpec
+from clearance._core.team_reference import SCHEMA_ID, team_file_markdown, team_file_schema
 from clearance._core.teamfile_checks import check_chat_agent
 from clearance._core.vocabulary import ExecutorKind
 from clearance._orchestration.approval import Approver, decide, default_decider
@@ -51,6 +54,7 @@ __all__ = [
     "PlannedRun",
     "Report",
     "RunRecord",
+    "SCHEMA_ID",
     "TaskEstimate",
     "TaskRecord",
     "ToolCallRecord",
@@ -68,6 +72,8 @@ __all__ = [
     "plan_team_file",
     "report_function",
     "spec_tools",
+    "team_file_markdown",
+    "team_file_schema",
     "wall_time_range",
     "with_resources",
 ]

@@ -6,9 +6,12 @@ import json
 import re
 from pathlib import Path
 
+import jsonschema
+import yaml
 from typer.testing import CliRunner
 
 from clearance.cli._app import app
+from clearance.runs import team_file_schema
 
 runner = CliRunner()
 
@@ -25,7 +28,11 @@ def test_init_writes_a_starter_that_runs_and_verifies(tmp_path: Path, monkeypatc
     assert written.exit_code == 0, written.output
     assert "clearance run team.yaml --model fake:try" in written.output
     text = (tmp_path / "team.yaml").read_text()
-    assert text.startswith("# A starter team") and text.count("#") > 20  # commented
+    first, second = text.splitlines()[:2]
+    assert first == "# yaml-language-server: $schema=team-file.schema.json"  # for editors
+    assert second.startswith("# A starter team") and text.count("#") > 20  # commented
+    schema = json.loads((tmp_path / "team-file.schema.json").read_text())
+    assert list(jsonschema.Draft202012Validator(schema).iter_errors(yaml.safe_load(text))) == []
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     run_id = run(tmp_path / "team.yaml", db)
     document = json.loads(runner.invoke(app, ["inspect", run_id, "--db", db, "--json"]).output)
@@ -61,4 +68,23 @@ def test_init_never_overwrites_without_force(tmp_path: Path) -> None:
     assert runner.invoke(app, ["init", str(link), "--force"]).exit_code == 2  # not followed
     assert not (tmp_path / "elsewhere.yaml").exists()
     assert runner.invoke(app, ["init", str(path), "--force"]).exit_code == 0
-    assert path.read_text().startswith("# A starter team")
+    assert path.read_text().splitlines()[1].startswith("# A starter team")
+
+
+def test_init_keeps_an_existing_schema_file_without_force(tmp_path: Path) -> None:
+    (tmp_path / "team-file.schema.json").write_text("{}")
+    result = runner.invoke(app, ["init", str(tmp_path / "team.yaml")])
+    assert result.exit_code == 0, result.output
+    assert "kept" in result.output and (tmp_path / "team-file.schema.json").read_text() == "{}"
+    forced = runner.invoke(app, ["init", str(tmp_path / "team.yaml"), "--force"])
+    assert forced.exit_code == 0, forced.output
+    assert json.loads((tmp_path / "team-file.schema.json").read_text()) == team_file_schema()
+
+
+def test_schema_prints_the_committed_schema_and_reference() -> None:
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    printed = runner.invoke(app, ["schema"])
+    assert printed.exit_code == 0, printed.output
+    assert printed.output == (docs / "team-file.schema.json").read_text()
+    markdown = runner.invoke(app, ["schema", "--markdown"])
+    assert markdown.output == (docs / "team-file.md").read_text()

@@ -1,4 +1,4 @@
-"""The ``clearance`` command: init, run, resume, inspect, verify, graph, runs, chat, view, serve."""
+"""The ``clearance`` command: init, run, resume, inspect, verify, graph, runs, view, schema..."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from clearance.cli._init import register as register_init_command
 from clearance.cli._ledger_cmds import inspect, runs, verify
 from clearance.cli._plan import plan
 from clearance.cli._run import resume, run
+from clearance.cli._schema import register as register_schema_command
 from clearance.cli._store import store_app
 from clearance.cli._team_setup import configured_models as _configured_models  # noqa: F401
 from clearance.cli._team_setup import team_model_options as _model_options  # noqa: F401
@@ -33,6 +34,7 @@ register_view_commands(app)
 register_chat_command(app)
 register_approval_commands(app)
 register_init_command(app)
+register_schema_command(app)
 
 
 def main() -> None:

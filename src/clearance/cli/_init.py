@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Annotated
@@ -10,11 +11,14 @@ import typer
 
 from clearance import ConfigError
 from clearance.cli._common import one_line_errors, out, safe_text
+from clearance.runs import SCHEMA_ID, team_file_schema
 
 __all__ = ["STARTER_TEAM", "register"]
 
-STARTER_TEAM = """\
-# A starter team for Clearance. Run it:
+STARTER_TEAM = (
+    f"# yaml-language-server: $schema={SCHEMA_ID}\n"
+    + """\
+# A starter team for Clearance (every key: docs/team-file.md in Clearance). Run it:
 #   clearance run team.yaml                    # the embedded model (downloaded on first use)
 #   clearance run team.yaml --model fake:try   # a deterministic fake model: no model needed
 #   clearance run team.yaml --model openai:gpt-4o-mini   # or any OpenAI-compatible server
@@ -70,6 +74,7 @@ tasks:
   #       score: {type: integer, minimum: 0, maximum: 10}
   #       reason: {type: string, maxLength: 200}
 """
+)
 """The starter team `clearance init` writes."""
 
 _Path = Annotated[Path, typer.Argument(help="Where to write the team file.")]
@@ -79,6 +84,24 @@ _Force = Annotated[bool, typer.Option("--force", help="Overwrite an existing fil
 @one_line_errors
 def init(path: _Path = Path("team.yaml"), force: _Force = False) -> None:
     """Write a commented starter team file (team.yaml) that runs as it is."""
+    _write(path, STARTER_TEAM, force=force)
+    out.print(safe_text(f"wrote {path}"), soft_wrap=True)
+    schema = path.parent / SCHEMA_ID
+    if (schema.exists() or schema.is_symlink()) and not force:
+        out.print(safe_text(f"kept {schema} (--force replaces it)"), soft_wrap=True)
+    else:
+        _write(schema, json.dumps(team_file_schema(), indent=2) + "\n", force=force)
+        out.print(safe_text(f"wrote {schema} (editors check the team file with it)"))
+    out.print(safe_text(f"try it without a model:  clearance run {path} --model fake:try"))
+    out.print(safe_text(f"run it:                  clearance run {path}"), soft_wrap=True)
+
+
+def _write(path: Path, text: str, *, force: bool) -> None:
+    """Write ``text`` to ``path``: a new file, or (``force``) over a file; never via a link.
+
+    Raises:
+        ConfigError: ``path`` exists (without ``force``), is a link, or cannot be written.
+    """
     flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_TRUNC if force else os.O_EXCL)
     try:
         fd = os.open(path, flags, 0o644)
@@ -89,10 +112,7 @@ def init(path: _Path = Path("team.yaml"), force: _Force = False) -> None:
     except OSError as exc:
         raise ConfigError(f"cannot write {path}: {exc.strerror}", field="path") from None
     with os.fdopen(fd, "w", encoding="utf-8") as file:
-        file.write(STARTER_TEAM)
-    out.print(safe_text(f"wrote {path}"), soft_wrap=True)
-    out.print(safe_text(f"try it without a model:  clearance run {path} --model fake:try"))
-    out.print(safe_text(f"run it:                  clearance run {path}"), soft_wrap=True)
+        file.write(text)
 
 
 def register(app: typer.Typer) -> None:
