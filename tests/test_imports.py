@@ -32,20 +32,30 @@ HEAVY = (
 )
 """Modules (and their submodules) neither import may load."""
 
-_HELP = (
-    "import sys\n"
-    "sys.argv = ['clearance', '--help']\n"
-    "from clearance.cli import main\n"
-    "try:\n"
-    "    main()\n"
-    "except SystemExit:\n"
-    "    pass\n"
-)
+
+def _cli(*args: str) -> str:
+    """Code that runs ``clearance ARGS`` in process (its exit swallowed)."""
+    return (
+        "import sys\n"
+        f"sys.argv = ['clearance', *{list(args)!r}]\n"
+        "from clearance.cli import main\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+    )
+
 
 SNIPPETS = {
     "import clearance": "import clearance",
-    "clearance --help": _HELP,
+    "clearance --help": _cli("--help"),
 }
+
+HELP_SNIPPETS = {
+    "clearance --help": _cli("--help"),
+    "clearance run --help": _cli("run", "--help"),
+}
+"""Help only describes the commands: the ledger, the store and their database stay unloaded."""
 
 
 def loaded_modules(code: str) -> list[str]:
@@ -78,3 +88,27 @@ def test_the_check_catches_a_heavy_module() -> None:
     )
     assert "jinja2" in heavy_among(modules)
     assert "sqlalchemy.dialects.postgresql" in heavy_among(modules)
+
+
+def test_import_clearance_loads_only_the_lazy_namespace() -> None:
+    """Each public name imports its module on first use (PEP 562), none at import."""
+    modules = loaded_modules("import clearance")
+    assert [m for m in modules if m.startswith("clearance")] == [
+        "clearance",
+        "clearance._core",
+        "clearance._core.lazy",
+    ]
+
+
+def test_a_public_name_loads_on_first_use() -> None:
+    modules = loaded_modules("import clearance\nclearance.RunLedger")
+    assert "clearance._state.ledger" in modules
+    assert "sqlalchemy" in modules
+
+
+@pytest.mark.parametrize("what", sorted(HELP_SNIPPETS))
+def test_help_loads_no_database_layer(what: str) -> None:
+    modules = loaded_modules(HELP_SNIPPETS[what])
+    assert "clearance.cli" in modules
+    unwanted = ("sqlalchemy", "clearance._state.ledger", "clearance._state.store")
+    assert [m for m in modules if m.split(".")[0] == "sqlalchemy" or m in unwanted] == []

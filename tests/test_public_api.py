@@ -34,11 +34,15 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 
 
 def public_names(module: types.ModuleType) -> list[str]:
-    """Names a user sees on ``module``: not ``_``-prefixed and not a module."""
+    """Names a user sees on ``module``: not ``_``-prefixed and not a module.
+
+    Read through ``dir`` and ``getattr``, so a name a namespace imports on first use (PEP 562)
+    counts, and must import.
+    """
     return sorted(
         name
-        for name, value in vars(module).items()
-        if not name.startswith("_") and not isinstance(value, types.ModuleType)
+        for name in dir(module)
+        if not name.startswith("_") and not isinstance(getattr(module, name), types.ModuleType)
     )
 
 
@@ -50,8 +54,14 @@ def _tree(module: str) -> ast.Module:
 
 
 def docstring_of(module: str, name: str, hops: int = 5) -> str | None:
-    """The docstring of ``name`` where ``module`` defines it, following re-exports."""
-    body = _tree(module).body
+    """The docstring of ``name`` where ``module`` defines it, following re-exports.
+
+    A re-export may sit in an ``if typing.TYPE_CHECKING:`` block, beside a lazy namespace's
+    name table.
+    """
+    body: list[ast.stmt] = []
+    for node in _tree(module).body:
+        body.extend(node.body if isinstance(node, ast.If) else [node])
     for index, node in enumerate(body):
         if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
             if node.name == name:

@@ -19,80 +19,85 @@ the ledger and store, and the errors. The rest lives in namespaces:
 - `clearance.analysis`: the built-in steps of a team file.
 """
 
-from clearance._agents.retry import RetryPolicy
-from clearance._agents.tools import Tool, ToolOutput
-from clearance._context.builder import ContextBuilder
-from clearance._context.clearance import Clearance
-from clearance._context.verify import Finding, VerificationReport, verify_run
-from clearance._core.budget import ModelPrice, RunBudget
-from clearance._core.errors import (
-    AccessDenied,
-    ApprovalDenied,
-    ApprovalPending,
-    BudgetExceeded,
-    ClearanceError,
-    ConfigError,
-    ContextViolation,
-    CycleError,
-    DelegationError,
-    DelegationLoopError,
-    DependencyPayloadError,
-    DuplicateTaskError,
-    GraphError,
-    LedgerError,
-    LimitExceeded,
-    MaxDepthError,
-    ModelError,
-    OutputValidationError,
-    PathEscapeError,
-    PlanError,
-    SelfDependencyError,
-    StoreError,
-    SubagentError,
-    UnknownDependencyError,
-)
-from clearance._core.hooks import ModelCallInfo, RunHooks, RunInfo, TaskInfo, ToolCallInfo
-from clearance._core.prompt import ChatMessage, ContextItem, ContextManifest, Prompt
-from clearance._core.routing import EdgeCondition
-from clearance._core.run_spec import RunSpec
-from clearance._core.spec import (
-    Agent,
-    AgentLimits,
-    FanOut,
-    FileCaps,
-    MemoryScope,
-    Task,
-    TaskMode,
-    Team,
-)
-from clearance._core.teamfile import LoadedTeam, load_team_file, prepare_run
-from clearance._core.vocabulary import (
-    ApprovalKind,
-    OriginKind,
-    PromptKind,
-    RunEventKind,
-)
-from clearance._orchestration.approval import ApprovalDecision, ApprovalRequest
-from clearance._orchestration.chat import AgentChat
-from clearance._orchestration.executor import ModelExecutor
-from clearance._orchestration.orchestrator import Orchestrator
-from clearance._orchestration.ray_executor import RayExecutor
-from clearance._orchestration.result import RunEvent, RunResult, TaskOutcome
-from clearance._orchestration.run import RunOptions, RunServices
-from clearance._orchestration.spec_run import (
-    recorded_run_spec,
-    resume_run,
-    run_spec,
-    run_spec_sync,
-)
-from clearance._orchestration.stream import RunStream
-from clearance._state.grants import StoreView
-from clearance._state.graph import TaskGraph
-from clearance._state.ledger import RunLedger
-from clearance._state.messages import Message, MessageBus
-from clearance._state.null_ledger import NullLedger
-from clearance._state.queue import TaskStatus
-from clearance._state.store import ContextStore, StoreEntry
+import typing
+
+from clearance._core import lazy as _lazy
+
+if typing.TYPE_CHECKING:
+    from clearance._agents.retry import RetryPolicy
+    from clearance._agents.tools import Tool, ToolOutput
+    from clearance._context.builder import ContextBuilder
+    from clearance._context.clearance import Clearance
+    from clearance._context.verify import Finding, VerificationReport, verify_run
+    from clearance._core.budget import ModelPrice, RunBudget
+    from clearance._core.errors import (
+        AccessDenied,
+        ApprovalDenied,
+        ApprovalPending,
+        BudgetExceeded,
+        ClearanceError,
+        ConfigError,
+        ContextViolation,
+        CycleError,
+        DelegationError,
+        DelegationLoopError,
+        DependencyPayloadError,
+        DuplicateTaskError,
+        GraphError,
+        LedgerError,
+        LimitExceeded,
+        MaxDepthError,
+        ModelError,
+        OutputValidationError,
+        PathEscapeError,
+        PlanError,
+        SelfDependencyError,
+        StoreError,
+        SubagentError,
+        UnknownDependencyError,
+    )
+    from clearance._core.hooks import ModelCallInfo, RunHooks, RunInfo, TaskInfo, ToolCallInfo
+    from clearance._core.prompt import ChatMessage, ContextItem, ContextManifest, Prompt
+    from clearance._core.routing import EdgeCondition
+    from clearance._core.run_spec import RunSpec
+    from clearance._core.spec import (
+        Agent,
+        AgentLimits,
+        FanOut,
+        FileCaps,
+        MemoryScope,
+        Task,
+        TaskMode,
+        Team,
+    )
+    from clearance._core.teamfile import LoadedTeam, load_team_file, prepare_run
+    from clearance._core.vocabulary import (
+        ApprovalKind,
+        OriginKind,
+        PromptKind,
+        RunEventKind,
+    )
+    from clearance._orchestration.approval import ApprovalDecision, ApprovalRequest
+    from clearance._orchestration.chat import AgentChat
+    from clearance._orchestration.executor import ModelExecutor
+    from clearance._orchestration.orchestrator import Orchestrator
+    from clearance._orchestration.ray_executor import RayExecutor
+    from clearance._orchestration.result import RunEvent, RunResult, TaskOutcome
+    from clearance._orchestration.run import RunOptions, RunServices
+    from clearance._orchestration.spec_run import (
+        recorded_run_spec,
+        resume_run,
+        run_spec,
+        run_spec_sync,
+    )
+    from clearance._orchestration.stream import RunStream
+    from clearance._state.grants import StoreView
+    from clearance._state.graph import TaskGraph
+    from clearance._state.ledger import RunLedger
+    from clearance._state.messages import Message, MessageBus
+    from clearance._state.null_ledger import NullLedger
+    from clearance._state.queue import TaskStatus
+    from clearance._state.store import ContextStore, StoreEntry
 
 __version__ = "0.1.0"
 
@@ -183,3 +188,94 @@ __all__ = [
     "run_spec_sync",
     "verify_run",
 ]
+
+_EXPORTS = {
+    "AccessDenied": "clearance._core.errors",
+    "Agent": "clearance._core.spec",
+    "AgentChat": "clearance._orchestration.chat",
+    "AgentLimits": "clearance._core.spec",
+    "ApprovalDecision": "clearance._orchestration.approval",
+    "ApprovalDenied": "clearance._core.errors",
+    "ApprovalKind": "clearance._core.vocabulary",
+    "ApprovalPending": "clearance._core.errors",
+    "ApprovalRequest": "clearance._orchestration.approval",
+    "BudgetExceeded": "clearance._core.errors",
+    "ChatMessage": "clearance._core.prompt",
+    "Clearance": "clearance._context.clearance",
+    "ClearanceError": "clearance._core.errors",
+    "ConfigError": "clearance._core.errors",
+    "ContextBuilder": "clearance._context.builder",
+    "ContextItem": "clearance._core.prompt",
+    "ContextManifest": "clearance._core.prompt",
+    "ContextStore": "clearance._state.store",
+    "ContextViolation": "clearance._core.errors",
+    "CycleError": "clearance._core.errors",
+    "DelegationError": "clearance._core.errors",
+    "DelegationLoopError": "clearance._core.errors",
+    "DependencyPayloadError": "clearance._core.errors",
+    "DuplicateTaskError": "clearance._core.errors",
+    "EdgeCondition": "clearance._core.routing",
+    "FanOut": "clearance._core.spec",
+    "FileCaps": "clearance._core.spec",
+    "Finding": "clearance._context.verify",
+    "GraphError": "clearance._core.errors",
+    "LedgerError": "clearance._core.errors",
+    "LimitExceeded": "clearance._core.errors",
+    "LoadedTeam": "clearance._core.teamfile",
+    "MaxDepthError": "clearance._core.errors",
+    "MemoryScope": "clearance._core.spec",
+    "Message": "clearance._state.messages",
+    "MessageBus": "clearance._state.messages",
+    "ModelCallInfo": "clearance._core.hooks",
+    "ModelError": "clearance._core.errors",
+    "ModelExecutor": "clearance._orchestration.executor",
+    "ModelPrice": "clearance._core.budget",
+    "NullLedger": "clearance._state.null_ledger",
+    "Orchestrator": "clearance._orchestration.orchestrator",
+    "OriginKind": "clearance._core.vocabulary",
+    "OutputValidationError": "clearance._core.errors",
+    "PathEscapeError": "clearance._core.errors",
+    "PlanError": "clearance._core.errors",
+    "Prompt": "clearance._core.prompt",
+    "PromptKind": "clearance._core.vocabulary",
+    "RayExecutor": "clearance._orchestration.ray_executor",
+    "RetryPolicy": "clearance._agents.retry",
+    "RunBudget": "clearance._core.budget",
+    "RunEvent": "clearance._orchestration.result",
+    "RunEventKind": "clearance._core.vocabulary",
+    "RunHooks": "clearance._core.hooks",
+    "RunInfo": "clearance._core.hooks",
+    "RunLedger": "clearance._state.ledger",
+    "RunOptions": "clearance._orchestration.run",
+    "RunResult": "clearance._orchestration.result",
+    "RunServices": "clearance._orchestration.run",
+    "RunSpec": "clearance._core.run_spec",
+    "RunStream": "clearance._orchestration.stream",
+    "SelfDependencyError": "clearance._core.errors",
+    "StoreEntry": "clearance._state.store",
+    "StoreError": "clearance._core.errors",
+    "StoreView": "clearance._state.grants",
+    "SubagentError": "clearance._core.errors",
+    "Task": "clearance._core.spec",
+    "TaskGraph": "clearance._state.graph",
+    "TaskInfo": "clearance._core.hooks",
+    "TaskMode": "clearance._core.spec",
+    "TaskOutcome": "clearance._orchestration.result",
+    "TaskStatus": "clearance._state.queue",
+    "Team": "clearance._core.spec",
+    "Tool": "clearance._agents.tools",
+    "ToolCallInfo": "clearance._core.hooks",
+    "ToolOutput": "clearance._agents.tools",
+    "UnknownDependencyError": "clearance._core.errors",
+    "VerificationReport": "clearance._context.verify",
+    "load_team_file": "clearance._core.teamfile",
+    "prepare_run": "clearance._core.teamfile",
+    "recorded_run_spec": "clearance._orchestration.spec_run",
+    "resume_run": "clearance._orchestration.spec_run",
+    "run_spec": "clearance._orchestration.spec_run",
+    "run_spec_sync": "clearance._orchestration.spec_run",
+    "verify_run": "clearance._context.verify",
+}
+"""Each public name and the module that defines it, imported on first use."""
+
+__getattr__, __dir__ = _lazy.lazy_exports(__name__, _EXPORTS)

@@ -21,27 +21,31 @@ do the same:
   `default_decider`). The run page is in `clearance.view`.
 """
 
-from clearance._core.run_spec import ExecutorSpec
-from clearance._core.team_reference import SCHEMA_ID, team_file_markdown, team_file_schema
-from clearance._core.teamfile_checks import check_chat_agent
-from clearance._core.vocabulary import ExecutorKind
-from clearance._orchestration.approval import Approver, decide, default_decider
-from clearance._orchestration.estimate import TaskEstimate, estimate_tasks, wall_time_range
-from clearance._orchestration.plan_only import PlannedRun, plan_only, plan_team_file
-from clearance._orchestration.run_config import WINDOWED_PROVIDERS, model_settings, spec_tools
-from clearance._orchestration.run_memory import masked_url
-from clearance._orchestration.spec_run import checked_run, with_resources
-from clearance._reports import Report, report_function
-from clearance._state.graph_shape import concurrency_notice, graph_shape
-from clearance._state.ledger import (
-    DEFAULT_LEDGER_URL,
-    CallRecord,
-    EventRecord,
-    RunRecord,
-    TaskRecord,
-    ToolCallRecord,
-)
-from clearance._state.store import DEFAULT_STORE_URL
+import typing
+
+from clearance._core import lazy as _lazy
+
+if typing.TYPE_CHECKING:
+    from clearance._core.locations import DEFAULT_LEDGER_URL, DEFAULT_STORE_URL, SCHEMA_ID
+    from clearance._core.run_spec import ExecutorSpec
+    from clearance._core.team_reference import team_file_markdown, team_file_schema
+    from clearance._core.teamfile_checks import check_chat_agent
+    from clearance._core.vocabulary import ExecutorKind
+    from clearance._orchestration.approval import Approver, decide, default_decider
+    from clearance._orchestration.estimate import TaskEstimate, estimate_tasks, wall_time_range
+    from clearance._orchestration.plan_only import PlannedRun, plan_only, plan_team_file
+    from clearance._orchestration.run_config import WINDOWED_PROVIDERS, model_settings, spec_tools
+    from clearance._orchestration.run_memory import masked_url
+    from clearance._orchestration.spec_run import checked_run, with_resources
+    from clearance._reports import Report, report_function
+    from clearance._state.graph_shape import concurrency_notice, graph_shape
+    from clearance._state.ledger import (
+        CallRecord,
+        EventRecord,
+        RunRecord,
+        TaskRecord,
+        ToolCallRecord,
+    )
 
 __all__ = [
     "Approver",
@@ -77,3 +81,41 @@ __all__ = [
     "wall_time_range",
     "with_resources",
 ]
+
+_EXPORTS = {
+    "Approver": "clearance._orchestration.approval",
+    "CallRecord": "clearance._state.ledger",
+    "DEFAULT_LEDGER_URL": "clearance._core.locations",
+    "DEFAULT_STORE_URL": "clearance._core.locations",
+    "EventRecord": "clearance._state.ledger",
+    "ExecutorKind": "clearance._core.vocabulary",
+    "ExecutorSpec": "clearance._core.run_spec",
+    "PlannedRun": "clearance._orchestration.plan_only",
+    "Report": "clearance._reports",
+    "RunRecord": "clearance._state.ledger",
+    "SCHEMA_ID": "clearance._core.locations",
+    "TaskEstimate": "clearance._orchestration.estimate",
+    "TaskRecord": "clearance._state.ledger",
+    "ToolCallRecord": "clearance._state.ledger",
+    "WINDOWED_PROVIDERS": "clearance._orchestration.run_config",
+    "check_chat_agent": "clearance._core.teamfile_checks",
+    "checked_run": "clearance._orchestration.spec_run",
+    "concurrency_notice": "clearance._state.graph_shape",
+    "decide": "clearance._orchestration.approval",
+    "default_decider": "clearance._orchestration.approval",
+    "estimate_tasks": "clearance._orchestration.estimate",
+    "graph_shape": "clearance._state.graph_shape",
+    "masked_url": "clearance._orchestration.run_memory",
+    "model_settings": "clearance._orchestration.run_config",
+    "plan_only": "clearance._orchestration.plan_only",
+    "plan_team_file": "clearance._orchestration.plan_only",
+    "report_function": "clearance._reports",
+    "spec_tools": "clearance._orchestration.run_config",
+    "team_file_markdown": "clearance._core.team_reference",
+    "team_file_schema": "clearance._core.team_reference",
+    "wall_time_range": "clearance._orchestration.estimate",
+    "with_resources": "clearance._orchestration.spec_run",
+}
+"""Each public name and the module that defines it, imported on first use."""
+
+__getattr__, __dir__ = _lazy.lazy_exports(__name__, _EXPORTS)

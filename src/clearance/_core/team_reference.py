@@ -19,13 +19,11 @@ import yaml
 from pydantic import BaseModel
 
 from clearance._core.agent_spec import AgentLimits
+from clearance._core.locations import SCHEMA_ID
 from clearance._core.run_spec import RunSpec
 from clearance._core.teamfile_descriptions import DESCRIPTIONS
 
 __all__ = ["SCHEMA_ID", "SECTIONS", "example_fragments", "team_file_markdown", "team_file_schema"]
-
-SCHEMA_ID = "team-file.schema.json"
-"""The schema's file name: ``docs/`` holds it, ``clearance init`` writes it beside a team."""
 
 SECTIONS: tuple[tuple[str, str, str], ...] = (
     ("RunSpec", "Top level", ""),

@@ -10,13 +10,18 @@ default), then continues the run with ``clearance resume RUN_ID``.
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from clearance import ApprovalDecision, ApprovalKind, ApprovalRequest, RunLedger
+from clearance import ApprovalKind
 from clearance.cli._common import err, one_line_errors, out, safe_text
-from clearance.runs import DEFAULT_LEDGER_URL, Approver, decide, default_decider
+from clearance.runs import DEFAULT_LEDGER_URL
+
+if TYPE_CHECKING:
+    from clearance import ApprovalDecision, ApprovalRequest
+    from clearance.runs import Approver
+
 
 __all__ = ["EXIT_AWAITING_APPROVAL", "register", "terminal_approver"]
 
@@ -34,6 +39,9 @@ _Call = Annotated[str, typer.Argument(help="The approval request's id (apr_...).
 
 
 def _decide(db: str, run_id: str, call_id: str, decision: ApprovalDecision) -> None:
+    from clearance import RunLedger
+    from clearance.runs import decide
+
     with RunLedger(db) as ledger:
         request = decide(ledger, run_id, call_id, decision)
         run = ledger.get_run(run_id).run_id
@@ -49,6 +57,9 @@ def _decide(db: str, run_id: str, call_id: str, decision: ApprovalDecision) -> N
 @one_line_errors
 def approve(run_id: _Run, call_id: _Call, by: _By = None, db: _Db = DEFAULT_LEDGER_URL) -> None:
     """Approve a paused run's tool call or task; resume the run to carry it out."""
+    from clearance import ApprovalDecision
+    from clearance.runs import default_decider
+
     _decide(db, run_id, call_id, ApprovalDecision(approved=True, by=by or default_decider()))
 
 
@@ -61,6 +72,9 @@ def deny(
     db: _Db = DEFAULT_LEDGER_URL,
 ) -> None:
     """Deny a paused run's tool call (the model is told) or task (it fails); then resume."""
+    from clearance import ApprovalDecision
+    from clearance.runs import default_decider
+
     decision = ApprovalDecision(approved=False, by=by or default_decider(), reason=reason)
     _decide(db, run_id, call_id, decision)
 
@@ -72,6 +86,9 @@ def terminal_approver() -> Approver:
     ``yes`` approves, anything else denies (the rest of a ``n <reason>`` answer is the
     reason).
     """
+    from clearance import ApprovalDecision
+    from clearance.runs import default_decider
+
     lock = asyncio.Lock()
     by = default_decider()
 

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
+from clearance import StoreError
 
-from clearance import ContextStore, StoreEntry, StoreError
-from clearance.memory import MemoryRecord, memory_lookup
-from clearance.runs import RunRecord, masked_url
+if TYPE_CHECKING:
+    from clearance import StoreEntry
+    from clearance.memory import MemoryRecord
+    from clearance.runs import RunRecord
+
 
 __all__ = ["verify_lookups"]
 
@@ -25,6 +26,11 @@ def _recorded(record: RunRecord, key: str) -> str | None:
 
 def _reachable(url: str, what: str, option: str) -> None:
     """Refuse a masked URL or a missing SQLite file, naming the backend and the override."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    from clearance.runs import masked_url
+
     hint = f"; give it with {option} URL"
     if "***" in url:
         raise StoreError(f"the run's {what} is at {url}, whose password is not recorded{hint}")
@@ -55,6 +61,9 @@ def verify_lookups(
     Raises:
         StoreError: A backend is unreachable (the message names it and the override option).
     """
+    from clearance import ContextStore
+    from clearance.memory import memory_lookup
+
     closing: list[Any] = []
     memory_url = memory or _recorded(record, "memory")
     memories = None

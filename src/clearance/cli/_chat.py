@@ -15,23 +15,18 @@ import contextlib
 import shlex
 import sys
 from pathlib import Path
-from typing import Annotated, get_args
+from typing import TYPE_CHECKING, Annotated, get_args
 
 import typer
 
-from clearance import (
-    Agent,
-    AgentChat,
-    ClearanceError,
-    ConfigError,
-    LoadedTeam,
-    RunLedger,
-    load_team_file,
-)
+from clearance import ClearanceError, ConfigError
 from clearance.cli._common import err, one_line_errors, out, safe_text
-from clearance.memory import RunMemory, Strategy, default_memory_url, group_members
-from clearance.models import DEFAULT_MODEL_ID, get_model
-from clearance.runs import DEFAULT_LEDGER_URL, check_chat_agent
+from clearance.runs import DEFAULT_LEDGER_URL
+
+if TYPE_CHECKING:
+    from clearance import Agent, AgentChat, LoadedTeam
+    from clearance.memory import Strategy
+
 
 __all__ = ["register", "shared_conversation_warning"]
 
@@ -68,6 +63,8 @@ def _agent(loaded: LoadedTeam, name: str) -> Agent:
         ConfigError: No agent has that name (the message lists the names there are), or
             it declares tools a chat turn would not run (`check_chat_agent`).
     """
+    from clearance.runs import check_chat_agent
+
     team = loaded.team
     agents: list[Agent] = [*team.agents, *([team.coordinator] if team.coordinator else [])]
     for agent in agents:
@@ -80,6 +77,8 @@ def _agent(loaded: LoadedTeam, name: str) -> Agent:
 
 def _strategy(value: str) -> Strategy:
     """``--strategy`` checked against the monitor's strategies."""
+    from clearance.memory import Strategy
+
     allowed: tuple[Strategy, ...] = get_args(Strategy)
     for strategy in allowed:
         if value == strategy:
@@ -183,6 +182,10 @@ def chat(
     End with /quit or end of input. The session is one run in the ledger; check it with
     clearance verify RUN_ID.
     """
+    from clearance import AgentChat, RunLedger, load_team_file
+    from clearance.memory import RunMemory, default_memory_url, group_members
+    from clearance.models import DEFAULT_MODEL_ID, get_model
+
     loaded = load_team_file(team_file)
     agent = _agent(loaded, agent_name)
     how = _strategy(strategy)

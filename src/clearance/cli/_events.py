@@ -3,36 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 
 from clearance import ApprovalKind, ConfigError, PromptKind
 from clearance.cli._common import safe_text
-from clearance.events import (
-    ApprovalDecidedEvent,
-    ApprovalRequestedEvent,
-    ArchitectureEvent,
-    BudgetEvent,
-    ChildEvent,
-    EventKind,
-    FileClarificationEvent,
-    FilesEvent,
-    HookContextEvent,
-    LimitExceededEvent,
-    McpCallEvent,
-    ModelToolCallsEvent,
-    PlanEvent,
-    PlanLinkEvent,
-    QuestionClarificationEvent,
-    ReplayDeclinedEvent,
-    ReplayedEvent,
-    ReviewRoundEvent,
-    SpawnEvent,
-    ToolStartedEvent,
-    parse_event,
-)
-from clearance.runs import CallRecord, EventRecord, ToolCallRecord
+from clearance.events import EventKind
+
+if TYPE_CHECKING:
+    from clearance.runs import CallRecord, EventRecord, ToolCallRecord
+
 
 __all__ = ["print_events", "select_calls"]
 
@@ -83,6 +65,29 @@ def print_events(console: Console, events: Sequence[EventRecord]) -> None:
 
 
 def _what(event: EventRecord) -> str:
+    from clearance.events import (
+        ApprovalDecidedEvent,
+        ApprovalRequestedEvent,
+        ArchitectureEvent,
+        BudgetEvent,
+        ChildEvent,
+        FileClarificationEvent,
+        FilesEvent,
+        HookContextEvent,
+        LimitExceededEvent,
+        McpCallEvent,
+        ModelToolCallsEvent,
+        PlanEvent,
+        PlanLinkEvent,
+        QuestionClarificationEvent,
+        ReplayDeclinedEvent,
+        ReplayedEvent,
+        ReviewRoundEvent,
+        SpawnEvent,
+        ToolStartedEvent,
+        parse_event,
+    )
+
     try:
         data = parse_event(event.kind, event.data)
     except ConfigError as exc:

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import os
 from enum import StrEnum
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from clearance import ConfigError
-from clearance.runs import ExecutorKind, ExecutorSpec
+from clearance.runs import ExecutorKind
+
+if TYPE_CHECKING:
+    from clearance.runs import ExecutorSpec
+
 
 __all__ = [
     "ExecutorName",
@@ -81,6 +85,8 @@ def executor_spec(
         ConfigError: Ray options without ``--executor ray``, or a ``--ray-env`` variable
             that is not set.
     """
+    from clearance.runs import ExecutorSpec
+
     if name is None and not any(v is not None for v in (address, workers, env)):
         return current
     kind = ExecutorKind(name.value) if name is not None else current.kind

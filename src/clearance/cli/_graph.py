@@ -3,24 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 from rich.tree import Tree
 
-from clearance import Agent, LoadedTeam, Task, TaskGraph
 from clearance.cli._common import one_line_errors, out, safe_text
 from clearance.cli._options import InputOption
-from clearance.cli._team_setup import WINDOWED_PROVIDERS, load_checked
-from clearance.models import DEFAULT_MODEL_ID, get_model, split_model_id
-from clearance.runs import (
-    TaskEstimate,
-    concurrency_notice,
-    estimate_tasks,
-    graph_shape,
-    wall_time_range,
-)
+from clearance.cli._team_setup import load_checked
+
+if TYPE_CHECKING:
+    from clearance import Agent, LoadedTeam, Task, TaskGraph
+    from clearance.runs import TaskEstimate
+
 
 __all__ = ["graph"]
 
@@ -61,6 +57,14 @@ def graph(
 
 def _print_estimate(loaded: LoadedTeam, task_graph: TaskGraph) -> None:
     """The ``--estimate`` table; exit 1 when a task's estimate is over its budget."""
+    from clearance.models import DEFAULT_MODEL_ID, get_model, split_model_id
+    from clearance.runs import (
+        WINDOWED_PROVIDERS,
+        concurrency_notice,
+        estimate_tasks,
+        graph_shape,
+    )
+
     default = loaded.spec.model or DEFAULT_MODEL_ID
     models: dict[str, int | None] = {}
     configured = loaded.spec.model_options.context_window
@@ -110,6 +114,9 @@ def _print_wall_time(
     loaded: LoadedTeam, ordered: list[Task], rows: list[TaskEstimate], default: str
 ) -> None:
     """The wall-time range of a run on the embedded model (others: no figure to give)."""
+    from clearance.models import split_model_id
+    from clearance.runs import wall_time_range
+
     names = {a.name: a for a in loaded.team.agents}
     agents = [names[t.assignee] for t in ordered if t.run is None and t.assignee in names]
     coordinator = loaded.team.coordinator

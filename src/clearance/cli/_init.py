@@ -11,7 +11,7 @@ import typer
 
 from clearance import ConfigError
 from clearance.cli._common import one_line_errors, out, safe_text
-from clearance.runs import SCHEMA_ID, team_file_schema
+from clearance.runs import SCHEMA_ID
 
 __all__ = ["STARTER_TEAM", "register"]
 
@@ -84,6 +84,8 @@ _Force = Annotated[bool, typer.Option("--force", help="Overwrite an existing fil
 @one_line_errors
 def init(path: _Path = Path("team.yaml"), force: _Force = False) -> None:
     """Write a commented starter team file (team.yaml) that runs as it is."""
+    from clearance.runs import team_file_schema
+
     _write(path, STARTER_TEAM, force=force)
     out.print(safe_text(f"wrote {path}"), soft_wrap=True)
     schema = path.parent / SCHEMA_ID

@@ -8,13 +8,16 @@ import json
 import sys
 from collections.abc import Iterator, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
 from clearance import ConfigError, PromptKind
 from clearance.cli._common import safe
-from clearance.runs import CallRecord, EventRecord, RunRecord, TaskRecord, ToolCallRecord
+
+if TYPE_CHECKING:
+    from clearance.runs import CallRecord, EventRecord, RunRecord, TaskRecord, ToolCallRecord
+
 
 __all__ = [
     "page_if_terminal",

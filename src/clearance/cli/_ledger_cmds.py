@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.panel import Panel
 from rich.table import Table
 
-from clearance import ConfigError, RunLedger, verify_run
+from clearance import ConfigError
 from clearance.cli._backends import verify_lookups
 from clearance.cli._common import one_line_errors, out, safe_text
 from clearance.cli._events import print_events, select_calls
@@ -23,14 +23,11 @@ from clearance.cli._inspect import (
 from clearance.cli._options import DbOption
 from clearance.cli._store import print_tool_calls
 from clearance.events import EventKind
-from clearance.runs import (
-    DEFAULT_LEDGER_URL,
-    CallRecord,
-    EventRecord,
-    RunRecord,
-    TaskRecord,
-    ToolCallRecord,
-)
+from clearance.runs import DEFAULT_LEDGER_URL
+
+if TYPE_CHECKING:
+    from clearance.runs import CallRecord, EventRecord, RunRecord, TaskRecord, ToolCallRecord
+
 
 __all__ = ["inspect", "runs", "verify"]
 
@@ -61,6 +58,8 @@ def inspect(
     db: DbOption = DEFAULT_LEDGER_URL,
 ) -> None:
     """Show what every agent of a run saw: admitted items with origin and tokens, and prompts."""
+    from clearance import RunLedger
+
     if as_json and response_only:
         raise ConfigError("give --json or --response-only, not both", field="--json")
     with RunLedger(db, read_only=True) as ledger:
@@ -175,6 +174,8 @@ def verify(
     Memory and store items are checked against the memory and store the run recorded (or
     --memory / --store); an unreachable one is an error naming it.
     """
+    from clearance import RunLedger, verify_run
+
     with RunLedger(db, read_only=True) as ledger, contextlib.ExitStack() as stack:
         record = ledger.get_run(run_id)
         memories, entries, closing = verify_lookups(record, memory=memory_url, store=store_url)
@@ -223,6 +224,8 @@ def runs(
     db: DbOption = DEFAULT_LEDGER_URL,
 ) -> None:
     """List recent runs, newest first."""
+    from clearance import RunLedger
+
     with RunLedger(db, read_only=True) as ledger:
         records = ledger.list_runs(limit=limit)
     rows = [

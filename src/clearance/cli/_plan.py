@@ -9,17 +9,11 @@ from typing import Annotated
 import typer
 import yaml
 
-from clearance import ConfigError, RunLedger, RunServices, RunSpec
+from clearance import ConfigError
 from clearance.cli._common import one_line_errors, out, safe_text
 from clearance.cli._options import DbOption, InputOption
 from clearance.cli._team_setup import configured_models
-from clearance.runs import (
-    DEFAULT_LEDGER_URL,
-    checked_run,
-    model_settings,
-    plan_only,
-    plan_team_file,
-)
+from clearance.runs import DEFAULT_LEDGER_URL
 
 __all__ = ["plan"]
 
@@ -39,6 +33,9 @@ def plan(
 
     Run it with ``clearance run PLAN.yaml``; the run records which plan it replays.
     """
+    from clearance import RunLedger, RunServices, RunSpec
+    from clearance.runs import checked_run, model_settings, plan_only, plan_team_file
+
     written = RunSpec.from_file(team_file)
     spec = written
     if input_dir is not None:

@@ -8,24 +8,14 @@ import json
 import shlex
 from collections.abc import Coroutine
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.table import Table
 
-from clearance import (
-    ConfigError,
-    RunLedger,
-    RunResult,
-    RunServices,
-    RunSpec,
-    load_team_file,
-    recorded_run_spec,
-    resume_run,
-    run_spec,
-)
+from clearance import ConfigError
 from clearance.cli._approve import EXIT_AWAITING_APPROVAL, terminal_approver
 from clearance.cli._chat import shared_conversation_warning
 from clearance.cli._common import err, one_line_errors, out, safe_text
@@ -40,17 +30,12 @@ from clearance.cli._options import DbOption, InputOption
 from clearance.cli._otel import otlp_tracing
 from clearance.cli._progress import RunProgress
 from clearance.cli._stream import StreamView
-from clearance.models import DEFAULT_MODEL_ID
-from clearance.runs import (
-    DEFAULT_LEDGER_URL,
-    Report,
-    checked_run,
-    concurrency_notice,
-    model_settings,
-    report_function,
-    spec_tools,
-    with_resources,
-)
+from clearance.runs import DEFAULT_LEDGER_URL
+
+if TYPE_CHECKING:
+    from clearance import RunResult
+    from clearance.runs import Report
+
 
 __all__ = ["resume", "run"]
 
@@ -155,6 +140,17 @@ def run(
     ray_env: RayEnvOption = None,
 ) -> None:
     """Run a team: its tasks, or a plan the coordinator makes for --goal; then synthesize."""
+    from clearance import RunLedger, RunServices, RunSpec, run_spec
+    from clearance.models import DEFAULT_MODEL_ID
+    from clearance.runs import (
+        checked_run,
+        concurrency_notice,
+        model_settings,
+        report_function,
+        spec_tools,
+        with_resources,
+    )
+
     spec = RunSpec.from_file(team_file)
     given = {"context_window": context_window, "threads": threads,
              "threads_batch": threads_batch, "batch_size": batch_size}  # fmt: skip
@@ -356,6 +352,9 @@ def resume(
     CLEARANCE_LEDGER_KEY for a keyed run); python: steps come only from the team file given
     with --team, whose tools: entries provide the run's user tools.
     """
+    from clearance import RunLedger, RunServices, load_team_file, recorded_run_spec, resume_run
+    from clearance.runs import spec_tools
+
     progress = RunProgress(out)
     loaded = load_team_file(team_file) if team_file is not None else None
     tools = None

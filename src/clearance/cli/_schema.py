@@ -7,8 +7,6 @@ from typing import Annotated
 
 import typer
 
-from clearance.runs import team_file_markdown, team_file_schema
-
 __all__ = ["register"]
 
 _Markdown = Annotated[
@@ -18,6 +16,8 @@ _Markdown = Annotated[
 
 def schema(markdown: _Markdown = False) -> None:
     """Print the JSON Schema of a team file, for editors (yaml-language-server)."""
+    from clearance.runs import team_file_markdown, team_file_schema
+
     text = team_file_markdown() if markdown else json.dumps(team_file_schema(), indent=2)
     typer.echo(text.rstrip("\n"))
 

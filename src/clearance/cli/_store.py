@@ -7,16 +7,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from clearance import ContextStore
 from clearance.cli._common import err, one_line_errors, out, safe_text
-from clearance.runs import DEFAULT_STORE_URL, ToolCallRecord
+from clearance.runs import DEFAULT_STORE_URL
+
+if TYPE_CHECKING:
+    from clearance.runs import ToolCallRecord
+
 
 __all__ = ["print_tool_calls", "store_app"]
 
@@ -48,6 +51,8 @@ def get(
     db: StoreDbOption = DEFAULT_STORE_URL,
 ) -> None:
     """Print the value of a live entry (exit 1 when absent or expired)."""
+    from clearance import ContextStore
+
     with ContextStore(db) as store:
         value = store.get(namespace, key)
     if value is None:
@@ -69,6 +74,8 @@ def set_(
     db: StoreDbOption = DEFAULT_STORE_URL,
 ) -> None:
     """Write an entry (an upsert)."""
+    from clearance import ContextStore
+
     with ContextStore(db) as store:
         store.set(namespace, key, value, agent, ttl_s)
     out.print(safe_text(f"stored {namespace}/{key}"))
@@ -84,6 +91,8 @@ def query(
     db: StoreDbOption = DEFAULT_STORE_URL,
 ) -> None:
     """List live entries of a namespace, most recently updated first."""
+    from clearance import ContextStore
+
     with ContextStore(db) as store:
         entries = store.query_by_prefix(namespace, prefix, limit)
     if as_json:
@@ -106,6 +115,8 @@ def query(
 @one_line_errors
 def cleanup(db: StoreDbOption = DEFAULT_STORE_URL) -> None:
     """Remove expired entries and say how many."""
+    from clearance import ContextStore
+
     with ContextStore(db) as store:
         removed = store.cleanup()
     out.print(safe_text(f"removed {removed} expired entries"))

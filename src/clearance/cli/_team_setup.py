@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from clearance import LoadedTeam, RunSpec, TaskGraph
-from clearance.models import ChatModel, get_model
-from clearance.runs import WINDOWED_PROVIDERS, checked_run, model_settings
+if TYPE_CHECKING:
+    from clearance import LoadedTeam, TaskGraph
+    from clearance.models import ChatModel
 
-__all__ = ["WINDOWED_PROVIDERS", "configured_models", "load_checked", "team_model_options"]
+
+__all__ = ["configured_models", "load_checked", "team_model_options"]
 
 
 def load_checked(team_file: Path, input_dir: str | None) -> tuple[LoadedTeam, TaskGraph | None]:
     """Load a team file (``--input`` applied) and check its graph and task files."""
+    from clearance import RunSpec
+    from clearance.runs import checked_run
+
     spec = RunSpec.from_file(team_file)
     if input_dir is not None:
         spec = spec.model_copy(
@@ -33,6 +38,8 @@ def team_model_options(
     Raises:
         ConfigError: As `model_settings`, naming the option a bad value was given with.
     """
+    from clearance.runs import model_settings
+
     given = {k: v for k, v in overrides.items() if v is not None}
     spec = loaded.spec.model_copy(
         update={
@@ -50,4 +57,6 @@ def configured_models(options: dict[str, dict[str, int]]) -> dict[str, ChatModel
         ConfigError: A model cannot be made (no API key, a malformed id, a setting out of
             range...).
     """
+    from clearance.models import get_model
+
     return {model_id: get_model(model_id, **settings) for model_id, settings in options.items()}

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from clearance import ConfigError, RunLedger
+from clearance import ConfigError
 from clearance.cli._common import err, one_line_errors, out, safe_text
 from clearance.runs import DEFAULT_LEDGER_URL
 
@@ -29,6 +29,7 @@ def view(
     db: DbOption = DEFAULT_LEDGER_URL,
 ) -> None:
     """Write one run as a self-contained HTML page: graph, prompts by origin, verify verdict."""
+    from clearance import RunLedger
     from clearance.view import load_run_view, render_run_page  # Jinja2: for this command only
 
     with RunLedger(db) as ledger:
@@ -54,6 +55,7 @@ def serve(
     db: DbOption = DEFAULT_LEDGER_URL,
 ) -> None:
     """Serve every run of a ledger as HTML pages on 127.0.0.1, with a list of runs."""
+    from clearance import RunLedger
     from clearance.view import make_server  # Jinja2: for this command only
 
     with RunLedger(db) as ledger:

@@ -22,6 +22,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import LedgerError, StoreError
+from clearance._core.locations import DEFAULT_LEDGER_URL
 from clearance._state.chain import key_id, load_ledger_key
 from clearance._state.db import DatabaseBase, DriverStatement
 from clearance._state.ledger.chaining import ChainWriter
@@ -32,9 +33,6 @@ from clearance._state.ledger.statements import WRITE_ORDER, statement
 from clearance._state.write_behind import PendingWrite, Rows, WriteBehind
 
 __all__ = ["DEFAULT_LEDGER_URL", "LedgerBase"]
-
-DEFAULT_LEDGER_URL = "sqlite:///.clearance/runs.db"
-"""Where runs are recorded unless told otherwise (relative to the working directory)."""
 
 _CHUNK = 64
 """Writes turned into rows, or rows sent to the database, between two yields of the GIL."""

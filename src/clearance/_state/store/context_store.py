@@ -35,6 +35,7 @@ from sqlalchemy import Select, and_, func, or_, select
 
 from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import ConfigError, StoreError
+from clearance._core.locations import DEFAULT_STORE_URL
 from clearance._state.db import DatabaseBase, DriverStatement
 from clearance._state.store.entry import (
     DEFAULT_EXTENSION_TTL_S,
@@ -56,9 +57,6 @@ if TYPE_CHECKING:
     from clearance._state.grants import StoreGrants, StoreView
 
 __all__ = ["DEFAULT_STORE_URL", "ContextStore"]
-
-DEFAULT_STORE_URL = "sqlite:///.clearance/store.db"
-"""Where the store lives unless told otherwise (relative to the working directory)."""
 
 
 class ContextStore(DatabaseBase):
