@@ -125,7 +125,13 @@ def test_a_harmless_prompt_keeps_the_template_structure(
 
 
 def test_generation_stops_at_the_request_deadline(model: LlamaCppModel) -> None:
-    prompt = poisoned_prompt(model.count_tokens, "The sky is blue.")
+    # Text no earlier test sent, so its prefill alone (hundreds of tokens) outlasts the
+    # deadline: a prompt the model's cache already holds could be answered, EOS first,
+    # inside 50 ms, and then there is no deadline to pass.
+    upstream = " ".join(
+        f"Observation {i}: the sky over station {i * 7} is blue." for i in range(40)
+    )
+    prompt = poisoned_prompt(model.count_tokens, upstream)
     request = ModelRequest(prompt=prompt, max_tokens=1500, timeout_s=0.05, temperature=1.0)
     with pytest.raises(ModelError, match="deadline") as info:
         asyncio.run(model.request(request))

@@ -180,12 +180,12 @@ def _type(prop: dict[str, Any], defs: dict[str, Any]) -> str:
         return " | ".join(_type(p, defs) for p in prop["anyOf"])
     if "enum" in prop:
         return " | ".join(json.dumps(v) for v in prop["enum"])
-    kind = prop.get("type", "any")
-    if kind == "array":
+    json_type = prop.get("type", "any")
+    if json_type == "array":
         return f"list of {_type(prop.get('items', {}), defs)}"
-    if kind == "object" and isinstance(prop.get("additionalProperties"), dict):
+    if json_type == "object" and isinstance(prop.get("additionalProperties"), dict):
         return f"map of {_type(prop['additionalProperties'], defs)}"
-    return str(kind)
+    return str(json_type)
 
 
 def _default(prop: dict[str, Any], required: bool) -> str:
