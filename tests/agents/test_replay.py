@@ -76,6 +76,23 @@ def test_a_recorded_answer_is_given_back_only_for_the_identical_prompt(run: RunL
     assert other.answer("task:a", prompt("first")) is None  # and stays live
 
 
+def test_a_recorded_answer_is_not_given_back_when_the_request_parameters_differ(
+    run: RunLedger,
+) -> None:
+    asked = {"max_tokens": 100, "temperature": 0.7, "top_p": 0.9, "seed": None,
+             "stop": ["END"], "repeat_penalty": None, "tools": [], "json_schema": None}  # fmt: skip
+    call_id = run.record_request(
+        run_id="run_1", subject="task:a", agent="scribe", model_id="m", prompt=prompt("first"),
+        started_at=T0, parameters=asked,
+    )  # fmt: skip
+    response = ModelResponse(text="warm", usage=Usage(requests=1), model_id="m")
+    run.finish_call(call_id, run_id="run_1", response=response, error=None, latency_s=0.1)
+    colder = {**asked, "temperature": 0.0}
+    assert ReplaySource.load(run, "run_1").answer("task:a", prompt("first"), colder) is None
+    same = ReplaySource.load(run, "run_1").answer("task:a", prompt("first"), dict(asked))
+    assert isinstance(same, ModelResponse) and same.text == "warm"
+
+
 def test_a_pending_request_is_sent_again_under_its_own_row(run: RunLedger) -> None:
     answered(run, "done")
     pending = run.record_request(

@@ -228,7 +228,11 @@ class ModelCaller:
             repeat_penalty=sampling.repeat_penalty,
             stop=sampling.stop,
         )
-        found = self.replay.answer(subject, prompt) if self.replay is not None else None
+        found = (
+            self.replay.answer(subject, prompt, request.parameters())
+            if self.replay is not None
+            else None
+        )
         if isinstance(found, ModelResponse):  # durable resume: taken from the ledger
             return found
         if self.meter is not None:  # the run's budget: a replayed answer costs nothing

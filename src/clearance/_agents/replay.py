@@ -36,6 +36,7 @@ ledger's hash chain as the proof that a replay matches the original.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -164,8 +165,14 @@ class ReplaySource:
 
     # -- model calls --------------------------------------------------------------------
 
-    def answer(self, subject: str, prompt: Prompt) -> ModelResponse | str | None:
-        """The recorded answer of a subject's next call, if its prompt is the recorded one.
+    def answer(
+        self, subject: str, prompt: Prompt, parameters: dict[str, Any] | None = None
+    ) -> ModelResponse | str | None:
+        """The recorded answer of a subject's next call, if its request is the recorded one.
+
+        A recorded call matches when its prompt hash is this prompt's and, where the call
+        recorded its request parameters, they equal ``parameters`` (sampling, max tokens,
+        tools offered, JSON schema: `ModelRequest.parameters`).
 
         Returns:
             The recorded response (a ``replayed`` event is recorded); or the id of a
@@ -175,7 +182,7 @@ class ReplaySource:
         if subject not in self._live:
             records = self._calls.get(subject, ())
             at = self._cursor.get(subject, 0)
-            if at < len(records) and records[at].prompt_sha256 == prompt.manifest.prompt_sha256:
+            if at < len(records) and _same_request(records[at], prompt, parameters):
                 record = records[at]
                 self._cursor[subject] = at + 1
                 if not record.pending:
@@ -292,3 +299,12 @@ class ReplaySource:
             f"replayed {self.replayed_calls} model calls and {self.replayed_tools} tool calls, "
             f"sent {self.sent}"
         )
+
+
+def _same_request(record: CallRecord, prompt: Prompt, parameters: dict[str, Any] | None) -> bool:
+    """Whether a recorded call asked what this call would ask (prompt, then parameters)."""
+    if record.prompt_sha256 != prompt.manifest.prompt_sha256:
+        return False
+    if record.parameters is None or parameters is None:  # recorded before parameters were
+        return True
+    return json.dumps(record.parameters, sort_keys=True) == json.dumps(parameters, sort_keys=True)
