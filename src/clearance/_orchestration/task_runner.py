@@ -51,17 +51,25 @@ class TaskRunner:
             ClearanceError: The task failed (its model, its files, its output's validation...).
             ApprovalPending: The task waits for a person's approval (see `approval.py`).
         """
-        if self.run.gate is not None:
-            await self.run.gate.check_task(task)  # approval hook
-        hooks = self.run.caller.hooks  # the user's hooks (`RunHooks`)
-        info = TaskInfo(run_id=self.run.run_id, task_id=task.id, agent=task.assignee)
+        run = self.run
+        if run.gate is not None:
+            await run.gate.check_task(task)  # approval hook
+        # The memory hook's recall and record around the task, if the run has memory.
+        body = self._run_task if self.settings.memory is None else self._remembered
+        hooks = run.caller.hooks  # the user's hooks (`RunHooks`)
+        if not hooks:  # none to tell: the task alone
+            if task.run is not None:  # a non-model step (see `steps.py`)
+                return await body(task)
+            with agent_span(run_id=run.run_id, task_id=task.id, agent=task.assignee):
+                return await body(task)
+        info = TaskInfo(run_id=run.run_id, task_id=task.id, agent=task.assignee)
         await hooks("before_task", info)
         try:
             if task.run is not None:  # a non-model step (see `steps.py`)
-                result = await self._remembered(task)
+                result = await body(task)
             else:
-                with agent_span(run_id=self.run.run_id, task_id=task.id, agent=task.assignee):
-                    result = await self._remembered(task)
+                with agent_span(run_id=run.run_id, task_id=task.id, agent=task.assignee):
+                    result = await body(task)
         except Exception as exc:
             await hooks("after_task", info, result=None, error=str(exc) or type(exc).__name__)
             raise
@@ -71,8 +79,7 @@ class TaskRunner:
     async def _remembered(self, task: Task) -> str:
         """Memory hook: recall before the task, record its result after (see `RunMemory`)."""
         memory, run, ledger = self.settings.memory, self.run, self.settings.ledger
-        if memory is None:
-            return await self._run_task(task)
+        assert memory is not None  # see `run_task`
         agent, groups = self.settings.team.agent(task.assignee), self.settings.memory_groups
         await memory.recall(run_id=run.run_id, task=task, agent=agent, groups=groups, ledger=ledger)
         result = await self._run_task(task)
@@ -159,8 +166,11 @@ class TaskRunner:
 
     async def _hook_context(self, task: Task) -> tuple[tuple[str, str, str], ...]:
         """What the user's hooks offer the task's prompt, recorded (event ``hook_context``)."""
+        hooks = self.run.caller.hooks
+        if not hooks:
+            return ()
         info = TaskInfo(run_id=self.run.run_id, task_id=task.id, agent=task.assignee)
-        items = await self.run.caller.hooks.context(info)
+        items = await hooks.context(info)
         if items:
             subject, kind = f"task:{task.id}", EventKind.HOOK_CONTEXT
             self.settings.ledger.record_event(self.run.run_id, kind, subject, {
