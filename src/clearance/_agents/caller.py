@@ -38,6 +38,7 @@ import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
 from clearance._agents.budget_meter import BudgetMeter
@@ -260,7 +261,7 @@ class ModelCaller:
                     first = exc  # retried outside this handler, as `with_retries` does
                 if first is not None:
                     response = await retry_after(
-                        first, lambda n: self._attempt(call, n, started),
+                        first, partial(self._attempt, call, started=started),
                         retries=limits.retries, policy=self.retry_policy,
                     )  # fmt: skip
             except ClearanceError as exc:

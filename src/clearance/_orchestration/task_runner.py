@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from clearance._agents.caller import CallBudget
@@ -127,29 +128,18 @@ class TaskRunner:
         ctx.hook_items = await self._hook_context(task)  # not offered to isolated tasks
         if task.review is not None:  # rounds of a fresh implementer, then reviewers
             loop = ReviewLoop(settings, run, ctx)
-            return await loop.run_rounds(lambda: self._implement(ctx, files))
+            # A partial, not a lambda: a lambda here would make cells of every task's locals.
+            return await loop.run_rounds(partial(self._implement, ctx, files))
         return await self._implement(ctx, files)
 
     async def _implement(self, ctx: TaskContext, files: Mapping[str, str] | None) -> str:
         """One answer of the assignee (a tool loop, or one call), checked against the schema."""
-        run, task, agent, model = self.run, ctx.task, ctx.agent, ctx.model
+        task, model = ctx.task, ctx.model
         schema = task.output_schema
         if schema is not None:  # allowed values from prerequisites' results (x-enum-from)
             schema = narrowed_schema(schema, self._dependency_results(task))
 
-        async def attempt(repair: str | None = None) -> str:
-            if agent.uses_tools:
-                return await self._run_tool_loop(ctx, files, repair)
-            prompt = self._task_prompt(ctx, files, repair)
-            response = await run.caller.call(
-                subject=f"task:{task.id}", agent=agent, model=model, prompt=prompt,
-                json_schema=schema, budget=ctx.budget,
-            )  # fmt: skip
-            if schema is not None:  # a cut-off JSON answer fails validation and is repaired
-                return response.text.strip()
-            return self.marked(f"task:{task.id}", response.text, response.finish_reason)
-
-        text = await attempt()
+        text = await self._attempt(ctx, files, schema)
         if schema is None:
             if not text.strip():
                 raise ModelError("the model returned an empty completion", model_id=model.model_id)
@@ -158,11 +148,31 @@ class TaskRunner:
         try:
             return validated_json(text, schema, task.output_type)
         except ValueError as exc:
-            text = await attempt(repair=f"{text}\n\nProblem: {exc}")
+            text = await self._attempt(ctx, files, schema, repair=f"{text}\n\nProblem: {exc}")
         try:
             return validated_json(text, schema, task.output_type)
         except ValueError as exc:
             raise OutputValidationError(task.id, str(exc)) from exc
+
+    async def _attempt(
+        self,
+        ctx: TaskContext,
+        files: Mapping[str, str] | None,
+        schema: dict[str, Any] | None,
+        repair: str | None = None,
+    ) -> str:
+        """One answer of the assignee (a method, not a closure: nothing kept per task)."""
+        task, agent = ctx.task, ctx.agent
+        if agent.uses_tools:
+            return await self._run_tool_loop(ctx, files, repair)
+        prompt = self._task_prompt(ctx, files, repair)
+        response = await self.run.caller.call(
+            subject=f"task:{task.id}", agent=agent, model=ctx.model, prompt=prompt,
+            json_schema=schema, budget=ctx.budget,
+        )  # fmt: skip
+        if schema is not None:  # a cut-off JSON answer fails validation and is repaired
+            return response.text.strip()
+        return self.marked(f"task:{task.id}", response.text, response.finish_reason)
 
     async def _hook_context(self, task: Task) -> tuple[tuple[str, str, str], ...]:
         """What the user's hooks offer the task's prompt, recorded (event ``hook_context``)."""
