@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -55,32 +55,34 @@ class TaskRunner:
         run = self.run
         if run.gate is not None:
             await run.gate.check_task(task)  # approval hook
-        # The memory hook's recall and record around the task, if the run has memory.
-        body = self._run_task if self.settings.memory is None else self._remembered
         hooks = run.caller.hooks  # the user's hooks (`RunHooks`)
         if not hooks:  # none to tell: the task alone
             if task.run is not None:  # a non-model step (see `steps.py`)
-                return await body(task)
+                return await self._body(task)
             with agent_span(run_id=run.run_id, task_id=task.id, agent=task.assignee):
-                return await body(task)
+                return await self._body(task)
         info = TaskInfo(run_id=run.run_id, task_id=task.id, agent=task.assignee)
         await hooks("before_task", info)
         try:
             if task.run is not None:  # a non-model step (see `steps.py`)
-                result = await body(task)
+                result = await self._body(task)
             else:
                 with agent_span(run_id=run.run_id, task_id=task.id, agent=task.assignee):
-                    result = await body(task)
+                    result = await self._body(task)
         except Exception as exc:
             await hooks("after_task", info, result=None, error=str(exc) or type(exc).__name__)
             raise
         await hooks("after_task", info, result=result, error=None)
         return result
 
+    def _body(self, task: Task) -> Coroutine[Any, Any, str]:
+        """The task's run: with the memory hook's recall and record if the run has memory."""
+        return self._run_task(task) if self.settings.memory is None else self._remembered(task)
+
     async def _remembered(self, task: Task) -> str:
         """Memory hook: recall before the task, record its result after (see `RunMemory`)."""
         memory, run, ledger = self.settings.memory, self.run, self.settings.ledger
-        assert memory is not None  # see `run_task`
+        assert memory is not None  # see `_body`
         agent, groups = self.settings.team.agent(task.assignee), self.settings.memory_groups
         await memory.recall(run_id=run.run_id, task=task, agent=agent, groups=groups, ledger=ledger)
         result = await self._run_task(task)
