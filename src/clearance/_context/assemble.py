@@ -64,6 +64,7 @@ class PromptAssembler:
         self._memory_groups = {g: frozenset(m) for g, m in (memory_groups or {}).items()}
         # (``task_result:<id>``, bare, on_fence) -> (title, content, block): see `_render`.
         self._results: dict[tuple[str, bool, bool], tuple[str, str, Block]] = {}
+        self._system_tokens: dict[str, int] = {}  # tokens of each instructions text
 
     def _render(self, part: Part, row: layout.Row) -> Block:
         """The item and its rendered block in ``row``'s form; its tokens are the block's.
@@ -115,11 +116,14 @@ class PromptAssembler:
             LimitExceeded: The prompt exceeds ``max_prompt_tokens``.
         """
         shape = layout.current(kind)
-        unknown = set(sections) - {row.heading for row in shape.rows}
+        unknown = set(sections) - _headings(shape)
         if unknown:
             raise ValueError(f"the {kind} layout has no section {sorted(unknown)}")
         system = agent.instructions.strip()
-        system_tokens = self._count(system)
+        # An agent's instructions open each of its prompts: counted once per text.
+        system_tokens = self._system_tokens.get(system)
+        if system_tokens is None:
+            system_tokens = self._system_tokens[system] = self._count(system)
         items = [
             ContextItem(
                 origin="instructions", title=agent.name, content=system, tokens=system_tokens
@@ -157,6 +161,19 @@ class PromptAssembler:
             compression=dict(compression) if compression is not None else None,
         )
         return Prompt(messages=messages, manifest=manifest)
+
+
+_HEADINGS: dict[tuple[str, int], frozenset[str]] = {}
+"""The section headings of each layout, by kind and version (layouts are constants)."""
+
+
+def _headings(shape: layout.Layout) -> frozenset[str]:
+    """The section headings of ``shape``, computed once per layout."""
+    key = (shape.kind, shape.version)
+    found = _HEADINGS.get(key)
+    if found is None:
+        found = _HEADINGS[key] = frozenset(row.heading for row in shape.rows)
+    return found
 
 
 def _clearance_dict(clearance: Clearance) -> dict[str, Any]:
