@@ -20,6 +20,7 @@ from clearance._state.queue import TaskState, TaskStatus
 from clearance._view import load_run_view, render_index, render_run_page
 from clearance._view.runs import VerdictCache
 from clearance._view.serve import RunServer, make_server
+from clearance.models import Usage
 
 
 def fetch(url: str, host: str | None = None) -> tuple[int, dict[str, str], str]:
@@ -121,19 +122,13 @@ def test_a_run_going_on_is_live_until_it_finishes(tmp_path):
         assert second["seq"] > first["seq"] and second["live"] is True
         assert "status-completed" in fetch(f"{server.url}run/run_live")[2]
 
-        writer.finish_run("run_live", status="completed", synthesis=None, usage=_usage(), error=None)
+        writer.finish_run("run_live", status="completed", synthesis=None, usage=Usage(), error=None)
         writer.flush()
         last = json.loads(fetch(f"{state}?since={second['seq']}")[2])
         assert last["live"] is False and last["status"] == "completed"
         status, headers, page = fetch(f"{server.url}run/run_live")
         assert "data-live=" not in page and 'id="live-note"' not in page
         assert "connect-src" not in headers["Content-Security-Policy"]
-
-
-def _usage():
-    from clearance.models import Usage
-
-    return Usage()
 
 
 async def test_polling_verifies_nothing_and_a_page_is_rendered_once_per_change(

@@ -3,7 +3,8 @@
 `build_timeline` reads only times the ledger recorded: a run's ``created_at`` and
 ``finished_at``, each task's ``started_at`` and ``finished_at``, each model call's
 ``started_at`` and ``latency_s``, and each tool call's ``created_at`` (recorded when the tool
-returned, so a tool call is a point, not a span). Positions are percentages of the run's
+returned) with its ``tool_started`` event's (recorded before it ran): a span from one to the
+other, or a point where no start was recorded. Positions are percentages of the run's
 span, ready for an SVG ``x``/``width``; nothing here is HTML, and every label stays raw
 (the template escapes it).
 """
@@ -13,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from clearance._core.vocabulary import EventKind
+from clearance._state.ledger import ToolCallRecord
 from clearance._view.model import CallView, RunView, TaskView
 
 __all__ = ["MIN_WIDTH_PCT", "Bar", "Timeline", "TimelineRow", "build_timeline"]
@@ -32,8 +35,8 @@ class Bar:
         css: What it is drawn as: a task's status, or ``ok``, ``failed``, ``pending`` (a call
             with no recorded outcome) for a call, ``tool`` / ``tool-error`` for a tool call.
         start_s: Seconds from the run's start to its start.
-        duration_s: Its length in seconds; ``None`` for a point (a tool call) or a task that
-            has not started.
+        duration_s: Its length in seconds; ``None`` for a point (a tool call with no
+            recorded start).
         left_pct: Where it starts, in percent of the axis (0-100).
         width_pct: Its width in percent of the axis, at least `MIN_WIDTH_PCT` (0 for a point).
         label: What hovering it says (raw text: ids, titles, times).
@@ -57,7 +60,7 @@ class TimelineRow:
         status: The task's status (``""`` for the coordinator).
         bar: The task's own span, or ``None`` if it never started (pending, skipped).
         calls: Its model calls in order, retries and failures included.
-        tools: Its tool calls, as points.
+        tools: Its tool calls (spans, or points where no start was recorded).
     """
 
     key: str
@@ -117,9 +120,13 @@ class _Axis:
     def __init__(self, origin: datetime, end: datetime, span_s: float) -> None:
         self.origin, self.end, self.span_s = origin, end, span_s
 
-    def bar(self, css: str, start: datetime, end: datetime | None, label: str) -> Bar:
-        start_s = max(0.0, (start - self.origin).total_seconds())
-        if end is None:
+    def until(self, start: datetime, end: datetime) -> float:
+        """Seconds from ``start`` to ``end`` (0 if the clock went back)."""
+        return max(0.0, (end - start).total_seconds())
+
+    def bar(self, css: str, start: datetime, duration_s: float | None, label: str) -> Bar:
+        start_s = self.until(self.origin, start)
+        if duration_s is None:
             return Bar(
                 css=css,
                 start_s=start_s,
@@ -128,7 +135,7 @@ class _Axis:
                 width_pct=0.0,
                 label=label,
             )
-        duration = max(0.0, (end - start).total_seconds())
+        duration = max(0.0, duration_s)
         left = self._pct(start_s)
         width = min(max(100.0 * duration / self.span_s, MIN_WIDTH_PCT), 100.0)
         return Bar(
@@ -150,15 +157,21 @@ def _task_row(task: TaskView, axis: _Axis) -> TimelineRow:
         end = task.finished_at or axis.end
         running = "" if task.finished_at is not None else ", still running"
         label = f"task {task.task_id}: {task.title} ({task.status}{running})"
-        bar = axis.bar(task.status, task.started_at, end, label)
+        bar = axis.bar(task.status, task.started_at, axis.until(task.started_at, end), label)
+    started = {
+        str(e.data.get("tool_call_id")): e.created_at
+        for e in task.events
+        if e.kind == EventKind.TOOL_STARTED
+    }
     tools = tuple(
         axis.bar(
             "tool-error" if t.is_error else "tool",
-            t.created_at,
-            None,
-            f"tool {t.name} ({t.tool_call_id}, step {t.step}"
-            f"{', error' if t.is_error else ''}) returned at "
-            f"+{_time((t.created_at - axis.origin).total_seconds())}",
+            started.get(t.tool_call_id, t.created_at),
+            axis.until(started[t.tool_call_id], t.created_at)
+            if t.tool_call_id in started
+            else None,
+            f"tool {t.name} ({t.tool_call_id}, step {t.step}{', error' if t.is_error else ''})"
+            + ("" if t.tool_call_id in started else f" returned at +{_time(_offset(t, axis))}"),
         )
         for t in task.tool_calls
     )
@@ -172,17 +185,22 @@ def _task_row(task: TaskView, axis: _Axis) -> TimelineRow:
     )
 
 
+def _offset(tool: ToolCallRecord, axis: _Axis) -> float:
+    return (tool.created_at - axis.origin).total_seconds()
+
+
 def _call_bar(view: CallView, axis: _Axis) -> Bar:
     call = view.call
     if call.pending:
-        css, end, outcome = "pending", axis.end, "no answer recorded yet"
+        css, duration, outcome = "pending", axis.until(call.started_at, axis.end), "no answer"
+        outcome += " recorded yet"
     else:
-        end = call.started_at + timedelta(seconds=call.latency_s)
+        duration = call.latency_s
         css = "failed" if call.error is not None else "ok"
         outcome = f"failed: {call.error}" if call.error is not None else "answered"
     attempt = f", retry {view.attempt - 1}" if view.attempt > 1 else ""
     label = f"model call {call.call_id} ({call.subject}{attempt}, {call.model_id}): {outcome}"
-    return axis.bar(css, call.started_at, end, label)
+    return axis.bar(css, call.started_at, duration, label)
 
 
 def _latest(view: RunView) -> datetime:
