@@ -267,3 +267,15 @@ async def test_a_forged_run_is_bad_in_the_list(recorded, tamper):
     assert row.verdict.state == "bad" and "problem(s)" in row.verdict.text
     page = render_index([row])
     assert "<script>window.__pwned" not in page
+
+
+async def test_chain_heads_grow_with_every_record_in_one_read(recorded):
+    with RunLedger(recorded.db) as ledger:
+        entries = ledger.chain_entries(recorded.run_id)
+        assert ledger.chain_heads([recorded.run_id, "run_nope"]) == {
+            recorded.run_id: entries[-1].seq
+        }
+        assert ledger.chain_heads([]) == {}
+        data = {"record": "call", "original": "call_x", "sha256": "0" * 64}
+        ledger.record_event(recorded.run_id, EventKind.REPLAYED, "task:spec", data)
+        assert ledger.chain_heads([recorded.run_id])[recorded.run_id] == entries[-1].seq + 1
