@@ -169,6 +169,7 @@
     function again(ms, nextSeq, nextFailures) {
       window.setTimeout(function () { poll(state, nextSeq, nextFailures); }, ms);
     }
+    if (document.hidden) { again(POLL_MS, seq, failures); return; }  // a background tab waits
     fetch(state + "?since=" + encodeURIComponent(seq), { cache: "no-store", credentials: "same-origin" })
       .then(function (response) {
         if (response.status === 304) { return null; }
