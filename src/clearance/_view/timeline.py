@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from clearance._core.event_schema import ToolStartedEvent, parse_event
 from clearance._core.vocabulary import EventKind
 from clearance._state.ledger import ToolCallRecord
 from clearance._view.model import CallView, RunView, TaskView
@@ -158,11 +159,7 @@ def _task_row(task: TaskView, axis: _Axis) -> TimelineRow:
         running = "" if task.finished_at is not None else ", still running"
         label = f"task {task.task_id}: {task.title} ({task.status}{running})"
         bar = axis.bar(task.status, task.started_at, axis.until(task.started_at, end), label)
-    started = {
-        str(e.data.get("tool_call_id")): e.created_at
-        for e in task.events
-        if e.kind == EventKind.TOOL_STARTED
-    }
+    started = _tool_starts(task)
     tools = tuple(
         axis.bar(
             "tool-error" if t.is_error else "tool",
@@ -183,6 +180,17 @@ def _task_row(task: TaskView, axis: _Axis) -> TimelineRow:
         calls=tuple(_call_bar(c, axis) for c in task.calls),
         tools=tools,
     )
+
+
+def _tool_starts(task: TaskView) -> dict[str, datetime]:
+    """When each of a task's tool calls started, by tool call id (well-formed events only)."""
+    starts: dict[str, datetime] = {}
+    for event in task.events:
+        if event.kind == EventKind.TOOL_STARTED and event.event_id not in task.event_problems:
+            data = parse_event(event.kind, event.data)
+            assert isinstance(data, ToolStartedEvent)
+            starts[data.tool_call_id] = event.created_at
+    return starts
 
 
 def _offset(tool: ToolCallRecord, axis: _Axis) -> float:
