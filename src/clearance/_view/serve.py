@@ -22,6 +22,7 @@ import html
 import json
 import re
 import socket
+import sys
 import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -66,6 +67,12 @@ class RunServer(ThreadingHTTPServer):
         self.verdicts = VerdictCache()  # under the lock
         self.pages: dict[str, tuple[int, str]] = {}  # run id -> (seq, page), under the lock
         super().__init__((HOST, port), _Handler)
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        """A client that went away (or was cut off at its deadline) is not an error to print."""
+        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            return
+        super().handle_error(request, client_address)  # type: ignore[arg-type]
 
     @property
     def port(self) -> int:
