@@ -9,6 +9,7 @@ recalls the fake records, so fake demos show memory working.
 from __future__ import annotations
 
 import re
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -113,3 +114,10 @@ def test_a_real_run_never_recalls_what_a_fake_run_recorded(
     assert len(rows) == 5
     assert sum("fake run" in r for r in rows) == 3
     assert sum("openai" in r for r in rows) == 2
+
+    # Verify catches a fake record in a real model's prompt (here: the real ones relabelled).
+    with sqlite3.connect(tmp_path / "memory.db") as conn:
+        conn.execute("UPDATE clearance_memories SET provider = 'fake'")
+    check = CliRunner().invoke(app, ["verify", real_again, "--db", db])
+    assert check.exit_code == 1, check.output
+    assert "a record of the fake partition reached openai:m" in check.output
