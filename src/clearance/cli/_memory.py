@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 from rich.text import Text
 
-from clearance.cli._common import one_line_errors, out, safe_text
+from clearance.cli._common import one_line_errors, out, safe, safe_text
 from clearance.cli._options import DbOption
 from clearance.runs import DEFAULT_LEDGER_URL
 
@@ -59,22 +58,17 @@ def memory(
         return
     records = list_memories(url, limit=limit)
     out.print(safe_text(f"memory: {masked_url(url)} ({len(records)} newest records)"))
-    table = Table(show_edge=False, pad_edge=False)
-    for column in ("id", "scope", "by", "model", "recorded at", "text"):
-        table.add_column(column, overflow="fold", no_wrap=column in ("id", "model"))
-    for record in records:
+    for record in records:  # two lines each: readable at any width
         provider = record.provider or "?"
-        label = Text("fake run", style="yellow") if provider == FAKE else Text(provider)
+        head = Text(safe(f"{record.id}  {record.scope}  by {record.author}  "))
+        if provider == FAKE:
+            head.append("fake run", style="yellow")
+        else:
+            head.append(safe(provider))
+        head.append(f"  {record.created_at:%Y-%m-%d %H:%M}")
+        out.print(head, soft_wrap=True)
         first = record.content.splitlines()[0] if record.content else ""
-        table.add_row(
-            safe_text(record.id),
-            safe_text(record.scope),
-            safe_text(record.author),
-            label,
-            record.created_at.strftime("%Y-%m-%d %H:%M"),
-            safe_text(first[:PREVIEW_CHARS]),
-        )
-    out.print(table)
+        out.print(safe_text("    " + first[:PREVIEW_CHARS]), soft_wrap=True)
 
 
 def _missing_file(url: str) -> bool:

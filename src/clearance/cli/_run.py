@@ -212,7 +212,12 @@ def run(
         out.print(safe_text(f"model: {model_id}"))
         work = run_spec(loaded, ledger=ledger, services=services, tools=tools, stream_text=stream)
         with view.showing() if view else contextlib.nullcontext():
-            result = _run_until_interrupted(work, progress, db)
+            try:
+                result = _run_until_interrupted(work, progress, db)
+            except ConfigError as exc:
+                if progress.run_id is not None:  # refused once running: not the file's
+                    raise
+                raise ConfigError(str(exc), source=str(team_file)) from exc  # checked at start
     _print_result(result)
     _write_report(
         make_report(result, loaded.tasks, model_id=model_id, team_name=spec.name),
