@@ -99,3 +99,14 @@ def test_a_mistake_in_the_team_file_names_the_file_and_the_key(
     assert done.returncode == 2, done.stdout + done.stderr
     assert expected in " ".join((done.stdout + done.stderr).split())
     assert "Traceback" not in done.stderr
+
+
+def test_a_bad_model_names_the_option_or_the_file_it_came_from(project: Path) -> None:
+    given = clearance(project, "run", "team.yaml", "--model", "fak:try", "--db", "sqlite:///r.db")
+    assert given.returncode == 2
+    assert "error: --model: model: unknown model provider 'fak'" in given.stderr
+    team = (project / "team.yaml").read_text()
+    (project / "m.yaml").write_text(team.replace("model: llama-cpp:smollm2", "model: fak:x", 1))
+    named = clearance(project, "run", "m.yaml", "--db", "sqlite:///r.db")
+    assert named.returncode == 2
+    assert "error: m.yaml: model: unknown model provider 'fak'" in named.stderr

@@ -214,10 +214,11 @@ def run(
         with view.showing() if view else contextlib.nullcontext():
             try:
                 result = _run_until_interrupted(work, progress, db)
-            except ConfigError as exc:
-                if progress.run_id is not None:  # refused once running: not the file's
+            except ConfigError as exc:  # refused before the run started: say where from
+                if progress.run_id is not None or exc.source is not None:
                     raise
-                raise ConfigError(str(exc), source=str(team_file)) from exc  # checked at start
+                given = model is not None and exc.field in ("model", "api_key", "base_url")
+                raise ConfigError(str(exc), source="--model" if given else str(team_file)) from exc
     _print_result(result)
     _write_report(
         make_report(result, loaded.tasks, model_id=model_id, team_name=spec.name),
