@@ -217,8 +217,9 @@ def run(
             except ConfigError as exc:  # refused before the run started: say where from
                 if progress.run_id is not None or exc.source is not None:
                     raise
-                given = model is not None and exc.field in ("model", "api_key", "base_url")
-                raise ConfigError(str(exc), source="--model" if given else str(team_file)) from exc
+                from_option = model is not None and exc.field in ("model", "api_key", "base_url")
+                where = "--model" if from_option else str(team_file)
+                raise ConfigError(str(exc), source=where) from exc
     _print_result(result)
     _write_report(
         make_report(result, loaded.tasks, model_id=model_id, team_name=spec.name),
