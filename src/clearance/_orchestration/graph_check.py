@@ -67,7 +67,7 @@ def check_graph(
             if task.files and input_root is None:
                 raise ConfigError(
                     f"task {task.id!r} lists files but the orchestrator has no input_root",
-                    field="files",
+                    field=f"tasks.{task.id}.files",
                 )
             continue
         if task.assignee not in names:
@@ -75,27 +75,27 @@ def check_graph(
             raise ConfigError(
                 f"task {task.id!r} is assigned to unknown agent {task.assignee!r} "
                 f"(agents: {known})",
-                field="assignee",
+                field=f"tasks.{task.id}.assignee",
             )
         for reviewer in task.review.by if task.review is not None else ():
             if reviewer not in names or reviewer == task.assignee:
                 raise ConfigError(
                     f"task {task.id!r} is reviewed by {reviewer!r}: name another agent of "
                     "the team than its assignee",
-                    field="review.by",
+                    field=f"tasks.{task.id}.review.by",
                 )
             if team.agent(reviewer).uses_tools or team.agent(reviewer).store_grants:
                 raise ConfigError(
                     f"reviewer {reviewer!r} of task {task.id!r} answers in one call, with the "
                     "task and the candidate only: drop its tools, delegation, spawning and "
                     "store grants",
-                    field="review.by",
+                    field=f"tasks.{task.id}.review.by",
                 )
         root = project_root if task.mode == "isolated" else input_root
         if task.files and root is None:
             raise ConfigError(
                 f"task {task.id!r} lists files but the orchestrator has no input_root",
-                field="files",
+                field=f"tasks.{task.id}.files",
             )
         assignee = team.agent(task.assignee)
         fan_out = task.fan_out

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 import typer
 
 from clearance.cli._approve import register as register_approval_commands
@@ -9,6 +12,7 @@ from clearance.cli._chat import register as register_chat_command
 from clearance.cli._graph import graph
 from clearance.cli._init import register as register_init_command
 from clearance.cli._ledger_cmds import inspect, runs, verify
+from clearance.cli._memory import register as register_memory_command
 from clearance.cli._plan import plan
 from clearance.cli._run import resume, run
 from clearance.cli._schema import register as register_schema_command
@@ -34,9 +38,23 @@ register_view_commands(app)
 register_chat_command(app)
 register_approval_commands(app)
 register_init_command(app)
+register_memory_command(app)
 register_schema_command(app)
 
 
 def main() -> None:
-    """Entry point of the ``clearance`` command."""
+    """Entry point of the ``clearance`` command.
+
+    The current folder is searched for the modules a team file names (``tools:`` entries,
+    ``run: python:module:function`` steps), as ``python -m clearance`` searches it, but last:
+    a file there never takes the name of an installed module or of the standard library.
+    """
+    search_current_folder()
     app()
+
+
+def search_current_folder() -> None:
+    """Put the current folder at the end of ``sys.path`` unless it is on it already."""
+    here = os.getcwd()
+    if not any(os.path.abspath(entry or os.curdir) == here for entry in sys.path):
+        sys.path.append(here)
