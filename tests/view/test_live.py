@@ -234,6 +234,8 @@ async def test_the_runs_list_shows_duration_and_verdict_and_caches_it(tmp_path, 
         assert again[1].verdict.text == f"{len(findings)} problem(s) in 8 model calls"
         page = render_index(rows)
     for row in rows:
+        assert row.tokens == row.run.usage.prompt_tokens + row.run.usage.completion_tokens
+        assert f'<td class="num">{row.tokens}</td>' in page
         assert row.duration_s is not None
         expected = (row.run.finished_at - row.run.created_at).total_seconds()
         assert row.duration_s == pytest.approx(expected)
@@ -255,8 +257,10 @@ def test_a_run_going_on_is_not_verified_in_the_list(tmp_path):
         (row,) = cache.rows(ledger, ledger.list_runs())
     assert row.verdict.state == "running" and cache.verified == 0
     assert row.duration_s is None
+    assert row.tokens is None  # the usage total is written at the end: not a 0
     page = render_index([row])
     assert '<td class="num nowrap">-</td>' in page
+    assert '<td class="num">—</td>' in page
     assert "when the run has finished" in page
 
 

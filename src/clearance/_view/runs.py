@@ -58,6 +58,16 @@ class RunRow:
             return None
         return max(0.0, (self.run.finished_at - self.run.created_at).total_seconds())
 
+    @property
+    def tokens(self) -> int | None:
+        """Prompt plus completion tokens of the run, or ``None`` while it runs.
+
+        The run's usage total is written when it finishes; until then it would read 0.
+        """
+        if self.run.finished_at is None:
+            return None
+        return self.run.usage.prompt_tokens + self.run.usage.completion_tokens
+
 
 _RUNNING = Verdict(state="running", text="when the run has finished")
 _UNCHECKED = Verdict(state="unchecked", text="not checked yet (reload)")
