@@ -143,7 +143,7 @@ async def test_no_prompt_or_completion_text_on_spans_by_default(ledger, spans, m
     monkeypatch.delenv(telemetry.CAPTURE_CONTENT_ENV, raising=False)
     await run_two_tasks(ledger)
     finished = spans()
-    assert len(finished) == 5  # three model calls, two agent spans
+    assert len(finished) == 6  # three model calls, two agent spans, the run's root span
     for span in finished:
         text = all_values(span)
         for secret in SECRETS:
@@ -307,8 +307,8 @@ def test_without_a_tracer_provider_no_span_is_made_and_opentelemetry_is_not_impo
     assert done.stdout.splitlines() == [
         "imported: False",
         "tracers without a provider: 0",
-        # Two tasks and the synthesis: three chat spans and two agent spans.
-        "spans with a provider: 5",
+        # Two tasks and the synthesis: three chat spans, two agent spans and the root span.
+        "spans with a provider: 6",
     ]
 
 
