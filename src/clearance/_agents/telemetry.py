@@ -18,6 +18,10 @@ ids in subjects, task ids and origins, which a model may have chosen (a coordina
 names tasks, a model names store keys): by default each appears as its kind and a digest
 (`span_ref`), so the spans of one task still correlate.
 
+Each task's assignee, delegate, spawned child and chat turn runs in an ``invoke_agent`` span
+(`agent_span`); the run's root span and the tool-call spans are in
+`clearance._agents.telemetry_spans`.
+
 Source: OpenTelemetry semantic conventions for generative AI client spans,
 https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-spans/.
 """
