@@ -2,6 +2,8 @@
 
 import asyncio
 import json
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -322,3 +324,57 @@ def test_without_tracing_a_tool_call_gets_the_shared_no_op():
     assert tool_span(False, call, "tool-1", ("lookup",)) is NO_TOOL_SPAN
     with NO_TOOL_SPAN as outcome:
         outcome(None)  # records nothing
+
+
+async def test_store_and_mcp_tools_have_their_tool_types(ledger, spans, tmp_path):
+    pytest.importorskip("mcp")
+    from clearance import ContextStore
+    from clearance._agents.mcp import load_mcp_tools
+    from clearance._core.mcp_spec import McpServerSpec, McpToolRef
+
+    server = Path(__file__).with_name("mcp_server.py")
+    spec = McpServerSpec(command=[sys.executable, str(server), "stdio"], env={})
+    mcp_tools = await load_mcp_tools({"docs": spec}, [McpToolRef("docs", "lookup")])
+    team = Team(
+        agents=(Agent(name="reader", instructions="You read.", store_grants={"notes": "read"},
+                      tools=("store_get", "mcp__docs__lookup")),),
+        name="readers",
+    )  # fmt: skip
+
+    def answer(request):
+        if subject(request) == "task:r" and not tool_results(request):
+            read = {"namespace": "notes", "key": "k"}
+            return [
+                ToolCall(id="m1", name="store_get", arguments=read),
+                ToolCall(id="m2", name="mcp__docs__lookup", arguments={"term": "x"}),
+            ]
+        return "done"
+
+    with ContextStore(f"sqlite:///{tmp_path / 'store.db'}") as store:
+        orch = Orchestrator(team, model=FunctionModel(answer), ledger=ledger, store=store,
+                            tools=mcp_tools)  # fmt: skip
+        result = await orch.run_tasks([Task(id="r", title="R", description="r", assignee="reader")])
+    assert result.status == "completed", result.error
+    finished = spans()
+    (store_span,) = named(finished, "execute_tool store_get")
+    (mcp_span,) = named(finished, "execute_tool mcp__docs__lookup")
+    assert store_span.attributes["gen_ai.tool.type"] == "datastore"
+    assert mcp_span.attributes["gen_ai.tool.type"] == "extension"
+    assert "error.type" not in mcp_span.attributes
+
+
+async def test_each_chat_turn_is_a_trace_of_its_own_naming_the_conversation(spans):
+    from clearance import AgentChat
+
+    chat = AgentChat(agent=Agent(name="pal", instructions="You chat."),
+                     model=FunctionModel(lambda r: "hello"), context_window=4096)  # fmt: skip
+    assert await chat.say("hi") == "hello"
+    assert await chat.say("again") == "hello"
+    finished = spans()
+    turns = named(finished, "invoke_agent pal")
+    assert len(turns) == 2 and all(t.parent is None for t in turns)
+    assert turns[0].context.trace_id != turns[1].context.trace_id
+    for turn in turns:
+        assert turn.attributes["gen_ai.conversation.id"] == chat.run_id
+        (call,) = [s for s in finished if s.parent and s.parent.span_id == turn.context.span_id]
+        assert call.name.startswith("chat ")
