@@ -124,12 +124,15 @@ class ToolOutput:
         source: Where an external tool ran (an MCP call: server, tool, transport, address,
             result size, whether it was cut), recorded in the ledger as an ``mcp_call``
             event; ``None`` for tools that run in this process.
+        error_type: The class name of the exception the tool raised, for its span's
+            ``error.type``; ``None`` when it raised none.
     """
 
     content: str
     is_error: bool = False
     store_reads: tuple[StoreEntry, ...] = ()
     source: dict[str, Any] | None = None
+    error_type: str | None = None
 
 
 ToolFunction = Callable[..., Any]
@@ -183,7 +186,7 @@ class Tool:
             if inspect.isawaitable(result):
                 result = await result
         except Exception as exc:  # a tool's failure is reported to the model, not raised
-            return ToolOutput(content=f"error: {exc}", is_error=True)
+            return ToolOutput(content=f"error: {exc}", is_error=True, error_type=type(exc).__name__)
         finally:
             _CALLER.reset(token)
         assert isinstance(result, ToolOutput)
