@@ -81,6 +81,29 @@ def test_the_current_folder_never_shadows_an_installed_module(project: Path) -> 
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+def test_the_current_folder_is_never_searched_for_other_modules(project: Path) -> None:
+    """Only the module the team file names comes from the folder, which may be under review.
+
+    A file there named like an optional dependency is never imported in its place: the
+    folder is not on ``sys.path`` (the tool module checks when it is imported, at load).
+    """
+    probe = """
+import os, sys
+on_path = [p for p in sys.path if os.path.abspath(p or os.curdir) == os.getcwd()]
+if on_path:
+    raise SystemExit(f"the current folder is on sys.path: {on_path}")
+
+def word_count(text: str) -> int:
+    return len(text.split())
+"""
+    (project / "mytools.py").write_text(probe)
+    optional = project / "sentence_transformers.py"
+    optional.write_text("raise SystemExit('imported from the folder')\n")
+    done = clearance(project, "run", "team.yaml", "--model", "fake:try", "--db", "sqlite:///r.db")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "status: completed" in done.stdout
+
+
 @pytest.mark.parametrize(
     ("edit", "expected"),
     [

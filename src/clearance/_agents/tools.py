@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextvars
 import copy
-import importlib
 import inspect
 import json
 from collections.abc import Awaitable, Callable
@@ -23,6 +22,7 @@ from clearance._context.tool_sections import DELEGATE_TOOL, tool_name
 from clearance._context.verify_approvals import arguments_sha256
 from clearance._core.errors import ConfigError
 from clearance._core.spec import Agent
+from clearance._core.user_modules import import_user_module
 from clearance._core.vocabulary import EventKind
 from clearance._state.grants import StoreView
 from clearance._state.ledger import Recorder
@@ -306,7 +306,7 @@ def import_function(path: str, *, field: str = "tools") -> Callable[..., Any]:
             f"{path!r} is not an import path of the form 'package.module:function'", field=field
         )
     try:
-        target: Any = importlib.import_module(module_name)
+        target: Any = import_user_module(module_name)
     except Exception as exc:  # any failure of the imported module's own code
         raise ConfigError(
             f"cannot import {module_name!r}: {type(exc).__name__}: {exc}", field=field

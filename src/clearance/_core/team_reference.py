@@ -218,7 +218,8 @@ _START = (
     "`agents:` and a task under `tasks:` naming it as `assignee:` (with `depends_on:` for "
     "the results it needs); give a task an `output_schema:` for a JSON answer, an agent "
     "`tools:` for functions of your own (listed in the team's `tools:` as "
-    "`module:function`, the module in the folder you run `clearance` from or installed) "
+    "`module:function`: an installed module, else that module alone from the folder you "
+    "run `clearance` from, its own imports installed) "
     "and `memory:` to remember across runs. A mistake is one line naming the file and the "
     "key. Runs on the fake model keep their memory apart: a run on a real model never "
     "recalls it.",

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import sys
-
 import typer
 
 from clearance.cli._approve import register as register_approval_commands
@@ -43,18 +40,5 @@ register_schema_command(app)
 
 
 def main() -> None:
-    """Entry point of the ``clearance`` command.
-
-    The current folder is searched for the modules a team file names (``tools:`` entries,
-    ``run: python:module:function`` steps), as ``python -m clearance`` searches it, but last:
-    a file there never takes the name of an installed module or of the standard library.
-    """
-    search_current_folder()
+    """Entry point of the ``clearance`` command."""
     app()
-
-
-def search_current_folder() -> None:
-    """Put the current folder at the end of ``sys.path`` unless it is on it already."""
-    here = os.getcwd()
-    if not any(os.path.abspath(entry or os.curdir) == here for entry in sys.path):
-        sys.path.append(here)
