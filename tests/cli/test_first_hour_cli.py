@@ -102,6 +102,15 @@ def word_count(text: str) -> int:
     done = clearance(project, "run", "team.yaml", "--model", "fake:try", "--db", "sqlite:///r.db")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "status: completed" in done.stdout
+    # ``python -m clearance`` too, though ``-m`` puts the current folder first on sys.path.
+    env = dict(os.environ, PYTHONPATH=str(SRC), COLUMNS="200")
+    args = ["run", "team.yaml", "--model", "fake:try", "--db", "sqlite:///m.db"]
+    module = subprocess.run(
+        [sys.executable, "-m", "clearance", *args],
+        cwd=project, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert module.returncode == 0, module.stdout + module.stderr
+    assert "status: completed" in module.stdout
 
 
 @pytest.mark.parametrize(
