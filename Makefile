@@ -1,6 +1,8 @@
 # Clearance — the two commands of the README:
 #   make run    create .venv, install Clearance with the embedded model, run the main job
 #   make test   create .venv if needed, run the whole test suite
+#   make screenshot  record the README's example run and save docs/img/run-view.png from its
+#               page in headless Chromium (scripts/screenshot.py; needs chromium, chromedriver)
 #   make bench  benchmarks against LangGraph and CrewAI in their own venv (.venv-bench);
 #               writes bench/results/*.json, BENCHMARKS.md and bench/*.png. Not part of test/CI.
 #
@@ -26,7 +28,7 @@ BENCH_COMPARE_REV ?=
 # Set (BENCH_RAY=1) to also measure the Ray executor (bench/ray.py; installs ray in .venv-bench).
 BENCH_RAY ?=
 
-.PHONY: run test lint typecheck check clean install bench
+.PHONY: run test lint typecheck check clean install bench screenshot
 
 install: $(STAMP)
 
@@ -54,13 +56,16 @@ test: $(STAMP)
 	$(BIN)/pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+	$(BIN)/ruff check src tests scripts
+	$(BIN)/ruff format --check src tests scripts
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
 check: lint typecheck test
+
+screenshot: $(STAMP)
+	$(BIN)/python scripts/screenshot.py
 
 $(BENCH_STAMP): pyproject.toml $(LLAMA_BUILT)
 	@test -x $(BENCH_VENV)/bin/pip || $(PYTHON) -m venv $(BENCH_VENV)

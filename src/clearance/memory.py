@@ -3,8 +3,8 @@
 Every memory is private to its agent unless a `MemoryGroup` declares otherwise; a team file
 reaches all of this through ``clearance run`` and ``clearance chat``. Use the parts directly to
 keep one agent's turns (`ConversationMemory`), remember across runs with relevance retrieval
-(`PersistentMemory`, `memory_lookup`), or watch a context window and compress history before
-it overflows (`ContextWindowMonitor`).
+(`PersistentMemory`; `memory_lookup` and `list_memories` for auditing), or watch a context
+window and compress history before it overflows (`ContextWindowMonitor`).
 """
 
 import typing
@@ -16,7 +16,13 @@ if typing.TYPE_CHECKING:
     from clearance._core.memory_spec import MemoryGroup, SharedConversation, group_members
     from clearance._orchestration.run_memory import RunMemory, default_memory_url
     from clearance._state.conversation import ConversationMemory, Turn
-    from clearance._state.memory import Embedder, MemoryRecord, PersistentMemory, memory_lookup
+    from clearance._state.memory import (
+        Embedder,
+        MemoryRecord,
+        PersistentMemory,
+        list_memories,
+        memory_lookup,
+    )
     from clearance._state.team_conversation import TeamConversation
 
 __all__ = [
@@ -34,6 +40,7 @@ __all__ = [
     "Turn",
     "default_memory_url",
     "group_members",
+    "list_memories",
     "memory_lookup",
 ]
 
@@ -52,6 +59,7 @@ _EXPORTS = {
     "Turn": "clearance._state.conversation",
     "default_memory_url": "clearance._orchestration.run_memory",
     "group_members": "clearance._core.memory_spec",
+    "list_memories": "clearance._state.memory",
     "memory_lookup": "clearance._state.memory",
 }
 """Each public name and the module that defines it, imported on first use."""

@@ -19,8 +19,6 @@ from clearance.testing import FunctionModel
 
 trace = pytest.importorskip("opentelemetry.trace")
 sdk_trace = pytest.importorskip("opentelemetry.sdk.trace")
-in_memory = pytest.importorskip("opentelemetry.sdk.trace.export.in_memory_span_exporter")
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 
 WORKERS = (
     Agent(name="alice", instructions="You are Alice.\nALICE-SECRET"),
@@ -28,41 +26,6 @@ WORKERS = (
 )
 TEAM = Team(agents=WORKERS, coordinator=Agent(name="lead", instructions="LEAD-SECRET"), name="t")
 SECRETS = ("ALICE-SECRET", "BOB-SECRET", "LEAD-SECRET", "GOAL-SECRET", "RESULT-", "DESCRIBE-")
-
-
-class _Switch(sdk_trace.SpanProcessor):
-    """Forwards finished spans to the exporter only while a test of this module runs."""
-
-    def __init__(self, exporter):
-        self.exporter = exporter
-        self.inner = SimpleSpanProcessor(exporter)
-        self.on = False
-
-    def on_end(self, span):
-        if self.on:
-            self.inner.on_end(span)
-
-
-_SWITCH = _Switch(in_memory.InMemorySpanExporter())
-
-
-@pytest.fixture
-def spans():
-    """The spans finished during the test (the global provider is set once per process)."""
-    provider = trace.get_tracer_provider()
-    if not isinstance(provider, sdk_trace.TracerProvider):
-        provider = sdk_trace.TracerProvider()
-        trace.set_tracer_provider(provider)
-        provider = trace.get_tracer_provider()
-    if _SWITCH not in provider._active_span_processor._span_processors:
-        provider.add_span_processor(_SWITCH)
-    _SWITCH.exporter.clear()
-    _SWITCH.on = True
-    try:
-        yield _SWITCH.exporter.get_finished_spans
-    finally:
-        _SWITCH.on = False
-        _SWITCH.exporter.clear()
 
 
 def task(task_id, *deps, assignee="alice"):
@@ -143,7 +106,7 @@ async def test_no_prompt_or_completion_text_on_spans_by_default(ledger, spans, m
     monkeypatch.delenv(telemetry.CAPTURE_CONTENT_ENV, raising=False)
     await run_two_tasks(ledger)
     finished = spans()
-    assert len(finished) == 5  # three model calls, two agent spans
+    assert len(finished) == 6  # three model calls, two agent spans, the run's root span
     for span in finished:
         text = all_values(span)
         for secret in SECRETS:
@@ -221,7 +184,9 @@ async def test_each_task_runs_in_an_agent_span_parenting_its_model_calls(ledger,
     finished = spans()
     plain = {span_task_id(t): t for t in ("a", "b")}
     agents = {
-        plain[s.attributes["clearance.task_id"]]: s for s in finished if s not in chats(finished)
+        plain[s.attributes["clearance.task_id"]]: s
+        for s in finished
+        if s.name.startswith("invoke_agent ")
     }
     assert set(agents) == {"a", "b"}
     assert agents["a"].name == "invoke_agent alice" and agents["b"].name == "invoke_agent bob"
@@ -262,12 +227,23 @@ _NO_PROVIDER = textwrap.dedent(
     from clearance import Agent, NullLedger, Orchestrator, Task, Team
     from clearance.testing import FunctionModel
 
-    team = Team(agents=(Agent(name="a", instructions="A."),), name="t")
+    from clearance.models import ToolCall
+
+    team = Team(agents=(Agent(name="a", instructions="A.", tools=("echo",)),), name="t")
     tasks = [Task(id="x", title="X", description="d", assignee="a"),
              Task(id="y", title="Y", description="d", assignee="a", depends_on=("x",))]
 
+    def echo(text: str) -> str:
+        return text
+
+    def answer(request):
+        done = "## Results of your tool calls" in request.prompt.messages[-1].content
+        if request.prompt.manifest.subject.startswith("task:") and not done:
+            return ToolCall(id="c", name="echo", arguments={"text": "hi"})
+        return "ok"
+
     def run():
-        orch = Orchestrator(team, model=FunctionModel(lambda r: "ok"), ledger=NullLedger())
+        orch = Orchestrator(team, model=FunctionModel(answer), ledger=NullLedger(), tools=[echo])
         assert asyncio.run(orch.run_tasks(tasks)).status == "completed"
 
     run()
@@ -307,8 +283,9 @@ def test_without_a_tracer_provider_no_span_is_made_and_opentelemetry_is_not_impo
     assert done.stdout.splitlines() == [
         "imported: False",
         "tracers without a provider: 0",
-        # Two tasks and the synthesis: three chat spans and two agent spans.
-        "spans with a provider: 5",
+        # The root span, two agent spans, two tool calls, and five chat spans (a tool call
+        # and an answer per task, the synthesis).
+        "spans with a provider: 10",
     ]
 
 

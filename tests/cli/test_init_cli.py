@@ -88,3 +88,15 @@ def test_schema_prints_the_committed_schema_and_reference() -> None:
     assert printed.output == (docs / "team-file.schema.json").read_text()
     markdown = runner.invoke(app, ["schema", "--markdown"])
     assert markdown.output == (docs / "team-file.md").read_text()
+
+
+def test_the_starters_comments_say_what_the_reference_says(tmp_path: Path) -> None:
+    """A deadline is per model call (retries included), not per task; nothing is downloaded."""
+    path = tmp_path / "team.yaml"
+    assert runner.invoke(app, ["init", str(path)]).exit_code == 0
+    text = path.read_text()
+    (timeout,) = [line for line in text.splitlines() if "timeout_s:" in line]
+    assert "one model call" in timeout and "per task" not in timeout
+    assert "downloaded" not in text
+    reference = (Path(__file__).parents[2] / "docs" / "team-file.md").read_text()
+    assert "Deadline, in wall-clock seconds, of one model call" in reference

@@ -105,8 +105,10 @@ def collector() -> Iterator[Collector]:
     server.close()
 
 
-def run_command(tmp_path: Path, model_url: str, **otel: str) -> subprocess.CompletedProcess[str]:
-    (tmp_path / "team.yaml").write_text(yaml.safe_dump(TEAM))
+def run_command(
+    tmp_path: Path, model_url: str, team: dict[str, Any] = TEAM, **otel: str
+) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "team.yaml").write_text(yaml.safe_dump(team))
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "PYTHONPATH": str(Path(clearance.__file__).parents[1]),
@@ -141,6 +143,54 @@ def test_run_exports_gen_ai_spans_to_the_otlp_endpoint(tmp_path, collector, open
     assert span_ref("task:line") in task_call["clearance.prompt.origins"]  # ids as digests
     agents = [attributes(s) for _, s in spans if s.name == "invoke_agent writer"]
     assert agents and agents[0]["gen_ai.agent.name"] == "writer"
+
+
+TOOL_TEAM = {
+    "name": "otlp-tools",
+    "agents": [
+        {"name": "writer", "instructions": "You write notes.", "tools": ["write_output"]},
+        {"name": "editor", "instructions": "You edit notes."},
+    ],
+    "tasks": [
+        {"id": "notes", "title": "Notes", "description": "Write notes.", "assignee": "writer"},
+        {"id": "edit", "title": "Edit", "description": "Edit them.", "assignee": "editor",
+         "depends_on": ["notes"]},
+    ],
+}  # fmt: skip
+
+
+def writes_a_file(messages: list[dict[str, Any]]) -> Any:
+    """The writer calls ``write_output`` once, then answers; everyone else answers."""
+    writer = "You write notes." in messages[0]["content"]
+    if writer and "## Results of your tool calls" not in messages[-1]["content"]:
+        return [("write_output", {"name": "notes.md", "content": "hello"})]
+    return "One line."
+
+
+@pytest.mark.network
+def test_a_run_is_one_trace_with_one_root_and_its_tool_calls(tmp_path, collector, openai_server):
+    url = openai_server(writes_a_file)
+    result = run_command(tmp_path, url, TOOL_TEAM, OTEL_EXPORTER_OTLP_ENDPOINT=collector.url)
+    assert result.returncode == 0, result.stdout + result.stderr
+    spans = [span for _, span in collector.spans()]
+    assert len({span.trace_id for span in spans}) == 1  # one trace for the whole run
+    (root,) = [span for span in spans if not span.parent_span_id]
+    assert root.name == "invoke_workflow otlp-tools"
+    root_attributes = attributes(root)
+    assert root_attributes["gen_ai.operation.name"] == "invoke_workflow"
+    assert root_attributes["clearance.run_id"] in result.stdout
+    assert root_attributes["clearance.tasks.completed"] == 2
+    by_id = {span.span_id: span for span in spans}
+    agents = [span for span in spans if span.name.startswith("invoke_agent ")]
+    assert sorted(span.name for span in agents) == ["invoke_agent editor", "invoke_agent writer"]
+    assert {by_id[span.parent_span_id].name for span in agents} == {root.name}
+    (tool,) = [span for span in spans if span.name.startswith("execute_tool ")]
+    assert tool.name == "execute_tool write_output"
+    assert by_id[tool.parent_span_id].name == "invoke_agent writer"
+    tool_attributes = attributes(tool)
+    assert tool_attributes["gen_ai.tool.name"] == "write_output"
+    assert tool_attributes["gen_ai.tool.type"] == "function"
+    assert "gen_ai.tool.call.arguments" not in tool_attributes  # no content by default
 
 
 @pytest.mark.network

@@ -100,3 +100,16 @@ def test_each_section_example_is_valid(name: str) -> None:
         items = list(value.values())
     for item in items:
         assert [e.message for e in validator(part).iter_errors(item)] == []
+
+
+def test_the_reference_names_every_built_in_tool_and_step() -> None:
+    """An agent's ``tools:`` and a task's ``run:`` list what a user may write there."""
+    from clearance._agents.tools import BUILTIN_TOOL_NAMES
+    from clearance._agents.workspace_tools import WRITE_OUTPUT_TOOL
+    from clearance.analysis._steps import STEPS
+
+    text = team_file_markdown()
+    tools_row = next(line for line in text.splitlines() if line.startswith("| `tools` | list"))
+    run_row = next(line for line in text.splitlines() if line.startswith("| `run` |"))
+    assert all(f"`{name}`" in tools_row for name in (*BUILTIN_TOOL_NAMES, WRITE_OUTPUT_TOOL))
+    assert all(f"`{name}`" in run_row for name in STEPS)

@@ -6,7 +6,7 @@ import sqlalchemy as sa
 
 from clearance import AccessDenied, StoreError
 from clearance._state.conversation import Turn
-from clearance._state.memory import PersistentMemory, group_scope
+from clearance._state.memory import PersistentMemory, group_scope, list_memories
 
 CORPUS = [
     "The deployment pipeline runs on Kubernetes with blue-green rollouts.",
@@ -155,7 +155,30 @@ def test_a_memory_store_made_before_versioning_opens_with_its_records(tmp_path):
         assert len(mem.retrieve("backups")) == 2
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert conn.execute("SELECT version FROM memory_schema_version").fetchall() == [(1,)]
+        # Version 2 (each record's provider) is added to the old store too.
+        versions = conn.execute("SELECT version FROM memory_schema_version").fetchall()
+        assert versions == [(1,), (2,)]
+    with PersistentMemory(f"sqlite:///{path}", agent="alice", provider="fake") as fake:
+        assert fake.retrieve("backups") == []  # an old record is no fake model's
+
+
+def test_the_fake_models_records_are_a_partition_of_their_own(tmp_path):
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    with (
+        PersistentMemory(url, agent="alice", provider="fake") as fake,
+        PersistentMemory(url, agent="alice", provider="openai") as real,
+        PersistentMemory(url, agent="alice") as unknown,
+    ):
+        (demo,) = fake.record("FAKE-CANARY the backups run nightly")
+        (fact,) = real.record("the backups run weekly")
+        assert demo.provider == "fake" and fact.provider == "openai"
+        assert [r.id for r in fake.retrieve("backups")] == [demo.id]
+        assert fake.get(fact.id) is None and [r.id for r in fake.recent()] == [demo.id]
+        for other in (real, unknown):
+            assert [r.id for r in other.retrieve("backups")] == [fact.id]
+            assert other.get(demo.id) is None and [r.id for r in other.recent()] == [fact.id]
+    listed = {r.id: r.provider for r in list_memories(url)}
+    assert listed == {demo.id: "fake", fact.id: "openai"}
 
 
 def test_an_unreachable_memory_store_is_a_store_error_without_the_password():

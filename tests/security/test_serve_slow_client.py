@@ -80,3 +80,18 @@ def test_a_trickling_client_is_cut_off_at_the_connection_deadline(server) -> Non
         stop.set()
         slow.close()
     assert time.monotonic() - started < 4  # the 2 s deadline, not 1000 bytes x 0.3 s
+
+
+def test_a_client_that_went_away_prints_no_traceback(server, capsys) -> None:
+    """A broken pipe or a reset connection is the client's doing, not a server error."""
+    for gone in (BrokenPipeError(32, "Broken pipe"), ConnectionResetError(104, "reset")):
+        try:
+            raise gone
+        except OSError:
+            server.handle_error(None, ("127.0.0.1", 1))
+    assert capsys.readouterr().err == ""
+    try:
+        raise ValueError("a bug in a handler")
+    except ValueError:
+        server.handle_error(None, ("127.0.0.1", 1))
+    assert "ValueError: a bug in a handler" in capsys.readouterr().err

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -101,6 +101,12 @@ async def record_run(tmp_path: Path) -> RecordedRun:
 @pytest.fixture
 async def recorded(tmp_path: Path) -> RecordedRun:
     return await record_run(tmp_path)
+
+
+@pytest.fixture
+def record() -> Callable[[Path], Awaitable[RecordedRun]]:
+    """Record one more such run (into ``path / 'runs.db'``, which may hold runs already)."""
+    return record_run
 
 
 TAMPERED = "\"'><script>window.__pwned = 4</script><!--"

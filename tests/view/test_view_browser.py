@@ -1,21 +1,28 @@
 """The run page in a real browser: headless Chromium (Debian's chromium and chromium-driver).
 
 Checks that the graph is laid out and drawn, that selecting a task shows its prompt coloured
-by origin and greys what it was not cleared to see, that the page logs no console error, and
-that a result holding ``<script>`` does not run. The screenshot is kept in the test's
-``tmp_path`` (its path is printed).
+by origin and greys what it was not cleared to see, that the page logs no console error, that
+a result holding ``<script>`` does not run, that a page ``serve`` sends for a run still going
+updates itself as the run is recorded, and that the timeline draws each task to scale. The
+screenshot is kept in the test's ``tmp_path`` (its path is printed).
 """
 
 from __future__ import annotations
 
+import asyncio
 import shutil
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from clearance import RunLedger
+from clearance import Agent, Orchestrator, RunLedger, Task, Team
 from clearance._view import load_run_view, render_run_page
+from clearance._view.serve import make_server
+from clearance._view.timeline import MIN_WIDTH_PCT
+from clearance.testing import FunctionModel
 
 pytestmark = pytest.mark.browser
 
@@ -188,3 +195,148 @@ async def test_the_graph_fits_its_pane_and_zooms(browser, recorded, tmp_path):
         assert console_errors(browser) == []
     finally:
         browser.set_window_size(1400, 1000)
+
+
+def served_run(tmp_path: Path):
+    """A run in its own thread whose tasks each wait for their gate; returns what to drive it."""
+    db = f"sqlite:///{tmp_path / 'live.db'}"
+    gates = {name: threading.Event() for name in ("first", "second", "last")}
+
+    async def answer(request):
+        subject = request.prompt.manifest.subject
+        if subject.startswith("task:"):
+            opened = await asyncio.to_thread(gates[subject.removeprefix("task:")].wait, 60)
+            assert opened, f"{subject} was never let through"
+        return f"ANSWER for {subject}"
+
+    team = Team(agents=(Agent(name="w", instructions="You work."),), name="live")
+    tasks = [
+        Task(id="first", title="First", description="One.", assignee="w"),
+        Task(id="second", title="Second <b>two</b>", description="Two.", assignee="w"),
+        Task(id="last", title="Last", description="Three.", assignee="w",
+             depends_on=["first", "second"]),
+    ]  # fmt: skip
+
+    async def run() -> None:
+        with RunLedger(db) as ledger:
+            await Orchestrator(team, model=FunctionModel(answer), ledger=ledger).run_tasks(tasks)
+
+    thread = threading.Thread(target=asyncio.run, args=(run(),), daemon=True)
+    return db, gates, thread
+
+
+def wait_until(check, timeout_s: float = 20.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+def task_button(browser, index: int):
+    return browser.find_element(By.CSS_SELECTOR, f'#task-list [data-task="{index}"]')
+
+
+def test_a_served_page_updates_while_the_run_goes_on(browser, tmp_path):
+    db, gates, thread = served_run(tmp_path)
+    thread.start()
+    server = None
+    try:
+        with RunLedger(db) as reader:
+
+            def both_calls_sent():
+                runs = reader.list_runs()
+                return runs and len(reader.calls(runs[0].run_id)) == 2 and runs[0].run_id
+
+            run_id = wait_until(both_calls_sent)
+            server = make_server(reader, 0)
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+            browser.get_log("browser")
+            browser.get(f"{server.url}run/{run_id}")
+            WebDriverWait(browser, 15).until(
+                lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "true"
+            )
+            # It opens at the top, the run's header and verdict in view.
+            assert browser.execute_script("return window.scrollY") == 0
+            header = browser.find_element(By.ID, "run-header")
+            assert header.is_displayed() and header.rect["y"] == 0
+            assert browser.find_element(By.ID, "verdict").is_displayed()
+            assert "The run is going" in header.text
+            assert "running" in task_button(browser, 0).text
+            assert browser.find_element(By.ID, "call-count").text == "2"
+
+            task_button(browser, 1).click()  # a person's choice and scroll are kept
+            browser.execute_script("window.scrollTo(0, 120); window.__same_page = 1")
+            scrolled = browser.execute_script("return window.scrollY")
+            assert scrolled > 0, "the page is too short to scroll"
+            gates["first"].set()
+            WebDriverWait(browser, 15).until(lambda d: "completed" in task_button(d, 0).text)
+            assert browser.execute_script("return window.__same_page") == 1  # no reload
+            assert browser.execute_script("return window.scrollY") == scrolled
+            assert browser.current_url.endswith("#task-1")
+            assert browser.find_element(By.ID, "task-1").is_displayed()
+            assert not browser.find_element(By.ID, "task-0").is_displayed()
+            assert task_button(browser, 1).get_attribute("aria-pressed") == "true"
+            assert "is-selected" in node(browser, 1).get_attribute("class")
+            assert "status-completed" in node(browser, 0).get_attribute("class")
+            bars = browser.find_elements(By.CSS_SELECTOR, "#timeline rect.tl-task")
+            assert "status-completed" in bars[0].get_attribute("class")
+
+            gates["second"].set()
+            gates["last"].set()
+            WebDriverWait(browser, 20).until(
+                lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-finished")
+            )
+            header = browser.find_element(By.ID, "run-header")
+            assert "completed" in header.find_element(By.CSS_SELECTOR, ".status").text
+            assert "The run is going" not in header.text
+            calls = reader.calls(run_id)
+            assert browser.find_element(By.ID, "call-count").text == str(len(calls))
+            verdict = browser.find_element(By.ID, "verdict").text
+            assert f"verify: {len(calls)} model calls verified." in verdict
+            assert len(browser.find_elements(By.CSS_SELECTOR, "#timeline rect.tl-task")) == 3
+            assert len(browser.find_elements(By.CSS_SELECTOR, "#graph .node")) == 3
+            assert browser.execute_script("return window.__same_page") == 1
+            assert browser.find_element(By.ID, "task-1").is_displayed()
+            assert console_errors(browser) == []
+    finally:
+        for gate in gates.values():
+            gate.set()
+        thread.join(timeout=30)
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+
+
+async def test_the_timeline_draws_one_bar_per_task_to_scale(browser, recorded, tmp_path):
+    with RunLedger(recorded.db) as ledger:
+        page = render_run_page(load_run_view(ledger, recorded.run_id))
+    path = tmp_path / "run.html"
+    path.write_text(page, encoding="utf-8")
+    open_page(browser, path)
+    timeline = browser.find_element(By.ID, "timeline")
+    assert timeline.is_displayed()
+    span = float(timeline.get_attribute("data-span"))
+    rows = browser.find_elements(By.CSS_SELECTOR, "#timeline .tl-row:not(.tl-axis)")
+    assert len(rows) == 8  # seven tasks and the coordinator
+    bars = browser.find_elements(By.CSS_SELECTOR, "#timeline rect.tl-task")
+    assert len(bars) == 6  # one per task that ran: "after" was skipped
+    track = rows[0].find_element(By.CSS_SELECTOR, "svg.tl-track").rect["width"]
+    checked = 0
+    for bar in [*bars, *browser.find_elements(By.CSS_SELECTOR, "#timeline rect.tl-call")]:
+        share = float(bar.get_attribute("data-duration")) / span
+        if share * 100 <= MIN_WIDTH_PCT:
+            continue
+        width = browser.execute_script("return arguments[0].getBoundingClientRect().width", bar)
+        assert width == pytest.approx(share * track, abs=1.5)
+        checked += 1
+    assert checked >= 6
+    title = bars[1].find_element(By.TAG_NAME, "title")
+    text = browser.execute_script("return arguments[0].textContent", title)
+    assert text.startswith("task evil: Untrusted <b>task</b> (completed)")
+    rows[3].find_element(By.CSS_SELECTOR, "button.tl-pick").click()  # picks the task
+    assert browser.find_element(By.ID, "task-3").is_displayed()
+    assert browser.execute_script("return window.__pwned === undefined")
+    assert console_errors(browser) == []

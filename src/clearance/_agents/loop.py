@@ -11,7 +11,9 @@ at its maximum depth) is a tool error returned to the caller. A delegate starts 
 context (the delegated task text only) with the extended `DelegationChain`, and acts with at
 most its delegator's store grants (`effective_grants`: a refusal for that reason is a
 ``grant_withheld`` event), in its own workspace, under the same approval gate and with its
-own limits, sampling and compaction policy (`CompactingPrompts`).
+own limits, sampling and compaction policy (`CompactingPrompts`). With tracing, each tool
+call is an ``execute_tool`` span (`telemetry_spans.tool_span`), a delegate an ``invoke_agent``
+span under its call's.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from typing import Any
 from clearance._agents.caller import CallBudget, ModelCaller
 from clearance._agents.compaction import CompactingPrompts
 from clearance._agents.delegation import DelegationChain
+from clearance._agents.telemetry import agent_span, tracing_configured
+from clearance._agents.telemetry_spans import tool_span, traced_spawns
 from clearance._agents.tools import (
     BUILTIN_TOOL_NAMES,
     DELEGATE_TOOL,
@@ -60,7 +64,7 @@ from clearance._state.ledger import Recorder
 from clearance._state.store import ContextStore
 from clearance.models._base import ChatModel
 
-__all__ = ["WRITE_OUTPUT_TOOL", "AgentLoop", "check_tools", "effective_grants"]
+__all__ = ["WRITE_OUTPUT_TOOL", "AgentLoop", "effective_grants"]
 
 
 PromptFactory = Callable[[tuple[dict[str, Any], ...], list[ToolStep]], Prompt]
@@ -85,28 +89,6 @@ def effective_grants(agent: Agent, ceiling: StoreGrants | None) -> StoreGrants:
     """
     own = StoreGrants.parse(agent.store_grants)
     return own if ceiling is None else own.intersect(ceiling)
-
-
-def check_tools(team: Team, user_tools: Mapping[str, Tool], store: ContextStore | None) -> None:
-    """Refuse, before a run starts, tools that cannot be resolved.
-
-    Raises:
-        ConfigError: An agent names a tool that is neither built in nor registered, or
-            uses a store tool (or has store grants) while the orchestrator has no store.
-    """
-    for agent in team.agents:
-        for entry in agent.tools:
-            name = tool_name(entry)
-            where = f"agents.{agent.name}.tools"
-            builtin = (*BUILTIN_TOOL_NAMES, WRITE_OUTPUT_TOOL)
-            if isinstance(entry, str) and name not in builtin and name not in user_tools:
-                known = ", ".join([*builtin, *sorted(user_tools)])
-                raise ConfigError(f"unknown tool {name!r} (tools: {known})", field=where)
-            if name in BUILTIN_TOOL_NAMES and store is None:
-                raise ConfigError(
-                    f"tool {name!r} needs a context store: pass store=ContextStore(...)",
-                    field=where,
-                )
 
 
 class AgentLoop:
@@ -259,6 +241,7 @@ class AgentLoop:
         )
         steps: list[ToolStep] = []
         limit = agent.limits.max_steps or DEFAULT_TOOL_STEPS
+        traced = tracing_configured()  # once per run of the loop: each tool call's span
         for step_no in range(1, limit + 1):
             offered = () if step_no == limit and agent.limits.answer_at_max_steps else specs
             prompt = build(offered, steps)
@@ -290,97 +273,100 @@ class AgentLoop:
                 if call.name == SPAWN_TOOL and SPAWN_TOOL in tools and denial is None
             ]
             if batch and self.spawn is not None:
-                spawned = await self.spawn(agent, batch)
+                spawned = await traced_spawns(self.spawn(agent, batch), batch)
             for call_id, call, denial in zip(ids, response.tool_calls, denials, strict=True):
-                if replay and (kept := replay.recorded_output(subject, call_id)) is not None:
-                    steps.append(ToolStep(call_id=call_id, name=call.name,
-                                          arguments=call.arguments, content=kept))  # fmt: skip
-                    continue
-                tool = tools.get(call.name)
-                chain_record: dict[str, Any] | None = None
-                repeated = any(
-                    prev.name == call.name and prev.arguments == call.arguments for prev in steps
-                )
-                breach: LimitExceeded | None = None
-                source: dict[str, Any] | None = None
-                if denial is not None:  # a person denied it: not run
-                    output = ToolOutput(content=denial, is_error=True)
-                elif call_id in spawned:
-                    output = spawned[call_id]
-                elif repeated and call.name != DELEGATE_TOOL:
-                    output = ToolOutput(
-                        content=f"error: you already called {call.name} with these arguments; "
-                        "its result is above. Use it: answer, or call a different tool.",
-                        is_error=True,
+                with tool_span(traced and call_id not in spawned, call, call_id, tools) as outcome:
+                    if replay and (kept := replay.recorded_output(subject, call_id)) is not None:
+                        steps.append(ToolStep(call_id=call_id, name=call.name,
+                                              arguments=call.arguments, content=kept))  # fmt: skip
+                        continue
+                    tool = tools.get(call.name)
+                    chain_record: dict[str, Any] | None = None
+                    repeated = any(
+                        prev.name == call.name and prev.arguments == call.arguments
+                        for prev in steps
                     )
-                elif tool is None:
-                    output = ToolOutput(
-                        content=f"error: unknown tool {call.name!r} (tools: "
-                        f"{', '.join(tools) or 'none'})",
-                        is_error=True,
-                    )
-                elif call.name == DELEGATE_TOOL:  # on record: a resume re-runs it, replaying
-                    await record_started(self.ledger, self.run_id, subject, step=step_no,
-                                         call_id=call_id, call=call, tool=tool)  # fmt: skip
-                    output, chain_record = await self._delegate(
-                        agent, chain, call_id, call.arguments, effective_grants(agent, ceiling)
-                    )
-                elif call.name == WRITE_OUTPUT_TOOL:
-                    output, breach = write_output(slot, call.arguments)
-                elif replay and (no := await replay.may_rerun(call_id, agent.name, call.name,
-                                                              call.arguments)):  # fmt: skip
-                    output = ToolOutput(content=no, is_error=True)
-                else:
-                    await record_started(self.ledger, self.run_id, subject, step=step_no,
-                                         call_id=call_id, call=call, tool=tool)  # fmt: skip
-                    output = await self.caller.hooks.run_tool(tool, call, run_id=self.run_id,
-                        call_id=call_id, subject=subject, agent=agent.name)  # fmt: skip
-                    source = output.source
-                    output, breach = offloaded(slot, output, ledger=self.ledger,
-                                               run_id=self.run_id, subject=subject,
-                                               call_id=call_id, name=call.name)  # fmt: skip
-                if view is not None and view.lent_refusals:
-                    self._withheld(view, subject, call_id, chain)
-                self.ledger.record_tool_call(
-                    run_id=self.run_id,
-                    tool_call_id=call_id,
-                    subject=subject,
-                    agent=agent.name,
-                    step=step_no,
-                    name=call.name,
-                    arguments=call.arguments,
-                    result=output.content,
-                    is_error=output.is_error,
-                    store_reads=[
-                        {
-                            "namespace": e.namespace,
-                            "key": e.key,
-                            "sha256": sha256_text(e.value),
-                            "updated_at": e.updated_at.isoformat(),
-                        }
-                        for e in output.store_reads
-                    ],
-                    chain=chain_record,
-                )
-                if source is not None:
-                    self.ledger.record_event(
-                        self.run_id,
-                        EventKind.MCP_CALL,
-                        subject,
-                        {"tool_call_id": call_id, **source},
-                    )
-                if breach is not None:
-                    raise breach
-                steps.append(
-                    ToolStep(
-                        call_id=call_id,
+                    breach: LimitExceeded | None = None
+                    source: dict[str, Any] | None = None
+                    if denial is not None:  # a person denied it: not run
+                        output = ToolOutput(content=denial, is_error=True)
+                    elif call_id in spawned:
+                        output = spawned[call_id]
+                    elif repeated and call.name != DELEGATE_TOOL:
+                        output = ToolOutput(
+                            content=f"error: you already called {call.name} with these arguments; "
+                            "its result is above. Use it: answer, or call a different tool.",
+                            is_error=True,
+                        )
+                    elif tool is None:
+                        output = ToolOutput(
+                            content=f"error: unknown tool {call.name!r} (tools: "
+                            f"{', '.join(tools) or 'none'})",
+                            is_error=True,
+                        )
+                    elif call.name == DELEGATE_TOOL:  # on record: a resume re-runs it, replaying
+                        await record_started(self.ledger, self.run_id, subject, step=step_no,
+                                             call_id=call_id, call=call, tool=tool)  # fmt: skip
+                        output, chain_record = await self._delegate(
+                            agent, chain, call_id, call.arguments, effective_grants(agent, ceiling)
+                        )
+                    elif call.name == WRITE_OUTPUT_TOOL:
+                        output, breach = write_output(slot, call.arguments)
+                    elif replay and (no := await replay.may_rerun(call_id, agent.name, call.name,
+                                                                  call.arguments)):  # fmt: skip
+                        output = ToolOutput(content=no, is_error=True)
+                    else:
+                        await record_started(self.ledger, self.run_id, subject, step=step_no,
+                                             call_id=call_id, call=call, tool=tool)  # fmt: skip
+                        output = await self.caller.hooks.run_tool(tool, call, run_id=self.run_id,
+                            call_id=call_id, subject=subject, agent=agent.name)  # fmt: skip
+                        source = output.source
+                        output, breach = offloaded(slot, output, ledger=self.ledger,
+                                                   run_id=self.run_id, subject=subject,
+                                                   call_id=call_id, name=call.name)  # fmt: skip
+                    if view is not None and view.lent_refusals:
+                        self._withheld(view, subject, call_id, chain)
+                    self.ledger.record_tool_call(
+                        run_id=self.run_id,
+                        tool_call_id=call_id,
+                        subject=subject,
+                        agent=agent.name,
+                        step=step_no,
                         name=call.name,
                         arguments=call.arguments,
-                        content=output.content,
-                        store_reads=output.store_reads,
+                        result=output.content,
                         is_error=output.is_error,
+                        store_reads=[
+                            {
+                                "namespace": e.namespace,
+                                "key": e.key,
+                                "sha256": sha256_text(e.value),
+                                "updated_at": e.updated_at.isoformat(),
+                            }
+                            for e in output.store_reads
+                        ],
+                        chain=chain_record,
                     )
-                )
+                    if source is not None:
+                        self.ledger.record_event(
+                            self.run_id,
+                            EventKind.MCP_CALL,
+                            subject,
+                            {"tool_call_id": call_id, **source},
+                        )
+                    outcome(output)
+                    if breach is not None:
+                        raise breach
+                    steps.append(
+                        ToolStep(
+                            call_id=call_id,
+                            name=call.name,
+                            arguments=call.arguments,
+                            content=output.content,
+                            store_reads=output.store_reads,
+                            is_error=output.is_error,
+                        )
+                    )
         raise LimitExceeded("max_steps", value=limit + 1, maximum=limit, subject=subject)
 
     # -- delegation -------------------------------------------------------------------------
@@ -458,20 +444,21 @@ class AgentLoop:
 
         subject = f"delegation:{call_id}"
         try:
-            if delegate.uses_tools:
-                answer = await self.run(
-                    agent=delegate, subject=subject, chain=extended, build=build,
-                    ceiling=grants, slot=self._slot(subject, delegate, None),
-                )  # fmt: skip
-            else:
-                response = await self.caller.call(
-                    subject=subject, agent=delegate, model=model, prompt=build((), []),
-                    budget=self.call_budget)  # fmt: skip
-                answer = response.text.strip()
-                if not answer:
-                    raise ModelError(
-                        "the model returned an empty completion", model_id=model.model_id
-                    )
+            with agent_span(run_id=self.run_id, agent=target, subject=subject):
+                if delegate.uses_tools:
+                    answer = await self.run(
+                        agent=delegate, subject=subject, chain=extended, build=build,
+                        ceiling=grants, slot=self._slot(subject, delegate, None),
+                    )  # fmt: skip
+                else:
+                    response = await self.caller.call(
+                        subject=subject, agent=delegate, model=model, prompt=build((), []),
+                        budget=self.call_budget)  # fmt: skip
+                    answer = response.text.strip()
+                    if not answer:
+                        raise ModelError(
+                            "the model returned an empty completion", model_id=model.model_id
+                        )
         except (LimitExceeded, ModelError) as exc:
             return (
                 ToolOutput(content=f"error: {target!r} failed: {exc}", is_error=True),

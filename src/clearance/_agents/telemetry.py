@@ -18,6 +18,10 @@ ids in subjects, task ids and origins, which a model may have chosen (a coordina
 names tasks, a model names store keys): by default each appears as its kind and a digest
 (`span_ref`), so the spans of one task still correlate.
 
+Each task's assignee, delegate, spawned child and chat turn runs in an ``invoke_agent`` span
+(`agent_span`); the run's root span and the tool-call spans are in
+`clearance._agents.telemetry_spans`.
+
 Source: OpenTelemetry semantic conventions for generative AI client spans,
 https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-spans/.
 """
@@ -38,10 +42,15 @@ from clearance.models._base import ModelRequest, ModelResponse
 
 __all__ = [
     "CAPTURE_CONTENT_ENV",
+    "TRACER_NAME",
     "agent_span",
+    "capture_content",
+    "mark_failed",
     "model_call_span",
+    "span_id",
     "span_ref",
     "span_task_id",
+    "tracing",
     "tracing_configured",
 ]
 
@@ -69,9 +78,17 @@ def span_ref(ref: str) -> str:
     return f"{kind}:{_digest(rest)}"
 
 
+def span_id(value: str) -> str:
+    """How an id or name a model may have chosen appears on a span (a task id, a tool call id).
+
+    As it is with content capture, else `span_ref`'s digest (``h`` and 12 hex digits).
+    """
+    return value if capture_content() else _digest(value)
+
+
 def span_task_id(task_id: str) -> str:
-    """How a task id appears on a span: as it is with content capture, else `span_ref`'s digest."""
-    return task_id if capture_content() else _digest(task_id)
+    """How a task id appears on a span: `span_id`."""
+    return span_id(task_id)
 
 
 def _digest(text: str) -> str:
@@ -94,7 +111,7 @@ def _export_requested() -> bool:
     return env.get("OTEL_SDK_DISABLED", "").strip().lower() != "true"
 
 
-def _tracing() -> ModuleType | None:
+def tracing() -> ModuleType | None:
     """OpenTelemetry's ``trace`` module when spans may be recorded, else ``None``.
 
     Checked on every call (a provider may be set at any time), at the cost of a dictionary
@@ -120,7 +137,7 @@ def _tracing() -> ModuleType | None:
 
 def tracing_configured() -> bool:
     """Whether model calls and tasks get spans now (see the module docstring)."""
-    return _tracing() is not None
+    return tracing() is not None
 
 
 @contextmanager
@@ -141,7 +158,7 @@ def model_call_span(
         finish reason and, when content capture is on, the completion. An exception leaving
         the block sets ``error.type`` (the exception's class name) and the error status.
     """
-    trace = _tracing()
+    trace = tracing()
     if trace is None:
         yield _ignore
         return
@@ -162,49 +179,62 @@ def model_call_span(
         try:
             yield lambda response: span.set_attributes(_response_attributes(response))
         except BaseException as exc:
-            _failed(trace, span, exc)
+            mark_failed(trace, span, exc)
             raise
 
 
 @contextmanager
-def agent_span(*, run_id: str, task_id: str, agent: str) -> Iterator[None]:
-    """An ``invoke_agent {agent}`` span around one task of a run; a no-op without OTel.
+def agent_span(
+    *,
+    run_id: str,
+    agent: str,
+    task_id: str | None = None,
+    subject: str | None = None,
+    conversation_id: str | None = None,
+) -> Iterator[None]:
+    """An ``invoke_agent {agent}`` span around one agent's work; a no-op without OTel.
 
-    The model-call spans of the task (its tool loop, delegates, children) are its children.
+    A task's assignee, a delegate, a spawned child and a chat turn each run in one; their
+    model calls and tool calls (`clearance._agents.telemetry_spans`) are its children.
 
     Args:
         run_id: The run.
-        task_id: The task the agent works on.
-        agent: The assignee's name.
+        agent: The agent's name.
+        task_id: The task the agent works on, if it is a task's assignee.
+        subject: What the agent answers (``delegation:<call id>``, ``child:<id>``), if not a task.
+        conversation_id: The chat's id (``gen_ai.conversation.id``), for a chat turn.
 
     Yields:
         Nothing; an exception leaving the block sets ``error.type`` and the error status.
     """
-    trace = _tracing()
+    trace = tracing()
     if trace is None:
         yield
         return
     tracer = trace.get_tracer(TRACER_NAME)
+    attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent}
     with tracer.start_as_current_span(
-        f"invoke_agent {agent}", record_exception=False, set_status_on_exception=False
+        f"invoke_agent {agent}",
+        attributes=attributes,
+        record_exception=False,
+        set_status_on_exception=False,
     ) as span:
         if span.is_recording():
-            span.set_attributes(
-                {
-                    "gen_ai.operation.name": "invoke_agent",
-                    "gen_ai.agent.name": agent,
-                    "clearance.run_id": run_id,
-                    "clearance.task_id": span_task_id(task_id),
-                }
-            )
+            span.set_attribute("clearance.run_id", run_id)
+            if task_id is not None:
+                span.set_attribute("clearance.task_id", span_task_id(task_id))
+            if subject is not None:
+                span.set_attribute("clearance.subject", span_ref(subject))
+            if conversation_id is not None:
+                span.set_attribute("gen_ai.conversation.id", conversation_id)
         try:
             yield
         except BaseException as exc:
-            _failed(trace, span, exc)
+            mark_failed(trace, span, exc)
             raise
 
 
-def _failed(trace: ModuleType, span: Any, exc: BaseException) -> None:
+def mark_failed(trace: ModuleType, span: Any, exc: BaseException) -> None:
     """Mark ``span`` failed with the exception's class name only (never its message)."""
     if span.is_recording():
         span.set_attribute("error.type", type(exc).__name__)

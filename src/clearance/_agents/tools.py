@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextvars
 import copy
-import importlib
 import inspect
 import json
 from collections.abc import Awaitable, Callable
@@ -23,6 +22,7 @@ from clearance._context.tool_sections import DELEGATE_TOOL, tool_name
 from clearance._context.verify_approvals import arguments_sha256
 from clearance._core.errors import ConfigError
 from clearance._core.spec import Agent
+from clearance._core.user_modules import import_user_module
 from clearance._core.vocabulary import EventKind
 from clearance._state.grants import StoreView
 from clearance._state.ledger import Recorder
@@ -124,12 +124,15 @@ class ToolOutput:
         source: Where an external tool ran (an MCP call: server, tool, transport, address,
             result size, whether it was cut), recorded in the ledger as an ``mcp_call``
             event; ``None`` for tools that run in this process.
+        error_type: The class name of the exception the tool raised, for its span's
+            ``error.type``; ``None`` when it raised none.
     """
 
     content: str
     is_error: bool = False
     store_reads: tuple[StoreEntry, ...] = ()
     source: dict[str, Any] | None = None
+    error_type: str | None = None
 
 
 ToolFunction = Callable[..., Any]
@@ -183,7 +186,7 @@ class Tool:
             if inspect.isawaitable(result):
                 result = await result
         except Exception as exc:  # a tool's failure is reported to the model, not raised
-            return ToolOutput(content=f"error: {exc}", is_error=True)
+            return ToolOutput(content=f"error: {exc}", is_error=True, error_type=type(exc).__name__)
         finally:
             _CALLER.reset(token)
         assert isinstance(result, ToolOutput)
@@ -303,7 +306,7 @@ def import_function(path: str, *, field: str = "tools") -> Callable[..., Any]:
             f"{path!r} is not an import path of the form 'package.module:function'", field=field
         )
     try:
-        target: Any = importlib.import_module(module_name)
+        target: Any = import_user_module(module_name)
     except Exception as exc:  # any failure of the imported module's own code
         raise ConfigError(
             f"cannot import {module_name!r}: {type(exc).__name__}: {exc}", field=field

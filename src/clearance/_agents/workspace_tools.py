@@ -10,6 +10,7 @@ model gets a preview with the reference instead (`DataOffloader`), recorded as a
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -93,7 +94,7 @@ def offloaded(
         "tool_call_id": call_id, "reference": kept.reference, "sha256": kept.sha256,
         "chars": kept.chars, "lines": kept.lines,
     })  # fmt: skip
-    return ToolOutput(content=kept.text, store_reads=output.store_reads), None
+    return dataclasses.replace(output, content=kept.text), None  # its store reads, its source
 
 
 def _long(text: str) -> bool:

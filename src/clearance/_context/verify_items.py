@@ -42,6 +42,7 @@ from clearance._core.origins import Origin, Subject
 from clearance._core.prompt import sha256_text
 from clearance._core.vocabulary import OriginKind, PromptKind
 from clearance._state.ledger import CallRecord
+from clearance._state.memory_records import partition_of
 
 __all__ = ["check_admission", "check_sources"]
 
@@ -119,6 +120,7 @@ def check_admission(
     call: CallRecord, items: list[dict[str, Any]], facts: RunFacts
 ) -> Iterator[Problem]:
     """Every item is admitted by the subject's clearance and is what its origin says."""
+    yield from _check_memory_partition(call, items, facts)
     subject = call.subject
     parsed = Subject.parse(subject)
     kind = parsed.kind if parsed.ref is not None else None
@@ -179,6 +181,29 @@ def _check_coordinator_call(
                 yield origin, "the goal is not the run's goal"
         else:
             yield from _check_provenance(origin, item, facts)
+
+
+def _check_memory_partition(
+    call: CallRecord, items: list[dict[str, Any]], facts: RunFacts
+) -> Iterator[Problem]:
+    """A memory item comes from the partition of the model called (fake records: fake model)."""
+    if facts.memories is None:
+        return
+    called = partition_of(call.model_id.partition(":")[0])
+    for item in items:
+        origin = str(item.get("origin"))
+        parsed = Origin.parse(origin)
+        if parsed.kind != OriginKind.MEMORY:
+            continue
+        record = facts.memories(parsed.id)
+        if record is not None and partition_of(record.provider) != called:
+            yield (
+                origin,
+                (
+                    f"a record of the {partition_of(record.provider)} partition reached "
+                    f"{call.model_id}, whose memory is the {called} partition"
+                ),
+            )
 
 
 def _check_task_call(

@@ -102,7 +102,9 @@ class RunSpec(BaseModel):
         messages: Messages sent before the run starts.
         memory_groups: Agents that share a long-term memory.
         memory: The long-term memory's URL (or ``{url, on_error}``).
-        tools: User tools by name: an import path, or ``{function, approval}``.
+        tools: User tools by name: an import path (``module:function``; the module is found
+            among the installed ones, then in the folder ``clearance`` runs from), or
+            ``{function, approval}``.
         mcp_servers: MCP tool servers by name.
         report: The report ``clearance run`` writes (``step:code_review_report``); ``None``:
             the generic run report (synthesis and each task's result).

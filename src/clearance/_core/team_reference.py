@@ -202,6 +202,31 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+_START = (
+    "## Start",
+    "",
+    "```bash",
+    "clearance init                             # writes team.yaml and its schema here",
+    "clearance run team.yaml --model fake:try   # a deterministic fake model: no model needed",
+    "clearance run team.yaml                    # the team's model: (or --model openai:...)",
+    "clearance inspect RUN_ID                   # what each agent was shown",
+    "clearance verify RUN_ID                    # no prompt held anything outside its clearance",
+    "```",
+    "",
+    "A task's prompt holds its own text, its agent's `instructions` and the results of the "
+    "tasks in its `depends_on`; nothing else. To grow the starter, add an agent under "
+    "`agents:` and a task under `tasks:` naming it as `assignee:` (with `depends_on:` for "
+    "the results it needs); give a task an `output_schema:` for a JSON answer, an agent "
+    "`tools:` for functions of your own (listed in the team's `tools:` as "
+    "`module:function`: an installed module, else that module alone from the folder you "
+    "run `clearance` from, its own imports installed) "
+    "and `memory:` to remember across runs. A mistake is one line naming the file and the "
+    "key. Runs on the fake model keep their memory apart: a run on a real model never "
+    "recalls it.",
+    "",
+)
+
+
 def team_file_markdown() -> str:
     """The team file's reference in Markdown: each section's keys, types, defaults, examples."""
     schema = team_file_schema()
@@ -216,6 +241,7 @@ def team_file_markdown() -> str:
         "when a run starts, and `clearance resume` reads it back. `clearance init` writes a "
         "commented starter; this page lists every key. Unknown keys are refused.",
         "",
+        *_START,
         "## Editor support",
         "",
         f"`{SCHEMA_ID}` (in `docs/`, or printed by `clearance schema`) is the JSON Schema of "

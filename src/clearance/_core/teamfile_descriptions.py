@@ -38,7 +38,10 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "role": "A short role shown to the coordinator when it plans.",
         "model": "The agent's model id, `provider:name` (None: the team's `model`).",
         "limits": "Token, time, step and retry limits of the agent.",
-        "tools": "Tools the agent may call: built-ins, `tools:` names, `mcp:<server>/<tool>`.",
+        "tools": "Tools the agent may call: the built-ins (`store_get`, `store_set`, "
+        "`store_query`, `store_set_with_extension`, `store_touch`, `store_get_structured`, "
+        "`store_search`, each within `store_grants`; `write_output`), names of the team's "
+        "`tools:`, or `mcp:<server>/<tool>`.",
         "can_delegate_to": "Agents this agent may delegate a task to (a delegate tool).",
         "can_spawn": "Agents this agent may spawn as children (a spawn tool).",
         "store_grants": "Store namespaces (globs allowed) the agent may read, write or both; "
@@ -77,7 +80,8 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "mode": "standard, or isolated (its agent works in a sandboxed project copy).",
         "constraints": "Lines added to the task's prompt as constraints.",
         "fan_out": "Children spawned before the task's agent answers.",
-        "run": "A step run instead of an agent: `step:<name>`.",
+        "run": "A step run instead of an agent: `step:<name>` (built in: `module_facts`, "
+        "`package_facts`, `review_brief`) or `python:<module>:<function>`.",
         "after_failure": "What the task does when a dependency failed: skip, or proceed.",
         "approval": "required: the task waits for `clearance approve` before it starts.",
         "review": "A bounded review loop on the task's result.",
@@ -110,7 +114,8 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "file_caps": "Size caps on the files of one isolated task.",
     },
     "MemorySpec": {
-        "url": "The memory's database URL (None: the default).",
+        "url": "The memory's database URL (None: `memory.db` next to the ledger, "
+        "`.clearance/memory.db` by default).",
         "on_error": "When the memory fails: fail the task, or continue without it.",
     },
     "ToolEntrySpec": {

@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy.engine import make_url
 
 from clearance._agents.caller import ModelCaller
+from clearance._agents.telemetry import agent_span
 from clearance._context.builder import ContextBuilder
 from clearance._context.window import CompressionRecord, ContextWindowMonitor, Strategy
 from clearance._core.errors import ConfigError, LimitExceeded
@@ -152,10 +153,18 @@ class AgentChat:
     async def say(self, text: str) -> str:
         """Send the user's message; return the agent's answer.
 
+        With tracing, each turn is a trace of its own: an ``invoke_agent`` span whose
+        ``gen_ai.conversation.id`` is the chat's run id (a chat has no end a span could wait
+        for), over the turn's model calls.
+
         Raises:
             LimitExceeded: The prompt does not fit even after compression.
             ModelError: The model failed.
         """
+        with agent_span(run_id=self.run_id, agent=self.agent.name, conversation_id=self.run_id):
+            return await self._say(text)
+
+    async def _say(self, text: str) -> str:
         self.conversation.add(Turn(id=new_id("turn"), role="user", content=text, author="user"))
         await self._compress()  # the user's turn may itself reach the trigger
         memories = self._recall(text)

@@ -25,6 +25,7 @@ from clearance._agents.delegation import DelegationChain
 from clearance._agents.loop import effective_grants
 from clearance._agents.session import AgentSession
 from clearance._agents.spawn import SpawnRequest, SpawnWorker
+from clearance._agents.telemetry import agent_span
 from clearance._agents.tools import ToolOutput
 from clearance._context.builder import ContextBuilder
 from clearance._context.tool_sections import ToolStep
@@ -173,7 +174,10 @@ class ChildRunner:
         return outputs
 
     async def _run_child(self, request: SpawnRequest) -> str:
-        """Run one child: a fresh session in its own workspace, on its goal only."""
+        """Run one child: a fresh session in its own workspace, on its goal only.
+
+        With tracing, the child is an ``invoke_agent`` span under its parent's agent span.
+        """
         parent, agent = self._pending[request.child_id]
         session = AgentSession(request.child_id, base_dir=self.runtime.run_dir,
                                goal=request.goal, limits=agent.limits,
@@ -183,18 +187,20 @@ class ChildRunner:
         budget = self.prompt_budget(agent, model)
         subject = f"child:{request.child_id}"
         try:
-            if agent.uses_tools:
-                answer = await self._child_loop(request, parent, agent, session)
-            else:
-                prompt = builder.build_child_prompt(request.child_id, request.goal, agent=agent,
-                                                    max_prompt_tokens=budget)  # fmt: skip
-                response = await session.call_model(
-                    model, prompt, subject=subject, budget=parent.budget, agent=agent
-                )
-                answer = response.text.strip()
-                if not answer:
-                    raise ModelError("the model returned an empty completion",
-                                     model_id=model.model_id)  # fmt: skip
+            with agent_span(run_id=self.run_id, agent=agent.name, subject=subject):
+                if agent.uses_tools:
+                    answer = await self._child_loop(request, parent, agent, session)
+                else:
+                    prompt = builder.build_child_prompt(
+                        request.child_id, request.goal, agent=agent, max_prompt_tokens=budget
+                    )
+                    response = await session.call_model(
+                        model, prompt, subject=subject, budget=parent.budget, agent=agent
+                    )
+                    answer = response.text.strip()
+                    if not answer:
+                        raise ModelError("the model returned an empty completion",
+                                         model_id=model.model_id)  # fmt: skip
         except LimitExceeded as exc:
             self._record_breach(subject, exc)
             raise

@@ -7,6 +7,7 @@ import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
+from clearance._agents.telemetry_spans import note_run_outcome
 from clearance._context.architecture import ArchitecturalContext
 from clearance._core.errors import ApprovalPending, BudgetExceeded, ClearanceError, LedgerError
 from clearance._core.hooks import RunInfo
@@ -126,6 +127,7 @@ class RunExecution:
         status: Literal["completed", "failed", "awaiting_approval"]
         synthesis: str | None
         error: str | None
+        failure: str | None = None  # the root span's error.type (see `note_run_outcome`)
         if (waiting := awaiting_approval(run.queue, ledger, run_id)) is not None:
             synthesis, error, status = None, waiting, "awaiting_approval"  # approval hook
         else:
@@ -135,10 +137,13 @@ class RunExecution:
                 s.status is TaskStatus.COMPLETED or s.task.id in routed for s in run.queue.states()
             )
             status = "completed" if synthesis is not None and all_completed else "failed"
+            if status == "failed":
+                failure = "synthesis_failed" if all_completed else "tasks_failed"
             if error is None and not all_completed:
                 bad = [s.task.id for s in run.queue.states()
                        if s.status != TaskStatus.COMPLETED and s.task.id not in routed]  # fmt: skip
                 error = f"tasks not completed: {', '.join(bad)}"
+        note_run_outcome(status, (s.status for s in run.queue.states()), error_type=failure)
         ledger.record_messages(run_id, self.settings.messages.all())
         recorded = "interrupted" if status == "awaiting_approval" else status
         ledger.finish_run(

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from clearance._agents.loop import check_tools
-from clearance._agents.tools import Tool
+from clearance._agents.tools import BUILTIN_TOOL_NAMES, Tool, tool_name
+from clearance._agents.workspace_tools import WRITE_OUTPUT_TOOL
 from clearance._core.errors import ConfigError
 from clearance._core.spec import Team
 from clearance._orchestration.run_memory import RunMemory
@@ -15,7 +15,7 @@ from clearance._state.graph import TaskGraph
 from clearance._state.messages import MessageBus, check_recipient
 from clearance._state.store import ContextStore
 
-__all__ = ["check_graph"]
+__all__ = ["check_graph", "check_tools"]
 
 
 def check_graph(
@@ -67,7 +67,7 @@ def check_graph(
             if task.files and input_root is None:
                 raise ConfigError(
                     f"task {task.id!r} lists files but the orchestrator has no input_root",
-                    field="files",
+                    field=f"tasks.{task.id}.files",
                 )
             continue
         if task.assignee not in names:
@@ -75,27 +75,27 @@ def check_graph(
             raise ConfigError(
                 f"task {task.id!r} is assigned to unknown agent {task.assignee!r} "
                 f"(agents: {known})",
-                field="assignee",
+                field=f"tasks.{task.id}.assignee",
             )
         for reviewer in task.review.by if task.review is not None else ():
             if reviewer not in names or reviewer == task.assignee:
                 raise ConfigError(
                     f"task {task.id!r} is reviewed by {reviewer!r}: name another agent of "
                     "the team than its assignee",
-                    field="review.by",
+                    field=f"tasks.{task.id}.review.by",
                 )
             if team.agent(reviewer).uses_tools or team.agent(reviewer).store_grants:
                 raise ConfigError(
                     f"reviewer {reviewer!r} of task {task.id!r} answers in one call, with the "
                     "task and the candidate only: drop its tools, delegation, spawning and "
                     "store grants",
-                    field="review.by",
+                    field=f"tasks.{task.id}.review.by",
                 )
         root = project_root if task.mode == "isolated" else input_root
         if task.files and root is None:
             raise ConfigError(
                 f"task {task.id!r} lists files but the orchestrator has no input_root",
-                field="files",
+                field=f"tasks.{task.id}.files",
             )
         assignee = team.agent(task.assignee)
         fan_out = task.fan_out
@@ -116,3 +116,25 @@ def check_graph(
     members = names | ({coordinator.name} if coordinator is not None else set())
     for message in messages.all():
         check_recipient(message.recipient, members)
+
+
+def check_tools(team: Team, user_tools: Mapping[str, Tool], store: ContextStore | None) -> None:
+    """Refuse, before a run starts, tools that cannot be resolved.
+
+    Raises:
+        ConfigError: An agent names a tool that is neither built in nor registered, or
+            uses a store tool (or has store grants) while the orchestrator has no store.
+    """
+    for agent in team.agents:
+        for entry in agent.tools:
+            name = tool_name(entry)
+            where = f"agents.{agent.name}.tools"
+            builtin = (*BUILTIN_TOOL_NAMES, WRITE_OUTPUT_TOOL)
+            if isinstance(entry, str) and name not in builtin and name not in user_tools:
+                known = ", ".join([*builtin, *sorted(user_tools)])
+                raise ConfigError(f"unknown tool {name!r} (tools: {known})", field=where)
+            if name in BUILTIN_TOOL_NAMES and store is None:
+                raise ConfigError(
+                    f"tool {name!r} needs a context store: pass store=ContextStore(...)",
+                    field=where,
+                )

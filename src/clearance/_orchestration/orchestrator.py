@@ -11,6 +11,7 @@ from typing import Any
 from clearance._agents.caller import ModelCaller
 from clearance._agents.replay import ReplaySource
 from clearance._agents.retry import RetryPolicy
+from clearance._agents.telemetry_spans import note_run, traced_run
 from clearance._agents.tools import Tool
 from clearance._core.errors import BudgetExceeded, ClearanceError, ConfigError, LedgerError
 from clearance._core.hooks import HookRunner
@@ -28,6 +29,7 @@ from clearance._orchestration.resume import (
     check_resumable,
     load_recorded_run,
     process_identity,
+    recorded_config,
     recorded_spec,
     recorded_usage,
     restore_messages,
@@ -207,6 +209,7 @@ class Orchestrator:
             self._ledger = RunLedger()
         return self._ledger
 
+    @traced_run
     async def run_tasks(self, tasks: Iterable[Task], *, goal: str | None = None) -> RunResult:
         """Run a task graph, then synthesize.
 
@@ -233,6 +236,7 @@ class Orchestrator:
             self._emit(RunEventKind.RUN_STARTED, run_id, detail=f"{len(graph)} tasks")
             return await self._execute(run_id, graph, goal or DEFAULT_GOAL)
 
+    @traced_run
     async def run_team(self, goal: str) -> RunResult:
         """Have the coordinator plan tasks for ``goal``, run them, then synthesize.
 
@@ -248,6 +252,7 @@ class Orchestrator:
         run_id, graph, usage = await self.plan(goal)
         return await self._execute(run_id, graph, goal, usage=usage)
 
+    @traced_run
     async def plan(self, goal: str) -> tuple[str, TaskGraph, Usage]:
         """Start a run of ``goal``, have the coordinator plan it as `run_team` does; run nothing.
 
@@ -321,6 +326,7 @@ class Orchestrator:
             memory=memory, tools=tools, services=services, retry_policy=retry_policy,
         )  # fmt: skip
 
+    @traced_run
     async def resume(
         self, run_id: str, *, force: bool = False, tasks: Iterable[Task] = ()
     ) -> RunResult:
@@ -404,8 +410,7 @@ class Orchestrator:
 
     async def _execute(
         self, run_id: str, graph: TaskGraph, goal: str, *, usage: Usage | None = None,
-        completed: Mapping[str, str] | None = None,
-        prompt_tokens: Mapping[str, int] | None = None,
+        completed: Mapping[str, str] | None = None, prompt_tokens: Mapping[str, int] | None = None,
     ) -> RunResult:  # fmt: skip
         run = Run(
             run_id=run_id, goal=goal, shared=SharedMemory(clock=self._clock),
@@ -422,6 +427,7 @@ class Orchestrator:
         executor = self.services.executor
         if executor is not None:
             executor.attach(functools.partial(self.ledger.record_event, run_id))
+        note_run(run_id, resumed=bool(self._replay and self._replay.run_id == run_id))
         return ModelCaller(
             ledger=self.ledger, run_id=run_id, retry_policy=self.options.retry_policy,
             clock=self._clock,
@@ -447,16 +453,12 @@ class Orchestrator:
         self._meters.check_prices(self.options.budget, map(self._models.for_agent, agents))
 
     def _config(self) -> dict[str, Any]:
-        """The run's configuration as recorded with it: its spec (`RunSpec.to_record`)."""
+        """The run's configuration as recorded with it: its spec (`recorded_config`)."""
         spec = self.spec or derived_spec(
             self.team, model_id=self._models.default_id, options=self.options,
             tool_paths=self._tool_paths, store=self.store, memory=self.memory,
         )  # fmt: skip
-        chosen = self.options.synthesis_from
-        return {
-            **spec.to_record(synthesis_ids=list(chosen) if chosen is not None else None),
-            "process": process_identity(),  # `resume` refuses a run whose process is alive
-        }
+        return recorded_config(spec, self.options.synthesis_from)
 
     def _settings(self) -> RunSettings:
         """What this orchestrator fixes for each of its runs."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,7 @@ __all__ = [
     "check_resumable",
     "load_recorded_run",
     "process_identity",
+    "recorded_config",
     "recorded_spec",
     "recorded_usage",
     "restore_messages",
@@ -41,6 +43,17 @@ __all__ = [
 def process_identity() -> dict[str, Any]:
     """This process, as a run records its owner: ``{"host": hostname, "pid": pid}``."""
     return {"host": socket.gethostname(), "pid": os.getpid()}
+
+
+def recorded_config(spec: RunSpec, synthesis_from: Sequence[str] | None) -> dict[str, Any]:
+    """A run's configuration as recorded when it starts, and read back by `recorded_spec`.
+
+    Its spec (`RunSpec.to_record`, with the ids of the tasks the synthesis shows, ``None``
+    for all) and this process (`process_identity`: `check_resumable` refuses a run whose
+    process is alive).
+    """
+    ids = list(synthesis_from) if synthesis_from is not None else None
+    return {**spec.to_record(synthesis_ids=ids), "process": process_identity()}
 
 
 def _refuse_live_run(record: RunRecord) -> None:

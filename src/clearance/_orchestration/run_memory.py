@@ -18,6 +18,11 @@ recorded.
   runs the task without memory and notes the failure in the ledger. The run itself never
   crashes on a memory failure.
 - Every operation has a deadline (``timeout_s``).
+- Fake-model output stays apart: an agent whose model is the fake model (``fake:<name>``)
+  records and recalls only the fake model's records; an agent on any other model never
+  recalls them (see `PersistentMemory`'s ``provider``). The partition is chosen here, from the
+  model each agent calls, for every path that reaches memory (task, isolated task, chat), and
+  the ledger's notes name it (``"partition": "fake"`` or ``"real"``).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -38,7 +44,7 @@ from clearance._core.spec import Agent, Task
 from clearance._state.db import failure_cause, mask_url
 from clearance._state.db.engine import open_engine
 from clearance._state.ledger import Recorder
-from clearance._state.memory import MemoryRecord, PersistentMemory
+from clearance._state.memory import MemoryRecord, PersistentMemory, partition_of
 
 __all__ = ["MemoryOnError", "RunMemory", "absolute_url", "default_memory_url", "masked_url"]
 
@@ -123,7 +129,7 @@ class RunMemory:
         self.on_error: MemoryOnError = on_error
         self.timeout_s = timeout_s
         self._engine: sa.Engine | None = None
-        self._memories: dict[str, PersistentMemory] = {}
+        self._memories: dict[tuple[str, str | None], PersistentMemory] = {}
         self._lock = threading.Lock()
         self._recalled: dict[tuple[str, str], tuple[MemoryRecord, ...]] = {}
 
@@ -148,34 +154,44 @@ class RunMemory:
 
     # -- per agent --------------------------------------------------------------------------
 
-    def memory_of(self, agent: str, groups: Mapping[str, Iterable[str]]) -> PersistentMemory:
+    def memory_of(
+        self, agent: str, groups: Mapping[str, Iterable[str]], *, model_id: str
+    ) -> PersistentMemory:
         """The `PersistentMemory` of ``agent`` in this database (opened on first use).
 
         Args:
             agent: The agent's name (its private scope is ``agent:<name>``).
             groups: The team's memory groups with their members.
+            model_id: The ``"provider:name"`` id of the model the agent calls: its provider
+                is recorded with each record, and ``fake:`` models read only the fake
+                model's records (others never read them).
 
         Raises:
             StoreError: The database cannot be opened (the message names it, password
                 masked).
         """
-        return self._memory(agent, groups)
+        return self._memory(agent, groups, model_id)
 
-    def _memory(self, agent: str, groups: Mapping[str, Iterable[str]]) -> PersistentMemory:
+    def _memory(
+        self, agent: str, groups: Mapping[str, Iterable[str]], model_id: str
+    ) -> PersistentMemory:
         """The agent's `PersistentMemory` (opened on first use; runs in a worker thread)."""
+        provider = _provider_of(model_id)
         with self._lock:
-            held = self._memories.get(agent)
+            held = self._memories.get((agent, provider))
             if held is not None:
                 return held
             try:
                 if self._engine is None:  # shared by the agents' memories
                     self._engine = open_engine(self.url, label="memory store")
-                memory = PersistentMemory(self._engine, agent=agent, groups=groups)
+                memory = PersistentMemory(
+                    self._engine, agent=agent, groups=groups, provider=provider
+                )
             except (SQLAlchemyError, OSError) as exc:
                 raise StoreError(
                     f"cannot open the memory store at {self.masked_url}: {failure_cause(exc)}"
                 ) from exc
-            self._memories[agent] = memory
+            self._memories[(agent, provider)] = memory
             return memory
 
     async def _in_thread(self, what: str, function: Any) -> Any:
@@ -206,10 +222,14 @@ class RunMemory:
         run_id: str,
         task: Task,
         agent: Agent,
+        model_id: str,
         groups: Mapping[str, Iterable[str]],
         ledger: Recorder,
     ) -> tuple[MemoryRecord, ...]:
         """Recall the records most relevant to ``task`` from what ``agent`` may read.
+
+        ``model_id`` is the model the agent calls for the task: a ``fake:`` model recalls
+        only the fake model's records, any other model none of them.
 
         Returns:
             The records, most relevant first (kept for `recalled`); empty when the agent has
@@ -225,18 +245,21 @@ class RunMemory:
         query = f"{task.title}\n{task.description}"
 
         def retrieve() -> list[MemoryRecord]:
-            return self._memory(agent.name, groups).retrieve(query, limit=settings.recall)
+            memory = self._memory(agent.name, groups, model_id)
+            return memory.retrieve(query, limit=settings.recall)
 
         try:
             found = tuple(await self._in_thread(f"recall for task {task.id!r}", retrieve))
         except ClearanceError as exc:
-            self._note(ledger, run_id, task, agent, "memory_recall", str(exc), error=True)
+            note = _Note(run_id, task, agent.name, "memory_recall", model_id)
+            self._note(ledger, note, str(exc), error=True)
             if self.on_error == "fail":
                 raise
             return ()
         self._recalled[(run_id, task.id)] = found
         ids = ", ".join(r.id for r in found) or "none"
-        self._note(ledger, run_id, task, agent, "memory_recall", f"recalled: {ids}")
+        note = _Note(run_id, task, agent.name, "memory_recall", model_id)
+        self._note(ledger, note, f"recalled: {ids}")
         return found
 
     async def record(
@@ -245,11 +268,14 @@ class RunMemory:
         run_id: str,
         task: Task,
         agent: Agent,
+        model_id: str,
         groups: Mapping[str, Iterable[str]],
         result: str,
         ledger: Recorder,
     ) -> None:
         """Record a completed task's result (or task and result) per ``agent.memory``.
+
+        Each record carries the provider of ``model_id``, the model that wrote the result.
 
         Raises:
             StoreError: The memory store failed and ``on_error`` is ``"fail"``.
@@ -263,42 +289,56 @@ class RunMemory:
             content = f"Task: {task.title}\n{task.description}\n\nResult: {result}"
 
         def store() -> list[MemoryRecord]:
-            memory = self._memory(agent.name, groups)
+            memory = self._memory(agent.name, groups, model_id)
             return memory.record(content, group=settings.record_to)
 
+        note = _Note(run_id, task, agent.name, "memory_record", model_id)
         try:
             stored = await self._in_thread(f"record for task {task.id!r}", store)
         except ClearanceError as exc:
-            self._note(ledger, run_id, task, agent, "memory_record", str(exc), error=True)
+            self._note(ledger, note, str(exc), error=True)
             if self.on_error == "fail":
                 raise
             return
         where = f"group:{settings.record_to}" if settings.record_to else f"agent:{agent.name}"
         ids = ", ".join(r.id for r in stored)
-        self._note(ledger, run_id, task, agent, "memory_record", f"recorded {ids} in {where}")
+        self._note(ledger, note, f"recorded {ids} in {where}")
 
-    def _note(
-        self,
-        ledger: Recorder,
-        run_id: str,
-        task: Task,
-        agent: Agent,
-        name: str,
-        text: str,
-        *,
-        error: bool = False,
-    ) -> None:
-        """Note a memory operation in the ledger, with the task's tool calls (step 0)."""
+    def _note(self, ledger: Recorder, note: _Note, text: str, *, error: bool = False) -> None:
+        """Note a memory operation in the ledger, with the task's tool calls (step 0).
+
+        Its arguments name the memory (password masked) and the partition read or written
+        (``"fake"`` or ``"real"``).
+        """
         if error and self.on_error == "continue":
             text = f"continued without memory: {text}"
         ledger.record_tool_call(
-            run_id=run_id,
+            run_id=note.run_id,
             tool_call_id=new_id("memop"),
-            subject=f"task:{task.id}",
-            agent=agent.name,
+            subject=f"task:{note.task.id}",
+            agent=note.agent,
             step=0,
-            name=name,
-            arguments={"memory": self.masked_url},
+            name=note.name,
+            arguments={
+                "memory": self.masked_url,
+                "partition": partition_of(_provider_of(note.model_id)),
+            },
             result=text,
             is_error=error,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class _Note:
+    """What a ledger note of a memory operation is about."""
+
+    run_id: str
+    task: Task
+    agent: str
+    name: str
+    model_id: str
+
+
+def _provider_of(model_id: str) -> str:
+    """The provider of a ``"provider:name"`` model id (the whole id when it has no colon)."""
+    return model_id.partition(":")[0]

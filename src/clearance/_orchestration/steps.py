@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import importlib
 import json
 import threading
 from collections.abc import Mapping
@@ -27,6 +26,7 @@ from clearance._core.errors import ClearanceError, ConfigError, LimitExceeded
 from clearance._core.prompt import sha256_text
 from clearance._core.spec import Task
 from clearance._core.step_input import StepInput
+from clearance._core.user_modules import import_user_module
 from clearance._core.vocabulary import EventKind
 from clearance._orchestration.files import read_task_files
 from clearance._state.queue import TaskQueue, TaskStatus
@@ -74,7 +74,7 @@ def resolve_step(task: Task) -> StepFunction:
         return STEPS[name]
     module_name, _, function = spec.removeprefix("python:").rpartition(":")
     try:
-        module = importlib.import_module(module_name)
+        module = import_user_module(module_name)
     except Exception as exc:  # an import runs arbitrary code: any error is a bad config
         raise ConfigError(
             f"cannot import {module_name!r}: {type(exc).__name__}: {exc}", field=where

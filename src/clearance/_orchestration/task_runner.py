@@ -84,11 +84,16 @@ class TaskRunner:
         memory, run, ledger = self.settings.memory, self.run, self.settings.ledger
         assert memory is not None  # see `_body`
         agent, groups = self.settings.team.agent(task.assignee), self.settings.memory_groups
-        await memory.recall(run_id=run.run_id, task=task, agent=agent, groups=groups, ledger=ledger)
+        # The model the agent calls picks the memory's partition (fake or real records).
+        model_id = self.settings.model_for(agent).model_id
+        await memory.recall(
+            run_id=run.run_id, task=task, agent=agent, model_id=model_id, groups=groups,
+            ledger=ledger,
+        )  # fmt: skip
         result = await self._run_task(task)
         await memory.record(
-            run_id=run.run_id, task=task, agent=agent, groups=groups, result=result,
-            ledger=ledger,
+            run_id=run.run_id, task=task, agent=agent, model_id=model_id, groups=groups,
+            result=result, ledger=ledger,
         )  # fmt: skip
         return result
 

@@ -17,6 +17,9 @@ Ranking:
 
 The query is split into words (runs of letters and digits); a record matches when it
 holds any of them.
+
+A memory reads only the records of its partition (see ``memory_records.py``): the fake
+model's records when it records the fake model's output, every other record otherwise.
 """
 
 from __future__ import annotations
@@ -24,10 +27,9 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import sqlalchemy as sa
 
@@ -35,66 +37,30 @@ from clearance._core.errors import AccessDenied
 from clearance._core.ids import new_id
 from clearance._core.vocabulary import MemoryKind
 from clearance._state.conversation import Turn
-from clearance._state.db import DatabaseBase, Schema, SchemaChange
+from clearance._state.memory_records import (
+    FAKE_PROVIDER,
+    MEMORIES,
+    MemoryDatabase,
+    MemoryRecord,
+    list_memories,
+    memory_lookup,
+    partition_of,
+    record_of,
+)
 
 __all__ = [
+    "FAKE_PROVIDER",
     "Embedder",
     "MemoryRecord",
     "PersistentMemory",
     "agent_scope",
     "group_scope",
+    "list_memories",
     "memory_lookup",
+    "partition_of",
 ]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
-MEMORY_SCHEMA = Schema("memory_schema_version")
-"""The memory store's migrations (its own table of versions: it may share a database)."""
-
-
-@MEMORY_SCHEMA.migration
-def _m001_memories(change: SchemaChange) -> None:
-    """Version 1: ``clearance_memories`` and its full-text index.
-
-    A memory store made before versioning already has them: both are created if missing.
-    """
-    change.create_table(
-        "clearance_memories",
-        sa.Column("id", sa.String(64), primary_key=True),
-        sa.Column("scope", sa.String(200), nullable=False, index=True),
-        sa.Column("author", sa.String(128), nullable=False),
-        sa.Column("kind", sa.String(16), nullable=False),
-        sa.Column("content", sa.Text, nullable=False),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("embedding", sa.Text, nullable=True),
-        checkfirst=True,
-    )
-    if change.dialect == "sqlite":
-        change.execute(
-            "CREATE VIRTUAL TABLE IF NOT EXISTS clearance_memories_fts "
-            "USING fts5(id UNINDEXED, content, tokenize = 'porter unicode61')"
-        )
-    elif change.dialect == "postgresql":
-        change.execute(
-            "CREATE INDEX IF NOT EXISTS clearance_memories_tsv "
-            "ON clearance_memories USING gin (to_tsvector('english', content))"
-        )
-
-
-_MEMORIES = MEMORY_SCHEMA.metadata.tables["clearance_memories"]
-
-
-class _MemoryDatabase(DatabaseBase):
-    """The memory store's database, migrated when opened (see `DatabaseBase`)."""
-
-    _LABEL = "memory store"
-
-    def __init__(self, url_or_engine: str | sa.Engine) -> None:
-        super().__init__(url_or_engine)
-        try:
-            self._migrate(MEMORY_SCHEMA)
-        except BaseException:
-            self.close()
-            raise
 
 
 def agent_scope(agent: str) -> str:
@@ -122,46 +88,7 @@ class Embedder(Protocol):
         ...
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class MemoryRecord:
-    """One remembered message or fact.
-
-    Attributes:
-        id: Unique id; prompts cite it as origin ``memory:<id>``.
-        scope: ``agent:<name>`` or ``group:<name>``.
-        author: The agent that recorded it.
-        kind: ``"message"`` (a conversation turn) or ``"fact"``.
-        content: The text.
-        created_at: When it was recorded (aware UTC).
-        score: Relevance of the last retrieval (higher is better), ``None`` otherwise.
-    """
-
-    id: str
-    scope: str
-    author: str
-    kind: MemoryKind
-    content: str
-    created_at: datetime
-    score: float | None = None
-
-    @property
-    def origin(self) -> str:
-        """The record's origin in a prompt: ``memory:<id>``."""
-        return f"memory:{self.id}"
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (for the ledger)."""
-        return {
-            "id": self.id,
-            "scope": self.scope,
-            "author": self.author,
-            "kind": self.kind,
-            "content": self.content,
-            "created_at": self.created_at.isoformat(),
-        }
-
-
-class PersistentMemory(_MemoryDatabase):
+class PersistentMemory(MemoryDatabase):
     """Long-term memory of one agent: its private scope plus the groups it belongs to.
 
     Args:
@@ -174,6 +101,10 @@ class PersistentMemory(_MemoryDatabase):
             agent reads and writes the groups it is a member of and no others.
         embedder: Optional; when given, records are embedded and retrieval ranks by cosine
             similarity instead of full-text search.
+        provider: The provider of the model whose output this memory records (``"openai"``,
+            ``"fake"``...; ``None``: not known). It reads only records of the same partition
+            (`partition_of`): the fake model's records when ``"fake"``, every other record
+            otherwise.
 
     Raises:
         StoreError: The database cannot be opened or prepared.
@@ -186,8 +117,10 @@ class PersistentMemory(_MemoryDatabase):
         agent: str,
         groups: Mapping[str, Iterable[str]] | None = None,
         embedder: Embedder | None = None,
+        provider: str | None = None,
     ):
         self.agent = agent
+        self.provider = provider
         self.groups = frozenset(
             name for name, members in (groups or {}).items() if agent in set(members)
         )
@@ -236,6 +169,7 @@ class PersistentMemory(_MemoryDatabase):
                 kind=MemoryKind.MESSAGE if isinstance(item, Turn) else MemoryKind.FACT,
                 content=_turn_text(item) if isinstance(item, Turn) else item,
                 created_at=created,
+                provider=self.provider,
             )
             for item in items
         ]
@@ -247,7 +181,7 @@ class PersistentMemory(_MemoryDatabase):
             held = {
                 row[0]
                 for row in conn.execute(
-                    sa.select(_MEMORIES.c.id).where(_MEMORIES.c.id.in_([r.id for r in records]))
+                    sa.select(MEMORIES.c.id).where(MEMORIES.c.id.in_([r.id for r in records]))
                 )
             }
             for i, rec in enumerate(records):
@@ -255,7 +189,7 @@ class PersistentMemory(_MemoryDatabase):
                     continue
                 held.add(rec.id)
                 conn.execute(
-                    _MEMORIES.insert().values(
+                    MEMORIES.insert().values(
                         id=rec.id,
                         scope=rec.scope,
                         author=rec.author,
@@ -263,6 +197,7 @@ class PersistentMemory(_MemoryDatabase):
                         content=rec.content,
                         created_at=rec.created_at,
                         embedding=json.dumps(vectors[i]) if vectors else None,
+                        provider=rec.provider,
                     )
                 )
                 if self._dialect == "sqlite":
@@ -314,23 +249,38 @@ class PersistentMemory(_MemoryDatabase):
         """The record with this id, if it is in a scope this agent reads; else ``None``."""
         with self._reading(f"read memory {memory_id!r}") as conn:
             row = conn.execute(
-                sa.select(_MEMORIES).where(
-                    _MEMORIES.c.id == memory_id, _MEMORIES.c.scope.in_(self.scopes)
+                sa.select(MEMORIES).where(
+                    MEMORIES.c.id == memory_id,
+                    MEMORIES.c.scope.in_(self.scopes),
+                    self._partition(),
                 )
             ).first()
-        return _record(row._mapping) if row is not None else None
+        return record_of(row._mapping) if row is not None else None
 
     def recent(self, limit: int = 10, *, group: str | None = None) -> list[MemoryRecord]:
         """The newest records of the readable scopes (or of one group), oldest first."""
         scopes = self.scopes if group is None else {group_scope(group)} & self.scopes
         with self._reading("read recent memories") as conn:
             rows = conn.execute(
-                sa.select(_MEMORIES)
-                .where(_MEMORIES.c.scope.in_(scopes))
-                .order_by(_MEMORIES.c.created_at.desc(), _MEMORIES.c.id.desc())
+                sa.select(MEMORIES)
+                .where(MEMORIES.c.scope.in_(scopes), self._partition())
+                .order_by(MEMORIES.c.created_at.desc(), MEMORIES.c.id.desc())
                 .limit(limit)
             ).all()
-        return [_record(r._mapping) for r in reversed(rows)]
+        return [record_of(r._mapping) for r in reversed(rows)]
+
+    def _partition(self) -> sa.ColumnElement[bool]:
+        """The records of this memory's partition (see `partition_of`)."""
+        column = MEMORIES.c.provider
+        if partition_of(self.provider) == "fake":
+            return column == FAKE_PROVIDER
+        return sa.or_(column.is_(None), column != FAKE_PROVIDER)
+
+    def _partition_sql(self) -> str:
+        """`_partition` for the raw queries (table alias ``m``, parameter ``:fake``)."""
+        if partition_of(self.provider) == "fake":
+            return "m.provider = :fake"
+        return "(m.provider IS NULL OR m.provider != :fake)"
 
     def _by_fts5(
         self, conn: sa.Connection, words: list[str], limit: int, scopes: frozenset[str]
@@ -342,12 +292,13 @@ class PersistentMemory(_MemoryDatabase):
                 "FROM clearance_memories_fts JOIN clearance_memories m "
                 "ON m.id = clearance_memories_fts.id "
                 "WHERE clearance_memories_fts MATCH :match AND m.scope IN :scopes "
+                f"AND {self._partition_sql()} "
                 "ORDER BY rank, m.created_at DESC LIMIT :limit"
             ).bindparams(sa.bindparam("scopes", expanding=True)),
-            {"match": match, "scopes": sorted(scopes), "limit": limit},
+            {"match": match, "scopes": sorted(scopes), "limit": limit, "fake": FAKE_PROVIDER},
         ).all()
         # bm25() is lower-is-better; publish higher-is-better scores.
-        return [_record(r._mapping, score=-float(r.rank)) for r in rows]
+        return [record_of(r._mapping, score=-float(r.rank)) for r in rows]
 
     def _by_tsvector(
         self, conn: sa.Connection, words: list[str], limit: int, scopes: frozenset[str]
@@ -357,22 +308,30 @@ class PersistentMemory(_MemoryDatabase):
                 "SELECT m.*, ts_rank_cd(to_tsvector('english', m.content), q) AS rank "
                 "FROM clearance_memories m, to_tsquery('english', :query) q "
                 "WHERE to_tsvector('english', m.content) @@ q AND m.scope IN :scopes "
+                f"AND {self._partition_sql()} "
                 "ORDER BY rank DESC, m.created_at DESC LIMIT :limit"
             ).bindparams(sa.bindparam("scopes", expanding=True)),
-            {"query": " | ".join(words), "scopes": sorted(scopes), "limit": limit},
+            {
+                "query": " | ".join(words),
+                "scopes": sorted(scopes),
+                "limit": limit,
+                "fake": FAKE_PROVIDER,
+            },
         ).all()
-        return [_record(r._mapping, score=float(r.rank)) for r in rows]
+        return [record_of(r._mapping, score=float(r.rank)) for r in rows]
 
     def _by_overlap(
         self, conn: sa.Connection, words: list[str], limit: int, scopes: frozenset[str]
     ) -> list[MemoryRecord]:
         wanted = set(words)
-        rows = conn.execute(sa.select(_MEMORIES).where(_MEMORIES.c.scope.in_(scopes))).all()
+        rows = conn.execute(
+            sa.select(MEMORIES).where(MEMORIES.c.scope.in_(scopes), self._partition())
+        ).all()
         scored = []
         for row in rows:
             hits = len(wanted & set(_WORD.findall(row.content.lower())))
             if hits:
-                scored.append(_record(row._mapping, score=float(hits)))
+                scored.append(record_of(row._mapping, score=float(hits)))
         scored.sort(key=lambda r: (-(r.score or 0.0), -r.created_at.timestamp()))
         return scored[:limit]
 
@@ -382,31 +341,15 @@ class PersistentMemory(_MemoryDatabase):
         assert self.embedder is not None
         (qv,) = self.embedder.embed([query])
         rows = conn.execute(
-            sa.select(_MEMORIES).where(
-                _MEMORIES.c.scope.in_(scopes), _MEMORIES.c.embedding.is_not(None)
+            sa.select(MEMORIES).where(
+                MEMORIES.c.scope.in_(scopes),
+                MEMORIES.c.embedding.is_not(None),
+                self._partition(),
             )
         ).all()
-        scored = [_record(r._mapping, score=_cosine(qv, json.loads(r.embedding))) for r in rows]
+        scored = [record_of(r._mapping, score=_cosine(qv, json.loads(r.embedding))) for r in rows]
         scored.sort(key=lambda r: -(r.score or 0.0))
         return scored[:limit]
-
-
-def memory_lookup(url_or_engine: str | sa.Engine) -> Callable[[str], MemoryRecord | None]:
-    """An unscoped lookup of records by id, for auditing (``clearance verify``).
-
-    Not for agents: it ignores scopes. Pass it to `verify_run` as ``memories``.
-
-    Raises:
-        StoreError: The database cannot be opened.
-    """
-    database = _MemoryDatabase(url_or_engine)
-
-    def lookup(memory_id: str) -> MemoryRecord | None:
-        with database._reading(f"read memory {memory_id!r}") as conn:
-            row = conn.execute(sa.select(_MEMORIES).where(_MEMORIES.c.id == memory_id)).first()
-        return _record(row._mapping) if row is not None else None
-
-    return lookup
 
 
 def _turn_text(turn: Turn) -> str:
@@ -418,20 +361,3 @@ def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
     dot = sum(x * y for x, y in zip(a, b, strict=True))
     norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
     return dot / norm if norm else 0.0
-
-
-def _record(row: Any, *, score: float | None = None) -> MemoryRecord:
-    created = row["created_at"]
-    if isinstance(created, str):
-        created = datetime.fromisoformat(created)
-    if created.tzinfo is None:
-        created = created.replace(tzinfo=UTC)
-    return MemoryRecord(
-        id=row["id"],
-        scope=row["scope"],
-        author=row["author"],
-        kind=MemoryKind(row["kind"]),
-        content=row["content"],
-        created_at=created,
-        score=score,
-    )

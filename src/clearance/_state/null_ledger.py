@@ -215,6 +215,10 @@ class NullLedger:
         """Raise: nothing was recorded."""
         self._refuse(f"read the hash chain of run {run_id!r}")
 
+    def chain_heads(self, run_ids: Sequence[str]) -> dict[str, int]:
+        """Raise: nothing was recorded."""
+        self._refuse("read the chain heads of runs")
+
     def record_rows(self, run_id: str) -> dict[str, list[dict[str, Any]]]:
         """Raise: nothing was recorded."""
         self._refuse(f"read the records of run {run_id!r}")

@@ -133,6 +133,8 @@ class TaskView:
         error: Why it failed or was skipped.
         reasons: Every reason it was ever recorded with.
         duration_s: Seconds from start to finish, or ``None`` if it did not run or finish.
+        started_at: When it started running (aware UTC), or ``None``.
+        finished_at: When it reached a final status (aware UTC), or ``None``.
         calls: Its model calls in order (task, isolated, clarification, delegation, child).
         tool_calls: Its tool calls, delegated ones included.
         events: Its events (spawns, children, clarifications, limit breaches...).
@@ -150,6 +152,8 @@ class TaskView:
     error: str | None
     reasons: list[str]
     duration_s: float | None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
     calls: list[CallView] = field(default_factory=list)
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
     events: list[EventRecord] = field(default_factory=list)
@@ -183,6 +187,8 @@ class RunView:
         findings: Every ``verify`` finding.
         calls_checked: How many calls ``verify`` checked.
         verify_error: Why ``verify`` could not run, or ``None``.
+        seq: The run's last chain position when it was read (`RunLedger.chain_heads`): the
+            version of the run this view shows, 0 for a run without a chain.
     """
 
     run: RunRecord
@@ -191,6 +197,36 @@ class RunView:
     findings: tuple[Finding, ...]
     calls_checked: int
     verify_error: str | None
+    seq: int = 0
+
+    @property
+    def live(self) -> bool:
+        """Whether the run is still going (not finished): a served page keeps refreshing."""
+        return self.run.finished_at is None
+
+    @property
+    def calls(self) -> list[CallView]:
+        """Every recorded model call, the tasks' and the coordinator's, failed ones included.
+
+        The page counts these, as ``verify`` does, not the run's usage total: that total is
+        written when the run finishes and counts only answered requests.
+        """
+        return [c for t in self.tasks for c in t.calls] + self.coordinator_calls
+
+    @property
+    def failed_calls(self) -> int:
+        """How many recorded calls failed (an error, not an answer)."""
+        return sum(1 for c in self.calls if c.call.error is not None)
+
+    @property
+    def prompt_tokens(self) -> int:
+        """Prompt tokens of every recorded call (up to date while the run is going)."""
+        return sum(c.call.usage.prompt_tokens for c in self.calls)
+
+    @property
+    def completion_tokens(self) -> int:
+        """Completion tokens of every recorded call."""
+        return sum(c.call.usage.completion_tokens for c in self.calls)
 
     @property
     def verified(self) -> bool:
@@ -236,6 +272,7 @@ def load_run_view(ledger: RunLedger, run_id: str) -> RunView:
         StoreError: The run is unknown, the prefix is ambiguous, or the ledger cannot be read.
     """
     run = ledger.get_run(run_id)
+    seq = ledger.chain_heads([run.run_id]).get(run.run_id, 0)  # read first: never ahead
     findings: tuple[Finding, ...] = ()
     calls_checked = 0
     verify_error: str | None = None
@@ -260,6 +297,8 @@ def load_run_view(ledger: RunLedger, run_id: str) -> RunView:
             error=t.error,
             reasons=reasons.get(t.task_id, []),
             duration_s=_seconds(t.started_at, t.finished_at),
+            started_at=t.started_at,
+            finished_at=t.finished_at,
         )
         for i, t in enumerate(ledger.tasks(run.run_id))
     ]
@@ -300,6 +339,7 @@ def load_run_view(ledger: RunLedger, run_id: str) -> RunView:
         findings=findings,
         calls_checked=calls_checked,
         verify_error=verify_error,
+        seq=seq,
     )
 
 

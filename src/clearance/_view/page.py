@@ -6,7 +6,12 @@ graph data goes in as JSON inside a ``<script type="application/json">`` element
 ``<``, ``>``, ``&`` and ``'`` escaped (Jinja2's ``tojson``), and is read with ``JSON.parse``;
 the layout script builds the graph with ``textContent`` only. As defence in depth, each page
 carries a Content-Security-Policy that allows no network access and runs only the page's own
-script and style, named by their SHA-256 hashes (no inline event handlers, no ``eval``).
+script and style, named by their SHA-256 hashes (no inline event handlers, no ``eval``). The
+one exception is a page ``serve`` sends for a run still going: it may also fetch from its own
+origin (``connect-src 'self'``), to poll the run's state and fetch itself again.
+
+The timeline is inline SVG whose bars are placed by ``x`` and ``width`` attributes (an inline
+``style`` would need the policy to allow it), each with a ``<title>`` for hovering.
 
 The graph is laid out in the browser by dagre (MIT, shipped in this package as
 ``static/dagre.min.js`` with its licence in ``static/dagre.LICENSE``), inlined into the page so
@@ -18,6 +23,7 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Sequence
+from datetime import datetime
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -25,8 +31,9 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from clearance._state.ledger import RunRecord
 from clearance._view.model import HIGHLIGHTED_KINDS, KIND_LABELS, RunView
+from clearance._view.runs import RunRow
+from clearance._view.timeline import build_timeline
 
 __all__ = ["content_security_policy", "render_index", "render_run_page"]
 
@@ -44,6 +51,8 @@ def _environment() -> jinja2.Environment:
     )
     env.filters["duration"] = _duration
     env.filters["utc"] = _utc
+    env.filters["pct"] = _pct
+    env.filters["seconds"] = _seconds
     env.globals["highlighted_kinds"] = HIGHLIGHTED_KINDS
     return env
 
@@ -58,13 +67,15 @@ def _sha256_source(text: str) -> str:
     return f"'sha256-{base64.b64encode(digest).decode('ascii')}'"
 
 
-def content_security_policy(script: str | None, style: str) -> str:
+def content_security_policy(script: str | None, style: str, *, connect: bool = False) -> str:
     """The page's policy: no network, only the given inline script and style run.
 
     Args:
         script: The exact text of the page's one inline script, or ``None`` for a page
             that runs no script at all.
         style: The exact text of the page's one inline style sheet.
+        connect: Whether the script may fetch from the page's own origin (a served page of
+            a run still going polls its state); no other network access either way.
 
     Returns:
         A ``Content-Security-Policy`` value naming both by their SHA-256 hashes.
@@ -74,47 +85,62 @@ def content_security_policy(script: str | None, style: str) -> str:
         "default-src 'none'; "
         f"script-src {scripts}; "
         f"style-src {_sha256_source(style)}; "
-        "img-src data:; base-uri 'none'; form-action 'none'"
+        + ("connect-src 'self'; " if connect else "")
+        + "img-src data:; base-uri 'none'; form-action 'none'"
     )
 
 
-def _assets(*scripts: str) -> dict[str, Any]:
+def _assets(*scripts: str, connect: bool = False) -> dict[str, Any]:
     script = "\n".join(_static(name) for name in scripts)
     style = _static("view.css")
     return {
         # Our own packaged files, never run data.
         "script": Markup(script),
         "style": Markup(style),
-        "csp": content_security_policy(script if scripts else None, style),
+        "csp": content_security_policy(script if scripts else None, style, connect=connect),
     }
 
 
-def render_run_page(view: RunView, *, runs_link: str | None = None) -> str:
-    """The HTML page of one run: its graph, every prompt by origin, and the verdict.
+def render_run_page(
+    view: RunView,
+    *,
+    runs_link: str | None = None,
+    live_url: str | None = None,
+    now: datetime | None = None,
+) -> str:
+    """The HTML page of one run: its graph, timeline, every prompt by origin, the verdict.
 
     Args:
         view: The run (`load_run_view`).
         runs_link: Where a "all runs" link points (``serve``), or ``None`` for no link.
+        live_url: Where the page polls the run's state while the run is going (``serve``'s
+            ``/run/<id>/state``), or ``None`` for a page that never polls (a file). Ignored
+            once the run has finished.
+        now: Where the timeline ends while the run is going (aware UTC); ``None`` for the
+            clock (`build_timeline`).
 
     Returns:
         One self-contained HTML document (inline CSS and JS, no external resource).
     """
     template = _environment().get_template("run.html.j2")
     kinds = [*HIGHLIGHTED_KINDS, "other"]
+    live = live_url if view.live else None
     return template.render(
         view=view,
         graph=view.graph_data(),
+        timeline=build_timeline(view, now=now),
         kinds=[(k, KIND_LABELS[k]) for k in kinds],
         runs_link=runs_link,
-        **_assets("dagre.min.js", "view.js"),
+        live_url=live,
+        **_assets("dagre.min.js", "view.js", connect=live is not None),
     )
 
 
-def render_index(runs: Sequence[RunRecord], *, link_prefix: str = "/run/") -> str:
+def render_index(runs: Sequence[RunRow], *, link_prefix: str = "/run/") -> str:
     """The HTML list of runs (``serve``'s home page), newest first.
 
     Args:
-        runs: The runs to list.
+        runs: The runs to list, with their verdicts (`VerdictCache.rows`).
         link_prefix: Each run links to ``link_prefix`` + its id (URL-quoted).
 
     Returns:
@@ -131,6 +157,16 @@ def _duration(seconds: float | None) -> str:
         return f"{seconds:.1f}s"
     minutes, rest = divmod(int(seconds), 60)
     return f"{minutes}m{rest:02d}s"
+
+
+def _seconds(seconds: float) -> str:
+    """A time on the timeline's axis: milliseconds under a second."""
+    return f"{seconds * 1000:.0f}ms" if seconds < 1 else _duration(seconds)
+
+
+def _pct(value: float) -> str:
+    """A percentage for an SVG length (``12.345%``)."""
+    return f"{value:.3f}%"
 
 
 def _utc(moment: Any) -> str:

@@ -1,6 +1,12 @@
 """Serving the run pages of one ledger on the loopback interface (standard library HTTP).
 
-``GET /`` lists the runs; ``GET /run/<run id>`` is that run's page (`render_run_page`). The
+``GET /`` lists the runs (`render_index`, with verdicts from a `VerdictCache`);
+``GET /run/<run id>`` is that run's page (`render_run_page`); ``GET /run/<run id>/state?since=N``
+is what the page of a run still going polls about once a second: ``304 Not Modified`` while
+the run's last chain position (`RunLedger.chain_heads`) is still ``N``, else
+``{"run_id", "seq", "status", "live"}`` as JSON, after which the page fetches itself again
+and replaces what changed. A poll is two indexed reads; nothing is verified for it. Pages are
+kept by run and chain position, so several tabs on one run render it once per change. The
 server listens on 127.0.0.1 only, serves each connection on its own thread under one deadline
 for the whole connection (a client trickling its request a byte at a time holds nobody else
 up, and is cut off when the deadline passes), renders one page at a time, and refuses any
@@ -13,12 +19,14 @@ from __future__ import annotations
 
 import contextlib
 import html
+import json
 import re
 import socket
+import sys
 import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import unquote
+from urllib.parse import parse_qs, quote, unquote
 
 from markupsafe import escape
 
@@ -26,6 +34,7 @@ from clearance._core.errors import ClearanceError, ConfigError, StoreError
 from clearance._state.ledger import RunLedger
 from clearance._view.model import load_run_view
 from clearance._view.page import render_index, render_run_page
+from clearance._view.runs import VerdictCache
 
 __all__ = ["HOST", "RunServer", "make_server"]
 
@@ -38,6 +47,11 @@ REQUEST_TIMEOUT_S = 10.0
 MAX_RUNS_LISTED = 500
 """Most runs the list shows (newest first)."""
 
+PAGES_KEPT = 8
+"""Most rendered run pages kept (by run id, with the chain position they show)."""
+
+_STATE_PATH = re.compile(r"/run/([^/]+)/state")
+_JSON_POLICY = "default-src 'none'"
 _CSP = re.compile(r'http-equiv="Content-Security-Policy" content="([^"]*)"')
 
 
@@ -50,7 +64,15 @@ class RunServer(ThreadingHTTPServer):
     def __init__(self, ledger: RunLedger, port: int) -> None:
         self.ledger = ledger
         self.lock = threading.Lock()  # one page rendered from the ledger at a time
+        self.verdicts = VerdictCache()  # under the lock
+        self.pages: dict[str, tuple[int, str]] = {}  # run id -> (seq, page), under the lock
         super().__init__((HOST, port), _Handler)
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        """A client that went away (or was cut off at its deadline) is not an error to print."""
+        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            return
+        super().handle_error(request, client_address)  # type: ignore[arg-type]
 
     @property
     def port(self) -> int:
@@ -109,7 +131,13 @@ class _Handler(BaseHTTPRequestHandler):
         if self.headers.get("Host", "") not in allowed:
             self._send(HTTPStatus.MISDIRECTED_REQUEST, _message_page("unknown host"))
             return
-        path = self.path.split("?", 1)[0].split("#", 1)[0]
+        path, _, query = self.path.split("#", 1)[0].partition("?")
+        state = _STATE_PATH.fullmatch(path)
+        if state is not None:
+            with self.server.lock:
+                status, answer = self._state(unquote(state[1]), query)
+            self._send_json(status, answer)
+            return
         with self.server.lock:  # sent after the lock is released: a slow reader holds no one
             status, page = self._page(path)
         self._send(status, page)
@@ -118,30 +146,79 @@ class _Handler(BaseHTTPRequestHandler):
         ledger = self.server.ledger
         try:
             if path == "/":
-                return HTTPStatus.OK, render_index(ledger.list_runs(limit=MAX_RUNS_LISTED))
+                runs = ledger.list_runs(limit=MAX_RUNS_LISTED)
+                return HTTPStatus.OK, render_index(self.server.verdicts.rows(ledger, runs))
             if path.startswith("/run/") and len(path) > len("/run/"):
-                run_id = unquote(path.removeprefix("/run/"))
-                return HTTPStatus.OK, render_run_page(load_run_view(ledger, run_id), runs_link="/")
+                return HTTPStatus.OK, self._run_page(unquote(path.removeprefix("/run/")))
             return HTTPStatus.NOT_FOUND, _message_page("no such page")
         except StoreError as exc:
             return HTTPStatus.NOT_FOUND, _message_page(str(exc))
         except ClearanceError as exc:
             return HTTPStatus.INTERNAL_SERVER_ERROR, _message_page(str(exc))
 
+    def _run_page(self, run_id: str) -> str:
+        ledger, pages = self.server.ledger, self.server.pages
+        full_id = ledger.get_run(run_id).run_id  # a prefix names one run, or raises
+        kept = pages.get(full_id)
+        if kept is not None and kept[0] == ledger.chain_heads([full_id]).get(full_id, 0):
+            return kept[1]
+        view = load_run_view(ledger, full_id)
+        self.server.verdicts.remember(view)
+        live_url = f"/run/{quote(full_id, safe='')}/state"
+        page = render_run_page(view, runs_link="/", live_url=live_url)
+        pages.pop(full_id, None)
+        pages[full_id] = (view.seq, page)
+        while len(pages) > PAGES_KEPT:
+            del pages[next(iter(pages))]
+        return page
+
+    def _state(self, run_id: str, query: str) -> tuple[HTTPStatus, dict[str, object] | None]:
+        """``304`` (``None``) while the run's chain head is still ``since``, else its state."""
+        values = parse_qs(query, keep_blank_values=True).get("since", [])
+        since: int | None = None
+        if values:
+            if len(values) > 1 or not values[0].isdigit() or not values[0].isascii():
+                return HTTPStatus.BAD_REQUEST, {
+                    "error": "since must be one whole number >= 0 (a chain position)"
+                }
+            since = int(values[0])
+        ledger = self.server.ledger
+        try:
+            run = ledger.get_run(run_id)
+            seq = ledger.chain_heads([run.run_id]).get(run.run_id, 0)
+        except StoreError as exc:
+            return HTTPStatus.NOT_FOUND, {"error": str(exc)}
+        except ClearanceError as exc:
+            return HTTPStatus.INTERNAL_SERVER_ERROR, {"error": str(exc)}
+        if since == seq:
+            return HTTPStatus.NOT_MODIFIED, None
+        live = run.finished_at is None
+        return HTTPStatus.OK, {
+            "run_id": run.run_id, "seq": seq, "status": run.status, "live": live
+        }  # fmt: skip
+
+    def _send_json(self, status: HTTPStatus, answer: dict[str, object] | None) -> None:
+        body = b"" if answer is None else json.dumps(answer).encode("utf-8")
+        self._send_body(status, body, "application/json", _JSON_POLICY)
+
     def _send(self, status: HTTPStatus, page: str) -> None:
-        body = page.encode("utf-8")
+        match = _CSP.search(page)
+        policy = html.unescape(match[1]) if match else "default-src 'none'"
+        self._send_body(status, page.encode("utf-8"), "text/html; charset=utf-8", policy)
+
+    def _send_body(self, status: HTTPStatus, body: bytes, content_type: str, policy: str) -> None:
         self.send_response(status)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
+        if status != HTTPStatus.NOT_MODIFIED:  # a 304 has no body, so no type or length
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "no-store")
         self.send_header("X-Content-Type-Options", "nosniff")
         self.send_header("Referrer-Policy", "no-referrer")
         self.send_header("X-Frame-Options", "DENY")
-        match = _CSP.search(page)
-        policy = html.unescape(match[1]) if match else "default-src 'none'"
         self.send_header("Content-Security-Policy", f"{policy}; frame-ancestors 'none'")
         self.end_headers()
-        self.wfile.write(body)
+        if status != HTTPStatus.NOT_MODIFIED:
+            self.wfile.write(body)
 
     def log_message(self, format: str, *args: object) -> None:
         """Quiet: the command prints its own address, not a line per request."""

@@ -9,6 +9,7 @@ from clearance.cli._chat import register as register_chat_command
 from clearance.cli._graph import graph
 from clearance.cli._init import register as register_init_command
 from clearance.cli._ledger_cmds import inspect, runs, verify
+from clearance.cli._memory import register as register_memory_command
 from clearance.cli._plan import plan
 from clearance.cli._run import resume, run
 from clearance.cli._schema import register as register_schema_command
@@ -34,6 +35,7 @@ register_view_commands(app)
 register_chat_command(app)
 register_approval_commands(app)
 register_init_command(app)
+register_memory_command(app)
 register_schema_command(app)
 
 

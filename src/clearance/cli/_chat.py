@@ -206,7 +206,7 @@ def chat(
         session = AgentChat(
             agent=agent,
             model=chat_model,
-            memory=memory.memory_of(agent.name, group_members(groups)),
+            memory=memory.memory_of(agent.name, group_members(groups), model_id=model_id),
             memory_groups=groups,
             shared_group=shared,
             strategy=how,

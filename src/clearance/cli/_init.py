@@ -19,7 +19,7 @@ STARTER_TEAM = (
     f"# yaml-language-server: $schema={SCHEMA_ID}\n"
     + """\
 # A starter team for Clearance (every key: docs/team-file.md in Clearance). Run it:
-#   clearance run team.yaml                    # the embedded model (downloaded on first use)
+#   clearance run team.yaml                    # the embedded model (make install puts it in)
 #   clearance run team.yaml --model fake:try   # a deterministic fake model: no model needed
 #   clearance run team.yaml --model openai:gpt-4o-mini   # or any OpenAI-compatible server
 # then look at what each agent saw:  clearance inspect RUN_ID   and   clearance verify RUN_ID
@@ -39,7 +39,7 @@ agents:
     instructions: You list facts, one per line, each one sentence. No opinions.
     limits:
       max_output_tokens: 300  # most tokens one answer may hold
-      timeout_s: 120          # the agent's deadline per task, in seconds
+      timeout_s: 120          # deadline of one model call, retries included, in seconds
   - name: writer
     instructions: You write short, plain paragraphs from the facts you are given.
     limits: {max_output_tokens: 300}

@@ -212,7 +212,14 @@ def run(
         out.print(safe_text(f"model: {model_id}"))
         work = run_spec(loaded, ledger=ledger, services=services, tools=tools, stream_text=stream)
         with view.showing() if view else contextlib.nullcontext():
-            result = _run_until_interrupted(work, progress, db)
+            try:
+                result = _run_until_interrupted(work, progress, db)
+            except ConfigError as exc:  # refused before the run started: say where from
+                if progress.run_id is not None or exc.source is not None:
+                    raise
+                from_option = model is not None and exc.field in ("model", "api_key", "base_url")
+                where = "--model" if from_option else str(team_file)
+                raise ConfigError(str(exc), source=where) from exc
     _print_result(result)
     _write_report(
         make_report(result, loaded.tasks, model_id=model_id, team_name=spec.name),

@@ -1,12 +1,17 @@
-/* The run page: lays out the task graph with dagre and shows the selected task.
-   Builds every element with createElementNS/textContent: no text is ever parsed as HTML. */
+/* The run page: lays out the task graph with dagre, shows the selected task and, on a page
+   `clearance serve` sent for a run still going, keeps itself up to date.
+   Builds every element with createElementNS/textContent: no text is ever parsed as HTML
+   into this document (a fetched page is parsed by DOMParser, which runs nothing, and only
+   its elements, escaped by the server, are moved in). */
 (function () {
   "use strict";
   var SVG = "http://www.w3.org/2000/svg";
+  var POLL_MS = 1000;
   var data = JSON.parse(document.getElementById("graph-data").textContent);
   var svg = document.getElementById("graph");
   var nodes = {};
   var edges = [];
+  var current = null;
   var MAX_LABEL = 30;
 
   function short(text) {
@@ -21,6 +26,9 @@
   }
 
   function draw() {
+    svg.querySelectorAll(".edge, .node").forEach(function (old) { old.remove(); });
+    nodes = {};
+    edges = [];
     var g = new dagre.graphlib.Graph();
     g.setGraph({ rankdir: "LR", nodesep: 16, ranksep: 46, marginx: 10, marginy: 10 });
     g.setDefaultEdgeLabel(function () { return {}; });
@@ -47,21 +55,18 @@
       el("rect", { width: box.width, height: box.height, rx: 6 }, group);
       el("text", { x: 10, y: 17 }, group).textContent = short(n.id);
       el("text", { x: 10, y: 33, "class": "sub" }, group).textContent = n.label;
-      group.addEventListener("click", function () { select(String(n.index), true); });
-      group.addEventListener("keydown", function (event) {
-        if (event.key === "Enter" || event.key === " ") { event.preventDefault(); select(String(n.index), true); }
-      });
       nodes[String(n.index)] = group;
     });
     var size = g.graph();
     natural = { width: Math.ceil(size.width || 0), height: Math.ceil(size.height || 0) };
     svg.setAttribute("viewBox", "0 0 " + natural.width + " " + natural.height);
-    zoom(1);
+    zoom(scale);
   }
 
   /* The graph is drawn at `scale` times its laid-out size (the viewBox keeps its shape). */
   var natural = { width: 0, height: 0 };
   var scale = 1;
+  var zoomed = false;  // a person zoomed: a redraw keeps their scale instead of fitting
   function zoom(to) {
     scale = Math.min(4, Math.max(0.2, to));
     svg.setAttribute("width", Math.round(natural.width * scale));
@@ -82,8 +87,9 @@
   function select(key, remember) {
     var panel = document.getElementById("task-" + key);
     if (!panel) { return; }
+    current = key;
     document.querySelectorAll("article.detail").forEach(function (a) { a.hidden = a !== panel; });
-    document.querySelectorAll("button.pick").forEach(function (b) {
+    document.querySelectorAll("button.pick, button.tl-pick").forEach(function (b) {
       b.setAttribute("aria-pressed", b.getAttribute("data-task") === key ? "true" : "false");
     });
     var cleared = (data.cleared[key] || []).map(String);
@@ -103,14 +109,104 @@
     }
   }
 
+  /* One listener for every element that picks a task (graph node, task list, timeline), so
+     elements a refresh puts in need no listener of their own. */
+  function picked(event) {
+    var target = event.target.closest ? event.target.closest("[data-task]") : null;
+    if (!target || !target.closest("#graph, #task-list, #timeline")) { return null; }
+    return target.getAttribute("data-task");
+  }
+  document.addEventListener("click", function (event) {
+    var key = picked(event);
+    if (key !== null) { select(key, true); }
+  });
+  svg.addEventListener("keydown", function (event) {
+    var key = picked(event);
+    if (key !== null && (event.key === "Enter" || event.key === " ")) {
+      event.preventDefault();
+      select(key, true);
+    }
+  });
+
+  /* Live refresh: while the run goes on, ask its state about once a second (304: nothing
+     new); when it changed, fetch this page again and put in what differs, keeping the
+     selected task, the timeline's open state and the scroll position. */
+  function same(a, b) { return a.innerHTML === b.innerHTML; }
+  function swapById(doc, id) {
+    var now = document.getElementById(id);
+    var next = doc.getElementById(id);
+    if (now && next && !same(now, next)) { now.innerHTML = next.innerHTML; }
+  }
+  function refresh(doc) {
+    var x = window.scrollX;
+    var y = window.scrollY;
+    ["run-header", "timeline", "task-list"].forEach(function (id) { swapById(doc, id); });
+    var pane = document.querySelector(".detail-pane");
+    var legend = pane.querySelector(".kinds");
+    doc.querySelectorAll(".detail-pane article.detail").forEach(function (next) {
+      var now = document.getElementById(next.id);
+      if (!now) {
+        now = document.importNode(next, true);
+        now.hidden = true;
+        pane.insertBefore(now, legend);
+      } else if (!same(now, next)) {
+        now.innerHTML = next.innerHTML;
+      }
+    });
+    var graph = doc.getElementById("graph-data");
+    if (graph && graph.textContent !== document.getElementById("graph-data").textContent) {
+      document.getElementById("graph-data").textContent = graph.textContent;
+      data = JSON.parse(graph.textContent);
+      draw();
+      if (!zoomed) { fit(); }
+    }
+    if (current === null && data.nodes.length) { current = String(data.nodes[0].index); }
+    if (current !== null) { select(current); }
+    window.scrollTo(x, y);
+  }
+  function poll(state, seq, failures) {
+    var body = document.body;
+    function again(ms, nextSeq, nextFailures) {
+      window.setTimeout(function () { poll(state, nextSeq, nextFailures); }, ms);
+    }
+    if (document.hidden) { again(POLL_MS, seq, failures); return; }  // a background tab waits
+    fetch(state + "?since=" + encodeURIComponent(seq), { cache: "no-store", credentials: "same-origin" })
+      .then(function (response) {
+        if (response.status === 304) { return null; }
+        if (!response.ok) { throw new Error("state: HTTP " + response.status); }
+        return response.json();
+      })
+      .then(function (news) {
+        if (news === null) { again(POLL_MS, seq, 0); return null; }
+        return fetch(window.location.pathname, { cache: "no-store", credentials: "same-origin" })
+          .then(function (response) {
+            if (!response.ok) { throw new Error("page: HTTP " + response.status); }
+            return response.text();
+          })
+          .then(function (text) {
+            var doc = new DOMParser().parseFromString(text, "text/html");
+            refresh(doc);
+            var nextSeq = doc.body.getAttribute("data-seq") || String(news.seq);
+            body.setAttribute("data-seq", nextSeq);
+            if (doc.body.hasAttribute("data-live") && news.live) {
+              again(POLL_MS, nextSeq, 0);
+            } else {
+              body.removeAttribute("data-live");  // finished: no more polling
+              body.setAttribute("data-finished", "true");
+            }
+          });
+      })
+      .catch(function () {  // the server stopped, say: try again, less and less often
+        body.setAttribute("data-poll-failures", String(failures + 1));
+        again(Math.min(30000, POLL_MS * Math.pow(2, failures + 1)), seq, failures + 1);
+      });
+  }
+
   draw();
   fit();
-  tool("zoom-fit", fit);
-  tool("zoom-in", function () { zoom(scale * 1.25); });
-  tool("zoom-out", function () { zoom(scale / 1.25); });
-  document.querySelectorAll("button.pick").forEach(function (b) {
-    b.addEventListener("click", function () { select(b.getAttribute("data-task"), true); });
-  });
+  tool("zoom-fit", function () { zoomed = false; fit(); });
+  tool("zoom-in", function () { zoomed = true; zoom(scale * 1.25); });
+  tool("zoom-out", function () { zoomed = true; zoom(scale / 1.25); });
   var wanted = window.location.hash.replace(/^#task-/, "");
   if (document.getElementById("task-" + wanted)) {
     select(wanted);
@@ -118,6 +214,10 @@
     select(String(data.nodes[0].index));
   } else if (document.getElementById("task-coordinator")) {
     select("coordinator");
+  }
+  var live = document.body.getAttribute("data-live");
+  if (live && window.fetch && window.DOMParser) {
+    window.setTimeout(function () { poll(live, document.body.getAttribute("data-seq") || "0", 0); }, POLL_MS);
   }
   document.body.setAttribute("data-ready", "true");
 })();

@@ -1,0 +1,50 @@
+"""Importing the modules a team file names (``tools:`` entries, ``run: python:`` steps).
+
+An installed module comes first. A module that is not installed is looked for in the current
+folder, as ``python -m clearance`` would find it there, but only the module the team file
+names: the current folder is never put on ``sys.path``, so an optional dependency Clearance
+imports later (``ray``, ``mcp``, ``sentence_transformers``...) can never be taken from a file
+of that folder, which may be a project under review.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.machinery
+import importlib.util
+import os
+import sys
+from types import ModuleType
+
+__all__ = ["import_user_module"]
+
+
+def import_user_module(name: str) -> ModuleType:
+    """The module ``name`` (``"package.module"``): installed, else from the current folder.
+
+    Only the top-level package of ``name`` is looked up in the current folder; the modules it
+    imports in turn resolve as usual (installed packages, ``PYTHONPATH``).
+
+    Raises:
+        ModuleNotFoundError: ``name`` is neither installed nor in the current folder.
+        Exception: Whatever the module's own code raises while it is imported.
+    """
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        top = name.partition(".")[0]
+        if exc.name != top:  # the module exists; something it imports does not
+            raise
+    spec = importlib.machinery.PathFinder.find_spec(top, [os.getcwd()])
+    if spec is None or spec.loader is None:
+        raise ModuleNotFoundError(
+            f"No module named {top!r} (installed or in the current folder)", name=top
+        )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[top] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(top, None)
+        raise
+    return importlib.import_module(name)

@@ -1,0 +1,211 @@
+"""The memory store's records: their schema, `MemoryRecord`, partitions and audit reads.
+
+`PersistentMemory` (``memory.py``) is how an agent reads and writes them, within its scopes and
+its partition; the functions here ignore both, for auditing (``clearance verify``,
+``clearance memory``).
+
+Each record carries its ``provider``: the provider of the model whose output it is
+(``openai``, ``llama-cpp``, ``fake``...; ``None`` when not known). Records of the fake model
+(``fake:<name>``, a test double) form a partition of their own (`partition_of`): a memory
+opened for the fake model reads only them, any other memory never reads them. A demo on the
+fake model then shows memory working without ever putting fake answers before a real model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from clearance._core.vocabulary import MemoryKind
+from clearance._state.db import DatabaseBase, Schema, SchemaChange
+
+__all__ = [
+    "FAKE_PROVIDER",
+    "MEMORY_SCHEMA",
+    "MEMORIES",
+    "MemoryDatabase",
+    "MemoryRecord",
+    "list_memories",
+    "memory_lookup",
+    "partition_of",
+    "record_of",
+]
+
+MEMORY_SCHEMA = Schema("memory_schema_version")
+"""The memory store's migrations (its own table of versions: it may share a database)."""
+
+
+@MEMORY_SCHEMA.migration
+def _m001_memories(change: SchemaChange) -> None:
+    """Version 1: ``clearance_memories`` and its full-text index.
+
+    A memory store made before versioning already has them: both are created if missing.
+    """
+    change.create_table(
+        "clearance_memories",
+        sa.Column("id", sa.String(64), primary_key=True),
+        sa.Column("scope", sa.String(200), nullable=False, index=True),
+        sa.Column("author", sa.String(128), nullable=False),
+        sa.Column("kind", sa.String(16), nullable=False),
+        sa.Column("content", sa.Text, nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("embedding", sa.Text, nullable=True),
+        checkfirst=True,
+    )
+    if change.dialect == "sqlite":
+        change.execute(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS clearance_memories_fts "
+            "USING fts5(id UNINDEXED, content, tokenize = 'porter unicode61')"
+        )
+    elif change.dialect == "postgresql":
+        change.execute(
+            "CREATE INDEX IF NOT EXISTS clearance_memories_tsv "
+            "ON clearance_memories USING gin (to_tsvector('english', content))"
+        )
+
+
+@MEMORY_SCHEMA.migration
+def _m002_provider(change: SchemaChange) -> None:
+    """Version 2: each record's ``provider`` (``NULL`` for records written before it)."""
+    change.add_column("clearance_memories", sa.Column("provider", sa.String(64), nullable=True))
+
+
+MEMORIES = MEMORY_SCHEMA.metadata.tables["clearance_memories"]
+
+FAKE_PROVIDER = "fake"
+"""The fake model's provider (``fake:<name>``): its records are a partition of their own."""
+
+
+def partition_of(provider: str | None) -> str:
+    """The partition a provider's records are in: ``"fake"`` for `FAKE_PROVIDER`, else ``"real"``.
+
+    Records whose provider is unknown (``None``: written before providers were recorded, or
+    by code that gave none) are ``"real"``.
+    """
+    return "fake" if provider == FAKE_PROVIDER else "real"
+
+
+class MemoryDatabase(DatabaseBase):
+    """The memory store's database, migrated when opened (see `DatabaseBase`).
+
+    Raises:
+        StoreError: The database cannot be opened or migrated.
+    """
+
+    _LABEL = "memory store"
+
+    def __init__(self, url_or_engine: str | sa.Engine) -> None:
+        super().__init__(url_or_engine)
+        try:
+            self._migrate(MEMORY_SCHEMA)
+        except BaseException:
+            self.close()
+            raise
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MemoryRecord:
+    """One remembered message or fact.
+
+    Attributes:
+        id: Unique id; prompts cite it as origin ``memory:<id>``.
+        scope: ``agent:<name>`` or ``group:<name>``.
+        author: The agent that recorded it.
+        kind: ``"message"`` (a conversation turn) or ``"fact"``.
+        content: The text.
+        created_at: When it was recorded (aware UTC).
+        score: Relevance of the last retrieval (higher is better), ``None`` otherwise.
+        provider: The provider of the model whose output it is (``"openai"``, ``"fake"``...);
+            ``None`` when not known.
+    """
+
+    id: str
+    scope: str
+    author: str
+    kind: MemoryKind
+    content: str
+    created_at: datetime
+    score: float | None = None
+    provider: str | None = None
+
+    @property
+    def origin(self) -> str:
+        """The record's origin in a prompt: ``memory:<id>``."""
+        return f"memory:{self.id}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (for the ledger)."""
+        return {
+            "id": self.id,
+            "scope": self.scope,
+            "author": self.author,
+            "kind": self.kind,
+            "content": self.content,
+            "created_at": self.created_at.isoformat(),
+        }
+
+
+def memory_lookup(url_or_engine: str | sa.Engine) -> Callable[[str], MemoryRecord | None]:
+    """An unscoped lookup of records by id, for auditing (``clearance verify``).
+
+    Not for agents: it ignores scopes. Pass it to `verify_run` as ``memories``.
+
+    Raises:
+        StoreError: The database cannot be opened.
+    """
+    database = MemoryDatabase(url_or_engine)
+
+    def lookup(memory_id: str) -> MemoryRecord | None:
+        with database._reading(f"read memory {memory_id!r}") as conn:
+            row = conn.execute(sa.select(MEMORIES).where(MEMORIES.c.id == memory_id)).first()
+        return record_of(row._mapping) if row is not None else None
+
+    return lookup
+
+
+def list_memories(url_or_engine: str | sa.Engine, *, limit: int = 50) -> list[MemoryRecord]:
+    """The newest records of every scope and partition, newest first, for auditing.
+
+    Not for agents: it ignores scopes (``clearance memory`` lists them).
+
+    Args:
+        url_or_engine: The memory store.
+        limit: Most records to return.
+
+    Raises:
+        StoreError: The database cannot be opened or read.
+    """
+    database = MemoryDatabase(url_or_engine)
+    try:
+        with database._reading("list memories") as conn:
+            rows = conn.execute(
+                sa.select(MEMORIES)
+                .order_by(MEMORIES.c.created_at.desc(), MEMORIES.c.id.desc())
+                .limit(limit)
+            ).all()
+    finally:
+        database.close()
+    return [record_of(r._mapping) for r in rows]
+
+
+def record_of(row: Any, *, score: float | None = None) -> MemoryRecord:
+    """The `MemoryRecord` of a row of ``clearance_memories`` (``score`` from a ranking)."""
+    created = row["created_at"]
+    if isinstance(created, str):
+        created = datetime.fromisoformat(created)
+    if created.tzinfo is None:
+        created = created.replace(tzinfo=UTC)
+    return MemoryRecord(
+        id=row["id"],
+        scope=row["scope"],
+        author=row["author"],
+        kind=MemoryKind(row["kind"]),
+        content=row["content"],
+        created_at=created,
+        score=score,
+        provider=row.get("provider"),
+    )

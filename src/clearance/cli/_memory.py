@@ -1,0 +1,90 @@
+"""``clearance memory``: the records of a team's long-term memory, for operators.
+
+Lists every scope, newest first, with the model provider that wrote each record: the fake
+model's records (``fake``, from runs on ``--model fake:...``) are marked, since they form a
+partition of their own that real-model runs never recall.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.text import Text
+
+from clearance.cli._common import one_line_errors, out, safe, safe_text
+from clearance.cli._options import DbOption
+from clearance.runs import DEFAULT_LEDGER_URL
+
+__all__ = ["register"]
+
+FAKE = "fake"
+"""The fake model's provider: its records are marked ``fake run``."""
+
+PREVIEW_CHARS = 80
+"""Characters of each record's text shown (its first line)."""
+
+
+@one_line_errors
+def memory(
+    team_file: Annotated[
+        Path | None,
+        typer.Argument(help="A team file: list the memory its memory: key names."),
+    ] = None,
+    memory_url: Annotated[
+        str | None,
+        typer.Option("--memory", help="Memory database URL (overrides the team file's)."),
+    ] = None,
+    db: DbOption = DEFAULT_LEDGER_URL,
+    limit: Annotated[int, typer.Option(min=1, max=10_000, help="Most records shown.")] = 50,
+) -> None:
+    """List the newest long-term memory records, marking those written by the fake model.
+
+    The memory is --memory, else the team file's memory:, else memory.db next to the ledger
+    (as for clearance run). Records of the fake model are recalled only by runs on a fake:
+    model, never by runs on a real one.
+    """
+    from clearance import load_team_file
+    from clearance.memory import default_memory_url, list_memories
+    from clearance.runs import masked_url
+
+    url = memory_url
+    if url is None and team_file is not None:
+        url = load_team_file(team_file).spec.memory_settings.url
+    url = url or default_memory_url(db)
+    if _missing_file(url):
+        out.print(safe_text(f"no memory at {masked_url(url)} yet"), soft_wrap=True)
+        return
+    records = list_memories(url, limit=limit)
+    out.print(safe_text(f"memory: {masked_url(url)} ({len(records)} newest records)"))
+    for record in records:  # two lines each: readable at any width
+        provider = record.provider or "?"
+        head = Text(safe(f"{record.id}  {record.scope}  by {record.author}  "))
+        if provider == FAKE:
+            head.append("fake run", style="yellow")
+        else:
+            head.append(safe(provider))
+        head.append(f"  {record.created_at:%Y-%m-%d %H:%M}")
+        out.print(head, soft_wrap=True)
+        first = record.content.splitlines()[0] if record.content else ""
+        out.print(safe_text("    " + first[:PREVIEW_CHARS]), soft_wrap=True)
+
+
+def _missing_file(url: str) -> bool:
+    """Whether ``url`` names an SQLite file that does not exist (listing would create it)."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
+        return False  # list_memories names the bad URL
+    database = parsed.database or ""
+    local = database not in ("", ":memory:") and not database.startswith("file:")
+    return parsed.drivername.startswith("sqlite") and local and not Path(database).is_file()
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``memory`` to the ``clearance`` command."""
+    app.command()(memory)
