@@ -35,13 +35,13 @@ import contextlib
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from clearance._core.errors import LedgerError, StoreError
 
-__all__ = ["PendingWrite", "Rows", "WriteBehind"]
+__all__ = ["COMMITTED", "PendingWrite", "Rows", "WriteBehind"]
 
 
 Rows = Mapping[str, Sequence[dict[str, Any]]]
@@ -69,6 +69,20 @@ class PendingWrite:
     def build(self) -> Rows:
         """The parameter rows (calls ``rows`` if it is a function)."""
         return self.rows() if callable(self.rows) else self.rows
+
+
+class _Committed:
+    """An awaitable that is done at once: what `WriteBehind.wait` returns when nothing waits."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return
+        yield  # a generator function: awaiting it finishes at once
+
+
+COMMITTED: Awaitable[None] = _Committed()
+"""Awaited when every write is already committed (see `WriteBehind.wait`)."""
 
 
 Commit = Callable[[Sequence[PendingWrite]], None]
@@ -202,13 +216,15 @@ class WriteBehind:
                 self._flushing -= 1
             self._raise_error()
 
-    async def wait(self) -> None:
+    def wait(self) -> Awaitable[None]:
         """Wait, without blocking the event loop, until every write submitted so far is committed.
 
-        The writer thread resolves the wait when the group holding the last of these writes
-        is committed. It takes that group without waiting for a pause once the event loop
-        has run the callbacks that were ready when the wait began: coroutines the loop is
-        starting at the same moment queue their writes first, and they all share one group.
+        Await what it returns (the future the writer resolves, or `COMMITTED` when nothing
+        is left to commit; no coroutine of its own). The writer thread resolves the wait when
+        the group holding the last of these writes is committed. It takes that group without
+        waiting for a pause once the event loop has run the callbacks that were ready when
+        the wait began: coroutines the loop is starting at the same moment queue their writes
+        first, and they all share one group.
 
         Raises:
             StoreError: One of these writes failed (this error is then not raised again by
@@ -220,7 +236,7 @@ class WriteBehind:
             self._raise_error()
             target = self._submitted
             if self._done >= target:
-                return
+                return COMMITTED
             if not self._thread.is_alive():
                 raise LedgerError("cannot wait for the ledger's writes: the writer thread stopped")
             future: asyncio.Future[None] = loop.create_future()
@@ -230,7 +246,7 @@ class WriteBehind:
                 # starting queue their requests first, and all go in one group.
                 self._urging.add(loop)
                 loop.call_soon(self._urge, loop)
-        await future
+        return future
 
     def _urge(self, loop: asyncio.AbstractEventLoop) -> None:
         """On ``loop``: have the writer take the queue at once (see `wait`)."""
