@@ -64,7 +64,8 @@ class PromptAssembler:
         self._memory_groups = {g: frozenset(m) for g, m in (memory_groups or {}).items()}
         # (``task_result:<id>``, bare, on_fence) -> (title, content, block): see `_render`.
         self._results: dict[tuple[str, bool, bool], tuple[str, str, Block]] = {}
-        self._system_tokens: dict[str, int] = {}  # tokens of each instructions text
+        # (agent name, instructions) -> the item opening its prompts (items are immutable).
+        self._instructions: dict[tuple[str, str], ContextItem] = {}
 
     def _render(self, part: Part, row: layout.Row) -> Block:
         """The item and its rendered block in ``row``'s form; its tokens are the block's.
@@ -120,19 +121,21 @@ class PromptAssembler:
         if unknown:
             raise ValueError(f"the {kind} layout has no section {sorted(unknown)}")
         system = agent.instructions.strip()
-        # An agent's instructions open each of its prompts: counted once per text.
-        system_tokens = self._system_tokens.get(system)
-        if system_tokens is None:
-            system_tokens = self._system_tokens[system] = self._count(system)
-        items = [
-            ContextItem(
-                origin="instructions", title=agent.name, content=system, tokens=system_tokens
+        # An agent's instructions open each of its prompts: one item (counted once) each.
+        instructions = self._instructions.get((agent.name, system))
+        if instructions is None:
+            instructions = self._instructions[(agent.name, system)] = ContextItem(
+                origin="instructions", title=agent.name, content=system, tokens=self._count(system)
             )
-        ]
+        system_tokens = instructions.tokens
+        items = [instructions]
         rendered: list[tuple[str, list[str]]] = []
         for row in shape.rows:
+            parts = sections.get(row.heading)
+            if not parts:  # an empty section is not rendered (`render_parts`)
+                continue
             texts = []
-            for part in sections.get(row.heading, ()):
+            for part in parts:
                 if part.origin.partition(":")[0] not in row.kinds:
                     raise ValueError(f"a {part.origin!r} item under {row.heading!r}")
                 item, text = self._render(part, row)
