@@ -38,11 +38,12 @@ import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
 from clearance._agents.budget_meter import BudgetMeter
 from clearance._agents.replay import ReplaySource, tool_calls_data
-from clearance._agents.retry import RetryPolicy, with_retries
+from clearance._agents.retry import RetryPolicy, retry_after
 from clearance._agents.telemetry import model_call_span
 from clearance._agents.tools import checked_tool_call
 from clearance._context.window import SummaryCall
@@ -242,10 +243,6 @@ class ModelCaller:
             attempts=limits.retries + 1, reuse=[found] if found is not None else [],
         )  # fmt: skip
         started = self._monotonic()
-
-        async def attempt(number: int) -> ModelResponse:
-            return await self._attempt(call, number, started)
-
         info = None
         if self.hooks:
             info = ModelCallInfo(run_id=self.run_id, subject=subject, agent=agent.name,
@@ -256,9 +253,17 @@ class ModelCaller:
             request=request,
         ) as record:  # fmt: skip
             try:
-                response = await with_retries(
-                    attempt, retries=limits.retries, policy=self.retry_policy
-                )
+                # `with_retries`, its first attempt awaited here: no coroutine in between.
+                first: Exception | None = None
+                try:
+                    response = await self._attempt(call, 1, started)
+                except Exception as exc:
+                    first = exc  # retried outside this handler, as `with_retries` does
+                if first is not None:
+                    response = await retry_after(
+                        first, partial(self._attempt, call, started=started),
+                        retries=limits.retries, policy=self.retry_policy,
+                    )  # fmt: skip
             except ClearanceError as exc:
                 if info is not None:
                     await self.hooks("after_model_call", info, text=None, usage=None,
@@ -379,6 +384,8 @@ class ModelCaller:
         ):
             wait = limits.attempt_timeout_s
         try:
+            if wait is None:  # no limit: no timer to arm and cancel
+                return await call.model.request(call.request)
             async with asyncio.timeout(wait):
                 return await call.model.request(call.request)
         except TimeoutError as exc:

@@ -23,7 +23,7 @@ from tenacity import (
 
 from clearance._core.errors import ConfigError, LimitExceeded, ModelError
 
-__all__ = ["RetryPolicy", "is_transient", "retry_after_s", "with_retries"]
+__all__ = ["RetryPolicy", "is_transient", "retry_after", "retry_after_s", "with_retries"]
 
 T = TypeVar("T")
 
@@ -112,6 +112,22 @@ async def with_retries(
         if retries < 1 or not is_transient(exc):
             raise
         first = exc
+    return await retry_after(first, call, retries=retries, policy=policy)
+
+
+async def retry_after(
+    first: Exception, call: Callable[[int], Awaitable[T]], *, retries: int, policy: RetryPolicy
+) -> T:
+    """`with_retries` once its first attempt failed with ``first``: attempts 2 and on.
+
+    For a caller that makes the first attempt itself (one coroutine less per call).
+
+    Raises:
+        Exception: ``first`` when it is not transient or ``retries`` is 0; else the error of
+            the last attempt, once the retries are used up, or a non-transient one at once.
+    """
+    if retries < 1 or not is_transient(first):
+        raise first
     retrying = AsyncRetrying(
         stop=stop_after_attempt(retries + 1),
         wait=policy.wait_s,

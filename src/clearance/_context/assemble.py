@@ -64,6 +64,8 @@ class PromptAssembler:
         self._memory_groups = {g: frozenset(m) for g, m in (memory_groups or {}).items()}
         # (``task_result:<id>``, bare, on_fence) -> (title, content, block): see `_render`.
         self._results: dict[tuple[str, bool, bool], tuple[str, str, Block]] = {}
+        # (agent name, instructions) -> the item opening its prompts (items are immutable).
+        self._instructions: dict[tuple[str, str], ContextItem] = {}
 
     def _render(self, part: Part, row: layout.Row) -> Block:
         """The item and its rendered block in ``row``'s form; its tokens are the block's.
@@ -115,20 +117,25 @@ class PromptAssembler:
             LimitExceeded: The prompt exceeds ``max_prompt_tokens``.
         """
         shape = layout.current(kind)
-        unknown = set(sections) - {row.heading for row in shape.rows}
+        unknown = set(sections) - _headings(shape)
         if unknown:
             raise ValueError(f"the {kind} layout has no section {sorted(unknown)}")
         system = agent.instructions.strip()
-        system_tokens = self._count(system)
-        items = [
-            ContextItem(
-                origin="instructions", title=agent.name, content=system, tokens=system_tokens
+        # An agent's instructions open each of its prompts: one item (counted once) each.
+        instructions = self._instructions.get((agent.name, system))
+        if instructions is None:
+            instructions = self._instructions[(agent.name, system)] = ContextItem(
+                origin="instructions", title=agent.name, content=system, tokens=self._count(system)
             )
-        ]
+        system_tokens = instructions.tokens
+        items = [instructions]
         rendered: list[tuple[str, list[str]]] = []
         for row in shape.rows:
+            parts = sections.get(row.heading)
+            if not parts:  # an empty section is not rendered (`render_parts`)
+                continue
             texts = []
-            for part in sections.get(row.heading, ()):
+            for part in parts:
                 if part.origin.partition(":")[0] not in row.kinds:
                     raise ValueError(f"a {part.origin!r} item under {row.heading!r}")
                 item, text = self._render(part, row)
@@ -157,6 +164,19 @@ class PromptAssembler:
             compression=dict(compression) if compression is not None else None,
         )
         return Prompt(messages=messages, manifest=manifest)
+
+
+_HEADINGS: dict[tuple[str, int], frozenset[str]] = {}
+"""The section headings of each layout, by kind and version (layouts are constants)."""
+
+
+def _headings(shape: layout.Layout) -> frozenset[str]:
+    """The section headings of ``shape``, computed once per layout."""
+    key = (shape.kind, shape.version)
+    found = _HEADINGS.get(key)
+    if found is None:
+        found = _HEADINGS[key] = frozenset(row.heading for row in shape.rows)
+    return found
 
 
 def _clearance_dict(clearance: Clearance) -> dict[str, Any]:

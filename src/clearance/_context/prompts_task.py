@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from clearance._context import layout as L
@@ -399,5 +400,10 @@ def _task_part(task: Task) -> Part:
 
 def result_part(task: Task, result: str) -> Part:
     """A completed task's result (``task_result:<id>``), labelled (`result_label`)."""
-    label = L.result_label(task.title, task.assignee)
-    return Part(str(Origin(OriginKind.TASK_RESULT, task.id)), label, result)
+    return Part(*_result_head(task.id, task.title, task.assignee), result)
+
+
+@lru_cache(maxsize=4096)
+def _result_head(task_id: str, title: str, assignee: str) -> tuple[str, str]:
+    """The origin and label of a task's result (memoized: a result enters several prompts)."""
+    return str(Origin(OriginKind.TASK_RESULT, task_id)), L.result_label(title, assignee)

@@ -166,15 +166,18 @@ class Task:
     def __post_init__(self) -> None:
         check_name("task id", self.id)
         self._schema_from_output_type()
-        object.__setattr__(self, "when", tuple(self.when))
+        # Lists from callers are stored as tuples (a tuple given is kept as it is).
+        if type(self.when) is not tuple:
+            object.__setattr__(self, "when", tuple(self.when))
         if self.review is not None and (self.run is not None or self.mode != "standard"):
             raise ConfigError(
                 "a review loop reviews a model's answer: not for a 'run' step or an isolated task",
                 field=f"tasks.{self.id}.review",
             )
         conditioned = [c.task for c in self.when]
-        if any(t not in self.depends_on for t in conditioned) or len(set(conditioned)) < len(
-            conditioned
+        if conditioned and (
+            any(t not in self.depends_on for t in conditioned)
+            or len(set(conditioned)) < len(conditioned)
         ):
             raise ConfigError(
                 "a condition must be on a dependency, at most one per dependency",
@@ -205,7 +208,8 @@ class Task:
                 f"mode must be one of {sorted(_MODES)}, got {self.mode!r}",
                 field=f"tasks.{self.id}.mode",
             )
-        object.__setattr__(self, "constraints", tuple(self.constraints))
+        if type(self.constraints) is not tuple:
+            object.__setattr__(self, "constraints", tuple(self.constraints))
         if self.constraints and self.mode != "isolated":
             raise ConfigError(
                 "constraints are given only to isolated tasks: add 'mode: isolated' or "
@@ -229,10 +233,15 @@ class Task:
             raise ConfigError("title is empty", field=f"tasks.{self.id}.title")
         for name in ("title", "description", "files", "constraints"):
             value = getattr(self, name)
-            check_utf8(f"tasks.{self.id}.{name}", *([value] if isinstance(value, str) else value))
-        # Accept lists from callers but store tuples, so the spec stays hashable and frozen.
+            if value:  # nothing to check in an empty one
+                check_utf8(
+                    f"tasks.{self.id}.{name}", *([value] if isinstance(value, str) else value)
+                )
+        # Accept lists from callers but store tuples, so the spec stays hashable and frozen;
+        # dependencies once each.
         object.__setattr__(self, "depends_on", tuple(dict.fromkeys(self.depends_on)))
-        object.__setattr__(self, "files", tuple(self.files))
+        if type(self.files) is not tuple:
+            object.__setattr__(self, "files", tuple(self.files))
         if self.output_schema is not None:
             object.__setattr__(self, "output_schema", _checked_schema(self.id, self.output_schema))
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from clearance._agents.caller import CallBudget
@@ -51,28 +52,37 @@ class TaskRunner:
             ClearanceError: The task failed (its model, its files, its output's validation...).
             ApprovalPending: The task waits for a person's approval (see `approval.py`).
         """
-        if self.run.gate is not None:
-            await self.run.gate.check_task(task)  # approval hook
-        hooks = self.run.caller.hooks  # the user's hooks (`RunHooks`)
-        info = TaskInfo(run_id=self.run.run_id, task_id=task.id, agent=task.assignee)
+        run = self.run
+        if run.gate is not None:
+            await run.gate.check_task(task)  # approval hook
+        hooks = run.caller.hooks  # the user's hooks (`RunHooks`)
+        if not hooks:  # none to tell: the task alone
+            if task.run is not None:  # a non-model step (see `steps.py`)
+                return await self._body(task)
+            with agent_span(run_id=run.run_id, task_id=task.id, agent=task.assignee):
+                return await self._body(task)
+        info = TaskInfo(run_id=run.run_id, task_id=task.id, agent=task.assignee)
         await hooks("before_task", info)
         try:
             if task.run is not None:  # a non-model step (see `steps.py`)
-                result = await self._remembered(task)
+                result = await self._body(task)
             else:
-                with agent_span(run_id=self.run.run_id, task_id=task.id, agent=task.assignee):
-                    result = await self._remembered(task)
+                with agent_span(run_id=run.run_id, task_id=task.id, agent=task.assignee):
+                    result = await self._body(task)
         except Exception as exc:
             await hooks("after_task", info, result=None, error=str(exc) or type(exc).__name__)
             raise
         await hooks("after_task", info, result=result, error=None)
         return result
 
+    def _body(self, task: Task) -> Coroutine[Any, Any, str]:
+        """The task's run: with the memory hook's recall and record if the run has memory."""
+        return self._run_task(task) if self.settings.memory is None else self._remembered(task)
+
     async def _remembered(self, task: Task) -> str:
         """Memory hook: recall before the task, record its result after (see `RunMemory`)."""
         memory, run, ledger = self.settings.memory, self.run, self.settings.ledger
-        if memory is None:
-            return await self._run_task(task)
+        assert memory is not None  # see `_body`
         agent, groups = self.settings.team.agent(task.assignee), self.settings.memory_groups
         # The model the agent calls picks the memory's partition (fake or real records).
         model_id = self.settings.model_for(agent).model_id
@@ -125,29 +135,18 @@ class TaskRunner:
         ctx.hook_items = await self._hook_context(task)  # not offered to isolated tasks
         if task.review is not None:  # rounds of a fresh implementer, then reviewers
             loop = ReviewLoop(settings, run, ctx)
-            return await loop.run_rounds(lambda: self._implement(ctx, files))
+            # A partial, not a lambda: a lambda here would make cells of every task's locals.
+            return await loop.run_rounds(partial(self._implement, ctx, files))
         return await self._implement(ctx, files)
 
     async def _implement(self, ctx: TaskContext, files: Mapping[str, str] | None) -> str:
         """One answer of the assignee (a tool loop, or one call), checked against the schema."""
-        run, task, agent, model = self.run, ctx.task, ctx.agent, ctx.model
+        task, model = ctx.task, ctx.model
         schema = task.output_schema
         if schema is not None:  # allowed values from prerequisites' results (x-enum-from)
             schema = narrowed_schema(schema, self._dependency_results(task))
 
-        async def attempt(repair: str | None = None) -> str:
-            if agent.uses_tools:
-                return await self._run_tool_loop(ctx, files, repair)
-            prompt = self._task_prompt(ctx, files, repair)
-            response = await run.caller.call(
-                subject=f"task:{task.id}", agent=agent, model=model, prompt=prompt,
-                json_schema=schema, budget=ctx.budget,
-            )  # fmt: skip
-            if schema is not None:  # a cut-off JSON answer fails validation and is repaired
-                return response.text.strip()
-            return self.marked(f"task:{task.id}", response.text, response.finish_reason)
-
-        text = await attempt()
+        text = await self._attempt(ctx, files, schema)
         if schema is None:
             if not text.strip():
                 raise ModelError("the model returned an empty completion", model_id=model.model_id)
@@ -156,16 +155,39 @@ class TaskRunner:
         try:
             return validated_json(text, schema, task.output_type)
         except ValueError as exc:
-            text = await attempt(repair=f"{text}\n\nProblem: {exc}")
+            text = await self._attempt(ctx, files, schema, repair=f"{text}\n\nProblem: {exc}")
         try:
             return validated_json(text, schema, task.output_type)
         except ValueError as exc:
             raise OutputValidationError(task.id, str(exc)) from exc
 
+    async def _attempt(
+        self,
+        ctx: TaskContext,
+        files: Mapping[str, str] | None,
+        schema: dict[str, Any] | None,
+        repair: str | None = None,
+    ) -> str:
+        """One answer of the assignee (a method, not a closure: nothing kept per task)."""
+        task, agent = ctx.task, ctx.agent
+        if agent.uses_tools:
+            return await self._run_tool_loop(ctx, files, repair)
+        prompt = self._task_prompt(ctx, files, repair)
+        response = await self.run.caller.call(
+            subject=f"task:{task.id}", agent=agent, model=ctx.model, prompt=prompt,
+            json_schema=schema, budget=ctx.budget,
+        )  # fmt: skip
+        if schema is not None:  # a cut-off JSON answer fails validation and is repaired
+            return response.text.strip()
+        return self.marked(f"task:{task.id}", response.text, response.finish_reason)
+
     async def _hook_context(self, task: Task) -> tuple[tuple[str, str, str], ...]:
         """What the user's hooks offer the task's prompt, recorded (event ``hook_context``)."""
+        hooks = self.run.caller.hooks
+        if not hooks:
+            return ()
         info = TaskInfo(run_id=self.run.run_id, task_id=task.id, agent=task.assignee)
-        items = await self.run.caller.hooks.context(info)
+        items = await hooks.context(info)
         if items:
             subject, kind = f"task:{task.id}", EventKind.HOOK_CONTEXT
             self.settings.ledger.record_event(self.run.run_id, kind, subject, {

@@ -26,8 +26,11 @@ import os
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from clearance._core.errors import ConfigError
 from clearance._core.prompt import canonical_json
@@ -172,14 +175,38 @@ _AS_IS = frozenset({str, int, float, type(None)})
 """Classes `_normal` returns unchanged (not ``bool``, a subclass of ``int``)."""
 
 
+@lru_cache(maxsize=4096)
+def _utc_text(value: datetime) -> str:
+    """An aware UTC `datetime`'s ISO text with microseconds (memoized).
+
+    A record's times are digested each time the record is (a task's start with each of its
+    states, a call's start with its request and its outcome): each is converted once.
+    """
+    return value.isoformat(timespec="microseconds")
+
+
 def _normal(value: Any) -> Any:
     if isinstance(value, datetime):
+        if value.__class__ is datetime and value.tzinfo is UTC:  # the clock's: memoized
+            return _utc_text(value)
         if value.tzinfo is None:
             value = value.replace(tzinfo=UTC)
         return value.astimezone(UTC).isoformat(timespec="microseconds")
     if isinstance(value, bool):
         return int(value)
     return value
+
+
+def _canonical_utf8(value: Any) -> bytes:
+    """``canonical_json(value).encode("utf-8", "surrogatepass")``, as orjson's bytes when it can.
+
+    orjson's output is that text's UTF-8 already; what it refuses (lone surrogates, keys
+    that are not strings...) goes through `canonical_json` and is encoded as before.
+    """
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # orjson.JSONEncodeError
+        return canonical_json(value).encode("utf-8", "surrogatepass")
 
 
 def payload_sha256(kind: str, row: Mapping[str, Any]) -> str:
@@ -192,17 +219,19 @@ def payload_sha256(kind: str, row: Mapping[str, Any]) -> str:
     Raises:
         KeyError: ``kind`` is not a kind of entry.
     """
+    get = row.get
     fields = {}
     for name in ENTRY_FIELDS[kind]:
-        value = row.get(name)
+        value = get(name)
         # Text, numbers and None are digested as they are: the common case, checked first.
         fields[name] = value if value.__class__ in _AS_IS else _normal(value)
     for name in OPTIONAL_FIELDS.get(kind, ()):
-        if row.get(name) is not None:
-            fields[name] = _normal(row[name])
+        value = get(name)
+        if value is not None:
+            fields[name] = _normal(value)
     # "surrogatepass": a lone surrogate (text from a record made before such text was
     # refused) still has one well-defined encoding, so its record can be chained and checked.
-    return hashlib.sha256(canonical_json(fields).encode("utf-8", "surrogatepass")).hexdigest()
+    return hashlib.sha256(_canonical_utf8(fields)).hexdigest()
 
 
 def chain_sha256(
@@ -219,7 +248,11 @@ def chain_sha256(
         payload: The record's `payload_sha256`.
         key: The ledger key, or ``None`` for an unkeyed chain.
     """
-    message = canonical_json([previous, run_id, seq, kind, subject, payload]).encode("utf-8")
+    link = [previous, run_id, seq, kind, subject, payload]
+    try:  # orjson's bytes are the canonical text's UTF-8
+        message = orjson.dumps(link)
+    except TypeError:  # orjson.JSONEncodeError: as before (a lone surrogate fails to encode)
+        message = canonical_json(link).encode("utf-8")
     if key is None:
         return hashlib.sha256(message).hexdigest()
     return hmac.new(key, message, hashlib.sha256).hexdigest()

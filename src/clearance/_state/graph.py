@@ -71,24 +71,35 @@ class TaskGraph:
     def _topological_order(self) -> tuple[str, ...]:
         """Order tasks so each comes after its dependencies; raise `CycleError` on a cycle.
 
-        `graphlib` does the sorting and finds a cycle; of the tasks ready at each step, the
-        one given first goes first, so tasks given in dependency order keep that order.
+        Kahn's algorithm: of the tasks ready at each step, the one given first goes first, so
+        tasks given in dependency order keep that order. A cycle leaves tasks unordered;
+        `graphlib` then names it.
         """
+        position, dependents = self._position, self._dependents
+        waiting = {t.id: len(t.depends_on) for t in self._tasks.values()}
+        # In the order given: ascending positions are already a heap.
+        ready = [(position[task_id], task_id) for task_id, n in waiting.items() if not n]
+        order: list[str] = []
+        while ready:
+            _, task_id = heapq.heappop(ready)
+            order.append(task_id)
+            for dependent in dependents[task_id]:
+                waiting[dependent] -= 1
+                if not waiting[dependent]:
+                    heapq.heappush(ready, (position[dependent], dependent))
+        if len(order) < len(waiting):
+            self._raise_cycle()
+        return tuple(order)
+
+    def _raise_cycle(self) -> None:
+        """Raise `CycleError` naming a cycle of the graph (found by `graphlib`)."""
         sorter = graphlib.TopologicalSorter({t.id: t.depends_on for t in self._tasks.values()})
         try:
             sorter.prepare()
         except graphlib.CycleError as exc:
             # graphlib lists each node before the ones that depend on it: runs-before order.
             raise CycleError(list(exc.args[1])) from None
-        ready: list[tuple[int, str]] = []
-        order: list[str] = []
-        while sorter.is_active():
-            for task_id in sorter.get_ready():
-                heapq.heappush(ready, (self._position[task_id], task_id))
-            _, task_id = heapq.heappop(ready)
-            order.append(task_id)
-            sorter.done(task_id)
-        return tuple(order)
+        raise AssertionError("unreachable: the graph has a cycle")  # pragma: no cover
 
     def __len__(self) -> int:
         return len(self._tasks)

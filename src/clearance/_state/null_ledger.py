@@ -8,7 +8,7 @@ verified or resumed: every read raises `StoreError`.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -28,6 +28,7 @@ from clearance._state.ledger import (
 )
 from clearance._state.messages import Message
 from clearance._state.queue import TaskState
+from clearance._state.write_behind import COMMITTED
 from clearance.models._base import ModelResponse, Usage
 
 __all__ = ["NullLedger"]
@@ -137,8 +138,9 @@ class NullLedger:
     ) -> None:
         """Discard the call's outcome."""
 
-    async def wait_committed(self) -> None:
-        """Nothing is ever queued."""
+    def wait_committed(self) -> Awaitable[None]:
+        """Nothing is ever queued: done at once."""
+        return COMMITTED
 
     def record_event(self, run_id: str, kind: EventKind, subject: str, data: dict[str, Any]) -> str:
         """Check the event against its schema, discard it, return a fresh event id.

@@ -35,17 +35,21 @@ import contextlib
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from clearance._core.errors import LedgerError, StoreError
 
-__all__ = ["PendingWrite", "Rows", "WriteBehind"]
+__all__ = ["COMMITTED", "PendingWrite", "Rows", "WriteBehind"]
 
 
 Rows = Mapping[str, Sequence[dict[str, Any]]]
 """Parameter rows per statement kind (``{"task": [...], "call": [...]}``)."""
+
+
+_Wakes = dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[None], Any]]]
+"""Settled waits per event loop: each future with ``None`` or its failure."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +69,20 @@ class PendingWrite:
     def build(self) -> Rows:
         """The parameter rows (calls ``rows`` if it is a function)."""
         return self.rows() if callable(self.rows) else self.rows
+
+
+class _Committed:
+    """An awaitable that is done at once: what `WriteBehind.wait` returns when nothing waits."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return
+        yield  # a generator function: awaiting it finishes at once
+
+
+COMMITTED: Awaitable[None] = _Committed()
+"""Awaited when every write is already committed (see `WriteBehind.wait`)."""
 
 
 Commit = Callable[[Sequence[PendingWrite]], None]
@@ -135,7 +153,10 @@ class WriteBehind:
         self._urged = False  # a waiting coroutine's loop asked for the queue to be taken
         # (write number, its failure, the failure reported for its group) per failed write
         self._failed: list[tuple[int, StoreError, StoreError]] = []
-        self._cond = threading.Condition()
+        # A plain lock (nothing takes it twice), entered directly (`with self._lock`): the
+        # condition's own ``__enter__`` is a Python call, made several times per task.
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._submitted = 0
         self._done = 0  # writes committed (or failed and reported)
         self._error: StoreError | None = None
@@ -156,7 +177,7 @@ class WriteBehind:
     @property
     def pending(self) -> int:
         """Writes queued and not yet taken by the writer thread."""
-        with self._cond:
+        with self._lock:
             return len(self._queue)
 
     def submit(self, write: PendingWrite) -> None:
@@ -165,8 +186,9 @@ class WriteBehind:
         Raises:
             StoreError: An earlier write failed (raised once), or the writer is closed.
         """
-        with self._cond:
-            self._raise_error()
+        with self._lock:
+            if self._error is not None:
+                self._raise_error()
             if self._stopping:
                 raise LedgerError(f"cannot {write.operation}: the writer thread is closed")
             while len(self._queue) >= self._max_pending:
@@ -183,7 +205,7 @@ class WriteBehind:
         Raises:
             StoreError: A write failed (raised once).
         """
-        with self._cond:
+        with self._lock:
             target = self._submitted
             self._flushing += 1
             self._cond.notify_all()  # no waiting for a pause now
@@ -194,13 +216,15 @@ class WriteBehind:
                 self._flushing -= 1
             self._raise_error()
 
-    async def wait(self) -> None:
+    def wait(self) -> Awaitable[None]:
         """Wait, without blocking the event loop, until every write submitted so far is committed.
 
-        The writer thread resolves the wait when the group holding the last of these writes
-        is committed. It takes that group without waiting for a pause once the event loop
-        has run the callbacks that were ready when the wait began: coroutines the loop is
-        starting at the same moment queue their writes first, and they all share one group.
+        Await what it returns (the future the writer resolves, or `COMMITTED` when nothing
+        is left to commit; no coroutine of its own). The writer thread resolves the wait when
+        the group holding the last of these writes is committed. It takes that group without
+        waiting for a pause once the event loop has run the callbacks that were ready when
+        the wait began: coroutines the loop is starting at the same moment queue their writes
+        first, and they all share one group.
 
         Raises:
             StoreError: One of these writes failed (this error is then not raised again by
@@ -208,11 +232,11 @@ class WriteBehind:
                 writer stopped before committing them.
         """
         loop = asyncio.get_running_loop()
-        with self._cond:
+        with self._lock:
             self._raise_error()
             target = self._submitted
             if self._done >= target:
-                return
+                return COMMITTED
             if not self._thread.is_alive():
                 raise LedgerError("cannot wait for the ledger's writes: the writer thread stopped")
             future: asyncio.Future[None] = loop.create_future()
@@ -222,11 +246,11 @@ class WriteBehind:
                 # starting queue their requests first, and all go in one group.
                 self._urging.add(loop)
                 loop.call_soon(self._urge, loop)
-        await future
+        return future
 
     def _urge(self, loop: asyncio.AbstractEventLoop) -> None:
         """On ``loop``: have the writer take the queue at once (see `wait`)."""
-        with self._cond:
+        with self._lock:
             self._urging.discard(loop)
             self._urged = True
             self._cond.notify_all()
@@ -241,16 +265,18 @@ class WriteBehind:
         Raises:
             StoreError: A write failed and ``raise_errors`` is true.
         """
-        with self._cond:
+        with self._lock:
             self._stopping = True
             self._cond.notify_all()
         self._thread.join()
-        with self._cond:
-            self._settle_waiters(stopped=True)
-            if raise_errors:
-                self._raise_error()
-            else:
+        with self._lock:
+            wake = self._settle_waiters(stopped=True)
+            if not raise_errors:
                 self._error = None
+        _wake(wake)
+        if raise_errors:
+            with self._lock:
+                self._raise_error()
 
     def _raise_error(self) -> None:
         error, self._error = self._error, None
@@ -259,7 +285,7 @@ class WriteBehind:
 
     def _work(self) -> None:
         while True:
-            with self._cond:
+            with self._lock:
                 while not self._queue and not self._stopping:
                     self._cond.wait()
                 if not self._queue:
@@ -270,31 +296,34 @@ class WriteBehind:
                 self._urged = False  # later waiters urge again
                 self._cond.notify_all()  # room for blocked submitters
             error, failed = self._commit_group(group)
-            with self._cond:
+            with self._lock:
                 if error is not None and self._error is None:
                     self._error = error
                 if error is not None:
                     self._failed.extend((self._done + 1 + i, e, error) for i, e in failed)
                 self._done += len(group)
                 self._cond.notify_all()
-                self._settle_waiters()
+                wake = self._settle_waiters()
                 # Not for a flusher: it resumes now, and would compete with the housekeeping.
                 idle = (
                     self._on_idle is not None
                     and not (self._queue or self._stopping or self._flushing or self._waiters)
                     and time.monotonic() - self._idle_at >= self._idle_interval_s
                 )
+            _wake(wake)  # outside the lock: the loop's thread may want it meanwhile
             if idle:
                 self._run_on_idle()
 
-    def _settle_waiters(self, *, stopped: bool = False) -> None:
-        """With the lock held: resolve the waits whose writes are all committed (or failed).
+    def _settle_waiters(self, *, stopped: bool = False) -> _Wakes:
+        """With the lock held: settle the waits whose writes are all committed (or failed).
 
-        One ``call_soon_threadsafe`` per event loop wakes all of that loop's waits. A wait
-        whose writes include a failed one gets that failure (which then counts as raised).
-        With ``stopped``, every wait left is resolved (the writer is gone).
+        A wait whose writes include a failed one gets that failure (which then counts as
+        raised). With ``stopped``, every wait left is settled (the writer is gone).
+
+        Returns:
+            The outcomes per event loop, for `_wake` to deliver once the lock is released.
         """
-        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[None], Any]]] = {}
+        by_loop: _Wakes = {}
         while self._waiters and (stopped or self._waiters[0].target <= self._done):
             waiter = self._waiters.popleft()
             found = [(e, r) for n, e, r in self._failed if waiter.after < n <= waiter.target]
@@ -306,9 +335,7 @@ class WriteBehind:
             by_loop.setdefault(waiter.loop, []).append((waiter.future, outcome))
         if not self._waiters:
             self._failed.clear()  # no wait can cover these any more
-        for loop, settled in by_loop.items():
-            with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
-                loop.call_soon_threadsafe(_resolve, settled)
+        return by_loop
 
     def _run_on_idle(self) -> None:
         assert self._on_idle is not None
@@ -316,7 +343,7 @@ class WriteBehind:
         try:
             self._on_idle()
         except Exception as exc:  # reported to the submitter, like a failed write
-            with self._cond:
+            with self._lock:
                 if self._error is None:
                     self._error = _as_store_error("run the writer's idle work", exc)
 
@@ -364,6 +391,13 @@ class WriteBehind:
         if len(failures) == 1:
             return first, failures
         return LedgerError(f"{first} (and {len(failures) - 1} more failed write(s))"), failures
+
+
+def _wake(wakes: _Wakes) -> None:
+    """Resolve settled waits: one ``call_soon_threadsafe`` per event loop wakes all of its."""
+    for loop, settled in wakes.items():
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
+            loop.call_soon_threadsafe(_resolve, settled)
 
 
 def _resolve(settled: list[tuple[asyncio.Future[None], StoreError | None]]) -> None:

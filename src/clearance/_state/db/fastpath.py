@@ -9,6 +9,7 @@ and the parameters are the ones SQLAlchemy would send.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import Dialect
@@ -41,7 +42,7 @@ class DriverStatement:
             execution time (``expanding`` or literal-execute ones).
     """
 
-    __slots__ = ("_binds", "_names", "_processors", "sql")
+    __slots__ = ("_binds", "_names", "_processors", "_values", "sql")
 
     def __init__(
         self,
@@ -71,6 +72,10 @@ class DriverStatement:
             for name in names
         )
         self._names = tuple(names)
+        # The values in order, in one call (``itemgetter`` of one name returns no tuple).
+        self._values = (
+            itemgetter(*names) if len(names) > 1 else lambda values: tuple(values[n] for n in names)
+        )
         self._processors = tuple(
             (i, process) for i, (_, _, process) in enumerate(self._binds) if process is not None
         )
@@ -86,7 +91,7 @@ class DriverStatement:
             One value per ``?`` of `sql`, in order.
         """
         try:
-            out = [values[name] for name in self._names]
+            out = list(self._values(values))
         except KeyError:
             out = [values.get(name, default) for name, default, _ in self._binds]
         for i, process in self._processors:

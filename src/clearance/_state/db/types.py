@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
+import orjson
 from sqlalchemy import DateTime, Dialect
 from sqlalchemy.types import TypeDecorator
 
@@ -60,9 +62,20 @@ def _sqlite_time_text(value: datetime | None) -> str | None:
     """An aware (or naive UTC) datetime as SQLite ``DATETIME`` text, naive UTC."""
     if value is None:
         return None
+    if value.__class__ is datetime and value.tzinfo is UTC:  # the clock's: memoized
+        return _utc_sqlite_text(value)
     if value.tzinfo is not None:
         value = value.astimezone(UTC).replace(tzinfo=None)
     return value.isoformat(" ", "microseconds")
+
+
+@lru_cache(maxsize=4096)
+def _utc_sqlite_text(value: datetime) -> str:
+    """`_sqlite_time_text` of an aware UTC datetime, memoized.
+
+    A run writes most times more than once (a task's start with each of its states).
+    """
+    return value.replace(tzinfo=None).isoformat(" ", "microseconds")
 
 
 def _sqlite_time_value(value: str | None) -> datetime | None:
@@ -84,7 +97,17 @@ class JSONText(str):
 
 
 def serialize_json(value: Any) -> str:
-    """The engines' JSON serializer: `JSONText` as it is, anything else with `json.dumps`."""
+    """The engines' JSON serializer: `JSONText` as it is, anything else with `json.dumps`.
+
+    A list of strings (a task's dependencies, written with each of its states) is encoded
+    by orjson, about ten times faster: compact, non-ASCII unescaped, the same value when
+    read back. What orjson refuses (a lone surrogate) goes to `json.dumps` like the rest.
+    """
     if type(value) is JSONText:
         return value
+    if type(value) is list and all(type(item) is str for item in value):
+        try:
+            return orjson.dumps(value).decode()
+        except TypeError:  # orjson.JSONEncodeError
+            pass
     return json.dumps(value)

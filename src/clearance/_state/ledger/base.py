@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
 from typing import Any
@@ -30,7 +30,7 @@ from clearance._state.ledger.leases import LeaseKeeper
 from clearance._state.ledger.rows import last_upsert_per_task
 from clearance._state.ledger.schema import LEDGER_SCHEMA
 from clearance._state.ledger.statements import WRITE_ORDER, statement
-from clearance._state.write_behind import PendingWrite, Rows, WriteBehind
+from clearance._state.write_behind import COMMITTED, PendingWrite, Rows, WriteBehind
 
 __all__ = ["DEFAULT_LEDGER_URL", "LedgerBase"]
 
@@ -97,20 +97,21 @@ class LedgerBase(DatabaseBase):
         """
         return self._key
 
-    async def wait_committed(self) -> None:
+    def wait_committed(self) -> Awaitable[None]:
         """Wait, without blocking the event loop, until every queued write is committed.
 
-        Nothing to wait for outside `write_behind` (writes are committed when made). Inside
-        it, the writer thread takes the queue at once and wakes the waiting coroutine itself
-        when the group is committed (`WriteBehind.wait`): no thread is started per wait, and
-        every coroutine of a loop woken by one group costs one wake-up of the loop.
+        Await what it returns (no coroutine of its own: a request waits on the writer's
+        future itself). Nothing to wait for outside `write_behind` (writes are committed
+        when made). Inside it, the writer thread takes the queue at once and wakes the
+        waiting coroutine itself when the group is committed (`WriteBehind.wait`): no thread
+        is started per wait, and every coroutine of a loop woken by one group costs one
+        wake-up of the loop.
 
         Raises:
             StoreError: A queued write failed (raised once).
         """
         behind = self._behind
-        if behind is not None:
-            await behind.wait()
+        return behind.wait() if behind is not None else COMMITTED
 
     _behind: WriteBehind | None = None
 

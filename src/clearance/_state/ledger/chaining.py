@@ -4,7 +4,7 @@ The chain itself (digests, keyed links) is `clearance._state.chain`; this module
 run's chain head in the write transaction and appends the entries of the records written.
 
 A call's outcome is an update of its request's row, and its entry digests the row as
-updated. The writer keeps the digested fields of each request it committed until the
+updated. The writer keeps the row of each request it committed until the
 outcome arrives (`ChainWriter.committed`), so the updated row is known without reading it
 back; an outcome whose request another writer committed (or a failed group's) is read back.
 """
@@ -21,9 +21,7 @@ from sqlalchemy.exc import DBAPIError
 
 from clearance._core.errors import LedgerError
 from clearance._state.chain import (
-    ENTRY_FIELDS,
     LEDGER_KEY_ENV,
-    OPTIONAL_FIELDS,
     SUBJECT_FIELDS,
     chain_sha256,
     payload_sha256,
@@ -43,7 +41,6 @@ _INSERT_ENTRY = (
 )
 """The chain entries' ``INSERT`` on SQLite (as SQLAlchemy would compile it)."""
 
-_CALL_FIELDS = (*ENTRY_FIELDS["call"], *OPTIONAL_FIELDS.get("call", ()))
 _OUTCOME_FIELDS = (
     "response", "finish_reason", "requests", "prompt_tokens", "completion_tokens",
     "cached_prompt_tokens", "usage_counted", "error", "latency_s",
@@ -66,7 +63,7 @@ class ChainWriter:
         self._key_id = key_id
         self._url = url
         self._dialect = dialect
-        # Digested fields of each committed request whose outcome has not come yet.
+        # The row of each committed request whose outcome has not come yet.
         self._requests: dict[str, dict[str, Any]] = {}
 
     def append_run(self, conn: Connection, run_id: str) -> None:
@@ -157,7 +154,7 @@ class ChainWriter:
 
         Returns:
             The entries, and the changes to the committed requests to make with `committed`
-            once the transaction is committed (a request's fields, or ``None`` when its
+            once the transaction is committed (a request's row, or ``None`` when its
             outcome is written).
         """
         pending: dict[str, dict[str, Any] | None] = {}
@@ -166,7 +163,8 @@ class ChainWriter:
         for rows in built:
             for row in rows.get("call", ()):
                 if row.get("pending"):
-                    pending[row["call_id"]] = {name: row.get(name) for name in _CALL_FIELDS}
+                    # The row as written (its digested fields are read from it later).
+                    pending[row["call_id"]] = row
             for row in rows.get("call_finish", ()):
                 call_id = row["b_call_id"]
                 request = pending.get(call_id) or self._requests.get(call_id)

@@ -8,7 +8,7 @@ a run is only recorded. Reading a run back (``inspect``, ``verify``, ``resume``)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
@@ -108,8 +108,8 @@ class Recorder(Protocol):
         """Record the outcome of a call recorded with `record_request`."""
         ...
 
-    async def wait_committed(self) -> None:
-        """Return once every queued write is committed."""
+    def wait_committed(self) -> Awaitable[None]:
+        """An awaitable done once every queued write is committed."""
         ...
 
     def record_event(self, run_id: str, kind: EventKind, subject: str, data: dict[str, Any]) -> str:
