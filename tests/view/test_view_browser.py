@@ -72,6 +72,15 @@ def open_page(browser, path: Path, fragment: str = "") -> None:
     )
 
 
+def write_page(recorded, tmp_path: Path) -> Path:
+    """The recorded run's page, written to a file."""
+    with RunLedger(recorded.db) as ledger:
+        page = render_run_page(load_run_view(ledger, recorded.run_id))
+    path = tmp_path / "run.html"
+    path.write_text(page, encoding="utf-8")
+    return path
+
+
 def console_errors(browser) -> list[str]:
     return [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
 
@@ -81,10 +90,7 @@ def node(browser, index: int):
 
 
 async def test_graph_and_a_selected_tasks_prompt_are_shown(browser, recorded, tmp_path):
-    with RunLedger(recorded.db) as ledger:
-        page = render_run_page(load_run_view(ledger, recorded.run_id))
-    path = tmp_path / "run.html"
-    path.write_text(page, encoding="utf-8")
+    path = write_page(recorded, tmp_path)
     open_page(browser, path)
 
     nodes = browser.find_elements(By.CSS_SELECTOR, "#graph .node")
@@ -124,10 +130,7 @@ async def test_graph_and_a_selected_tasks_prompt_are_shown(browser, recorded, tm
 
 async def test_a_result_holding_script_does_not_run(browser, recorded, tamper, tmp_path):
     tamper(recorded)  # and a status, team and goal holding script
-    with RunLedger(recorded.db) as ledger:
-        page = render_run_page(load_run_view(ledger, recorded.run_id))
-    path = tmp_path / "run.html"
-    path.write_text(page, encoding="utf-8")
+    path = write_page(recorded, tmp_path)
     open_page(browser, path, "#task-1")  # evil, selected by the address
     assert "is-selected" in node(browser, 1).get_attribute("class")
     response = browser.find_element(By.CSS_SELECTOR, "#task-1 pre.response")
@@ -157,10 +160,7 @@ async def test_the_policy_blocks_script_that_got_past_escaping(browser, recorded
 
 
 async def test_the_page_opens_at_the_top(browser, recorded, tmp_path):
-    with RunLedger(recorded.db) as ledger:
-        page = render_run_page(load_run_view(ledger, recorded.run_id))
-    path = tmp_path / "run.html"
-    path.write_text(page, encoding="utf-8")
+    path = write_page(recorded, tmp_path)
     open_page(browser, path)
     assert browser.execute_script("return window.scrollY") == 0
     assert browser.find_element(By.ID, "task-0").is_displayed()  # the first task is shown
@@ -171,10 +171,7 @@ async def test_the_page_opens_at_the_top(browser, recorded, tmp_path):
 
 
 async def test_the_graph_fits_its_pane_and_zooms(browser, recorded, tmp_path):
-    with RunLedger(recorded.db) as ledger:
-        page = render_run_page(load_run_view(ledger, recorded.run_id))
-    path = tmp_path / "run.html"
-    path.write_text(page, encoding="utf-8")
+    path = write_page(recorded, tmp_path)
     browser.set_window_size(1100, 900)  # a pane narrower than the graph
     try:
         open_page(browser, path)
@@ -311,10 +308,7 @@ def test_a_served_page_updates_while_the_run_goes_on(browser, tmp_path):
 
 
 async def test_the_timeline_draws_one_bar_per_task_to_scale(browser, recorded, tmp_path):
-    with RunLedger(recorded.db) as ledger:
-        page = render_run_page(load_run_view(ledger, recorded.run_id))
-    path = tmp_path / "run.html"
-    path.write_text(page, encoding="utf-8")
+    path = write_page(recorded, tmp_path)
     open_page(browser, path)
     timeline = browser.find_element(By.ID, "timeline")
     assert timeline.is_displayed()
