@@ -49,3 +49,13 @@ def test_what_the_named_module_imports_is_not_searched_in_the_folder(folder: Pat
 def test_a_module_nowhere_names_where_it_was_looked_for(folder: Path) -> None:
     with pytest.raises(ModuleNotFoundError, match="installed or in the current folder"):
         import_user_module("cl_probe_missing.sub")
+
+
+@pytest.mark.parametrize(
+    "name", ["", ".cl_probe_x", "../cl_probe_x", "cl_probe_x/y", "cl_probe_x..y"]
+)
+def test_a_name_that_is_not_a_module_name_imports_nothing(folder: Path, name: str) -> None:
+    (folder / "cl_probe_x.py").write_text("raise SystemExit('imported')\n")
+    with pytest.raises(ValueError, match="is not a module name"):
+        import_user_module(name)
+    assert "cl_probe_x" not in sys.modules

@@ -26,9 +26,13 @@ def import_user_module(name: str) -> ModuleType:
     imports in turn resolve as usual (installed packages, ``PYTHONPATH``).
 
     Raises:
+        ValueError: ``name`` is not a dotted path of identifiers (``"a.b"``, not ``"a..b"``,
+            ``".a"`` or ``"a/b"``); nothing is imported.
         ModuleNotFoundError: ``name`` is neither installed nor in the current folder.
         Exception: Whatever the module's own code raises while it is imported.
     """
+    if not all(part.isidentifier() for part in name.split(".")):
+        raise ValueError(f"{name!r} is not a module name (dotted identifiers)")
     try:
         return importlib.import_module(name)
     except ModuleNotFoundError as exc:
