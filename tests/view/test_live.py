@@ -87,7 +87,9 @@ async def test_the_state_of_an_unknown_run_is_404(recorded):
         assert "unknown run 'run_nope'" in json.loads(body)["error"]
 
 
-@pytest.mark.parametrize("since", ["abc", "-1", "1.5", "", "%D9%A3", "1&since=2"])
+@pytest.mark.parametrize(
+    "since", ["abc", "-1", "1.5", "", "%D9%A3", "1&since=2", "9" * 19, "9" * 5000]
+)
 async def test_a_bad_since_is_400(recorded, since):
     with RunLedger(recorded.db) as ledger, serving(ledger) as server:
         status, _, body = fetch(f"{server.url}run/{recorded.run_id}/state?since={since}")

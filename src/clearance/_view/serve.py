@@ -177,7 +177,9 @@ class _Handler(BaseHTTPRequestHandler):
         values = parse_qs(query, keep_blank_values=True).get("since", [])
         since: int | None = None
         if values:
-            if len(values) > 1 or not values[0].isdigit() or not values[0].isascii():
+            given = values[0]
+            # At most 18 digits: a chain position fits, and int() never meets a huge string.
+            if len(values) > 1 or not given.isdigit() or not given.isascii() or len(given) > 18:
                 return HTTPStatus.BAD_REQUEST, {
                     "error": "since must be one whole number >= 0 (a chain position)"
                 }
