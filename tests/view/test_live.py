@@ -4,14 +4,10 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 
 import pytest
+from serving import fetch, serving
 
 from clearance import RunLedger, Task
 from clearance._context.verify import verify_run
@@ -19,30 +15,7 @@ from clearance._core.vocabulary import EventKind
 from clearance._state.queue import TaskState, TaskStatus
 from clearance._view import load_run_view, render_index, render_run_page
 from clearance._view.runs import VerdictCache
-from clearance._view.serve import RunServer, make_server
 from clearance.models import Usage
-
-
-def fetch(url: str, host: str | None = None) -> tuple[int, dict[str, str], str]:
-    request = urllib.request.Request(url, headers={"Host": host} if host else {})
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, dict(response.headers), response.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, dict(exc.headers), exc.read().decode()
-
-
-@contextmanager
-def serving(ledger: RunLedger) -> Iterator[RunServer]:
-    server = make_server(ledger, 0)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
 
 
 def start_running(ledger: RunLedger, run_id: str = "run_live") -> Task:

@@ -8,17 +8,14 @@ import json
 import re
 import socket
 import sqlite3
-import threading
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
+from serving import fetch, serving
 from typer.testing import CliRunner
 
 from clearance import RunLedger
 from clearance._view import load_run_view, render_index, render_run_page
-from clearance._view.serve import make_server
 from clearance.cli import app
 
 runner = CliRunner()
@@ -183,39 +180,22 @@ async def test_cli_view_errors_are_one_line(recorded, args, fragment):
     assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0]
 
 
-def fetch(url: str, host: str | None = None) -> tuple[int, dict[str, str], str]:
-    request = urllib.request.Request(url, headers={"Host": host} if host else {})
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, dict(response.headers), response.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, dict(exc.headers), exc.read().decode()
-
-
 async def test_serve_lists_runs_and_serves_their_pages_on_loopback_only(recorded):
-    with RunLedger(recorded.db) as ledger:
-        server = make_server(ledger, 0)
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        try:
-            assert server.server_address[0] == "127.0.0.1"
-            status, headers, body = fetch(server.url)
-            assert status == 200 and f'href="/run/{recorded.run_id}"' in body
-            assert "script-src 'none'" in headers["Content-Security-Policy"]
-            status, headers, body = fetch(f"{server.url}run/{recorded.run_id}")
-            assert status == 200 and 'href="/">all runs</a>' in body
-            assert headers["Content-Security-Policy"].startswith("default-src 'none'; script-src")
-            assert "frame-ancestors 'none'" in headers["Content-Security-Policy"]
-            assert headers["X-Content-Type-Options"] == "nosniff"
-            status, _, body = fetch(f"{server.url}run/%3Cscript%3Enope")
-            assert status == 404 and "unknown run &#39;&lt;script&gt;nope&#39;" in body
-            assert fetch(f"{server.url}elsewhere")[0] == 404
-            # DNS rebinding: another host name pointing at 127.0.0.1 is refused.
-            assert fetch(server.url, host=f"attacker.example:{server.port}")[0] == 421
-        finally:
-            server.shutdown()
-            server.server_close()
-            thread.join(timeout=5)
+    with RunLedger(recorded.db) as ledger, serving(ledger) as server:
+        assert server.server_address[0] == "127.0.0.1"
+        status, headers, body = fetch(server.url)
+        assert status == 200 and f'href="/run/{recorded.run_id}"' in body
+        assert "script-src 'none'" in headers["Content-Security-Policy"]
+        status, headers, body = fetch(f"{server.url}run/{recorded.run_id}")
+        assert status == 200 and 'href="/">all runs</a>' in body
+        assert headers["Content-Security-Policy"].startswith("default-src 'none'; script-src")
+        assert "frame-ancestors 'none'" in headers["Content-Security-Policy"]
+        assert headers["X-Content-Type-Options"] == "nosniff"
+        status, _, body = fetch(f"{server.url}run/%3Cscript%3Enope")
+        assert status == 404 and "unknown run &#39;&lt;script&gt;nope&#39;" in body
+        assert fetch(f"{server.url}elsewhere")[0] == 404
+        # DNS rebinding: another host name pointing at 127.0.0.1 is refused.
+        assert fetch(server.url, host=f"attacker.example:{server.port}")[0] == 421
 
 
 def test_serve_refuses_a_bad_or_busy_port(tmp_path):

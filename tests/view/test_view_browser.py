@@ -10,6 +10,7 @@ screenshot is kept in the test's ``tmp_path`` (its path is printed).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import threading
 import time
@@ -17,10 +18,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from serving import serving
 
 from clearance import Agent, Orchestrator, RunLedger, Task, Team
 from clearance._view import load_run_view, render_run_page
-from clearance._view.serve import make_server
 from clearance._view.timeline import MIN_WIDTH_PCT
 from clearance.testing import FunctionModel
 
@@ -239,17 +240,15 @@ def task_button(browser, index: int):
 def test_a_served_page_updates_while_the_run_goes_on(browser, tmp_path):
     db, gates, thread = served_run(tmp_path)
     thread.start()
-    server = None
     try:
-        with RunLedger(db) as reader:
+        with RunLedger(db) as reader, contextlib.ExitStack() as stack:
 
             def both_calls_sent():
                 runs = reader.list_runs()
                 return runs and len(reader.calls(runs[0].run_id)) == 2 and runs[0].run_id
 
             run_id = wait_until(both_calls_sent)
-            server = make_server(reader, 0)
-            threading.Thread(target=server.serve_forever, daemon=True).start()
+            server = stack.enter_context(serving(reader))
             browser.get_log("browser")
             browser.get(f"{server.url}run/{run_id}")
             WebDriverWait(browser, 15).until(
@@ -302,9 +301,6 @@ def test_a_served_page_updates_while_the_run_goes_on(browser, tmp_path):
         for gate in gates.values():
             gate.set()
         thread.join(timeout=30)
-        if server is not None:
-            server.shutdown()
-            server.server_close()
 
 
 async def test_the_timeline_draws_one_bar_per_task_to_scale(browser, recorded, tmp_path):
