@@ -8,30 +8,26 @@ its own thread and one deadline for the whole connection.
 from __future__ import annotations
 
 import socket
+import sys
 import threading
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 
 from clearance import RunLedger
 from clearance._view import serve
-from clearance._view.serve import make_server
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "view"))
+from serving import serving
 
 
 @pytest.fixture
 def server(tmp_path, monkeypatch):
     monkeypatch.setattr(serve, "REQUEST_TIMEOUT_S", 2.0)
-    with RunLedger(f"sqlite:///{tmp_path / 'runs.db'}") as ledger:
-        running = make_server(ledger, 0)
-        thread = threading.Thread(target=running.serve_forever, daemon=True)
-        thread.start()
-        try:
-            yield running
-        finally:
-            running.shutdown()
-            running.server_close()
-            thread.join(timeout=5)
+    with RunLedger(f"sqlite:///{tmp_path / 'runs.db'}") as ledger, serving(ledger) as running:
+        yield running
 
 
 def trickle(port: int, stop: threading.Event) -> socket.socket:
