@@ -104,7 +104,9 @@ def serialize_json(value: Any) -> str:
     read back. What orjson refuses (a lone surrogate) goes to `json.dumps` like the rest.
     """
     if type(value) is JSONText:
-        return value
+        # As a plain ``str``: ``sqlite3`` binds a subclass only after searching for an
+        # adapter (see `clearance._state.db.sqlite`), which costs more than this copy.
+        return str(value)
     if type(value) is list and all(type(item) is str for item in value):
         try:
             return orjson.dumps(value).decode()
