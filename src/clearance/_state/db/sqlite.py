@@ -122,7 +122,13 @@ def read_only_sqlite(path: str) -> Callable[[], sqlite3.Connection]:
     return connect
 
 
-def configure_sqlite(engine: Engine, *, begin_event: bool = True, read_only: bool = False) -> None:
+def configure_sqlite(
+    engine: Engine,
+    *,
+    begin_event: bool = True,
+    read_only: bool = False,
+    page_size: int | None = None,
+) -> None:
     """Set the pragmas of every new SQLite connection and take over ``BEGIN``.
 
     The ``sqlite3`` module's legacy transaction handling neither begins a transaction
@@ -130,6 +136,9 @@ def configure_sqlite(engine: Engine, *, begin_event: bool = True, read_only: boo
     documentation disables it and emits ``BEGIN`` from the ``begin`` event instead. Without
     ``begin_event`` nothing is sent when SQLAlchemy begins (see `HeldConnections`).
     ``read_only`` leaves out the pragmas that write (``journal_mode``, ``synchronous``).
+    ``page_size`` (bytes, a power of two from 512 to 65536) is the page size of a database
+    file created by the connection; a file that exists keeps its own (SQLite changes it
+    only by ``VACUUM``, never in write-ahead-log mode).
     """
 
     @event.listens_for(engine, "connect")
@@ -139,6 +148,8 @@ def configure_sqlite(engine: Engine, *, begin_event: bool = True, read_only: boo
         try:
             cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             if not read_only:  # switching to write-ahead logging writes the file
+                if page_size is not None:  # before anything is written: a new file's
+                    cursor.execute(f"PRAGMA page_size = {int(page_size)}")
                 enable_wal(cursor)
                 cursor.execute("PRAGMA synchronous = NORMAL")
             cursor.execute("PRAGMA foreign_keys = ON")

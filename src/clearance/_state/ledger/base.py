@@ -54,6 +54,12 @@ class LedgerBase(DatabaseBase):
     """
 
     _LABEL = "run ledger"
+    # 16 KiB pages for a new ledger file: a group commit writes each page it changed to the
+    # write-ahead log, and a call's row (its prompt's messages and manifest) fills most of
+    # a 4 KiB page by itself, so with SQLite's default every call and its outcome each
+    # write a page; with 16 KiB pages a group writes fewer, fuller pages (a run's writer
+    # spends about a tenth less CPU). An existing file keeps its page size.
+    _PAGE_SIZE = 16384
 
     def _closed_error(self, operation: str) -> StoreError:
         return LedgerError(str(super()._closed_error(operation)))
