@@ -258,13 +258,14 @@ class LedgerBase(DatabaseBase):
         """
         if self._dialect == "sqlite":
             first = rows[0].keys()
-            if all(row.keys() == first for row in rows):
+            # Every row gives the same columns (compared in C: no Python frame per row).
+            if all(map(first.__eq__, map(dict.keys, rows))):
                 driver = self._driver_statement(key, tuple(first))
                 if driver is not None:
                     dbapi = conn.connection.driver_connection  # in the same transaction
                     assert dbapi is not None
                     try:
-                        dbapi.executemany(driver.sql, [driver.parameters(r) for r in rows]).close()
+                        dbapi.executemany(driver.sql, driver.parameters_many(rows)).close()
                     except sqlite3.Error as exc:  # as SQLAlchemy would raise it
                         raise DBAPIError.instance(
                             driver.sql, None, exc, sqlite3.Error, hide_parameters=True
