@@ -214,3 +214,25 @@ def test_a_chain_of_the_earlier_form_verifies_alone_and_continued(recorded, rech
     assert chain[-1][1] == GROUP_KIND and chain[-1][2] == "3"
     report = verify(db, run_id)
     assert report.ok, [str(f) for f in report.findings]
+
+
+def test_group_entries_on_postgresql_verify(postgres_url, monkeypatch):
+    monkeypatch.delenv(LEDGER_KEY_ENV, raising=False)
+    tasks = [
+        Task(id=f"p{i}", title=f"P{i}", description=f"Do {i}.", assignee="alice") for i in range(3)
+    ]
+    model = FunctionModel(lambda r: f"RESULT of {r.prompt.manifest.subject}")
+
+    async def run():
+        with RunLedger(postgres_url) as ledger:
+            orch = Orchestrator(TEAM, model=model, ledger=ledger)
+            return await orch.run_tasks(tasks, goal="The goal")
+
+    run_id = asyncio.run(run()).run_id
+    with RunLedger(postgres_url) as ledger:
+        chain = ledger.chain_entries(run_id)
+        report = verify_run(ledger, run_id)
+    groups = [e for e in chain if e.kind == GROUP_KIND]
+    assert groups and all(e.records is not None for e in groups)
+    assert report.ok, [str(f) for f in report.findings]
+    assert report.entries_checked > len(chain)
