@@ -49,7 +49,7 @@ class Point:
         {},
         None,
         "plain",
-        {"text": "naïve ☃ \u2028 \"quoted\" \\ \n", "flag": True, "zero": -0.0},
+        {"text": 'naïve ☃ \u2028 "quoted" \\ \n', "flag": True, "zero": -0.0},
         {"small": 1e-05, "big": 1.5e300, "u64": 2**64 - 1},
         {"level": Level.LOW, "mode": Mode.FAST},  # members of int and str enums: their values
         ["a", Mode.FAST],

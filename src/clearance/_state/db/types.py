@@ -97,7 +97,9 @@ class JSONText(str):
 
 
 _ORJSON_PLAIN = (
-    orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_SUBCLASS
+    orjson.OPT_PASSTHROUGH_DATACLASS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+    | orjson.OPT_PASSTHROUGH_SUBCLASS
 )
 """orjson refuses (raises for) what the standard library's ``json`` refuses or writes otherwise:
 dataclasses, dates and times, and subclasses of ``str``, ``int``, ``dict`` and ``list``."""
