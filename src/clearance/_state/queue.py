@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from typing import NamedTuple
 
 from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import GraphError
@@ -41,9 +41,12 @@ class TaskStatus(StrEnum):
         return self in (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.SKIPPED)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TaskState:
-    """A snapshot of one task's run-time state.
+class TaskState(NamedTuple):
+    """A snapshot of one task's run-time state (immutable).
+
+    A named tuple rather than a frozen dataclass: the queue makes one at each change of
+    state (three or more per task), and a frozen dataclass pays for an
+    ``object.__setattr__`` per field.
 
     Attributes:
         task: The task spec.
