@@ -38,7 +38,11 @@ class TaskStatus(StrEnum):
     @property
     def is_final(self) -> bool:
         """Whether the status can no longer change."""
-        return self in (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.SKIPPED)
+        return self in _FINAL
+
+
+_FINAL = frozenset({TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.SKIPPED})
+"""The statuses that can no longer change (`TaskStatus.is_final`)."""
 
 
 class TaskState(NamedTuple):
