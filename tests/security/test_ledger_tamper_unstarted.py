@@ -134,7 +134,8 @@ def test_a_rechained_row_of_a_task_not_in_the_graph_is_reported(tmp_path, monkey
     task_not_in_graph(db, run_id)
     rechain(db, run_id)
     findings = [(f.subject, f.reason) for f in verify(db, run_id).findings]
-    assert findings == [("task:z", "the task is recorded, but it is not in the run's recorded graph")]
+    reason = "the task is recorded, but it is not in the run's recorded graph"
+    assert findings == [("task:z", reason)]
 
 
 def test_a_rechained_forged_result_of_a_task_that_never_started_is_reported(

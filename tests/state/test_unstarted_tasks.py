@@ -26,8 +26,7 @@ T0 = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 GRAPH = TaskGraph(
     [
         Task(id="a", title="Research", description="Find.", assignee="researcher"),
-        Task(id="x", title="Aside", description="Note.", assignee="writer",
-             memory_scope="all"),  # fmt: skip
+        Task(id="x", title="Aside", description="Note.", assignee="writer", memory_scope="all"),
         Task(id="b", title="Write", description="Write.", assignee="writer", depends_on=("a",)),
         Task(id="c", title="Edit", description="Edit.", assignee="writer", depends_on=("b", "x")),
     ]
@@ -137,8 +136,9 @@ def test_reads_as_compares_a_state_with_what_the_ledger_reads():
     assert reads_as(fresh, replace(record, status=TaskStatus.READY.value, error=None))
 
 
-TEAM = Team(agents=(Agent(name="researcher", instructions="R."), Agent(name="writer",
-                                                                       instructions="W.")))  # fmt: skip
+TEAM = Team(
+    agents=(Agent(name="researcher", instructions="R."), Agent(name="writer", instructions="W."))
+)
 
 
 def test_a_run_writes_two_task_rows_per_task_not_three(tmp_path):
