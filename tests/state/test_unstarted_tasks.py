@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from clearance import Agent, Orchestrator, Task, Team
+from clearance._context.verify_chain import ChainedRecord, chained_records
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import RunLedger, TaskRecord
 from clearance._state.ledger.task_view import merge_tasks, reads_as
@@ -37,6 +38,13 @@ GRAPH = TaskGraph(
 def ledger(tmp_path: Path) -> Iterator[RunLedger]:
     with RunLedger(f"sqlite:///{tmp_path / 'runs.db'}") as opened:
         yield opened
+
+
+def chained(run_id: str, ledger: RunLedger) -> list[ChainedRecord]:
+    """Every record the run's chain holds (a group entry's each)."""
+    records, problems = chained_records(ledger.chain_entries(run_id))
+    assert problems == []
+    return records
 
 
 def fields(records: list[TaskRecord]) -> list[tuple[object, ...]]:
@@ -72,7 +80,7 @@ def test_unstarted_tasks_read_as_the_rows_written_at_the_start_of_a_run(ledger):
     )  # fmt: skip
     # Only the tasks that changed have rows and chain entries.
     assert [r["task_id"] for r in ledger.record_rows("run_lazy")["task"]] == ["x", "a"]
-    assert {e.subject for e in ledger.chain_entries("run_lazy") if e.kind == "task"} == {"x", "a"}
+    assert {r.subject for r in chained("run_lazy", ledger) if r.kind == "task"} == {"x", "a"}
 
 
 def test_a_task_without_dependencies_reads_ready_as_its_first_row_did(ledger):
@@ -152,8 +160,8 @@ def test_a_run_writes_two_task_rows_per_task_not_three(tmp_path):
 
     run_id = asyncio.run(run()).run_id
     with RunLedger(f"sqlite:///{db}", read_only=True) as ledger:
-        entries = [e.subject for e in ledger.chain_entries(run_id) if e.kind == "task"]
-        assert sorted(entries) == sorted(["a", "x", "b", "c"] * 2)
+        tasks = [r.subject for r in chained(run_id, ledger) if r.kind == "task"]
+        assert sorted(tasks) == sorted(["a", "x", "b", "c"] * 2)
         assert [(t.task_id, t.status) for t in ledger.tasks(run_id)] == [
             (i, "completed") for i in ("a", "x", "b", "c")
         ]

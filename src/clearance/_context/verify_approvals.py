@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from clearance._context.verify_chain import chained_records
 from clearance._core.errors import ConfigError
 from clearance._core.event_schema import (
     ApprovalDecidedEvent,
@@ -102,11 +103,11 @@ def check_approvals(
     Raises:
         StoreError: The ledger cannot be read.
     """
-    seq: dict[tuple[str, str], int] = {}  # (kind, subject): its first entry in the chain
-    last: dict[tuple[str, str], int] = {}  # (kind, subject): its latest entry
-    for entry in ledger.chain_entries(run.run_id):
-        seq.setdefault((entry.kind, entry.subject), entry.seq)
-        last[(entry.kind, entry.subject)] = entry.seq
+    seq: dict[tuple[str, str], int] = {}  # (kind, subject): its first place in the chain
+    last: dict[tuple[str, str], int] = {}  # (kind, subject): its latest place
+    for record in chained_records(ledger.chain_entries(run.run_id))[0]:
+        seq.setdefault((record.kind, record.subject), record.position)
+        last[(record.kind, record.subject)] = record.position
     read = list(_read(events))
     requests: dict[str, tuple[int, ApprovalRequestedEvent]] = {}
     for event, data in read:

@@ -1,15 +1,17 @@
 """Checking a run's hash chain against its records (part of `verify_run`).
 
-The ledger appends one chain entry per record it writes (see `clearance._state.chain`). This
-module re-derives, from the ledger alone:
+The ledger chains every record it writes, one entry per transaction and run: the record's
+own for one record, a group entry listing several (see `clearance._state.chain`). This module
+re-derives, from the ledger alone:
 
 1. **Links.** Entries are numbered 1, 2, ... without a gap, and each entry's chain value
    follows from the one before: SHA-256 for an unkeyed run, HMAC-SHA256 under the ledger key
-   for a keyed one (checked only when the key is given).
+   for a keyed one (checked only when the key is given). A group entry's records digest to
+   its payload.
 2. **Records.** Every row of the run (the run itself, tasks, task reasons, messages, model
-   calls, tool calls, events) digests to its latest entry (a call's prompt through its
-   messages and manifest, recomputed); no row is missing an entry, no entry is missing a
-   row, and rows are in the order their entries were chained.
+   calls, tool calls, events) digests to its latest chained record (a call's prompt through
+   its messages and manifest, recomputed); no row is missing from the chain, no chained
+   record is missing a row, and rows are in the order they were chained.
 """
 
 from __future__ import annotations
@@ -21,15 +23,64 @@ from typing import Any
 from clearance._core.vocabulary import RecordKind
 from clearance._state.chain import (
     APPEND_KINDS,
+    GROUP_KIND,
     SUBJECT_FIELDS,
     UPSERT_KINDS,
     chain_sha256,
+    group_records,
     key_id,
     payload_sha256,
 )
 from clearance._state.ledger import ChainEntry, RunLedger, call_record_sha256
 
-__all__ = ["ChainReport", "check_chain"]
+__all__ = ["ChainReport", "ChainedRecord", "chained_records", "check_chain"]
+
+Problem = tuple[str, str | None, str]
+"""``(subject, call id or None, reason)``: one finding."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChainedRecord:
+    """One record as the chain holds it.
+
+    Attributes:
+        position: Its place among the run's chained records, from 1 (write order).
+        seq: The entry that chains it.
+        kind: The record's kind (`clearance._state.chain.ENTRY_FIELDS`).
+        subject: The record's id.
+        payload_sha256: Its digest when it was written.
+    """
+
+    position: int
+    seq: int
+    kind: str
+    subject: str
+    payload_sha256: str
+
+
+def chained_records(entries: list[ChainEntry]) -> tuple[list[ChainedRecord], list[Problem]]:
+    """The records a run's chain entries hold, in chain order, and the entries that are bad.
+
+    A group entry whose records do not digest to its payload or do not read as records
+    (`clearance._state.chain.group_records`) contributes none and is reported; so is a
+    group entry without records and an entry of one record that carries some.
+    """
+    records: list[ChainedRecord] = []
+    problems: list[Problem] = []
+    for entry in entries:
+        if entry.kind != GROUP_KIND and entry.records is None:
+            members = [(entry.kind, entry.subject, entry.payload_sha256)]
+        else:
+            try:
+                if entry.kind != GROUP_KIND or entry.records is None:
+                    raise ValueError("its kind and its records disagree")
+                members = group_records(entry.subject, entry.payload_sha256, entry.records)
+            except ValueError as exc:
+                problems.append(("run", None, f"hash chain entry {entry.seq} was altered: {exc}"))
+                continue
+        for kind, subject, payload in members:
+            records.append(ChainedRecord(len(records) + 1, entry.seq, kind, subject, payload))
+    return records, problems
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -37,7 +88,7 @@ class ChainReport:
     """What the chain check found.
 
     Attributes:
-        entries: How many chain entries the run has.
+        entries: How many records the run's chain holds (a group entry's each count).
         keyed: Whether the run was chained under a ledger key (``runs.chain_key_id`` set).
         macs_checked: Whether the chain's links were checked (always for an unkeyed run; for
             a keyed run only with its key).
@@ -69,7 +120,7 @@ def check_chain(ledger: RunLedger, run_id: str, key: bytes | None) -> ChainRepor
     rows = ledger.record_rows(run_id)
     run_rows = rows.get("run") or [{}]
     recorded_key = run_rows[0].get("chain_key_id")
-    problems: list[tuple[str, str | None, str]] = []
+    problems: list[Problem] = []
     if not entries:
         problems.append(
             (
@@ -100,18 +151,20 @@ def check_chain(ledger: RunLedger, run_id: str, key: bytes | None) -> ChainRepor
     else:
         mac_key = key
     problems.extend(_check_links(entries, run_id, mac_key if check_links else None, check_links))
+    records, bad_entries = chained_records(entries)
+    problems.extend(bad_entries)
     for kind in ("run", "task", "task_reason", "message", "call", "tool_call", "event"):
         kind_rows = rows.get(kind, [])
         if kind == RecordKind.CALL:
             kind_rows = [_with_recomputed_digest(row) for row in kind_rows]
-        chained = [e for e in entries if e.kind == kind]
+        chained = [r for r in records if r.kind == kind]
         if kind in UPSERT_KINDS:
             problems.extend(_check_upserts(kind, kind_rows, chained))
         else:
             assert kind in APPEND_KINDS
             problems.extend(_check_appends(kind, kind_rows, chained))
     return ChainReport(
-        entries=len(entries),
+        entries=len(records),
         keyed=recorded_key is not None,
         macs_checked=check_links,
         head=entries[-1].chain_sha256,
@@ -130,7 +183,7 @@ def _with_recomputed_digest(row: dict[str, Any]) -> dict[str, Any]:
 
 def _check_links(
     entries: list[ChainEntry], run_id: str, key: bytes | None, check: bool
-) -> Iterator[tuple[str, str | None, str]]:
+) -> Iterator[Problem]:
     previous = ""
     for position, entry in enumerate(entries, 1):
         if entry.seq != position:
@@ -166,10 +219,10 @@ def _label(kind: str, row: dict[str, Any] | None, subject: str) -> tuple[str, st
 
 
 def _check_upserts(
-    kind: str, rows: list[dict[str, Any]], chained: list[ChainEntry]
-) -> Iterator[tuple[str, str | None, str]]:
+    kind: str, rows: list[dict[str, Any]], chained: list[ChainedRecord]
+) -> Iterator[Problem]:
     """Each row matches its subject's latest entry; rows are in the order first chained."""
-    latest: dict[str, ChainEntry] = {}
+    latest: dict[str, ChainedRecord] = {}
     for entry in chained:
         latest[entry.subject] = entry  # a dict keeps the first position of each subject
     seen: list[str] = []
@@ -192,8 +245,8 @@ def _check_upserts(
 
 
 def _check_appends(
-    kind: str, rows: list[dict[str, Any]], chained: list[ChainEntry]
-) -> Iterator[tuple[str, str | None, str]]:
+    kind: str, rows: list[dict[str, Any]], chained: list[ChainedRecord]
+) -> Iterator[Problem]:
     """Rows and entries correspond one to one, in order."""
     for row, entry in zip(rows, chained, strict=False):
         subject = str(row[SUBJECT_FIELDS[kind]])

@@ -1,12 +1,21 @@
 """The run ledger's hash chain: every record of a run, in write order, optionally keyed.
 
-Each write to the ledger appends, in the same transaction, one *entry* per record it writes
-(a run's state, a task's state, a task reason, a message, a model call or its outcome, a tool
-call, an event): ``(seq, kind, subject, payload_sha256, chain_sha256)``, where
+Every record the ledger writes (a run's state, a task's state, a task reason, a message, a
+model call or its outcome, a tool call, an event) is chained, in the transaction that writes
+it, as ``(kind, subject, payload_sha256)``: ``payload_sha256`` is the SHA-256 of the
+record's fields in canonical JSON (`payload_sha256`; the fields of each kind are
+`ENTRY_FIELDS`). A transaction appends to each run's chain one *entry*
+``(seq, kind, subject, payload_sha256, chain_sha256, records)``:
 
+- for one record, the record's own ``kind``, ``subject`` and ``payload_sha256``, and no
+  ``records`` (every entry had this form before version 10 of the ledger schema);
+- for several (a group commit), one *group entry* (`GROUP_KIND`): ``records`` is the
+  canonical JSON list of the records' ``[kind, subject, payload_sha256]`` in write order,
+  ``payload_sha256`` is that text's SHA-256 and ``subject`` the number of records
+  (`group_entry`). A record's place in the chain is then its group's place and its
+  position in the list, so the chain covers every record, in order, as before, with one row
+  and one link per transaction instead of one per record;
 - ``seq`` counts the run's entries from 1, in the order they were committed;
-- ``payload_sha256`` is the SHA-256 of the record's fields in canonical JSON
-  (`payload_sha256`; the fields of each kind are `ENTRY_FIELDS`);
 - ``chain_sha256`` is ``H(canonical_json([previous chain, run id, seq, kind, subject,
   payload_sha256]))``, the previous chain of the first entry being ``""``.
 
@@ -22,9 +31,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
@@ -38,12 +48,16 @@ from clearance._core.prompt import canonical_json
 __all__ = [
     "APPEND_KINDS",
     "ENTRY_FIELDS",
+    "ChainedRecord",
+    "GROUP_KIND",
     "LEDGER_KEY_ENV",
     "LEDGER_KEY_FILE_ENV",
     "OPTIONAL_FIELDS",
     "SUBJECT_FIELDS",
     "UPSERT_KINDS",
     "chain_sha256",
+    "group_entry",
+    "group_records",
     "key_id",
     "load_ledger_key",
     "payload_sha256",
@@ -111,6 +125,12 @@ UPSERT_KINDS = frozenset({"run", "task", "message", "call"})
 
 APPEND_KINDS = frozenset({"task_reason", "tool_call", "event"})
 """Kinds whose rows are only appended: one entry per row, in the same order."""
+
+GROUP_KIND = "group"
+"""The kind of an entry that chains several records of one transaction (`group_entry`)."""
+
+ChainedRecord = tuple[str, str, str]
+"""``(kind, subject, payload_sha256)`` of one chained record."""
 
 
 def load_ledger_key(environ: Mapping[str, str] | None = None) -> bytes | None:
@@ -256,3 +276,56 @@ def chain_sha256(
     if key is None:
         return hashlib.sha256(message).hexdigest()
     return hmac.new(key, message, hashlib.sha256).hexdigest()
+
+
+def group_entry(records: Sequence[ChainedRecord]) -> tuple[str, str, str]:
+    """The ``(subject, payload_sha256, records text)`` of a group entry chaining ``records``.
+
+    The text is the canonical JSON of ``[[kind, subject, payload_sha256], ...]`` in write
+    order; the payload digest is the SHA-256 of its UTF-8 bytes; the subject is the number
+    of records, in decimal.
+    """
+    members = [list(record) for record in records]
+    try:
+        data = orjson.dumps(members)
+    except TypeError:  # orjson.JSONEncodeError: text orjson refuses (a lone surrogate)
+        data = canonical_json(members).encode("utf-8", "surrogatepass")
+    text = data.decode("utf-8", "surrogatepass")
+    return str(len(members)), hashlib.sha256(data).hexdigest(), text
+
+
+def group_records(subject: str, payload: str, text: str) -> list[ChainedRecord]:
+    """The records a group entry chains, checked against its subject and payload digest.
+
+    Args:
+        subject: The entry's subject (the number of records).
+        payload: The entry's ``payload_sha256``.
+        text: The entry's ``records`` text.
+
+    Raises:
+        ValueError: The text does not digest to ``payload``, is not a list of
+            ``[kind, subject, digest]`` texts of known kinds, or its length is not
+            ``subject``.
+    """
+    if hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest() != payload:
+        raise ValueError("its records do not digest to its payload")
+    try:
+        members = orjson.loads(text)
+    except orjson.JSONDecodeError:  # orjson refuses a lone surrogate; json reads it
+        try:
+            members = json.loads(text)
+        except ValueError as exc:
+            raise ValueError("its records are not JSON") from exc
+    if not isinstance(members, list) or str(len(members)) != subject:
+        raise ValueError("its records are not the list its subject counts")
+    records: list[ChainedRecord] = []
+    for member in members:
+        if (
+            not isinstance(member, list)
+            or len(member) != 3
+            or not all(isinstance(part, str) for part in member)
+            or member[0] not in ENTRY_FIELDS
+        ):
+            raise ValueError("a record of it is not [kind, subject, payload_sha256]")
+        records.append((member[0], member[1], member[2]))
+    return records

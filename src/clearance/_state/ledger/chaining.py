@@ -1,7 +1,8 @@
 """The hash chain's hookup: each committed record appended to its run's chain.
 
-The chain itself (digests, keyed links) is `clearance._state.chain`; this module reads a
-run's chain head in the write transaction and appends the entries of the records written.
+The chain itself (digests, keyed links, group entries) is `clearance._state.chain`; this
+module reads a run's chain head in the write transaction and appends the records written:
+one entry for a run's only record, one group entry for several.
 
 A call's outcome is an update of its request's row, and its entry digests the row as
 updated. The writer keeps the row of each request it committed until the
@@ -21,9 +22,11 @@ from sqlalchemy.exc import DBAPIError
 
 from clearance._core.errors import LedgerError
 from clearance._state.chain import (
+    GROUP_KIND,
     LEDGER_KEY_ENV,
     SUBJECT_FIELDS,
     chain_sha256,
+    group_entry,
     payload_sha256,
 )
 from clearance._state.ledger.schema import CALLS, ENTRIES, RUNS
@@ -33,11 +36,13 @@ from clearance._state.write_behind import Rows
 __all__ = ["ChainWriter", "Entry"]
 
 Entry = tuple[str, str, str, str]
-"""``(run id, kind, subject, payload digest)`` of one chain entry to append."""
+"""``(run id, kind, subject, payload digest)`` of one record to chain."""
 
-_ENTRY_COLUMNS = ("run_id", "seq", "kind", "subject", "payload_sha256", "chain_sha256")
+_ENTRY_COLUMNS = (
+    "run_id", "seq", "kind", "subject", "payload_sha256", "chain_sha256", "records",
+)  # fmt: skip
 _INSERT_ENTRY = (
-    f"INSERT INTO {ENTRIES.name} ({', '.join(_ENTRY_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?)"
+    f"INSERT INTO {ENTRIES.name} ({', '.join(_ENTRY_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
 """The chain entries' ``INSERT`` on SQLite (as SQLAlchemy would compile it)."""
 
@@ -71,8 +76,8 @@ class ChainWriter:
         row = dict(conn.execute(select(RUNS).where(RUNS.c.run_id == run_id)).mappings().one())
         self.append(conn, [(run_id, "run", run_id, payload_sha256("run", row))])
 
-    def _head(self, conn: Connection, run_id: str) -> list[Any]:
-        """``[last seq, last chain value, key]`` of a run, read in the write transaction.
+    def _head(self, conn: Connection, run_id: str) -> tuple[int, str, bytes | None]:
+        """``(last seq, last chain value, key)`` of a run, read in the write transaction.
 
         Raises:
             StoreError: The run is unknown, or it is chained with another key than this
@@ -101,24 +106,31 @@ class ChainWriter:
             .order_by(ENTRIES.c.seq.desc())
             .limit(1)
         ).first()
-        return [last[0], last[1], self._key] if last is not None else [0, "", self._key]
+        return (last[0], last[1], self._key) if last is not None else (0, "", self._key)
 
     def append(self, conn: Connection, entries: Sequence[Entry]) -> None:
-        """Append ``(run id, kind, subject, payload digest)`` entries to their runs' chains.
+        """Chain ``(run id, kind, subject, payload digest)`` records, in order, per run.
 
-        On SQLite the rows go straight to ``sqlite3``'s ``executemany`` (all their columns
-        are text and integers, which need no conversion); elsewhere SQLAlchemy inserts them.
+        Each run gets one entry: the record's own for one record, a group entry
+        (`clearance._state.chain.group_entry`) for several. On SQLite the rows go straight
+        to ``sqlite3``'s ``executemany`` (all their columns are text and integers, which
+        need no conversion); elsewhere SQLAlchemy inserts them.
         """
-        heads: dict[str, list[Any]] = {}
-        rows: list[tuple[str, int, str, str, str, str]] = []
+        by_run: dict[str, list[tuple[str, str, str]]] = {}
         for run_id, kind, subject, payload in entries:
-            head = heads.get(run_id)
-            if head is None:
-                head = heads[run_id] = self._head(conn, run_id)
-            seq = head[0] + 1
-            chain = chain_sha256(head[1], run_id, seq, kind, subject, payload, head[2])
-            head[0], head[1] = seq, chain
-            rows.append((run_id, seq, kind, subject, payload, chain))
+            by_run.setdefault(run_id, []).append((kind, subject, payload))
+        rows: list[tuple[str, int, str, str, str, str, str | None]] = []
+        for run_id, records in by_run.items():
+            seq, previous, key = self._head(conn, run_id)
+            seq += 1
+            text: str | None = None
+            if len(records) == 1:
+                kind, subject, payload = records[0]
+            else:
+                kind = GROUP_KIND
+                subject, payload, text = group_entry(records)
+            chain = chain_sha256(previous, run_id, seq, kind, subject, payload, key)
+            rows.append((run_id, seq, kind, subject, payload, chain, text))
         if not rows:
             return
         if self._dialect == "sqlite":

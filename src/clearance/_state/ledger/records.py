@@ -172,10 +172,14 @@ class ChainEntry:
     Attributes:
         run_id: The run.
         seq: Position in the run's chain, from 1.
-        kind: The kind of record (``"run"``, ``"task"``, ``"call"``, ``"event"``...).
-        subject: The record's id (a task id, a call id...).
-        payload_sha256: Digest of the record's fields when the entry was written.
+        kind: The kind of record (``"run"``, ``"task"``, ``"call"``, ``"event"``...), or
+            ``"group"`` for an entry chaining several records.
+        subject: The record's id (a task id, a call id...); a group's number of records.
+        payload_sha256: Digest of the record's fields when the entry was written; a group's
+            digest of its ``records``.
         chain_sha256: The chain value after this entry.
+        records: A group's records, ``[[kind, subject, payload_sha256], ...]`` as canonical
+            JSON text in write order; ``None`` for an entry of one record.
     """
 
     run_id: str
@@ -184,6 +188,7 @@ class ChainEntry:
     subject: str
     payload_sha256: str
     chain_sha256: str
+    records: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

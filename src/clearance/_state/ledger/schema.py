@@ -239,6 +239,18 @@ def _m009_call_parameters(change: SchemaChange) -> None:
     change.add_column("calls", Column("parameters", JSON))
 
 
+@LEDGER_SCHEMA.migration
+def _m010_grouped_chain_entries(change: SchemaChange) -> None:
+    """Version 10: ``ledger_entries.records``, the records a group entry chains.
+
+    A transaction that writes several records of a run appends one entry for all of them
+    (kind ``"group"``): its ``records`` column holds their ``[kind, subject,
+    payload_sha256]`` in write order as canonical JSON, and its ``payload_sha256`` is that
+    text's SHA-256 (`clearance._state.chain`). NULL for an entry of one record, as before.
+    """
+    change.add_column("ledger_entries", Column("records", Text))
+
+
 SCHEMA_VERSION = LEDGER_SCHEMA.latest
 """The schema version this code reads and writes."""
 
