@@ -163,6 +163,16 @@ async def test_a_failed_call_sets_error_type_and_no_message(spans):
     assert "SECRET" not in all_values(span) + (span.status.description or "")
 
 
+async def test_a_run_decides_once_whether_to_trace(ledger, spans, monkeypatch):
+    asked = []
+    real = telemetry.tracing_now
+    monkeypatch.setattr(telemetry, "tracing_now", lambda: asked.append(1) or real())
+    await run_two_tasks(ledger)
+    assert len(asked) == 1  # not once per task, model call or span
+    assert len(chats(spans())) == 3  # two tasks and the synthesis, still traced
+    assert telemetry.tracing() is not None and len(asked) == 2  # outside a run: asked each time
+
+
 async def test_without_opentelemetry_calls_work_and_nothing_is_recorded(spans, monkeypatch):
     # OpenTelemetry not importable (an entry of None in sys.modules makes its import fail).
     monkeypatch.setitem(sys.modules, "opentelemetry.trace", None)

@@ -13,6 +13,7 @@ from clearance._context.render import parse_user_message
 from clearance._context.verify_layout import check_layout
 from clearance._core.origins import Origin, Subject
 from clearance._core.prompt import sha256_text
+from clearance._core.vocabulary import OriginKind, PromptKind
 from clearance._state.queue import TaskQueue
 from clearance._state.shared_memory import SharedMemory
 from clearance.models import estimate_tokens
@@ -58,6 +59,8 @@ ORIGIN_TEXTS = [
 def test_origins_and_subjects_round_trip_exactly(text):
     assert str(Origin.parse(text)) == text
     assert str(Subject.parse(text)) == text
+    origin = Origin.parse(text)
+    assert Origin.text(origin.kind, origin.ref) == Subject.text(origin.kind, origin.ref) == text
 
 
 def test_origin_parts():
@@ -65,6 +68,8 @@ def test_origin_parts():
     assert Origin.parse("arch") == Origin("arch", None) != Origin.parse("arch:")
     assert Origin.parse("store:ns/sub/key").store_split() == ("ns", "sub/key")
     assert Subject.parse("synthesis").ref is None and Subject.task("x") == Subject("task", "x")
+    assert Origin.text(OriginKind.TASK, "x") == str(Origin(OriginKind.TASK, "x")) == "task:x"
+    assert Subject.text(PromptKind.TASK, "x") == str(Subject.task("x")) == "task:x"
 
 
 def test_a_colon_form_of_a_bare_origin_is_refused():

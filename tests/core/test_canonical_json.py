@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clearance._core.prompt import canonical_json
+from clearance._core.prompt import canonical_json, canonical_json_sha256, sha256_text
 
 STDLIB = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 """The encoder earlier versions computed digests with: their recorded digests must verify."""
@@ -28,6 +28,11 @@ json_values = st.recursive(
 @given(json_values)
 def test_equals_the_standard_library_canonical_text(value: Any) -> None:
     assert canonical_json(value) == STDLIB.encode(value)
+
+
+@given(json_values)
+def test_its_digest_is_the_digest_of_the_canonical_text(value: Any) -> None:
+    assert canonical_json_sha256(value) == sha256_text(STDLIB.encode(value))
 
 
 @pytest.mark.parametrize(
@@ -61,8 +66,18 @@ def test_what_orjson_refuses_is_encoded_by_the_standard_library(value: Any) -> N
     with pytest.raises(TypeError):
         orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
     assert canonical_json(value) == STDLIB.encode(value)
+    assert canonical_json_sha256(value) == sha256_text(STDLIB.encode(value))
+
+
+def test_a_lone_surrogate_has_no_digest_as_before() -> None:
+    with pytest.raises(UnicodeEncodeError):
+        sha256_text(canonical_json(["\ud800"]))
+    with pytest.raises(UnicodeEncodeError):
+        canonical_json_sha256(["\ud800"])
 
 
 def test_a_value_no_encoder_can_serialize_raises_type_error() -> None:
     with pytest.raises(TypeError):
         canonical_json({"a": object()})
+    with pytest.raises(TypeError):
+        canonical_json_sha256({"a": object()})

@@ -103,9 +103,13 @@ class CallBudget:
         self.used += 1
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(kw_only=True, slots=True)
 class _Call:
-    """One call's fixed parts, shared by its attempts."""
+    """One call's fixed parts, shared by its attempts.
+
+    Nothing assigns to its fields; it is not frozen because one is made per model call and a
+    frozen dataclass pays for an ``object.__setattr__`` per field.
+    """
 
     subject: str
     agent: Agent

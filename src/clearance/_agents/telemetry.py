@@ -5,9 +5,13 @@ When tracing is configured, `ModelCaller.call` wraps every model call in a clien
 configured when a tracer provider has been set (``trace.set_tracer_provider``, as the
 ``clearance`` command does when the ``OTEL_*`` variables ask for OTLP export, or
 ``opentelemetry-instrument``) or is named by ``OTEL_PYTHON_TRACER_PROVIDER``. Otherwise
-nothing is done: OpenTelemetry is not even imported, and no span object is made. Install
+nothing is done: OpenTelemetry is not even imported, and no span object, generator or
+context manager is made (`model_call_span` and `agent_span` return a shared no-op). Install
 the ``otel`` extra and configure a ``TracerProvider`` to export them (see
 ``docs/telemetry.md``).
+
+A run decides once, as it starts (`traced_run`, through `tracing_for_run`), and its calls
+and tasks keep that decision; outside a run, each call asks again.
 
 A span carries the GenAI attributes (``gen_ai.operation.name``, ``gen_ai.provider.name``,
 ``gen_ai.request.*``, ``gen_ai.usage.*``, ``gen_ai.response.*``, ``error.type``) and
@@ -34,7 +38,8 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextvars import ContextVar
 from types import ModuleType
 from typing import Any
 
@@ -52,6 +57,7 @@ __all__ = [
     "span_task_id",
     "tracing",
     "tracing_configured",
+    "tracing_for_run",
 ]
 
 CAPTURE_CONTENT_ENV = "CLEARANCE_OTEL_CAPTURE_CONTENT"
@@ -111,15 +117,55 @@ def _export_requested() -> bool:
     return env.get("OTEL_SDK_DISABLED", "").strip().lower() != "true"
 
 
+# The decision of the run going on in this context (`tracing_for_run`): a 1-tuple holding
+# OpenTelemetry's ``trace`` module or ``None``; ``None`` outside a run.
+_RUN_TRACING: ContextVar[tuple[ModuleType | None] | None] = ContextVar(
+    "clearance_run_tracing", default=None
+)
+
+
 def tracing() -> ModuleType | None:
     """OpenTelemetry's ``trace`` module when spans may be recorded, else ``None``.
 
-    Checked on every call (a provider may be set at any time), at the cost of a dictionary
-    and an environment lookup when nothing is configured. A provider is set through
-    ``opentelemetry.trace`` (by the ``clearance`` command when the ``OTEL_*`` variables ask
-    for export, by ``opentelemetry-instrument``, or by the caller), so until that module is
-    imported no provider can be set, unless ``OTEL_PYTHON_TRACER_PROVIDER`` names one; and
-    spans are made only once a real (not the API's placeholder) provider is set.
+    Inside a run, the decision the run took as it started (`tracing_for_run`): a lookup in a
+    context variable. Outside a run, checked on every call (a provider may be set at any
+    time; see `tracing_now`).
+    """
+    decided = _RUN_TRACING.get()
+    if decided is not None:
+        return decided[0]
+    return tracing_now()
+
+
+@contextmanager
+def tracing_for_run() -> Iterator[ModuleType | None]:
+    """Decide once whether the run about to start is traced (`tracing_now`); keep it for the run.
+
+    Inside the block, `tracing` answers with this decision in this context and the contexts
+    made from it (the run's asyncio tasks), so the run's model calls, tasks and tool loops
+    do not check the environment again. A provider set during the run takes effect from the
+    next run.
+
+    Yields:
+        The decision: OpenTelemetry's ``trace`` module, or ``None``.
+    """
+    trace = tracing_now()
+    token = _RUN_TRACING.set((trace,))
+    try:
+        yield trace
+    finally:
+        _RUN_TRACING.reset(token)
+
+
+def tracing_now() -> ModuleType | None:
+    """Whether spans may be recorded now, asked of OpenTelemetry and the environment.
+
+    Costs a dictionary and an environment lookup when nothing is configured. A provider is
+    set through ``opentelemetry.trace`` (by the ``clearance`` command when the ``OTEL_*``
+    variables ask for export, by ``opentelemetry-instrument``, or by the caller), so until
+    that module is imported no provider can be set, unless ``OTEL_PYTHON_TRACER_PROVIDER``
+    names one; and spans are made only once a real (not the API's placeholder) provider is
+    set.
     """
     trace = sys.modules.get("opentelemetry.trace")
     if trace is None:
@@ -140,10 +186,15 @@ def tracing_configured() -> bool:
     return tracing() is not None
 
 
-@contextmanager
+_NO_CALL_SPAN: AbstractContextManager[ResponseHook] = nullcontext(_ignore)
+"""`model_call_span` without tracing: a shared no-op (a `nullcontext` is reusable)."""
+_NO_AGENT_SPAN: AbstractContextManager[None] = nullcontext()
+"""`agent_span` without tracing: a shared no-op."""
+
+
 def model_call_span(
     *, run_id: str | None, subject: str, agent: str, model_id: str, request: ModelRequest
-) -> Iterator[ResponseHook]:
+) -> AbstractContextManager[ResponseHook]:
     """A client span around one model call (every attempt included); a no-op without OTel.
 
     Args:
@@ -160,8 +211,19 @@ def model_call_span(
     """
     trace = tracing()
     if trace is None:
-        yield _ignore
-        return
+        return _NO_CALL_SPAN
+    return _model_call_span(trace, run_id, subject, agent, model_id, request)
+
+
+@contextmanager
+def _model_call_span(
+    trace: ModuleType,
+    run_id: str | None,
+    subject: str,
+    agent: str,
+    model_id: str,
+    request: ModelRequest,
+) -> Iterator[ResponseHook]:
     provider, _, name = model_id.partition(":")
     if not name:
         provider, name = "", model_id
@@ -183,7 +245,6 @@ def model_call_span(
             raise
 
 
-@contextmanager
 def agent_span(
     *,
     run_id: str,
@@ -191,7 +252,7 @@ def agent_span(
     task_id: str | None = None,
     subject: str | None = None,
     conversation_id: str | None = None,
-) -> Iterator[None]:
+) -> AbstractContextManager[None]:
     """An ``invoke_agent {agent}`` span around one agent's work; a no-op without OTel.
 
     A task's assignee, a delegate, a spawned child and a chat turn each run in one; their
@@ -209,8 +270,19 @@ def agent_span(
     """
     trace = tracing()
     if trace is None:
-        yield
-        return
+        return _NO_AGENT_SPAN
+    return _agent_span(trace, run_id, agent, task_id, subject, conversation_id)
+
+
+@contextmanager
+def _agent_span(
+    trace: ModuleType,
+    run_id: str,
+    agent: str,
+    task_id: str | None,
+    subject: str | None,
+    conversation_id: str | None,
+) -> Iterator[None]:
     tracer = trace.get_tracer(TRACER_NAME)
     attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent}
     with tracer.start_as_current_span(

@@ -45,6 +45,7 @@ from clearance._agents.telemetry import (
     mark_failed,
     span_id,
     tracing,
+    tracing_for_run,
 )
 from clearance._agents.tools import BUILTIN_TOOL_NAMES, SPAWN_TOOL, ToolOutput
 from clearance._core.spec import Team
@@ -90,35 +91,38 @@ def traced_run(
     root span of the same orchestrator (``run_team`` plans through ``plan``) stays in it;
     an orchestrator run inside another run's tool is a workflow span of its own under it.
     An exception leaving the method sets ``error.type`` (its class name) and the error
-    status. Without tracing the method is awaited as it is.
+    status. Without tracing the method is awaited as it is. Whether the run is traced is
+    decided once, as it starts (`tracing_for_run`).
     """
 
     @functools.wraps(method)
     async def traced(self: _O, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        trace = tracing()
         current = _RUN.get()
-        if trace is None or (current is not None and current[0] is self):
+        if current is not None and current[0] is self:  # `run_team` plans through `plan`
             return await method(self, *args, **kwargs)
-        name = self.team.name
-        attributes = {
-            "gen_ai.operation.name": "invoke_workflow",
-            "gen_ai.workflow.name": name,
-            "gen_ai.agent.name": name,  # the workflow's name from semconv-genai v0.1.0 on
-        }
-        with trace.get_tracer(TRACER_NAME).start_as_current_span(
-            f"invoke_workflow {name}",
-            attributes=attributes,
-            record_exception=False,  # exception messages may quote what a server returned
-            set_status_on_exception=False,
-        ) as span:
-            token = _RUN.set((self, span))
-            try:
+        with tracing_for_run() as trace:  # decided once for every span of the run
+            if trace is None:
                 return await method(self, *args, **kwargs)
-            except BaseException as exc:
-                mark_failed(trace, span, exc)
-                raise
-            finally:
-                _RUN.reset(token)
+            name = self.team.name
+            attributes = {
+                "gen_ai.operation.name": "invoke_workflow",
+                "gen_ai.workflow.name": name,
+                "gen_ai.agent.name": name,  # the workflow's name from semconv-genai v0.1.0 on
+            }
+            with trace.get_tracer(TRACER_NAME).start_as_current_span(
+                f"invoke_workflow {name}",
+                attributes=attributes,
+                record_exception=False,  # exception messages may quote what a server returned
+                set_status_on_exception=False,
+            ) as span:
+                token = _RUN.set((self, span))
+                try:
+                    return await method(self, *args, **kwargs)
+                except BaseException as exc:
+                    mark_failed(trace, span, exc)
+                    raise
+                finally:
+                    _RUN.reset(token)
 
     return traced
 

@@ -117,9 +117,10 @@ class PromptAssembler:
             LimitExceeded: The prompt exceeds ``max_prompt_tokens``.
         """
         shape = layout.current(kind)
-        unknown = set(sections) - _headings(shape)
-        if unknown:
-            raise ValueError(f"the {kind} layout has no section {sorted(unknown)}")
+        headings = _headings(shape)
+        if not headings.issuperset(sections):
+            unknown = sorted(set(sections) - headings)
+            raise ValueError(f"the {kind} layout has no section {unknown}")
         system = agent.instructions.strip()
         # An agent's instructions open each of its prompts: one item (counted once) each.
         instructions = self._instructions.get((agent.name, system))

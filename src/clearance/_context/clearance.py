@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from clearance._context.tool_sections import DELEGATE_TOOL, tool_name
 from clearance._core.memory_spec import memory_scopes_of
-from clearance._core.origins import Origin
 from clearance._core.spec import Agent
 from clearance._core.vocabulary import OriginKind
 from clearance._state.grants import StoreGrants, pattern_matches
@@ -252,48 +251,23 @@ class Clearance:
             memory_scope: For ``memory:<id>`` origins without the record (``clearance
                 verify`` reading a ledger): the scope the record was recorded in.
         """
-        parsed = Origin.parse(origin)
-        kind, ref = parsed.kind, parsed.id
+        kind, colon, ref = origin.partition(":")
         if kind == OriginKind.INSTRUCTIONS:
-            return parsed.ref is None
+            return not colon
         if self.reviewing:  # a reviewer: the task's text and the candidates, nothing else
             return (kind == OriginKind.TASK and ref == self.task_id) or (
                 kind == OriginKind.CANDIDATE and self._round_ref(ref)
             )
-        if kind == OriginKind.REVIEW:
-            return self._round_ref(ref)
-        if kind == OriginKind.HOOK:
-            return ref in self.hooks
-        if kind == OriginKind.STORE:
-            # ``<namespace>/<key>``: namespaces and keys may hold "/", so any split counts.
-            return any(
-                self.admits_store(ref[:i]) for i, ch in enumerate(ref) if ch == "/" and i > 0
-            )
-        if kind == OriginKind.TOOL_SPEC:
-            return ref in self.tools
-        if kind == OriginKind.TOOL:
-            return bool(self.tools) and bool(ref)
-        if kind == OriginKind.DELEGATION:
-            return self.delegation_id is not None and ref == self.delegation_id
-        if kind == OriginKind.CHILD_GOAL:
-            return self.child_id is not None and ref == self.child_id
+        rule = _OWN_WORK.get(kind)
+        if rule is not None:
+            return rule(self, ref)
         if self.delegation_id is not None or self.child_id is not None:
-            return False
-        if kind == OriginKind.CHILD_RESULT:
-            return ref in self.children
+            return False  # a delegated run or a child sees nothing of a task's context
+        rule = _TASK_CONTEXT.get(kind)
+        if rule is not None:
+            return rule(self, ref)
         if kind == OriginKind.ARCH:
-            return self.isolated and parsed.ref is None
-        if kind in (OriginKind.CONSTRAINT, OriginKind.CLARIFICATION):
-            count = self.constraints if kind == OriginKind.CONSTRAINT else self.clarifications
-            return self.isolated and ref.isascii() and ref.isdigit() and 1 <= int(ref) <= count
-        if kind == OriginKind.QUESTION:
-            return self.isolated and ref == self.task_id
-        if kind in (OriginKind.TASK, OriginKind.REPAIR):
-            return ref == self.task_id
-        if kind in (OriginKind.TASK_RESULT, OriginKind.TASK_STATUS):
-            return ref in self.result_task_ids
-        if kind == OriginKind.FILE:
-            return ref in self.files
+            return self.isolated and not colon
         if kind == OriginKind.MESSAGE:
             return message is not None and message.id == ref and message.is_for(self.agent)
         if kind == OriginKind.MEMORY:
@@ -301,3 +275,42 @@ class Clearance:
                 return memory.id == ref and memory.scope in self.memory_scopes
             return memory_scope is not None and memory_scope in self.memory_scopes
         return False
+
+    def _admits_store_entry(self, ref: str) -> bool:
+        """Whether ``<namespace>/<key>`` may enter (its namespace may hold "/": any split)."""
+        return any(self.admits_store(ref[:i]) for i, ch in enumerate(ref) if ch == "/" and i > 0)
+
+    def _nth(self, ref: str, count: int) -> bool:
+        """Whether ``ref`` is an isolated task's ``1`` to ``count``."""
+        return self.isolated and ref.isascii() and ref.isdigit() and 1 <= int(ref) <= count
+
+
+_Rule = Callable[[Clearance, str], bool]
+"""Whether a clearance admits an origin of one kind, given the origin's ref."""
+
+_OWN_WORK: dict[str, _Rule] = {
+    OriginKind.REVIEW: lambda c, ref: c._round_ref(ref),
+    OriginKind.HOOK: lambda c, ref: ref in c.hooks,
+    OriginKind.STORE: lambda c, ref: c._admits_store_entry(ref),
+    OriginKind.TOOL_SPEC: lambda c, ref: ref in c.tools,
+    OriginKind.TOOL: lambda c, ref: bool(c.tools) and bool(ref),
+    OriginKind.DELEGATION: lambda c, ref: c.delegation_id is not None and ref == c.delegation_id,
+    OriginKind.CHILD_GOAL: lambda c, ref: c.child_id is not None and ref == c.child_id,
+}
+"""`Clearance.admits` for the kinds of the agent's own work, in any prompt (a delegated
+run's and a child's included), by kind (a dictionary: one lookup, not a chain of enum
+comparisons)."""
+
+_TASK_CONTEXT: dict[str, _Rule] = {
+    OriginKind.CHILD_RESULT: lambda c, ref: ref in c.children,
+    OriginKind.CONSTRAINT: lambda c, ref: c._nth(ref, c.constraints),
+    OriginKind.CLARIFICATION: lambda c, ref: c._nth(ref, c.clarifications),
+    OriginKind.QUESTION: lambda c, ref: c.isolated and ref == c.task_id,
+    OriginKind.TASK: lambda c, ref: ref == c.task_id,
+    OriginKind.REPAIR: lambda c, ref: ref == c.task_id,
+    OriginKind.TASK_RESULT: lambda c, ref: ref in c.result_task_ids,
+    OriginKind.TASK_STATUS: lambda c, ref: ref in c.result_task_ids,
+    OriginKind.FILE: lambda c, ref: ref in c.files,
+}
+"""`Clearance.admits` for the kinds of a task's context, refused in a delegated run's or a
+child's prompt (as are ``arch``, ``message`` and ``memory``, which need more than the ref)."""

@@ -175,8 +175,6 @@ class CoordinatorPrompts(TaskPrompts):
         shown: set[str] = set()
         for state in queue.states():
             t = state.task
-            title = L.result_label(t.title, t.assignee)
-            status = str(Origin(OriginKind.TASK_STATUS, t.id))
             if state.status.is_final:
                 shown.add(t.id)
             if state.status is TaskStatus.COMPLETED:
@@ -184,9 +182,9 @@ class CoordinatorPrompts(TaskPrompts):
                     continue
                 completed.append(result_part(t, state.result or ""))
             elif state.status is TaskStatus.FAILED:
-                failed.append(Part(status, title, state.error or "failed"))
+                failed.append(_status_part(t, state.error or "failed"))
             elif state.status is TaskStatus.SKIPPED:
-                skipped.append(Part(status, title, state.error or "skipped"))
+                skipped.append(_status_part(t, state.error or "skipped"))
         # In graph order: the prompt must not depend on which concurrent task finished first.
         summary = shared_memory.get_summary(
             [s.task.id for s in queue.states() if s.task.id not in shown]
@@ -289,3 +287,9 @@ def _summaries(summaries: Mapping[int, str]) -> list[Part]:
         Part(str(Origin.of(OriginKind.SUMMARY_OF, step)), f"Summary {step}", text)
         for step, text in summaries.items()
     ]
+
+
+def _status_part(task: Task, reason: str) -> Part:
+    """Why a task of the synthesis did not complete (``task_status:<id>``), labelled."""
+    title = L.result_label(task.title, task.assignee)
+    return Part(str(Origin(OriginKind.TASK_STATUS, task.id)), title, reason)

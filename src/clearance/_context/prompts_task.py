@@ -152,7 +152,7 @@ class TaskPrompts(PromptAssembler):
             sections[L.REVIEW_FINDINGS] = [self._admit(clearance, p) for p in parts]
         sections.update(self._tool_sections(clearance, tools, tool_steps))
         return self._assemble(
-            str(Subject.task(task.id)), agent, PromptKind.TASK, sections,
+            Subject.text(PromptKind.TASK, task.id), agent, PromptKind.TASK, sections,
             trailer="tools" if tools else "default",
             max_prompt_tokens=max_prompt_tokens, clearance=clearance,
         )  # fmt: skip
@@ -395,7 +395,7 @@ class TaskPrompts(PromptAssembler):
 
 def _task_part(task: Task) -> Part:
     """The task's own text (``task:<id>``), labelled with its title (`task_label`)."""
-    return Part(str(Origin(OriginKind.TASK, task.id)), L.task_label(task.title), task.description)
+    return Part(Origin.text(OriginKind.TASK, task.id), L.task_label(task.title), task.description)
 
 
 def result_part(task: Task, result: str) -> Part:

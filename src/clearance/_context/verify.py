@@ -33,7 +33,8 @@ record too.
 6. **Chain.** Every record of the run (the run, tasks, task reasons, messages, calls with
    their responses, tool calls, events) matches its entry in the run's hash chain, and the
    chain's links hold (`verify_chain`); with the ledger key, the links are MACs a forger
-   without the key cannot recompute.
+   without the key cannot recompute. A task that never changed state has no row and no
+   entry: the run's chained graph covers it. Every recorded task is a task of that graph.
 7. **Results.** Every completed task has a successful model call of its own, and its result
    is that call's response in one of the documented forms `verify_results` lists (verbatim,
    as results reach dependents; with cut-off or repetition marks; or, for a task with an
@@ -73,6 +74,7 @@ from clearance._context.verify_replay import check_replays
 from clearance._context.verify_results import check_results
 from clearance._context.verify_routing import check_routing
 from clearance._context.verify_synthesis import check_synthesis_coverage
+from clearance._core.origins import Subject
 from clearance._core.prompt import ChatMessage, messages_sha256, sha256_text
 from clearance._state.ledger import CallRecord, RunLedger, call_record_sha256
 
@@ -185,9 +187,16 @@ def verify_run(
         Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
         for subject, call_id, reason in check_results(calls, facts)
     )
+    tasks = ledger.tasks(run.run_id)
+    findings.extend(
+        Finding(call_id=None, subject=str(Subject.task(t.task_id)), origin=None,
+                reason="the task is recorded, but it is not in the run's recorded graph")
+        for t in tasks
+        if facts.graph is not None and t.task_id not in facts.graph
+    )  # fmt: skip
     findings.extend(
         Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
-        for subject, call_id, reason in check_routing(facts.graph, ledger.tasks(run.run_id), calls)
+        for subject, call_id, reason in check_routing(facts.graph, tasks, calls)
     )
     findings.extend(
         Finding(call_id=call_id, subject=subject, origin=None, reason=reason)

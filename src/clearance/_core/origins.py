@@ -68,7 +68,16 @@ class _Ref:
         return kind, (ref if colon else None)
 
     def __str__(self) -> str:
-        return self.kind if self.ref is None else f"{self.kind}:{self.ref}"
+        return self.text(self.kind, self.ref)
+
+    @staticmethod
+    def text(kind: str, ref: str | None = None) -> str:
+        """``str(Origin(kind, ref))`` (or `Subject`'s), without making the object.
+
+        For the prompt builder's per-task strings: a frozen dataclass pays for an
+        ``object.__setattr__`` per field.
+        """
+        return kind if ref is None else f"{kind}:{ref}"
 
     @property
     def id(self) -> str:

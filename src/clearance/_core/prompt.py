@@ -20,6 +20,7 @@ __all__ = [
     "Prompt",
     "Role",
     "canonical_json",
+    "canonical_json_sha256",
     "messages_sha256",
     "sha256_text",
 ]
@@ -157,13 +158,26 @@ def canonical_json(value: Any) -> str:
         return _CANONICAL.encode(value)
 
 
+def canonical_json_sha256(value: Any) -> str:
+    """``sha256_text(canonical_json(value))``, hashing orjson's UTF-8 bytes as they come.
+
+    Raises:
+        TypeError: As `canonical_json`.
+    """
+    try:
+        encoded = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # as `canonical_json`: the standard library's text, encoded
+        return sha256_text(_CANONICAL.encode(value))
+    return hashlib.sha256(encoded).hexdigest()
+
+
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 """The standard library's canonical encoder, for what orjson refuses."""
 
 
 def messages_sha256(messages: tuple[ChatMessage, ...]) -> str:
     """Hash of messages in their canonical JSON form (`canonical_json`)."""
-    return sha256_text(canonical_json([m.to_dict() for m in messages]))
+    return canonical_json_sha256([m.to_dict() for m in messages])
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

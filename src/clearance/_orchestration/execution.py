@@ -25,6 +25,7 @@ from clearance._orchestration.structured import parsed_output
 from clearance._orchestration.subagents import IsolatedRunner
 from clearance._orchestration.synthesis import Synthesis, synthesize
 from clearance._orchestration.task_runner import TaskRunner
+from clearance._state.ledger.task_view import reads_as
 from clearance._state.queue import TaskState, TaskStatus
 
 __all__ = ["RunExecution"]
@@ -48,6 +49,9 @@ class RunExecution:
     async def execute(self, completed: Mapping[str, str] | None = None) -> RunResult:
         """Record the run's tasks, run them, synthesize, and record the outcome.
 
+        Only tasks that do not read as the ledger holds them (`Run.recorded`) are recorded
+        now: a new run's tasks are read from its recorded graph until they change.
+
         Args:
             completed: Results of tasks completed in an earlier session (``None`` for none);
                 they are kept, not run again.
@@ -59,7 +63,7 @@ class RunExecution:
             LedgerError: The ledger failed; the run is left ``interrupted`` (resumable).
         """
         run, ledger = self.run, self.settings.ledger
-        settings = self.settings
+        settings, recorded = self.settings, self.run.recorded
         run.gate = ApprovalGate(
             ledger, run.run_id, tools=settings.approval_tools, approver=settings.approver
         )
@@ -75,16 +79,17 @@ class RunExecution:
         with ledger.write_behind():
             self._prepare_subagents()
             ledger.record_messages(run.run_id, self.settings.messages.all())
-            fresh = []
+            changed = []
             for state in run.queue.states():
                 if completed and state.task.id in completed:
                     # Kept from the run being resumed: its ledger record stays as it is.
                     run.shared.write(
                         task_id=state.task.id, agent=state.task.assignee, content=state.result or ""
                     )
-                else:
-                    fresh.append(state)
-            ledger.record_tasks(run.run_id, fresh)  # one transaction for the whole graph
+                elif not reads_as(state, recorded.get(state.task.id) if recorded else None):
+                    changed.append(state)  # reset by a resume, or routed out by a kept result
+            # A task unstarted is read from the recorded graph: it gets a row when it changes.
+            ledger.record_tasks(run.run_id, changed)
             try:
                 return await self._execute_recorded()
             except BaseException as exc:

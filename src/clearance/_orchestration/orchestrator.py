@@ -47,7 +47,7 @@ from clearance._orchestration.run_config import derived_spec, named_tools, orche
 from clearance._orchestration.run_memory import RunMemory
 from clearance._orchestration.stream import DEFAULT_MAX_EVENTS, RunStream, call_listener
 from clearance._state.graph import TaskGraph
-from clearance._state.ledger import Recorder, RunLedger
+from clearance._state.ledger import Recorder, RunLedger, TaskRecord
 from clearance._state.messages import MessageBus
 from clearance._state.queue import TaskQueue
 from clearance._state.shared_memory import SharedMemory
@@ -382,7 +382,7 @@ class Orchestrator:
             graph, usage = await self._plan(run_id, record.goal, usage)
         return await self._execute(
             run_id, graph, record.goal or DEFAULT_GOAL, usage=usage, completed=recorded.completed,
-            prompt_tokens=prompt_tokens,
+            prompt_tokens=prompt_tokens, recorded=recorded.tasks,
         )  # fmt: skip
 
     async def _plan(self, run_id: str, goal: str, usage: Usage) -> tuple[TaskGraph, Usage]:
@@ -411,13 +411,13 @@ class Orchestrator:
     async def _execute(
         self, run_id: str, graph: TaskGraph, goal: str, *, usage: Usage | None = None,
         completed: Mapping[str, str] | None = None, prompt_tokens: Mapping[str, int] | None = None,
+        recorded: Mapping[str, TaskRecord] | None = None,
     ) -> RunResult:  # fmt: skip
         run = Run(
             run_id=run_id, goal=goal, shared=SharedMemory(clock=self._clock),
             queue=TaskQueue(graph, clock=self._clock, completed=completed),
-            caller=self._caller(run_id),
-            memory_groups=self._memory_groups, base_usage=usage or Usage(),
-            prompt_tokens=dict(prompt_tokens or {}),
+            caller=self._caller(run_id), memory_groups=self._memory_groups,
+            base_usage=usage or Usage(), prompt_tokens=dict(prompt_tokens or {}), recorded=recorded,
         )  # fmt: skip
         coordinator = self.team.coordinator or DEFAULT_COORDINATOR
         return await RunExecution(self._settings(), run, coordinator=coordinator).execute(completed)

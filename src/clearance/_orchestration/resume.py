@@ -21,7 +21,7 @@ from clearance._orchestration.resume_checks import check_run_record
 from clearance._orchestration.run_memory import RunMemory
 from clearance._state.graph import TaskGraph
 from clearance._state.lease import pid_alive
-from clearance._state.ledger import RunLedger, RunRecord
+from clearance._state.ledger import RunLedger, RunRecord, TaskRecord
 from clearance._state.messages import Message, MessageBus
 from clearance._state.queue import TaskStatus
 from clearance._state.store import ContextStore
@@ -95,12 +95,14 @@ class RecordedRun:
         graph: Its task graph, or ``None`` if it was stopped before the coordinator planned.
         completed: Results of the tasks recorded ``completed``, by task id.
         messages: Its recorded messages, oldest first.
+        tasks: Each task as the ledger reads it (`RunLedger.tasks`), by task id.
     """
 
     record: RunRecord
     graph: TaskGraph | None
     completed: dict[str, str]
     messages: tuple[Message, ...]
+    tasks: dict[str, TaskRecord]
 
 
 def recorded_spec(record: RunRecord) -> tuple[RunSpec, tuple[str, ...] | None]:
@@ -142,9 +144,10 @@ def load_recorded_run(ledger: RunLedger, run_id: str) -> RecordedRun:
         raise ConfigError(
             f"run {record.run_id} cannot be rebuilt from the ledger: {exc}", field="run"
         ) from exc
+    tasks = {t.task_id: t for t in ledger.tasks(record.run_id)}
     completed = {
         t.task_id: t.result
-        for t in ledger.tasks(record.run_id)
+        for t in tasks.values()
         if t.status == TaskStatus.COMPLETED.value and t.result is not None
     }
     if graph is not None:
@@ -164,6 +167,7 @@ def load_recorded_run(ledger: RunLedger, run_id: str) -> RecordedRun:
         graph=graph,
         completed=completed,
         messages=messages,
+        tasks=tasks,
     )
 
 

@@ -29,7 +29,7 @@ from clearance._orchestration.result import RunEvent
 from clearance._orchestration.run_memory import RunMemory
 from clearance._orchestration.runtime import AgentRuntime
 from clearance._orchestration.subagents import AskPerson, IsolatedRunner
-from clearance._state.ledger import Recorder
+from clearance._state.ledger import Recorder, TaskRecord
 from clearance._state.messages import MessageBus
 from clearance._state.queue import TaskQueue
 from clearance._state.shared_memory import SharedMemory
@@ -198,6 +198,8 @@ class Run:
     # Usage before this session of the run (the plan's, or a resumed run's earlier calls).
     base_usage: Usage = field(default_factory=Usage)
     prompt_tokens: dict[str, int] = field(default_factory=dict)
+    # A resumed run's tasks as the ledger read them (`RunLedger.tasks`); ``None``: a new run.
+    recorded: Mapping[str, TaskRecord] | None = None
     # The run's prompt builders, one per model (``id(model)``: the model, its builder); a
     # builder renders each result once for all the prompts it enters (see `ContextBuilder`).
     builders: dict[int, tuple[ChatModel, ContextBuilder]] = field(default_factory=dict)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from typing import NamedTuple
 
 from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import GraphError
@@ -38,12 +38,19 @@ class TaskStatus(StrEnum):
     @property
     def is_final(self) -> bool:
         """Whether the status can no longer change."""
-        return self in (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.SKIPPED)
+        return self in _FINAL
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TaskState:
-    """A snapshot of one task's run-time state.
+_FINAL = frozenset({TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.SKIPPED})
+"""The statuses that can no longer change (`TaskStatus.is_final`)."""
+
+
+class TaskState(NamedTuple):
+    """A snapshot of one task's run-time state (immutable).
+
+    A named tuple rather than a frozen dataclass: the queue makes one at each change of
+    state (three or more per task), and a frozen dataclass pays for an
+    ``object.__setattr__`` per field.
 
     Attributes:
         task: The task spec.

@@ -3,6 +3,7 @@
 - `run_ledger`: `RunLedger`, its writes (runs, tasks, calls, messages, tool calls).
 - `events`: the events of a run, recorded and read.
 - `reads`: every other read (runs, tasks, calls, messages, tool calls, the hash chain).
+- `task_view`: the tasks of a run as read: their rows, and the graph's unstarted tasks.
 - `base`: opening, group commit, the write-behind thread, closing.
 - `recorder`: `Recorder`, the protocol code that only records depends on.
 - `schema`: the migrations and the tables they define.

@@ -35,6 +35,7 @@ from clearance._state.ledger.schema import (
     TASKS,
     TOOL_CALLS,
 )
+from clearance._state.ledger.task_view import merge_tasks
 
 __all__ = ["LedgerReads"]
 
@@ -92,7 +93,13 @@ class LedgerReads(LedgerBase):
             return [run_record(row) for row in conn.execute(query)]
 
     def tasks(self, run_id: str) -> list[TaskRecord]:
-        """Return the latest record of each task of a run, in the order first recorded.
+        """Return the latest record of each task of a run, in graph order.
+
+        A task has a row once it first changed state; until then it reads from the run's
+        recorded graph as unstarted (``ready`` without dependencies, else ``pending``; see
+        `clearance._state.ledger.task_view`). A run none of whose tasks has changed state yet
+        (a plan-only run, say) has no tasks; a run without a graph has its rows, in the order
+        first recorded.
 
         Args:
             run_id: The run's full id; an unknown run has no tasks (``[]``).
@@ -102,7 +109,11 @@ class LedgerReads(LedgerBase):
         """
         query = select(TASKS).where(TASKS.c.run_id == run_id).order_by(TASKS.c.ordinal)
         with self._reading(f"read the tasks of run {run_id!r}") as conn:
-            return [task_record(row) for row in conn.execute(query)]
+            records = [task_record(row) for row in conn.execute(query)]
+            if not records:
+                return []
+            graph = conn.execute(select(RUNS.c.graph).where(RUNS.c.run_id == run_id)).scalar()
+        return merge_tasks(run_id, graph, records)
 
     def calls(self, run_id: str, *, subject: str | None = None) -> list[CallRecord]:
         """Return the model calls of a run, in the order they were recorded.

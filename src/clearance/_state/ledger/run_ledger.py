@@ -208,9 +208,10 @@ class RunLedger(LedgerEvents):
         """Record a task's current state, replacing the previous record of the same task.
 
         One upsert keyed by ``(run_id, task id)``: status, result, error, timestamps, title,
-        assignee, dependencies and memory scope are overwritten; the task keeps the position
-        of its first record in `tasks`. A failure, skip or interruption reason is also kept
-        in `task_reasons`.
+        assignee, dependencies and memory scope are overwritten; the row keeps the position
+        of its first record. A task is recorded when it changes state: until its first
+        record `tasks` reads it from the run's graph. A failure, skip or interruption reason
+        is also kept in `task_reasons`.
 
         Args:
             run_id: The run's full id.
