@@ -12,14 +12,16 @@ import math
 import sqlite3
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+from sqlalchemy import create_engine
 
-from clearance._state.db import JSONText
+from clearance._state.db import DriverStatement, JSONText
 from clearance._state.db.sqlite import _bind_none_directly
 from clearance._state.db.types import serialize_json
+from clearance._state.ledger.statements import statement
 
 
 class Colour(enum.Enum):
@@ -123,3 +125,43 @@ def test_an_adapter_registered_for_none_already_is_kept(monkeypatch: pytest.Monk
     monkeypatch.setitem(sqlite3.adapters, key, theirs)
     _bind_none_directly()
     assert sqlite3.adapters[key] is theirs
+
+
+def _task_row(task_id: str, depends_on: list[str], started_at: datetime | None) -> dict[str, Any]:
+    return {
+        "run_id": "run_1",
+        "task_id": task_id,
+        "title": task_id.upper(),
+        "assignee": "a",
+        "depends_on": depends_on,
+        "memory_scope": "dependencies",
+        "status": "running",
+        "result": None,
+        "error": None,
+        "started_at": started_at,
+        "finished_at": None,
+    }
+
+
+def test_parameters_of_many_rows_are_each_rows_parameters_processed() -> None:
+    dialect = create_engine("sqlite://", json_serializer=serialize_json).dialect
+    rows = [
+        _task_row("a", [], datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)),
+        _task_row("b", ["a"], None),
+        _task_row(
+            "c", ["a", "b"], datetime(2026, 1, 2, 4, 4, 5, tzinfo=timezone(timedelta(hours=1)))
+        ),
+    ]
+    driver = DriverStatement(statement("task", "sqlite"), dialect, tuple(rows[0]))
+    many = driver.parameters_many(rows)
+    assert many == [driver.parameters(row) for row in rows]
+    assert [p[:2] for p in many] == [("run_1", "a"), ("run_1", "b"), ("run_1", "c")]
+    assert '["a","b"]' in many[2] and "2026-01-02 03:04:05.000000" in many[2]
+    assert driver.parameters_many([]) == []
+
+
+def test_parameters_of_rows_leaving_a_defaulted_column_out_take_its_default() -> None:
+    dialect = create_engine("sqlite://", json_serializer=serialize_json).dialect
+    rows = [{"run_id": "run_1", "team": "t", "status": "running"}] * 2  # requests... default 0
+    driver = DriverStatement(statement("run", "sqlite"), dialect, ("run_id", "team", "status"))
+    assert driver.parameters_many(rows) == [driver.parameters(row) for row in rows]
