@@ -160,8 +160,8 @@ def test_parameters_of_many_rows_are_each_rows_parameters_processed() -> None:
     assert driver.parameters_many([]) == []
 
 
-def test_parameters_of_rows_leaving_a_defaulted_column_out_take_its_default() -> None:
+def test_parameters_of_rows_leaving_a_bound_name_out_are_each_rows_parameters() -> None:
     dialect = create_engine("sqlite://", json_serializer=serialize_json).dialect
-    rows = [{"run_id": "run_1", "team": "t", "status": "running"}] * 2  # requests... default 0
+    rows = [{"run_id": "run_1", "team": "t", "status": "running"}] * 2  # requests... left out
     driver = DriverStatement(statement("run", "sqlite"), dialect, ("run_id", "team", "status"))
     assert driver.parameters_many(rows) == [driver.parameters(row) for row in rows]
