@@ -371,6 +371,34 @@ def test_sqlite_pragmas(db_path: Path) -> None:
     assert mode == "wal"
 
 
+def _page_size(path: Path) -> int:
+    connection = sqlite3.connect(path)
+    try:
+        (size,) = connection.execute("PRAGMA page_size").fetchone()
+    finally:
+        connection.close()
+    return int(size)
+
+
+def test_a_new_ledger_file_has_16_kib_pages(db_path: Path) -> None:
+    with RunLedger(url_for(db_path)) as ledger:
+        ledger.start_run(run_id="run_1", team="t", goal=None, graph=None)
+    assert _page_size(db_path) == 16384
+
+
+def test_an_existing_ledger_file_keeps_its_page_size(db_path: Path) -> None:
+    db_path.parent.mkdir(parents=True)
+    created = sqlite3.connect(db_path)
+    created.execute("PRAGMA journal_mode = WAL")  # writes the file with SQLite's 4 KiB pages
+    created.close()
+    for run_id in ("run_1", "run_2"):  # created, then reopened
+        with RunLedger(url_for(db_path)) as ledger:
+            ledger.start_run(run_id=run_id, team="t", goal=None, graph=None)
+    assert _page_size(db_path) == 4096
+    with RunLedger(url_for(db_path)) as ledger:
+        assert [r.run_id for r in ledger.list_runs()] == ["run_2", "run_1"]
+
+
 def test_default_url_creates_the_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     with RunLedger() as ledger:

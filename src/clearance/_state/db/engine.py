@@ -62,6 +62,8 @@ class DatabaseBase:
     _LABEL = "database"
     _HOLD_CONNECTIONS = False
     """Whether each thread holds one connection of an SQLite file (`HeldConnections`)."""
+    _PAGE_SIZE: int | None = None
+    """The page size of an SQLite file this creates (bytes); ``None``: SQLite's (4096)."""
 
     def __init__(
         self, url: str | Engine, *, clock: Clock = utc_now, read_only: bool = False
@@ -79,7 +81,13 @@ class DatabaseBase:
             self._url = mask_url(url)
             self._read_only = read_only and _is_sqlite_file_url(url)
             hold = self._HOLD_CONNECTIONS and _is_sqlite_file_url(url)
-            self._engine = open_engine(url, label=self._LABEL, hold=hold, read_only=self._read_only)
+            self._engine = open_engine(
+                url,
+                label=self._LABEL,
+                hold=hold,
+                read_only=self._read_only,
+                page_size=self._PAGE_SIZE,
+            )
             self._dialect = self._engine.dialect.name
             self._held = HeldConnections(self._engine) if hold else None
         self._write_engine = self._engine.execution_options(**{WRITE_OPTION: True})
@@ -322,7 +330,12 @@ def _supported(engine: Engine, label: str, masked: str) -> str:
 
 
 def open_engine(
-    url: str, *, label: str = "database", hold: bool = False, read_only: bool = False
+    url: str,
+    *,
+    label: str = "database",
+    hold: bool = False,
+    read_only: bool = False,
+    page_size: int | None = None,
 ) -> Engine:
     """An engine for ``url`` configured as the stores use it (see `clearance._state.db.sqlite`).
 
@@ -334,6 +347,7 @@ def open_engine(
         hold: Each thread will hold one connection of an SQLite file (`HeldConnections`):
             the pool does not limit its overflow and no ``BEGIN`` is sent by SQLAlchemy.
         read_only: Open an SQLite file read-only (`read_only_sqlite`).
+        page_size: The page size of an SQLite file created (bytes); ``None``: SQLite's.
 
     Raises:
         StoreError: The URL is malformed or names an unsupported database or a missing
@@ -358,5 +372,5 @@ def open_engine(
         engine.dispose()
         raise
     if dialect == "sqlite":
-        configure_sqlite(engine, begin_event=not hold, read_only=read_only)
+        configure_sqlite(engine, begin_event=not hold, read_only=read_only, page_size=page_size)
     return engine

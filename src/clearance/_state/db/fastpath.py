@@ -97,3 +97,20 @@ class DriverStatement:
         for i, process in self._processors:
             out[i] = process(out[i])
         return tuple(out)
+
+    def parameters_many(self, rows: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
+        """`parameters` of each of ``rows``, in order, for ``executemany``.
+
+        Column by column: the values of all rows are taken at once, and each bind processor
+        is mapped over its column, so no Python function runs per row (but the processors).
+        """
+        try:
+            values = list(map(self._values, rows))
+        except KeyError:  # a row leaves a name out: each row the slow way
+            return [self.parameters(row) for row in rows]
+        if not self._processors or not values:
+            return values
+        columns: list[Any] = list(zip(*values, strict=True))
+        for i, process in self._processors:
+            columns[i] = map(process, columns[i])
+        return list(zip(*columns, strict=True))

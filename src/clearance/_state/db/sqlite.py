@@ -13,7 +13,7 @@ import sqlite3
 import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import event
 from sqlalchemy.engine import URL, Connection, Engine
@@ -34,6 +34,24 @@ BUSY_TIMEOUT_MS = 10_000
 
 WRITE_OPTION = "clearance_ledger_write"
 """Execution option marking the write engine's connections (SQLite: ``BEGIN IMMEDIATE``)."""
+
+
+def _bind_none_directly() -> None:
+    """Have ``sqlite3`` bind ``None`` as ``NULL`` without searching for an adapter.
+
+    ``sqlite3`` binds an exact ``str``, ``int``, ``float`` or ``bytearray`` as it is, and looks
+    for an adapter for any other value, ``None`` included: with none registered, CPython 3.11
+    raises and clears two ``AttributeError``s (``__adapt__``, ``__conform__``) per value before
+    binding it unchanged, which costs more than binding a short row. A registered adapter is
+    found first: this one (``dict.get`` of an empty dict, a C function) gives ``None`` back, so
+    ``NULL`` is bound as before. An adapter registered for ``None`` already is kept.
+    """
+    if (type(None), sqlite3.PrepareProtocol) not in sqlite3.adapters:
+        as_null: Callable[[None], None] = cast("Callable[[None], None]", {}.get)
+        sqlite3.register_adapter(type(None), as_null)
+
+
+_bind_none_directly()
 
 
 def is_sqlite_file(url: URL) -> bool:
@@ -104,7 +122,13 @@ def read_only_sqlite(path: str) -> Callable[[], sqlite3.Connection]:
     return connect
 
 
-def configure_sqlite(engine: Engine, *, begin_event: bool = True, read_only: bool = False) -> None:
+def configure_sqlite(
+    engine: Engine,
+    *,
+    begin_event: bool = True,
+    read_only: bool = False,
+    page_size: int | None = None,
+) -> None:
     """Set the pragmas of every new SQLite connection and take over ``BEGIN``.
 
     The ``sqlite3`` module's legacy transaction handling neither begins a transaction
@@ -112,6 +136,9 @@ def configure_sqlite(engine: Engine, *, begin_event: bool = True, read_only: boo
     documentation disables it and emits ``BEGIN`` from the ``begin`` event instead. Without
     ``begin_event`` nothing is sent when SQLAlchemy begins (see `HeldConnections`).
     ``read_only`` leaves out the pragmas that write (``journal_mode``, ``synchronous``).
+    ``page_size`` (bytes, a power of two from 512 to 65536) is the page size of a database
+    file created by the connection; a file that exists keeps its own (SQLite changes it
+    only by ``VACUUM``, never in write-ahead-log mode).
     """
 
     @event.listens_for(engine, "connect")
@@ -121,6 +148,8 @@ def configure_sqlite(engine: Engine, *, begin_event: bool = True, read_only: boo
         try:
             cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             if not read_only:  # switching to write-ahead logging writes the file
+                if page_size is not None:  # before anything is written: a new file's
+                    cursor.execute(f"PRAGMA page_size = {int(page_size)}")
                 enable_wal(cursor)
                 cursor.execute("PRAGMA synchronous = NORMAL")
             cursor.execute("PRAGMA foreign_keys = ON")

@@ -96,18 +96,41 @@ class JSONText(str):
     __slots__ = ()
 
 
-def serialize_json(value: Any) -> str:
-    """The engines' JSON serializer: `JSONText` as it is, anything else with `json.dumps`.
+_ORJSON_PLAIN = (
+    orjson.OPT_PASSTHROUGH_DATACLASS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+    | orjson.OPT_PASSTHROUGH_SUBCLASS
+)
+"""orjson refuses (raises for) what the standard library's ``json`` refuses or writes otherwise:
+dataclasses, dates and times, and subclasses of ``str``, ``int``, ``dict`` and ``list``."""
 
-    A list of strings (a task's dependencies, written with each of its states) is encoded
-    by orjson, about ten times faster: compact, non-ASCII unescaped, the same value when
-    read back. What orjson refuses (a lone surrogate) goes to `json.dumps` like the rest.
+
+def serialize_json(value: Any) -> str:
+    """The engines' JSON serializer: `JSONText` as it is, anything else as ``json.dumps`` would.
+
+    Encoded by orjson, several times faster: compact and non-ASCII unescaped, so the text may
+    differ from ``json.dumps``'s in spacing and escapes, never in the value read back. A
+    value orjson cannot write as ``json.dumps`` would goes to ``json.dumps`` like before:
+    what orjson refuses (lone surrogates, keys that are not strings, integers beyond 64 bits,
+    the types `_ORJSON_PLAIN` passes through), and what its text does not read back equal
+    (NaN and infinities, written ``null``; tuples; objects the standard library refuses,
+    such as a UUID or an enum member). A list of strings (a task's dependencies, written
+    with each of its states) always reads back equal and is not checked.
+
+    Raises:
+        TypeError: ``value`` holds something ``json.dumps`` cannot serialize.
     """
-    if type(value) is JSONText:
-        return value
-    if type(value) is list and all(type(item) is str for item in value):
-        try:
-            return orjson.dumps(value).decode()
-        except TypeError:  # orjson.JSONEncodeError
-            pass
-    return json.dumps(value)
+    kind = type(value)
+    if kind is JSONText:
+        # As a plain ``str``: ``sqlite3`` binds a subclass only after searching for an
+        # adapter (see `clearance._state.db.sqlite`), which costs more than this copy.
+        return str(value)
+    try:
+        text = orjson.dumps(value, option=_ORJSON_PLAIN)
+    except TypeError:  # orjson.JSONEncodeError
+        return json.dumps(value)
+    if kind is list and all(type(item) is str for item in value):
+        return text.decode()
+    if orjson.loads(text) != value:
+        return json.dumps(value)
+    return text.decode()

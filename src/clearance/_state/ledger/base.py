@@ -54,6 +54,12 @@ class LedgerBase(DatabaseBase):
     """
 
     _LABEL = "run ledger"
+    # 16 KiB pages for a new ledger file: a group commit writes each page it changed to the
+    # write-ahead log, and a call's row (its prompt's messages and manifest) fills most of
+    # a 4 KiB page by itself, so with SQLite's default every call and its outcome each
+    # write a page; with 16 KiB pages a group writes fewer, fuller pages (a run's writer
+    # spends about a tenth less CPU). An existing file keeps its page size.
+    _PAGE_SIZE = 16384
 
     def _closed_error(self, operation: str) -> StoreError:
         return LedgerError(str(super()._closed_error(operation)))
@@ -252,13 +258,14 @@ class LedgerBase(DatabaseBase):
         """
         if self._dialect == "sqlite":
             first = rows[0].keys()
-            if all(row.keys() == first for row in rows):
+            # Every row gives the same columns (compared in C: no Python frame per row).
+            if all(map(first.__eq__, map(dict.keys, rows))):
                 driver = self._driver_statement(key, tuple(first))
                 if driver is not None:
                     dbapi = conn.connection.driver_connection  # in the same transaction
                     assert dbapi is not None
                     try:
-                        dbapi.executemany(driver.sql, [driver.parameters(r) for r in rows]).close()
+                        dbapi.executemany(driver.sql, driver.parameters_many(rows)).close()
                     except sqlite3.Error as exc:  # as SQLAlchemy would raise it
                         raise DBAPIError.instance(
                             driver.sql, None, exc, sqlite3.Error, hide_parameters=True

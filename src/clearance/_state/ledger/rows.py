@@ -18,6 +18,9 @@ from clearance.models._base import ModelResponse, Usage
 
 __all__ = ["build_task_rows", "call_rows", "finish_row", "last_upsert_per_task", "task_row"]
 
+_NO_USAGE = Usage()
+"""The usage of a call without a response (a request, a failure): frozen, so shared."""
+
 
 def build_task_rows(
     run_id: str, states: tuple[TaskState, ...], recorded_at: datetime | None
@@ -91,7 +94,7 @@ def call_rows(
     ``parameters`` is `ModelRequest.parameters` (``None``: not known, as for calls recorded
     before it was); it is chained with the call (`OPTIONAL_FIELDS`).
     """
-    usage = response.usage if response is not None else Usage()
+    usage = response.usage if response is not None else _NO_USAGE
     # Each is serialized once, canonically: for the digest and for its column.
     messages = canonical_json(prompt.to_dicts())
     manifest = canonical_json(prompt.manifest.to_dict())
@@ -128,7 +131,7 @@ def finish_row(
     call_id: str, run_id: str, response: ModelResponse | None, error: str | None, latency_s: float
 ) -> dict[str, Any]:
     """The ``call_finish`` row recording the outcome of a call sent before (``b_`` names)."""
-    usage = response.usage if response is not None else Usage()
+    usage = response.usage if response is not None else _NO_USAGE
     return {
         "b_call_id": call_id,
         "b_run_id": run_id,
