@@ -285,7 +285,8 @@ def group_entry(records: Sequence[ChainedRecord]) -> tuple[str, str, str]:
     order; the payload digest is the SHA-256 of its UTF-8 bytes; the subject is the number
     of records, in decimal.
     """
-    members = [list(record) for record in records]
+    # Both encoders write a tuple as a JSON array: the records need no copy as lists.
+    members = records if isinstance(records, list | tuple) else list(records)
     try:
         data = orjson.dumps(members)
     except TypeError:  # orjson.JSONEncodeError: text orjson refuses (a lone surrogate)
