@@ -27,7 +27,6 @@ from functools import partial
 from typing import Any
 
 from sqlalchemy import select, update
-from sqlalchemy.engine import Connection
 
 from clearance._core.clock import utc_now
 from clearance._core.errors import ConfigError, LedgerError
@@ -81,13 +80,6 @@ class RunLedger(LedgerEvents):
             holds the URL (password masked) and the cause.
     """
 
-    def _update_run(self, conn: Connection, run_id: str, **values: Any) -> None:
-        """Update a run's row and append its new state to the run's chain."""
-        result = conn.execute(update(RUNS).where(RUNS.c.run_id == run_id).values(**values))
-        if result.rowcount == 0:
-            raise LedgerError(f"unknown run {run_id!r} in the run ledger at {self._url}")
-        self._chain.append_run(conn, run_id)
-
     def start_run(
         self,
         *,
@@ -127,6 +119,10 @@ class RunLedger(LedgerEvents):
             "lease_expires_at": lease_until(),
         }
         self._submit(PendingWrite(f"start run {run_id!r}", {"run": [row]}))
+        # Remembered for `_update_run`; not when the id was started before in this ledger
+        # (this insert will fail: the row is the other start's).
+        if self._runs.pop(run_id, None) is None:
+            self._runs[run_id] = dict(row)
         self._leases.hold(run_id)
 
     def reopen_run(
@@ -189,6 +185,7 @@ class RunLedger(LedgerEvents):
                     field="run",
                 )
             self._chain.append_run(conn, run_id)
+            self._runs.pop(run_id, None)
         self._leases.hold(run_id)
 
     def set_graph(self, run_id: str, graph: list[dict[str, Any]]) -> None:
