@@ -65,7 +65,7 @@ def test_start_set_graph_and_finish_digest_the_stored_row(tmp_path, behind):
             ledger.set_graph("run_a", GRAPH)
             seen.add(check(ledger, "run_a"))
             usage = Usage(requests=2, prompt_tokens=3, completion_tokens=4)
-            ledger.finish_run("run_a", status="completed", synthesis="done", usage=usage, error=None)
+            ledger.finish_run("run_a", status="completed", synthesis="s", usage=usage, error=None)
             seen.add(check(ledger, "run_a"))
         assert len(seen) == 3  # each change was chained
         assert verify_run(ledger, "run_a").ok
