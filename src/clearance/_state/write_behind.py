@@ -37,11 +37,11 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from clearance._core.errors import LedgerError, StoreError
 
-__all__ = ["COMMITTED", "PendingWrite", "Rows", "WriteBehind"]
+__all__ = ["COMMITTED", "PendingWrite", "Rows", "Write", "WriteBehind"]
 
 
 Rows = Mapping[str, Sequence[dict[str, Any]]]
@@ -71,6 +71,22 @@ class PendingWrite:
         return self.rows() if callable(self.rows) else self.rows
 
 
+class Write(Protocol):
+    """What `WriteBehind` queues: a `PendingWrite`, or an object building its rows the same way.
+
+    ``build`` runs on the writer thread, so it may only read immutable values.
+    """
+
+    @property
+    def operation(self) -> str:
+        """What the write does, for error messages."""
+        ...
+
+    def build(self) -> Rows:
+        """The parameter rows per statement kind."""
+        ...
+
+
 class _Committed:
     """An awaitable that is done at once: what `WriteBehind.wait` returns when nothing waits."""
 
@@ -85,7 +101,7 @@ COMMITTED: Awaitable[None] = _Committed()
 """Awaited when every write is already committed (see `WriteBehind.wait`)."""
 
 
-Commit = Callable[[Sequence[PendingWrite]], None]
+Commit = Callable[[Sequence[Write]], None]
 """Commits writes in one transaction; raises `StoreError` (naming the operation) on failure."""
 
 
@@ -146,7 +162,7 @@ class WriteBehind:
         self._max_group = max_group
         self._quiet_s = quiet_s
         self._max_delay_s = max_delay_s
-        self._queue: deque[tuple[float, PendingWrite]] = deque()  # (time queued, write)
+        self._queue: deque[tuple[float, Write]] = deque()  # (time queued, write)
         self._flushing = 0  # threads in `flush`
         self._waiters: deque[_Waiter] = deque()  # coroutines in `wait`, by target
         self._urging: set[asyncio.AbstractEventLoop] = set()  # loops with an `_urge` due
@@ -180,7 +196,7 @@ class WriteBehind:
         with self._lock:
             return len(self._queue)
 
-    def submit(self, write: PendingWrite) -> None:
+    def submit(self, write: Write) -> None:
         """Queue ``write``; blocks while ``max_pending`` writes wait.
 
         Raises:
@@ -364,7 +380,7 @@ class WriteBehind:
                 return  # a pause
 
     def _commit_group(
-        self, group: list[PendingWrite]
+        self, group: list[Write]
     ) -> tuple[StoreError | None, list[tuple[int, StoreError]]]:
         """Commit ``group``; if that fails, each write alone.
 

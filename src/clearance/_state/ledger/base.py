@@ -31,7 +31,7 @@ from clearance._state.ledger.leases import LeaseKeeper
 from clearance._state.ledger.rows import last_upsert_per_task
 from clearance._state.ledger.schema import LEDGER_SCHEMA, RUNS
 from clearance._state.ledger.statements import WRITE_ORDER, statement
-from clearance._state.write_behind import COMMITTED, PendingWrite, Rows, WriteBehind
+from clearance._state.write_behind import COMMITTED, Rows, Write, WriteBehind
 
 __all__ = ["DEFAULT_LEDGER_URL", "LedgerBase"]
 
@@ -204,7 +204,7 @@ class LedgerBase(DatabaseBase):
             self._leases.stop()
             super().close()
 
-    def _submit(self, write: PendingWrite) -> None:
+    def _submit(self, write: Write) -> None:
         lost = self._leases.take_lost()
         if lost is not None:
             raise lost
@@ -214,7 +214,7 @@ class LedgerBase(DatabaseBase):
         else:
             self._commit_writes([write])
 
-    def _commit_writes(self, writes: Sequence[PendingWrite]) -> None:
+    def _commit_writes(self, writes: Sequence[Write]) -> None:
         """Commit ``writes`` in one transaction, one ``executemany`` per statement and chunk.
 
         On the writer thread, the work is cut into chunks of `_CHUNK` writes or rows, and the
