@@ -117,3 +117,16 @@ def test_a_run_started_twice_is_read_back(tmp_path):
         check(ledger, "run_e")
         assert ledger.get_run("run_e").team == "first"
         assert verify_run(ledger, "run_e").ok
+
+
+def test_a_finished_run_is_forgotten_and_read_back_after(tmp_path):
+    """A finished run leaves the ledger's memory (its graph is not kept for the ledger's life)."""
+    with RunLedger(f"sqlite:///{tmp_path / 'runs.db'}") as ledger:
+        ledger.start_run(run_id="run_f", team="t", goal=None, graph=GRAPH)
+        ledger.finish_run("run_f", status="running", synthesis=None, usage=Usage(), error=None)
+        assert "run_f" in ledger._runs  # still running: still this ledger's
+        ledger.finish_run("run_f", status="completed", synthesis="s", usage=Usage(), error=None)
+        assert "run_f" not in ledger._runs
+        ledger.set_graph("run_f", [*GRAPH, {**GRAPH[0], "id": "late"}])
+        check(ledger, "run_f")
+        assert verify_run(ledger, "run_f").ok

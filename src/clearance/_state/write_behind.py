@@ -162,7 +162,10 @@ class WriteBehind:
         self._max_group = max_group
         self._quiet_s = quiet_s
         self._max_delay_s = max_delay_s
-        self._queue: deque[tuple[float, Write]] = deque()  # (time queued, write)
+        # The queued writes, and when each was queued (`time.monotonic`) in a deque of its
+        # own: a float is no object the garbage collector tracks, a (time, write) pair is.
+        self._queue: deque[Write] = deque()
+        self._queued_at: deque[float] = deque()
         self._flushing = 0  # threads in `flush`
         self._waiters: deque[_Waiter] = deque()  # coroutines in `wait`, by target
         self._urging: set[asyncio.AbstractEventLoop] = set()  # loops with an `_urge` due
@@ -210,7 +213,8 @@ class WriteBehind:
             while len(self._queue) >= self._max_pending:
                 self._cond.notify_all()  # the writer may be waiting for a pause
                 self._cond.wait()
-            self._queue.append((time.monotonic(), write))
+            self._queue.append(write)
+            self._queued_at.append(time.monotonic())
             self._submitted += 1
             if len(self._queue) == 1:  # the writer sleeps until the queue is not empty
                 self._cond.notify_all()
@@ -308,7 +312,10 @@ class WriteBehind:
                     return
                 self._wait_for_pause()
                 count = min(len(self._queue), self._max_group)
-                group = [self._queue.popleft()[1] for _ in range(count)]
+                queue, queued_at = self._queue, self._queued_at
+                group = [queue.popleft() for _ in range(count)]
+                for _ in range(count):
+                    queued_at.popleft()
                 self._urged = False  # later waiters urge again
                 self._cond.notify_all()  # room for blocked submitters
             error, failed = self._commit_group(group)
@@ -372,7 +379,7 @@ class WriteBehind:
             or self._flushing
             or self._urged
             or len(self._queue) >= self._max_group
-            or time.monotonic() - self._queue[0][0] >= self._max_delay_s
+            or time.monotonic() - self._queued_at[0] >= self._max_delay_s
         ):
             seen = self._submitted
             self._cond.wait(self._quiet_s)

@@ -269,7 +269,8 @@ class LedgerBase(DatabaseBase):
             if result.rowcount:
                 row = {**known, **values}
                 self._chain.append(conn, [(run_id, "run", run_id, payload_sha256("run", row))])
-                self._runs[run_id] = row
+                if row.get("owner") == self._leases.owner:  # else forgotten: no longer ours
+                    self._runs[run_id] = row
                 return
         result = conn.execute(update(RUNS).where(RUNS.c.run_id == run_id).values(**values))
         if result.rowcount == 0:
