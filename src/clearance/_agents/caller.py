@@ -33,6 +33,7 @@ whole text as the response, exactly as without streaming).
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from collections.abc import Callable
@@ -41,7 +42,6 @@ from functools import partial
 from typing import Any, Literal
 
 from clearance._agents.budget_meter import BudgetMeter
-from clearance._agents.deadline import within
 from clearance._agents.replay import ReplaySource, tool_calls_data
 from clearance._agents.retry import RetryPolicy, retry_after
 from clearance._agents.telemetry import model_call_span
@@ -390,7 +390,8 @@ class ModelCaller:
         try:
             if wait is None:  # no limit: no timer to arm and cancel
                 return await call.model.request(call.request)
-            return await within(call.model.request(call.request), wait)
+            async with asyncio.timeout(wait):
+                return await call.model.request(call.request)
         except TimeoutError as exc:
             elapsed = self._monotonic() - started
             if remaining is not None and wait == remaining:
