@@ -637,10 +637,10 @@ def test_a_failing_ledger_write_stops_the_run_keeping_what_was_answered(tmp_path
     import asyncio
 
     from clearance import Agent, Orchestrator, Task, Team
-    from clearance._state.ledger import run_ledger
+    from clearance._state.ledger import writes
     from clearance.testing import FunctionModel
 
-    real = run_ledger.call_rows
+    real = writes.call_rows
 
     def overflowing(**kwargs):
         rows = real(**kwargs)
@@ -648,7 +648,7 @@ def test_a_failing_ledger_write_stops_the_run_keeping_what_was_answered(tmp_path
             rows["call"][0]["requests"] = 10**20  # does not fit an SQLite integer
         return rows
 
-    monkeypatch.setattr(run_ledger, "call_rows", overflowing)
+    monkeypatch.setattr(writes, "call_rows", overflowing)
     db = f"sqlite:///{tmp_path / 'fail.db'}"
     team = Team(agents=(Agent(name="a", instructions="A."),))
     tasks = [

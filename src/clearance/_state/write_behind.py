@@ -37,11 +37,11 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from clearance._core.errors import LedgerError, StoreError
 
-__all__ = ["COMMITTED", "PendingWrite", "Rows", "WriteBehind"]
+__all__ = ["COMMITTED", "PendingWrite", "Rows", "Write", "WriteBehind"]
 
 
 Rows = Mapping[str, Sequence[dict[str, Any]]]
@@ -71,6 +71,22 @@ class PendingWrite:
         return self.rows() if callable(self.rows) else self.rows
 
 
+class Write(Protocol):
+    """What `WriteBehind` queues: a `PendingWrite`, or an object building its rows the same way.
+
+    ``build`` runs on the writer thread, so it may only read immutable values.
+    """
+
+    @property
+    def operation(self) -> str:
+        """What the write does, for error messages."""
+        ...
+
+    def build(self) -> Rows:
+        """The parameter rows per statement kind."""
+        ...
+
+
 class _Committed:
     """An awaitable that is done at once: what `WriteBehind.wait` returns when nothing waits."""
 
@@ -85,7 +101,7 @@ COMMITTED: Awaitable[None] = _Committed()
 """Awaited when every write is already committed (see `WriteBehind.wait`)."""
 
 
-Commit = Callable[[Sequence[PendingWrite]], None]
+Commit = Callable[[Sequence[Write]], None]
 """Commits writes in one transaction; raises `StoreError` (naming the operation) on failure."""
 
 
@@ -146,7 +162,10 @@ class WriteBehind:
         self._max_group = max_group
         self._quiet_s = quiet_s
         self._max_delay_s = max_delay_s
-        self._queue: deque[tuple[float, PendingWrite]] = deque()  # (time queued, write)
+        # The queued writes, and when each was queued (`time.monotonic`) in a deque of its
+        # own: a float is no object the garbage collector tracks, a (time, write) pair is.
+        self._queue: deque[Write] = deque()
+        self._queued_at: deque[float] = deque()
         self._flushing = 0  # threads in `flush`
         self._waiters: deque[_Waiter] = deque()  # coroutines in `wait`, by target
         self._urging: set[asyncio.AbstractEventLoop] = set()  # loops with an `_urge` due
@@ -180,7 +199,7 @@ class WriteBehind:
         with self._lock:
             return len(self._queue)
 
-    def submit(self, write: PendingWrite) -> None:
+    def submit(self, write: Write) -> None:
         """Queue ``write``; blocks while ``max_pending`` writes wait.
 
         Raises:
@@ -194,7 +213,8 @@ class WriteBehind:
             while len(self._queue) >= self._max_pending:
                 self._cond.notify_all()  # the writer may be waiting for a pause
                 self._cond.wait()
-            self._queue.append((time.monotonic(), write))
+            self._queue.append(write)
+            self._queued_at.append(time.monotonic())
             self._submitted += 1
             if len(self._queue) == 1:  # the writer sleeps until the queue is not empty
                 self._cond.notify_all()
@@ -292,7 +312,10 @@ class WriteBehind:
                     return
                 self._wait_for_pause()
                 count = min(len(self._queue), self._max_group)
-                group = [self._queue.popleft()[1] for _ in range(count)]
+                queue, queued_at = self._queue, self._queued_at
+                group = [queue.popleft() for _ in range(count)]
+                for _ in range(count):
+                    queued_at.popleft()
                 self._urged = False  # later waiters urge again
                 self._cond.notify_all()  # room for blocked submitters
             error, failed = self._commit_group(group)
@@ -356,7 +379,7 @@ class WriteBehind:
             or self._flushing
             or self._urged
             or len(self._queue) >= self._max_group
-            or time.monotonic() - self._queue[0][0] >= self._max_delay_s
+            or time.monotonic() - self._queued_at[0] >= self._max_delay_s
         ):
             seen = self._submitted
             self._cond.wait(self._quiet_s)
@@ -364,7 +387,7 @@ class WriteBehind:
                 return  # a pause
 
     def _commit_group(
-        self, group: list[PendingWrite]
+        self, group: list[Write]
     ) -> tuple[StoreError | None, list[tuple[int, StoreError]]]:
         """Commit ``group``; if that fails, each write alone.
 

@@ -17,20 +17,21 @@ from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
+from sqlalchemy import update
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import LedgerError, StoreError
 from clearance._core.locations import DEFAULT_LEDGER_URL
-from clearance._state.chain import key_id, load_ledger_key
+from clearance._state.chain import key_id, load_ledger_key, payload_sha256
 from clearance._state.db import DatabaseBase, DriverStatement
 from clearance._state.ledger.chaining import ChainWriter
 from clearance._state.ledger.leases import LeaseKeeper
 from clearance._state.ledger.rows import last_upsert_per_task
-from clearance._state.ledger.schema import LEDGER_SCHEMA
+from clearance._state.ledger.schema import LEDGER_SCHEMA, RUNS
 from clearance._state.ledger.statements import WRITE_ORDER, statement
-from clearance._state.write_behind import COMMITTED, PendingWrite, Rows, WriteBehind
+from clearance._state.write_behind import COMMITTED, Rows, Write, WriteBehind
 
 __all__ = ["DEFAULT_LEDGER_URL", "LedgerBase"]
 
@@ -85,6 +86,9 @@ class LedgerBase(DatabaseBase):
         )
         self._chain = ChainWriter(key, self._key_id, self._url, self._dialect)
         self._drivers: dict[tuple[str, tuple[str, ...]], DriverStatement | None] = {}
+        # The digested fields of each run this ledger started, as it last wrote them
+        # (`RunLedger._update_run`).
+        self._runs: dict[str, dict[str, Any]] = {}
         # Not `self._writing`: that would wait for (and take the errors of) the writer thread,
         # which belong to the ledger's user.
         self._leases = LeaseKeeper(partial(DatabaseBase._writing, self), renew=not self._in_memory)
@@ -200,7 +204,7 @@ class LedgerBase(DatabaseBase):
             self._leases.stop()
             super().close()
 
-    def _submit(self, write: PendingWrite) -> None:
+    def _submit(self, write: Write) -> None:
         lost = self._leases.take_lost()
         if lost is not None:
             raise lost
@@ -210,7 +214,7 @@ class LedgerBase(DatabaseBase):
         else:
             self._commit_writes([write])
 
-    def _commit_writes(self, writes: Sequence[PendingWrite]) -> None:
+    def _commit_writes(self, writes: Sequence[Write]) -> None:
         """Commit ``writes`` in one transaction, one ``executemany`` per statement and chunk.
 
         On the writer thread, the work is cut into chunks of `_CHUNK` writes or rows, and the
@@ -246,6 +250,32 @@ class LedgerBase(DatabaseBase):
             entries, requests = self._chain.entries_of(conn, built)
             self._chain.append(conn, entries)
         self._chain.committed(requests)
+
+    def _update_run(self, conn: Connection, run_id: str, **values: Any) -> None:
+        """Update a run's row and append its new state to the run's chain.
+
+        The new state is digested from the row this ledger wrote (`start_run`) and updated
+        since, while the row still names this ledger as its owner (then no other ledger has
+        changed a digested field); otherwise it is read back (a run reopened to resume it,
+        or taken by another process).
+        """
+        known = self._runs.pop(run_id, None)
+        if known is not None:
+            result = conn.execute(
+                update(RUNS)
+                .where(RUNS.c.run_id == run_id, RUNS.c.owner == self._leases.owner)
+                .values(**values)
+            )
+            if result.rowcount:
+                row = {**known, **values}
+                self._chain.append(conn, [(run_id, "run", run_id, payload_sha256("run", row))])
+                if row.get("owner") == self._leases.owner:  # else forgotten: no longer ours
+                    self._runs[run_id] = row
+                return
+        result = conn.execute(update(RUNS).where(RUNS.c.run_id == run_id).values(**values))
+        if result.rowcount == 0:
+            raise LedgerError(f"unknown run {run_id!r} in the run ledger at {self._url}")
+        self._chain.append_run(conn, run_id)
 
     def _write_rows(self, conn: Connection, key: str, rows: list[dict[str, Any]]) -> None:
         """Write ``rows`` of kind ``key`` (`statement`) in ``conn``'s transaction.

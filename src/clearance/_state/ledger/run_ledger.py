@@ -21,13 +21,11 @@ All timestamps are timezone-aware UTC datetimes. Every failure of the database s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from functools import partial
 from typing import Any
 
 from sqlalchemy import select, update
-from sqlalchemy.engine import Connection
 
 from clearance._core.clock import utc_now
 from clearance._core.errors import ConfigError, LedgerError
@@ -35,11 +33,11 @@ from clearance._core.ids import new_id
 from clearance._core.prompt import Prompt
 from clearance._state.ledger.events import LedgerEvents
 from clearance._state.ledger.leases import lease_until
-from clearance._state.ledger.rows import build_task_rows, call_rows, finish_row
 from clearance._state.ledger.schema import RUNS
+from clearance._state.ledger.writes import CallWrite, FinishWrite, TaskWrite
 from clearance._state.messages import Message
 from clearance._state.queue import TaskState
-from clearance._state.write_behind import PendingWrite, Rows
+from clearance._state.write_behind import PendingWrite
 from clearance.models._base import ModelResponse, Usage
 
 __all__ = ["RUN_STATUSES", "RunLedger"]
@@ -81,13 +79,6 @@ class RunLedger(LedgerEvents):
             holds the URL (password masked) and the cause.
     """
 
-    def _update_run(self, conn: Connection, run_id: str, **values: Any) -> None:
-        """Update a run's row and append its new state to the run's chain."""
-        result = conn.execute(update(RUNS).where(RUNS.c.run_id == run_id).values(**values))
-        if result.rowcount == 0:
-            raise LedgerError(f"unknown run {run_id!r} in the run ledger at {self._url}")
-        self._chain.append_run(conn, run_id)
-
     def start_run(
         self,
         *,
@@ -127,6 +118,10 @@ class RunLedger(LedgerEvents):
             "lease_expires_at": lease_until(),
         }
         self._submit(PendingWrite(f"start run {run_id!r}", {"run": [row]}))
+        # Remembered for `_update_run`; not when the id was started before in this ledger
+        # (this insert will fail: the row is the other start's).
+        if self._runs.pop(run_id, None) is None:
+            self._runs[run_id] = dict(row)
         self._leases.hold(run_id)
 
     def reopen_run(
@@ -189,6 +184,7 @@ class RunLedger(LedgerEvents):
                     field="run",
                 )
             self._chain.append_run(conn, run_id)
+            self._runs.pop(run_id, None)
         self._leases.hold(run_id)
 
     def set_graph(self, run_id: str, graph: list[dict[str, Any]]) -> None:
@@ -221,12 +217,8 @@ class RunLedger(LedgerEvents):
             StoreError: The run is unknown, or the database failed (inside `write_behind`:
                 raised by a later call, see there).
         """
-        self._submit(
-            PendingWrite(
-                f"record task {state.task.id!r} of run {run_id!r}",
-                self._task_rows(run_id, (state,)),
-            )
-        )
+        recorded_at = self._clock() if state.error is not None else None
+        self._submit(TaskWrite(run_id, state, recorded_at))
 
     def record_tasks(self, run_id: str, states: Sequence[TaskState]) -> None:
         """Record several tasks' states at once, in one transaction (as `record_task` each).
@@ -240,22 +232,19 @@ class RunLedger(LedgerEvents):
                 raised by a later call).
         """
         if states:
-            self._submit(
-                PendingWrite(
-                    f"record {len(states)} tasks of run {run_id!r}",
-                    self._task_rows(run_id, tuple(states)),
-                )
-            )
+            states = tuple(states)
+            self._submit(TaskWrite(run_id, states, self._reason_time(states)))
 
-    def _task_rows(self, run_id: str, states: tuple[TaskState, ...]) -> Callable[[], Rows]:
-        """The task upserts of ``states`` and the reasons to keep, built when committed.
+    def _reason_time(self, states: tuple[TaskState, ...]) -> datetime | None:
+        """When the reasons of ``states`` are recorded (``None``: none has an error).
 
-        States are immutable, so the rows are built on the writer thread; only the time a
-        reason is recorded is read now, on the caller's thread (the clock may not be
-        thread-safe).
+        Read now, on the caller's thread (the clock may not be thread-safe); the rows are
+        built on the writer thread.
         """
-        recorded_at = self._clock() if any(s.error is not None for s in states) else None
-        return partial(build_task_rows, run_id, states, recorded_at)
+        for state in states:
+            if state.error is not None:
+                return self._clock()
+        return None
 
     def record_messages(self, run_id: str, messages: Sequence[Message]) -> None:
         """Record messages of a run; a message already recorded (same id) is updated in place.
@@ -327,14 +316,15 @@ class RunLedger(LedgerEvents):
         """
         call_id = new_id("call")
         # Serialized when committed (on the writer thread): prompt and response are
-        # immutable. A partial holds two objects where a closure would hold a dozen cells,
-        # which matters while thousands of writes wait (the garbage collector walks them).
-        rows = partial(
-            call_rows, call_id=call_id, run_id=run_id, subject=subject, agent=agent,
-            model_id=model_id, prompt=prompt, response=response, error=error,
-            started_at=started_at, latency_s=latency_s, parameters=parameters,
+        # immutable.
+        self._submit(
+            CallWrite(
+                call_id=call_id, run_id=run_id, subject=subject, agent=agent,
+                model_id=model_id, prompt=prompt, response=response, error=error,
+                started_at=started_at, latency_s=latency_s, pending=False,
+                parameters=parameters,
+            )
         )  # fmt: skip
-        self._submit(PendingWrite(f"record a {subject!r} call of run {run_id!r}", rows))
         return call_id
 
     def record_request(
@@ -373,12 +363,13 @@ class RunLedger(LedgerEvents):
                 raised by a later call).
         """
         call_id = new_id("call")
-        rows = partial(
-            call_rows, call_id=call_id, run_id=run_id, subject=subject, agent=agent,
-            model_id=model_id, prompt=prompt, response=None, error=None,
-            started_at=started_at, latency_s=0.0, pending=True, parameters=parameters,
+        self._submit(
+            CallWrite(
+                call_id=call_id, run_id=run_id, subject=subject, agent=agent,
+                model_id=model_id, prompt=prompt, response=None, error=None,
+                started_at=started_at, latency_s=0.0, pending=True, parameters=parameters,
+            )
         )  # fmt: skip
-        self._submit(PendingWrite(f"record a {subject!r} request of run {run_id!r}", rows))
         return call_id
 
     def finish_call(
@@ -403,11 +394,7 @@ class RunLedger(LedgerEvents):
         Raises:
             StoreError: The database failed (inside `write_behind`: raised by a later call).
         """
-        row = finish_row(call_id, run_id, response, error, latency_s)
-        self._submit(
-            PendingWrite(f"record the outcome of call {call_id!r} of run {run_id!r}",
-                         {"call_finish": [row]})
-        )  # fmt: skip
+        self._submit(FinishWrite(call_id, run_id, response, error, latency_s))
 
     def finish_run(
         self, run_id: str, *, status: str, synthesis: str | None, usage: Usage, error: str | None
