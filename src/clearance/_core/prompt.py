@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, Literal
 
 import orjson
@@ -32,11 +31,6 @@ Role = Literal["system", "user", "assistant"]
 def sha256_text(text: str) -> str:
     """Hex SHA-256 of ``text`` encoded as UTF-8."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-_content_sha256 = lru_cache(maxsize=256)(sha256_text)
-"""`sha256_text` of an item's content, memoized: the same text (an agent's instructions, a
-task's result) is admitted into many prompts, and each prompt's manifest digests it."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -89,7 +83,7 @@ class ContextItem:
             "title": self.title,
             "tokens": self.tokens,
             "chars": len(self.content),
-            "sha256": _content_sha256(self.content),
+            "sha256": sha256_text(self.content),
         }
 
 
