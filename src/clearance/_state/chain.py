@@ -191,7 +191,7 @@ def key_id(key: bytes) -> str:
     return hmac.new(key, b"clearance ledger key id", hashlib.sha256).hexdigest()[:16]
 
 
-_AS_IS = frozenset({str, int, float, type(None)})
+_AS_IS = frozenset({str, int, float, type(None), list, dict})
 """Classes `_normal` returns unchanged (not ``bool``, a subclass of ``int``)."""
 
 
@@ -242,13 +242,20 @@ def payload_sha256(kind: str, row: Mapping[str, Any]) -> str:
     get = row.get
     fields = {}
     for name in ENTRY_FIELDS[kind]:
-        value = get(name)
-        # Text, numbers and None are digested as they are: the common case, checked first.
-        fields[name] = value if value.__class__ in _AS_IS else _normal(value)
+        value: Any = get(name)
+        # Text, numbers, None, lists and dicts are digested as they are: the common case,
+        # checked first; then the clock's times, whose text is memoized.
+        cls = value.__class__
+        if cls in _AS_IS:
+            fields[name] = value
+        elif cls is datetime and value.tzinfo is UTC:
+            fields[name] = _utc_text(value)
+        else:
+            fields[name] = _normal(value)
     for name in OPTIONAL_FIELDS.get(kind, ()):
         value = get(name)
         if value is not None:
-            fields[name] = _normal(value)
+            fields[name] = value if value.__class__ in _AS_IS else _normal(value)
     # "surrogatepass": a lone surrogate (text from a record made before such text was
     # refused) still has one well-defined encoding, so its record can be chained and checked.
     return hashlib.sha256(_canonical_utf8(fields)).hexdigest()
@@ -285,7 +292,8 @@ def group_entry(records: Sequence[ChainedRecord]) -> tuple[str, str, str]:
     order; the payload digest is the SHA-256 of its UTF-8 bytes; the subject is the number
     of records, in decimal.
     """
-    members = [list(record) for record in records]
+    # Both encoders write a tuple as a JSON array: the records need no copy as lists.
+    members = records if isinstance(records, list | tuple) else list(records)
     try:
         data = orjson.dumps(members)
     except TypeError:  # orjson.JSONEncodeError: text orjson refuses (a lone surrogate)

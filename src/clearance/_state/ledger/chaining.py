@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import select
@@ -46,11 +47,28 @@ _INSERT_ENTRY = (
 )
 """The chain entries' ``INSERT`` on SQLite (as SQLAlchemy would compile it)."""
 
+_HEAD = (
+    f"SELECT r.chain_key_id, e.seq, e.chain_sha256 FROM {RUNS.name} AS r "
+    f"LEFT JOIN {ENTRIES.name} AS e ON e.run_id = r.run_id AND e.seq = "
+    f"(SELECT max(seq) FROM {ENTRIES.name} WHERE run_id = ?) WHERE r.run_id = ?"
+)
+"""A run's key id and its last entry's ``(seq, chain)`` (``NULL``s before its first), on SQLite."""
+
 _OUTCOME_FIELDS = (
     "response", "finish_reason", "requests", "prompt_tokens", "completion_tokens",
     "cached_prompt_tokens", "usage_counted", "error", "latency_s",
 )  # fmt: skip
 """What a call's outcome sets (as ``b_<name>``; see `statement`), besides ``pending = 0``."""
+
+_outcome_values = itemgetter(*(f"b_{name}" for name in _OUTCOME_FIELDS))
+"""A ``call_finish`` row's `_OUTCOME_FIELDS` values, in order."""
+
+_PLACES = {key: i for i, key in enumerate(WRITE_ORDER)}
+
+
+def _write_order(item: tuple[str, Any]) -> int:
+    """The place of ``(key, rows)`` in `WRITE_ORDER`, for sorting a write's rows."""
+    return _PLACES[item[0]]
 
 
 class ChainWriter:
@@ -83,13 +101,38 @@ class ChainWriter:
             StoreError: The run is unknown, or it is chained with another key than this
                 ledger's (appending would break its chain).
         """
+        if self._dialect == "sqlite":
+            # One statement on the driver's connection: SQLAlchemy's execution of the two
+            # queries below costs several times what SQLite does.
+            dbapi = conn.connection.driver_connection  # in the same transaction
+            assert dbapi is not None
+            try:
+                found = dbapi.execute(_HEAD, (run_id, run_id)).fetchone()
+            except sqlite3.Error as exc:  # as SQLAlchemy would raise it
+                raise DBAPIError.instance(
+                    _HEAD, None, exc, sqlite3.Error, hide_parameters=True
+                ) from exc
+            if found is None:
+                raise LedgerError(f"unknown run {run_id!r} in the run ledger at {self._url}")
+            self._check_key(run_id, found[0])
+            return (found[1], found[2], self._key) if found[1] is not None else (0, "", self._key)
         query = select(RUNS.c.chain_key_id).where(RUNS.c.run_id == run_id)
         if self._dialect == "postgresql":
             query = query.with_for_update()  # one writer per run's chain at a time
-        found = conn.execute(query).first()
-        if found is None:
+        row = conn.execute(query).first()
+        if row is None:
             raise LedgerError(f"unknown run {run_id!r} in the run ledger at {self._url}")
-        recorded = found[0]
+        self._check_key(run_id, row[0])
+        last = conn.execute(
+            select(ENTRIES.c.seq, ENTRIES.c.chain_sha256)
+            .where(ENTRIES.c.run_id == run_id)
+            .order_by(ENTRIES.c.seq.desc())
+            .limit(1)
+        ).first()
+        return (last[0], last[1], self._key) if last is not None else (0, "", self._key)
+
+    def _check_key(self, run_id: str, recorded: str | None) -> None:
+        """Raise `LedgerError` unless run ``run_id`` is chained with this ledger's key."""
         if recorded != self._key_id:
             if recorded is None:
                 raise LedgerError(
@@ -100,13 +143,6 @@ class ChainWriter:
                 f"run {run_id!r} is chained with ledger key {recorded}, not with this ledger's "
                 f"key ({self._key_id or 'none'}); set {LEDGER_KEY_ENV} to that key"
             )
-        last = conn.execute(
-            select(ENTRIES.c.seq, ENTRIES.c.chain_sha256)
-            .where(ENTRIES.c.run_id == run_id)
-            .order_by(ENTRIES.c.seq.desc())
-            .limit(1)
-        ).first()
-        return (last[0], last[1], self._key) if last is not None else (0, "", self._key)
 
     def append(self, conn: Connection, entries: Sequence[Entry]) -> None:
         """Chain ``(run id, kind, subject, payload digest)`` records, in order, per run.
@@ -156,6 +192,33 @@ class ChainWriter:
             else:
                 self._requests[call_id] = fields
 
+    def _read_outcomes(
+        self, conn: Connection, entries: list[Entry], unknown: dict[str, list[int]]
+    ) -> list[Entry]:
+        """``entries`` with the outcomes at ``unknown`` digested from their rows, read back.
+
+        An outcome whose call has no row is left out (it updated nothing).
+        """
+        digests: dict[str, str] = {}
+        finished = list(unknown)
+        columns = [c for c in CALLS.c if c.name not in ("messages", "manifest")]
+        for start in range(0, len(finished), 500):
+            query = select(*columns).where(CALLS.c.call_id.in_(finished[start : start + 500]))
+            for found in conn.execute(query).mappings():
+                digests[found["call_id"]] = payload_sha256("call", dict(found))
+        missing: set[int] = set()
+        for call_id, places in unknown.items():
+            digest = digests.get(call_id)
+            for place in places:
+                if digest is None:
+                    missing.add(place)
+                else:
+                    run_id, kind, subject, _ = entries[place]
+                    entries[place] = (run_id, kind, subject, digest)
+        if missing:
+            entries = [entry for place, entry in enumerate(entries) if place not in missing]
+        return entries
+
     def entries_of(
         self, conn: Connection, built: Sequence[Rows]
     ) -> tuple[list[Entry], dict[str, dict[str, Any] | None]]:
@@ -170,39 +233,36 @@ class ChainWriter:
             outcome is written).
         """
         pending: dict[str, dict[str, Any] | None] = {}
-        outcome: dict[str, str] = {}
-        unknown: list[str] = []
-        for rows in built:
-            for row in rows.get("call", ()):
-                if row.get("pending"):
-                    # The row as written (its digested fields are read from it later).
-                    pending[row["call_id"]] = row
-            for row in rows.get("call_finish", ()):
-                call_id = row["b_call_id"]
-                request = pending.get(call_id) or self._requests.get(call_id)
-                if request is None:
-                    unknown.append(call_id)
-                    continue
-                updated = {**request, "pending": 0}
-                updated.update((name, row[f"b_{name}"]) for name in _OUTCOME_FIELDS)
-                outcome[call_id] = payload_sha256("call", updated)
-                pending[call_id] = None
-        finished = unknown
-        if finished:
-            columns = [c for c in CALLS.c if c.name not in ("messages", "manifest")]
-            for start in range(0, len(finished), 500):
-                query = select(*columns).where(CALLS.c.call_id.in_(finished[start : start + 500]))
-                for found in conn.execute(query).mappings():
-                    outcome[found["call_id"]] = payload_sha256("call", dict(found))
+        committed = self._requests
         entries: list[Entry] = []
+        unknown: dict[str, list[int]] = {}  # call id -> places of its outcome's entries
         for rows in built:
-            for key in WRITE_ORDER:
-                for row in rows.get(key, ()):
-                    if key == "call_finish":
+            # Most writes are of one kind; several go in `WRITE_ORDER`, as they are written.
+            items = rows.items() if len(rows) == 1 else sorted(rows.items(), key=_write_order)
+            for key, kind_rows in items:
+                if key == "call_finish":
+                    for row in kind_rows:
                         call_id = row["b_call_id"]
-                        if call_id in outcome:
-                            entries.append((row["b_run_id"], "call", call_id, outcome[call_id]))
-                        continue
-                    subject = str(row[SUBJECT_FIELDS[key]])
-                    entries.append((row["run_id"], key, subject, payload_sha256(key, row)))
+                        request = pending.get(call_id) or committed.get(call_id)
+                        if request is None:  # digested once read back, below
+                            unknown.setdefault(call_id, []).append(len(entries))
+                            entries.append((row["b_run_id"], "call", call_id, ""))
+                            continue
+                        updated = {**request, "pending": 0}
+                        updated.update(zip(_OUTCOME_FIELDS, _outcome_values(row), strict=True))
+                        entries.append(
+                            (row["b_run_id"], "call", call_id, payload_sha256("call", updated))
+                        )
+                        pending[call_id] = None
+                    continue
+                if key == "call":
+                    for row in kind_rows:
+                        if row.get("pending"):
+                            # The row as written (its digested fields are read from it later).
+                            pending[row["call_id"]] = row
+                field = SUBJECT_FIELDS[key]
+                for row in kind_rows:
+                    entries.append((row["run_id"], key, str(row[field]), payload_sha256(key, row)))
+        if unknown:
+            entries = self._read_outcomes(conn, entries, unknown)
         return entries, pending
