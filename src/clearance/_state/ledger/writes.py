@@ -1,6 +1,7 @@
 """The queued writes of the frequent records: a task's state, a model call and its outcome.
 
-Each is one slotted object holding the immutable values its rows are built from, on the
+Each is one slotted (not frozen: a frozen dataclass sets each field through
+``object.__setattr__``) object holding the immutable values its rows are built from, on the
 writer thread (`clearance._state.write_behind.Write`): a run queues several per task, and
 each object that waits in the queue is one the garbage collector tracks and walks, where a
 `PendingWrite` with its row dicts (or a ``functools.partial`` and its keyword dict) is three
@@ -9,6 +10,7 @@ or four. The operation named in an error message is only built when needed.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -21,27 +23,20 @@ from clearance.models._base import ModelResponse
 __all__ = ["CallWrite", "FinishWrite", "TaskWrite"]
 
 
+@dataclass(slots=True)
 class TaskWrite:
     """The upserts of one task's state or several (`build_task_rows`).
 
-    Args:
+    Attributes:
         run_id: The run's full id.
         states: One state, or several in order.
         recorded_at: When a reason is recorded (read on the caller's thread: the clock may
             not be thread-safe), or ``None`` when no state has an error.
     """
 
-    __slots__ = ("recorded_at", "run_id", "states")
-
-    def __init__(
-        self,
-        run_id: str,
-        states: TaskState | tuple[TaskState, ...],
-        recorded_at: datetime | None,
-    ) -> None:
-        self.run_id = run_id
-        self.states = states
-        self.recorded_at = recorded_at
+    run_id: str
+    states: TaskState | tuple[TaskState, ...]
+    recorded_at: datetime | None
 
     @property
     def operation(self) -> str:
@@ -59,45 +54,25 @@ class TaskWrite:
         )
 
 
+@dataclass(slots=True, kw_only=True)
 class CallWrite:
     """The row of one model call, or of a request about to be sent (`call_rows`).
 
-    The arguments are `call_rows`'s; the prompt and response are immutable.
+    The fields are `call_rows`'s arguments; the prompt and response are immutable.
     """
 
-    __slots__ = (
-        "agent", "call_id", "error", "latency_s", "model_id", "parameters", "pending",
-        "prompt", "response", "run_id", "started_at", "subject",
-    )  # fmt: skip
-
-    def __init__(
-        self,
-        *,
-        call_id: str,
-        run_id: str,
-        subject: str,
-        agent: str,
-        model_id: str,
-        prompt: Prompt,
-        response: ModelResponse | None,
-        error: str | None,
-        started_at: datetime,
-        latency_s: float,
-        pending: bool,
-        parameters: dict[str, Any] | None,
-    ) -> None:
-        self.call_id = call_id
-        self.run_id = run_id
-        self.subject = subject
-        self.agent = agent
-        self.model_id = model_id
-        self.prompt = prompt
-        self.response = response
-        self.error = error
-        self.started_at = started_at
-        self.latency_s = latency_s
-        self.pending = pending
-        self.parameters = parameters
+    call_id: str
+    run_id: str
+    subject: str
+    agent: str
+    model_id: str
+    prompt: Prompt
+    response: ModelResponse | None
+    error: str | None
+    started_at: datetime
+    latency_s: float
+    pending: bool
+    parameters: dict[str, Any] | None
 
     @property
     def operation(self) -> str:
@@ -115,24 +90,15 @@ class CallWrite:
         )  # fmt: skip
 
 
+@dataclass(slots=True)
 class FinishWrite:
-    """The outcome of a call recorded as a request (`finish_row`); arguments as there."""
+    """The outcome of a call recorded as a request (`finish_row`); fields as its arguments."""
 
-    __slots__ = ("call_id", "error", "latency_s", "response", "run_id")
-
-    def __init__(
-        self,
-        call_id: str,
-        run_id: str,
-        response: ModelResponse | None,
-        error: str | None,
-        latency_s: float,
-    ) -> None:
-        self.call_id = call_id
-        self.run_id = run_id
-        self.response = response
-        self.error = error
-        self.latency_s = latency_s
+    call_id: str
+    run_id: str
+    response: ModelResponse | None
+    error: str | None
+    latency_s: float
 
     @property
     def operation(self) -> str:
