@@ -130,3 +130,29 @@ def test_a_finished_run_is_forgotten_and_read_back_after(tmp_path):
         ledger.set_graph("run_f", [*GRAPH, {**GRAPH[0], "id": "late"}])
         check(ledger, "run_f")
         assert verify_run(ledger, "run_f").ok
+
+
+def test_a_change_whose_transaction_fails_is_not_remembered(tmp_path, monkeypatch):
+    """A change rolled back at commit: the next change digests the row as stored."""
+    from contextlib import contextmanager
+
+    from clearance._core.errors import StoreError
+    from clearance._state.ledger.base import LedgerBase
+
+    with RunLedger(f"sqlite:///{tmp_path / 'runs.db'}") as ledger:
+        ledger.start_run(run_id="run_f", team="t", goal=None, graph=None)
+        original = LedgerBase._writing
+
+        @contextmanager
+        def fails_at_commit(self, operation):
+            with original(self, operation) as conn:
+                yield conn
+                raise StoreError("the disk is full")  # rolls the transaction back
+
+        monkeypatch.setattr(LedgerBase, "_writing", fails_at_commit)
+        with pytest.raises(StoreError, match="disk is full"):
+            ledger.set_graph("run_f", GRAPH)
+        monkeypatch.setattr(LedgerBase, "_writing", original)
+        ledger.finish_run("run_f", status="completed", synthesis="s", usage=Usage(), error=None)
+        check(ledger, "run_f")
+        assert verify_run(ledger, "run_f").ok

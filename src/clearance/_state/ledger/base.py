@@ -254,6 +254,19 @@ class LedgerBase(DatabaseBase):
             self._chain.append(conn, entries)
         self._chain.committed(requests)
 
+    def _change_run(self, operation: str, run_id: str, **values: Any) -> None:
+        """Update a run's row and chain its new state, in a transaction of its own.
+
+        If the transaction fails, the row this ledger remembers for the run is forgotten
+        (the database may hold the row from before): the next change reads it back.
+        """
+        try:
+            with self._writing(operation) as conn:
+                self._update_run(conn, run_id, **values)
+        except BaseException:
+            self._runs.pop(run_id, None)
+            raise
+
     def _update_run(self, conn: Connection, run_id: str, **values: Any) -> None:
         """Update a run's row and append its new state to the run's chain.
 

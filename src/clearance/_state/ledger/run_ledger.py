@@ -197,8 +197,7 @@ class RunLedger(LedgerEvents):
         Raises:
             StoreError: The run is unknown, or the database failed.
         """
-        with self._writing(f"record the graph of run {run_id!r}") as conn:
-            self._update_run(conn, run_id, graph=graph)
+        self._change_run(f"record the graph of run {run_id!r}", run_id, graph=graph)
 
     def record_task(self, run_id: str, state: TaskState) -> None:
         """Record a task's current state, replacing the previous record of the same task.
@@ -421,19 +420,18 @@ class RunLedger(LedgerEvents):
         if status != "running":
             lease = {"owner": None, "lease_expires_at": None}
             self._leases.drop(run_id)
-        with self._writing(f"finish run {run_id!r}") as conn:
-            self._update_run(
-                conn,
-                run_id,
-                status=status,
-                synthesis=synthesis,
-                error=error,
-                requests=usage.requests,
-                prompt_tokens=usage.prompt_tokens,
-                completion_tokens=usage.completion_tokens,
-                finished_at=self._clock(),
-                **lease,
-            )
+        self._change_run(
+            f"finish run {run_id!r}",
+            run_id,
+            status=status,
+            synthesis=synthesis,
+            error=error,
+            requests=usage.requests,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            finished_at=self._clock(),
+            **lease,
+        )
 
     def record_tool_call(
         self,
