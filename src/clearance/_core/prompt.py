@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import orjson
@@ -70,11 +70,23 @@ class ContextItem:
     title: str
     content: str
     tokens: int
+    # `sha256`, once computed: an item enters several prompts (a result, each dependent's
+    # and the synthesis; an agent's instructions, each of its prompts).
+    _sha256: str | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def kind(self) -> str:
         """The origin's kind, the part before the first ``:``."""
         return self.origin.split(":", 1)[0]
+
+    @property
+    def sha256(self) -> str:
+        """Hex SHA-256 of ``content`` (`sha256_text`), computed once per item."""
+        digest = self._sha256
+        if digest is None:
+            digest = sha256_text(self.content)
+            object.__setattr__(self, "_sha256", digest)  # a cache: the item stays the same
+        return digest
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready record for the manifest (content as a hash, not the text)."""
@@ -83,7 +95,7 @@ class ContextItem:
             "title": self.title,
             "tokens": self.tokens,
             "chars": len(self.content),
-            "sha256": sha256_text(self.content),
+            "sha256": self.sha256,
         }
 
 

@@ -36,7 +36,6 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -195,14 +194,27 @@ _AS_IS = frozenset({str, int, float, type(None), list, dict})
 """Classes `_normal` returns unchanged (not ``bool``, a subclass of ``int``)."""
 
 
-@lru_cache(maxsize=4096)
+_UTC_TEXTS: dict[datetime, str] = {}
+"""`_utc_text`'s memo: a plain dict keyed by the time itself. `functools.lru_cache` would make a
+tuple key per time, an object the garbage collector counts and walks (six per task)."""
+
+_MEMO_SIZE = 4096
+"""The times a memo keeps; it is emptied when full (a run's times are converted soon after
+they are read)."""
+
+
 def _utc_text(value: datetime) -> str:
     """An aware UTC `datetime`'s ISO text with microseconds (memoized).
 
     A record's times are digested each time the record is (a task's start with each of its
     states, a call's start with its request and its outcome): each is converted once.
     """
-    return value.isoformat(timespec="microseconds")
+    text = _UTC_TEXTS.get(value)
+    if text is None:
+        if len(_UTC_TEXTS) >= _MEMO_SIZE:
+            _UTC_TEXTS.clear()
+        text = _UTC_TEXTS[value] = value.isoformat(timespec="microseconds")
+    return text
 
 
 def _normal(value: Any) -> Any:

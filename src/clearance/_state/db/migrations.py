@@ -20,11 +20,13 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from functools import cached_property
+from typing import Any
 
-from sqlalchemy import Column, Integer, MetaData, Table, func, inspect, select
+from sqlalchemy import Column, Integer, MetaData, Select, Table, func, inspect, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.schema import CreateColumn, SchemaItem
 
+from clearance._state.db.fastpath import compiled_statement
 from clearance._state.db.types import UTCDateTime
 
 __all__ = ["Migration", "Schema", "SchemaChange", "version_table"]
@@ -148,7 +150,16 @@ class Schema:
         """The version a database has (0 when it has no table of versions)."""
         if not inspect(conn).has_table(self.versions.name):
             return 0
-        return int(conn.execute(select(func.max(self.versions.c.version))).scalar() or 0)
+        # Compiled once per process (`compiled_statement`), not once per engine opened.
+        compiled = compiled_statement(self._latest_applied, conn.dialect)
+        if compiled is None:
+            return int(conn.execute(self._latest_applied).scalar() or 0)
+        return int(conn.exec_driver_sql(compiled.sql).scalar() or 0)
+
+    @cached_property
+    def _latest_applied(self) -> Select[Any]:
+        """The query of the latest version applied."""
+        return select(func.max(self.versions.c.version))
 
     def upgrade(self, conn: Connection, current: int, applied_at: Callable[[], object]) -> None:
         """Apply the migrations after version ``current``, in order, on ``conn``.

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime
-from functools import lru_cache
 from typing import Any
 
 import orjson
@@ -69,13 +68,25 @@ def _sqlite_time_text(value: datetime | None) -> str | None:
     return value.isoformat(" ", "microseconds")
 
 
-@lru_cache(maxsize=4096)
+_SQLITE_TEXTS: dict[datetime, str] = {}
+"""`_utc_sqlite_text`'s memo, keyed by the time itself: `functools.lru_cache` would make a tuple
+key per time, an object the garbage collector counts and walks."""
+
+_MEMO_SIZE = 4096
+"""The times the memo keeps; it is emptied when full."""
+
+
 def _utc_sqlite_text(value: datetime) -> str:
     """`_sqlite_time_text` of an aware UTC datetime, memoized.
 
     A run writes most times more than once (a task's start with each of its states).
     """
-    return value.replace(tzinfo=None).isoformat(" ", "microseconds")
+    text = _SQLITE_TEXTS.get(value)
+    if text is None:
+        if len(_SQLITE_TEXTS) >= _MEMO_SIZE:
+            _SQLITE_TEXTS.clear()
+        text = _SQLITE_TEXTS[value] = value.replace(tzinfo=None).isoformat(" ", "microseconds")
+    return text
 
 
 def _sqlite_time_value(value: str | None) -> datetime | None:

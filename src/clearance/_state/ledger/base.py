@@ -14,18 +14,18 @@ import threading
 import time
 from collections.abc import Awaitable, Iterator, Sequence
 from contextlib import contextmanager
-from functools import partial
+from functools import cache, partial
 from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import Update, bindparam, update
 from sqlalchemy.engine import Connection, make_url
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError
 
 from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import LedgerError, StoreError
 from clearance._core.locations import DEFAULT_LEDGER_URL
 from clearance._state.chain import key_id, load_ledger_key, payload_sha256
-from clearance._state.db import DatabaseBase, DriverStatement
+from clearance._state.db import DatabaseBase, DriverStatement, compiled_statement
 from clearance._state.ledger.chaining import ChainWriter
 from clearance._state.ledger.leases import LeaseKeeper
 from clearance._state.ledger.rows import last_upsert_per_task
@@ -276,22 +276,47 @@ class LedgerBase(DatabaseBase):
         or taken by another process).
         """
         known = self._runs.pop(run_id, None)
-        if known is not None:
-            result = conn.execute(
-                update(RUNS)
-                .where(RUNS.c.run_id == run_id, RUNS.c.owner == self._leases.owner)
-                .values(**values)
-            )
-            if result.rowcount:
-                row = {**known, **values}
-                self._chain.append(conn, [(run_id, "run", run_id, payload_sha256("run", row))])
-                if row.get("owner") == self._leases.owner:  # else forgotten: no longer ours
-                    self._runs[run_id] = row
-                return
+        if known is not None and self._owned_update(conn, run_id, values):
+            row = {**known, **values}
+            self._chain.append(conn, [(run_id, "run", run_id, payload_sha256("run", row))])
+            if row.get("owner") == self._leases.owner:  # else forgotten: no longer ours
+                self._runs[run_id] = row
+            return
         result = conn.execute(update(RUNS).where(RUNS.c.run_id == run_id).values(**values))
         if result.rowcount == 0:
             raise LedgerError(f"unknown run {run_id!r} in the run ledger at {self._url}")
         self._chain.append_run(conn, run_id)
+
+    def _owned_update(self, conn: Connection, run_id: str, values: dict[str, Any]) -> bool:
+        """Update the run's ``values`` if this ledger owns its row; whether it did.
+
+        On SQLite the statement is compiled once per process (`compiled_statement`) and runs
+        on the driver's connection: SQLAlchemy would compile it again for each ledger opened.
+        """
+        owner = self._leases.owner
+        columns = tuple(sorted(values))
+        driver = (
+            compiled_statement(_owned_run_update(columns), self._engine.dialect)
+            if self._dialect == "sqlite"
+            else None
+        )
+        if driver is None:
+            query = update(RUNS).where(RUNS.c.run_id == run_id, RUNS.c.owner == owner)
+            return bool(conn.execute(query.values(**values)).rowcount)
+        bound = {f"v_{name}": value for name, value in values.items()}
+        bound["w_run_id"], bound["w_owner"] = run_id, owner
+        dbapi = conn.connection.driver_connection  # in the same transaction
+        assert dbapi is not None
+        try:
+            cursor = dbapi.execute(driver.sql, driver.parameters(bound))
+        except sqlite3.Error as exc:  # as SQLAlchemy would raise it
+            raise DBAPIError.instance(
+                driver.sql, None, exc, sqlite3.Error, hide_parameters=True
+            ) from exc
+        try:
+            return bool(cursor.rowcount)
+        finally:
+            cursor.close()
 
     def _write_rows(self, conn: Connection, key: str, rows: list[dict[str, Any]]) -> None:
         """Write ``rows`` of kind ``key`` (`statement`) in ``conn``'s transaction.
@@ -324,15 +349,12 @@ class LedgerBase(DatabaseBase):
         """The `DriverStatement` of kind ``key`` for rows giving ``columns``, or ``None``."""
         cache = self._drivers
         if (key, columns) not in cache:
-            found: DriverStatement | None
-            try:
-                # An update names its own bound parameters; an insert binds the columns given.
-                keys = None if key == "call_finish" else columns
-                dialect = self._engine.dialect
-                found = DriverStatement(statement(key, self._dialect), dialect, keys)
-            except (ValueError, SQLAlchemyError):
-                found = None
-            cache[(key, columns)] = found
+            # An update names its own bound parameters; an insert binds the columns given.
+            cache[(key, columns)] = compiled_statement(
+                statement(key, self._dialect),
+                self._engine.dialect,
+                None if key == "call_finish" else columns,
+            )
         return cache[(key, columns)]
 
     @contextmanager
@@ -346,3 +368,16 @@ class LedgerBase(DatabaseBase):
         self.flush()
         with super()._reading(operation) as conn:
             yield conn
+
+
+@cache
+def _owned_run_update(columns: tuple[str, ...]) -> Update:
+    """The update of a run's ``columns`` where its row names the owner given.
+
+    Bound names: ``w_run_id``, ``w_owner``, and ``v_<column>`` for each column.
+    """
+    return (
+        update(RUNS)
+        .where(RUNS.c.run_id == bindparam("w_run_id"), RUNS.c.owner == bindparam("w_owner"))
+        .values({name: bindparam(f"v_{name}", type_=RUNS.c[name].type) for name in columns})
+    )

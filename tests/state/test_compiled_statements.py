@@ -1,0 +1,114 @@
+"""Statements compiled once per process, and the memos the ledger keeps per value.
+
+SQLAlchemy caches compiled SQL per engine, so every ledger opened compiled its statements
+again. `compiled_statement` keeps them for the process, keyed by what the compilation
+depends on. A context item digests its content once; times are converted to text once.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from sqlalchemy import Column, Integer, MetaData, String, Table, create_engine, insert, select
+from sqlalchemy.schema import CreateTable
+
+from clearance import RunLedger, verify_run
+from clearance._core.prompt import ContextItem, sha256_text
+from clearance._state.chain import _UTC_TEXTS, _utc_text
+from clearance._state.db import compiled_statement
+from clearance._state.db.engine import open_engine
+from clearance._state.db.types import _SQLITE_TEXTS, _utc_sqlite_text
+from clearance._state.ledger.statements import statement
+from clearance.models import Usage
+
+_T = Table("t", MetaData(), Column("a", Integer, primary_key=True), Column("b", String))
+
+
+def test_two_engines_share_one_compiled_statement(tmp_path: Path) -> None:
+    one = open_engine(f"sqlite:///{tmp_path}/one.db")
+    two = open_engine(f"sqlite:///{tmp_path}/two.db")
+    try:
+        query = statement("task", "sqlite")
+        first = compiled_statement(query, one.dialect, ("run_id", "task_id"))
+        assert first is not None
+        assert compiled_statement(query, two.dialect, ("run_id", "task_id")) is first
+        # Other columns given: another compilation, with other SQL.
+        other = compiled_statement(query, two.dialect, ("run_id", "task_id", "status"))
+        assert other is not None and other is not first
+        assert other.sql != first.sql
+    finally:
+        one.dispose()
+        two.dispose()
+
+
+def test_the_compiled_sql_is_sqlalchemys_own() -> None:
+    engine = create_engine("sqlite://")
+    query = insert(_T)
+    compiled = compiled_statement(query, engine.dialect, ("a", "b"))
+    assert compiled is not None
+    assert compiled.sql == str(query.compile(dialect=engine.dialect, column_keys=["a", "b"]))
+    assert compiled.parameters({"a": 1, "b": "x"}) == (1, "x")
+
+
+def test_a_statement_that_cannot_run_as_driver_sql_is_none_and_stays_none() -> None:
+    engine = create_engine("sqlite://")
+    ddl = CreateTable(_T)
+    assert compiled_statement(ddl, engine.dialect) is None
+    assert compiled_statement(ddl, engine.dialect) is None
+
+
+def test_an_equal_statement_built_again_is_compiled_for_itself() -> None:
+    """The cache is keyed by the statement object: one built later is never given the SQL
+    of another that happened to get the same ``id`` once the first was gone."""
+    engine = create_engine("sqlite://")
+    a = select(_T.c.a)
+    b = select(_T.c.b)
+    found_a = compiled_statement(a, engine.dialect)
+    found_b = compiled_statement(b, engine.dialect)
+    assert found_a is not None and found_b is not None
+    assert "t.a" in found_a.sql and "t.b" in found_b.sql
+
+
+def test_ledgers_opened_one_after_another_record_and_verify(tmp_path: Path) -> None:
+    """The shared compilations serve every ledger: each run is recorded and verifies."""
+    url = f"sqlite:///{tmp_path}/runs.db"
+    for n in range(3):
+        ledger = RunLedger(url)
+        try:
+            ledger.start_run(run_id=f"run_{n}", team="t", goal="g", graph=None, config={})
+            ledger.finish_run(
+                f"run_{n}", status="completed", synthesis=f"s{n}", usage=Usage(), error=None
+            )
+            assert ledger.get_run(f"run_{n}").synthesis == f"s{n}"
+        finally:
+            ledger.close()
+    ledger = RunLedger(url)
+    try:
+        for n in range(3):
+            report = verify_run(ledger, f"run_{n}")
+            assert report.ok, report.findings
+    finally:
+        ledger.close()
+
+
+def test_a_context_item_digests_its_content_once_and_compares_by_value() -> None:
+    item = ContextItem(origin="task_result:a", title="A", content="result text", tokens=3)
+    assert item.sha256 == sha256_text("result text")
+    assert item.to_dict()["sha256"] == sha256_text("result text")
+    assert item.sha256 is item.sha256  # kept, not computed again
+    twin = ContextItem(origin="task_result:a", title="A", content="result text", tokens=3)
+    assert twin == item and hash(twin) == hash(item)  # the digest kept is no field
+    assert "_sha256" not in repr(item)
+
+
+def test_time_texts_are_memoized_within_a_bound() -> None:
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    for n in range(5000):
+        moment = start + timedelta(microseconds=n)
+        assert _utc_text(moment) == moment.isoformat(timespec="microseconds")
+        assert _utc_sqlite_text(moment) == moment.replace(tzinfo=None).isoformat(
+            " ", "microseconds"
+        )
+    assert 0 < len(_UTC_TEXTS) <= 4096
+    assert 0 < len(_SQLITE_TEXTS) <= 4096
