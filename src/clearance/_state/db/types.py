@@ -8,6 +8,7 @@ engines' JSON serializer.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -125,8 +126,8 @@ def serialize_json(value: Any) -> str:
     what orjson refuses (lone surrogates, keys that are not strings, integers beyond 64 bits,
     the types `_ORJSON_PLAIN` passes through), and what its text does not read back equal
     (NaN and infinities, written ``null``; tuples; objects the standard library refuses,
-    such as a UUID or an enum member). A list of strings (a task's dependencies, written
-    with each of its states) always reads back equal and is not checked.
+    such as a UUID or an enum member). A value made only of plain JSON types (`_plain`)
+    reads back equal and is not read back to check.
 
     Raises:
         TypeError: ``value`` holds something ``json.dumps`` cannot serialize.
@@ -140,8 +141,32 @@ def serialize_json(value: Any) -> str:
         text = orjson.dumps(value, option=_ORJSON_PLAIN)
     except TypeError:  # orjson.JSONEncodeError
         return json.dumps(value)
-    if kind is list and all(type(item) is str for item in value):
+    if _plain(value) or orjson.loads(text) == value:
         return text.decode()
-    if orjson.loads(text) != value:
-        return json.dumps(value)
-    return text.decode()
+    return json.dumps(value)
+
+
+def _plain(value: Any) -> bool:
+    """Whether ``value`` (which orjson has written) holds only what both encoders write alike.
+
+    That is dicts, lists, strings, integers, finite floats, booleans and ``None``, each of
+    exactly that type (no tuple, no enum member, no subclass); orjson refused keys that are
+    not strings and integers beyond 64 bits already. Walked without making an object:
+    reading orjson's text back to compare it (the check for everything else) allocates the
+    whole value again: several milliseconds for a 500-task graph, with the collections of
+    the garbage collector that so many new objects set off.
+    """
+    stack = [value]
+    pop, extend = stack.pop, stack.extend
+    while stack:
+        item = pop()
+        kind = type(item)
+        if kind is str or kind is int or kind is bool or item is None:
+            continue
+        if kind is dict:
+            extend(item.values())
+        elif kind is list:
+            extend(item)
+        elif kind is not float or not math.isfinite(item):
+            return False
+    return True
