@@ -71,3 +71,22 @@ def test_no_migration_may_be_added_once_the_model_is_built():
     assert "items" in made.metadata.tables
     with pytest.raises(RuntimeError, match="after the schema's model was built"):
         made.migration(lambda change: None)
+
+
+def test_a_new_file_has_version_0_and_gets_every_migration(tmp_path):
+    """On SQLite the version is read with one query on the driver's connection; a file
+    without the table of versions reads as version 0."""
+    made = schema(2)
+    with Demo(f"sqlite:///{tmp_path / 'demo.db'}", made) as db, db._reading("read") as conn:
+        assert made.current_version(conn) == 2
+    with Demo(f"sqlite:///{tmp_path / 'other.db'}", schema(1)) as db, db._reading("r") as conn:
+        conn.exec_driver_sql("DROP TABLE demo_schema_version")
+        assert made.current_version(conn) == 0
+
+
+def test_an_unreadable_table_of_versions_is_a_store_error_naming_the_step(tmp_path):
+    path = tmp_path / "demo.db"
+    with sqlite3.connect(path) as conn:  # a table of that name, without a version column
+        conn.execute("CREATE TABLE demo_schema_version (other INTEGER)")
+    with pytest.raises(StoreError, match=r"cannot read the schema version .*no such column"):
+        Demo(f"sqlite:///{path}", schema(1))

@@ -18,12 +18,14 @@ A migration is frozen once released: a later change is a new migration, never an
 from __future__ import annotations
 
 import hashlib
+import sqlite3
 from collections.abc import Callable
 from functools import cached_property
 from typing import Any
 
 from sqlalchemy import Column, Integer, MetaData, Select, Table, func, inspect, select
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.schema import CreateColumn, SchemaItem
 
 from clearance._state.db.fastpath import compiled_statement
@@ -148,13 +150,25 @@ class Schema:
 
     def current_version(self, conn: Connection) -> int:
         """The version a database has (0 when it has no table of versions)."""
-        if not inspect(conn).has_table(self.versions.name):
-            return 0
         # Compiled once per process (`compiled_statement`), not once per engine opened.
         compiled = compiled_statement(self._latest_applied, conn.dialect)
-        if compiled is None:
+        dbapi = conn.connection.driver_connection
+        if compiled is None or not isinstance(dbapi, sqlite3.Connection):
+            if not inspect(conn).has_table(self.versions.name):
+                return 0
             return int(conn.execute(self._latest_applied).scalar() or 0)
-        return int(conn.exec_driver_sql(compiled.sql).scalar() or 0)
+        # On SQLite one query on the driver's connection, in the same transaction: the
+        # reflection behind ``has_table`` and SQLAlchemy's execution cost more than it.
+        try:
+            found = dbapi.execute(compiled.sql).fetchone()
+        except sqlite3.Error as exc:
+            if f"no such table: {self.versions.name}" in str(exc):
+                return 0
+            # As SQLAlchemy would raise it (the store names the operation that failed).
+            raise DBAPIError.instance(
+                compiled.sql, None, exc, sqlite3.Error, hide_parameters=True
+            ) from exc
+        return int(found[0] or 0) if found is not None else 0
 
     @cached_property
     def _latest_applied(self) -> Select[Any]:

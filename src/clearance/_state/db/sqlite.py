@@ -89,6 +89,12 @@ def enable_wal(cursor: Any) -> None:
     at once instead of waiting through the busy timeout. Retried with exponential backoff
     (1 ms doubling to 50 ms, tenacity) for at most `BUSY_TIMEOUT_MS`; then the error stands.
     """
+    try:  # the usual case, without building the retrying loop (most of the time it takes)
+        cursor.execute("PRAGMA journal_mode = WAL")
+        return
+    except sqlite3.OperationalError as exc:
+        if not _is_locked(exc):
+            raise
     for attempt in Retrying(
         retry=retry_if_exception(_is_locked),
         stop=stop_after_delay(BUSY_TIMEOUT_MS / 1000),
