@@ -11,7 +11,7 @@
 
 from clearance._state.db.engine import DatabaseBase
 from clearance._state.db.failures import failure_cause, mask_url
-from clearance._state.db.fastpath import DriverStatement, compiled_statement
+from clearance._state.db.fastpath import DriverStatement, compiled_statement, run_on_driver
 from clearance._state.db.migrations import Migration, Schema, SchemaChange, version_table
 from clearance._state.db.sqlite import BUSY_TIMEOUT_MS
 from clearance._state.db.types import JSONText, UTCDateTime
@@ -21,6 +21,7 @@ __all__ = [
     "DatabaseBase",
     "DriverStatement",
     "compiled_statement",
+    "run_on_driver",
     "JSONText",
     "Migration",
     "Schema",

@@ -13,11 +13,12 @@ from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import Dialect
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
 
-__all__ = ["DriverStatement", "compiled_statement"]
+__all__ = ["DriverStatement", "compiled_statement", "run_on_driver"]
 
 
 class DriverStatement:
@@ -131,8 +132,8 @@ def compiled_statement(
     """The `DriverStatement` of ``statement``, compiled once per process for this kind of dialect.
 
     SQLAlchemy caches compiled statements per engine (its cache key holds the dialect
-    object), so each store opened anew compiled its statements again: about a millisecond of
-    every run. This cache is keyed by what the compilation depends on: the statement, the
+    object), so each store opened anew compiled its statements again: about 3 ms of every
+    run with a ledger. This cache is keyed by what the compilation depends on: the statement, the
     dialect's class, paramstyle, server version and JSON serializer, and ``column_keys``.
 
     Returns:
@@ -157,3 +158,32 @@ def compiled_statement(
         driver = None
     _COMPILED[key] = (statement, driver)
     return driver
+
+
+def run_on_driver(conn: Connection, sql: str, parameters: Any = (), *, many: bool = False) -> Any:
+    """Run ``sql`` on the DB-API connection under ``conn``, in ``conn``'s transaction.
+
+    For statements SQLAlchemy would cost several times what the database does (a
+    `DriverStatement`'s SQL, a short fixed query), on a driver whose connections execute
+    statements themselves (``sqlite3``).
+
+    Args:
+        conn: The connection whose transaction the statement joins.
+        sql: The SQL text, in the driver's paramstyle.
+        parameters: Its parameters; with ``many``, a sequence of them.
+        many: Run it once per parameters given (``executemany``).
+
+    Returns:
+        The driver's cursor (the caller reads it and closes it).
+
+    Raises:
+        DBAPIError: The driver failed; its error wrapped as SQLAlchemy wraps its own
+            (parameters hidden), so the store names the operation as for any other failure.
+    """
+    dbapi = conn.connection.driver_connection
+    assert dbapi is not None
+    error = conn.dialect.loaded_dbapi.Error
+    try:
+        return dbapi.executemany(sql, parameters) if many else dbapi.execute(sql, parameters)
+    except error as exc:
+        raise DBAPIError.instance(sql, None, exc, error, hide_parameters=True) from exc

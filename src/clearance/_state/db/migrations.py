@@ -18,7 +18,6 @@ A migration is frozen once released: a later change is a new migration, never an
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 from collections.abc import Callable
 from functools import cached_property
 from typing import Any
@@ -28,7 +27,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.schema import CreateColumn, SchemaItem
 
-from clearance._state.db.fastpath import compiled_statement
+from clearance._state.db.fastpath import compiled_statement, run_on_driver
 from clearance._state.db.types import UTCDateTime
 
 __all__ = ["Migration", "Schema", "SchemaChange", "version_table"]
@@ -152,22 +151,22 @@ class Schema:
         """The version a database has (0 when it has no table of versions)."""
         # Compiled once per process (`compiled_statement`), not once per engine opened.
         compiled = compiled_statement(self._latest_applied, conn.dialect)
-        dbapi = conn.connection.driver_connection
-        if compiled is None or not isinstance(dbapi, sqlite3.Connection):
+        if compiled is None or conn.dialect.name != "sqlite":
             if not inspect(conn).has_table(self.versions.name):
                 return 0
             return int(conn.execute(self._latest_applied).scalar() or 0)
         # On SQLite one query on the driver's connection, in the same transaction: the
         # reflection behind ``has_table`` and SQLAlchemy's execution cost more than it.
         try:
-            found = dbapi.execute(compiled.sql).fetchone()
-        except sqlite3.Error as exc:
-            if f"no such table: {self.versions.name}" in str(exc):
+            cursor = run_on_driver(conn, compiled.sql)
+        except DBAPIError as exc:
+            if f"no such table: {self.versions.name}" in str(exc.orig):
                 return 0
-            # As SQLAlchemy would raise it (the store names the operation that failed).
-            raise DBAPIError.instance(
-                compiled.sql, None, exc, sqlite3.Error, hide_parameters=True
-            ) from exc
+            raise
+        try:
+            found = cursor.fetchone()
+        finally:
+            cursor.close()
         return int(found[0] or 0) if found is not None else 0
 
     @cached_property

@@ -9,7 +9,6 @@ record then appended to its run's hash chain (`clearance._state.ledger.chaining`
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
 from collections.abc import Awaitable, Iterator, Sequence
@@ -19,13 +18,17 @@ from typing import Any
 
 from sqlalchemy import Update, bindparam, update
 from sqlalchemy.engine import Connection, make_url
-from sqlalchemy.exc import DBAPIError
 
 from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import LedgerError, StoreError
 from clearance._core.locations import DEFAULT_LEDGER_URL
 from clearance._state.chain import key_id, load_ledger_key, payload_sha256
-from clearance._state.db import DatabaseBase, DriverStatement, compiled_statement
+from clearance._state.db import (
+    DatabaseBase,
+    DriverStatement,
+    compiled_statement,
+    run_on_driver,
+)
 from clearance._state.ledger.chaining import ChainWriter
 from clearance._state.ledger.leases import LeaseKeeper
 from clearance._state.ledger.rows import last_upsert_per_task
@@ -305,14 +308,7 @@ class LedgerBase(DatabaseBase):
             return bool(conn.execute(query.values(**values)).rowcount)
         bound = {f"v_{name}": value for name, value in values.items()}
         bound["w_run_id"], bound["w_owner"] = run_id, owner
-        dbapi = conn.connection.driver_connection  # in the same transaction
-        assert dbapi is not None
-        try:
-            cursor = dbapi.execute(driver.sql, driver.parameters(bound))
-        except sqlite3.Error as exc:  # as SQLAlchemy would raise it
-            raise DBAPIError.instance(
-                driver.sql, None, exc, sqlite3.Error, hide_parameters=True
-            ) from exc
+        cursor = run_on_driver(conn, driver.sql, driver.parameters(bound))
         try:
             return bool(cursor.rowcount)
         finally:
@@ -333,14 +329,8 @@ class LedgerBase(DatabaseBase):
             if all(map(first.__eq__, map(dict.keys, rows))):
                 driver = self._driver_statement(key, tuple(first))
                 if driver is not None:
-                    dbapi = conn.connection.driver_connection  # in the same transaction
-                    assert dbapi is not None
-                    try:
-                        dbapi.executemany(driver.sql, driver.parameters_many(rows)).close()
-                    except sqlite3.Error as exc:  # as SQLAlchemy would raise it
-                        raise DBAPIError.instance(
-                            driver.sql, None, exc, sqlite3.Error, hide_parameters=True
-                        ) from exc
+                    params = driver.parameters_many(rows)
+                    run_on_driver(conn, driver.sql, params, many=True).close()
                     return
         # The statement is built once per ledger: each call binds parameters.
         conn.execute(statement(key, self._dialect), rows)

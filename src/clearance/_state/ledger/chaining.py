@@ -12,14 +12,12 @@ back; an outcome whose request another writer committed (or a failed group's) is
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import DBAPIError
 
 from clearance._core.errors import LedgerError
 from clearance._state.chain import (
@@ -30,6 +28,7 @@ from clearance._state.chain import (
     group_entry,
     payload_sha256,
 )
+from clearance._state.db import run_on_driver
 from clearance._state.ledger.schema import CALLS, ENTRIES, RUNS
 from clearance._state.ledger.statements import WRITE_ORDER, statement
 from clearance._state.write_behind import Rows
@@ -104,14 +103,11 @@ class ChainWriter:
         if self._dialect == "sqlite":
             # One statement on the driver's connection: SQLAlchemy's execution of the two
             # queries below costs several times what SQLite does.
-            dbapi = conn.connection.driver_connection  # in the same transaction
-            assert dbapi is not None
+            cursor = run_on_driver(conn, _HEAD, (run_id, run_id))
             try:
-                found = dbapi.execute(_HEAD, (run_id, run_id)).fetchone()
-            except sqlite3.Error as exc:  # as SQLAlchemy would raise it
-                raise DBAPIError.instance(
-                    _HEAD, None, exc, sqlite3.Error, hide_parameters=True
-                ) from exc
+                found = cursor.fetchone()
+            finally:
+                cursor.close()
             if found is None:
                 raise LedgerError(f"unknown run {run_id!r} in the run ledger at {self._url}")
             self._check_key(run_id, found[0])
@@ -170,14 +166,7 @@ class ChainWriter:
         if not rows:
             return
         if self._dialect == "sqlite":
-            dbapi = conn.connection.driver_connection  # in the same transaction
-            assert dbapi is not None
-            try:
-                dbapi.executemany(_INSERT_ENTRY, rows).close()
-            except sqlite3.Error as exc:  # as SQLAlchemy would raise it
-                raise DBAPIError.instance(
-                    _INSERT_ENTRY, None, exc, sqlite3.Error, hide_parameters=True
-                ) from exc
+            run_on_driver(conn, _INSERT_ENTRY, rows, many=True).close()
             return
         conn.execute(
             statement("entry", self._dialect),
