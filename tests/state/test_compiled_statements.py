@@ -18,6 +18,7 @@ from clearance._core.prompt import ContextItem, sha256_text
 from clearance._state.chain import _UTC_TEXTS, _utc_text
 from clearance._state.db import compiled_statement
 from clearance._state.db.engine import open_engine
+from clearance._state.db.fastpath import _COMPILED
 from clearance._state.db.types import _SQLITE_TEXTS, _utc_sqlite_text
 from clearance._state.ledger.statements import statement
 from clearance.models import Usage
@@ -58,16 +59,21 @@ def test_a_statement_that_cannot_run_as_driver_sql_is_none_and_stays_none() -> N
     assert compiled_statement(ddl, engine.dialect) is None
 
 
-def test_an_equal_statement_built_again_is_compiled_for_itself() -> None:
-    """The cache is keyed by the statement object: one built later is never given the SQL
-    of another that happened to get the same ``id`` once the first was gone."""
+def test_a_statement_is_never_given_the_sql_of_another_that_had_its_id() -> None:
+    """The cache is keyed by the statement's ``id`` and keeps the statement: an entry left by
+    another statement under the same ``id`` (possible once that one is gone) is not used."""
     engine = create_engine("sqlite://")
-    a = select(_T.c.a)
-    b = select(_T.c.b)
-    found_a = compiled_statement(a, engine.dialect)
-    found_b = compiled_statement(b, engine.dialect)
-    assert found_a is not None and found_b is not None
-    assert "t.a" in found_a.sql and "t.b" in found_b.sql
+    other = select(_T.c.a)
+    stale = compiled_statement(other, engine.dialect)
+    assert stale is not None and "t.a" in stale.sql
+    mine = select(_T.c.b)
+    # The entry `other` would have if `mine` now had its id.
+    for key, entry in list(_COMPILED.items()):
+        if entry[0] is other:
+            _COMPILED[(id(mine), *key[1:])] = entry
+    found = compiled_statement(mine, engine.dialect)
+    assert found is not None
+    assert "t.b" in found.sql and "t.a" not in found.sql
 
 
 def test_ledgers_opened_one_after_another_record_and_verify(tmp_path: Path) -> None:

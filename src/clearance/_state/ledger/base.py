@@ -88,7 +88,6 @@ class LedgerBase(DatabaseBase):
             database in ("", ":memory:") or "mode=memory" in database
         )
         self._chain = ChainWriter(key, self._key_id, self._url, self._dialect)
-        self._drivers: dict[tuple[str, tuple[str, ...]], DriverStatement | None] = {}
         # The digested fields of each run this ledger started, as it last wrote them
         # (`RunLedger._update_run`).
         self._runs: dict[str, dict[str, Any]] = {}
@@ -337,15 +336,12 @@ class LedgerBase(DatabaseBase):
 
     def _driver_statement(self, key: str, columns: tuple[str, ...]) -> DriverStatement | None:
         """The `DriverStatement` of kind ``key`` for rows giving ``columns``, or ``None``."""
-        cache = self._drivers
-        if (key, columns) not in cache:
-            # An update names its own bound parameters; an insert binds the columns given.
-            cache[(key, columns)] = compiled_statement(
-                statement(key, self._dialect),
-                self._engine.dialect,
-                None if key == "call_finish" else columns,
-            )
-        return cache[(key, columns)]
+        # An update names its own bound parameters; an insert binds the columns given.
+        return compiled_statement(
+            statement(key, self._dialect),
+            self._engine.dialect,
+            None if key == "call_finish" else columns,
+        )
 
     @contextmanager
     def _writing(self, operation: str) -> Iterator[Connection]:
