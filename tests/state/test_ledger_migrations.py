@@ -44,6 +44,12 @@ def columns(path: Path) -> dict[str, list[tuple[str, str, int, str | None]]]:
         }
 
 
+def indexes(path: Path) -> set[str]:
+    """The names of the file's indexes (SQLite's own for unique constraints included)."""
+    with sqlite3.connect(path) as conn:
+        return {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+
+
 def record_new_run(ledger: RunLedger) -> None:
     ledger.start_run(run_id="run_new", team="t", goal="g", graph=None)
     ledger.record_event(
@@ -103,6 +109,22 @@ def test_a_ledger_of_schema_version_1_is_upgraded_to_the_current_schema(tmp_path
     RunLedger(f"sqlite:///{current}").close()
     # An upgraded file, a file written at version 6 and a new file have the same tables.
     assert columns(old) == columns(fresh) == columns(current)
+    assert indexes(old) == indexes(fresh) == indexes(current)
+    assert "ix_tasks_run_id" not in indexes(fresh)
+
+
+def test_a_runs_tasks_are_read_through_the_unique_index_of_run_and_task(tmp_path):
+    """``ix_tasks_run_id`` is gone (version 11): ``(run_id, task_id)``'s index serves."""
+    path = tmp_path / "runs.db"
+    RunLedger(f"sqlite:///{path}").close()
+    with sqlite3.connect(path) as conn:
+        plan = " ".join(
+            row[3]
+            for row in conn.execute(
+                "EXPLAIN QUERY PLAN SELECT * FROM tasks WHERE run_id = ? ORDER BY ordinal", ("r",)
+            )
+        )
+    assert "USING INDEX sqlite_autoindex_tasks_1 (run_id=?)" in plan
 
 
 def test_a_ledger_of_schema_version_1_opened_read_only_is_refused(tmp_path):

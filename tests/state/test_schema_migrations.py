@@ -3,7 +3,7 @@
 import sqlite3
 
 import pytest
-from sqlalchemy import Column, Integer, String, select, text
+from sqlalchemy import Column, Index, Integer, String, select, text
 
 from clearance._core.errors import StoreError
 from clearance._state.db import DatabaseBase, Schema, SchemaChange
@@ -90,3 +90,39 @@ def test_an_unreadable_table_of_versions_is_a_store_error_naming_the_step(tmp_pa
         conn.execute("CREATE TABLE demo_schema_version (other INTEGER)")
     with pytest.raises(StoreError, match=r"cannot read the schema version .*no such column"):
         Demo(f"sqlite:///{path}", schema(1))
+
+
+def test_an_index_dropped_by_a_migration_leaves_the_model_and_an_old_database(tmp_path):
+    def indexed(drop: bool) -> Schema:
+        made = Schema("demo_schema_version")
+
+        @made.migration
+        def _m001_items(change: SchemaChange) -> None:
+            change.create_table(
+                "items",
+                Column("id", Integer, primary_key=True),
+                Column("name", String(32), nullable=False),
+                Index("ix_items_name", "name"),
+            )
+
+        if drop:
+
+            @made.migration
+            def _m002_no_name_index(change: SchemaChange) -> None:
+                change.drop_index("items", "ix_items_name")
+
+        return made
+
+    def indexes() -> list[str]:
+        with sqlite3.connect(tmp_path / "demo.db") as conn:
+            return [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='index'")]
+
+    url = f"sqlite:///{tmp_path / 'demo.db'}"
+    Demo(url, indexed(False)).close()
+    assert indexes() == ["ix_items_name"]
+    new = indexed(True)
+    assert new.metadata.tables["items"].indexes == set()
+    Demo(url, new).close()
+    assert indexes() == []
+    with pytest.raises(KeyError, match="no index 'ix_other'"):
+        SchemaChange(new.metadata, None).drop_index("items", "ix_other")

@@ -4,7 +4,7 @@ The schema of a store is versioned the way simonw's ``llm`` does it: an ordered 
 migration functions (migration ``i``, 1-based, brings a database to version ``i``) and a
 table recording which of them a database has had. A migration declares its change on a
 `SchemaChange` (`SchemaChange.create_table`, `SchemaChange.add_column`,
-`SchemaChange.execute`); the same declaration both upgrades a database and builds the
+`SchemaChange.drop_index`, `SchemaChange.execute`); the same declaration both upgrades a database and builds the
 model the code queries with (`Schema.metadata`), so a table or column is defined in exactly
 one place: the migration that made it. Adding a column is one new migration::
 
@@ -97,6 +97,20 @@ class SchemaChange:
             spec = CreateColumn(column).compile(dialect=dialect)
             quoted = dialect.identifier_preparer.format_table(model)
             self._conn.exec_driver_sql(f"ALTER TABLE {quoted} ADD COLUMN {spec}")
+
+    def drop_index(self, table: str, name: str) -> None:
+        """Drop index ``name`` of ``table`` (``DROP INDEX``) and remove it from the model.
+
+        Raises:
+            KeyError: The model of ``table`` has no index ``name``.
+        """
+        model = self.metadata.tables[table]
+        found = [index for index in model.indexes if index.name == name]
+        if not found:
+            raise KeyError(f"table {table!r} has no index {name!r}")
+        model.indexes.discard(found[0])
+        if self._conn is not None:
+            found[0].drop(self._conn)
 
     def execute(self, sql: str) -> None:
         """Run ``sql`` when applying (DDL SQLAlchemy does not model: a virtual table...)."""

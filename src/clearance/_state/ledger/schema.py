@@ -251,6 +251,16 @@ def _m010_grouped_chain_entries(change: SchemaChange) -> None:
     change.add_column("ledger_entries", Column("records", Text))
 
 
+@LEDGER_SCHEMA.migration
+def _m011_drop_redundant_task_index(change: SchemaChange) -> None:
+    """Version 11: no ``ix_tasks_run_id``.
+
+    Its one column, ``run_id``, leads the unique index of ``(run_id, task_id)``, which
+    answers the same lookups; every task's first record paid for both.
+    """
+    change.drop_index("tasks", "ix_tasks_run_id")
+
+
 SCHEMA_VERSION = LEDGER_SCHEMA.latest
 """The schema version this code reads and writes."""
 
