@@ -4,9 +4,9 @@ The schema of a store is versioned the way simonw's ``llm`` does it: an ordered 
 migration functions (migration ``i``, 1-based, brings a database to version ``i``) and a
 table recording which of them a database has had. A migration declares its change on a
 `SchemaChange` (`SchemaChange.create_table`, `SchemaChange.add_column`,
-`SchemaChange.drop_index`, `SchemaChange.execute`); the same declaration both upgrades a database and builds the
-model the code queries with (`Schema.metadata`), so a table or column is defined in exactly
-one place: the migration that made it. Adding a column is one new migration::
+`SchemaChange.drop_index`, `SchemaChange.execute`); the same declaration both upgrades a
+database and builds the model the code queries with (`Schema.metadata`), so a table or column
+is defined in exactly one place: the migration that made it. Adding a column is one new migration::
 
     @LEDGER_SCHEMA.migration
     def m007_cached_prompt_tokens(change: SchemaChange) -> None:
