@@ -14,12 +14,12 @@ from sqlalchemy import Column, Integer, MetaData, String, Table, create_engine, 
 from sqlalchemy.schema import CreateTable
 
 from clearance import RunLedger, verify_run
+from clearance._core.clock import _ISO_TEXTS, utc_iso_text
 from clearance._core.prompt import ContextItem, sha256_text
-from clearance._state.chain import _UTC_TEXTS, _utc_text
 from clearance._state.db import compiled_statement
 from clearance._state.db.engine import open_engine
 from clearance._state.db.fastpath import _COMPILED
-from clearance._state.db.types import _SQLITE_TEXTS, _utc_sqlite_text
+from clearance._state.db.types import _utc_sqlite_text
 from clearance._state.ledger.statements import statement
 from clearance.models import Usage
 
@@ -110,11 +110,11 @@ def test_a_context_item_digests_its_content_once_and_compares_by_value() -> None
 
 def test_time_texts_are_memoized_within_a_bound() -> None:
     start = datetime(2026, 1, 1, tzinfo=UTC)
-    for n in range(5000):
-        moment = start + timedelta(microseconds=n)
-        assert _utc_text(moment) == moment.isoformat(timespec="microseconds")
+    edges = [datetime(5, 1, 2, 3, 4, 5, tzinfo=UTC), datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)]
+    for moment in [*edges, *(start + timedelta(microseconds=n) for n in range(5000))]:
+        assert utc_iso_text(moment) == moment.isoformat(timespec="microseconds")
+        # The column's text is cut from the ISO text: the same as formatting it again.
         assert _utc_sqlite_text(moment) == moment.replace(tzinfo=None).isoformat(
             " ", "microseconds"
         )
-    assert 0 < len(_UTC_TEXTS) <= 4096
-    assert 0 < len(_SQLITE_TEXTS) <= 4096
+    assert 0 < len(_ISO_TEXTS) <= 4096

@@ -41,6 +41,7 @@ from typing import Any
 
 import orjson
 
+from clearance._core.clock import utc_iso_text
 from clearance._core.errors import ConfigError
 from clearance._core.prompt import canonical_json
 
@@ -194,33 +195,10 @@ _AS_IS = frozenset({str, int, float, type(None), list, dict})
 """Classes `_normal` returns unchanged (not ``bool``, a subclass of ``int``)."""
 
 
-_UTC_TEXTS: dict[datetime, str] = {}
-"""`_utc_text`'s memo: a plain dict keyed by the time itself. `functools.lru_cache` would make a
-tuple key per time, an object the garbage collector counts and walks (six per task)."""
-
-_MEMO_SIZE = 4096
-"""The times a memo keeps; it is emptied when full (a run's times are converted soon after
-they are read)."""
-
-
-def _utc_text(value: datetime) -> str:
-    """An aware UTC `datetime`'s ISO text with microseconds (memoized).
-
-    A record's times are digested each time the record is (a task's start with each of its
-    states, a call's start with its request and its outcome): each is converted once.
-    """
-    text = _UTC_TEXTS.get(value)
-    if text is None:
-        if len(_UTC_TEXTS) >= _MEMO_SIZE:
-            _UTC_TEXTS.clear()
-        text = _UTC_TEXTS[value] = value.isoformat(timespec="microseconds")
-    return text
-
-
 def _normal(value: Any) -> Any:
     if isinstance(value, datetime):
         if value.__class__ is datetime and value.tzinfo is UTC:  # the clock's: memoized
-            return _utc_text(value)
+            return utc_iso_text(value)
         if value.tzinfo is None:
             value = value.replace(tzinfo=UTC)
         return value.astimezone(UTC).isoformat(timespec="microseconds")
@@ -261,7 +239,7 @@ def payload_sha256(kind: str, row: Mapping[str, Any]) -> str:
         if cls in _AS_IS:
             fields[name] = value
         elif cls is datetime and value.tzinfo is UTC:
-            fields[name] = _utc_text(value)
+            fields[name] = utc_iso_text(value)
         else:
             fields[name] = _normal(value)
     for name in OPTIONAL_FIELDS.get(kind, ()):

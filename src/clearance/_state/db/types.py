@@ -17,6 +17,8 @@ import orjson
 from sqlalchemy import DateTime, Dialect
 from sqlalchemy.types import TypeDecorator
 
+from clearance._core.clock import utc_iso_text
+
 __all__ = ["JSONText", "UTCDateTime", "serialize_json"]
 
 
@@ -69,25 +71,14 @@ def _sqlite_time_text(value: datetime | None) -> str | None:
     return value.isoformat(" ", "microseconds")
 
 
-_SQLITE_TEXTS: dict[datetime, str] = {}
-"""`_utc_sqlite_text`'s memo, keyed by the time itself: `functools.lru_cache` would make a tuple
-key per time, an object the garbage collector counts and walks."""
-
-_MEMO_SIZE = 4096
-"""The times the memo keeps; it is emptied when full."""
-
-
 def _utc_sqlite_text(value: datetime) -> str:
-    """`_sqlite_time_text` of an aware UTC datetime, memoized.
+    """`_sqlite_time_text` of an aware UTC datetime: cut from its memoized ISO text.
 
-    A run writes most times more than once (a task's start with each of its states).
+    ``YYYY-MM-DDTHH:MM:SS.ffffff+00:00`` becomes ``YYYY-MM-DD HH:MM:SS.ffffff``: a run
+    writes most times more than once, and digests each, so each is converted once.
     """
-    text = _SQLITE_TEXTS.get(value)
-    if text is None:
-        if len(_SQLITE_TEXTS) >= _MEMO_SIZE:
-            _SQLITE_TEXTS.clear()
-        text = _SQLITE_TEXTS[value] = value.replace(tzinfo=None).isoformat(" ", "microseconds")
-    return text
+    text = utc_iso_text(value)
+    return f"{text[:10]} {text[11:26]}"
 
 
 def _sqlite_time_value(value: str | None) -> datetime | None:
