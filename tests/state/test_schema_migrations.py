@@ -124,5 +124,13 @@ def test_an_index_dropped_by_a_migration_leaves_the_model_and_an_old_database(tm
     assert new.metadata.tables["items"].indexes == set()
     Demo(url, new).close()
     assert indexes() == []
+    # A file whose index was dropped by hand upgrades too.
+    (tmp_path / "demo.db").unlink()
+    Demo(url, indexed(False)).close()
+    with sqlite3.connect(tmp_path / "demo.db") as conn:
+        conn.execute("DROP INDEX ix_items_name")
+    Demo(url, indexed(True)).close()
+    with sqlite3.connect(tmp_path / "demo.db") as conn:
+        assert [r[0] for r in conn.execute("SELECT version FROM demo_schema_version")] == [1, 2]
     with pytest.raises(KeyError, match="no index 'ix_other'"):
         SchemaChange(new.metadata, None).drop_index("items", "ix_other")

@@ -101,6 +101,8 @@ class SchemaChange:
     def drop_index(self, table: str, name: str) -> None:
         """Drop index ``name`` of ``table`` (``DROP INDEX``) and remove it from the model.
 
+        A database without the index (dropped by hand) is left as it is.
+
         Raises:
             KeyError: The model of ``table`` has no index ``name``.
         """
@@ -110,7 +112,7 @@ class SchemaChange:
             raise KeyError(f"table {table!r} has no index {name!r}")
         model.indexes.discard(found[0])
         if self._conn is not None:
-            found[0].drop(self._conn)
+            found[0].drop(self._conn, checkfirst=True)
 
     def execute(self, sql: str) -> None:
         """Run ``sql`` when applying (DDL SQLAlchemy does not model: a virtual table...)."""
