@@ -1,4 +1,7 @@
-"""`payload_sha256` equals the digest its docstring describes, on generated records."""
+"""`payload_sha256` equals the digest its docstring describes, on generated records.
+
+A `JSONText` value (canonical JSON, as a run's graph is kept) digests as the value it holds:
+what ``verify`` computes from the column read back."""
 
 from __future__ import annotations
 
@@ -19,6 +22,8 @@ def reference_payload_sha256(kind: str, row: dict[str, Any]) -> str:
     """The digest spelled out: each field normalized, then canonical JSON, then SHA-256."""
 
     def normal(value: Any) -> Any:
+        if isinstance(value, JSONText):  # canonical JSON already: the value it holds
+            return json.loads(value)
         if isinstance(value, datetime):
             aware = value.replace(tzinfo=UTC) if value.tzinfo is None else value
             return aware.astimezone(UTC).isoformat(timespec="microseconds")
@@ -59,7 +64,9 @@ _values = (
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.lists(_plain, max_size=3)
     | st.dictionaries(_text, _plain, max_size=3)
-    | _text.map(lambda t: JSONText(json.dumps(t)))
+    | (st.lists(_plain, max_size=3) | st.dictionaries(_text, _plain, max_size=3) | _plain).map(
+        lambda v: JSONText(canonical_json(v))
+    )
 )
 
 
@@ -90,3 +97,35 @@ def test_a_time_is_digested_as_utc_text_with_microseconds() -> None:
         '"kind":"k","subject":"s"}'
     )
     assert digest == hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_a_graph_kept_as_canonical_text_digests_as_the_graph_read_back() -> None:
+    graph = [
+        {"id": "a", "title": "Ünïcode", "depends_on": [], "output_schema": {"minimum": 0.5}},
+        {"id": "b", "title": "B", "depends_on": ["a"], "output_schema": None},
+    ]
+    row = {"run_id": "r", "team": "t", "status": "running", "config": {"n": 2**70}}
+    kept = {**row, "graph": JSONText(canonical_json(graph))}
+    read_back = {**row, "graph": json.loads(kept["graph"])}
+    # 2**70 is beyond orjson: the standard library's path parses the spliced text back.
+    assert payload_sha256("run", kept) == payload_sha256("run", read_back)
+    plain = {**row, "config": {}}
+    assert payload_sha256("run", {**plain, "graph": JSONText(canonical_json(graph))}) == (
+        payload_sha256("run", {**plain, "graph": graph})
+    )
+
+
+def test_a_spliced_graph_is_digested_by_orjson_without_parsing_it_back(monkeypatch) -> None:
+    """The standard library's path (which parses the text back) is only for what orjson
+    refuses: a graph of plain JSON never takes it."""
+    import clearance._state.chain as chain
+
+    def refuse(value: Any) -> str:
+        raise AssertionError("the slow path was taken")
+
+    graph = [{"id": "a", "depends_on": []}]
+    expected = payload_sha256("run", {"run_id": "r", "graph": graph})
+    monkeypatch.setattr(chain, "canonical_json", refuse)
+    assert payload_sha256("run", {"run_id": "r", "graph": JSONText(canonical_json(graph))}) == (
+        expected
+    )

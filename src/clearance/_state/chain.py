@@ -44,6 +44,7 @@ import orjson
 from clearance._core.clock import utc_iso_text
 from clearance._core.errors import ConfigError
 from clearance._core.prompt import canonical_json
+from clearance._state.db.types import JSONText
 
 __all__ = [
     "APPEND_KINDS",
@@ -207,23 +208,36 @@ def _normal(value: Any) -> Any:
     return value
 
 
-def _canonical_utf8(value: Any) -> bytes:
-    """``canonical_json(value).encode("utf-8", "surrogatepass")``, as orjson's bytes when it can.
+def _canonical_utf8(fields: dict[str, Any], spliced: dict[str, str] | None) -> bytes:
+    """``canonical_json(fields).encode("utf-8", "surrogatepass")``, as orjson's bytes when it can.
 
     orjson's output is that text's UTF-8 already; what it refuses (lone surrogates, keys
-    that are not strings...) goes through `canonical_json` and is encoded as before.
+    that are not strings...) goes through `canonical_json` and is encoded as before, each
+    field in ``spliced`` (an ``orjson.Fragment`` of that JSON text) parsed back first.
     """
     try:
-        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+        return orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)
     except TypeError:  # orjson.JSONEncodeError
-        return canonical_json(value).encode("utf-8", "surrogatepass")
+        if spliced:
+            fields = {**fields, **{name: json.loads(text) for name, text in spliced.items()}}
+        return canonical_json(fields).encode("utf-8", "surrogatepass")
+
+
+def _splice(
+    fields: dict[str, Any], name: str, text: str, spliced: dict[str, str] | None
+) -> dict[str, str]:
+    """Put ``text`` (canonical JSON) in ``fields`` as it is; return ``spliced`` with it."""
+    fields[name] = orjson.Fragment(str(text))  # orjson takes no subclass of str
+    return {**(spliced or {}), name: text}
 
 
 def payload_sha256(kind: str, row: Mapping[str, Any]) -> str:
     """The digest of a record: SHA-256 of its `ENTRY_FIELDS` in canonical JSON.
 
     Times are normalized to UTC ISO text with microseconds (a naive time is taken as UTC),
-    booleans to integers; a missing field counts as ``None``. An `OPTIONAL_FIELDS` field is
+    booleans to integers; a missing field counts as ``None``. A `JSONText` value (canonical
+    JSON already, as a run's graph is kept) is spliced in as it is (``orjson.Fragment``):
+    the text the value it holds, read back, is digested as. An `OPTIONAL_FIELDS` field is
     digested only when it is not ``None``.
 
     Raises:
@@ -231,6 +245,7 @@ def payload_sha256(kind: str, row: Mapping[str, Any]) -> str:
     """
     get = row.get
     fields = {}
+    spliced: dict[str, str] | None = None  # JSONText fields, spliced in as orjson fragments
     for name in ENTRY_FIELDS[kind]:
         value: Any = get(name)
         # Text, numbers, None, lists and dicts are digested as they are: the common case,
@@ -240,15 +255,21 @@ def payload_sha256(kind: str, row: Mapping[str, Any]) -> str:
             fields[name] = value
         elif cls is datetime and value.tzinfo is UTC:
             fields[name] = utc_iso_text(value)
+        elif cls is JSONText:
+            spliced = _splice(fields, name, value, spliced)
         else:
             fields[name] = _normal(value)
     for name in OPTIONAL_FIELDS.get(kind, ()):
         value = get(name)
-        if value is not None:
+        if value is None:
+            continue
+        if value.__class__ is JSONText:
+            spliced = _splice(fields, name, value, spliced)
+        else:
             fields[name] = value if value.__class__ in _AS_IS else _normal(value)
     # "surrogatepass": a lone surrogate (text from a record made before such text was
     # refused) still has one well-defined encoding, so its record can be chained and checked.
-    return hashlib.sha256(_canonical_utf8(fields)).hexdigest()
+    return hashlib.sha256(_canonical_utf8(fields, spliced)).hexdigest()
 
 
 def chain_sha256(

@@ -90,10 +90,12 @@ def _sqlite_time_value(value: str | None) -> datetime | None:
 
 
 class JSONText(str):
-    """Text that is already JSON: a ``JSON`` column stores it as it is, unserialized.
+    """Canonical JSON text (`canonical_json`): a ``JSON`` column stores it as it is.
 
-    For a value serialized once for a digest and stored too (the ledger's call records);
-    reading the column parses it like any other JSON value.
+    For a value serialized once for a digest and stored too (a call's messages and manifest,
+    a run's graph); reading the column parses it like any other JSON value. The ledger's
+    record digest splices it in as it is (`clearance._state.chain.payload_sha256`), which is
+    the digest of the value read back only if the text is canonical.
     """
 
     __slots__ = ()

@@ -25,12 +25,14 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+import orjson
 from sqlalchemy import select, update
 
 from clearance._core.clock import utc_now
 from clearance._core.errors import ConfigError, LedgerError
 from clearance._core.ids import new_id
 from clearance._core.prompt import Prompt
+from clearance._state.db import JSONText
 from clearance._state.ledger.events import LedgerEvents
 from clearance._state.ledger.leases import lease_until
 from clearance._state.ledger.schema import RUNS
@@ -107,7 +109,7 @@ class RunLedger(LedgerEvents):
             "team": team,
             "goal": goal,
             "status": "running",
-            "graph": graph,
+            "graph": _graph_text(graph),
             "config": config or {},
             "requests": 0,
             "prompt_tokens": 0,
@@ -197,7 +199,7 @@ class RunLedger(LedgerEvents):
         Raises:
             StoreError: The run is unknown, or the database failed.
         """
-        self._change_run(f"record the graph of run {run_id!r}", run_id, graph=graph)
+        self._change_run(f"record the graph of run {run_id!r}", run_id, graph=_graph_text(graph))
 
     def record_task(self, run_id: str, state: TaskState) -> None:
         """Record a task's current state, replacing the previous record of the same task.
@@ -473,3 +475,20 @@ class RunLedger(LedgerEvents):
                 f"record tool call {tool_call_id!r} of run {run_id!r}", {"tool_call": [row]}
             )
         )
+
+
+def _graph_text(graph: list[dict[str, Any]] | None) -> JSONText | list[dict[str, Any]] | None:
+    """A run's graph as canonical JSON (`canonical_json`), serialized once.
+
+    The text is the column's value and is spliced into each digest of the run's record
+    (`payload_sha256`); the ledger keeps it for the run's later updates instead of the
+    graph's dicts and lists (three objects a task for the garbage collector to walk). A
+    graph orjson refuses (a lone surrogate recorded by an earlier version...) is kept as
+    it is and serialized when written, as before: its canonical text may not be UTF-8.
+    """
+    if graph is None:
+        return None
+    try:
+        return JSONText(orjson.dumps(graph, option=orjson.OPT_SORT_KEYS).decode())
+    except TypeError:  # orjson.JSONEncodeError
+        return graph
