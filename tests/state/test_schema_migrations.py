@@ -9,16 +9,21 @@ from clearance._core.errors import StoreError
 from clearance._state.db import DatabaseBase, Schema, SchemaChange
 
 
+def create_items(change: SchemaChange, *extra: Index) -> None:
+    change.create_table(
+        "items",
+        Column("id", Integer, primary_key=True),
+        Column("name", String(32), nullable=False),
+        *extra,
+    )
+
+
 def schema(versions: int) -> Schema:
     made = Schema("demo_schema_version")
 
     @made.migration
     def _m001_items(change: SchemaChange) -> None:
-        change.create_table(
-            "items",
-            Column("id", Integer, primary_key=True),
-            Column("name", String(32), nullable=False),
-        )
+        create_items(change)
 
     if versions >= 2:
 
@@ -98,12 +103,7 @@ def test_an_index_dropped_by_a_migration_leaves_the_model_and_an_old_database(tm
 
         @made.migration
         def _m001_items(change: SchemaChange) -> None:
-            change.create_table(
-                "items",
-                Column("id", Integer, primary_key=True),
-                Column("name", String(32), nullable=False),
-                Index("ix_items_name", "name"),
-            )
+            create_items(change, Index("ix_items_name", "name"))
 
         if drop:
 
