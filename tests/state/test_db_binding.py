@@ -20,9 +20,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import create_engine
 
+from clearance._core.prompt import canonical_json
 from clearance._state.db import DriverStatement, JSONText
 from clearance._state.db.sqlite import _bind_none_directly
-from clearance._state.db.types import serialize_json
+from clearance._state.db.types import canonical_json_text, serialize_json
 from clearance._state.ledger.statements import statement
 
 
@@ -81,6 +82,22 @@ def test_plain_values_read_back_as_json_dumps_writes_them(value: Any) -> None:
 )
 def test_what_orjson_would_write_otherwise_is_json_dumps_text(value: Any) -> None:
     assert serialize_json(value) == json.dumps(value)
+    assert canonical_json_text(value) is None  # no canonical text: stored the old way
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        [{"id": "b", "depends_on": ["a"], "output_schema": {"minimum": 0.5}}, {"id": "a"}],
+        {"text": 'naïve ☃ \u2028 "quoted"', "u64": 2**64 - 1, "zero": -0.0, "none": None},
+        [],
+    ],
+)
+def test_a_plain_value_has_its_canonical_text(value: Any) -> None:
+    text = canonical_json_text(value)
+    assert type(text) is JSONText and text == canonical_json(value)
+    assert json.loads(text) == value
+    assert serialize_json(text) == text  # stored as it is
 
 
 @pytest.mark.parametrize(

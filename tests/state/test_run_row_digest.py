@@ -156,3 +156,36 @@ def test_a_change_whose_transaction_fails_is_not_remembered(tmp_path, monkeypatc
         ledger.finish_run("run_f", status="completed", synthesis="s", usage=Usage(), error=None)
         check(ledger, "run_f")
         assert verify_run(ledger, "run_f").ok
+
+
+NAN_SCHEMA = {"type": "number", "minimum": float("nan")}
+
+
+@pytest.mark.parametrize(
+    "graph",
+    [
+        GRAPH,  # kept as its canonical text
+        [{**GRAPH[0], "output_schema": NAN_SCHEMA}],  # no canonical text: orjson writes NaN null
+        [{**GRAPH[0], "depends_on": ("t1",)}, *GRAPH[1:]],  # a tuple
+        [{**GRAPH[0], "output_schema": {"maximum": 2**70}}],  # beyond orjson
+    ],
+    ids=["plain", "nan", "tuple", "big-int"],
+)
+@pytest.mark.parametrize("behind", [False, True])
+def test_a_graph_is_stored_and_digested_as_given(tmp_path, graph, behind):
+    """Whether the graph is kept as canonical text or not, it reads back as given and every
+    digest of the run's record is that of the row as stored."""
+    with RunLedger(f"sqlite:///{tmp_path / 'runs.db'}") as ledger:
+        with ledger.write_behind() if behind else nullcontext():
+            ledger.start_run(run_id="run_g", team="t", goal=None, graph=graph)
+            check(ledger, "run_g")
+            ledger.set_graph("run_g", graph)
+            check(ledger, "run_g")
+            ledger.finish_run("run_g", status="completed", synthesis="s", usage=Usage(), error=None)
+        check(ledger, "run_g")
+        assert verify_run(ledger, "run_g").ok
+        stored = ledger.get_run("run_g").graph
+    # The value as given, NaN included (its keys may come back sorted: JSON objects have no
+    # order).
+    given = json.loads(json.dumps(graph))
+    assert json.dumps(stored, sort_keys=True) == json.dumps(given, sort_keys=True)

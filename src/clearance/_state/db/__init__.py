@@ -5,7 +5,7 @@
 - `held`: `HeldConnections`, one connection per thread on an SQLite file.
 - `fastpath`: `DriverStatement`, SQLAlchemy's compiled SQL run on the DB-API connection.
 - `migrations`: `Schema` and `SchemaChange`, ordered migrations declaring their tables.
-- `types`: `UTCDateTime` and `JSONText`.
+- `types`: `UTCDateTime`, `JSONText` and `canonical_json_text`.
 - `failures`: URL masking and one-line causes for error messages.
 """
 
@@ -14,7 +14,7 @@ from clearance._state.db.failures import failure_cause, mask_url
 from clearance._state.db.fastpath import DriverStatement, compiled_statement, run_on_driver
 from clearance._state.db.migrations import Migration, Schema, SchemaChange, version_table
 from clearance._state.db.sqlite import BUSY_TIMEOUT_MS
-from clearance._state.db.types import JSONText, UTCDateTime
+from clearance._state.db.types import JSONText, UTCDateTime, canonical_json_text
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
@@ -23,6 +23,7 @@ __all__ = [
     "compiled_statement",
     "run_on_driver",
     "JSONText",
+    "canonical_json_text",
     "Migration",
     "Schema",
     "SchemaChange",

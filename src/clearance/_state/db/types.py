@@ -19,7 +19,7 @@ from sqlalchemy.types import TypeDecorator
 
 from clearance._core.clock import utc_iso_text
 
-__all__ = ["JSONText", "UTCDateTime", "serialize_json"]
+__all__ = ["JSONText", "UTCDateTime", "canonical_json_text", "serialize_json"]
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -137,6 +137,20 @@ def serialize_json(value: Any) -> str:
     if _plain(value) or orjson.loads(text) == value:
         return text.decode()
     return json.dumps(value)
+
+
+def canonical_json_text(value: Any) -> JSONText | None:
+    """``value`` as canonical `JSONText` (sorted keys, compact), or ``None`` if it has none.
+
+    ``None`` when orjson refuses the value (see `serialize_json`) or when it is not made only
+    of plain JSON types (`_plain`): a NaN orjson writes as ``null``, a tuple, an enum member.
+    Such a value is stored by `serialize_json` as before, the standard library's way.
+    """
+    try:
+        text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # orjson.JSONEncodeError
+        return None
+    return JSONText(text.decode()) if _plain(value) else None
 
 
 def _plain(value: Any) -> bool:

@@ -25,14 +25,13 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-import orjson
 from sqlalchemy import select, update
 
 from clearance._core.clock import utc_now
 from clearance._core.errors import ConfigError, LedgerError
 from clearance._core.ids import new_id
 from clearance._core.prompt import Prompt
-from clearance._state.db import JSONText
+from clearance._state.db import JSONText, canonical_json_text
 from clearance._state.ledger.events import LedgerEvents
 from clearance._state.ledger.leases import lease_until
 from clearance._state.ledger.schema import RUNS
@@ -478,17 +477,15 @@ class RunLedger(LedgerEvents):
 
 
 def _graph_text(graph: list[dict[str, Any]] | None) -> JSONText | list[dict[str, Any]] | None:
-    """A run's graph as canonical JSON (`canonical_json`), serialized once.
+    """A run's graph as canonical JSON (`canonical_json_text`), serialized once.
 
     The text is the column's value and is spliced into each digest of the run's record
     (`payload_sha256`); the ledger keeps it for the run's later updates instead of the
     graph's dicts and lists (three objects a task for the garbage collector to walk). A
-    graph orjson refuses (a lone surrogate recorded by an earlier version...) is kept as
-    it is and serialized when written, as before: its canonical text may not be UTF-8.
+    graph without such a text (a NaN in an output schema, a lone surrogate recorded by an
+    earlier version...) is kept as it is and serialized when written, as before.
     """
     if graph is None:
         return None
-    try:
-        return JSONText(orjson.dumps(graph, option=orjson.OPT_SORT_KEYS).decode())
-    except TypeError:  # orjson.JSONEncodeError
-        return graph
+    text = canonical_json_text(graph)
+    return graph if text is None else text
