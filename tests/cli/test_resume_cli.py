@@ -39,12 +39,21 @@ def team_file(folder: Path) -> Path:
     return path
 
 
+# `python -m clearance` with Ctrl-C's default handler, as a terminal's foreground process has
+# it: a shell without job control starts its background jobs with SIGINT ignored, and the
+# child of a test run started that way would inherit the ignoring.
+MAIN = (
+    "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "runpy.run_module('clearance', run_name='__main__', alter_sys=True)"
+)
+
+
 def clearance(*args: str, latency_s: float, cwd: Path) -> subprocess.Popen[str]:
     env = dict(os.environ, CLEARANCE_FAKE_LATENCY_S=str(latency_s))
     src = str(Path(__file__).parents[2] / "src")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
     return subprocess.Popen(
-        [sys.executable, "-m", "clearance", *args],
+        [sys.executable, "-c", MAIN, *args],
         cwd=cwd,
         env=env,
         stdout=subprocess.PIPE,
