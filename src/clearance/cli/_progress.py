@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import statistics
 import time
 
 from rich.console import Console
@@ -19,7 +18,8 @@ class RunProgress:
     The time left is estimated apart for model tasks and steps (non-model tasks, which
     take a fraction of a second): remaining model tasks, plus the synthesis, times the mean
     duration of the model tasks finished so far, one at a time (the conservative case of
-    one local model); remaining steps times the mean step duration.
+    one local model); remaining steps times the mean step duration. The means are kept as
+    running sums, so a line costs the same at the 10,000th task as at the first.
 
     Args:
         console: Where to print.
@@ -40,7 +40,9 @@ class RunProgress:
         self._t0 = time.perf_counter()
         self._started: dict[str, float] = {}
         self._steps = steps
-        self._durations: dict[bool, list[float]] = {True: [], False: []}
+        # Per kind (step: True, model task: False): tasks finished, and the seconds they took.
+        self._finished: dict[bool, int] = {True: 0, False: 0}
+        self._seconds: dict[bool, float] = {True: 0.0, False: 0.0}
         self._synthesis = synthesis
         self.run_id: str | None = None
         self.total = total
@@ -51,13 +53,13 @@ class RunProgress:
         if not self.total:
             return ""
         eta = ""
-        models, steps = self._durations[False], self._durations[True]
+        models, steps = self._finished[False], self._finished[True]
         model_total = self.total - len(self._steps)
         if models and self.done < self.total:
-            left_models = max(model_total - len(models), 0) + int(self._synthesis)
-            left_steps = max(len(self._steps) - len(steps), 0)
-            step_s = statistics.mean(steps) if steps else 0.0
-            seconds = left_models * statistics.mean(models) + left_steps * step_s
+            left_models = max(model_total - models, 0) + int(self._synthesis)
+            left_steps = max(len(self._steps) - steps, 0)
+            step_s = self._seconds[True] / steps if steps else 0.0
+            seconds = left_models * self._seconds[False] / models + left_steps * step_s
             eta = f", about {seconds:.0f}s left ({left_models} model calls)"
         return f" [{self.done}/{self.total}{eta}]"
 
@@ -78,7 +80,9 @@ class RunProgress:
             line = f"{stamp} started    {task}"
         elif event.kind == RunEventKind.TASK_COMPLETED:
             took = now - self._started.get(task, now)
-            self._durations[task in self._steps].append(took)
+            step = task in self._steps
+            self._finished[step] += 1
+            self._seconds[step] += took
             line = f"{stamp} completed  {task} ({took:.1f}s){self._count()}"
         elif event.kind == RunEventKind.TASK_FAILED:
             line = f"{stamp} FAILED     {task}: {event.detail}{self._count()}"
