@@ -21,6 +21,12 @@ import stat
 from typing import Any
 
 import yaml
+from yaml.composer import Composer
+from yaml.constructor import SafeConstructor
+from yaml.parser import Parser
+from yaml.reader import Reader
+from yaml.resolver import Resolver
+from yaml.scanner import Scanner
 
 from clearance._core.errors import ConfigError
 
@@ -40,17 +46,40 @@ class _LimitError(yaml.YAMLError):
     """A YAML document went past one of the caps."""
 
 
-class _LimitedLoader(yaml.SafeLoader):
-    """`yaml.SafeLoader` that measures depth and the alias-expanded size while composing."""
+try:  # libyaml's scanner and parser (C, several times faster), when PyYAML was built with it
+    from yaml._yaml import CParser
+except ImportError:  # pragma: no cover - PyYAML's wheels bundle libyaml
+    CParser = None  # type: ignore[misc,assignment]
+
+_EVENTS: tuple[type, ...] = (CParser,) if CParser is not None else (Reader, Scanner, Parser)
+"""Where `_LimitedLoader`'s events come from."""
+
+
+class _LimitedLoader(Composer, *_EVENTS, SafeConstructor, Resolver):  # type: ignore[misc]
+    """`yaml.SafeLoader`'s composition, measuring depth and the alias-expanded size.
+
+    The events come from libyaml's parser (PyYAML's own without it); the nodes are composed
+    here, in Python, one at a time (`compose_node`), so every cap is checked before a node
+    is added. libyaml's own composition (``yaml.CSafeLoader``) would compose the whole
+    document, in C, before any check.
+    """
 
     def __init__(self, stream: str) -> None:
-        super().__init__(stream)
+        if CParser is not None:
+            CParser.__init__(self, stream)
+        else:  # pragma: no cover - without libyaml
+            Reader.__init__(self, stream)
+            Scanner.__init__(self)
+            Parser.__init__(self)
+        Composer.__init__(self)
+        SafeConstructor.__init__(self)
+        Resolver.__init__(self)
         self._depth = 0
         self._sizes: dict[int, int] = {}
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()  # type: ignore[no-untyped-call]
+            event = self.peek_event()
             target = self.anchors.get(event.anchor)
             if target is not None and id(target) not in self._sizes:
                 line = event.start_mark.line + 1
@@ -58,7 +87,7 @@ class _LimitedLoader(yaml.SafeLoader):
         self._depth += 1
         try:
             if self._depth > MAX_YAML_DEPTH:
-                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+                mark = self.peek_event().start_mark
                 raise _LimitError(
                     f"nested more than {MAX_YAML_DEPTH} levels deep (line {mark.line + 1})"
                 )
@@ -137,7 +166,14 @@ def load_yaml_file(path: str | os.PathLike[str]) -> Any:
         raise ConfigError(str(exc), source=source) from exc
     except yaml.YAMLError as exc:
         line = getattr(getattr(exc, "problem_mark", None), "line", None)
+        if isinstance(exc, yaml.reader.ReaderError):  # a character YAML does not allow
+            line = text.count("\n", 0, exc.position)
         where = f" (line {line + 1})" if line is not None else ""
+        if "maximum nesting depth" in str(getattr(exc, "problem", "")):
+            # libyaml's own cap (1,000 levels), met while it scans ahead past ours
+            raise ConfigError(
+                f"nested more than {MAX_YAML_DEPTH} levels deep{where}", source=source
+            ) from exc
         raise ConfigError(f"not valid YAML{where}", source=source) from exc
     except RecursionError as exc:  # pragma: no cover - the depth cap comes first
         raise ConfigError("nested too deeply", source=source) from exc
