@@ -102,4 +102,6 @@ class RunProgress:
             return  # a model call's progress: shown by --stream
         else:
             line = f"{stamp} run finished: {event.detail}"
-        self._console.print(safe_text(line))
+        # As one line, wrapped (if at all) by the terminal: rich's own wrapping took half of
+        # each line's cost, which a run of thousands of tasks pays per task event.
+        self._console.print(safe_text(line), soft_wrap=True)

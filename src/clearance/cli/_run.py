@@ -7,6 +7,7 @@ import contextlib
 import gc
 import json
 import shlex
+from collections import Counter
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -16,7 +17,7 @@ from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.table import Table
 
-from clearance import ConfigError
+from clearance import ConfigError, TaskStatus
 from clearance.cli._approve import EXIT_AWAITING_APPROVAL, terminal_approver
 from clearance.cli._chat import shared_conversation_warning
 from clearance.cli._common import err, one_line_errors, out, safe_text
@@ -419,18 +420,37 @@ def _exit_for(result: RunResult) -> None:
         raise typer.Exit(1)
 
 
+TABLE_ROWS = 200
+"""Most task rows in the result's table; a larger run lists the tasks that did not complete."""
+
+
 def _print_result(result: RunResult) -> None:
-    table = Table(title="Tasks", title_justify="left")
-    for column in ("task", "agent", "status", "prompt tokens"):
-        table.add_column(column, justify="right" if column == "prompt tokens" else "left")
-    for outcome in result.tasks.values():
-        table.add_row(
-            *map(
-                safe_text,
-                (outcome.task_id, outcome.assignee, outcome.status, outcome.prompt_tokens),
-            )
-        )
-    out.print(table)
+    outcomes = list(result.tasks.values())
+    title = "Tasks"
+    if len(outcomes) > TABLE_ROWS:
+        # A table of thousands of rows scrolls the run off the terminal (and rich lays it
+        # out for about a second per 4,000 rows): the count per status, then the tasks that
+        # need a look. Every task is in `--json` and in `clearance inspect`.
+        counts = Counter(str(o.status) for o in outcomes)
+        listed = ", ".join(f"{n} {status}" for status, n in counts.items())
+        out.print(safe_text(f"Tasks: {len(outcomes)} ({listed})"), soft_wrap=True)
+        unfinished = [o for o in outcomes if o.status != TaskStatus.COMPLETED]
+        title = "Tasks not completed"
+        if len(unfinished) > TABLE_ROWS:
+            title = f"The first {TABLE_ROWS} of {len(unfinished)} tasks not completed"
+        outcomes = unfinished[:TABLE_ROWS]
+    if outcomes:
+        table = Table(title=title, title_justify="left")
+        for column in ("task", "agent", "status", "prompt tokens"):
+            table.add_column(column, justify="right" if column == "prompt tokens" else "left")
+        for o in outcomes:
+            table.add_row(*map(safe_text, (o.task_id, o.assignee, o.status, o.prompt_tokens)))
+        out.print(table)
+    _print_run(result)
+
+
+def _print_run(result: RunResult) -> None:
+    """The synthesis, the run's error and its totals."""
     if result.synthesis is not None:
         out.print(Panel(safe_text(result.synthesis), title="Synthesis", title_align="left"))
     if result.error:
