@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from clearance._core.prompt import Prompt, canonical_json
-from clearance._state.db import JSONText
+from clearance._state.db import JSONText, canonical_json_text
 from clearance._state.ledger.digest import record_sha256
 from clearance._state.queue import TaskState
 from clearance._state.write_behind import Rows
@@ -51,7 +51,7 @@ def task_row(run_id: str, state: TaskState) -> dict[str, Any]:
         "task_id": task.id,
         "title": task.title,
         "assignee": task.assignee,
-        "depends_on": list(task.depends_on),
+        "depends_on": _depends_on(task.depends_on),
         "memory_scope": task.memory_scope,
         "status": str(state.status),  # a StrEnum: its value, without the slow `.value`
         "result": state.result,
@@ -59,6 +59,30 @@ def task_row(run_id: str, state: TaskState) -> dict[str, Any]:
         "started_at": state.started_at,
         "finished_at": state.finished_at,
     }
+
+
+_DEPENDS_ON: dict[tuple[str, ...], JSONText] = {}
+"""`_depends_on`'s memo, by the task's own tuple; emptied when it holds `_MEMO_SIZE` lists."""
+
+_MEMO_SIZE = 65_536
+
+
+def _depends_on(ids: tuple[str, ...]) -> JSONText | list[str]:
+    """A task's ``depends_on`` column: its canonical JSON text, made once per list of ids.
+
+    Each of a task's rows (one per state) held the list, which the column's serializer and
+    the row's digest each wrote out again. A list orjson refuses (a lone surrogate, which a
+    task id cannot hold) stays a list, for the standard library's serializer, as before.
+    """
+    found = _DEPENDS_ON.get(ids)
+    if found is None:
+        found = canonical_json_text(list(ids))
+        if found is None:
+            return list(ids)
+        if len(_DEPENDS_ON) >= _MEMO_SIZE:
+            _DEPENDS_ON.clear()
+        _DEPENDS_ON[ids] = found
+    return found
 
 
 def last_upsert_per_task(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
