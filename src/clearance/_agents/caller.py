@@ -33,7 +33,6 @@ whole text as the response, exactly as without streaming).
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import time
 from collections.abc import Callable
@@ -48,6 +47,7 @@ from clearance._agents.telemetry import model_call_span
 from clearance._agents.tools import checked_tool_call
 from clearance._context.window import SummaryCall
 from clearance._core.clock import Clock, utc_now
+from clearance._core.deadline import deadline
 from clearance._core.errors import ClearanceError, LimitExceeded, ModelError
 from clearance._core.hooks import HookRunner, ModelCallInfo
 from clearance._core.prompt import Prompt
@@ -390,7 +390,7 @@ class ModelCaller:
         try:
             if wait is None:  # no limit: no timer to arm and cancel
                 return await call.model.request(call.request)
-            async with asyncio.timeout(wait):
+            async with deadline(wait):  # `asyncio.timeout`, one timer for all calls
                 return await call.model.request(call.request)
         except TimeoutError as exc:
             elapsed = self._monotonic() - started
