@@ -87,6 +87,7 @@ def run_once(team: Path, db: Path) -> tuple[float, float]:
 def measure(sizes: list[int], runs: int) -> dict[str, Any]:
     """Time ``clearance run`` at each of ``sizes`` (tasks), ``runs`` times; see the module."""
     rows: list[dict[str, Any]] = []
+    started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     with tempfile.TemporaryDirectory(prefix="clearance-cli-scale-") as tmp:
         for tasks in sorted(sizes):
             team = Path(tmp) / f"team{tasks}.yaml"
@@ -109,7 +110,7 @@ def measure(sizes: list[int], runs: int) -> dict[str, Any]:
     return {
         "case": "cli_scale",
         "layers": LAYERS,
-        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "started_at": started_at,
         "load_average": os.getloadavg()[0],
         "rows": rows,
         "marginal_s_per_task": marginal,
