@@ -43,21 +43,19 @@ def test_a_small_run_lists_every_task(tmp_path: Path) -> None:
     assert rows(output) == {"a": "failed", "b": "skipped", "c": "completed"}
 
 
+@pytest.mark.parametrize(
+    ("rows_at_most", "title", "listed"),
+    [
+        (2, "Tasks not completed", {"a": "failed", "b": "skipped"}),
+        (1, "The first 1 of 2 tasks not completed", {"a": "failed"}),
+    ],
+)
 def test_a_large_run_counts_per_status_and_lists_the_tasks_not_completed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows_at_most, title, listed
 ) -> None:
-    monkeypatch.setattr(_run, "TABLE_ROWS", 2)
+    monkeypatch.setattr(_run, "TABLE_ROWS", rows_at_most)
     output = run(tmp_path)
     assert "Tasks: 3 (" in output
     assert all(f"1 {status}" in output for status in ("failed", "skipped", "completed"))
-    assert "Tasks not completed" in output
-    assert rows(output) == {"a": "failed", "b": "skipped"}
-
-
-def test_the_listing_of_tasks_not_completed_is_capped_and_says_so(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(_run, "TABLE_ROWS", 1)
-    output = run(tmp_path)
-    assert "The first 1 of 2 tasks not completed" in output
-    assert rows(output) == {"a": "failed"}
+    assert title in output
+    assert rows(output) == listed

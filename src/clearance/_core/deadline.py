@@ -25,9 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Awaitable, Generator
 from types import TracebackType
-from typing import Any
 
 __all__ = ["deadline"]
 
@@ -76,18 +74,6 @@ class _Timer:
             self._set(min(self.scopes.values()))
 
 
-class _Done:
-    """An awaitable that is done at once (what the context manager's methods return)."""
-
-    __slots__ = ()
-
-    def __await__(self) -> Generator[Any, None, None]:
-        return
-        yield  # a generator function: awaiting it finishes at once
-
-
-_DONE = _Done()
-
 _TIMERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Timer] = weakref.WeakKeyDictionary()
 
 
@@ -103,8 +89,7 @@ class _Deadline:
         self._timer: _Timer | None = None
         self._cancelling = 0
 
-    def __aenter__(self) -> Awaitable[None]:
-        # Plain methods returning a finished awaitable: no coroutine object per call.
+    async def __aenter__(self) -> None:
         task = asyncio.current_task()
         if task is None:
             raise RuntimeError("a deadline must be used inside a task")
@@ -115,7 +100,6 @@ class _Deadline:
         self._task, self._timer = task, timer
         self._cancelling = task.cancelling()
         timer.add(self, loop.time() + self._delay)
-        return _DONE
 
     def expire(self) -> None:
         """Cancel the task (its deadline passed); its exit turns that into `TimeoutError`."""
@@ -123,18 +107,17 @@ class _Deadline:
         self._expired = True
         self._task.cancel()
 
-    def __aexit__(
+    async def __aexit__(
         self,
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> Awaitable[None]:
+    ) -> None:
         assert self._task is not None and self._timer is not None
         if not self._expired:  # an expired scope was removed when it expired
             del self._timer.scopes[self]
         elif self._task.uncancel() <= self._cancelling and exc_type is asyncio.CancelledError:
             raise TimeoutError from exc
-        return _DONE
 
 
 def deadline(delay: float) -> _Deadline:
