@@ -55,7 +55,7 @@ def test_a_large_run_counts_per_status_and_lists_the_tasks_not_completed(
 ) -> None:
     monkeypatch.setattr(_run, "TABLE_ROWS", rows_at_most)
     output = run(tmp_path)
-    assert "Tasks: 3 (" in output
+    assert "Tasks: 3 (" in output and "every task: --json FILE, or clearance inspect run_" in output
     assert all(f"1 {status}" in output for status in ("failed", "skipped", "completed"))
     assert title in output
     assert rows(output) == listed

@@ -433,7 +433,8 @@ def _print_result(result: RunResult) -> None:
         # need a look. Every task is in `--json` and in `clearance inspect`.
         counts = Counter(str(o.status) for o in outcomes)
         listed = ", ".join(f"{n} {status}" for status, n in counts.items())
-        out.print(safe_text(f"Tasks: {len(outcomes)} ({listed})"), soft_wrap=True)
+        every = f"every task: --json FILE, or clearance inspect {result.run_id}"
+        out.print(safe_text(f"Tasks: {len(outcomes)} ({listed}); {every}"), soft_wrap=True)
         unfinished = [o for o in outcomes if o.status != TaskStatus.COMPLETED]
         title = "Tasks not completed"
         if len(unfinished) > TABLE_ROWS:
