@@ -145,3 +145,20 @@ def test_the_shared_timer_does_not_keep_its_event_loop_alive():
     asyncio.run(call())
     gc.collect()
     assert loops[0]() is None  # the loop is gone, and its timer with it
+
+
+async def test_a_timer_whose_handle_is_gone_is_set_again():
+    async with deadline(60):  # the loop's shared timer, with its handle
+        await asyncio.sleep(0)
+    timer = deadline_module._TIMERS[asyncio.get_running_loop()]
+
+    class Gone:
+        pass
+
+    gone = Gone()
+    timer._handle = weakref.ref(gone)  # as if the loop had dropped the handle unfired
+    timer._when = 0.0  # ...for a time before any new deadline
+    del gone
+    with pytest.raises(TimeoutError):
+        async with deadline(0.02):
+            await asyncio.sleep(5)

@@ -46,7 +46,8 @@ class _Timer:
 
     def add(self, scope: _Deadline, when: float) -> None:
         self.scopes[scope] = when
-        if self._handle is None or when < self._when:
+        # No handle pending (none set, fired, or dropped by a closed loop), or a later one.
+        if self._handle is None or self._handle() is None or when < self._when:
             self._set(when)
 
     def _set(self, when: float) -> None:
