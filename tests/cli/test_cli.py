@@ -43,6 +43,12 @@ def test_graph_prints_the_expanded_example():
             "  - {id: p, title: P, description: d, assignee: a, depends_on: [nope]}\n",
             "task 'p' depends on unknown task 'nope'",
         ),
+        (  # a second tasks: list would silently replace the first
+            "agents: [{name: a, instructions: x}]\ntasks:\n"
+            "  - {id: p, title: P, description: d, assignee: a}\ntasks:\n"
+            "  - {id: q, title: Q, description: d, assignee: a}\n",
+            "the key 'tasks' is given twice (lines 2 and 4)",
+        ),
     ],
 )
 def test_bad_team_files_and_graphs_give_one_line_and_exit_2(tmp_path, content, fragment):

@@ -68,7 +68,7 @@ def test_values_load_as_the_safe_loader_loads_them(tmp_path: Path) -> None:
         "name: t\nwhen: 2026-11-26\nbig: 123456789012345678901234567890\nyes_word: yes\n"
         "nothing: ~\nfloat: .5\nnan: .nan\noctal: 0o17\nmulti: |\n  line one\n  line two\n"
         'folded: >\n  a\n  b\nanchors: {a: &a [1, 2], b: *a}\nunicode: "caf\\u00e9 \U0001f600"\n'
-        "dup: 1\ndup: 2\n"
+        "base: &b {x: 1, y: 2}\nmerged: {<<: *b, y: 3}\nkinds: {1: int, '1': text}\n"
     )
     loaded = load_yaml_file(write(tmp_path, text))
     expected = yaml.safe_load(text)
@@ -76,7 +76,39 @@ def test_values_load_as_the_safe_loader_loads_them(tmp_path: Path) -> None:
     expected.pop("nan")
     assert nan != nan  # a NaN
     assert loaded == expected
-    assert loaded["dup"] == 2 and loaded["multi"] == "line one\nline two\n"
+    assert loaded["multi"] == "line one\nline two\n"
+    # A merged-in key is overridden by the mapping's own: no key is given twice.
+    assert loaded["merged"] == {"x": 1, "y": 3}
+    assert loaded["kinds"] == {1: "int", "1": "text"}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("tasks: [a]\nname: t\ntasks: [b]\n", "the key 'tasks' is given twice (lines 1 and 3)"),
+        ("a:\n  b: 1\n  b: 2\n", "the key 'b' is given twice (lines 2 and 3)"),
+        ("x: {k: 1, k: 2}\n", "the key 'k' is given twice (line 1)"),
+        # Compared as loaded: one key written two ways.
+        ("x: {1: a, 0x1: b}\n", "the key 1 is given twice (line 1)"),
+        ("x: {true: a, yes: b}\n", "the key True is given twice (line 1)"),
+        ("~: a\nnull: b\n", "the key None is given twice (lines 1 and 2)"),
+        # A mapping merged in with << is still checked for its own keys.
+        ("base: &b {x: 1, x: 2}\ny: {<<: *b}\n", "the key 'x' is given twice (line 1)"),
+    ],
+)
+def test_a_key_given_twice_is_refused(tmp_path: Path, text: str, message: str) -> None:
+    # PyYAML keeps the last value without a word (a second tasks: list would replace the
+    # first); YAML itself requires a mapping's keys to be unique.
+    with pytest.raises(ConfigError) as info:
+        load_yaml_file(write(tmp_path, text))
+    assert str(info.value).endswith(message)
+
+
+def test_a_merge_source_used_twice_is_not_a_key_given_twice(tmp_path: Path) -> None:
+    # PyYAML rewrites a merging mapping's pairs (merged keys first) while it constructs the
+    # value; the check runs on the mappings as written, so a rewritten pair list never counts.
+    text = "x:\n  mid: &m\n    <<: {a: 1}\n    a: 2\ny:\n  <<: *m\n  b: 3\nz: {<<: *m}\n"
+    assert load_yaml_file(write(tmp_path, text)) == yaml.safe_load(text)
 
 
 def test_python_tags_are_refused_as_by_the_safe_loader(tmp_path: Path) -> None:

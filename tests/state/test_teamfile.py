@@ -75,6 +75,15 @@ tasks:
         ),
         ("agents: [{name: 'bad name!', instructions: x}]", "agent name 'bad name!' is not valid"),
         ("agents: [{name: a, instructions: x}]\ninput: {default: /no/such/dir}", "does not exist"),
+        (
+            "agents: [{name: a, instructions: x}]\ntasks: [{id: t, title: T, description: d, "
+            "assignee: a}]\ntasks: [{id: u, title: U, description: e, assignee: a}]",
+            "the key 'tasks' is given twice (lines 2 and 3)",
+        ),
+        (
+            "agents: [{name: a, instructions: x, instructions: y}]",
+            "the key 'instructions' is given twice (line 1)",
+        ),
     ],
 )
 def test_bad_files_name_the_file_field_and_problem(tmp_path, text, expected):

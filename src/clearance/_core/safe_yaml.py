@@ -12,6 +12,12 @@ refused with a `ConfigError` before it costs more than a moment:
 - the loaded value may not be larger than `MAX_YAML_EXPANDED` characters once every alias is
   expanded (a file without aliases is never near it), and an alias may not refer to a node
   that contains it (a recursive value).
+
+A key given twice in one mapping is refused too. YAML does not allow it ("The content of a
+mapping node is an unordered set of key/value node pairs, with the restriction that each of
+the keys is unique", YAML 1.2.2, section 3.2.1.1), and PyYAML would keep the last value
+without a word: a second ``tasks:`` list would silently replace the first. Keys merged in
+with ``<<`` may still be overridden by the mapping's own keys, as the merge key provides.
 """
 
 from __future__ import annotations
@@ -40,6 +46,10 @@ MAX_YAML_DEPTH = 64
 
 MAX_YAML_EXPANDED = 8 << 20
 """Largest loaded value, in characters of scalars plus two per collection, aliases expanded."""
+
+
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+"""The tag of the merge key (``<<``)."""
 
 
 class _LimitError(yaml.YAMLError):
@@ -95,6 +105,8 @@ class _LimitedLoader(Composer, *_EVENTS, SafeConstructor, Resolver):  # type: ig
         finally:
             self._depth -= 1
         if node is not None and id(node) not in self._sizes:
+            if isinstance(node, yaml.MappingNode):
+                self._check_keys(node)
             self._sizes[id(node)] = size = self._size_of(node)
             if size > MAX_YAML_EXPANDED:
                 raise _LimitError(
@@ -111,6 +123,26 @@ class _LimitedLoader(Composer, *_EVENTS, SafeConstructor, Resolver):  # type: ig
         if isinstance(node, yaml.MappingNode):
             return 2 + sum(self._sizes[id(k)] + self._sizes[id(v)] for k, v in node.value)
         return 1  # pragma: no cover - the three node kinds above are all there are
+
+    def _check_keys(self, node: yaml.MappingNode) -> None:
+        """Refuse a key ``node`` gives twice, compared as loaded (``1`` and ``0x1`` are one key).
+
+        Checked as the node is composed, before any merge (``<<``) rewrites its pairs: the
+        merge key and the keys it merges in are not the mapping's own. A key that is itself
+        a collection is left to the constructor (which refuses it: a mapping key must be
+        hashable).
+        """
+        seen: dict[Any, int] = {}  # key -> the line it is first given on
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == _MERGE_TAG:
+                continue
+            key = self.construct_object(key_node)
+            line = key_node.start_mark.line + 1
+            first = seen.get(key)
+            if first is not None:
+                where = f"line {line}" if first == line else f"lines {first} and {line}"
+                raise _LimitError(f"the key {key!r} is given twice ({where})")
+            seen[key] = line
 
 
 def _read_capped(path: str) -> bytes:

@@ -239,7 +239,8 @@ def team_file_markdown() -> str:
         "",
         "A team file is the YAML form of a run's definition (`RunSpec`): the ledger records it "
         "when a run starts, and `clearance resume` reads it back. `clearance init` writes a "
-        "commented starter; this page lists every key. Unknown keys are refused.",
+        "commented starter; this page lists every key. Unknown keys, and a key given twice, are "
+        "refused.",
         "",
         *_START,
         "## Editor support",
