@@ -1,19 +1,28 @@
-"""What every command shares: the consoles and the one-line error handling."""
+"""What every command shares: the consoles, the one-line error handling and output files."""
 
 from __future__ import annotations
 
 import functools
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
-from clearance import ClearanceError
+from clearance import ClearanceError, ConfigError
 
-__all__ = ["err", "one_line_errors", "out", "safe", "safe_text"]
+__all__ = [
+    "check_output_files",
+    "err",
+    "one_line_errors",
+    "out",
+    "safe",
+    "safe_text",
+    "write_output_file",
+]
 
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
@@ -62,3 +71,45 @@ def one_line_errors(func: F) -> F:
             raise typer.Exit(2) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def check_output_files(targets: dict[str, Path | None]) -> None:
+    """Refuse, before any work, output files that cannot be written as asked.
+
+    Args:
+        targets: The file each option names (``{"--output": path}``), ``None`` when not given.
+
+    Raises:
+        ConfigError: A file's folder does not exist, the file is a folder, or two options
+            name the same file (one would overwrite the other); ``field`` is the option.
+    """
+    seen: dict[Path, str] = {}
+    for flag, target in targets.items():
+        if target is None:
+            continue
+        if not target.parent.is_dir():
+            raise ConfigError(f"folder {str(target.parent)!r} does not exist", field=flag)
+        if target.is_dir():
+            raise ConfigError(f"{str(target)!r} is a folder; give a file name", field=flag)
+        same = seen.setdefault(target.resolve(), flag)
+        if same != flag:
+            raise ConfigError(f"{same} and {flag} both name {str(target)!r}", field=flag)
+
+
+def write_output_file(target: Path, text: str, *, flag: str, after: str = "") -> None:
+    """Write ``text`` (UTF-8) to the file an option names.
+
+    Args:
+        target: The file.
+        text: Its new content.
+        flag: The option that named it, for the error.
+        after: Appended to the error (what is kept all the same, say).
+
+    Raises:
+        ConfigError: The file cannot be written (the system's reason; ``field`` is ``flag``).
+    """
+    try:
+        target.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise ConfigError(f"cannot write {str(target)!r}: {reason}{after}", field=flag) from None

@@ -10,7 +10,13 @@ import typer
 import yaml
 
 from clearance import ConfigError
-from clearance.cli._common import one_line_errors, out, safe_text
+from clearance.cli._common import (
+    check_output_files,
+    one_line_errors,
+    out,
+    safe_text,
+    write_output_file,
+)
 from clearance.cli._options import DbOption, InputOption
 from clearance.cli._team_setup import configured_models
 from clearance.runs import DEFAULT_LEDGER_URL
@@ -48,13 +54,15 @@ def plan(
         raise ConfigError("give --goal (or goal: in the team file) to plan", field="--goal")
     if output.exists():
         raise ConfigError(f"{str(output)!r} exists: choose another file", field="--output")
-    if not output.parent.is_dir():
-        raise ConfigError(f"folder {str(output.parent)!r} does not exist", field="--output")
+    check_output_files({"--output": output})
     loaded, _ = checked_run(spec, source=str(team_file))
     services = RunServices(models=configured_models(model_settings(spec)))
     with RunLedger(db) as ledger:
         planned = asyncio.run(plan_only(loaded, goal, ledger=ledger, services=services))
     data = plan_team_file(written.to_data(), planned, goal)
-    output.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), "utf-8")
+    text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+    write_output_file(
+        output, text, flag="--output", after=f"; the plan is recorded as run {planned.run_id}"
+    )
     out.print(safe_text(f"plan: {len(planned.graph)} tasks (run {planned.run_id})"))
     out.print(safe_text(f"written to {output}; edit it, then: clearance run {output}"))

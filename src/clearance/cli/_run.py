@@ -20,7 +20,14 @@ from rich.table import Table
 from clearance import ConfigError, TaskStatus
 from clearance.cli._approve import EXIT_AWAITING_APPROVAL, terminal_approver
 from clearance.cli._chat import shared_conversation_warning
-from clearance.cli._common import err, one_line_errors, out, safe_text
+from clearance.cli._common import (
+    check_output_files,
+    err,
+    one_line_errors,
+    out,
+    safe_text,
+    write_output_file,
+)
 from clearance.cli._executor import (
     ExecutorOption,
     RayAddressOption,
@@ -189,9 +196,7 @@ def run(
             "--sarif needs a team whose report has findings (report: step:code_review_report)",
             field="--sarif",
         )
-    for flag, target in (("--output", output), ("--json", json_output), ("--sarif", sarif_output)):
-        if target is not None and not target.parent.is_dir():
-            raise ConfigError(f"folder {str(target.parent)!r} does not exist", field=flag)
+    check_output_files({"--output": output, "--json": json_output, "--sarif": sarif_output})
     try:  # imported and looked up now, so a bad entry is one line naming the file
         tools = spec_tools(spec)
     except ConfigError as exc:
@@ -243,19 +248,26 @@ def _write_report(
     json_output: Path | None,
     sarif_output: Path | None,
 ) -> None:
-    """Print a named report, and write the files asked for."""
+    """Print a named report, and write the files asked for.
+
+    Raises:
+        ConfigError: A file cannot be written; the run stays recorded, and the error says
+            where to read it.
+    """
     if shown:
         out.print(Markdown(report.markdown))
+    kept = f"; the run is recorded: clearance inspect {result.run_id}"
     if output is not None:
-        output.write_text(report.markdown, encoding="utf-8")
+        write_output_file(output, report.markdown, flag="--output", after=kept)
         out.print(safe_text(f"report written to {output}"))
     if json_output is not None:
         data = {**report.data, "tasks": _task_data(result)}
-        json_output.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", "utf-8")
+        text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+        write_output_file(json_output, text, flag="--json", after=kept)
         out.print(safe_text(f"result written to {json_output}"))
     if sarif_output is not None and report.sarif is not None:
         text = json.dumps(report.sarif, indent=2, ensure_ascii=False) + "\n"
-        sarif_output.write_text(text, "utf-8")
+        write_output_file(sarif_output, text, flag="--sarif", after=kept)
         out.print(safe_text(f"SARIF written to {sarif_output}"))
 
 

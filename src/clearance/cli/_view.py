@@ -8,7 +8,14 @@ from typing import Annotated
 import typer
 
 from clearance import ConfigError
-from clearance.cli._common import err, one_line_errors, out, safe_text
+from clearance.cli._common import (
+    check_output_files,
+    err,
+    one_line_errors,
+    out,
+    safe_text,
+    write_output_file,
+)
 from clearance.runs import DEFAULT_LEDGER_URL
 
 __all__ = ["register"]
@@ -36,14 +43,8 @@ def view(
         run_view = load_run_view(ledger, run_id)
     page = render_run_page(run_view)
     target = output if output is not None else Path(f"{run_view.run.run_id}.html")
-    if target.is_dir():
-        raise ConfigError(f"{str(target)!r} is a folder; give a file name", field="--output")
-    try:
-        target.write_text(page, encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot write {str(target)!r}: {exc.strerror}", field="--output"
-        ) from None
+    check_output_files({"--output": target})
+    write_output_file(target, page, flag="--output")
     out.print(safe_text(f"wrote {target} (run {run_view.run.run_id}); open it in a browser"))
 
 
