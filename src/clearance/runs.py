@@ -10,7 +10,7 @@ do the same:
   ``clearance chat``;
 - the ledger's records: `RunRecord`, `TaskRecord`, `CallRecord`, `EventRecord`,
   `ToolCallRecord`, and where runs and the store live (`DEFAULT_LEDGER_URL`,
-  `DEFAULT_STORE_URL`, `masked_url`);
+  `DEFAULT_STORE_URL`, `masked_url`); `MAX_ROWS`, the most rows one listing returns;
 - a graph before it runs: `graph_shape`, `concurrency_notice`, `estimate_tasks` (a
   `TaskEstimate` each), `wall_time_range`;
 - plan only (``clearance plan``): `plan_only` records the coordinator's plan as a run of
@@ -27,6 +27,7 @@ from clearance._core import lazy as _lazy
 
 if typing.TYPE_CHECKING:
     from clearance._core.locations import DEFAULT_LEDGER_URL, DEFAULT_STORE_URL, SCHEMA_ID
+    from clearance._core.row_limit import MAX_ROWS
     from clearance._core.run_spec import ExecutorSpec
     from clearance._core.team_reference import team_file_markdown, team_file_schema
     from clearance._core.teamfile_checks import check_chat_agent
@@ -55,6 +56,7 @@ __all__ = [
     "EventRecord",
     "ExecutorKind",
     "ExecutorSpec",
+    "MAX_ROWS",
     "PlannedRun",
     "Report",
     "RunRecord",
@@ -90,6 +92,7 @@ _EXPORTS = {
     "EventRecord": "clearance._state.ledger",
     "ExecutorKind": "clearance._core.vocabulary",
     "ExecutorSpec": "clearance._core.run_spec",
+    "MAX_ROWS": "clearance._core.row_limit",
     "PlannedRun": "clearance._orchestration.plan_only",
     "Report": "clearance._reports",
     "RunRecord": "clearance._state.ledger",

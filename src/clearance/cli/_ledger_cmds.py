@@ -23,7 +23,7 @@ from clearance.cli._inspect import (
 from clearance.cli._options import DbOption
 from clearance.cli._store import print_tool_calls
 from clearance.events import EventKind
-from clearance.runs import DEFAULT_LEDGER_URL
+from clearance.runs import DEFAULT_LEDGER_URL, MAX_ROWS
 
 if TYPE_CHECKING:
     from clearance.runs import CallRecord, EventRecord, RunRecord, TaskRecord, ToolCallRecord
@@ -220,7 +220,7 @@ def verify(
 
 @one_line_errors
 def runs(
-    limit: Annotated[int, typer.Option(min=1, help="How many runs.")] = 20,
+    limit: Annotated[int, typer.Option(min=1, max=MAX_ROWS, help="How many runs.")] = 20,
     db: DbOption = DEFAULT_LEDGER_URL,
 ) -> None:
     """List recent runs, newest first."""

@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from clearance.cli._common import err, one_line_errors, out, safe_text
-from clearance.runs import DEFAULT_STORE_URL
+from clearance.runs import DEFAULT_STORE_URL, MAX_ROWS
 
 if TYPE_CHECKING:
     from clearance.runs import ToolCallRecord
@@ -86,7 +86,7 @@ def set_(
 def query(
     namespace: Annotated[str, typer.Argument(help="Namespace.")],
     prefix: Annotated[str, typer.Option(help="Only keys starting with this (literally).")] = "",
-    limit: Annotated[int, typer.Option(min=1, help="Most entries shown.")] = 20,
+    limit: Annotated[int, typer.Option(min=1, max=MAX_ROWS, help="Most entries shown.")] = 20,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
     db: StoreDbOption = DEFAULT_STORE_URL,
 ) -> None:

@@ -11,7 +11,8 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from clearance._core.errors import ConfigError, LedgerError
+from clearance._core.errors import LedgerError
+from clearance._core.row_limit import check_limit
 from clearance._state.ledger.base import LedgerBase
 from clearance._state.ledger.records import (
     CallRecord,
@@ -80,14 +81,13 @@ class LedgerReads(LedgerBase):
         """Return the most recent runs, newest first.
 
         Args:
-            limit: Most runs to return (at least 1).
+            limit: Most runs to return (1 to `MAX_ROWS`, 10,000).
 
         Raises:
-            ConfigError: ``limit`` is below 1.
+            ConfigError: ``limit`` is out of that range.
             StoreError: The database failed.
         """
-        if limit < 1:
-            raise ConfigError(f"must be at least 1, got {limit}", field="limit")
+        check_limit(limit)
         query = select(RUNS).order_by(RUNS.c.created_at.desc(), RUNS.c.run_id.desc()).limit(limit)
         with self._reading("list runs") as conn:
             return [run_record(row) for row in conn.execute(query)]

@@ -36,11 +36,11 @@ from sqlalchemy import Select, and_, func, or_, select
 from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import ConfigError, StoreError
 from clearance._core.locations import DEFAULT_STORE_URL
+from clearance._core.row_limit import check_limit
 from clearance._state.db import DatabaseBase, DriverStatement
 from clearance._state.store.entry import (
     DEFAULT_EXTENSION_TTL_S,
     StoreEntry,
-    check_limit,
     check_text,
     check_ttl,
 )
@@ -291,10 +291,10 @@ class ContextStore(DatabaseBase):
 
         Args:
             namespace: The namespace.
-            limit: Most entries returned (at least 1).
+            limit: Most entries returned (1 to `MAX_ROWS`, 10,000).
 
         Raises:
-            ConfigError: ``limit`` is below 1, or an argument is text that is not valid
+            ConfigError: ``limit`` is out of that range, or an argument is text that is not valid
                 UTF-8 (a lone surrogate).
             StoreError: The database could not be read.
         """
@@ -313,10 +313,10 @@ class ContextStore(DatabaseBase):
         Args:
             namespace: The namespace.
             prefix: Literal start of the keys.
-            limit: Most entries returned (at least 1).
+            limit: Most entries returned (1 to `MAX_ROWS`, 10,000).
 
         Raises:
-            ConfigError: ``limit`` is below 1, or an argument is text that is not valid
+            ConfigError: ``limit`` is out of that range, or an argument is text that is not valid
                 UTF-8 (a lone surrogate).
             StoreError: The database could not be read.
         """
@@ -341,10 +341,10 @@ class ContextStore(DatabaseBase):
         Args:
             patterns: Namespace patterns; none means no entry.
             text: Literal text (``%``, ``_`` and backslashes match themselves).
-            limit: Most entries returned (at least 1).
+            limit: Most entries returned (1 to `MAX_ROWS`, 10,000).
 
         Raises:
-            ConfigError: ``limit`` is below 1.
+            ConfigError: ``limit`` is out of that range.
             StoreError: The database could not be read.
         """
         check_limit(limit)

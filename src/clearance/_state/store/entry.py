@@ -12,7 +12,6 @@ __all__ = [
     "DEFAULT_EXTENSION_TTL_S",
     "MAX_TTL_S",
     "StoreEntry",
-    "check_limit",
     "check_text",
     "check_ttl",
 ]
@@ -80,8 +79,3 @@ def check_text(**fields: str) -> None:
                 raise ConfigError(
                     f"{value!r} is not valid UTF-8 (it holds a lone surrogate)", field=name
                 ) from None
-
-
-def check_limit(limit: int) -> None:
-    if limit < 1:
-        raise ConfigError(f"must be at least 1, got {limit}", field="limit")
