@@ -107,3 +107,20 @@ def test_a_missing_ledger_opened_read_only_is_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert not (tmp_path / "none.db").exists()
+
+
+@pytest.mark.parametrize(
+    "command", [["inspect", "run_x"], ["verify", "run_x"], ["runs"], ["view", "run_x"]]
+)
+def test_reading_a_ledger_that_does_not_exist_says_so_and_creates_nothing(
+    tmp_path: Path, command: list[str]
+) -> None:
+    # SQLite said only "unable to open database file"; and `view` created an empty ledger.
+    db = tmp_path / "typo.db"
+    done = clearance(*command, "--db", f"sqlite:///{db}", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    assert lines == [f"error: no run ledger at sqlite:///{db}: the file does not exist"]
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(StoreError, match=r"no run ledger at .*: the file does not exist"):
+        RunLedger(f"sqlite:///{db}", read_only=True)

@@ -39,7 +39,7 @@ def view(
     from clearance import RunLedger
     from clearance.view import load_run_view, render_run_page  # Jinja2: for this command only
 
-    with RunLedger(db) as ledger:
+    with RunLedger(db, read_only=True) as ledger:
         run_view = load_run_view(ledger, run_id)
     page = render_run_page(run_view)
     target = output if output is not None else Path(f"{run_view.run.run_id}.html")

@@ -10,6 +10,7 @@ transactions whose failures surface as `StoreError` naming the operation and the
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -351,7 +352,8 @@ def open_engine(
 
     Raises:
         StoreError: The URL is malformed or names an unsupported database or a missing
-            driver; the message holds the URL (password masked) and the cause.
+            driver, or ``read_only`` and the SQLite file does not exist; the message holds
+            the URL (password masked) and the cause.
     """
     masked = mask_url(url)
     try:
@@ -362,6 +364,8 @@ def open_engine(
         options: dict[str, Any] = {"max_overflow": -1} if hold else {}
         if read_only:
             assert parsed.database is not None
+            if not os.path.exists(parsed.database):  # mode=ro: "unable to open database file"
+                raise StoreError(f"no {label} at {masked}: the file does not exist")
             options["creator"] = read_only_sqlite(parsed.database)
         engine = create_engine(parsed, json_serializer=serialize_json, **options)
     except (SQLAlchemyError, ImportError, OSError, ValueError) as exc:
