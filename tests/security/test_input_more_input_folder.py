@@ -137,3 +137,75 @@ def test_for_each_file_outside_the_input_folder_is_one_line(
     assert problem in str(info.value)
     done = clearance("graph", str(path), cwd=tmp_path)
     assert_one_line_exit_2(done, "tasks.0.for_each_file", problem)
+
+
+def many_files(tmp_path: Path, count: int) -> Path:
+    folder = tmp_path / "in"
+    (folder / "deep").mkdir(parents=True)
+    for i in range(count):
+        (folder / ("deep" if i % 2 else ".") / f"m{i}.py").write_text("x = 1\n")
+    return folder
+
+
+def test_a_pattern_matching_more_files_than_one_task_may_stand_for_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from clearance._core import for_each_file
+
+    many_files(tmp_path, 30)
+    monkeypatch.setattr(for_each_file, "MAX_FILES_MATCHED", 20)
+    with pytest.raises(ConfigError) as info:
+        load_team_file(team(tmp_path, "**/*.py"), input_dir=tmp_path / "in")
+    assert "tasks.0.for_each_file: '**/*.py' matches 30 files" in str(info.value)
+    assert "more than the 20 one task may stand for" in str(info.value)
+    # At the cap, every file is a task.
+    monkeypatch.setattr(for_each_file, "MAX_FILES_MATCHED", 30)
+    assert len(load_team_file(team(tmp_path, "**/*.py"), input_dir=tmp_path / "in").tasks) == 30
+
+
+def test_an_input_folder_too_large_to_scan_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The walk stops at the cap, even when the pattern matches few of the files.
+    from clearance._core import for_each_file
+
+    many_files(tmp_path, 30)
+    walked: list[str] = []
+    real_walk = for_each_file.pathspec.util.iter_tree_files
+
+    def counted(*args: object, **kwargs: object) -> object:
+        for name in real_walk(*args, **kwargs):  # type: ignore[arg-type]
+            walked.append(name)
+            yield name
+
+    monkeypatch.setattr(for_each_file.pathspec.util, "iter_tree_files", counted)
+    monkeypatch.setattr(for_each_file, "MAX_FILES_SCANNED", 10)
+    with pytest.raises(ConfigError, match="holds more than 10 files: give a narrower --input"):
+        load_team_file(team(tmp_path, "m0.py"), input_dir=tmp_path / "in")
+    assert len(walked) == 11
+
+
+def test_the_command_line_names_the_cap_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from clearance._core import for_each_file
+    from clearance.cli import app
+
+    many_files(tmp_path, 3)
+    monkeypatch.setattr(for_each_file, "MAX_FILES_MATCHED", 2)
+    path = team(tmp_path, "**/*.py")
+    result = CliRunner().invoke(app, ["graph", str(path), "--input", str(tmp_path / "in")])
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ")
+    assert "tasks.0.for_each_file: '**/*.py' matches 3 files" in lines[0]
+
+
+def test_the_team_file_reference_states_the_caps() -> None:
+    from clearance._core.for_each_file import MAX_FILES_MATCHED, MAX_FILES_SCANNED
+    from clearance._core.teamfile_descriptions import DESCRIPTIONS
+
+    text = DESCRIPTIONS["TaskSpec"]["for_each_file"]
+    assert f"{MAX_FILES_MATCHED:,}" in text and f"{MAX_FILES_SCANNED:,}" in text

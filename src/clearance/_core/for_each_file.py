@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,19 @@ from clearance._core.run_spec import RunSpec
 from clearance._core.spec import FanOut, Task
 from clearance._core.teamfile_models import TaskSpec
 
-__all__ = ["expand_ids", "expand_tasks", "matching_files"]
+__all__ = [
+    "MAX_FILES_MATCHED",
+    "MAX_FILES_SCANNED",
+    "expand_ids",
+    "expand_tasks",
+    "matching_files",
+]
+
+MAX_FILES_MATCHED = 10_000
+"""Most files one ``for_each_file`` task may stand for (one task each)."""
+
+MAX_FILES_SCANNED = 200_000
+"""Most files under the input folder looked at to match a ``for_each_file`` pattern."""
 
 
 def expand_ids(
@@ -54,7 +67,9 @@ def matching_files(root: Path, pattern: str, include: list[str], field: str) -> 
     the end of each path (`pathlib.PurePath.match`).
 
     Raises:
-        ConfigError: The pattern cannot be used, or a matching file's name is not valid
+        ConfigError: The pattern cannot be used; the input folder holds more than
+            `MAX_FILES_SCANNED` files, or the pattern matches more than `MAX_FILES_MATCHED`
+            (narrow the folder or the pattern); or a matching file's name is not valid
             UTF-8 (it could reach no prompt, ledger or database): the message names the
             file, its bytes escaped, and the field.
     """
@@ -63,11 +78,18 @@ def matching_files(root: Path, pattern: str, include: list[str], field: str) -> 
             # A literal '[' in a set (``[[]``) makes `re` warn of a future nested-set syntax.
             warnings.simplefilter("ignore", FutureWarning)
             spec = pathspec.PathSpec.from_lines("gitignore", ["/" + pattern])
-            found = list(spec.match_tree_files(root, follow_links=False))
+            walked = pathspec.util.iter_tree_files(root, follow_links=False)
+            found = list(spec.match_files(_at_most(walked, root, field)))
     except (ValueError, OSError, RecursionError) as exc:
         raise ConfigError(f"cannot match {pattern!r}: {exc}", field=field) from exc
     files = sorted(p for p in (root / rel for rel in found) if p.is_file())
     matches = [p for p in files if any(p.match(inc) for inc in include)]
+    if len(matches) > MAX_FILES_MATCHED:
+        raise ConfigError(
+            f"{pattern!r} matches {len(matches)} files under {str(root)!r}, more than the "
+            f"{MAX_FILES_MATCHED} one task may stand for: narrow the pattern or the input folder",
+            field=field,
+        )
     for path in matches:
         rel = path.relative_to(root).as_posix()
         try:
@@ -80,6 +102,18 @@ def matching_files(root: Path, pattern: str, include: list[str], field: str) -> 
                 field=field,
             ) from None
     return matches
+
+
+def _at_most(files: Iterator[str], root: Path, field: str) -> Iterator[str]:
+    """``files`` (a walk of ``root``), refused past `MAX_FILES_SCANNED` of them."""
+    for count, name in enumerate(files, 1):
+        if count > MAX_FILES_SCANNED:
+            raise ConfigError(
+                f"the input folder {str(root)!r} holds more than {MAX_FILES_SCANNED} files: "
+                "give a narrower --input (or input.default)",
+                field=field,
+            )
+        yield name
 
 
 def expand_tasks(

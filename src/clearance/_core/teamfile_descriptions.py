@@ -76,7 +76,8 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "transitively, or all.",
         "files": "Files of the input folder put into the prompt.",
         "output_schema": "JSON Schema the answer must match (one repair attempt).",
-        "for_each_file": "A glob in the input folder: one copy of the task per match.",
+        "for_each_file": "A glob in the input folder: one copy of the task per match (at most "
+        "10,000 matches, in a folder of at most 200,000 files).",
         "mode": "standard, or isolated (its agent works in a sandboxed project copy).",
         "constraints": "Lines added to the task's prompt as constraints.",
         "fan_out": "Children spawned before the task's agent answers.",
