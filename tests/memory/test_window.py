@@ -123,7 +123,11 @@ async def test_a_single_turn_too_large_is_an_explicit_error():
     monitor = ContextWindowMonitor(builder=builder(), context_window=100)
     conv = ConversationMemory(agent="alice")
     conv.add(Turn(id="big", role="user", content="word " * 200))
-    with pytest.raises(LimitExceeded):
+    with pytest.raises(LimitExceeded) as info:
         await monitor.after_turn(
             agent=AGENT, conversation=conv, summarize_with=summarizer(FunctionModel(str))
         )
+    # The message says what is too large and what to do, not only the limit's name.
+    assert info.value.limit == "target_ratio" and info.value.value > info.value.maximum
+    assert f"is {info.value.value} tokens, over the {info.value.maximum}" in str(info.value)
+    assert "in a context window of 100: send a shorter message" in str(info.value)

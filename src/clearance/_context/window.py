@@ -245,12 +245,18 @@ class ContextWindowMonitor:
                 break
             kept.remove(turn)
             dropped.append(turn)
-        if self.measure(agent, kept, memories) > budget:
+        if (left := self.measure(agent, kept, memories)) > budget:
             raise LimitExceeded(
                 "target_ratio",
-                value=self.measure(agent, kept, memories),
+                value=left,
                 maximum=budget,
                 subject=f"conversation:{agent.name}",
+                hint=(
+                    f"what cannot be dropped (the newest message, system turns, recalled "
+                    f"memories) is {left} tokens, over the {budget} the conversation is "
+                    f"compressed to in a context window of {self.context_window}: send a "
+                    "shorter message or use a larger context window"
+                ),
             )
         return dropped
 

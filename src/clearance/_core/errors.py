@@ -224,17 +224,26 @@ class LimitExceeded(ClearanceError):
         value: The value reached.
         maximum: The configured maximum.
         subject: What the limit applied to (a task id, an agent), or ``None``.
+        hint: What to do about it, appended to the message after ``"; "``, or ``None``.
     """
 
     def __init__(
-        self, limit: str, *, value: int | float, maximum: int | float, subject: str | None
+        self,
+        limit: str,
+        *,
+        value: int | float,
+        maximum: int | float,
+        subject: str | None,
+        hint: str | None = None,
     ):
         self.limit = limit
         self.value = value
         self.maximum = maximum
         self.subject = subject
+        self.hint = hint
         who = f"{subject}: " if subject else ""
-        super().__init__(f"{who}{limit} exceeded: {value} > {maximum}")
+        tail = f"; {hint}" if hint else ""
+        super().__init__(f"{who}{limit} exceeded: {value} > {maximum}{tail}")
 
 
 class BudgetExceeded(ClearanceError):
