@@ -230,3 +230,23 @@ async def test_a_tampered_ledger_is_shown_as_text_too(recorded, tamper):
     assert len(re.findall(r"<script", page, re.IGNORECASE)) == 2
     assert graph_json(page)["nodes"][0]["status"] == tampered  # data, read with JSON.parse
     assert "&lt;script&gt;window.__pwned = 4" in page
+
+
+async def test_serve_answers_head_with_gets_headers_and_no_body(recorded):
+    # RFC 9110, 9.3.2: a general-purpose server supports HEAD (it answered 501).
+    import http.client
+
+    with RunLedger(recorded.db) as ledger, serving(ledger) as server:
+        for path in ("/", f"/run/{recorded.run_id}", "/elsewhere"):
+            get_status, get_headers, get_body = fetch(f"{server.url}{path.lstrip('/')}")
+            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+            try:
+                conn.request("HEAD", path)
+                response = conn.getresponse()
+                assert response.read() == b""
+                assert response.status == get_status
+                headers = dict(response.getheaders())
+            finally:
+                conn.close()
+            assert headers["Content-Length"] == str(len(get_body.encode()))
+            assert headers["Content-Security-Policy"] == get_headers["Content-Security-Policy"]

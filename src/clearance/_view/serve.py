@@ -112,6 +112,7 @@ class _Handler(BaseHTTPRequestHandler):
     sys_version = ""
 
     def setup(self) -> None:
+        self._head = False  # answering a HEAD request: headers only
         super().setup()
         self._deadline = threading.Timer(REQUEST_TIMEOUT_S, self._cut_off)
         self._deadline.daemon = True
@@ -125,6 +126,11 @@ class _Handler(BaseHTTPRequestHandler):
         """The connection's deadline passed: end it, whatever it is waiting for."""
         with contextlib.suppress(OSError):  # already closed
             self.connection.shutdown(socket.SHUT_RDWR)
+
+    def do_HEAD(self) -> None:
+        """``GET``'s status and headers without the body (RFC 9110, section 9.3.2)."""
+        self._head = True
+        self.do_GET()
 
     def do_GET(self) -> None:
         allowed = {f"{HOST}:{self.server.port}", f"localhost:{self.server.port}"}
@@ -219,7 +225,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("X-Frame-Options", "DENY")
         self.send_header("Content-Security-Policy", f"{policy}; frame-ancestors 'none'")
         self.end_headers()
-        if status != HTTPStatus.NOT_MODIFIED:
+        if status != HTTPStatus.NOT_MODIFIED and not self._head:
             self.wfile.write(body)
 
     def log_message(self, format: str, *args: object) -> None:
