@@ -143,3 +143,27 @@ def test_an_error_quoting_line_breaks_is_still_one_line(tmp_path):
     assert result.exit_code == 2
     lines = result.output.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "bad\\nkey\\nx" in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--store", "sqlite:///{tmp}/s.db", "error: --store: has no effect: no agent has a store"),
+        ("--input", "{tmp}/missing", "error: --input: input folder '{tmp}/missing' does not exist"),
+    ],
+)
+def test_a_bad_value_given_on_the_command_line_is_named_as_its_option(
+    tmp_path, option, value, message
+):
+    # Not as the team file's key: the team file does not hold the value.
+    path = tmp_path / "team.yaml"
+    path.write_text(
+        "agents: [{name: a, instructions: x}]\n"
+        "tasks: [{id: t, title: T, description: d, assignee: a}]\n"
+    )
+    db = f"sqlite:///{tmp_path}/r.db"
+    args = ["run", str(path), "--model", "fake:x", "--db", db, option, value.format(tmp=tmp_path)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith(message.format(tmp=tmp_path)), lines

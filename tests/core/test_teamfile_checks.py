@@ -31,6 +31,9 @@ def load(tmp_path: Path, a: str = "", extra: str = "") -> None:
         (', store_grants: {"n/*": read}', "", "agents.a.store_grants"),
         (", limits: {compact_tool_steps: 2}", "", "agents.a.limits.compact_tool_steps"),
         ("", "workspace: ws\n", "workspace"),
+        # Only the store tools reach the store: a store no agent can use is a no-op.
+        ("", "store: sqlite:///s.db\n", "store"),
+        (', store_grants: {"n/*": read}, can_delegate_to: [b]', "store: sqlite:///s.db\n", "store"),
     ],
 )
 def test_a_key_without_effect_is_refused(tmp_path: Path, a: str, extra: str, named: str) -> None:

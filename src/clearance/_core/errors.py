@@ -73,15 +73,21 @@ class ConfigError(ClearanceError):
     """A team file, model id or argument is invalid.
 
     Attributes:
+        message: What is wrong, without the source and field.
         source: Where the bad value came from (a file path, ``"--model"``...), or ``None``.
         field: Dotted path of the offending field, or ``None``.
     """
 
     def __init__(self, message: str, *, source: str | None = None, field: str | None = None):
+        self.message = message
         self.source = source
         self.field = field
         where = ": ".join(part for part in (source, field) if part)
         super().__init__(f"{where}: {message}" if where else message)
+
+    def with_source(self, source: str) -> ConfigError:
+        """This error said of ``source`` (a file, an option), its field and message kept."""
+        return ConfigError(self.message, source=source, field=self.field)
 
 
 class GraphError(ClearanceError):

@@ -91,7 +91,8 @@ class RunSpec(BaseModel):
         model: Model id of agents that name none (``None``: the embedded default).
         model_options: Settings of the models (context window, threads, per model id).
         max_concurrency: Most tasks running at once.
-        store: Context store URL, or ``None`` for none.
+        store: Context store URL, or ``None`` for none; read and written only by agents'
+            store tools (``store_get``...), so a team without one is refused.
         input: The folder task files are read from.
         project: The project folder of isolated tasks (``None``: the input folder).
         workspace: Folder under which runs that spawn children get their folders.

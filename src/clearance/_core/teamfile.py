@@ -127,7 +127,7 @@ def prepare_run(spec: RunSpec, *, source: str | None = None) -> LoadedTeam:
     except ConfigError as exc:
         if source is None:
             raise
-        raise ConfigError(str(exc), source=source) from exc
+        raise exc.with_source(source) from exc
     return LoadedTeam(
         spec=spec,
         team=team,

@@ -36,8 +36,9 @@ def check_effective(spec: RunSpec, team: Team, tasks: tuple[Task, ...]) -> None:
         ConfigError: An agent limit its agent never uses (``max_output_files`` without
             ``write_output``, ``max_children`` without ``can_spawn``, ``max_steps`` without a
             tool loop), ``store_grants`` on an agent with no store tool and nobody it calls
-            (its grants bound its delegates' and children's), or ``project``, ``isolation``
-            or ``workspace`` in a team without isolated tasks or tool loops.
+            (its grants bound its delegates' and children's), ``project``, ``isolation``
+            or ``workspace`` in a team without isolated tasks or tool loops, or ``store``
+            in a team none of whose agents has a store tool.
     """
     specs = [*spec.agents, *((spec.coordinator,) if spec.coordinator else ())]
     for entry in specs:
@@ -66,10 +67,13 @@ def check_effective(spec: RunSpec, team: Team, tasks: tuple[Task, ...]) -> None:
     workspaces = any(a.can_spawn or a.uses_tools for a in team.agents) or any(
         t.fan_out is not None for t in tasks
     )
+    # Only the store tools read or write the store; a delegate or child is a team agent.
+    stored = any(t.startswith("store_") for entry in specs for t in entry.tools)
     for key, used, why in (
         ("project", isolated, "no task has mode: isolated"),
         ("isolation", isolated, "no task has mode: isolated"),
         ("workspace", workspaces, "no agent runs a tool loop or spawns children"),
+        ("store", stored, "no agent has a store tool (store_get, store_set, ...)"),
     ):
         if key in spec.model_fields_set and not used:
             raise ConfigError(f"has no effect: {why}", field=key)

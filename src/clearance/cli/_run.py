@@ -179,7 +179,15 @@ def run(
     spec = spec.with_model(model) if model is not None else spec
     model_settings(spec, given_as={k: "--" + k.replace("_", "-") for k in given})
     spec = with_resources(spec, ledger_url=db)
-    loaded, _ = checked_run(spec, source=str(team_file))
+    try:
+        loaded, _ = checked_run(spec, source=str(team_file))
+    except ConfigError as exc:  # a value the command line gave is named as its option
+        flag = {"store": ("--store", store_url), "input": ("--input", input_dir)}.get(
+            exc.field or ""
+        )
+        if flag is None or flag[1] is None:
+            raise
+        raise ConfigError(exc.message, field=flag[0]) from exc
     model_id = spec.model or DEFAULT_MODEL_ID
     if (warning := shared_conversation_warning(loaded)) is not None:
         err.print(safe_text(warning), soft_wrap=True)
