@@ -82,6 +82,25 @@ def test_answers_are_printed_recorded_as_one_run_and_verified(tmp_path, team):
     assert "2 model calls verified" in verify.stdout
 
 
+def test_a_message_too_large_for_the_window_is_refused_and_the_session_goes_on(tmp_path, team):
+    # It ended the session; now it is refused before it is sent or kept, in one line.
+    huge = "word " * 5000
+    result, run_id, db = chat(
+        tmp_path, "carol", ["first question", huge, "second question"],
+        "--context-window", "4000",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert len(result.stdout.splitlines()) == 2
+    refused = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(refused) == 1 and refused[0].endswith("; the message was not sent")
+    assert "target_ratio exceeded" in refused[0] and "context window of 4000" in refused[0]
+    with RunLedger(db, read_only=True) as ledger:
+        calls = ledger.calls(run_id)
+    assert len(calls) == 2 and "word word" not in json.dumps([c.messages for c in calls])
+    verify = clearance(tmp_path, "verify", run_id, "--db", db)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
 FILLER = [f"filler line {n} about the weather and nothing else whatsoever" for n in range(10)]
 
 

@@ -131,3 +131,15 @@ async def test_a_single_turn_too_large_is_an_explicit_error():
     assert info.value.limit == "target_ratio" and info.value.value > info.value.maximum
     assert f"is {info.value.value} tokens, over the {info.value.maximum}" in str(info.value)
     assert "in a context window of 100: send a shorter message" in str(info.value)
+
+
+def test_a_turn_that_can_never_fit_is_refused_before_it_joins():
+    monitor = ContextWindowMonitor(builder=builder(), context_window=100)
+    conv = ConversationMemory(agent="alice")
+    conv.add(Turn(id="early", role="user", content="hello"))
+    before = conv.get_messages()
+    with pytest.raises(LimitExceeded, match="what cannot be dropped"):
+        monitor.check_turn(AGENT, before, Turn(id="big", role="user", content="word " * 200))
+    assert conv.get_messages() == before
+    # A turn that fits once earlier turns are compressed away is accepted.
+    monitor.check_turn(AGENT, before, Turn(id="small", role="user", content="word " * 5))

@@ -246,19 +246,42 @@ class ContextWindowMonitor:
             kept.remove(turn)
             dropped.append(turn)
         if (left := self.measure(agent, kept, memories)) > budget:
-            raise LimitExceeded(
-                "target_ratio",
-                value=left,
-                maximum=budget,
-                subject=f"conversation:{agent.name}",
-                hint=(
-                    f"what cannot be dropped (the newest message, system turns, recalled "
-                    f"memories) is {left} tokens, over the {budget} the conversation is "
-                    f"compressed to in a context window of {self.context_window}: send a "
-                    "shorter message or use a larger context window"
-                ),
-            )
+            raise self._over(agent, left, budget)
         return dropped
+
+    def check_turn(self, agent: Agent, turns: Sequence[Turn], turn: Turn) -> None:
+        """Refuse ``turn`` before it joins ``turns`` if no compression could make room for it.
+
+        Compression never drops system turns or the newest turn, so ``turn`` fits only if the
+        instructions, the system turns and ``turn`` itself are within the target (less the
+        summary's room with ``"summarize"``). Recalled memories are left out: they are
+        dropped before a prompt fails.
+
+        Raises:
+            LimitExceeded: ``turn`` does not fit (``limit`` is ``"target_ratio"``); nothing
+                was changed.
+        """
+        kept = [t for t in turns if t.role == "system"]
+        kept.append(turn)
+        reserve = self.summary_max_tokens if self.strategy == "summarize" else 0
+        budget = self.target_tokens - reserve
+        if (tokens := self.measure(agent, kept)) > budget:
+            raise self._over(agent, tokens, budget)
+
+    def _over(self, agent: Agent, tokens: int, budget: int) -> LimitExceeded:
+        """The error of a conversation whose undroppable part is ``tokens``, over ``budget``."""
+        return LimitExceeded(
+            "target_ratio",
+            value=tokens,
+            maximum=budget,
+            subject=f"conversation:{agent.name}",
+            hint=(
+                f"what cannot be dropped (the newest message, system turns, recalled "
+                f"memories) is {tokens} tokens, over the {budget} the conversation is "
+                f"compressed to in a context window of {self.context_window}: send a "
+                "shorter message or use a larger context window"
+            ),
+        )
 
     async def _summarize(
         self, agent: Agent, dropped: Sequence[Turn], summarize_with: SummaryCall

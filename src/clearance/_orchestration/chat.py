@@ -158,13 +158,25 @@ class AgentChat:
         for), over the turn's model calls.
 
         Raises:
-            LimitExceeded: The prompt does not fit even after compression.
+            LimitExceeded: The message is too large (`check_message`: the conversation is
+                unchanged), or the prompt does not fit even after compression.
             ModelError: The model failed.
         """
         with agent_span(run_id=self.run_id, agent=self.agent.name, conversation_id=self.run_id):
             return await self._say(text)
 
+    def check_message(self, text: str) -> None:
+        """Refuse a message too large for the conversation, before anything is sent or kept.
+
+        Raises:
+            LimitExceeded: ``text`` would not fit even with every earlier turn compressed
+                away (`ContextWindowMonitor.check_turn`); the conversation is unchanged.
+        """
+        turn = Turn(id="turn_check", role="user", content=text, author="user")
+        self.monitor.check_turn(self.agent, self.conversation.get_messages(), turn)
+
     async def _say(self, text: str) -> str:
+        self.check_message(text)
         self.conversation.add(Turn(id=new_id("turn"), role="user", content=text, author="user"))
         await self._compress()  # the user's turn may itself reach the trigger
         memories = self._recall(text)

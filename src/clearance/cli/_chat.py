@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated, get_args
 
 import typer
 
-from clearance import ClearanceError, ConfigError
+from clearance import ClearanceError, ConfigError, LimitExceeded
 from clearance.cli._common import err, one_line_errors, out, safe_text
 from clearance.runs import DEFAULT_LEDGER_URL
 
@@ -129,6 +129,11 @@ async def _converse(session: AgentChat) -> int:
         if text.strip() == QUIT:
             return answered
         if not text.strip():
+            continue
+        try:  # a message that can never fit is refused; the conversation goes on
+            session.check_message(text)
+        except LimitExceeded as exc:
+            err.print(safe_text(f"error: {exc}; the message was not sent"), soft_wrap=True)
             continue
         answer = await session.say(text)
         out.print(safe_text(answer), soft_wrap=True)
