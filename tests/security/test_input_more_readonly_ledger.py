@@ -124,3 +124,19 @@ def test_reading_a_ledger_that_does_not_exist_says_so_and_creates_nothing(
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(StoreError, match=r"no run ledger at .*: the file does not exist"):
         RunLedger(f"sqlite:///{db}", read_only=True)
+
+
+def test_reading_another_programs_database_says_it_holds_no_ledger(tmp_path: Path) -> None:
+    # It said the database "has no tables"; this one has one, just not the ledger's.
+    import sqlite3
+
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE runs (x)")
+    done = clearance("runs", "--db", f"sqlite:///{path}", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    assert lines == [
+        f"error: no run ledger at sqlite:///{path}: the database has none of its tables "
+        "(no schema_version table)"
+    ]

@@ -270,7 +270,8 @@ class DatabaseBase:
                 f"the {self._LABEL} at {self._url}, opened read-only, has schema version "
                 f"{current}, not {latest}: open it once with write access to upgrade it"
                 if current
-                else f"the {self._LABEL} at {self._url}, opened read-only, has no tables"
+                else f"no {self._LABEL} at {self._url}: the database has none of its tables "
+                f"(no {schema.versions.name} table)"
             )
         with self._writing("migrate the schema") as conn:
             if self._dialect == "postgresql":  # SQLite's BEGIN IMMEDIATE already serializes
