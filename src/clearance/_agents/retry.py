@@ -22,6 +22,7 @@ from tenacity import (
 )
 
 from clearance._core.errors import ConfigError, LimitExceeded, ModelError
+from clearance._core.names import check_number
 
 __all__ = ["RetryPolicy", "is_transient", "retry_after", "retry_after_s", "with_retries"]
 
@@ -54,6 +55,7 @@ class RetryPolicy:
 
     def __post_init__(self) -> None:
         for name in ("initial_s", "max_s", "jitter_s", "max_retry_after_s"):
+            check_number(f"retry_policy.{name}", getattr(self, name))
             if getattr(self, name) < 0:
                 raise ConfigError("must be 0 or more", field=f"retry_policy.{name}")
 

@@ -8,7 +8,13 @@ from typing import Any, Literal
 
 from clearance._core.errors import ConfigError
 from clearance._core.memory_spec import AgentMemory
-from clearance._core.names import check_name
+from clearance._core.names import (
+    check_count,
+    check_name,
+    check_number,
+    check_text,
+    text_tuple,
+)
 
 __all__ = [
     "DEFAULT_TOOL_STEPS",
@@ -44,6 +50,8 @@ class FileCaps:
     on_oversize: OversizePolicy = "error"
 
     def __post_init__(self) -> None:
+        check_count("file_caps.max_file_bytes", self.max_file_bytes, least=1)
+        check_count("file_caps.max_total_bytes", self.max_total_bytes, least=1)
         if self.max_file_bytes < 1 or self.max_total_bytes < 1:
             raise ConfigError("file caps must be at least 1 byte", field="file_caps")
         if self.on_oversize not in ("error", "truncate"):
@@ -79,7 +87,10 @@ class Sampling:
     stop: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "stop", tuple(self.stop))
+        object.__setattr__(self, "stop", text_tuple("sampling.stop", self.stop))
+        for name in ("temperature", "top_p", "repeat_penalty"):
+            if (value := getattr(self, name)) is not None:
+                check_number(f"sampling.{name}", value)
         if self.temperature is not None and not 0 <= self.temperature <= 2:
             raise ConfigError("must be 0 to 2", field="sampling.temperature")
         if self.top_p is not None and not 0 < self.top_p <= 1:
@@ -165,6 +176,12 @@ class AgentLimits:
     compact_tool_steps: int | None = None
 
     def __post_init__(self) -> None:
+        for name in _LIMIT_COUNTS:
+            if (value := getattr(self, name)) is not None:
+                check_count(f"limits.{name}", value, least=0)
+        for name in ("timeout_s", "attempt_timeout_s", "spawn_timeout_s"):
+            if (value := getattr(self, name)) is not None:
+                check_number(f"limits.{name}", value)
         if self.compact_tool_steps is not None and self.compact_tool_steps < 0:
             raise ConfigError("must not be negative", field="limits.compact_tool_steps")
         for name in (
@@ -191,6 +208,14 @@ class AgentLimits:
             raise ConfigError("must be at least 1", field="limits.max_dependency_tokens")
         if self.retries < 0:
             raise ConfigError("must be 0 or more", field="limits.retries")
+
+
+_LIMIT_COUNTS = (
+    "max_output_tokens", "max_prompt_tokens", "max_dependency_tokens", "max_steps",
+    "max_tokens_per_step", "max_model_calls", "max_output_files", "max_output_size_bytes",
+    "retries", "max_children", "compact_tool_steps",
+)  # fmt: skip
+"""`AgentLimits`' integer fields (their lower bounds are checked one by one)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -240,13 +265,28 @@ class Agent:
 
     def __post_init__(self) -> None:
         check_name("agent name", self.name)
+        where = f"agents.{self.name}"
+        check_text(f"{where}.instructions", self.instructions)
+        check_text(f"{where}.role", self.role)
+        check_text(f"{where}.model", self.model, optional=True)
+        if isinstance(self.tools, (str, bytes)):
+            raise ConfigError("must be a list of tools, got a string", field=f"{where}.tools")
+        for name in ("can_delegate_to", "can_spawn"):
+            object.__setattr__(self, name, text_tuple(f"{where}.{name}", getattr(self, name)))
         ext = self.store_read_extends_ttl_s
+        if ext is not None:
+            check_number(f"{where}.store_read_extends_ttl_s", ext)
         if ext is not None and not 0 < ext < 10**10:
             raise ConfigError(
                 "must be a positive number of seconds",
                 field=f"agents.{self.name}.store_read_extends_ttl_s",
             )
         object.__setattr__(self, "tools", tuple(self.tools))
+        for tool in self.tools:
+            if not (isinstance(tool, str) or callable(tool)):
+                raise ConfigError(
+                    f"a tool is a name or a function, got {tool!r:.60}", field=f"{where}.tools"
+                )
         object.__setattr__(self, "can_delegate_to", tuple(dict.fromkeys(self.can_delegate_to)))
         object.__setattr__(self, "can_spawn", tuple(dict.fromkeys(self.can_spawn)))
         object.__setattr__(self, "store_grants", dict(self.store_grants))

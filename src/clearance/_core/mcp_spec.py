@@ -92,10 +92,10 @@ class McpServerSpec(BaseModel):
     env: dict[str, str] = Field(default={}, max_length=256)
     url: str | None = Field(default=None, min_length=1, max_length=2048)
     headers: dict[str, str] = Field(default={}, max_length=64)
-    connect_timeout_s: float = Field(default=20.0, gt=0, le=600)
-    timeout_s: float = Field(default=60.0, gt=0, le=3600)
-    max_result_bytes: int = Field(default=64 * 1024, ge=64, le=16 * 1024 * 1024)
-    max_schema_bytes: int = Field(default=16 * 1024, ge=256, le=1024 * 1024)
+    connect_timeout_s: float = Field(default=20.0, gt=0, le=600, strict=True)
+    timeout_s: float = Field(default=60.0, gt=0, le=3600, strict=True)
+    max_result_bytes: int = Field(default=64 * 1024, ge=64, le=16 * 1024 * 1024, strict=True)
+    max_schema_bytes: int = Field(default=16 * 1024, ge=256, le=1024 * 1024, strict=True)
     share: bool = False
 
     @field_validator("command")

@@ -1,12 +1,21 @@
-"""Checks on the names and text that specs hold."""
+"""Checks on the values specs hold when callers build them in Python.
+
+Names, text, lists of names and numbers. A team file is checked by its pydantic models
+(`clearance._core.teamfile_models`); these checks give a spec built in Python the same
+one-line `ConfigError`, instead of a spec that holds ``True`` for a count or a string spelled
+out letter by letter as a list of ids.
+"""
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from clearance._core.errors import ConfigError
 
-__all__ = ["check_name", "check_utf8"]
+__all__ = ["check_count", "check_name", "check_number", "check_text", "check_utf8", "text_tuple"]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 
@@ -28,3 +37,68 @@ def check_utf8(field: str, *values: str) -> None:
             raise ConfigError(
                 f"{value!r} is not valid UTF-8 (it holds a lone surrogate)", field=field
             ) from None
+
+
+def check_text(field: str, value: object, *, optional: bool = False) -> None:
+    """Refuse a value that is not a string (``None`` too, unless ``optional``).
+
+    Raises:
+        ConfigError: Naming ``field`` and the type given.
+    """
+    if not (isinstance(value, str) or (optional and value is None)):
+        raise ConfigError(f"must be text, got {_kind(value)}", field=field)
+
+
+def text_tuple(field: str, value: object) -> tuple[str, ...]:
+    """``value`` (a list, tuple or other iterable of strings) as a tuple.
+
+    A string is refused, not read as its letters: ``depends_on="ab"`` is a mistake for
+    ``("ab",)``, never ``("a", "b")``.
+
+    Raises:
+        ConfigError: ``value`` is a string, a mapping or not iterable, or holds a non-string.
+    """
+    if type(value) is tuple and all(type(v) is str for v in value):
+        return value  # the common case, kept as it is
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise ConfigError(f"must be a list of strings, got {_kind(value)}", field=field)
+    items = tuple(value)
+    for item in items:
+        if not isinstance(item, str):
+            raise ConfigError(f"must be a list of strings, it holds {_kind(item)}", field=field)
+    return items
+
+
+def check_count(field: str, value: object, *, least: int, most: int | None = None) -> None:
+    """Refuse anything but an integer from ``least`` to ``most`` (``bool`` is no integer here).
+
+    Raises:
+        ConfigError: Naming ``field``, the bounds and the value given.
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"must be an integer, got {_kind(value)}", field=field)
+    if value < least or (most is not None and value > most):
+        bounds = f"at least {least}" if most is None else f"from {least} to {most}"
+        raise ConfigError(f"must be an integer {bounds}, got {value}", field=field)
+
+
+def check_number(field: str, value: object) -> None:
+    """Refuse anything but a finite ``int`` or ``float`` (not ``bool``); bounds are the caller's.
+
+    Raises:
+        ConfigError: Naming ``field`` and the value given.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"must be a number, got {_kind(value)}", field=field)
+    if not math.isfinite(value):
+        raise ConfigError(f"must be a finite number, got {value}", field=field)
+
+
+def _kind(value: Any) -> str:
+    """What was given, for a message: a bool or ``None`` as itself, else its type."""
+    if isinstance(value, bool) or value is None:
+        return repr(value)
+    if isinstance(value, str):
+        return "a string"
+    name = type(value).__name__
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"

@@ -70,7 +70,7 @@ class ExecutorSpec(BaseModel):
 
     kind: ExecutorKind = ExecutorKind.LOCAL
     address: str | None = Field(default=None, min_length=1)
-    workers: int | None = Field(default=None, ge=1, le=256)
+    workers: int | None = Field(default=None, ge=1, le=256, strict=True)
     env: list[str] = Field(default=[], max_length=64)
 
     @model_validator(mode="after")
@@ -122,7 +122,7 @@ class RunSpec(BaseModel):
     goal: str | None = None
     model: str | None = None
     model_options: ModelOptionsSpec = ModelOptionsSpec()
-    max_concurrency: int = Field(default=4, ge=1)
+    max_concurrency: int = Field(default=4, ge=1, strict=True)
     store: str | None = None
     input: InputSpec = InputSpec()
     project: str | None = None
@@ -317,9 +317,39 @@ def _masked(value: str) -> str:
 
 
 def validation_error(exc: ValidationError) -> tuple[str, str]:
-    """The field (dotted path) and the one-line message of a pydantic error's first problem."""
+    """The field (dotted path) and the one-line message of a pydantic error's first problem.
+
+    The message says what was given when the value was of the wrong type or out of range
+    (``Input should be a valid integer, got true``; a mapping or list is named, not shown),
+    and asks for a mapping where a section's keys were expected.
+    """
     err = exc.errors()[0]
     field = ".".join(str(p) for p in err["loc"]) or "(top level)"
     more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
-    message = " ".join(f"{err['msg']}{more}".split())
+    kind = err["type"]
+    text = "Input should be a mapping of keys" if kind == "model_type" else err["msg"]
+    if "input" in err and kind not in _NOT_GIVEN:
+        text = f"{text}, got {_given(err['input'])}"
+    message = " ".join(f"{text}{more}".split())
     return field, message
+
+
+_NOT_GIVEN = frozenset({"missing", "extra_forbidden", "value_error", "assertion_error"})
+"""Pydantic error types whose message needs no "got ...": nothing was given, or the message
+is a validator's own."""
+
+
+def _given(value: Any) -> str:
+    """A value from a team file as its message shows it: scalars in YAML's words, bounded."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if isinstance(value, (int, float, str)):
+        shown = repr(value)
+        return shown if len(shown) <= 60 else f"{shown[:57]}..."
+    return f"a {type(value).__name__}"

@@ -18,6 +18,7 @@ from clearance._core.agent_spec import (
 )
 from clearance._core.errors import ConfigError
 from clearance._core.memory_spec import MemoryGroup
+from clearance._core.names import check_text
 from clearance._core.task_spec import (
     MAX_FAN_OUT,
     AfterFailure,
@@ -70,7 +71,13 @@ class Team:
     memory_groups: tuple[MemoryGroup, ...] = ()
 
     def __post_init__(self) -> None:
+        check_text("name", self.name)
+        if isinstance(self.agents, Agent):
+            raise ConfigError("must be a list of agents, got one agent", field="agents")
         object.__setattr__(self, "agents", tuple(self.agents))
+        for agent in (*self.agents, *((self.coordinator,) if self.coordinator else ())):
+            if not isinstance(agent, Agent):
+                raise ConfigError(f"must hold Agent specs, got {agent!r:.60}", field="agents")
         seen: set[str] = set()
         for agent in self.agents:
             if agent.name in seen:

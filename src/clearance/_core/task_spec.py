@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from clearance._core.errors import ConfigError
-from clearance._core.names import check_name, check_utf8
+from clearance._core.names import check_name, check_text, check_utf8, text_tuple
 from clearance._core.review import Review
 from clearance._core.routing import EdgeCondition
 
@@ -84,7 +84,7 @@ class FanOut:
     goals: tuple[str, ...]
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "goals", tuple(self.goals))
+        object.__setattr__(self, "goals", text_tuple("fan_out.goals", self.goals))
         if not 1 <= len(self.goals) <= MAX_FAN_OUT:
             raise ConfigError(f"must list 1 to {MAX_FAN_OUT} goals", field="fan_out.goals")
         if any(not isinstance(g, str) or not g.strip() for g in self.goals):
@@ -165,6 +165,13 @@ class Task:
 
     def __post_init__(self) -> None:
         check_name("task id", self.id)
+        for name in ("title", "description", "assignee"):
+            check_text(f"tasks.{self.id}.{name}", getattr(self, name))
+        check_text(f"tasks.{self.id}.run", self.run, optional=True)
+        for name in ("depends_on", "files", "constraints"):
+            object.__setattr__(
+                self, name, text_tuple(f"tasks.{self.id}.{name}", getattr(self, name))
+            )
         self._schema_from_output_type()
         # Lists from callers are stored as tuples (a tuple given is kept as it is).
         if type(self.when) is not tuple:
@@ -208,8 +215,6 @@ class Task:
                 f"mode must be one of {sorted(_MODES)}, got {self.mode!r}",
                 field=f"tasks.{self.id}.mode",
             )
-        if type(self.constraints) is not tuple:
-            object.__setattr__(self, "constraints", tuple(self.constraints))
         if self.constraints and self.mode != "isolated":
             raise ConfigError(
                 "constraints are given only to isolated tasks: add 'mode: isolated' or "
@@ -240,8 +245,6 @@ class Task:
         # Accept lists from callers but store tuples, so the spec stays hashable and frozen;
         # dependencies once each.
         object.__setattr__(self, "depends_on", tuple(dict.fromkeys(self.depends_on)))
-        if type(self.files) is not tuple:
-            object.__setattr__(self, "files", tuple(self.files))
         if self.output_schema is not None:
             object.__setattr__(self, "output_schema", _checked_schema(self.id, self.output_schema))
 

@@ -59,27 +59,27 @@ class _Strict(BaseModel):
 class LimitsSpec(_Strict):
     """``limits:`` of an agent."""
 
-    max_output_tokens: int = Field(default=512, ge=1)
-    max_prompt_tokens: int | None = Field(default=None, ge=1)
-    timeout_s: float | None = Field(default=600.0, gt=0, lt=10**7)
-    attempt_timeout_s: float | None = Field(default=None, gt=0, lt=10**7)
-    max_dependency_tokens: int | None = Field(default=4000, ge=1)
-    max_steps: int | None = Field(default=None, ge=1)
-    max_tokens_per_step: int | None = Field(default=None, ge=1)
-    max_model_calls: int | None = Field(default=64, ge=1)
-    max_children: int = Field(default=8, ge=1)
-    spawn_timeout_s: float = Field(default=300.0, gt=0, lt=10**7)
-    max_output_files: int | None = Field(default=None, ge=1)
-    max_output_size_bytes: int | None = Field(default=None, ge=0)
+    max_output_tokens: int = Field(default=512, ge=1, strict=True)
+    max_prompt_tokens: int | None = Field(default=None, ge=1, strict=True)
+    timeout_s: float | None = Field(default=600.0, gt=0, lt=10**7, strict=True)
+    attempt_timeout_s: float | None = Field(default=None, gt=0, lt=10**7, strict=True)
+    max_dependency_tokens: int | None = Field(default=4000, ge=1, strict=True)
+    max_steps: int | None = Field(default=None, ge=1, strict=True)
+    max_tokens_per_step: int | None = Field(default=None, ge=1, strict=True)
+    max_model_calls: int | None = Field(default=64, ge=1, strict=True)
+    max_children: int = Field(default=8, ge=1, strict=True)
+    spawn_timeout_s: float = Field(default=300.0, gt=0, lt=10**7, strict=True)
+    max_output_files: int | None = Field(default=None, ge=1, strict=True)
+    max_output_size_bytes: int | None = Field(default=None, ge=0, strict=True)
     answer_at_max_steps: bool = False
-    retries: int = Field(default=2, ge=0)
-    compact_tool_steps: int | None = Field(default=None, ge=0)
+    retries: int = Field(default=2, ge=0, strict=True)
+    compact_tool_steps: int | None = Field(default=None, ge=0, strict=True)
 
 
 class AgentMemorySpec(_Strict):
     """``memory:`` of an agent: recall before a task, record after (see `AgentMemory`)."""
 
-    recall: int = Field(default=3, ge=0, le=MAX_RECALL)
+    recall: int = Field(default=3, ge=0, le=MAX_RECALL, strict=True)
     record: Literal["none", "result", "task_and_result"] = "result"
     record_to: str | None = Field(default=None, min_length=1)
 
@@ -87,9 +87,9 @@ class AgentMemorySpec(_Strict):
 class SamplingSpec(_Strict):
     """``sampling:`` of an agent: how its model decodes (see `Sampling`)."""
 
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    top_p: float | None = Field(default=None, gt=0, le=1)
-    repeat_penalty: float | None = Field(default=None, ge=1, le=2)
+    temperature: float | None = Field(default=None, ge=0, le=2, strict=True)
+    top_p: float | None = Field(default=None, gt=0, le=1, strict=True)
+    repeat_penalty: float | None = Field(default=None, ge=1, le=2, strict=True)
     stop: list[str] = Field(default=[], max_length=8)
 
 
@@ -137,7 +137,7 @@ class AgentSpec(_Strict):
     can_spawn: list[str] = []
     store_grants: dict[str, Literal["read", "write", "read_write"]] = {}
     memory: AgentMemorySpec | None = None
-    store_read_extends_ttl_s: float | None = Field(default=None, gt=0, lt=10**10)
+    store_read_extends_ttl_s: float | None = Field(default=None, gt=0, lt=10**10, strict=True)
     sampling: SamplingSpec = SamplingSpec()
 
     @classmethod
@@ -280,7 +280,7 @@ class MessageSpec(_Strict):
 class SharedConversationSpec(_Strict):
     """``shared_conversation:`` of a memory group (opt-in)."""
 
-    window: int = Field(default=10, ge=1)
+    window: int = Field(default=10, ge=1, strict=True)
     retrieval: Literal["recency", "relevance"] = "recency"
 
 
@@ -323,15 +323,15 @@ class InputSpec(_Strict):
 class FileCapsSpec(_Strict):
     """``isolation.file_caps:``: size caps on the files of one isolated task."""
 
-    max_file_bytes: int = Field(default=64 * 1024, ge=1, le=64 * 1024 * 1024)
-    max_total_bytes: int = Field(default=256 * 1024, ge=1, le=256 * 1024 * 1024)
+    max_file_bytes: int = Field(default=64 * 1024, ge=1, le=64 * 1024 * 1024, strict=True)
+    max_total_bytes: int = Field(default=256 * 1024, ge=1, le=256 * 1024 * 1024, strict=True)
     on_oversize: Literal["error", "truncate"] = "error"
 
 
 class IsolationSpec(_Strict):
     """``isolation:``: how isolated tasks are run."""
 
-    max_rounds: int = Field(default=2, ge=0, le=10)
+    max_rounds: int = Field(default=2, ge=0, le=10, strict=True)
     file_caps: FileCapsSpec = FileCapsSpec()
 
 
@@ -362,15 +362,15 @@ class ToolEntrySpec(_Strict):
 class PriceSpec(_Strict):
     """A ``prices:`` entry: what one model's tokens cost, in US dollars per million."""
 
-    input_per_mtok: float = Field(ge=0, allow_inf_nan=False)
-    output_per_mtok: float = Field(ge=0, allow_inf_nan=False)
+    input_per_mtok: float = Field(ge=0, allow_inf_nan=False, strict=True)
+    output_per_mtok: float = Field(ge=0, allow_inf_nan=False, strict=True)
 
 
 class BudgetSpec(_Strict):
     """``budget:`` of a run: most tokens (prompt plus completion) and most US dollars."""
 
     tokens: int | None = Field(default=None, ge=1, strict=True)
-    cost_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    cost_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False, strict=True)
 
     @model_validator(mode="after")
     def _some_cap(self) -> BudgetSpec:

@@ -20,7 +20,9 @@ from clearance._core.budget import RunBudget
 from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import ConfigError
 from clearance._core.hooks import RunHooks
+from clearance._core.names import check_count, text_tuple
 from clearance._core.spec import Agent, Team
+from clearance._core.teamfile_models import MODEL_OPTION_KEYS
 from clearance._core.vocabulary import RunEventKind
 from clearance._orchestration.approval import ApprovalGate, Approver
 from clearance._orchestration.children import ChildRunner
@@ -100,17 +102,27 @@ class RunOptions:
     budget: RunBudget | None = None
 
     def __post_init__(self) -> None:
-        if self.max_concurrency < 1:
-            raise ConfigError("must be at least 1", field="max_concurrency")
-        if not 0 <= self.clarification_rounds <= 10:
-            raise ConfigError("must be 0 to 10", field="clarification_rounds")
+        check_count("max_concurrency", self.max_concurrency, least=1)
+        check_count("clarification_rounds", self.clarification_rounds, least=0, most=10)
+        for model_id, options in self.model_options.items():
+            for key, value in options.items():
+                if key not in MODEL_OPTION_KEYS:
+                    raise ConfigError(
+                        f"unknown setting {key!r}; known: {', '.join(sorted(MODEL_OPTION_KEYS))}",
+                        field=f"model_options.{model_id}",
+                    )
+                check_count(f"model_options.{model_id}.{key}", value, least=1)
         for name in ("input_root", "project_root", "workspace_root"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, Path):
                 object.__setattr__(self, name, Path(value))
         if self.synthesis_from is not None:
-            object.__setattr__(self, "synthesis_from", tuple(self.synthesis_from))
-        object.__setattr__(self, "approval_tools", frozenset(self.approval_tools))
+            object.__setattr__(
+                self, "synthesis_from", text_tuple("synthesis_from", self.synthesis_from)
+            )
+        object.__setattr__(
+            self, "approval_tools", frozenset(text_tuple("approval_tools", self.approval_tools))
+        )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -1,0 +1,185 @@
+"""Specs built in Python, and team files, refuse values of the wrong type in one line.
+
+A spec built in Python is not checked by the team file's pydantic models, and Python lets a
+string stand for a list (``depends_on="ab"`` iterates as ``"a"``, ``"b"``) and ``True`` for
+the integer 1. Each case here was accepted before: a task that depended on tasks ``a`` and
+``b``, a run with ``max_concurrency=True``, a title of ``None`` that failed later with an
+``AttributeError``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from clearance import (
+    Agent,
+    AgentLimits,
+    ConfigError,
+    FanOut,
+    FileCaps,
+    RetryPolicy,
+    RunOptions,
+    RunSpec,
+    Task,
+    Team,
+)
+from clearance._core.names import check_count, check_number, text_tuple
+
+
+def _task(**changes: Any) -> Task:
+    fields: dict[str, Any] = {"id": "x", "title": "T", "description": "d", "assignee": "a"}
+    return Task(**{**fields, **changes})
+
+
+def _agent(**changes: Any) -> Agent:
+    return Agent(**{"name": "a", "instructions": "i", **changes})
+
+
+REFUSED: list[tuple[str, Callable[[], object], str]] = [
+    ("depends_on as a string", lambda: _task(depends_on="ab"), "tasks.x.depends_on"),
+    ("depends_on holding a number", lambda: _task(depends_on=[1]), "tasks.x.depends_on"),
+    ("files as a string", lambda: _task(files="notes.md"), "tasks.x.files"),
+    ("title None", lambda: _task(title=None), "tasks.x.title"),
+    ("description None", lambda: _task(description=None), "tasks.x.description"),
+    ("assignee None", lambda: _task(assignee=None), "tasks.x.assignee"),
+    ("run as a number", lambda: _task(run=5), "tasks.x.run"),
+    ("instructions None", lambda: _agent(instructions=None), "agents.a.instructions"),
+    ("model as a number", lambda: _agent(model=5), "agents.a.model"),
+    ("tools as a string", lambda: _agent(tools="store_get"), "agents.a.tools"),
+    ("a tool that is a number", lambda: _agent(tools=[3]), "agents.a.tools"),
+    ("can_delegate_to as a string", lambda: _agent(can_delegate_to="bc"), "can_delegate_to"),
+    ("can_spawn as a string", lambda: _agent(can_spawn="bc"), "agents.a.can_spawn"),
+    (
+        "store_read_extends_ttl_s nan",
+        lambda: _agent(store_read_extends_ttl_s=math.nan),
+        "store_read_extends_ttl_s",
+    ),
+    ("retries a float", lambda: AgentLimits(retries=1.5), "limits.retries"),
+    ("max_children True", lambda: AgentLimits(max_children=True), "limits.max_children"),
+    ("timeout_s inf", lambda: AgentLimits(timeout_s=math.inf), "limits.timeout_s"),
+    ("timeout_s True", lambda: AgentLimits(timeout_s=True), "limits.timeout_s"),
+    ("file caps a float", lambda: FileCaps(max_file_bytes=1.5), "file_caps.max_file_bytes"),
+    ("max_concurrency True", lambda: RunOptions(max_concurrency=True), "max_concurrency"),
+    ("max_concurrency 1.5", lambda: RunOptions(max_concurrency=1.5), "max_concurrency"),
+    ("clarification_rounds 1.5", lambda: RunOptions(clarification_rounds=1.5), "clarification"),
+    ("synthesis_from a string", lambda: RunOptions(synthesis_from="ab"), "synthesis_from"),
+    ("approval_tools a string", lambda: RunOptions(approval_tools="ab"), "approval_tools"),
+    (
+        "a model option below 1",
+        lambda: RunOptions(model_options={"m": {"n_ctx": -1}}),
+        "model_options.m.n_ctx",
+    ),
+    (
+        "an unknown model option",
+        lambda: RunOptions(model_options={"m": {"n_gpu_layers": 1}}),
+        "model_options.m",
+    ),
+    ("retry initial_s nan", lambda: RetryPolicy(initial_s=math.nan), "retry_policy.initial_s"),
+    ("retry max_s True", lambda: RetryPolicy(max_s=True), "retry_policy.max_s"),
+    ("fan-out goals a string", lambda: FanOut(agent="a", goals="ab"), "fan_out.goals"),
+    ("team agents one agent", lambda: Team(agents=_agent()), "agents"),  # type: ignore[arg-type]
+    ("team agents numbers", lambda: Team(agents=(1,)), "agents"),  # type: ignore[arg-type]
+    ("team name None", lambda: Team(agents=(_agent(),), name=None), "name"),  # type: ignore[arg-type]
+]
+
+
+@pytest.mark.parametrize(("case", "make", "field"), REFUSED, ids=[c[0] for c in REFUSED])
+def test_a_python_spec_of_the_wrong_type_is_one_config_error_naming_the_field(case, make, field):
+    with pytest.raises(ConfigError) as info:
+        make()
+    assert field in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_the_right_types_are_kept_as_given():
+    task = _task(depends_on=["b", "c", "b"], files=("f.md",), constraints=())
+    assert task.depends_on == ("b", "c")  # once each, in order
+    assert task.files == ("f.md",)
+    options = RunOptions(max_concurrency=2, synthesis_from=["x"], approval_tools={"t"})
+    assert options.synthesis_from == ("x",)
+    assert options.approval_tools == frozenset({"t"})
+    agent = _agent(can_spawn=("b",), tools=("store_get", len))
+    assert agent.can_spawn == ("b",)
+    assert agent.tools == ("store_get", len)
+    assert AgentLimits(timeout_s=30).timeout_s == 30  # an int is a number of seconds
+
+
+def test_the_checks_name_what_was_given():
+    with pytest.raises(ConfigError, match=r"^f: must be an integer, got True$"):
+        check_count("f", True, least=1)
+    with pytest.raises(ConfigError, match=r"^f: must be an integer from 1 to 3, got 4$"):
+        check_count("f", 4, least=1, most=3)
+    with pytest.raises(ConfigError, match=r"^f: must be a number, got a string$"):
+        check_number("f", "3")
+    with pytest.raises(ConfigError, match=r"^f: must be a list of strings, it holds an int$"):
+        text_tuple("f", ["a", 1])
+    with pytest.raises(ConfigError, match=r"^f: must be a list of strings, got a dict$"):
+        text_tuple("f", {"a": 1})
+    assert text_tuple("f", (x for x in "ab")) == ("a", "b")  # an iterable of strings is fine
+
+
+# -- team files -----------------------------------------------------------------------------
+
+TEAM = """\
+agents:
+  - name: a
+    instructions: Do it.
+    {limits}
+tasks:
+  - {{id: x, title: T, description: d, assignee: a}}
+max_concurrency: {value}
+"""
+
+
+@pytest.mark.parametrize(
+    ("value", "given"),
+    [
+        ("true", "got true"),
+        ('"3"', "got '3'"),
+        ("2.5", "got 2.5"),
+        ("[1]", "got a list"),
+        ("{a: 1}", "got a mapping"),
+        ("-1", "greater than or equal to 1, got -1"),
+    ],
+)
+def test_a_team_file_number_of_the_wrong_type_is_refused_and_shown(tmp_path, value, given):
+    path = tmp_path / "team.yaml"
+    path.write_text(TEAM.format(limits="", value=value), encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        RunSpec.from_file(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: max_concurrency: Input should be")
+    assert message.endswith(given)
+
+
+@pytest.mark.parametrize(
+    ("limits", "field"),
+    [
+        ("limits: {retries: true}", "agents.0.limits.retries"),
+        ("limits: {timeout_s: false}", "agents.0.limits.timeout_s"),
+        ("sampling: {temperature: true}", "agents.0.sampling.temperature"),
+        ("limits: {max_children: 2.0}", "agents.0.limits.max_children"),
+    ],
+)
+def test_a_boolean_is_no_number_in_a_team_file(tmp_path, limits, field):
+    path = tmp_path / "team.yaml"
+    path.write_text(TEAM.format(limits=limits, value=2), encoding="utf-8")
+    with pytest.raises(ConfigError, match=rf"{field}: Input should be a valid (integer|number)"):
+        RunSpec.from_file(path)
+
+
+def test_a_section_that_is_not_a_mapping_asks_for_one(tmp_path):
+    path = tmp_path / "team.yaml"
+    path.write_text(TEAM.format(limits="limits: [1]", value=2), encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"agents\.0\.limits: Input should be a mapping of keys"):
+        RunSpec.from_file(path)
+
+
+def test_an_int_is_a_number_of_seconds_in_a_team_file(tmp_path):
+    path = tmp_path / "team.yaml"
+    path.write_text(TEAM.format(limits="limits: {timeout_s: 30}", value=2), encoding="utf-8")
+    assert RunSpec.from_file(path).agents[0].limits.timeout_s == 30
