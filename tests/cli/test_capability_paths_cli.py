@@ -138,6 +138,112 @@ def test_verify_flags_a_run_where_a_delegate_lent_its_grant(env, monkeypatch) ->
     assert "'hr_bot' could read 'hr/salaries' acting for 'asker'" in verify.output
 
 
+# -- a delegate spawns with its own capabilities, never its delegator's ----------------------
+
+DELEGATE_SPAWN = """\
+name: delegate-spawn
+store: sqlite:///{tmp}/store.db
+agents:
+  - name: boss
+    instructions: You are the boss.
+    can_delegate_to: [mid]
+    can_spawn: [kid_a]
+    tools: [store_get]
+    store_grants: {{"hr/*": read}}
+  - name: mid
+    instructions: You are the middle manager.
+    can_spawn: [kid_b]
+    tools: [store_get]
+    store_grants: {{"notes/*": read}}
+  - name: kid_a
+    instructions: You are kid A.
+    tools: [store_get]
+    store_grants: {{"hr/*": read}}
+  - name: kid_b
+    instructions: You are kid B.
+    tools: [store_get]
+    store_grants: {{"hr/*": read, "notes/*": read}}
+tasks:
+  - {{id: work, title: Work, description: Get the work done., assignee: boss}}
+"""
+
+
+def delegate_spawn_reply(child: str) -> Any:
+    """The boss delegates to mid; mid asks for a child of agent ``child``; kids read HR."""
+
+    def reply(messages: list[dict[str, Any]]) -> Any:
+        system, user = messages[0]["content"], messages[-1]["content"]
+        called = "## Results of your tool calls" in user
+        if "You are the boss." in system:
+            return "boss done" if called else [("delegate", {"agent": "mid", "task": "Work."})]
+        if "You are the middle manager." in system:
+            return "mid done" if called else [("spawn", {"agent": child, "goal": "Read HR."})]
+        if "You are kid" in system:
+            if not called:
+                return [("store_get", {"namespace": "hr/salaries", "key": "alice"})]
+            return f"kid saw {SECRET}" if SECRET in user else "kid saw nothing"
+        return "the synthesis"
+
+    return reply
+
+
+def delegate_spawn_run(env: dict[str, Any], child: str) -> tuple[Any, str, Any]:
+    with ContextStore(f"sqlite:///{env['tmp'] / 'store.db'}") as store:
+        store.set("hr/salaries", "alice", SECRET, "hr")
+    url = env["serve"](delegate_spawn_reply(child))
+    result, run_id = run_team(env, DELEGATE_SPAWN.format(tmp=env["tmp"]))
+    assert result.exit_code == 0, result.output
+    assert run_id is not None
+    return result, run_id, url
+
+
+def test_a_delegate_may_not_spawn_what_only_its_delegator_may(env) -> None:
+    # kid_a is in the boss's can_spawn, not in mid's: mid acting for the boss may not use it.
+    _result, run_id, url = delegate_spawn_run(env, "kid_a")
+    assert not any(SECRET in text for text in sent(url))
+    assert not any("You are kid A." in text for text in sent(url))  # no child ran
+    with RunLedger(env["db"]) as ledger:
+        (spawn,) = [t for t in ledger.tool_calls(run_id) if t.name == "spawn"]
+        assert spawn.agent == "mid" and spawn.is_error
+        assert "'kid_a' is not in can_spawn (kid_b)" in spawn.result
+        assert not [e for e in ledger.events(run_id) if e.kind == "spawn"]
+    verify = cli(env, "verify", run_id)
+    assert verify.exit_code == 0, verify.output
+
+
+def test_a_delegates_child_acts_within_the_delegate_and_its_delegator(env, rechain) -> None:
+    # kid_b is mid's to spawn; its grants are cut to kid_b's, mid's and the boss's together:
+    # mid has no HR grant, so neither has its child, though kid_b's own grants include HR.
+    _result, run_id, url = delegate_spawn_run(env, "kid_b")
+    assert not any(SECRET in text for text in sent(url))
+    assert any("You are kid B." in text for text in sent(url))  # the child ran
+    with RunLedger(env["db"]) as ledger:
+        (event,) = [e for e in ledger.events(run_id) if e.kind == "spawn"]
+        assert event.data["parent_agent"] == "mid"
+        assert event.data["parent_subject"].startswith("delegation:")
+        read = next(t for t in ledger.tool_calls(run_id) if t.name == "store_get")
+        assert read.agent == "kid_b" and read.is_error and "may not read" in read.result
+        (spawn,) = [t for t in ledger.tool_calls(run_id) if t.name == "spawn"]
+        assert "ended: ok; its result:\nkid saw nothing" in spawn.result  # mid gets it
+    verify = cli(env, "verify", run_id)
+    assert verify.exit_code == 0, verify.output
+    # A forger who moves the spawn to the boss (whose can_spawn does not name kid_b):
+    forged = forge(env, "UPDATE events SET data = json_set(data, '$.parent_agent', 'boss') "
+                   "WHERE kind = 'spawn' AND run_id = ?", run_id, rechain)  # fmt: skip
+    assert forged.exit_code == 1, forged.output
+    assert "spawned by 'boss', whose can_spawn does not name it" in forged.output
+
+
+def test_verify_flags_a_delegates_child_recorded_as_the_tasks_own(env, rechain) -> None:
+    # Without its delegation, the child's chain of callers would skip mid's grants.
+    _result, run_id, _url = delegate_spawn_run(env, "kid_b")
+    forged = forge(env, "UPDATE events SET data = json_set(data, '$.parent_subject', "
+                   "'delegation:tool_forged') WHERE kind = 'spawn' AND run_id = ?", run_id,
+                   rechain)  # fmt: skip
+    assert forged.exit_code == 1, forged.output
+    assert "which is not a delegation to 'mid'" in forged.output
+
+
 # -- a child's approval-required tool pauses --------------------------------------------------
 
 CHILD_APPROVAL = """\

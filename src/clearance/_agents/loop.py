@@ -75,10 +75,14 @@ ApproveCalls = Callable[[str, list[tuple[str, dict[str, Any]]]], Awaitable[list[
 arguments)])`` to, per call, ``None`` (run it) or the denial text the model gets instead; may
 raise `ApprovalPending` to stop the task until a person decides."""
 
-SpawnCalls = Callable[[Agent, list[tuple[str, dict[str, Any]]]], Awaitable[dict[str, ToolOutput]]]
-"""Runs the ``spawn`` calls of one model turn together: ``(agent, [(call id, arguments)])``
-to the tool output of each call id. The children's results reach the next prompt as
-``child_result:`` items, not as tool results."""
+SpawnCalls = Callable[
+    [Agent, str, StoreGrants, list[tuple[str, dict[str, Any]]]], Awaitable[dict[str, ToolOutput]]
+]
+"""Runs the ``spawn`` calls of one model turn together: ``(spawning agent, the subject it runs
+under, its effective store grants, [(call id, arguments)])`` to the tool output of each call
+id. The spawning agent is the one whose turn it is (a delegate's own, not its delegator's):
+its ``can_spawn`` decides, and its effective grants are its children's ceiling. The children's
+results reach the next prompt as ``child_result:`` items, not as tool results."""
 
 
 def effective_grants(agent: Agent, ceiling: StoreGrants | None) -> StoreGrants:
@@ -273,7 +277,8 @@ class AgentLoop:
                 if call.name == SPAWN_TOOL and SPAWN_TOOL in tools and denial is None
             ]
             if batch and self.spawn is not None:
-                spawned = await traced_spawns(self.spawn(agent, batch), batch)
+                own = effective_grants(agent, ceiling)
+                spawned = await traced_spawns(self.spawn(agent, subject, own, batch), batch)
             for call_id, call, denial in zip(ids, response.tool_calls, denials, strict=True):
                 with tool_span(traced and call_id not in spawned, call, call_id, tools) as outcome:
                     if replay and (kept := replay.recorded_output(subject, call_id)) is not None:

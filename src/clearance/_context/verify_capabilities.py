@@ -10,6 +10,9 @@ call, the agents it acted for, and checks:
   every store write (``store_set``, ``store_set_with_extension``, ``store_touch``) is in one
   each may write: a read or write outside the intersection is a capability lent (the
   confused deputy);
+- every child was spawned by an agent whose ``can_spawn`` names the child's agent, and a
+  child spawned by a delegate was recorded under that delegation (so its reads and writes
+  are checked against the delegate's grants and its delegator's);
 - every ``offloaded`` event names a recorded tool call of its subject whose recorded result
   (what the model was shown) is the preview that names the offloaded file's reference.
 """
@@ -61,7 +64,7 @@ def callers_of(
             if spawn is None:
                 return None
             callers.append(str(spawn.get("parent_agent")))
-            subject = f"task:{spawn.get('task_id')}"
+            subject = str(spawn.get("parent_subject") or f"task:{spawn.get('task_id')}")
         else:
             return None
     return None
@@ -103,7 +106,54 @@ def check_capabilities(
                         f"which has no {operation} grant there (a capability lent)",
                     )  # fmt: skip
                     break
+    yield from _check_spawns(agents, tool_calls, spawns)
     yield from _check_offloads(tool_calls, events)
+
+
+def _check_spawns(
+    agents: Mapping[str, Agent],
+    tool_calls: Mapping[str, ToolCallRecord],
+    spawns: Mapping[str, Mapping[str, Any]],
+) -> Iterator[Problem]:
+    for child_id, spawn in spawns.items():
+        where = f"task:{spawn.get('task_id')}"
+        spawner, child = str(spawn.get("parent_agent")), str(spawn.get("agent"))
+        agent = agents.get(spawner)
+        if agent is None or child not in agent.can_spawn:
+            yield (
+                where, None,
+                f"child {child_id!r} of agent {child!r} was spawned by {spawner!r}, whose "
+                "can_spawn does not name it (a capability lent)",
+            )  # fmt: skip
+        subject = spawn.get("parent_subject")
+        if subject is None or subject == where:
+            continue
+        kind, _, ref = str(subject).partition(":")
+        call = tool_calls.get(ref) if kind == PromptKind.DELEGATION else None
+        if (
+            call is None
+            or call.arguments.get("agent") != spawner
+            or callers_of(str(subject), tool_calls, spawns) is None
+            or _task_of(call.subject, tool_calls) != where
+        ):
+            yield (
+                where, None,
+                f"child {child_id!r} was recorded as spawned under {subject!r}, which is not "
+                f"a delegation to {spawner!r} within {where}",
+            )  # fmt: skip
+
+
+def _task_of(subject: str, tool_calls: Mapping[str, ToolCallRecord]) -> str | None:
+    """The ``task:<id>`` a delegation's subject comes from, following delegations."""
+    for _ in range(64):
+        kind, _, ref = subject.partition(":")
+        if kind != PromptKind.DELEGATION:
+            return subject if kind == PromptKind.TASK else None
+        call = tool_calls.get(ref)
+        if call is None:
+            return None
+        subject = call.subject
+    return None
 
 
 def _check_offloads(

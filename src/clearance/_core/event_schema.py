@@ -68,12 +68,18 @@ class EventData(BaseModel):
 
 
 class SpawnEvent(EventData):
-    """``spawn``: an agent asked for a child (subject ``task:<id>``)."""
+    """``spawn``: an agent asked for a child (subject ``task:<id>``).
+
+    ``parent_agent`` is the agent that asked (the task's assignee, or a delegate of it) and
+    ``parent_subject`` the subject it ran under (``task:<id>`` or ``delegation:<call id>``;
+    ``None`` in runs recorded before it was, where it is the task's).
+    """
 
     child_id: str
     agent: str
     goal: str
     parent_agent: str
+    parent_subject: str | None = None
 
 
 class ChildEvent(EventData):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from clearance._agents.aggregator import Aggregator, ChildOutcome
@@ -36,11 +37,39 @@ from clearance._core.vocabulary import EventKind
 from clearance._orchestration.runtime import AgentRuntime
 from clearance._orchestration.task_context import TaskContext
 from clearance._state.events import EventBus
+from clearance._state.grants import StoreGrants
 from clearance.models._base import ChatModel
 
-__all__ = ["ChildRunner", "gather_children"]
+__all__ = ["ChildRunner", "Spawner", "gather_children"]
 
 _SLUG = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+@dataclass(frozen=True, slots=True)
+class Spawner:
+    """The agent that asks for children, as it acts: a task's assignee, or a delegate of it.
+
+    Attributes:
+        agent: The spawning agent: its ``can_spawn`` decides which children it may have.
+        subject: The subject it runs under (``task:<id>``, or ``delegation:<tool call id>``
+            for a delegate), recorded with each spawn so ``verify`` can rebuild whom the
+            child acts for.
+        grants: Its effective store grants (its own, intersected with those of every agent
+            it acts for): the ceiling of its children's grants.
+    """
+
+    agent: Agent
+    subject: str
+    grants: StoreGrants
+
+    @classmethod
+    def of_task(cls, parent: TaskContext) -> Spawner:
+        """A task's assignee, acting for nobody (a task's ``fan_out``)."""
+        return cls(
+            agent=parent.agent,
+            subject=f"task:{parent.task.id}",
+            grants=effective_grants(parent.agent, None),
+        )
 
 
 class ChildRunner:
@@ -72,25 +101,40 @@ class ChildRunner:
         # each requested child.
         self._worker = SpawnWorker(self.bus, self._run_child)
         self._count = 0
-        self._pending: dict[str, tuple[TaskContext, Agent]] = {}
+        self._pending: dict[str, tuple[TaskContext, Agent, Spawner]] = {}
         self._spawned: dict[str, int] = {}
         self._paused: dict[str, list[str]] = {}  # task id: approval requests its children await
 
     async def fan_out(
-        self, parent: TaskContext, agent_name: str, goals: Sequence[str]
+        self,
+        parent: TaskContext,
+        agent_name: str,
+        goals: Sequence[str],
+        *,
+        spawner: Spawner | None = None,
     ) -> list[ChildOutcome]:
         """Run one child of ``agent_name`` per goal, together; return their outcomes.
 
         The shown result of each (its final answer, or why it has none) is added to
         ``parent.child_results``.
 
+        Args:
+            parent: The task the children work for (their results reach its prompt).
+            agent_name: The children's agent.
+            goals: One goal per child.
+            spawner: Who asks for them: ``None`` for the task's assignee, else a delegate
+                acting within the task, whose own ``can_spawn``, ``max_children`` and
+                effective grants apply (a delegate never spawns more than it may).
+
         Raises:
-            ConfigError: The parent's agent may not spawn ``agent_name`` (``can_spawn``).
-            LimitExceeded: The task would have more than its agent's ``max_children``.
+            ConfigError: The spawning agent may not spawn ``agent_name`` (``can_spawn``).
+            LimitExceeded: The task would have more than its agent's (or the spawning
+                agent's) ``max_children``.
             ApprovalPending: A child called a tool that awaits a person's approval: the
                 parent task stops, like any task awaiting approval.
         """
-        agent = parent.agent
+        spawner = spawner or Spawner.of_task(parent)
+        agent = spawner.agent
         if agent_name not in agent.can_spawn:
             allowed = ", ".join(agent.can_spawn) or "nobody"
             raise ConfigError(
@@ -98,7 +142,7 @@ class ChildRunner:
                 field=f"agents.{agent.name}.can_spawn",
             )
         used = self._spawned.get(parent.task.id, 0)
-        maximum = agent.limits.max_children
+        maximum = min(agent.limits.max_children, parent.agent.limits.max_children)
         if used + len(goals) > maximum:
             exc = LimitExceeded("max_children", value=used + len(goals), maximum=maximum,
                                 subject=f"task:{parent.task.id}")  # fmt: skip
@@ -111,10 +155,10 @@ class ChildRunner:
             self._count += 1
             child_id = f"{_SLUG.sub('_', parent.task.id)}.{self._count}"
             ids[child_id] = goal
-            self._pending[child_id] = (parent, child_agent)
+            self._pending[child_id] = (parent, child_agent, spawner)
             self.ledger.record_event(self.run_id, EventKind.SPAWN, f"task:{parent.task.id}", {
                 "child_id": child_id, "agent": agent_name, "goal": goal,
-                "parent_agent": agent.name,
+                "parent_agent": agent.name, "parent_subject": spawner.subject,
             })  # fmt: skip
         timeout = agent.limits.spawn_timeout_s
         self._worker.start()  # subscribes once; later calls do nothing
@@ -138,14 +182,25 @@ class ChildRunner:
         await self._worker.aclose()
 
     async def spawn_calls(
-        self, parent: TaskContext, calls: list[tuple[str, dict[str, Any]]]
+        self,
+        parent: TaskContext,
+        calls: list[tuple[str, dict[str, Any]]],
+        *,
+        spawner: Spawner | None = None,
     ) -> dict[str, ToolOutput]:
         """Serve the ``spawn`` tool calls of one model turn (run together).
+
+        ``spawner`` is the agent whose turn it is (``None``: the task's assignee); see
+        `fan_out`.
 
         Returns:
             Each call's tool output: which child it started and how it ended; the child's
             result itself reaches the next prompt as a ``child_result:`` item.
         """
+        by = spawner or Spawner.of_task(parent)
+        # A delegate's prompt has no 'Results from subagents' section: it gets each result
+        # in its tool output (the task's prompt lists them too, as its children's).
+        inline = by.subject != f"task:{parent.task.id}"
         outputs: dict[str, ToolOutput] = {}
         by_agent: dict[str, list[tuple[str, str]]] = {}
         for call_id, arguments in calls:
@@ -154,8 +209,8 @@ class ChildRunner:
                 outputs[call_id] = ToolOutput(
                     content="error: spawn needs 'agent' (a name) and 'goal' (text)", is_error=True
                 )
-            elif target not in parent.agent.can_spawn:
-                allowed = ", ".join(parent.agent.can_spawn)
+            elif target not in by.agent.can_spawn:
+                allowed = ", ".join(by.agent.can_spawn)
                 outputs[call_id] = ToolOutput(
                     content=f"error: {target!r} is not in can_spawn ({allowed})", is_error=True
                 )
@@ -163,13 +218,17 @@ class ChildRunner:
                 by_agent.setdefault(target, []).append((call_id, goal))
         for target, entries in by_agent.items():
             before = set(parent.child_results)
-            outcomes = await self.fan_out(parent, target, [goal for _, goal in entries])
+            outcomes = await self.fan_out(parent, target, [goal for _, goal in entries], spawner=by)
             new = [o for o in outcomes if o.child_id not in before]
             for (call_id, _goal), outcome in zip(entries, new, strict=True):
+                ended = f"child {outcome.child_id} ({target}) ended: {outcome.status}"
+                where = (
+                    f"; its result:\n{parent.child_results[outcome.child_id]}"
+                    if inline
+                    else "; its result is under 'Results from subagents'"
+                )
                 outputs[call_id] = ToolOutput(
-                    content=f"child {outcome.child_id} ({target}) ended: {outcome.status}; "
-                    "its result is under 'Results from subagents'",
-                    is_error=outcome.status != "ok",
+                    content=ended + where, is_error=outcome.status != "ok"
                 )
         return outputs
 
@@ -178,7 +237,7 @@ class ChildRunner:
 
         With tracing, the child is an ``invoke_agent`` span under its parent's agent span.
         """
-        parent, agent = self._pending[request.child_id]
+        parent, agent, spawner = self._pending[request.child_id]
         session = AgentSession(request.child_id, base_dir=self.runtime.run_dir,
                                goal=request.goal, limits=agent.limits,
                                caller=self.caller)  # fmt: skip
@@ -189,7 +248,7 @@ class ChildRunner:
         try:
             with agent_span(run_id=self.run_id, agent=agent.name, subject=subject):
                 if agent.uses_tools:
-                    answer = await self._child_loop(request, parent, agent, session)
+                    answer = await self._child_loop(request, parent, agent, spawner, session)
                 else:
                     prompt = builder.build_child_prompt(
                         request.child_id, request.goal, agent=agent, max_prompt_tokens=budget
@@ -213,7 +272,12 @@ class ChildRunner:
         return answer
 
     async def _child_loop(
-        self, request: SpawnRequest, parent: TaskContext, agent: Agent, session: AgentSession
+        self,
+        request: SpawnRequest,
+        parent: TaskContext,
+        agent: Agent,
+        spawner: Spawner,
+        session: AgentSession,
     ) -> str:
         model = self.model_for(agent)
         builder = self.builder_for(model)
@@ -224,10 +288,11 @@ class ChildRunner:
                                               tools=specs, tool_steps=steps,
                                               max_prompt_tokens=prompt_budget)  # fmt: skip
 
-        # The runtime's loop, under the parent's grants and its task's approvals.
+        # The runtime's loop, under the spawning agent's effective grants and its task's
+        # approvals.
         loop = self.runtime.loop(
             task_id=parent.task.id, budget=parent.budget, workspace=session.workspace,
-            ceiling=effective_grants(parent.agent, None),
+            ceiling=spawner.grants,
         )  # fmt: skip
         chain = DelegationChain(origin=agent.name)
         return await loop.run(agent=agent, subject=f"child:{request.child_id}", chain=chain,

@@ -18,13 +18,14 @@ from clearance._core.prompt import Prompt, sha256_text
 from clearance._core.schema_enum import narrowed_schema
 from clearance._core.spec import Agent, Task
 from clearance._core.vocabulary import EventKind
-from clearance._orchestration.children import gather_children
+from clearance._orchestration.children import Spawner, gather_children
 from clearance._orchestration.files import read_task_files
 from clearance._orchestration.review_loop import ReviewLoop
 from clearance._orchestration.run import Run, RunSettings, prompt_budget
 from clearance._orchestration.steps import run_task_step
 from clearance._orchestration.structured import validated_json
 from clearance._orchestration.task_context import TaskContext
+from clearance._state.grants import StoreGrants
 from clearance._state.queue import TaskStatus
 
 __all__ = ["TaskRunner"]
@@ -257,10 +258,11 @@ class TaskRunner:
         children = run.children
 
         async def spawn(
-            agent: Agent, calls: list[tuple[str, dict[str, Any]]]
+            agent: Agent, subject: str, grants: StoreGrants, calls: list[tuple[str, dict[str, Any]]]
         ) -> dict[str, ToolOutput]:
             assert children is not None
-            return await children.spawn_calls(ctx, calls)
+            spawner = Spawner(agent=agent, subject=subject, grants=grants)
+            return await children.spawn_calls(ctx, calls, spawner=spawner)
 
         # The run's agent runtime applies every capability (see `runtime.py`).
         assert run.runtime is not None  # made as the run starts
