@@ -107,3 +107,78 @@ def test_retries_and_timeout_per_agent(tmp_path):
     path.write_text("agents: [{name: a, instructions: x, limits: {retries: -1}}]\n")
     with pytest.raises(ConfigError, match=r"agents\.0\.limits\.retries"):
         load_team_file(path)
+
+
+# -- python: input names and tool entries: one-line errors, no code run ----------------------
+
+
+@pytest.mark.parametrize("name", ["..", ".json", "a..b", "json.", "js on", "this.x", "os.path"])
+def test_a_python_input_that_is_no_package_name_is_one_config_error(name):
+    with pytest.raises(ConfigError, match=r"^input: .* (not a Python package name|not an insta)"):
+        resolve_input(f"python:{name}")
+
+
+def test_a_python_input_runs_no_package_code(capsys, monkeypatch):
+    # `this` prints the Zen of Python when imported; naming it must import nothing.
+    monkeypatch.delitem(__import__("sys").modules, "this", raising=False)
+    with pytest.raises(ConfigError):
+        resolve_input("python:this.x")
+    assert "Zen" not in capsys.readouterr().out
+    assert "this" not in __import__("sys").modules
+
+
+def test_a_python_input_may_name_a_subpackage():
+    import email.mime
+
+    assert resolve_input("python:email.mime") == Path(email.mime.__file__).parent
+
+
+TOOL_TEAM = """\
+agents:
+  - {{name: w, instructions: You write., tools: [x]}}
+tasks:
+  - {{id: a, title: A, description: Do A., assignee: w}}
+tools:
+  x: {entry}
+"""
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "{function: 'os:getcwd', approval: required}",
+        "{function: 'os:getcwd', idempotent: true}",
+        "{function: 'os:getcwd', replay: false}",
+    ],
+)
+def test_a_builtin_function_may_be_a_marked_tool(tmp_path, entry):
+    import os
+
+    from clearance._orchestration.run_config import spec_tools
+
+    loaded = load_team_file(write(tmp_path, TOOL_TEAM.format(entry=entry)))
+    tools = spec_tools(loaded.spec)
+    assert tools["x"]() == os.getcwd()  # a wrapper that calls it
+    assert not hasattr(os.getcwd, "__clearance_tool__")  # the built-in itself is untouched
+
+
+@pytest.mark.parametrize(
+    ("entry", "problem"),
+    [
+        ("collections:OrderedDict", "is not a function"),
+        ("os:sep", "is not a function"),
+        ("'sys:exit'", "parameter 'status' has no type hint"),
+    ],
+)
+def test_a_tool_entry_that_cannot_be_a_tool_is_one_config_error(tmp_path, entry, problem):
+    from typer.testing import CliRunner
+
+    from clearance.cli import app
+
+    path = write(tmp_path, TOOL_TEAM.format(entry=entry))
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    result = CliRunner().invoke(app, ["run", str(path), "--model", "fake:try", "--db", db])
+    assert result.exit_code == 2, result.output
+    (line,) = [x for x in result.output.splitlines() if x.startswith("error:")]
+    assert line.startswith(f"error: {path}: ") and problem in line
+    assert "Traceback" not in result.output

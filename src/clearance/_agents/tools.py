@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextvars
 import copy
+import functools
 import inspect
 import json
 from collections.abc import Awaitable, Callable
@@ -206,11 +207,18 @@ class Tool:
             name: The tool's name; the function's ``__name__`` if ``None``.
 
         Raises:
-            ConfigError: A parameter has no type hint or is ``*args``/``**kwargs``.
+            ConfigError: A parameter has no type hint or is ``*args``/``**kwargs``, or the
+            signature cannot be read.
         """
-        tool_name = name or function.__name__
-        signature = inspect.signature(function)
-        hints = get_type_hints(function)
+        tool_name = name or getattr(function, "__name__", repr(function))
+        try:
+            signature = inspect.signature(function)
+            hints = get_type_hints(function)
+        except Exception as exc:  # a built-in without one, or hints that do not resolve
+            raise ConfigError(
+                f"tool {tool_name!r}: cannot read its parameters and their types: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
         fields: dict[str, Any] = {}
         for param in signature.parameters.values():
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
@@ -261,8 +269,34 @@ def mark_tool(function: ToolFunction, *, idempotent: bool = False, replay: bool 
         function: The tool's function (its attribute ``__clearance_tool__`` is set).
         idempotent: See `Tool.idempotent`.
         replay: See `Tool.replay`.
+
+    Raises:
+        ConfigError: The function takes no attributes (a built-in); see `marked_tool`.
     """
-    setattr(function, _FLAGS, {"idempotent": idempotent, "replay": replay})
+    try:
+        setattr(function, _FLAGS, {"idempotent": idempotent, "replay": replay})
+    except (AttributeError, TypeError) as exc:
+        raise ConfigError(f"cannot mark {function!r} as a tool: {exc}") from exc
+
+
+def marked_tool(
+    function: Callable[..., Any], *, idempotent: bool = False, replay: bool = True
+) -> Callable[..., Any]:
+    """A wrapper of ``function`` marked with `mark_tool`, leaving ``function`` itself alone.
+
+    For a team file's ``tools:`` entry with ``idempotent`` or ``replay``: the imported
+    function may be a built-in (which takes no attribute) or shared with other code (whose
+    marks would change). The wrapper keeps its name, module, signature and type hints.
+    """
+
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return function(*args, **kwargs)
+
+    # Its own hints (``*args: Any``) are not the function's: a built-in has none to copy.
+    wrapper.__annotations__ = dict(getattr(function, "__annotations__", {}))
+    mark_tool(wrapper, idempotent=idempotent, replay=replay)
+    return wrapper
 
 
 async def record_started(
@@ -313,7 +347,7 @@ def import_function(path: str, *, field: str = "tools") -> Callable[..., Any]:
         ) from exc
     for part in qualname.split("."):
         target = getattr(target, part, None)
-    if not callable(target):
+    if not callable(target) or inspect.isclass(target):
         raise ConfigError(f"{path!r} is not a function", field=field)
     return cast(Callable[..., Any], target)
 

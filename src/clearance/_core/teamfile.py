@@ -56,17 +56,33 @@ class LoadedTeam:
 def resolve_input(value: str) -> Path:
     """Resolve an input folder: a path, or ``python:<package>`` for an installed package.
 
-    ``python:json`` is the folder of the running interpreter's ``json`` package.
+    ``python:json`` is the folder of the running interpreter's ``json`` package, and
+    ``python:email.mime`` its ``email`` package's ``mime`` folder. Nothing is imported: the
+    top-level package is only looked up (`importlib.util.find_spec` of a name without a dot
+    runs no code), and a subpackage is found as a folder inside it, so a team file cannot run
+    a package's code by naming it.
 
     Raises:
-        ConfigError: The folder does not exist, or the package is unknown or not a package.
+        ConfigError: The folder does not exist, or the name is not a dotted Python name, or
+            the package is unknown or not a package.
     """
     if value.startswith("python:"):
         name = value.removeprefix("python:")
-        spec = importlib.util.find_spec(name)
+        parts = name.split(".")
+        if not all(part.isidentifier() for part in parts):
+            raise ConfigError(
+                f"{name!r} is not a Python package name (python:json, python:email.mime)",
+                field="input",
+            )
+        spec = importlib.util.find_spec(parts[0])
         if spec is None or not spec.submodule_search_locations:
             raise ConfigError(f"{name!r} is not an installed Python package", field="input")
-        return Path(next(iter(spec.submodule_search_locations)))
+        folder = Path(next(iter(spec.submodule_search_locations)))
+        for part in parts[1:]:
+            folder = folder / part
+            if not (folder / "__init__.py").is_file():
+                raise ConfigError(f"{name!r} is not an installed Python package", field="input")
+        return folder
     path = Path(value).expanduser()
     if not path.is_dir():
         raise ConfigError(f"input folder {value!r} does not exist", field="input")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from clearance._agents.mcp import load_mcp_tools_sync
-from clearance._agents.tools import BUILTIN_TOOL_NAMES, Tool, import_function, mark_tool
+from clearance._agents.tools import BUILTIN_TOOL_NAMES, Tool, import_function, marked_tool
 from clearance._core.errors import ConfigError
 from clearance._core.mcp_spec import mcp_refs
 from clearance._core.run_spec import MASK, RunSpec
@@ -261,7 +261,7 @@ def spec_tools(
             )
         function = import_function(path, field=f"tools.{name}")
         if not isinstance(entry := spec.tools[name], str):
-            mark_tool(function, idempotent=entry.idempotent, replay=entry.replay)
+            function = marked_tool(function, idempotent=entry.idempotent, replay=entry.replay)
         tools[name] = function
     agents = (*spec.agents, *((spec.coordinator,) if spec.coordinator else ()))
     refs = [r for a in agents for r in mcp_refs(a.tools) if r.model_name not in tools]
