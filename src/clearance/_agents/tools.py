@@ -210,7 +210,7 @@ class Tool:
             ConfigError: A parameter has no type hint or is ``*args``/``**kwargs``, or the
             signature cannot be read.
         """
-        tool_name = name or getattr(function, "__name__", repr(function))
+        tool_name: str = name or str(getattr(function, "__name__", repr(function)))
         try:
             signature = inspect.signature(function)
             hints = get_type_hints(function)
