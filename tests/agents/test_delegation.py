@@ -186,7 +186,8 @@ async def test_depth_four_is_refused(ledger):
 
 
 async def test_unknown_and_undeclared_targets_are_refused(ledger):
-    alice = Agent(name="alice", instructions="A.", can_delegate_to=("bob", "ghost"))
+    # The team refuses a can_delegate_to naming no agent; a model may still name one.
+    alice = Agent(name="alice", instructions="A.", can_delegate_to=("bob",))
     bob = Agent(name="bob", instructions="B.")
     carol = Agent(name="carol", instructions="C.")
     model = scripted(
@@ -199,9 +200,21 @@ async def test_unknown_and_undeclared_targets_are_refused(ledger):
     result = await run_alice(ledger, model, alice, bob, carol)
     results = [r.result for r in ledger.tool_calls(result.run_id)]
     assert "there is no agent 'ghost'" in results[0]
-    assert "'carol' is not in its can_delegate_to (bob, ghost)" in results[1]
+    assert "'carol' is not in its can_delegate_to (bob)" in results[1]
     assert "needs 'agent'" in results[2]
     assert by_agent(model, "carol") == [] and by_agent(model, "bob") == []
+
+
+def test_a_team_refuses_delegation_to_an_agent_it_does_not_have():
+    alice = Agent(name="alice", instructions="A.", can_delegate_to=("bob", "ghost"))
+    with pytest.raises(ConfigError, match=r"can_delegate_to names unknown agents \['ghost'\]"):
+        Team(agents=(alice, Agent(name="bob", instructions="B.")))
+
+
+def test_a_coordinator_may_not_share_a_workers_name():
+    worker = Agent(name="w", instructions="W.")
+    with pytest.raises(ConfigError, match=r"^coordinator.name: 'w' is a worker's name"):
+        Team(agents=(worker,), coordinator=Agent(name="w", instructions="C."))
 
 
 async def test_inspect_shows_chains(tmp_path):

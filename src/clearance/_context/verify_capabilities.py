@@ -119,7 +119,9 @@ def _check_spawns(
         where = f"task:{spawn.get('task_id')}"
         spawner, child = str(spawn.get("parent_agent")), str(spawn.get("agent"))
         agent = agents.get(spawner)
-        if agent is None or child not in agent.can_spawn:
+        # A run recorded without its agents (made with the ledger's own API) has no
+        # can_spawn to check against.
+        if agents and (agent is None or child not in agent.can_spawn):
             yield (
                 where, None,
                 f"child {child_id!r} of agent {child!r} was spawned by {spawner!r}, whose "

@@ -61,8 +61,9 @@ class Team:
             default: every agent's memory is private).
 
     Raises:
-        ConfigError: On duplicate agent names, or a memory group naming an unknown agent or
-            declared twice.
+        ConfigError: On duplicate agent names (the coordinator's included), ``can_spawn`` or
+            ``can_delegate_to`` naming an unknown agent, or a memory group naming an unknown
+            agent or declared twice.
     """
 
     agents: tuple[Agent, ...]
@@ -83,13 +84,20 @@ class Team:
             if agent.name in seen:
                 raise ConfigError(f"duplicate agent name {agent.name!r}", field="agents")
             seen.add(agent.name)
+        if self.coordinator is not None and self.coordinator.name in seen:
+            raise ConfigError(
+                f"{self.coordinator.name!r} is a worker's name: give the coordinator its own "
+                "(the ledger and verify tell agents apart by name)",
+                field="coordinator.name",
+            )
         for agent in (*self.agents, *((self.coordinator,) if self.coordinator else ())):
-            unknown = sorted(set(agent.can_spawn) - seen)
-            if unknown:
-                raise ConfigError(
-                    f"can_spawn names unknown agents {unknown}",
-                    field=f"agents.{agent.name}.can_spawn",
-                )
+            for key in ("can_spawn", "can_delegate_to"):
+                unknown = sorted(set(getattr(agent, key)) - seen)
+                if unknown:
+                    raise ConfigError(
+                        f"{key} names unknown agents {unknown}",
+                        field=f"agents.{agent.name}.{key}",
+                    )
         object.__setattr__(self, "memory_groups", tuple(self.memory_groups))
         names: set[str] = set()
         for group in self.memory_groups:
