@@ -76,3 +76,53 @@ def test_attack_a_symlinked_folder_out_of_the_input_is_not_followed(
     assert found == ["pkg/a.py", "pkg/sub/b.py", "top.py"]
     with pytest.raises(ConfigError, match="no file under"):
         files_for(tmp_path, "link/*.py")
+
+
+# -- {slug}: always fit for a task id ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("rel", "slug"),
+    [
+        ("a.py", "a"),
+        ("pkg/json/decoder.py", "pkg.json.decoder"),
+        ("we ird$.txt", "we-ird"),
+        ("dir.v2/file", "dir.v2.file"),  # a dot in a folder's name is no suffix
+        ("noext", "noext"),
+        (".hidden", "file"),
+        ("é/ü.md", "file"),
+    ],
+)
+def test_a_slug_is_the_path_made_fit_for_an_id(rel: str, slug: str) -> None:
+    from clearance._core.for_each_file import file_slug
+
+    assert file_slug(rel) == slug
+
+
+def test_a_long_path_gives_a_slug_that_fits_and_stays_distinct() -> None:
+    from clearance._core.for_each_file import file_slug
+
+    one, two = file_slug("d/" + "x" * 200 + "1.txt"), file_slug("d/" + "x" * 200 + "2.txt")
+    assert len(one) <= 96 and len(two) <= 96 and one != two
+
+
+def test_an_odd_file_name_does_not_break_a_for_each_file_task(tmp_path: Path) -> None:
+    root = tmp_path / "in"
+    root.mkdir()
+    for name in ("we ird$.txt", "plain.txt", "café (1).txt"):
+        (root / name).write_text("x", encoding="utf-8")
+    path = tmp_path / "team.yaml"
+    path.write_text(
+        "agents: [{name: a, instructions: hi}]\n"
+        "tasks:\n"
+        "  - {id: 'f-{slug}', title: 'Read {name}', description: D, assignee: a,\n"
+        "     files: ['{path}'], for_each_file: '*.txt'}\n",
+        encoding="utf-8",
+    )
+    loaded = load_team_file(path, input_dir=root)
+    assert {t.id: t.files[0] for t in loaded.tasks} == {
+        "f-caf-1": "café (1).txt",
+        "f-plain": "plain.txt",
+        "f-we-ird": "we ird$.txt",
+    }
+    assert {t.title for t in loaded.tasks} >= {"Read we ird$.txt"}  # the name itself, unchanged

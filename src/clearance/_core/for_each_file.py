@@ -2,14 +2,17 @@
 
 The task's ``id``, ``title``, ``description``, ``files``, ``constraints``, fan-out goals and
 ``output_schema`` strings get ``{path}``, ``{name}``, ``{stem}`` and ``{slug}`` filled in from
-the file. A ``depends_on`` entry equal to such a task's ``id`` template depends on all of its
-copies; in a ``for_each_file`` task it depends on the copy for the same file (when there is
-one).
+the file. ``{slug}`` is the file's path without its suffix, ``/`` as ``.``, made fit for a
+task id (`file_slug`). A ``depends_on`` entry equal to such a task's ``id`` template depends
+on all of its copies; in a ``for_each_file`` task it depends on the copy for the same file
+(when there is one).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,9 +30,34 @@ __all__ = [
     "MAX_FILES_MATCHED",
     "MAX_FILES_SCANNED",
     "expand_ids",
+    "file_slug",
     "expand_tasks",
     "matching_files",
 ]
+
+
+_NOT_IN_ID = re.compile(r"[^A-Za-z0-9_.-]+")
+_SLUG_CHARS = 96
+"""Most characters of a slug, so a task id made of it and a short prefix stays within 128."""
+
+
+def file_slug(rel: str) -> str:
+    """``rel`` (a POSIX path under the input folder) as a part of a task id.
+
+    The suffix is dropped and ``/`` becomes ``.`` (``pkg/json/decoder.py`` is
+    ``pkg.json.decoder``); any run of other characters a task id may not hold becomes one
+    ``-`` (``we ird$.txt`` is ``we-ird``). A slug over 96 characters is cut and ends with 8
+    hex digits of the path's SHA-256, so two long paths still differ. Two files whose paths
+    differ only in such characters get one slug: their tasks' ids then clash, which is
+    refused as a duplicate id.
+    """
+    stem = rel.rsplit(".", 1)[0] if "." in rel.rsplit("/", 1)[-1] else rel
+    slug = _NOT_IN_ID.sub("-", stem.replace("/", ".")).strip("-.") or "file"
+    if len(slug) > _SLUG_CHARS:
+        digest = hashlib.sha256(rel.encode("utf-8", "surrogateescape")).hexdigest()[:8]
+        slug = f"{slug[: _SLUG_CHARS - 9].rstrip('-.')}-{digest}"
+    return slug
+
 
 MAX_FILES_MATCHED = 10_000
 """Most files one ``for_each_file`` task may stand for (one task each)."""
@@ -144,7 +172,7 @@ def expand_tasks(
                 "path": rel,
                 "name": file.name,
                 "stem": file.stem,
-                "slug": rel.rsplit(".", 1)[0].replace("/", "."),
+                "slug": file_slug(rel),
             }
             ids.append(_fill(task.id, values))
             expanded.append((task, values))
