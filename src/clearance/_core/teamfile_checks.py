@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from clearance._core.errors import ConfigError
 from clearance._core.run_spec import RunSpec
 from clearance._core.spec import Agent, Task, Team
@@ -37,8 +39,10 @@ def check_effective(spec: RunSpec, team: Team, tasks: tuple[Task, ...]) -> None:
             ``write_output``, ``max_children`` without ``can_spawn``, ``max_steps`` without a
             tool loop), ``store_grants`` on an agent with no store tool and nobody it calls
             (its grants bound its delegates' and children's), ``project``, ``isolation``
-            or ``workspace`` in a team without isolated tasks or tool loops, or ``store``
-            in a team none of whose agents has a store tool.
+            or ``workspace`` in a team without isolated tasks or tool loops, ``store``
+            in a team none of whose agents has a store tool, ``store_read_extends_ttl_s`` on
+            an agent without store tools, ``memory`` in a team none of whose agents has
+            ``memory:``, or a ``tools:`` entry no agent lists or named like a built-in tool.
     """
     specs = [*spec.agents, *((spec.coordinator,) if spec.coordinator else ())]
     for entry in specs:
@@ -63,6 +67,17 @@ def check_effective(spec: RunSpec, team: Team, tasks: tuple[Task, ...]) -> None:
                 "no delegate or child to bound",
                 field=f"agents.{entry.name}.store_grants",
             )
+        if entry.store_read_extends_ttl_s is not None and not store_tools:
+            raise ConfigError(
+                f"has no effect: agent {entry.name!r} reads the store through no tool "
+                "(store_get, ...)",
+                field=f"agents.{entry.name}.store_read_extends_ttl_s",
+            )
+    _check_tool_entries(spec, specs)
+    if spec.memory is not None and not any(entry.memory is not None for entry in specs):
+        raise ConfigError(
+            "has no effect: no agent has memory: (give one memory: {recall: 3})", field="memory"
+        )
     isolated = any(t.mode == "isolated" for t in tasks)
     workspaces = any(a.can_spawn or a.uses_tools for a in team.agents) or any(
         t.fan_out is not None for t in tasks
@@ -79,12 +94,40 @@ def check_effective(spec: RunSpec, team: Team, tasks: tuple[Task, ...]) -> None:
             raise ConfigError(f"has no effect: {why}", field=key)
 
 
+def _reserved(name: str) -> bool:
+    """Whether ``name`` is a built-in tool's (``store_*``, ``write_output``, ``delegate``...)."""
+    return name.startswith("store_") or name in ("write_output", "delegate", "spawn")
+
+
+def _check_tool_entries(spec: RunSpec, specs: list[Any]) -> None:
+    """Refuse a ``tools:`` entry no agent lists, or one named like a built-in tool."""
+    listed = {t for entry in specs for t in entry.tools}
+    for name in spec.tools:
+        if _reserved(name):
+            raise ConfigError(
+                "is the name of a built-in tool, which an agent listing it always gets: "
+                "give the function another name",
+                field=f"tools.{name}",
+            )
+        if name not in listed:
+            raise ConfigError(
+                f"has no effect: no agent lists the tool {name!r} in its tools",
+                field=f"tools.{name}",
+            )
+
+
 def check_messages(spec: RunSpec) -> None:
-    """Refuse a message to an agent the team does not have (it would reach nobody)."""
+    """Refuse a message to or from an agent the team does not have."""
     names = {a.name for a in spec.agents}
     if spec.coordinator is not None:
         names.add(spec.coordinator.name)
     for i, message in enumerate(spec.messages):
+        if message.sender not in names:
+            known = ", ".join(sorted(names))
+            raise ConfigError(
+                f"message from unknown agent {message.sender!r} (agents: {known})",
+                field=f"messages.{i}.from",
+            )
         if message.to != "*" and message.to not in names:
             known = ", ".join(sorted(names))
             raise ConfigError(
