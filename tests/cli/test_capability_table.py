@@ -314,7 +314,8 @@ REFUSED: dict[tuple[str, str], tuple[dict[str, str], str]] = {
         {"boss": ", limits: {max_output_files: 2}"},
         "limits.max_output_files",
     ),
-    ("workspace", "chat"): ({"worker": ", tools: [write_output]"}, "agents.worker.tools"),
+    # (The team file's `page` entry listed too: an entry no agent lists is refused first.)
+    ("workspace", "chat"): ({"worker": ", tools: [write_output, page]"}, "agents.worker.tools"),
     ("approval", "isolated"): (
         {"worker": ", tools: [page]", "task": ISOLATED},
         "agents.worker.tools",

@@ -183,3 +183,43 @@ def test_an_int_is_a_number_of_seconds_in_a_team_file(tmp_path):
     path = tmp_path / "team.yaml"
     path.write_text(TEAM.format(limits="limits: {timeout_s: 30}", value=2), encoding="utf-8")
     assert RunSpec.from_file(path).agents[0].limits.timeout_s == 30
+
+
+# -- labels: a title or a team's name is one short line ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("title", "problem"),
+    [
+        ("Find\nthe facts", "must be one line of text: it holds the control character '\\n'"),
+        ("a\x00b", "control character '\\x00'"),
+        ("tab\there", "control character '\\t'"),
+        ("esc\x1b[2J", "control character '\\x1b'"),
+        ("sep\u2028arator", "control character '\\u2028'"),
+        (" ", "is empty"),
+        ("x" * 301, "is 301 characters, over 300"),
+    ],
+)
+def test_a_title_is_one_short_line(title, problem):
+    with pytest.raises(ConfigError) as info:
+        _task(title=title)
+    message = str(info.value)
+    assert message.startswith("tasks.x.title: ") and message.endswith(problem)
+
+
+def test_a_title_may_hold_any_printable_text():
+    assert _task(title="Café — “quoted” 100% [x] {y} é").title.startswith("Café")
+    assert len(_task(title="x" * 300).title) == 300
+
+
+@pytest.mark.parametrize("name", ["", "a\nb", "a\x00b", "x" * 129])
+def test_a_team_name_is_one_short_line(tmp_path, name):
+    from clearance import load_team_file
+
+    path = tmp_path / "team.yaml"
+    body = TEAM.format(limits="", value=2).replace("max_concurrency: 2\n", "")
+    import json
+
+    path.write_text(f"name: {json.dumps(name)}\n{body}", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"team\.yaml: name: "):
+        load_team_file(path)

@@ -15,7 +15,22 @@ from typing import Any
 
 from clearance._core.errors import ConfigError
 
-__all__ = ["check_count", "check_name", "check_number", "check_text", "check_utf8", "text_tuple"]
+__all__ = [
+    "MAX_LABEL_CHARS",
+    "check_count",
+    "check_label",
+    "check_name",
+    "check_number",
+    "check_text",
+    "check_utf8",
+    "text_tuple",
+]
+
+MAX_LABEL_CHARS = 300
+"""Most characters of a one-line label: a task's title, a team's name."""
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+"""Characters that break a line or the terminal: C0 and C1 controls, line separators."""
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 
@@ -67,6 +82,30 @@ def text_tuple(field: str, value: object) -> tuple[str, ...]:
         if not isinstance(item, str):
             raise ConfigError(f"must be a list of strings, it holds {_kind(item)}", field=field)
     return items
+
+
+def check_label(field: str, value: object, *, most: int = MAX_LABEL_CHARS) -> None:
+    """Refuse a label that is not one short line of text.
+
+    A title or a name is shown on one line (the graph, ``clearance runs``, prompts' headings
+    and labels): a newline in it would forge a line of its own there.
+
+    Raises:
+        ConfigError: ``value`` is not text, is empty or blank, holds a control character
+            (newline, tab, NUL, escape...) or a line separator, or is over ``most``
+            characters.
+    """
+    check_text(field, value)
+    assert isinstance(value, str)
+    if not value.strip():
+        raise ConfigError("is empty", field=field)
+    if (found := _CONTROL.search(value)) is not None:
+        raise ConfigError(
+            f"must be one line of text: it holds the control character {found.group()!r}",
+            field=field,
+        )
+    if len(value) > most:
+        raise ConfigError(f"is {len(value):,} characters, over {most}", field=field)
 
 
 def check_count(field: str, value: object, *, least: int, most: int | None = None) -> None:

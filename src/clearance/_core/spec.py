@@ -18,7 +18,7 @@ from clearance._core.agent_spec import (
 )
 from clearance._core.errors import ConfigError
 from clearance._core.memory_spec import MemoryGroup
-from clearance._core.names import check_text
+from clearance._core.names import check_label
 from clearance._core.task_spec import (
     MAX_FAN_OUT,
     AfterFailure,
@@ -72,7 +72,7 @@ class Team:
     memory_groups: tuple[MemoryGroup, ...] = ()
 
     def __post_init__(self) -> None:
-        check_text("name", self.name)
+        check_label("name", self.name, most=128)
         if isinstance(self.agents, Agent):
             raise ConfigError("must be a list of agents, got one agent", field="agents")
         object.__setattr__(self, "agents", tuple(self.agents))

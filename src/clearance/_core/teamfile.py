@@ -18,7 +18,12 @@ from clearance._core.for_each_file import expand_ids, expand_tasks
 from clearance._core.mcp_spec import check_mcp_entries
 from clearance._core.run_spec import RunSpec
 from clearance._core.spec import FileCaps, Task, Team
-from clearance._core.teamfile_checks import check_effective, check_messages, check_paths
+from clearance._core.teamfile_checks import (
+    check_effective,
+    check_messages,
+    check_paths,
+    check_tool_entries,
+)
 
 __all__ = ["LoadedTeam", "load_team_file", "prepare_run", "resolve_input"]
 
@@ -140,6 +145,7 @@ def prepare_run(spec: RunSpec, *, source: str | None = None) -> LoadedTeam:
         )
         check_effective(spec, team, tasks)
         check_paths(spec, tasks)
+        check_tool_entries(spec)
     except ConfigError as exc:
         if source is None:
             raise

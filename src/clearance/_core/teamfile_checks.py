@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from clearance._core.errors import ConfigError
 from clearance._core.run_spec import RunSpec
 from clearance._core.spec import Agent, Task, Team
 
-__all__ = ["check_chat_agent", "check_effective", "check_messages", "check_paths"]
+__all__ = [
+    "check_chat_agent",
+    "check_effective",
+    "check_messages",
+    "check_paths",
+    "check_tool_entries",
+]
 
 _LOOP_KEYS = ("tools", "can_delegate_to", "can_spawn", "store_grants")
 """An agent's keys that act only through its tool loop (store grants through store tools)."""
@@ -41,8 +45,8 @@ def check_effective(spec: RunSpec, team: Team, tasks: tuple[Task, ...]) -> None:
             (its grants bound its delegates' and children's), ``project``, ``isolation``
             or ``workspace`` in a team without isolated tasks or tool loops, ``store``
             in a team none of whose agents has a store tool, ``store_read_extends_ttl_s`` on
-            an agent without store tools, ``memory`` in a team none of whose agents has
-            ``memory:``, or a ``tools:`` entry no agent lists or named like a built-in tool.
+            an agent without store tools, or ``memory`` in a team none of whose agents has
+            ``memory:`` (a ``tools:`` entry: `check_tool_entries`).
     """
     specs = [*spec.agents, *((spec.coordinator,) if spec.coordinator else ())]
     for entry in specs:
@@ -73,7 +77,6 @@ def check_effective(spec: RunSpec, team: Team, tasks: tuple[Task, ...]) -> None:
                 "(store_get, ...)",
                 field=f"agents.{entry.name}.store_read_extends_ttl_s",
             )
-    _check_tool_entries(spec, specs)
     if spec.memory is not None and not any(entry.memory is not None for entry in specs):
         raise ConfigError(
             "has no effect: no agent has memory: (give one memory: {recall: 3})", field="memory"
@@ -99,9 +102,22 @@ def _reserved(name: str) -> bool:
     return name.startswith("store_") or name in ("write_output", "delegate", "spawn")
 
 
-def _check_tool_entries(spec: RunSpec, specs: list[Any]) -> None:
-    """Refuse a ``tools:`` entry no agent lists, or one named like a built-in tool."""
+def check_tool_entries(spec: RunSpec) -> None:
+    """Refuse a ``tools:`` entry no agent lists, or one named like a built-in tool.
+
+    Run after the other checks: a more particular mistake (a tool its agent's path cannot
+    use) is named first. An agent listing a tool that is neither an entry nor built in is
+    refused later, naming that agent's list (likely a misspelt entry): the entry is then not
+    called unused here.
+
+    Raises:
+        ConfigError: Naming the entry.
+    """
+    specs = [*spec.agents, *((spec.coordinator,) if spec.coordinator else ())]
     listed = {t for entry in specs for t in entry.tools}
+    misspelt = any(
+        t not in spec.tools and not _reserved(t) and not t.startswith("mcp:") for t in listed
+    )
     for name in spec.tools:
         if _reserved(name):
             raise ConfigError(
@@ -109,7 +125,7 @@ def _check_tool_entries(spec: RunSpec, specs: list[Any]) -> None:
                 "give the function another name",
                 field=f"tools.{name}",
             )
-        if name not in listed:
+        if name not in listed and not misspelt:
             raise ConfigError(
                 f"has no effect: no agent lists the tool {name!r} in its tools",
                 field=f"tools.{name}",
