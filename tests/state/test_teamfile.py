@@ -182,3 +182,37 @@ def test_a_tool_entry_that_cannot_be_a_tool_is_one_config_error(tmp_path, entry,
     (line,) = [x for x in result.output.splitlines() if x.startswith("error:")]
     assert line.startswith(f"error: {path}: ") and problem in line
     assert "Traceback" not in result.output
+
+
+# -- a task's files are checked before anything runs --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("listed", "problem"),
+    [
+        ("nope.txt", "'nope.txt' does not exist under"),
+        ("{path}", "'{path}' does not exist under"),  # a placeholder outside for_each_file
+        ("sub", "is not a regular file (a folder)"),
+        ("out.txt", "escapes"),  # a link to a file outside the folder
+        ("/etc/passwd", "it is absolute"),
+    ],
+)
+def test_a_task_file_that_cannot_be_read_is_refused_naming_the_task(tmp_path, listed, problem):
+    from typer.testing import CliRunner
+
+    from clearance.cli import app
+
+    folder = tmp_path / "inp"
+    (folder / "sub").mkdir(parents=True)
+    (tmp_path / "secret.txt").write_text("outside", encoding="utf-8")
+    (folder / "out.txt").symlink_to(tmp_path / "secret.txt")
+    path = write(
+        tmp_path,
+        "agents: [{name: w, instructions: W.}]\n"
+        f"input: {{default: '{folder}'}}\n"
+        f"tasks:\n- {{id: a, title: A, description: D, assignee: w, files: ['{listed}']}}\n",
+    )
+    result = CliRunner().invoke(app, ["graph", str(path)])
+    assert result.exit_code == 2, result.output
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith(f"error: {path}: tasks.a.files: ") and problem in line

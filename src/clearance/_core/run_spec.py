@@ -326,9 +326,9 @@ def validation_error(exc: ValidationError) -> tuple[str, str]:
     err = exc.errors()[0]
     field = ".".join(str(p) for p in err["loc"]) or "(top level)"
     more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
-    kind = err["type"]
-    text = "Input should be a mapping of keys" if kind == "model_type" else err["msg"]
-    if "input" in err and kind not in _NOT_GIVEN:
+    pydantic_type = err["type"]  # pydantic's error type, not one of our kinds
+    text = "Input should be a mapping of keys" if pydantic_type == "model_type" else err["msg"]
+    if "input" in err and pydantic_type not in _NOT_GIVEN:
         text = f"{text}, got {_given(err['input'])}"
     message = " ".join(f"{text}{more}".split())
     return field, message

@@ -13,11 +13,13 @@ import contextlib
 import dataclasses
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from clearance._agents.files import confined_path
 from clearance._agents.tools import Tool
-from clearance._core.errors import ConfigError, GraphError
+from clearance._core.confined_path import open_regular_file
+from clearance._core.errors import ConfigError, GraphError, PathEscapeError
 from clearance._core.run_spec import ExecutorSpec, RunSpec
 from clearance._core.spec import Task
 from clearance._core.teamfile import LoadedTeam, prepare_run
@@ -76,15 +78,18 @@ def checked_run(spec: RunSpec, *, source: str | None = None) -> tuple[LoadedTeam
 
     Raises:
         ConfigError: As `prepare_run`; the graph is invalid, or a task lists files without
-            an input folder (the message names ``source``).
-        PathEscapeError: A listed file is absolute, has a ``..`` part, or resolves outside the
-            input folder.
+            an input folder, or a listed file is absolute, has a ``..`` part, leads outside
+            its folder (the input folder; the project for an isolated task), does not exist
+            or is not a regular file (the message names ``source`` and the task's
+            ``files``).
     """
     loaded = prepare_run(spec, source=source)
     if not loaded.tasks:
         return loaded, None
-    root = loaded.input_root.resolve() if loaded.input_root is not None else None
+    input_root = loaded.input_root.resolve() if loaded.input_root is not None else None
+    project_root = loaded.project_root.resolve() if loaded.project_root is not None else None
     for task in loaded.tasks:
+        root = project_root if task.mode == "isolated" and project_root else input_root
         for rel in task.files:
             if root is None:
                 raise ConfigError(
@@ -92,11 +97,30 @@ def checked_run(spec: RunSpec, *, source: str | None = None) -> tuple[LoadedTeam
                     "(input.default or --input)",
                     source=source,
                 )
-            confined_path(root, rel)
+            _check_task_file(root, rel, source=source, field=f"tasks.{task.id}.files")
     try:
         return loaded, TaskGraph(loaded.tasks)
     except GraphError as exc:
         raise ConfigError(str(exc), source=source) from exc
+
+
+def _check_task_file(root: Path, rel: str, *, source: str | None, field: str) -> None:
+    """Refuse, before anything runs, a task file that cannot be read when its task runs.
+
+    It is opened as the task will open it (`open_regular_file`: confined to ``root``, links
+    that stay inside followed, regular files only) and closed at once; the task reads it
+    again when it runs, so a file changed meanwhile is still checked then.
+
+    Raises:
+        ConfigError: The file leaves ``root``, does not exist or is not a regular file
+            (the message names ``source`` and ``field``).
+    """
+    try:
+        confined_path(root, rel)
+        os.close(open_regular_file(root, rel, follow_symlinks=True))
+    except (PathEscapeError, ConfigError) as exc:
+        message = exc.message if isinstance(exc, ConfigError) else str(exc)
+        raise ConfigError(message, source=source, field=field) from exc
 
 
 @contextlib.contextmanager
