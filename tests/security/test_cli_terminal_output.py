@@ -1,13 +1,16 @@
 """Text from the ledger reaches the terminal shown, not obeyed.
 
 The attack: a model answers with terminal escape sequences (set the window title, clear the
-screen, plant a hyperlink, a CSI through the 8-bit C1 introducer) and rich markup; a task
-title and an upstream result carry them too. ``clearance inspect`` and ``clearance runs``
-must print none of the control characters raw and must not interpret the markup.
+screen, plant a hyperlink, a CSI through the 8-bit C1 introducer) and rich markup; the goal
+and an upstream result carry them too, and so does a task title written into the ledger by
+hand (a title given to Clearance may not hold a control character at all). ``clearance
+inspect`` and ``clearance runs`` must print none of the control characters raw and must not
+interpret the markup.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -31,7 +34,7 @@ async def hostile_run(tmp_path: Path) -> tuple[str, str]:
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     team = Team(agents=(Agent(name="a", instructions="Do it."),))
     tasks = [
-        Task(id="t1", title="Title [bold]x[/bold]\x1b[2J", description="d", assignee="a"),
+        Task(id="t1", title="Title [bold]x[/bold]", description="d", assignee="a"),
         Task(id="t2", title="Two", description="d", assignee="a", depends_on=("t1",)),
     ]
     with RunLedger(db) as ledger:
