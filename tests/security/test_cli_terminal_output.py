@@ -10,7 +10,6 @@ interpret the markup.
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 from typer.testing import CliRunner
