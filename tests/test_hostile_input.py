@@ -22,6 +22,7 @@ from clearance import (
     Agent,
     ClearanceError,
     ConfigError,
+    ModelError,
     Orchestrator,
     PlanError,
     RetryPolicy,
@@ -32,6 +33,7 @@ from clearance import (
 )
 from clearance._core.teamfile import load_team_file
 from clearance.cli import app
+from clearance.models._base import max_response_chars
 from clearance.testing import FunctionModel
 
 SETTINGS = settings(
@@ -305,6 +307,10 @@ async def test_hostile_plans_give_a_run_or_a_plan_error(shared_ledger, first, se
     except PlanError as exc:
         assert exc.reason.strip()
         assert str(exc).startswith("the coordinator's plan is invalid: ")
+    except ModelError as exc:  # an answer no 512-token completion holds: refused as sent
+        cap = max_response_chars(TEAM.coordinator.limits.max_output_tokens)
+        assert f"over the cap of {cap:,}" in str(exc)
+        assert max(len(first), len(second)) > cap
     else:
         assert result.status in ("completed", "failed")
         assert set(result.tasks) and all(
@@ -381,11 +387,18 @@ def test_cli_arguments_give_success_or_one_error_line(args):
     assert_one_error_line(result, args)
 
 
+async def test_a_plan_longer_than_any_completion_is_refused_as_sent(shared_ledger):
+    plan = '{"tasks": [' + "[" * 100_000 + "]" * 100_000 + "]}"
+    model = FunctionModel(lambda r: plan)
+    with pytest.raises(ModelError, match=r"holds 200,013 characters, over the cap of 81,920"):
+        await Orchestrator(TEAM, model=model, ledger=shared_ledger).run_team("Goal")
+
+
 @pytest.mark.parametrize(
     ("plan", "fragment"),
     [
         ("not json at all", "holds no JSON object"),
-        ('{"tasks": [' + "[" * 100_000 + "]" * 100_000 + "]}", "nested too deeply"),
+        ('{"tasks": [' + "[" * 20_000 + "]" * 20_000 + "]}", "nested too deeply"),
         ('{"tasks": [1]}', "tasks.0: Input should be a valid dictionary"),
         (
             '{"tasks": [{"id": "a", "title": "A", "description": "d", "assignee": "ghost"}]}',

@@ -20,6 +20,7 @@ from clearance._context.verify import verify_run
 from clearance._core.errors import ConfigError, ModelError
 from clearance.models import ChatModel, ModelRequest, ToolCall, get_model
 from clearance.models._anthropic import ANSWER_TOOL, AnthropicModel, to_anthropic_messages
+from clearance.models._base import MAX_ARGUMENT_DEPTH, max_response_chars
 
 pytestmark = pytest.mark.network
 
@@ -566,3 +567,54 @@ def test_cli_run_without_a_key_is_a_one_line_error(tmp_path) -> None:
     assert result.exit_code == 2, result.output
     assert "ANTHROPIC_API_KEY" in result.output
     assert "Traceback" not in result.output
+
+
+# -- answers no honest server sends ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("usage", ["lots", 7, [1, 2]])
+async def test_a_usage_that_is_not_an_object_is_refused(
+    server: MessagesServer, make_prompt, usage
+) -> None:
+    server.replies = [text("fine", usage=usage)]
+    async with AnthropicModel("claude-test", base_url=server.url) as model:
+        with pytest.raises(ModelError) as info:
+            await model.request(ModelRequest(prompt=make_prompt(len)))
+    assert str(info.value).startswith("anthropic:claude-test: usage is a")
+    assert str(info.value).endswith(", not an object")
+
+
+@pytest.mark.parametrize("usage", [{}, {"input_tokens": 21}, {"output_tokens": 4}])
+async def test_a_usage_without_both_counts_is_counted_locally(
+    server: MessagesServer, make_prompt, usage
+) -> None:
+    server.replies = [text("fine", usage=usage)]
+    async with AnthropicModel("claude-test", base_url=server.url) as model:
+        response = await model.request(ModelRequest(prompt=make_prompt(model.count_tokens)))
+    assert response.text == "fine"
+    assert response.usage.counted
+    assert response.usage.prompt_tokens > 0
+    assert response.usage.completion_tokens == 1  # "fine", by cl100k_base
+
+
+async def test_text_over_max_response_chars_is_refused(server: MessagesServer, make_prompt) -> None:
+    cap = max_response_chars(16)
+    server.replies = [text("x" * (cap + 1))]
+    async with AnthropicModel("claude-test", base_url=server.url) as model:
+        with pytest.raises(ModelError) as info:
+            await model.request(ModelRequest(prompt=make_prompt(len), max_tokens=16))
+    assert f"holds {cap + 1:,} characters, over the cap of {cap:,} for max_tokens=16" in str(
+        info.value
+    )
+
+
+async def test_tool_input_nested_too_deep_becomes_raw(server: MessagesServer, make_prompt) -> None:
+    deep: Any = 1
+    for _ in range(MAX_ARGUMENT_DEPTH + 1):
+        deep = {"a": deep}
+    block = {"type": "tool_use", "id": "tu_1", "name": "store_get", "input": deep}
+    server.replies = [message([block], stop_reason="tool_use")]
+    async with AnthropicModel("claude-test", base_url=server.url) as model:
+        response = await model.request(ModelRequest(prompt=make_prompt(len), tools=TOOLS))
+    (call,) = response.tool_calls
+    assert call.arguments == {"_raw": f"(arguments nested deeper than {MAX_ARGUMENT_DEPTH} levels)"}

@@ -8,7 +8,10 @@ a clarification, a spawned child, a memory summary, the plan and the synthesis) 
   its delegates, its clarification rounds and its spawned children), so a model that answers
   with many delegate or spawn calls per turn cannot fan out without bound;
 - ``max_output_tokens`` and ``max_tokens_per_step``: the completion limit sent, and checked
-  against the usage the provider reports;
+  against the usage the provider reports; the answer's size is capped too
+  (`max_response_chars` of the ``max_tokens`` sent);
+- ``max_tool_calls_per_step``: an answer asking for more tool calls fails the call before any
+  of them is recorded or run, on every call path (the tool loop runs only what this returns);
 - ``timeout_s``: the deadline of the whole call, every attempt and backoff included;
   ``attempt_timeout_s``: the most one attempt may take before it is abandoned and retried;
 - ``retries``: transient errors are retried with backoff (see `with_retries`);
@@ -40,6 +43,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal
 
+from clearance._agents.answer_checks import checked_response
 from clearance._agents.budget_meter import BudgetMeter
 from clearance._agents.replay import ReplaySource, tool_calls_data
 from clearance._agents.retry import RetryPolicy, retry_after
@@ -56,7 +60,6 @@ from clearance._core.spec import Agent
 from clearance._core.vocabulary import EventKind, RunEventKind
 from clearance._state.ledger import Recorder
 from clearance.models._base import (
-    MAX_REPORTED_TOKENS,
     ChatModel,
     ModelRequest,
     ModelResponse,
@@ -208,10 +211,13 @@ class ModelCaller:
         Raises:
             BudgetExceeded: The run has used its budget (nothing is sent).
             LimitExceeded: ``max_model_calls`` (nothing is sent), ``timeout_s`` (the call's
-                deadline passed), ``attempt_timeout_s`` (the last attempt was abandoned) or
-                ``max_tokens_per_step`` (the model reported more completion tokens).
+                deadline passed), ``attempt_timeout_s`` (the last attempt was abandoned),
+                ``max_tokens_per_step`` (the model reported more completion tokens) or
+                ``max_tool_calls_per_step`` (the answer asked for more tool calls).
             ModelError: The model failed (after the agent's retries if transient), or
-                returned text that is not valid Unicode or token counts out of range.
+                returned something unusable (see `checked_response`): fields of the wrong
+                type, text that is not valid Unicode, more than `max_response_chars`, or
+                token counts out of range.
         """
         if budget is not None:
             budget.take()
@@ -320,8 +326,10 @@ class ModelCaller:
             await self.ledger.wait_committed()  # what leaves the process is on record first
         streamed = self._streaming(call, number)
         try:
-            response = await self._send(streamed or call, started)
-            _check_response(call, response)
+            response = checked_response(
+                await self._send(streamed or call, started), model_id=call.model.model_id,
+                agent=call.agent, request=call.request, subject=call.subject,
+            )  # fmt: skip
             if response.tool_calls:
                 calls = tuple(checked_tool_call(c) for c in response.tool_calls)
                 response = dataclasses.replace(response, tool_calls=calls)
@@ -419,58 +427,3 @@ def _deadline(call: _Call, elapsed: float) -> LimitExceeded:
         maximum=call.agent.limits.timeout_s or 0,
         subject=call.subject,
     )
-
-
-def _check_response(call: _Call, response: ModelResponse) -> None:
-    """Refuse what no later step can hold: bad Unicode, absurd usage, an over-long answer.
-
-    Providers validate usage at their boundary (`validated_usage`); this checks it again for
-    any `ChatModel`, a user's own included.
-
-    Raises:
-        ModelError: Lone surrogates in the text or a tool call's name; token counts
-            that are not integers in ``[0, MAX_REPORTED_TOKENS]``; cached prompt tokens
-            that are not an integer in ``[0, prompt_tokens]``.
-        LimitExceeded: ``max_tokens_per_step``.
-    """
-    model_id = call.model.model_id
-    try:
-        response.text.encode("utf-8")
-        for tool_call in response.tool_calls:  # arguments: see `checked_tool_call`
-            tool_call.name.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ModelError(
-            f"the completion is not valid Unicode ({exc.reason} at position {exc.start})",
-            model_id=model_id,
-        ) from exc
-    usage = response.usage
-    for name in ("requests", "prompt_tokens", "completion_tokens"):
-        value = getattr(usage, name)
-        if (
-            not isinstance(value, int)
-            or isinstance(value, bool)
-            or not 0 <= value <= MAX_REPORTED_TOKENS
-        ):
-            raise ModelError(
-                f"the model server reported an impossible usage: {name}={value!r}",
-                model_id=model_id,
-            )
-    cached = usage.cached_prompt_tokens
-    if cached is not None and (
-        not isinstance(cached, int)
-        or isinstance(cached, bool)
-        or not 0 <= cached <= usage.prompt_tokens
-    ):
-        raise ModelError(
-            f"the model server reported an impossible usage: cached_prompt_tokens={cached!r} "
-            f"with prompt_tokens={usage.prompt_tokens}",
-            model_id=model_id,
-        )
-    per_step = call.agent.limits.max_tokens_per_step
-    if per_step is not None and usage.completion_tokens > per_step:
-        raise LimitExceeded(
-            "max_tokens_per_step",
-            value=usage.completion_tokens,
-            maximum=per_step,
-            subject=call.subject,
-        )

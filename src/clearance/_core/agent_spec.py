@@ -142,6 +142,12 @@ class AgentLimits:
             together (retries of one call are not counted again). Bounds delegation and
             spawn fan-out; reaching it fails the task with `LimitExceeded` naming
             ``max_model_calls``. ``None`` for no cap.
+        max_tool_calls_per_step: Most tool calls one model answer of this agent may ask for
+            (on every call path: a task's tool loop, a delegate, a child, and the paths
+            without tools, where an answer with tool calls is not expected at all). An answer
+            asking for more fails the call with `LimitExceeded` naming
+            ``max_tool_calls_per_step`` before any of its calls runs or is recorded; with
+            ``max_steps``, it bounds the tool calls of one loop.
         max_output_files: Most files an agent may write to its workspace's ``outputs/``
             (a spawned child's, in runs).
         max_output_size_bytes: Most bytes all files in an agent's ``outputs/`` may hold.
@@ -167,6 +173,7 @@ class AgentLimits:
     max_steps: int | None = None
     max_tokens_per_step: int | None = None
     max_model_calls: int | None = 64
+    max_tool_calls_per_step: int = 32
     max_output_files: int | None = None
     max_output_size_bytes: int | None = None
     answer_at_max_steps: bool = False
@@ -190,6 +197,7 @@ class AgentLimits:
             "max_output_files",
             "max_model_calls",
             "max_children",
+            "max_tool_calls_per_step",
         ):
             value = getattr(self, name)
             if value is not None and value < 1:
@@ -213,7 +221,7 @@ class AgentLimits:
 _LIMIT_COUNTS = (
     "max_output_tokens", "max_prompt_tokens", "max_dependency_tokens", "max_steps",
     "max_tokens_per_step", "max_model_calls", "max_output_files", "max_output_size_bytes",
-    "retries", "max_children", "compact_tool_steps",
+    "retries", "max_children", "compact_tool_steps", "max_tool_calls_per_step",
 )  # fmt: skip
 """`AgentLimits`' integer fields (their lower bounds are checked one by one)."""
 

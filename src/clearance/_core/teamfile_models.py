@@ -67,6 +67,7 @@ class LimitsSpec(_Strict):
     max_steps: int | None = Field(default=None, ge=1, strict=True)
     max_tokens_per_step: int | None = Field(default=None, ge=1, strict=True)
     max_model_calls: int | None = Field(default=64, ge=1, strict=True)
+    max_tool_calls_per_step: int = Field(default=32, ge=1, strict=True)
     max_children: int = Field(default=8, ge=1, strict=True)
     spawn_timeout_s: float = Field(default=300.0, gt=0, lt=10**7, strict=True)
     max_output_files: int | None = Field(default=None, ge=1, strict=True)

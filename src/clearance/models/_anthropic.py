@@ -8,25 +8,23 @@ server that speaks it at ``base_url``. The SDK is an optional extra:
 from __future__ import annotations
 
 import asyncio
-import json
 import math
-from enum import StrEnum
 from types import TracebackType
 from typing import Any
 
 import anthropic
 
 from clearance._core.errors import ConfigError, ModelError
+from clearance.models._anthropic_answer import anthropic_response
 from clearance.models._anthropic_format import anthropic_tool as _anthropic_tool
 from clearance.models._anthropic_format import to_anthropic_messages
 from clearance.models._base import (
     MAX_REPORTED_TOKENS,
     ModelRequest,
     ModelResponse,
-    ToolCall,
-    validated_usage,
+    max_response_chars,
 )
-from clearance.models._cache import anthropic_prompt_tokens
+from clearance.models._counted import with_counted_usage
 from clearance.models._credentials import PLACEHOLDER_API_KEY, client_settings
 from clearance.models._openai_stream import max_chunks
 from clearance.models._transient import is_transient_status, parse_retry_after
@@ -35,24 +33,9 @@ from clearance.tokens import TokenCounter, tiktoken_counter
 __all__ = ["ANSWER_TOOL", "PLACEHOLDER_API_KEY", "AnthropicModel", "to_anthropic_messages"]
 
 
-class _Block(StrEnum):
-    """The types of an Anthropic response's content blocks this adapter reads."""
-
-    TEXT = "text"
-    TOOL_USE = "tool_use"
-
-
 ANSWER_TOOL = "json_answer"
 """Name of the tool a structured-output request forces the model to call (see
 `AnthropicModel`); a suffix is added when one of the request's own tools has that name."""
-
-_STOP_REASONS = {
-    "end_turn": "stop",
-    "stop_sequence": "stop",
-    "max_tokens": "length",
-    "tool_use": "tool_calls",
-    "refusal": "content_filter",
-}
 
 
 class AnthropicModel:
@@ -161,9 +144,10 @@ class AnthropicModel:
         every SDK release sends them). ``seed`` and ``repeat_penalty`` have no Messages API
         counterpart and are not sent. With ``request.tools``, sends them as Anthropic tools
         (``name``, ``description``, ``input_schema``) and returns the model's ``tool_use``
-        blocks as `ToolCall` s (an input that is not an object becomes ``{"_raw": <input>}``
-        so the tool reports the problem). With ``request.json_schema``, forces the answer
-        tool (see the class docstring) and returns its input as the text. With
+        blocks as `ToolCall` s (an input that is not an object, or nests deeper than
+        `MAX_ARGUMENT_DEPTH`, becomes ``{"_raw": ...}`` so the tool reports the problem).
+        With ``request.json_schema``, forces the answer tool (see the class docstring) and
+        returns its input as the text. With
         ``request.stream`` (and no ``json_schema``), the answer is streamed (the SDK's
         ``messages.stream``), each text piece handed to the sink, and the final message read
         into the same response; the deadline covers the whole stream.
@@ -175,7 +159,9 @@ class AnthropicModel:
             The text blocks of the answer joined, the tool calls in order, the server's
             reported usage with ``requests=1`` (prompt tokens: ``input_tokens`` plus both
             prompt-cache counts; cached: ``cache_read_input_tokens``, ``None`` if not
-            reported; completion: ``output_tokens``; zeros if none), and ``finish_reason``
+            reported; completion: ``output_tokens``; when no usage, or no ``input_tokens``
+            or ``output_tokens``, is reported, the tokens counted with `count_tokens` and
+            marked ``usage.counted``), and ``finish_reason``
             (``"stop"``, ``"length"`` for ``max_tokens``, ``"tool_calls"``,
             ``"content_filter"`` for a refusal, or the server's own word).
 
@@ -183,10 +169,12 @@ class AnthropicModel:
             ModelError: The server could not be reached, did not answer in full within the
                 deadline (the shorter of the model's and the request's ``timeout_s``),
                 answered with an error status, with no content list, without the forced
-                answer tool's call, or with a usage that is not a token count (see
-                `validated_usage`). Connection errors, timeouts, 408, 409, 429 and 5xx
-                statuses are transient (with the server's ``Retry-After`` in
-                ``retry_after_s``); the others are not.
+                answer tool's call, with more than `MAX_STREAMED_TOOL_CALLS` tool calls or
+                more text than `max_response_chars` allows for ``max_tokens``, or with a
+                usage that is not an object or not a token count (see `validated_usage`).
+                Connection errors, timeouts, 408, 409, 429 and 5xx statuses are transient
+                (with the server's ``Retry-After`` in ``retry_after_s``); the others are
+                not.
         """
         system, messages = to_anthropic_messages(request.prompt)
         if not messages:
@@ -257,17 +245,25 @@ class AnthropicModel:
             ) from exc
         except anthropic.AnthropicError as exc:
             raise self._error(exc) from exc
-        return self._response(message, answer_tool=answer_tool, wrapped=wrapped)
+        response = anthropic_response(
+            message, model_id=self.model_id, answer_tool=answer_tool, wrapped=wrapped,
+            max_tokens=request.max_tokens,
+        )  # fmt: skip
+        if response.usage.requests == 0:  # no counts reported: count, so limits are not blind
+            return with_counted_usage(response, request, self.count_tokens)
+        return response
 
     async def _streamed(self, arguments: dict[str, Any], request: ModelRequest) -> Any:
         """Stream the answer (the SDK's ``messages.stream``), each text piece to the sink.
 
         Raises:
-            ModelError: More text events than `max_chunks` allows for ``max_tokens``.
+            ModelError: More text events than `max_chunks` allows for ``max_tokens``, or
+                more text than `max_response_chars`.
         """
         assert request.stream is not None
         stream: Any = self._client.messages.stream
         cap, count = max_chunks(request.max_tokens), 0
+        chars_cap, chars = max_response_chars(request.max_tokens), 0
         async with stream(**arguments) as events:
             async for piece in events.text_stream:
                 count += 1
@@ -278,6 +274,13 @@ class AnthropicModel:
                         model_id=self.model_id,
                     )
                 if isinstance(piece, str) and piece:
+                    chars += len(piece)
+                    if chars > chars_cap:
+                        raise ModelError(
+                            f"the server streamed more than {chars_cap:,} characters for "
+                            f"max_tokens={request.max_tokens} (max_response_chars): refused",
+                            model_id=self.model_id,
+                        )
                     request.stream(piece)
             return await events.get_final_message()
 
@@ -300,75 +303,6 @@ class AnthropicModel:
                 status_code=exc.status_code,
             )
         return ModelError(f"{type(exc).__name__}: {exc}", model_id=self.model_id)
-
-    def _response(self, message: Any, *, answer_tool: str | None, wrapped: bool) -> ModelResponse:
-        """Our `ModelResponse` from the SDK's message, checked field by field.
-
-        The SDK does not validate a server's answer, so no field is trusted to have its type.
-        """
-        content = getattr(message, "content", None)
-        if not isinstance(content, list):
-            raise ModelError("the server's answer has no content list", model_id=self.model_id)
-        usage = getattr(message, "usage", None)
-        prompt_tokens, cached = anthropic_prompt_tokens(usage)
-        checked = validated_usage(
-            prompt_tokens,
-            getattr(usage, "output_tokens", None),
-            model_id=self.model_id,
-            cached_prompt_tokens=cached,
-        )
-        texts: list[str] = []
-        calls: list[ToolCall] = []
-        answer: Any = None
-        answered = False
-        for block in content:
-            kind = getattr(block, "type", None)
-            if kind == _Block.TEXT:
-                text = getattr(block, "text", None)
-                if isinstance(text, str):
-                    texts.append(text)
-            elif kind == _Block.TOOL_USE:
-                name = getattr(block, "name", None)
-                call_id = getattr(block, "id", None)
-                arguments = getattr(block, "input", None)
-                if not isinstance(name, str):
-                    continue
-                if answer_tool is not None and name == answer_tool and not answered:
-                    answer, answered = arguments, True
-                    continue
-                if not isinstance(arguments, dict):
-                    arguments = {"_raw": arguments}
-                calls.append(
-                    ToolCall(
-                        id=call_id if isinstance(call_id, str) else f"call_{len(calls)}",
-                        name=name,
-                        arguments=arguments,
-                    )
-                )
-        reason = getattr(message, "stop_reason", None)
-        finish = _STOP_REASONS.get(reason, reason) if isinstance(reason, str) else None
-        if answer_tool is not None and not calls:
-            if not answered:
-                raise ModelError(
-                    f"the server's answer did not call the {answer_tool!r} tool it was forced "
-                    f"to (stop reason {reason!r})",
-                    model_id=self.model_id,
-                )
-            if wrapped and isinstance(answer, dict):
-                answer = answer.get("answer")
-            return ModelResponse(
-                text=json.dumps(answer, ensure_ascii=False),
-                usage=checked,
-                model_id=self.model_id,
-                finish_reason="stop" if finish == "tool_calls" else finish,
-            )
-        return ModelResponse(
-            text="".join(texts),
-            tool_calls=tuple(calls),
-            usage=checked,
-            model_id=self.model_id,
-            finish_reason=finish,
-        )
 
     def count_tokens(self, text: str) -> int:
         """An estimate of the tokens ``text`` takes for a Claude model.

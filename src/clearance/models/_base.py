@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -11,14 +12,21 @@ from clearance._core.prompt import Prompt, canonical_json, sha256_text
 from clearance.tokens import heuristic_tokens
 
 __all__ = [
+    "MAX_ARGUMENT_DEPTH",
     "MAX_REPORTED_TOKENS",
+    "RESPONSE_CHARS_PER_TOKEN",
     "ChatModel",
     "ModelRequest",
     "ModelResponse",
     "TextSink",
     "ToolCall",
     "Usage",
+    "checked_arguments",
+    "decoded_arguments",
     "estimate_tokens",
+    "kind_of",
+    "max_response_chars",
+    "nested_deeper_than",
     "split_model_id",
     "validated_usage",
 ]
@@ -26,6 +34,109 @@ __all__ = [
 MAX_REPORTED_TOKENS = 10**9
 """Most tokens one model call may report for its prompt or its completion; a larger count is
 not a real call's usage but a broken or hostile server's."""
+
+RESPONSE_CHARS_PER_TOKEN = 32
+"""Most characters one generated token may stand for, in `max_response_chars`: far above any
+real tokenizer's (about 4 for English text; a long run of spaces or dashes can be one token)."""
+
+MAX_ARGUMENT_DEPTH = 64
+"""Most levels of nesting (objects and lists) a tool call's arguments may have; deeper
+arguments are not run but answered with a tool error (`checked_arguments`). No tool takes
+arguments this deep, and decoding or encoding them again could exhaust the stack."""
+
+
+def max_response_chars(max_tokens: int) -> int:
+    """Most characters an answer to a request for at most ``max_tokens`` tokens may hold.
+
+    The completion text plus every tool call's name and arguments (as JSON text):
+    ``RESPONSE_CHARS_PER_TOKEN * max_tokens + 65536``. An answer over it is not an honest
+    server's (a server ignoring ``max_tokens``, or sending megabytes of text): providers and
+    `ModelCaller` refuse it with a `ModelError` naming the cap, before it is recorded or
+    becomes a task's result.
+
+    Args:
+        max_tokens: The request's ``max_tokens`` (tokens).
+
+    Returns:
+        The cap, in characters (Unicode code points).
+    """
+    return RESPONSE_CHARS_PER_TOKEN * max_tokens + 65_536
+
+
+def kind_of(value: object) -> str:
+    """The JSON kind of ``value`` for an error message: ``"an int"``, ``"null"``, ``"a list"``..."""
+    if value is None:
+        return "null"
+    name = type(value).__name__
+    return f"an {name}" if name[:1] in "aeiou" else f"a {name}"
+
+
+def nested_deeper_than(value: object, limit: int) -> bool:
+    """Whether ``value`` (dicts and lists, at any depth) nests more than ``limit`` levels.
+
+    Walks iteratively, so a value nested far deeper than the interpreter's recursion limit
+    is measured without exhausting the stack.
+    """
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if depth + 1 > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def checked_arguments(value: object, *, raw: str | None = None) -> dict[str, Any]:
+    """A tool call's arguments as a provider may hand them on, or ``{"_raw": ...}``.
+
+    Arguments a tool cannot take (not an object, nested deeper than `MAX_ARGUMENT_DEPTH`)
+    become ``{"_raw": <what was sent>}``: the call is answered with a tool error for the
+    model (no tool takes a ``_raw`` argument), not raised.
+
+    Args:
+        value: The decoded arguments (``None``: none were given, ``{}``).
+        raw: The JSON text they were decoded from, if any; kept as ``_raw`` when they are
+            refused (else a short description of what was sent).
+
+    Returns:
+        ``value`` when it is an object nested at most `MAX_ARGUMENT_DEPTH` levels, else
+        ``{"_raw": text}``.
+    """
+    if value is None:
+        return {}
+    if isinstance(value, dict) and not nested_deeper_than(value, MAX_ARGUMENT_DEPTH):
+        return value
+    if raw is not None:
+        return {"_raw": raw}
+    if isinstance(value, dict):
+        return {"_raw": f"(arguments nested deeper than {MAX_ARGUMENT_DEPTH} levels)"}
+    if isinstance(value, str | int | float | bool):
+        return {"_raw": value}
+    return {"_raw": f"(arguments that are {kind_of(value)}, not an object)"}
+
+
+def decoded_arguments(text: object) -> dict[str, Any]:
+    """A tool call's arguments from the JSON text a server sent, checked (`checked_arguments`).
+
+    ``None`` or ``""`` is no arguments (``{}``); text that is not JSON, nests too deep for
+    the decoder, or is not an object becomes ``{"_raw": text}``. A server that sends the
+    arguments as an object instead of text has them checked as they are.
+    """
+    if text is None or text == "":
+        return {}
+    if not isinstance(text, str):
+        return checked_arguments(text)
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):  # JSONDecodeError is a ValueError
+        return {"_raw": text}
+    return checked_arguments(value, raw=text)
 
 
 def split_model_id(model_id: str) -> tuple[str, str]:

@@ -7,7 +7,6 @@ server such as ``python -m llama_cpp.server``, vLLM or Ollama (through ``base_ur
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 from types import TracebackType
 from typing import Any
@@ -15,10 +14,10 @@ from typing import Any
 import openai
 
 from clearance._core.errors import ConfigError, ModelError
-from clearance.models._base import ModelRequest, ModelResponse, ToolCall, validated_usage
-from clearance.models._cache import reported_cached_tokens
+from clearance.models._base import ModelRequest, ModelResponse
 from clearance.models._counted import with_counted_usage
 from clearance.models._credentials import PLACEHOLDER_API_KEY, client_settings
+from clearance.models._openai_parse import parse_completion, read_capped
 from clearance.models._openai_stream import collect_stream
 from clearance.models._transient import is_transient_status, parse_retry_after
 from clearance.tokens import TokenCounter, counter_for
@@ -122,29 +121,38 @@ class OpenAIModel:
         the request body when set. With ``request.json_schema`` set, asks for a JSON
         object matching it (see the class docstring for the wire form). With
         ``request.tools``, sends them natively (``tools``, ``tool_choice="auto"``) and returns
-        the model's ``tool_calls`` (arguments decoded from JSON; undecodable arguments become
-        ``{"_raw": <text>}`` so the tool reports the problem). An empty completion is returned
-        as an empty text. With ``request.stream`` set, the answer is streamed
-        (``stream=True`` with ``stream_options.include_usage``), each piece of text handed
-        to ``request.stream`` as it arrives, and read into the same response (see
-        `collect_stream`); the deadline covers the whole stream.
+        the model's ``tool_calls`` (arguments decoded from JSON; arguments that are not a
+        JSON object, or nest deeper than `MAX_ARGUMENT_DEPTH`, become ``{"_raw": <text>}`` so
+        the tool reports the problem to the model). An empty completion is returned as an
+        empty text. The answer is untrusted: its body is read at most `max_body_bytes`
+        bytes (reading stops there) and checked field by field (`parse_completion`). With
+        ``request.stream`` set, the answer is streamed (``stream=True`` with
+        ``stream_options.include_usage``), each piece of text handed to ``request.stream``
+        as it arrives, and read into the same response (see `collect_stream`); the deadline
+        covers the whole stream.
 
         Args:
             request: The prompt and sampling settings.
 
         Returns:
             The completion, with the server's reported ``usage`` and ``requests=1``; when the
-            server reports no usage (llama.cpp's server streaming, for one), the tokens
-            counted with `count_tokens` and marked ``usage.counted``.
+            server reports no usage (llama.cpp's server streaming, for one), or a usage
+            object without ``prompt_tokens`` or ``completion_tokens``, the tokens counted
+            with `count_tokens` and marked ``usage.counted``.
 
         Raises:
             ModelError: The server could not be reached, did not answer in full within the
                 deadline (the shorter of the model's and the request's ``timeout_s``),
                 answered with an error status (the status and message are in the
-                error's text), answered without any choice, or reported a usage that is not
-                a token count (see `validated_usage`). Connection errors, timeouts,
-                408, 409, 429 and 5xx statuses are marked ``transient`` (with the server's
-                ``Retry-After`` in ``retry_after_s``); other statuses are not.
+                error's text), or with an unusable answer, named in one line: a body over
+                `max_body_bytes`, not JSON, not a JSON object, without any choice, a field of
+                the wrong type (``"choice 0's content is an int, not text"``, ``"choice 0 has
+                no message"``, a tool call without a name...), more text than
+                `max_response_chars` allows for ``max_tokens``, or a usage that is not an
+                object or not a token count (see `validated_usage`). Connection errors,
+                timeouts, 408, 409, 429 and 5xx statuses are marked ``transient`` (with the
+                server's ``Retry-After`` in ``retry_after_s``); other statuses and unusable
+                answers are not.
         """
         extra_body: dict[str, Any] = {}
         if request.json_schema is not None:
@@ -164,81 +172,61 @@ class OpenAIModel:
         if request.stream is not None:
             options["stream"] = True
             options["stream_options"] = {"include_usage": True}
+        arguments: dict[str, Any] = {
+            "model": self.name, "messages": request.prompt.to_dicts(),
+            "max_tokens": request.max_tokens, "temperature": request.temperature,
+            "extra_body": extra_body or None, "timeout": deadline_s, **options,
+        }  # fmt: skip
         try:
             async with asyncio.timeout(deadline_s):  # over the whole stream too
-                completion: Any = await self._client.chat.completions.create(
-                    model=self.name,
-                    messages=request.prompt.to_dicts(),  # type: ignore[arg-type]
-                    max_tokens=request.max_tokens,
-                    temperature=request.temperature,
-                    extra_body=extra_body or None,
-                    timeout=deadline_s,
-                    **options,
-                )
                 if request.stream is not None:
+                    completion: Any = await self._client.chat.completions.create(**arguments)
                     async with completion:
                         return await collect_stream(
                             completion, request, model_id=self.model_id, sink=request.stream,
                             counter=self.count_tokens,
                         )  # fmt: skip
+                create: Any = self._client.chat.completions.with_streaming_response.create
+                async with create(**arguments) as raw:  # the body read here, capped
+                    body = await read_capped(
+                        raw.iter_bytes(), max_tokens=request.max_tokens, model_id=self.model_id
+                    )
+                    content_type = raw.headers.get("content-type", "")
         except TimeoutError as exc:
             raise ModelError(
                 f"request timed out: no complete answer within {deadline_s:g} s",
                 model_id=self.model_id,
                 transient=True,
             ) from exc
-        except openai.APITimeoutError as exc:
-            raise ModelError(
-                f"request timed out: {exc}", model_id=self.model_id, transient=True
-            ) from exc
-        except openai.APIConnectionError as exc:
-            raise ModelError(
+        except openai.OpenAIError as exc:
+            raise self._error(exc) from exc
+        parsed = parse_completion(
+            body, content_type=content_type, model_id=self.model_id,
+            max_tokens=request.max_tokens,
+        )  # fmt: skip
+        if not parsed.usage_reported:  # none, or no counts: count, so limits are not blind
+            return with_counted_usage(parsed.response, request, self.count_tokens)
+        return parsed.response
+
+    def _error(self, exc: openai.OpenAIError) -> ModelError:
+        """The `ModelError` for an SDK failure."""
+        if isinstance(exc, openai.APITimeoutError):
+            return ModelError(f"request timed out: {exc}", model_id=self.model_id, transient=True)
+        if isinstance(exc, openai.APIConnectionError):
+            return ModelError(
                 f"cannot reach {self.base_url}: {exc} (caused by {exc.__cause__!r})",
                 model_id=self.model_id,
                 transient=True,
-            ) from exc
-        except openai.APIStatusError as exc:
-            raise ModelError(
+            )
+        if isinstance(exc, openai.APIStatusError):
+            return ModelError(
                 f"HTTP {exc.status_code} from {self.base_url}: {exc.message}",
                 model_id=self.model_id,
                 transient=is_transient_status(exc.status_code),
                 retry_after_s=parse_retry_after(exc.response.headers),
                 status_code=exc.status_code,
-            ) from exc
-        except openai.OpenAIError as exc:
-            raise ModelError(f"{type(exc).__name__}: {exc}", model_id=self.model_id) from exc
-
-        if not completion.choices:
-            raise ModelError("the server returned no choices", model_id=self.model_id)
-        choice = completion.choices[0]
-        usage = completion.usage
-        calls: list[ToolCall] = []
-        for call in choice.message.tool_calls or ():
-            function = getattr(call, "function", None)
-            if function is None:
-                continue
-            try:
-                arguments = json.loads(function.arguments or "{}")
-            except json.JSONDecodeError:
-                arguments = {"_raw": function.arguments}
-            if not isinstance(arguments, dict):
-                arguments = {"_raw": function.arguments}
-            calls.append(ToolCall(id=call.id, name=function.name, arguments=arguments))
-        response = ModelResponse(
-            text=choice.message.content or "",
-            tool_calls=tuple(calls),
-            usage=validated_usage(
-                getattr(usage, "prompt_tokens", None),
-                getattr(usage, "completion_tokens", None),
-                model_id=self.model_id,
-                cached_prompt_tokens=reported_cached_tokens(completion),
-            ),
-            model_id=self.model_id,
-            finish_reason=choice.finish_reason,
-        )
-        if usage is None:  # the server reported none: count, so limits are not blind
-            return with_counted_usage(response, request, self.count_tokens)
-        return response
+            )
+        return ModelError(f"{type(exc).__name__}: {exc}", model_id=self.model_id)
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` for this model, from `clearance.tokens.counter_for`.

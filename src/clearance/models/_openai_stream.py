@@ -8,7 +8,6 @@ is validated like a non-streamed one. The caller's deadline covers the whole str
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +18,8 @@ from clearance.models._base import (
     ModelResponse,
     TextSink,
     ToolCall,
+    decoded_arguments,
+    max_response_chars,
     validated_usage,
 )
 from clearance.models._cache import reported_cached_tokens
@@ -27,7 +28,8 @@ from clearance.models._counted import with_counted_usage
 __all__ = ["MAX_STREAMED_TOOL_CALLS", "collect_stream", "max_chunks"]
 
 MAX_STREAMED_TOOL_CALLS = 128
-"""Most tool calls one streamed answer may hold."""
+"""Most tool calls one answer may hold, streamed or not (Anthropic's too); an agent's own
+``limits.max_tool_calls_per_step`` is usually far lower."""
 
 
 def max_chunks(max_tokens: int) -> int:
@@ -47,13 +49,7 @@ class _Call:
 
 
 def _decoded(call: _Call) -> ToolCall:
-    raw = "".join(call.arguments)
-    try:
-        arguments = json.loads(raw or "{}")
-    except json.JSONDecodeError:
-        arguments = {"_raw": raw}
-    if not isinstance(arguments, dict):
-        arguments = {"_raw": raw}
+    arguments = decoded_arguments("".join(call.arguments))
     return ToolCall(id=call.id, name=call.name, arguments=arguments)
 
 
@@ -80,11 +76,14 @@ async def collect_stream(
         as ``{"_raw": <text>}``), finish reason and validated (or counted) usage.
 
     Raises:
-        ModelError: More chunks than `max_chunks`, more tool calls than
+        ModelError: More chunks than `max_chunks`, more text (and tool-call names and
+            arguments) than `max_response_chars` allows for ``max_tokens``, more tool calls than
             `MAX_STREAMED_TOOL_CALLS` (or a tool call index that is not one), a stream with
             no choice at all, or a usage that is not a token count.
     """
     cap = max_chunks(request.max_tokens)
+    chars_cap = max_response_chars(request.max_tokens)
+    chars = 0
     text: list[str] = []
     calls: dict[int, _Call] = {}
     finish: str | None = None
@@ -109,10 +108,13 @@ async def collect_stream(
             delta = choice.delta
             piece = getattr(delta, "content", None)
             if isinstance(piece, str) and piece:
+                chars += len(piece)
+                _check_chars(chars, chars_cap, request.max_tokens, model_id)
                 text.append(piece)
                 sink(piece)
             for part in getattr(delta, "tool_calls", None) or ():
-                _add_tool_part(calls, part, model_id)
+                chars += _add_tool_part(calls, part, model_id)
+                _check_chars(chars, chars_cap, request.max_tokens, model_id)
     if not seen_choice:
         raise ModelError("the server streamed no choices", model_id=model_id)
     response = ModelResponse(
@@ -132,10 +134,20 @@ async def collect_stream(
     return response
 
 
-def _add_tool_part(calls: dict[int, _Call], part: Any, model_id: str) -> None:
+def _check_chars(chars: int, cap: int, max_tokens: int, model_id: str) -> None:
+    if chars > cap:
+        raise ModelError(
+            f"the server streamed more than {cap:,} characters for max_tokens={max_tokens} "
+            "(max_response_chars): refused",
+            model_id=model_id,
+        )
+
+
+def _add_tool_part(calls: dict[int, _Call], part: Any, model_id: str) -> int:
     """Join one streamed piece of a tool call onto the call at its index.
 
-    A call's id and name come once; its arguments come in pieces.
+    A call's id and name come once; its arguments come in pieces. Returns the characters
+    the piece added.
     """
     index = getattr(part, "index", None)
     if isinstance(index, bool) or not isinstance(index, int) or index < 0:
@@ -151,8 +163,12 @@ def _add_tool_part(calls: dict[int, _Call], part: Any, model_id: str) -> None:
     if isinstance(getattr(part, "id", None), str) and not call.id:
         call.id = part.id
     function = getattr(part, "function", None)
+    added = 0
     if function is not None:
         if isinstance(getattr(function, "name", None), str) and not call.name:
             call.name = function.name
+            added += len(call.name)
         if isinstance(getattr(function, "arguments", None), str):
             call.arguments.append(function.arguments)
+            added += len(function.arguments)
+    return added

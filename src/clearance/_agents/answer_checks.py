@@ -1,0 +1,144 @@
+"""What `ModelCaller` accepts from a model: every answer checked before it is recorded or used.
+
+Providers check what their servers send at their boundary; `checked_response` checks it
+again for any `ChatModel` (a user's own included), so the ledger, the tool loop and every
+later step hold only an answer of the right shape, size and count of tool calls.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from clearance._core.errors import LimitExceeded, ModelError
+from clearance._core.spec import Agent
+from clearance.models._base import (
+    MAX_REPORTED_TOKENS,
+    ModelRequest,
+    ModelResponse,
+    ToolCall,
+    Usage,
+    checked_arguments,
+    kind_of,
+    max_response_chars,
+)
+
+__all__ = ["checked_response"]
+
+
+def checked_response(
+    response: object, *, model_id: str, agent: Agent, request: ModelRequest, subject: str
+) -> ModelResponse:
+    """Refuse what no later step can hold: wrong types, bad Unicode, absurd usage, too much.
+
+    Providers check what their servers send at their boundary (`validated_usage`,
+    `max_response_chars`); this checks it again for any `ChatModel`, a user's own included.
+
+    Args:
+        response: What the model's ``request`` returned (any object: it is checked).
+        model_id: The model's ``"provider:name"`` id, for errors.
+        agent: Whose limits apply (``max_tool_calls_per_step``, ``max_tokens_per_step``).
+        request: The request answered (its ``max_tokens`` sets `max_response_chars`).
+        subject: The call's subject, named in a `LimitExceeded`.
+
+    Returns:
+        ``response``, with the arguments of any tool call that a tool cannot take (not an
+        object, nested deeper than `MAX_ARGUMENT_DEPTH`) replaced by ``{"_raw": ...}``
+        (`checked_arguments`): the model hears a tool error for that call.
+
+    Raises:
+        ModelError: The answer is not a `ModelResponse`, its text is not a string, a tool
+            call is not a `ToolCall` or has no name, the text and tool names are longer than
+            `max_response_chars` allows for the request's ``max_tokens``, lone surrogates
+            in the text or a tool call's name, a usage that is not a `Usage`, token counts
+            that are not integers in ``[0, MAX_REPORTED_TOKENS]``; cached prompt tokens
+            that are not an integer in ``[0, prompt_tokens]``.
+        LimitExceeded: ``max_tool_calls_per_step`` (more tool calls than the agent's limit),
+            ``max_tokens_per_step``.
+    """
+    if not isinstance(response, ModelResponse):
+        raise ModelError(f"the model returned {kind_of(response)}, not a ModelResponse",
+                         model_id=model_id)  # fmt: skip
+    text, calls = response.text, response.tool_calls
+    if not isinstance(text, str):
+        raise ModelError(f"the completion is {kind_of(text)}, not text", model_id=model_id)
+    if not isinstance(calls, tuple | list):
+        raise ModelError(f"tool_calls is {kind_of(calls)}, not a tuple", model_id=model_id)
+    maximum = agent.limits.max_tool_calls_per_step
+    if len(calls) > maximum:
+        raise LimitExceeded(
+            "max_tool_calls_per_step", value=len(calls), maximum=maximum, subject=subject,
+            hint="none of them was run",
+        )  # fmt: skip
+    size = len(text)
+    for i, tool_call in enumerate(calls):
+        if not isinstance(tool_call, ToolCall):
+            raise ModelError(f"tool call {i} is {kind_of(tool_call)}, not a ToolCall",
+                             model_id=model_id)  # fmt: skip
+        if not isinstance(tool_call.name, str) or not tool_call.name:
+            raise ModelError(f"tool call {i}'s name is {kind_of(tool_call.name)}, not a tool name",
+                             model_id=model_id)  # fmt: skip
+        size += len(tool_call.name)
+    cap = max_response_chars(request.max_tokens)
+    if size > cap:
+        raise ModelError(
+            f"the answer holds {size:,} characters, over the cap of {cap:,} for "
+            f"max_tokens={request.max_tokens} (max_response_chars): refused",
+            model_id=model_id,
+        )
+    try:
+        text.encode("utf-8")
+        for tool_call in calls:  # arguments: see `checked_tool_call`
+            tool_call.name.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ModelError(
+            f"the completion is not valid Unicode ({exc.reason} at position {exc.start})",
+            model_id=model_id,
+        ) from exc
+    _check_usage(response.usage, model_id=model_id, agent=agent, subject=subject)
+    if not calls:
+        return response
+    checked = tuple(_with_checked_arguments(c) for c in calls)
+    return dataclasses.replace(response, tool_calls=checked)
+
+
+def _with_checked_arguments(tool_call: ToolCall) -> ToolCall:
+    arguments = checked_arguments(tool_call.arguments)
+    if arguments is tool_call.arguments:
+        return tool_call
+    return dataclasses.replace(tool_call, arguments=arguments)
+
+
+def _check_usage(usage: object, *, model_id: str, agent: Agent, subject: str) -> None:
+    """Refuse a usage that is not a `Usage` of counts in range; apply ``max_tokens_per_step``."""
+    if not isinstance(usage, Usage):
+        raise ModelError(f"the usage is {kind_of(usage)}, not a Usage", model_id=model_id)
+    for name in ("requests", "prompt_tokens", "completion_tokens"):
+        value = getattr(usage, name)
+        if (
+            not isinstance(value, int)
+            or isinstance(value, bool)
+            or not 0 <= value <= MAX_REPORTED_TOKENS
+        ):
+            raise ModelError(
+                f"the model server reported an impossible usage: {name}={value!r}",
+                model_id=model_id,
+            )
+    cached = usage.cached_prompt_tokens
+    if cached is not None and (
+        not isinstance(cached, int)
+        or isinstance(cached, bool)
+        or not 0 <= cached <= usage.prompt_tokens
+    ):
+        raise ModelError(
+            f"the model server reported an impossible usage: cached_prompt_tokens={cached!r} "
+            f"with prompt_tokens={usage.prompt_tokens}",
+            model_id=model_id,
+        )
+    per_step = agent.limits.max_tokens_per_step
+    if per_step is not None and usage.completion_tokens > per_step:
+        raise LimitExceeded(
+            "max_tokens_per_step",
+            value=usage.completion_tokens,
+            maximum=per_step,
+            subject=subject,
+        )

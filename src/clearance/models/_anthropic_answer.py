@@ -1,0 +1,165 @@
+"""Reading an Anthropic Messages API answer (the SDK's message) into a `ModelResponse`.
+
+The SDK does not validate what a server sends, so every field read here is checked: the
+content list, each block's type, text and tool input, the usage and the answer's size.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from typing import Any
+
+from clearance._core.errors import ModelError
+from clearance.models._base import (
+    ModelResponse,
+    ToolCall,
+    Usage,
+    checked_arguments,
+    kind_of,
+    max_response_chars,
+    validated_usage,
+)
+from clearance.models._cache import anthropic_prompt_tokens
+from clearance.models._openai_stream import MAX_STREAMED_TOOL_CALLS
+
+__all__ = ["anthropic_response"]
+
+
+class _Block(StrEnum):
+    """The types of an Anthropic response's content blocks this adapter reads."""
+
+    TEXT = "text"
+    TOOL_USE = "tool_use"
+
+
+_STOP_REASONS = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "tool_use": "tool_calls",
+    "refusal": "content_filter",
+}
+
+
+def anthropic_response(
+    message: Any, *, model_id: str, answer_tool: str | None, wrapped: bool, max_tokens: int
+) -> ModelResponse:
+    """Our `ModelResponse` from the SDK's message, checked field by field.
+
+    The SDK does not validate a server's answer, so no field is trusted to have its type.
+
+    Args:
+        message: The SDK's ``Message`` (or whatever the server's body became).
+        model_id: The ``"provider:name"`` id, for errors and the response.
+        answer_tool: The forced structured-output tool's name, or ``None``.
+        wrapped: Whether the schema was wrapped as ``{"answer": ...}`` (unwrapped here).
+        max_tokens: The request's ``max_tokens``: the answer may hold at most
+            `max_response_chars` of it.
+
+    Returns:
+        The text blocks joined (or the answer tool's input as JSON), the tool calls in order
+        (an input that is not an object, or nests deeper than `MAX_ARGUMENT_DEPTH`, as
+        ``{"_raw": ...}``), the finish reason, and the checked usage; a usage the server did
+        not report (or without ``input_tokens`` or ``output_tokens``) is ``Usage()``, with
+        no requests: the provider counts it.
+
+    Raises:
+        ModelError: No content list, more than `MAX_STREAMED_TOOL_CALLS` tool calls, more
+            than `max_response_chars`, the forced answer tool not called, or a usage that
+            is not an object or not a token count.
+    """
+    content = getattr(message, "content", None)
+    if not isinstance(content, list):
+        raise ModelError("the server's answer has no content list", model_id=model_id)
+    checked = _usage(getattr(message, "usage", None), model_id) or Usage()
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    answer: Any = None
+    answered = False
+    for block in content:
+        kind = getattr(block, "type", None)
+        if kind == _Block.TEXT:
+            text = getattr(block, "text", None)
+            if isinstance(text, str):
+                texts.append(text)
+        elif kind == _Block.TOOL_USE:
+            name = getattr(block, "name", None)
+            call_id = getattr(block, "id", None)
+            arguments = getattr(block, "input", None)
+            if not isinstance(name, str):
+                continue
+            if answer_tool is not None and name == answer_tool and not answered:
+                answer, answered = arguments, True
+                continue
+            if len(calls) >= MAX_STREAMED_TOOL_CALLS:
+                raise ModelError(
+                    f"the server's answer asks for more than {MAX_STREAMED_TOOL_CALLS} tool calls",
+                    model_id=model_id,
+                )
+            arguments = checked_arguments(arguments)
+            calls.append(
+                ToolCall(
+                    id=call_id if isinstance(call_id, str) else f"call_{len(calls)}",
+                    name=name,
+                    arguments=arguments,
+                )
+            )
+    reason = getattr(message, "stop_reason", None)
+    finish = _STOP_REASONS.get(reason, reason) if isinstance(reason, str) else None
+    _check_size(texts, calls, max_tokens, model_id)
+    if answer_tool is not None and not calls:
+        if not answered:
+            raise ModelError(
+                f"the server's answer did not call the {answer_tool!r} tool it was forced "
+                f"to (stop reason {reason!r})",
+                model_id=model_id,
+            )
+        if wrapped and isinstance(answer, dict):
+            answer = answer.get("answer")
+        return ModelResponse(
+            text=json.dumps(answer, ensure_ascii=False),
+            usage=checked,
+            model_id=model_id,
+            finish_reason="stop" if finish == "tool_calls" else finish,
+        )
+    return ModelResponse(
+        text="".join(texts),
+        tool_calls=tuple(calls),
+        usage=checked,
+        model_id=model_id,
+        finish_reason=finish,
+    )
+
+
+def _usage(usage: Any, model_id: str) -> Usage | None:
+    """The checked usage; ``None`` when the server reported no token counts.
+
+    Raises:
+        ModelError: ``usage`` is not an object, or a count is not a token count.
+    """
+    if usage is None:
+        return None
+    if isinstance(usage, str | int | float | list):  # the SDK keeps what it was sent
+        raise ModelError(f"usage is {kind_of(usage)}, not an object", model_id=model_id)
+    prompt_tokens, cached = anthropic_prompt_tokens(usage)
+    output = (
+        usage.get("output_tokens")
+        if isinstance(usage, dict)
+        else getattr(usage, "output_tokens", None)
+    )
+    if prompt_tokens is None or output is None:  # not reported: counted by `request`
+        return None
+    return validated_usage(prompt_tokens, output, model_id=model_id, cached_prompt_tokens=cached)
+
+
+def _check_size(texts: list[str], calls: list[ToolCall], max_tokens: int, model_id: str) -> None:
+    """Refuse an answer longer than `max_response_chars` allows for ``max_tokens``."""
+    size = sum(len(t) for t in texts) + sum(len(c.name) for c in calls)
+    cap = max_response_chars(max_tokens)
+    if size > cap:
+        raise ModelError(
+            f"the server's answer holds {size:,} characters, over the cap of {cap:,} for "
+            f"max_tokens={max_tokens} (max_response_chars): refused",
+            model_id=model_id,
+        )
