@@ -167,3 +167,29 @@ def test_a_bad_value_given_on_the_command_line_is_named_as_its_option(
     assert result.exit_code == 2, result.output
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith(message.format(tmp=tmp_path)), lines
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["runs", "--limit", "0"], "error: Invalid value for '--limit': "),
+        (
+            ["run", "team.yaml", "--bogus"],
+            "error: No such option: --bogus (see clearance run --help)",
+        ),
+        (["store", "get"], "error: Missing argument 'namespace'."),
+        (["nosuch"], "error: No such command 'nosuch'."),
+        (["runs", "--\x1b[2J"], "No such option: --\\x1b[2J"),  # shown, not obeyed
+    ],
+)
+def test_a_usage_error_is_one_line_and_exit_2(args, expected):
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith("error: ") and expected in line
+    assert "\x1b" not in result.output
+
+
+def test_no_arguments_still_prints_the_help():
+    result = CliRunner().invoke(app, [])
+    assert "Usage: clearance" in result.output and "Commands" in result.output

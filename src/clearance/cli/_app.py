@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Sequence
+from typing import Any
+
 import typer
+from typer.core import TyperGroup
+
+try:  # Typer 0.2x runs on its own copy of Click, whose errors are these
+    from typer._click import exceptions as click_errors
+except ImportError:  # pragma: no cover - an older Typer, on Click itself
+    from click import exceptions as click_errors  # type: ignore[no-redef]
 
 from clearance.cli._approve import register as register_approval_commands
 from clearance.cli._chat import register as register_chat_command
+from clearance.cli._common import safe
 from clearance.cli._graph import graph
 from clearance.cli._init import register as register_init_command
 from clearance.cli._ledger_cmds import inspect, runs, verify
@@ -20,7 +31,47 @@ from clearance.cli._view import register as register_view_commands
 
 __all__ = ["app", "main"]
 
+
+class _OneLineUsageErrors(TyperGroup):
+    """The command group, with a usage error as one line on stderr and exit code 2.
+
+    A bad option value, an unknown option or a missing argument is bad input like any other:
+    ``error: Invalid value for '--limit': ... (see clearance runs --help)``, not Click's
+    usage box.
+    """
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+        except click_errors.NoArgsIsHelpError as exc:  # the help, asked for by no arguments
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click_errors.UsageError as exc:
+            where = exc.ctx.command_path if exc.ctx is not None else "clearance"
+            message = " ".join(exc.format_message().split())
+            typer.echo(safe(f"error: {message} (see {where} --help)"), err=True)
+            sys.exit(exc.exit_code)
+        except click_errors.ClickException as exc:
+            typer.echo(safe(f"error: {' '.join(exc.format_message().split())}"), err=True)
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            typer.echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
 app = typer.Typer(
+    cls=_OneLineUsageErrors,
     name="clearance",
     help="Run teams of LLM agents on a task graph with need-to-know context.",
     no_args_is_help=True,
