@@ -223,3 +223,57 @@ def test_a_team_name_is_one_short_line(tmp_path, name):
     path.write_text(f"name: {json.dumps(name)}\n{body}", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"team\.yaml: name: "):
         load_team_file(path)
+
+
+# -- numbers from outside have upper bounds too ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("limits", "field"),
+    [
+        ("{max_output_tokens: 1000000000000000000000000000000}", "max_output_tokens"),
+        ("{max_prompt_tokens: 10000001}", "max_prompt_tokens"),
+        ("{retries: 101}", "retries"),
+        ("{max_model_calls: 100001}", "max_model_calls"),
+        ("{max_tool_calls_per_step: 129}", "max_tool_calls_per_step"),
+        ("{max_children: 1001}", "max_children"),
+    ],
+)
+def test_a_limit_past_any_sane_setting_is_refused(tmp_path, limits, field):
+    path = tmp_path / "team.yaml"
+    path.write_text(TEAM.format(limits=f"limits: {limits}", value=2), encoding="utf-8")
+    with pytest.raises(ConfigError, match=rf"limits\.{field}: Input should be less than or eq"):
+        RunSpec.from_file(path)
+
+
+def test_every_integer_limit_has_one_range_in_python_and_in_team_files():
+    from clearance._core.agent_spec import LIMIT_RANGES
+    from clearance._core.teamfile_models import LimitsSpec
+
+    for name, (least, most) in LIMIT_RANGES.items():
+        with pytest.raises(ConfigError, match=rf"limits\.{name}: must be an integer from"):
+            AgentLimits(**{name: most + 1})
+        AgentLimits(**{name: most})  # the bound itself is allowed
+        assert LimitsSpec(**{name: most}).model_dump()[name] == most
+        with pytest.raises(ValueError):
+            LimitsSpec(**{name: most + 1})
+        if least > 0:
+            with pytest.raises(ConfigError):
+                AgentLimits(**{name: least - 1})
+
+
+@pytest.mark.parametrize(
+    ("make", "field"),
+    [
+        (lambda: RunOptions(max_concurrency=10**30), "max_concurrency"),
+        (lambda: __import__("clearance").RunBudget(tokens=10**13), "budget.tokens"),
+        (lambda: __import__("clearance").RunBudget(cost_usd=1e10), "budget.cost_usd"),
+        (
+            lambda: __import__("clearance").ModelPrice(input_per_mtok=1e308, output_per_mtok=1),
+            "input_per_mtok",
+        ),
+    ],
+)
+def test_run_settings_past_any_sane_setting_are_refused(make, field):
+    with pytest.raises(ConfigError, match=rf"^{field}: must be"):
+        make()

@@ -21,6 +21,8 @@ __all__ = [
     "Agent",
     "AgentLimits",
     "FileCaps",
+    "LIMIT_RANGES",
+    "MAX_TOKENS",
     "OversizePolicy",
     "Sampling",
 ]
@@ -183,47 +185,38 @@ class AgentLimits:
     compact_tool_steps: int | None = None
 
     def __post_init__(self) -> None:
-        for name in _LIMIT_COUNTS:
+        for name, (least, most) in LIMIT_RANGES.items():
             if (value := getattr(self, name)) is not None:
-                check_count(f"limits.{name}", value, least=0)
+                check_count(f"limits.{name}", value, least=least, most=most)
         for name in ("timeout_s", "attempt_timeout_s", "spawn_timeout_s"):
             if (value := getattr(self, name)) is not None:
                 check_number(f"limits.{name}", value)
-        if self.compact_tool_steps is not None and self.compact_tool_steps < 0:
-            raise ConfigError("must not be negative", field="limits.compact_tool_steps")
-        for name in (
-            "max_steps",
-            "max_tokens_per_step",
-            "max_output_files",
-            "max_model_calls",
-            "max_children",
-            "max_tool_calls_per_step",
-        ):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ConfigError("must be at least 1", field=f"limits.{name}")
-        if self.max_output_size_bytes is not None and self.max_output_size_bytes < 0:
-            raise ConfigError("must not be negative", field="limits.max_output_size_bytes")
-        if self.max_output_tokens < 1:
-            raise ConfigError("must be at least 1", field="limits.max_output_tokens")
-        if self.max_prompt_tokens is not None and self.max_prompt_tokens < 1:
-            raise ConfigError("must be at least 1", field="limits.max_prompt_tokens")
-        for name in ("timeout_s", "attempt_timeout_s", "spawn_timeout_s"):
-            value = getattr(self, name)
-            if value is not None and not 0 < value < 10**7:
-                raise ConfigError("must be a positive number of seconds", field=f"limits.{name}")
-        if self.max_dependency_tokens is not None and self.max_dependency_tokens < 1:
-            raise ConfigError("must be at least 1", field="limits.max_dependency_tokens")
-        if self.retries < 0:
-            raise ConfigError("must be 0 or more", field="limits.retries")
+                if not 0 < value < 10**7:
+                    raise ConfigError(
+                        "must be a positive number of seconds", field=f"limits.{name}"
+                    )
 
 
-_LIMIT_COUNTS = (
-    "max_output_tokens", "max_prompt_tokens", "max_dependency_tokens", "max_steps",
-    "max_tokens_per_step", "max_model_calls", "max_output_files", "max_output_size_bytes",
-    "retries", "max_children", "compact_tool_steps", "max_tool_calls_per_step",
-)  # fmt: skip
-"""`AgentLimits`' integer fields (their lower bounds are checked one by one)."""
+MAX_TOKENS = 10_000_000
+"""Most tokens any token limit or context window may be set to (ten million)."""
+
+LIMIT_RANGES: dict[str, tuple[int, int]] = {
+    "max_output_tokens": (1, MAX_TOKENS),
+    "max_prompt_tokens": (1, MAX_TOKENS),
+    "max_dependency_tokens": (1, MAX_TOKENS),
+    "max_tokens_per_step": (1, MAX_TOKENS),
+    "max_steps": (1, 10_000),
+    "max_model_calls": (1, 100_000),
+    "max_tool_calls_per_step": (1, 128),
+    "max_children": (1, 1_000),
+    "max_output_files": (1, 100_000),
+    "max_output_size_bytes": (0, 2**40),
+    "retries": (0, 100),
+    "compact_tool_steps": (0, 10_000),
+}
+"""`AgentLimits`' integer fields and their bounds (least, most), here and in team files: a
+number past any sane setting is a mistake, and one past what a counter or a provider can
+hold (``max_output_tokens: 10**30``) made negative prompt budgets."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -21,7 +21,22 @@ from typing import Any
 
 from clearance._core.errors import ConfigError
 
-__all__ = ["ModelPrice", "RunBudget"]
+__all__ = [
+    "MAX_BUDGET_TOKENS",
+    "MAX_BUDGET_USD",
+    "MAX_PRICE_PER_MTOK",
+    "ModelPrice",
+    "RunBudget",
+]
+
+MAX_PRICE_PER_MTOK = 1_000_000.0
+"""Most US dollars per million tokens a price may be: past it, a cost is a mistake (or inf)."""
+
+MAX_BUDGET_TOKENS = 10**12
+"""Most tokens a budget may be set to."""
+
+MAX_BUDGET_USD = 1_000_000_000.0
+"""Most US dollars a budget may be set to."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -41,8 +56,11 @@ class ModelPrice:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise ConfigError(f"must be a number, got {value!r}", field=name)
-            if not math.isfinite(value) or value < 0:
-                raise ConfigError(f"must be a finite number >= 0, got {value!r}", field=name)
+            if not math.isfinite(value) or not 0 <= value <= MAX_PRICE_PER_MTOK:
+                raise ConfigError(
+                    f"must be a number from 0 to {MAX_PRICE_PER_MTOK:,.0f}, got {value!r}",
+                    field=name,
+                )
 
     def cost_usd(self, prompt_tokens: int, completion_tokens: int) -> float:
         """The cost of one call's tokens, in US dollars."""
@@ -71,19 +89,25 @@ class RunBudget:
 
     def __post_init__(self) -> None:
         if self.tokens is not None and (
-            isinstance(self.tokens, bool) or not isinstance(self.tokens, int) or self.tokens < 1
+            isinstance(self.tokens, bool)
+            or not isinstance(self.tokens, int)
+            or not 1 <= self.tokens <= MAX_BUDGET_TOKENS
         ):
             raise ConfigError(
-                f"must be an integer >= 1, got {self.tokens!r}", field="budget.tokens"
+                f"must be an integer from 1 to {MAX_BUDGET_TOKENS:,}, got {self.tokens!r}",
+                field="budget.tokens",
             )
         cost = self.cost_usd
         if cost is not None and (
             isinstance(cost, bool)
             or not isinstance(cost, int | float)
             or not math.isfinite(cost)
-            or cost <= 0
+            or not 0 < cost <= MAX_BUDGET_USD
         ):
-            raise ConfigError(f"must be a number > 0, got {cost!r}", field="budget.cost_usd")
+            raise ConfigError(
+                f"must be a number > 0 and at most {MAX_BUDGET_USD:,.0f}, got {cost!r}",
+                field="budget.cost_usd",
+            )
         object.__setattr__(self, "prices", dict(self.prices))
 
     def raised(self, *, tokens: int | None = None, cost_usd: float | None = None) -> RunBudget:

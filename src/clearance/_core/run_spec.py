@@ -41,7 +41,10 @@ from clearance._core.teamfile_models import (
 )
 from clearance._core.vocabulary import ExecutorKind
 
-__all__ = ["MASK", "RECORD_KEYS", "ExecutorSpec", "RunSpec", "validation_error"]
+__all__ = ["MASK", "MAX_CONCURRENCY", "RECORD_KEYS", "ExecutorSpec", "RunSpec", "validation_error"]
+
+MAX_CONCURRENCY = 100_000
+"""Most tasks a run may set to run at once (``max_concurrency``)."""
 
 RECORD_KEYS = ("process", "synthesis_ids")
 """Keys a run's recorded config holds beside its spec: the process that runs it (written by
@@ -122,7 +125,7 @@ class RunSpec(BaseModel):
     goal: str | None = None
     model: str | None = None
     model_options: ModelOptionsSpec = ModelOptionsSpec()
-    max_concurrency: int = Field(default=4, ge=1, strict=True)
+    max_concurrency: int = Field(default=4, ge=1, le=MAX_CONCURRENCY, strict=True)
     store: str | None = None
     input: InputSpec = InputSpec()
     project: str | None = None

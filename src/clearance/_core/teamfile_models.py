@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
 
+from clearance._core.agent_spec import LIMIT_RANGES, MAX_TOKENS
+from clearance._core.budget import MAX_BUDGET_TOKENS, MAX_BUDGET_USD, MAX_PRICE_PER_MTOK
 from clearance._core.memory_spec import (
     MAX_RECALL,
     AgentMemory,
@@ -56,25 +58,31 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _limit(name: str, default: int | None) -> Any:
+    """The field of an integer limit, bounded as `LIMIT_RANGES` says."""
+    least, most = LIMIT_RANGES[name]
+    return Field(default=default, ge=least, le=most, strict=True)
+
+
 class LimitsSpec(_Strict):
     """``limits:`` of an agent."""
 
-    max_output_tokens: int = Field(default=512, ge=1, strict=True)
-    max_prompt_tokens: int | None = Field(default=None, ge=1, strict=True)
+    max_output_tokens: int = _limit("max_output_tokens", 512)
+    max_prompt_tokens: int | None = _limit("max_prompt_tokens", None)
     timeout_s: float | None = Field(default=600.0, gt=0, lt=10**7, strict=True)
     attempt_timeout_s: float | None = Field(default=None, gt=0, lt=10**7, strict=True)
-    max_dependency_tokens: int | None = Field(default=4000, ge=1, strict=True)
-    max_steps: int | None = Field(default=None, ge=1, strict=True)
-    max_tokens_per_step: int | None = Field(default=None, ge=1, strict=True)
-    max_model_calls: int | None = Field(default=64, ge=1, strict=True)
-    max_tool_calls_per_step: int = Field(default=32, ge=1, strict=True)
-    max_children: int = Field(default=8, ge=1, strict=True)
+    max_dependency_tokens: int | None = _limit("max_dependency_tokens", 4000)
+    max_steps: int | None = _limit("max_steps", None)
+    max_tokens_per_step: int | None = _limit("max_tokens_per_step", None)
+    max_model_calls: int | None = _limit("max_model_calls", 64)
+    max_tool_calls_per_step: int = _limit("max_tool_calls_per_step", 32)
+    max_children: int = _limit("max_children", 8)
     spawn_timeout_s: float = Field(default=300.0, gt=0, lt=10**7, strict=True)
-    max_output_files: int | None = Field(default=None, ge=1, strict=True)
-    max_output_size_bytes: int | None = Field(default=None, ge=0, strict=True)
+    max_output_files: int | None = _limit("max_output_files", None)
+    max_output_size_bytes: int | None = _limit("max_output_size_bytes", None)
     answer_at_max_steps: bool = False
-    retries: int = Field(default=2, ge=0, strict=True)
-    compact_tool_steps: int | None = Field(default=None, ge=0, strict=True)
+    retries: int = _limit("retries", 2)
+    compact_tool_steps: int | None = _limit("compact_tool_steps", None)
 
 
 class AgentMemorySpec(_Strict):
@@ -108,7 +116,7 @@ class ModelOptionsSpec(_Strict):
     the team-wide ones.
     """
 
-    context_window: int | None = Field(default=None, ge=1, strict=True)
+    context_window: int | None = Field(default=None, ge=1, le=MAX_TOKENS, strict=True)
     threads: int | None = Field(default=None, ge=1, le=256, strict=True)
     threads_batch: int | None = Field(default=None, ge=1, le=256, strict=True)
     batch_size: int | None = Field(default=None, ge=1, le=8192, strict=True)
@@ -363,15 +371,17 @@ class ToolEntrySpec(_Strict):
 class PriceSpec(_Strict):
     """A ``prices:`` entry: what one model's tokens cost, in US dollars per million."""
 
-    input_per_mtok: float = Field(ge=0, allow_inf_nan=False, strict=True)
-    output_per_mtok: float = Field(ge=0, allow_inf_nan=False, strict=True)
+    input_per_mtok: float = Field(ge=0, le=MAX_PRICE_PER_MTOK, allow_inf_nan=False, strict=True)
+    output_per_mtok: float = Field(ge=0, le=MAX_PRICE_PER_MTOK, allow_inf_nan=False, strict=True)
 
 
 class BudgetSpec(_Strict):
     """``budget:`` of a run: most tokens (prompt plus completion) and most US dollars."""
 
-    tokens: int | None = Field(default=None, ge=1, strict=True)
-    cost_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False, strict=True)
+    tokens: int | None = Field(default=None, ge=1, le=MAX_BUDGET_TOKENS, strict=True)
+    cost_usd: float | None = Field(
+        default=None, gt=0, le=MAX_BUDGET_USD, allow_inf_nan=False, strict=True
+    )
 
     @model_validator(mode="after")
     def _some_cap(self) -> BudgetSpec:

@@ -21,6 +21,7 @@ from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import ConfigError
 from clearance._core.hooks import RunHooks
 from clearance._core.names import check_count, text_tuple
+from clearance._core.run_spec import MAX_CONCURRENCY
 from clearance._core.spec import Agent, Team
 from clearance._core.teamfile_models import MODEL_OPTION_KEYS
 from clearance._core.vocabulary import RunEventKind
@@ -102,7 +103,7 @@ class RunOptions:
     budget: RunBudget | None = None
 
     def __post_init__(self) -> None:
-        check_count("max_concurrency", self.max_concurrency, least=1)
+        check_count("max_concurrency", self.max_concurrency, least=1, most=MAX_CONCURRENCY)
         check_count("clarification_rounds", self.clarification_rounds, least=0, most=10)
         for model_id, options in self.model_options.items():
             for key, value in options.items():
