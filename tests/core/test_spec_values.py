@@ -277,3 +277,27 @@ def test_every_integer_limit_has_one_range_in_python_and_in_team_files():
 def test_run_settings_past_any_sane_setting_are_refused(make, field):
     with pytest.raises(ConfigError, match=rf"^{field}: must be"):
         make()
+
+
+# -- model ids are checked when the team file is read -------------------------------------------
+
+
+@pytest.mark.parametrize("model", ["", "nocolon", "openai:", ":m", "a b:c", "open ai:x", "a:b c"])
+def test_a_model_id_that_cannot_be_one_is_refused_naming_the_file(tmp_path, model):
+    import json
+
+    path = tmp_path / "team.yaml"
+    body = TEAM.format(limits="", value=2)
+    path.write_text(f"model: {json.dumps(model)}\n{body}", encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        RunSpec.from_file(path)
+    assert str(info.value).startswith(f"{path}: model: model id {model!r} must look like")
+
+
+@pytest.mark.parametrize(
+    "model", ["openai:gpt-4o-mini", "openai:meta-llama/Llama-3-8B", "fake:try", "llama-cpp:smollm2"]
+)
+def test_a_model_id_of_any_provider_loads(tmp_path, model):
+    path = tmp_path / "team.yaml"
+    path.write_text(f"model: {model}\n" + TEAM.format(limits="", value=2), encoding="utf-8")
+    assert RunSpec.from_file(path).model == model

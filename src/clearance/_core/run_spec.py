@@ -33,6 +33,7 @@ from clearance._core.teamfile_models import (
     MemoryGroupSpec,
     MemorySpec,
     MessageSpec,
+    ModelId,
     ModelOptionsSpec,
     PlanRefSpec,
     PriceSpec,
@@ -123,7 +124,7 @@ class RunSpec(BaseModel):
 
     name: str = "team"
     goal: str | None = None
-    model: str | None = None
+    model: ModelId | None = None
     model_options: ModelOptionsSpec = ModelOptionsSpec()
     max_concurrency: int = Field(default=4, ge=1, le=MAX_CONCURRENCY, strict=True)
     store: str | None = None
@@ -331,6 +332,7 @@ def validation_error(exc: ValidationError) -> tuple[str, str]:
     more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
     pydantic_type = err["type"]  # pydantic's error type, not one of our kinds
     text = "Input should be a mapping of keys" if pydantic_type == "model_type" else err["msg"]
+    text = text.removeprefix("Value error, ")  # a validator's own message says it all
     if "input" in err and pydantic_type not in _NOT_GIVEN:
         text = f"{text}, got {_given(err['input'])}"
     message = " ".join(f"{text}{more}".split())

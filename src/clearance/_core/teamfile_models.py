@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal
+import re
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    field_validator,
+    model_validator,
+)
 
 from clearance._core.agent_spec import LIMIT_RANGES, MAX_TOKENS
 from clearance._core.budget import MAX_BUDGET_TOKENS, MAX_BUDGET_USD, MAX_PRICE_PER_MTOK
@@ -25,6 +34,7 @@ from clearance._core.spec import (
 
 __all__ = [
     "MODEL_OPTION_KEYS",
+    "ModelId",
     "AgentMemorySpec",
     "AgentSpec",
     "BudgetSpec",
@@ -52,6 +62,27 @@ MODEL_OPTION_KEYS = frozenset(
     {"context_window", "n_ctx", "n_threads", "n_threads_batch", "n_batch"}
 )
 """The `get_model` keyword arguments ``model_options.by_model`` may hold (all integers)."""
+
+
+_MODEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}:[^\s\x00-\x1f\x7f-\x9f]{1,256}")
+
+
+def check_model_id(value: str) -> str:
+    """``value`` if it looks like a model id, ``provider:name`` (no space, no control).
+
+    Raises:
+        ValueError: It does not (the message shows it and an example).
+    """
+    if not _MODEL_ID.fullmatch(value):
+        raise ValueError(
+            f"model id {value!r} must look like 'provider:name' "
+            "(for example 'llama-cpp:smollm2' or 'openai:gpt-4o-mini')"
+        )
+    return value
+
+
+ModelId = Annotated[str, AfterValidator(check_model_id)]
+"""A model id in a team file: checked when the file is read, not when the model is made."""
 
 
 class _Strict(BaseModel):
@@ -139,7 +170,7 @@ class AgentSpec(_Strict):
     name: str = Field(min_length=1)
     instructions: str = Field(min_length=1)
     role: str = ""
-    model: str | None = None
+    model: ModelId | None = None
     limits: LimitsSpec = LimitsSpec()
     tools: list[str] = []
     can_delegate_to: list[str] = []
