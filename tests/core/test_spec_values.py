@@ -301,3 +301,25 @@ def test_a_model_id_of_any_provider_loads(tmp_path, model):
     path = tmp_path / "team.yaml"
     path.write_text(f"model: {model}\n" + TEAM.format(limits="", value=2), encoding="utf-8")
     assert RunSpec.from_file(path).model == model
+
+
+def test_a_value_that_fits_none_of_a_keys_forms_is_said_of_the_key(tmp_path):
+    path = tmp_path / "team.yaml"
+    body = TEAM.format(limits="tools: [x]", value=2)
+    path.write_text(body + "tools: {x: 5}\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        RunSpec.from_file(path)
+    assert str(info.value) == (
+        f"{path}: tools.x: Input should be a valid string or a mapping of keys, got 5"
+    )
+
+
+def test_a_mapping_given_for_a_key_with_a_mapping_form_gets_that_forms_problem(tmp_path):
+    path = tmp_path / "team.yaml"
+    body = TEAM.format(limits="", value=2).replace(
+        "assignee: a}", "assignee: a, depends_on: [{task: b}]}"
+    )
+    path.write_text(body, encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        RunSpec.from_file(path)
+    assert str(info.value) == f"{path}: tasks.0.depends_on.0.when: Field required"

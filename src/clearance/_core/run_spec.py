@@ -325,18 +325,50 @@ def validation_error(exc: ValidationError) -> tuple[str, str]:
 
     The message says what was given when the value was of the wrong type or out of range
     (``Input should be a valid integer, got true``; a mapping or list is named, not shown),
-    and asks for a mapping where a section's keys were expected.
+    and asks for a mapping where a section's keys were expected. A value that fits none of
+    a key's forms is said of that key, without pydantic's name for each form: a mapping
+    given where a mapping is one of the forms gets that form's own problem
+    (``depends_on.0.when: Field required``), any other value the list of forms
+    (``tools.x: Input should be a valid string or a mapping of keys, got 5``).
     """
-    err = exc.errors()[0]
-    field = ".".join(str(p) for p in err["loc"]) or "(top level)"
-    more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
-    pydantic_type = err["type"]  # pydantic's error type, not one of our kinds
-    text = "Input should be a mapping of keys" if pydantic_type == "model_type" else err["msg"]
-    text = text.removeprefix("Value error, ")  # a validator's own message says it all
-    if "input" in err and pydantic_type not in _NOT_GIVEN:
+    errors = exc.errors()
+    err = errors[0]
+    loc = tuple(err["loc"])
+    used = [err]
+    prefix = loc[:-1]
+    forms = [
+        e
+        for e in errors
+        if len(e["loc"]) > len(prefix) and tuple(e["loc"])[: len(prefix)] == prefix
+    ]
+    if len({e["loc"][len(prefix)] for e in forms}) > 1:  # the forms of one union
+        used = forms
+        nested = [e for e in forms if len(e["loc"]) > len(prefix) + 1]
+        if isinstance(err.get("input"), dict) and nested:
+            err = nested[0]  # a mapping: the problem in the form that takes one
+            loc = prefix + tuple(err["loc"])[len(prefix) + 1 :]
+            text = _expected(err, whole=True)
+        else:
+            loc = prefix
+            shallow = [e for e in forms if len(e["loc"]) == len(prefix) + 1]
+            text = "Input should be " + " or ".join(_expected(e) for e in shallow)
+    else:
+        text = _expected(err, whole=True)
+    field = ".".join(str(p) for p in loc) or "(top level)"
+    count = len(errors) - len(used) + 1
+    more = f" (and {count - 1} more problems)" if count > 1 else ""
+    if "input" in err and err["type"] not in _NOT_GIVEN:
         text = f"{text}, got {_given(err['input'])}"
     message = " ".join(f"{text}{more}".split())
     return field, message
+
+
+def _expected(error: Any, *, whole: bool = False) -> str:
+    """What one error says the value should be (the whole message with ``whole``)."""
+    pydantic_type = error["type"]  # pydantic's error type, not one of our kinds
+    text = "Input should be a mapping of keys" if pydantic_type == "model_type" else error["msg"]
+    text = str(text).removeprefix("Value error, ")  # a validator's own message says it all
+    return text if whole else text.removeprefix("Input should be ")
 
 
 _NOT_GIVEN = frozenset({"missing", "extra_forbidden", "value_error", "assertion_error"})
