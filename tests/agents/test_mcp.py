@@ -239,6 +239,22 @@ async def test_a_server_that_never_answers_the_handshake_is_a_config_error(tmp_p
     assert not alive(int(pid_file.read_text()))
 
 
+async def test_a_server_that_answers_with_garbage_is_named_not_dumped_on_the_terminal(capfd):
+    # It reads the handshake, writes a line that is not JSON-RPC, then says nothing more.
+    code = (
+        "import sys, time; sys.stdin.readline(); print('this is not json', flush=True); "
+        "time.sleep(60)"
+    )
+    spec = McpServerSpec(command=[sys.executable, "-c", code], connect_timeout_s=2)
+    with pytest.raises(ConfigError) as info:
+        await load_mcp_tools({"raw": spec}, [McpToolRef("raw", "x")])
+    message = str(info.value)
+    assert "did not answer within 2 s; it sent a message that is not JSON-RPC: " in message
+    assert "Invalid JSON" in message and "\n" not in message
+    captured = capfd.readouterr()
+    assert "Traceback" not in captured.err and "Failed to parse" not in captured.err
+
+
 async def test_an_http_server_that_is_not_there_is_a_config_error():
     spec = McpServerSpec(url=f"http://127.0.0.1:{_free_port()}/mcp", connect_timeout_s=2)
     with pytest.raises(ConfigError, match="cannot use MCP server 'gone'"):

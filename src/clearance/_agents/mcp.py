@@ -152,6 +152,7 @@ async def _listed(server: str, spec: McpServerSpec, folder: Path) -> dict[str, A
     from mcp import MCPError
 
     errlog = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
+    malformed: list[str] = []
 
     async def work() -> dict[str, Any]:
         from mcp.types import PaginatedRequestParams
@@ -159,7 +160,7 @@ async def _listed(server: str, spec: McpServerSpec, folder: Path) -> dict[str, A
         found: dict[str, Any] = {}
         with anyio.fail_after(spec.connect_timeout_s * 2):
             async with session(
-                spec, ReadCap(read_cap(spec)), folder=folder, errlog=errlog
+                spec, ReadCap(read_cap(spec)), folder=folder, errlog=errlog, malformed=malformed
             ) as open_:
                 cursor: str | None = None
                 for _ in range(_MAX_PAGES):
@@ -186,7 +187,7 @@ async def _listed(server: str, spec: McpServerSpec, folder: Path) -> dict[str, A
         ):
             raise ConfigError(
                 f"MCP server {server!r} ({spec.where()}) did not answer within "
-                f"{spec.connect_timeout_s:g} s",
+                f"{spec.connect_timeout_s:g} s{_sent(malformed)}",
                 field=field,
             ) from None
         raise ConfigError(
@@ -262,10 +263,11 @@ async def _call(
     from mcp import MCPError
 
     cap = ReadCap(read_cap(spec))
+    malformed: list[str] = []
 
     async def work() -> CallToolResult:
         with anyio.fail_after(spec.connect_timeout_s + spec.timeout_s + 5):
-            async with session(spec, cap, folder=folder) as open_:
+            async with session(spec, cap, folder=folder, malformed=malformed) as open_:
                 return await open_.call_tool(
                     ref.tool, arguments, read_timeout_seconds=spec.timeout_s
                 )
@@ -285,6 +287,9 @@ async def _call(
             isinstance(leaf, MCPError) and "timed out" in str(leaf)
         ):
             message = f"{who} did not answer {ref.tool} within {spec.timeout_s:g} s"
+            if malformed:
+                message += _sent(malformed)
+                return f"error: {message}", True, {"error": "malformed"}
             return f"error: {message}", True, {"error": "timeout"}
         if isinstance(leaf, ConfigError):
             return f"error: {who}: {leaf}", True, {"error": "config"}
@@ -293,6 +298,14 @@ async def _call(
     text, size = _result_text(result)
     capped, cut = _capped(text, spec.max_result_bytes)
     return capped, bool(result.is_error), {"bytes": size, "truncated": cut}
+
+
+def _sent(malformed: list[str]) -> str:
+    """``"; it sent a message that is not JSON-RPC: ..."`` for the first one, or ``""``."""
+    if not malformed:
+        return ""
+    more = f" (and {len(malformed) - 1} more)" if len(malformed) > 1 else ""
+    return f"; it sent a message that is not JSON-RPC{more}: {malformed[0]}"
 
 
 def _tail(errlog: TextIO) -> str:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import logging
 import os
 import shutil
 import tempfile
@@ -36,7 +37,15 @@ from clearance._core.mcp_spec import McpServerSpec
 if TYPE_CHECKING:
     from mcp import ClientSession
 
-__all__ = ["ReadCap", "StateFolders", "read_cap", "session"]
+__all__ = ["MALFORMED_SHOWN", "ReadCap", "StateFolders", "read_cap", "session"]
+
+# The SDK logs a server's malformed message with its traceback; with no logging set up,
+# Python's last-resort handler would print that to the terminal. What a server sends is
+# reported by `session` (``malformed``) in the caller's one-line error instead.
+logging.getLogger("mcp").addHandler(logging.NullHandler())
+
+MALFORMED_SHOWN = 120
+"""Most characters of a server's malformed message quoted in an error."""
 
 _MIN_READ_CAP = 1024 * 1024
 _FOLDER_VARIABLES = (
@@ -182,13 +191,21 @@ class StateFolders:
 
 @contextlib.asynccontextmanager
 async def session(
-    spec: McpServerSpec, cap: ReadCap, *, folder: Path | None = None, errlog: TextIO | None = None
+    spec: McpServerSpec,
+    cap: ReadCap,
+    *,
+    folder: Path | None = None,
+    errlog: TextIO | None = None,
+    malformed: list[str] | None = None,
 ) -> AsyncIterator[ClientSession]:
     """An initialized session with one server; the server (or connection) is closed after.
 
     A stdio server gets only its declared environment, runs in ``folder`` (its home and
     temporary folders too, unless ``env`` names them); its standard error goes to
     ``errlog``, or is discarded (a hostile server could otherwise write to the terminal).
+    Each message the server sent that is not JSON-RPC is described in ``malformed`` (the
+    session goes on without it: a request it should have answered then times out, and the
+    caller can say why).
     """
     import anyio
     import httpx2
@@ -223,7 +240,15 @@ async def session(
                 streamable_http_client(spec.url, http_client=client, max_sse_event_size=cap.limit)
             )
         read, write = streams
-        client_session = await stack.enter_async_context(ClientSession(read, write))
+
+        async def on_message(message: Any) -> None:
+            if isinstance(message, Exception) and malformed is not None and len(malformed) < 8:
+                text = " ".join(str(message).split())
+                malformed.append(text[:MALFORMED_SHOWN])
+
+        client_session = await stack.enter_async_context(
+            ClientSession(read, write, message_handler=on_message)
+        )
         with anyio.fail_after(spec.connect_timeout_s):
             await client_session.initialize()
         yield client_session
