@@ -216,3 +216,83 @@ def test_run_warns_in_one_line_that_shared_conversation_has_no_effect_there(tmp_
     (tmp_path / "team.yaml").write_text(yaml.safe_dump({**plain, "tasks": [task]}))
     result = clearance(tmp_path, "run", "team.yaml", "--model", "fake:x", "--db", db)
     assert result.returncode == 0 and "warning" not in result.stderr
+
+
+def test_a_line_that_is_not_utf8_is_refused_and_the_session_goes_on(tmp_path, team):
+    # Surrogates from the undecodable byte reached token counting: a traceback, and the
+    # chat's run left "running" forever.
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    environment = dict(os.environ, PYTHONPATH=SRC)
+    result = subprocess.run(
+        [sys.executable, "-m", "clearance", "chat", "team.yaml", "--agent", "carol",
+         "--model", "fake:x", "--context-window", "4000", "--db", db],
+        cwd=tmp_path, env=environment, input=b"first\ncaf\xe9\nsecond\n",
+        capture_output=True, timeout=120,
+    )  # fmt: skip
+    stderr = result.stderr.decode()
+    assert result.returncode == 0, stderr
+    assert "Traceback" not in stderr
+    refused = [line for line in stderr.splitlines() if line.startswith("error: ")]
+    assert refused == [
+        "error: the line is not valid UTF-8 (byte 0xe9 at position 3); the message was not sent"
+    ]
+    answers = result.stdout.decode().splitlines()
+    assert len(answers) == 2 and all(a.startswith("x result for") for a in answers)
+    run_id = re.search(r"chat run (\S+):", stderr).group(1)
+    with RunLedger(db, read_only=True) as ledger:
+        assert ledger.get_run(run_id).status == "completed"
+        assert len(ledger.calls(run_id)) == 2
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
+def test_ctrl_c_at_the_prompt_ends_the_session_at_once_with_its_run_closed(tmp_path, team):
+    # The summary was printed, but the process waited for another line: the read of stdin
+    # blocked in a thread the event loop (and then the interpreter) waited for.
+    import pty
+    import select
+    import signal
+    import time
+
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    main, secondary = pty.openpty()
+    environment = dict(os.environ, PYTHONPATH=SRC)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "clearance", "chat", "team.yaml", "--agent", "carol",
+         "--model", "fake:x", "--context-window", "4000", "--db", db],
+        cwd=tmp_path, env=environment, stdin=secondary, stdout=secondary, stderr=secondary,
+        start_new_session=True,
+    )  # fmt: skip
+    os.close(secondary)
+    seen = b""
+
+    def read_until(marker: bytes, timeout_s: float) -> None:
+        nonlocal seen
+        deadline = time.monotonic() + timeout_s
+        while marker not in seen and time.monotonic() < deadline:
+            ready, _, _ = select.select([main], [], [], 0.1)
+            if ready:
+                try:
+                    seen += os.read(main, 4096)
+                except OSError:
+                    return
+
+    try:
+        read_until(b"you> ", 60)
+        os.write(main, b"hello there\n")
+        read_until(b"x result for", 60)
+        assert b"x result for" in seen, seen
+        read_until(b"you> ", 10)
+        process.send_signal(signal.SIGINT)
+        code = process.wait(timeout=10)  # at once, not after another line
+        read_until(b"check it with", 5)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        os.close(main)
+    assert code == 130, seen
+    match = re.search(rb"chat run (\S+):", seen)
+    assert match, seen
+    with RunLedger(db, read_only=True) as ledger:
+        run = ledger.get_run(match.group(1).decode())
+    assert run.status == "completed" and run.finished_at is not None

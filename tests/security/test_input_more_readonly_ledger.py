@@ -53,6 +53,7 @@ def _unlock(paths: list[Path]) -> None:
 def read_only_ledger(tmp_path: Path) -> Iterator[tuple[str, str]]:
     """A ledger with one completed run, then its file and folder made read-only."""
     folder = tmp_path / "ledger"
+    folder.mkdir()  # a --db folder is never created by `clearance run`
     db = folder / "runs.db"
     team = tmp_path / "team.yaml"
     team.write_text(

@@ -200,6 +200,7 @@ async def test_serve_lists_runs_and_serves_their_pages_on_loopback_only(recorded
 
 def test_serve_refuses_a_bad_or_busy_port(tmp_path):
     db = f"sqlite:///{tmp_path}/r.db"
+    RunLedger(db).close()  # serve reads an existing ledger; it creates none
     result = runner.invoke(app, ["serve", "--port", "70000", "--db", db])
     assert result.exit_code == 2 and "65535" in result.output
     with socket.socket() as busy:

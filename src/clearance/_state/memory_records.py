@@ -92,14 +92,24 @@ def partition_of(provider: str | None) -> str:
 class MemoryDatabase(DatabaseBase):
     """The memory store's database, migrated when opened (see `DatabaseBase`).
 
+    Args:
+        url_or_engine: A SQLAlchemy URL, or an engine to share.
+        read_only: Open an SQLite file read-only, creating and writing nothing (see
+            `DatabaseBase`).
+        create: Create the database and its tables when it has none; ``False``: refuse a
+            database that is not a memory store (missing, empty, another program's).
+
     Raises:
-        StoreError: The database cannot be opened or migrated.
+        StoreError: The database cannot be opened or migrated, or (``read_only`` or not
+            ``create``) is not a memory store.
     """
 
     _LABEL = "memory store"
 
-    def __init__(self, url_or_engine: str | sa.Engine) -> None:
-        super().__init__(url_or_engine)
+    def __init__(
+        self, url_or_engine: str | sa.Engine, *, read_only: bool = False, create: bool = True
+    ) -> None:
+        super().__init__(url_or_engine, read_only=read_only, create=create)
         try:
             self._migrate(MEMORY_SCHEMA)
         except BaseException:
@@ -152,12 +162,13 @@ class MemoryRecord:
 def memory_lookup(url_or_engine: str | sa.Engine) -> Callable[[str], MemoryRecord | None]:
     """An unscoped lookup of records by id, for auditing (``clearance verify``).
 
-    Not for agents: it ignores scopes. Pass it to `verify_run` as ``memories``.
+    Not for agents: it ignores scopes. Pass it to `verify_run` as ``memories``. Nothing
+    is created: a database that is not a memory store is refused.
 
     Raises:
-        StoreError: The database cannot be opened.
+        StoreError: The database cannot be opened, or is not a memory store.
     """
-    database = MemoryDatabase(url_or_engine)
+    database = MemoryDatabase(url_or_engine, create=False)
 
     def lookup(memory_id: str) -> MemoryRecord | None:
         with database._reading(f"read memory {memory_id!r}") as conn:
@@ -170,16 +181,19 @@ def memory_lookup(url_or_engine: str | sa.Engine) -> Callable[[str], MemoryRecor
 def list_memories(url_or_engine: str | sa.Engine, *, limit: int = 50) -> list[MemoryRecord]:
     """The newest records of every scope and partition, newest first, for auditing.
 
-    Not for agents: it ignores scopes (``clearance memory`` lists them).
+    Not for agents: it ignores scopes (``clearance memory`` lists them). An SQLite file
+    is opened read-only: nothing is created or written, and a database that is not a
+    memory store is refused.
 
     Args:
         url_or_engine: The memory store.
         limit: Most records to return.
 
     Raises:
-        StoreError: The database cannot be opened or read.
+        StoreError: The database cannot be opened or read, or is not a memory store (or,
+            an SQLite file, one of an older schema: open it once with write access).
     """
-    database = MemoryDatabase(url_or_engine)
+    database = MemoryDatabase(url_or_engine, read_only=True)
     try:
         with database._reading("list memories") as conn:
             rows = conn.execute(

@@ -42,7 +42,7 @@ def _decide(db: str, run_id: str, call_id: str, decision: ApprovalDecision) -> N
     from clearance import RunLedger
     from clearance.runs import decide
 
-    with RunLedger(db) as ledger:
+    with RunLedger(db, create=False) as ledger:  # the run's ledger: never a new one
         request = decide(ledger, run_id, call_id, decision)
         run = ledger.get_run(run_id).run_id
     verb = "approved" if decision.approved else "denied"

@@ -12,23 +12,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
+import os
 import shlex
 import sys
+import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, get_args
+from typing import TYPE_CHECKING, Annotated, TextIO, get_args
 
 import typer
 
 from clearance import ClearanceError, ConfigError, LimitExceeded
 from clearance.cli._common import err, one_line_errors, out, safe_text
+from clearance.cli._options import check_database_folder
 from clearance.runs import DEFAULT_LEDGER_URL
 
 if TYPE_CHECKING:
-    from clearance import Agent, AgentChat, LoadedTeam
+    from clearance import Agent, AgentChat, LoadedTeam, RunLedger
     from clearance.memory import Strategy
 
 
-__all__ = ["register", "shared_conversation_warning"]
+__all__ = ["check_resumable", "register", "shared_conversation_warning"]
 
 QUIT = "/quit"
 """A line that ends the conversation (as end of input does)."""
@@ -54,6 +58,80 @@ def shared_conversation_warning(loaded: LoadedTeam) -> str | None:
         f"warning: {loaded.source}: {fields} has no effect in clearance run "
         "(task prompts are built per task); it is used by clearance chat"
     )
+
+
+def check_resumable(ledger: RunLedger, run_id: str) -> None:
+    """Refuse to resume a chat session's run (``clearance resume``): it has no tasks to run.
+
+    A chat run is recorded by `AgentChat` (team ``chat:<agent>``, its memory groups as a
+    mapping of members), not from a run spec.
+
+    Raises:
+        StoreError: No run (or several) match ``run_id``.
+        ConfigError: The run is a chat session.
+    """
+    record = ledger.get_run(run_id)
+    if record.team.startswith("chat:") and isinstance(record.config.get("memory_groups"), dict):
+        raise ConfigError(f"run {record.run_id} is a chat session; it cannot be resumed")
+
+
+class _StdinLines:
+    """The lines of stdin, as bytes, each read on a daemon thread of its own.
+
+    Not `asyncio.to_thread`: a thread of the loop's executor blocked in a read is waited
+    for when the loop closes and when the process exits, so Ctrl-C would end the session
+    only once another line was typed. A daemon thread reading the file descriptor
+    (``os.read``, holding no lock of ``sys.stdin``) is left behind instead. A stream
+    without a file descriptor (a test's) is read through its ``buffer``.
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._pending = b""
+        try:
+            self._fd: int | None = stream.fileno()
+        except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+            self._fd = None
+
+    async def readline(self) -> bytes:
+        """The next line with its line break (``b""`` at end of input)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[bytes] = loop.create_future()
+
+        def deliver(line: bytes | None, error: BaseException | None) -> None:
+            if future.done():
+                return
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(line or b"")
+
+        def read() -> None:
+            try:
+                line, error = self._read_line(), None
+            except Exception as exc:  # delivered to the session, raised there
+                line, error = None, exc
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(deliver, line, error)
+
+        threading.Thread(target=read, name="clearance-chat-stdin", daemon=True).start()
+        return await future
+
+    def _read_line(self) -> bytes:
+        if self._fd is None:
+            buffer = getattr(self._stream, "buffer", None)
+            if buffer is not None:
+                line: bytes = buffer.readline()
+                return line
+            return self._stream.readline().encode("utf-8", "surrogateescape")
+        while b"\n" not in self._pending:
+            chunk = os.read(self._fd, 65536)
+            if not chunk:
+                line, self._pending = self._pending, b""
+                return line
+            self._pending += chunk
+        line, _, self._pending = self._pending.partition(b"\n")
+        return line + b"\n"
 
 
 def _agent(loaded: LoadedTeam, name: str) -> Agent:
@@ -119,13 +197,24 @@ async def _converse(session: AgentChat) -> int:
         ClearanceError: A turn failed (the model, the prompt budget, the memory).
     """
     answered = 0
+    lines = _StdinLines(sys.stdin)
     while True:
         if sys.stdin.isatty():
             err.print("you> ", end="")
-        line = await asyncio.to_thread(sys.stdin.readline)
+        line = await lines.readline()
         if not line:
             return answered
-        text = line.rstrip("\r\n")
+        try:
+            text = line.decode("utf-8").rstrip("\r\n")
+        except UnicodeDecodeError as exc:  # a lone surrogate could be sent nowhere
+            where = f"byte 0x{line[exc.start]:02x} at position {exc.start}"
+            err.print(
+                safe_text(
+                    f"error: the line is not valid UTF-8 ({where}); the message was not sent"
+                ),
+                soft_wrap=True,
+            )
+            continue
         if text.strip() == QUIT:
             return answered
         if not text.strip():
@@ -191,6 +280,9 @@ def chat(
     from clearance.memory import RunMemory, default_memory_url, group_members
     from clearance.models import DEFAULT_MODEL_ID, get_model
 
+    check_database_folder(db, default=DEFAULT_LEDGER_URL)
+    if memory_url is not None:
+        check_database_folder(memory_url, default="", flag="--memory")
     loaded = load_team_file(team_file)
     agent = _agent(loaded, agent_name)
     how = _strategy(strategy)
@@ -231,7 +323,11 @@ def chat(
 
 
 def _run_session(session: AgentChat, db: str) -> None:
-    """Converse, then record the end of the run; exit 1 when a turn failed, 130 on Ctrl-C."""
+    """Converse, then record the end of the run; exit 1 when a turn failed, 130 on Ctrl-C.
+
+    However the session ends, its run is finished: a failure that is not a `ClearanceError`
+    (a bug) is recorded as the run's error and raised on.
+    """
     try:
         asyncio.run(_converse(session))
     except KeyboardInterrupt:
@@ -244,6 +340,9 @@ def _run_session(session: AgentChat, db: str) -> None:
         err.print(safe_text(f"error: {message}"), soft_wrap=True)
         err.print(safe_text(_session_line(session, db)), soft_wrap=True)
         raise typer.Exit(1) from None
+    except BaseException as exc:
+        session.finish(error=" ".join(f"{type(exc).__name__}: {exc}".splitlines()))
+        raise
     session.finish()
     err.print(safe_text(_session_line(session, db)), soft_wrap=True)
 

@@ -72,7 +72,10 @@ def memory(
 
 
 def _missing_file(url: str) -> bool:
-    """Whether ``url`` names an SQLite file that does not exist (listing would create it)."""
+    """Whether ``url`` names an SQLite file that does not exist (no memory recorded yet).
+
+    A folder there is not missing: opening it says it is one.
+    """
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
 
@@ -82,7 +85,7 @@ def _missing_file(url: str) -> bool:
         return False  # list_memories names the bad URL
     database = parsed.database or ""
     local = database not in ("", ":memory:") and not database.startswith("file:")
-    return parsed.drivername.startswith("sqlite") and local and not Path(database).is_file()
+    return parsed.drivername.startswith("sqlite") and local and not Path(database).exists()
 
 
 def register(app: typer.Typer) -> None:

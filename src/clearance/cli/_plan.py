@@ -17,7 +17,7 @@ from clearance.cli._common import (
     safe_text,
     write_output_file,
 )
-from clearance.cli._options import DbOption, InputOption
+from clearance.cli._options import DbOption, InputOption, check_database_folder
 from clearance.cli._team_setup import configured_models
 from clearance.runs import DEFAULT_LEDGER_URL
 
@@ -55,6 +55,7 @@ def plan(
     if output.exists():
         raise ConfigError(f"{str(output)!r} exists: choose another file", field="--output")
     check_output_files({"--output": output})
+    check_database_folder(db, default=DEFAULT_LEDGER_URL)
     loaded, _ = checked_run(spec, source=str(team_file))
     services = RunServices(models=configured_models(model_settings(spec)))
     with RunLedger(db) as ledger:

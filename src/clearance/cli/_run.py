@@ -19,7 +19,7 @@ from rich.table import Table
 
 from clearance import ConfigError, TaskStatus
 from clearance.cli._approve import EXIT_AWAITING_APPROVAL, terminal_approver
-from clearance.cli._chat import shared_conversation_warning
+from clearance.cli._chat import check_resumable, shared_conversation_warning
 from clearance.cli._common import (
     check_output_files,
     err,
@@ -35,7 +35,7 @@ from clearance.cli._executor import (
     RayWorkersOption,
     executor_spec,
 )
-from clearance.cli._options import DbOption, InputOption
+from clearance.cli._options import DbOption, InputOption, check_database_folder
 from clearance.cli._otel import otlp_tracing
 from clearance.cli._progress import RunProgress
 from clearance.cli._stream import StreamView
@@ -205,6 +205,7 @@ def run(
             field="--sarif",
         )
     check_output_files({"--output": output, "--json": json_output, "--sarif": sarif_output})
+    check_database_folder(db, default=DEFAULT_LEDGER_URL)
     try:  # imported and looked up now, so a bad entry is one line naming the file
         tools = spec_tools(spec)
     except ConfigError as exc:
@@ -403,7 +404,8 @@ def resume(
             tools = spec_tools(loaded.spec)
         except ConfigError as exc:
             raise ConfigError(str(exc), source=loaded.source) from exc
-    with otlp_tracing(), RunLedger(db) as ledger:
+    with otlp_tracing(), RunLedger(db, create=False) as ledger:
+        check_resumable(ledger, run_id)
         spec = recorded_run_spec(ledger, run_id)
         update: dict[str, Any] = {
             "executor": executor_spec(
@@ -470,10 +472,19 @@ def _print_result(result: RunResult) -> None:
     _print_run(result)
 
 
+MAX_PRINTED_CHARS = 20_000
+"""Most characters of the synthesis `clearance run` prints; the rest is in the ledger."""
+
+
 def _print_run(result: RunResult) -> None:
     """The synthesis, the run's error and its totals."""
     if result.synthesis is not None:
-        out.print(Panel(safe_text(result.synthesis), title="Synthesis", title_align="left"))
+        shown = result.synthesis  # cut: laying out megabytes in a panel takes minutes
+        if len(shown) > MAX_PRINTED_CHARS:
+            where = f"clearance inspect {result.run_id} --task synthesis"
+            cut = f"[cut at {MAX_PRINTED_CHARS:,} of {len(shown):,} characters; all: {where}]"
+            shown = f"{shown[:MAX_PRINTED_CHARS]}\n{cut}"
+        out.print(Panel(safe_text(shown), title="Synthesis", title_align="left"))
     if result.error:
         err.print(safe_text(f"run {result.run_id}: {result.error}"), soft_wrap=True)
     usage = result.usage

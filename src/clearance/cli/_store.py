@@ -1,5 +1,9 @@
 """``clearance store get|set|query|cleanup``: the context store, for operators.
 
+``get`` and ``query`` open the store read-only and ``cleanup`` only an existing one: none
+of them creates a store, or writes to a database that is not one. ``set`` creates the
+store, and the folder of the default one (``.clearance/``), never a folder given in --db.
+
 Also the tool-call and delegation-chain table that ``clearance inspect`` prints.
 """
 
@@ -14,7 +18,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from clearance import ConfigError
 from clearance.cli._common import err, one_line_errors, out, safe_text
+from clearance.cli._options import check_database_folder
 from clearance.runs import DEFAULT_STORE_URL, MAX_ROWS
 
 if TYPE_CHECKING:
@@ -53,7 +59,7 @@ def get(
     """Print the value of a live entry (exit 1 when absent or expired)."""
     from clearance import ContextStore
 
-    with ContextStore(db) as store:
+    with ContextStore(db, read_only=True) as store:
         value = store.get(namespace, key)
     if value is None:
         err.print(safe_text(f"no live entry {namespace}/{key}"))
@@ -76,6 +82,10 @@ def set_(
     """Write an entry (an upsert)."""
     from clearance import ContextStore
 
+    for field, text in (("namespace", namespace), ("key", key)):
+        if not text:  # refused before the store is opened (and perhaps created)
+            raise ConfigError("must not be empty", field=field)
+    check_database_folder(db, default=DEFAULT_STORE_URL)
     with ContextStore(db) as store:
         store.set(namespace, key, value, agent, ttl_s)
     out.print(safe_text(f"stored {namespace}/{key}"))
@@ -93,7 +103,7 @@ def query(
     """List live entries of a namespace, most recently updated first."""
     from clearance import ContextStore
 
-    with ContextStore(db) as store:
+    with ContextStore(db, read_only=True) as store:
         entries = store.query_by_prefix(namespace, prefix, limit)
     if as_json:
         for entry in entries:
@@ -117,7 +127,7 @@ def cleanup(db: StoreDbOption = DEFAULT_STORE_URL) -> None:
     """Remove expired entries and say how many."""
     from clearance import ContextStore
 
-    with ContextStore(db) as store:
+    with ContextStore(db, create=False) as store:
         removed = store.cleanup()
     out.print(safe_text(f"removed {removed} expired entries"))
 

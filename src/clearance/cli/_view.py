@@ -59,7 +59,7 @@ def serve(
     from clearance import RunLedger
     from clearance.view import make_server  # Jinja2: for this command only
 
-    with RunLedger(db) as ledger:
+    with RunLedger(db, read_only=True) as ledger:
         try:
             server = make_server(ledger, port)
         except OSError as exc:

@@ -48,16 +48,23 @@ class DatabaseBase:
     Args:
         url: SQLAlchemy URL: ``sqlite:///path`` (relative), ``sqlite:////abs/path``, or
             ``postgresql+psycopg://user@host:port/db``. The parent folder of an SQLite file
-            is created. Or an engine to share: used as its owner configured it, and not
-            disposed by `close`.
+            is created (unless ``create`` is false or ``read_only``). Or an engine to share:
+            used as its owner configured it, and not disposed by `close`.
         clock: Source of timestamps (aware UTC).
         read_only: Open an SQLite file read-only (``mode=ro``; see `read_only_sqlite`),
             creating nothing and writing nothing, so a file or folder without write
-            permission can be read; writes then fail with `StoreError`.
+            permission can be read; writes then fail with `StoreError`. Implies ``create``
+            false, on any database.
+        create: Create the database (an SQLite file and its folder) and its tables when it
+            has none yet. ``False``, for code that acts on what a database already holds:
+            a missing SQLite file, or a database without this store's table of versions
+            (empty, or another program's), is refused with `StoreError` when the subclass
+            migrates (`_migrate`), and nothing is written to it.
 
     Raises:
         StoreError: The URL is malformed or names an unsupported database or a missing
-            driver; the message holds the URL (password masked) and the cause.
+            driver, or names a folder, or (``create`` false) an SQLite file that does not
+            exist; the message holds the URL (password masked) and the cause.
     """
 
     _LABEL = "database"
@@ -67,11 +74,19 @@ class DatabaseBase:
     """The page size of an SQLite file this creates (bytes); ``None``: SQLite's (4096)."""
 
     def __init__(
-        self, url: str | Engine, *, clock: Clock = utc_now, read_only: bool = False
+        self,
+        url: str | Engine,
+        *,
+        clock: Clock = utc_now,
+        read_only: bool = False,
+        create: bool = True,
     ) -> None:
         self._clock = clock
         self._closed = False
         self._owns_engine = not isinstance(url, Engine)
+        self._create = create and not read_only
+        # An SQLite file whose schema is read before anything is written (see `_migrate`).
+        self._probe_url: str | None = None
         if isinstance(url, Engine):  # shared with its owner, used as it is configured
             self._url = url.url.render_as_string(hide_password=True)
             self._read_only = False
@@ -80,14 +95,18 @@ class DatabaseBase:
             self._held: HeldConnections | None = None
         else:
             self._url = mask_url(url)
-            self._read_only = read_only and _is_sqlite_file_url(url)
-            hold = self._HOLD_CONNECTIONS and _is_sqlite_file_url(url)
+            sqlite_file = _is_sqlite_file_url(url)
+            self._read_only = read_only and sqlite_file
+            if sqlite_file and not self._create and not self._read_only:
+                self._probe_url = url
+            hold = self._HOLD_CONNECTIONS and sqlite_file
             self._engine = open_engine(
                 url,
                 label=self._LABEL,
                 hold=hold,
                 read_only=self._read_only,
                 page_size=self._PAGE_SIZE,
+                create=self._create,
             )
             self._dialect = self._engine.dialect.name
             self._held = HeldConnections(self._engine) if hold else None
@@ -253,37 +272,68 @@ class DatabaseBase:
     def _migrate(self, schema: Schema) -> None:
         """Apply the migrations the database lacks, in order, in one transaction.
 
-        See `clearance._state.db.migrations`. On a database opened read-only nothing is
-        applied: one whose schema is not the latest is refused.
+        See `clearance._state.db.migrations`. A database whose schema is newer than
+        ``schema`` knows is refused. On a database opened read-only nothing is applied: one
+        whose schema is not the latest is refused. Opened without ``create``, a database
+        without the table of versions (none of this store's tables) is refused, and an
+        SQLite file is read before anything is written to it (not even the switch to
+        write-ahead logging).
 
         Raises:
             StoreError: The database's schema is newer than ``schema`` knows, or (opened
-                read-only) not the latest, or the database failed.
+                read-only) not the latest, or (without ``create``) absent, or the database
+                failed.
         """
         latest = schema.latest
-        with self._reading("read the schema version") as conn:
-            current = schema.current_version(conn)
+        current = self._schema_version(schema)
+        if current > latest:
+            raise self._newer_error(current, latest)
         if current == latest:
             return
+        if not current and not self._create:
+            raise StoreError(
+                f"no {self._LABEL} at {self._url}: the database has none of its tables "
+                f"(no {schema.versions.name} table)"
+            )
         if self._read_only:
             raise StoreError(
                 f"the {self._LABEL} at {self._url}, opened read-only, has schema version "
                 f"{current}, not {latest}: open it once with write access to upgrade it"
-                if current
-                else f"no {self._LABEL} at {self._url}: the database has none of its tables "
-                f"(no {schema.versions.name} table)"
             )
         with self._writing("migrate the schema") as conn:
             if self._dialect == "postgresql":  # SQLite's BEGIN IMMEDIATE already serializes
                 conn.execute(select(func.pg_advisory_xact_lock(lock_key(schema.versions.name))))
             current = schema.current_version(conn)  # again, under the write lock
             if current > latest:
-                raise StoreError(
-                    f"the {self._LABEL} at {self._url} has schema version {current}, newer than "
-                    f"this version of Clearance supports ({latest}); upgrade Clearance"
-                )
+                raise self._newer_error(current, latest)
+            if not current and not self._create:  # dropped since it was read
+                raise StoreError(f"no {self._LABEL} at {self._url}: its tables were removed")
             # Real time, not the injected clock: keeps a test clock's ticks for the data.
             schema.upgrade(conn, current, utc_now)
+
+    def _schema_version(self, schema: Schema) -> int:
+        """The schema version the database has (0: none of the store's tables).
+
+        An SQLite file opened without ``create`` is read on a read-only connection of its
+        own, so that a file that is not this store's is refused before it is written to.
+        """
+        if self._probe_url is None:
+            with self._reading("read the schema version") as conn:
+                return schema.current_version(conn)
+        probe = open_engine(self._probe_url, label=self._LABEL, read_only=True)
+        try:
+            with probe.connect() as conn:
+                return schema.current_version(conn)
+        except SQLAlchemyError as exc:
+            raise self._read_error("read the schema version", exc) from exc
+        finally:
+            probe.dispose()
+
+    def _newer_error(self, current: int, latest: int) -> StoreError:
+        return StoreError(
+            f"the {self._LABEL} at {self._url} has schema version {current}, newer than "
+            f"this version of Clearance supports ({latest}); upgrade Clearance"
+        )
 
     @contextmanager
     def _reading(self, operation: str) -> Iterator[Connection]:
@@ -316,6 +366,19 @@ def _is_sqlite_file_url(url: str) -> bool:
         return False
 
 
+def _check_sqlite_path(path: str, label: str, masked: str, *, must_exist: bool) -> None:
+    """Refuse an SQLite file that is a folder, or (``must_exist``) that does not exist.
+
+    Raises:
+        StoreError: One line naming the URL (SQLite itself says only "unable to open
+            database file").
+    """
+    if os.path.isdir(path):
+        raise StoreError(f"cannot open the {label} at {masked}: it is a folder, not a file")
+    if must_exist and not os.path.exists(path):
+        raise StoreError(f"no {label} at {masked}: the file does not exist")
+
+
 def _supported(engine: Engine, label: str, masked: str) -> str:
     """The dialect name of ``engine``, if SQLite or PostgreSQL.
 
@@ -338,10 +401,11 @@ def open_engine(
     hold: bool = False,
     read_only: bool = False,
     page_size: int | None = None,
+    create: bool = True,
 ) -> Engine:
     """An engine for ``url`` configured as the stores use it (see `clearance._state.db.sqlite`).
 
-    The parent folder of a writable SQLite file is created.
+    The parent folder of a writable SQLite file is created, unless ``create`` is false.
 
     Args:
         url: SQLAlchemy URL (``sqlite:///path``, ``postgresql+psycopg://...``).
@@ -350,23 +414,28 @@ def open_engine(
             the pool does not limit its overflow and no ``BEGIN`` is sent by SQLAlchemy.
         read_only: Open an SQLite file read-only (`read_only_sqlite`).
         page_size: The page size of an SQLite file created (bytes); ``None``: SQLite's.
+        create: Create an SQLite file (and its folder) that does not exist; ``False``: refuse
+            it, as ``read_only`` does.
 
     Raises:
         StoreError: The URL is malformed or names an unsupported database or a missing
-            driver, or ``read_only`` and the SQLite file does not exist; the message holds
-            the URL (password masked) and the cause.
+            driver, or an SQLite file that is a folder, or (``read_only`` or not ``create``)
+            one that does not exist; the message holds the URL (password masked) and the
+            cause.
     """
     masked = mask_url(url)
     try:
         parsed = make_url(url)
-        if parsed.get_backend_name() == "sqlite" and not read_only:
-            ensure_sqlite_folder(parsed)
+        if is_sqlite_file(parsed):
+            _check_sqlite_path(
+                str(parsed.database), label, masked, must_exist=read_only or not create
+            )
+            if create and not read_only:
+                ensure_sqlite_folder(parsed)
         # A thread holds its connection (see `HeldConnections`): none may wait for one.
         options: dict[str, Any] = {"max_overflow": -1} if hold else {}
         if read_only:
             assert parsed.database is not None
-            if not os.path.exists(parsed.database):  # mode=ro: "unable to open database file"
-                raise StoreError(f"no {label} at {masked}: the file does not exist")
             options["creator"] = read_only_sqlite(parsed.database)
         engine = create_engine(parsed, json_serializer=serialize_json, **options)
     except (SQLAlchemyError, ImportError, OSError, ValueError) as exc:

@@ -75,10 +75,15 @@ class LedgerBase(DatabaseBase):
         return LedgerError(str(super()._read_error(operation, exc)))
 
     def __init__(
-        self, url: str = DEFAULT_LEDGER_URL, *, clock: Clock = utc_now, read_only: bool = False
+        self,
+        url: str = DEFAULT_LEDGER_URL,
+        *,
+        clock: Clock = utc_now,
+        read_only: bool = False,
+        create: bool = True,
     ) -> None:
         key = load_ledger_key()  # a bad key fails before anything is opened
-        super().__init__(url, clock=clock, read_only=read_only)
+        super().__init__(url, clock=clock, read_only=read_only, create=create)
         self._key = key
         self._key_id = key_id(key) if key is not None else None
         database = make_url(url).database or ""

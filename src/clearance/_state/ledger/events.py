@@ -49,7 +49,7 @@ class LedgerEvents(LedgerReads):
         """
         if not kind or len(kind) > 64:
             raise ConfigError(
-                f"an event kind must be 1 to 64 characters, got {kind!r}", field="kind"
+                f"an event kind must be 1 to 64 characters, got {str(kind)!r}", field="kind"
             )
         if len(subject) > 160:
             raise ConfigError("an event subject must be at most 160 characters", field="subject")
@@ -69,7 +69,9 @@ class LedgerEvents(LedgerReads):
             "data": data,
             "created_at": self._clock(),
         }
-        self._submit(PendingWrite(f"record a {kind!r} event of run {run_id!r}", {"event": [row]}))
+        # str(): an `EventKind` is named by its value, not its repr.
+        operation = f"record a {str(kind)!r} event of run {run_id!r}"
+        self._submit(PendingWrite(operation, {"event": [row]}))
         return event_id
 
     def events(self, run_id: str, kind: str | None = None) -> list[EventRecord]:

@@ -72,11 +72,17 @@ class RunLedger(LedgerEvents):
         read_only: Open an SQLite file read-only, for reading a ledger whose file or folder
             is not writable (`clearance verify`, `inspect`, `runs`): no schema migration,
             no write-ahead-log switch; every write fails with `StoreError`.
+        create: Create the ledger (an SQLite file and its folder, the tables) when there is
+            none yet. ``False``, for code acting on recorded runs (``clearance approve``,
+            ``deny``, ``resume``): a missing SQLite file, or a database holding no ledger
+            (empty, or another program's), is refused and nothing is written to it; an
+            older ledger is still upgraded. ``read_only`` implies it.
 
     Raises:
         StoreError: The URL is malformed, names an unsupported database or a missing driver,
             the database cannot be reached or created, or its schema is newer than this
-            version of Clearance (opened ``read_only``: is not this version's). The message
+            version of Clearance (opened ``read_only``: is not this version's), or (opened
+            ``read_only`` or without ``create``) there is no ledger there. The message
             holds the URL (password masked) and the cause.
     """
 

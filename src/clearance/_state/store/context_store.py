@@ -41,6 +41,7 @@ from clearance._state.db import DatabaseBase, DriverStatement
 from clearance._state.store.entry import (
     DEFAULT_EXTENSION_TTL_S,
     StoreEntry,
+    check_names,
     check_text,
     check_ttl,
 )
@@ -73,19 +74,33 @@ class ContextStore(DatabaseBase):
     Args:
         url: SQLAlchemy URL: ``sqlite:///path`` (relative), ``sqlite:////abs/path``, or
             ``postgresql+psycopg://user@host:port/db``. The parent folder of an SQLite file is
-            created.
+            created (unless ``create`` is false or ``read_only``).
         clock: Source of every timestamp and of "now" for expiry (aware UTC).
+        read_only: Open an SQLite file read-only (``clearance store get`` and ``query``):
+            nothing is created or written, writes fail with `StoreError`; implies
+            ``create`` false.
+        create: Create the store (file, folder, table) when there is none yet. ``False``: a
+            missing SQLite file, or a database that holds no store (empty, or another
+            program's), is refused and nothing is written to it.
 
     Raises:
         StoreError: The URL is malformed or names an unsupported database or a missing driver,
-            or the database cannot be reached; the message holds the URL (password masked).
+            or the database cannot be reached, or (``read_only`` or not ``create``) holds no
+            store; the message holds the URL (password masked).
     """
 
     _LABEL = "store"
     _HOLD_CONNECTIONS = True
 
-    def __init__(self, url: str = DEFAULT_STORE_URL, *, clock: Clock = utc_now) -> None:
-        super().__init__(url, clock=clock)
+    def __init__(
+        self,
+        url: str = DEFAULT_STORE_URL,
+        *,
+        clock: Clock = utc_now,
+        read_only: bool = False,
+        create: bool = True,
+    ) -> None:
+        super().__init__(url, clock=clock, read_only=read_only, create=create)
         try:
             self._migrate(STORE_SCHEMA)
         except BaseException:
@@ -132,6 +147,7 @@ class ContextStore(DatabaseBase):
                 f"a store value must be text, got {type(value).__name__} (encode JSON first)",
                 field="value",
             )
+        check_names(namespace=namespace, key=key)
         check_text(namespace=namespace, key=key, value=value, agent=agent)
         now = self._clock()
         params = {
@@ -171,7 +187,8 @@ class ContextStore(DatabaseBase):
 
         Raises:
             ConfigError: ``ttl_s`` is not positive and at most `MAX_TTL_S`, or ``value`` is
-                not text, or an argument is text that is not valid UTF-8 (a lone surrogate).
+                not text, or ``namespace`` or ``key`` is empty, or an argument is text that is
+                not valid UTF-8 (a lone surrogate).
             StoreError: The database could not be written.
         """
         check_ttl(ttl_s)
@@ -200,7 +217,8 @@ class ContextStore(DatabaseBase):
 
         Raises:
             ConfigError: ``ttl_s`` is not positive and at most `MAX_TTL_S`, or ``value`` is
-                not text, or an argument is text that is not valid UTF-8 (a lone surrogate).
+                not text, or ``namespace`` or ``key`` is empty, or an argument is text that is
+                not valid UTF-8 (a lone surrogate).
             StoreError: The database could not be written.
         """
         check_ttl(ttl_s)

@@ -12,6 +12,7 @@ __all__ = [
     "DEFAULT_EXTENSION_TTL_S",
     "MAX_TTL_S",
     "StoreEntry",
+    "check_names",
     "check_text",
     "check_ttl",
 ]
@@ -79,3 +80,10 @@ def check_text(**fields: str) -> None:
                 raise ConfigError(
                     f"{value!r} is not valid UTF-8 (it holds a lone surrogate)", field=name
                 ) from None
+
+
+def check_names(**fields: str) -> None:
+    """Refuse an empty namespace or key (an entry nobody could name), naming the field."""
+    for name, value in fields.items():
+        if value == "":
+            raise ConfigError("must not be empty", field=name)
