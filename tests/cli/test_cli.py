@@ -1,3 +1,4 @@
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -193,3 +194,39 @@ def test_a_usage_error_is_one_line_and_exit_2(args, expected):
 def test_no_arguments_still_prints_the_help():
     result = CliRunner().invoke(app, [])
     assert "Usage: clearance" in result.output and "Commands" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["run", "team.yaml", "--model", ""], "Invalid value for '--model': model id ''"),
+        (["run", "team.yaml", "--model", "a b"], "model id 'a b' must look like 'provider:name'"),
+        (["plan", "team.yaml", "--model", "x"], "Invalid value for '--model'"),
+        (["resume", "run_x", "--model", ":x"], "Invalid value for '--model'"),
+        (["chat", "team.yaml", "--agent", "w", "--model", ""], "Invalid value for '--model'"),
+        (["run", "team.yaml", "--max-concurrency", "0"], "must be 1 to 100000, got 0"),
+        (["run", "team.yaml", "--max-concurrency", "1" + "0" * 30], "must be 1 to 100000"),
+        (["run", "team.yaml", "--input", ""], "Invalid value for '--input': is empty"),
+        (["run", "team.yaml", "--store", " "], "Invalid value for '--store': is empty"),
+        (["run", "team.yaml", "--memory", ""], "Invalid value for '--memory': is empty"),
+        (["verify", "run_x", "--memory", ""], "Invalid value for '--memory': is empty"),
+    ],
+)
+def test_an_empty_or_malformed_option_is_refused_not_taken_as_absent(tmp_path, args, expected):
+    # `--model ""` ran on the embedded default model; `--input ""` read the current folder.
+    (tmp_path / "team.yaml").write_text(
+        "agents: [{name: w, instructions: W.}]\ntasks: [{id: a, title: A, description: D, "
+        "assignee: w}]\n",
+        encoding="utf-8",
+    )
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        result = CliRunner().invoke(app, [*args, "--db", db])
+    finally:
+        os.chdir(cwd)
+    assert result.exit_code == 2, result.output
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith("error: ") and expected in line
+    assert not (tmp_path / "runs.db").exists()  # refused before anything was opened

@@ -24,7 +24,7 @@ import typer
 
 from clearance import ClearanceError, ConfigError, LimitExceeded
 from clearance.cli._common import err, one_line_errors, out, safe_text
-from clearance.cli._options import check_database_folder
+from clearance.cli._options import check_database_folder, model_id_option, not_empty
 from clearance.runs import DEFAULT_LEDGER_URL
 
 if TYPE_CHECKING:
@@ -252,13 +252,17 @@ def chat(
         str | None,
         typer.Option(
             "--memory",
+            callback=not_empty,
             help="Memory database URL; overrides the team file's memory (default: memory.db "
             "next to the ledger).",
         ),
     ] = None,
     model: Annotated[
         str | None,
-        typer.Option(help="Model id instead of the agent's (or the team file's) model."),
+        typer.Option(
+            callback=model_id_option,
+            help="Model id instead of the agent's (or the team file's) model.",
+        ),
     ] = None,
     strategy: Annotated[
         str,

@@ -20,7 +20,7 @@ from clearance.cli._inspect import (
     print_run_json,
     prompt_cache_line,
 )
-from clearance.cli._options import DbOption
+from clearance.cli._options import DbOption, not_empty
 from clearance.cli._store import print_tool_calls
 from clearance.events import EventKind
 from clearance.runs import DEFAULT_LEDGER_URL, MAX_ROWS
@@ -155,6 +155,7 @@ def verify(
         str | None,
         typer.Option(
             "--memory",
+            callback=not_empty,
             help="Memory URL to check memory items against, instead of the one the run recorded.",
         ),
     ] = None,
@@ -162,6 +163,7 @@ def verify(
         str | None,
         typer.Option(
             "--store",
+            callback=not_empty,
             help="Store URL to check store items against, instead of the one the run recorded.",
         ),
     ] = None,

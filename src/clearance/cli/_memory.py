@@ -14,7 +14,7 @@ import typer
 from rich.text import Text
 
 from clearance.cli._common import one_line_errors, out, safe, safe_text
-from clearance.cli._options import DbOption
+from clearance.cli._options import DbOption, not_empty
 from clearance.runs import DEFAULT_LEDGER_URL
 
 __all__ = ["register"]
@@ -34,7 +34,9 @@ def memory(
     ] = None,
     memory_url: Annotated[
         str | None,
-        typer.Option("--memory", help="Memory database URL (overrides the team file's)."),
+        typer.Option(
+            "--memory", callback=not_empty, help="Memory database URL (overrides the team file's)."
+        ),
     ] = None,
     db: DbOption = DEFAULT_LEDGER_URL,
     limit: Annotated[int, typer.Option(min=1, max=10_000, help="Most records shown.")] = 50,

@@ -9,7 +9,57 @@ import typer
 
 from clearance import ConfigError
 
-__all__ = ["DbOption", "InputOption", "check_database_folder"]
+__all__ = [
+    "DbOption",
+    "InputOption",
+    "check_database_folder",
+    "concurrency_option",
+    "model_id_option",
+    "not_empty",
+]
+
+
+def model_id_option(value: str | None) -> str | None:
+    """``--model``'s check: a model id (``provider:name``), as a team file's ``model:`` is.
+
+    ``--model ""`` was taken as no option at all, and the run went on the default model.
+
+    Raises:
+        typer.BadParameter: The value is not a model id (a one-line usage error, exit 2).
+    """
+    from clearance._core.teamfile_models import check_model_id
+
+    if value is None:
+        return None
+    try:
+        return check_model_id(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+def concurrency_option(value: int | None) -> int | None:
+    """``--max-concurrency``'s check: 1 to `MAX_CONCURRENCY`, as in a team file.
+
+    Raises:
+        typer.BadParameter: Out of range (a one-line usage error, exit 2).
+    """
+    from clearance._core.run_spec import MAX_CONCURRENCY
+
+    if value is not None and not 1 <= value <= MAX_CONCURRENCY:
+        raise typer.BadParameter(f"must be 1 to {MAX_CONCURRENCY}, got {value}")
+    return value
+
+
+def not_empty(value: str | None) -> str | None:
+    """The check of an option naming a folder or a database: an empty value is a mistake.
+
+    Raises:
+        typer.BadParameter: The value is empty or blank (a one-line usage error, exit 2).
+    """
+    if value is not None and not value.strip():
+        raise typer.BadParameter("is empty")
+    return value
+
 
 DbOption = Annotated[
     str,
@@ -24,6 +74,7 @@ InputOption = Annotated[
     str | None,
     typer.Option(
         "--input",
+        callback=not_empty,
         help="Folder the team's tasks read files from (or python:<package>); "
         "overrides the team file's input.default.",
     ),

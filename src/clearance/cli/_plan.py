@@ -17,7 +17,7 @@ from clearance.cli._common import (
     safe_text,
     write_output_file,
 )
-from clearance.cli._options import DbOption, InputOption, check_database_folder
+from clearance.cli._options import DbOption, InputOption, check_database_folder, model_id_option
 from clearance.cli._team_setup import configured_models
 from clearance.runs import DEFAULT_LEDGER_URL
 
@@ -31,7 +31,9 @@ def plan(
     output: Annotated[
         Path, typer.Option("--output", "-o", help="Where to write the planned team file.")
     ] = Path("plan.yaml"),
-    model: Annotated[str | None, typer.Option(help="Model id for every agent.")] = None,
+    model: Annotated[
+        str | None, typer.Option(callback=model_id_option, help="Model id for every agent.")
+    ] = None,
     db: DbOption = DEFAULT_LEDGER_URL,
     input_dir: InputOption = None,
 ) -> None:

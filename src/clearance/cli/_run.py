@@ -35,7 +35,14 @@ from clearance.cli._executor import (
     RayWorkersOption,
     executor_spec,
 )
-from clearance.cli._options import DbOption, InputOption, check_database_folder
+from clearance.cli._options import (
+    DbOption,
+    InputOption,
+    check_database_folder,
+    concurrency_option,
+    model_id_option,
+    not_empty,
+)
 from clearance.cli._otel import otlp_tracing
 from clearance.cli._progress import RunProgress
 from clearance.cli._stream import StreamView
@@ -56,7 +63,8 @@ def run(
     model: Annotated[
         str | None,
         typer.Option(
-            help="Model id for every agent, e.g. llama-cpp:smollm2 or openai:gpt-4o-mini."
+            callback=model_id_option,
+            help="Model id for every agent, e.g. llama-cpp:smollm2 or openai:gpt-4o-mini.",
         ),
     ] = None,
     context_window: Annotated[
@@ -102,11 +110,15 @@ def run(
     db: DbOption = DEFAULT_LEDGER_URL,
     input_dir: InputOption = None,
     max_concurrency: Annotated[
-        int | None, typer.Option(min=1, help="Most tasks running at once.")
+        int | None, typer.Option(callback=concurrency_option, help="Most tasks running at once.")
     ] = None,
     store_url: Annotated[
         str | None,
-        typer.Option("--store", help="Context store URL; overrides the team file's store."),
+        typer.Option(
+            "--store",
+            callback=not_empty,
+            help="Context store URL; overrides the team file's store.",
+        ),
     ] = None,
     interactive: Annotated[
         bool,
@@ -120,6 +132,7 @@ def run(
         str | None,
         typer.Option(
             "--memory",
+            callback=not_empty,
             help="Memory database URL; overrides the team file's memory (default: memory.db "
             "next to the ledger).",
         ),
@@ -338,11 +351,14 @@ def resume(
     run_id: Annotated[str, typer.Argument(help="Run id (or a unique prefix).")],
     model: Annotated[
         str | None,
-        typer.Option(help="Model id for every agent, instead of the ones the run recorded."),
+        typer.Option(
+            callback=model_id_option,
+            help="Model id for every agent, instead of the ones the run recorded.",
+        ),
     ] = None,
     db: DbOption = DEFAULT_LEDGER_URL,
     max_concurrency: Annotated[
-        int | None, typer.Option(min=1, help="Most tasks running at once.")
+        int | None, typer.Option(callback=concurrency_option, help="Most tasks running at once.")
     ] = None,
     force: Annotated[
         bool,
@@ -352,10 +368,16 @@ def resume(
         ),
     ] = False,
     store_url: Annotated[
-        str | None, typer.Option("--store", help="Context store URL instead of the recorded one.")
+        str | None,
+        typer.Option(
+            "--store", callback=not_empty, help="Context store URL instead of the recorded one."
+        ),
     ] = None,
     memory_url: Annotated[
-        str | None, typer.Option("--memory", help="Memory URL instead of the recorded one.")
+        str | None,
+        typer.Option(
+            "--memory", callback=not_empty, help="Memory URL instead of the recorded one."
+        ),
     ] = None,
     team_file: Annotated[
         Path | None,
