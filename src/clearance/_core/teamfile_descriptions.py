@@ -67,17 +67,21 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "accept_when": "Condition on a review's JSON (pointer to value) that accepts it.",
     },
     "TaskSpec": {
-        "id": "The task's id, unique in the run ({slug} and {path} in for_each_file tasks).",
+        "id": "The task's id, unique in the run (in a for_each_file task, `{slug}`: the "
+        "file's path without its suffix, `/` as `.`, other characters an id may not hold "
+        "as `-`).",
         "title": "A short title.",
         "description": "What the task asks: its prompt's text.",
         "assignee": "The agent that does the task (or give run:).",
         "depends_on": "Tasks whose results this task sees: ids, or {task, when} entries.",
         "memory_scope": "Which earlier results the task sees: its dependencies', "
         "transitively, or all.",
-        "files": "Files of the input folder put into the prompt.",
+        "files": "Files of the input folder put into the prompt (each checked when the file "
+        "is read: it must exist, be a regular file and stay inside the folder).",
         "output_schema": "JSON Schema the answer must match (one repair attempt).",
         "for_each_file": "A glob in the input folder: one copy of the task per match (at most "
-        "10,000 matches, in a folder of at most 200,000 files).",
+        "10,000 matches, in a folder of at most 200,000 files); `{path}`, `{name}`, `{stem}` "
+        "and `{slug}` in its strings are filled in from the file.",
         "mode": "standard, or isolated (its agent works in a sandboxed project copy).",
         "constraints": "Lines added to the task's prompt as constraints.",
         "fan_out": "Children spawned before the task's agent answers.",
