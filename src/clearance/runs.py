@@ -11,6 +11,8 @@ do the same:
 - the ledger's records: `RunRecord`, `TaskRecord`, `CallRecord`, `EventRecord`,
   `ToolCallRecord`, and where runs and the store live (`DEFAULT_LEDGER_URL`,
   `DEFAULT_STORE_URL`, `masked_url`); `MAX_ROWS`, the most rows one listing returns;
+- checking what a command line gives: `check_model_id` (a model id, as the team file's
+  ``model:``), `MAX_CONCURRENCY` (the most tasks at once);
 - a graph before it runs: `graph_shape`, `concurrency_notice`, `estimate_tasks` (a
   `TaskEstimate` each), `wall_time_range`;
 - plan only (``clearance plan``): `plan_only` records the coordinator's plan as a run of
@@ -28,9 +30,10 @@ from clearance._core import lazy as _lazy
 if typing.TYPE_CHECKING:
     from clearance._core.locations import DEFAULT_LEDGER_URL, DEFAULT_STORE_URL, SCHEMA_ID
     from clearance._core.row_limit import MAX_ROWS
-    from clearance._core.run_spec import ExecutorSpec
+    from clearance._core.run_spec import MAX_CONCURRENCY, ExecutorSpec
     from clearance._core.team_reference import team_file_markdown, team_file_schema
     from clearance._core.teamfile_checks import check_chat_agent
+    from clearance._core.teamfile_models import check_model_id
     from clearance._core.vocabulary import ExecutorKind
     from clearance._orchestration.approval import Approver, decide, default_decider
     from clearance._orchestration.estimate import TaskEstimate, estimate_tasks, wall_time_range
@@ -56,6 +59,7 @@ __all__ = [
     "EventRecord",
     "ExecutorKind",
     "ExecutorSpec",
+    "MAX_CONCURRENCY",
     "MAX_ROWS",
     "PlannedRun",
     "Report",
@@ -66,6 +70,7 @@ __all__ = [
     "ToolCallRecord",
     "WINDOWED_PROVIDERS",
     "check_chat_agent",
+    "check_model_id",
     "checked_run",
     "concurrency_notice",
     "decide",
@@ -92,6 +97,7 @@ _EXPORTS = {
     "EventRecord": "clearance._state.ledger",
     "ExecutorKind": "clearance._core.vocabulary",
     "ExecutorSpec": "clearance._core.run_spec",
+    "MAX_CONCURRENCY": "clearance._core.run_spec",
     "MAX_ROWS": "clearance._core.row_limit",
     "PlannedRun": "clearance._orchestration.plan_only",
     "Report": "clearance._reports",
@@ -102,6 +108,7 @@ _EXPORTS = {
     "ToolCallRecord": "clearance._state.ledger",
     "WINDOWED_PROVIDERS": "clearance._orchestration.run_config",
     "check_chat_agent": "clearance._core.teamfile_checks",
+    "check_model_id": "clearance._core.teamfile_models",
     "checked_run": "clearance._orchestration.spec_run",
     "concurrency_notice": "clearance._state.graph_shape",
     "decide": "clearance._orchestration.approval",

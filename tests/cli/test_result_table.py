@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from clearance.cli import _run, app
+from clearance.cli import _run_output, app
 
 TEAM = """\
 name: small
@@ -53,7 +53,7 @@ def test_a_small_run_lists_every_task(tmp_path: Path) -> None:
 def test_a_large_run_counts_per_status_and_lists_the_tasks_not_completed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows_at_most, title, listed
 ) -> None:
-    monkeypatch.setattr(_run, "TABLE_ROWS", rows_at_most)
+    monkeypatch.setattr(_run_output, "TABLE_ROWS", rows_at_most)
     output = run(tmp_path)
     assert "Tasks: 3 (" in output and "every task: --json FILE, or clearance inspect run_" in output
     assert all(f"1 {status}" in output for status in ("failed", "skipped", "completed"))

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from clearance import RunResult
-from clearance.cli import _run
+from clearance.cli import _run_output
 
 
 def test_a_long_synthesis_is_cut_with_where_the_whole_text_is(
@@ -16,10 +16,10 @@ def test_a_long_synthesis_is_cut_with_where_the_whole_text_is(
     text = "x" * 4_000_000  # a few seconds of panel layout if printed whole
     result = RunResult(run_id="run_1", status="completed", synthesis=text)
     t0 = time.perf_counter()
-    _run._print_run(result)
+    _run_output.print_run(result)
     elapsed = time.perf_counter() - t0
     printed = capsys.readouterr().out
-    shown = _run.MAX_PRINTED_CHARS
+    shown = _run_output.MAX_PRINTED_CHARS
     assert printed.count("x") == shown
     flat = " ".join(printed.replace("│", " ").split())
     assert f"cut at {shown:,} of 4,000,000 characters; all: clearance inspect run_1 --task" in flat
@@ -27,7 +27,7 @@ def test_a_long_synthesis_is_cut_with_where_the_whole_text_is(
 
 
 def test_a_short_synthesis_is_printed_whole(capsys: pytest.CaptureFixture[str]) -> None:
-    _run._print_run(RunResult(run_id="run_1", status="completed", synthesis="z" * 500))
+    _run_output.print_run(RunResult(run_id="run_1", status="completed", synthesis="z" * 500))
     printed = capsys.readouterr().out
     assert printed.count("z") == 500
     assert "cut at" not in printed

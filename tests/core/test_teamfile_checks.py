@@ -73,3 +73,9 @@ def test_a_message_from_an_agent_the_team_does_not_have_is_refused(tmp_path: Pat
     extra = "messages: [{from: ghost, to: a, content: hi}]\n"
     with pytest.raises(ConfigError, match=r"messages\.0\.from: message from unknown agent"):
         load(tmp_path, "", extra)
+
+
+@pytest.mark.parametrize("name", ["''", "'a b'", "'1x'", "'x.y'", "'" + "x" * 65 + "'"])
+def test_a_tool_entry_whose_name_a_model_cannot_call_is_refused(tmp_path: Path, name: str) -> None:
+    with pytest.raises(ConfigError, match=r"a tool's name is what a model calls"):
+        load(tmp_path, f", tools: [{name}]", f"tools: {{{name}: 'os:getcwd'}}\n")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from clearance._core.errors import ConfigError
 from clearance._core.run_spec import RunSpec
 from clearance._core.spec import Agent, Task, Team
@@ -97,6 +99,10 @@ def check_effective(spec: RunSpec, team: Team, tasks: tuple[Task, ...]) -> None:
             raise ConfigError(f"has no effect: {why}", field=key)
 
 
+_TOOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
+"""A function name every provider takes (OpenAI's and Anthropic's tool-name rules)."""
+
+
 def _reserved(name: str) -> bool:
     """Whether ``name`` is a built-in tool's (``store_*``, ``write_output``, ``delegate``...)."""
     return name.startswith("store_") or name in ("write_output", "delegate", "spawn")
@@ -119,6 +125,12 @@ def check_tool_entries(spec: RunSpec) -> None:
         t not in spec.tools and not _reserved(t) and not t.startswith("mcp:") for t in listed
     )
     for name in spec.tools:
+        if not _TOOL_NAME.fullmatch(name):
+            raise ConfigError(
+                "a tool's name is what a model calls: 1-64 letters, digits, '_' or '-', "
+                "starting with a letter or '_'",
+                field=f"tools.{name}",
+            )
         if _reserved(name):
             raise ConfigError(
                 "is the name of a built-in tool, which an agent listing it always gets: "

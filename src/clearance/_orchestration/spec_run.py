@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import dataclasses
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from clearance._core.spec import Task
 from clearance._core.teamfile import LoadedTeam, prepare_run
 from clearance._core.vocabulary import ExecutorKind
 from clearance._orchestration.executor import ModelExecutor
+from clearance._orchestration.graph_check import check_spec
 from clearance._orchestration.orchestrator import Orchestrator
 from clearance._orchestration.plan_only import plan_hooks
 from clearance._orchestration.ray_executor import RayExecutor
@@ -70,22 +71,51 @@ def with_resources(spec: RunSpec, *, ledger_url: str) -> RunSpec:
     return spec.model_copy(update=update) if update else spec
 
 
-def checked_run(spec: RunSpec, *, source: str | None = None) -> tuple[LoadedTeam, TaskGraph | None]:
-    """Prepare a spec (`prepare_run`) and check its graph and task files before anything runs.
+def checked_run(
+    spec: RunSpec, *, source: str | None = None, tools: Collection[str] = ()
+) -> tuple[LoadedTeam, TaskGraph | None]:
+    """Prepare a spec (`prepare_run`) and check it as its run would, before anything runs.
+
+    The one check before a run that ``clearance run``, ``plan`` and ``graph`` share: the
+    graph and task files, then `check_spec` (tools, prices, agents, reviewers, fan-out,
+    steps). It needs no model, ledger, store or network and runs no user code: a ``tools:``
+    entry's or ``python:`` step's module is only looked up, not imported, and MCP servers
+    are not started (see `check_spec` for what only the run itself can refuse).
+
+    Args:
+        spec: The run's spec.
+        source: Where it was read from (a file), named in errors.
+        tools: Names of the user tools the run is given in code (``tools=``).
 
     Returns:
         The prepared spec, and its task graph (``None`` when the coordinator plans).
 
     Raises:
-        ConfigError: As `prepare_run`; the graph is invalid, or a task lists files without
-            an input folder, or a listed file is absolute, has a ``..`` part, leads outside
-            its folder (the input folder; the project for an isolated task), does not exist
-            or is not a regular file (the message names ``source`` and the task's
-            ``files``).
+        ConfigError: As `prepare_run` and `check_spec`; the graph is invalid, or a task lists
+            files without an input folder, or a listed file is absolute, has a ``..`` part,
+            leads outside its folder (the input folder; the project for an isolated task),
+            does not exist or is not a regular file (the message names ``source`` and the
+            task's ``files``).
     """
     loaded = prepare_run(spec, source=source)
+    graph = _task_files_and_graph(loaded, source=source)
+    try:
+        check_spec(loaded, graph, given_tools=tools)
+    except ConfigError as exc:
+        if source is None:
+            raise
+        raise exc.with_source(source) from exc
+    return loaded, graph
+
+
+def _task_files_and_graph(loaded: LoadedTeam, *, source: str | None) -> TaskGraph | None:
+    """The tasks' graph (``None`` without tasks), once every task file can be read.
+
+    Raises:
+        ConfigError: As `checked_run`, for the task files and the graph.
+    """
     if not loaded.tasks:
-        return loaded, None
+        return None
     input_root = loaded.input_root.resolve() if loaded.input_root is not None else None
     project_root = loaded.project_root.resolve() if loaded.project_root is not None else None
     for task in loaded.tasks:
@@ -99,7 +129,7 @@ def checked_run(spec: RunSpec, *, source: str | None = None) -> tuple[LoadedTeam
                 )
             _check_task_file(root, rel, source=source, field=f"tasks.{task.id}.files")
     try:
-        return loaded, TaskGraph(loaded.tasks)
+        return TaskGraph(loaded.tasks)
     except GraphError as exc:
         raise ConfigError(str(exc), source=source) from exc
 
@@ -175,7 +205,7 @@ async def run_spec(
         ConfigError: The spec fails a check, has no tasks and no goal, or names something
             that cannot be opened or imported.
     """
-    loaded = spec if isinstance(spec, LoadedTeam) else checked_run(spec)[0]
+    loaded = spec if isinstance(spec, LoadedTeam) else checked_run(spec, tools=tools or ())[0]
     if not loaded.tasks and not loaded.spec.goal:
         raise ConfigError("the run has no tasks; give a goal so the coordinator can plan")
     services = services or RunServices()

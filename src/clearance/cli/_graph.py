@@ -34,7 +34,13 @@ def graph(
         ),
     ] = False,
 ) -> None:
-    """Print a team file's task graph (after validation), in dependency order."""
+    """Print a team file's task graph (after validation), in dependency order.
+
+    Validation is what clearance run checks before anything runs (exit 2, one line naming
+    the file and field), less what needs a model, ledger, store or network: tools: and
+    python: step modules are looked up, not imported (their code does not run), and MCP
+    servers are not started.
+    """
     loaded, task_graph = load_checked(team_file, input_dir)
     if task_graph is None:
         out.print(safe_text("no tasks: the coordinator plans them from --goal at run time"))

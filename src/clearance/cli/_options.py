@@ -27,7 +27,7 @@ def model_id_option(value: str | None) -> str | None:
     Raises:
         typer.BadParameter: The value is not a model id (a one-line usage error, exit 2).
     """
-    from clearance._core.teamfile_models import check_model_id
+    from clearance.runs import check_model_id
 
     if value is None:
         return None
@@ -43,7 +43,7 @@ def concurrency_option(value: int | None) -> int | None:
     Raises:
         typer.BadParameter: Out of range (a one-line usage error, exit 2).
     """
-    from clearance._core.run_spec import MAX_CONCURRENCY
+    from clearance.runs import MAX_CONCURRENCY
 
     if value is not None and not 1 <= value <= MAX_CONCURRENCY:
         raise typer.BadParameter(f"must be 1 to {MAX_CONCURRENCY}, got {value}")

@@ -5,20 +5,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import json
 import shlex
-from collections import Counter
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.markdown import Markdown
-from rich.panel import Panel
-from rich.table import Table
 
-from clearance import ConfigError, TaskStatus
-from clearance.cli._approve import EXIT_AWAITING_APPROVAL, terminal_approver
+from clearance import ConfigError
+from clearance.cli._approve import terminal_approver
 from clearance.cli._chat import check_resumable, shared_conversation_warning
 from clearance.cli._common import (
     check_output_files,
@@ -26,7 +21,6 @@ from clearance.cli._common import (
     one_line_errors,
     out,
     safe_text,
-    write_output_file,
 )
 from clearance.cli._executor import (
     ExecutorOption,
@@ -45,12 +39,12 @@ from clearance.cli._options import (
 )
 from clearance.cli._otel import otlp_tracing
 from clearance.cli._progress import RunProgress
+from clearance.cli._run_output import exit_for, print_result, write_report
 from clearance.cli._stream import StreamView
 from clearance.runs import DEFAULT_LEDGER_URL
 
 if TYPE_CHECKING:
     from clearance import RunResult
-    from clearance.runs import Report
 
 
 __all__ = ["resume", "run"]
@@ -211,7 +205,10 @@ def run(
         )
     if (notice := concurrency_notice(loaded.tasks, spec.max_concurrency)) is not None:
         err.print(safe_text(notice), soft_wrap=True)
-    make_report = report_function(spec.report)
+    try:
+        make_report = report_function(spec.report)
+    except ConfigError as exc:
+        raise exc.with_source(str(team_file)) from exc
     if sarif_output is not None and spec.report != "step:code_review_report":
         raise ConfigError(
             "--sarif needs a team whose report has findings (report: step:code_review_report)",
@@ -249,8 +246,8 @@ def run(
                 from_option = model is not None and exc.field in ("model", "api_key", "base_url")
                 where = "--model" if from_option else str(team_file)
                 raise ConfigError(str(exc), source=where) from exc
-    _print_result(result)
-    _write_report(
+    print_result(result)
+    write_report(
         make_report(result, loaded.tasks, model_id=model_id, team_name=spec.name),
         result,
         shown=spec.report is not None,
@@ -258,60 +255,13 @@ def run(
         json_output=json_output,
         sarif_output=sarif_output,
     )
-    _exit_for(result)
-
-
-def _write_report(
-    report: Report,
-    result: RunResult,
-    *,
-    shown: bool,
-    output: Path | None,
-    json_output: Path | None,
-    sarif_output: Path | None,
-) -> None:
-    """Print a named report, and write the files asked for.
-
-    Raises:
-        ConfigError: A file cannot be written; the run stays recorded, and the error says
-            where to read it.
-    """
-    if shown:
-        out.print(Markdown(report.markdown))
-    kept = f"; the run is recorded: clearance inspect {result.run_id}"
-    if output is not None:
-        write_output_file(output, report.markdown, flag="--output", after=kept)
-        out.print(safe_text(f"report written to {output}"))
-    if json_output is not None:
-        data = {**report.data, "tasks": _task_data(result)}
-        text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
-        write_output_file(json_output, text, flag="--json", after=kept)
-        out.print(safe_text(f"result written to {json_output}"))
-    if sarif_output is not None and report.sarif is not None:
-        text = json.dumps(report.sarif, indent=2, ensure_ascii=False) + "\n"
-        write_output_file(sarif_output, text, flag="--sarif", after=kept)
-        out.print(safe_text(f"SARIF written to {sarif_output}"))
+    exit_for(result)
 
 
 async def _ask_at_terminal(task_id: str, question: str) -> str:
     """Ask the person at the terminal an isolated subagent's question (``--interactive``)."""
     err.print(safe_text(f"the subagent of task {task_id} asks: {question}"), soft_wrap=True)
     return await asyncio.to_thread(input, "your answer> ")
-
-
-def _task_data(result: RunResult) -> list[dict[str, Any]]:
-    """Every task's outcome as JSON-ready data (results as text)."""
-    return [
-        {
-            "task_id": o.task_id,
-            "assignee": o.assignee,
-            "status": str(o.status),
-            "result": o.result,
-            "error": o.error,
-            "prompt_tokens": o.prompt_tokens,
-        }
-        for o in result.tasks.values()
-    ]
 
 
 def _run_until_interrupted(
@@ -452,68 +402,5 @@ def resume(
         work = resume_run(run_id, ledger=ledger, spec=spec, tools=tools, services=services,
                           force=force, tasks=declared)  # fmt: skip
         result = _run_until_interrupted(work, progress, db)
-    _print_result(result)
-    _exit_for(result)
-
-
-def _exit_for(result: RunResult) -> None:
-    """Exit 1 for a failed run, `EXIT_AWAITING_APPROVAL` for one paused for approval."""
-    if result.status == "awaiting_approval":
-        raise typer.Exit(EXIT_AWAITING_APPROVAL)
-    if result.status != "completed":
-        raise typer.Exit(1)
-
-
-TABLE_ROWS = 200
-"""Most task rows in the result's table; a larger run lists the tasks that did not complete."""
-
-
-def _print_result(result: RunResult) -> None:
-    outcomes = list(result.tasks.values())
-    title = "Tasks"
-    if len(outcomes) > TABLE_ROWS:
-        # A table of thousands of rows scrolls the run off the terminal (and rich lays it
-        # out for about a second per 4,000 rows): the count per status, then the tasks that
-        # need a look. Every task is in `--json` and in `clearance inspect`.
-        counts = Counter(str(o.status) for o in outcomes)
-        listed = ", ".join(f"{n} {status}" for status, n in counts.items())
-        every = f"every task: --json FILE, or clearance inspect {result.run_id}"
-        out.print(safe_text(f"Tasks: {len(outcomes)} ({listed}); {every}"), soft_wrap=True)
-        unfinished = [o for o in outcomes if o.status != TaskStatus.COMPLETED]
-        title = "Tasks not completed"
-        if len(unfinished) > TABLE_ROWS:
-            title = f"The first {TABLE_ROWS} of {len(unfinished)} tasks not completed"
-        outcomes = unfinished[:TABLE_ROWS]
-    if outcomes:
-        table = Table(title=title, title_justify="left")
-        for column in ("task", "agent", "status", "prompt tokens"):
-            table.add_column(column, justify="right" if column == "prompt tokens" else "left")
-        for o in outcomes:
-            table.add_row(*map(safe_text, (o.task_id, o.assignee, o.status, o.prompt_tokens)))
-        out.print(table)
-    _print_run(result)
-
-
-MAX_PRINTED_CHARS = 20_000
-"""Most characters of the synthesis `clearance run` prints; the rest is in the ledger."""
-
-
-def _print_run(result: RunResult) -> None:
-    """The synthesis, the run's error and its totals."""
-    if result.synthesis is not None:
-        shown = result.synthesis  # cut: laying out megabytes in a panel takes minutes
-        if len(shown) > MAX_PRINTED_CHARS:
-            where = f"clearance inspect {result.run_id} --task synthesis"
-            cut = f"[cut at {MAX_PRINTED_CHARS:,} of {len(shown):,} characters; all: {where}]"
-            shown = f"{shown[:MAX_PRINTED_CHARS]}\n{cut}"
-        out.print(Panel(safe_text(shown), title="Synthesis", title_align="left"))
-    if result.error:
-        err.print(safe_text(f"run {result.run_id}: {result.error}"), soft_wrap=True)
-    usage = result.usage
-    out.print(
-        safe_text(
-            f"run id: {result.run_id}  status: {result.status}  model calls: {usage.requests}  "
-            f"prompt tokens: {usage.prompt_tokens}  completion tokens: {usage.completion_tokens}"
-        )
-    )
-    out.print(safe_text(f"see every prompt: clearance inspect {result.run_id}"))
+    print_result(result)
+    exit_for(result)

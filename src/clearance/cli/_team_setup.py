@@ -14,16 +14,31 @@ __all__ = ["configured_models", "load_checked", "team_model_options"]
 
 
 def load_checked(team_file: Path, input_dir: str | None) -> tuple[LoadedTeam, TaskGraph | None]:
-    """Load a team file (``--input`` applied) and check its graph and task files."""
-    from clearance import RunSpec
-    from clearance.runs import checked_run
+    """Load a team file (``--input`` applied) and check it as ``clearance run`` does first.
+
+    The checks are `checked_run`'s (the ones ``run`` and ``plan`` make), then the team file's
+    ``report:`` (`report_function`, which ``run`` checks next). No model, ledger, store or
+    network is needed and no user code runs: a ``tools:`` or ``python:`` module is only
+    looked up, not imported, and MCP servers are not started.
+
+    Raises:
+        ConfigError: As `checked_run`, or ``report:`` names an unknown report (the message
+            names the file).
+    """
+    from clearance import ConfigError, RunSpec
+    from clearance.runs import checked_run, report_function
 
     spec = RunSpec.from_file(team_file)
     if input_dir is not None:
         spec = spec.model_copy(
             update={"input": spec.input.model_copy(update={"default": input_dir})}
         )
-    return checked_run(spec, source=str(team_file))
+    checked = checked_run(spec, source=str(team_file))
+    try:
+        report_function(spec.report)
+    except ConfigError as exc:
+        raise exc.with_source(str(team_file)) from exc
+    return checked
 
 
 def team_model_options(

@@ -1,0 +1,146 @@
+"""What ``clearance run`` and ``resume`` print and write once a run has ended.
+
+The task table (bounded: `TABLE_ROWS`), the synthesis (bounded: `MAX_PRINTED_CHARS`), the
+run's totals, a named report and the files asked for (``--output``, ``--json``, ``--sarif``),
+and the exit code for the run's status.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+from rich.markdown import Markdown
+from rich.panel import Panel
+from rich.table import Table
+
+from clearance import TaskStatus
+from clearance.cli._approve import EXIT_AWAITING_APPROVAL
+from clearance.cli._common import err, out, safe_text, write_output_file
+
+if TYPE_CHECKING:
+    from clearance import RunResult
+    from clearance.runs import Report
+
+__all__ = [
+    "MAX_PRINTED_CHARS",
+    "TABLE_ROWS",
+    "exit_for",
+    "print_result",
+    "print_run",
+    "task_data",
+    "write_report",
+]
+
+
+def write_report(
+    report: Report,
+    result: RunResult,
+    *,
+    shown: bool,
+    output: Path | None,
+    json_output: Path | None,
+    sarif_output: Path | None,
+) -> None:
+    """Print a named report, and write the files asked for.
+
+    Raises:
+        ConfigError: A file cannot be written; the run stays recorded, and the error says
+            where to read it.
+    """
+    if shown:
+        out.print(Markdown(report.markdown))
+    kept = f"; the run is recorded: clearance inspect {result.run_id}"
+    if output is not None:
+        write_output_file(output, report.markdown, flag="--output", after=kept)
+        out.print(safe_text(f"report written to {output}"))
+    if json_output is not None:
+        data = {**report.data, "tasks": task_data(result)}
+        text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+        write_output_file(json_output, text, flag="--json", after=kept)
+        out.print(safe_text(f"result written to {json_output}"))
+    if sarif_output is not None and report.sarif is not None:
+        text = json.dumps(report.sarif, indent=2, ensure_ascii=False) + "\n"
+        write_output_file(sarif_output, text, flag="--sarif", after=kept)
+        out.print(safe_text(f"SARIF written to {sarif_output}"))
+
+
+def task_data(result: RunResult) -> list[dict[str, Any]]:
+    """Every task's outcome as JSON-ready data (results as text)."""
+    return [
+        {
+            "task_id": o.task_id,
+            "assignee": o.assignee,
+            "status": str(o.status),
+            "result": o.result,
+            "error": o.error,
+            "prompt_tokens": o.prompt_tokens,
+        }
+        for o in result.tasks.values()
+    ]
+
+
+def exit_for(result: RunResult) -> None:
+    """Exit 1 for a failed run, `EXIT_AWAITING_APPROVAL` for one paused for approval."""
+    if result.status == "awaiting_approval":
+        raise typer.Exit(EXIT_AWAITING_APPROVAL)
+    if result.status != "completed":
+        raise typer.Exit(1)
+
+
+TABLE_ROWS = 200
+"""Most task rows in the result's table; a larger run lists the tasks that did not complete."""
+
+
+def print_result(result: RunResult) -> None:
+    outcomes = list(result.tasks.values())
+    title = "Tasks"
+    if len(outcomes) > TABLE_ROWS:
+        # A table of thousands of rows scrolls the run off the terminal (and rich lays it
+        # out for about a second per 4,000 rows): the count per status, then the tasks that
+        # need a look. Every task is in `--json` and in `clearance inspect`.
+        counts = Counter(str(o.status) for o in outcomes)
+        listed = ", ".join(f"{n} {status}" for status, n in counts.items())
+        every = f"every task: --json FILE, or clearance inspect {result.run_id}"
+        out.print(safe_text(f"Tasks: {len(outcomes)} ({listed}); {every}"), soft_wrap=True)
+        unfinished = [o for o in outcomes if o.status != TaskStatus.COMPLETED]
+        title = "Tasks not completed"
+        if len(unfinished) > TABLE_ROWS:
+            title = f"The first {TABLE_ROWS} of {len(unfinished)} tasks not completed"
+        outcomes = unfinished[:TABLE_ROWS]
+    if outcomes:
+        table = Table(title=title, title_justify="left")
+        for column in ("task", "agent", "status", "prompt tokens"):
+            table.add_column(column, justify="right" if column == "prompt tokens" else "left")
+        for o in outcomes:
+            table.add_row(*map(safe_text, (o.task_id, o.assignee, o.status, o.prompt_tokens)))
+        out.print(table)
+    print_run(result)
+
+
+MAX_PRINTED_CHARS = 20_000
+"""Most characters of the synthesis `clearance run` prints; the rest is in the ledger."""
+
+
+def print_run(result: RunResult) -> None:
+    """The synthesis, the run's error and its totals."""
+    if result.synthesis is not None:
+        shown = result.synthesis  # cut: laying out megabytes in a panel takes minutes
+        if len(shown) > MAX_PRINTED_CHARS:
+            where = f"clearance inspect {result.run_id} --task synthesis"
+            cut = f"[cut at {MAX_PRINTED_CHARS:,} of {len(shown):,} characters; all: {where}]"
+            shown = f"{shown[:MAX_PRINTED_CHARS]}\n{cut}"
+        out.print(Panel(safe_text(shown), title="Synthesis", title_align="left"))
+    if result.error:
+        err.print(safe_text(f"run {result.run_id}: {result.error}"), soft_wrap=True)
+    usage = result.usage
+    out.print(
+        safe_text(
+            f"run id: {result.run_id}  status: {result.status}  model calls: {usage.requests}  "
+            f"prompt tokens: {usage.prompt_tokens}  completion tokens: {usage.completion_tokens}"
+        )
+    )
+    out.print(safe_text(f"see every prompt: clearance inspect {result.run_id}"))
