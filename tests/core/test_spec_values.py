@@ -188,6 +188,15 @@ def test_an_int_is_a_number_of_seconds_in_a_team_file(tmp_path):
 # -- labels: a title or a team's name is one short line ---------------------------------------
 
 
+def _titled(tmp_path, title):
+    import json
+
+    path = tmp_path / "team.yaml"
+    body = TEAM.format(limits="", value=2).replace("title: T,", f"title: {json.dumps(title)},")
+    path.write_text(body, encoding="utf-8")
+    return path
+
+
 @pytest.mark.parametrize(
     ("title", "problem"),
     [
@@ -200,16 +209,19 @@ def test_an_int_is_a_number_of_seconds_in_a_team_file(tmp_path):
         ("x" * 301, "is 301 characters, over 300"),
     ],
 )
-def test_a_title_is_one_short_line(title, problem):
+def test_a_title_in_a_team_file_is_one_short_line(tmp_path, title, problem):
+    # A person wrote it: a line break is a mistake to name. (A title the coordinator's plan
+    # writes is shown on one line by the context builder: tests/context/test_spoofing.py.)
+    path = _titled(tmp_path, title)
     with pytest.raises(ConfigError) as info:
-        _task(title=title)
+        RunSpec.from_file(path)
     message = str(info.value)
-    assert message.startswith("tasks.x.title: ") and message.endswith(problem)
+    assert message.startswith(f"{path}: tasks.0.title: ") and message.endswith(problem)
 
 
-def test_a_title_may_hold_any_printable_text():
-    assert _task(title="Café — “quoted” 100% [x] {y} é").title.startswith("Café")
-    assert len(_task(title="x" * 300).title) == 300
+def test_a_title_may_hold_any_printable_text(tmp_path):
+    title = "Café — “quoted” 100% [x] {y} é " + "x" * 260
+    assert RunSpec.from_file(_titled(tmp_path, title)).tasks[0].title == title
 
 
 @pytest.mark.parametrize("name", ["", "a\nb", "a\x00b", "x" * 129])

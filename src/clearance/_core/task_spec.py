@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from clearance._core.errors import ConfigError
-from clearance._core.names import check_label, check_name, check_text, check_utf8, text_tuple
+from clearance._core.names import check_name, check_text, check_utf8, text_tuple
 from clearance._core.review import Review
 from clearance._core.routing import EdgeCondition
 
@@ -234,7 +234,8 @@ class Task:
                 f"memory_scope must be one of {sorted(_SCOPES)}, got {self.memory_scope!r}",
                 field=f"tasks.{self.id}.memory_scope",
             )
-        check_label(f"tasks.{self.id}.title", self.title)
+        if not self.title.strip():
+            raise ConfigError("title is empty", field=f"tasks.{self.id}.title")
         for name in ("title", "description", "files", "constraints"):
             value = getattr(self, name)
             if value:  # nothing to check in an empty one

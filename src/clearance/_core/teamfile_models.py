@@ -18,12 +18,14 @@ from pydantic import (
 
 from clearance._core.agent_spec import LIMIT_RANGES, MAX_TOKENS
 from clearance._core.budget import MAX_BUDGET_TOKENS, MAX_BUDGET_USD, MAX_PRICE_PER_MTOK
+from clearance._core.errors import ConfigError
 from clearance._core.memory_spec import (
     MAX_RECALL,
     AgentMemory,
     MemoryGroup,
     SharedConversation,
 )
+from clearance._core.names import check_label
 from clearance._core.review import MAX_REVIEW_ROUNDS, Review
 from clearance._core.spec import (
     MAX_FAN_OUT,
@@ -83,6 +85,20 @@ def check_model_id(value: str) -> str:
 
 ModelId = Annotated[str, AfterValidator(check_model_id)]
 """A model id in a team file: checked when the file is read, not when the model is made."""
+
+
+def _one_line(value: str) -> str:
+    """A title a person wrote: one line (`check_label`); the field is the key's own."""
+    try:
+        check_label("title", value)
+    except ConfigError as exc:
+        raise ValueError(exc.message) from None
+    return value
+
+
+Title = Annotated[str, AfterValidator(_one_line)]
+"""A task's title in a team file: one line of at most `MAX_LABEL_CHARS` characters. (A title
+the coordinator's plan writes is shown on one line by the context builder instead.)"""
 
 
 class _Strict(BaseModel):
@@ -260,7 +276,7 @@ class TaskSpec(_Strict):
     """One entry of ``tasks:``."""
 
     id: str = Field(min_length=1)
-    title: str = Field(min_length=1)
+    title: Title
     description: str = Field(min_length=1)
     assignee: str | None = Field(default=None, min_length=1)
     depends_on: list[str | DependencySpec] = []
