@@ -276,7 +276,7 @@ class TaskSpec(_Strict):
     """One entry of ``tasks:``."""
 
     id: str = Field(min_length=1)
-    title: Title
+    title: Title = Field(min_length=1)
     description: str = Field(min_length=1)
     assignee: str | None = Field(default=None, min_length=1)
     depends_on: list[str | DependencySpec] = []
