@@ -23,7 +23,7 @@ from clearance._context.tool_sections import DELEGATE_TOOL, tool_name
 from clearance._context.verify_approvals import arguments_sha256
 from clearance._core.errors import ConfigError
 from clearance._core.spec import Agent
-from clearance._core.user_modules import import_user_module
+from clearance._core.user_modules import import_user_module, split_import_path
 from clearance._core.vocabulary import EventKind
 from clearance._state.grants import StoreView
 from clearance._state.ledger import Recorder
@@ -330,15 +330,7 @@ def import_function(path: str, *, field: str = "tools") -> Callable[..., Any]:
         ConfigError: The path is malformed, the module cannot be imported, or it has no such
             callable (``field`` names the entry).
     """
-    module_name, _, qualname = path.partition(":")
-    if (
-        not module_name
-        or not qualname
-        or not all(part.isidentifier() for part in (*module_name.split("."), *qualname.split(".")))
-    ):
-        raise ConfigError(
-            f"{path!r} is not an import path of the form 'package.module:function'", field=field
-        )
+    module_name, qualname = split_import_path(path, field=field)
     try:
         target: Any = import_user_module(module_name)
     except Exception as exc:  # any failure of the imported module's own code

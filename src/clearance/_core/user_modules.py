@@ -16,7 +16,9 @@ import os
 import sys
 from types import ModuleType
 
-__all__ = ["import_user_module"]
+from clearance._core.errors import ConfigError
+
+__all__ = ["import_user_module", "split_import_path"]
 
 
 def import_user_module(name: str) -> ModuleType:
@@ -52,3 +54,21 @@ def import_user_module(name: str) -> ModuleType:
         sys.modules.pop(top, None)
         raise
     return importlib.import_module(name)
+
+
+def split_import_path(path: str, *, field: str = "tools") -> tuple[str, str]:
+    """``"package.module:function"`` as ``(module, qualified name)``, both dotted names.
+
+    Raises:
+        ConfigError: The path is not of that form (``field`` names the entry).
+    """
+    module_name, _, qualname = path.partition(":")
+    if (
+        not module_name
+        or not qualname
+        or not all(part.isidentifier() for part in (*module_name.split("."), *qualname.split(".")))
+    ):
+        raise ConfigError(
+            f"{path!r} is not an import path of the form 'package.module:function'", field=field
+        )
+    return module_name, qualname

@@ -26,12 +26,12 @@ from clearance._core.errors import ConfigError
 from clearance._core.mcp_spec import mcp_refs
 from clearance._core.spec import DEFAULT_COORDINATOR, Agent, Task, Team
 from clearance._core.teamfile import LoadedTeam
+from clearance._core.user_modules import split_import_path
 from clearance._orchestration.run_memory import RunMemory
-from clearance._orchestration.steps import resolve_step
+from clearance._orchestration.steps import resolve_step, step_target
 from clearance._state.graph import TaskGraph
 from clearance._state.messages import MessageBus, check_recipient
 from clearance._state.store import ContextStore
-from clearance.analysis import STEPS
 from clearance.models._registry import DEFAULT_MODEL_ID
 
 __all__ = [
@@ -143,15 +143,7 @@ def find_import_path(path: str, *, field: str) -> None:
         ConfigError: The path is malformed, or its module's top-level package cannot be
             found (`find_user_module`); ``field`` names the entry.
     """
-    module_name, _, qualname = path.partition(":")
-    if (
-        not module_name
-        or not qualname
-        or not all(part.isidentifier() for part in (*module_name.split("."), *qualname.split(".")))
-    ):
-        raise ConfigError(
-            f"{path!r} is not an import path of the form 'package.module:function'", field=field
-        )
+    module_name, _ = split_import_path(path, field=field)
     _check_module(module_name, field=field)
 
 
@@ -162,18 +154,9 @@ def find_step(task: Task) -> None:
         ConfigError: An unknown ``step:``, or a ``python:`` module whose top-level package
             cannot be found.
     """
-    spec = task.run
-    where = f"tasks.{task.id}.run"
-    if spec is None:
-        raise ConfigError("the task has no run", field=where)
-    if spec.startswith("step:"):
-        name = spec.removeprefix("step:")
-        if name not in STEPS:
-            raise ConfigError(
-                f"unknown step {name!r} (steps: {', '.join(sorted(STEPS))})", field=where
-            )
-        return
-    _check_module(spec.removeprefix("python:").rpartition(":")[0], field=where)
+    target = step_target(task)
+    if isinstance(target, tuple):
+        _check_module(target[0], field=f"tasks.{task.id}.run")
 
 
 def check_graph(

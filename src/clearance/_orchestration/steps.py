@@ -55,11 +55,13 @@ class StepError(ClearanceError):
     """A non-model task's function failed or returned something unusable."""
 
 
-def resolve_step(task: Task) -> StepFunction:
-    """The function a task's ``run`` names.
+def step_target(task: Task) -> StepFunction | tuple[str, str]:
+    """What a task's ``run`` names, without importing anything.
+
+    A built-in step's function, or the ``(module, function)`` of a ``python:`` step.
 
     Raises:
-        ConfigError: Unknown step, module that cannot be imported, or no such callable.
+        ConfigError: The task has no ``run``, or names an unknown ``step:``.
     """
     spec = task.run
     where = f"tasks.{task.id}.run"
@@ -73,6 +75,20 @@ def resolve_step(task: Task) -> StepFunction:
             )
         return STEPS[name]
     module_name, _, function = spec.removeprefix("python:").rpartition(":")
+    return module_name, function
+
+
+def resolve_step(task: Task) -> StepFunction:
+    """The function a task's ``run`` names.
+
+    Raises:
+        ConfigError: Unknown step, module that cannot be imported, or no such callable.
+    """
+    target = step_target(task)
+    if not isinstance(target, tuple):
+        return target
+    module_name, function = target
+    where = f"tasks.{task.id}.run"
     try:
         module = import_user_module(module_name)
     except Exception as exc:  # an import runs arbitrary code: any error is a bad config
