@@ -17,9 +17,9 @@ from clearance.models._base import (
     ModelResponse,
     ToolCall,
     Usage,
+    check_response_size,
     checked_arguments,
     kind_of,
-    max_response_chars,
 )
 
 __all__ = ["checked_response"]
@@ -78,13 +78,7 @@ def checked_response(
             raise ModelError(f"tool call {i}'s name is {kind_of(tool_call.name)}, not a tool name",
                              model_id=model_id)  # fmt: skip
         size += len(tool_call.name)
-    cap = max_response_chars(request.max_tokens)
-    if size > cap:
-        raise ModelError(
-            f"the answer holds {size:,} characters, over the cap of {cap:,} for "
-            f"max_tokens={request.max_tokens} (max_response_chars): refused",
-            model_id=model_id,
-        )
+    check_response_size(size, request.max_tokens, model_id=model_id, who="the answer")
     try:
         text.encode("utf-8")
         for tool_call in calls:  # arguments: see `checked_tool_call`

@@ -17,13 +17,14 @@ import importlib.machinery
 import importlib.util
 import os
 import sys
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from clearance._agents.tools import BUILTIN_TOOL_NAMES, Tool, tool_name
 from clearance._agents.workspace_tools import WRITE_OUTPUT_TOOL
 from clearance._core.errors import ConfigError
 from clearance._core.mcp_spec import mcp_refs
+from clearance._core.run_spec import RunSpec
 from clearance._core.spec import DEFAULT_COORDINATOR, Agent, Task, Team
 from clearance._core.teamfile import LoadedTeam
 from clearance._core.user_modules import split_import_path
@@ -74,15 +75,7 @@ def check_spec(
     """
     spec = loaded.spec
     user_tools = set(given_tools)
-    for name, path in spec.tool_functions.items():
-        if name in user_tools or (path is None and name in _BUILTIN):
-            continue
-        if path is None:
-            raise ConfigError(
-                f"the tool {name!r} has no import path (it was given in code); give it with "
-                "tools= (or name it in the team file's tools: and resume with --team)",
-                field=f"tools.{name}",
-            )
+    for name, path in tool_import_paths(spec, given_tools):
         find_import_path(path, field=f"tools.{name}")
         user_tools.add(name)
     team = loaded.team
@@ -145,6 +138,27 @@ def find_import_path(path: str, *, field: str) -> None:
     """
     module_name, _ = split_import_path(path, field=field)
     _check_module(module_name, field=field)
+
+
+def tool_import_paths(spec: RunSpec, given: Collection[str]) -> Iterator[tuple[str, str]]:
+    """The ``tools:`` entries a run imports: ``(name, "module:function")`` each.
+
+    Tools ``given`` in code and the built-ins are left out.
+
+    Raises:
+        ConfigError: An entry has no import path (it was given in code when the run started)
+            and is not given now.
+    """
+    for name, path in spec.tool_functions.items():
+        if name in given or (path is None and name in _BUILTIN):
+            continue
+        if path is None:
+            raise ConfigError(
+                f"the tool {name!r} has no import path (it was given in code); give it with "
+                "tools= (or name it in the team file's tools: and resume with --team)",
+                field=f"tools.{name}",
+            )
+        yield name, path
 
 
 def find_step(task: Task) -> None:

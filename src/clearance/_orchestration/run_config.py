@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from clearance._agents.mcp import load_mcp_tools_sync
-from clearance._agents.tools import BUILTIN_TOOL_NAMES, Tool, import_function, marked_tool
+from clearance._agents.tools import Tool, import_function, marked_tool
 from clearance._core.errors import ConfigError
 from clearance._core.mcp_spec import mcp_refs
 from clearance._core.run_spec import MASK, RunSpec
@@ -34,6 +34,7 @@ from clearance._core.teamfile_models import (
     PriceSpec,
     ToolEntrySpec,
 )
+from clearance._orchestration.graph_check import tool_import_paths
 from clearance._orchestration.resume import spec_resources
 from clearance._orchestration.run import DEFAULT_WORKSPACE_ROOT, RunOptions, RunServices
 from clearance._orchestration.run_memory import RunMemory, absolute_url
@@ -67,8 +68,6 @@ LLAMA_SETTINGS = {
     "batch_size": "n_batch",
 }
 """``model_options`` keys that only ``llama-cpp:`` models take, and their `LlamaCppModel` names."""
-
-_BUILTIN = frozenset({*BUILTIN_TOOL_NAMES, "write_output"})
 
 
 def named_tools(
@@ -250,15 +249,7 @@ def spec_tools(
             a secret that was not recorded.
     """
     tools: dict[str, Tool | Callable[..., Any]] = dict(given or {})
-    for name, path in spec.tool_functions.items():
-        if name in tools or (path is None and name in _BUILTIN):
-            continue
-        if path is None:
-            raise ConfigError(
-                f"the tool {name!r} has no import path (it was given in code); give it with "
-                "tools= (or name it in the team file's tools: and resume with --team)",
-                field=f"tools.{name}",
-            )
+    for name, path in tool_import_paths(spec, tools):
         function = import_function(path, field=f"tools.{name}")
         if not isinstance(entry := spec.tools[name], str):
             function = marked_tool(function, idempotent=entry.idempotent, replay=entry.replay)

@@ -15,9 +15,9 @@ from clearance.models._base import (
     ModelResponse,
     ToolCall,
     Usage,
+    check_response_size,
     checked_arguments,
     kind_of,
-    max_response_chars,
     validated_usage,
 )
 from clearance.models._cache import anthropic_prompt_tokens
@@ -156,10 +156,4 @@ def _usage(usage: Any, model_id: str) -> Usage | None:
 def _check_size(texts: list[str], calls: list[ToolCall], max_tokens: int, model_id: str) -> None:
     """Refuse an answer longer than `max_response_chars` allows for ``max_tokens``."""
     size = sum(len(t) for t in texts) + sum(len(c.name) for c in calls)
-    cap = max_response_chars(max_tokens)
-    if size > cap:
-        raise ModelError(
-            f"the server's answer holds {size:,} characters, over the cap of {cap:,} for "
-            f"max_tokens={max_tokens} (max_response_chars): refused",
-            model_id=model_id,
-        )
+    check_response_size(size, max_tokens, model_id=model_id)

@@ -15,6 +15,7 @@ __all__ = [
     "MAX_ARGUMENT_DEPTH",
     "MAX_REPORTED_TOKENS",
     "RESPONSE_CHARS_PER_TOKEN",
+    "check_response_size",
     "ChatModel",
     "ModelRequest",
     "ModelResponse",
@@ -61,6 +62,23 @@ def max_response_chars(max_tokens: int) -> int:
         The cap, in characters (Unicode code points).
     """
     return RESPONSE_CHARS_PER_TOKEN * max_tokens + 65_536
+
+
+def check_response_size(
+    size: int, max_tokens: int, *, model_id: str, who: str = "the server's answer"
+) -> None:
+    """Refuse an answer of ``size`` characters over `max_response_chars` (``max_tokens``).
+
+    Raises:
+        ModelError: Naming the size, the cap and ``max_tokens``.
+    """
+    cap = max_response_chars(max_tokens)
+    if size > cap:
+        raise ModelError(
+            f"{who} holds {size:,} characters, over the cap of {cap:,} for "
+            f"max_tokens={max_tokens} (max_response_chars): refused",
+            model_id=model_id,
+        )
 
 
 def kind_of(value: object) -> str:

@@ -20,6 +20,7 @@ from clearance.models._base import (
     ModelResponse,
     ToolCall,
     Usage,
+    check_response_size,
     decoded_arguments,
     kind_of,
     max_response_chars,
@@ -142,14 +143,7 @@ def parse_completion(
         raise ModelError(f"choice 0's content is {kind_of(content)}, not text", model_id=model_id)
     text = content or ""
     calls, arguments_chars = _tool_calls(message.get("tool_calls"), model_id)
-    size = len(text) + arguments_chars
-    cap = max_response_chars(max_tokens)
-    if size > cap:
-        raise ModelError(
-            f"the server's answer holds {size:,} characters, over the cap of {cap:,} for "
-            f"max_tokens={max_tokens} (max_response_chars): refused",
-            model_id=model_id,
-        )
+    check_response_size(len(text) + arguments_chars, max_tokens, model_id=model_id)
     usage, reported = _usage(data, model_id)
     finish = data["choices"][0].get("finish_reason")
     response = ModelResponse(
