@@ -126,3 +126,52 @@ async def test_max_output_size_bytes_fails_the_child_that_writes_too_much(ledger
     breaches = [e for e in ledger.events(result.run_id) if e.kind == "limit_exceeded"]
     assert [b.data["limit"] for b in breaches] == ["max_output_size_bytes"]
     assert not list((tmp_path / "ws" / result.run_id / "t.1" / "outputs").iterdir())
+
+
+def write(k):
+    return ToolCall(id=f"c{k}", name="write_output", arguments={"name": f"{k}.txt", "content": "x"})
+
+
+async def test_max_tool_calls_per_step_is_on_record_as_a_breach_of_the_task(ledger, tmp_path):
+    """The task fails naming the limit, no call runs, and one ``limit_exceeded`` event says so."""
+    team = Team(
+        agents=(Agent(name="a", instructions="x", tools=("write_output",),
+                      limits=AgentLimits(max_tool_calls_per_step=2)),),
+        coordinator=COORD,
+    )  # fmt: skip
+
+    def answer(request):
+        if subject(request) == "synthesis":
+            return "S"
+        return [write(k) for k in range(5)]
+
+    result = await run(team, [Task(id="t", title="T", description="d", assignee="a")],
+                       FunctionModel(answer), ledger, tmp_path)  # fmt: skip
+    assert "max_tool_calls_per_step exceeded: 5 > 2" in (result.tasks["t"].error or "")
+    assert ledger.tool_calls(result.run_id) == []
+    breaches = [e for e in ledger.events(result.run_id) if e.kind == "limit_exceeded"]
+    assert [(b.subject, b.data["limit"], b.data["value"], b.data["maximum"]) for b in breaches] == [
+        ("task:t", "max_tool_calls_per_step", 5, 2)
+    ]
+
+
+async def test_max_steps_is_on_record_once_as_a_breach_of_the_task(ledger, tmp_path):
+    team = Team(
+        agents=(Agent(name="a", instructions="x", tools=("write_output",),
+                      limits=AgentLimits(max_steps=3)),),
+        coordinator=COORD,
+    )  # fmt: skip
+    counter = iter(range(10**6))
+
+    def answer(request):
+        if subject(request) == "synthesis":
+            return "S"
+        return write(next(counter))
+
+    result = await run(team, [Task(id="t", title="T", description="d", assignee="a")],
+                       FunctionModel(answer), ledger, tmp_path)  # fmt: skip
+    assert "max_steps exceeded" in (result.tasks["t"].error or "")
+    breaches = [e for e in ledger.events(result.run_id) if e.kind == "limit_exceeded"]
+    assert [(b.subject, b.data["limit"], b.data["maximum"]) for b in breaches] == [
+        ("task:t", "max_steps", 3)
+    ]

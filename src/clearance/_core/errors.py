@@ -231,6 +231,8 @@ class LimitExceeded(ClearanceError):
         maximum: The configured maximum.
         subject: What the limit applied to (a task id, an agent), or ``None``.
         hint: What to do about it, appended to the message after ``"; "``, or ``None``.
+        recorded: Whether a ``limit_exceeded`` event was already written for this breach (by
+            the code that caught it first), so that the task's failure does not write another.
     """
 
     def __init__(
@@ -247,6 +249,7 @@ class LimitExceeded(ClearanceError):
         self.maximum = maximum
         self.subject = subject
         self.hint = hint
+        self.recorded = False
         who = f"{subject}: " if subject else ""
         tail = f"; {hint}" if hint else ""
         super().__init__(f"{who}{limit} exceeded: {value} > {maximum}{tail}")

@@ -38,6 +38,7 @@ from clearance._orchestration.runtime import AgentRuntime
 from clearance._orchestration.task_context import TaskContext
 from clearance._state.events import EventBus
 from clearance._state.grants import StoreGrants
+from clearance._state.ledger.recorder import record_breach
 from clearance.models._base import ChatModel
 
 __all__ = ["ChildRunner", "Spawner", "gather_children"]
@@ -146,7 +147,7 @@ class ChildRunner:
         if used + len(goals) > maximum:
             exc = LimitExceeded("max_children", value=used + len(goals), maximum=maximum,
                                 subject=f"task:{parent.task.id}")  # fmt: skip
-            self._record_breach(f"task:{parent.task.id}", exc)
+            record_breach(self.ledger, self.run_id, f"task:{parent.task.id}", exc)
             raise exc
         self._spawned[parent.task.id] = used + len(goals)
         child_agent = self.team.agent(agent_name)
@@ -261,7 +262,7 @@ class ChildRunner:
                         raise ModelError("the model returned an empty completion",
                                          model_id=model.model_id)  # fmt: skip
         except LimitExceeded as exc:
-            self._record_breach(subject, exc)
+            record_breach(self.ledger, self.run_id, subject, exc)
             raise
         except ApprovalPending as exc:
             self._paused.setdefault(parent.task.id, []).extend(exc.call_ids)
@@ -304,11 +305,6 @@ class ChildRunner:
                 "index": step.index, "kind": step.kind, "ok": step.ok,
                 "content_sha256": sha256_text(step.content), "data": dict(step.data),
             })  # fmt: skip
-
-    def _record_breach(self, subject: str, exc: LimitExceeded) -> None:
-        self.ledger.record_event(self.run_id, EventKind.LIMIT_EXCEEDED, subject, {
-            "limit": exc.limit, "value": exc.value, "maximum": exc.maximum, "error": str(exc),
-        })  # fmt: skip
 
 
 def _missing(outcome: ChildOutcome) -> str:

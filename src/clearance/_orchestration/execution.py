@@ -9,7 +9,13 @@ from typing import Literal
 
 from clearance._agents.telemetry_spans import note_run_outcome
 from clearance._context.architecture import ArchitecturalContext
-from clearance._core.errors import ApprovalPending, BudgetExceeded, ClearanceError, LedgerError
+from clearance._core.errors import (
+    ApprovalPending,
+    BudgetExceeded,
+    ClearanceError,
+    LedgerError,
+    LimitExceeded,
+)
 from clearance._core.hooks import RunInfo
 from clearance._core.prompt import sha256_text
 from clearance._core.reasons import failure_reason
@@ -25,6 +31,7 @@ from clearance._orchestration.structured import parsed_output
 from clearance._orchestration.subagents import IsolatedRunner
 from clearance._orchestration.synthesis import Synthesis, synthesize
 from clearance._orchestration.task_runner import TaskRunner
+from clearance._state.ledger.recorder import record_breach
 from clearance._state.ledger.task_view import reads_as
 from clearance._state.queue import TaskState, TaskStatus
 
@@ -231,6 +238,8 @@ class RunExecution:
             for call_id in exc.call_ids:
                 emit(RunEventKind.AWAITING_APPROVAL, run.run_id, task_id=task_id, detail=call_id)
             return
+        if isinstance(exc, LimitExceeded):  # on record once, whichever path the limit stopped
+            record_breach(ledger, run.run_id, exc.subject or f"task:{task_id}", exc)
         reason = failure_reason(exc)  # bounded: it reaches dependents' prompts and the ledger
         skipped = queue.fail(task_id, reason)
         run.shared.write(task_id=task_id, agent=task.assignee, content=reason, kind="failure")

@@ -13,13 +13,14 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
+from clearance._core.errors import LimitExceeded
 from clearance._core.prompt import Prompt
 from clearance._core.vocabulary import EventKind
 from clearance._state.messages import Message
 from clearance._state.queue import TaskState
 from clearance.models._base import ModelResponse, Usage
 
-__all__ = ["Recorder"]
+__all__ = ["Recorder", "record_breach"]
 
 
 @runtime_checkable
@@ -151,3 +152,17 @@ class Recorder(Protocol):
     def close(self) -> None:
         """Commit what is queued and release what the recorder holds."""
         ...
+
+
+def record_breach(recorder: Recorder, run_id: str, subject: str, exc: LimitExceeded) -> None:
+    """Record ``exc`` as a ``limit_exceeded`` event of ``subject``, once per breach.
+
+    The first code to catch a breach records it (a child's runner, or the task's failure); a
+    breach already recorded (``exc.recorded``) is not recorded again where it ends the task.
+    """
+    if exc.recorded:
+        return
+    recorder.record_event(run_id, EventKind.LIMIT_EXCEEDED, subject, {
+        "limit": exc.limit, "value": exc.value, "maximum": exc.maximum, "error": str(exc),
+    })  # fmt: skip
+    exc.recorded = True
