@@ -21,10 +21,11 @@ from clearance._core.errors import ConfigError, ModelError
 from clearance.models import ChatModel, ModelRequest, ToolCall, get_model
 from clearance.models._anthropic import ANSWER_TOOL, AnthropicModel, to_anthropic_messages
 from clearance.models._base import MAX_ARGUMENT_DEPTH, max_response_chars
+from clearance.models._http_body import max_body_bytes
 
 pytestmark = pytest.mark.network
 
-Reply = tuple[int, dict[str, str], Any]  # status, headers, JSON body (or "trickle")
+Reply = tuple[int, dict[str, str], Any]  # status, headers, JSON body, raw bytes or "trickle"
 
 
 @dataclass
@@ -107,9 +108,11 @@ def _handler(server: MessagesServer) -> type[BaseHTTPRequestHandler]:
             if body.get("stream") and status == 200:
                 self._stream(payload)
                 return
-            data = json.dumps(payload).encode()
+            raw = isinstance(payload, bytes)  # a body sent as it is (``Content-Type`` in headers)
+            data = payload if raw else json.dumps(payload).encode()
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            if not raw:
+                self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             for name, value in headers.items():
                 self.send_header(name, value)
@@ -618,3 +621,41 @@ async def test_tool_input_nested_too_deep_becomes_raw(server: MessagesServer, ma
         response = await model.request(ModelRequest(prompt=make_prompt(len), tools=TOOLS))
     (call,) = response.tool_calls
     assert call.arguments == {"_raw": f"(arguments nested deeper than {MAX_ARGUMENT_DEPTH} levels)"}
+
+
+async def test_a_body_over_max_body_bytes_is_refused_while_it_arrives(
+    server: MessagesServer, make_prompt
+) -> None:
+    """The body is read capped: 8 MB of text for ``max_tokens=16`` is refused, not held whole."""
+    cap = max_body_bytes(16)
+    body = json.dumps({"content": [{"type": "text", "text": "x" * 8_000_000}]}).encode()
+    server.replies = [(200, {"Content-Type": "application/json"}, body)]
+    async with AnthropicModel("claude-test", base_url=server.url) as model:
+        with pytest.raises(ModelError) as info:
+            await model.request(ModelRequest(prompt=make_prompt(len), max_tokens=16))
+    assert str(info.value).endswith(
+        f"the server's answer is over the cap of {cap:,} bytes for max_tokens=16 "
+        "(max_body_bytes): refused"
+    )
+    assert not info.value.transient
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "expected"),
+    [
+        (b"<html>busy</html>", "text/html", "the server's answer is not JSON (text/html, 17 bytes"),
+        (b"[1, 2]", "application/json", "the server's answer is not a JSON object but a list"),
+        (b"[" * 100_000 + b"]" * 100_000, "application/json", "the server's answer is not JSON"),
+        (b'{"content": "hi"}', "application/json", "the server's answer has no content list"),
+        (b'{"content": "\xff"}', "application/json", "the server's answer is not UTF-8"),
+    ],
+)
+async def test_an_unusable_body_is_a_one_line_model_error(
+    server: MessagesServer, make_prompt, body: bytes, content_type: str, expected: str
+) -> None:
+    server.replies = [(200, {"Content-Type": content_type}, body)]
+    async with AnthropicModel("claude-test", base_url=server.url) as model:
+        with pytest.raises(ModelError) as info:
+            await model.request(ModelRequest(prompt=make_prompt(len), max_tokens=16))
+    assert expected in str(info.value)
+    assert "\n" not in str(info.value)

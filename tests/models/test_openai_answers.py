@@ -19,8 +19,8 @@ import pytest
 from clearance._core.errors import ModelError
 from clearance.models import ModelRequest
 from clearance.models._base import MAX_ARGUMENT_DEPTH, max_response_chars
+from clearance.models._http_body import max_body_bytes
 from clearance.models._openai import OpenAIModel
-from clearance.models._openai_parse import max_body_bytes
 
 Body = bytes | dict[str, Any] | list[Any] | None
 

@@ -26,6 +26,7 @@ from clearance.models._base import (
 )
 from clearance.models._counted import with_counted_usage
 from clearance.models._credentials import PLACEHOLDER_API_KEY, client_settings
+from clearance.models._http_body import json_object, read_capped
 from clearance.models._openai_stream import max_chunks
 from clearance.models._transient import is_transient_status, parse_retry_after
 from clearance.tokens import TokenCounter, tiktoken_counter
@@ -224,9 +225,9 @@ class AnthropicModel:
         if tools:
             options["tools"] = tools
         deadline_s = min(self.timeout_s, request.timeout_s or math.inf)
-        # Typed as Any: the answer is checked field by field in `_response`, not trusted to
-        # match the SDK's types (the SDK does not validate what a server sends).
-        create: Any = self._client.messages.create
+        # The answer is read here, not by the SDK: its body capped while it arrives
+        # (`read_capped`), then checked field by field (`anthropic_response`).
+        create: Any = self._client.messages.with_streaming_response.create
         arguments: dict[str, Any] = {
             "model": self.name, "messages": messages, "max_tokens": request.max_tokens,
             "extra_body": sampling, "timeout": deadline_s, **options,
@@ -234,9 +235,15 @@ class AnthropicModel:
         try:
             async with asyncio.timeout(deadline_s):  # over the whole stream too
                 if request.stream is not None and answer_tool is None:
-                    message = await self._streamed(arguments, request)
+                    message: Any = await self._streamed(arguments, request)
                 else:
-                    message = await create(**arguments)
+                    async with create(**arguments) as raw:  # the body read here, capped
+                        body = await read_capped(
+                            raw.iter_bytes(), max_tokens=request.max_tokens,
+                            model_id=self.model_id,
+                        )  # fmt: skip
+                        content_type = raw.headers.get("content-type", "")
+                    message = json_object(body, content_type=content_type, model_id=self.model_id)
         except TimeoutError as exc:
             raise ModelError(
                 f"request timed out: no complete answer within {deadline_s:g} s",

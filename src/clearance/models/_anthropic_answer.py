@@ -1,7 +1,9 @@
-"""Reading an Anthropic Messages API answer (the SDK's message) into a `ModelResponse`.
+"""Reading an Anthropic Messages API answer into a `ModelResponse`.
 
-The SDK does not validate what a server sends, so every field read here is checked: the
-content list, each block's type, text and tool input, the usage and the answer's size.
+The answer is the JSON object of a non-streamed body (read capped by the provider) or the
+SDK's final message of a stream. Neither is validated by the SDK, so every field read here
+is checked: the content list, each block's type, text and tool input, the usage and the
+answer's size.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from clearance.models._base import (
     kind_of,
     validated_usage,
 )
-from clearance.models._cache import anthropic_prompt_tokens
+from clearance.models._cache import anthropic_prompt_tokens, field_of
 from clearance.models._openai_stream import MAX_STREAMED_TOOL_CALLS
 
 __all__ = ["anthropic_response"]
@@ -50,7 +52,8 @@ def anthropic_response(
     The SDK does not validate a server's answer, so no field is trusted to have its type.
 
     Args:
-        message: The SDK's ``Message`` (or whatever the server's body became).
+        message: The body's JSON object, or the SDK's ``Message`` of a stream (read
+            attribute by attribute; either way nothing in it is trusted).
         model_id: The ``"provider:name"`` id, for errors and the response.
         answer_tool: The forced structured-output tool's name, or ``None``.
         wrapped: Whether the schema was wrapped as ``{"answer": ...}`` (unwrapped here).
@@ -69,24 +72,24 @@ def anthropic_response(
             than `max_response_chars`, the forced answer tool not called, or a usage that
             is not an object or not a token count.
     """
-    content = getattr(message, "content", None)
+    content = field_of(message, "content")
     if not isinstance(content, list):
         raise ModelError("the server's answer has no content list", model_id=model_id)
-    checked = _usage(getattr(message, "usage", None), model_id) or Usage()
+    checked = _usage(field_of(message, "usage"), model_id) or Usage()
     texts: list[str] = []
     calls: list[ToolCall] = []
     answer: Any = None
     answered = False
     for block in content:
-        kind = getattr(block, "type", None)
+        kind = field_of(block, "type")
         if kind == _Block.TEXT:
-            text = getattr(block, "text", None)
+            text = field_of(block, "text")
             if isinstance(text, str):
                 texts.append(text)
         elif kind == _Block.TOOL_USE:
-            name = getattr(block, "name", None)
-            call_id = getattr(block, "id", None)
-            arguments = getattr(block, "input", None)
+            name = field_of(block, "name")
+            call_id = field_of(block, "id")
+            arguments = field_of(block, "input")
             if not isinstance(name, str):
                 continue
             if answer_tool is not None and name == answer_tool and not answered:
@@ -105,7 +108,7 @@ def anthropic_response(
                     arguments=arguments,
                 )
             )
-    reason = getattr(message, "stop_reason", None)
+    reason = field_of(message, "stop_reason")
     finish = _STOP_REASONS.get(reason, reason) if isinstance(reason, str) else None
     _check_size(texts, calls, max_tokens, model_id)
     if answer_tool is not None and not calls:
@@ -143,11 +146,7 @@ def _usage(usage: Any, model_id: str) -> Usage | None:
     if isinstance(usage, str | int | float | list):  # the SDK keeps what it was sent
         raise ModelError(f"usage is {kind_of(usage)}, not an object", model_id=model_id)
     prompt_tokens, cached = anthropic_prompt_tokens(usage)
-    output = (
-        usage.get("output_tokens")
-        if isinstance(usage, dict)
-        else getattr(usage, "output_tokens", None)
-    )
+    output = field_of(usage, "output_tokens")
     if prompt_tokens is None or output is None:  # not reported: counted by `request`
         return None
     return validated_usage(prompt_tokens, output, model_id=model_id, cached_prompt_tokens=cached)

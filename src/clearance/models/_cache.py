@@ -25,11 +25,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["anthropic_prompt_tokens", "reported_cached_tokens", "reused_prefix"]
+__all__ = ["anthropic_prompt_tokens", "field_of", "reported_cached_tokens", "reused_prefix"]
 
 
-def _field(obj: Any, name: str) -> Any:
-    """``obj.name`` or ``obj[name]`` (SDK objects keep unknown fields as attributes or dicts)."""
+def field_of(obj: Any, name: str) -> Any:
+    """``obj[name]`` of a decoded JSON object, else ``obj.name``; ``None`` when absent.
+
+    SDK objects keep unknown fields as attributes or dicts, and a body read by a provider
+    itself is a dict.
+    """
     if isinstance(obj, dict):
         return obj.get(name)
     return getattr(obj, name, None)
@@ -46,11 +50,11 @@ def reported_cached_tokens(completion: Any) -> object:
         ``timings.cache_n``, else ``None`` (not reported). Whatever the server sent: the
         caller validates it.
     """
-    details = _field(_field(completion, "usage"), "prompt_tokens_details")
-    cached = _field(details, "cached_tokens")
+    details = field_of(field_of(completion, "usage"), "prompt_tokens_details")
+    cached = field_of(details, "cached_tokens")
     if cached is not None:
         return cached
-    return _field(_field(completion, "timings"), "cache_n")
+    return field_of(field_of(completion, "timings"), "cache_n")
 
 
 def anthropic_prompt_tokens(usage: Any) -> tuple[object, object]:
@@ -66,9 +70,9 @@ def anthropic_prompt_tokens(usage: Any) -> tuple[object, object]:
         ``(prompt tokens, cache_read_input_tokens)``; either may be ``None`` (not reported)
         or, from a broken server, not an integer.
     """
-    prompt = _field(usage, "input_tokens")
-    read = _field(usage, "cache_read_input_tokens")
-    written = _field(usage, "cache_creation_input_tokens")
+    prompt = field_of(usage, "input_tokens")
+    read = field_of(usage, "cache_read_input_tokens")
+    written = field_of(usage, "cache_creation_input_tokens")
     for extra in (read, written):
         if extra is None:
             continue

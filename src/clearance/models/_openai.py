@@ -17,7 +17,8 @@ from clearance._core.errors import ConfigError, ModelError
 from clearance.models._base import ModelRequest, ModelResponse
 from clearance.models._counted import with_counted_usage
 from clearance.models._credentials import PLACEHOLDER_API_KEY, client_settings
-from clearance.models._openai_parse import parse_completion, read_capped
+from clearance.models._http_body import read_capped
+from clearance.models._openai_parse import parse_completion
 from clearance.models._openai_stream import collect_stream
 from clearance.models._transient import is_transient_status, parse_retry_after
 from clearance.tokens import TokenCounter, counter_for

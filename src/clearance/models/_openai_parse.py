@@ -10,8 +10,6 @@ content is an int, not text"``...). Tool-call arguments a tool cannot take go on
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,66 +21,13 @@ from clearance.models._base import (
     check_response_size,
     decoded_arguments,
     kind_of,
-    max_response_chars,
     validated_usage,
 )
 from clearance.models._cache import reported_cached_tokens
+from clearance.models._http_body import json_object
 from clearance.models._openai_stream import MAX_STREAMED_TOOL_CALLS
 
-__all__ = [
-    "MAX_RESPONSE_BYTES",
-    "ParsedCompletion",
-    "max_body_bytes",
-    "parse_completion",
-    "read_capped",
-]
-
-MAX_RESPONSE_BYTES = 64 * 1024 * 1024
-"""Most bytes of one HTTP answer body, whatever its ``max_tokens`` (see `max_body_bytes`)."""
-
-
-def max_body_bytes(max_tokens: int) -> int:
-    r"""Most bytes the body of an answer to a request for ``max_tokens`` tokens may take.
-
-    Eight bytes per character of `max_response_chars` (a character escaped in JSON takes at
-    most six, ``\uXXXX``) plus 64 KiB for the envelope, and never more than
-    `MAX_RESPONSE_BYTES`.
-    """
-    return min(8 * max_response_chars(max_tokens) + 65_536, MAX_RESPONSE_BYTES)
-
-
-async def read_capped(chunks: AsyncIterator[bytes], *, max_tokens: int, model_id: str) -> bytes:
-    """The bytes of ``chunks``, refused as soon as they pass `max_body_bytes` (``max_tokens``).
-
-    Raises:
-        ModelError: The body is longer than the cap (not transient); reading stops
-            there, so a server sending gigabytes never has them held in memory. Or reading
-            failed (the connection broke: transient).
-    """
-    cap = max_body_bytes(max_tokens)
-    parts: list[bytes] = []
-    size = 0
-    iterator = aiter(chunks)
-    while True:
-        try:
-            chunk = await anext(iterator)
-        except StopAsyncIteration:
-            break
-        except Exception as exc:  # the HTTP client's read error, whatever its module
-            raise ModelError(
-                f"reading the answer failed: {type(exc).__name__}: {exc}",
-                model_id=model_id,
-                transient=True,
-            ) from exc
-        size += len(chunk)
-        if size > cap:
-            raise ModelError(
-                f"the server's answer is over the cap of {cap:,} bytes for max_tokens="
-                f"{max_tokens} (max_body_bytes): refused",
-                model_id=model_id,
-            )
-        parts.append(chunk)
-    return b"".join(parts)
+__all__ = ["ParsedCompletion", "parse_completion"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,24 +64,7 @@ def parse_completion(
             has the wrong type; more than `MAX_STREAMED_TOOL_CALLS` tool calls; the answer is
             longer than `max_response_chars`. Not transient.
     """
-    try:
-        data: Any = json.loads(body)
-    except UnicodeDecodeError as exc:
-        raise ModelError(
-            f"the server's answer is not UTF-8 ({exc.reason} at byte {exc.start})",
-            model_id=model_id,
-        ) from None
-    except (ValueError, RecursionError):  # JSONDecodeError is a ValueError
-        start = body[:60].decode("utf-8", "replace")
-        raise ModelError(
-            f"the server's answer is not JSON ({content_type or 'no content type'}, "
-            f"{len(body):,} bytes, starting {start!r})",
-            model_id=model_id,
-        ) from None
-    if not isinstance(data, dict):
-        raise ModelError(
-            f"the server's answer is not a JSON object but {kind_of(data)}", model_id=model_id
-        )
+    data = json_object(body, content_type=content_type, model_id=model_id)
     message = _message(data, model_id)
     content = message.get("content")
     if content is not None and not isinstance(content, str):
