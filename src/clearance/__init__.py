@@ -25,7 +25,7 @@ from clearance._core import lazy as _lazy
 
 if typing.TYPE_CHECKING:
     from clearance._agents.retry import RetryPolicy
-    from clearance._agents.tools import Tool, ToolOutput
+    from clearance._agents.tools import Tool, ToolOutput, mark_tool
     from clearance._context.builder import ContextBuilder
     from clearance._context.clearance import Clearance
     from clearance._context.verify import Finding, VerificationReport, verify_run
@@ -181,6 +181,7 @@ __all__ = [
     "UnknownDependencyError",
     "VerificationReport",
     "load_team_file",
+    "mark_tool",
     "prepare_run",
     "recorded_run_spec",
     "resume_run",
@@ -269,6 +270,7 @@ _EXPORTS = {
     "UnknownDependencyError": "clearance._core.errors",
     "VerificationReport": "clearance._context.verify",
     "load_team_file": "clearance._core.teamfile",
+    "mark_tool": "clearance._agents.tools",
     "prepare_run": "clearance._core.teamfile",
     "recorded_run_spec": "clearance._orchestration.spec_run",
     "resume_run": "clearance._orchestration.spec_run",

@@ -6,7 +6,7 @@ import re
 
 from clearance import Agent, Orchestrator, RunLedger, Task, Team
 from clearance._view import load_run_view, render_run_page
-from clearance._view.model import HIDDEN_LISTED
+from clearance._view.clearance_list import HIDDEN_LISTED
 from clearance.testing import FakeModel
 
 TASKS = 400

@@ -24,6 +24,7 @@ from typing import Any
 from clearance._agents.caller import CallBudget, ModelCaller
 from clearance._agents.compaction import CompactingPrompts
 from clearance._agents.delegation import DelegationChain
+from clearance._agents.store_tools import store_tools
 from clearance._agents.telemetry import agent_span, tracing_configured
 from clearance._agents.telemetry_spans import tool_span, traced_spawns
 from clearance._agents.tools import (
@@ -34,7 +35,6 @@ from clearance._agents.tools import (
     ToolOutput,
     record_started,
     spawn_tool,
-    store_tools,
     tool_name,
 )
 from clearance._agents.workspace import Workspace

@@ -3,16 +3,23 @@
 `Tool.from_function` derives a tool's JSON Schema from the function's signature (with
 pydantic, so arguments are validated and coerced the same way) and its description from
 the docstring's first paragraph. A tool returns text, or any JSON-serializable value (sent
-as JSON). The built-in store tools (`store_tools`) are bound to one agent's `StoreView`.
+as JSON). The built-in store tools are in `store_tools.py`.
+
+A function tool is the user's code: each call has a deadline (``timeout_s``, `TOOL_TIMEOUT_S`
+by default; past it the model is told so and the run goes on), and a plain (not ``async``)
+function runs in a daemon thread of its own (`in_daemon_thread`), so a tool that blocks holds
+up neither the other tasks nor the end of the run.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import copy
 import functools
 import inspect
 import json
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, cast, get_type_hints
@@ -21,11 +28,11 @@ from pydantic import ConfigDict, ValidationError, create_model
 
 from clearance._context.tool_sections import DELEGATE_TOOL, tool_name
 from clearance._context.verify_approvals import arguments_sha256
+from clearance._core.daemon_threads import in_daemon_thread
 from clearance._core.errors import ConfigError
 from clearance._core.spec import Agent
 from clearance._core.user_modules import import_user_module, split_import_path
 from clearance._core.vocabulary import EventKind
-from clearance._state.grants import StoreView
 from clearance._state.ledger import Recorder
 from clearance._state.store import StoreEntry
 from clearance.models._base import ToolCall
@@ -33,17 +40,19 @@ from clearance.models._base import ToolCall
 __all__ = [
     "BUILTIN_TOOL_NAMES",
     "DELEGATE_TOOL",
+    "MAX_TOOL_TIMEOUT_S",
     "NOT_UTF8_ARGUMENTS",
     "SPAWN_TOOL",
+    "TOOL_TIMEOUT_S",
     "Tool",
     "ToolOutput",
     "check_arguments",
+    "check_tool_timeout",
     "checked_tool_call",
     "import_function",
     "spawn_tool",
     "mark_tool",
     "record_started",
-    "store_tools",
     "tool_caller",
     "tool_name",
 ]
@@ -152,6 +161,10 @@ class Tool:
             process may have stopped inside runs again on resume without asking a person.
         replay: ``False`` for a live value (the time, a job's state): on resume the call
             runs again instead of giving back its recorded result.
+        timeout_s: Seconds one call may take; past it `call` gives the model an error
+            (the run goes on). ``None``: no deadline of the tool's own (the built-in store
+            tools; an MCP tool has its server's ``timeout_s``). A function tool's is
+            `TOOL_TIMEOUT_S` unless `mark_tool` says otherwise.
     """
 
     name: str
@@ -160,6 +173,10 @@ class Tool:
     run: Callable[[dict[str, Any]], ToolOutput | Awaitable[ToolOutput]] = field(repr=False)
     idempotent: bool = False
     replay: bool = True
+    timeout_s: float | None = None
+
+    def __post_init__(self) -> None:
+        check_tool_timeout(self.timeout_s, allow_none=True)
 
     def to_openai(self) -> dict[str, Any]:
         """The tool in the OpenAI function-calling format."""
@@ -182,11 +199,19 @@ class Tool:
         if NOT_UTF8_ARGUMENTS in arguments or not _encodes(arguments):
             return ToolOutput(content=_NOT_UTF8_ERROR, is_error=True)
         token = _CALLER.set(agent)
+        deadline = asyncio.timeout(self.timeout_s)  # None: no deadline
         try:
-            result = self.run(arguments)
-            if inspect.isawaitable(result):
-                result = await result
+            async with deadline:
+                result = self.run(arguments)
+                if inspect.isawaitable(result):
+                    result = await result
         except Exception as exc:  # a tool's failure is reported to the model, not raised
+            if isinstance(exc, TimeoutError) and deadline.expired():
+                return ToolOutput(
+                    content=f"error: the tool {self.name!r} did not return within "
+                    f"{self.timeout_s:g} s (its timeout_s); it was abandoned",
+                    is_error=True, error_type="TimeoutError",
+                )  # fmt: skip
             return ToolOutput(content=f"error: {exc}", is_error=True, error_type=type(exc).__name__)
         finally:
             _CALLER.reset(token)
@@ -200,7 +225,10 @@ class Tool:
         Every parameter needs a type hint; defaults make a parameter optional. Arguments are
         validated by pydantic before the call; invalid ones produce an error output naming
         the problem. A ``str`` result is sent as is, anything else as JSON. The tool is
-        idempotent or opts out of replay as `mark_tool` declared on the function.
+        idempotent, opts out of replay and has the deadline (``timeout_s``, seconds;
+        `TOOL_TIMEOUT_S` by default) that `mark_tool` declared on the function. A plain
+        function runs in a daemon thread of its own (the event loop goes on meanwhile); an
+        ``async`` one on the run's event loop.
 
         Args:
             function: The function.
@@ -246,56 +274,109 @@ class Tool:
                     for e in exc.errors()
                 )
                 return ToolOutput(content=f"error: invalid arguments: {problems}", is_error=True)
-            result = function(**{k: getattr(values, k) for k in fields})
+            kwargs = {k: getattr(values, k) for k in fields}
+            if threaded:  # the user's blocking code: off the event loop, in its own thread
+                result = await in_daemon_thread(
+                    functools.partial(function, **kwargs), name=f"clearance-tool-{tool_name}"
+                )
+            else:
+                result = function(**kwargs)
             if inspect.isawaitable(result):
                 result = await result
             text = result if isinstance(result, str) else json.dumps(result, default=str)
             return ToolOutput(content=text)
 
+        threaded = not inspect.iscoroutinefunction(function)
         flags = getattr(function, _FLAGS, {})
         return cls(
             name=tool_name, description=description, parameters=schema, run=run,
             idempotent=bool(flags.get("idempotent", False)), replay=bool(flags.get("replay", True)),
+            timeout_s=flags.get("timeout_s", TOOL_TIMEOUT_S),
         )  # fmt: skip
 
 
 _FLAGS = "__clearance_tool__"
 
+TOOL_TIMEOUT_S = 60.0
+"""Default deadline, in seconds, of one call of a function tool (as an MCP tool's)."""
 
-def mark_tool(function: ToolFunction, *, idempotent: bool = False, replay: bool = True) -> None:
-    """Declare how a function tool behaves on resume (read by `Tool.from_function`).
+MAX_TOOL_TIMEOUT_S = 86_400.0
+"""Longest deadline a tool may be given: one day."""
+
+
+def check_tool_timeout(timeout_s: object, *, allow_none: bool = False) -> None:
+    """Check a tool's ``timeout_s``: seconds in (0, `MAX_TOOL_TIMEOUT_S`].
+
+    Raises:
+        ConfigError: It is not a number in that range (or ``None`` where allowed).
+    """
+    if timeout_s is None and allow_none:
+        return
+    ok = isinstance(timeout_s, int | float) and not isinstance(timeout_s, bool)
+    if not ok or not (0 < timeout_s <= MAX_TOOL_TIMEOUT_S and math.isfinite(timeout_s)):  # type: ignore[operator,arg-type]
+        raise ConfigError(
+            f"a tool's timeout_s must be seconds in (0, {MAX_TOOL_TIMEOUT_S:g}], got {timeout_s!r}",
+            field="timeout_s",
+        )
+
+
+def mark_tool(
+    function: ToolFunction,
+    *,
+    idempotent: bool = False,
+    replay: bool = True,
+    timeout_s: float = TOOL_TIMEOUT_S,
+) -> None:
+    """Declare a function tool's resume behaviour and deadline (read by `Tool.from_function`).
 
     Args:
         function: The tool's function (its attribute ``__clearance_tool__`` is set).
         idempotent: See `Tool.idempotent`.
         replay: See `Tool.replay`.
+        timeout_s: Seconds one call may take (see `Tool.timeout_s`).
 
     Raises:
-        ConfigError: The function takes no attributes (a built-in); see `marked_tool`.
+        ConfigError: The function takes no attributes (a built-in; see `marked_tool`), or
+            ``timeout_s`` is not in (0, `MAX_TOOL_TIMEOUT_S`].
     """
+    check_tool_timeout(timeout_s)
+    flags = {"idempotent": idempotent, "replay": replay, "timeout_s": float(timeout_s)}
     try:
-        setattr(function, _FLAGS, {"idempotent": idempotent, "replay": replay})
+        setattr(function, _FLAGS, flags)
     except (AttributeError, TypeError) as exc:
         raise ConfigError(f"cannot mark {function!r} as a tool: {exc}") from exc
 
 
 def marked_tool(
-    function: Callable[..., Any], *, idempotent: bool = False, replay: bool = True
+    function: Callable[..., Any],
+    *,
+    idempotent: bool = False,
+    replay: bool = True,
+    timeout_s: float = TOOL_TIMEOUT_S,
 ) -> Callable[..., Any]:
     """A wrapper of ``function`` marked with `mark_tool`, leaving ``function`` itself alone.
 
-    For a team file's ``tools:`` entry with ``idempotent`` or ``replay``: the imported
-    function may be a built-in (which takes no attribute) or shared with other code (whose
-    marks would change). The wrapper keeps its name, module, signature and type hints.
+    For a team file's ``tools:`` entry with ``idempotent``, ``replay`` or ``timeout_s``: the
+    imported function may be a built-in (which takes no attribute) or shared with other code
+    (whose marks would change). The wrapper keeps its name, module, signature, type hints and
+    whether it is ``async``.
     """
+    wrapper: Callable[..., Any]
+    if inspect.iscoroutinefunction(function):  # stays async: it runs on the event loop
 
-    @functools.wraps(function)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        return function(*args, **kwargs)
+        @functools.wraps(function)
+        async def wrapper(*args: Any, **kwargs: Any) -> Any:
+            return await function(*args, **kwargs)
+
+    else:
+
+        @functools.wraps(function)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            return function(*args, **kwargs)
 
     # Its own hints (``*args: Any``) are not the function's: a built-in has none to copy.
     wrapper.__annotations__ = dict(getattr(function, "__annotations__", {}))
-    mark_tool(wrapper, idempotent=idempotent, replay=replay)
+    mark_tool(wrapper, idempotent=idempotent, replay=replay, timeout_s=timeout_s)
     return wrapper
 
 
@@ -342,112 +423,6 @@ def import_function(path: str, *, field: str = "tools") -> Callable[..., Any]:
     if not callable(target) or inspect.isclass(target):
         raise ConfigError(f"{path!r} is not a function", field=field)
     return cast(Callable[..., Any], target)
-
-
-def store_tools(view: StoreView) -> dict[str, Tool]:
-    """The built-in store tools bound to one agent's scoped view.
-
-    - ``store_get(namespace, key)``: the value, or a note that there is none;
-    - ``store_set(namespace, key, value, ttl_s=None)``: write (as the view's agent);
-    - ``store_query(namespace, prefix="", limit=10)``: live entries, newest first;
-    - ``store_set_with_extension(namespace, key, value, ttl_s=None)``: write, pushing expiry
-      forward (never earlier; an entry that never expires keeps none);
-    - ``store_touch(namespace, key, ttl_s=None)``: push a live entry's expiry forward;
-    - ``store_get_structured(namespace, key)``: read a value that must be valid JSON;
-    - ``store_search(text, limit=10)``: entries whose key or value holds ``text``, across
-      every namespace the agent may read (and no other), newest first.
-
-    ``limit`` is clamped to 1..50. A denied namespace gives an error output naming the
-    agent, namespace and operation. Entries read enter the next prompt as ``store:`` items.
-    """
-
-    def store_get(namespace: str, key: str) -> ToolOutput:
-        entry = view.get_entry(namespace, key)
-        if entry is None:
-            return ToolOutput(content=f"no entry {namespace}/{key}")
-        return ToolOutput(content=f"entry {namespace}/{key} read", store_reads=(entry,))
-
-    def store_set(namespace: str, key: str, value: str, ttl_s: float | None = None) -> ToolOutput:
-        view.set(namespace, key, value, ttl_s)
-        return ToolOutput(content=f"stored {namespace}/{key}")
-
-    def store_query(namespace: str, prefix: str = "", limit: int = 10) -> ToolOutput:
-        entries = view.query_by_prefix(namespace, prefix, min(max(limit, 1), 50))
-        keys = ", ".join(e.key for e in entries) or "none"
-        return ToolOutput(content=f"{len(entries)} entries: {keys}", store_reads=tuple(entries))
-
-    def store_set_with_extension(
-        namespace: str, key: str, value: str, ttl_s: float | None = None
-    ) -> ToolOutput:
-        view.set_with_extension(namespace, key, value, ttl_s)
-        return ToolOutput(content=f"stored {namespace}/{key}; its expiry only moved forward")
-
-    def store_touch(namespace: str, key: str, ttl_s: float | None = None) -> ToolOutput:
-        if view.touch(namespace, key, ttl_s):
-            return ToolOutput(content=f"expiry of {namespace}/{key} pushed forward")
-        return ToolOutput(content=f"no entry {namespace}/{key}")
-
-    def store_get_structured(namespace: str, key: str) -> ToolOutput:
-        entry = view.get_entry(namespace, key)
-        if entry is None:
-            return ToolOutput(content=f"no entry {namespace}/{key}")
-        try:
-            json.loads(entry.value)
-        except ValueError as exc:
-            return ToolOutput(
-                content=f"error: the value of {namespace}/{key} is not valid JSON: {exc}",
-                is_error=True,
-            )
-        return ToolOutput(content=f"JSON entry {namespace}/{key} read", store_reads=(entry,))
-
-    def store_search(text: str, limit: int = 10) -> ToolOutput:
-        entries = view.search(text, min(max(limit, 1), 50))
-        found = ", ".join(f"{e.namespace}/{e.key}" for e in entries) or "none"
-        return ToolOutput(content=f"{len(entries)} entries: {found}", store_reads=tuple(entries))
-
-    docs = {
-        "store_get": "Read the value stored under a key in a namespace of the shared store.",
-        "store_set": "Write a text value under a key in a namespace of the shared store.",
-        "store_query": "List entries of a namespace whose key starts with a prefix, newest first.",
-        "store_set_with_extension": "Write a text value under a key and push its expiry "
-        "forward (it never moves earlier).",
-        "store_touch": "Push the expiry of an entry forward without changing its value.",
-        "store_get_structured": "Read a JSON value stored under a key in a namespace.",
-        "store_search": "Find entries whose key or value contains a text, in every namespace "
-        "you may read, newest first.",
-    }
-    functions: dict[str, Callable[..., ToolOutput]] = {
-        "store_get": store_get,
-        "store_set": store_set,
-        "store_query": store_query,
-        "store_set_with_extension": store_set_with_extension,
-        "store_touch": store_touch,
-        "store_get_structured": store_get_structured,
-        "store_search": store_search,
-    }
-    tools = {}
-    for name, function in functions.items():
-        function.__doc__ = docs[name]
-        base = Tool.from_function(function, name=name)
-        tools[name] = Tool(
-            name=name, description=base.description, parameters=base.parameters,
-            run=_raw_output(base, function),
-        )  # fmt: skip
-    return tools
-
-
-def _raw_output(
-    base: Tool, function: Callable[..., ToolOutput]
-) -> Callable[[dict[str, Any]], ToolOutput]:
-    """Run ``function`` with arguments checked against ``base``'s schema, keeping its output."""
-
-    def run(arguments: dict[str, Any]) -> ToolOutput:
-        problems = check_arguments(base.parameters, arguments)
-        if problems:
-            return ToolOutput(content=f"error: invalid arguments: {problems}", is_error=True)
-        return function(**arguments)
-
-    return run
 
 
 def check_arguments(schema: dict[str, Any], arguments: dict[str, Any]) -> str:

@@ -128,6 +128,8 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "approval": "required: each call waits for `clearance approve`.",
         "idempotent": "A resume may run again a call the stopped run may have run.",
         "replay": "On resume, replay the recorded result (false: run the call again).",
+        "timeout_s": "Seconds one call may take; past it the model is told so (the run goes "
+        "on).",
     },
     "PriceSpec": {
         "input_per_mtok": "US dollars per million prompt tokens.",

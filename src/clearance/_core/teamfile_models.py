@@ -405,6 +405,9 @@ class ToolEntrySpec(_Strict):
     ``replay: false`` runs a call again on resume instead of replaying its recorded result
     (a live value). See `clearance._agents.replay`.
 
+    ``timeout_s`` is the deadline of one call in seconds (past it the model is told so and
+    the run goes on).
+
     ``function`` is ``None`` for a tool that is given in code (``tools=``) rather than
     imported: a run records such a tool by name, and resuming it needs the tool given again.
     """
@@ -413,6 +416,9 @@ class ToolEntrySpec(_Strict):
     approval: Literal["none", "required"] = "none"
     idempotent: bool = False
     replay: bool = True
+    timeout_s: float = Field(
+        default=60.0, gt=0, le=86_400, allow_inf_nan=False, strict=True
+    )
 
 
 class PriceSpec(_Strict):

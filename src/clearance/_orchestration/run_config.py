@@ -252,7 +252,8 @@ def spec_tools(
     for name, path in tool_import_paths(spec, tools):
         function = import_function(path, field=f"tools.{name}")
         if not isinstance(entry := spec.tools[name], str):
-            function = marked_tool(function, idempotent=entry.idempotent, replay=entry.replay)
+            function = marked_tool(function, idempotent=entry.idempotent, replay=entry.replay,
+                                   timeout_s=entry.timeout_s)  # fmt: skip
         tools[name] = function
     agents = (*spec.agents, *((spec.coordinator,) if spec.coordinator else ()))
     refs = [r for a in agents for r in mcp_refs(a.tools) if r.model_name not in tools]

@@ -13,15 +13,13 @@ nothing waits for, so the run and the process end on time.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import contextvars
 import json
-import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
 from clearance._context.clearance import Clearance
+from clearance._core.daemon_threads import in_daemon_thread
 from clearance._core.errors import ClearanceError, ConfigError, LimitExceeded
 from clearance._core.prompt import sha256_text
 from clearance._core.spec import Task
@@ -101,36 +99,6 @@ def resolve_step(task: Task) -> StepFunction:
     return found  # type: ignore[no-any-return]
 
 
-def _in_daemon_thread(function: StepFunction, step: StepInput) -> asyncio.Future[Any]:
-    """``function(step)`` in a new daemon thread; its outcome settles the returned future.
-
-    Unlike ``asyncio.to_thread``, nothing waits for the thread when the loop closes: a step
-    abandoned at its deadline does not hold up ``asyncio.run`` or the process's exit.
-    """
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[Any] = loop.create_future()
-    context = contextvars.copy_context()
-
-    def settle(value: Any, error: BaseException | None) -> None:
-        if future.done():
-            return
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(value)
-
-    def target() -> None:
-        try:
-            value, error = context.run(function, step), None
-        except BaseException as exc:  # handed to the awaiting task, which reports it
-            value, error = None, exc
-        with contextlib.suppress(RuntimeError):  # the loop closed: nobody is waiting
-            loop.call_soon_threadsafe(settle, value, error)
-
-    threading.Thread(target=target, name=f"clearance-step-{step.task_id}", daemon=True).start()
-    return future
-
-
 def _as_text(task_id: str, value: Any) -> str:
     if isinstance(value, str):
         text = value
@@ -180,10 +148,13 @@ async def run_step(
     )  # fmt: skip
     if timeout_s is None:
         timeout_s = STEP_TIMEOUT_S
+    deadline = asyncio.timeout(timeout_s)
     try:
-        async with asyncio.timeout(timeout_s):
-            value = await _in_daemon_thread(function, step)
-    except TimeoutError:
+        async with deadline:
+            value = await in_daemon_thread(function, step, name=f"clearance-step-{task.id}")
+    except TimeoutError as exc:
+        if not deadline.expired():  # the step's own TimeoutError: its failure, not ours
+            raise StepError(f"task {task.id!r}: {task.run} raised TimeoutError: {exc}") from exc
         raise LimitExceeded(
             "step_timeout_s", value=timeout_s, maximum=timeout_s, subject=f"task:{task.id}"
         ) from None

@@ -25,10 +25,8 @@ from clearance._core.vocabulary import EventKind, OriginKind, PromptKind
 from clearance._state.ledger import CallRecord, EventRecord, RunLedger, RunRecord, ToolCallRecord
 
 __all__ = [
-    "HIDDEN_LISTED",
     "HIGHLIGHTED_KINDS",
     "CallView",
-    "ClearanceList",
     "MessageView",
     "RunView",
     "Segment",
@@ -36,11 +34,6 @@ __all__ = [
     "load_run_view",
     "segment_call",
 ]
-
-HIDDEN_LISTED = 100
-"""Most not-cleared tasks a task's panel names one by one. Past it the panel gives their count
-(the graph greys each of them when the task is selected): naming every other task on every
-task's panel made the page grow with the square of the tasks (1.8 GB for 4,000 tasks)."""
 
 HIGHLIGHTED_KINDS: tuple[str, ...] = (
     OriginKind.TASK,
@@ -183,22 +176,6 @@ class TaskView:
         return sum(len(c.findings) for c in self.calls)
 
 
-@dataclass(frozen=True, slots=True)
-class ClearanceList:
-    """What a task's panel says of the other tasks: whose results it was cleared to see.
-
-    Attributes:
-        cleared: The tasks whose results its clearance admitted, in task order.
-        hidden: The other tasks, not cleared, in task order; empty when there are more than
-            `HIDDEN_LISTED` of them.
-        hidden_count: How many other tasks were not cleared.
-    """
-
-    cleared: list[TaskView]
-    hidden: list[TaskView]
-    hidden_count: int
-
-
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RunView:
     """A run as the page shows it.
@@ -260,24 +237,6 @@ class RunView:
     def duration_s(self) -> float | None:
         """Seconds from the run's start to its finish, or ``None`` while it runs."""
         return _seconds(self.run.created_at, self.run.finished_at)
-
-    def clearance_lists(self) -> dict[int, ClearanceList]:
-        """Each task's `ClearanceList`, by task index.
-
-        Time and size grow with the tasks and their clearances, not with their square: the
-        not-cleared tasks are named only where there are at most `HIDDEN_LISTED` of them.
-        """
-        by_id = {t.task_id: t for t in self.tasks}
-        lists: dict[int, ClearanceList] = {}
-        for task in self.tasks:
-            ids = {c for c in task.cleared if c != task.task_id and c in by_id}
-            cleared = sorted((by_id[c] for c in ids), key=lambda t: t.index)
-            hidden_count = len(self.tasks) - 1 - len(ids)
-            hidden = []
-            if hidden_count <= HIDDEN_LISTED:
-                hidden = [o for o in self.tasks if o.index != task.index and o.task_id not in ids]
-            lists[task.index] = ClearanceList(cleared, hidden, hidden_count)
-        return lists
 
     def graph_data(self) -> dict[str, Any]:
         """The task graph as JSON-ready data for the page's layout script.

@@ -31,6 +31,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from clearance._view.clearance_list import clearance_lists
 from clearance._view.model import HIGHLIGHTED_KINDS, KIND_LABELS, RunView
 from clearance._view.runs import RunRow
 from clearance._view.timeline import build_timeline
@@ -128,6 +129,7 @@ def render_run_page(
     return template.render(
         view=view,
         graph=view.graph_data(),
+        clearances=clearance_lists(view),
         timeline=build_timeline(view, now=now),
         kinds=[(k, KIND_LABELS[k]) for k in kinds],
         runs_link=runs_link,
