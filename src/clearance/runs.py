@@ -10,9 +10,11 @@ do the same:
   ``clearance chat``;
 - the ledger's records: `RunRecord`, `TaskRecord`, `CallRecord`, `EventRecord`,
   `ToolCallRecord`, and where runs and the store live (`DEFAULT_LEDGER_URL`,
-  `DEFAULT_STORE_URL`, `masked_url`); `MAX_ROWS`, the most rows one listing returns;
+  `DEFAULT_STORE_URL`, `masked_url`, `sqlite_file_path`); `MAX_ROWS`, the most rows one
+  listing returns;
 - checking what a command line gives: `check_model_id` (a model id, as the team file's
-  ``model:``), `MAX_CONCURRENCY` (the most tasks at once);
+  ``model:``), `MAX_CONCURRENCY` (the most tasks at once), `MAX_TTL_S` (the longest a
+  store entry may live);
 - a graph before it runs: `graph_shape`, `concurrency_notice`, `estimate_tasks` (a
   `TaskEstimate` each), `wall_time_range`;
 - plan only (``clearance plan``): `plan_only` records the coordinator's plan as a run of
@@ -31,6 +33,7 @@ if typing.TYPE_CHECKING:
     from clearance._core.locations import DEFAULT_LEDGER_URL, DEFAULT_STORE_URL, SCHEMA_ID
     from clearance._core.row_limit import MAX_ROWS
     from clearance._core.run_spec import MAX_CONCURRENCY, ExecutorSpec
+    from clearance._core.store_rules import MAX_TTL_S
     from clearance._core.team_reference import team_file_markdown, team_file_schema
     from clearance._core.teamfile_checks import check_chat_agent
     from clearance._core.teamfile_models import check_model_id
@@ -42,6 +45,7 @@ if typing.TYPE_CHECKING:
     from clearance._orchestration.run_memory import masked_url
     from clearance._orchestration.spec_run import checked_run, with_resources
     from clearance._reports import Report, report_function
+    from clearance._state.db.sqlite import sqlite_file_path
     from clearance._state.graph_shape import concurrency_notice, graph_shape
     from clearance._state.ledger import (
         CallRecord,
@@ -61,6 +65,7 @@ __all__ = [
     "ExecutorSpec",
     "MAX_CONCURRENCY",
     "MAX_ROWS",
+    "MAX_TTL_S",
     "PlannedRun",
     "Report",
     "RunRecord",
@@ -83,6 +88,7 @@ __all__ = [
     "plan_team_file",
     "report_function",
     "spec_tools",
+    "sqlite_file_path",
     "team_file_markdown",
     "team_file_schema",
     "wall_time_range",
@@ -99,6 +105,7 @@ _EXPORTS = {
     "ExecutorSpec": "clearance._core.run_spec",
     "MAX_CONCURRENCY": "clearance._core.run_spec",
     "MAX_ROWS": "clearance._core.row_limit",
+    "MAX_TTL_S": "clearance._core.store_rules",
     "PlannedRun": "clearance._orchestration.plan_only",
     "Report": "clearance._reports",
     "RunRecord": "clearance._state.ledger",
@@ -121,6 +128,7 @@ _EXPORTS = {
     "plan_team_file": "clearance._orchestration.plan_only",
     "report_function": "clearance._reports",
     "spec_tools": "clearance._orchestration.run_config",
+    "sqlite_file_path": "clearance._state.db.sqlite",
     "team_file_markdown": "clearance._core.team_reference",
     "team_file_schema": "clearance._core.team_reference",
     "wall_time_range": "clearance._orchestration.estimate",

@@ -7,6 +7,7 @@ run is done is one line naming the option and the file, and the run stays record
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -61,14 +62,14 @@ def test_a_write_that_fails_after_the_run_keeps_the_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     target = tmp_path / "r.json"
-    write_text = Path.write_text
+    write = os.write
 
-    def full_disk(self: Path, *args: object, **kwargs: object) -> int:
-        if self == target:
+    def full_disk(fd: int, data: bytes) -> int:  # the disk fills up on the file's first byte
+        if target.exists() and os.path.samestat(os.fstat(fd), os.stat(target)):
             raise OSError(28, "No space left on device")
-        return write_text(self, *args, **kwargs)  # type: ignore[arg-type]
+        return write(fd, data)
 
-    monkeypatch.setattr(Path, "write_text", full_disk)
+    monkeypatch.setattr(os, "write", full_disk)
     code, lines, db = run(tmp_path, "--json", str(target))
     assert code == 2
     assert lines[-1].startswith(

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from clearance import ConfigError, RunLedger
+from clearance._core.confined import EntryKind
 from clearance._core.teamfile import load_team_file
 
 BAD_NAME = b"caf\xe9.py"  # Latin-1, not UTF-8
@@ -171,14 +172,15 @@ def test_an_input_folder_too_large_to_scan_is_refused(
 
     many_files(tmp_path, 30)
     walked: list[str] = []
-    real_walk = for_each_file.pathspec.util.iter_tree_files
+    real_walk = for_each_file.walk_confined
 
     def counted(*args: object, **kwargs: object) -> object:
-        for name in real_walk(*args, **kwargs):  # type: ignore[arg-type]
-            walked.append(name)
-            yield name
+        for entry in real_walk(*args, **kwargs):  # type: ignore[arg-type]
+            if entry.kind == EntryKind.FILE:
+                walked.append(entry.path)
+            yield entry
 
-    monkeypatch.setattr(for_each_file.pathspec.util, "iter_tree_files", counted)
+    monkeypatch.setattr(for_each_file, "walk_confined", counted)
     monkeypatch.setattr(for_each_file, "MAX_FILES_SCANNED", 10)
     with pytest.raises(ConfigError, match="holds more than 10 files: give a narrower --input"):
         load_team_file(team(tmp_path, "m0.py"), input_dir=tmp_path / "in")

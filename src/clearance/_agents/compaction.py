@@ -23,7 +23,8 @@ from typing import Any
 from clearance._agents.session import Step
 from clearance._context.render import one_line
 from clearance._context.tool_sections import ToolStep, compacted_result
-from clearance._core.errors import ConfigError, LimitExceeded
+from clearance._core.errors import LimitExceeded
+from clearance._core.names import check_count
 from clearance._core.prompt import Prompt
 from clearance._core.vocabulary import EventKind
 from clearance._state.ledger import Recorder
@@ -57,15 +58,18 @@ class StepCompactor:
         keep_recent: How many of the latest steps stay verbatim.
         max_step_chars: Longest content kept for a recent step (longer content is cut with
             a visible ``[... N more chars]`` marker; offload large outputs first).
-        line_chars: Longest summary or failure line.
+        line_chars: Longest summary or failure line (at least 3: a cut line ends in
+            ``...``).
 
     Raises:
-        ConfigError: A value below 1.
+        ConfigError: A value that is not an integer, or below its least (1; 3 for
+            ``line_chars``).
     """
 
     def __init__(self, *, keep_recent: int = 5, max_step_chars: int = 2000, line_chars: int = 200):
-        if min(keep_recent, max_step_chars, line_chars) < 1:
-            raise ConfigError("compaction limits must be at least 1", field="compaction")
+        check_count("keep_recent", keep_recent, least=1)
+        check_count("max_step_chars", max_step_chars, least=1)
+        check_count("line_chars", line_chars, least=3)
         self.keep_recent = keep_recent
         self.max_step_chars = max_step_chars
         self.line_chars = line_chars

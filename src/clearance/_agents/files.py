@@ -30,13 +30,17 @@ def confined_path(root: Path, rel: str) -> Path:
         rel: A relative path, ``/``-separated.
 
     Raises:
-        PathEscapeError: ``rel`` is absolute, contains a ``..`` component or a NUL byte, or
-            resolves (through symlinks) outside ``root``.
+        PathEscapeError: ``rel`` is absolute, contains a ``..`` component, a NUL byte or
+            another control character, or resolves (through symlinks) outside ``root`` or
+            into a loop of links.
     """
     parts = split_relative(rel, root)
     if not parts:
         raise PathEscapeError(rel, str(root), reason="it names no file")
-    target = root.joinpath(*parts).resolve()
+    try:
+        target = root.joinpath(*parts).resolve()
+    except (OSError, RuntimeError):  # RuntimeError: a loop of links, before Python 3.13
+        raise PathEscapeError(rel, str(root), reason="its symbolic links form a loop") from None
     if not target.is_relative_to(root):
         raise PathEscapeError(rel, str(root), reason="it resolves outside through a link")
     return target

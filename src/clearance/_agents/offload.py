@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from clearance._agents.workspace import Workspace
-from clearance._core.errors import ConfigError
+from clearance._core.names import check_count
 from clearance._core.prompt import sha256_text
 
 __all__ = ["DEFAULT_MAX_CHARS", "DEFAULT_MAX_LINES", "DataOffloader", "OffloadedOutput"]
@@ -61,7 +61,7 @@ class DataOffloader:
         preview_chars: Most characters of the preview.
 
     Raises:
-        ConfigError: A threshold below 1.
+        ConfigError: A threshold that is not an integer of at least 1.
     """
 
     def __init__(
@@ -73,8 +73,13 @@ class DataOffloader:
         preview_lines: int = 10,
         preview_chars: int = 800,
     ) -> None:
-        if min(max_chars, max_lines, preview_lines, preview_chars) < 1:
-            raise ConfigError("offload thresholds must be at least 1", field="offload")
+        for name, value in (
+            ("max_chars", max_chars),
+            ("max_lines", max_lines),
+            ("preview_lines", preview_lines),
+            ("preview_chars", preview_chars),
+        ):
+            check_count(name, value, least=1)
         self._workspace = workspace
         self.max_chars = max_chars
         self.max_lines = max_lines

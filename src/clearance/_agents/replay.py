@@ -11,7 +11,9 @@ step, which ask it first:
   (the ``model_tool_calls`` event recorded with the answer). The first call whose prompt
   differs, or that has no record, is sent: from then on the subject is live. A recorded
   request left without an outcome (the process stopped while it was in flight) is sent
-  again once, and its outcome recorded on that same row.
+  again once, and its outcome recorded on that same row. What failed is never replayed: a
+  failed or skipped task's calls and its reviewers', a failed or timed-out child's, and a
+  rejected plan's are sent again.
 - **Tool calls.** In a replayed turn each tool call keeps its recorded id, so the next
   prompt is the one the original loop built. A call with a recorded result is not run: the
   result is given to the loop. A call recorded as started (``tool_started``) without a
@@ -132,11 +134,27 @@ class ReplaySource:
         Raises:
             StoreError: The ledger cannot be read.
         """
+        # What failed is asked again, never replayed into the same failure: a failed or
+        # skipped task's own calls and its reviewers' (`review:<task>/<round>/<stage>`), a
+        # child recorded as failed or timed out, and the plan of a run that failed before it
+        # had one (the coordinator's rejected plans).
         stopped = {t.task_id for t in ledger.tasks(run_id) if t.status in ("failed", "skipped")}
         excluded = {f"{kind}:{t}" for t in stopped for kind in ("task", "isolated")}
+        reviews = tuple(f"{PromptKind.REVIEW}:{t}/" for t in stopped)
+        record = ledger.get_run(run_id)
+        if record.graph is None and record.status == "failed":
+            excluded.add(str(PromptKind.PLAN))
+        events = ledger.events(run_id)
+        excluded |= {
+            f"{PromptKind.CHILD}:{e.data.get('child_id')}"
+            for e in events
+            if e.kind == EventKind.CHILD and e.data.get("status") != "ok"
+        }
         calls: dict[str, list[CallRecord]] = {}
         for call in ledger.calls(run_id):
             if call.error is None and call.subject not in excluded:
+                if reviews and call.subject.startswith(reviews):
+                    continue
                 calls.setdefault(call.subject, []).append(call)
         for records in calls.values():  # only a last pending request is still in flight
             records[:] = [
@@ -145,7 +163,7 @@ class ReplaySource:
         asked: dict[str, list[dict[str, Any]]] = {}
         started: dict[str, dict[str, Any]] = {}
         owners: dict[str, str] = {}
-        for event in ledger.events(run_id):
+        for event in events:
             if event.kind == EventKind.MODEL_TOOL_CALLS:
                 asked[str(event.data.get("call_id"))] = list(event.data.get("tool_calls") or [])
             elif event.kind == EventKind.TOOL_STARTED:

@@ -28,6 +28,7 @@ from pydantic import ConfigDict, ValidationError, create_model
 
 from clearance._context.tool_sections import DELEGATE_TOOL, tool_name
 from clearance._context.verify_approvals import arguments_sha256
+from clearance._core.agent_spec import MAX_TOOL_TIMEOUT_S, TOOL_TIMEOUT_S
 from clearance._core.daemon_threads import in_daemon_thread
 from clearance._core.errors import ConfigError
 from clearance._core.spec import Agent
@@ -296,12 +297,6 @@ class Tool:
 
 
 _FLAGS = "__clearance_tool__"
-
-TOOL_TIMEOUT_S = 60.0
-"""Default deadline, in seconds, of one call of a function tool (as an MCP tool's)."""
-
-MAX_TOOL_TIMEOUT_S = 86_400.0
-"""Longest deadline a tool may be given: one day."""
 
 
 def check_tool_timeout(timeout_s: object, *, allow_none: bool = False) -> None:

@@ -18,10 +18,12 @@ from clearance._core.confined import (
 from clearance._core.errors import ConfigError, LimitExceeded
 from clearance._core.spec import AgentLimits
 
-__all__ = ["DEFAULT_MAX_READ_BYTES", "Workspace", "check_agent_id"]
+__all__ = ["DEFAULT_MAX_READ_BYTES", "MAX_OUTPUT_DEPTH", "Workspace", "check_agent_id"]
 
 _AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
-_MAX_DEPTH = 32
+
+MAX_OUTPUT_DEPTH = 32
+"""Most parts of a name in ``outputs/`` (``a/b/c.txt`` has 3): the depth its caps count."""
 
 DEFAULT_MAX_READ_BYTES = 64 * 1024 * 1024
 """Largest workspace file `Workspace.read_text` reads by default, in bytes."""
@@ -100,7 +102,7 @@ class Workspace:
         prefix = "outputs/"
         return {
             entry.path[len(prefix) :]: entry.size
-            for entry in walk_confined(self.root, "outputs", max_depth=_MAX_DEPTH)
+            for entry in walk_confined(self.root, "outputs", max_depth=MAX_OUTPUT_DEPTH)
             if entry.kind == EntryKind.FILE
         }
 
@@ -123,14 +125,23 @@ class Workspace:
             The file's absolute path.
 
         Raises:
-            PathEscapeError: ``name`` leaves ``outputs/`` or crosses a link.
-            ConfigError: ``name`` is held by something other than a regular file.
+            PathEscapeError: ``name`` leaves ``outputs/``, crosses a link, or holds a
+                control character.
+            ConfigError: ``name`` names no file (empty, or ending in ``/`` or ``/.``), is
+                nested more than `MAX_OUTPUT_DEPTH` deep, is held by something other than a
+                regular file, or the system refuses it (a name too long, a full disk).
             LimitExceeded: The write would make more than ``max_output_files`` files
                 (``limit="max_output_files"``) or more than ``max_output_size_bytes`` bytes
                 (``limit="max_output_size_bytes"``) in ``outputs/``.
         """
         payload = data.encode("utf-8") if isinstance(data, str) else data
         parts = split_relative(name, self.outputs_dir)
+        if not parts or name.replace("\\", "/").rsplit("/", 1)[-1] in ("", "."):
+            raise ConfigError(f"{name!r} names a folder, not a file", field="name")
+        if len(parts) > MAX_OUTPUT_DEPTH:
+            # The caps count the files `_output_sizes` lists: none may lie below it.
+            raise ConfigError(f"{name!r} is nested {len(parts)} deep; outputs/ holds files at "
+                              f"most {MAX_OUTPUT_DEPTH} deep", field="name")  # fmt: skip
         rel = "/".join(parts)
         sizes = self._output_sizes()
         existing = sizes.get(rel)

@@ -23,6 +23,7 @@ from clearance._context.project_scan import (
     root_files,
     walk_structure,
 )
+from clearance._core.confined import escape_controls
 from clearance._core.errors import ConfigError
 
 __all__ = ["DEFAULT_TASK_ID_FORMAT", "AdrSummary", "ArchitecturalContext", "Dependency"]
@@ -166,33 +167,39 @@ class ArchitecturalContext:
         return self.task_id_format.format(n=n)
 
     def to_text(self) -> str:
-        """The context as plain text, one titled part per kind (empty parts left out)."""
-        parts = [f"Project: {self.project}"]
+        r"""The context as plain text, one titled part per kind (empty parts left out).
+
+        Every value is kept on its own line: a control character in it (a newline in a
+        file's name or a manifest's field) is shown as its escape (``\n``), so no project
+        can add a line, a convention or a section of its own.
+        """
+        e = escape_controls
+        parts = [f"Project: {e(self.project)}"]
         if self.patterns:
-            parts.append("Patterns:\n" + "\n".join(f"- {p}" for p in self.patterns))
+            parts.append("Patterns:\n" + "\n".join(f"- {e(p)}" for p in self.patterns))
         if self.dependencies:
             lines = [
-                f"- {d.name} {d.version}".rstrip()
+                e(f"- {d.name} {d.version}".rstrip())
                 + (" (optional)" if d.optional else "")
-                + f" [{d.source}]"
+                + f" [{e(d.source)}]"
                 for d in self.dependencies
             ]
             parts.append("Dependencies:\n" + "\n".join(lines))
         if self.conventions:
-            parts.append("Conventions:\n" + "\n".join(f"- {c}" for c in self.conventions))
+            parts.append("Conventions:\n" + "\n".join(f"- {e(c)}" for c in self.conventions))
         if self.adrs:
             lines = [
-                f"- {a.title}"
-                + (f" [{a.status}]" if a.status else "")
-                + f" ({a.path})"
-                + (f": {a.summary}" if a.summary else "")
+                e(f"- {a.title}")
+                + (f" [{e(a.status)}]" if a.status else "")
+                + f" ({e(a.path)})"
+                + (f": {e(a.summary)}" if a.summary else "")
                 for a in self.adrs
             ]
             parts.append("Architecture decisions:\n" + "\n".join(lines))
         if self.structure:
             more = f"\n... {self.structure_omitted} more entries" if self.structure_omitted else ""
-            parts.append("Structure:\n" + "\n".join(self.structure) + more)
-        parts.append(f"Task ids look like: {self.task_id(1)}")
+            parts.append("Structure:\n" + "\n".join(map(e, self.structure)) + more)
+        parts.append(f"Task ids look like: {e(self.task_id(1))}")
         return "\n\n".join(parts)
 
 

@@ -1,8 +1,9 @@
-"""How long-term memory records and conversation turns are titled in a prompt.
+"""How long-term memory records, conversation turns and messages are titled in a prompt.
 
 The title of a memory block names the record's scope, so ``clearance verify`` can check from
 the ledger alone that the scope is in the prompt's clearance (the title is covered by the
-call's digest).
+call's digest); given the memory store, it checks the whole title (kind, scope, author, id)
+against the record, and a message's title (its sender) against the recorded message.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from clearance._context.layout import CONVERSATION_TRAILER, SUMMARY_PROMPT
 if TYPE_CHECKING:
     from clearance._state.conversation import Turn
     from clearance._state.memory import MemoryRecord
+    from clearance._state.messages import Message
 
 __all__ = [
     "CONVERSATION_TRAILER",
@@ -23,6 +25,7 @@ __all__ = [
     "SUMMARY_PROMPT",
     "TURNS_SECTION",
     "memory_title",
+    "message_title",
     "scope_of_title",
     "turn_title",
 ]
@@ -34,6 +37,11 @@ _SCOPE = re.compile(r" from ((?:agent|group):\S+), by ")
 def memory_title(record: MemoryRecord) -> str:
     """``"<kind> from <scope>, by <author> (<id>)"``."""
     return f"{record.kind} from {record.scope}, by {record.author} ({record.id})"
+
+
+def message_title(message: Message) -> str:
+    """``"From <sender> (<message id>)"``: who sent it, for attribution."""
+    return f"From {message.sender} ({message.id})"
 
 
 def scope_of_title(title: str) -> str | None:

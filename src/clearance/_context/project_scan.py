@@ -21,8 +21,14 @@ from typing import Any
 
 import pathspec
 
-from clearance._core.confined import EntryKind, TreeEntry, list_confined, read_bytes_confined
-from clearance._core.errors import ClearanceError
+from clearance._core.confined import (
+    EntryKind,
+    TreeEntry,
+    escape_controls,
+    list_confined,
+    read_bytes_confined,
+)
+from clearance._core.errors import ClearanceError, LimitExceeded
 
 __all__ = [
     "AdrSummary",
@@ -37,6 +43,13 @@ __all__ = [
 ]
 
 MAX_READ_BYTES = 64 * 1024
+"""Most bytes read of one file."""
+MAX_SCANNED_ENTRIES = 10_000
+"""Most folder entries the tree's listing reads, and each other listing (root, ADR folder)."""
+MAX_REQUIREMENTS_FILES = 10
+"""Most ``requirements*.txt`` files read, in name order."""
+MAX_IGNORE_PATTERNS = 500
+"""Most patterns of the root ``.gitignore`` applied to the tree (the first ones)."""
 ADR_DIRS = ("docs/adr", "docs/decisions", "adr", "doc/adr")
 ALWAYS_SKIPPED = frozenset({".git", ".hg", ".svn"})
 
@@ -92,8 +105,9 @@ def read_text(root: Path, rel: str) -> str | None:
 
 
 def _listing(root: Path, rel: str = "") -> tuple[TreeEntry, ...]:
+    """The folder's entries; none if it cannot be listed or holds over `MAX_SCANNED_ENTRIES`."""
     try:
-        return list_confined(root, rel)
+        return list_confined(root, rel, max_entries=MAX_SCANNED_ENTRIES)
     except ClearanceError:
         return ()
 
@@ -104,8 +118,13 @@ def root_files(root: Path) -> frozenset[str]:
 
 
 def _gitignore_spec(root: Path) -> pathspec.GitIgnoreSpec:
+    """The root ``.gitignore``'s first `MAX_IGNORE_PATTERNS` patterns.
+
+    Each entry listed is matched against every pattern: their count bounds the scan's time.
+    """
     text = read_text(root, ".gitignore") or ""
-    return pathspec.GitIgnoreSpec.from_lines(text.splitlines())
+    patterns = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
+    return pathspec.GitIgnoreSpec.from_lines(patterns[:MAX_IGNORE_PATTERNS])
 
 
 def walk_structure(root: Path, *, max_depth: int, max_entries: int) -> tuple[tuple[str, ...], int]:
@@ -113,7 +132,11 @@ def walk_structure(root: Path, *, max_depth: int, max_entries: int) -> tuple[tup
 
     Directories are listed with a trailing ``/``, indented two spaces per level, sorted
     (directories first). ``.git``, symbolic links, FIFOs, devices and sockets are skipped;
-    each folder is opened beneath its parent without following links.
+    each folder is opened beneath its parent without following links. A name holding a
+    control character is shown escaped (`escape_controls`), so it stays on its line. At most
+    `MAX_SCANNED_ENTRIES` entries are read in all: the folder being read when the scan
+    reaches that number is shown by one line, ``[not listed: the scan stops at N
+    entries]``, and no further folder is read.
 
     Args:
         root: The project root (resolved).
@@ -122,26 +145,43 @@ def walk_structure(root: Path, *, max_depth: int, max_entries: int) -> tuple[tup
 
     Returns:
         ``(lines, omitted)``: the listing, and how many entries were left out because of
-        ``max_entries`` (entries below ``max_depth`` are not counted).
+        ``max_entries`` (entries below ``max_depth`` are not counted; once the listing is
+        full, entries are counted without matching them against ``.gitignore``).
     """
     spec = _gitignore_spec(root)
     lines: list[str] = []
     omitted = 0
+    budget: int | None = MAX_SCANNED_ENTRIES  # None once the scan stopped
 
     def visit(folder: str, depth: int) -> None:
-        nonlocal omitted
-        children = [e for e in _listing(root, folder) if e.kind in (EntryKind.FILE, EntryKind.DIR)]
+        nonlocal omitted, budget
+        if budget is None:
+            return
+        try:
+            listed = list_confined(root, folder, max_entries=budget)
+        except LimitExceeded:
+            budget = None
+            if len(lines) < max_entries:
+                lines.append(
+                    "  " * (depth - 1)
+                    + f"[not listed: the scan stops at {MAX_SCANNED_ENTRIES} entries]"
+                )
+            return
+        except ClearanceError:
+            return
+        budget -= len(listed)
+        children = [e for e in listed if e.kind in (EntryKind.FILE, EntryKind.DIR)]
         children.sort(key=lambda e: (e.kind != EntryKind.DIR, e.name))
         for child in children:
             is_dir = child.kind == EntryKind.DIR
             if child.name in ALWAYS_SKIPPED:
                 continue
-            if spec.match_file(child.path + "/" if is_dir else child.path):
-                continue
             if len(lines) >= max_entries:
                 omitted += 1
                 continue
-            lines.append("  " * (depth - 1) + child.name + ("/" if is_dir else ""))
+            if spec.match_file(child.path + "/" if is_dir else child.path):
+                continue
+            lines.append("  " * (depth - 1) + escape_controls(child.name) + ("/" if is_dir else ""))
             if is_dir and depth < max_depth:
                 visit(child.path, depth + 1)
 
@@ -186,15 +226,18 @@ def _pyproject(root: Path) -> Iterator[Dependency]:
 
 
 def _requirements(root: Path) -> Iterator[Dependency]:
-    for entry in _listing(root):
-        if entry.kind != EntryKind.FILE or not fnmatch.fnmatchcase(entry.name, "requirements*.txt"):
-            continue
-        dev = entry.name != "requirements.txt"
-        for line in (read_text(root, entry.name) or "").splitlines():
+    names = [
+        e.name
+        for e in _listing(root)
+        if e.kind == EntryKind.FILE and fnmatch.fnmatchcase(e.name, "requirements*.txt")
+    ]
+    for name in names[:MAX_REQUIREMENTS_FILES]:
+        dev = name != "requirements.txt"
+        for line in (read_text(root, name) or "").splitlines():
             line = line.strip()
             if not line or line.startswith(("#", "-")):
                 continue
-            if (dep := _pep508(line, entry.name, optional=dev)) is not None:
+            if (dep := _pep508(line, name, optional=dev)) is not None:
                 yield dep
 
 
@@ -270,8 +313,8 @@ def read_project_name(root: Path) -> str:
 def read_dependencies(root: Path) -> tuple[Dependency, ...]:
     """Dependencies declared in the root's manifests, as declared.
 
-    Reads ``pyproject.toml``, ``requirements*.txt``, ``package.json``, ``Cargo.toml`` and
-    ``go.mod``, in that order.
+    Reads ``pyproject.toml``, ``requirements*.txt`` (the first `MAX_REQUIREMENTS_FILES` by
+    name), ``package.json``, ``Cargo.toml`` and ``go.mod``, in that order.
 
     A manifest that does not parse is skipped, not an error.
     """
@@ -328,17 +371,19 @@ def read_adrs(root: Path, *, max_adrs: int = 20) -> tuple[AdrSummary, ...]:
 
     Args:
         root: The project root (resolved).
-        max_adrs: Most records returned, in file-name order.
+        max_adrs: Most records returned (and files read), in file-name order.
     """
     found: list[AdrSummary] = []
     for folder in ADR_DIRS:
         for entry in _listing(root, folder):
+            if len(found) >= max_adrs:
+                return tuple(found)
             if entry.kind != EntryKind.FILE or not fnmatch.fnmatchcase(entry.name, "*.md"):
                 continue
             if entry.name.lower() in ("readme.md", "index.md", "template.md"):
                 continue
             text = read_text(root, entry.path)
-            if text is not None and len(found) < max_adrs:
+            if text is not None:
                 found.append(_adr(entry.path, text))
     return tuple(found)
 

@@ -23,7 +23,28 @@ from clearance._core.vocabulary import OriginKind, PromptKind
 from clearance._state.queue import TaskQueue, TaskStatus
 from clearance._state.shared_memory import SharedMemory
 
-__all__ = ["CoordinatorPrompts"]
+__all__ = ["PLAN_SHOWN_ANSWER_CHARS", "CoordinatorPrompts", "plan_feedback_quotes"]
+
+PLAN_SHOWN_ANSWER_CHARS = 2000
+"""Most characters of a rejected plan a repair prompt shows when the whole does not fit."""
+
+
+def plan_feedback_quotes(answer: str) -> list[str]:
+    """How a repair prompt may open its feedback on the rejected plan ``answer``.
+
+    Each is followed by the reason it was rejected. Longest first: the whole answer; its
+    first `PLAN_SHOWN_ANSWER_CHARS` characters (when it is longer) with how many more there
+    are; none of it. The planner takes the first whose prompt fits the coordinator's budget,
+    and ``clearance verify`` accepts only these, each quoting an earlier answer.
+    """
+    quotes = [f"Your answer was:\n{answer}\n\nIt was rejected: "]
+    cut = answer[:PLAN_SHOWN_ANSWER_CHARS]
+    if len(cut) < len(answer):
+        hidden = len(answer) - len(cut)
+        quotes.append(f"Your answer began:\n{cut}\n[{hidden:,} more characters of your answer "
+                      "are not shown]\n\nIt was rejected: ")  # fmt: skip
+    quotes.append("Your answer was rejected: ")
+    return quotes
 
 
 class CoordinatorPrompts(TaskPrompts):

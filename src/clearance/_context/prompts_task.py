@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from clearance._context import layout as L
 from clearance._context.assemble import Part, PromptAssembler
 from clearance._context.clearance import Clearance
-from clearance._context.memory_items import memory_title, turn_title
+from clearance._context.memory_items import memory_title, message_title, turn_title
 from clearance._context.tool_sections import ToolStep, store_heading, tool_heading, tool_spec_text
 from clearance._core.errors import ContextViolation, DependencyPayloadError
 from clearance._core.memory_spec import memory_scopes_of
@@ -121,8 +121,7 @@ class TaskPrompts(PromptAssembler):
             origin = str(Origin(OriginKind.MESSAGE, message.id))
             if not clearance.admits(origin, message=message):
                 raise ContextViolation(task.id, origin)
-            title = f"From {message.sender} ({message.id})"
-            message_parts.append(Part(origin, title, message.content))
+            message_parts.append(Part(origin, message_title(message), message.content))
         sections: dict[str, Sequence[Part]] = {
             L.TASK: [_task_part(task)],
             L.FILES: files_parts,

@@ -25,7 +25,9 @@ from clearance._context.layout import (
     status_label,
     task_label,
 )
-from clearance._context.memory_items import scope_of_title
+from clearance._context.memory_items import memory_title, message_title, scope_of_title
+from clearance._context.prompts_coordinator import plan_feedback_quotes
+from clearance._context.render import one_line
 from clearance._context.tool_sections import compacted_result
 from clearance._context.verify_facts import Problem, RunFacts
 from clearance._context.verify_hooks import check_hook_item, hooks_shown
@@ -108,10 +110,10 @@ def _quotes_earlier_answer(call: CallRecord, kind: str, content: str, facts: Run
         if other.subject != call.subject or other.response is None or other.error:
             continue
         if kind == OriginKind.REPAIR:
-            prefix = other.response.strip() + "\n\nProblem: "
-        else:
-            prefix = f"Your answer was:\n{other.response}\n\nIt was rejected: "
-        if content.startswith(prefix):
+            prefixes = [other.response.strip() + "\n\nProblem: "]
+        else:  # the rejected plan, whole or cut to fit the coordinator's window
+            prefixes = plan_feedback_quotes(other.response)
+        if any(content.startswith(prefix) for prefix in prefixes):
             return True
     return False
 
@@ -334,13 +336,17 @@ def _check_tool_item(
     elif not any(r.get("sha256") == digest for r in reads):
         yield origin, "the content is not what the recorded tool call read"
     elif facts.store is not None:
-        namespace, key = parsed.store_split()
-        entry = facts.store(namespace, key)
-        unchanged = entry is not None and any(
-            r.get("updated_at") == entry.updated_at.isoformat() for r in reads
-        )
-        if entry is not None and unchanged and sha256_text(entry.value) != digest:
-            yield origin, "the content is not the value in the store"
+        # The entry each read names: a namespace may hold "/", so the origin alone cannot.
+        for read in {(r["namespace"], r["key"]): r for r in reads}.values():
+            entry = facts.store(read["namespace"], read["key"])
+            unchanged = entry is not None and any(
+                r.get("updated_at") == entry.updated_at.isoformat()
+                for r in reads
+                if (r["namespace"], r["key"]) == (read["namespace"], read["key"])
+            )
+            if entry is not None and unchanged and sha256_text(entry.value) != digest:
+                yield origin, "the content is not the value in the store"
+                break
 
 
 def _check_conversation_call(
@@ -405,11 +411,16 @@ def _check_provenance(origin: str, item: dict[str, Any], facts: RunFacts) -> Ite
         message = facts.messages.get(ref)
         if message is not None and digest != sha256_text(message.content):
             yield origin, "the content is not the recorded message"
+        elif message is not None and item.get("title") != one_line(message_title(message)):
+            yield origin, f"the message was sent by {message.sender!r}, not as its title says"
     elif kind == OriginKind.MEMORY and facts.memories is not None:
         record = facts.memories(ref)
+        title = str(item.get("title"))
         if record is None:
             yield origin, "no such record in the memory store"
-        elif record.scope != scope_of_title(str(item.get("title"))):
+        elif record.scope != scope_of_title(title):
             yield origin, f"the record is in scope {record.scope!r}, not the one its title names"
         elif digest != sha256_text(record.content):
             yield origin, "the content is not the stored memory record"
+        elif title != (stored := one_line(memory_title(record))):
+            yield origin, f"the record is titled {stored!r} in the memory store, not {title!r}"

@@ -27,17 +27,64 @@ from clearance._state.ledger import CallRecord
 __all__ = ["check_findings_item", "check_review_call"]
 
 
-def _rounds(facts: RunFacts) -> dict[tuple[str, int, int], dict[str, Any]]:
-    """The recorded ``review_round`` events by ``(task, round, stage)``."""
-    return {
-        (
-            str(e.data.get("task_id")),
-            int(e.data.get("round", 0)),
-            int(e.data.get("stage", 0)),
-        ): e.data
-        for e in facts.events
-        if e.kind == EventKind.REVIEW_ROUND
-    }
+def _rounds(facts: RunFacts) -> dict[tuple[str, int, int], list[dict[str, Any]]]:
+    """The recorded ``review_round`` events by ``(task, round, stage)``, in recorded order.
+
+    A round has more than one event when its task ran again in a resumed session.
+    """
+    rounds: dict[tuple[str, int, int], list[dict[str, Any]]] = {}
+    for e in facts.events:
+        if e.kind == EventKind.REVIEW_ROUND:
+            key = (str(e.data.get("task_id")), int(e.data.get("round", 0)),
+                   int(e.data.get("stage", 0)))  # fmt: skip
+            rounds.setdefault(key, []).append(e.data)
+    return rounds
+
+
+def _event_of(
+    call: CallRecord, review: Any, events: list[dict[str, Any]], facts: RunFacts
+) -> dict[str, Any] | None:
+    """The round event recorded for ``call``.
+
+    The round's events go to its subject's answered calls in recorded order, each call taking
+    the first event not taken yet that holds its candidate and its verdict (a resumed
+    session's round has its own event; a replayed call's event repeats its original's). A
+    call no event fits gets the first with its candidate (not taken yet, if any), else the
+    last: the checks then name what differs.
+    """
+    taken: set[int] = set()
+    for other in facts.calls:
+        if other.subject != call.subject:
+            continue
+        shown = _candidates(other.manifest.get("items", []))
+        verdict = _verdict(other, review) if other.error is None and not other.pending else None
+        index = next((n for n, e in enumerate(events) if n not in taken
+                      and e.get("candidate_sha256") in shown
+                      and verdict == (e.get("accepted"), e.get("findings"))), None)  # fmt: skip
+        if other.call_id == call.call_id:
+            if index is not None:
+                return events[index]
+            same = [n for n, e in enumerate(events) if e.get("candidate_sha256") in shown]
+            free = [n for n in same if n not in taken]
+            return events[(free or same or [len(events) - 1])[0]] if events else None
+        if index is not None:
+            taken.add(index)
+    return events[-1] if events else None
+
+
+def _candidates(items: list[dict[str, Any]]) -> set[Any]:
+    """The digests of a prompt's candidate items."""
+    return {i.get("sha256") for i in items
+            if Origin.parse(str(i.get("origin"))).kind == OriginKind.CANDIDATE}  # fmt: skip
+
+
+def _verdict(call: CallRecord, review: Any) -> tuple[bool, str] | None:
+    """``(accepted, findings)`` of a reviewer's recorded answer, or ``None``: no review."""
+    try:
+        accepted, findings = review.verdict(json.dumps(json.loads(call.response or "")))
+    except (ValueError, AttributeError):
+        return None
+    return accepted, findings
 
 
 def check_review_call(
@@ -61,7 +108,7 @@ def check_review_call(
     clearance = Clearance.for_review(task_id, call.agent, rounds=review.rounds)
     if call.manifest.get("clearance") != clearance.to_dict():
         yield None, "the recorded clearance differs from a reviewer's"
-    event = _rounds(facts).get((task_id, round_no, stage))
+    event = _event_of(call, review, _rounds(facts).get((task_id, round_no, stage), []), facts)
     for item in items[1:]:
         origin = str(item.get("origin"))
         kind = Origin.parse(origin).kind
@@ -104,12 +151,11 @@ def _check_verdict(
     if event is None:
         yield None, "the reviewer's answer has no recorded round"
         return
-    try:
-        accepted, findings = review.verdict(json.dumps(json.loads(call.response or "")))
-    except (ValueError, AttributeError):
+    verdict = _verdict(call, review)
+    if verdict is None:
         yield None, "the reviewer's recorded answer is not a review"
         return
-    if (accepted, findings) != (event.get("accepted"), event.get("findings")):
+    if verdict != (event.get("accepted"), event.get("findings")):
         yield None, "the round's recorded verdict is not the reviewer's answer"
 
 
@@ -120,14 +166,21 @@ def check_findings_item(
     round_text = Origin.parse(origin).id.rpartition("/")[2]
     sent_back = [
         data
-        for (task, round_no, _), data in _rounds(facts).items()
-        if task == task_id and str(round_no) == round_text and data.get("accepted") is False
+        for (task, round_no, _), events in _rounds(facts).items()
+        if task == task_id and str(round_no) == round_text
+        for data in events
+        if data.get("accepted") is False
     ]
-    if len(sent_back) != 1:
+    if not sent_back:
         yield origin, "no recorded reviewer sent that round back"
         return
-    data = sent_back[0]
-    if item.get("sha256") != sha256_text(str(data.get("findings"))):
+    # One session sends a round back once; a resumed task's rounds ran again: any of them.
+    label = f"Round {round_text}: "
+    if not any(item.get("sha256") == sha256_text(str(d.get("findings"))) for d in sent_back):
         yield origin, "the findings are not the reviewer's recorded findings"
-    elif item.get("title") != f"Round {round_text}: {data.get('reviewer')}":
+    elif not any(
+        item.get("title") == label + str(d.get("reviewer"))
+        and item.get("sha256") == sha256_text(str(d.get("findings")))
+        for d in sent_back
+    ):
         yield origin, "the findings' label does not name the round and its reviewer"

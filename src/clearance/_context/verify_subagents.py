@@ -10,7 +10,8 @@ what the prompt declares about itself. Then each item's provenance is checked:
 - ``file:<path>`` has the digest recorded when the file was loaded or served;
 - ``clarification:<n>`` is the n-th recorded answer to the task's questions;
 - ``question:<id>`` is a recorded question of the task;
-- ``child_result:<id>`` is what the task's own child ``<id>`` was recorded to end with;
+- ``child_result:<id>`` is what the task's own child ``<id>`` was recorded to end with (in
+  one of the run's sessions: a resumed run runs a failed child again under its id);
 - ``child_goal:<id>`` is the goal recorded when child ``<id>`` was spawned.
 """
 
@@ -74,6 +75,9 @@ class SubagentFacts:
         self.served: dict[str, set[str]] = {}
         self.spawns: dict[str, dict[str, Any]] = {}
         self.children: dict[str, dict[str, Any]] = {}
+        # Every outcome shown for a child id: a resumed session runs a failed child again
+        # under its id (its records are what it replays from).
+        self.shown: dict[str, set[str]] = {}
         self.dispatches: dict[str, list[dict[str, Any]]] = {}
         for event in events:
             try:
@@ -92,6 +96,7 @@ class SubagentFacts:
                 self.spawns[data.child_id] = {**data.model_dump(), "task_id": task_id}
             elif isinstance(data, ChildEvent):
                 self.children[data.child_id] = {**data.model_dump(), "task_id": task_id}
+                self.shown.setdefault(data.child_id, set()).add(data.shown_sha256)
             elif isinstance(data, IsolatedContextEvent):
                 self.dispatches.setdefault(event.subject, []).append(data.model_dump())
 
@@ -137,7 +142,7 @@ def check_child_result(
     record = facts.subagents.children.get(child_id)
     if record is None or record.get("task_id") != task_id:
         yield origin, f"{child_id!r} is not a recorded child of task {task_id!r}"
-    elif item.get("sha256") != record.get("shown_sha256"):
+    elif item.get("sha256") not in facts.subagents.shown.get(child_id, ()):
         yield origin, f"the content is not the recorded result of child {child_id!r}"
 
 

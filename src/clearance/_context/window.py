@@ -30,6 +30,7 @@ from typing import Any, Literal, Protocol
 from clearance._context.builder import ContextBuilder
 from clearance._core.errors import ConfigError, LimitExceeded, ModelError
 from clearance._core.ids import new_id
+from clearance._core.names import check_count, check_number
 from clearance._core.prompt import Prompt, sha256_text
 from clearance._core.spec import Agent
 from clearance._state.conversation import ConversationMemory, Turn
@@ -106,8 +107,9 @@ class ContextWindowMonitor:
             window. The room is reserved below the target before turns are chosen.
 
     Raises:
-        ConfigError: A ratio outside (0, 1], a target not below the trigger, an unknown
-            strategy, or a window below 1.
+        ConfigError: A ratio that is not a number in (0, 1], a target not below the
+            trigger, an unknown strategy, a window that is not an integer of at least 1, or
+            a ``summary_max_tokens`` that is not a positive integer below the target.
     """
 
     def __init__(
@@ -121,14 +123,23 @@ class ContextWindowMonitor:
         long_term: PersistentMemory | None = None,
         summary_max_tokens: int | None = None,
     ):
-        if context_window < 1:
-            raise ConfigError("must be at least 1", field="context_window")
+        check_count("context_window", context_window, least=1)
+        check_number("trigger_threshold", trigger_threshold)
+        check_number("target_ratio", target_ratio)
         if not 0 < trigger_threshold <= 1:
             raise ConfigError("must be in (0, 1]", field="trigger_threshold")
         if not 0 < target_ratio < trigger_threshold:
             raise ConfigError("must be above 0 and below the trigger", field="target_ratio")
         if strategy not in ("drop_oldest", "summarize"):
             raise ConfigError(f"unknown strategy {strategy!r}", field="strategy")
+        if summary_max_tokens is not None:
+            check_count("summary_max_tokens", summary_max_tokens, least=1)
+            if summary_max_tokens >= int(context_window * target_ratio):
+                raise ConfigError(
+                    f"{summary_max_tokens} tokens leave no room below the target of "
+                    f"{int(context_window * target_ratio)}",
+                    field="summary_max_tokens",
+                )
         self.builder = builder
         self.context_window = context_window
         self.trigger_threshold = trigger_threshold
@@ -161,8 +172,12 @@ class ContextWindowMonitor:
         conversation: ConversationMemory,
         memories: Sequence[MemoryRecord] = (),
         summarize_with: SummaryCall | None = None,
+        keep_newest: bool = True,
     ) -> CompressionRecord | None:
         """Compress ``conversation`` if its next prompt reaches the trigger.
+
+        The oldest turns go first; which ones is found by a binary search over how many to
+        drop, so a compression builds a number of prompts logarithmic in the turns held.
 
         Args:
             agent: The conversation's agent.
@@ -171,6 +186,10 @@ class ContextWindowMonitor:
                 but are never dropped).
             summarize_with: Writes the summary with the agent's model; required by
                 ``"summarize"``.
+            keep_newest: Keep the newest turn whatever its size (the message about to be
+                answered); ``False`` after an answer, which then goes last, only when the
+                target cannot be met without it (recorded in ``long_term`` first, like
+                every dropped turn).
 
         Returns:
             What was done, or ``None`` when usage was below the trigger.
@@ -192,12 +211,9 @@ class ContextWindowMonitor:
             )
 
         reserve = self.summary_max_tokens if self.strategy == "summarize" else 0
-        dropped = self._choose(agent, turns, memories, self.target_tokens - reserve)
-        recorded: tuple[str, ...] = ()
-        if self.long_term is not None and dropped:
-            real = [t for t in dropped if not t.id.startswith("summary_")]
-            self.long_term.record(real)
-            recorded = tuple(t.id for t in real)
+        budget = self.target_tokens - reserve
+        dropped = self._choose(agent, turns, memories, budget, keep_newest=keep_newest)
+        recorded = self._record(dropped)
 
         summary: Turn | None = None
         if self.strategy == "summarize" and dropped:
@@ -212,9 +228,11 @@ class ContextWindowMonitor:
         after = self.measure(agent, conversation.get_messages(), memories)
         if after > self.target_tokens:
             # A summary longer than expected: fall back to dropping more of the oldest turns.
-            extra = self._choose(agent, conversation.get_messages(), memories, self.target_tokens)
-            if self.long_term is not None:
-                self.long_term.record([t for t in extra if not t.id.startswith("summary_")])
+            extra = self._choose(
+                agent, conversation.get_messages(), memories, self.target_tokens,
+                keep_newest=keep_newest,
+            )  # fmt: skip
+            recorded += self._record(extra)
             conversation.remove(t.id for t in extra)
             dropped = [*dropped, *extra]
             after = self.measure(agent, conversation.get_messages(), memories)
@@ -229,25 +247,50 @@ class ContextWindowMonitor:
             recorded_to_memory=recorded,
         )
 
+    def _record(self, turns: Sequence[Turn]) -> tuple[str, ...]:
+        """Record dropped turns (not summaries) in long-term memory; their ids (none without)."""
+        real = [t for t in turns if not t.id.startswith("summary_")]
+        if self.long_term is None or not real:
+            return ()
+        self.long_term.record(real)
+        return tuple(t.id for t in real)
+
     def _choose(
         self,
         agent: Agent,
         turns: Sequence[Turn],
         memories: Sequence[MemoryRecord],
         budget: int,
+        *,
+        keep_newest: bool = True,
     ) -> list[Turn]:
-        """The oldest droppable turns whose removal brings the prompt to ``budget``."""
-        droppable = [t for t in turns[:-1] if t.role != "system"]
-        dropped: list[Turn] = []
-        kept = list(turns)
-        for turn in droppable:
-            if self.measure(agent, kept, memories) <= budget:
-                break
-            kept.remove(turn)
-            dropped.append(turn)
-        if (left := self.measure(agent, kept, memories)) > budget:
+        """The fewest oldest droppable turns whose removal brings the prompt to ``budget``.
+
+        A binary search over how many to drop (removing turns never makes the prompt
+        longer), so the prompts measured are logarithmic in the turns, not linear.
+
+        Raises:
+            LimitExceeded: Even with every droppable turn gone the prompt is over ``budget``.
+        """
+        candidates = turns if not keep_newest else turns[:-1]
+        droppable = [t for t in candidates if t.role != "system"]
+
+        def tokens_without(count: int) -> int:
+            gone = {t.id for t in droppable[:count]}
+            return self.measure(agent, [t for t in turns if t.id not in gone], memories)
+
+        if tokens_without(0) <= budget:
+            return []
+        if (left := tokens_without(len(droppable))) > budget:
             raise self._over(agent, left, budget)
-        return dropped
+        over, fits = 0, len(droppable)  # dropping `over` is not enough, `fits` is
+        while fits - over > 1:
+            middle = (over + fits) // 2
+            if tokens_without(middle) <= budget:
+                fits = middle
+            else:
+                over = middle
+        return droppable[:fits]
 
     def check_turn(self, agent: Agent, turns: Sequence[Turn], turn: Turn) -> None:
         """Refuse ``turn`` before it joins ``turns`` if no compression could make room for it.
@@ -285,10 +328,60 @@ class ContextWindowMonitor:
 
     async def _summarize(
         self, agent: Agent, dropped: Sequence[Turn], summarize_with: SummaryCall
+    ) -> Turn | None:
+        """The summary of ``dropped``, written in as many calls as the model's window needs.
+
+        The turns go to the model in order, as many per summarizing prompt as fit in the
+        window (less the summary's room); each later prompt opens with the summary so far,
+        so the last summary covers them all (MemGPT's recursive summaries). A turn too
+        large to sit next to the summary so far in one prompt is left out of the summary
+        (it was recorded in long-term memory first, when there is one).
+
+        Returns:
+            The summary turn; ``None`` when no turn fitted a summarizing prompt.
+
+        Raises:
+            ModelError: The model wrote an empty summary.
+        """
+        summary: Turn | None = None
+        start = 0
+        while start < len(dropped):
+            head = _held(summary)
+            if not self._fits_summary(agent, [*head, dropped[start]]):
+                start += 1  # too large next to the summary so far: left out of it
+                continue
+            # The most turns from `start` that fit one prompt: a binary search.
+            fits = over = len(dropped) - start
+            if not self._fits_summary(agent, [*head, *dropped[start:]]):
+                fits = 1  # one fits, `over` does not
+                while over - fits > 1:
+                    middle = (fits + over) // 2
+                    if self._fits_summary(agent, [*head, *dropped[start : start + middle]]):
+                        fits = middle
+                    else:
+                        over = middle
+            batch = dropped[start : start + fits]
+            summary = await self._summary_of(agent, [*head, *batch], summarize_with)
+            start += fits
+        return summary
+
+    def _fits_summary(self, agent: Agent, turns: Sequence[Turn]) -> bool:
+        """Whether the summarizing prompt of ``turns`` fits the window less the summary's room."""
+        limit = self.context_window - self.summary_max_tokens
+        return self._summary_tokens(agent, turns) <= limit
+
+    def _summary_tokens(self, agent: Agent, turns: Sequence[Turn]) -> int:
+        """Tokens of the summarizing prompt of ``turns``."""
+        prompt = self.builder.build_conversation_prompt(agent=agent, turns=turns, summarize=True)
+        return prompt.manifest.total_tokens
+
+    async def _summary_of(
+        self, agent: Agent, turns: Sequence[Turn], summarize_with: SummaryCall
     ) -> Turn:
+        """One summarizing call over ``turns`` (which fit its prompt)."""
         prompt = self.builder.build_conversation_prompt(
             agent=agent,
-            turns=dropped,
+            turns=turns,
             summarize=True,
             max_prompt_tokens=self.context_window - self.summary_max_tokens,
         )
@@ -301,3 +394,8 @@ class ContextWindowMonitor:
             content=text,
             author="summary of earlier turns",
         )
+
+
+def _held(summary: Turn | None) -> list[Turn]:
+    """The summary so far as the first turn of the next summarizing prompt (none yet: none)."""
+    return [summary] if summary is not None else []

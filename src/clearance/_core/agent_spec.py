@@ -15,6 +15,7 @@ from clearance._core.names import (
     check_text,
     text_tuple,
 )
+from clearance._core.store_rules import check_grant_pattern, check_ttl
 
 __all__ = [
     "DEFAULT_TOOL_STEPS",
@@ -23,8 +24,10 @@ __all__ = [
     "FileCaps",
     "LIMIT_RANGES",
     "MAX_TOKENS",
+    "MAX_TOOL_TIMEOUT_S",
     "OversizePolicy",
     "Sampling",
+    "TOOL_TIMEOUT_S",
 ]
 
 DEFAULT_TOOL_STEPS = 8
@@ -200,6 +203,12 @@ class AgentLimits:
 MAX_TOKENS = 10_000_000
 """Most tokens any token limit or context window may be set to (ten million)."""
 
+TOOL_TIMEOUT_S = 60.0
+"""Default deadline, in seconds, of one call of a function tool (as an MCP tool's)."""
+
+MAX_TOOL_TIMEOUT_S = 86_400.0
+"""Longest deadline a tool may be given: one day."""
+
 LIMIT_RANGES: dict[str, tuple[int, int]] = {
     "max_output_tokens": (1, MAX_TOKENS),
     "max_prompt_tokens": (1, MAX_TOKENS),
@@ -277,11 +286,7 @@ class Agent:
         ext = self.store_read_extends_ttl_s
         if ext is not None:
             check_number(f"{where}.store_read_extends_ttl_s", ext)
-        if ext is not None and not 0 < ext < 10**10:
-            raise ConfigError(
-                "must be a positive number of seconds",
-                field=f"agents.{self.name}.store_read_extends_ttl_s",
-            )
+        check_ttl(ext, f"agents.{self.name}.store_read_extends_ttl_s")
         object.__setattr__(self, "tools", tuple(self.tools))
         for tool in self.tools:
             if not (isinstance(tool, str) or callable(tool)):
@@ -294,7 +299,8 @@ class Agent:
         if self.name in self.can_delegate_to:
             raise ConfigError("an agent may not delegate to itself", field="can_delegate_to")
         for pattern, access in self.store_grants.items():
-            if access not in ("read", "write", "read_write") or not pattern:
+            check_grant_pattern(pattern, field=f"agents.{self.name}.store_grants.{pattern}")
+            if access not in ("read", "write", "read_write"):
                 raise ConfigError(
                     f"must be 'read', 'write' or 'read_write', got {access!r}",
                     field=f"agents.{self.name}.store_grants.{pattern}",

@@ -16,7 +16,10 @@ Symbolic links are handled by this module, not by the kernel:
 
 Only regular files are read or overwritten: FIFOs, devices and sockets are refused after
 the open (which is non-blocking, so a FIFO cannot hang the caller) and before any byte is
-read. Reads stop at a cap: at most ``max_bytes + 1`` bytes are ever read, whatever the size.
+read. Reads stop at a cap: at most ``max_bytes + 1`` bytes are ever read, whatever the size;
+listings too, given ``max_entries``. A path holding a control character (a newline, an
+escape) is refused like one with ``..``: no name read or written here can forge a line of a
+prompt, the ledger or a terminal (`escape_controls` shows a listed name on one line).
 An existing file is overwritten only if it is a regular file with a single link, so a hard
 link planted in a workspace cannot make a write land in a file elsewhere.
 
@@ -34,16 +37,24 @@ import os
 from dataclasses import dataclass
 from typing import Literal
 
-from clearance._core.confined_path import MAX_SYMLINKS, open_regular_file, split_relative
+from clearance._core.confined_path import (
+    CONTROL_CHARACTER,
+    MAX_SYMLINKS,
+    escape_controls,
+    open_regular_file,
+    split_relative,
+)
 from clearance._core.confined_tree import EntryKind, TreeEntry, list_confined, walk_confined
 from clearance._core.confined_write import make_dir_confined, make_dir_exclusive, write_confined
 from clearance._core.errors import ConfigError, LimitExceeded
 
 __all__ = [
+    "CONTROL_CHARACTER",
     "MAX_SYMLINKS",
     "ConfinedRead",
     "EntryKind",
     "TreeEntry",
+    "escape_controls",
     "list_confined",
     "make_dir_confined",
     "make_dir_exclusive",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import stat
 from collections.abc import Iterator
 from pathlib import PurePosixPath
@@ -20,11 +21,13 @@ from typing import NoReturn
 from clearance._core.errors import ConfigError, PathEscapeError
 
 __all__ = [
+    "CONTROL_CHARACTER",
     "DIR_FLAGS",
     "MAX_SYMLINKS",
     "READ_FLAGS",
     "WRITE_FLAGS",
     "Walker",
+    "escape_controls",
     "kind_name",
     "open_regular_file",
     "root_fd",
@@ -44,12 +47,29 @@ WRITE_FLAGS = os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_C
 # O_DIRECTORY some systems say ENOTDIR).
 LINK_ERRNOS = frozenset({errno.ELOOP, errno.EMLINK, errno.ENOTDIR})
 
+CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+"""A character that breaks a line or drives a terminal: C0 and C1 controls, DEL, line and
+paragraph separators. No confined path may hold one (`split_relative`)."""
+
+
+def escape_controls(text: str) -> str:
+    r"""``text`` with each `CONTROL_CHARACTER` as its visible escape (``\n``, ``\x1b``).
+
+    For names read from a folder (never checked by `split_relative`) shown on one line of a
+    prompt: a name holding a newline cannot add a line of its own.
+    """
+    if CONTROL_CHARACTER.search(text) is None:
+        return text
+    return CONTROL_CHARACTER.sub(lambda m: m[0].encode("unicode_escape").decode("ascii"), text)
+
 
 def split_relative(rel: str, root: str | os.PathLike[str] = "") -> tuple[str, ...]:
     r"""Check a relative path given from outside and split it into components.
 
     ``.`` and empty components are dropped; ``\`` counts as a separator too, so a path
-    written for Windows cannot hide a ``..``.
+    written for Windows cannot hide a ``..``. A name holding a control character (a newline,
+    an escape: `CONTROL_CHARACTER`) is refused too: it would forge a line wherever it is
+    shown (a prompt's heading, the ledger, a terminal).
 
     Args:
         rel: The path, ``/``-separated, relative to ``root``.
@@ -59,8 +79,9 @@ def split_relative(rel: str, root: str | os.PathLike[str] = "") -> tuple[str, ..
         The components, possibly empty (``""`` and ``"."`` name the root itself).
 
     Raises:
-        PathEscapeError: ``rel`` is absolute, holds a ``..`` component or a NUL byte, or
-            is not valid Unicode (a name with lone surrogates).
+        PathEscapeError: ``rel`` is absolute, holds a ``..`` component, a NUL byte or
+            another control character, or is not valid Unicode (a name with lone
+            surrogates).
     """
     where = os.fspath(root)
     if "\x00" in rel:
@@ -69,6 +90,8 @@ def split_relative(rel: str, root: str | os.PathLike[str] = "") -> tuple[str, ..
         rel.encode("utf-8")
     except UnicodeEncodeError:
         raise PathEscapeError(rel, where, reason="it is not valid UTF-8") from None
+    if (found := CONTROL_CHARACTER.search(rel)) is not None:
+        raise PathEscapeError(rel, where, reason=f"it holds the control character {found[0]!r}")
     normalized = rel.replace("\\", "/")
     if normalized.startswith("/") or PurePosixPath(normalized).is_absolute():
         raise PathEscapeError(rel, where, reason="it is absolute")

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from clearance._core.confined_path import DIR_FLAGS, Walker, root_fd, split_relative
+from clearance._core.errors import LimitExceeded
 
 __all__ = ["EntryKind", "TreeEntry", "list_confined", "walk_confined"]
 
@@ -45,7 +46,11 @@ class TreeEntry:
 
 
 def list_confined(
-    root: str | os.PathLike[str], rel: str = "", *, follow_symlinks: bool = False
+    root: str | os.PathLike[str],
+    rel: str = "",
+    *,
+    follow_symlinks: bool = False,
+    max_entries: int | None = None,
 ) -> tuple[TreeEntry, ...]:
     """The entries of one folder beneath ``root``, sorted by name, links not followed.
 
@@ -54,12 +59,16 @@ def list_confined(
         rel: The folder to list, relative to ``root`` (``""``: the root itself).
         follow_symlinks: Whether links on the way to ``rel`` are followed (when they stay
             beneath ``root``); the entries themselves are never followed.
+        max_entries: Most entries read (``None``: no cap); see `walk_confined`.
 
     Raises:
         PathEscapeError: See `read_bytes_confined`.
         ConfigError: ``rel`` does not exist or is not a folder.
+        LimitExceeded: The folder holds more than ``max_entries`` entries
+            (``limit="max_entries"``).
     """
-    return tuple(walk_confined(root, rel, max_depth=1, follow_symlinks=follow_symlinks))
+    return tuple(walk_confined(root, rel, max_depth=1, follow_symlinks=follow_symlinks,
+                               max_entries=max_entries))  # fmt: skip
 
 
 def walk_confined(
@@ -68,11 +77,14 @@ def walk_confined(
     *,
     max_depth: int,
     follow_symlinks: bool = False,
+    max_entries: int | None = None,
 ) -> Iterator[TreeEntry]:
     """Walk a folder beneath ``root`` depth-first, entries sorted by name; no link followed.
 
     Each folder is opened relative to its parent's descriptor with ``O_NOFOLLOW``, so a
-    folder swapped for a link during the walk is not entered.
+    folder swapped for a link during the walk is not entered. With ``max_entries`` the walk
+    stops while it reads: at most ``max_entries + 1`` entries are ever read, however many a
+    folder holds (a folder is read whole before its entries are sorted).
 
     Args:
         root: The folder paths are confined to.
@@ -80,6 +92,7 @@ def walk_confined(
         max_depth: Deepest level yielded (1: the folder's own entries).
         follow_symlinks: Whether links on the way to ``rel`` itself are followed (when they
             stay beneath ``root``); links met during the walk never are.
+        max_entries: Most entries read in the whole walk (``None``: no cap).
 
     Yields:
         One `TreeEntry` per entry; a folder comes before its own entries. ``path`` is
@@ -88,6 +101,8 @@ def walk_confined(
     Raises:
         PathEscapeError: See `read_bytes_confined`.
         ConfigError: ``rel`` does not exist or is not a folder.
+        LimitExceeded: More than ``max_entries`` entries were read (``limit="max_entries"``,
+            ``value`` the entries read, ``subject`` the folder walked).
     """
     parts = split_relative(rel, root)
     with root_fd(root) as top:
@@ -97,18 +112,38 @@ def walk_confined(
         finally:
             walker.close()
     prefix = "/".join(parts)
+    budget = _Budget(max_entries, prefix or os.fspath(root))
     try:
-        yield from _walk_fd(start, prefix, 1, max_depth)
+        yield from _walk_fd(start, prefix, 1, max_depth, budget)
     finally:
         os.close(start)
 
 
-def _walk_fd(fd: int, prefix: str, depth: int, max_depth: int) -> Iterator[TreeEntry]:
+class _Budget:
+    """The entries a walk may still read; `LimitExceeded` on the first one past the cap."""
+
+    def __init__(self, most: int | None, subject: str) -> None:
+        self.most, self.subject, self.read = most, subject, 0
+
+    def take(self) -> None:
+        self.read += 1
+        if self.most is not None and self.read > self.most:
+            raise LimitExceeded("max_entries", value=self.read, maximum=self.most,
+                                subject=self.subject)  # fmt: skip
+
+
+def _walk_fd(
+    fd: int, prefix: str, depth: int, max_depth: int, budget: _Budget
+) -> Iterator[TreeEntry]:
+    found: list[tuple[str, EntryKind, int]] = []
     try:
         with os.scandir(fd) as scan:
-            found = sorted((e.name, _entry_kind(e), _entry_size(e)) for e in scan)
+            for entry in scan:
+                budget.take()
+                found.append((entry.name, _entry_kind(entry), _entry_size(entry)))
     except OSError:
         return
+    found.sort()
     for name, kind, size in found:
         path = f"{prefix}/{name}" if prefix else name
         yield TreeEntry(path=path, name=name, kind=kind, size=size, depth=depth)
@@ -119,7 +154,7 @@ def _walk_fd(fd: int, prefix: str, depth: int, max_depth: int) -> Iterator[TreeE
         except OSError:
             continue  # gone, or swapped for a link since the listing
         try:
-            yield from _walk_fd(child, path, depth + 1, max_depth)
+            yield from _walk_fd(child, path, depth + 1, max_depth, budget)
         finally:
             os.close(child)
 

@@ -7,7 +7,6 @@ file access (`clearance._core.confined`).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
 from pathlib import Path
@@ -37,10 +36,12 @@ def write_confined(
         make_parents: Create missing folders on the way (each with ``mkdirat``).
 
     Raises:
-        PathEscapeError: ``rel`` is absolute, has ``..`` or NUL, or crosses a link.
-        ConfigError: A folder on the way is missing (without ``make_parents``), the name
-            exists under ``exclusive``, or it names something other than a regular file
-            with one link.
+        PathEscapeError: ``rel`` is absolute, has ``..``, NUL or another control character,
+            or crosses a link.
+        ConfigError: A folder on the way is missing (without ``make_parents``) or cannot be
+            made, the name exists under ``exclusive``, it names something other than a
+            regular file with one link, or the system refuses the name or the write (a name
+            too long, a full disk); the message gives the system's reason.
     """
     parts = split_relative(rel, root)
     if not parts:
@@ -50,8 +51,7 @@ def write_confined(
         try:
             for name in parts[:-1]:
                 if make_parents:
-                    with contextlib.suppress(FileExistsError):
-                        os.mkdir(name, 0o777, dir_fd=walker.stack[-1])
+                    _make_folder(walker, name)
                 walker.step(name, [])
             fd = _open_for_write(walker, parts[-1], exclusive=exclusive)
         finally:
@@ -60,8 +60,22 @@ def write_confined(
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
+    except OSError as exc:
+        raise ConfigError(f"cannot write {rel!r} under {os.fspath(root)!r}: "
+                          f"{exc.strerror or exc}") from None  # fmt: skip
     finally:
         os.close(fd)
+
+
+def _make_folder(walker: Walker, name: str) -> None:
+    """Create the folder ``name`` in the walker's current folder, unless it exists."""
+    try:
+        os.mkdir(name, 0o777, dir_fd=walker.stack[-1])
+    except FileExistsError:
+        pass  # a folder (entered next) or something else (refused when entered)
+    except OSError as exc:
+        raise ConfigError(f"cannot create the folder {name!r} of {walker.rel!r} under "
+                          f"{walker.root!r}: {exc.strerror or exc}") from None  # fmt: skip
 
 
 def _open_for_write(walker: Walker, name: str, *, exclusive: bool) -> int:

@@ -14,19 +14,29 @@ import hashlib
 import os
 import re
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pathspec
 
-from clearance._core.errors import ConfigError
+from clearance._core.confined import (
+    CONTROL_CHARACTER,
+    EntryKind,
+    TreeEntry,
+    escape_controls,
+    walk_confined,
+)
+from clearance._core.errors import ConfigError, LimitExceeded
+from clearance._core.names import MAX_LABEL_CHARS
 from clearance._core.routing import EdgeCondition
 from clearance._core.run_spec import RunSpec
 from clearance._core.spec import FanOut, Task
 from clearance._core.teamfile_models import TaskSpec
 
 __all__ = [
+    "MAX_DEPTH_SCANNED",
+    "MAX_ENTRIES_SCANNED",
     "MAX_FILES_MATCHED",
     "MAX_FILES_SCANNED",
     "expand_ids",
@@ -65,6 +75,12 @@ MAX_FILES_MATCHED = 10_000
 MAX_FILES_SCANNED = 200_000
 """Most files under the input folder looked at to match a ``for_each_file`` pattern."""
 
+MAX_ENTRIES_SCANNED = 500_000
+"""Most entries (files, folders, links) under the input folder read to match a pattern."""
+
+MAX_DEPTH_SCANNED = 100
+"""Deepest level of entries under the input folder (1: its own entries); deeper is refused."""
+
 
 def expand_ids(
     ids: list[str] | None, groups: dict[str, list[str]], tasks: tuple[Task, ...]
@@ -90,27 +106,47 @@ def matching_files(root: Path, pattern: str, include: list[str], field: str) -> 
     ``?`` stay within one folder, ``**`` spans folders (``**/*.py`` is every ``.py`` file,
     ``*.py`` those at the top), ``[...]`` is a set, a backslash escapes the next character
     (``\\*`` and ``[*]`` match a literal ``*``), and a folder's name matches the files
-    beneath it. Symlinked folders are not followed; a symlinked file is listed (reading it
-    is confined later, as for every task file). ``include`` entries are matched against
-    the end of each path (`pathlib.PurePath.match`).
+    beneath it. The folder is walked as every confined listing is (`walk_confined`: each
+    folder opened beneath its parent, links never followed), at most
+    `MAX_ENTRIES_SCANNED` entries and `MAX_DEPTH_SCANNED` levels deep, counted while it is
+    read. A symlinked file is listed (reading it is confined later, as for every task file);
+    a FIFO, device or socket is not a file.
 
     Raises:
         ConfigError: The pattern cannot be used; the input folder holds more than
-            `MAX_FILES_SCANNED` files, or the pattern matches more than `MAX_FILES_MATCHED`
-            (narrow the folder or the pattern); or a matching file's name is not valid
-            UTF-8 (it could reach no prompt, ledger or database): the message names the
-            file, its bytes escaped, and the field.
+            `MAX_FILES_SCANNED` files or `MAX_ENTRIES_SCANNED` entries, or nests folders
+            deeper than `MAX_DEPTH_SCANNED`; the pattern matches more than
+            `MAX_FILES_MATCHED` (narrow the folder or the pattern); or a matching file's
+            name is not valid UTF-8 or holds a control character (a newline, an escape),
+            which would forge a line of a prompt, the ledger or the terminal: the message
+            names the file, escaped, and the field.
     """
     try:
         with warnings.catch_warnings():
             # A literal '[' in a set (``[[]``) makes `re` warn of a future nested-set syntax.
             warnings.simplefilter("ignore", FutureWarning)
             spec = pathspec.PathSpec.from_lines("gitignore", ["/" + pattern])
-            walked = pathspec.util.iter_tree_files(root, follow_links=False)
+            walked = _Candidates(
+                walk_confined(
+                    root, max_depth=MAX_DEPTH_SCANNED + 1, max_entries=MAX_ENTRIES_SCANNED
+                ),
+                root,
+                field,
+            )
             found = list(spec.match_files(_at_most(walked, root, field)))
-    except (ValueError, OSError, RecursionError) as exc:
+    except LimitExceeded:
+        raise ConfigError(
+            f"the input folder {str(root)!r} holds more than {MAX_ENTRIES_SCANNED} files and "
+            "folders: give a narrower --input (or input.default)",
+            field=field,
+        ) from None
+    except ConfigError as exc:
+        if exc.field is not None:
+            raise
+        raise ConfigError(exc.message, field=field) from None  # the folder cannot be read
+    except ValueError as exc:
         raise ConfigError(f"cannot match {pattern!r}: {exc}", field=field) from exc
-    files = sorted(p for p in (root / rel for rel in found) if p.is_file())
+    files = sorted(root / rel for rel in found if rel in walked.files or (root / rel).is_file())
     matches = [p for p in files if any(p.match(inc) for inc in include)]
     if len(matches) > MAX_FILES_MATCHED:
         raise ConfigError(
@@ -119,20 +155,53 @@ def matching_files(root: Path, pattern: str, include: list[str], field: str) -> 
             field=field,
         )
     for path in matches:
-        rel = path.relative_to(root).as_posix()
-        try:
-            rel.encode("utf-8")
-        except UnicodeEncodeError:
-            shown = os.fsencode(rel).decode("utf-8", "backslashreplace")
-            raise ConfigError(
-                f"the file name '{shown}' under {str(root)!r} is not valid UTF-8: rename "
-                "it or narrow the pattern",
-                field=field,
-            ) from None
+        _check_name(path.relative_to(root).as_posix(), root, field)
     return matches
 
 
-def _at_most(files: Iterator[str], root: Path, field: str) -> Iterator[str]:
+class _Candidates:
+    """The paths of the files and links a walk yields; remembers which were regular files."""
+
+    def __init__(self, entries: Iterator[TreeEntry], root: Path, field: str) -> None:
+        self._entries, self._root, self._field = entries, root, field
+        self.files: set[str] = set()
+
+    def __iter__(self) -> Iterator[str]:
+        for entry in self._entries:
+            if entry.depth > MAX_DEPTH_SCANNED:
+                raise ConfigError(
+                    f"the input folder {str(self._root)!r} holds entries more than "
+                    f"{MAX_DEPTH_SCANNED} levels deep: give a narrower --input (or "
+                    "input.default)",
+                    field=self._field,
+                )
+            if entry.kind == EntryKind.FILE:
+                self.files.add(entry.path)
+                yield entry.path
+            elif entry.kind == EntryKind.SYMLINK:
+                yield entry.path  # a file if it leads to one (`Path.is_file` follows it)
+
+
+def _check_name(rel: str, root: Path, field: str) -> None:
+    """Refuse a matched file's name that is not UTF-8 or holds a control character."""
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = os.fsencode(rel).decode("utf-8", "backslashreplace")
+        raise ConfigError(
+            f"the file name '{escape_controls(shown)}' under {str(root)!r} is not valid "
+            "UTF-8: rename it or narrow the pattern",
+            field=field,
+        ) from None
+    if (found := CONTROL_CHARACTER.search(rel)) is not None:
+        raise ConfigError(
+            f"the file name '{escape_controls(rel)}' under {str(root)!r} holds the control "
+            f"character {found[0]!r}: rename it or narrow the pattern",
+            field=field,
+        )
+
+
+def _at_most(files: Iterable[str], root: Path, field: str) -> Iterator[str]:
     """``files`` (a walk of ``root``), refused past `MAX_FILES_SCANNED` of them."""
     for count, name in enumerate(files, 1):
         if count > MAX_FILES_SCANNED:
@@ -174,6 +243,7 @@ def expand_tasks(
                 "stem": file.stem,
                 "slug": file_slug(rel),
             }
+            _check_title(_fill(task.title, values), rel, field=f"tasks.{i}.title")
             ids.append(_fill(task.id, values))
             expanded.append((task, values))
 
@@ -218,6 +288,16 @@ def expand_tasks(
     return tuple(tasks), groups
 
 
+def _check_title(title: str, rel: str, *, field: str) -> None:
+    """Refuse a title made longer than a title may be by a file's name filled in."""
+    if len(title) > MAX_LABEL_CHARS:
+        raise ConfigError(
+            f"is {len(title):,} characters once filled in for {rel!r}, over "
+            f"{MAX_LABEL_CHARS}: name the file with {{name}} or {{slug}} instead",
+            field=field,
+        )
+
+
 def _fill_schema(schema: Any, values: dict[str, str]) -> Any:
     """``output_schema`` with the placeholders of its strings filled.
 
@@ -234,8 +314,15 @@ def _fill_schema(schema: Any, values: dict[str, str]) -> Any:
     return schema
 
 
+_PLACEHOLDER = re.compile(r"\{(path|name|stem|slug)\}")
+
+
 def _fill(text: str, values: dict[str, str]) -> str:
-    """Replace ``{path}``, ``{name}``, ``{stem}``, ``{slug}``; other braces stay as they are."""
-    for key, value in values.items():
-        text = text.replace("{" + key + "}", value)
-    return text
+    """Replace ``{path}``, ``{name}``, ``{stem}``, ``{slug}``; other braces stay as they are.
+
+    One pass: a value is never searched again, so a file named ``x{slug}.txt`` fills in as
+    itself, not as another file's name.
+    """
+    if not values:
+        return text
+    return _PLACEHOLDER.sub(lambda m: values[m[1]], text)

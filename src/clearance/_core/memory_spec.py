@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from clearance._core.errors import ConfigError
+from clearance._core.names import check_count, check_name
 
 __all__ = [
     "AgentMemory",
@@ -19,6 +20,23 @@ __all__ = [
 MAX_RECALL = 50
 """Most memory records one task may recall."""
 
+MAX_SHARED_WINDOW = 1000
+"""Most shared turns of a group's conversation one prompt may hold."""
+
+
+def _check_group_name(field: str, name: object) -> None:
+    """A group's name is a name like an agent's: its scope ``group:<name>`` is one token.
+
+    Memory blocks are titled ``<kind> from <scope>, by <author> (<id>)``, and ``clearance
+    verify`` reads the scope back from the title: a space, a comma or a line break in it
+    would make the title name another scope. Letters are ASCII, so two groups never look
+    alike while being different scopes (a Cyrillic letter for a Latin one).
+    """
+    try:
+        check_name("memory group name", name)  # type: ignore[arg-type]
+    except ConfigError as exc:
+        raise ConfigError(str(exc), field=field) from None
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SharedConversation:
@@ -30,15 +48,15 @@ class SharedConversation:
             ``window`` turns most relevant to the prompt's subject, by the memory's ranking).
 
     Raises:
-        ConfigError: ``window`` below 1 or an unknown ``retrieval``.
+        ConfigError: ``window`` not an integer from 1 to `MAX_SHARED_WINDOW` (1,000), or an
+            unknown ``retrieval``.
     """
 
     window: int = 10
     retrieval: Literal["recency", "relevance"] = "recency"
 
     def __post_init__(self) -> None:
-        if self.window < 1:
-            raise ConfigError("must be at least 1", field="shared_conversation.window")
+        check_count("shared_conversation.window", self.window, least=1, most=MAX_SHARED_WINDOW)
         if self.retrieval not in ("recency", "relevance"):
             raise ConfigError(
                 f"must be 'recency' or 'relevance', got {self.retrieval!r}",
@@ -51,13 +69,15 @@ class MemoryGroup:
     """Named agents that share one long-term memory (scope ``group:<name>``).
 
     Attributes:
-        name: The group's name.
+        name: The group's name: 1-128 ASCII letters, digits, ``_``, ``.``, ``:`` or ``-``,
+            starting with a letter or digit (as an agent's).
         agents: Its members; no other agent reads or writes the group's memory.
         shared_conversation: When set, the group also keeps a shared conversation (off by
             default).
 
     Raises:
-        ConfigError: Fewer than two members, or a member listed twice.
+        ConfigError: A name that is not one, fewer than two members, or a member listed
+            twice.
     """
 
     name: str
@@ -65,6 +85,7 @@ class MemoryGroup:
     shared_conversation: SharedConversation | None = None
 
     def __post_init__(self) -> None:
+        _check_group_name(f"memory_groups.{self.name}", self.name)
         object.__setattr__(self, "agents", tuple(self.agents))
         if len(self.agents) < 2:
             raise ConfigError(
@@ -88,7 +109,8 @@ class AgentMemory:
             group's members only); ``None`` (default) records to the agent's private scope.
 
     Raises:
-        ConfigError: ``recall`` outside 0..50 or an unknown ``record``.
+        ConfigError: ``recall`` not an integer from 0 to 50, an unknown ``record``, or a
+            ``record_to`` that is not a group's name.
     """
 
     recall: int = 3
@@ -96,8 +118,9 @@ class AgentMemory:
     record_to: str | None = None
 
     def __post_init__(self) -> None:
-        if not 0 <= self.recall <= MAX_RECALL:
-            raise ConfigError(f"must be between 0 and {MAX_RECALL}", field="memory.recall")
+        check_count("memory.recall", self.recall, least=0, most=MAX_RECALL)
+        if self.record_to is not None:
+            _check_group_name("memory.record_to", self.record_to)
         if self.record not in ("none", "result", "task_and_result"):
             raise ConfigError(
                 f"must be 'none', 'result' or 'task_and_result', got {self.record!r}",

@@ -10,6 +10,7 @@ in a ``for_each_file`` task it depends on the copy for the same file (when there
 from __future__ import annotations
 
 import importlib.util
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,7 +91,8 @@ def resolve_input(value: str) -> Path:
         return folder
     path = Path(value).expanduser()
     if not path.is_dir():
-        raise ConfigError(f"input folder {value!r} does not exist", field="input")
+        what = "is not a folder" if os.path.lexists(path) else "does not exist"
+        raise ConfigError(f"input folder {value!r} {what}", field="input")
     return path
 
 

@@ -44,8 +44,8 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "`tools:`, or `mcp:<server>/<tool>`.",
         "can_delegate_to": "Agents this agent may delegate a task to (a delegate tool).",
         "can_spawn": "Agents this agent may spawn as children (a spawn tool).",
-        "store_grants": "Store namespaces (globs allowed) the agent may read, write or both; "
-        "any other is denied.",
+        "store_grants": "Store namespaces the agent may read, write or both (a trailing `*` "
+        "matches a prefix: `notes/*`); any other is denied.",
         "memory": "Long-term memory: recall before a task, record after (None: none).",
         "store_read_extends_ttl_s": "A store entry the agent reads expires at least this many "
         "seconds later "
@@ -128,8 +128,7 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "approval": "required: each call waits for `clearance approve`.",
         "idempotent": "A resume may run again a call the stopped run may have run.",
         "replay": "On resume, replay the recorded result (false: run the call again).",
-        "timeout_s": "Seconds one call may take; past it the model is told so (the run goes "
-        "on).",
+        "timeout_s": "Seconds one call may take; past it the model is told so (the run goes on).",
     },
     "PriceSpec": {
         "input_per_mtok": "US dollars per million prompt tokens.",

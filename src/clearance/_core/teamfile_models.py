@@ -16,7 +16,12 @@ from pydantic import (
     model_validator,
 )
 
-from clearance._core.agent_spec import LIMIT_RANGES, MAX_TOKENS
+from clearance._core.agent_spec import (
+    LIMIT_RANGES,
+    MAX_TOKENS,
+    MAX_TOOL_TIMEOUT_S,
+    TOOL_TIMEOUT_S,
+)
 from clearance._core.budget import MAX_BUDGET_TOKENS, MAX_BUDGET_USD, MAX_PRICE_PER_MTOK
 from clearance._core.errors import ConfigError
 from clearance._core.memory_spec import (
@@ -417,7 +422,7 @@ class ToolEntrySpec(_Strict):
     idempotent: bool = False
     replay: bool = True
     timeout_s: float = Field(
-        default=60.0, gt=0, le=86_400, allow_inf_nan=False, strict=True
+        default=TOOL_TIMEOUT_S, gt=0, le=MAX_TOOL_TIMEOUT_S, allow_inf_nan=False, strict=True
     )
 
 

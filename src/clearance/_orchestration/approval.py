@@ -144,7 +144,8 @@ class ApprovalDecision:
 
 
 Approver = Callable[[ApprovalRequest], Awaitable[ApprovalDecision]]
-"""Asks a person about a request on the spot (``--interactive``)."""
+"""Asks a person about a request on the spot (``--interactive``); raises `ApprovalPending` to
+leave the request open (nobody can answer now): its task pauses as without an approver."""
 
 
 def default_decider() -> str:

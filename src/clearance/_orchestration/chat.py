@@ -23,12 +23,13 @@ from clearance._agents.caller import ModelCaller
 from clearance._agents.telemetry import agent_span
 from clearance._context.builder import ContextBuilder
 from clearance._context.window import CompressionRecord, ContextWindowMonitor, Strategy
-from clearance._core.errors import ConfigError, LimitExceeded
+from clearance._core.errors import ConfigError
 from clearance._core.ids import new_id
-from clearance._core.memory_spec import MemoryGroup, group_members
+from clearance._core.memory_spec import MAX_RECALL, MemoryGroup, group_members
+from clearance._core.names import check_count
 from clearance._core.prompt import Prompt
 from clearance._core.spec import Agent
-from clearance._orchestration.run_memory import absolute_url, masked_url
+from clearance._orchestration.run_memory import absolute_url, masked_url, with_memories_that_fit
 from clearance._state.conversation import ConversationMemory, Turn
 from clearance._state.ledger import Recorder
 from clearance._state.memory import MemoryRecord, PersistentMemory
@@ -40,6 +41,10 @@ __all__ = ["AgentChat"]
 
 class AgentChat:
     """A conversation between a user and one agent that never overflows the context window.
+
+    The prompt of each turn leaves the agent's ``max_output_tokens`` free in the window:
+    when ``trigger_threshold`` of the window would not, the trigger is lowered to the share
+    that does, and ``target_ratio`` in proportion.
 
     Args:
         agent: The agent.
@@ -53,12 +58,19 @@ class AgentChat:
         strategy: Compression strategy of the monitor.
         trigger_threshold: See `ContextWindowMonitor`.
         target_ratio: See `ContextWindowMonitor`.
-        recall_limit: Most long-term records retrieved per turn.
+        recall_limit: Most long-term records retrieved per turn (0 to 50).
         ledger: Where each call is recorded (as run ``run_id``); ``None`` for no record.
         context_window: Overrides ``model.context_window``.
 
+    Attributes:
+        last_answer: The answer of the latest `say`, set as soon as the model gave it (before
+            the conversation is compressed), ``None`` until then: when `say` fails after the
+            answer came (a summary that failed), the answer is still there to show.
+
     Raises:
-        ConfigError: The model has no known context window and none is given, or
+        ConfigError: The model has no known context window and none is given, the window
+            is not a positive integer or leaves no room for a prompt next to the agent's
+            ``max_output_tokens``, ``recall_limit`` is not an integer from 0 to 50, or
             ``shared_group`` is not a declared group.
     """
 
@@ -77,9 +89,14 @@ class AgentChat:
         ledger: Recorder | None = None,
         context_window: int | None = None,
     ):
-        window = context_window or model.context_window
+        window = context_window if context_window is not None else model.context_window
         if window is None:
             raise ConfigError("the model's context window is unknown", field="context_window")
+        check_count("context_window", window, least=1)
+        check_count("recall_limit", recall_limit, least=0, most=MAX_RECALL)
+        trigger_threshold, target_ratio = _room_for_answer(
+            agent, window, trigger_threshold, target_ratio
+        )
         self.agent = agent
         self.model = model
         self.memory = memory
@@ -109,6 +126,7 @@ class AgentChat:
         self.run_id = new_id("run")
         self.compressions: list[CompressionRecord] = []
         self.prompts: list[Prompt] = []
+        self.last_answer: str | None = None
         self._pending: list[CompressionRecord] = []
         self.caller = ModelCaller(ledger=ledger, run_id=self.run_id if ledger else None)
         if ledger is not None:
@@ -176,44 +194,43 @@ class AgentChat:
         self.monitor.check_turn(self.agent, self.conversation.get_messages(), turn)
 
     async def _say(self, text: str) -> str:
+        self.last_answer = None
         self.check_message(text)
         self.conversation.add(Turn(id=new_id("turn"), role="user", content=text, author="user"))
         await self._compress()  # the user's turn may itself reach the trigger
-        memories = self._recall(text)
         budget = self.monitor.context_window - self.agent.limits.max_output_tokens
-        while True:
-            try:
-                prompt = self.builder.build_conversation_prompt(
-                    agent=self.agent,
-                    turns=self.conversation.get_messages(),
-                    memories=memories,
-                    compression=self._compression(),
-                    max_prompt_tokens=budget,
-                )
-                break
-            except LimitExceeded:
-                if not memories:
-                    raise
-                memories = memories[:-1]  # leave out the least relevant recalled record
+        turns, compression = self.conversation.get_messages(), self._compression()
+        prompt = with_memories_that_fit(  # the least relevant left out when over the budget
+            lambda memories: self.builder.build_conversation_prompt(
+                agent=self.agent,
+                turns=turns,
+                memories=memories,
+                compression=compression,
+                max_prompt_tokens=budget,
+            ),
+            tuple(self._recall(text)),
+        )
         self._pending = []
         self.prompts.append(prompt)
         response = await self.caller.call(
             subject=prompt.manifest.subject, agent=self.agent, model=self.model, prompt=prompt
         )
+        self.last_answer = response.text  # shown even if compressing after it fails
         answer = Turn(
             id=new_id("turn"), role="assistant", content=response.text, author=self.agent.name
         )
         self.conversation.add(answer)
         if self.team is not None:
             self.team.post(answer)
-        await self._compress()
+        await self._compress(keep_newest=False)  # an answer too long to keep may go too
         return response.text
 
-    async def _compress(self) -> None:
+    async def _compress(self, *, keep_newest: bool = True) -> None:
         record = await self.monitor.after_turn(
             agent=self.agent,
             conversation=self.conversation,
             summarize_with=self.caller.summarizer(self.agent, self.model),
+            keep_newest=keep_newest,
         )
         if record is not None:
             self.compressions.append(record)
@@ -237,6 +254,31 @@ class AgentChat:
             found.extend(self.team.view(text))
         unique = {r.id: r for r in found if r.id not in held}
         return list(unique.values())
+
+
+def _room_for_answer(
+    agent: Agent, window: int, trigger_threshold: float, target_ratio: float
+) -> tuple[float, float]:
+    """The monitor's ratios, lowered so a compressed prompt leaves room for the answer.
+
+    A prompt may take at most ``window - max_output_tokens`` tokens. When that is below
+    the trigger, the trigger becomes that share of the window and the target shrinks in
+    proportion; otherwise both are kept.
+
+    Raises:
+        ConfigError: ``max_output_tokens`` leaves no room for a prompt in the window.
+    """
+    reserved = agent.limits.max_output_tokens
+    if window <= reserved:
+        raise ConfigError(
+            f"a context window of {window} tokens leaves no room for a prompt next to the "
+            f"max_output_tokens ({reserved}) of agent {agent.name!r}",
+            field="context_window",
+        )
+    share = (window - reserved) / window
+    if share >= trigger_threshold:
+        return trigger_threshold, target_ratio
+    return share, target_ratio * share / trigger_threshold
 
 
 def _memory_config(memory: PersistentMemory | None) -> dict[str, Any] | None:

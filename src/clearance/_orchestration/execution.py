@@ -20,7 +20,7 @@ from clearance._core.hooks import RunInfo
 from clearance._core.prompt import sha256_text
 from clearance._core.reasons import failure_reason
 from clearance._core.spec import Agent
-from clearance._core.vocabulary import EventKind, RunEventKind
+from clearance._core.vocabulary import EventKind, PromptKind, RunEventKind
 from clearance._orchestration.approval import ApprovalGate, awaiting_approval
 from clearance._orchestration.children import ChildRunner
 from clearance._orchestration.result import RunResult, TaskOutcome
@@ -277,6 +277,8 @@ class RunExecution:
         except BudgetExceeded:
             raise  # the run stops, resumable (see `_stop_if_over_budget`)
         except ClearanceError as exc:
+            if isinstance(exc, LimitExceeded):  # on record, as a task's breach is
+                record_breach(self.settings.ledger, run.run_id, str(PromptKind.SYNTHESIS), exc)
             return None, f"synthesis failed: {exc}"
         if not text.strip():
             return None, "synthesis failed: the coordinator returned an empty completion"

@@ -9,12 +9,17 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from clearance._agents.caller import ModelCaller
+from clearance._agents.caller import CallBudget, ModelCaller
 from clearance._context.builder import ContextBuilder
-from clearance._core.errors import ClearanceError, ConfigError, PlanError
+from clearance._context.prompts_coordinator import plan_feedback_quotes
+from clearance._core.errors import ClearanceError, ConfigError, LimitExceeded, PlanError
+from clearance._core.names import check_label
+from clearance._core.prompt import Prompt
 from clearance._core.spec import Agent, Task, Team
+from clearance._core.vocabulary import PromptKind
 from clearance._orchestration.run import prompt_budget
 from clearance._state.graph import TaskGraph
+from clearance._state.ledger.recorder import record_breach
 from clearance.models._base import ChatModel
 
 __all__ = ["MAX_PLAN_TASKS", "PLAN_SCHEMA", "parse_plan", "plan_tasks"]
@@ -94,7 +99,8 @@ def parse_plan(text: str, *, agents: Collection[str]) -> TaskGraph:
 
     Raises:
         ValueError: With a one-paragraph reason fit to send back to the coordinator for
-            repair (invalid JSON, wrong shape, unknown assignee, invalid graph).
+            repair (invalid JSON, wrong shape, a title that is not one line of text, unknown
+            assignee, invalid graph).
     """
     try:
         data = json.loads(_extract_json(text))
@@ -112,7 +118,11 @@ def parse_plan(text: str, *, agents: Collection[str]) -> TaskGraph:
         raise ValueError(f"the plan does not have the required shape: {problems}") from exc
     known = set(agents)
     tasks = []
-    for planned in plan.tasks:
+    for index, planned in enumerate(plan.tasks):
+        try:  # a title is one line, as in a team file (where `clearance plan` writes it)
+            check_label(f"tasks.{index}.title", planned.title)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from exc
         if planned.assignee not in known:
             raise ValueError(
                 f"task {planned.id!r} is assigned to unknown agent {planned.assignee!r}; "
@@ -161,28 +171,64 @@ async def plan_tasks(
     Raises:
         ConfigError: The team has no agents.
         PlanError: The plan is still invalid after the repair attempt.
+        LimitExceeded: The repair would pass the coordinator's ``limits.max_model_calls``
+            (nothing is sent), or a planning prompt is over its budget.
         ModelError: The coordinator's model failed.
     """
     builder = ContextBuilder(count_tokens=model.count_tokens, memory_groups=memory_groups)
     names = [a.name for a in team.agents]
     if not names:
         raise ConfigError("the team has no agents to assign tasks to", field="agents")
-    feedback: str | None = None
+    rejected: tuple[str, str] | None = None  # the answer sent back, and why
+    calls = CallBudget(coordinator.limits.max_model_calls, subject=str(PromptKind.PLAN))
     for _attempt in range(2):
-        prompt = builder.build_plan_prompt(
-            goal,
-            coordinator=coordinator,
-            roster=team.agents,
-            feedback=feedback,
-            max_prompt_tokens=prompt_budget(coordinator, model),
-        )
-        response = await caller.call(
-            subject="plan", agent=coordinator, model=model, prompt=prompt,
-            json_schema=PLAN_SCHEMA,
-        )  # fmt: skip
+        try:
+            prompt = _plan_prompt(builder, goal, team, coordinator, model, rejected)
+            response = await caller.call(
+                subject="plan", agent=coordinator, model=model, prompt=prompt,
+                json_schema=PLAN_SCHEMA, budget=calls,
+            )  # fmt: skip
+        except LimitExceeded as exc:  # on record, as a task's breach is
+            if caller.ledger is not None and caller.run_id is not None:
+                record_breach(caller.ledger, caller.run_id, str(PromptKind.PLAN), exc)
+            raise
         try:
             return parse_plan(response.text, agents=names)
         except ValueError as exc:
             reason = str(exc)
-            feedback = f"Your answer was:\n{response.text}\n\nIt was rejected: {reason}"
+            rejected = (response.text, reason)
     raise PlanError(reason, response=response.text)
+
+
+def _plan_prompt(
+    builder: ContextBuilder,
+    goal: str,
+    team: Team,
+    coordinator: Agent,
+    model: ChatModel,
+    rejected: tuple[str, str] | None,
+) -> Prompt:
+    """The planning prompt; on the repair attempt, with the rejected answer and why.
+
+    The rejected answer is shown whole when the prompt fits the coordinator's budget, else
+    its first characters, else the reason alone (`plan_feedback_quotes`).
+
+    Raises:
+        LimitExceeded: Even the prompt with the reason alone is over the budget.
+    """
+    budget = prompt_budget(coordinator, model)
+    if rejected is None:
+        return builder.build_plan_prompt(goal, coordinator=coordinator, roster=team.agents,
+                                         max_prompt_tokens=budget)  # fmt: skip
+    answer, reason = rejected
+    shown = [quote + reason for quote in plan_feedback_quotes(answer)]
+    for number, feedback in enumerate(shown, 1):
+        try:
+            return builder.build_plan_prompt(
+                goal, coordinator=coordinator, roster=team.agents, feedback=feedback,
+                max_prompt_tokens=budget,
+            )  # fmt: skip
+        except LimitExceeded:
+            if number == len(shown):
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover

@@ -13,20 +13,31 @@ write, so before anything is rebuilt from it:
    with ``run: python:<module>:<function>`` resumes only when the resuming caller declares
    the same task with the same ``run`` (the team file, ``clearance resume --team``). Built-in
    ``step:`` names are looked up in a fixed table and need nothing.
+3. **The team file given to resume (``--team``) declares the run as recorded**
+   (`check_team_file`): its ``tools:`` entry for a tool the run names may not import another
+   function or change whether a call needs approval, and an agent of the run may not have
+   other capabilities there (``tools``, ``store_grants``, ``can_delegate_to``,
+   ``can_spawn``). The run is resumed as recorded (its approvals and grants are the recorded
+   ones, and ``verify`` checks against them), so such an edit would have no effect or a
+   silent one; it is refused instead. ``idempotent`` and ``replay`` are the team file's to
+   decide (see `clearance._agents.replay`).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 
 from clearance._context.verify_chain import check_chain
 from clearance._core.errors import ConfigError
+from clearance._core.run_spec import RunSpec
 from clearance._core.spec import Task
+from clearance._core.teamfile_models import AgentSpec
 from clearance._state.chain import LEDGER_KEY_ENV
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import RunLedger
 
-__all__ = ["check_recorded_steps", "check_run_record"]
+__all__ = ["check_recorded_steps", "check_run_record", "check_team_file"]
 
 _MAX_REASON_CHARS = 300
 
@@ -89,3 +100,78 @@ def check_recorded_steps(graph: TaskGraph | None, declared: Iterable[Task]) -> N
                 "that declares this task (clearance resume --team FILE)",
                 field=f"tasks.{task.id}.run",
             )
+
+
+def _tool_entry(spec: RunSpec, name: str) -> tuple[str | None, bool]:
+    """A ``tools:`` entry's function and whether its calls need approval."""
+    return spec.tool_functions[name], name in spec.approval_tools
+
+
+def check_team_file(recorded: RunSpec, declared: RunSpec) -> None:
+    """Refuse a team file that would change what a resumed run's tools or agents may do.
+
+    Args:
+        recorded: The spec the run recorded.
+        declared: The team file given to resume it (``clearance resume --team``).
+
+    Raises:
+        ConfigError: For a tool the run names, the team file imports another function
+            (a tool the run was given in code may be named now), or requires approval
+            where the run did not, or the reverse; or an agent of the run (the coordinator
+            included) has other ``tools``, ``store_grants``, ``can_delegate_to`` or
+            ``can_spawn`` in the team file. The message names the entry.
+    """
+    _check_tools(recorded, declared)
+    _check_agents(recorded, declared)
+
+
+def _check_tools(recorded: RunSpec, declared: RunSpec) -> None:
+    for name in declared.tools:
+        if name not in recorded.tools:
+            continue  # no agent of the run uses it
+        (was, gated), (now, gates) = _tool_entry(recorded, name), _tool_entry(declared, name)
+        if was is not None and now != was:
+            change = f"imports {now!r}, the run imported {was!r}"
+        elif gates != gated:
+            change = "requires approval" if gates else "does not require approval"
+            change += f", the run's {'did' if gated else 'did not'}"
+        else:
+            continue
+        raise ConfigError(
+            f"{change}; a resumed run runs the tools it recorded: restore the entry to "
+            "resume, or start a new run with the changed team file",
+            field=f"tools.{name}",
+        )
+
+
+def _check_agents(recorded: RunSpec, declared: RunSpec) -> None:
+    agents = {a.name: a for a in (*recorded.agents, *_lead(recorded))}
+    for agent in (*declared.agents, *_lead(declared)):
+        original = agents.get(agent.name)
+        if original is None:
+            continue  # not an agent of the run
+        for key in _CAPABILITIES:
+            before, now = _capability(original, key), _capability(agent, key)
+            if before != now:
+                raise ConfigError(
+                    f"is {now} in the team file, {before} in the run's record; a resumed run "
+                    "acts with the capabilities it recorded: restore them to resume, or start a "
+                    "new run with the changed team file",
+                    field=f"agents.{agent.name}.{key}",
+                )
+
+
+_CAPABILITIES = ("tools", "store_grants", "can_delegate_to", "can_spawn")
+"""The keys of an agent that say what it may do."""
+
+
+def _lead(spec: RunSpec) -> tuple[AgentSpec, ...]:
+    return (spec.coordinator,) if spec.coordinator is not None else ()
+
+
+def _capability(agent: AgentSpec, key: str) -> str:
+    """One capability of an agent, in a form that compares (order aside) and reads."""
+    value = getattr(agent, key)
+    if isinstance(value, dict):
+        return json.dumps(dict(sorted(value.items())))
+    return json.dumps(sorted(value))

@@ -1,11 +1,12 @@
 """`ReviewLoop`: a task's bounded review loop in a run (see `clearance._core.review`).
 
 Each round is a fresh call (or tool loop) of the assignee, whose prompt the `ContextBuilder`
-makes from the task, its dependencies and the findings that sent the previous candidate
-back (``review:<task>/<round>``); then each reviewer in order gets a prompt of its own with
-the task's text and the candidate only (``candidate:<task>/<round>``), and answers with
-`REVIEW_SCHEMA`. Every reviewer's verdict is recorded (event ``review_round``); the cap on
-rounds is enforced here.
+makes from the task, its dependencies (and its ``fan_out`` children's results) and the
+findings that sent the previous candidate back (``review:<task>/<round>``), never what an
+earlier round's conversation produced (the children it spawned included); then each
+reviewer in order gets a prompt of its own with the task's text and the candidate only
+(``candidate:<task>/<round>``), and answers with `REVIEW_SCHEMA`. Every reviewer's verdict
+is recorded (event ``review_round``); the cap on rounds is enforced here.
 """
 
 from __future__ import annotations
@@ -52,7 +53,11 @@ class ReviewLoop:
         task = self.ctx.task
         review = task.review
         assert review is not None
+        given = dict(self.ctx.child_results)  # a fan-out's, gathered before round 1
         for round_no in range(1, review.rounds + 1):
+            if round_no > 1:  # a fresh implementer: no child an earlier round spawned
+                self.ctx.child_results.clear()
+                self.ctx.child_results.update(given)
             candidate = await implement()
             sent_back = await self._review(candidate, round_no)
             if sent_back is None:

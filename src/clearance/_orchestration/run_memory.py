@@ -10,7 +10,9 @@ recorded.
   and the groups it is a member of (``group:<name>``), nothing else. It records into a group
   only when its ``memory.record_to`` names one it belongs to.
 - Recalled records reach the prompt only through the `ContextBuilder`, as ``memory:<id>``
-  items the task's clearance admits (the orchestrator passes them to `build_task_prompt`).
+  items the task's clearance admits (the orchestrator passes them to `build_task_prompt`);
+  those that would put the prompt over its budget are left out, least relevant first
+  (`with_memories_that_fit`).
 - Every recall and record is noted in the ledger with the task's tool calls (step 0, names
   ``memory_recall`` and ``memory_record``), with the ids involved or the failure.
 - Failures of the memory database follow ``on_error``: ``"fail"`` (default) fails the task
@@ -29,7 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -38,15 +40,23 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-from clearance._core.errors import ClearanceError, ConfigError, StoreError
+from clearance._core.errors import ClearanceError, ConfigError, LimitExceeded, StoreError
 from clearance._core.ids import new_id
+from clearance._core.prompt import Prompt
 from clearance._core.spec import Agent, Task
 from clearance._state.db import failure_cause, mask_url
 from clearance._state.db.engine import open_engine
 from clearance._state.ledger import Recorder
 from clearance._state.memory import MemoryRecord, PersistentMemory, partition_of
 
-__all__ = ["MemoryOnError", "RunMemory", "absolute_url", "default_memory_url", "masked_url"]
+__all__ = [
+    "MemoryOnError",
+    "RunMemory",
+    "absolute_url",
+    "default_memory_url",
+    "masked_url",
+    "with_memories_that_fit",
+]
 
 MemoryOnError = Literal["fail", "continue"]
 """What a task does when the memory database fails: fail, or continue without memory."""
@@ -60,16 +70,16 @@ def masked_url(url: str) -> str:
     return mask_url(url)
 
 
-def absolute_url(url: str) -> str:
+def absolute_url(url: str, *, field: str = "memory") -> str:
     """``url`` with a relative SQLite path made absolute (other URLs unchanged).
 
     Raises:
-        ConfigError: ``url`` is not a database URL.
+        ConfigError: ``url`` is not a database URL (``field`` names the setting).
     """
     try:
         parsed = make_url(url)
     except (ArgumentError, ValueError) as exc:
-        raise ConfigError(f"not a database URL: {masked_url(url)!r}", field="memory") from exc
+        raise ConfigError(f"not a database URL: {masked_url(url)!r}", field=field) from exc
     database = parsed.database
     if not parsed.drivername.startswith("sqlite") or not database:
         return url
@@ -95,6 +105,44 @@ def default_memory_url(ledger_url: str) -> str:
         memory_file = Path(database).resolve().with_name("memory.db")
         return parsed.set(database=str(memory_file)).render_as_string(hide_password=False)
     return ledger_url
+
+
+def with_memories_that_fit(
+    build: Callable[[tuple[MemoryRecord, ...]], Prompt], memories: tuple[MemoryRecord, ...]
+) -> Prompt:
+    """Build a task's prompt with as many recalled records as its budget has room for.
+
+    Recalled records are optional context: when the prompt with all of them is over its
+    ``max_prompt_tokens``, the least relevant are left out (the records come most relevant
+    first; the most relevant that fit are kept, found by a binary search), as a conversation
+    leaves them out. The prompt's manifest lists the records it holds.
+
+    Args:
+        build: Builds the prompt with the given records; raises `LimitExceeded`
+            (``max_prompt_tokens``) when it is over budget.
+        memories: The recalled records, most relevant first.
+
+    Raises:
+        LimitExceeded: The prompt is over budget even with no record, or another limit.
+    """
+    try:
+        return build(memories)
+    except LimitExceeded as exc:
+        if exc.limit != "max_prompt_tokens" or not memories:
+            raise
+    prompt = build(())  # over budget even without memory: that error is the task's
+    fits, over = 0, len(memories)  # keeping `fits` records fits the budget, `over` does not
+    while over - fits > 1:
+        middle = (fits + over) // 2
+        try:
+            prompt = build(memories[:middle])
+        except LimitExceeded as exc:
+            if exc.limit != "max_prompt_tokens":
+                raise
+            over = middle
+        else:
+            fits = middle
+    return prompt if fits == 0 else build(memories[:fits])
 
 
 class RunMemory:
@@ -129,7 +177,7 @@ class RunMemory:
         self.on_error: MemoryOnError = on_error
         self.timeout_s = timeout_s
         self._engine: sa.Engine | None = None
-        self._memories: dict[tuple[str, str | None], PersistentMemory] = {}
+        self._memories: dict[_MemoryKey, PersistentMemory] = {}
         self._lock = threading.Lock()
         self._recalled: dict[tuple[str, str], tuple[MemoryRecord, ...]] = {}
 
@@ -175,10 +223,16 @@ class RunMemory:
     def _memory(
         self, agent: str, groups: Mapping[str, Iterable[str]], model_id: str
     ) -> PersistentMemory:
-        """The agent's `PersistentMemory` (opened on first use; runs in a worker thread)."""
+        """The agent's `PersistentMemory` (opened on first use; runs in a worker thread).
+
+        One per agent, provider and the groups the agent is a member of: a memory opened for
+        one team's groups is never handed to a team where the agent is in other groups.
+        """
         provider = _provider_of(model_id)
+        member_of = frozenset(name for name, members in groups.items() if agent in set(members))
+        key = (agent, provider, member_of)
         with self._lock:
-            held = self._memories.get((agent, provider))
+            held = self._memories.get(key)
             if held is not None:
                 return held
             try:
@@ -191,7 +245,7 @@ class RunMemory:
                 raise StoreError(
                     f"cannot open the memory store at {self.masked_url}: {failure_cause(exc)}"
                 ) from exc
-            self._memories[(agent, provider)] = memory
+            self._memories[key] = memory
             return memory
 
     async def _in_thread(self, what: str, function: Any) -> Any:
@@ -326,6 +380,10 @@ class RunMemory:
             result=text,
             is_error=error,
         )
+
+
+_MemoryKey = tuple[str, str, frozenset[str]]
+"""An opened memory's agent, model provider and the groups the agent is a member of."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ from clearance._orchestration.plan_only import plan_hooks
 from clearance._orchestration.ray_executor import RayExecutor
 from clearance._orchestration.result import RunResult
 from clearance._orchestration.resume import recorded_spec
+from clearance._orchestration.resume_checks import check_run_record, check_team_file
 from clearance._orchestration.run import RunServices
 from clearance._orchestration.run_config import spec_tools
 from clearance._orchestration.run_memory import absolute_url, default_memory_url
@@ -62,7 +63,7 @@ def with_resources(spec: RunSpec, *, ledger_url: str) -> RunSpec:
     """
     update: dict[str, Any] = {}
     if spec.store is not None:
-        update["store"] = absolute_url(spec.store)
+        update["store"] = absolute_url(spec.store, field="store")
     settings = spec.memory_settings
     uses = spec.memory is not None or any(a.memory is not None for a in spec.agents)
     if uses:
@@ -257,6 +258,7 @@ async def resume_run(
     tools: Tools | None = None,
     force: bool = False,
     tasks: Iterable[Task] = (),
+    team: RunSpec | None = None,
 ) -> RunResult:
     """Resume a stopped run as ``clearance resume`` does: keep completed results, run the rest.
 
@@ -270,11 +272,22 @@ async def resume_run(
         force: Resume even a run recorded ``running`` by a live process (see
             `Orchestrator.resume`).
         tasks: The team file's tasks: a recorded ``python:`` step must be among them.
+        team: The team file given to resume the run (``clearance resume --team``), or
+            ``None``: its ``tools:`` entries must import the recorded functions with the
+            recorded approval, and the run's agents must have their recorded capabilities
+            there (`check_team_file`).
 
     Raises:
         StoreError: No run (or several) match ``run_id``.
-        ConfigError: As `Orchestrator.from_run` and `Orchestrator.resume`.
+        ConfigError: The run's records fail their hash-chain check (refused before anything
+            they name is imported or opened), ``team`` changes a recorded tool or agent, and as
+            `Orchestrator.from_run` and `Orchestrator.resume`.
     """
+    # Nothing named by the record (a tool's module, an executor's address) is imported or
+    # opened before the record is checked against its hash chain.
+    check_run_record(ledger, ledger.get_run(run_id).run_id)
+    if team is not None:
+        check_team_file(recorded_run_spec(ledger, run_id), team)
     spec = spec if spec is not None else recorded_run_spec(ledger, run_id)
     services = services or RunServices()
     with contextlib.ExitStack() as stack:

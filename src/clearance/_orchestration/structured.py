@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,17 @@ _FENCED_JSON = re.compile(r"```(?:json)?[ \t]*\n(.*?)```", re.DOTALL)
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
+
+
+def _finite_float(text: str) -> float:
+    """A JSON number as a float; one beyond a float's range (``1e999``) is refused.
+
+    Python would read it as an infinity, which no JSON text can hold.
+    """
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"the number {text[:40]} is out of range")
+    return value
 
 
 def validated_json(
@@ -38,8 +50,9 @@ def validated_json(
 
     Raises:
         ValueError: With a one-line reason fit to show the model on the repair attempt
-            (empty answer, invalid JSON, the schema error and the JSON path it is at, or the
-            first error of the pydantic model).
+            (empty answer, invalid JSON, a number beyond a float's range such as ``1e999``,
+            the schema error and the JSON path it is at, or the first error of the pydantic
+            model).
     """
     body = text.strip()
     if not body:
@@ -86,13 +99,16 @@ def parsed_output(task: Task, result: str | None) -> Any:
 
 def _validated_json_value(body: str, schema: dict[str, Any]) -> str:
     try:
-        value = json.loads(body, parse_constant=_reject_constant, strict=False)
+        value = json.loads(
+            body, parse_constant=_reject_constant, parse_float=_finite_float, strict=False
+        )
     except ValueError as exc:
         match = _FENCED_JSON.search(body)
         if match is None:
             raise ValueError(f"the answer is not valid JSON: {exc}") from exc
         try:
-            value = json.loads(match.group(1), parse_constant=_reject_constant, strict=False)
+            value = json.loads(match.group(1), parse_constant=_reject_constant,
+                               parse_float=_finite_float, strict=False)  # fmt: skip
         except ValueError as inner:
             raise ValueError(f"the fenced block is not valid JSON: {inner}") from inner
     from jsonschema.exceptions import best_match  # with the validator, when first needed
@@ -104,4 +120,4 @@ def _validated_json_value(body: str, schema: dict[str, Any]) -> str:
         raise ValueError(
             f"the JSON does not match the output schema at {error.json_path}: {error.message}{more}"
         )
-    return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True)
+    return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True, allow_nan=False)

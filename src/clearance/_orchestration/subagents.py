@@ -31,6 +31,7 @@ from clearance._core.errors import ClearanceError, ModelError, SubagentError
 from clearance._core.prompt import sha256_text
 from clearance._core.spec import Agent
 from clearance._core.vocabulary import ClarificationKind, EventKind
+from clearance._orchestration.run_memory import with_memories_that_fit
 from clearance._orchestration.task_context import TaskContext
 from clearance._state.ledger import Recorder
 from clearance.models._base import ChatModel
@@ -110,13 +111,13 @@ class IsolatedRunner:
         })  # fmt: skip
         clarifications: list[str] = []
         for round_no in range(self.max_rounds + 1):
-            prompt = ctx.builder.build_isolated_task_prompt(
+            prompt = with_memories_that_fit(lambda memories: ctx.builder.build_isolated_task_prompt(
                 task, agent=ctx.agent, queue=ctx.queue, architecture=self.architecture,
                 files=files, clarifications=clarifications, child_results=ctx.child_results,
                 max_prompt_tokens=ctx.max_prompt_tokens,
                 max_dependency_tokens=ctx.agent.limits.max_dependency_tokens,
-                memories=ctx.memories,
-            )  # fmt: skip
+                memories=memories,
+            ), ctx.memories)  # fmt: skip
             ctx.prompt_tokens = prompt.manifest.total_tokens
             dispatched = await dispatch_fresh(self.caller, task_id=task.id, agent=ctx.agent,
                                               model=ctx.model, prompt=prompt,

@@ -14,8 +14,9 @@ budget, the synthesis is a map-reduce:
 If the summaries themselves overflow the reduce prompt, they are summarized again in groups
 (summaries of summaries), at most `MAX_SYNTHESIS_DEPTH` levels in all. Nothing is truncated:
 a single result or summary too big for a map prompt, or a view still too big after the last
-level, fails the synthesis with `LimitExceeded`. This follows the map-reduce summarization of
-long documents (as in LangChain's ``MapReduceDocumentsChain``).
+level, fails the synthesis with `LimitExceeded`. The coordinator's ``limits.max_model_calls``
+caps the calls of one synthesis, map steps and reduce together. This follows the map-reduce
+summarization of long documents (as in LangChain's ``MapReduceDocumentsChain``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from clearance._agents.caller import ModelCaller
+from clearance._agents.caller import CallBudget, ModelCaller
 from clearance._context.builder import SUMMARIES_SECTION, ContextBuilder
 from clearance._core.errors import LimitExceeded, ModelError
 from clearance._core.prompt import Prompt
@@ -67,6 +68,8 @@ class Synthesis:
         mark: Turns a response into the kept answer, given the call's subject.
         steps: Map steps numbered so far (set while synthesizing).
         summaries: Every map step's summary by step number (set while synthesizing).
+        calls: Counts the synthesis's calls against the coordinator's
+            ``limits.max_model_calls`` (made with the synthesis when not given).
     """
 
     goal: str
@@ -81,6 +84,12 @@ class Synthesis:
     mark: Marker
     steps: int = field(default=0)
     summaries: dict[int, str] = field(default_factory=dict)
+    calls: CallBudget | None = None
+
+    def __post_init__(self) -> None:
+        if self.calls is None:
+            limit = self.coordinator.limits.max_model_calls
+            self.calls = CallBudget(limit, subject=str(PromptKind.SYNTHESIS))
 
 
 async def synthesize(s: Synthesis) -> str:
@@ -91,7 +100,8 @@ async def synthesize(s: Synthesis) -> str:
 
     Raises:
         LimitExceeded: A single result or summary does not fit a map prompt (the error names
-            it), or the view still overflows after `MAX_SYNTHESIS_DEPTH` levels.
+            it), the view still overflows after `MAX_SYNTHESIS_DEPTH` levels, or one more
+            call would pass the coordinator's ``max_model_calls`` (nothing is sent).
         ModelError: A call failed, or a map step returned an empty summary.
     """
     try:
@@ -108,7 +118,7 @@ async def synthesize(s: Synthesis) -> str:
             raise
         return await _hierarchical(s, s.budget)
     response = await s.caller.call(
-        subject="synthesis", agent=s.coordinator, model=s.model, prompt=prompt
+        subject="synthesis", agent=s.coordinator, model=s.model, prompt=prompt, budget=s.calls
     )
     return s.mark("synthesis", response)
 
@@ -147,7 +157,11 @@ async def _hierarchical(s: Synthesis, budget: int) -> str:
             items = [(OriginKind.SUMMARY_OF, step) for step in summaries]
             continue
         response = await s.caller.call(
-            subject="synthesis", agent=s.coordinator, model=s.model, prompt=prompt
+            subject="synthesis",
+            agent=s.coordinator,
+            model=s.model,
+            prompt=prompt,
+            budget=s.calls,
         )
         return s.mark("synthesis", response)
     raise AssertionError("unreachable: the last level returns or raises")  # pragma: no cover
@@ -189,7 +203,7 @@ async def _map_step(s: Synthesis, step: int, group: list[_Item], budget: int) ->
     subject = f"{PromptKind.SYNTHESIS_MAP}:{step}"
     prompt = _map_prompt(s, step, group, budget)
     response = await s.caller.call(
-        subject=subject, agent=s.coordinator, model=s.model, prompt=prompt
+        subject=subject, agent=s.coordinator, model=s.model, prompt=prompt, budget=s.calls
     )
     text = s.mark(subject, response)
     if not text.strip():

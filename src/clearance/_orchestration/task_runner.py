@@ -22,6 +22,7 @@ from clearance._orchestration.children import Spawner, gather_children
 from clearance._orchestration.files import read_task_files
 from clearance._orchestration.review_loop import ReviewLoop
 from clearance._orchestration.run import Run, RunSettings, prompt_budget
+from clearance._orchestration.run_memory import with_memories_that_fit
 from clearance._orchestration.steps import run_task_step
 from clearance._orchestration.structured import validated_json
 from clearance._orchestration.task_context import TaskContext
@@ -224,21 +225,24 @@ class TaskRunner:
     ) -> Prompt:
         """Build one attempt's task prompt (with the agent's budgets) and note its size."""
         run = self.run
-        prompt = ctx.builder.build_task_prompt(
-            ctx.task,
-            agent=ctx.agent,
-            queue=run.queue,
-            messages=self.settings.messages,
-            files=files,
-            max_prompt_tokens=ctx.max_prompt_tokens,
-            max_dependency_tokens=ctx.agent.limits.max_dependency_tokens,
-            repair=repair,
-            tools=tools,
-            tool_steps=tool_steps,
-            child_results=ctx.child_results,
-            memories=ctx.memories,
-            findings=ctx.findings,
-            hook_items=ctx.hook_items,
+        prompt = with_memories_that_fit(  # recalled records only as far as there is room
+            lambda memories: ctx.builder.build_task_prompt(
+                ctx.task,
+                agent=ctx.agent,
+                queue=run.queue,
+                messages=self.settings.messages,
+                files=files,
+                max_prompt_tokens=ctx.max_prompt_tokens,
+                max_dependency_tokens=ctx.agent.limits.max_dependency_tokens,
+                repair=repair,
+                tools=tools,
+                tool_steps=tool_steps,
+                child_results=ctx.child_results,
+                memories=memories,
+                findings=ctx.findings,
+                hook_items=ctx.hook_items,
+            ),
+            ctx.memories,
         )
         run.prompt_tokens[ctx.task.id] = prompt.manifest.total_tokens
         return prompt

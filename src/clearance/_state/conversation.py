@@ -8,6 +8,7 @@ from typing import Any
 
 from clearance._core.errors import ConfigError
 from clearance._core.ids import new_id
+from clearance._core.names import check_count
 from clearance._core.prompt import ChatMessage, Role
 
 __all__ = ["ConversationMemory", "Turn"]
@@ -111,12 +112,11 @@ class ConversationMemory:
         """The turns, oldest first: all of them, or the newest ``limit``.
 
         Raises:
-            ConfigError: ``limit`` is negative.
+            ConfigError: ``limit`` is not an integer of 0 or more.
         """
         if limit is None:
             return list(self._turns)
-        if limit < 0:
-            raise ConfigError(f"limit must be 0 or more, got {limit}", field="limit")
+        check_count("limit", limit, least=0)
         return list(self._turns[len(self._turns) - limit :]) if limit else []
 
     def get_last_message(self) -> Turn | None:
@@ -130,10 +130,9 @@ class ConversationMemory:
             The turns removed, oldest first.
 
         Raises:
-            ConfigError: ``n`` is negative.
+            ConfigError: ``n`` is not an integer of 0 or more.
         """
-        if n < 0:
-            raise ConfigError(f"size must be 0 or more, got {n}", field="n")
+        check_count("n", n, least=0)
         cut = max(0, len(self._turns) - n)
         return self.remove([t.id for t in self._turns[:cut]])
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from clearance._core.errors import AccessDenied, ConfigError
+from clearance._core.store_rules import check_grant_pattern, check_ttl
 
 if TYPE_CHECKING:
     from clearance._state.store import ContextStore, StoreEntry
@@ -48,10 +49,7 @@ class StoreGrants:
         entries: list[tuple[str, Access]] = []
         for pattern, access in grants.items():
             where = f"store_grants.{pattern}"
-            if not isinstance(pattern, str) or not pattern or "*" in pattern[:-1]:
-                raise ConfigError(
-                    "a grant is a namespace, or a namespace prefix followed by '*'", field=where
-                )
+            check_grant_pattern(pattern, field=where)
             if access not in _ACCESS:
                 raise ConfigError(
                     f"access must be one of {sorted(_ACCESS)}, got {access!r}", field=where
@@ -153,6 +151,9 @@ class StoreView:
             (`StoreGrants.intersect`), and notes in `lent_refusals` each operation its own
             grants allow but its caller's do not.
 
+    Raises:
+        ConfigError: ``read_extends_ttl_s`` is not a TTL the store accepts (see `check_ttl`).
+
     Attributes:
         grants: What the view allows (the intersection, under a ceiling).
         own_grants: The agent's own grants.
@@ -169,6 +170,7 @@ class StoreView:
         read_extends_ttl_s: float | None = None,
         ceiling: StoreGrants | None = None,
     ):
+        check_ttl(read_extends_ttl_s, "read_extends_ttl_s")
         self._store = store
         self.agent = agent
         self.own_grants = grants

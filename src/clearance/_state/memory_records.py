@@ -162,13 +162,15 @@ class MemoryRecord:
 def memory_lookup(url_or_engine: str | sa.Engine) -> Callable[[str], MemoryRecord | None]:
     """An unscoped lookup of records by id, for auditing (``clearance verify``).
 
-    Not for agents: it ignores scopes. Pass it to `verify_run` as ``memories``. Nothing
-    is created: a database that is not a memory store is refused.
+    Not for agents: it ignores scopes. Pass it to `verify_run` as ``memories``. The
+    database is opened read-only (see `DatabaseBase`): nothing is created, upgraded or
+    written, and a database that is not a memory store is refused.
 
     Raises:
-        StoreError: The database cannot be opened, or is not a memory store.
+        StoreError: The database cannot be opened, or is not a memory store (or is one of
+            an older schema: open it once with write access).
     """
-    database = MemoryDatabase(url_or_engine, create=False)
+    database = MemoryDatabase(url_or_engine, read_only=True)
 
     def lookup(memory_id: str) -> MemoryRecord | None:
         with database._reading(f"read memory {memory_id!r}") as conn:

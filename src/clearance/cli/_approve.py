@@ -84,9 +84,10 @@ def terminal_approver() -> Approver:
 
     The request's text (model output among it) is shown escaped; the answer ``y`` or
     ``yes`` approves, anything else denies (the rest of a ``n <reason>`` answer is the
-    reason).
+    reason). With nobody to answer (stdin closed), the request stays open: its task pauses,
+    as without ``--interactive``.
     """
-    from clearance import ApprovalDecision
+    from clearance import ApprovalDecision, ApprovalPending
     from clearance.runs import default_decider
 
     lock = asyncio.Lock()
@@ -96,7 +97,12 @@ def terminal_approver() -> Approver:
         async with lock:
             asked = f"approval {request.call_id}: {request.describe()}"
             err.print(safe_text(asked), soft_wrap=True)
-            answer = (await asyncio.to_thread(input, "approve? [y/N, or n <reason>] ")).strip()
+            try:
+                answer = await asyncio.to_thread(input, "approve? [y/N, or n <reason>] ")
+            except EOFError:  # no answer can come: left open, decided later
+                err.print()
+                raise ApprovalPending([request.call_id]) from None
+            answer = answer.strip()
         word, _, reason = answer.partition(" ")
         if word.lower() in ("y", "yes"):
             return ApprovalDecision(approved=True, by=by)

@@ -29,18 +29,17 @@ def _reachable(url: str, what: str, option: str) -> None:
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
 
-    from clearance.runs import masked_url
+    from clearance.runs import masked_url, sqlite_file_path
 
     hint = f"; give it with {option} URL"
     if "***" in url:
         raise StoreError(f"the run's {what} is at {url}, whose password is not recorded{hint}")
     try:
-        parsed = make_url(url)
+        make_url(url)
+        path = sqlite_file_path(url)
     except (ArgumentError, ValueError) as exc:
         raise StoreError(f"the run's {what} URL {masked_url(url)!r} is not valid{hint}") from exc
-    database = parsed.database or ""
-    local = database not in ("", ":memory:") and not database.startswith("file:")
-    if parsed.drivername.startswith("sqlite") and local and not Path(database).is_file():
+    if path is not None and not Path(path).is_file():
         raise StoreError(
             f"the run's {what} at {masked_url(url)} is unreachable: no such file{hint}"
         )
@@ -79,8 +78,8 @@ def verify_lookups(
     entries = None
     if store_url is not None:
         _reachable(store_url, "store", "--store")
-        try:
-            opened = ContextStore(store_url)
+        try:  # read-only: verify never creates, migrates or writes to a store
+            opened = ContextStore(store_url, read_only=True)
         except StoreError as exc:
             raise StoreError(
                 f"the run's store is unreachable: {exc}; give it with --store URL"

@@ -32,10 +32,37 @@ if TYPE_CHECKING:
     from clearance.memory import Strategy
 
 
-__all__ = ["check_resumable", "register", "shared_conversation_warning"]
+__all__ = [
+    "MAX_LINE_BYTES",
+    "LineTooLong",
+    "check_resumable",
+    "register",
+    "shared_conversation_warning",
+]
 
 QUIT = "/quit"
 """A line that ends the conversation (as end of input does)."""
+
+MAX_LINE_BYTES = 32 * 1024 * 1024
+"""Longest line of input read as a message, in bytes (line break included): 32 MiB, twice
+the 40% of the largest ``--context-window`` at four bytes a token. A longer line is read to
+its end and dropped, never held whole."""
+
+_CHUNK_BYTES = 65536
+"""Bytes read from stdin at a time."""
+
+
+class LineTooLong(Exception):
+    """A line of input over `MAX_LINE_BYTES` (or the reader's cap); it was read and dropped.
+
+    Attributes:
+        size: The line's size in bytes, line break included.
+    """
+
+    def __init__(self, size: int) -> None:
+        super().__init__(f"the line is {size:,} bytes")
+        self.size = size
+
 
 MAX_CONTEXT_WINDOW = 10_000_000
 """Largest ``--context-window`` accepted, in tokens."""
@@ -83,10 +110,15 @@ class _StdinLines:
     only once another line was typed. A daemon thread reading the file descriptor
     (``os.read``, holding no lock of ``sys.stdin``) is left behind instead. A stream
     without a file descriptor (a test's) is read through its ``buffer``.
+
+    A line over ``max_bytes`` is read to its end (and dropped) in bounded memory, and
+    `readline` raises `LineTooLong`; the next line is read as usual. Reading takes time
+    linear in the input: each chunk is searched once for a line break.
     """
 
-    def __init__(self, stream: TextIO) -> None:
+    def __init__(self, stream: TextIO, *, max_bytes: int = MAX_LINE_BYTES) -> None:
         self._stream = stream
+        self._max_bytes = max_bytes
         self._pending = b""
         try:
             self._fd: int | None = stream.fileno()
@@ -94,7 +126,12 @@ class _StdinLines:
             self._fd = None
 
     async def readline(self) -> bytes:
-        """The next line with its line break (``b""`` at end of input)."""
+        """The next line with its line break (``b""`` at end of input).
+
+        Raises:
+            LineTooLong: The line was over the cap; it was read and dropped.
+            OSError: Reading stdin failed.
+        """
         loop = asyncio.get_running_loop()
         future: asyncio.Future[bytes] = loop.create_future()
 
@@ -119,19 +156,45 @@ class _StdinLines:
 
     def _read_line(self) -> bytes:
         if self._fd is None:
-            buffer = getattr(self._stream, "buffer", None)
-            if buffer is not None:
-                line: bytes = buffer.readline()
-                return line
-            return self._stream.readline().encode("utf-8", "surrogateescape")
-        while b"\n" not in self._pending:
-            chunk = os.read(self._fd, 65536)
+            return self._read_stream_line()
+        parts: list[bytes] = []
+        size = 0
+        chunk, self._pending = self._pending, b""
+        while True:
+            cut = chunk.find(b"\n")
+            if cut >= 0:
+                chunk, self._pending = chunk[: cut + 1], chunk[cut + 1 :]
+            size += len(chunk)
+            if size <= self._max_bytes:
+                parts.append(chunk)
+            else:
+                parts.clear()  # over the cap: the rest of the line is read and dropped
+            if cut >= 0:
+                break
+            chunk = os.read(self._fd, _CHUNK_BYTES)
             if not chunk:
-                line, self._pending = self._pending, b""
-                return line
-            self._pending += chunk
-        line, _, self._pending = self._pending.partition(b"\n")
-        return line + b"\n"
+                break
+        if size > self._max_bytes:
+            raise LineTooLong(size)
+        return b"".join(parts)
+
+    def _read_stream_line(self) -> bytes:
+        """`_read_line` from a stream without a file descriptor."""
+        buffer = getattr(self._stream, "buffer", None)
+
+        def read(most: int) -> bytes:
+            if buffer is not None:
+                data: bytes = buffer.readline(most)
+                return data
+            return self._stream.readline(most).encode("utf-8", "surrogateescape")
+
+        line = read(self._max_bytes + 1)
+        if len(line) <= self._max_bytes:
+            return line
+        size = len(line)
+        while not line.endswith(b"\n") and (line := read(_CHUNK_BYTES)):
+            size += len(line)
+        raise LineTooLong(size)
 
 
 def _agent(loaded: LoadedTeam, name: str) -> Agent:
@@ -201,7 +264,17 @@ async def _converse(session: AgentChat) -> int:
     while True:
         if sys.stdin.isatty():
             err.print("you> ", end="")
-        line = await lines.readline()
+        try:
+            line = await lines.readline()
+        except LineTooLong as exc:  # read to its end and dropped; the conversation goes on
+            err.print(
+                safe_text(
+                    f"error: the line is {exc.size:,} bytes, over the {MAX_LINE_BYTES:,} a "
+                    "message may hold; the message was not sent"
+                ),
+                soft_wrap=True,
+            )
+            continue
         if not line:
             return answered
         try:
@@ -224,7 +297,12 @@ async def _converse(session: AgentChat) -> int:
         except LimitExceeded as exc:
             err.print(safe_text(f"error: {exc}; the message was not sent"), soft_wrap=True)
             continue
-        answer = await session.say(text)
+        try:
+            answer = await session.say(text)
+        except ClearanceError:
+            if session.last_answer is not None:  # answered, then compressing failed
+                out.print(safe_text(session.last_answer), soft_wrap=True)
+            raise
         out.print(safe_text(answer), soft_wrap=True)
         answered += 1
 

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from clearance import ConfigError
-from clearance.cli._common import one_line_errors, out, safe_text
+from clearance.cli._common import one_line_errors, out, safe_text, write_output_file
 from clearance.runs import SCHEMA_ID
 
 __all__ = ["STARTER_TEAM", "register"]
@@ -101,10 +101,17 @@ def init(path: _Path = Path("team.yaml"), force: _Force = False) -> None:
 def _write(path: Path, text: str, *, force: bool) -> None:
     """Write ``text`` to ``path``: a new file, or (``force``) over a file; never via a link.
 
+    Over a file, as every output file is written (`write_output_file`): never into a FIFO
+    (which would block) or a file with another hard link.
+
     Raises:
-        ConfigError: ``path`` exists (without ``force``), is a link, or cannot be written.
+        ConfigError: ``path`` exists (without ``force``), is a link, is not a regular file
+            with one link (with ``force``), or cannot be written.
     """
-    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_TRUNC if force else os.O_EXCL)
+    if force:
+        write_output_file(path, text, flag="path")
+        return
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_EXCL
     try:
         fd = os.open(path, flags, 0o644)
     except FileExistsError:

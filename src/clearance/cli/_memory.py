@@ -78,16 +78,13 @@ def _missing_file(url: str) -> bool:
 
     A folder there is not missing: opening it says it is one.
     """
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
+    from clearance.runs import sqlite_file_path
 
     try:
-        parsed = make_url(url)
-    except (ArgumentError, ValueError):
+        path = sqlite_file_path(url)
+    except ValueError:
         return False  # list_memories names the bad URL
-    database = parsed.database or ""
-    local = database not in ("", ":memory:") and not database.startswith("file:")
-    return parsed.drivername.startswith("sqlite") and local and not Path(database).exists()
+    return path is not None and "\x00" not in path and not Path(path).exists()
 
 
 def register(app: typer.Typer) -> None:

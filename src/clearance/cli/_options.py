@@ -13,6 +13,7 @@ __all__ = [
     "DbOption",
     "InputOption",
     "check_database_folder",
+    "check_store_and_memory",
     "concurrency_option",
     "model_id_option",
     "not_empty",
@@ -82,35 +83,68 @@ InputOption = Annotated[
 
 
 def check_database_folder(url: str, *, default: str, flag: str = "--db") -> None:
-    """Refuse a database URL given by the user whose SQLite file's folder does not exist.
+    """Refuse a database URL given by the user that would not keep what is written to it.
 
-    A command that may create a database (``run``, ``chat``, ``plan``, ``store set``)
-    creates the folder of its default one (``.clearance/``); a folder the user named is
-    never created, as for the output files (``--output``, ``--json``): a mistyped path is
-    said in one line instead of becoming a new folder and an empty database.
+    A command that may create a database (``run``, ``resume``, ``chat``, ``plan``,
+    ``store set``) creates the folder of its default one (``.clearance/``); a folder the
+    user named is never created, as for the output files (``--output``, ``--json``): a
+    mistyped path is said in one line instead of becoming a new folder and an empty
+    database. An in-memory SQLite database (``sqlite://``, ``sqlite:///:memory:``) is
+    refused too: what the command writes would be gone when it ends.
 
     Args:
-        url: The URL given (``sqlite:///path``...); not an SQLite file: nothing to check.
-        default: The option's default URL, whose folder is created.
+        url: The URL given (``sqlite:///path``...); not SQLite: nothing to check.
+        default: The option's default URL; a database in its folder is accepted (the
+            folder is created). ``""`` for none.
         flag: The option, for the error.
 
     Raises:
-        ConfigError: The folder does not exist (``field`` is ``flag``).
+        ConfigError: The folder does not exist, or the database is in memory (``field``
+            is ``flag``).
     """
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
 
-    if url == default:
-        return
+    from clearance.runs import sqlite_file_path
+
     try:
         parsed = make_url(url)
     except (ArgumentError, ValueError):
         return  # opening it names the bad URL
-    database = parsed.database or ""
-    if parsed.get_backend_name() != "sqlite" or database in ("", ":memory:"):
+    if parsed.get_backend_name() != "sqlite":
         return
-    if database.startswith("file:") or parsed.query.get("uri"):
+    try:
+        path = sqlite_file_path(parsed)
+    except ValueError:
+        return  # opening it names the bad argument
+    if path is None:
+        raise ConfigError(
+            "an in-memory SQLite database keeps nothing once the command ends; "
+            "give a file (sqlite:///path)",
+            field=flag,
+        )
+    if "\x00" in path:
+        return  # opening it names the NUL character
+    folder = Path(path).parent
+    default_path = sqlite_file_path(default) if default else None
+    if default_path is not None and folder.resolve() == Path(default_path).parent.resolve():
         return
-    folder = Path(database).parent
     if not folder.is_dir():
         raise ConfigError(f"folder {str(folder)!r} does not exist", field=flag)
+
+
+def check_store_and_memory(store: str | None, memory: str | None) -> None:
+    """`check_database_folder` for ``--store`` and ``--memory`` (``run``, ``resume``).
+
+    A store in the default store's folder (``.clearance/``) is accepted: that folder is
+    created.
+
+    Raises:
+        ConfigError: As `check_database_folder` (``field`` is the option).
+    """
+    from clearance.runs import DEFAULT_LEDGER_URL, DEFAULT_STORE_URL
+
+    if store is not None:
+        check_database_folder(store, default=DEFAULT_STORE_URL, flag="--store")
+    if memory is not None:
+        check_database_folder(memory, default=DEFAULT_LEDGER_URL, flag="--memory")

@@ -33,6 +33,7 @@ from clearance.cli._options import (
     DbOption,
     InputOption,
     check_database_folder,
+    check_store_and_memory,
     concurrency_option,
     model_id_option,
     not_empty,
@@ -185,13 +186,15 @@ def run(
     spec = spec.model_copy(update=update)
     spec = spec.with_model(model) if model is not None else spec
     model_settings(spec, given_as={k: "--" + k.replace("_", "-") for k in given})
-    spec = with_resources(spec, ledger_url=db)
     try:
+        spec = with_resources(spec, ledger_url=db)
         loaded, _ = checked_run(spec, source=str(team_file))
     except ConfigError as exc:  # a value the command line gave is named as its option
-        flag = {"store": ("--store", store_url), "input": ("--input", input_dir)}.get(
-            exc.field or ""
-        )
+        flag = {
+            "store": ("--store", store_url),
+            "memory": ("--memory", memory_url),
+            "input": ("--input", input_dir),
+        }.get(exc.field or "")
         if flag is None or flag[1] is None:
             raise
         raise ConfigError(exc.message, field=flag[0]) from exc
@@ -216,6 +219,7 @@ def run(
         )
     check_output_files({"--output": output, "--json": json_output, "--sarif": sarif_output})
     check_database_folder(db, default=DEFAULT_LEDGER_URL)
+    check_store_and_memory(store_url, memory_url)
     try:  # imported and looked up now, so a bad entry is one line naming the file
         tools = spec_tools(spec)
     except ConfigError as exc:
@@ -368,6 +372,7 @@ def resume(
     from clearance import RunLedger, RunServices, load_team_file, recorded_run_spec, resume_run
     from clearance.runs import spec_tools
 
+    check_store_and_memory(store_url, memory_url)
     progress = RunProgress(out)
     loaded = load_team_file(team_file) if team_file is not None else None
     tools = None
@@ -400,7 +405,8 @@ def resume(
         )
         declared = loaded.tasks if loaded is not None else ()
         work = resume_run(run_id, ledger=ledger, spec=spec, tools=tools, services=services,
-                          force=force, tasks=declared)  # fmt: skip
+                          force=force, tasks=declared,
+                          team=loaded.spec if loaded is not None else None)  # fmt: skip
         result = _run_until_interrupted(work, progress, db)
     print_result(result)
     exit_for(result)

@@ -21,7 +21,7 @@ from rich.text import Text
 from clearance import ConfigError
 from clearance.cli._common import err, one_line_errors, out, safe_text
 from clearance.cli._options import check_database_folder
-from clearance.runs import DEFAULT_STORE_URL, MAX_ROWS
+from clearance.runs import DEFAULT_STORE_URL, MAX_ROWS, MAX_TTL_S
 
 if TYPE_CHECKING:
     from clearance.runs import ToolCallRecord
@@ -74,7 +74,13 @@ def set_(
     key: Annotated[str, typer.Argument(help="Key.")],
     value: Annotated[str, typer.Argument(help="Value (text; JSON for structured reads).")],
     ttl_s: Annotated[
-        float | None, typer.Option("--ttl-s", min=0.001, help="Seconds until it expires.")
+        float | None,
+        typer.Option(
+            "--ttl-s",
+            min=0.001,
+            max=MAX_TTL_S,
+            help="Seconds until it expires (at most 100 years; leave out for never).",
+        ),
     ] = None,
     agent: Annotated[str, typer.Option(help="Recorded as the writer.")] = "operator",
     db: StoreDbOption = DEFAULT_STORE_URL,

@@ -1,7 +1,10 @@
 """The database layer the stores share (SQLAlchemy Core on SQLite or PostgreSQL).
 
 - `engine`: `DatabaseBase`, the engine's lifecycle, transactions and migration run.
-- `sqlite`: SQLite pragmas, write-ahead logging, ``BEGIN IMMEDIATE``, read-only files.
+- `opening`: `open_engine`, the URL's checks and each database's connection settings
+  (a deadline to connect to PostgreSQL).
+- `sqlite`: SQLite pragmas, write-ahead logging, ``BEGIN IMMEDIATE``, read-only files,
+  the file an SQLite URL names.
 - `held`: `HeldConnections`, one connection per thread on an SQLite file.
 - `fastpath`: `DriverStatement`, SQLAlchemy's compiled SQL run on the DB-API connection.
 - `migrations`: `Schema` and `SchemaChange`, ordered migrations declaring their tables.

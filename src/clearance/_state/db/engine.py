@@ -10,14 +10,13 @@ transactions whose failures surface as `StoreError` naming the operation and the
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from types import TracebackType
 from typing import Any, NoReturn, Self
 
-from sqlalchemy import create_engine, func, select
+from sqlalchemy import func, select
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -27,14 +26,8 @@ from clearance._state.db.failures import failure_cause, mask_url
 from clearance._state.db.fastpath import DriverStatement
 from clearance._state.db.held import HeldConnections
 from clearance._state.db.migrations import Schema, lock_key
-from clearance._state.db.sqlite import (
-    WRITE_OPTION,
-    configure_sqlite,
-    ensure_sqlite_folder,
-    is_sqlite_file,
-    read_only_sqlite,
-)
-from clearance._state.db.types import serialize_json
+from clearance._state.db.opening import is_sqlite_file_url, open_engine, supported_dialect
+from clearance._state.db.sqlite import WRITE_OPTION
 
 __all__ = ["DatabaseBase", "open_engine"]
 
@@ -53,7 +46,9 @@ class DatabaseBase:
         clock: Source of timestamps (aware UTC).
         read_only: Open an SQLite file read-only (``mode=ro``; see `read_only_sqlite`),
             creating nothing and writing nothing, so a file or folder without write
-            permission can be read; writes then fail with `StoreError`. Implies ``create``
+            permission can be read; on PostgreSQL every session is read-only
+            (``TRANSACTION READ ONLY``). Writes then fail with `StoreError`, and a
+            schema that is not the latest is refused, not upgraded. Implies ``create``
             false, on any database.
         create: Create the database (an SQLite file and its folder) and its tables when it
             has none yet. ``False``, for code that acts on what a database already holds:
@@ -63,8 +58,11 @@ class DatabaseBase:
 
     Raises:
         StoreError: The URL is malformed or names an unsupported database or a missing
-            driver, or names a folder, or (``create`` false) an SQLite file that does not
-            exist; the message holds the URL (password masked) and the cause.
+            driver, or names a folder, or gives an SQLite query argument that would be
+            ignored, or (``create`` false) an SQLite file that does not exist, or the
+            database cannot be reached (a PostgreSQL server fails after
+            `clearance._state.db.opening.CONNECT_TIMEOUT_S` without an answer); the
+            message holds the URL (password masked) and the cause.
     """
 
     _LABEL = "database"
@@ -72,6 +70,9 @@ class DatabaseBase:
     """Whether each thread holds one connection of an SQLite file (`HeldConnections`)."""
     _PAGE_SIZE: int | None = None
     """The page size of an SQLite file this creates (bytes); ``None``: SQLite's (4096)."""
+    _LOCK_TIMEOUT_MS: int | None = None
+    """On PostgreSQL, how long a statement waits for a lock another session holds before it
+    fails (``lock_timeout``); ``None``: the server's setting (by default, forever)."""
 
     def __init__(
         self,
@@ -90,13 +91,13 @@ class DatabaseBase:
         if isinstance(url, Engine):  # shared with its owner, used as it is configured
             self._url = url.url.render_as_string(hide_password=True)
             self._read_only = False
-            self._dialect = _supported(url, self._LABEL, self._url)
+            self._dialect = supported_dialect(url, self._LABEL, self._url)
             self._engine = url
             self._held: HeldConnections | None = None
         else:
             self._url = mask_url(url)
-            sqlite_file = _is_sqlite_file_url(url)
-            self._read_only = read_only and sqlite_file
+            sqlite_file = is_sqlite_file_url(url)
+            self._read_only = read_only and (sqlite_file or _backend(url) == "postgresql")
             if sqlite_file and not self._create and not self._read_only:
                 self._probe_url = url
             hold = self._HOLD_CONNECTIONS and sqlite_file
@@ -106,6 +107,7 @@ class DatabaseBase:
                 hold=hold,
                 read_only=self._read_only,
                 page_size=self._PAGE_SIZE,
+                lock_timeout_ms=self._LOCK_TIMEOUT_MS,
                 create=self._create,
             )
             self._dialect = self._engine.dialect.name
@@ -359,92 +361,9 @@ class DatabaseBase:
             self._give_up_held(held, exc, self._read_error(operation, exc))
 
 
-def _is_sqlite_file_url(url: str) -> bool:
+def _backend(url: str) -> str | None:
+    """The backend a URL names (``"sqlite"``, ``"postgresql"``...); ``None``: it does not parse."""
     try:
-        return is_sqlite_file(make_url(url))
+        return make_url(url).get_backend_name()
     except (SQLAlchemyError, ValueError, TypeError):
-        return False
-
-
-def _check_sqlite_path(path: str, label: str, masked: str, *, must_exist: bool) -> None:
-    """Refuse an SQLite file that is a folder, or (``must_exist``) that does not exist.
-
-    Raises:
-        StoreError: One line naming the URL (SQLite itself says only "unable to open
-            database file").
-    """
-    if os.path.isdir(path):
-        raise StoreError(f"cannot open the {label} at {masked}: it is a folder, not a file")
-    if must_exist and not os.path.exists(path):
-        raise StoreError(f"no {label} at {masked}: the file does not exist")
-
-
-def _supported(engine: Engine, label: str, masked: str) -> str:
-    """The dialect name of ``engine``, if SQLite or PostgreSQL.
-
-    Raises:
-        StoreError: Another database.
-    """
-    dialect = engine.dialect.name
-    if dialect not in ("sqlite", "postgresql"):
-        raise StoreError(
-            f"cannot open the {label} at {masked}: unsupported database {dialect!r} "
-            "(use sqlite or postgresql)"
-        )
-    return dialect
-
-
-def open_engine(
-    url: str,
-    *,
-    label: str = "database",
-    hold: bool = False,
-    read_only: bool = False,
-    page_size: int | None = None,
-    create: bool = True,
-) -> Engine:
-    """An engine for ``url`` configured as the stores use it (see `clearance._state.db.sqlite`).
-
-    The parent folder of a writable SQLite file is created, unless ``create`` is false.
-
-    Args:
-        url: SQLAlchemy URL (``sqlite:///path``, ``postgresql+psycopg://...``).
-        label: What is opened (``"run ledger"``...), for error messages.
-        hold: Each thread will hold one connection of an SQLite file (`HeldConnections`):
-            the pool does not limit its overflow and no ``BEGIN`` is sent by SQLAlchemy.
-        read_only: Open an SQLite file read-only (`read_only_sqlite`).
-        page_size: The page size of an SQLite file created (bytes); ``None``: SQLite's.
-        create: Create an SQLite file (and its folder) that does not exist; ``False``: refuse
-            it, as ``read_only`` does.
-
-    Raises:
-        StoreError: The URL is malformed or names an unsupported database or a missing
-            driver, or an SQLite file that is a folder, or (``read_only`` or not ``create``)
-            one that does not exist; the message holds the URL (password masked) and the
-            cause.
-    """
-    masked = mask_url(url)
-    try:
-        parsed = make_url(url)
-        if is_sqlite_file(parsed):
-            _check_sqlite_path(
-                str(parsed.database), label, masked, must_exist=read_only or not create
-            )
-            if create and not read_only:
-                ensure_sqlite_folder(parsed)
-        # A thread holds its connection (see `HeldConnections`): none may wait for one.
-        options: dict[str, Any] = {"max_overflow": -1} if hold else {}
-        if read_only:
-            assert parsed.database is not None
-            options["creator"] = read_only_sqlite(parsed.database)
-        engine = create_engine(parsed, json_serializer=serialize_json, **options)
-    except (SQLAlchemyError, ImportError, OSError, ValueError) as exc:
-        raise StoreError(f"cannot open the {label} at {masked}: {failure_cause(exc)}") from exc
-    try:
-        dialect = _supported(engine, label, masked)
-    except StoreError:
-        engine.dispose()
-        raise
-    if dialect == "sqlite":
-        configure_sqlite(engine, begin_event=not hold, read_only=read_only, page_size=page_size)
-    return engine
+        return None

@@ -21,12 +21,17 @@ from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_expone
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
+    "PYSQLITE_QUERY_ARGUMENTS",
+    "UNICODE_LOWER",
     "WRITE_OPTION",
     "configure_sqlite",
     "enable_wal",
     "ensure_sqlite_folder",
     "is_sqlite_file",
     "read_only_sqlite",
+    "register_unicode_lower",
+    "sqlite_file_path",
+    "uri_flag",
 ]
 
 BUSY_TIMEOUT_MS = 10_000
@@ -54,24 +59,102 @@ def _bind_none_directly() -> None:
 _bind_none_directly()
 
 
+PYSQLITE_QUERY_ARGUMENTS = frozenset(
+    {"uri", "timeout", "isolation_level", "detect_types", "check_same_thread", "cached_statements"}
+)
+"""The query arguments of an SQLite URL that SQLAlchemy passes to ``sqlite3.connect``; with
+``uri=true`` the others go into the SQLite URI, without it they would be ignored."""
+
+
+def uri_flag(url: URL) -> bool:
+    """Whether ``uri`` is true in the URL's query (SQLAlchemy's reading of it).
+
+    Raises:
+        ValueError: ``uri`` is not a boolean (``true``, ``false``, ``1``, ``0``...).
+    """
+    from sqlalchemy.util import asbool
+
+    value = url.query.get("uri")
+    if value is None:
+        return False
+    try:
+        if isinstance(value, str):
+            return bool(asbool(value))
+    except ValueError:
+        pass
+    raise ValueError(f"uri must be true or false, got {value!r}")
+
+
+def sqlite_file_path(url: str | URL) -> str | None:
+    """The path of the SQLite database file that ``url`` names, or ``None``.
+
+    ``None`` for a URL that does not parse, is not SQLite, or names an in-memory database
+    (``sqlite://``, ``sqlite:///:memory:``, or an SQLite URI such as ``file::memory:`` or
+    one with ``mode=memory``). With ``uri=true``, a database starting with ``file:`` is an
+    SQLite URI (``file:path``, ``file:///abs/path``, https://www.sqlite.org/uri.html) whose
+    percent-decoded path is returned; any other database, with or without ``uri``, is the
+    file's path as written (relative to the working folder).
+
+    Raises:
+        ValueError: ``uri`` is not a boolean, or a URI names a host other than
+            ``localhost``.
+    """
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    if isinstance(url, str):
+        try:
+            url = make_url(url)
+        except (ArgumentError, ValueError):
+            return None
+    database = url.database or ""
+    if url.get_backend_name() != "sqlite" or database in ("", ":memory:"):
+        return None
+    if not (database.startswith("file:") and uri_flag(url)):
+        return database
+    parts = urllib.parse.urlsplit(database)
+    if parts.netloc not in ("", "localhost"):
+        raise ValueError(f"an SQLite URI names no host but localhost, got {parts.netloc!r}")
+    given = url.query.get("mode", ())
+    modes = [
+        *urllib.parse.parse_qs(parts.query).get("mode", []),
+        *((given,) if isinstance(given, str) else given),
+    ]
+    path = urllib.parse.unquote(parts.path)
+    if "memory" in modes or path in ("", ":memory:"):
+        return None
+    return path
+
+
 def is_sqlite_file(url: URL) -> bool:
-    """Whether ``url`` names an SQLite database file (not ``:memory:``, not a URI)."""
-    database = url.database
-    return (
-        url.get_backend_name() == "sqlite"
-        and bool(database)
-        and database != ":memory:"
-        and not str(database).startswith("file:")
-        and not url.query.get("uri")
-    )
+    """Whether ``url`` names an SQLite database file (not an in-memory database).
+
+    Raises:
+        ValueError: As `sqlite_file_path`.
+    """
+    return sqlite_file_path(url) is not None
 
 
 def ensure_sqlite_folder(url: URL) -> None:
     """Create the parent folder of an SQLite database file."""
-    database = url.database
-    if not database or database == ":memory:" or database.startswith("file:"):
-        return
-    Path(database).parent.mkdir(parents=True, exist_ok=True)
+    path = sqlite_file_path(url)
+    if path is not None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+
+
+UNICODE_LOWER = "clearance_lower"
+"""The SQL name of `register_unicode_lower`'s function: ``lower`` for every letter, since
+SQLite's own ``lower`` folds only ASCII letters (``É`` stays ``É``) where PostgreSQL's folds
+them all."""
+
+
+def _unicode_lower(value: str | bytes | int | float | None) -> str | bytes | int | float | None:
+    return value.lower() if isinstance(value, str) else value
+
+
+def register_unicode_lower(dbapi_connection: sqlite3.Connection) -> None:
+    """Give an SQLite connection `UNICODE_LOWER`: Python's ``str.lower`` (``NULL`` stays)."""
+    dbapi_connection.create_function(UNICODE_LOWER, 1, _unicode_lower, deterministic=True)
 
 
 def _is_locked(exc: BaseException) -> bool:

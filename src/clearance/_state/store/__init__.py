@@ -6,13 +6,25 @@
 """
 
 from clearance._state.store.context_store import DEFAULT_STORE_URL, ContextStore
-from clearance._state.store.entry import DEFAULT_EXTENSION_TTL_S, MAX_TTL_S, StoreEntry
+from clearance._state.store.entry import (
+    DEFAULT_EXTENSION_TTL_S,
+    MAX_AGENT_CHARS,
+    MAX_KEY_CHARS,
+    MAX_NAMESPACE_CHARS,
+    MAX_TTL_S,
+    MAX_VALUE_BYTES,
+    StoreEntry,
+)
 from clearance._state.store.schema import escape_like
 
 __all__ = [
     "DEFAULT_EXTENSION_TTL_S",
     "DEFAULT_STORE_URL",
+    "MAX_AGENT_CHARS",
+    "MAX_KEY_CHARS",
+    "MAX_NAMESPACE_CHARS",
     "MAX_TTL_S",
+    "MAX_VALUE_BYTES",
     "ContextStore",
     "StoreEntry",
     "escape_like",

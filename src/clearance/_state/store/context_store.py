@@ -37,7 +37,8 @@ from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import ConfigError, StoreError
 from clearance._core.locations import DEFAULT_STORE_URL
 from clearance._core.row_limit import check_limit
-from clearance._state.db import DatabaseBase, DriverStatement
+from clearance._state.db import BUSY_TIMEOUT_MS, DatabaseBase, DriverStatement
+from clearance._state.db.sqlite import UNICODE_LOWER, register_unicode_lower
 from clearance._state.store.entry import (
     DEFAULT_EXTENSION_TTL_S,
     StoreEntry,
@@ -65,8 +66,11 @@ class ContextStore(DatabaseBase):
 
     Safe to share between threads and processes: each write is one short transaction, and
     on SQLite writers queue on the database lock (``BEGIN IMMEDIATE`` with a busy timeout)
-    instead of failing; each read is one ``SELECT``, a consistent snapshot that sees every
-    write committed before it (on an SQLite file it runs in autocommit, without ``BEGIN``).
+    instead of failing. No operation waits for a lock longer than that timeout (10 s,
+    ``lock_timeout`` on PostgreSQL), nor for a PostgreSQL server to answer longer than
+    `clearance._state.db.opening.CONNECT_TIMEOUT_S`: it fails with `StoreError`. Each read
+    is one ``SELECT``, a consistent snapshot that sees every write committed before it (on
+    an SQLite file it runs in autocommit, without ``BEGIN``).
     On an SQLite file each thread keeps one connection for all its operations (a forked
     child opens its own); elsewhere each operation takes one from the pool. Usable as a
     context manager; `close` releases every connection.
@@ -91,6 +95,7 @@ class ContextStore(DatabaseBase):
 
     _LABEL = "store"
     _HOLD_CONNECTIONS = True
+    _LOCK_TIMEOUT_MS = BUSY_TIMEOUT_MS  # as long as an SQLite writer waits for the lock
 
     def __init__(
         self,
@@ -147,8 +152,8 @@ class ContextStore(DatabaseBase):
                 f"a store value must be text, got {type(value).__name__} (encode JSON first)",
                 field="value",
             )
-        check_names(namespace=namespace, key=key)
         check_text(namespace=namespace, key=key, value=value, agent=agent)
+        check_names(namespace=namespace, key=key, agent=agent, value=value)
         now = self._clock()
         params = {
             "namespace": namespace,
@@ -186,9 +191,11 @@ class ContextStore(DatabaseBase):
             ttl_s: Seconds until the entry expires; ``None`` for never.
 
         Raises:
-            ConfigError: ``ttl_s`` is not positive and at most `MAX_TTL_S`, or ``value`` is
-                not text, or ``namespace`` or ``key`` is empty, or an argument is text that is
-                not valid UTF-8 (a lone surrogate).
+            ConfigError: ``ttl_s`` is not a number of seconds from `MIN_TTL_S` to `MAX_TTL_S`,
+                or ``namespace`` or ``key`` is empty, or ``namespace``, ``key`` or ``agent``
+                is longer than its column (`MAX_NAMESPACE_CHARS`, `MAX_KEY_CHARS`,
+                `MAX_AGENT_CHARS`), or ``value`` is over `MAX_VALUE_BYTES`, or an argument
+                is not text or holds a NUL character or a lone surrogate.
             StoreError: The database could not be written.
         """
         check_ttl(ttl_s)
@@ -216,9 +223,11 @@ class ContextStore(DatabaseBase):
             ttl_s: Seconds from now (default `DEFAULT_EXTENSION_TTL_S`, 90 days).
 
         Raises:
-            ConfigError: ``ttl_s`` is not positive and at most `MAX_TTL_S`, or ``value`` is
-                not text, or ``namespace`` or ``key`` is empty, or an argument is text that is
-                not valid UTF-8 (a lone surrogate).
+            ConfigError: ``ttl_s`` is not a number of seconds from `MIN_TTL_S` to `MAX_TTL_S`,
+                or ``namespace`` or ``key`` is empty, or ``namespace``, ``key`` or ``agent``
+                is longer than its column (`MAX_NAMESPACE_CHARS`, `MAX_KEY_CHARS`,
+                `MAX_AGENT_CHARS`), or ``value`` is over `MAX_VALUE_BYTES`, or an argument
+                is not text or holds a NUL character or a lone surrogate.
             StoreError: The database could not be written.
         """
         check_ttl(ttl_s)
@@ -239,8 +248,8 @@ class ContextStore(DatabaseBase):
             Whether a live entry existed.
 
         Raises:
-            ConfigError: ``ttl_s`` is not positive and at most `MAX_TTL_S`, or an argument is
-                text that is not valid UTF-8 (a lone surrogate).
+            ConfigError: ``ttl_s`` is not a number of seconds from `MIN_TTL_S` to `MAX_TTL_S`,
+                or an argument is not text or holds a NUL character or a lone surrogate.
             StoreError: The database could not be written.
         """
         check_ttl(ttl_s)
@@ -259,7 +268,8 @@ class ContextStore(DatabaseBase):
         """The live entry at ``(namespace, key)``, or ``None`` when absent or expired.
 
         Raises:
-            ConfigError: Text that is not valid UTF-8 (a lone surrogate) in an argument.
+            ConfigError: An argument is not text or holds a NUL character or a lone
+                surrogate.
             StoreError: The database could not be read.
         """
         check_text(namespace=namespace, key=key)
@@ -274,7 +284,8 @@ class ContextStore(DatabaseBase):
         Expired entries are filtered out, not deleted (see `cleanup`).
 
         Raises:
-            ConfigError: Text that is not valid UTF-8 (a lone surrogate) in an argument.
+            ConfigError: An argument is not text or holds a NUL character or a lone
+                surrogate.
             StoreError: The database could not be read.
         """
         check_text(namespace=namespace, key=key)
@@ -312,8 +323,8 @@ class ContextStore(DatabaseBase):
             limit: Most entries returned (1 to `MAX_ROWS`, 10,000).
 
         Raises:
-            ConfigError: ``limit`` is out of that range, or an argument is text that is not valid
-                UTF-8 (a lone surrogate).
+            ConfigError: ``limit`` is out of that range, or an argument is not text or holds
+                a NUL character or a lone surrogate.
             StoreError: The database could not be read.
         """
         check_limit(limit)
@@ -334,8 +345,8 @@ class ContextStore(DatabaseBase):
             limit: Most entries returned (1 to `MAX_ROWS`, 10,000).
 
         Raises:
-            ConfigError: ``limit`` is out of that range, or an argument is text that is not valid
-                UTF-8 (a lone surrogate).
+            ConfigError: ``limit`` is out of that range, or an argument is not text or holds
+                a NUL character or a lone surrogate.
             StoreError: The database could not be read.
         """
         check_limit(limit)
@@ -352,6 +363,10 @@ class ContextStore(DatabaseBase):
     def search(self, patterns: Iterable[str], text: str, limit: int = 10) -> list[StoreEntry]:
         """Live entries whose key or value holds ``text`` (case-insensitive), newest first.
 
+        Case is folded with Unicode's lowercase on every database (``Éclair`` finds
+        ``éclair``), on SQLite by a function of Python's, since SQLite's ``lower`` folds only
+        ASCII letters.
+
         Only namespaces matching one of ``patterns`` are searched: a namespace, or a prefix
         followed by ``*`` (as in `StoreGrants`). Agents reach it only through
         `StoreView.search`, which passes their read grants.
@@ -362,13 +377,18 @@ class ContextStore(DatabaseBase):
             limit: Most entries returned (1 to `MAX_ROWS`, 10,000).
 
         Raises:
-            ConfigError: ``limit`` is out of that range.
+            ConfigError: ``limit`` is out of that range, or ``text`` or a pattern is not text
+                or holds a NUL character or a lone surrogate.
             StoreError: The database could not be read.
         """
         check_limit(limit)
+        check_text(text=text)
+        patterns = sorted(set(patterns))
+        for pattern in patterns:
+            check_text(pattern=pattern)
         c = ENTRIES.c
         scopes = []
-        for pattern in sorted(set(patterns)):
+        for pattern in patterns:
             if pattern.endswith("*"):
                 prefix = pattern[:-1]
                 scopes.append(
@@ -382,27 +402,38 @@ class ContextStore(DatabaseBase):
         if not scopes:
             return []
         needle = "%" + escape_like(text.lower()) + "%"
+        sqlite = self._dialect == "sqlite"
+        lower = getattr(func, UNICODE_LOWER) if sqlite else func.lower
         stmt = (
             select(ENTRIES)
             .where(
                 or_(*scopes),
                 or_(
-                    func.lower(c.key).like(needle, escape=LIKE_ESCAPE),
-                    func.lower(c.value).like(needle, escape=LIKE_ESCAPE),
+                    lower(c.key).like(needle, escape=LIKE_ESCAPE),
+                    lower(c.value).like(needle, escape=LIKE_ESCAPE),
                 ),
                 live(),
             )
             .order_by(c.updated_at.desc(), c.namespace, c.key)
             .limit(limit)
         )
-        return self._select(stmt, {}, "search")
+        return self._select(stmt, {}, "search", unicode_lower=sqlite)
 
     def _select(
-        self, stmt: Select[Any], params: dict[str, Any], operation: str
+        self,
+        stmt: Select[Any],
+        params: dict[str, Any],
+        operation: str,
+        *,
+        unicode_lower: bool = False,
     ) -> list[StoreEntry]:
         params["now"] = self._clock()
         entry = self._entry
         with self._reading(operation) as conn:
+            if unicode_lower:  # on the connection itself: an engine shared with us has none
+                dbapi = conn.connection.dbapi_connection
+                assert dbapi is not None
+                register_unicode_lower(dbapi)  # type: ignore[arg-type]
             rows = conn.execute(stmt, params).all()  # one fetchall, not a fetch per row
         return [entry(row) for row in rows]
 
@@ -413,7 +444,8 @@ class ContextStore(DatabaseBase):
             Whether an entry was removed.
 
         Raises:
-            ConfigError: Text that is not valid UTF-8 (a lone surrogate) in an argument.
+            ConfigError: An argument is not text or holds a NUL character or a lone
+                surrogate.
             StoreError: The database could not be written.
         """
         check_text(namespace=namespace, key=key)

@@ -7,10 +7,16 @@ from datetime import datetime
 from typing import Any
 
 from clearance._core.errors import ConfigError
+from clearance._core.store_rules import MAX_TTL_S, MIN_TTL_S, check_ttl
 
 __all__ = [
     "DEFAULT_EXTENSION_TTL_S",
+    "MAX_AGENT_CHARS",
+    "MAX_KEY_CHARS",
+    "MAX_NAMESPACE_CHARS",
     "MAX_TTL_S",
+    "MAX_VALUE_BYTES",
+    "MIN_TTL_S",
     "StoreEntry",
     "check_names",
     "check_text",
@@ -56,34 +62,70 @@ class StoreEntry:
         }
 
 
-MAX_TTL_S = 100 * 365 * 24 * 3600.0
-"""Longest TTL accepted, in seconds (100 years); use ``None`` for an entry that never expires.
-A larger or infinite TTL would overflow the expiry timestamp."""
+MAX_NAMESPACE_CHARS = 255
+"""Longest namespace written, in characters (the column's size on PostgreSQL)."""
 
+MAX_KEY_CHARS = 1024
+"""Longest key written, in characters (the column's size on PostgreSQL)."""
 
-def check_ttl(ttl_s: float | None, field: str = "ttl_s") -> None:
-    if ttl_s is not None and not 0 < ttl_s <= MAX_TTL_S:  # NaN and infinity too
-        raise ConfigError(
-            f"must be a positive number of seconds up to {MAX_TTL_S:.0f} (100 years; "
-            f"none for never), got {ttl_s!r}",
-            field=field,
-        )
+MAX_AGENT_CHARS = 255
+"""Longest agent name recorded with an entry, in characters (the column's size)."""
+
+MAX_VALUE_BYTES = 1_000_000_000
+"""Largest value written, in bytes of UTF-8: SQLite's default longest string, a little under
+PostgreSQL's 1 GB for one text. A value over it is refused before it is sent (the driver
+would fail on it, past 2 GiB with an error that is not the database's)."""
+
+_MAX_CHARS = {"namespace": MAX_NAMESPACE_CHARS, "key": MAX_KEY_CHARS, "agent": MAX_AGENT_CHARS}
 
 
 def check_text(**fields: str) -> None:
-    """Refuse text no database driver can encode (lone surrogates), naming the field."""
+    """Refuse what no database driver stores as text, naming the field.
+
+    Raises:
+        ConfigError: A value is not a string, or holds a NUL character (PostgreSQL text
+            cannot), or a lone surrogate (not valid UTF-8).
+    """
     for name, value in fields.items():
-        if isinstance(value, str) and not value.isascii():
+        if not isinstance(value, str):
+            raise ConfigError(f"must be text, got {type(value).__name__}", field=name)
+        if "\x00" in value:
+            raise ConfigError(
+                "holds a NUL character, which a store cannot keep in text", field=name
+            )
+        if not value.isascii():
             try:
                 value.encode("utf-8")
             except UnicodeEncodeError:
                 raise ConfigError(
-                    f"{value!r} is not valid UTF-8 (it holds a lone surrogate)", field=name
+                    f"{value!r:.80} is not valid UTF-8 (it holds a lone surrogate)", field=name
                 ) from None
 
 
 def check_names(**fields: str) -> None:
-    """Refuse an empty namespace or key (an entry nobody could name), naming the field."""
+    """Refuse a name an entry cannot be written under, naming the field.
+
+    An empty namespace or key (an entry nobody could name), or a namespace, key or agent
+    longer than its column (`MAX_NAMESPACE_CHARS`, `MAX_KEY_CHARS`, `MAX_AGENT_CHARS`; the
+    same limit on SQLite as on PostgreSQL, which enforces it), or a value over
+    `MAX_VALUE_BYTES`.
+
+    Raises:
+        ConfigError: As above.
+    """
     for name, value in fields.items():
-        if value == "":
+        if name == "value" and isinstance(value, str) and len(value) > MAX_VALUE_BYTES // 4:
+            size = len(value.encode("utf-8", "surrogatepass"))
+            if size > MAX_VALUE_BYTES:
+                raise ConfigError(
+                    f"is {size:,} bytes of UTF-8, over the limit of {MAX_VALUE_BYTES:,}",
+                    field=name,
+                )
+            continue
+        if value == "" and name != "agent":
             raise ConfigError("must not be empty", field=name)
+        most = _MAX_CHARS.get(name)
+        if most is not None and isinstance(value, str) and len(value) > most:
+            raise ConfigError(
+                f"is {len(value):,} characters long, over the limit of {most:,}", field=name
+            )
