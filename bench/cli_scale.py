@@ -10,6 +10,11 @@ in a process of its own: ``python -m clearance run FILE --db sqlite:///…``, it
 (the child's user + system, `os.wait4`) of ``--runs`` runs, and per task. The largest size
 stays under the team file's 1 MiB cap.
 
+Then, on the largest size's last run, the commands that read a recorded run: ``inspect RUN
+--no-pager`` (every prompt), ``verify RUN`` and ``view RUN --output FILE`` (the HTML page),
+each in a process of its own: wall time, CPU time, peak memory (``ru_maxrss``) and the bytes
+it wrote (the terminal output, or the page).
+
 ``python -m bench.cli_scale [--sizes 500,1000,2000,4000] [--runs 3] [--out FILE]`` prints one
 line per size, then the marginal wall time per task between the two smallest and between the
 two largest sizes (what each task adds, the command's start-up left out; it grows with size
@@ -65,23 +70,60 @@ def team_file(tasks: int, seed: int = 7) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_once(team: Path, db: Path) -> tuple[float, float]:
-    """``(wall s, CPU s)`` of one ``clearance run`` of ``team`` in a child process."""
-    for leftover in db.parent.glob(db.name + "*"):
-        leftover.unlink()
-    command = [sys.executable, "-m", "clearance", "run", str(team), "--db", f"sqlite:///{db}"]
+def _clearance(args: list[str], cwd: Path, stdout: Any = subprocess.DEVNULL) -> dict[str, float]:
+    """Run ``python -m clearance ARGS`` in a child process: its wall s, CPU s and peak KB.
+
+    Raises:
+        SystemExit: The command failed (its last error lines are named).
+    """
+    command = [sys.executable, "-m", "clearance", *args]
     t0 = time.perf_counter()
-    child = subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=db.parent
-    )
+    child = subprocess.Popen(command, stdout=stdout, stderr=subprocess.PIPE, cwd=cwd)
     assert child.stderr is not None
     errors = child.stderr.read()
     _, status, usage = os.wait4(child.pid, 0)
     wall = time.perf_counter() - t0
-    child.returncode = os.waitstatus_to_exitcode(status)
-    if child.returncode:
-        raise SystemExit(f"clearance run failed ({child.returncode}): {errors.decode()[-500:]}")
-    return wall, usage.ru_utime + usage.ru_stime
+    code = os.waitstatus_to_exitcode(status)
+    if code:
+        raise SystemExit(f"clearance {args[0]} failed ({code}): {errors.decode()[-500:]}")
+    cpu = usage.ru_utime + usage.ru_stime
+    return {"wall_s": wall, "cpu_s": cpu, "max_rss_kb": float(usage.ru_maxrss)}
+
+
+def run_once(team: Path, db: Path) -> tuple[float, float]:
+    """``(wall s, CPU s)`` of one ``clearance run`` of ``team`` in a child process."""
+    for leftover in db.parent.glob(db.name + "*"):
+        leftover.unlink()
+    used = _clearance(["run", str(team), "--db", f"sqlite:///{db}"], db.parent)
+    return used["wall_s"], used["cpu_s"]
+
+
+def measure_readers(db: Path) -> dict[str, dict[str, float]]:
+    """``inspect``, ``verify`` and ``view`` of the one run in ``db``: see the module."""
+    import sqlite3
+
+    with sqlite3.connect(db) as connection:
+        (run_id,) = connection.execute("SELECT run_id FROM runs").fetchone()
+    found: dict[str, dict[str, float]] = {}
+    out = db.parent / "reader.out"
+    page = db.parent / "page.html"
+    commands = {
+        "inspect": ["inspect", run_id, "--no-pager"],
+        "verify": ["verify", run_id],
+        "view": ["view", run_id, "--output", str(page)],
+    }
+    for name, args in commands.items():
+        with out.open("wb") as sink:
+            used = _clearance([*args, "--db", f"sqlite:///{db}"], db.parent, stdout=sink)
+        written = page if name == "view" else out
+        found[name] = {**used, "output_bytes": float(written.stat().st_size)}
+        peak_mb, wrote_mb = used["max_rss_kb"] / 1024, found[name]["output_bytes"] / 1e6
+        print(
+            f"  {name:8s} wall {used['wall_s']:6.2f} s, CPU {used['cpu_s']:6.2f} s, "
+            f"peak {peak_mb:7.1f} MB, wrote {wrote_mb:8.2f} MB",
+            flush=True,
+        )
+    return found
 
 
 def measure(sizes: list[int], runs: int) -> dict[str, Any]:
@@ -101,6 +143,8 @@ def measure(sizes: list[int], runs: int) -> dict[str, Any]:
                 f"CPU {cpu:6.2f} s ({cpu / tasks * 1e3:.2f} ms/task)",
                 flush=True,
             )
+        print(f"  reading the {rows[-1]['tasks']:,}-task run:", flush=True)
+        readers = measure_readers(Path(tmp) / "runs.db")
     marginal: dict[str, float] = {}
     if len(rows) > 1:
         for a, b in ((rows[0], rows[1]), (rows[-2], rows[-1])):
@@ -114,6 +158,7 @@ def measure(sizes: list[int], runs: int) -> dict[str, Any]:
         "load_average": os.getloadavg()[0],
         "rows": rows,
         "marginal_s_per_task": marginal,
+        "readers": {"tasks": rows[-1]["tasks"], **readers},
     }
 
 
@@ -155,6 +200,19 @@ def report_lines(now: dict[str, Any] | None, earlier: dict[str, Any] | None) -> 
     for span, value in now["marginal_s_per_task"].items():
         was = f" (earlier {was_marginal[span] * 1e3:.2f} ms)" if span in was_marginal else ""
         lines.append(f"- {span} tasks: **{value * 1e3:.2f} ms**{was}")
+    readers = now.get("readers")
+    if readers:
+        was_readers = (earlier or {}).get("readers") or {}
+        lines += ["", f"Reading the {readers['tasks']:,}-task run back (each command in a process"
+                  " of its own; *wrote*: its terminal output, or the page `view` writes):", "",
+                  "| command | wall s | CPU s | peak MB | wrote MB | earlier wall s |",
+                  "|---|---|---|---|---|---|"]  # fmt: skip
+        for name in ("inspect", "verify", "view"):
+            r, old = readers[name], was_readers.get(name)
+            was = f"{old['wall_s']:.2f}" if old else "-"
+            peak_mb, wrote_mb = r["max_rss_kb"] / 1024, r["output_bytes"] / 1e6
+            lines.append(f"| `{name}` | {r['wall_s']:.2f} | {r['cpu_s']:.2f} | {peak_mb:.0f} | "
+                         f"{wrote_mb:.1f} | {was} |")  # fmt: skip
     return [*lines, ""]
 
 
