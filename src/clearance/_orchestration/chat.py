@@ -36,7 +36,7 @@ from clearance._state.memory import MemoryRecord, PersistentMemory
 from clearance._state.team_conversation import TeamConversation
 from clearance.models._base import ChatModel
 
-__all__ = ["AgentChat"]
+__all__ = ["AgentChat", "check_room_for_prompt"]
 
 
 class AgentChat:
@@ -256,6 +256,23 @@ class AgentChat:
         return list(unique.values())
 
 
+def check_room_for_prompt(agent: Agent, window: int, *, field: str) -> int:
+    """The agent's ``max_output_tokens``, checked to leave room for a prompt in ``window``.
+
+    Raises:
+        ConfigError: The window (tokens) is not larger than ``max_output_tokens``; ``field``
+            names the setting that gave it.
+    """
+    reserved = agent.limits.max_output_tokens
+    if window <= reserved:
+        raise ConfigError(
+            f"a context window of {window} tokens leaves no room for a prompt next to the "
+            f"max_output_tokens ({reserved}) of agent {agent.name!r}",
+            field=field,
+        )
+    return reserved
+
+
 def _room_for_answer(
     agent: Agent, window: int, trigger_threshold: float, target_ratio: float
 ) -> tuple[float, float]:
@@ -268,13 +285,7 @@ def _room_for_answer(
     Raises:
         ConfigError: ``max_output_tokens`` leaves no room for a prompt in the window.
     """
-    reserved = agent.limits.max_output_tokens
-    if window <= reserved:
-        raise ConfigError(
-            f"a context window of {window} tokens leaves no room for a prompt next to the "
-            f"max_output_tokens ({reserved}) of agent {agent.name!r}",
-            field="context_window",
-        )
+    reserved = check_room_for_prompt(agent, window, field="context_window")
     share = (window - reserved) / window
     if share >= trigger_threshold:
         return trigger_threshold, target_ratio

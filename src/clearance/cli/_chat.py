@@ -240,13 +240,9 @@ def _window(agent: Agent, model_id: str, model_window: int | None, given: int | 
             f"the context window of {model_id} is unknown; give --context-window N",
             field="--context-window",
         )
-    reserved = agent.limits.max_output_tokens
-    if window <= reserved:
-        raise ConfigError(
-            f"{window} tokens leave no room for a prompt next to the max_output_tokens "
-            f"({reserved}) of agent {agent.name!r}",
-            field="--context-window",
-        )
+    from clearance._orchestration.chat import check_room_for_prompt  # with the session
+
+    check_room_for_prompt(agent, window, field="--context-window")
     return window
 
 
