@@ -6,8 +6,8 @@
 do the same:
 
 - preparing a spec: `checked_run`, `with_resources`, `model_settings`, `spec_tools`,
-  `ExecutorSpec` (its `ExecutorKind`), `WINDOWED_PROVIDERS`, and `check_chat_agent` for
-  ``clearance chat``;
+  `ExecutorSpec` (its `ExecutorKind`), `WINDOWED_PROVIDERS`, and `check_chat_agent` and
+  `check_room_for_prompt` (its context window) for ``clearance chat``;
 - the ledger's records: `RunRecord`, `TaskRecord`, `CallRecord`, `EventRecord`,
   `ToolCallRecord`, and where runs and the store live (`DEFAULT_LEDGER_URL`,
   `DEFAULT_STORE_URL`, `masked_url`, `sqlite_file_path`); `MAX_ROWS`, the most rows one
@@ -39,6 +39,7 @@ if typing.TYPE_CHECKING:
     from clearance._core.teamfile_models import check_model_id
     from clearance._core.vocabulary import ExecutorKind
     from clearance._orchestration.approval import Approver, decide, default_decider
+    from clearance._orchestration.chat import check_room_for_prompt
     from clearance._orchestration.estimate import TaskEstimate, estimate_tasks, wall_time_range
     from clearance._orchestration.plan_only import PlannedRun, plan_only, plan_team_file
     from clearance._orchestration.run_config import WINDOWED_PROVIDERS, model_settings, spec_tools
@@ -76,6 +77,7 @@ __all__ = [
     "WINDOWED_PROVIDERS",
     "check_chat_agent",
     "check_model_id",
+    "check_room_for_prompt",
     "checked_run",
     "concurrency_notice",
     "decide",
@@ -116,6 +118,7 @@ _EXPORTS = {
     "WINDOWED_PROVIDERS": "clearance._orchestration.run_config",
     "check_chat_agent": "clearance._core.teamfile_checks",
     "check_model_id": "clearance._core.teamfile_models",
+    "check_room_for_prompt": "clearance._orchestration.chat",
     "checked_run": "clearance._orchestration.spec_run",
     "concurrency_notice": "clearance._state.graph_shape",
     "decide": "clearance._orchestration.approval",

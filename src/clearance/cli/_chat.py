@@ -240,7 +240,7 @@ def _window(agent: Agent, model_id: str, model_window: int | None, given: int | 
             f"the context window of {model_id} is unknown; give --context-window N",
             field="--context-window",
         )
-    from clearance._orchestration.chat import check_room_for_prompt  # with the session
+    from clearance.runs import check_room_for_prompt  # with the session
 
     check_room_for_prompt(agent, window, field="--context-window")
     return window
