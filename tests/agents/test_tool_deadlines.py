@@ -240,3 +240,53 @@ def test_a_team_file_deadline_reaches_the_tool(team_dir: Path, openai_server, mo
     inspect = CliRunner().invoke(app, ["inspect", run_id, "--task", "t", "--no-pager",
                                        "--db", db])  # fmt: skip
     assert "did not return within 0.25 s" in inspect.output
+
+
+GIVEN_TEAM = """\
+name: given
+agents:
+  - {name: a, instructions: "You work.", tools: [probe]}
+tools:
+  probe: {timeout_s: 0.5, idempotent: true}
+tasks:
+  - {id: t, title: T, description: Do it., assignee: a}
+"""
+
+
+def probe(x: int) -> str:
+    """Probe."""
+    return str(x)
+
+
+@pytest.mark.parametrize("as_tool", [False, True])
+def test_a_long_form_entry_without_function_sets_the_given_tools_options(tmp_path, as_tool):
+    """A tool given in code gets its entry's options: the keys are not accepted for nothing."""
+    from clearance import RunSpec
+    from clearance.runs import spec_tools
+
+    (tmp_path / "team.yaml").write_text(GIVEN_TEAM)
+    spec = RunSpec.from_file(tmp_path / "team.yaml")
+    given = Tool.from_function(probe) if as_tool else probe
+    for each in (spec, RunSpec.from_record(spec.to_record(), run_id="r")):  # run and resume
+        (tool,) = spec_tools(each, {"probe": given}).values()
+        tool = tool if isinstance(tool, Tool) else Tool.from_function(tool)
+        assert (tool.timeout_s, tool.idempotent, tool.replay) == (0.5, True, True)
+    assert Tool.from_function(probe).timeout_s == TOOL_TIMEOUT_S  # the function is unchanged
+
+
+def test_an_entry_changes_only_the_options_it_sets(tmp_path):
+    """``approval: required`` alone leaves the function's own marks as they are."""
+    from clearance import RunSpec
+    from clearance.runs import spec_tools
+
+    def marked(x: int) -> str:
+        """Marked."""
+        return str(x)
+
+    mark_tool(marked, idempotent=True, timeout_s=7)
+    (tmp_path / "team.yaml").write_text(GIVEN_TEAM.replace("{timeout_s: 0.5, idempotent: true}",
+                                                           "{approval: required}"))  # fmt: skip
+    spec = RunSpec.from_file(tmp_path / "team.yaml")
+    (function,) = spec_tools(spec, {"probe": marked}).values()
+    tool = Tool.from_function(function)
+    assert (tool.timeout_s, tool.idempotent) == (7, True)

@@ -55,6 +55,7 @@ __all__ = [
     "mark_tool",
     "record_started",
     "tool_caller",
+    "tool_marks",
     "tool_name",
 ]
 
@@ -288,15 +289,25 @@ class Tool:
             return ToolOutput(content=text)
 
         threaded = not inspect.iscoroutinefunction(function)
-        flags = getattr(function, _FLAGS, {})
-        return cls(
-            name=tool_name, description=description, parameters=schema, run=run,
-            idempotent=bool(flags.get("idempotent", False)), replay=bool(flags.get("replay", True)),
-            timeout_s=flags.get("timeout_s", TOOL_TIMEOUT_S),
-        )  # fmt: skip
+        return cls(name=tool_name, description=description, parameters=schema, run=run,
+                   **tool_marks(function))  # fmt: skip
 
 
 _FLAGS = "__clearance_tool__"
+
+
+def tool_marks(function: Callable[..., Any]) -> dict[str, Any]:
+    """``function``'s `mark_tool` marks: ``idempotent``, ``replay`` and ``timeout_s``.
+
+    Returns:
+        The three, each as marked, or its default (`Tool`'s; `TOOL_TIMEOUT_S`) if unmarked.
+    """
+    marks = getattr(function, _FLAGS, {})
+    return {
+        "idempotent": bool(marks.get("idempotent", False)),
+        "replay": bool(marks.get("replay", True)),
+        "timeout_s": float(marks.get("timeout_s", TOOL_TIMEOUT_S)),
+    }
 
 
 def check_tool_timeout(timeout_s: object, *, allow_none: bool = False) -> None:

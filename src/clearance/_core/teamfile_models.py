@@ -415,6 +415,8 @@ class ToolEntrySpec(_Strict):
 
     ``function`` is ``None`` for a tool that is given in code (``tools=``) rather than
     imported: a run records such a tool by name, and resuming it needs the tool given again.
+    The options an entry sets apply to its tool either way; those it leaves out stay as the
+    tool has them (`mark_tool`).
     """
 
     function: str | None = Field(default=None, min_length=1)

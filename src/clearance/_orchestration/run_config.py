@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from clearance._agents.mcp import load_mcp_tools_sync
-from clearance._agents.tools import Tool, import_function, marked_tool
+from clearance._agents.tools import Tool, import_function, marked_tool, tool_marks
 from clearance._core.errors import ConfigError
 from clearance._core.mcp_spec import mcp_refs
 from clearance._core.run_spec import MASK, RunSpec
@@ -250,11 +250,10 @@ def spec_tools(
     """
     tools: dict[str, Tool | Callable[..., Any]] = dict(given or {})
     for name, path in tool_import_paths(spec, tools):
-        function = import_function(path, field=f"tools.{name}")
-        if not isinstance(entry := spec.tools[name], str):
-            function = marked_tool(function, idempotent=entry.idempotent, replay=entry.replay,
-                                   timeout_s=entry.timeout_s)  # fmt: skip
-        tools[name] = function
+        tools[name] = import_function(path, field=f"tools.{name}")
+    for name, entry in spec.tools.items():  # a long form's options: imported or given alike
+        if not isinstance(entry, str) and name in tools:
+            tools[name] = with_entry_options(tools[name], entry)
     agents = (*spec.agents, *((spec.coordinator,) if spec.coordinator else ()))
     refs = [r for a in agents for r in mcp_refs(a.tools) if r.model_name not in tools]
     if not refs:
@@ -278,6 +277,27 @@ def spec_tools(
         "(see clearance.load_mcp_tools)",
         field="mcp_servers",
     )
+
+
+_ENTRY_OPTIONS = ("idempotent", "replay", "timeout_s")
+"""A long-form ``tools:`` entry's options that change how its tool is called."""
+
+
+def with_entry_options(
+    tool: Tool | Callable[..., Any], entry: ToolEntrySpec
+) -> Tool | Callable[..., Any]:
+    """``tool`` with the options its long-form ``tools:`` entry sets.
+
+    Only the options the entry sets (``idempotent``, ``replay``, ``timeout_s``) change; the
+    others stay as the tool has them (a `Tool`'s fields, a function's `mark_tool` marks). A
+    function is wrapped (`marked_tool`), never changed itself.
+    """
+    options = {k: getattr(entry, k) for k in _ENTRY_OPTIONS if k in entry.model_fields_set}
+    if not options:
+        return tool
+    if isinstance(tool, Tool):
+        return dataclasses.replace(tool, **options)
+    return marked_tool(tool, **{**tool_marks(tool), **options})
 
 
 def derived_spec(
