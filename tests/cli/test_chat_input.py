@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from clearance.cli._chat import MAX_LINE_BYTES, LineTooLong, _StdinLines
+from clearance.cli._stdin import MAX_LINE_BYTES, LineTooLong
+from clearance.cli._stdin import StdinLines as _StdinLines
 
 
 class Pipe:

@@ -17,7 +17,8 @@ This is the usual "summary buffer" design of conversation memory (for example La
 Packer et al., 2023), with thresholds expressed as fractions of the context window.
 
 When long-term memory is given, every dropped turn is recorded there *before* it leaves the
-conversation, so nothing is lost. What was dropped or summarized is returned as a
+conversation, so nothing is lost; each recording runs off the event loop, under a deadline
+(``memory_timeout_s``, `memory_call`). What was dropped or summarized is returned as a
 `CompressionRecord`, which the caller passes to the next prompt's manifest.
 """
 
@@ -35,6 +36,11 @@ from clearance._core.prompt import Prompt, sha256_text
 from clearance._core.spec import Agent
 from clearance._state.conversation import ConversationMemory, Turn
 from clearance._state.memory import MemoryRecord, PersistentMemory
+from clearance._state.memory_calls import (
+    DEFAULT_MEMORY_TIMEOUT_S,
+    check_memory_timeout,
+    memory_call,
+)
 
 __all__ = ["CompressionRecord", "ContextWindowMonitor", "Strategy", "SummaryCall"]
 
@@ -105,11 +111,13 @@ class ContextWindowMonitor:
             drop them for good.
         summary_max_tokens: Most tokens a summary may take; ``None`` means a tenth of the
             window. The room is reserved below the target before turns are chosen.
+        memory_timeout_s: Deadline in seconds of each recording in ``long_term``.
 
     Raises:
         ConfigError: A ratio that is not a number in (0, 1], a target not below the
             trigger, an unknown strategy, a window that is not an integer of at least 1, or
-            a ``summary_max_tokens`` that is not a positive integer below the target.
+            a ``summary_max_tokens`` that is not a positive integer below the target, or a
+            ``memory_timeout_s`` that is not a number of seconds above 0 and at most a day.
     """
 
     def __init__(
@@ -122,8 +130,10 @@ class ContextWindowMonitor:
         strategy: Strategy = "drop_oldest",
         long_term: PersistentMemory | None = None,
         summary_max_tokens: int | None = None,
+        memory_timeout_s: float = DEFAULT_MEMORY_TIMEOUT_S,
     ):
         check_count("context_window", context_window, least=1)
+        self.memory_timeout_s = check_memory_timeout(memory_timeout_s, field="memory_timeout_s")
         check_number("trigger_threshold", trigger_threshold)
         check_number("target_ratio", target_ratio)
         if not 0 < trigger_threshold <= 1:
@@ -200,6 +210,8 @@ class ContextWindowMonitor:
                 target (instructions, system turns, the newest turn and memories alone are
                 too large).
             ModelError: The summary could not be written.
+            StoreError: Recording the dropped turns in ``long_term`` failed or did not
+                finish within ``memory_timeout_s``; the conversation is unchanged.
         """
         turns = conversation.get_messages()
         before = self.measure(agent, turns, memories)
@@ -213,7 +225,7 @@ class ContextWindowMonitor:
         reserve = self.summary_max_tokens if self.strategy == "summarize" else 0
         budget = self.target_tokens - reserve
         dropped = self._choose(agent, turns, memories, budget, keep_newest=keep_newest)
-        recorded = self._record(dropped)
+        recorded = await self._record(dropped)
 
         summary: Turn | None = None
         if self.strategy == "summarize" and dropped:
@@ -232,7 +244,7 @@ class ContextWindowMonitor:
                 agent, conversation.get_messages(), memories, self.target_tokens,
                 keep_newest=keep_newest,
             )  # fmt: skip
-            recorded += self._record(extra)
+            recorded += await self._record(extra)
             conversation.remove(t.id for t in extra)
             dropped = [*dropped, *extra]
             after = self.measure(agent, conversation.get_messages(), memories)
@@ -247,12 +259,22 @@ class ContextWindowMonitor:
             recorded_to_memory=recorded,
         )
 
-    def _record(self, turns: Sequence[Turn]) -> tuple[str, ...]:
-        """Record dropped turns (not summaries) in long-term memory; their ids (none without)."""
+    async def _record(self, turns: Sequence[Turn]) -> tuple[str, ...]:
+        """Record dropped turns (not summaries) in long-term memory; their ids (none without).
+
+        Raises:
+            StoreError: The memory failed or did not answer within ``memory_timeout_s``.
+        """
         real = [t for t in turns if not t.id.startswith("summary_")]
-        if self.long_term is None or not real:
+        long_term = self.long_term
+        if long_term is None or not real:
             return ()
-        self.long_term.record(real)
+        await memory_call(
+            "recording dropped turns",
+            lambda: long_term.record(real),
+            timeout_s=self.memory_timeout_s,
+            where="the memory store",
+        )
         return tuple(t.id for t in real)
 
     def _choose(

@@ -133,6 +133,23 @@ def check_number(field: str, value: object) -> None:
         raise ConfigError(f"must be a finite number, got {value}", field=field)
 
 
+def check_seconds(field: str, value: object, *, most: float) -> float:
+    """``value`` as a duration in seconds, checked: a number above 0 and at most ``most``.
+
+    Raises:
+        ConfigError: Not a number (``True``, text and NaN included), not above 0, or above
+            ``most``; the message names ``field`` and the value given.
+    """
+    check_number(field, value)
+    assert isinstance(value, int | float)
+    if not 0 < value <= most:
+        raise ConfigError(
+            f"must be a number of seconds above 0 and at most {most:g}, got {value!r}",
+            field=field,
+        )
+    return float(value)
+
+
 def _kind(value: Any) -> str:
     """What was given, for a message: a bool or ``None`` as itself, else its type."""
     if isinstance(value, bool) or value is None:

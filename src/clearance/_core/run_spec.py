@@ -42,10 +42,25 @@ from clearance._core.teamfile_models import (
 )
 from clearance._core.vocabulary import ExecutorKind
 
-__all__ = ["MASK", "MAX_CONCURRENCY", "RECORD_KEYS", "ExecutorSpec", "RunSpec", "validation_error"]
+__all__ = [
+    "ANSWER_TIMEOUT_S",
+    "MASK",
+    "MAX_ANSWER_TIMEOUT_S",
+    "MAX_CONCURRENCY",
+    "RECORD_KEYS",
+    "ExecutorSpec",
+    "RunSpec",
+    "validation_error",
+]
 
 MAX_CONCURRENCY = 100_000
 """Most tasks a run may set to run at once (``max_concurrency``)."""
+
+ANSWER_TIMEOUT_S = 3600.0
+"""How long a person (an approver, or the person answering subagents' questions) may take
+on one request by default, in seconds (``--answer-timeout``)."""
+MAX_ANSWER_TIMEOUT_S = 86_400.0
+"""The longest such deadline accepted (a day)."""
 
 RECORD_KEYS = ("process", "synthesis_ids")
 """Keys a run's recorded config holds beside its spec: the process that runs it (written by

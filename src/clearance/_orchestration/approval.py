@@ -24,6 +24,7 @@ the loop goes on. A denied task fails, like any failed task (its dependents foll
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import getpass
 from collections.abc import Awaitable, Callable, Iterable
@@ -35,15 +36,19 @@ from clearance._context.verify_approvals import denial_text as call_denial_text
 from clearance._core.errors import ApprovalDenied, ApprovalPending, ConfigError
 from clearance._core.event_schema import ApprovalRequestedEvent, parse_event
 from clearance._core.ids import new_id
+from clearance._core.names import check_seconds
 from clearance._core.prompt import canonical_json
+from clearance._core.run_spec import ANSWER_TIMEOUT_S, MAX_ANSWER_TIMEOUT_S
 from clearance._core.spec import Task
 from clearance._core.vocabulary import ApprovalKind, EventKind
 from clearance._state.ledger import EventRecord, Recorder, RunLedger
 from clearance._state.queue import TaskQueue, TaskStatus
 
 __all__ = [
+    "ANSWER_TIMEOUT_S",
     "ApprovalDecision",
     "ApprovalGate",
+    "check_answer_timeout",
     "ApprovalRequest",
     "Approver",
     "awaiting_approval",
@@ -148,6 +153,15 @@ Approver = Callable[[ApprovalRequest], Awaitable[ApprovalDecision]]
 leave the request open (nobody can answer now): its task pauses as without an approver."""
 
 
+def check_answer_timeout(timeout_s: object) -> float:
+    """A deadline on a person's answer, in seconds: above 0 and at most a day.
+
+    Raises:
+        ConfigError: It is not (the message names ``answer_timeout_s``).
+    """
+    return check_seconds("answer_timeout_s", timeout_s, most=MAX_ANSWER_TIMEOUT_S)
+
+
 def default_decider() -> str:
     """The name of the person running this process (the OS user)."""
     try:
@@ -177,6 +191,8 @@ class ApprovalGate:
         run_id: The run.
         tools: Names of the tools whose calls require approval.
         approver: Asks a person on the spot; ``None`` pauses the task instead.
+        timeout_s: Most seconds ``approver`` may take on one request; past it the request
+            stays open and its task pauses, as without an approver.
     """
 
     def __init__(
@@ -186,8 +202,10 @@ class ApprovalGate:
         *,
         tools: Iterable[str] = (),
         approver: Approver | None = None,
+        timeout_s: float = ANSWER_TIMEOUT_S,
     ) -> None:
         self.ledger = ledger
+        self.timeout_s = check_answer_timeout(timeout_s)
         self.run_id = run_id
         self.tools = frozenset(tools)
         self.approver = approver
@@ -312,12 +330,28 @@ class ApprovalGate:
             requests.append(request)
         for request in requests:
             if request.call_id not in self._decisions and self.approver is not None:
-                decision = await self.approver(request)
+                decision = await self._ask(self.approver, request)
                 self._record_decision(request, decision)
         waiting = [r.call_id for r in requests if r.call_id not in self._decisions]
         if waiting:
             raise ApprovalPending(waiting)
         return [(r, self._decisions[r.call_id]) for r in requests]
+
+    async def _ask(self, approver: Approver, request: ApprovalRequest) -> ApprovalDecision:
+        """``approver``'s decision on ``request``, under the deadline.
+
+        Raises:
+            ApprovalPending: No decision came within ``timeout_s`` (the approver is
+                cancelled), or the approver left the request open.
+        """
+        deadline = asyncio.timeout(self.timeout_s)
+        try:
+            async with deadline:
+                return await approver(request)
+        except TimeoutError:
+            if not deadline.expired():  # the approver's own failure, not our deadline
+                raise
+            raise ApprovalPending([request.call_id]) from None
 
     def _record_decision(self, request: ApprovalRequest, decision: ApprovalDecision) -> None:
         self._decisions[request.call_id] = decision

@@ -15,7 +15,8 @@ absolute), as runs do, so ``verify`` checks memory items with no flags.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from sqlalchemy.engine import make_url
 
@@ -33,10 +34,13 @@ from clearance._orchestration.run_memory import absolute_url, masked_url, with_m
 from clearance._state.conversation import ConversationMemory, Turn
 from clearance._state.ledger import Recorder
 from clearance._state.memory import MemoryRecord, PersistentMemory
+from clearance._state.memory_calls import DEFAULT_MEMORY_TIMEOUT_S, memory_call
 from clearance._state.team_conversation import TeamConversation
 from clearance.models._base import ChatModel
 
 __all__ = ["AgentChat", "check_room_for_prompt"]
+
+T = TypeVar("T")
 
 
 class AgentChat:
@@ -61,6 +65,9 @@ class AgentChat:
         recall_limit: Most long-term records retrieved per turn (0 to 50).
         ledger: Where each call is recorded (as run ``run_id``); ``None`` for no record.
         context_window: Overrides ``model.context_window``.
+        memory_timeout_s: Deadline in seconds of each long-term memory operation (recall,
+            recording dropped turns, posting to the shared conversation). Each runs off the
+            event loop (`memory_call`); past its deadline the turn fails with `StoreError`.
 
     Attributes:
         last_answer: The answer of the latest `say`, set as soon as the model gave it (before
@@ -71,7 +78,8 @@ class AgentChat:
         ConfigError: The model has no known context window and none is given, the window
             is not a positive integer or leaves no room for a prompt next to the agent's
             ``max_output_tokens``, ``recall_limit`` is not an integer from 0 to 50, or
-            ``shared_group`` is not a declared group.
+            ``shared_group`` is not a declared group, or ``memory_timeout_s`` is not a
+            number of seconds above 0 and at most a day.
     """
 
     def __init__(
@@ -88,6 +96,7 @@ class AgentChat:
         recall_limit: int = 3,
         ledger: Recorder | None = None,
         context_window: int | None = None,
+        memory_timeout_s: float = DEFAULT_MEMORY_TIMEOUT_S,
     ):
         window = context_window if context_window is not None else model.context_window
         if window is None:
@@ -111,6 +120,7 @@ class AgentChat:
             target_ratio=target_ratio,
             strategy=strategy,
             long_term=memory,
+            memory_timeout_s=memory_timeout_s,
         )
         self.team: TeamConversation | None = None
         if shared_group is not None:
@@ -122,6 +132,7 @@ class AgentChat:
                 )
             self.team = TeamConversation(memory, group)
         self.recall_limit = recall_limit
+        self.memory_timeout_s = self.monitor.memory_timeout_s
         self.ledger = ledger
         self.run_id = new_id("run")
         self.compressions: list[CompressionRecord] = []
@@ -179,6 +190,8 @@ class AgentChat:
             LimitExceeded: The message is too large (`check_message`: the conversation is
                 unchanged), or the prompt does not fit even after compression.
             ModelError: The model failed.
+            StoreError: The long-term memory failed or did not answer within
+                ``memory_timeout_s``.
         """
         with agent_span(run_id=self.run_id, agent=self.agent.name, conversation_id=self.run_id):
             return await self._say(text)
@@ -208,7 +221,7 @@ class AgentChat:
                 compression=compression,
                 max_prompt_tokens=budget,
             ),
-            tuple(self._recall(text)),
+            tuple(await self._memory("recall", lambda: self._recall(text))),
         )
         self._pending = []
         self.prompts.append(prompt)
@@ -221,7 +234,8 @@ class AgentChat:
         )
         self.conversation.add(answer)
         if self.team is not None:
-            self.team.post(answer)
+            team = self.team
+            await self._memory("posting to the shared conversation", lambda: team.post(answer))
         await self._compress(keep_newest=False)  # an answer too long to keep may go too
         return response.text
 
@@ -244,6 +258,12 @@ class AgentChat:
         if len(self._pending) > 1:
             data["earlier"] = [r.to_dict() for r in self._pending[:-1]]
         return data
+
+    async def _memory(self, what: str, function: Callable[[], T]) -> T:
+        """A long-term memory operation, off the event loop and under its deadline."""
+        return await memory_call(
+            what, function, timeout_s=self.memory_timeout_s, where="the memory store"
+        )
 
     def _recall(self, text: str) -> list[MemoryRecord]:
         held = {t.id for t in self.conversation.get_messages()}

@@ -72,8 +72,9 @@ class RunExecution:
         run, ledger = self.run, self.settings.ledger
         settings, recorded = self.settings, self.run.recorded
         run.gate = ApprovalGate(
-            ledger, run.run_id, tools=settings.approval_tools, approver=settings.approver
-        )
+            ledger, run.run_id, tools=settings.approval_tools, approver=settings.approver,
+            timeout_s=settings.answer_timeout_s,
+        )  # fmt: skip
         run.runtime = AgentRuntime(
             run_id=run.run_id, team=settings.team, ledger=ledger, caller=run.caller,
             store=settings.store, user_tools=settings.tools, model_for=settings.model_for,
@@ -312,6 +313,7 @@ class RunExecution:
                 coordinator_builder=run.builder(coordinator_model),
                 coordinator_budget=prompt_budget(coordinator, coordinator_model),
                 ask_person=settings.ask_person,
+                answer_timeout_s=settings.answer_timeout_s,
             )  # fmt: skip
         spawners = {a.name for a in settings.team.agents if a.can_spawn}
         if any(t.fan_out is not None or t.assignee in spawners for t in tasks):

@@ -466,12 +466,12 @@ class Orchestrator:
         return RunSettings(
             team=self.team, ledger=self.ledger, messages=self.messages, clock=self._clock,
             model_for=self._models.for_agent, emit=self._emit, memory=self.memory,
-            memory_groups=self._memory_groups, store=self.store, tools=self._tools,
-            input_root=options.input_root, project_root=self.project_root,
+            memory_groups=self._memory_groups, store=self.store, approver=services.approver,
+            input_root=options.input_root, project_root=self.project_root, tools=self._tools,
             file_caps=options.file_caps, clarification_rounds=options.clarification_rounds,
             workspace_root=options.workspace_root, ask_person=services.ask_person,
             synthesis_from=options.synthesis_from, max_concurrency=options.max_concurrency,
-            approval_tools=options.approval_tools, approver=services.approver,
+            approval_tools=options.approval_tools, answer_timeout_s=services.answer_timeout_s,
         )  # fmt: skip
 
     def _emit(

@@ -25,7 +25,12 @@ from clearance._core.run_spec import MAX_CONCURRENCY
 from clearance._core.spec import Agent, Team
 from clearance._core.teamfile_models import MODEL_OPTION_KEYS
 from clearance._core.vocabulary import RunEventKind
-from clearance._orchestration.approval import ApprovalGate, Approver
+from clearance._orchestration.approval import (
+    ANSWER_TIMEOUT_S,
+    ApprovalGate,
+    Approver,
+    check_answer_timeout,
+)
 from clearance._orchestration.children import ChildRunner
 from clearance._orchestration.executor import ModelExecutor
 from clearance._orchestration.result import RunEvent
@@ -142,6 +147,14 @@ class RunServices:
         approver: Asks a person about each approval on the spot; ``None`` pauses the run
             instead (`RunResult.status` ``"awaiting_approval"``).
         hooks: User hooks around the run, tasks, model and tool calls (`RunHooks`).
+        answer_timeout_s: Most seconds ``approver`` or ``ask_person`` may take on one
+            request (an hour by default; at most a day). Past it an approval stays open,
+            its task pausing as without an approver, and a question gets no answer
+            (``"(no answer was given)"``).
+
+    Raises:
+        ConfigError: ``answer_timeout_s`` is not a number of seconds above 0 and at most a
+            day.
     """
 
     models: Mapping[str, ChatModel] = field(default_factory=dict)
@@ -152,9 +165,11 @@ class RunServices:
     ask_person: AskPerson | None = None
     approver: Approver | None = None
     hooks: tuple[RunHooks, ...] = ()
+    answer_timeout_s: float = ANSWER_TIMEOUT_S
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "hooks", tuple(self.hooks))
+        object.__setattr__(self, "answer_timeout_s", check_answer_timeout(self.answer_timeout_s))
 
 
 class Emit(Protocol):
@@ -196,6 +211,7 @@ class RunSettings:
     max_concurrency: int
     approval_tools: frozenset[str] = frozenset()
     approver: Approver | None = None
+    answer_timeout_s: float = ANSWER_TIMEOUT_S
 
 
 @dataclass(slots=True)

@@ -29,7 +29,6 @@ recorded.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -44,10 +43,15 @@ from clearance._core.errors import ClearanceError, ConfigError, LimitExceeded, S
 from clearance._core.ids import new_id
 from clearance._core.prompt import Prompt
 from clearance._core.spec import Agent, Task
-from clearance._state.db import failure_cause, mask_url
+from clearance._state.db import BUSY_TIMEOUT_MS, failure_cause, mask_url
 from clearance._state.db.engine import open_engine
 from clearance._state.ledger import Recorder
 from clearance._state.memory import MemoryRecord, PersistentMemory, partition_of
+from clearance._state.memory_calls import (
+    DEFAULT_MEMORY_TIMEOUT_S,
+    check_memory_timeout,
+    memory_call,
+)
 
 __all__ = [
     "MemoryOnError",
@@ -60,9 +64,6 @@ __all__ = [
 
 MemoryOnError = Literal["fail", "continue"]
 """What a task does when the memory database fails: fail, or continue without memory."""
-
-DEFAULT_MEMORY_TIMEOUT_S = 30.0
-"""Deadline of one recall or record, in seconds."""
 
 
 def masked_url(url: str) -> str:
@@ -157,7 +158,7 @@ class RunMemory:
 
     Raises:
         ConfigError: The URL is malformed, ``on_error`` is unknown or ``timeout_s`` is not
-            positive.
+            a number of seconds above 0 and at most a day.
     """
 
     def __init__(
@@ -171,11 +172,9 @@ class RunMemory:
             raise ConfigError(
                 f"must be 'fail' or 'continue', got {on_error!r}", field="memory.on_error"
             )
-        if not 0 < timeout_s < 10**6:
-            raise ConfigError("must be a positive number of seconds", field="memory.timeout_s")
         self.url = absolute_url(url)
         self.on_error: MemoryOnError = on_error
-        self.timeout_s = timeout_s
+        self.timeout_s = check_memory_timeout(timeout_s, field="memory.timeout_s")
         self._engine: sa.Engine | None = None
         self._memories: dict[_MemoryKey, PersistentMemory] = {}
         self._lock = threading.Lock()
@@ -237,7 +236,9 @@ class RunMemory:
                 return held
             try:
                 if self._engine is None:  # shared by the agents' memories
-                    self._engine = open_engine(self.url, label="memory store")
+                    self._engine = open_engine(  # a write waits for a lock as a store's does
+                        self.url, label="memory store", lock_timeout_ms=BUSY_TIMEOUT_MS
+                    )
                 memory = PersistentMemory(
                     self._engine, agent=agent, groups=groups, provider=provider
                 )
@@ -249,20 +250,10 @@ class RunMemory:
             return memory
 
     async def _in_thread(self, what: str, function: Any) -> Any:
-        """Run a blocking database operation with the deadline; failures become `StoreError`."""
-        try:
-            return await asyncio.wait_for(asyncio.to_thread(function), self.timeout_s)
-        except TimeoutError as exc:
-            raise StoreError(
-                f"{what}: the memory store at {self.masked_url} did not answer within "
-                f"{self.timeout_s:g} s"
-            ) from exc
-        except StoreError as exc:
-            raise StoreError(f"{what}: {exc}") from exc
-        except (SQLAlchemyError, OSError) as exc:
-            raise StoreError(
-                f"{what}: the memory store at {self.masked_url} failed: {failure_cause(exc)}"
-            ) from exc
+        """Run a blocking database operation with the deadline (`memory_call`)."""
+        return await memory_call(
+            what, function, timeout_s=self.timeout_s, where=f"the memory store at {self.masked_url}"
+        )
 
     # -- the hooks --------------------------------------------------------------------------
 

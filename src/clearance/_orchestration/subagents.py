@@ -18,6 +18,7 @@ Spawned children are in `children.py`.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -31,6 +32,7 @@ from clearance._core.errors import ClearanceError, ModelError, SubagentError
 from clearance._core.prompt import sha256_text
 from clearance._core.spec import Agent
 from clearance._core.vocabulary import ClarificationKind, EventKind
+from clearance._orchestration.approval import ANSWER_TIMEOUT_S, check_answer_timeout
 from clearance._orchestration.run_memory import with_memories_that_fit
 from clearance._orchestration.task_context import TaskContext
 from clearance._state.ledger import Recorder
@@ -60,6 +62,8 @@ class IsolatedRunner:
         coordinator_builder: The run's builder for that model.
         coordinator_budget: Its prompt token budget.
         ask_person: Asks the person at the terminal instead of the coordinator, or ``None``.
+        answer_timeout_s: Most seconds ``ask_person`` may take on one question; past it the
+            question gets no answer (``"(no answer was given)"``) and the subagent goes on.
     """
 
     def __init__(
@@ -77,8 +81,10 @@ class IsolatedRunner:
         coordinator_builder: ContextBuilder,
         coordinator_budget: int | None,
         ask_person: AskPerson | None = None,
+        answer_timeout_s: float = ANSWER_TIMEOUT_S,
     ) -> None:
         self.run_id = run_id
+        self.answer_timeout_s = check_answer_timeout(answer_timeout_s)
         self.ledger = ledger
         self.caller = caller
         self.architecture = architecture
@@ -158,7 +164,7 @@ class IsolatedRunner:
             })  # fmt: skip
             return answer
         if self.ask_person is not None:
-            answer, by = (await self.ask_person(task.id, question)).strip(), "person"
+            answer, by = await self._ask_person(self.ask_person, task.id, question), "person"
         else:
             prompt = self.coordinator_builder.build_clarification_prompt(
                 task, question, coordinator=self.coordinator, queue=ctx.queue,
@@ -176,6 +182,17 @@ class IsolatedRunner:
             "answer": answer, "answered_by": by,
         })  # fmt: skip
         return answer
+
+    async def _ask_person(self, ask: AskPerson, task_id: str, question: str) -> str:
+        """The person's answer, stripped; ``""`` when none came within the deadline."""
+        deadline = asyncio.timeout(self.answer_timeout_s)
+        try:
+            async with deadline:
+                return (await ask(task_id, question)).strip()
+        except TimeoutError:
+            if not deadline.expired():  # the asker's own failure, not our deadline
+                raise
+            return ""
 
     def _serve_file(self, path: str, files: dict[str, str]) -> str | None:
         """Load ``path`` into ``files`` within confinement and caps; why not, or ``None``."""

@@ -16,6 +16,7 @@ import typer
 
 from clearance import ApprovalKind
 from clearance.cli._common import err, one_line_errors, out, safe_text
+from clearance.cli._stdin import LineTooLong, stdin_lines
 from clearance.runs import DEFAULT_LEDGER_URL
 
 if TYPE_CHECKING:
@@ -84,8 +85,11 @@ def terminal_approver() -> Approver:
 
     The request's text (model output among it) is shown escaped; the answer ``y`` or
     ``yes`` approves, anything else denies (the rest of a ``n <reason>`` answer is the
-    reason). With nobody to answer (stdin closed), the request stays open: its task pauses,
-    as without ``--interactive``.
+    reason; a line over `MAX_LINE_BYTES` denies with no reason). With nobody to answer
+    (stdin closed), or no answer within the run's ``answer_timeout_s`` (``--answer-timeout``;
+    the run cancels the question), the request stays open: its task pauses, as without
+    ``--interactive``. Lines come from the shared stdin reader (`stdin_lines`), so a line
+    typed after a question was abandoned answers the next one.
     """
     from clearance import ApprovalDecision, ApprovalPending
     from clearance.runs import default_decider
@@ -97,12 +101,19 @@ def terminal_approver() -> Approver:
         async with lock:
             asked = f"approval {request.call_id}: {request.describe()}"
             err.print(safe_text(asked), soft_wrap=True)
+            err.print("approve? [y/N, or n <reason>] ", end="")
             try:
-                answer = await asyncio.to_thread(input, "approve? [y/N, or n <reason>] ")
-            except EOFError:  # no answer can come: left open, decided later
+                line = await stdin_lines().readline()
+            except LineTooLong:
+                line = b"n\n"
+            except asyncio.CancelledError:  # its deadline passed: left open, decided later
                 err.print()
-                raise ApprovalPending([request.call_id]) from None
-            answer = answer.strip()
+                err.print(safe_text(f"no answer in time: approval {request.call_id} stays open"))
+                raise
+            if not line:  # end of input: no answer can come; left open, decided later
+                err.print()
+                raise ApprovalPending([request.call_id])
+            answer = line.decode("utf-8", "replace").strip()
         word, _, reason = answer.partition(" ")
         if word.lower() in ("y", "yes"):
             return ApprovalDecision(approved=True, by=by)

@@ -12,19 +12,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import io
-import os
 import shlex
 import sys
-import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, TextIO, get_args
+from typing import TYPE_CHECKING, Annotated, get_args
 
 import typer
 
 from clearance import ClearanceError, ConfigError, LimitExceeded
 from clearance.cli._common import err, one_line_errors, out, safe_text
 from clearance.cli._options import check_database_folder, model_id_option, not_empty
+from clearance.cli._stdin import MAX_LINE_BYTES, LineTooLong, stdin_lines
 from clearance.runs import DEFAULT_LEDGER_URL
 
 if TYPE_CHECKING:
@@ -33,8 +31,6 @@ if TYPE_CHECKING:
 
 
 __all__ = [
-    "MAX_LINE_BYTES",
-    "LineTooLong",
     "check_resumable",
     "register",
     "shared_conversation_warning",
@@ -42,27 +38,6 @@ __all__ = [
 
 QUIT = "/quit"
 """A line that ends the conversation (as end of input does)."""
-
-MAX_LINE_BYTES = 32 * 1024 * 1024
-"""Longest line of input read as a message, in bytes (line break included): 32 MiB, twice
-the 40% of the largest ``--context-window`` at four bytes a token. A longer line is read to
-its end and dropped, never held whole."""
-
-_CHUNK_BYTES = 65536
-"""Bytes read from stdin at a time."""
-
-
-class LineTooLong(Exception):
-    """A line of input over `MAX_LINE_BYTES` (or the reader's cap); it was read and dropped.
-
-    Attributes:
-        size: The line's size in bytes, line break included.
-    """
-
-    def __init__(self, size: int) -> None:
-        super().__init__(f"the line is {size:,} bytes")
-        self.size = size
-
 
 MAX_CONTEXT_WINDOW = 10_000_000
 """Largest ``--context-window`` accepted, in tokens."""
@@ -100,101 +75,6 @@ def check_resumable(ledger: RunLedger, run_id: str) -> None:
     record = ledger.get_run(run_id)
     if record.team.startswith("chat:") and isinstance(record.config.get("memory_groups"), dict):
         raise ConfigError(f"run {record.run_id} is a chat session; it cannot be resumed")
-
-
-class _StdinLines:
-    """The lines of stdin, as bytes, each read on a daemon thread of its own.
-
-    Not `asyncio.to_thread`: a thread of the loop's executor blocked in a read is waited
-    for when the loop closes and when the process exits, so Ctrl-C would end the session
-    only once another line was typed. A daemon thread reading the file descriptor
-    (``os.read``, holding no lock of ``sys.stdin``) is left behind instead. A stream
-    without a file descriptor (a test's) is read through its ``buffer``.
-
-    A line over ``max_bytes`` is read to its end (and dropped) in bounded memory, and
-    `readline` raises `LineTooLong`; the next line is read as usual. Reading takes time
-    linear in the input: each chunk is searched once for a line break.
-    """
-
-    def __init__(self, stream: TextIO, *, max_bytes: int = MAX_LINE_BYTES) -> None:
-        self._stream = stream
-        self._max_bytes = max_bytes
-        self._pending = b""
-        try:
-            self._fd: int | None = stream.fileno()
-        except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
-            self._fd = None
-
-    async def readline(self) -> bytes:
-        """The next line with its line break (``b""`` at end of input).
-
-        Raises:
-            LineTooLong: The line was over the cap; it was read and dropped.
-            OSError: Reading stdin failed.
-        """
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[bytes] = loop.create_future()
-
-        def deliver(line: bytes | None, error: BaseException | None) -> None:
-            if future.done():
-                return
-            if error is not None:
-                future.set_exception(error)
-            else:
-                future.set_result(line or b"")
-
-        def read() -> None:
-            try:
-                line, error = self._read_line(), None
-            except Exception as exc:  # delivered to the session, raised there
-                line, error = None, exc
-            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-                loop.call_soon_threadsafe(deliver, line, error)
-
-        threading.Thread(target=read, name="clearance-chat-stdin", daemon=True).start()
-        return await future
-
-    def _read_line(self) -> bytes:
-        if self._fd is None:
-            return self._read_stream_line()
-        parts: list[bytes] = []
-        size = 0
-        chunk, self._pending = self._pending, b""
-        while True:
-            cut = chunk.find(b"\n")
-            if cut >= 0:
-                chunk, self._pending = chunk[: cut + 1], chunk[cut + 1 :]
-            size += len(chunk)
-            if size <= self._max_bytes:
-                parts.append(chunk)
-            else:
-                parts.clear()  # over the cap: the rest of the line is read and dropped
-            if cut >= 0:
-                break
-            chunk = os.read(self._fd, _CHUNK_BYTES)
-            if not chunk:
-                break
-        if size > self._max_bytes:
-            raise LineTooLong(size)
-        return b"".join(parts)
-
-    def _read_stream_line(self) -> bytes:
-        """`_read_line` from a stream without a file descriptor."""
-        buffer = getattr(self._stream, "buffer", None)
-
-        def read(most: int) -> bytes:
-            if buffer is not None:
-                data: bytes = buffer.readline(most)
-                return data
-            return self._stream.readline(most).encode("utf-8", "surrogateescape")
-
-        line = read(self._max_bytes + 1)
-        if len(line) <= self._max_bytes:
-            return line
-        size = len(line)
-        while not line.endswith(b"\n") and (line := read(_CHUNK_BYTES)):
-            size += len(line)
-        raise LineTooLong(size)
 
 
 def _agent(loaded: LoadedTeam, name: str) -> Agent:
@@ -256,7 +136,7 @@ async def _converse(session: AgentChat) -> int:
         ClearanceError: A turn failed (the model, the prompt budget, the memory).
     """
     answered = 0
-    lines = _StdinLines(sys.stdin)
+    lines = stdin_lines()
     while True:
         if sys.stdin.isatty():
             err.print("you> ", end="")
@@ -388,6 +268,7 @@ def chat(
             recall_limit=recall,
             ledger=ledger,
             context_window=window,
+            memory_timeout_s=memory.timeout_s,
         )
         joined = f"; shared conversation of group {shared}" if shared else ""
         err.print(

@@ -62,6 +62,30 @@ def not_empty(value: str | None) -> str | None:
     return value
 
 
+def answer_timeout_option(value: float | None) -> float | None:
+    """``--answer-timeout``'s check: seconds above 0 and at most a day."""
+    if value is None:
+        return None
+    from clearance import ConfigError
+    from clearance.runs import check_answer_timeout
+
+    try:
+        return check_answer_timeout(value)
+    except ConfigError as exc:
+        raise typer.BadParameter(str(exc).removeprefix("answer_timeout_s: ")) from None
+
+
+AnswerTimeoutOption = Annotated[
+    float | None,
+    typer.Option(
+        "--answer-timeout",
+        callback=answer_timeout_option,
+        metavar="SECONDS",
+        help="With --interactive: how long to wait for your answer to one approval or "
+        "question (default 3600). Past it the approval stays open (the run pauses it) and "
+        "the question gets no answer.",
+    ),
+]
 DbOption = Annotated[
     str,
     typer.Option(

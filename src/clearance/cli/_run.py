@@ -30,6 +30,7 @@ from clearance.cli._executor import (
     executor_spec,
 )
 from clearance.cli._options import (
+    AnswerTimeoutOption,
     DbOption,
     InputOption,
     check_database_folder,
@@ -41,6 +42,7 @@ from clearance.cli._options import (
 from clearance.cli._otel import otlp_tracing
 from clearance.cli._progress import RunProgress
 from clearance.cli._run_output import exit_for, print_result, write_report
+from clearance.cli._stdin import MAX_LINE_BYTES, LineTooLong, stdin_lines
 from clearance.cli._stream import StreamView
 from clearance.runs import DEFAULT_LEDGER_URL
 
@@ -123,6 +125,7 @@ def run(
             "and decide approvals at the terminal instead of pausing the run.",
         ),
     ] = False,
+    answer_timeout: AnswerTimeoutOption = None,
     memory_url: Annotated[
         str | None,
         typer.Option(
@@ -235,6 +238,7 @@ def run(
         on_event=view or progress,
         ask_person=_ask_at_terminal if interactive else None,
         approver=terminal_approver() if interactive else None,
+        answer_timeout_s=_answer_timeout(answer_timeout, interactive),
     )
     with otlp_tracing(), RunLedger(db) as ledger:
         if loaded.input_root is not None:
@@ -262,10 +266,43 @@ def run(
     exit_for(result)
 
 
+def _answer_timeout(seconds: float | None, interactive: bool) -> float:
+    """`RunServices`' ``answer_timeout_s``: ``--answer-timeout``, or `ANSWER_TIMEOUT_S`.
+
+    Raises:
+        ConfigError: ``--answer-timeout`` without ``--interactive`` (nobody is asked).
+    """
+    from clearance.runs import ANSWER_TIMEOUT_S
+
+    if seconds is None:
+        return ANSWER_TIMEOUT_S
+    if not interactive:
+        raise ConfigError("only applies with --interactive", field="--answer-timeout")
+    return seconds
+
+
 async def _ask_at_terminal(task_id: str, question: str) -> str:
-    """Ask the person at the terminal an isolated subagent's question (``--interactive``)."""
+    """Ask the person at the terminal an isolated subagent's question (``--interactive``).
+
+    ``""`` (no answer) at end of input or for a line over `MAX_LINE_BYTES`; the run gives
+    up on the question at its ``answer_timeout_s`` (``--answer-timeout``), and a line typed
+    after that answers the next question (`stdin_lines`).
+    """
     err.print(safe_text(f"the subagent of task {task_id} asks: {question}"), soft_wrap=True)
-    return await asyncio.to_thread(input, "your answer> ")
+    err.print("your answer> ", end="")
+    try:
+        line = await stdin_lines().readline()
+    except LineTooLong as exc:
+        err.print(safe_text(f"the answer was {exc.size:,} bytes, over the {MAX_LINE_BYTES:,} "
+                            "an answer may hold: no answer was given"))  # fmt: skip
+        return ""
+    except asyncio.CancelledError:
+        err.print()
+        err.print(f"no answer in time: the subagent of task {task_id} goes on without one")
+        raise
+    if not line:
+        err.print()
+    return line.decode("utf-8", "replace")
 
 
 def _run_until_interrupted(
@@ -340,6 +377,7 @@ def resume(
     interactive: Annotated[
         bool, typer.Option("--interactive", help="Decide approvals at the terminal.")
     ] = False,
+    answer_timeout: AnswerTimeoutOption = None,
     executor_name: ExecutorOption = None,
     ray_address: RayAddressOption = None,
     ray_workers: RayWorkersOption = None,
@@ -401,7 +439,9 @@ def resume(
         spec = spec.with_budget(tokens=budget_tokens, cost_usd=budget_cost_usd)
         spec = spec.with_model(model) if model is not None else spec
         services = RunServices(
-            on_event=progress, approver=terminal_approver() if interactive else None
+            on_event=progress,
+            approver=terminal_approver() if interactive else None,
+            answer_timeout_s=_answer_timeout(answer_timeout, interactive),
         )
         declared = loaded.tasks if loaded is not None else ()
         work = resume_run(run_id, ledger=ledger, spec=spec, tools=tools, services=services,
