@@ -14,7 +14,7 @@ do the same:
   listing returns;
 - checking what a command line gives: `check_model_id` (a model id, as the team file's
   ``model:``), `MAX_CONCURRENCY` (the most tasks at once), `MAX_TTL_S` (the longest a
-  store entry may live);
+  store entry may live) and `check_store_entry` (what a store write accepts);
 - a graph before it runs: `graph_shape`, `concurrency_notice`, `estimate_tasks` (a
   `TaskEstimate` each), `wall_time_range`;
 - plan only (``clearance plan``): `plan_only` records the coordinator's plan as a run of
@@ -22,7 +22,8 @@ do the same:
 - the team file's reference (``clearance schema``, ``clearance init``): `team_file_schema`,
   `team_file_markdown`, and the schema's file name `SCHEMA_ID`;
 - after a run: `report_function` and its `Report`; approvals (`Approver`, `decide`,
-  `default_decider`). The run page is in `clearance.view`.
+  `default_decider`); how long a person may take to answer (`ANSWER_TIMEOUT_S`,
+  `check_answer_timeout`, ``--answer-timeout``). The run page is in `clearance.view`.
 """
 
 import typing
@@ -32,13 +33,18 @@ from clearance._core import lazy as _lazy
 if typing.TYPE_CHECKING:
     from clearance._core.locations import DEFAULT_LEDGER_URL, DEFAULT_STORE_URL, SCHEMA_ID
     from clearance._core.row_limit import MAX_ROWS
-    from clearance._core.run_spec import MAX_CONCURRENCY, ExecutorSpec
+    from clearance._core.run_spec import ANSWER_TIMEOUT_S, MAX_CONCURRENCY, ExecutorSpec
     from clearance._core.store_rules import MAX_TTL_S
     from clearance._core.team_reference import team_file_markdown, team_file_schema
     from clearance._core.teamfile_checks import check_chat_agent
     from clearance._core.teamfile_models import check_model_id
     from clearance._core.vocabulary import ExecutorKind
-    from clearance._orchestration.approval import Approver, decide, default_decider
+    from clearance._orchestration.approval import (
+        Approver,
+        check_answer_timeout,
+        decide,
+        default_decider,
+    )
     from clearance._orchestration.chat import check_room_for_prompt
     from clearance._orchestration.estimate import TaskEstimate, estimate_tasks, wall_time_range
     from clearance._orchestration.plan_only import PlannedRun, plan_only, plan_team_file
@@ -55,8 +61,10 @@ if typing.TYPE_CHECKING:
         TaskRecord,
         ToolCallRecord,
     )
+    from clearance._state.store.entry import check_store_entry
 
 __all__ = [
+    "ANSWER_TIMEOUT_S",
     "Approver",
     "CallRecord",
     "DEFAULT_LEDGER_URL",
@@ -75,9 +83,11 @@ __all__ = [
     "TaskRecord",
     "ToolCallRecord",
     "WINDOWED_PROVIDERS",
+    "check_answer_timeout",
     "check_chat_agent",
     "check_model_id",
     "check_room_for_prompt",
+    "check_store_entry",
     "checked_run",
     "concurrency_notice",
     "decide",
@@ -98,6 +108,7 @@ __all__ = [
 ]
 
 _EXPORTS = {
+    "ANSWER_TIMEOUT_S": "clearance._core.run_spec",
     "Approver": "clearance._orchestration.approval",
     "CallRecord": "clearance._state.ledger",
     "DEFAULT_LEDGER_URL": "clearance._core.locations",
@@ -116,9 +127,11 @@ _EXPORTS = {
     "TaskRecord": "clearance._state.ledger",
     "ToolCallRecord": "clearance._state.ledger",
     "WINDOWED_PROVIDERS": "clearance._orchestration.run_config",
+    "check_answer_timeout": "clearance._orchestration.approval",
     "check_chat_agent": "clearance._core.teamfile_checks",
     "check_model_id": "clearance._core.teamfile_models",
     "check_room_for_prompt": "clearance._orchestration.chat",
+    "check_store_entry": "clearance._state.store.entry",
     "checked_run": "clearance._orchestration.spec_run",
     "concurrency_notice": "clearance._state.graph_shape",
     "decide": "clearance._orchestration.approval",

@@ -312,3 +312,23 @@ def test_store_set_refuses_an_argument_sqlite_would_ignore(tmp_path: Path) -> No
     assert code == 2
     assert len(lines) == 1 and "no query argument 'mode' without uri=true" in lines[0], lines
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (("--agent", "a" * 300), "agent"),
+        (("--ttl-s", "nan"), "ttl"),
+        ((), "namespace"),  # an empty namespace, below
+    ],
+)
+def test_a_store_write_refused_leaves_no_store_file_behind(
+    tmp_path: Path, args: tuple[str, ...], field: str
+) -> None:
+    # `store set --agent` with a name over 255 characters created an empty store first.
+    db = tmp_path / "store.db"
+    namespace = "" if field == "namespace" else "ns"
+    code, lines = cli("store", "set", namespace, "k", "v", *args, "--db", f"sqlite:///{db}")
+    assert code == 2, lines
+    assert len(lines) == 1 and field in lines[0], lines
+    assert not db.exists(), "a refused write created the store"

@@ -18,7 +18,6 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from clearance import ConfigError
 from clearance.cli._common import err, one_line_errors, out, safe_text
 from clearance.cli._options import check_database_folder
 from clearance.runs import DEFAULT_STORE_URL, MAX_ROWS, MAX_TTL_S
@@ -87,10 +86,9 @@ def set_(
 ) -> None:
     """Write an entry (an upsert)."""
     from clearance import ContextStore
+    from clearance.runs import check_store_entry
 
-    for field, text in (("namespace", namespace), ("key", key)):
-        if not text:  # refused before the store is opened (and perhaps created)
-            raise ConfigError("must not be empty", field=field)
+    check_store_entry(namespace, key, value, agent, ttl_s)  # before the store is created
     check_database_folder(db, default=DEFAULT_STORE_URL)
     with ContextStore(db) as store:
         store.set(namespace, key, value, agent, ttl_s)

@@ -27,7 +27,7 @@ from clearance._state.db.fastpath import DriverStatement
 from clearance._state.db.held import HeldConnections
 from clearance._state.db.migrations import Schema, lock_key
 from clearance._state.db.opening import is_sqlite_file_url, open_engine, supported_dialect
-from clearance._state.db.sqlite import WRITE_OPTION
+from clearance._state.db.sqlite import BUSY_TIMEOUT_MS, WRITE_OPTION
 
 __all__ = ["DatabaseBase", "open_engine"]
 
@@ -70,9 +70,11 @@ class DatabaseBase:
     """Whether each thread holds one connection of an SQLite file (`HeldConnections`)."""
     _PAGE_SIZE: int | None = None
     """The page size of an SQLite file this creates (bytes); ``None``: SQLite's (4096)."""
-    _LOCK_TIMEOUT_MS: int | None = None
+    _LOCK_TIMEOUT_MS: int | None = BUSY_TIMEOUT_MS
     """On PostgreSQL, how long a statement waits for a lock another session holds before it
-    fails (``lock_timeout``); ``None``: the server's setting (by default, forever)."""
+    fails (``lock_timeout``): as long as an SQLite writer waits for the file's lock, for the
+    ledger, the store and memory alike; ``None``: the server's setting (by default,
+    forever)."""
 
     def __init__(
         self,

@@ -34,15 +34,15 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Select, and_, func, or_, select
 
 from clearance._core.clock import Clock, utc_now
-from clearance._core.errors import ConfigError, StoreError
+from clearance._core.errors import StoreError
 from clearance._core.locations import DEFAULT_STORE_URL
 from clearance._core.row_limit import check_limit
-from clearance._state.db import BUSY_TIMEOUT_MS, DatabaseBase, DriverStatement
+from clearance._state.db import DatabaseBase, DriverStatement
 from clearance._state.db.sqlite import UNICODE_LOWER, register_unicode_lower
 from clearance._state.store.entry import (
     DEFAULT_EXTENSION_TTL_S,
     StoreEntry,
-    check_names,
+    check_store_entry,
     check_text,
     check_ttl,
 )
@@ -95,7 +95,6 @@ class ContextStore(DatabaseBase):
 
     _LABEL = "store"
     _HOLD_CONNECTIONS = True
-    _LOCK_TIMEOUT_MS = BUSY_TIMEOUT_MS  # as long as an SQLite writer waits for the lock
 
     def __init__(
         self,
@@ -147,13 +146,7 @@ class ContextStore(DatabaseBase):
         extend: bool = False,
     ) -> None:
         """Write one entry; it expires ``ttl_s`` after its write time (never if ``None``)."""
-        if not isinstance(value, str):
-            raise ConfigError(
-                f"a store value must be text, got {type(value).__name__} (encode JSON first)",
-                field="value",
-            )
-        check_text(namespace=namespace, key=key, value=value, agent=agent)
-        check_names(namespace=namespace, key=key, agent=agent, value=value)
+        check_store_entry(namespace, key, value, agent, ttl_s)
         now = self._clock()
         params = {
             "namespace": namespace,
@@ -198,7 +191,6 @@ class ContextStore(DatabaseBase):
                 is not text or holds a NUL character or a lone surrogate.
             StoreError: The database could not be written.
         """
-        check_ttl(ttl_s)
         self._upsert(namespace, key, value, agent, ttl_s)
 
     def set_with_extension(
@@ -230,7 +222,6 @@ class ContextStore(DatabaseBase):
                 is not text or holds a NUL character or a lone surrogate.
             StoreError: The database could not be written.
         """
-        check_ttl(ttl_s)
         self._upsert(namespace, key, value, agent, ttl_s, extend=True)
 
     def touch(self, namespace: str, key: str, ttl_s: float | None = None) -> bool:

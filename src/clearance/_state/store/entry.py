@@ -18,6 +18,7 @@ __all__ = [
     "MAX_VALUE_BYTES",
     "MIN_TTL_S",
     "StoreEntry",
+    "check_store_entry",
     "check_names",
     "check_text",
     "check_ttl",
@@ -100,6 +101,29 @@ def check_text(**fields: str) -> None:
                 raise ConfigError(
                     f"{value!r:.80} is not valid UTF-8 (it holds a lone surrogate)", field=name
                 ) from None
+
+
+def check_store_entry(
+    namespace: str, key: str, value: str, agent: str, ttl_s: float | None = None
+) -> None:
+    """Every check a write of this entry makes before it reaches the database.
+
+    `ContextStore.set` makes them; ``clearance store set`` makes them before the store is
+    opened (or created), so a write it refuses leaves no file behind.
+
+    Raises:
+        ConfigError: ``value`` is not text, an argument is not text a driver stores
+            (`check_text`), a name is empty or too long or the value too large
+            (`check_names`), or ``ttl_s`` is out of range (`check_ttl`).
+    """
+    if not isinstance(value, str):
+        raise ConfigError(
+            f"a store value must be text, got {type(value).__name__} (encode JSON first)",
+            field="value",
+        )
+    check_text(namespace=namespace, key=key, value=value, agent=agent)
+    check_names(namespace=namespace, key=key, agent=agent, value=value)
+    check_ttl(ttl_s)
 
 
 def check_names(**fields: str) -> None:
