@@ -39,11 +39,14 @@ from clearance._agents.tools import (
 )
 from clearance._agents.workspace import Workspace
 from clearance._agents.workspace_tools import (
+    READ_OUTPUT_TOOL,
+    WORKSPACE_TOOLS,
     WRITE_OUTPUT_TOOL,
     WorkspaceSlot,
     offloaded,
+    read_output,
+    workspace_tool_spec,
     write_output,
-    write_output_spec,
 )
 from clearance._context.builder import ContextBuilder
 from clearance._context.tool_sections import ToolStep
@@ -174,8 +177,8 @@ class AgentLoop:
             name = tool_name(entry)
             if not isinstance(entry, str):
                 tools[name] = Tool.from_function(entry)
-            elif name == WRITE_OUTPUT_TOOL:
-                tools[name] = write_output_spec()
+            elif name in WORKSPACE_TOOLS:
+                tools[name] = workspace_tool_spec(name)
             elif name in BUILTIN_TOOL_NAMES:
                 if bound is None:
                     if self.store is None:
@@ -317,6 +320,8 @@ class AgentLoop:
                         )
                     elif call.name == WRITE_OUTPUT_TOOL:
                         output, breach = write_output(slot, call.arguments)
+                    elif call.name == READ_OUTPUT_TOOL:  # a page, never offloaded again
+                        output = read_output(slot, call.arguments)
                     elif replay and (no := await replay.may_rerun(call_id, agent.name, call.name,
                                                                   call.arguments)):  # fmt: skip
                         output = ToolOutput(content=no, is_error=True)
@@ -328,7 +333,8 @@ class AgentLoop:
                         source = output.source
                         output, breach = offloaded(slot, output, ledger=self.ledger,
                                                    run_id=self.run_id, subject=subject,
-                                                   call_id=call_id, name=call.name)  # fmt: skip
+                                                   call_id=call_id, name=call.name,
+                                                   readable=READ_OUTPUT_TOOL in tools)  # fmt: skip
                     if view is not None and view.lent_refusals:
                         self._withheld(view, subject, call_id, chain)
                     self.ledger.record_tool_call(

@@ -91,12 +91,16 @@ class DataOffloader:
         """Most characters `offload` ever puts in the context for one output."""
         return max(self.max_chars, self.preview_chars + 200)
 
-    def offload(self, output: str, *, label: str = "output") -> OffloadedOutput:
+    def offload(
+        self, output: str, *, label: str = "output", reader: str | None = None
+    ) -> OffloadedOutput:
         """Return the output as it should enter the context, writing it out if large.
 
         Args:
             output: The tool output.
             label: What produced it, named in the reference line.
+            reader: The tool the agent reads the full text with, named in the reference
+                line (``None``: it has none).
 
         Raises:
             LimitExceeded: Writing it would exceed the agent's output limits.
@@ -111,7 +115,8 @@ class DataOffloader:
             self._workspace.write_output(name, output)
         preview = "\n".join(lines[: self.preview_lines])[: self.preview_chars]
         reference = f"outputs/{name}"
+        how = f"; read it with {reader}" if reader else ""
         text = (f"{preview}\n[{label}: {len(output)} chars, {len(lines)} lines; preview of the "
-                f"first lines above; full text in {reference}]")  # fmt: skip
+                f"first lines above; full text in {reference}{how}]")  # fmt: skip
         return OffloadedOutput(text=text, reference=reference, sha256=digest,
                                chars=len(output), lines=len(lines))  # fmt: skip

@@ -1,11 +1,14 @@
-"""An agent's workspace in the tool loop: ``write_output`` and the offloading of long outputs.
+"""An agent's workspace in the tool loop: ``write_output``, ``read_output`` and offloading.
 
 Every agent that runs the tool loop (a task's agent, a delegate, a child) has a workspace
 (`Workspace`: its own folder, created fresh), made on first use so an agent that never
 writes and never gets a long tool output leaves no folder behind. ``write_output`` writes to
 its ``outputs/``; a tool output over the offloading thresholds is written there too and the
 model gets a preview with the reference instead (`DataOffloader`), recorded as an
-``offloaded`` event.
+``offloaded`` event. ``read_output`` reads a file of the agent's own ``outputs/`` back, a
+page of lines at a time (an offloaded output's full text, or a file it wrote): never
+another agent's folder, which is not beneath its own. A page is at most
+`READ_OUTPUT_MAX_CHARS`, so what it returns is never offloaded again.
 """
 
 from __future__ import annotations
@@ -21,10 +24,28 @@ from clearance._core.errors import ClearanceError, LimitExceeded
 from clearance._core.vocabulary import EventKind
 from clearance._state.ledger import Recorder
 
-__all__ = ["WRITE_OUTPUT_TOOL", "WorkspaceSlot", "offloaded", "write_output", "write_output_spec"]
+__all__ = [
+    "READ_OUTPUT_TOOL",
+    "WORKSPACE_TOOLS",
+    "WRITE_OUTPUT_TOOL",
+    "WorkspaceSlot",
+    "offloaded",
+    "read_output",
+    "workspace_tool_spec",
+    "write_output",
+]
 
 WRITE_OUTPUT_TOOL = "write_output"
 """The built-in tool that writes a file to the agent's own workspace ``outputs/``."""
+READ_OUTPUT_TOOL = "read_output"
+"""The built-in tool that reads a file of the agent's own ``outputs/`` back, by pages."""
+WORKSPACE_TOOLS = (WRITE_OUTPUT_TOOL, READ_OUTPUT_TOOL)
+"""The built-in tools of an agent's workspace."""
+
+READ_OUTPUT_LINES = 200
+"""Lines a ``read_output`` page holds unless the model asks for fewer."""
+READ_OUTPUT_MAX_CHARS = DEFAULT_MAX_CHARS * 8
+"""Most characters of one page (a longer line is cut, and the page says so)."""
 
 
 class WorkspaceSlot:
@@ -47,6 +68,11 @@ class WorkspaceSlot:
         """Whether the agent has (or can get) a workspace."""
         return self._workspace is not None or self._make is not None
 
+    @property
+    def made(self) -> Workspace | None:
+        """The workspace if it was made already (never makes it)."""
+        return self._workspace
+
     def get(self) -> Workspace | None:
         """The workspace (made now if it was not yet), or ``None`` when the agent has none.
 
@@ -67,12 +93,14 @@ def offloaded(
     subject: str,
     call_id: str,
     name: str,
+    readable: bool = False,
 ) -> tuple[ToolOutput, LimitExceeded | None]:
     """A long tool output of an agent with a workspace: its preview, full text in outputs/.
 
     The preview (first lines and the reference) is what the model sees and what the ledger
     records as the tool's result; an ``offloaded`` event records the reference and the full
-    text's digest and size (see `DataOffloader`).
+    text's digest and size (see `DataOffloader`). ``readable``: the agent has
+    ``read_output``, and the reference says so.
 
     Returns:
         The output as it enters the context, and the limit it breached (which fails the
@@ -85,7 +113,8 @@ def offloaded(
     workspace = slot.get()
     assert workspace is not None
     try:
-        kept = DataOffloader(workspace).offload(output.content, label=name)
+        reader = READ_OUTPUT_TOOL if readable else None
+        kept = DataOffloader(workspace).offload(output.content, label=name, reader=reader)
     except LimitExceeded as exc:
         return ToolOutput(content=f"error: {exc}", is_error=True), exc
     if not kept.offloaded:
@@ -123,16 +152,88 @@ def write_output(
     return ToolOutput(content=f"wrote outputs/{name} ({size} bytes)"), None
 
 
-def write_output_spec() -> Tool:
-    """The ``write_output(name, content)`` tool as offered to the model."""
+def read_output(slot: WorkspaceSlot, arguments: dict[str, Any]) -> ToolOutput:
+    """Run ``read_output``: a page of lines of ``outputs/<name>``; a bad request is an error.
+
+    ``name`` may carry the ``outputs/`` prefix an offloaded output's reference shows.
+    ``start_line`` (1-based, default 1) and ``max_lines`` (1 to `READ_OUTPUT_LINES`, the
+    default) choose the page; its first line says which lines of how many it holds and
+    where the next page starts.
+    """
+    name, start, count = (arguments.get(k) for k in ("name", "start_line", "max_lines"))
+    start = 1 if start is None else start
+    count = READ_OUTPUT_LINES if count is None else count
+    if not isinstance(name, str) or not name:
+        return _error("read_output needs 'name' (text): a file of your outputs folder")
+    for label, value, most in (
+        ("start_line", start, None),
+        ("max_lines", count, READ_OUTPUT_LINES),
+    ):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int)
+            or value < 1
+            or (most is not None and value > most)
+        ):
+            bound = f"1 to {most}" if most else "1 or more"
+            return _error(f"read_output's {label} must be a whole number, {bound}")
+    workspace = slot.made
+    name = name.removeprefix("outputs/")
+    if workspace is None:
+        return _error(f"no file outputs/{name}: your outputs folder is empty")
+    try:
+        text = workspace.read_text(f"outputs/{name}")
+    except ClearanceError as exc:
+        return _error(str(exc))
+    lines = text.splitlines(keepends=True)
+    if start > max(len(lines), 1):
+        return _error(f"outputs/{name} has {len(lines)} lines; start_line {start} is past its end")
+    page: list[str] = []
+    size, cut = 0, False
+    for line in lines[start - 1 : start - 1 + count]:
+        if size + len(line) > READ_OUTPUT_MAX_CHARS:
+            if not page:  # one line longer than a page: its start, said to be cut
+                page.append(line[:READ_OUTPUT_MAX_CHARS])
+                cut = True
+            break
+        page.append(line)
+        size += len(line)
+    end = start + len(page) - 1
+    head = f"outputs/{name}: lines {start}-{end} of {len(lines)}"
+    if cut:
+        head += f" (line {start} cut at {READ_OUTPUT_MAX_CHARS} characters)"
+    if end < len(lines):
+        head += f"; the next page starts at start_line={end + 1}"
+    return ToolOutput(content=f"{head}\n{''.join(page)}")
+
+
+def _error(text: str) -> ToolOutput:
+    return ToolOutput(content=f"error: {text}", is_error=True)
+
+
+def workspace_tool_spec(name: str) -> Tool:
+    """The workspace tool ``name`` (one of `WORKSPACE_TOOLS`) as offered to the model."""
 
     def write_output(name: str, content: str) -> str:  # pragma: no cover - run by the loop
         raise AssertionError
 
-    spec = Tool.from_function(write_output, name=WRITE_OUTPUT_TOOL)
-    return Tool(
-        name=WRITE_OUTPUT_TOOL,
-        description="Write a text file to your own outputs folder (name: a relative path).",
-        parameters=spec.parameters,
-        run=spec.run,
-    )
+    def read_output(
+        name: str, start_line: int = 1, max_lines: int = READ_OUTPUT_LINES
+    ) -> str:  # pragma: no cover - run by the loop
+        raise AssertionError
+
+    described: dict[str, tuple[Callable[..., str], str]] = {
+        WRITE_OUTPUT_TOOL: (
+            write_output,
+            "Write a text file to your own outputs folder (name: a relative path).",
+        ),
+        READ_OUTPUT_TOOL: (
+            read_output,
+            "Read a text file of your own outputs folder (a long tool output's full text, "
+            f"or a file you wrote), a page of at most {READ_OUTPUT_LINES} lines from "
+            "start_line (1-based).",
+        ),
+    }
+    function, description = described[name]
+    spec = Tool.from_function(function, name=name)
+    return Tool(name=name, description=description, parameters=spec.parameters, run=spec.run)

@@ -105,7 +105,7 @@ _TOOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
 
 def _reserved(name: str) -> bool:
     """Whether ``name`` is a built-in tool's (``store_*``, ``write_output``, ``delegate``...)."""
-    return name.startswith("store_") or name in ("write_output", "delegate", "spawn")
+    return name.startswith("store_") or name in ("write_output", "read_output", "delegate", "spawn")
 
 
 def check_tool_entries(spec: RunSpec) -> None:

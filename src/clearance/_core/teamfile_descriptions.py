@@ -40,7 +40,8 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "limits": "Token, time, step and retry limits of the agent.",
         "tools": "Tools the agent may call: the built-ins (`store_get`, `store_set`, "
         "`store_query`, `store_set_with_extension`, `store_touch`, `store_get_structured`, "
-        "`store_search`, each within `store_grants`; `write_output`), names of the team's "
+        "`store_search`, each within `store_grants`; `write_output` and `read_output`, on the "
+        "agent's own outputs folder), names of the team's "
         "`tools:`, or `mcp:<server>/<tool>`.",
         "can_delegate_to": "Agents this agent may delegate a task to (a delegate tool).",
         "can_spawn": "Agents this agent may spawn as children (a spawn tool).",

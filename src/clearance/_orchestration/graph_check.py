@@ -21,7 +21,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from clearance._agents.tools import BUILTIN_TOOL_NAMES, Tool, tool_name
-from clearance._agents.workspace_tools import WRITE_OUTPUT_TOOL
+from clearance._agents.workspace_tools import WORKSPACE_TOOLS
 from clearance._core.errors import ConfigError
 from clearance._core.mcp_spec import mcp_refs
 from clearance._core.run_spec import RunSpec
@@ -45,7 +45,7 @@ __all__ = [
     "find_user_module",
 ]
 
-_BUILTIN = frozenset({*BUILTIN_TOOL_NAMES, WRITE_OUTPUT_TOOL})
+_BUILTIN = frozenset({*BUILTIN_TOOL_NAMES, *WORKSPACE_TOOLS})
 
 
 def check_spec(
@@ -330,7 +330,7 @@ def check_tools(team: Team, user_tools: Collection[str], *, has_store: bool) -> 
         for entry in agent.tools:
             name = tool_name(entry)
             where = f"agents.{agent.name}.tools"
-            builtin = (*BUILTIN_TOOL_NAMES, WRITE_OUTPUT_TOOL)
+            builtin = (*BUILTIN_TOOL_NAMES, *WORKSPACE_TOOLS)
             if isinstance(entry, str) and name not in builtin and name not in user_tools:
                 known = ", ".join([*builtin, *sorted(user_tools)])
                 raise ConfigError(f"unknown tool {name!r} (tools: {known})", field=where)
