@@ -32,17 +32,23 @@ from typing import Any
 from clearance._core.errors import ConfigError, ModelError
 from clearance._core.vocabulary import EventKind
 from clearance._orchestration.executor import EventRecorder
-from clearance._orchestration.ray_worker import ModelFactory, ModelWorker, Outcome
+from clearance._orchestration.ray_worker import (
+    ModelFactory,
+    ModelWorker,
+    Outcome,
+    checked_outcome,
+    short_text,
+)
 from clearance.models._base import (
     ChatModel,
     ModelRequest,
     ModelResponse,
     TextSink,
-    ToolCall,
-    Usage,
+    max_response_chars,
 )
+from clearance.models._openai_stream import max_chunks
 
-__all__ = ["LOCAL_RAY_ENV", "RayExecutor", "RemoteModel"]
+__all__ = ["LOCAL_RAY_ENV", "RayExecutor", "RemoteModel", "checked_outcome"]
 
 LOCAL_RAY_ENV = {
     "RAY_USAGE_STATS_ENABLED": "0",
@@ -54,13 +60,17 @@ _LOCAL_ONLY_ENV = {"RAY_AUTH_MODE": "disabled"}
 """Also set (where not already set) when the executor starts a loopback-only cluster."""
 
 _INSTALL = "pip install 'clearance[ray]'"
-_MAX_MESSAGE = 2000
 
 
 def _bounded(name: str, value: object, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise ConfigError(f"must be an integer from {low} to {high}, got {value!r}", field=name)
     return value
+
+
+def _number(value: object) -> bool:
+    """Whether ``value`` is an int or a float (not a `bool`, a string or anything else)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 @dataclass(slots=True)
@@ -151,10 +161,10 @@ class RayExecutor:
         cap = default_cap if max_calls_per_model is None else max_calls_per_model
         self.max_calls_per_model = _bounded("max_calls_per_model", cap, 1, 1 << 20)
         self.worker_retries = _bounded("worker_retries", worker_retries, 0, 10)
-        if isinstance(cpus_per_worker, bool) or not 0 <= cpus_per_worker <= 256:
+        if not _number(cpus_per_worker) or not 0 <= cpus_per_worker <= 256:
             raise ConfigError(f"must be 0 to 256, got {cpus_per_worker!r}", field="cpus_per_worker")
         self.cpus_per_worker = float(cpus_per_worker)
-        if not 0 < start_timeout_s <= 3600:
+        if not _number(start_timeout_s) or not 0 < start_timeout_s <= 3600:
             raise ConfigError("must be more than 0 and at most 3600", field="start_timeout_s")
         self.start_timeout_s = float(start_timeout_s)
         self._factory = model_factory
@@ -310,12 +320,17 @@ class RayExecutor:
                 worker.in_flight -= 1
                 raise ModelError(
                     f"cannot send the call to a Ray worker: {type(exc).__name__}: "
-                    f"{_short(str(exc))}",
+                    f"{short_text(str(exc))}",
                     model_id=model_id,
                 ) from None
             try:
-                outcome = await ref if sink is None else await _streamed(ref, sink)
-            except asyncio.CancelledError:  # the caller's deadline, or the run stopping
+                if sink is None:
+                    outcome = await ref
+                else:
+                    outcome = await _streamed(
+                        ref, sink, max_tokens=request.max_tokens, model_id=model_id
+                    )
+            except (asyncio.CancelledError, ModelError):  # a deadline, the run stopping, a cap
                 with contextlib.suppress(Exception):
                     _cancel(ref)
                 raise
@@ -331,7 +346,7 @@ class RayExecutor:
                 continue
             except RayError as exc:
                 raise ModelError(
-                    f"Ray failed: {type(exc).__name__}: {_short(str(exc))}",
+                    f"Ray failed: {type(exc).__name__}: {short_text(str(exc))}",
                     model_id=model_id,
                     transient=True,
                 ) from None
@@ -370,12 +385,12 @@ class RayExecutor:
             )
         except ConnectionError as exc:
             raise ConfigError(
-                f"cannot reach the Ray cluster at {self.address!r}: {_short(str(exc))}",
+                f"cannot reach the Ray cluster at {self.address!r}: {short_text(str(exc))}",
                 field="ray_address",
             ) from None
         except Exception as exc:
             raise ConfigError(
-                f"cannot start Ray: {type(exc).__name__}: {_short(str(exc))}", field="executor"
+                f"cannot start Ray: {type(exc).__name__}: {short_text(str(exc))}", field="executor"
             ) from None
         self._started_ray = True
 
@@ -415,62 +430,37 @@ class RemoteModel:
         return self.local.count_tokens(text)
 
 
-async def _streamed(items: Any, sink: TextSink) -> Outcome:
-    """Hand a streamed call's ``("text", piece)`` items to ``sink``; return its outcome."""
-    async for ref in items:
-        item = await ref
-        if isinstance(item, tuple) and len(item) == 2 and item[0] == "text":
-            if isinstance(item[1], str):
-                sink(item[1])
-            continue
-        return item  # type: ignore[no-any-return]
-    return ("error", "RayError", "the worker's stream ended without an answer", True)
+async def _streamed(items: Any, sink: TextSink, *, max_tokens: int, model_id: str) -> Outcome:
+    """Hand a streamed call's ``("text", piece)`` items to ``sink``; return its outcome.
 
-
-def checked_outcome(outcome: Outcome, model_id: str) -> ModelResponse:
-    """The response in a worker's answer, once its shape is checked.
+    A worker's stream is held to what a provider streaming in this process is held to: at
+    most `max_chunks` pieces and `max_response_chars` characters for the request's
+    ``max_tokens``, so a worker cannot flood the sink (the terminal) before its answer is
+    checked.
 
     Raises:
-        ModelError: The worker reported the model's failure (transient as it said), or
-            answered with something that is not a well-formed outcome.
+        ModelError: The worker streamed more pieces or characters than the caps allow, or
+            a ``"text"`` item whose piece is not text.
     """
-    if isinstance(outcome, tuple) and len(outcome) == 2 and outcome[0] == "ok":
-        response = outcome[1]
-        if _well_formed(response):
-            assert isinstance(response, ModelResponse)
-            return response
-    elif isinstance(outcome, tuple) and len(outcome) == 4 and outcome[0] == "error":
-        _, kind, message, transient = outcome
-        if isinstance(kind, str) and isinstance(message, str) and isinstance(transient, bool):
+    pieces_cap, chars_cap = max_chunks(max_tokens), max_response_chars(max_tokens)
+    pieces = chars = 0
+    async for ref in items:
+        item = await ref
+        if not (isinstance(item, tuple) and len(item) == 2 and item[0] == "text"):
+            return item  # type: ignore[no-any-return]
+        piece = item[1]
+        if not isinstance(piece, str):
+            raise ModelError("a Ray worker streamed a piece that is not text", model_id=model_id)
+        pieces, chars = pieces + 1, chars + len(piece)
+        if pieces > pieces_cap or chars > chars_cap:
             raise ModelError(
-                f"on a Ray worker: {_short(kind)}: {_short(message)}",
+                f"the Ray worker streamed more than {pieces_cap:,} pieces or {chars_cap:,} "
+                f"characters for max_tokens={max_tokens} (max_response_chars): refused",
                 model_id=model_id,
-                transient=transient,
             )
-    raise ModelError("a Ray worker answered with a malformed outcome", model_id=model_id)
-
-
-def _well_formed(response: object) -> bool:
-    """Whether ``response`` is a `ModelResponse` whose fields have their declared types."""
-    return (
-        isinstance(response, ModelResponse)
-        and isinstance(response.text, str)
-        and isinstance(response.usage, Usage)
-        and isinstance(response.model_id, str)
-        and (response.finish_reason is None or isinstance(response.finish_reason, str))
-        and isinstance(response.tool_calls, tuple)
-        and all(
-            isinstance(c, ToolCall)
-            and isinstance(c.id, str)
-            and isinstance(c.name, str)
-            and isinstance(c.arguments, dict)
-            for c in response.tool_calls
-        )
-    )
-
-
-def _short(text: str) -> str:
-    return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 3] + "..."
+        if piece:
+            sink(piece)
+    return ("error", "RayError", "the worker's stream ended without an answer", True)
 
 
 def _cancel(ref: Any) -> None:

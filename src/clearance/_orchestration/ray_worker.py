@@ -10,7 +10,8 @@ have to trust) crosses the network:
 - ``("error", kind, message, transient)``: the model failed, or could not be made.
 
 A streamed call (`ModelWorker.stream`) is a generator of ``("text", piece)`` items, one per
-piece of text the model produced, ending with the outcome above.
+piece of text the model produced, ending with the outcome above. The orchestrator reads an
+outcome with `checked_outcome`: every field's type checked, messages cut to `MAX_MESSAGE`.
 
 This module does not import Ray: `RayExecutor` turns `ModelWorker` into an actor class.
 """
@@ -24,10 +25,18 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from clearance._core.errors import ClearanceError, ModelError
-from clearance.models._base import ChatModel, ModelRequest
+from clearance.models._base import ChatModel, ModelRequest, ModelResponse, ToolCall, Usage
 from clearance.models._registry import get_model
 
-__all__ = ["MAX_RECORDED", "ModelFactory", "ModelWorker", "Outcome"]
+__all__ = [
+    "MAX_MESSAGE",
+    "MAX_RECORDED",
+    "ModelFactory",
+    "ModelWorker",
+    "Outcome",
+    "checked_outcome",
+    "short_text",
+]
 
 ModelFactory = Callable[..., ChatModel]
 """Makes a model on a worker: ``factory(model_id, **options)`` (`get_model` by default)."""
@@ -37,6 +46,8 @@ Outcome = tuple[Any, ...]
 
 MAX_RECORDED = 100_000
 """Most calls a recording worker keeps (the oldest are dropped beyond)."""
+MAX_MESSAGE = 2000
+"""Most characters of a worker's error message the orchestrator keeps."""
 
 
 class ModelWorker:
@@ -126,3 +137,50 @@ class ModelWorker:
         if model is None:
             model = self._models[key] = self._factory(model_id, **options)
         return model
+
+
+def checked_outcome(outcome: Outcome, model_id: str) -> ModelResponse:
+    """The response in a worker's answer, once its shape is checked.
+
+    Raises:
+        ModelError: The worker reported the model's failure (transient as it said), or
+            answered with something that is not a well-formed outcome.
+    """
+    if isinstance(outcome, tuple) and len(outcome) == 2 and outcome[0] == "ok":
+        response = outcome[1]
+        if _well_formed(response):
+            assert isinstance(response, ModelResponse)
+            return response
+    elif isinstance(outcome, tuple) and len(outcome) == 4 and outcome[0] == "error":
+        _, kind, message, transient = outcome
+        if isinstance(kind, str) and isinstance(message, str) and isinstance(transient, bool):
+            raise ModelError(
+                f"on a Ray worker: {short_text(kind)}: {short_text(message)}",
+                model_id=model_id,
+                transient=transient,
+            )
+    raise ModelError("a Ray worker answered with a malformed outcome", model_id=model_id)
+
+
+def _well_formed(response: object) -> bool:
+    """Whether ``response`` is a `ModelResponse` whose fields have their declared types."""
+    return (
+        isinstance(response, ModelResponse)
+        and isinstance(response.text, str)
+        and isinstance(response.usage, Usage)
+        and isinstance(response.model_id, str)
+        and (response.finish_reason is None or isinstance(response.finish_reason, str))
+        and isinstance(response.tool_calls, tuple)
+        and all(
+            isinstance(c, ToolCall)
+            and isinstance(c.id, str)
+            and isinstance(c.name, str)
+            and isinstance(c.arguments, dict)
+            for c in response.tool_calls
+        )
+    )
+
+
+def short_text(text: str) -> str:
+    """``text`` cut to at most `MAX_MESSAGE` characters (a worker's message, an error's)."""
+    return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 3] + "..."

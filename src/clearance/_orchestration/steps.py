@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -105,9 +106,10 @@ def _as_text(task_id: str, value: Any) -> str:
     else:
         try:
             text = json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True, allow_nan=False)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, RecursionError) as exc:
             raise StepError(
-                f"task {task_id!r}: the step returned neither text nor JSON-ready data: {exc}"
+                f"task {task_id!r}: the step returned neither text nor JSON-ready data: "
+                f"{_described(exc)}"
             ) from None
     if len(text) > MAX_STEP_OUTPUT_CHARS:
         raise LimitExceeded(
@@ -116,7 +118,46 @@ def _as_text(task_id: str, value: Any) -> str:
         )  # fmt: skip
     if not text.strip():
         raise StepError(f"task {task_id!r}: the step returned an empty result")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise StepError(
+            f"task {task_id!r}: the step returned text that is not valid Unicode "
+            f"({exc.reason} at position {exc.start})"
+        ) from None
     return text
+
+
+@dataclass(frozen=True, slots=True)
+class _Raised:
+    """What a step's thread raised, handed back as a value (see `_called`)."""
+
+    error: BaseException
+
+
+def _called(task: Task, step: StepInput) -> str | _Raised:
+    """The task's function called on ``step``, as text (`_as_text`), in the step's thread.
+
+    The function is found (`resolve_step`: a ``python:`` module imported, running its
+    module-level code) in the thread too, so an import that hangs is held to the step's
+    deadline instead of stopping the event loop. Whatever either raises is returned, never
+    raised: a `StopIteration` cannot be set on a future (the step would wait for its
+    deadline), and a `SystemExit` or `KeyboardInterrupt` raised into the event loop would
+    stop the whole run.
+    """
+    try:
+        return _as_text(step.task_id, resolve_step(task)(step))
+    except BaseException as exc:  # every kind: turned into the task's failure by `run_step`
+        return _Raised(exc)
+
+
+def _described(exc: BaseException) -> str:
+    """``Type: message`` of an exception whose ``__str__`` may itself fail."""
+    try:
+        message = str(exc)
+    except Exception:  # a step's own exception class: its name is all there is
+        message = "(its message cannot be shown)"
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 
 async def run_step(
@@ -139,9 +180,10 @@ async def run_step(
     Raises:
         ConfigError: The function cannot be found (see `resolve_step`).
         LimitExceeded: ``timeout_s`` passed, or the output is over `MAX_STEP_OUTPUT_CHARS`.
-        StepError: The function raised, or returned nothing usable.
+        StepError: The function raised (any exception: `StopIteration`, `SystemExit` and
+            `KeyboardInterrupt` fail the task too, not the run), or returned nothing usable
+            (not text or JSON-ready data, empty, not valid Unicode).
     """
-    function = resolve_step(task)
     step = StepInput(
         task_id=task.id, title=task.title, description=task.description, files=dict(files),
         results=dict(results), failed=dict(failed), input_name=input_name,
@@ -151,18 +193,17 @@ async def run_step(
     deadline = asyncio.timeout(timeout_s)
     try:
         async with deadline:
-            value = await in_daemon_thread(function, step, name=f"clearance-step-{task.id}")
-    except TimeoutError as exc:
-        if not deadline.expired():  # the step's own TimeoutError: its failure, not ours
-            raise StepError(f"task {task.id!r}: {task.run} raised TimeoutError: {exc}") from exc
+            value = await in_daemon_thread(_called, task, step, name=f"clearance-step-{task.id}")
+    except TimeoutError:
         raise LimitExceeded(
             "step_timeout_s", value=timeout_s, maximum=timeout_s, subject=f"task:{task.id}"
         ) from None
-    except ClearanceError:
-        raise
-    except Exception as exc:
-        raise StepError(f"task {task.id!r}: {task.run} raised {type(exc).__name__}: {exc}") from exc
-    return _as_text(task.id, value)
+    if isinstance(value, str):
+        return value
+    error = value.error  # a `_Raised`
+    if isinstance(error, ClearanceError):
+        raise error
+    raise StepError(f"task {task.id!r}: {task.run} raised {_described(error)}") from error
 
 
 async def run_task_step(

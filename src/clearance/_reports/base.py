@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -11,7 +12,7 @@ from clearance._context.answers import REPEAT_MARK, TRUNCATED_MARK
 from clearance._core.spec import Task
 from clearance._orchestration.result import RunResult
 
-__all__ = ["Report", "ReportFunction", "marks", "one_line", "parse_json"]
+__all__ = ["Report", "ReportFunction", "marks", "one_line", "parse_json", "plain"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -58,6 +59,18 @@ def marks(text: str | None) -> list[str]:
     if text and REPEAT_MARK in text:
         found.append("repetition removed")
     return found
+
+
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]()<>#+!|~-])")
+
+
+def plain(text: Any) -> str:
+    """``text`` with Markdown's punctuation escaped: shown as written.
+
+    Never a link, an image, a tag or emphasis: a docstring of a reviewed file is someone
+    else's text.
+    """
+    return _MARKDOWN.sub(r"\\\1", str(text))
 
 
 def one_line(text: Any, limit: int = 300) -> str:

@@ -15,16 +15,16 @@ from typing import Any
 
 from clearance._core.spec import Task
 from clearance._core.vocabulary import NameKind
-from clearance._orchestration.result import RunResult
-from clearance._reports.base import Report, marks, one_line, parse_json
+from clearance._orchestration.result import RunResult, TaskOutcome
+from clearance._reports.base import Report, marks, one_line, parse_json, plain
 from clearance._reports.review_checks import checked_review, checked_text
 from clearance._reports.sarif import sarif_log
 from clearance._reports.summary import fact_summary
 from clearance._state.queue import TaskStatus
 from clearance.analysis import (
     COMPLEXITY_NAME,
-    MODULE_FACTS,
     Known,
+    checked_facts,
     fan_in,
     look_here_first,
     module_slug,
@@ -132,12 +132,7 @@ def code_review_report(
         the tasks that did not complete; a module whose review failed keeps its facts.
     """
     outcomes = result.tasks
-    facts_by_task: dict[str, dict[str, Any]] = {}
-    for task in tasks:
-        outcome = outcomes.get(task.id)
-        value = parse_json(outcome.result) if outcome is not None else None
-        if isinstance(value, dict) and value.get("kind") == MODULE_FACTS:
-            facts_by_task[task.id] = value
+    facts_by_task, malformed = _step_facts(tasks, outcomes)
     module_of = _module_of_task(tasks, facts_by_task)
     modules = sorted(facts_by_task.values(), key=lambda m: str(m.get("module")))
     known = Known.from_facts(modules)
@@ -168,7 +163,7 @@ def code_review_report(
         {"task": o.task_id, "status": str(o.status), "reason": o.error or ""}
         for o in outcomes.values()
         if o.status is not TaskStatus.COMPLETED
-    ]
+    ] + malformed
     package = next((str(m.get("package")) for m in modules if m.get("package")), "")
     lines: list[str] = ["# Code review" + (f" ({team_name})" if team_name else ""), ""]
     lines.append(
@@ -202,7 +197,7 @@ def code_review_report(
     for module in modules:
         name = str(module.get("module"))
         purpose = module.get("purpose") or "(no docstring)"
-        lines += [f"### {_code(name)}: {one_line(purpose, 160)}", ""]
+        lines += [f"### {_code(name)}: {plain(one_line(purpose, 160))}", ""]
         lines += _module_lines(module, fans, importers)
         review_id, review, error = reviews.get(name, ("", None, None))
         if error is not None:
@@ -246,6 +241,36 @@ def code_review_report(
     }
     markdown = "\n".join(lines).rstrip() + "\n"
     return Report(markdown=markdown, data=data, sarif=sarif_log(modules, package=package))
+
+
+def _step_facts(
+    tasks: Sequence[Task], outcomes: Mapping[str, TaskOutcome]
+) -> tuple[dict[str, dict[str, Any]], list[dict[str, str]]]:
+    """The ``module_facts`` results of the run's steps, each checked field by field.
+
+    Only a step's result is taken for facts: a model's answer that says it is module facts
+    (``{"kind": "module_facts", "module": "../../etc/passwd", ...}``) is a model's text,
+    and never reaches the report's facts or its SARIF log. A step's result of that kind
+    whose fields have the wrong types is left out and listed with the tasks that did not
+    complete, naming the first bad field.
+
+    Returns:
+        The facts by task id, and the entries for the malformed ones.
+    """
+    facts: dict[str, dict[str, Any]] = {}
+    malformed: list[dict[str, str]] = []
+    for task in tasks:
+        outcome = outcomes.get(task.id)
+        if task.run is None or outcome is None or outcome.status is not TaskStatus.COMPLETED:
+            continue
+        try:
+            found = checked_facts({task.id: outcome.result or ""})
+        except ValueError as exc:
+            malformed.append({"task": task.id, "status": "malformed", "reason": str(exc)})
+            continue
+        if found:
+            facts[task.id] = found[0]
+    return facts, malformed
 
 
 def _module_of_task(

@@ -13,6 +13,8 @@ from clearance.analysis import Known, ground
 __all__ = ["checked_review", "checked_text"]
 
 _SEVERITY_RANK = {"high": 0, "medium": 1, "low": 2}
+MAX_CATEGORY_CHARS = 40
+"""Most characters of a finding's category, on one line (a model's word, not a paragraph)."""
 
 
 def checked_text(
@@ -35,11 +37,12 @@ def checked_review(
 ) -> dict[str, Any] | None:
     """A module review (the reviewer's JSON answer) with what fails grounding left out.
 
-    A finding is kept only if its ``symbol`` is empty or one of the module's own
-    functions or names, its ``rule`` (if any) one of the module's findings, and its note
-    has a sentence that passes grounding and repeats neither the summary nor another
-    note. What is left out is counted in ``dropped`` (``"symbol"``, ``"rule code"``, and
-    the reasons of `ground`).
+    A finding is kept only if its ``severity`` is ``high``, ``medium`` or ``low``, its
+    ``symbol`` is empty or one of the module's own functions or names, its ``rule`` (if
+    any) one of the module's findings, and its note has a sentence that passes grounding
+    and repeats neither the summary nor another note. Its category is shown on one line,
+    cut at `MAX_CATEGORY_CHARS`. What is left out is counted in ``dropped``
+    (``"severity"``, ``"symbol"``, ``"rule code"``, and the reasons of `ground`).
 
     Returns:
         ``{"summary", "findings"}``, or ``None`` when ``value`` is not a JSON object.
@@ -58,6 +61,10 @@ def checked_review(
             continue
         symbol = str(entry.get("symbol", "")).strip().strip("`").removesuffix("()")
         rule = str(entry.get("rule", "")).strip()
+        severity = str(entry.get("severity", "low")).strip().lower()
+        if severity not in _SEVERITY_RANK:
+            dropped["severity"] += 1
+            continue
         if symbol and symbol not in own.symbols:
             dropped["symbol"] += 1
             continue
@@ -69,8 +76,8 @@ def checked_review(
             continue
         findings.append(
             {
-                "severity": str(entry.get("severity", "low")),
-                "category": str(entry.get("category", "")),
+                "severity": severity,
+                "category": one_line(entry.get("category", ""), MAX_CATEGORY_CHARS),
                 "symbol": symbol,
                 "rule": rule,
                 "note": one_line(note, 240),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from clearance._core.spec import Task
@@ -9,13 +10,25 @@ from clearance._orchestration.result import RunResult
 from clearance._reports.base import Report, marks, one_line
 from clearance._state.queue import TaskStatus
 
-__all__ = ["run_report"]
+__all__ = ["quoted", "run_report"]
+
+
+def quoted(text: str) -> str:
+    """``text`` in a fenced block that nothing in it can close: shown as written.
+
+    A result or a synthesis is model output. As Markdown it could pose as the report's own
+    sections (``## Edit (edit, by writer)``, a task it is not) or, rendered, fetch an image
+    from a URL it chose; in a fence longer than its longest run of backticks, it is text.
+    """
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}text\n{text}\n{fence}"
 
 
 def run_report(
     result: RunResult, tasks: Sequence[Task], *, model_id: str, team_name: str = ""
 ) -> Report:
-    """The report of any team: its synthesis and every task's result, labelled.
+    """The report of any team: its synthesis and every task's result, labelled and quoted.
 
     Args:
         result: The run's result.
@@ -37,7 +50,7 @@ def run_report(
         "",
     ]
     if result.synthesis:
-        lines.append(result.synthesis.strip())
+        lines.append(quoted(result.synthesis.strip()))
         if found := marks(result.synthesis):
             lines += ["", f"_Note: the synthesis was {' and '.join(found)}._"]
     else:
@@ -52,7 +65,8 @@ def run_report(
         heading = titles.get(task_id, task_id)
         lines += ["", f"## {heading} ({task_id}, by {outcome.assignee})", ""]
         if outcome.status is TaskStatus.COMPLETED and outcome.result is not None:
-            lines.append(outcome.result.strip() or "_(empty result)_")
+            text = outcome.result.strip()
+            lines.append(quoted(text) if text else "_(empty result)_")
             if found := marks(outcome.result):
                 lines += ["", f"_Note: this answer was {' and '.join(found)}._"]
         else:

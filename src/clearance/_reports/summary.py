@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from clearance._core.vocabulary import RankedKind
+from clearance._reports.base import plain
 from clearance.analysis import COMPLEXITY_NAME
 
 __all__ = ["fact_summary"]
@@ -43,7 +44,7 @@ def fact_summary(
     ]
     init = next((m for m in modules if m.get("slug") == ""), None)
     if init is not None and init.get("purpose"):
-        out.append(f"Its docstring says: “{init['purpose']}”")
+        out.append(f"Its docstring says: “{plain(init['purpose'])}”")
     by_slug = {str(m.get("slug")): m for m in modules}
     most = sorted(fans.items(), key=lambda kv: (-kv[1], kv[0]))
     if most and most[0][1] > 0:

@@ -12,6 +12,7 @@ from clearance.analysis._brief import REVIEW_BRIEF, brief, review_brief
 from clearance.analysis._complexity import COMPLEXITY_NAME, complexity
 from clearance.analysis._facts import MAX_EXCERPT_CHARS, module_slug, module_structure
 from clearance.analysis._grounding import Grounded, Known, ground
+from clearance.analysis._kinds import checked_facts
 from clearance.analysis._lint import CONTEXT_RULES, LINT_RULES, LintResult, lint_source
 from clearance.analysis._rank import fan_in, look_here_first
 from clearance.analysis._sizes import step_result_tokens
@@ -42,6 +43,7 @@ __all__ = [
     "StepFunction",
     "StepInput",
     "brief",
+    "checked_facts",
     "complexity",
     "fan_in",
     "ground",

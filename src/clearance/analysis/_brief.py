@@ -25,6 +25,11 @@ BRIEF_FUNCTIONS = 3
 """Most functions a brief lists (the most complex)."""
 BRIEF_EXCERPT_CHARS = 650
 """Most characters of source a brief quotes."""
+BRIEF_NAME_CHARS = 80
+"""Most characters of a function's name a brief shows (Python sets no limit on a name's
+length: a module may hold a name of megabytes, and the brief's size is a bound)."""
+BRIEF_PURPOSE_CHARS = 200
+"""Most characters of the module's purpose a brief shows."""
 
 
 def _short(message: str, limit: int = 80) -> str:
@@ -44,19 +49,20 @@ def brief(facts: dict[str, Any]) -> dict[str, Any]:
         :BRIEF_FINDINGS
     ]
     total = int(facts.get("findings_total", len(findings)))
+    names = [_short(str(f["name"]), BRIEF_NAME_CHARS) for f in functions]
     out: dict[str, Any] = {
         "module": facts.get("module"),
-        "purpose": facts.get("purpose", ""),
+        "purpose": _short(str(facts.get("purpose", "")), BRIEF_PURPOSE_CHARS),
         "lines": facts.get("lines"),
         "functions": [
-            f"{f['name']} line {f['line']}: complexity {f['complexity']}, {f['lines']} lines"
-            for f in functions
+            f"{name} line {f['line']}: complexity {f['complexity']}, {f['lines']} lines"
+            for name, f in zip(names, functions, strict=True)
         ],
         "findings": [f"line {f['line']} {f['code']} {_short(str(f['message']))}" for f in findings],
     }
     if total > len(findings):
         out["findings_not_shown"] = total - len(findings)
-    out["symbols"] = sorted({str(f["name"]) for f in functions})
+    out["symbols"] = sorted(set(names))
     out["rules"] = sorted({str(f["code"]) for f in findings})
     excerpt = facts.get("excerpt")
     if isinstance(excerpt, dict):
@@ -66,7 +72,8 @@ def brief(facts: dict[str, Any]) -> dict[str, Any]:
         doc = int(excerpt.get("docstring_lines") or 0)
         left_out = f" (docstring of {doc} lines left out)" if doc else ""
         out["excerpt"] = (
-            f"# {excerpt.get('symbol')}, lines {excerpt.get('first_line')}-"
+            f"# {_short(str(excerpt.get('symbol')), BRIEF_NAME_CHARS)}, lines "
+            f"{excerpt.get('first_line')}-"
             f"{excerpt.get('last_line')}{left_out}\n{text}"
         )
     return out

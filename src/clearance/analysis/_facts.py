@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from clearance.analysis._complexity import COMPLEXITY_NAME, complexity
-from clearance.analysis._imports import package_imports
+from clearance.analysis._imports import child_statements, package_imports
 from clearance.analysis._names import public_names
 
 __all__ = [
@@ -86,7 +86,7 @@ def functions(tree: ast.Module) -> list[FunctionFacts]:
     found: list[FunctionFacts] = []
 
     def visit(node: ast.AST, prefix: str) -> None:
-        for child in ast.iter_child_nodes(node):
+        for child in child_statements(node):  # a def is a statement: no expression walked
             if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
                 name = f"{prefix}{child.name}"
                 found.append(
@@ -167,9 +167,18 @@ def module_structure(path: str, source: str, *, package: str = "") -> dict[str, 
     return facts
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+"""Control characters, DEL, C1 and the bidirectional overrides: shown escaped in a purpose."""
+
+
 def _first_sentence(doc: str, limit: int = 200) -> str:
-    """The first sentence of a docstring's first paragraph, on one line (``limit`` chars)."""
+    r"""The first sentence of a docstring's first paragraph, on one line (``limit`` chars).
+
+    A control character in it (a terminal escape, a bidirectional override) is shown as its
+    escape (``\x1b``): a module's docstring reaches reports and the terminal.
+    """
     paragraph = " ".join(doc.strip().split("\n\n", 1)[0].split())
+    paragraph = _CONTROL.sub(lambda m: m[0].encode("unicode_escape").decode("ascii"), paragraph)
     match = re.search(r"(?<=[.!?])\s", paragraph)
     sentence = paragraph[: match.start()] if match else paragraph
     return sentence if len(sentence) <= limit else sentence[: limit - 1] + "…"

@@ -1,13 +1,14 @@
 """Grounding: a model's sentence reaches a report only if everything it names is real.
 
 A sentence fails when it holds code (a fenced or indented block, a line of source, a
-comment), a rule code that is not one of the findings (``S102.5``), a name written as code
-(``snake_case``, ``CamelCase``, ``dotted.name``, ``call()``, anything in backticks, a
-``.py`` file) that is not a module or symbol of the package, a count (lines, functions,
-findings, complexity, fan-in) that is not the named module's or function's, when it speaks
-of the prompt rather than the code ("this task", "the brief"), when it does not end (cut
-off mid-sentence), or when it repeats a sentence already kept. What fails is left out and
-counted, never printed with a warning.
+comment), a control character (a terminal escape, a bidirectional override), markup (a
+Markdown link or image, an HTML tag, a URL), a rule code that is not one of the findings
+(``S102.5``), a name written as code (``snake_case``, ``CamelCase``, ``dotted.name``,
+``call()``, anything in backticks, a ``.py`` file) that is not a module or symbol of the
+package, a count (lines, functions, findings, complexity, fan-in) that is not the named
+module's or function's, when it speaks of the prompt rather than the code ("this task",
+"the brief"), when it does not end (cut off mid-sentence), or when it repeats a sentence
+already kept. What fails is left out and counted, never printed with a warning.
 """
 
 from __future__ import annotations
@@ -44,11 +45,20 @@ _COUNT = re.compile(
     r"\b(\d+) (?:lines?|functions?|findings?|modules?)\b|\bcomplexity (?:of )?(\d+)\b"
     r"|\bline (\d+)\b|\bimported by (\d+)\b"
 )
-_FILE = re.compile(r"[\w/.-]*\w\.py\b")
+_PATH_RUN = re.compile(r"[\w/.-]+")
+_PY_AT = re.compile(r"(?=\w\.py\b)")
 _SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(])")
 _BULLET = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")
 _HEADING = re.compile(r"^#{1,6} +[A-Z][a-z]+(?: [A-Za-z-]+)*:?$")
 _ALLOWED = frozenset(dir(builtins)) | frozenset(keyword.kwlist)
+_WORD = re.compile(r"\w")
+_MARKUP = re.compile(r"\]\(|\]:|<[A-Za-z/!?]|://")
+"""A Markdown link or image (``![x](https://...)``, ``[1]: ...``), an HTML tag, or a URL:
+rendered, the report would fetch or link what a model chose (an image's URL can carry
+what the model saw out), and no module or symbol is written so."""
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+"""Control characters (tab and newline aside), DEL, C1 and the bidirectional overrides:
+a terminal escape or a reordering of the report's text, never a sentence of a review."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -61,12 +71,21 @@ class Known:
         codes: Rule codes ruff reported.
         numbers: The counts a sentence may state about each module or symbol (its lines,
             functions, findings, fan-in; a function's line, length and complexity).
+        any_number: Every count of ``numbers`` (what a sentence naming nothing may state).
+        name_lengths: The lengths of the names of ``numbers``, shortest first.
     """
 
     modules: frozenset[str]
     symbols: frozenset[str]
     codes: frozenset[str]
     numbers: Mapping[str, frozenset[int]] = field(default_factory=dict)
+    any_number: frozenset[int] = field(init=False, default=frozenset())
+    name_lengths: tuple[int, ...] = field(init=False, default=())
+
+    def __post_init__(self) -> None:
+        """Work out, once, what every sentence's number check reads (`_number_problem`)."""
+        object.__setattr__(self, "any_number", frozenset().union(*self.numbers.values()))
+        object.__setattr__(self, "name_lengths", tuple(sorted({len(n) for n in self.numbers})))
 
     @classmethod
     def from_facts(cls, modules: Iterable[Mapping[str, Any]]) -> Known:
@@ -170,9 +189,14 @@ def sentence_problem(sentence: str, known: Known) -> str | None:
     """Why one sentence fails grounding, or ``None``.
 
     Returns:
-        ``"code"``, ``"rule code"``, ``"name"``, ``"number"``, ``"about the prompt"``,
+        ``"control character"``, ``"markup"``, ``"code"``, ``"rule code"``, ``"name"``,
+        ``"number"``, ``"about the prompt"``,
         ``"incomplete"`` (no final ``.``, ``!`` or ``?``), or ``None`` when it passes.
     """
+    if _CONTROL.search(sentence):
+        return "control character"
+    if _MARKUP.search(sentence):
+        return "markup"
     if _FENCE.search(sentence) or _CODE_LINE.match(sentence) or sentence.startswith(("    ", "\t")):
         return "code"
     if not _ENDED.search(sentence) or len(sentence.split()) < _MIN_WORDS:
@@ -190,14 +214,31 @@ def sentence_problem(sentence: str, known: Known) -> str | None:
     plain = _BACKTICKED.sub(" ", sentence)
     if _CALL.search(plain):
         return "code"  # a call with arguments: ``bool("")``
-    for file_name in _FILE.findall(plain):
-        if not known.names(file_name):
+    spans = _file_spans(plain)
+    for start, end in spans:
+        if not known.names(plain[start:end]):
             return "name"
-    plain = _FILE.sub(" ", plain)
+    for start, end in reversed(spans):
+        plain = f"{plain[:start]} {plain[end:]}"
     for token in _TOKEN.findall(plain):
         if _code_like(token) and not known.names(token):
             return "name"
     return _number_problem(sentence, known)
+
+
+def _file_spans(text: str) -> list[tuple[int, int]]:
+    r"""Where ``text`` names ``.py`` files: what ``[\w/.-]*\w\.py\b`` finds, in linear time.
+
+    That expression, searched, is quadratic on a long run of path characters (``a.a.a...``,
+    a line of dots: minutes for one answer). A match starts where a run of ``[\w/.-]``
+    starts and ends after the run's last ``x.py``, so each run is read once.
+    """
+    spans = []
+    for run in _PATH_RUN.finditer(text):
+        starts = [m.start() for m in _PY_AT.finditer(text, run.start(), run.end())]
+        if starts:
+            spans.append((run.start(), starts[-1] + 4))
+    return spans
 
 
 def _number_problem(sentence: str, known: Known) -> str | None:
@@ -205,14 +246,35 @@ def _number_problem(sentence: str, known: Known) -> str | None:
     stated = [int(n) for groups in _COUNT.findall(sentence) for n in groups if n]
     if not stated or not known.numbers:
         return None
-    named = [
-        name for name in known.numbers
-        if re.search(rf"(?<![\w.]){re.escape(name)}(?![\w])", sentence)
-    ]  # fmt: skip
-    allowed: set[int] = set()
-    for name in named or known.numbers:
-        allowed |= known.numbers[name]
+    named = _named(sentence, known)
+    allowed = (
+        frozenset().union(*(known.numbers[name] for name in named)) if named else known.any_number
+    )
     return None if all(n in allowed for n in stated) else "number"
+
+
+def _named(sentence: str, known: Known) -> list[str]:
+    """The names of ``known.numbers`` that stand alone in ``sentence``.
+
+    Alone: no word character or dot before, no word character after. Each place a name may
+    start is tried with each length a name has: the cost grows with the sentence, not with
+    the package (a regular expression per name made a 100,000 character answer about a
+    300-module package take minutes to check).
+    """
+    found: list[str] = []
+    size = len(sentence)
+    for start in range(size):
+        if start and (sentence[start - 1] == "." or _WORD.match(sentence[start - 1])):
+            continue
+        for length in known.name_lengths:
+            end = start + length
+            if end > size:
+                break
+            if end < size and _WORD.match(sentence[end]):
+                continue
+            if sentence[start:end] in known.numbers:
+                found.append(sentence[start:end])
+    return found
 
 
 def ground(text: str | None, known: Known, seen: set[str] | None = None) -> Grounded:

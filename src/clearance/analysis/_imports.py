@@ -10,7 +10,7 @@ import ast
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-__all__ = ["PackageImports", "package_imports"]
+__all__ = ["PackageImports", "child_statements", "package_imports"]
 
 
 @dataclass(kw_only=True, slots=True)
@@ -34,11 +34,30 @@ def _is_type_checking(test: ast.expr) -> bool:
     )
 
 
-def _walk(node: ast.AST, type_only: bool = False) -> Iterator[tuple[ast.AST, bool]]:
-    """Every node with whether it sits in a ``TYPE_CHECKING`` block's body."""
-    for child in ast.iter_child_nodes(node):
+def child_statements(node: ast.AST) -> Iterator[ast.stmt]:
+    """The statements of ``node``'s blocks: its body, ``else``, ``finally``, handlers, cases.
+
+    Statements (an import, a ``def``, a ``class``) sit only in blocks, and blocks nest at
+    most 100 deep (the parser's limit on indentation), so a walk of statements never
+    descends into an expression: ``x = 1 + 1 + ...`` of thousands of terms, which parses,
+    costs no recursion at all.
+    """
+    for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+        block = getattr(node, name, None)
+        if not isinstance(block, list):
+            continue  # a lambda's or a conditional expression's body: an expression
+        for child in block:
+            if isinstance(child, ast.stmt):
+                yield child
+            else:  # an ``except`` handler or a ``case``: its statements
+                yield from child.body
+
+
+def _walk(node: ast.AST, type_only: bool = False) -> Iterator[tuple[ast.stmt, bool]]:
+    """Every statement with whether it sits in a ``TYPE_CHECKING`` block's body."""
+    for child in child_statements(node):
+        yield child, type_only
         if isinstance(child, ast.If) and _is_type_checking(child.test):
-            yield child, type_only
             for stmt in child.body:
                 yield stmt, True
                 yield from _walk(stmt, True)
@@ -46,7 +65,6 @@ def _walk(node: ast.AST, type_only: bool = False) -> Iterator[tuple[ast.AST, boo
                 yield stmt, type_only
                 yield from _walk(stmt, type_only)
             continue
-        yield child, type_only
         yield from _walk(child, type_only)
 
 

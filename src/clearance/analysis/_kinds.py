@@ -47,13 +47,23 @@ class _Finding(_Strict):
     severity: str = "low"
 
 
+class _Name(_Strict):
+    name: str
+    kind: str = ""
+    line: int | None = None
+
+
 class _ModuleFacts(_Strict):
     module: str
     slug: str
     lines: int | None = None
+    functions: int = 0
+    public_count: int = 0
     purpose: str = ""
+    public: list[_Name] = Field(default_factory=list)
     imports: list[str] = Field(default_factory=list)
     type_imports: list[str] = Field(default_factory=list)
+    imported_names: dict[str, list[str]] = Field(default_factory=dict)
     most_complex: list[_Function] = Field(default_factory=list)
     findings: list[_Finding] = Field(default_factory=list)
     findings_total: int = 0

@@ -3,14 +3,18 @@
 Ruff runs as ``python -m ruff`` from the running interpreter's environment, in an empty
 temporary folder, with ``--isolated`` (no configuration file of the reviewed folder is
 read) and the source on stdin: nothing of the input folder but the given text reaches it.
+Its output is read while it comes, at most `_MAX_OUTPUT_BYTES`, within `LINT_TIMEOUT_S`.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import selectors
 import subprocess
 import sys
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -100,28 +104,18 @@ def lint_source(path: str, source: str, *, target_version: str | None = None) ->
         command[-2:-2] = [f"--target-version={target_version}"]
     with tempfile.TemporaryDirectory(prefix="clearance-lint-") as cwd:
         try:
-            done = subprocess.run(
-                command,
-                input=source.encode("utf-8"),
-                capture_output=True,
-                timeout=LINT_TIMEOUT_S,
-                cwd=cwd,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            return LintResult(problem=f"ruff took more than {LINT_TIMEOUT_S:.0f} s")
+            done = _run_capped(command, source.encode("utf-8"), cwd)
         except OSError as exc:
             return LintResult(problem=f"ruff could not run: {exc.strerror or exc}")
-    if (
-        done.returncode not in (0, 1)
-        or not done.stdout.strip()
-        or len(done.stdout) > _MAX_OUTPUT_BYTES
-    ):
-        first = done.stderr.decode("utf-8", "replace").strip().splitlines()[:1]
-        why = first[0][:200] if first else f"exit {done.returncode}"
+    if isinstance(done, str):
+        return LintResult(problem=done)
+    returncode, stdout, stderr = done
+    if returncode not in (0, 1) or not stdout.strip():
+        first = stderr.decode("utf-8", "replace").strip().splitlines()[:1]
+        why = first[0][:200] if first else f"exit {returncode}"
         return LintResult(problem=f"ruff failed: {why}")
     try:
-        raw = json.loads(done.stdout)
+        raw = json.loads(stdout)
     except ValueError:
         return LintResult(problem="ruff's output is not JSON")
     findings: list[dict[str, Any]] = []
@@ -147,3 +141,56 @@ def lint_source(path: str, source: str, *, target_version: str | None = None) ->
         total=len(findings),
         counts=dict(sorted(counts.items())),
     )
+
+
+def _run_capped(command: list[str], source: bytes, cwd: str) -> tuple[int, bytes, bytes] | str:
+    """Run ``command`` on ``source`` (its stdin); its output read while it comes, capped.
+
+    Ruff writes a few hundred bytes of JSON per finding, so a hostile module (a 4 MiB file of
+    ``import os`` lines) makes it write hundreds of megabytes. Its stdout is read at most
+    `_MAX_OUTPUT_BYTES` plus one chunk, within `LINT_TIMEOUT_S`; past either it is killed.
+    Stdin and stderr are files, so neither can block it.
+
+    Returns:
+        ``(returncode, stdout, the start of stderr)``, or one line saying why there is none.
+
+    Raises:
+        OSError: The command cannot be started.
+    """
+    with tempfile.TemporaryFile() as stdin, tempfile.TemporaryFile() as stderr:
+        stdin.write(source)
+        stdin.seek(0)
+        process = subprocess.Popen(
+            command, stdin=stdin, stdout=subprocess.PIPE, stderr=stderr, cwd=cwd
+        )
+        assert process.stdout is not None
+        deadline = time.monotonic() + LINT_TIMEOUT_S
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            with selectors.DefaultSelector() as selector:
+                selector.register(process.stdout, selectors.EVENT_READ)
+                while True:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return f"ruff took more than {LINT_TIMEOUT_S:.0f} s"
+                    if not selector.select(left):
+                        continue
+                    chunk = os.read(process.stdout.fileno(), 1 << 16)
+                    if not chunk:
+                        break
+                    size += len(chunk)
+                    if size > _MAX_OUTPUT_BYTES:
+                        return f"ruff's output is over {_MAX_OUTPUT_BYTES:,} bytes: not read"
+                    chunks.append(chunk)
+            try:
+                returncode = process.wait(timeout=max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                return f"ruff took more than {LINT_TIMEOUT_S:.0f} s"
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+            process.stdout.close()
+        stderr.seek(0)
+        return returncode, b"".join(chunks), stderr.read(4096)

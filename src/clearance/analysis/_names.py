@@ -33,15 +33,22 @@ def _module_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
 
 
 def _strings(node: ast.expr) -> list[str] | None:
-    """The strings of a list/tuple literal (or a sum of them); ``None`` if not literal."""
-    if isinstance(node, ast.List | ast.Tuple):
-        found = [e.value for e in node.elts if isinstance(e, ast.Constant)]
-        return [v for v in found if isinstance(v, str)]
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = _strings(node.left), _strings(node.right)
-        if left is not None and right is not None:
-            return left + right
-    return None
+    """The strings of a list/tuple literal (or a sum of them); ``None`` if not literal.
+
+    Walked without recursion: a sum of thousands of literals parses, and is read.
+    """
+    found: list[str] = []
+    parts = [node]
+    while parts:  # the sum's terms, left to right
+        part = parts.pop()
+        if isinstance(part, ast.BinOp) and isinstance(part.op, ast.Add):
+            parts += [part.right, part.left]
+        elif isinstance(part, ast.List | ast.Tuple):
+            values = [e.value for e in part.elts if isinstance(e, ast.Constant)]
+            found += [v for v in values if isinstance(v, str)]
+        else:
+            return None
+    return found
 
 
 def declared_all(tree: ast.Module) -> list[str] | None:

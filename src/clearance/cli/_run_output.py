@@ -19,7 +19,7 @@ from rich.table import Table
 
 from clearance import TaskStatus
 from clearance.cli._approve import EXIT_AWAITING_APPROVAL
-from clearance.cli._common import err, out, safe_text, write_output_file
+from clearance.cli._common import err, out, safe, safe_text, write_output_file
 
 if TYPE_CHECKING:
     from clearance import RunResult
@@ -51,8 +51,8 @@ def write_report(
         ConfigError: A file cannot be written; the run stays recorded, and the error says
             where to read it.
     """
-    if shown:
-        out.print(Markdown(report.markdown))
+    if shown:  # model text and input files' docstrings: shown escaped, never obeyed
+        out.print(Markdown(safe(report.markdown)))
     kept = f"; the run is recorded: clearance inspect {result.run_id}"
     if output is not None:
         write_output_file(output, report.markdown, flag="--output", after=kept)
