@@ -19,18 +19,18 @@ ledger as an ``mcp_call`` event (see ``ToolOutput.source``).
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
-import os
-import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from clearance._agents.mcp_transport import ReadCap, StateFolders, read_cap, session
-from clearance._agents.tools import Tool, ToolOutput, check_arguments, tool_caller
+from clearance._agents.mcp_transport import ErrorTail, ReadCap, StateFolders, read_cap, session
+from clearance._agents.tools import Tool, ToolOutput, tool_caller
 from clearance._core.errors import ConfigError
 from clearance._core.mcp_spec import McpServerSpec, McpToolRef
+from clearance.models._base import MAX_ARGUMENT_DEPTH, nested_deeper_than
 
 if TYPE_CHECKING:
     from mcp.types import CallToolResult
@@ -44,6 +44,7 @@ _MAX_PAGES = 20  # tools/list pages read from one server
 _MAX_LISTED = 2000  # tools read from one server's listing
 _CLEANUP_S = 15.0  # bound on stopping a server after its caller was cancelled
 _ERROR_CHARS = 300  # of an error message quoting what a server said
+_PROBLEMS_SHOWN = 10  # argument problems told to the model, each cut to _ERROR_CHARS
 
 T = TypeVar("T")
 
@@ -120,7 +121,7 @@ async def load_mcp_tools(
         listed = await _listed(server, spec, folders.folder(server, spec, None))
         for name, ref in by_tool.items():
             if name not in listed:
-                offered = ", ".join(sorted(listed)[:20]) or "none"
+                offered = ", ".join(_shown_name(n) for n in sorted(listed)[:20]) or "none"
                 raise ConfigError(
                     f"MCP server {server!r} has no tool {name!r} (it offers: {offered})",
                     field=f"mcp_servers.{server}",
@@ -151,7 +152,7 @@ async def _listed(server: str, spec: McpServerSpec, folder: Path) -> dict[str, A
     import anyio
     from mcp import MCPError
 
-    errlog = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
+    errlog = ErrorTail(4 * _ERROR_CHARS)  # a server flooding it costs no disk, no memory
     malformed: list[str] = []
 
     async def work() -> dict[str, Any]:
@@ -160,7 +161,11 @@ async def _listed(server: str, spec: McpServerSpec, folder: Path) -> dict[str, A
         found: dict[str, Any] = {}
         with anyio.fail_after(spec.connect_timeout_s * 2):
             async with session(
-                spec, ReadCap(read_cap(spec)), folder=folder, errlog=errlog, malformed=malformed
+                spec,
+                ReadCap(read_cap(spec)),
+                folder=folder,
+                errlog=errlog.file,
+                malformed=malformed,
             ) as open_:
                 cursor: str | None = None
                 for _ in range(_MAX_PAGES):
@@ -179,7 +184,7 @@ async def _listed(server: str, spec: McpServerSpec, folder: Path) -> dict[str, A
         listed = await _stopped_on_cancel(work)
     except Exception as exc:  # any failure of the server, its process or the connection
         leaf = _leaf(exc)
-        said = _tail(errlog)
+        said = _tail(errlog.close())
         if isinstance(leaf, ConfigError):
             raise ConfigError(str(leaf), field=field) from None
         if isinstance(leaf, TimeoutError) or (
@@ -195,7 +200,7 @@ async def _listed(server: str, spec: McpServerSpec, folder: Path) -> dict[str, A
             field=field,
         ) from None
     finally:
-        errlog.close()
+        errlog.close()  # a second close only returns the end again
     assert listed is not None
     return listed
 
@@ -207,6 +212,11 @@ def _checked_tool(server: str, spec: McpServerSpec, name: str, tool: Any) -> tup
 
     field = f"mcp_servers.{server}"
     schema = tool.input_schema
+    if nested_deeper_than(schema, MAX_ARGUMENT_DEPTH):
+        raise ConfigError(
+            f"tool {name!r}: its argument schema nests deeper than {MAX_ARGUMENT_DEPTH} levels",
+            field=field,
+        )
     try:
         size = len(json.dumps(schema, ensure_ascii=False).encode("utf-8"))
     except (TypeError, ValueError, UnicodeEncodeError):
@@ -226,6 +236,10 @@ def _checked_tool(server: str, spec: McpServerSpec, name: str, tool: Any) -> tup
             f"tool {name!r}: its argument schema is not valid: {exc.message[:_ERROR_CHARS]}",
             field=field,
         ) from None
+    except RecursionError:
+        raise ConfigError(
+            f"tool {name!r}: its argument schema nests too deeply", field=field
+        ) from None
     text = " ".join(str(tool.description or tool.title or name).split())
     text = "".join(c for c in text if c.isprintable())[:MAX_DESCRIPTION_CHARS]
     return f"[MCP server {server}] {text}", schema
@@ -241,7 +255,7 @@ def _tool(
             "server": ref.server, "tool": ref.tool, "transport": spec.transport,
             "where": spec.where(), "shared": spec.share,
         }  # fmt: skip
-        problems = check_arguments(schema, arguments)
+        problems = _argument_problems(schema, arguments)
         if problems:
             return ToolOutput(
                 content=f"error: invalid arguments: {problems}", is_error=True, source=source
@@ -300,6 +314,64 @@ async def _call(
     return capped, bool(result.is_error), {"bytes": size, "truncated": cut}
 
 
+def _argument_problems(schema: dict[str, Any], arguments: dict[str, Any]) -> str:
+    """Problems of ``arguments`` against a server's schema (``""``: none), checked safely.
+
+    The schema is the server's, so it is not trusted to be cheap: no ``$ref`` is fetched (a
+    reference outside the schema is a problem, never a request to another host or a read of
+    a local file), and no regular expression of the server's is run (``pattern`` and
+    ``patternProperties`` are left to the server to check: Python's matcher can take
+    exponential time, and it would stop the whole run while it does). At most
+    ``_PROBLEMS_SHOWN`` problems are listed, each cut short.
+    """
+    from referencing import Registry
+    from referencing.exceptions import NoSuchResource
+
+    def refuse(uri: str) -> Any:
+        raise NoSuchResource(uri)
+
+    registry: Any = Registry(retrieve=refuse)  # type: ignore[call-arg]
+    validator = _lenient_validator()(schema, registry=registry)
+    problems: list[str] = []
+    try:
+        for error in validator.iter_errors(arguments):
+            problems.append(f"{error.json_path}: {error.message}"[:_ERROR_CHARS])
+            if len(problems) == _PROBLEMS_SHOWN:
+                problems.append("(more not shown)")
+                break
+    except RecursionError:
+        return "its argument schema refers to itself without end; it cannot be checked"
+    except Exception as exc:  # an unresolvable $ref, say: the schema cannot be used
+        return f"its argument schema cannot be checked: {_describe(exc)}"
+    return "; ".join(problems)
+
+
+@functools.cache
+def _lenient_validator() -> Any:
+    """Draft 2020-12 validation that runs no regular expression of the schema's."""
+    from jsonschema.validators import Draft202012Validator, extend
+
+    default = Draft202012Validator.VALIDATORS
+
+    def unchecked(validator: Any, value: Any, instance: Any, schema: Any) -> None:
+        return None
+
+    def additional(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
+        if "patternProperties" in schema:  # which names it covers would take the patterns
+            return None
+        return default["additionalProperties"](validator, value, instance, schema)
+
+    return extend(  # type: ignore[no-untyped-call]
+        Draft202012Validator,
+        {
+            "pattern": unchecked,
+            "patternProperties": unchecked,
+            "additionalProperties": additional,
+            "unevaluatedProperties": unchecked,  # it would match patternProperties too
+        },
+    )
+
+
 def _sent(malformed: list[str]) -> str:
     """``"; it sent a message that is not JSON-RPC: ..."`` for the first one, or ``""``."""
     if not malformed:
@@ -308,20 +380,19 @@ def _sent(malformed: list[str]) -> str:
     return f"; it sent a message that is not JSON-RPC{more}: {malformed[0]}"
 
 
-def _tail(errlog: TextIO) -> str:
+def _tail(text: str) -> str:
     """``"; its standard error ends: ..."`` with the end of what a stdio server wrote, or ``""``."""
-    try:
-        errlog.flush()
-        size = errlog.seek(0, os.SEEK_END)
-        errlog.seek(max(0, size - 4 * _ERROR_CHARS))
-        text = errlog.read()
-    except (OSError, ValueError):
-        return ""
     lines = [" ".join(line.split()) for line in text.splitlines() if line.strip()]
     if not lines:
         return ""
     last = "".join(c for c in lines[-1] if c.isprintable())[-_ERROR_CHARS:]
     return f"; its standard error ends: {_clean(last)}"
+
+
+def _shown_name(name: str) -> str:
+    """A tool name a server listed, as an error may quote it: printable, at most 64 characters."""
+    shown = "".join(c for c in name if c.isprintable())
+    return _clean(shown if len(shown) <= 64 else shown[:63] + "…")
 
 
 def _leaf(exc: BaseException) -> BaseException:

@@ -21,8 +21,11 @@ import contextlib
 import contextvars
 import logging
 import os
+import select
 import shutil
 import tempfile
+import threading
+import time
 import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -37,7 +40,7 @@ from clearance._core.mcp_spec import McpServerSpec
 if TYPE_CHECKING:
     from mcp import ClientSession
 
-__all__ = ["MALFORMED_SHOWN", "ReadCap", "StateFolders", "read_cap", "session"]
+__all__ = ["MALFORMED_SHOWN", "ErrorTail", "ReadCap", "StateFolders", "read_cap", "session"]
 
 # The SDK logs a server's malformed message with its traceback; with no logging set up,
 # Python's last-resort handler would print that to the terminal. What a server sends is
@@ -162,6 +165,64 @@ def _capped_transport(cap: ReadCap) -> Any:
             await self._inner.aclose()
 
     return Transport()
+
+
+class ErrorTail:
+    """A pipe for a server's standard error that keeps only the last ``keep`` bytes written.
+
+    ``file`` is given to the server as its standard error; a daemon thread reads the pipe as
+    it fills, so a server writing without end never blocks on it and never costs more than
+    ``keep`` bytes. `close` ends the reading and returns the end kept.
+
+    Args:
+        keep: Most bytes kept (the last ones written).
+    """
+
+    _POLL_S = 0.05
+    _LINGER_S = 0.5  # after `close`, how long what is still being written is read
+
+    def __init__(self, keep: int) -> None:
+        self._keep = keep
+        self._data = bytearray()
+        self._closing = threading.Event()
+        read_end, write_end = os.pipe()
+        self._read_end = read_end
+        self.file: TextIO = os.fdopen(write_end, "w", encoding="utf-8", errors="replace")
+        self._thread = threading.Thread(target=self._drain, name="mcp-stderr", daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        stop_at: float | None = None
+        poller = select.poll()  # no limit on the descriptor's number, unlike select()
+        poller.register(self._read_end, select.POLLIN)
+        try:
+            while True:
+                if stop_at is None and self._closing.is_set():
+                    stop_at = time.monotonic() + self._LINGER_S
+                if stop_at is not None and time.monotonic() >= stop_at:
+                    return
+                ready = poller.poll(self._POLL_S * 1000)
+                if not ready:
+                    if stop_at is not None:
+                        return
+                    continue
+                chunk = os.read(self._read_end, 65536)
+                if not chunk:
+                    return  # every writer is gone
+                self._data += chunk
+                del self._data[: -self._keep]
+        except OSError:
+            return
+        finally:
+            os.close(self._read_end)
+
+    def close(self) -> str:
+        """Stop reading (what is already written is read first) and return the end kept."""
+        with contextlib.suppress(OSError):
+            self.file.close()
+        self._closing.set()
+        self._thread.join(timeout=self._LINGER_S + 1)
+        return bytes(self._data).decode("utf-8", "replace")
 
 
 class StateFolders:

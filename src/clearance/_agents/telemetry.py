@@ -68,6 +68,13 @@ TRACER_NAME = "clearance"
 # Subjects whose reference is a task id (`ModelCaller.call`'s ``subject``).
 _TASK_SUBJECTS = ("task:", "isolated:")
 
+# The finish reasons providers send (OpenAI, Anthropic, llama.cpp, the GenAI conventions'):
+# any other text is the model server's to choose, shown as a digest without content capture.
+_FINISH_REASONS = frozenset({
+    "stop", "length", "tool_calls", "function_call", "content_filter", "error", "end_turn",
+    "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal",
+})  # fmt: skip
+
 ResponseHook = Callable[[ModelResponse], None]
 
 
@@ -363,7 +370,8 @@ def _response_attributes(response: ModelResponse) -> dict[str, Any]:
     }
     finish = response.finish_reason or ("tool_calls" if response.tool_calls else None)
     if finish is not None:
-        attributes["gen_ai.response.finish_reasons"] = [finish]
+        shown = finish if finish in _FINISH_REASONS else span_id(finish)
+        attributes["gen_ai.response.finish_reasons"] = [shown]
     if capture_content():
         parts: list[dict[str, Any]] = []
         if response.text:

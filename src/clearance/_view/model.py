@@ -47,6 +47,8 @@ HIGHLIGHTED_KINDS: tuple[str, ...] = (
 )
 """Origin kinds with their own colour; every other kind is shown as ``other``."""
 
+_REASON_CHARS = 1000  # of a verify failure's text, as the page shows it
+
 KIND_LABELS: dict[str, str] = {
     "task": "task",
     "task_result": "dependency result",
@@ -114,8 +116,14 @@ class CallView:
 
     @property
     def items(self) -> list[dict[str, Any]]:
-        """The manifest's items (``origin``, ``title``, ``tokens``...)."""
-        return list(self.call.manifest.get("items", []))
+        """The manifest's items (``origin``, ``title``, ``tokens``...); none if malformed."""
+        return _manifest_items(self.call.manifest) or []
+
+    @property
+    def total_tokens(self) -> object:
+        """The manifest's ``total_tokens`` as recorded (``""`` if it has none)."""
+        manifest = self.call.manifest
+        return manifest.get("total_tokens", "") if isinstance(manifest, dict) else ""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -281,6 +289,8 @@ def load_run_view(ledger: RunLedger, run_id: str) -> RunView:
         findings, calls_checked = report.findings, report.calls_checked
     except ClearanceError as exc:
         verify_error = str(exc)
+    except Exception as exc:  # a forged row of a type verify does not expect: still a verdict
+        verify_error = f"a record is malformed ({type(exc).__name__}: {exc})"[:_REASON_CHARS]
     by_call: dict[str, list[Finding]] = {}
     for finding in findings:  # run-level findings (the chain, results) have no call id
         by_call.setdefault(finding.call_id or "", []).append(finding)
@@ -319,7 +329,8 @@ def load_run_view(ledger: RunLedger, run_id: str) -> RunView:
                 task.event_problems[event.event_id] = problem
     coordinator_calls: list[CallView] = []
     attempts: dict[str, int] = {}
-    replays = Counter(str(e.data.get("original")) for e in events if e.kind == EventKind.REPLAYED)
+    replayed = [e.data for e in events if e.kind == EventKind.REPLAYED]
+    replays = Counter(str(d.get("original")) for d in replayed if isinstance(d, dict))
     for call in ledger.calls(run.run_id):
         attempts[call.subject] = attempts.get(call.subject, 0) + 1
         view = segment_call(call, attempts[call.subject], by_call.get(call.call_id, ()))
@@ -329,9 +340,10 @@ def load_run_view(ledger: RunLedger, run_id: str) -> RunView:
             coordinator_calls.append(view)
             continue
         task.calls.append(view)
-        if call.subject == f"task:{task.task_id}":
-            clearance = call.manifest.get("clearance") or {}
-            task.cleared = tuple(str(x) for x in clearance.get("result_task_ids", ()))
+        if call.subject == f"task:{task.task_id}" and isinstance(call.manifest, dict):
+            clearance = call.manifest.get("clearance")
+            cleared = clearance.get("result_task_ids") if isinstance(clearance, dict) else None
+            task.cleared = tuple(str(x) for x in cleared) if isinstance(cleared, list) else ()
     return RunView(
         run=run,
         tasks=tasks,
@@ -361,9 +373,11 @@ def segment_call(call: CallRecord, attempt: int, findings: Iterable[Finding] = (
     """
     found = tuple(findings)
     flagged = {f.origin for f in found if f.origin}
-    items = list(call.manifest.get("items", []))
-    roles = [str(m.get("role", "")) for m in call.messages]
-    texts = [str(m.get("content", "")) for m in call.messages]
+    items = _manifest_items(call.manifest)
+    messages = call.messages if isinstance(call.messages, list) else []
+    messages = [m if isinstance(m, dict) else {"content": m} for m in messages]
+    roles = [str(m.get("role", "")) for m in messages]
+    texts = [str(m.get("content", "")) for m in messages]
     raw = tuple(
         MessageView(role=role, segments=(Segment(text=text),))
         for role, text in zip(roles, texts, strict=True)
@@ -390,6 +404,14 @@ def segment_call(call: CallRecord, attempt: int, findings: Iterable[Finding] = (
         layout_note=None,
         findings=found,
     )
+
+
+def _manifest_items(manifest: object) -> list[dict[str, Any]] | None:
+    """A recorded manifest's items, or ``None`` when it is not a list of objects (forged)."""
+    items = manifest.get("items") if isinstance(manifest, dict) else None
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        return None
+    return items
 
 
 def _user_segments(

@@ -69,6 +69,7 @@ class RunRow:
         return self.run.usage.prompt_tokens + self.run.usage.completion_tokens
 
 
+_TEXT_CHARS = 1000  # of a verdict's line
 _RUNNING = Verdict(state="running", text="when the run has finished")
 _UNCHECKED = Verdict(state="unchecked", text="not checked yet (reload)")
 
@@ -136,6 +137,9 @@ class VerdictCache:
             report = verify_run(ledger, run_id)
         except ClearanceError as exc:
             return Verdict(state="error", text=f"could not check: {exc}")
+        except Exception as exc:  # a forged row verify did not expect: one run, not the list
+            text = f"could not check: a record is malformed ({type(exc).__name__}: {exc})"
+            return Verdict(state="error", text=text[:_TEXT_CHARS])
         return _verdict(len(report.findings), report.calls_checked)
 
     def _keep(self, run_id: str, head: int, verdict: Verdict) -> None:

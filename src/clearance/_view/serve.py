@@ -9,10 +9,12 @@ and replaces what changed. A poll is two indexed reads; nothing is verified for 
 kept by run and chain position, so several tabs on one run render it once per change. The
 server listens on 127.0.0.1 only, serves each connection on its own thread under one deadline
 for the whole connection (a client trickling its request a byte at a time holds nobody else
-up, and is cut off when the deadline passes), renders one page at a time, and refuses any
-``Host`` other than the loopback name and port it serves, so a web page the user
-visits cannot reach it through DNS rebinding. Pages carry the same Content-Security-Policy as
-a header as they do in their ``<meta>`` tag.
+up, and is cut off when the deadline passes), at most ``MAX_CONNECTIONS`` at once (one more
+is answered ``503`` and closed, so a client opening thousands costs no thread each), renders
+one page at a time, and refuses any ``Host`` other than the loopback name and port it
+serves, so a web page the user visits cannot reach it through DNS rebinding. A record of the
+ledger that cannot be read is a one-line ``500``, never a dropped connection. Pages carry the
+same Content-Security-Policy as a header as they do in their ``<meta>`` tag.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import sys
 import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 from urllib.parse import parse_qs, quote, unquote
 
 from markupsafe import escape
@@ -50,6 +53,17 @@ MAX_RUNS_LISTED = 500
 PAGES_KEPT = 8
 """Most rendered run pages kept (by run id, with the chain position they show)."""
 
+MAX_CONNECTIONS = 64
+"""Most connections served at once (each holds a thread until its deadline); one more is
+answered ``503`` at once and closed."""
+
+_BUSY = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+    b"Content-Length: 36\r\nRetry-After: 1\r\nConnection: close\r\n\r\n"
+    b"too many connections; try it again.\n"
+)
+
+_REASON_CHARS = 300  # of a failure's text on an error page
 _STATE_PATH = re.compile(r"/run/([^/]+)/state")
 _JSON_POLICY = "default-src 'none'"
 _CSP = re.compile(r'http-equiv="Content-Security-Policy" content="([^"]*)"')
@@ -66,7 +80,29 @@ class RunServer(ThreadingHTTPServer):
         self.lock = threading.Lock()  # one page rendered from the ledger at a time
         self.verdicts = VerdictCache()  # under the lock
         self.pages: dict[str, tuple[int, str]] = {}  # run id -> (seq, page), under the lock
+        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)  # one per connection served
         super().__init__((HOST, port), _Handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Serve the connection on a thread of its own, or answer ``503`` when all are taken."""
+        if not self.slots.acquire(blocking=False):
+            with contextlib.suppress(OSError):
+                request.setblocking(False)  # the answer fits the socket's buffer; never wait
+                request.send(_BUSY)
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()  # no thread was started to release it
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        """Serve one connection (on its thread), then free its slot."""
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
 
     def handle_error(self, request: object, client_address: object) -> None:
         """A client that went away (or was cut off at its deadline) is not an error to print."""
@@ -161,6 +197,8 @@ class _Handler(BaseHTTPRequestHandler):
             return HTTPStatus.NOT_FOUND, _message_page(str(exc))
         except ClearanceError as exc:
             return HTTPStatus.INTERNAL_SERVER_ERROR, _message_page(str(exc))
+        except Exception as exc:  # a forged record: one line on the page, nothing dropped
+            return HTTPStatus.INTERNAL_SERVER_ERROR, _message_page(_malformed(exc))
 
     def _run_page(self, run_id: str) -> str:
         ledger, pages = self.server.ledger, self.server.pages
@@ -198,6 +236,8 @@ class _Handler(BaseHTTPRequestHandler):
             return HTTPStatus.NOT_FOUND, {"error": str(exc)}
         except ClearanceError as exc:
             return HTTPStatus.INTERNAL_SERVER_ERROR, {"error": str(exc)}
+        except Exception as exc:  # a forged record
+            return HTTPStatus.INTERNAL_SERVER_ERROR, {"error": _malformed(exc)}
         if since == seq:
             return HTTPStatus.NOT_MODIFIED, None
         live = run.finished_at is None
@@ -230,6 +270,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: object) -> None:
         """Quiet: the command prints its own address, not a line per request."""
+
+
+def _malformed(exc: Exception) -> str:
+    """One line for a failure reading the ledger that is not a `ClearanceError`."""
+    text = " ".join(f"{type(exc).__name__}: {exc}".split())
+    return f"the ledger holds a malformed record ({text[:_REASON_CHARS]})"
 
 
 def _message_page(message: str) -> str:

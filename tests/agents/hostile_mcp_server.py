@@ -1,0 +1,67 @@
+"""A hostile MCP server over stdio, written by hand (raw JSON-RPC lines), for the attack tests.
+
+Run as ``python hostile_mcp_server.py BEHAVIOUR_JSON``. The behaviour is a JSON object:
+
+- ``tools``: the listed tools, each ``{"name", "inputSchema"}`` (any JSON, unchecked);
+- ``result``: what ``tools/call`` answers (a ``CallToolResult`` as JSON);
+- ``stderr_bytes``: bytes written to standard error before anything else;
+- ``stderr_end``: a last line written to standard error after those;
+- ``fsize_limit``: a cap on the size of files this process may write (``RLIMIT_FSIZE``), so
+  a flood of standard error into a file kills it, and into a pipe does not;
+- ``exit``: exit with this code once standard error is written, before any handshake;
+- ``notifications``: notifications sent before the answer to ``tools/call``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+from typing import Any
+
+
+def send(message: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def main() -> None:
+    behaviour = json.loads(sys.argv[1])
+    limit = behaviour.get("fsize_limit")
+    if limit is not None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    left = behaviour.get("stderr_bytes", 0)
+    chunk = b"e" * (1 << 20)
+    while left > 0:
+        left -= os.write(2, chunk[:left])
+    if "stderr_end" in behaviour:
+        os.write(2, ("\n" + behaviour["stderr_end"] + "\n").encode())
+    if "exit" in behaviour:
+        sys.exit(behaviour["exit"])
+    for line in sys.stdin:
+        request = json.loads(line)
+        method, ident = request.get("method"), request.get("id")
+        if ident is None:
+            continue  # a notification (initialized, cancelled)
+        if method == "initialize":
+            result: dict[str, Any] = {
+                "protocolVersion": request["params"]["protocolVersion"],
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "hostile", "version": "1"},
+            }
+        elif method == "tools/list":
+            result = {"tools": behaviour.get("tools", [])}
+        elif method == "tools/call":
+            for _ in range(behaviour.get("notifications", 0)):
+                send({"jsonrpc": "2.0", "method": "notifications/message",
+                      "params": {"level": "info", "data": "x" * 100}})  # fmt: skip
+            result = behaviour.get("result", {"content": [{"type": "text", "text": "ok"}]})
+        else:
+            send({"jsonrpc": "2.0", "id": ident, "error": {"code": -32601, "message": "no"}})
+            continue
+        send({"jsonrpc": "2.0", "id": ident, "result": result})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+"""`clearance serve` on a ledger someone edited: rows of the wrong type, or not JSON at all.
+
+The ledger's file is not trusted (anyone who can write it can put anything in a row). A row
+of a type `verify` does not expect used to raise out of the request: the server dropped the
+connection and printed a traceback, and since the list of runs verifies every run, one such
+run took the whole list down. Now the run's verdict says it could not be checked, its page is
+shown with the reason, and a row that cannot even be read is a one-line ``500``.
+
+A client opening connection after connection gets a ``503`` past `serve.MAX_CONNECTIONS`.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sqlite3
+import sys
+import time
+from pathlib import Path
+
+from clearance import RunLedger
+from clearance._view import serve
+
+sys.path.insert(0, str(Path(__file__).parent))
+from serving import fetch, serving
+
+
+def forge(db: str, sql: str, *values: object) -> None:
+    conn = sqlite3.connect(db.removeprefix("sqlite:///"))
+    conn.execute(sql, values)
+    conn.commit()
+    conn.close()
+
+
+FORGED_MANIFEST = json.dumps({"items": [1, 2], "clearance": "x", "total_tokens": 3})
+
+
+async def test_one_forged_row_does_not_take_down_the_list_of_runs(recorded, record, tmp_path):
+    other = await record(tmp_path)  # a second, intact run in the same ledger
+    forge(recorded.db, "UPDATE calls SET manifest = ? WHERE run_id = ?", FORGED_MANIFEST,
+          recorded.run_id)  # fmt: skip
+    with RunLedger(recorded.db) as ledger, serving(ledger) as server:
+        status, _, page = fetch(server.url)
+    assert status == 200
+    assert recorded.run_id in page and other.run_id in page
+    assert "could not check: a record is malformed" in page
+    assert "model calls verified" in page  # the intact run
+
+
+async def test_the_page_of_a_run_with_a_forged_row_shows_it_and_why(recorded):
+    forge(recorded.db, "UPDATE calls SET manifest = ?, messages = ?", FORGED_MANIFEST, "[1, 2]")
+    with RunLedger(recorded.db) as ledger, serving(ledger) as server:
+        status, _, page = fetch(f"{server.url}run/{recorded.run_id}")
+    assert status == 200
+    assert "verify could not check this run:" in page and "a record is malformed" in page
+    assert "the prompt is not a system and a user message with a manifest" in page
+
+
+async def test_a_row_that_cannot_be_read_is_a_one_line_500_not_a_dropped_connection(recorded):
+    forge(recorded.db, "UPDATE runs SET config = ?", "{not json")
+    with RunLedger(recorded.db) as ledger, serving(ledger) as server:
+        status, headers, page = fetch(server.url)
+        state_status, _, state = fetch(f"{server.url}run/{recorded.run_id}/state")
+    assert status == 500
+    assert "the ledger holds a malformed record (JSONDecodeError" in page
+    assert "Content-Security-Policy" in headers
+    assert state_status == 500
+    assert json.loads(state)["error"].startswith("the ledger holds a malformed record")
+
+
+# -- connections ----------------------------------------------------------------------------
+
+
+def test_connections_past_the_cap_are_answered_503_at_once_and_freed_after(tmp_path, monkeypatch):
+    # Each connection held a thread (and its deadline timer) until its deadline, however
+    # many a client opened: thousands of idle connections, thousands of threads.
+    monkeypatch.setattr(serve, "MAX_CONNECTIONS", 3)
+    with RunLedger(f"sqlite:///{tmp_path / 'runs.db'}") as ledger, serving(ledger) as server:
+        idle = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(3)]
+        try:
+            time.sleep(0.3)  # each is being served (its thread waits for a request)
+            extra = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+            started = time.monotonic()
+            extra.sendall(f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n\r\n".encode())
+            answer = extra.recv(4096)
+            extra.close()
+            assert answer.startswith(b"HTTP/1.1 503 ")
+            assert time.monotonic() - started < 2
+        finally:
+            for conn in idle:
+                conn.close()
+        deadline = time.monotonic() + 5
+        while (status := fetch(server.url)[0]) != 200 and time.monotonic() < deadline:
+            time.sleep(0.1)  # the closed connections' threads end and free their slots
+        assert status == 200
