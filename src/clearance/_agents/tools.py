@@ -420,7 +420,7 @@ def import_function(path: str, *, field: str = "tools") -> Callable[..., Any]:
     module_name, qualname = split_import_path(path, field=field)
     try:
         target: Any = import_user_module(module_name)
-    except Exception as exc:  # any failure of the imported module's own code
+    except (Exception, SystemExit) as exc:  # the imported module's own failure (sys.exit too)
         raise ConfigError(
             f"cannot import {module_name!r}: {type(exc).__name__}: {exc}", field=field
         ) from exc

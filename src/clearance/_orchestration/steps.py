@@ -90,7 +90,7 @@ def resolve_step(task: Task) -> StepFunction:
     where = f"tasks.{task.id}.run"
     try:
         module = import_user_module(module_name)
-    except Exception as exc:  # an import runs arbitrary code: any error is a bad config
+    except (Exception, SystemExit) as exc:  # an import runs code: any failure is bad config
         raise ConfigError(
             f"cannot import {module_name!r}: {type(exc).__name__}: {exc}", field=where
         ) from None
