@@ -252,3 +252,27 @@ def test_a_bad_endpoint_is_a_one_line_error_with_exit_2(tmp_path, monkeypatch):
     )
     assert result.exit_code == 2
     assert "OTEL_EXPORTER_OTLP_ENDPOINT" in result.output and "Traceback" not in result.output
+
+
+LONG_TEAM = {
+    **TEAM,
+    "tasks": [{**TEAM["tasks"][0], "description": "Write a line. " + "context " * 10_000}],
+}
+
+
+@pytest.mark.network
+@pytest.mark.parametrize(("limit", "most"), [(None, 16_384), ("1000", 1000)])
+def test_captured_content_is_cut_to_a_size_a_collector_takes(
+    tmp_path, collector, openai_server, limit, most
+):
+    # The SDK's default is no limit: with content capture on, a span carried the whole prompt.
+    url = openai_server(lambda messages: "One line.")
+    otel = {"OTEL_EXPORTER_OTLP_ENDPOINT": collector.url, "CLEARANCE_OTEL_CAPTURE_CONTENT": "1"}
+    if limit is not None:
+        otel["OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT"] = limit
+    result = run_command(tmp_path, url, LONG_TEAM, **otel)
+    assert result.returncode == 0, result.stdout + result.stderr
+    chats = [attributes(s) for _, s in collector.spans() if s.name == "chat scripted"]
+    captured = [a["gen_ai.input.messages"] for a in chats if "gen_ai.input.messages" in a]
+    assert captured, "content capture put no prompt on the span"
+    assert max(len(text) for text in captured) == most

@@ -12,6 +12,12 @@ run's spans (see ``docs/telemetry.md``) over OTLP/HTTP when the environment asks
 SDK defines them. The spans are flushed when the command ends. Without these variables, or
 when a tracer provider is already configured (``opentelemetry-instrument``), nothing is set up.
 
+An attribute value is cut to `MAX_ATTRIBUTE_CHARS` unless ``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT``
+or ``OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT`` says otherwise (the SDK's own default is no
+limit): with content capture on (``CLEARANCE_OTEL_CAPTURE_CONTENT=1``) a span carries whole
+prompts and tool results, and one export of megabytes is refused by collectors, losing the
+other spans of its batch.
+
 Source: OpenTelemetry SDK environment variables,
 https://opentelemetry.io/docs/specs/otel/configuration/sdk-environment-variables/ and
 https://opentelemetry.io/docs/specs/otel/protocol/exporter/.
@@ -27,7 +33,11 @@ from urllib.parse import urlsplit
 
 from clearance import ConfigError
 
-__all__ = ["otlp_tracing", "wants_otlp"]
+__all__ = ["MAX_ATTRIBUTE_CHARS", "otlp_tracing", "wants_otlp"]
+
+MAX_ATTRIBUTE_CHARS = 16_384
+"""Longest span attribute value exported, in characters, unless the variables set one."""
+_LENGTH_LIMITS = ("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT")
 
 _ENDPOINTS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 _PROTOCOLS = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
@@ -96,7 +106,7 @@ def otlp_tracing() -> Iterator[Any]:
         from opentelemetry import trace
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace import SpanLimits, TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
     except ImportError:
         raise ConfigError(
@@ -107,7 +117,9 @@ def otlp_tracing() -> Iterator[Any]:
         yield None  # configured already (opentelemetry-instrument, or the caller)
         return
     name = env.get("OTEL_SERVICE_NAME", "").strip() or "clearance"
-    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: name}))
+    chosen = any(env.get(limit, "").strip() for limit in _LENGTH_LIMITS)
+    limits = SpanLimits() if chosen else SpanLimits(max_span_attribute_length=MAX_ATTRIBUTE_CHARS)
+    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: name}), span_limits=limits)
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     trace.set_tracer_provider(provider)
     try:
