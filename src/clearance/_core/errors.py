@@ -53,6 +53,7 @@ __all__ = [
     "DuplicateTaskError",
     "GraphError",
     "LimitExceeded",
+    "MalformedRecord",
     "MaxDepthError",
     "ModelError",
     "OutputValidationError",
@@ -400,6 +401,13 @@ class LedgerError(StoreError):
 
     Raised inside a run, it stops the run (``interrupted``, resumable) instead of failing
     one task: the record, not the task, is what went wrong.
+    """
+
+
+class MalformedRecord(StoreError):
+    """A stored row holds what its column never holds (text that is not JSON): edited by hand.
+
+    ``clearance verify`` reports it as a finding (exit 1); other commands, in one line.
     """
 
 

@@ -174,16 +174,21 @@ def verify(
     cannot be checked, so a forged record would pass.
 
     Memory and store items are checked against the memory and store the run recorded (or
-    --memory / --store); an unreachable one is an error naming it.
+    --memory / --store); an unreachable one is an error naming it. A record that is not what
+    the ledger ever writes (text that is not JSON: edited by hand) fails verification.
     """
-    from clearance import RunLedger, verify_run
+    from clearance import MalformedRecord, RunLedger, verify_run
 
     with RunLedger(db, read_only=True) as ledger, contextlib.ExitStack() as stack:
         record = ledger.get_run(run_id)
         memories, entries, closing = verify_lookups(record, memory=memory_url, store=store_url)
         for opened in closing:
             stack.callback(opened.close)
-        report = verify_run(ledger, record.run_id, memories=memories, store=entries)
+        try:
+            report = verify_run(ledger, record.run_id, memories=memories, store=entries)
+        except MalformedRecord as exc:
+            out.print(safe_text(f"run {record.run_id}: not verified: {exc}"), soft_wrap=True)
+            raise typer.Exit(1) from None
     if report.keyed:
         chain = "keyed hash chain checked with the ledger key"
     else:

@@ -25,7 +25,7 @@ from clearance._state.db.sqlite import (
     sqlite_file_path,
     uri_flag,
 )
-from clearance._state.db.types import serialize_json
+from clearance._state.db.types import deserialize_json, serialize_json
 
 __all__ = [
     "CONNECT_TIMEOUT_S",
@@ -222,7 +222,9 @@ def open_engine(
         # A thread holds its connection (see `HeldConnections`): none may wait for one.
         if hold:
             options["max_overflow"] = -1
-        engine = create_engine(parsed, json_serializer=serialize_json, **options)
+        engine = create_engine(
+            parsed, json_serializer=serialize_json, json_deserializer=deserialize_json, **options
+        )
     except (SQLAlchemyError, ImportError, OSError, ValueError) as exc:
         raise StoreError(f"cannot open the {label} at {masked}: {failure_cause(exc)}") from exc
     try:

@@ -18,8 +18,15 @@ from sqlalchemy import DateTime, Dialect
 from sqlalchemy.types import TypeDecorator
 
 from clearance._core.clock import utc_iso_text
+from clearance._core.errors import MalformedRecord
 
-__all__ = ["JSONText", "UTCDateTime", "canonical_json_text", "serialize_json"]
+__all__ = [
+    "JSONText",
+    "UTCDateTime",
+    "canonical_json_text",
+    "deserialize_json",
+    "serialize_json",
+]
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -108,6 +115,24 @@ _ORJSON_PLAIN = (
 )
 """orjson refuses (raises for) what the standard library's ``json`` refuses or writes otherwise:
 dataclasses, dates and times, and subclasses of ``str``, ``int``, ``dict`` and ``list``."""
+
+
+def deserialize_json(text: str | bytes) -> Any:
+    """The engines' JSON deserializer: ``json.loads``, and a one-line error for what is not JSON.
+
+    An SQLite ``JSON`` column holds any text: a row edited by hand (or by an attacker) may
+    hold text that is not JSON, or JSON nested past the interpreter's stack. Reading it is
+    a `MalformedRecord` that says so, which every command reports in one line (``verify`` as a
+    finding), not a traceback.
+
+    Raises:
+        MalformedRecord: ``text`` is not JSON, or is nested too deeply to read.
+    """
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        cause = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise MalformedRecord(f"a record holds text that is not JSON ({cause})") from None
 
 
 def serialize_json(value: Any) -> str:
