@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from clearance import RunLedger
+from clearance._core.vocabulary import EventKind
 from clearance.cli import app
 
 TEAM = """\
@@ -73,3 +75,41 @@ def test_a_record_nested_past_the_stack_is_malformed_too(recorded) -> None:
     code, lines = cli("verify", run_id, "--db", f"sqlite:///{db}")
     assert code == 1, lines
     assert "not verified: a record holds text that is not JSON (nested too deeply)" in lines[-1]
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "why"),
+    [
+        ("manifest", '{"items": [1, 2]}', "its manifest's items are not a list of"),
+        ("manifest", "[1, 2]", "its manifest is not an object"),
+        ("manifest", '{"items": [{"origin": 5}]}', "its manifest's items are not a list of"),
+        ("manifest", '{"items": [], "clearance": "x"}', "its manifest's clearance is not"),
+        ("manifest", '{"items": [], "total_tokens": true}', "its manifest's total_tokens is not"),
+        ("messages", '[{"role": "user", "content": 3}]', "its messages are not a list of"),
+        ("messages", '{"role": "user"}', "its messages are not a list of"),
+    ],
+)
+def test_a_record_of_the_wrong_shape_fails_verification_in_one_line(
+    recorded, column, value, why
+) -> None:
+    # Each raised TypeError, AttributeError or KeyError out of verify and inspect.
+    db, run_id = recorded
+    forge(db, column, value)
+    code, lines = cli("verify", run_id, "--db", f"sqlite:///{db}")
+    assert code == 1, lines
+    assert len(lines) == 1 and lines[0].startswith(f"run {run_id}: not verified: call call_")
+    assert why in lines[0]
+    code, lines = cli("inspect", run_id, "--no-pager", "--db", f"sqlite:///{db}")
+    assert code == 2 and len(lines) == 1 and why in lines[0], lines
+
+
+def test_an_event_of_the_wrong_shape_is_malformed(recorded) -> None:
+    db, run_id = recorded
+    with RunLedger(f"sqlite:///{db}") as ledger:
+        data = {"record": "call", "original": "call_x", "sha256": "0" * 64}
+        ledger.record_event(run_id, EventKind.REPLAYED, "task:t1", data)
+    with sqlite3.connect(db) as connection:
+        connection.execute("UPDATE events SET data = '[1]'")
+    code, lines = cli("inspect", run_id, "--no-pager", "--db", f"sqlite:///{db}")
+    assert code == 2 and len(lines) == 1, lines
+    assert "is malformed: its data is not an object" in lines[0]

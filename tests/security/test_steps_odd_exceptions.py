@@ -122,7 +122,7 @@ sys.exit("not a library")
 
 @pytest.mark.parametrize(
     ("source", "expected"),
-    [(HANGING_IMPORT, "step_timeout_s"), (EXITING_IMPORT, "raised SystemExit: not a library")],
+    [(HANGING_IMPORT, "step_timeout_s"), (EXITING_IMPORT, "': SystemExit: not a library")],
 )
 async def test_a_step_module_whose_import_hangs_or_exits_fails_its_step_on_time(
     source: str, expected: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -130,7 +130,8 @@ async def test_a_step_module_whose_import_hangs_or_exits_fails_its_step_on_time(
     """Before: `run_step` imported the module on the event loop, outside the step's
     deadline: an import that sleeps froze every task of the run for as long, and one
     calling ``sys.exit`` stopped the run. (A run's graph check imports step modules before
-    the run starts, on the loop too: see the report.)"""
+    the run starts; a ``sys.exit`` there is a one-line error too:
+    `test_module_exit_on_import`.)"""
     from clearance import ClearanceError
     from clearance._orchestration.steps import run_step
 

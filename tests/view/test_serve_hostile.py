@@ -3,8 +3,9 @@
 The ledger's file is not trusted (anyone who can write it can put anything in a row). A row
 of a type `verify` does not expect used to raise out of the request: the server dropped the
 connection and printed a traceback, and since the list of runs verifies every run, one such
-run took the whole list down. Now the run's verdict says it could not be checked, its page is
-shown with the reason, and a row that cannot even be read is a one-line ``500``.
+run took the whole list down. Now the run's verdict says it could not be checked, and its
+page, or a row that cannot even be read, is a one-line ``500`` naming the malformed record
+(the ledger's reads check every row's shape: `MalformedRecord`).
 
 A client opening connection after connection gets a ``503`` past `serve.MAX_CONNECTIONS`.
 """
@@ -43,17 +44,17 @@ async def test_one_forged_row_does_not_take_down_the_list_of_runs(recorded, reco
         status, _, page = fetch(server.url)
     assert status == 200
     assert recorded.run_id in page and other.run_id in page
-    assert "could not check: a record is malformed" in page
+    assert "could not check: call call_" in page and "is malformed: its manifest" in page
     assert "model calls verified" in page  # the intact run
 
 
-async def test_the_page_of_a_run_with_a_forged_row_shows_it_and_why(recorded):
+async def test_the_page_of_a_run_with_a_forged_row_says_which_and_why(recorded):
     forge(recorded.db, "UPDATE calls SET manifest = ?, messages = ?", FORGED_MANIFEST, "[1, 2]")
     with RunLedger(recorded.db) as ledger, serving(ledger) as server:
         status, _, page = fetch(f"{server.url}run/{recorded.run_id}")
-    assert status == 200
-    assert "verify could not check this run:" in page and "a record is malformed" in page
-    assert "the prompt is not a system and a user message with a manifest" in page
+    assert status == 500
+    assert "the ledger holds a malformed record (call call_" in page
+    assert "its messages are not a list of {role, content} texts" in page
 
 
 async def test_a_row_that_cannot_be_read_is_a_one_line_500_not_a_dropped_connection(recorded):
@@ -62,7 +63,7 @@ async def test_a_row_that_cannot_be_read_is_a_one_line_500_not_a_dropped_connect
         status, headers, page = fetch(server.url)
         state_status, _, state = fetch(f"{server.url}run/{recorded.run_id}/state")
     assert status == 500
-    assert "the ledger holds a malformed record (JSONDecodeError" in page
+    assert "the ledger holds a malformed record (a record holds text that is not JSON" in page
     assert "Content-Security-Policy" in headers
     assert state_status == 500
     assert json.loads(state)["error"].startswith("the ledger holds a malformed record")

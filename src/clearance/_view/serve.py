@@ -33,7 +33,7 @@ from urllib.parse import parse_qs, quote, unquote
 
 from markupsafe import escape
 
-from clearance._core.errors import ClearanceError, ConfigError, StoreError
+from clearance._core.errors import ClearanceError, ConfigError, MalformedRecord, StoreError
 from clearance._state.ledger import RunLedger
 from clearance._view.model import load_run_view
 from clearance._view.page import render_index, render_run_page
@@ -193,6 +193,8 @@ class _Handler(BaseHTTPRequestHandler):
             if path.startswith("/run/") and len(path) > len("/run/"):
                 return HTTPStatus.OK, self._run_page(unquote(path.removeprefix("/run/")))
             return HTTPStatus.NOT_FOUND, _message_page("no such page")
+        except MalformedRecord as exc:  # a forged record: one line on the page
+            return HTTPStatus.INTERNAL_SERVER_ERROR, _message_page(_malformed(exc))
         except StoreError as exc:
             return HTTPStatus.NOT_FOUND, _message_page(str(exc))
         except ClearanceError as exc:
@@ -232,6 +234,8 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             run = ledger.get_run(run_id)
             seq = ledger.chain_heads([run.run_id]).get(run.run_id, 0)
+        except MalformedRecord as exc:
+            return HTTPStatus.INTERNAL_SERVER_ERROR, {"error": _malformed(exc)}
         except StoreError as exc:
             return HTTPStatus.NOT_FOUND, {"error": str(exc)}
         except ClearanceError as exc:
@@ -273,8 +277,9 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def _malformed(exc: Exception) -> str:
-    """One line for a failure reading the ledger that is not a `ClearanceError`."""
-    text = " ".join(f"{type(exc).__name__}: {exc}".split())
+    """One line for a record the ledger never writes (`MalformedRecord`, or another failure)."""
+    text = str(exc) if isinstance(exc, MalformedRecord) else f"{type(exc).__name__}: {exc}"
+    text = " ".join(text.split())
     return f"the ledger holds a malformed record ({text[:_REASON_CHARS]})"
 
 

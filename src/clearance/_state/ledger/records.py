@@ -1,6 +1,9 @@
 """The records a run ledger returns: runs, tasks, model calls, tool calls, events, chain entries.
 
-Each is a frozen dataclass; the ``*_record`` functions build one from a row of its table.
+Each is a frozen dataclass; the ``*_record`` functions build one from a row of its table. A
+row's JSON is checked for the shape every reader relies on (a call's messages and manifest
+items, an event's data, a tool call's arguments): a row edited into another shape is a
+`MalformedRecord` naming it, never a ``TypeError`` deep in ``verify`` or ``inspect``.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Row
 
+from clearance._core.errors import MalformedRecord
 from clearance.models._base import Usage
 
 if TYPE_CHECKING:
@@ -259,25 +263,79 @@ def task_record(row: Row[Any]) -> TaskRecord:
     return _from_row(TaskRecord, row, depends_on=tuple(row.depends_on))
 
 
+def _shape_problem(messages: Any, manifest: Any) -> str | None:
+    """What in a call's messages or manifest is not of the shape the ledger writes, if any."""
+    if not isinstance(messages, list) or not all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+        for m in messages
+    ):
+        return "its messages are not a list of {role, content} texts"
+    if not isinstance(manifest, dict):
+        return "its manifest is not an object"
+    items = manifest.get("items", [])
+    if not isinstance(items, list) or not all(
+        isinstance(i, dict)
+        and isinstance(i.get("origin"), str)
+        and isinstance(i.get("title"), str)
+        and type(i.get("tokens")) is int
+        for i in items
+    ):
+        return "its manifest's items are not a list of {origin, title, tokens}"
+    for key, kinds in (("subject", str), ("agent", str), ("prompt_sha256", str),
+                       ("total_tokens", int), ("clearance", (dict, type(None)))):  # fmt: skip
+        if key in manifest and (
+            not isinstance(manifest[key], kinds) or isinstance(manifest[key], bool)
+        ):
+            return f"its manifest's {key} is not of its type"
+    return None
+
+
+def _checked(record: _R, problem: str | None, what: str) -> _R:
+    if problem is not None:
+        raise MalformedRecord(f"{what} is malformed: {problem}")
+    return record
+
+
 def call_record(row: Row[Any]) -> CallRecord:
-    """The `CallRecord` of a ``calls`` row."""
-    return _from_row(
+    """The `CallRecord` of a ``calls`` row.
+
+    Raises:
+        MalformedRecord: Its messages or manifest are not of the shape the ledger writes.
+    """
+    problem = _shape_problem(row.messages, row.manifest)
+    record = _from_row(
         CallRecord,
         row,
         usage=usage_of(row),
         pending=bool(row.pending),
         parameters=getattr(row, "parameters", None),
     )
+    return _checked(record, problem, f"call {row.call_id}")
 
 
 def event_record(row: Row[Any]) -> EventRecord:
-    """The `EventRecord` of an ``events`` row."""
-    return _from_row(EventRecord, row)
+    """The `EventRecord` of an ``events`` row.
+
+    Raises:
+        MalformedRecord: Its data is not an object.
+    """
+    problem = None if isinstance(row.data, dict) else "its data is not an object"
+    return _checked(_from_row(EventRecord, row), problem, f"event {row.event_id}")
 
 
 def tool_call_record(row: Row[Any]) -> ToolCallRecord:
-    """The `ToolCallRecord` of a ``tool_calls`` row."""
-    return _from_row(ToolCallRecord, row, is_error=bool(row.is_error))
+    """The `ToolCallRecord` of a ``tool_calls`` row.
+
+    Raises:
+        MalformedRecord: Its arguments are not an object or its store reads not a list.
+    """
+    problem = None
+    if not isinstance(row.arguments, dict):
+        problem = "its arguments are not an object"
+    elif not isinstance(row.store_reads, list):
+        problem = "its store reads are not a list"
+    record = _from_row(ToolCallRecord, row, is_error=bool(row.is_error))
+    return _checked(record, problem, f"tool call {row.tool_call_id}")
 
 
 def chain_entry(row: Row[Any]) -> ChainEntry:
