@@ -9,12 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from clearance._context.verify_delegation import DEFAULT_MAX_DEPTH
 from clearance._core.errors import ConfigError
 
-__all__ = ["DEFAULT_MAX_DEPTH", "DelegationChain", "DelegationStep"]
+__all__ = ["DEFAULT_MAX_DEPTH", "MAX_DEPTH", "DelegationChain", "DelegationStep"]
 
-DEFAULT_MAX_DEPTH = 3
-"""Most delegation steps in one chain unless told otherwise."""
+MAX_DEPTH = 64
+"""Most steps a chain may be allowed (``max_depth``): every delegation is a nested tool loop."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -42,12 +43,14 @@ class DelegationChain:
 
     Attributes:
         steps: The delegations so far, oldest first.
-        max_depth: Most steps the chain may hold (default 3).
+        max_depth: Most steps the chain may hold: an integer from 1 to `MAX_DEPTH` (default
+            `DEFAULT_MAX_DEPTH`, 3).
         origin: The agent the chain starts from before any step (the task's assignee), or
             ``None``; it counts as part of the chain for `would_loop`.
 
     Raises:
-        ConfigError: ``max_depth`` is below 1.
+        ConfigError: ``max_depth`` is not an integer from 1 to `MAX_DEPTH` (``nan`` or
+            ``inf`` would never stop the chain).
     """
 
     steps: tuple[DelegationStep, ...] = ()
@@ -55,8 +58,10 @@ class DelegationChain:
     origin: str | None = None
 
     def __post_init__(self) -> None:
-        if self.max_depth < 1:
-            raise ConfigError(f"must be at least 1, got {self.max_depth}", field="max_depth")
+        depth = self.max_depth
+        if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= MAX_DEPTH:
+            raise ConfigError(f"must be an integer from 1 to {MAX_DEPTH}, got {depth!r}",
+                              field="max_depth")  # fmt: skip
         object.__setattr__(self, "steps", tuple(self.steps))
 
     def add_step(self, from_agent: str, to_agent: str, task: str) -> DelegationChain:

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from clearance._core.reasons import bounded_reason
 from clearance._state.events import Event, EventBus
 
 __all__ = ["SPAWN_REQUEST", "SPAWN_RESULT", "SpawnRequest", "SpawnResult", "SpawnWorker"]
@@ -91,8 +92,8 @@ class SpawnWorker:
     """Serves spawn requests from a bus: runs each child, publishes its result.
 
     A child that raises, or runs past its request's ``timeout_s``, yields a result with
-    ``success=False`` and the error. Use as an async context manager, or call
-    `start` / `aclose`.
+    ``success=False`` and the error (cut as every failure reason is: `bounded_reason`). Use
+    as an async context manager, or call `start` / `aclose`.
 
     Args:
         bus: The bus to serve.
@@ -142,6 +143,9 @@ class SpawnWorker:
                                  success=False,
                                  error=f"timeout_s exceeded: {request.timeout_s}")  # fmt: skip
         except Exception as exc:  # a child's failure is its result, not the worker's
+            # Bounded: the text can be a provider's error body, and it reaches the parent's
+            # prompt and the ledger.
             result = SpawnResult(parent_id=request.parent_id, child_id=request.child_id,
-                                 success=False, error=f"{type(exc).__name__}: {exc}")  # fmt: skip
+                                 success=False,
+                                 error=bounded_reason(f"{type(exc).__name__}: {exc}"))  # fmt: skip
         self._bus.publish(SPAWN_RESULT, result.to_payload(), correlation_id=event.correlation_id)

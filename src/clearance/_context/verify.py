@@ -72,6 +72,7 @@ from clearance._context.verify_items import check_admission, check_sources
 from clearance._context.verify_layout import attach_contents, check_layout
 from clearance._context.verify_replay import check_replays
 from clearance._context.verify_results import check_results
+from clearance._context.verify_review import check_review_accepted
 from clearance._context.verify_routing import check_routing
 from clearance._context.verify_synthesis import check_synthesis_coverage
 from clearance._core.origins import Subject
@@ -197,6 +198,10 @@ def verify_run(
     findings.extend(
         Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
         for subject, call_id, reason in check_routing(facts.graph, tasks, calls)
+    )
+    findings.extend(
+        Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
+        for subject, call_id, reason in check_review_accepted(facts)
     )
     findings.extend(
         Finding(call_id=call_id, subject=subject, origin=None, reason=reason)

@@ -29,6 +29,7 @@ from clearance._context.memory_items import memory_title, message_title, scope_o
 from clearance._context.prompts_coordinator import plan_feedback_quotes
 from clearance._context.render import one_line
 from clearance._context.tool_sections import compacted_result
+from clearance._context.verify_delegation import check_delegation_chain
 from clearance._context.verify_facts import Problem, RunFacts
 from clearance._context.verify_hooks import check_hook_item, hooks_shown
 from clearance._context.verify_review import check_findings_item, check_review_call
@@ -286,6 +287,7 @@ def _check_delegation_call(
         return
     if record.arguments.get("agent") != call.agent:
         yield None, f"the delegation was to {record.arguments.get('agent')!r}, not {call.agent!r}"
+    yield from check_delegation_chain(tool_call_id, facts.tool_calls, facts.agents)
     agent = facts.agents.get(call.agent)
     if agent is None:
         yield None, f"agent {call.agent!r} is not in the run's recorded config"

@@ -7,24 +7,29 @@ text must be the recorded task's; the candidate must be the one the round's reco
 ``review_round`` event names, which must be the response of a successful call of the
 task. The event's verdict and findings must be what the reviewer's recorded answer says.
 In an implementer's prompt, each ``review:<task>/<round>`` item must hold exactly the
-findings of the reviewer who sent that round's candidate back.
+findings of the reviewer who sent that round's candidate back. A reviewed task recorded
+``completed`` must have as its result a candidate that every stage of one round was recorded
+accepting (`check_review_accepted`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from clearance._context.clearance import Clearance
 from clearance._context.layout import task_label
 from clearance._context.verify_facts import Problem, RunFacts
+from clearance._core.json_answer import read_json_answer
 from clearance._core.origins import Origin, Subject
 from clearance._core.prompt import sha256_text
+from clearance._core.review import REVIEW_SCHEMA
+from clearance._core.task_spec import schema_validator
 from clearance._core.vocabulary import EventKind, OriginKind
 from clearance._state.ledger import CallRecord
 
-__all__ = ["check_findings_item", "check_review_call"]
+__all__ = ["check_findings_item", "check_review_accepted", "check_review_call"]
 
 
 def _rounds(facts: RunFacts) -> dict[tuple[str, int, int], list[dict[str, Any]]]:
@@ -79,10 +84,18 @@ def _candidates(items: list[dict[str, Any]]) -> set[Any]:
 
 
 def _verdict(call: CallRecord, review: Any) -> tuple[bool, str] | None:
-    """``(accepted, findings)`` of a reviewer's recorded answer, or ``None``: no review."""
+    """``(accepted, findings)`` of a reviewer's recorded answer, or ``None``: no review.
+
+    The answer is read as the review loop read it (`read_json_answer`: a fenced block
+    too, no key twice) and must match `REVIEW_SCHEMA`; the loop records no round for an
+    answer that does not.
+    """
     try:
-        accepted, findings = review.verdict(json.dumps(json.loads(call.response or "")))
-    except (ValueError, AttributeError):
+        value = read_json_answer((call.response or "").strip())
+        if not schema_validator(REVIEW_SCHEMA).is_valid(value):
+            return None
+        accepted, findings = review.verdict(json.dumps(value))
+    except (ValueError, RecursionError, AttributeError):
         return None
     return accepted, findings
 
@@ -109,6 +122,8 @@ def check_review_call(
     if call.manifest.get("clearance") != clearance.to_dict():
         yield None, "the recorded clearance differs from a reviewer's"
     event = _event_of(call, review, _rounds(facts).get((task_id, round_no, stage), []), facts)
+    # An answer that is no review ended its task there: no round was recorded for it.
+    refused = call.error is None and not call.pending and _verdict(call, review) is None
     for item in items[1:]:
         origin = str(item.get("origin"))
         kind = Origin.parse(origin).kind
@@ -121,13 +136,15 @@ def check_review_call(
             yield origin, "the task text is not the recorded task's"
         elif kind == OriginKind.CANDIDATE and origin != f"candidate:{task_id}/{round_no}":
             yield origin, "the candidate is not the round's"
-        elif kind == OriginKind.CANDIDATE and (
-            event is None or item.get("sha256") != event.get("candidate_sha256")
+        elif (
+            kind == OriginKind.CANDIDATE
+            and not refused
+            and (event is None or item.get("sha256") != event.get("candidate_sha256"))
         ):
             yield origin, "the candidate is not the one the round recorded"
         elif kind == OriginKind.CANDIDATE and item.get("sha256") not in _answers(facts, task_id):
             yield origin, "the candidate is no recorded answer of the task"
-    if call.error is None and not call.pending:
+    if call.error is None and not call.pending and not refused:
         yield from _check_verdict(call, review, event)
 
 
@@ -184,3 +201,35 @@ def check_findings_item(
         for d in sent_back
     ):
         yield origin, "the findings' label does not name the round and its reviewer"
+
+
+def check_review_accepted(facts: RunFacts) -> Iterator[tuple[str, str | None, str]]:
+    """Every completed reviewed task's result is a candidate all its reviewers accepted.
+
+    Yields:
+        ``(subject, None, reason)`` for each completed task of the recorded graph with a
+        review loop whose result no round's recorded verdicts accept at every stage.
+    """
+    graph = facts.graph
+    if graph is None:
+        return
+    rounds = _rounds(facts)
+    for task in graph:
+        result = facts.completed.get(task.id)
+        if task.review is None or result is None:
+            continue
+        digest = sha256_text(result)
+        stages = range(1, len(task.review.by) + 1)
+        if not any(
+            all(_accepted(rounds.get((task.id, round_no, stage), ()), digest) for stage in stages)
+            for round_no in range(1, task.review.rounds + 1)
+        ):
+            yield (
+                str(Subject.task(task.id)), None,
+                "the task is recorded completed, but no round's reviewers all accepted its result",
+            )  # fmt: skip
+
+
+def _accepted(events: Iterable[dict[str, Any]], digest: str) -> bool:
+    """Whether one of a stage's recorded verdicts accepted the candidate ``digest``."""
+    return any(e.get("accepted") is True and e.get("candidate_sha256") == digest for e in events)

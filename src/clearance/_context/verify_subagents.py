@@ -11,7 +11,9 @@ what the prompt declares about itself. Then each item's provenance is checked:
 - ``clarification:<n>`` is the n-th recorded answer to the task's questions;
 - ``question:<id>`` is a recorded question of the task;
 - ``child_result:<id>`` is what the task's own child ``<id>`` was recorded to end with (in
-  one of the run's sessions: a resumed run runs a failed child again under its id);
+  one of the run's sessions: a resumed run runs a failed child again under its id), and that
+  record holds: what it shows is `child_shown` of its outcome, and a result is the answer of
+  a successful call of the child;
 - ``child_goal:<id>`` is the goal recorded when child ``<id>`` was spawned.
 """
 
@@ -44,6 +46,7 @@ from clearance._state.ledger import CallRecord, EventRecord
 
 __all__ = [
     "SubagentFacts",
+    "child_shown",
     "check_child_call",
     "check_child_result",
     "check_clarification_call",
@@ -58,6 +61,16 @@ Problem = tuple[str | None, str]
 
 ItemCheck = Callable[[str, dict[str, Any]], Iterator[Problem]]
 """Checks one item (origin, manifest entry) against the run's records."""
+
+
+def child_shown(status: str, result: str | None, error: str | None) -> str:
+    """What a parent's prompt shows of a child: its result, or why it has none.
+
+    A child that failed or timed out is never passed off as done.
+    """
+    if status == "ok":
+        return result or ""
+    return f"[no result: the child {status.replace('_', ' ')}: {error}]"
 
 
 class SubagentFacts:
@@ -78,6 +91,7 @@ class SubagentFacts:
         # Every outcome shown for a child id: a resumed session runs a failed child again
         # under its id (its records are what it replays from).
         self.shown: dict[str, set[str]] = {}
+        self.outcomes: dict[str, list[ChildEvent]] = {}  # every recorded outcome, by child
         self.dispatches: dict[str, list[dict[str, Any]]] = {}
         for event in events:
             try:
@@ -97,6 +111,7 @@ class SubagentFacts:
             elif isinstance(data, ChildEvent):
                 self.children[data.child_id] = {**data.model_dump(), "task_id": task_id}
                 self.shown.setdefault(data.child_id, set()).add(data.shown_sha256)
+                self.outcomes.setdefault(data.child_id, []).append(data)
             elif isinstance(data, IsolatedContextEvent):
                 self.dispatches.setdefault(event.subject, []).append(data.model_dump())
 
@@ -128,6 +143,7 @@ class SubagentFacts:
 
 class _Facts(Protocol):
     graph: TaskGraph | None
+    calls: list[CallRecord]
     agents: dict[str, Agent]
     memory_groups: dict[str, list[str]]
     coordinator: str | None
@@ -144,6 +160,24 @@ def check_child_result(
         yield origin, f"{child_id!r} is not a recorded child of task {task_id!r}"
     elif item.get("sha256") not in facts.subagents.shown.get(child_id, ()):
         yield origin, f"the content is not the recorded result of child {child_id!r}"
+    else:
+        subject = f"child:{child_id}"
+        answers = {text for c in facts.calls
+                   if c.subject == subject and c.error is None and c.response is not None
+                   for text in (c.response, c.response.strip())}  # fmt: skip
+        if not any(
+            o.shown_sha256 == item.get("sha256") == sha256_text(o.shown)
+            and o.shown == child_shown(o.status, o.result, o.error)
+            and (o.status != "ok" or o.result in answers)
+            for o in facts.subagents.outcomes.get(child_id, ())
+        ):
+            yield (
+                origin,
+                (
+                    f"the recorded outcome of child {child_id!r} is not what its own calls "
+                    "answered, or not what it shows"
+                ),
+            )
 
 
 def check_isolated_call(

@@ -160,5 +160,5 @@ class RunBudget:
         try:
             prices = {m: ModelPrice(**p) for m, p in dict(data.get("prices") or {}).items()}
             return cls(tokens=data.get("tokens"), cost_usd=data.get("cost_usd"), prices=prices)
-        except (TypeError, AttributeError) as exc:
+        except (TypeError, AttributeError, ValueError) as exc:  # `dict("x")` is a ValueError
             raise ConfigError(f"the recorded budget is damaged: {exc}", field="budget") from exc

@@ -18,17 +18,30 @@ raised around the run, it stops the run (recorded ``interrupted``, resumable).
 
 from __future__ import annotations
 
+import copy
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from clearance._core.errors import ConfigError
+from clearance._core.names import check_label, check_utf8
 
 if TYPE_CHECKING:
     from clearance._core.prompt import Prompt
 
-__all__ = ["HookRunner", "ModelCallInfo", "RunHooks", "RunInfo", "TaskInfo", "ToolCallInfo"]
+__all__ = [
+    "MAX_HOOK_ITEMS",
+    "HookRunner",
+    "ModelCallInfo",
+    "RunHooks",
+    "RunInfo",
+    "TaskInfo",
+    "ToolCallInfo",
+]
+
+MAX_HOOK_ITEMS = 100
+"""Most items one hook may offer one task (`RunHooks.task_context`)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -121,6 +134,31 @@ class RunHooks:
         """After a tool call ran: what the model is given back, and whether it is an error."""
 
 
+def _checked_items(name: str, offered: Any) -> list[tuple[str, str, str]]:
+    """One hook's offer as ``(ref, title, text)`` items (see `HookRunner.context`)."""
+    if offered is None:
+        return []
+    if isinstance(offered, str | bytes | Mapping) or not isinstance(offered, Iterable):
+        raise ConfigError(f"hook {name!r} offered {type(offered).__name__}: give a list of "
+                          "(title, text) pairs of strings", field="hooks")  # fmt: skip
+    items: list[tuple[str, str, str]] = []
+    for n, pair in enumerate(offered, 1):  # a generator is read no further than the cap
+        if n > MAX_HOOK_ITEMS:
+            raise ConfigError(f"hook {name!r} offered more than {MAX_HOOK_ITEMS} items",
+                              field="hooks")  # fmt: skip
+        if not (isinstance(pair, tuple) and len(pair) == 2
+                and all(isinstance(p, str) for p in pair)):  # fmt: skip
+            raise ConfigError(
+                f"hook {name!r} offered {pair!r:.200}: give (title, text) pairs of strings",
+                field="hooks",
+            )
+        title, text = pair
+        check_label(f"hooks.{name}.{n}.title", title)
+        check_utf8(f"hooks.{name}.{n}", title, text)
+        items.append((f"{name}/{n}", title, text))
+    return items
+
+
 class _Output(Protocol):
     @property
     def content(self) -> str: ...
@@ -165,8 +203,9 @@ class HookRunner:
         ``ref`` is ``<hook name>/<n>``.
 
         Raises:
-            ConfigError: Two hooks share a name, or an item is not a ``(title, text)`` pair
-                of strings.
+            ConfigError: Two hooks share a name (or one is not one line, or holds ``/``), a
+                hook offers something else than an iterable of ``(title, text)`` pairs of
+                strings, a title that is not one line, or more than `MAX_HOOK_ITEMS` items.
         """
         items: list[tuple[str, str, str]] = []
         names: set[str] = set()
@@ -175,21 +214,15 @@ class HookRunner:
             if function is None:
                 continue
             name = str(getattr(hook, "name", type(hook).__name__))
-            if name in names or not name or "/" in name:
+            check_label("hooks", name)
+            if name in names or "/" in name:
                 raise ConfigError(f"hook names must be unique, without '/': {name!r}",
                                   field="hooks")  # fmt: skip
             names.add(name)
             offered = function(info)
             if inspect.isawaitable(offered):
                 offered = await offered
-            for n, pair in enumerate(offered or (), 1):
-                if not (isinstance(pair, tuple) and len(pair) == 2
-                        and all(isinstance(p, str) for p in pair)):  # fmt: skip
-                    raise ConfigError(
-                        f"hook {name!r} offered {pair!r}: give (title, text) pairs of strings",
-                        field="hooks",
-                    )
-                items.append((f"{name}/{n}", pair[0], pair[1]))
+            items.extend(_checked_items(name, offered))
         return items
 
     async def run_tool(
@@ -210,8 +243,8 @@ class HookRunner:
             subject=info.subject,
             agent=info.agent,
             name=info.name,
-            arguments=dict(info.arguments),
-        )  # a copy: hooks cannot edit it
+            arguments=copy.deepcopy(dict(info.arguments)),
+        )  # a deep copy: no hook can edit what the tool runs with, nested values included
         await self("before_tool_call", info)
         output = await run()
         await self("after_tool_call", info, result=output.content, is_error=output.is_error)

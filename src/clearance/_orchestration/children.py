@@ -30,6 +30,7 @@ from clearance._agents.telemetry import agent_span
 from clearance._agents.tools import ToolOutput
 from clearance._context.builder import ContextBuilder
 from clearance._context.tool_sections import ToolStep
+from clearance._context.verify_subagents import child_shown
 from clearance._core.errors import ApprovalPending, ConfigError, LimitExceeded, ModelError
 from clearance._core.prompt import Prompt, sha256_text
 from clearance._core.spec import Agent
@@ -165,7 +166,7 @@ class ChildRunner:
         self._worker.start()  # subscribes once; later calls do nothing
         result = await Aggregator(self.bus, parent.task.id).fan_out(ids, timeout_s=timeout)
         for outcome in result.outcomes:
-            shown = outcome.result if outcome.status == "ok" else _missing(outcome)
+            shown = child_shown(outcome.status, outcome.result, outcome.error)
             parent.child_results[outcome.child_id] = shown
             self.ledger.record_event(self.run_id, EventKind.CHILD, f"task:{parent.task.id}", {
                 "child_id": outcome.child_id, "agent": agent_name, "status": outcome.status,
@@ -305,11 +306,6 @@ class ChildRunner:
                 "index": step.index, "kind": step.kind, "ok": step.ok,
                 "content_sha256": sha256_text(step.content), "data": dict(step.data),
             })  # fmt: skip
-
-
-def _missing(outcome: ChildOutcome) -> str:
-    """What a parent is shown for a child without a result: never passed off as done."""
-    return f"[no result: the child {outcome.status.replace('_', ' ')}: {outcome.error}]"
 
 
 async def gather_children(runner: ChildRunner, ctx: TaskContext) -> None:

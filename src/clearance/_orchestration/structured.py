@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import math
-import re
 from typing import TYPE_CHECKING, Any
 
+from clearance._core.json_answer import read_json_answer
+from clearance._core.reasons import bounded_reason
 from clearance._core.task_spec import Task, schema_validator
 
 if TYPE_CHECKING:
@@ -14,22 +14,8 @@ if TYPE_CHECKING:
 
 __all__ = ["parsed_output", "validated_json"]
 
-_FENCED_JSON = re.compile(r"```(?:json)?[ \t]*\n(.*?)```", re.DOTALL)
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _finite_float(text: str) -> float:
-    """A JSON number as a float; one beyond a float's range (``1e999``) is refused.
-
-    Python would read it as an infinity, which no JSON text can hold.
-    """
-    value = float(text)
-    if math.isinf(value):
-        raise ValueError(f"the number {text[:40]} is out of range")
-    return value
+_REASON_CHARS = 500
+"""Most characters of the reason a structured answer was refused (it quotes the answer)."""
 
 
 def validated_json(
@@ -50,9 +36,10 @@ def validated_json(
 
     Raises:
         ValueError: With a one-line reason fit to show the model on the repair attempt
-            (empty answer, invalid JSON, a number beyond a float's range such as ``1e999``,
-            the schema error and the JSON path it is at, or the first error of the pydantic
-            model).
+            (empty answer, invalid JSON, a key given twice in one object, a number beyond a
+            float's range such as ``1e999``, the schema error and the JSON path it is at, or
+            the first error of the pydantic model), cut to 500 characters: it may quote the
+            answer.
     """
     body = text.strip()
     if not body:
@@ -69,8 +56,9 @@ def validated_json(
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(part) for part in first["loc"]) or "the value"
-            raise ValueError(f"the JSON is not a valid {output_type.__name__} at {where}: "
-                             f"{first['msg']}") from exc  # fmt: skip
+            raise ValueError(bounded_reason(f"the JSON is not a valid {output_type.__name__} "
+                                            f"at {where}: {first['msg']}",
+                                            _REASON_CHARS)) from exc  # fmt: skip
     return canonical
 
 
@@ -98,26 +86,13 @@ def parsed_output(task: Task, result: str | None) -> Any:
 
 
 def _validated_json_value(body: str, schema: dict[str, Any]) -> str:
-    try:
-        value = json.loads(
-            body, parse_constant=_reject_constant, parse_float=_finite_float, strict=False
-        )
-    except ValueError as exc:
-        match = _FENCED_JSON.search(body)
-        if match is None:
-            raise ValueError(f"the answer is not valid JSON: {exc}") from exc
-        try:
-            value = json.loads(match.group(1), parse_constant=_reject_constant,
-                               parse_float=_finite_float, strict=False)  # fmt: skip
-        except ValueError as inner:
-            raise ValueError(f"the fenced block is not valid JSON: {inner}") from inner
+    value = read_json_answer(body)
     from jsonschema.exceptions import best_match  # with the validator, when first needed
 
     errors = list(schema_validator(schema).iter_errors(value))
     error = best_match(errors)
     if error is not None:
         more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
-        raise ValueError(
-            f"the JSON does not match the output schema at {error.json_path}: {error.message}{more}"
-        )
+        where = f"the JSON does not match the output schema at {error.json_path}"
+        raise ValueError(bounded_reason(f"{where}: {error.message}{more}", _REASON_CHARS))
     return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True, allow_nan=False)

@@ -1,0 +1,110 @@
+"""Verifying delegations: each one allowed, loop-free and within depth, from the records.
+
+A delegate's prompt (subject ``delegation:<tool call id>``) exists because a ``delegate`` tool
+call was made. Its chain is rebuilt from the recorded ``delegate`` calls alone, following each
+call's subject up to the task (or child) the first delegator served, never from the chain the
+tool call claims. Then:
+
+- the delegator's ``can_delegate_to`` (as the run's config recorded it) names the delegate;
+- each step's delegator is the previous step's delegate (no forged link);
+- the delegate is not already in the chain (no loop: not the first delegator, nor any agent
+  delegated to on the way), and the chain holds at most `DEFAULT_MAX_DEPTH` steps;
+- the chain recorded with the tool call (what ``inspect`` shows) is the rebuilt one.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from clearance._context.verify_facts import Problem
+from clearance._core.spec import Agent
+from clearance._core.vocabulary import PromptKind
+from clearance._state.ledger import ToolCallRecord
+
+__all__ = ["DEFAULT_MAX_DEPTH", "check_delegation_chain", "delegation_steps"]
+
+DEFAULT_MAX_DEPTH = 3
+"""Most delegation steps in one chain (`DelegationChain`'s default, which every run uses)."""
+
+_DELEGATE = "delegate"
+
+
+def delegation_steps(
+    tool_call_id: str, tool_calls: Mapping[str, ToolCallRecord]
+) -> list[ToolCallRecord] | None:
+    """The recorded ``delegate`` calls that led to ``tool_call_id``'s delegate, oldest first.
+
+    Returns:
+        The calls (the last is ``tool_call_id``'s), or ``None`` when a link is missing, is
+        not a ``delegate`` call, or the links go round (forged records).
+    """
+    steps: list[ToolCallRecord] = []
+    seen: set[str] = set()
+    ref = tool_call_id
+    while ref not in seen and len(seen) <= 4 * DEFAULT_MAX_DEPTH:
+        seen.add(ref)
+        record = tool_calls.get(ref)
+        if record is None or record.name != _DELEGATE:
+            return None
+        steps.append(record)
+        kind, _, parent = record.subject.partition(":")
+        if kind != PromptKind.DELEGATION:
+            return steps[::-1]
+        ref = parent
+    return None
+
+
+def check_delegation_chain(
+    tool_call_id: str,
+    tool_calls: Mapping[str, ToolCallRecord],
+    agents: Mapping[str, Agent],
+) -> Iterator[Problem]:
+    """Check the delegation a delegate's prompt serves (see the module docstring).
+
+    Args:
+        tool_call_id: The ``delegate`` tool call the prompt's subject names.
+        tool_calls: The run's tool calls, by id.
+        agents: The run's agents as its config recorded them (empty: not recorded, so
+            ``can_delegate_to`` is not checked).
+    """
+    steps = delegation_steps(tool_call_id, tool_calls)
+    if steps is None:
+        yield None, "the delegate calls leading to this delegation are not all recorded"
+        return
+    record = steps[-1]
+    delegator, target = record.agent, _target(record)
+    agent = agents.get(delegator)
+    if agents and (agent is None or target not in agent.can_delegate_to):
+        yield (
+            None,
+            (
+                f"{delegator!r} delegated to {target!r}, which its can_delegate_to does not name "
+                "(a capability lent)"
+            ),
+        )
+    earlier = [steps[0].agent]
+    for previous, step in itertools.pairwise(steps):
+        if step.agent != _target(previous):
+            yield None, f"delegate call {step.tool_call_id!r} was not made by its delegate"
+            return
+        earlier.append(step.agent)
+    if target in earlier:
+        yield None, f"{target!r} is already in the delegation chain {' -> '.join(earlier)}"
+    if len(steps) > DEFAULT_MAX_DEPTH:
+        yield None, f"the delegation chain has {len(steps)} steps, more than {DEFAULT_MAX_DEPTH}"
+    expected = {
+        "origin": steps[0].agent,
+        "max_depth": DEFAULT_MAX_DEPTH,
+        "steps": [
+            {"from": s.agent, "to": _target(s), "task": s.arguments.get("task")} for s in steps
+        ],
+    }
+    if record.chain is not None and record.chain != expected:
+        yield None, "the recorded delegation chain is not the one the delegate calls give"
+
+
+def _target(record: ToolCallRecord) -> Any:
+    """The agent a ``delegate`` call named (as the model gave it)."""
+    return record.arguments.get("agent")
