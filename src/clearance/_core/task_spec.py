@@ -60,6 +60,8 @@ AfterFailure = Literal["skip", "proceed"]
 """
 
 _AFTER_FAILURE = frozenset(get_args(AfterFailure))
+_STR = frozenset({str})
+"""The one type of a task's ids, paths and constraints kept as given (`text_tuple`)."""
 _RUN = re.compile(r"^(python:[A-Za-z_][\w.]*:[A-Za-z_]\w*|step:[a-z][a-z0-9_]*)$")
 MAX_FAN_OUT = 32
 """Most goals one task's ``fan_out`` may list."""
@@ -164,14 +166,19 @@ class Task:
     output_type: type[BaseModel] | None = field(default=None, hash=False, compare=False)
 
     def __post_init__(self) -> None:
+        # Each check's field name (``tasks.<id>.<name>``) is only made when the check fails:
+        # a run builds every task of its graph, and the names cost more than the checks.
         check_name("task id", self.id)
         for name in ("title", "description", "assignee"):
-            check_text(f"tasks.{self.id}.{name}", getattr(self, name))
-        check_text(f"tasks.{self.id}.run", self.run, optional=True)
+            if not isinstance(getattr(self, name), str):
+                check_text(f"tasks.{self.id}.{name}", getattr(self, name))
+        if self.run is not None:
+            check_text(f"tasks.{self.id}.run", self.run)
         for name in ("depends_on", "files", "constraints"):
-            object.__setattr__(
-                self, name, text_tuple(f"tasks.{self.id}.{name}", getattr(self, name))
-            )
+            value = getattr(self, name)
+            # A tuple of exact strings is kept as it is (`text_tuple`); checked in C.
+            if type(value) is not tuple or not _STR.issuperset(map(type, value)):
+                object.__setattr__(self, name, text_tuple(f"tasks.{self.id}.{name}", value))
         self._schema_from_output_type()
         # Lists from callers are stored as tuples (a tuple given is kept as it is).
         if type(self.when) is not tuple:
@@ -236,15 +243,18 @@ class Task:
             )
         if not self.title.strip():
             raise ConfigError("title is empty", field=f"tasks.{self.id}.title")
-        for name in ("title", "description", "files", "constraints"):
+        # ASCII text is valid UTF-8: only other text is encoded to be checked.
+        for name in ("title", "description"):
+            if not getattr(self, name).isascii():
+                check_utf8(f"tasks.{self.id}.{name}", getattr(self, name))
+        for name in ("files", "constraints"):
             value = getattr(self, name)
-            if value:  # nothing to check in an empty one
-                check_utf8(
-                    f"tasks.{self.id}.{name}", *([value] if isinstance(value, str) else value)
-                )
+            if not all(map(str.isascii, value)):
+                check_utf8(f"tasks.{self.id}.{name}", *value)
         # Accept lists from callers but store tuples, so the spec stays hashable and frozen;
         # dependencies once each.
-        object.__setattr__(self, "depends_on", tuple(dict.fromkeys(self.depends_on)))
+        if len(set(self.depends_on)) < len(self.depends_on):
+            object.__setattr__(self, "depends_on", tuple(dict.fromkeys(self.depends_on)))
         if self.output_schema is not None:
             object.__setattr__(self, "output_schema", _checked_schema(self.id, self.output_schema))
 
