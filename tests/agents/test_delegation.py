@@ -229,3 +229,31 @@ async def test_inspect_shows_chains(tmp_path):
     assert "delegation chain" in out and "alice -> bob" in out
     verify = CliRunner().invoke(app, ["verify", result.run_id, "--db", db])
     assert verify.exit_code == 0, verify.output
+
+
+async def test_a_delegates_huge_failure_reaches_its_delegator_cut(ledger):
+    # A model server's 200,000-character error reached the delegator's prompt whole.
+    from clearance import ModelError
+    from clearance._core.reasons import MAX_FAILURE_CHARS
+
+    alice = Agent(name="alice", instructions="You are Alice.", can_delegate_to=("bob",))
+    bob = Agent(name="bob", instructions="You are Bob.")
+    huge = "server says: " + "x" * 200_000
+
+    def answer(request: ModelRequest):
+        manifest = request.prompt.manifest
+        if manifest.subject == "synthesis":
+            return "SYNTH"
+        if manifest.agent == "bob":
+            raise ModelError(huge, model_id="fake:x")
+        return delegate("bob", "Help.") if not tool_results(request) else "ALICE-FINAL"
+
+    model = FunctionModel(answer)
+    result = await run_alice(ledger, model, alice, bob)
+    (failed,) = [r for r in ledger.tool_calls(result.run_id) if r.name == "delegate"]
+    assert failed.is_error and "'bob' failed: " in failed.result
+    assert len(failed.result) <= MAX_FAILURE_CHARS + 40 and "[cut: " in failed.result
+    last = by_agent(model, "alice")[-1].prompt.text
+    assert "x" * 2000 not in last and "[cut: " in last
+    report = verify_run(ledger, result.run_id)
+    assert report.ok, [str(f) for f in report.findings]

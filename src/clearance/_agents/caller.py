@@ -16,7 +16,8 @@ a clarification, a spawned child, a memory summary, the plan and the synthesis) 
   ``attempt_timeout_s``: the most one attempt may take before it is abandoned and retried;
 - ``retries``: transient errors are retried with backoff (see `with_retries`);
 - the run's budget (`BudgetMeter`): once the run has used its tokens or cost, the call is
-  refused with `BudgetExceeded` before anything is sent;
+  refused with `BudgetExceeded` before anything is sent, and a call in flight holds a
+  reservation so that concurrent calls cannot all cross it;
 
 then translates provider errors into `ModelError`, validates what came back (Unicode text,
 token counts within range), adds the usage up, and records every attempt in the ledger:
@@ -39,6 +40,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal
@@ -258,31 +260,38 @@ class ModelCaller:
             info = ModelCallInfo(run_id=self.run_id, subject=subject, agent=agent.name,
                                  model_id=model.model_id, prompt=prompt)  # fmt: skip
             await self.hooks("before_model_call", info)
-        with model_call_span(
-            run_id=self.run_id, subject=subject, agent=agent.name, model_id=model.model_id,
-            request=request,
-        ) as record:  # fmt: skip
-            try:
-                # `with_retries`, its first attempt awaited here: no coroutine in between.
-                first: Exception | None = None
+        reservation = (  # concurrent calls do not race past the run's budget
+            self.meter.reserved(subject, model.model_id,
+                                prompt_tokens=prompt.manifest.total_tokens, max_tokens=cap)
+            if self.meter is not None
+            else nullcontext()
+        )  # fmt: skip
+        async with reservation:
+            with model_call_span(
+                run_id=self.run_id, subject=subject, agent=agent.name, model_id=model.model_id,
+                request=request,
+            ) as record:  # fmt: skip
                 try:
-                    response = await self._attempt(call, 1, started)
-                except Exception as exc:
-                    first = exc  # retried outside this handler, as `with_retries` does
-                if first is not None:
-                    response = await retry_after(
-                        first, partial(self._attempt, call, started=started),
-                        retries=limits.retries, policy=self.retry_policy,
-                    )  # fmt: skip
-            except ClearanceError as exc:
-                if info is not None:
-                    await self.hooks("after_model_call", info, text=None, usage=None,
-                                     error=str(exc))  # fmt: skip
-                raise
-            record(response)
-        self.usage = self.usage + response.usage
-        if self.meter is not None:
-            self.meter.charge(model.model_id, response.usage)
+                    # `with_retries`, its first attempt awaited here: no coroutine in between.
+                    first: Exception | None = None
+                    try:
+                        response = await self._attempt(call, 1, started)
+                    except Exception as exc:
+                        first = exc  # retried outside this handler, as `with_retries` does
+                    if first is not None:
+                        response = await retry_after(
+                            first, partial(self._attempt, call, started=started),
+                            retries=limits.retries, policy=self.retry_policy,
+                        )  # fmt: skip
+                except ClearanceError as exc:
+                    if info is not None:
+                        await self.hooks("after_model_call", info, text=None, usage=None,
+                                         error=str(exc))  # fmt: skip
+                    raise
+                record(response)
+            self.usage = self.usage + response.usage
+            if self.meter is not None:
+                self.meter.charge(model.model_id, response.usage)
         if info is not None:
             await self.hooks("after_model_call", info, text=response.text, usage=response.usage,
                              error=None)  # fmt: skip

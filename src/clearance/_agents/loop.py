@@ -60,6 +60,7 @@ from clearance._core.errors import (
 )
 from clearance._core.ids import new_id
 from clearance._core.prompt import Prompt, sha256_text
+from clearance._core.reasons import bounded_reason
 from clearance._core.spec import DEFAULT_TOOL_STEPS, Agent, Team
 from clearance._core.vocabulary import EventKind
 from clearance._state.grants import StoreGrants, StoreView
@@ -471,10 +472,8 @@ class AgentLoop:
                             "the model returned an empty completion", model_id=model.model_id
                         )
         except (LimitExceeded, ModelError) as exc:
-            return (
-                ToolOutput(content=f"error: {target!r} failed: {exc}", is_error=True),
-                extended.to_dict(),
-            )
+            failed = bounded_reason(f"error: {target!r} failed: {exc}")
+            return ToolOutput(content=failed, is_error=True), extended.to_dict()
         return ToolOutput(content=answer), extended.to_dict()
 
     # -- capabilities -------------------------------------------------------------------
