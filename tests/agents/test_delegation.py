@@ -257,3 +257,45 @@ async def test_a_delegates_huge_failure_reaches_its_delegator_cut(ledger):
     assert "x" * 2000 not in last and "[cut: " in last
     report = verify_run(ledger, result.run_id)
     assert report.ok, [str(f) for f in report.findings]
+
+
+async def test_a_loop_through_a_spawn_is_refused(ledger, tmp_path):
+    # Alice spawns Carol, Carol delegates back to Alice: a child started a chain of its own,
+    # so the loop went through (bounded only by max_children).
+    from clearance import RunOptions
+
+    alice = Agent(name="alice", instructions="A.", can_spawn=("carol",))
+    carol = Agent(name="carol", instructions="C.", can_delegate_to=("alice", "dave"))
+    dave = Agent(name="dave", instructions="D.")
+
+    def answer(request: ModelRequest):
+        manifest = request.prompt.manifest
+        if manifest.subject == "synthesis":
+            return "SYNTH"
+        seen = tool_results(request)
+        if manifest.agent == "alice":
+            if any(o.startswith("child_result:") for o in manifest.origins):
+                return "A-FINAL"
+            return ToolCall(id="s", name="spawn", arguments={"agent": "carol", "goal": "help"})
+        if manifest.agent == "carol":
+            if not seen:
+                return delegate("alice", "back to alice")
+            if len(seen) == 1:
+                return ToolCall(id="d2", name="delegate", arguments={"agent": "dave", "task": "x"})
+            return "C-DONE"
+        return "D-DONE"
+
+    model = FunctionModel(answer)
+    orch = Orchestrator(team_of(alice, carol, dave), model=model, ledger=ledger,
+                        options=RunOptions(workspace_root=tmp_path / "ws"))  # fmt: skip
+    task = Task(id="t1", title="Work", description=A_TASK, assignee="alice")
+    result = await orch.run_tasks([task])
+    assert result.tasks["t1"].status is TaskStatus.COMPLETED, result.tasks["t1"].error
+    assert result.tasks["t1"].result == "A-FINAL"
+    back, onward = [r for r in ledger.tool_calls(result.run_id) if r.agent == "carol"]
+    assert back.is_error and "delegation refused" in back.result
+    assert "'alice' is already in the delegation chain alice -> carol" in back.result
+    assert not onward.is_error and onward.result == "D-DONE"  # another agent: allowed
+    assert {r.prompt.manifest.subject for r in by_agent(model, "alice")} == {"task:t1"}
+    report = verify_run(ledger, result.run_id)
+    assert report.ok, [str(f) for f in report.findings]

@@ -47,6 +47,11 @@ class DelegationChain:
             `DEFAULT_MAX_DEPTH`, 3).
         origin: The agent the chain starts from before any step (the task's assignee), or
             ``None``; it counts as part of the chain for `would_loop`.
+        above: For a spawned child's chain: the agents of the chain its spawner acted in
+            (the task's assignee and every delegate on the way, the spawner last). None of
+            them may be delegated to from this chain (`would_loop`), so a loop cannot pass
+            through a spawn (A delegates to B, B spawns C, C delegates to A). Not part of
+            the chain's record (`to_dict`), which starts at the child.
 
     Raises:
         ConfigError: ``max_depth`` is not an integer from 1 to `MAX_DEPTH` (``nan`` or
@@ -56,6 +61,7 @@ class DelegationChain:
     steps: tuple[DelegationStep, ...] = ()
     max_depth: int = DEFAULT_MAX_DEPTH
     origin: str | None = None
+    above: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         depth = self.max_depth
@@ -63,6 +69,7 @@ class DelegationChain:
             raise ConfigError(f"must be an integer from 1 to {MAX_DEPTH}, got {depth!r}",
                               field="max_depth")  # fmt: skip
         object.__setattr__(self, "steps", tuple(self.steps))
+        object.__setattr__(self, "above", tuple(self.above))
 
     def add_step(self, from_agent: str, to_agent: str, task: str) -> DelegationChain:
         """A new chain with one more step; this chain is left unchanged.
@@ -81,8 +88,8 @@ class DelegationChain:
         return tuple(dict.fromkeys(names))
 
     def would_loop(self, agent: str) -> bool:
-        """Whether ``agent`` already appears in the chain, as a source or a target."""
-        return agent in self.agents
+        """Whether ``agent`` already appears in the chain (a source or a target) or above it."""
+        return agent in self.agents or agent in self.above
 
     def is_max_depth(self) -> bool:
         """Whether the chain holds ``max_depth`` steps (or more), so it may not grow."""

@@ -80,13 +80,15 @@ arguments)])`` to, per call, ``None`` (run it) or the denial text the model gets
 raise `ApprovalPending` to stop the task until a person decides."""
 
 SpawnCalls = Callable[
-    [Agent, str, StoreGrants, list[tuple[str, dict[str, Any]]]], Awaitable[dict[str, ToolOutput]]
+    [Agent, str, StoreGrants, DelegationChain, list[tuple[str, dict[str, Any]]]],
+    Awaitable[dict[str, ToolOutput]],
 ]
-"""Runs the ``spawn`` calls of one model turn together: ``(spawning agent, the subject it runs
-under, its effective store grants, [(call id, arguments)])`` to the tool output of each call
-id. The spawning agent is the one whose turn it is (a delegate's own, not its delegator's):
-its ``can_spawn`` decides, and its effective grants are its children's ceiling. The children's
-results reach the next prompt as ``child_result:`` items, not as tool results."""
+"""Runs the ``spawn`` calls of one model turn together: ``(spawning agent, its subject, its
+effective store grants, its delegation chain, [(call id, arguments)])`` to each call id's tool
+output. The spawning agent is the one whose turn it is (a delegate's own, not its
+delegator's): its ``can_spawn`` decides, its effective grants are its children's ceiling, and
+its chain's agents are above theirs. The children's results reach the next prompt as
+``child_result:`` items, not as tool results."""
 
 
 def effective_grants(agent: Agent, ceiling: StoreGrants | None) -> StoreGrants:
@@ -282,7 +284,7 @@ class AgentLoop:
             ]
             if batch and self.spawn is not None:
                 own = effective_grants(agent, ceiling)
-                spawned = await traced_spawns(self.spawn(agent, subject, own, batch), batch)
+                spawned = await traced_spawns(self.spawn(agent, subject, own, chain, batch), batch)
             for call_id, call, denial in zip(ids, response.tool_calls, denials, strict=True):
                 with tool_span(traced and call_id not in spawned, call, call_id, tools) as outcome:
                     if replay and (kept := replay.recorded_output(subject, call_id)) is not None:
@@ -412,7 +414,7 @@ class AgentLoop:
                 agent.name, target, f"{target!r} is not in its can_delegate_to ({allowed})"
             )
         if chain.would_loop(target):
-            return DelegationLoopError(agent.name, target, chain.agents)
+            return DelegationLoopError(agent.name, target, (*chain.above, *chain.agents))
         if chain.is_max_depth():
             return MaxDepthError(agent.name, target, chain.max_depth)
         return None

@@ -58,11 +58,14 @@ class Spawner:
             child acts for.
         grants: Its effective store grants (its own, intersected with those of every agent
             it acts for): the ceiling of its children's grants.
+        above: The agents of the delegation chain it acts in (`DelegationChain.above` of
+            each child): no child may delegate to one of them.
     """
 
     agent: Agent
     subject: str
     grants: StoreGrants
+    above: tuple[str, ...] = ()
 
     @classmethod
     def of_task(cls, parent: TaskContext) -> Spawner:
@@ -71,6 +74,7 @@ class Spawner:
             agent=parent.agent,
             subject=f"task:{parent.task.id}",
             grants=effective_grants(parent.agent, None),
+            above=(parent.agent.name,),
         )
 
 
@@ -296,7 +300,7 @@ class ChildRunner:
             task_id=parent.task.id, budget=parent.budget, workspace=session.workspace,
             ceiling=spawner.grants,
         )  # fmt: skip
-        chain = DelegationChain(origin=agent.name)
+        chain = DelegationChain(origin=agent.name, above=spawner.above)
         return await loop.run(agent=agent, subject=f"child:{request.child_id}", chain=chain,
                               build=build)  # fmt: skip
 

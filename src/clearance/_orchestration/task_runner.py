@@ -262,10 +262,12 @@ class TaskRunner:
         children = run.children
 
         async def spawn(
-            agent: Agent, subject: str, grants: StoreGrants, calls: list[tuple[str, dict[str, Any]]]
-        ) -> dict[str, ToolOutput]:
+            agent: Agent, subject: str, grants: StoreGrants, chain: DelegationChain,
+            calls: list[tuple[str, dict[str, Any]]],
+        ) -> dict[str, ToolOutput]:  # fmt: skip
             assert children is not None
-            spawner = Spawner(agent=agent, subject=subject, grants=grants)
+            above = (*chain.above, *chain.agents)
+            spawner = Spawner(agent=agent, subject=subject, grants=grants, above=above)
             return await children.spawn_calls(ctx, calls, spawner=spawner)
 
         # The run's agent runtime applies every capability (see `runtime.py`).
