@@ -113,3 +113,37 @@ def test_an_event_of_the_wrong_shape_is_malformed(recorded) -> None:
     code, lines = cli("inspect", run_id, "--no-pager", "--db", f"sqlite:///{db}")
     assert code == 2 and len(lines) == 1, lines
     assert "is malformed: its data is not an object" in lines[0]
+
+
+def forge_sql(db: Path, sql: str) -> None:
+    with sqlite3.connect(db) as connection:
+        connection.execute(sql)
+
+
+@pytest.mark.parametrize(
+    ("sql", "why"),
+    [
+        ("UPDATE runs SET config = '[1]'", "its config is not an object"),
+        ("UPDATE runs SET graph = '\"x\"'", "its graph is not a list of tasks"),
+        ("UPDATE tasks SET depends_on = '5'", "its depends_on is not a list of task ids"),
+    ],
+)
+def test_a_run_or_task_row_of_the_wrong_shape_is_malformed(recorded, sql, why) -> None:
+    db, run_id = recorded
+    forge_sql(db, sql)
+    code, lines = cli("verify", run_id, "--db", f"sqlite:///{db}")
+    assert code == 1 and len(lines) == 1 and why in lines[0], lines
+    code, lines = cli("inspect", run_id, "--no-pager", "--db", f"sqlite:///{db}")
+    assert code == 2 and len(lines) == 1 and why in lines[0], lines
+
+
+def test_a_config_value_of_the_wrong_type_fails_verification_not_with_a_traceback(
+    recorded,
+) -> None:
+    # A key of the run's config that verify reads, of another type: a TypeError in verify.
+    db, run_id = recorded
+    forge_sql(db, """UPDATE runs SET config = '{"agents": 5}'""")
+    code, lines = cli("verify", run_id, "--db", f"sqlite:///{db}")
+    assert code == 1, lines
+    assert len(lines) == 1
+    assert f"not verified: run {run_id}: a record is not of the shape the ledger writes" in lines[0]

@@ -75,6 +75,7 @@ from clearance._context.verify_results import check_results
 from clearance._context.verify_review import check_review_accepted
 from clearance._context.verify_routing import check_routing
 from clearance._context.verify_synthesis import check_synthesis_coverage
+from clearance._core.errors import MalformedRecord
 from clearance._core.origins import Subject
 from clearance._core.prompt import ChatMessage, messages_sha256, sha256_text
 from clearance._state.ledger import CallRecord, RunLedger, call_record_sha256
@@ -169,7 +170,27 @@ def verify_run(
 
     Raises:
         StoreError: The run is unknown or the ledger cannot be read.
+        MalformedRecord: A record is not of the shape the ledger writes (edited by hand):
+            the ledger's reads refuse what they check, and a value of the wrong type met by
+            a check (a key of a run's config, of an event's data) is refused here: never a
+            traceback, never a pass.
     """
+    try:
+        return _verified(ledger, run_id, memories, store, key)
+    except (TypeError, AttributeError, KeyError, ValueError, IndexError, RecursionError) as exc:
+        text = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+        raise MalformedRecord(
+            f"run {run_id}: a record is not of the shape the ledger writes ({text})"
+        ) from exc
+
+
+def _verified(
+    ledger: RunLedger,
+    run_id: str,
+    memories: MemoryLookup | None,
+    store: StoreLookup | None,
+    key: bytes | None,
+) -> VerificationReport:
     run = ledger.get_run(run_id)
     facts = RunFacts(ledger, run, memories, store)
     calls = ledger.calls(run.run_id)

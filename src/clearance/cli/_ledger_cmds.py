@@ -180,14 +180,14 @@ def verify(
     from clearance import MalformedRecord, RunLedger, verify_run
 
     with RunLedger(db, read_only=True) as ledger, contextlib.ExitStack() as stack:
-        record = ledger.get_run(run_id)
-        memories, entries, closing = verify_lookups(record, memory=memory_url, store=store_url)
-        for opened in closing:
-            stack.callback(opened.close)
         try:
+            record = ledger.get_run(run_id)
+            memories, entries, closing = verify_lookups(record, memory=memory_url, store=store_url)
+            for opened in closing:
+                stack.callback(opened.close)
             report = verify_run(ledger, record.run_id, memories=memories, store=entries)
         except MalformedRecord as exc:
-            out.print(safe_text(f"run {record.run_id}: not verified: {exc}"), soft_wrap=True)
+            out.print(safe_text(f"run {run_id}: not verified: {exc}"), soft_wrap=True)
             raise typer.Exit(1) from None
     if report.keyed:
         chain = "keyed hash chain checked with the ledger key"

@@ -254,13 +254,36 @@ def _from_row(cls: type[_R], row: Row[Any], **derived: Any) -> _R:
 
 
 def run_record(row: Row[Any]) -> RunRecord:
-    """The `RunRecord` of a ``runs`` row."""
+    """The `RunRecord` of a ``runs`` row.
+
+    Raises:
+        MalformedRecord: Its config is not an object, or its graph not a list of objects.
+    """
+    problem = None
+    if not isinstance(row.config, dict):
+        problem = "its config is not an object"
+    elif row.graph is not None and not (
+        isinstance(row.graph, list) and all(isinstance(t, dict) for t in row.graph)
+    ):
+        problem = "its graph is not a list of tasks"
+    if problem is not None:
+        raise MalformedRecord(f"run {row.run_id} is malformed: {problem}")
     return _from_row(RunRecord, row, usage=usage_of(row))
 
 
 def task_record(row: Row[Any]) -> TaskRecord:
-    """The `TaskRecord` of a ``tasks`` row."""
-    return _from_row(TaskRecord, row, depends_on=tuple(row.depends_on))
+    """The `TaskRecord` of a ``tasks`` row.
+
+    Raises:
+        MalformedRecord: Its ``depends_on`` is not a list of task ids.
+    """
+    depends_on = row.depends_on
+    if not isinstance(depends_on, list) or not all(isinstance(d, str) for d in depends_on):
+        raise MalformedRecord(
+            f"task {row.task_id} of run {row.run_id} is malformed: its depends_on is not a "
+            "list of task ids"
+        )
+    return _from_row(TaskRecord, row, depends_on=tuple(depends_on))
 
 
 def _shape_problem(messages: Any, manifest: Any) -> str | None:
