@@ -158,3 +158,47 @@ def test_delegate_calls_that_point_at_each_other_are_a_finding():
 def test_a_chain_depth_that_would_never_stop_is_refused(depth):
     with pytest.raises(ConfigError, match="max_depth"):
         DelegationChain(max_depth=depth)  # type: ignore[arg-type]
+
+
+async def test_a_loop_through_a_spawn_is_a_finding(tmp_path, rechain):
+    # The run refuses it (`DelegationChain.above`); a rewritten ledger showing one must fail.
+    from clearance import RunOptions
+
+    db = tmp_path / "runs.db"
+    agents = (
+        Agent(name="alice", instructions="A.", can_spawn=("carol",)),
+        Agent(name="carol", instructions="C.", can_delegate_to=("dave",)),
+        Agent(name="dave", instructions="D."),
+    )
+
+    def answer(request: ModelRequest) -> object:
+        manifest = request.prompt.manifest
+        if manifest.subject == "synthesis":
+            return "SYNTH"
+        seen = [o for o in manifest.origins if o.startswith("tool:")]
+        if manifest.agent == "alice":
+            if any(o.startswith("child_result:") for o in manifest.origins):
+                return "A"
+            return ToolCall(id="s", name="spawn", arguments={"agent": "carol", "goal": "help"})
+        if manifest.agent == "carol":
+            return _delegate("dave", "x") if not seen else "C"
+        return "D"
+
+    with RunLedger(f"sqlite:///{db}") as ledger:
+        orchestrator = Orchestrator(Team(agents=agents, coordinator=COORD),
+                                    model=FunctionModel(answer), ledger=ledger,
+                                    options=RunOptions(workspace_root=tmp_path / "ws"))  # fmt: skip
+        task = Task(id="t1", title="Work", description="Do the work.", assignee="alice")
+        result = await orchestrator.run_tasks([task])
+        assert result.tasks["t1"].status is TaskStatus.COMPLETED, result.tasks["t1"].error
+        assert verify_run(ledger, result.run_id).ok
+    conn = sqlite3.connect(db)
+    rows = conn.execute("SELECT event_id, data FROM events WHERE kind = 'spawn'").fetchall()
+    ((event_id, data),) = rows
+    forged = {**json.loads(data), "parent_agent": "dave"}  # dave spawned carol, who asked dave
+    conn.execute("UPDATE events SET data = ? WHERE event_id = ?", (json.dumps(forged), event_id))
+    conn.commit()
+    conn.close()
+    rechain(db, result.run_id)
+    findings = _findings(db, result.run_id)
+    assert any("'dave' is above the child that started this chain" in f for f in findings), findings

@@ -9,6 +9,9 @@ tool call claims. Then:
 - each step's delegator is the previous step's delegate (no forged link);
 - the delegate is not already in the chain (no loop: not the first delegator, nor any agent
   delegated to on the way), and the chain holds at most `DEFAULT_MAX_DEPTH` steps;
+- when the first delegator is a spawned child, the delegate is none of the agents above the
+  child (`DelegationChain.above`): its spawner and the chain its spawner acted in, rebuilt
+  from the recorded ``spawn`` event and delegate calls (no loop through a spawn);
 - the chain recorded with the tool call (what ``inspect`` shows) is the rebuilt one.
 """
 
@@ -60,6 +63,7 @@ def check_delegation_chain(
     tool_call_id: str,
     tool_calls: Mapping[str, ToolCallRecord],
     agents: Mapping[str, Agent],
+    spawns: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Iterator[Problem]:
     """Check the delegation a delegate's prompt serves (see the module docstring).
 
@@ -68,6 +72,8 @@ def check_delegation_chain(
         tool_calls: The run's tool calls, by id.
         agents: The run's agents as its config recorded them (empty: not recorded, so
             ``can_delegate_to`` is not checked).
+        spawns: The run's ``spawn`` events' data by child id (with the ``task_id`` they
+            were recorded under), to rebuild what is above a child's chain.
     """
     steps = delegation_steps(tool_call_id, tool_calls)
     if steps is None:
@@ -92,6 +98,15 @@ def check_delegation_chain(
         earlier.append(step.agent)
     if target in earlier:
         yield None, f"{target!r} is already in the delegation chain {' -> '.join(earlier)}"
+    above = _above(steps[0].subject, tool_calls, spawns or {})
+    if above and target in above:
+        yield (
+            None,
+            (
+                f"{target!r} is above the child that started this chain "
+                f"({' -> '.join([*above, *earlier])}): a loop through a spawn"
+            ),
+        )
     if len(steps) > DEFAULT_MAX_DEPTH:
         yield None, f"the delegation chain has {len(steps)} steps, more than {DEFAULT_MAX_DEPTH}"
     expected = {
@@ -103,6 +118,22 @@ def check_delegation_chain(
     }
     if record.chain is not None and record.chain != expected:
         yield None, "the recorded delegation chain is not the one the delegate calls give"
+
+
+def _above(
+    subject: str, tool_calls: Mapping[str, ToolCallRecord], spawns: Mapping[str, Mapping[str, Any]]
+) -> list[str]:
+    """The agents above a spawned child's chain (``[]`` when ``subject`` is not a child's)."""
+    kind, _, child_id = subject.partition(":")
+    spawn = spawns.get(child_id) if kind == PromptKind.CHILD else None
+    if spawn is None:
+        return []
+    parent = spawn.get("parent_subject") or f"task:{spawn.get('task_id')}"
+    parent_kind, _, ref = str(parent).partition(":")
+    if parent_kind == PromptKind.DELEGATION:
+        chain = delegation_steps(ref, tool_calls) or []
+        return list(dict.fromkeys([*(s.agent for s in chain[:1]), *map(_target, chain)]))
+    return [str(spawn.get("parent_agent"))]
 
 
 def _target(record: ToolCallRecord) -> Any:

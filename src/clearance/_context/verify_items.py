@@ -287,7 +287,9 @@ def _check_delegation_call(
         return
     if record.arguments.get("agent") != call.agent:
         yield None, f"the delegation was to {record.arguments.get('agent')!r}, not {call.agent!r}"
-    yield from check_delegation_chain(tool_call_id, facts.tool_calls, facts.agents)
+    yield from check_delegation_chain(
+        tool_call_id, facts.tool_calls, facts.agents, facts.subagents.spawns
+    )
     agent = facts.agents.get(call.agent)
     if agent is None:
         yield None, f"agent {call.agent!r} is not in the run's recorded config"
