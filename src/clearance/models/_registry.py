@@ -23,6 +23,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import importlib.util
+import inspect
 from typing import Any, cast
 
 from clearance._core.errors import ConfigError
@@ -78,8 +79,9 @@ def get_model(model_id: str, **options: Any) -> ChatModel:
 
     Raises:
         ConfigError: The id is malformed or names an unknown provider or model, the
-            provider's optional package is not installed, or an installed provider's entry
-            point cannot be loaded or does not give a `ChatModel`.
+            provider's optional package is not installed, ``options`` names a setting a
+            built-in provider does not take, or an installed provider's entry point cannot be
+            loaded or does not give a `ChatModel`.
     """
     provider, name = split_model_id(model_id)
     target = _PROVIDER_CLASSES.get(provider)
@@ -101,7 +103,31 @@ def get_model(model_id: str, **options: Any) -> ChatModel:
         )
     module_name, _, class_name = target.partition(":")
     model_class = getattr(importlib.import_module(module_name), class_name)
+    _check_settings(model_id, model_class, options)
     return cast("ChatModel", model_class(name, **options))
+
+
+def _check_settings(model_id: str, model_class: Any, options: dict[str, Any]) -> None:
+    """Refuse a setting a built-in provider does not take, before its constructor sees it.
+
+    ``model_options.by_model: {llama-cpp:smollm2: {context_window: 4096}}`` reached
+    ``LlamaCppModel(context_window=...)`` and stopped the command with a ``TypeError`` and a
+    traceback.
+
+    Raises:
+        ConfigError: ``options`` names a keyword the constructor has no parameter for (the
+            message lists the ones it has).
+    """
+    parameters = list(inspect.signature(model_class).parameters.values())[1:]  # after `name`
+    if any(p.kind is p.VAR_KEYWORD for p in parameters):
+        return
+    taken = [p.name for p in parameters if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    unknown = sorted(set(options) - set(taken))
+    if unknown:
+        raise ConfigError(
+            f"{model_id!r} takes no setting {unknown[0]!r} (its settings: {', '.join(taken)})",
+            field="model",
+        )
 
 
 def _from_entry_point(
