@@ -25,6 +25,7 @@ check in verify.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -37,9 +38,11 @@ __all__ = [
     "Layout",
     "Row",
     "current",
+    "fixed_title",
     "item_kinds",
     "layout_kind",
     "legacy_task_label",
+    "plan_example",
     "result_label",
     "status_label",
     "task_label",
@@ -100,6 +103,36 @@ def status_label(title: str, assignee: str, status: str) -> str:
     return one_line(f"{title} (by {assignee}): {status}")
 
 
+_FIXED_TITLES: Mapping[str, str] = {
+    OriginKind.GOAL: "Goal",
+    OriginKind.PLAN_FEEDBACK: "What was wrong",
+    OriginKind.SHARED_MEMORY: "Summary of all results",
+    OriginKind.REPAIR: "Previous answer and validation error",
+    OriginKind.DELEGATION: "Task",
+    OriginKind.CHILD_GOAL: "Goal",
+    OriginKind.QUESTION: "Question",
+    OriginKind.HISTORY: "Your earlier steps",
+    OriginKind.FILE: "{ref}",
+    OriginKind.TOOL_SPEC: "{ref}",
+    OriginKind.AGENT: "{ref}",
+    OriginKind.CHILD_RESULT: "Result of {ref}",
+    OriginKind.SUMMARY_OF: "Summary {ref}",
+    OriginKind.CONSTRAINT: "Constraint {ref}",
+    OriginKind.CLARIFICATION: "Clarification {ref}",
+}
+"""The titles the builders give items whose title their origin alone decides (every version)."""
+
+
+def fixed_title(kind: str, ref: str) -> str | None:
+    """The title of a ``kind:ref`` item, on one line, if its origin alone decides it.
+
+    ``None`` for the kinds whose title comes from a record (a result's label, a message's
+    sender, a tool call's name and arguments...): `verify_items` checks those against it.
+    """
+    form = _FIXED_TITLES.get(kind)
+    return None if form is None else one_line(form.replace("{ref}", ref))
+
+
 # -- closing instructions ----------------------------------------------------------------------
 
 TASK_TRAILER = "Reply with your result only."
@@ -131,6 +164,20 @@ PLAN_INSTRUCTIONS = (
     '"assignee": "...", "depends_on": ["..."]}]}.'
 )
 """The start of the planning prompt's closing instruction (an example plan follows)."""
+
+
+def plan_example(assignee: str | None) -> str:
+    """What follows `PLAN_INSTRUCTIONS`: an example plan of one task for ``assignee``.
+
+    Args:
+        assignee: The first agent of the roster; ``None`` for an empty roster (``"..."``).
+    """
+    example = {"tasks": [{"id": "t1", "title": "...", "description": "...",
+                          "assignee": "..." if assignee is None else assignee,
+                          "depends_on": []}]}  # fmt: skip
+    return f" Example: {json.dumps(example)}"
+
+
 CLARIFICATION_TRAILER = (
     "A subagent working on the task above asked the question above. Answer it from the "
     "material above, briefly and precisely. If the material does not hold the answer, say so."
@@ -187,8 +234,8 @@ class Layout:
         version: 1 for the first layout; each change of the rendered text adds one.
         rows: Its sections, in the order they are rendered.
         trailers: Its closing instructions by name (``"default"``, ``"tools"``).
-        trailer_is_prefix: The trailer starts with the named text (the planning prompt's
-            example plan follows it).
+        trailer_is_prefix: The trailer is the named text followed by a suffix the prompt's
+            items decide (the planning prompt's example plan: `plan_example`).
     """
 
     kind: str
@@ -208,10 +255,16 @@ class Layout:
                 return row
         raise KeyError(heading)
 
-    def accepts_trailer(self, trailer: str) -> bool:
-        """Whether ``trailer`` is one of this layout's closing instructions."""
+    def accepts_trailer(self, trailer: str, *, suffix: str = "") -> bool:
+        """Whether ``trailer`` is one of this layout's closing instructions.
+
+        Args:
+            trailer: The prompt's closing instruction.
+            suffix: For a layout whose trailer has a suffix (``trailer_is_prefix``), the one
+                its items give; ignored otherwise.
+        """
         if self.trailer_is_prefix:
-            return any(trailer.startswith(t) for t in self.trailers.values())
+            return any(trailer == t + suffix for t in self.trailers.values())
         return trailer in self.trailers.values()
 
 

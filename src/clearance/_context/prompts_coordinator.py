@@ -8,7 +8,6 @@ synthesis prompts share that prefix.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection, Mapping, Sequence
 
 from clearance._context import layout as L
@@ -246,17 +245,12 @@ class CoordinatorPrompts(TaskPrompts):
         }
         if feedback is not None:
             sections[L.PLAN_REJECTED] = [Part("plan_feedback", "What was wrong", feedback)]
-        assignee = roster[0].name if roster else "..."
-        example = json.dumps(
-            {"tasks": [{"id": "t1", "title": "...", "description": "...", "assignee": assignee,
-                        "depends_on": []}]}
-        )  # fmt: skip
         return self._assemble(
             PromptKind.PLAN,
             coordinator,
             PromptKind.PLAN,
             sections,
-            trailer_suffix=f" Example: {example}",
+            trailer_suffix=L.plan_example(roster[0].name if roster else None),
             max_prompt_tokens=max_prompt_tokens,
         )
 

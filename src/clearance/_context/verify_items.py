@@ -19,6 +19,7 @@ from typing import Any
 
 from clearance._context.clearance import Clearance
 from clearance._context.layout import (
+    fixed_title,
     item_kinds,
     legacy_task_label,
     result_label,
@@ -28,7 +29,7 @@ from clearance._context.layout import (
 from clearance._context.memory_items import memory_title, message_title, scope_of_title
 from clearance._context.prompts_coordinator import plan_feedback_quotes
 from clearance._context.render import one_line
-from clearance._context.tool_sections import compacted_result
+from clearance._context.tool_sections import ToolStep, compacted_result, tool_heading
 from clearance._context.verify_delegation import check_delegation_chain
 from clearance._context.verify_facts import Problem, RunFacts
 from clearance._context.verify_hooks import check_hook_item, hooks_shown
@@ -57,7 +58,8 @@ def check_sources(
 ) -> Iterator[Problem]:
     """Provenance of the items the admission checks do not trace to a record.
 
-    Each origin appears once per prompt; a file holds the same content in every prompt of
+    Each item's title is the one its origin (or recorded tool call) gives; each origin
+    appears once per prompt; a file holds the same content in every prompt of
     its task; a tool's description is the same in every prompt of the run and names one of
     the agent's recorded tools; a repair or plan feedback quotes an earlier answer of the
     same subject; a roster line is the agent's recorded role summary.
@@ -72,6 +74,7 @@ def check_sources(
                 yield origin, "the origin appears twice in one prompt"
             seen.add(origin)
         digest, content = item.get("sha256"), item.get("_content")
+        yield from _check_title(call, origin, item, facts)
         if kind == OriginKind.FILE:
             others = {
                 i.get("sha256")
@@ -102,6 +105,42 @@ def check_sources(
             agent = facts.agents.get(ref)
             if agent is not None and digest != sha256_text(agent.summary):
                 yield origin, "the roster line is not the agent's recorded role"
+
+
+def _check_title(
+    call: CallRecord, origin: str, item: dict[str, Any], facts: RunFacts
+) -> Iterator[Problem]:
+    """An item's title is the one the builder gives its origin (or its recorded tool call).
+
+    A title is text of the prompt (a heading or a label) that no item's content holds, so it
+    must be derived like the content: from the origin alone (`fixed_title`: a file's path,
+    ``Goal``...), or for a tool result from its recorded call (`tool_heading`). Labels of
+    tasks, results, messages and memory records are checked with their admission.
+    """
+    parsed = Origin.parse(origin)
+    kind, ref = parsed.kind, parsed.id
+    expected = fixed_title(kind, ref)
+    subject = Subject.parse(call.subject).kind
+    if kind == OriginKind.TASK and subject == PromptKind.ISOLATED:
+        expected = one_line(f"Task {ref}")  # `IsolatedContext.parts`
+    elif kind == OriginKind.TASK and subject == PromptKind.CLARIFICATION:
+        if facts.graph is None or ref not in facts.graph:
+            return  # the admission check reports it
+        task = facts.graph.get(ref)
+        labels = (task_label(task.title), legacy_task_label(task.title, task.id))
+        if item.get("title") not in labels:
+            yield origin, "the task's label is not its recorded title"
+        return
+    if kind == OriginKind.TOOL:
+        record = facts.tool_calls.get(ref)
+        if record is None or record.subject != call.subject:
+            return  # the admission check reports it
+        step = ToolStep(call_id=ref, name=record.name, arguments=record.arguments, content="")
+        expected = one_line(tool_heading(step))
+    title = item.get("title")
+    if expected is not None and (not isinstance(title, str) or one_line(title) != expected):
+        reason = f"the block is titled {title!r}, its origin gives {expected!r}"
+        yield origin, reason
 
 
 def _quotes_earlier_answer(call: CallRecord, kind: str, content: str, facts: RunFacts) -> bool:

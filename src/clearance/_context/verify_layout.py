@@ -5,7 +5,8 @@ byte for byte, and follow one of the layouts of its kind (the current one, or an
 one for runs recorded before a layout change): its sections in the layout's order, each
 holding only the kinds of item its row allows, each block carrying the item's title where
 the row says (a heading line, the opening fence line, or none for a bare block), and the
-layout's closing instruction. Whether each title is the one the recorded graph gives is
+layout's closing instruction (for the planning prompt, with the example plan its roster
+gives). Whether each title is the one the recorded graph gives is
 checked with the items (`verify_items`).
 """
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from clearance._context.layout import LAYOUTS, Layout, layout_kind
+from clearance._context.layout import LAYOUTS, Layout, layout_kind, plan_example
 from clearance._context.render import (
     PromptParseError,
     Section,
@@ -111,5 +112,17 @@ def _against(
             elif block.on_fence != (row.on_fence and not row.bare):
                 where = "on its fence line" if row.on_fence else "on a heading line"
                 yield origin, f"the layout puts the block's title {where}"
-    if not shape.accepts_trailer(trailer) or (trailer == shape.trailers.get("tools") and not tools):
+    suffix = plan_example(_first_agent(items)) if shape.trailer_is_prefix else ""
+    if not shape.accepts_trailer(trailer, suffix=suffix) or (
+        trailer == shape.trailers.get("tools") and not tools
+    ):
         yield None, "the closing instruction is not the builder's"
+
+
+def _first_agent(items: list[dict[str, Any]]) -> str | None:
+    """The first roster agent (``agent:<name>``) of a planning prompt, the example's assignee."""
+    for item in items:
+        origin = Origin.parse(str(item.get("origin")))
+        if origin.kind == OriginKind.AGENT:
+            return origin.id
+    return None
