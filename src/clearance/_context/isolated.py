@@ -178,35 +178,61 @@ class IsolatedContext:
         )
 
 
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_LEADING_BLANK_LINES = re.compile(r"\A(?:[ \t]*(?:\r\n|\r|\n))+")
+
+
+def _lines(text: str) -> list[tuple[int, int, str]]:
+    r"""``(start, end, line)`` for each line of ``text``; ``end`` is past its line break.
+
+    Only ``\n``, ``\r\n`` and ``\r`` end a line: other separators (U+2028, form
+    feed...) are content, kept where they are.
+    """
+    lines: list[tuple[int, int, str]] = []
+    start = 0
+    for match in _LINE_BREAK.finditer(text):
+        lines.append((start, match.end(), text[start : match.start()]))
+        start = match.end()
+    if start < len(text):
+        lines.append((start, len(text), text[start:]))
+    return lines
+
+
+def _trim(text: str) -> str:
+    """``text`` less its leading blank lines and trailing whitespace; nothing else changes."""
+    return _LEADING_BLANK_LINES.sub("", text).rstrip()
+
+
 def parse_status(text: str) -> tuple[DispatchStatus, str, str | None, str | None]:
     """Split an answer into ``(status, result, question, concerns)``.
 
-    The last line of the form ``STATUS: <status>`` decides. Lines after it are the
-    question (``needs_context``; a ``QUESTION:`` prefix is dropped) or the concerns. An
-    answer with no valid status line is ``done_with_concerns``, with a concern saying so:
-    a missing status is never read as a clean ``done``.
+    The last line of the form ``STATUS: <status>`` decides; it is the protocol, and the
+    only line taken out. For ``done`` the result is the answer less that line, every other
+    character kept (a ``QUESTION:`` line, a form feed, a U+2028 are content); for the other
+    statuses it is the text before the line, and the text after it is the question
+    (``needs_context``: the ``QUESTION:`` lines if any, their prefix dropped) or the
+    concerns. Leading blank lines and trailing whitespace are trimmed from each part. An
+    answer with no valid status line is ``done_with_concerns``, its result the whole answer,
+    with a concern saying so: a missing status is never read as a clean ``done``.
     """
-    lines = text.strip().splitlines()
-    for index in range(len(lines) - 1, -1, -1):
-        match = _STATUS_LINE.match(lines[index])
+    lines = _lines(text)
+    for start, end, line in reversed(lines):
+        match = _STATUS_LINE.match(line)
         if not match:
             continue
         word = match.group(1).strip().lower().replace(" ", "_")
         if word not in STATUSES:
             continue
         status: DispatchStatus = word  # type: ignore[assignment]
-        before = "\n".join(lines[:index]).strip()
-        after_lines = [ln for ln in lines[index + 1 :] if ln.strip()]
-        question_lines = [m.group(1) for ln in lines if (m := _QUESTION.match(ln))]
-        before = "\n".join(ln for ln in before.splitlines() if not _QUESTION.match(ln)).strip()
-        after = "\n".join(ln for ln in after_lines if not _QUESTION.match(ln)).strip()
-        if status == "needs_context":
-            question = " ".join(question_lines).strip() or after or before
-            return status, before, question, None
+        before, after = _trim(text[:start]), _trim(text[end:])
         if status == "done":
-            return status, "\n".join(filter(None, (before, after))), None, None
+            return status, _trim(text[:start] + text[end:]), None, None
+        if status == "needs_context":
+            asked = [m.group(1) for *_, ln in lines if (m := _QUESTION.match(ln))]
+            question = " ".join(asked).strip() or after or before
+            return status, before, question, None
         return status, before, None, after or None
-    return "done_with_concerns", text.strip(), None, "the answer has no STATUS line"
+    return "done_with_concerns", _trim(text), None, "the answer has no STATUS line"
 
 
 def subagent_result(text: str) -> str | None:

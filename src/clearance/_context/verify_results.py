@@ -11,7 +11,8 @@ documented forms of its last successful call's response (`accepted_results`):
 - the response with surrounding whitespace removed: how results were kept before they
   reached dependents verbatim (runs recorded by earlier versions), and how a structured
   answer is read before it is parsed;
-- for an isolated task, the answer less its ``STATUS:`` lines (`subagent_result`);
+- for an isolated task, the answer less its ``STATUS:`` line (`subagent_result`), or as
+  earlier versions kept it (line breaks normalized, ``QUESTION:`` lines dropped);
 - for a task with an ``output_schema``, the JSON value it holds re-serialized
   (``json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True)``);
 - for a task run by a step (``Task.run``), the output its ``step`` event recorded.
@@ -24,7 +25,7 @@ import re
 from collections.abc import Iterator
 
 from clearance._context.answers import mark_answer
-from clearance._context.isolated import subagent_result
+from clearance._context.isolated import STATUSES, subagent_result
 from clearance._context.verify_facts import RunFacts
 from clearance._core.origins import Subject
 from clearance._core.prompt import sha256_text
@@ -34,6 +35,8 @@ from clearance._state.ledger import CallRecord
 __all__ = ["accepted_results", "check_results"]
 
 _FENCED_JSON = re.compile(r"```(?:json)?[ \t]*\n(.*?)```", re.DOTALL)
+_STATUS_LINE = re.compile(r"^\W*status\W*[:=]?\s*([a-z_ ]+?)\W*$", re.IGNORECASE)
+_QUESTION = re.compile(r"^\W*question\W*:\s*(.*)$", re.IGNORECASE)
 
 
 def accepted_results(response: str, finish_reason: str | None) -> set[str]:
@@ -79,7 +82,8 @@ def check_results(
         response = call.response or ""
         accepted: set[str | None] = set(accepted_results(response, call.finish_reason))
         if Subject.parse(call.subject).kind == PromptKind.ISOLATED:
-            accepted = {subagent_result(response)}  # the answer less its STATUS lines
+            # The answer less its STATUS line; or as earlier versions kept it.
+            accepted = {subagent_result(response), _legacy_subagent_result(response)}
         if task is not None and task.output_schema is not None:
             accepted.add(_structured(response))
         if result not in accepted:
@@ -113,3 +117,28 @@ def _structured(text: str) -> str | None:
             continue
         return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True)
     return None
+
+
+def _legacy_subagent_result(text: str) -> str | None:
+    r"""An isolated task's result as versions before 2026-11-27 kept it, or ``None``.
+
+    They split the answer with `str.splitlines` (every Unicode line break became ``\n``),
+    stripped it, and dropped every ``QUESTION:`` line; such a ledger still verifies.
+    """
+    lines = text.strip().splitlines()
+    for index in range(len(lines) - 1, -1, -1):
+        match = _STATUS_LINE.match(lines[index])
+        word = match.group(1).strip().lower().replace(" ", "_") if match else ""
+        if word not in STATUSES:
+            continue
+        before = "\n".join(lines[:index]).strip()
+        before = "\n".join(ln for ln in before.splitlines() if not _QUESTION.match(ln)).strip()
+        after = "\n".join(
+            ln for ln in lines[index + 1 :] if ln.strip() and not _QUESTION.match(ln)
+        ).strip()
+        if word == "done":
+            return "\n".join(filter(None, (before, after)))
+        if word == "done_with_concerns":
+            return f"{before}\n\nConcerns: {after}" if after else before
+        return None
+    return f"{text.strip()}\n\nConcerns: the answer has no STATUS line"
