@@ -244,12 +244,58 @@ def test_verify_flags_a_delegates_child_recorded_as_the_tasks_own(env, rechain) 
     assert "which is not a delegation to 'mid'" in forged.output
 
 
+# -- a delegate or child is given only the tools its caller may call ---------------------------
+
+TOOL_CEILING = """\
+name: tool-ceiling
+agents:
+  - {name: asker, instructions: You ask for tidying., can_delegate_to: [janitor]}
+  - {name: janitor, instructions: You tidy up., tools: [remove, write_output]}
+tools:
+  remove: {function: "cap_tools_mod:remove"}
+tasks:
+  - {id: tidy, title: Tidy, description: Have old.txt removed., assignee: asker}
+"""
+
+
+def ceiling_reply(messages: list[dict[str, Any]]) -> Any:
+    system, user = messages[0]["content"], messages[-1]["content"]
+    called = "## Results of your tool calls" in user
+    if "You tidy up." in system:
+        return "could not" if called else [("remove", {"path": "old.txt"})]
+    if "You ask for tidying." in system:
+        return "asked" if called else [("delegate", {"agent": "janitor", "task": "Remove it."})]
+    return "the synthesis"
+
+
+def test_a_delegate_is_not_given_a_tool_its_delegator_may_not_call(env) -> None:
+    url = env["serve"](ceiling_reply)
+    run, run_id = run_team(env, TOOL_CEILING)
+    assert run.exit_code == 0, run.output
+    assert not (env["tmp"] / "ran.log").exists()  # the janitor's remove never ran
+    offered = [
+        sorted(t["function"]["name"] for t in b.get("tools", ()))
+        for b in url.bodies
+        if "You tidy up." in b["messages"][0]["content"]
+    ]
+    assert offered and all(o == ["write_output"] for o in offered), offered
+    with RunLedger(env["db"]) as ledger:
+        (event,) = [e for e in ledger.events(run_id) if e.kind == "tools_withheld"]
+        assert event.data == {"agent": "janitor", "tools": ["remove"]}
+        (call,) = [t for t in ledger.tool_calls(run_id) if t.name == "remove"]
+        assert call.is_error and "withheld" in call.result
+    shown = cli(env, "inspect", run_id, "--no-prompt")
+    assert "tools_withheld" in shown.output, shown.output
+    verify = cli(env, "verify", run_id)
+    assert verify.exit_code == 0, verify.output
+
+
 # -- a child's approval-required tool pauses --------------------------------------------------
 
 CHILD_APPROVAL = """\
 name: child-approval
 agents:
-  - {name: lead, instructions: You combine answers., can_spawn: [janitor]}
+  - {name: lead, instructions: You combine answers., can_spawn: [janitor], tools: [remove]}
   - {name: janitor, instructions: You tidy up., tools: [remove]}
 tools:
   remove: {function: "cap_tools_mod:remove", approval: required}

@@ -98,7 +98,9 @@ tasks:
 DELEGATED = """\
 name: durable
 agents:
-  - {name: lead, instructions: "You lead.", can_delegate_to: [scribe], limits: {max_steps: 4}}
+  # A delegate calls only the tools its delegator may call too.
+  - {name: lead, instructions: "You lead.", can_delegate_to: [scribe], tools: [append],
+     limits: {max_steps: 4}}
   - {name: scribe, instructions: "You append lines.", tools: [append], limits: {max_steps: 8}}
 tools:
   append: {function: "replay_tools_mod:append", idempotent: %s}
@@ -405,7 +407,8 @@ def test_an_isolated_task_killed_between_rounds_resumes_without_asking_twice(
 CHILD = """\
 name: durable
 agents:
-  - {name: lead, instructions: "You lead.", can_spawn: [scribe], limits: {max_children: 1}}
+  - {name: lead, instructions: "You lead.", can_spawn: [scribe], tools: [append],
+     limits: {max_children: 1}}
   - {name: scribe, instructions: "You append lines.", tools: [append], limits: {max_steps: 8}}
 tools:
   append: {function: "replay_tools_mod:append", idempotent: %s}

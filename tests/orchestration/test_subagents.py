@@ -302,7 +302,9 @@ async def test_a_childs_long_tool_output_is_offloaded_to_its_workspace(project, 
 
     team = Team(
         agents=(
-            Agent(name="lead", instructions="You lead.", can_spawn=("helper",)),
+            Agent(
+                name="lead", instructions="You lead.", can_spawn=("helper",), tools=("fetch",)
+            ),  # a child calls only what its parent may
             Agent(name="helper", instructions="You help.", tools=("fetch",)),
         ),
         coordinator=Agent(name="editor", instructions="You edit."),

@@ -9,11 +9,11 @@ are opt-in per agent: store tools bound to its scoped `StoreView`, user tools, a
 ``delegate`` for ``can_delegate_to``. A refused delegation (unknown target, a loop, the chain
 at its maximum depth) is a tool error returned to the caller. A delegate starts from a fresh
 context (the delegated task text only) with the extended `DelegationChain`, and acts with at
-most its delegator's store grants (`effective_grants`: a refusal for that reason is a
-``grant_withheld`` event), in its own workspace, under the same approval gate and with its
-own limits, sampling and compaction policy (`CompactingPrompts`). With tracing, each tool
-call is an ``execute_tool`` span (`telemetry_spans.tool_span`), a delegate an ``invoke_agent``
-span under its call's.
+most its delegator's store grants and tools (`Authority`: a store refusal for that reason is
+a ``grant_withheld`` event, a withheld tool is not offered), in its own workspace, under the
+same approval gate and with its own limits, sampling and compaction policy
+(`CompactingPrompts`). With tracing, each tool call is an ``execute_tool`` span
+(`telemetry_spans.tool_span`), a delegate an ``invoke_agent`` span under its call's.
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ from clearance._agents.workspace_tools import (
     workspace_tool_spec,
     write_output,
 )
+from clearance._context.authority import Authority, missing_tool, withheld_tools
 from clearance._context.builder import ContextBuilder
 from clearance._context.tool_sections import ToolStep
 from clearance._core.errors import (
@@ -68,7 +69,7 @@ from clearance._state.ledger import Recorder
 from clearance._state.store import ContextStore
 from clearance.models._base import ChatModel
 
-__all__ = ["WRITE_OUTPUT_TOOL", "AgentLoop", "effective_grants"]
+__all__ = ["WRITE_OUTPUT_TOOL", "AgentLoop"]
 
 
 PromptFactory = Callable[[tuple[dict[str, Any], ...], list[ToolStep]], Prompt]
@@ -80,25 +81,15 @@ arguments)])`` to, per call, ``None`` (run it) or the denial text the model gets
 raise `ApprovalPending` to stop the task until a person decides."""
 
 SpawnCalls = Callable[
-    [Agent, str, StoreGrants, DelegationChain, list[tuple[str, dict[str, Any]]]],
+    [Agent, str, Authority, DelegationChain, list[tuple[str, dict[str, Any]]]],
     Awaitable[dict[str, ToolOutput]],
 ]
 """Runs the ``spawn`` calls of one model turn together: ``(spawning agent, its subject, its
-effective store grants, its delegation chain, [(call id, arguments)])`` to each call id's tool
+effective authority, its delegation chain, [(call id, arguments)])`` to each call id's tool
 output. The spawning agent is the one whose turn it is (a delegate's own, not its
-delegator's): its ``can_spawn`` decides, its effective grants are its children's ceiling, and
+delegator's): its ``can_spawn`` decides, its authority is its children's ceiling, and
 its chain's agents are above theirs. The children's results reach the next prompt as
 ``child_result:`` items, not as tool results."""
-
-
-def effective_grants(agent: Agent, ceiling: StoreGrants | None) -> StoreGrants:
-    """What ``agent`` may do in the store when acting for a caller whose grants are ``ceiling``.
-
-    ``None`` (an agent acting for nobody: a task's assignee) gives its own grants; otherwise
-    the intersection, so a delegate or child never has more than its caller.
-    """
-    own = StoreGrants.parse(agent.store_grants)
-    return own if ceiling is None else own.intersect(ceiling)
 
 
 class AgentLoop:
@@ -118,9 +109,9 @@ class AgentLoop:
             offloading; ``None`` to make one with ``make_workspace`` on first use.
         make_workspace: Makes a fresh workspace for an agent of the loop on first use:
             ``(subject, agent)`` to the workspace; ``None`` when agents have none here.
-        ceiling: The store grants of whoever the loop's agent acts for (a child's parent),
-            or ``None``: its store access is at most these (`effective_grants`); a delegate
-            acts under its delegator's effective grants in turn.
+        ceiling: The authority of whoever the loop's agent acts for (a child's parent), or
+            ``None``: its store grants and tools are at most these (`Authority.of`); a
+            delegate acts under its delegator's effective authority in turn.
         spawn: Runs the ``spawn`` calls of a turn; ``None`` when spawning is not possible
             here (a spawned child never spawns).
         approve: Decides the tool calls that need a person's approval, per turn, before
@@ -141,7 +132,7 @@ class AgentLoop:
         budget: Callable[[Agent, ChatModel], int | None],
         workspace: Workspace | None = None,
         make_workspace: Callable[[str, Agent], Workspace] | None = None,
-        ceiling: StoreGrants | None = None,
+        ceiling: Authority | None = None,
         spawn: SpawnCalls | None = None,
         approve: ApproveCalls | None = None,
     ):
@@ -161,23 +152,26 @@ class AgentLoop:
         self.approve = approve
 
     def tools_for(
-        self, agent: Agent, chain: DelegationChain, ceiling: StoreGrants | None = None
+        self, agent: Agent, chain: DelegationChain, ceiling: Authority | None = None
     ) -> dict[str, Tool]:
-        """The agent's tools, by name: only what it opted in to.
+        """The agent's tools, by name: only what it opted in to, and its caller may call.
 
-        Its store tools are bound to a view of at most ``ceiling`` (the grants of the agent
-        it acts for; ``None`` for its own grants).
+        Its store tools are bound to a view of at most ``ceiling``'s grants (the authority of
+        the agent it acts for; ``None`` for its own).
         """
         return self._tools(agent, chain, ceiling)[0]
 
     def _tools(
-        self, agent: Agent, chain: DelegationChain, ceiling: StoreGrants | None
+        self, agent: Agent, chain: DelegationChain, ceiling: Authority | None
     ) -> tuple[dict[str, Tool], StoreView | None]:
         tools: dict[str, Tool] = {}
         bound: dict[str, Tool] | None = None
         view: StoreView | None = None
+        authority = Authority.of(agent, ceiling)
         for entry in agent.tools:
             name = tool_name(entry)
+            if authority.withholds(name):
+                continue
             if not isinstance(entry, str):
                 tools[name] = Tool.from_function(entry)
             elif name in WORKSPACE_TOOLS:
@@ -189,7 +183,8 @@ class AgentLoop:
                     view = StoreView(
                         self.store, agent=agent.name,
                         grants=StoreGrants.parse(agent.store_grants),
-                        read_extends_ttl_s=agent.store_read_extends_ttl_s, ceiling=ceiling,
+                        read_extends_ttl_s=agent.store_read_extends_ttl_s,
+                        ceiling=ceiling.grants if ceiling else None,
                     )  # fmt: skip
                     bound = store_tools(view)
                 tools[name] = bound[name]
@@ -208,7 +203,7 @@ class AgentLoop:
         subject: str,
         chain: DelegationChain,
         build: PromptFactory,
-        ceiling: StoreGrants | None = None,
+        ceiling: Authority | None = None,
         slot: WorkspaceSlot | None = None,
     ) -> str:
         """Run the loop until the model answers with text.
@@ -218,8 +213,8 @@ class AgentLoop:
             subject: The prompts' subject (``task:<id>`` or ``delegation:<tool call id>``).
             chain: The delegation chain this run is part of.
             build: Builds each step's prompt (through the `ContextBuilder`).
-            ceiling: The store grants of the agent this one acts for; ``None`` for the
-                loop's own ``ceiling``.
+            ceiling: The authority of the agent this one acts for; ``None`` for the loop's
+                own ``ceiling``.
             slot: The agent's workspace; ``None`` for the loop's (``workspace``, else one
                 made with ``make_workspace`` on first use).
 
@@ -239,6 +234,7 @@ class AgentLoop:
         model = self.model_for(agent)
         ceiling = self.ceiling if ceiling is None else ceiling
         tools, view = self._tools(agent, chain, ceiling)
+        withheld = withheld_tools(self.ledger, self.run_id, subject, agent, ceiling)
         if slot is None:
             slot = self._slot(subject, agent, self.workspace)
         specs = tuple(t.to_openai() for t in tools.values())
@@ -283,7 +279,7 @@ class AgentLoop:
                 if call.name == SPAWN_TOOL and SPAWN_TOOL in tools and denial is None
             ]
             if batch and self.spawn is not None:
-                own = effective_grants(agent, ceiling)
+                own = Authority.of(agent, ceiling)
                 spawned = await traced_spawns(self.spawn(agent, subject, own, chain, batch), batch)
             for call_id, call, denial in zip(ids, response.tool_calls, denials, strict=True):
                 with tool_span(traced and call_id not in spawned, call, call_id, tools) as outcome:
@@ -311,15 +307,13 @@ class AgentLoop:
                         )
                     elif tool is None:
                         output = ToolOutput(
-                            content=f"error: unknown tool {call.name!r} (tools: "
-                            f"{', '.join(tools) or 'none'})",
-                            is_error=True,
+                            content=missing_tool(call.name, tools, withheld), is_error=True
                         )
                     elif call.name == DELEGATE_TOOL:  # on record: a resume re-runs it, replaying
                         await record_started(self.ledger, self.run_id, subject, step=step_no,
                                              call_id=call_id, call=call, tool=tool)  # fmt: skip
                         output, chain_record = await self._delegate(
-                            agent, chain, call_id, call.arguments, effective_grants(agent, ceiling)
+                            agent, chain, call_id, call.arguments, Authority.of(agent, ceiling)
                         )
                     elif call.name == WRITE_OUTPUT_TOOL:
                         output, breach = write_output(slot, call.arguments)
@@ -425,7 +419,7 @@ class AgentLoop:
         chain: DelegationChain,
         call_id: str,
         arguments: dict[str, Any],
-        grants: StoreGrants,
+        authority: Authority,
     ) -> tuple[ToolOutput, dict[str, Any] | None]:
         target = arguments.get("agent")
         task = arguments.get("task")
@@ -462,7 +456,7 @@ class AgentLoop:
                 if delegate.uses_tools:
                     answer = await self.run(
                         agent=delegate, subject=subject, chain=extended, build=build,
-                        ceiling=grants, slot=self._slot(subject, delegate, None),
+                        ceiling=authority, slot=self._slot(subject, delegate, None),
                     )  # fmt: skip
                 else:
                     response = await self.caller.call(

@@ -26,7 +26,7 @@ from typing import Any, cast, get_type_hints
 
 from pydantic import ConfigDict, ValidationError, create_model
 
-from clearance._context.tool_sections import DELEGATE_TOOL, tool_name
+from clearance._context.tool_sections import DELEGATE_TOOL, STORE_TOOLS, tool_name
 from clearance._context.verify_approvals import arguments_sha256
 from clearance._core.agent_spec import MAX_TOOL_TIMEOUT_S, TOOL_TIMEOUT_S
 from clearance._core.daemon_threads import in_daemon_thread
@@ -59,15 +59,7 @@ __all__ = [
     "tool_name",
 ]
 
-BUILTIN_TOOL_NAMES = (
-    "store_get",
-    "store_set",
-    "store_query",
-    "store_set_with_extension",
-    "store_touch",
-    "store_get_structured",
-    "store_search",
-)
+BUILTIN_TOOL_NAMES = STORE_TOOLS
 """Names of the built-in store tools, bound to the agent's scoped store view."""
 
 SPAWN_TOOL = "spawn"

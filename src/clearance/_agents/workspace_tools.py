@@ -20,6 +20,7 @@ from typing import Any
 from clearance._agents.offload import DEFAULT_MAX_CHARS, DEFAULT_MAX_LINES, DataOffloader
 from clearance._agents.tools import Tool, ToolOutput
 from clearance._agents.workspace import Workspace
+from clearance._context.tool_sections import READ_OUTPUT_TOOL, WORKSPACE_TOOLS, WRITE_OUTPUT_TOOL
 from clearance._core.errors import ClearanceError, LimitExceeded
 from clearance._core.vocabulary import EventKind
 from clearance._state.ledger import Recorder
@@ -35,12 +36,6 @@ __all__ = [
     "write_output",
 ]
 
-WRITE_OUTPUT_TOOL = "write_output"
-"""The built-in tool that writes a file to the agent's own workspace ``outputs/``."""
-READ_OUTPUT_TOOL = "read_output"
-"""The built-in tool that reads a file of the agent's own ``outputs/`` back, by pages."""
-WORKSPACE_TOOLS = (WRITE_OUTPUT_TOOL, READ_OUTPUT_TOOL)
-"""The built-in tools of an agent's workspace."""
 
 READ_OUTPUT_LINES = 200
 """Lines a ``read_output`` page holds unless the model asks for fewer."""

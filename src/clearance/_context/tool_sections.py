@@ -25,6 +25,10 @@ __all__ = [
     "TOOL_RESULTS_SECTION",
     "TOOL_TRAILER",
     "TOOLS_SECTION",
+    "WORKSPACE_TOOLS",
+    "STORE_TOOLS",
+    "WRITE_OUTPUT_TOOL",
+    "READ_OUTPUT_TOOL",
     "ToolStep",
     "compacted_result",
     "store_heading",
@@ -35,6 +39,22 @@ __all__ = [
 
 DELEGATE_TOOL = "delegate"
 """Name of the delegation tool, given to agents that declare ``can_delegate_to``."""
+WRITE_OUTPUT_TOOL = "write_output"
+"""The built-in tool that writes a file to the agent's own workspace ``outputs/``."""
+READ_OUTPUT_TOOL = "read_output"
+"""The built-in tool that reads a file of the agent's own ``outputs/`` back, by pages."""
+WORKSPACE_TOOLS = (WRITE_OUTPUT_TOOL, READ_OUTPUT_TOOL)
+"""The built-in tools of an agent's workspace."""
+STORE_TOOLS = (
+    "store_get",
+    "store_set",
+    "store_query",
+    "store_set_with_extension",
+    "store_touch",
+    "store_get_structured",
+    "store_search",
+)
+"""Names of the built-in store tools, bound to the agent's scoped store view."""
 
 
 def tool_name(tool: str | Callable[..., Any]) -> str:

@@ -233,7 +233,11 @@ def _verified(
     findings.extend(
         Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
         for subject, call_id, reason in check_capabilities(
-            facts.agents, facts.tool_calls, facts.subagents.spawns, facts.events
+            facts.agents,
+            facts.tool_calls,
+            facts.subagents.spawns,
+            facts.events,
+            tool_ceilings=facts.tool_ceilings,
         )
     )
     findings.extend(

@@ -10,6 +10,8 @@ call, the agents it acted for, and checks:
   every store write (``store_set``, ``store_set_with_extension``, ``store_touch``) is in one
   each may write: a read or write outside the intersection is a capability lent (the
   confused deputy);
+- every call of a user or MCP tool by an agent acting for others is of a tool each of them
+  may call too (`clearance._context.authority`; for runs recorded with ``tool_ceilings``);
 - every child was spawned by an agent whose ``can_spawn`` names the child's agent, and a
   child spawned by a delegate was recorded under that delegation (so its reads and writes
   are checked against the delegate's grants and its delegator's);
@@ -22,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
+from clearance._context.authority import ceiling_tools, missing_tool
 from clearance._core.spec import Agent
 from clearance._core.vocabulary import EventKind, PromptKind
 from clearance._state.grants import StoreGrants
@@ -75,20 +78,30 @@ def check_capabilities(
     tool_calls: Mapping[str, ToolCallRecord],
     spawns: Mapping[str, Mapping[str, Any]],
     events: list[EventRecord],
+    *,
+    tool_ceilings: bool = False,
 ) -> Iterator[Problem]:
-    """Check that no store grant was lent and that offloading records hold.
+    """Check that no store grant or tool was lent and that offloading records hold.
 
     Args:
         agents: The run's agents, as its config recorded them.
         tool_calls: The run's tool calls, by id.
         spawns: The run's recorded spawns, by child id (with the parent's ``task_id``).
         events: The run's events.
+        tool_ceilings: Whether the run gave delegates and children only their callers'
+            tools (its config's ``tool_ceilings``): a call outside is then a finding.
     """
     for record in tool_calls.values():
         callers = callers_of(record.subject, tool_calls, spawns)
         if not callers:
             continue
         where = f"tool call {record.tool_call_id}"
+        if tool_ceilings and (lender := _lender(record, callers, agents)) is not None:
+            yield (
+                where, None,
+                f"{record.agent!r} called {record.name!r} acting for {lender!r}, which may "
+                "not call it (a capability lent)",
+            )  # fmt: skip
         ops: list[tuple[Literal["read", "write"], str]] = [
             ("read", str(r.get("namespace"))) for r in record.store_reads
         ]
@@ -108,6 +121,24 @@ def check_capabilities(
                     break
     yield from _check_spawns(agents, tool_calls, spawns)
     yield from _check_offloads(tool_calls, events)
+
+
+def _lender(record: ToolCallRecord, callers: list[str], agents: Mapping[str, Agent]) -> str | None:
+    """The first caller that may not call the tool ``record`` ran, or ``None``.
+
+    Only a user or MCP tool of the acting agent's own can have run; a call refused because
+    the tool was withheld (its recorded result the refusal) ran nothing.
+    """
+    own = agents.get(record.agent)
+    if own is None or record.name not in ceiling_tools(own):
+        return None
+    if record.is_error and record.result == missing_tool(record.name, {}, frozenset({record.name})):
+        return None
+    for caller in callers:
+        agent = agents.get(caller)
+        if agent is None or record.name not in ceiling_tools(agent):
+            return caller
+    return None
 
 
 def _check_spawns(

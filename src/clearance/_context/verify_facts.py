@@ -86,6 +86,9 @@ class RunFacts:
             except (ConfigError, KeyError, TypeError):
                 continue
         self.tool_calls = {t.tool_call_id: t for t in ledger.tool_calls(run.run_id)}
+        # Whether delegates and children were given only their callers' tools (a run
+        # recorded before 2026-11-27 used its own: not checked there).
+        self.tool_ceilings = config.get("tool_ceilings") is True
         # (agent, tool name) to the digest of the tool's description in its first prompt.
         self.tool_specs: dict[tuple[str, str], Any] = {}
         groups = config.get("memory_groups") or {}

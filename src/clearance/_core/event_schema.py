@@ -248,6 +248,17 @@ class GrantWithheldEvent(EventData):
     chain: list[str]
 
 
+class ToolsWithheldEvent(EventData):
+    """``tools_withheld``: ``tools:`` entries a delegate or child was not given.
+
+    An agent acting for another is given only the tools its caller may call too (workspace
+    tools aside); ``tools`` are those of its own it was not offered, sorted.
+    """
+
+    agent: str
+    tools: list[str]
+
+
 class CompactedEvent(EventData):
     """``compacted``: earlier tool steps of a loop folded into one-line summaries."""
 
@@ -379,6 +390,7 @@ SCHEMAS: Mapping[EventKind, tuple[type[EventData], ...]] = {
     EventKind.APPROVAL_DECIDED: (ApprovalDecidedEvent,),
     EventKind.WORKER_LOST: (WorkerLostEvent,),
     EventKind.GRANT_WITHHELD: (GrantWithheldEvent,),
+    EventKind.TOOLS_WITHHELD: (ToolsWithheldEvent,),
     EventKind.COMPACTED: (CompactedEvent,),
     EventKind.MODEL_TOOL_CALLS: (ModelToolCallsEvent,),
     EventKind.TOOL_STARTED: (ToolStartedEvent,),

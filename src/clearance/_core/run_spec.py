@@ -62,9 +62,11 @@ on one request by default, in seconds (``--answer-timeout``)."""
 MAX_ANSWER_TIMEOUT_S = 86_400.0
 """The longest such deadline accepted (a day)."""
 
-RECORD_KEYS = ("process", "synthesis_ids")
+RECORD_KEYS = ("process", "synthesis_ids", "tool_ceilings")
 """Keys a run's recorded config holds beside its spec: the process that runs it (written by
-the ledger), and the ids of the tasks the synthesis shows (``synthesis_from`` expanded)."""
+the ledger), the ids of the tasks the synthesis shows (``synthesis_from`` expanded), and
+``tool_ceilings: true`` for a run whose delegates and children were given only the tools
+their callers may call (every run since 2026-11-27; ``verify`` checks it for those)."""
 
 _FROM_ENV = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
 _PASSWORD = re.compile(r"(://[^:/@]*:)[^@/]*@")

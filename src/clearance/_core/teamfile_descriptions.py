@@ -42,11 +42,15 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "`store_query`, `store_set_with_extension`, `store_touch`, `store_get_structured`, "
         "`store_search`, each within `store_grants`; `write_output` and `read_output`, on the "
         "agent's own outputs folder), names of the team's "
-        "`tools:`, or `mcp:<server>/<tool>`.",
-        "can_delegate_to": "Agents this agent may delegate a task to (a delegate tool).",
-        "can_spawn": "Agents this agent may spawn as children (a spawn tool).",
+        "`tools:`, or `mcp:<server>/<tool>`. As a delegate or child, only the team and MCP "
+        "tools its caller may call too are offered.",
+        "can_delegate_to": "Agents this agent may delegate a task to (a delegate tool); a "
+        "delegate acts with at most this agent's grants and tools.",
+        "can_spawn": "Agents this agent may spawn as children (a spawn tool); a child acts "
+        "with at most this agent's grants and tools.",
         "store_grants": "Store namespaces the agent may read, write or both (a trailing `*` "
-        "matches a prefix: `notes/*`); any other is denied.",
+        "matches a prefix: `notes/*`); any other is denied. As a delegate or child, at most "
+        "its caller's.",
         "memory": "Long-term memory: recall before a task, record after (None: none).",
         "store_read_extends_ttl_s": "A store entry the agent reads expires at least this many "
         "seconds later "

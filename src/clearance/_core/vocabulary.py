@@ -121,6 +121,7 @@ class EventKind(StrEnum):
     APPROVAL_DECIDED = "approval_decided"
     WORKER_LOST = "worker_lost"
     GRANT_WITHHELD = "grant_withheld"
+    TOOLS_WITHHELD = "tools_withheld"
     COMPACTED = "compacted"
     MODEL_TOOL_CALLS = "model_tool_calls"
     TOOL_STARTED = "tool_started"

@@ -23,11 +23,11 @@ from typing import Any
 
 from clearance._agents.aggregator import Aggregator, ChildOutcome
 from clearance._agents.delegation import DelegationChain
-from clearance._agents.loop import effective_grants
 from clearance._agents.session import AgentSession
 from clearance._agents.spawn import SpawnRequest, SpawnWorker
 from clearance._agents.telemetry import agent_span
 from clearance._agents.tools import ToolOutput
+from clearance._context.authority import Authority
 from clearance._context.builder import ContextBuilder
 from clearance._context.tool_sections import ToolStep
 from clearance._context.verify_subagents import child_shown
@@ -38,7 +38,6 @@ from clearance._core.vocabulary import EventKind
 from clearance._orchestration.runtime import AgentRuntime
 from clearance._orchestration.task_context import TaskContext
 from clearance._state.events import EventBus
-from clearance._state.grants import StoreGrants
 from clearance._state.ledger.recorder import record_breach
 from clearance.models._base import ChatModel
 
@@ -56,15 +55,15 @@ class Spawner:
         subject: The subject it runs under (``task:<id>``, or ``delegation:<tool call id>``
             for a delegate), recorded with each spawn so ``verify`` can rebuild whom the
             child acts for.
-        grants: Its effective store grants (its own, intersected with those of every agent
-            it acts for): the ceiling of its children's grants.
+        authority: Its effective store grants and tools (its own, intersected with those of
+            every agent it acts for): the ceiling of its children's (`Authority`).
         above: The agents of the delegation chain it acts in (`DelegationChain.above` of
             each child): no child may delegate to one of them.
     """
 
     agent: Agent
     subject: str
-    grants: StoreGrants
+    authority: Authority
     above: tuple[str, ...] = ()
 
     @classmethod
@@ -73,7 +72,7 @@ class Spawner:
         return cls(
             agent=parent.agent,
             subject=f"task:{parent.task.id}",
-            grants=effective_grants(parent.agent, None),
+            authority=Authority.of(parent.agent, None),
             above=(parent.agent.name,),
         )
 
@@ -81,10 +80,11 @@ class Spawner:
 class ChildRunner:
     """Spawns and runs the children of a run's tasks, over the run's `EventBus`.
 
-    A child's agent comes from the run's `AgentRuntime` like any other: its tools, a store
-    view of at most its parent's grants, its workspace (the child's session folder), and the
-    approval gate (a child's call of a tool that needs approval is a request of its parent's
-    task: the parent task pauses until a person decides, then runs again).
+    A child's agent comes from the run's `AgentRuntime` like any other: its tools (only those
+    its parent may call too), a store view of at most its parent's grants, its workspace (the
+    child's session folder), and the approval gate (a child's call of a tool that needs
+    approval is a request of its parent's task: the parent task pauses until a person
+    decides, then runs again).
 
     Args:
         runtime: The run's agent runtime (team, ledger, caller, store, tools, gate).
@@ -130,7 +130,7 @@ class ChildRunner:
             goals: One goal per child.
             spawner: Who asks for them: ``None`` for the task's assignee, else a delegate
                 acting within the task, whose own ``can_spawn``, ``max_children`` and
-                effective grants apply (a delegate never spawns more than it may).
+                effective authority applies (a delegate never spawns more than it may).
 
         Raises:
             ConfigError: The spawning agent may not spawn ``agent_name`` (``can_spawn``).
@@ -294,11 +294,11 @@ class ChildRunner:
                                               tools=specs, tool_steps=steps,
                                               max_prompt_tokens=prompt_budget)  # fmt: skip
 
-        # The runtime's loop, under the spawning agent's effective grants and its task's
+        # The runtime's loop, under the spawning agent's effective authority and its task's
         # approvals.
         loop = self.runtime.loop(
             task_id=parent.task.id, budget=parent.budget, workspace=session.workspace,
-            ceiling=spawner.grants,
+            ceiling=spawner.authority,
         )  # fmt: skip
         chain = DelegationChain(origin=agent.name, above=spawner.above)
         return await loop.run(agent=agent, subject=f"child:{request.child_id}", chain=chain,

@@ -49,11 +49,12 @@ def recorded_config(spec: RunSpec, synthesis_from: Sequence[str] | None) -> dict
     """A run's configuration as recorded when it starts, and read back by `recorded_spec`.
 
     Its spec (`RunSpec.to_record`, with the ids of the tasks the synthesis shows, ``None``
-    for all) and this process (`process_identity`: `check_resumable` refuses a run whose
-    process is alive).
+    for all), this process (`process_identity`: `check_resumable` refuses a run whose
+    process is alive), and ``tool_ceilings`` (`clearance._context.authority`).
     """
     ids = list(synthesis_from) if synthesis_from is not None else None
-    return {**spec.to_record(synthesis_ids=ids), "process": process_identity()}
+    record = spec.to_record(synthesis_ids=ids)
+    return {**record, "process": process_identity(), "tool_ceilings": True}
 
 
 def _refuse_live_run(record: RunRecord) -> None:

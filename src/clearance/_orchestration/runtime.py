@@ -5,8 +5,10 @@ delegate (inside the loop), an isolated task's children — gets its `AgentLoop`
 declared capability applies the same way wherever the agent was called from:
 
 - **tools**: the agent's user, store and MCP tools, ``delegate`` (``can_delegate_to``) and
-  ``spawn`` (``can_spawn``, where children can run);
-- **store grants**: a view of the store of at most the caller's grants (`effective_grants`):
+  ``spawn`` (``can_spawn``, where children can run); a child or delegate is given only the
+  ``tools:`` entries its caller may call too, workspace tools aside (`Authority`; the
+  others are a ``tools_withheld`` event), and ``clearance verify`` flags a call outside;
+- **store grants**: a view of the store of at most the caller's grants (`Authority`):
   a child acts with at most its parent's, a delegate with at most its delegator's. An
   operation refused only for that reason is recorded (``grant_withheld``), and
   ``clearance verify`` flags any store read outside the intersection;
@@ -34,11 +36,11 @@ from clearance._agents.caller import CallBudget, ModelCaller
 from clearance._agents.loop import AgentLoop, SpawnCalls
 from clearance._agents.tools import Tool
 from clearance._agents.workspace import Workspace
+from clearance._context.authority import Authority
 from clearance._core.errors import ConfigError
 from clearance._core.spec import Agent, Team
 from clearance._orchestration.approval import ApprovalGate
 from clearance._orchestration.run_dir import new_run_dir
-from clearance._state.grants import StoreGrants
 from clearance._state.ledger import Recorder
 from clearance._state.store import ContextStore
 from clearance.models._base import ChatModel
@@ -129,7 +131,7 @@ class AgentRuntime:
         task_id: str,
         budget: CallBudget,
         workspace: Workspace | None = None,
-        ceiling: StoreGrants | None = None,
+        ceiling: Authority | None = None,
         spawn: SpawnCalls | None = None,
     ) -> AgentLoop:
         """The tool loop of an agent serving ``task_id`` (its own, or its caller's task).
@@ -139,7 +141,7 @@ class AgentRuntime:
             budget: The task's model-call budget.
             workspace: The agent's workspace when it has one already (a child's session);
                 ``None`` makes one on first use.
-            ceiling: The store grants of the agent it acts for (a child's parent), or
+            ceiling: The authority of the agent it acts for (a child's parent), or
                 ``None`` for a task's own assignee.
             spawn: Runs ``spawn`` calls; ``None`` where children cannot be spawned.
         """

@@ -11,6 +11,7 @@ from clearance._agents.delegation import DelegationChain
 from clearance._agents.telemetry import agent_span
 from clearance._agents.tools import ToolOutput
 from clearance._context.answers import mark_answer
+from clearance._context.authority import Authority
 from clearance._context.tool_sections import ToolStep
 from clearance._core.errors import ModelError, OutputValidationError
 from clearance._core.hooks import TaskInfo
@@ -26,7 +27,6 @@ from clearance._orchestration.run_memory import with_memories_that_fit
 from clearance._orchestration.steps import run_task_step
 from clearance._orchestration.structured import validated_json
 from clearance._orchestration.task_context import TaskContext
-from clearance._state.grants import StoreGrants
 from clearance._state.queue import TaskStatus
 
 __all__ = ["TaskRunner"]
@@ -262,12 +262,12 @@ class TaskRunner:
         children = run.children
 
         async def spawn(
-            agent: Agent, subject: str, grants: StoreGrants, chain: DelegationChain,
+            agent: Agent, subject: str, authority: Authority, chain: DelegationChain,
             calls: list[tuple[str, dict[str, Any]]],
         ) -> dict[str, ToolOutput]:  # fmt: skip
             assert children is not None
             above = (*chain.above, *chain.agents)
-            spawner = Spawner(agent=agent, subject=subject, grants=grants, above=above)
+            spawner = Spawner(agent=agent, subject=subject, authority=authority, above=above)
             return await children.spawn_calls(ctx, calls, spawner=spawner)
 
         # The run's agent runtime applies every capability (see `runtime.py`).

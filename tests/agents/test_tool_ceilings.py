@@ -1,0 +1,183 @@
+"""A delegate or child never acts with more than its caller may: tools, as store grants.
+
+An agent acting for another (a delegate for its delegator, a child for its parent) is given
+only the user and MCP tools every agent above it may call too. A withheld tool is not
+offered (the model's request does not list it), a call of it is refused without running,
+the loop records a ``tools_withheld`` event, and ``clearance verify`` flags a recorded run
+where a delegate or child called a tool its caller may not.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from clearance import Agent, Orchestrator, RunLedger, RunOptions, Task, TaskStatus, Team
+from clearance._context.authority import Authority
+from clearance._context.verify import verify_run
+from clearance._core.spec import FanOut
+from clearance.models import ModelRequest, ToolCall
+from clearance.testing import FunctionModel
+
+RAN: list[str] = []
+
+
+def wipe(path: str) -> str:
+    """Delete a path (a side effect the caller may not have)."""
+    RAN.append(path)
+    return f"WIPED {path}"
+
+
+def offered(request: ModelRequest) -> set[str]:
+    return {t["function"]["name"] for t in request.tools}
+
+
+def scripted(plans: dict[str, list[object]]) -> FunctionModel:
+    def answer(request: ModelRequest) -> object:
+        manifest = request.prompt.manifest
+        if manifest.subject == "synthesis":
+            return "SYNTH"
+        plan = plans[manifest.agent]
+        step = len([o for o in manifest.origins if o.startswith("tool:")])
+        return plan[min(step, len(plan) - 1)]
+
+    return FunctionModel(answer)
+
+
+def wipe_call(call_id: str = "w") -> ToolCall:
+    return ToolCall(id=call_id, name="wipe", arguments={"path": "/data"})
+
+
+def delegate(to: str) -> ToolCall:
+    return ToolCall(id="d", name="delegate", arguments={"agent": to, "task": "Clean up."})
+
+
+@pytest.fixture(autouse=True)
+def _clear() -> None:
+    RAN.clear()
+
+
+async def run(tmp_path: Path, model: FunctionModel, *agents: Agent, task: Task | None = None):
+    ledger = RunLedger(f"sqlite:///{tmp_path / 'runs.db'}")
+    orch = Orchestrator(
+        Team(agents=agents), model=model, ledger=ledger, tools=[wipe],
+        options=RunOptions(workspace_root=tmp_path / "ws"),
+    )  # fmt: skip
+    task = task or Task(id="t1", title="Work", description="Get it done.", assignee="asker")
+    result = await orch.run_tasks([task])
+    return ledger, result
+
+
+ASKER = Agent(name="asker", instructions="You ask.", can_delegate_to=("cleaner",))
+CLEANER = Agent(name="cleaner", instructions="You clean.", tools=("wipe", "write_output"))
+
+
+async def test_a_delegate_is_not_given_a_tool_its_delegator_may_not_call(tmp_path) -> None:
+    model = scripted({"asker": [delegate("cleaner"), "ASKED"],
+                      "cleaner": [wipe_call(), "CLEANED"]})  # fmt: skip
+    ledger, result = await run(tmp_path, model, ASKER, CLEANER)
+    with ledger:
+        assert result.tasks["t1"].status is TaskStatus.COMPLETED, result.tasks["t1"].error
+        cleaner = [r for r in model.requests if r.prompt.manifest.agent == "cleaner"]
+        # Offered the workspace tool, not the one its delegator lacks; the prompt lists no wipe.
+        assert offered(cleaner[0]) == {"write_output"}
+        assert "wipe" not in cleaner[0].prompt.text
+        assert RAN == []  # the model asked anyway: nothing ran
+        (call,) = [t for t in ledger.tool_calls(result.run_id) if t.name == "wipe"]
+        assert call.is_error and "withheld" in call.result and call.agent == "cleaner"
+        (event,) = [e for e in ledger.events(result.run_id) if e.kind == "tools_withheld"]
+        (handoff,) = [t for t in ledger.tool_calls(result.run_id) if t.name == "delegate"]
+        assert event.subject == f"delegation:{handoff.tool_call_id}"
+        assert event.data == {"agent": "cleaner", "tools": ["wipe"]}
+        report = verify_run(ledger, result.run_id)
+        assert report.ok, [str(f) for f in report.findings]
+
+
+async def test_a_delegate_uses_a_tool_its_delegator_may_call_too(tmp_path) -> None:
+    asker = Agent(name="asker", instructions="You ask.", can_delegate_to=("cleaner",),
+                  tools=("wipe",))  # fmt: skip
+    model = scripted({"asker": [delegate("cleaner"), "ASKED"],
+                      "cleaner": [wipe_call(), "CLEANED"]})  # fmt: skip
+    ledger, result = await run(tmp_path, model, asker, CLEANER)
+    with ledger:
+        assert result.tasks["t1"].status is TaskStatus.COMPLETED
+        cleaner = [r for r in model.requests if r.prompt.manifest.agent == "cleaner"]
+        assert offered(cleaner[0]) == {"wipe", "write_output"}
+        assert RAN == ["/data"]
+        assert not [e for e in ledger.events(result.run_id) if e.kind == "tools_withheld"]
+        assert verify_run(ledger, result.run_id).ok
+
+
+async def test_the_ceiling_holds_along_the_whole_chain(tmp_path) -> None:
+    # top may wipe, middle may not, bottom may: bottom acts for both, so it may not.
+    top = Agent(name="asker", instructions="Top.", tools=("wipe",), can_delegate_to=("mid",))
+    mid = Agent(name="mid", instructions="Mid.", can_delegate_to=("cleaner",))
+    model = scripted({
+        "asker": [delegate("mid"), "TOP"],
+        "mid": [ToolCall(id="d2", name="delegate",
+                         arguments={"agent": "cleaner", "task": "Clean."}), "MID"],
+        "cleaner": [wipe_call(), "BOTTOM"],
+    })  # fmt: skip
+    ledger, result = await run(tmp_path, model, top, mid, CLEANER)
+    with ledger:
+        assert result.tasks["t1"].status is TaskStatus.COMPLETED
+        cleaner = [r for r in model.requests if r.prompt.manifest.agent == "cleaner"]
+        assert "wipe" not in offered(cleaner[0]) and RAN == []
+        assert verify_run(ledger, result.run_id).ok
+
+
+async def test_a_child_is_not_given_a_tool_its_parent_may_not_call(tmp_path) -> None:
+    lead = Agent(name="asker", instructions="You lead.", can_spawn=("cleaner",))
+    task = Task(id="t1", title="Work", description="Get it done.", assignee="asker",
+                fan_out=FanOut(agent="cleaner", goals=("clean /data",)))  # fmt: skip
+    model = scripted({"asker": ["LED"], "cleaner": [wipe_call(), "CHILD"]})
+    ledger, result = await run(tmp_path, model, lead, CLEANER, task=task)
+    with ledger:
+        assert result.tasks["t1"].status is TaskStatus.COMPLETED, result.tasks["t1"].error
+        child = [r for r in model.requests if r.prompt.manifest.agent == "cleaner"]
+        assert offered(child[0]) == {"write_output"} and RAN == []
+        (event,) = [e for e in ledger.events(result.run_id) if e.kind == "tools_withheld"]
+        assert event.subject.startswith("child:")
+        assert verify_run(ledger, result.run_id).ok
+
+
+async def test_verify_flags_a_run_where_a_delegate_used_a_tool_its_caller_lacks(
+    tmp_path, monkeypatch
+) -> None:
+    # The run as it went before tools were bounded: the delegate used its own.
+    monkeypatch.setattr(Authority, "withholds", lambda self, name: False)
+    model = scripted({"asker": [delegate("cleaner"), "ASKED"],
+                      "cleaner": [wipe_call(), "CLEANED"]})  # fmt: skip
+    ledger, result = await run(tmp_path, model, ASKER, CLEANER)
+    with ledger:
+        assert RAN == ["/data"]  # the confused deputy, reproduced
+        reasons = [str(f) for f in verify_run(ledger, result.run_id).findings]
+    assert any("'cleaner' called 'wipe' acting for 'asker'" in r for r in reasons), reasons
+
+
+async def test_a_run_recorded_before_tool_ceilings_is_not_held_to_them(
+    tmp_path, monkeypatch, rechain
+) -> None:
+    import json
+
+    monkeypatch.setattr(Authority, "withholds", lambda self, name: False)
+    model = scripted({"asker": [delegate("cleaner"), "ASKED"],
+                      "cleaner": [wipe_call(), "CLEANED"]})  # fmt: skip
+    ledger, result = await run(tmp_path, model, ASKER, CLEANER)
+    ledger.close()
+    db = tmp_path / "runs.db"
+    conn = sqlite3.connect(db)
+    try:
+        (config,) = conn.execute("SELECT config FROM runs").fetchone()
+        config = json.loads(config)
+        assert config.pop("tool_ceilings") is True
+        conn.execute("UPDATE runs SET config = ?", (json.dumps(config),))
+        conn.commit()
+    finally:
+        conn.close()
+    rechain(db, result.run_id)
+    with RunLedger(f"sqlite:///{db}") as ledger:
+        reasons = [str(f) for f in verify_run(ledger, result.run_id).findings]
+    assert not any("called 'wipe'" in r for r in reasons), reasons
