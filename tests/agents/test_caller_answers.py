@@ -194,3 +194,59 @@ async def test_arguments_at_max_argument_depth_are_kept(ledger):
 def test_max_tool_calls_per_step_must_be_at_least_one():
     with pytest.raises(Exception, match="max_tool_calls_per_step"):
         AgentLimits(max_tool_calls_per_step=0)
+
+
+# -- a refused answer was paid for: its usage is recorded and charged ----------------------
+
+PAID = Usage(requests=1, prompt_tokens=40, completion_tokens=500)
+
+
+async def test_a_refused_answer_is_charged_and_its_usage_recorded(ledger):
+    from clearance._agents.budget_meter import BudgetMeter
+    from clearance._core.budget import RunBudget
+
+    meter = BudgetMeter(RunBudget(tokens=10_000), run_id="run-1")
+    caller = ModelCaller(ledger=ledger, run_id="run-1", meter=meter)
+    over = ModelResponse(text="x" * 40, usage=PAID, model_id="raw:model")
+    with pytest.raises(LimitExceeded):
+        await caller.call(
+            subject="task:t", agent=agent(max_tokens_per_step=100), model=Answers(over),
+            prompt=prompt(),
+        )  # fmt: skip
+    assert caller.usage == PAID  # what the caller reports as spent
+    assert meter.tokens == 540  # and what the run's budget counts
+    (call,) = ledger.calls("run-1")
+    assert call.error and "max_tokens_per_step" in call.error
+    assert call.response is None  # the refused text is not kept
+    assert call.usage.completion_tokens == 500 and call.usage.prompt_tokens == 40
+
+
+async def test_refused_answers_exhaust_the_run_budget(ledger):
+    """A server whose every answer is refused cannot spend past the budget through retries."""
+    from clearance import BudgetExceeded
+    from clearance._agents.budget_meter import BudgetMeter
+    from clearance._core.budget import RunBudget
+
+    meter = BudgetMeter(RunBudget(tokens=1_000), run_id="run-1")
+    caller = ModelCaller(ledger=ledger, run_id="run-1", meter=meter)
+    over = [ModelResponse(text="x", usage=PAID, model_id="raw:model") for _ in range(5)]
+    model = Answers(*over)
+    for _ in range(2):
+        with pytest.raises(LimitExceeded):
+            await caller.call(subject="task:t", agent=agent(max_tokens_per_step=100),
+                              model=model, prompt=prompt())  # fmt: skip
+    with pytest.raises(BudgetExceeded):  # 1,080 tokens spent on refused answers
+        await caller.call(subject="task:t", agent=agent(max_tokens_per_step=100),
+                          model=model, prompt=prompt())  # fmt: skip
+    assert len(model.requests) == 2
+
+
+async def test_an_impossible_usage_is_not_charged(ledger):
+    caller = ModelCaller(ledger=ledger, run_id="run-1")
+    impossible = Usage(requests=1, prompt_tokens=-5, completion_tokens=3)
+    bad = ModelResponse(text="ok", usage=impossible, model_id="raw:model")
+    with pytest.raises(ModelError):
+        await caller.call(subject="task:t", agent=agent(), model=Answers(bad), prompt=prompt())
+    assert caller.usage == Usage()
+    (call,) = ledger.calls("run-1")
+    assert call.usage.prompt_tokens == 0 and call.usage.completion_tokens == 0

@@ -22,7 +22,7 @@ from clearance.models._base import (
     kind_of,
 )
 
-__all__ = ["checked_response"]
+__all__ = ["checked_response", "paid_usage"]
 
 
 def checked_response(
@@ -102,8 +102,40 @@ def _with_checked_arguments(tool_call: ToolCall) -> ToolCall:
     return dataclasses.replace(tool_call, arguments=arguments)
 
 
+def paid_usage(response: object) -> Usage | None:
+    """The usage of an answer that arrived, if it is a `Usage` of counts in range.
+
+    An answer refused after it arrived (`checked_response`: too many tool calls, over
+    ``max_tokens_per_step``, bad text) was paid for all the same; an impossible usage is
+    not a figure to charge, and gives ``None``.
+    """
+    usage = getattr(response, "usage", None) if isinstance(response, ModelResponse) else None
+    if usage is None:
+        return None
+    try:
+        _check_counts(usage, model_id="")
+    except ModelError:
+        return None
+    assert isinstance(usage, Usage)  # checked by _check_counts
+    return usage
+
+
 def _check_usage(usage: object, *, model_id: str, agent: Agent, subject: str) -> None:
     """Refuse a usage that is not a `Usage` of counts in range; apply ``max_tokens_per_step``."""
+    _check_counts(usage, model_id=model_id)
+    assert isinstance(usage, Usage)  # checked by _check_counts
+    per_step = agent.limits.max_tokens_per_step
+    if per_step is not None and usage.completion_tokens > per_step:
+        raise LimitExceeded(
+            "max_tokens_per_step",
+            value=usage.completion_tokens,
+            maximum=per_step,
+            subject=subject,
+        )
+
+
+def _check_counts(usage: object, *, model_id: str) -> None:
+    """Refuse a usage that is not a `Usage` of counts in range."""
     if not isinstance(usage, Usage):
         raise ModelError(f"the usage is {kind_of(usage)}, not a Usage", model_id=model_id)
     for name in ("requests", "prompt_tokens", "completion_tokens"):
@@ -127,12 +159,4 @@ def _check_usage(usage: object, *, model_id: str, agent: Agent, subject: str) ->
             f"the model server reported an impossible usage: cached_prompt_tokens={cached!r} "
             f"with prompt_tokens={usage.prompt_tokens}",
             model_id=model_id,
-        )
-    per_step = agent.limits.max_tokens_per_step
-    if per_step is not None and usage.completion_tokens > per_step:
-        raise LimitExceeded(
-            "max_tokens_per_step",
-            value=usage.completion_tokens,
-            maximum=per_step,
-            subject=subject,
         )

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal
 
-from clearance._agents.answer_checks import checked_response
+from clearance._agents.answer_checks import checked_response, paid_usage
 from clearance._agents.budget_meter import BudgetMeter
 from clearance._agents.replay import ReplaySource, tool_calls_data
 from clearance._agents.retry import RetryPolicy, retry_after
@@ -289,9 +289,7 @@ class ModelCaller:
                                          error=str(exc))  # fmt: skip
                     raise
                 record(response)
-            self.usage = self.usage + response.usage
-            if self.meter is not None:
-                self.meter.charge(model.model_id, response.usage)
+            self._charge(model.model_id, response.usage)
         if info is not None:
             await self.hooks("after_model_call", info, text=response.text, usage=response.usage,
                              error=None)  # fmt: skip
@@ -316,7 +314,9 @@ class ModelCaller:
     async def _attempt(self, call: _Call, number: int, started: float) -> ModelResponse:
         """One attempt: the request recorded (and committed) before it is sent, then its outcome.
 
-        The outcome is recorded whether the attempt succeeds, fails or is cancelled.
+        The outcome is recorded whether the attempt succeeds, fails or is cancelled. An answer
+        received but refused (`checked_response`) was paid for: its usage is recorded with the
+        failed attempt and charged to the caller's usage and the run's budget.
 
         Raises:
             StoreError: The request could not be recorded (nothing was sent).
@@ -324,6 +324,7 @@ class ModelCaller:
         started_at, t0 = self._clock(), self._monotonic()
         error: str | None = None
         response: ModelResponse | None = None
+        received: object = None  # the answer as it arrived, before its checks
         call_id: str | None = None
         if self.ledger is not None:
             assert self.run_id is not None
@@ -335,9 +336,10 @@ class ModelCaller:
             await self.ledger.wait_committed()  # what leaves the process is on record first
         streamed = self._streaming(call, number)
         try:
+            received = await self._send(streamed or call, started)
             response = checked_response(
-                await self._send(streamed or call, started), model_id=call.model.model_id,
-                agent=call.agent, request=call.request, subject=call.subject,
+                received, model_id=call.model.model_id, agent=call.agent, request=call.request,
+                subject=call.subject,
             )  # fmt: skip
             if response.tool_calls:
                 calls = tuple(checked_tool_call(c) for c in response.tool_calls)
@@ -347,6 +349,8 @@ class ModelCaller:
             return response
         except ClearanceError as exc:
             error = bounded_reason(f"attempt {number} of {call.attempts}: {exc}")
+            if (paid := paid_usage(received)) is not None:  # refused, but paid for all the same
+                self._charge(call.model.model_id, paid)
             raise
         except BaseException:  # cancelled (Ctrl-C, a sibling's failure): the request left
             error = f"attempt {number} of {call.attempts}: cancelled"
@@ -364,7 +368,14 @@ class ModelCaller:
                 self.ledger.finish_call(
                     call_id, run_id=self.run_id, response=response if error is None else None,
                     error=error, latency_s=self._monotonic() - t0,
+                    usage=paid_usage(received) if error is not None else None,
                 )  # fmt: skip
+
+    def _charge(self, model_id: str, usage: Usage) -> None:
+        """Add ``usage`` to the caller's total and charge it to the run's budget."""
+        self.usage = self.usage + usage
+        if self.meter is not None:
+            self.meter.charge(model_id, usage)
 
     def _streaming(self, call: _Call, number: int) -> _Call | None:
         """The attempt's call with a streaming request, when there is a listener."""

@@ -135,6 +135,7 @@ class NullLedger:
         response: ModelResponse | None,
         error: str | None,
         latency_s: float,
+        usage: Usage | None = None,
     ) -> None:
         """Discard the call's outcome."""
 

@@ -105,6 +105,7 @@ class Recorder(Protocol):
         response: ModelResponse | None,
         error: str | None,
         latency_s: float,
+        usage: Usage | None = None,
     ) -> None:
         """Record the outcome of a call recorded with `record_request`."""
         ...

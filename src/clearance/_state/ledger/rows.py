@@ -152,10 +152,19 @@ def call_rows(
 
 
 def finish_row(
-    call_id: str, run_id: str, response: ModelResponse | None, error: str | None, latency_s: float
+    call_id: str,
+    run_id: str,
+    response: ModelResponse | None,
+    error: str | None,
+    latency_s: float,
+    usage: Usage | None = None,
 ) -> dict[str, Any]:
-    """The ``call_finish`` row recording the outcome of a call sent before (``b_`` names)."""
-    usage = response.usage if response is not None else _NO_USAGE
+    """The ``call_finish`` row recording the outcome of a call sent before (``b_`` names).
+
+    ``usage`` is a refused answer's (see `RunLedger.finish_call`); else the response's.
+    """
+    if usage is None:
+        usage = response.usage if response is not None else _NO_USAGE
     return {
         "b_call_id": call_id,
         "b_run_id": run_id,

@@ -386,21 +386,23 @@ class RunLedger(LedgerEvents):
         response: ModelResponse | None,
         error: str | None,
         latency_s: float,
+        usage: Usage | None = None,
     ) -> None:
         """Record the outcome of a call recorded with `record_request`.
 
         Args:
             call_id: What `record_request` returned.
             run_id: The run's full id.
-            response: What the model returned, or ``None`` if the call failed (usage is then
-                recorded as zero).
+            response: What the model returned, or ``None`` if the call failed.
             error: Why the call failed, or ``None``.
             latency_s: Wall-clock seconds the call took.
+            usage: The usage of a failed call whose answer arrived but was refused (it was
+                paid for); ``None`` records the response's usage, or zero without one.
 
         Raises:
             StoreError: The database failed (inside `write_behind`: raised by a later call).
         """
-        self._submit(FinishWrite(call_id, run_id, response, error, latency_s))
+        self._submit(FinishWrite(call_id, run_id, response, error, latency_s, usage))
 
     def finish_run(
         self, run_id: str, *, status: str, synthesis: str | None, usage: Usage, error: str | None

@@ -18,7 +18,7 @@ from clearance._core.prompt import Prompt
 from clearance._state.ledger.rows import build_task_rows, call_rows, finish_row
 from clearance._state.queue import TaskState
 from clearance._state.write_behind import Rows
-from clearance.models._base import ModelResponse
+from clearance.models._base import ModelResponse, Usage
 
 __all__ = ["CallWrite", "FinishWrite", "TaskWrite"]
 
@@ -99,6 +99,7 @@ class FinishWrite:
     response: ModelResponse | None
     error: str | None
     latency_s: float
+    usage: Usage | None = None
 
     @property
     def operation(self) -> str:
@@ -107,5 +108,7 @@ class FinishWrite:
 
     def build(self) -> Rows:
         """The rows (on the writer thread)."""
-        row = finish_row(self.call_id, self.run_id, self.response, self.error, self.latency_s)
+        row = finish_row(
+            self.call_id, self.run_id, self.response, self.error, self.latency_s, self.usage
+        )
         return {"call_finish": [row]}
