@@ -255,6 +255,8 @@ tools:
   remove: {function: "cap_tools_mod:remove"}
 tasks:
   - {id: tidy, title: Tidy, description: Have old.txt removed., assignee: asker}
+  # The janitor's own task: remove is its own there (and this keeps the tool in effect).
+  - {id: greet, title: Greet, description: Say hello., assignee: janitor}
 """
 
 
@@ -262,6 +264,8 @@ def ceiling_reply(messages: list[dict[str, Any]]) -> Any:
     system, user = messages[0]["content"], messages[-1]["content"]
     called = "## Results of your tool calls" in user
     if "You tidy up." in system:
+        if "Say hello." in user:
+            return "hello"
         return "could not" if called else [("remove", {"path": "old.txt"})]
     if "You ask for tidying." in system:
         return "asked" if called else [("delegate", {"agent": "janitor", "task": "Remove it."})]
@@ -277,6 +281,7 @@ def test_a_delegate_is_not_given_a_tool_its_delegator_may_not_call(env) -> None:
         sorted(t["function"]["name"] for t in b.get("tools", ()))
         for b in url.bodies
         if "You tidy up." in b["messages"][0]["content"]
+        and "Remove it." in b["messages"][-1]["content"]
     ]
     assert offered and all(o == ["write_output"] for o in offered), offered
     with RunLedger(env["db"]) as ledger:
@@ -288,6 +293,18 @@ def test_a_delegate_is_not_given_a_tool_its_delegator_may_not_call(env) -> None:
     assert "tools_withheld" in shown.output, shown.output
     verify = cli(env, "verify", run_id)
     assert verify.exit_code == 0, verify.output
+
+
+def test_a_tool_no_caller_of_a_delegate_may_call_is_refused_at_load(env) -> None:
+    team = TOOL_CEILING.replace(
+        "  - {id: greet, title: Greet, description: Say hello., assignee: janitor}\n", ""
+    )
+    result, run_id = run_team(env, team)
+    assert result.exit_code == 2, result.output
+    assert run_id is None
+    message = result.output.strip().splitlines()[-1]
+    assert "agents.janitor.tools" in message and "'remove'" in message, result.output
+    assert "delegate or child of 'asker'" in message, result.output
 
 
 # -- a child's approval-required tool pauses --------------------------------------------------

@@ -176,9 +176,13 @@ def check_paths(spec: RunSpec, tasks: tuple[Task, ...]) -> None:
     - an isolated task's subagent is dispatched without tools: its assignee may not declare
       ``tools``, ``can_delegate_to``, ``can_spawn`` or ``store_grants``;
     - long-term memory is recalled and recorded per task: ``memory`` on an agent that only
-      ever runs as a delegate or a spawned child (never a task's assignee) is refused. A
-      run planned by the coordinator (no ``tasks:``) is not checked for this, since the
-      plan assigns the tasks.
+      ever runs as a delegate or a spawned child (never a task's assignee) is refused;
+    - a delegate or child is offered only the user and MCP tools its caller may call too:
+      such a tool on an agent that only ever runs as one, none of whose callers has it, is
+      refused.
+
+    A run planned by the coordinator (no ``tasks:``) is not checked for the last two, since
+    the plan assigns the tasks.
 
     Raises:
         ConfigError: The first such key, naming it and the path.
@@ -223,6 +227,39 @@ def check_paths(spec: RunSpec, tasks: tuple[Task, ...]) -> None:
                 f"has no effect: agent {name!r} runs only as {path}, and memory is recalled "
                 "and recorded per task (a delegate or child never has more than its caller)",
                 field=f"agents.{name}.memory",
+            )
+    _check_lent_tools(spec, tasks, assignees)
+
+
+def _check_lent_tools(spec: RunSpec, tasks: tuple[Task, ...], assignees: set[str]) -> None:
+    """Refuse a user or MCP tool of an agent that runs only for callers none of which has it.
+
+    A delegate or child is offered only the tools its caller may call too (workspace and
+    store tools aside: `clearance._context.authority`), so on an agent that is never a
+    task's assignee, a tool none of its callers has would never be offered.
+    """
+    callers: dict[str, set[str]] = {}
+    for entry in spec.agents:
+        for target in (*entry.can_delegate_to, *entry.can_spawn):
+            callers.setdefault(target, set()).add(entry.name)
+    for task in tasks:
+        if task.fan_out is not None:
+            callers.setdefault(task.fan_out.agent, set()).add(task.assignee)
+    entries = {a.name: a for a in spec.agents}
+    for name, above in sorted(callers.items()):
+        entry = entries.get(name)
+        if entry is None or name in assignees:
+            continue
+        held = {t for caller in above if caller in entries for t in entries[caller].tools}
+        for tool in entry.tools:
+            if _reserved(tool) or tool in held:
+                continue
+            who = ", ".join(repr(c) for c in sorted(above))
+            raise ConfigError(
+                f"has no effect: agent {name!r} runs only as a delegate or child of {who}, "
+                f"and none may call {tool!r} (a delegate or child never acts with more than "
+                "its caller may): give the caller the tool, or remove it here",
+                field=f"agents.{name}.tools",
             )
 
 
