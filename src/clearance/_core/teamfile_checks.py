@@ -247,11 +247,11 @@ def _check_lent_tools(spec: RunSpec, tasks: tuple[Task, ...], assignees: set[str
             callers.setdefault(task.fan_out.agent, set()).add(task.assignee)
     entries = {a.name: a for a in spec.agents}
     for name, above in sorted(callers.items()):
-        entry = entries.get(name)
-        if entry is None or name in assignees:
+        callee = entries.get(name)
+        if callee is None or name in assignees:
             continue
         held = {t for caller in above if caller in entries for t in entries[caller].tools}
-        for tool in entry.tools:
+        for tool in callee.tools:
             if _reserved(tool) or tool in held:
                 continue
             who = ", ".join(repr(c) for c in sorted(above))
