@@ -45,7 +45,7 @@ from clearance.cli._options import (
 )
 from clearance.cli._otel import otlp_tracing
 from clearance.cli._progress import RunProgress
-from clearance.cli._run_output import exit_for, print_result, write_report
+from clearance.cli._run_output import exit_for, made_report, print_result, write_report
 from clearance.cli._stdin import MAX_LINE_BYTES, LineTooLong, stdin_lines
 from clearance.cli._stream import StreamView
 from clearance.runs import DEFAULT_LEDGER_URL
@@ -260,8 +260,12 @@ def run(
                 where = "--model" if from_option else str(team_file)
                 raise ConfigError(str(exc), source=where) from exc
     print_result(result)
+    report = made_report(
+        lambda: make_report(result, loaded.tasks, model_id=model_id, team_name=spec.name),
+        result,
+    )
     write_report(
-        make_report(result, loaded.tasks, model_id=model_id, team_name=spec.name),
+        report,
         result,
         shown=spec.report is not None,
         output=output,
@@ -269,6 +273,8 @@ def run(
         sarif_output=sarif_output,
     )
     exit_for(result)
+    if report is None:
+        raise typer.Exit(1)
 
 
 def _answer_timeout(seconds: float | None, interactive: bool) -> float:

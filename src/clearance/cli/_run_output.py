@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,7 @@ __all__ = [
     "MAX_PRINTED_CHARS",
     "TABLE_ROWS",
     "exit_for",
+    "made_report",
     "print_result",
     "print_run",
     "task_data",
@@ -36,8 +38,26 @@ __all__ = [
 ]
 
 
+def made_report(make: Callable[[], Report], result: RunResult) -> Report | None:
+    """The run's report, or ``None`` (said in one line) if making it failed.
+
+    The run is recorded whatever the report does: a report that raises (a defect of the
+    report's own) loses neither the run nor the other files asked for.
+    """
+    try:
+        return make()
+    except Exception as exc:  # the report's own defect: the run stays as recorded
+        reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+        line = (
+            f"error: the report could not be made ({reason}); the run is recorded: "
+            f"clearance inspect {result.run_id}"
+        )
+        err.print(safe_text(line), soft_wrap=True)
+        return None
+
+
 def write_report(
-    report: Report,
+    report: Report | None,
     result: RunResult,
     *,
     shown: bool,
@@ -47,13 +67,22 @@ def write_report(
 ) -> None:
     """Print a named report, and write the files asked for.
 
+    Without a report (`made_report` failed), ``--json`` holds the tasks alone and neither
+    ``--output`` nor ``--sarif`` is written.
+
     Raises:
         ConfigError: A file cannot be written; the run stays recorded, and the error says
             where to read it.
     """
+    kept = f"; the run is recorded: clearance inspect {result.run_id}"
+    if report is None:
+        if json_output is not None:
+            text = json.dumps({"tasks": task_data(result)}, indent=2, ensure_ascii=False)
+            write_output_file(json_output, text + "\n", flag="--json", after=kept)
+            out.print(safe_text(f"result written to {json_output}"))
+        return
     if shown:  # model text and input files' docstrings: shown escaped, never obeyed
         out.print(Markdown(safe(report.markdown)))
-    kept = f"; the run is recorded: clearance inspect {result.run_id}"
     if output is not None:
         write_output_file(output, report.markdown, flag="--output", after=kept)
         out.print(safe_text(f"report written to {output}"))
