@@ -10,14 +10,27 @@ where a delegate or child called a tool its caller may not.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from clearance import Agent, Orchestrator, RunLedger, RunOptions, Task, TaskStatus, Team
+from clearance import (
+    Agent,
+    ConfigError,
+    ContextStore,
+    Orchestrator,
+    RunLedger,
+    RunOptions,
+    Task,
+    TaskStatus,
+    Team,
+)
 from clearance._context.authority import Authority
 from clearance._context.verify import verify_run
 from clearance._core.spec import FanOut
+from clearance._view.model import load_run_view
+from clearance._view.page import render_run_page
 from clearance.models import ModelRequest, ToolCall
 from clearance.testing import FunctionModel
 
@@ -93,6 +106,11 @@ async def test_a_delegate_is_not_given_a_tool_its_delegator_may_not_call(tmp_pat
         assert event.data == {"agent": "cleaner", "tools": ["wipe"]}
         report = verify_run(ledger, result.run_id)
         assert report.ok, [str(f) for f in report.findings]
+        view = load_run_view(ledger, result.run_id)  # the run page shows the event, untroubled
+        (task,) = view.tasks
+        assert [e.kind for e in task.events].count("tools_withheld") == 1
+        assert not task.event_problems
+        assert "tools_withheld" in render_run_page(view)
 
 
 async def test_a_delegate_uses_a_tool_its_delegator_may_call_too(tmp_path) -> None:
@@ -181,3 +199,100 @@ async def test_a_run_recorded_before_tool_ceilings_is_not_held_to_them(
     with RunLedger(f"sqlite:///{db}") as ledger:
         reasons = [str(f) for f in verify_run(ledger, result.run_id).findings]
     assert not any("called 'wipe'" in r for r in reasons), reasons
+
+
+async def test_a_withheld_tool_called_twice_is_refused_as_withheld_and_verifies(tmp_path) -> None:
+    # The model insists: the same withheld call twice. Neither runs, and an honest run verifies.
+    model = scripted({"asker": [delegate("cleaner"), "ASKED"],
+                      "cleaner": [wipe_call("w1"), wipe_call("w2"), "CLEANED"]})  # fmt: skip
+    ledger, result = await run(tmp_path, model, ASKER, CLEANER)
+    with ledger:
+        assert result.tasks["t1"].status is TaskStatus.COMPLETED, result.tasks["t1"].error
+        assert RAN == []
+        calls = [t for t in ledger.tool_calls(result.run_id) if t.name == "wipe"]
+        report = verify_run(ledger, result.run_id)
+        assert report.ok, [str(f) for f in report.findings]
+        assert len(calls) == 2 and all(c.is_error and "withheld" in c.result for c in calls)
+
+
+async def test_verify_holds_a_tool_to_its_caller_only_where_it_started(tmp_path, rechain) -> None:
+    # A repeat of a withheld call was once refused as a repeat: it never started, so it ran
+    # nothing and is no capability lent.
+    model = scripted({"asker": [delegate("cleaner"), "ASKED"],
+                      "cleaner": [wipe_call("w1"), wipe_call("w2"), "CLEANED"]})  # fmt: skip
+    ledger, result = await run(tmp_path, model, ASKER, CLEANER)
+    with ledger:
+        second = [t for t in ledger.tool_calls(result.run_id) if t.name == "wipe"][-1]
+    db = tmp_path / "runs.db"
+    repeat = ("error: you already called wipe with these arguments; its result is above. "
+              "Use it: answer, or call a different tool.")  # fmt: skip
+    conn = sqlite3.connect(db)
+    try:
+        conn.execute("UPDATE tool_calls SET result = ? WHERE tool_call_id = ?",
+                     (repeat, second.tool_call_id))  # fmt: skip
+        conn.commit()
+    finally:
+        conn.close()
+    rechain(db, result.run_id)
+    with RunLedger(f"sqlite:///{db}") as ledger:
+        reasons = [str(f) for f in verify_run(ledger, result.run_id).findings]
+    assert not any("called 'wipe'" in r for r in reasons), reasons
+
+
+def store_get(path: str) -> str:
+    """Not the store's tool: a user function named like it."""
+    RAN.append(path)
+    return f"WIPED {path}"
+
+
+async def test_a_function_named_like_a_built_in_tool_is_refused(tmp_path) -> None:
+    # Named like a store tool, it would be neither the store's nor bounded by its caller's
+    # tools: a delegate of an agent without tools could run it.
+    cleaner = Agent(name="cleaner", instructions="You clean.", tools=(store_get,))
+    model = scripted({"asker": [delegate("cleaner"), "ASKED"],
+                      "cleaner": [ToolCall(id="w", name="store_get",
+                                           arguments={"path": "/data"}), "CLEANED"]})  # fmt: skip
+    with ContextStore(f"sqlite:///{tmp_path / 'store.db'}") as store:
+        orch = Orchestrator(
+            Team(agents=(ASKER, cleaner)), model=model, store=store,
+            ledger=RunLedger(f"sqlite:///{tmp_path / 'runs.db'}"),
+            options=RunOptions(workspace_root=tmp_path / "ws"),
+        )  # fmt: skip
+        task = Task(id="t1", title="Work", description="Get it done.", assignee="asker")
+        with pytest.raises(ConfigError, match="'store_get' is named like a built-in tool"):
+            await orch.run_tasks([task])
+    assert RAN == []
+
+
+def _wipe_named(label: str) -> Callable[[str], str]:
+    def wipe(path: str) -> str:
+        """Delete a path."""
+        RAN.append(f"{label} {path}")
+        return label
+
+    return wipe
+
+
+async def test_two_different_functions_of_one_name_are_refused(tmp_path) -> None:
+    # The ceiling is by name: the delegate's own 'wipe' would run because its delegator may
+    # call a different function also named 'wipe'.
+    asker = Agent(name="asker", instructions="You ask.", can_delegate_to=("cleaner",),
+                  tools=(_wipe_named("safe"),))  # fmt: skip
+    cleaner = Agent(name="cleaner", instructions="You clean.", tools=(_wipe_named("danger"),))
+    model = scripted({"asker": [delegate("cleaner"), "ASKED"],
+                      "cleaner": [wipe_call(), "CLEANED"]})  # fmt: skip
+    with pytest.raises(ConfigError, match="two different functions are named 'wipe'"):
+        await run(tmp_path, model, asker, cleaner)
+    assert RAN == []
+
+
+async def test_one_function_listed_by_several_agents_is_one_tool(tmp_path) -> None:
+    asker = Agent(name="asker", instructions="You ask.", can_delegate_to=("cleaner",),
+                  tools=(wipe,))  # fmt: skip
+    cleaner = Agent(name="cleaner", instructions="You clean.", tools=(wipe,))
+    model = scripted({"asker": [delegate("cleaner"), "ASKED"],
+                      "cleaner": [wipe_call(), "CLEANED"]})  # fmt: skip
+    ledger, result = await run(tmp_path, model, asker, cleaner)
+    with ledger:
+        assert result.tasks["t1"].status is TaskStatus.COMPLETED, result.tasks["t1"].error
+        assert RAN == ["/data"]

@@ -530,3 +530,52 @@ def test_verify_flags_a_compacted_result_no_compaction_was_recorded_for(env, rec
                    rechain)  # fmt: skip
     assert verify.exit_code == 1, verify.output
     assert "the content is not the recorded result of the tool call" in verify.output
+
+
+# -- a withheld tool and an approval-required one, in one turn of a delegate, resumed -------
+
+CEILING_APPROVAL = """\
+name: ceiling-approval
+agents:
+  - {name: asker, instructions: You ask for tidying., can_delegate_to: [janitor], tools: [page]}
+  - {name: janitor, instructions: You tidy up., tools: [remove, page]}
+tools:
+  remove: {function: "cap_tools_mod:remove"}
+  page: {function: "cap_tools_mod:page", approval: required}
+tasks:
+  - {id: tidy, title: Tidy, description: Have old.txt removed., assignee: asker}
+  - {id: greet, title: Greet, description: Say hello., assignee: janitor, depends_on: [tidy]}
+"""
+
+
+def ceiling_approval_reply(messages: list[dict[str, Any]]) -> Any:
+    system, user = messages[0]["content"], messages[-1]["content"]
+    called = "## Results of your tool calls" in user
+    if "You tidy up." in system:
+        if "Say hello." in user:
+            return "hello"
+        return "done" if called else [("remove", {"path": "old.txt"}), ("page", {"n": 1})]
+    if "You ask for tidying." in system:
+        return "asked" if called else [("delegate", {"agent": "janitor", "task": "Remove it."})]
+    return "the synthesis"
+
+
+def test_a_delegates_withheld_call_beside_an_approval_is_refused_again_on_resume(env) -> None:
+    env["serve"](ceiling_approval_reply)
+    run, run_id = run_team(env, CEILING_APPROVAL)
+    assert run.exit_code == 3, run.output
+    (call_id,) = re.findall(r"apr_[0-9a-z_]+", run.output.split("awaiting approval:")[1])
+    approved = cli(env, "approve", run_id, call_id, "--by", "alice")
+    assert approved.exit_code == 0, approved.output
+    assert "calls page" in approved.output and "remove" not in approved.output
+    resumed = cli(env, "resume", run_id)
+    assert resumed.exit_code == 0, resumed.output
+    assert not (env["tmp"] / "ran.log").exists()  # remove never ran
+    with RunLedger(env["db"]) as ledger:
+        calls = {t.name: t for t in ledger.tool_calls(run_id) if t.agent == "janitor"}
+        assert "withheld" in calls["remove"].result
+        assert calls["page"].result.startswith("PAGE-1 ")
+    shown = cli(env, "inspect", run_id, "--no-prompt")
+    assert shown.exit_code == 0 and "tools_withheld" in shown.output, shown.output
+    verify = cli(env, "verify", run_id)
+    assert verify.exit_code == 0, verify.output

@@ -299,15 +299,15 @@ class AgentLoop:
                         output = ToolOutput(content=denial, is_error=True)
                     elif call_id in spawned:
                         output = spawned[call_id]
+                    elif tool is None:  # before a repeat: a withheld call is refused as such
+                        output = ToolOutput(
+                            content=missing_tool(call.name, tools, withheld), is_error=True
+                        )
                     elif repeated and call.name != DELEGATE_TOOL:
                         output = ToolOutput(
                             content=f"error: you already called {call.name} with these arguments; "
                             "its result is above. Use it: answer, or call a different tool.",
                             is_error=True,
-                        )
-                    elif tool is None:
-                        output = ToolOutput(
-                            content=missing_tool(call.name, tools, withheld), is_error=True
                         )
                     elif call.name == DELEGATE_TOOL:  # on record: a resume re-runs it, replaying
                         await record_started(self.ledger, self.run_id, subject, step=step_no,

@@ -10,8 +10,9 @@ call, the agents it acted for, and checks:
   every store write (``store_set``, ``store_set_with_extension``, ``store_touch``) is in one
   each may write: a read or write outside the intersection is a capability lent (the
   confused deputy);
-- every call of a user or MCP tool by an agent acting for others is of a tool each of them
-  may call too (`clearance._context.authority`; for runs recorded with ``tool_ceilings``);
+- every call of a user or MCP tool by an agent acting for others that ran (recorded as
+  ``tool_started``, or succeeded) is of a tool each of them may call too
+  (`clearance._context.authority`; for runs recorded with ``tool_ceilings``);
 - every child was spawned by an agent whose ``can_spawn`` names the child's agent, and a
   child spawned by a delegate was recorded under that delegation (so its reads and writes
   are checked against the delegate's grants and its delegator's);
@@ -24,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
-from clearance._context.authority import ceiling_tools, missing_tool
+from clearance._context.authority import ceiling_tools
 from clearance._core.spec import Agent
 from clearance._core.vocabulary import EventKind, PromptKind
 from clearance._state.grants import StoreGrants
@@ -91,12 +92,14 @@ def check_capabilities(
         tool_ceilings: Whether the run gave delegates and children only their callers'
             tools (its config's ``tool_ceilings``): a call outside is then a finding.
     """
+    started = {str(e.data.get("tool_call_id")) for e in events if e.kind == EventKind.TOOL_STARTED}
     for record in tool_calls.values():
         callers = callers_of(record.subject, tool_calls, spawns)
         if not callers:
             continue
         where = f"tool call {record.tool_call_id}"
-        if tool_ceilings and (lender := _lender(record, callers, agents)) is not None:
+        ran = record.tool_call_id in started or not record.is_error
+        if tool_ceilings and ran and (lender := _lender(record, callers, agents)) is not None:
             yield (
                 where, None,
                 f"{record.agent!r} called {record.name!r} acting for {lender!r}, which may "
@@ -126,13 +129,13 @@ def check_capabilities(
 def _lender(record: ToolCallRecord, callers: list[str], agents: Mapping[str, Agent]) -> str | None:
     """The first caller that may not call the tool ``record`` ran, or ``None``.
 
-    Only a user or MCP tool of the acting agent's own can have run; a call refused because
-    the tool was withheld (its recorded result the refusal) ran nothing.
+    Only a user or MCP tool of the acting agent's own can have run. The caller checks that
+    it did: a user or MCP tool is recorded as started (``tool_started``) before it runs, so
+    a failed call never started (refused as withheld, or as a repeat of a refused call) ran
+    nothing.
     """
     own = agents.get(record.agent)
     if own is None or record.name not in ceiling_tools(own):
-        return None
-    if record.is_error and record.result == missing_tool(record.name, {}, frozenset({record.name})):
         return None
     for caller in callers:
         agent = agents.get(caller)

@@ -19,8 +19,9 @@ import os
 import sys
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
-from clearance._agents.tools import BUILTIN_TOOL_NAMES, Tool, tool_name
+from clearance._agents.tools import BUILTIN_TOOL_NAMES, DELEGATE_TOOL, SPAWN_TOOL, Tool, tool_name
 from clearance._agents.workspace_tools import WORKSPACE_TOOLS
 from clearance._core.errors import ConfigError
 from clearance._core.mcp_spec import mcp_refs
@@ -323,14 +324,30 @@ def check_tools(team: Team, user_tools: Collection[str], *, has_store: bool) -> 
         has_store: Whether the run has a context store (the built-in store tools need one).
 
     Raises:
-        ConfigError: An agent names a tool that is neither built in nor registered, or
-            uses a store tool (or has store grants) while the orchestrator has no store.
+        ConfigError: An agent names a tool that is neither built in nor registered, lists a
+            function named like a built-in tool (it would shadow it, and no caller's ceiling
+            would bound it: `clearance._context.authority`), or uses a store tool (or has
+            store grants) while the orchestrator has no store, or two different functions
+            go by one name (a caller's ceiling is by name: a delegate could run its own
+            function under the name of its caller's).
     """
+    functions: dict[str, Callable[..., Any]] = {}
     for agent in team.agents:
         for entry in agent.tools:
             name = tool_name(entry)
             where = f"agents.{agent.name}.tools"
             builtin = (*BUILTIN_TOOL_NAMES, *WORKSPACE_TOOLS)
+            if not isinstance(entry, str) and name in (*builtin, DELEGATE_TOOL, SPAWN_TOOL):
+                raise ConfigError(
+                    f"function {name!r} is named like a built-in tool: give it another name",
+                    field=where,
+                )
+            if not isinstance(entry, str) and functions.setdefault(name, entry) != entry:
+                raise ConfigError(
+                    f"two different functions are named {name!r}: a model knows a tool by its "
+                    "name only, so give each its own",
+                    field=where,
+                )
             if isinstance(entry, str) and name not in builtin and name not in user_tools:
                 known = ", ".join([*builtin, *sorted(user_tools)])
                 raise ConfigError(f"unknown tool {name!r} (tools: {known})", field=where)
