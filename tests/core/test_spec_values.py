@@ -335,3 +335,17 @@ def test_a_mapping_given_for_a_key_with_a_mapping_form_gets_that_forms_problem(t
     with pytest.raises(ConfigError) as info:
         RunSpec.from_file(path)
     assert str(info.value) == f"{path}: tasks.0.depends_on.0.when: Field required"
+
+
+def test_a_tool_function_without_a_name_is_refused_when_the_agent_is_made() -> None:
+    """A `functools.partial` has no ``__name__``: the run crashed with an AttributeError."""
+    import functools
+
+    def add(a: int, b: int) -> str:
+        """Add."""
+        return str(a + b)
+
+    with pytest.raises(ConfigError, match="needs a name") as info:
+        Agent(name="a", instructions="x", tools=(functools.partial(add, b=1),))
+    assert info.value.field == "agents.a.tools"
+    assert Agent(name="a", instructions="x", tools=(add,)).tools == (add,)

@@ -293,6 +293,11 @@ class Agent:
                 raise ConfigError(
                     f"a tool is a name or a function, got {tool!r:.60}", field=f"{where}.tools"
                 )
+            if not isinstance(tool, str) and not isinstance(getattr(tool, "__name__", None), str):
+                raise ConfigError(
+                    f"a tool function needs a name (its __name__), {tool!r:.60} has none: "
+                    "wrap it in a def", field=f"{where}.tools",
+                )  # fmt: skip
         object.__setattr__(self, "can_delegate_to", tuple(dict.fromkeys(self.can_delegate_to)))
         object.__setattr__(self, "can_spawn", tuple(dict.fromkeys(self.can_spawn)))
         object.__setattr__(self, "store_grants", dict(self.store_grants))
