@@ -250,3 +250,26 @@ async def test_an_impossible_usage_is_not_charged(ledger):
     assert caller.usage == Usage()
     (call,) = ledger.calls("run-1")
     assert call.usage.prompt_tokens == 0 and call.usage.completion_tokens == 0
+
+
+async def test_an_answer_that_arrived_before_its_attempt_stopped_is_charged_as_recorded(ledger):
+    """An attempt stopped after its answer came (here a listener that cannot write: a closed
+    pipe) records the answer's usage; the caller and the run's budget are charged the same, so
+    the run's totals, a resumed run's budget (the sum of its calls) and this session agree."""
+    from clearance._agents.budget_meter import BudgetMeter
+    from clearance._core.budget import RunBudget
+    from clearance._core.vocabulary import RunEventKind
+
+    def listener(kind, subject, detail):
+        if kind == RunEventKind.TEXT:
+            raise BrokenPipeError("stdout is closed")
+
+    meter = BudgetMeter(RunBudget(tokens=10_000), run_id="run-1")
+    caller = ModelCaller(ledger=ledger, run_id="run-1", meter=meter, listener=listener)
+    answer = ModelResponse(text="fine", usage=PAID, model_id="raw:model")
+    with pytest.raises(BrokenPipeError):
+        await caller.call(subject="task:t", agent=agent(), model=Answers(answer), prompt=prompt())
+    (call,) = ledger.calls("run-1")
+    assert call.error and call.usage.completion_tokens == 500  # recorded as paid for
+    assert caller.usage == PAID  # and charged as recorded
+    assert meter.tokens == 540

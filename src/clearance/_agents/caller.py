@@ -147,8 +147,9 @@ class ModelCaller:
             sends every call.
 
     Attributes:
-        usage: Tokens of every successful call made through this caller (replayed calls
-            are not counted again).
+        usage: Tokens of every answer received through this caller: each successful call's,
+            and each answer that arrived but failed its checks (it was paid for); replayed
+            calls are not counted again.
     """
 
     def __init__(
@@ -315,8 +316,9 @@ class ModelCaller:
         """One attempt: the request recorded (and committed) before it is sent, then its outcome.
 
         The outcome is recorded whether the attempt succeeds, fails or is cancelled. An answer
-        received but refused (`checked_response`) was paid for: its usage is recorded with the
-        failed attempt and charged to the caller's usage and the run's budget.
+        received that then failed (refused by `checked_response`, or the attempt stopped after
+        it came) was paid for: its usage is recorded with the failed attempt and charged to
+        the caller's usage and the run's budget, both or neither.
 
         Raises:
             StoreError: The request could not be recorded (nothing was sent).
@@ -349,13 +351,18 @@ class ModelCaller:
             return response
         except ClearanceError as exc:
             error = bounded_reason(f"attempt {number} of {call.attempts}: {exc}")
-            if (paid := paid_usage(received)) is not None:  # refused, but paid for all the same
-                self._charge(call.model.model_id, paid)
             raise
         except BaseException:  # cancelled (Ctrl-C, a sibling's failure): the request left
             error = f"attempt {number} of {call.attempts}: cancelled"
             raise
         finally:
+            # An answer that arrived and then failed (refused by its checks, or the attempt
+            # stopped after it came: a listener that cannot write, Ctrl-C) was paid for: it is
+            # charged exactly when its usage is recorded, so the run's totals, a resumed run's
+            # budget and the sum of its calls agree.
+            paid = paid_usage(received) if error is not None else None
+            if paid is not None:
+                self._charge(call.model.model_id, paid)
             if streamed is not None:
                 streamed.stream[1] = 0  # nothing more is heard from this attempt
             if self.ledger is not None and call_id is not None:
@@ -367,8 +374,7 @@ class ModelCaller:
                     )  # fmt: skip
                 self.ledger.finish_call(
                     call_id, run_id=self.run_id, response=response if error is None else None,
-                    error=error, latency_s=self._monotonic() - t0,
-                    usage=paid_usage(received) if error is not None else None,
+                    error=error, latency_s=self._monotonic() - t0, usage=paid,
                 )  # fmt: skip
 
     def _charge(self, model_id: str, usage: Usage) -> None:

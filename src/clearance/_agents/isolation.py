@@ -50,7 +50,8 @@ class DispatchResult:
     Attributes:
         task_id: The task.
         status: ``done``, ``done_with_concerns``, ``needs_context`` or ``blocked``.
-        result: The answer without its status and question lines.
+        result: For ``done``, the answer without its status line; otherwise the text before
+            that line (the whole answer when it has none).
         question: For ``needs_context``: what the subagent asks for, else ``None``.
         concerns: For ``done_with_concerns`` and ``blocked``: the text after the status
             line, or why the status was inferred; else ``None``.

@@ -25,7 +25,7 @@ import re
 from collections.abc import Iterator
 
 from clearance._context.answers import mark_answer
-from clearance._context.isolated import STATUSES, subagent_result
+from clearance._context.isolated import STATUSES, status_word, subagent_result
 from clearance._context.verify_facts import RunFacts
 from clearance._core.origins import Subject
 from clearance._core.prompt import sha256_text
@@ -35,7 +35,6 @@ from clearance._state.ledger import CallRecord
 __all__ = ["accepted_results", "check_results"]
 
 _FENCED_JSON = re.compile(r"```(?:json)?[ \t]*\n(.*?)```", re.DOTALL)
-_STATUS_LINE = re.compile(r"^\W*status\W*[:=]?\s*([a-z_ ]+?)\W*$", re.IGNORECASE)
 _QUESTION = re.compile(r"^\W*question\W*:\s*(.*)$", re.IGNORECASE)
 
 
@@ -127,8 +126,7 @@ def _legacy_subagent_result(text: str) -> str | None:
     """
     lines = text.strip().splitlines()
     for index in range(len(lines) - 1, -1, -1):
-        match = _STATUS_LINE.match(lines[index])
-        word = match.group(1).strip().lower().replace(" ", "_") if match else ""
+        word = status_word(lines[index])
         if word not in STATUSES:
             continue
         before = "\n".join(lines[:index]).strip()

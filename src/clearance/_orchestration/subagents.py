@@ -43,7 +43,10 @@ __all__ = ["AskPerson", "IsolatedRunner", "TaskContext"]
 AskPerson = Callable[[str, str], Awaitable[str]]
 """Asks the person at the terminal: ``(task id, question)`` to the answer."""
 
-_FILE_REQUEST = re.compile(r"^\W*file\W*:\s*(\S.*?)\s*$", re.IGNORECASE | re.MULTILINE)
+# ``FILE: <path>`` on a line of its own (the path may start on the next line). The path is
+# the rest of its line, stripped by the caller: no lazy group nor a non-word run that crosses
+# lines, so a question of many lines or spaces is read in linear time, not quadratic.
+_FILE_REQUEST = re.compile(r"^[^\w\n]*file\W*:\s*(\S.*)", re.IGNORECASE | re.MULTILINE)
 
 
 class IsolatedRunner:
@@ -101,8 +104,8 @@ class IsolatedRunner:
         """Dispatch fresh subagents until one answers ``done`` (or the rounds run out).
 
         Returns:
-            The answer without its status and question lines (``done_with_concerns``: the
-            concerns follow after a ``Concerns:`` line).
+            The answer without its status line (``done_with_concerns``: the text before it,
+            then the concerns after a ``Concerns:`` line); see `subagent_result`.
 
         Raises:
             SubagentError: The subagent is blocked, or still needs context after
