@@ -611,6 +611,18 @@ async def test_text_over_max_response_chars_is_refused(server: MessagesServer, m
     )
 
 
+async def test_a_refused_answer_carries_the_usage_its_server_reported(
+    server: MessagesServer, make_prompt
+) -> None:
+    cap = max_response_chars(16)
+    server.replies = [message([{"type": "text", "text": "x" * (cap + 1)}],
+                              usage={"input_tokens": 30, "output_tokens": 900})]  # fmt: skip
+    async with AnthropicModel("claude-test", base_url=server.url) as model:
+        with pytest.raises(ModelError) as info:
+            await model.request(ModelRequest(prompt=make_prompt(len), max_tokens=16))
+    assert (info.value.paid.prompt_tokens, info.value.paid.completion_tokens) == (30, 900)
+
+
 async def test_tool_input_nested_too_deep_becomes_raw(server: MessagesServer, make_prompt) -> None:
     deep: Any = 1
     for _ in range(MAX_ARGUMENT_DEPTH + 1):

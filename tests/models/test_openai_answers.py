@@ -208,3 +208,46 @@ async def test_a_streamed_answer_over_max_response_chars_is_refused(
         with pytest.raises(ModelError, match=f"streamed more than {cap:,} characters"):
             await model.request(request)
     assert heard == ["x" * 40_000]  # the piece over the cap is never handed on
+
+
+# -- an answer refused by the provider was paid for: its usage goes with the error -----------
+
+
+async def test_a_refused_answer_carries_the_usage_its_server_reported(
+    raw_server, make_prompt
+) -> None:
+    cap = max_response_chars(64)
+    body = completion({"role": "assistant", "content": "x" * (cap + 1)},
+                      usage={"prompt_tokens": 30, "completion_tokens": 900})  # fmt: skip
+    with pytest.raises(ModelError) as info:
+        await ask(raw_server(body), make_prompt, max_tokens=64)
+    assert (info.value.paid.prompt_tokens, info.value.paid.completion_tokens) == (30, 900)
+    # No usage reported, or an impossible one: nothing to charge.
+    unreported = completion({"role": "assistant", "content": "x" * (cap + 1)}, usage=None)
+    with pytest.raises(ModelError) as info:
+        await ask(raw_server(unreported), make_prompt, max_tokens=64)
+    assert info.value.paid is None
+
+
+async def test_a_run_charges_an_answer_its_provider_refused(
+    raw_server, make_prompt, tmp_path
+) -> None:
+    from clearance import Agent, RunLedger
+    from clearance._agents.budget_meter import BudgetMeter
+    from clearance._agents.caller import ModelCaller
+    from clearance._core.budget import RunBudget
+
+    paid = {"prompt_tokens": 30, "completion_tokens": 900}
+    # Refused for a malformed tool call (not for its size).
+    server = raw_server(completion(tool_message({"name": None, "arguments": "{}"}), usage=paid))
+    with RunLedger(f"sqlite:///{tmp_path / 'runs.db'}") as ledger:
+        ledger.start_run(run_id="run-1", team="t", goal=None, graph=None, config={})
+        meter = BudgetMeter(RunBudget(tokens=10_000), run_id="run-1")
+        caller = ModelCaller(ledger=ledger, run_id="run-1", meter=meter)
+        async with OpenAIModel("m", base_url=server.url, api_key="k", timeout_s=30) as model:
+            with pytest.raises(ModelError, match="tool call 0's name is null"):
+                await caller.call(subject="task:t", agent=Agent(name="a", instructions="A."),
+                                  model=model, prompt=make_prompt(model.count_tokens))  # fmt: skip
+        assert meter.tokens == 930 and caller.usage.completion_tokens == 900
+        (call,) = ledger.calls("run-1")
+        assert call.error and (call.usage.prompt_tokens, call.usage.completion_tokens) == (30, 900)

@@ -102,14 +102,22 @@ def _with_checked_arguments(tool_call: ToolCall) -> ToolCall:
     return dataclasses.replace(tool_call, arguments=arguments)
 
 
-def paid_usage(response: object) -> Usage | None:
+def paid_usage(answer: object) -> Usage | None:
     """The usage of an answer that arrived, if it is a `Usage` of counts in range.
 
     An answer refused after it arrived (`checked_response`: too many tool calls, over
-    ``max_tokens_per_step``, bad text) was paid for all the same; an impossible usage is
-    not a figure to charge, and gives ``None``.
+    ``max_tokens_per_step``, bad text), or refused by its provider (a `ModelError` whose
+    ``paid`` is its reported usage), was paid for all the same; an impossible usage is not
+    a figure to charge, and gives ``None``.
+
+    Args:
+        answer: The `ModelResponse` received, or the `ModelError` that refused it.
     """
-    usage = getattr(response, "usage", None) if isinstance(response, ModelResponse) else None
+    usage: object = None
+    if isinstance(answer, ModelResponse):
+        usage = answer.usage
+    elif isinstance(answer, ModelError):
+        usage = answer.paid
     if usage is None:
         return None
     try:

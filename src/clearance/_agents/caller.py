@@ -326,7 +326,8 @@ class ModelCaller:
         started_at, t0 = self._clock(), self._monotonic()
         error: str | None = None
         response: ModelResponse | None = None
-        received: object = None  # the answer as it arrived, before its checks
+        # The answer as it arrived, before its checks; or the provider's error refusing it.
+        received: object = None
         call_id: str | None = None
         if self.ledger is not None:
             assert self.run_id is not None
@@ -351,15 +352,16 @@ class ModelCaller:
             return response
         except ClearanceError as exc:
             error = bounded_reason(f"attempt {number} of {call.attempts}: {exc}")
+            received = exc if received is None else received  # its `paid`, if any
             raise
         except BaseException:  # cancelled (Ctrl-C, a sibling's failure): the request left
             error = f"attempt {number} of {call.attempts}: cancelled"
             raise
         finally:
-            # An answer that arrived and then failed (refused by its checks, or the attempt
-            # stopped after it came: a listener that cannot write, Ctrl-C) was paid for: it is
-            # charged exactly when its usage is recorded, so the run's totals, a resumed run's
-            # budget and the sum of its calls agree.
+            # An answer that arrived and then failed (refused by its checks or its provider's,
+            # or the attempt stopped after it came: a listener that cannot write, Ctrl-C) was
+            # paid for: it is charged exactly when its usage is recorded, so the run's totals,
+            # a resumed run's budget and the sum of its calls agree.
             paid = paid_usage(received) if error is not None else None
             if paid is not None:
                 self._charge(call.model.model_id, paid)

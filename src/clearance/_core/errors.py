@@ -171,6 +171,10 @@ class ModelError(ClearanceError):
         retry_after_s: Seconds the provider asked to wait before retrying (its
             ``Retry-After``), or ``None`` when it did not say.
         status_code: The HTTP status the provider answered with, or ``None``.
+        paid: For an answer that arrived whole but was refused by the provider's checks
+            (too long, malformed tool calls): the usage its server reported (a
+            `clearance.models.Usage`), which was paid for all the same; the caller charges
+            it. ``None`` when there is no such answer or its server reported no usage.
     """
 
     def __init__(
@@ -181,11 +185,13 @@ class ModelError(ClearanceError):
         transient: bool = False,
         retry_after_s: float | None = None,
         status_code: int | None = None,
+        paid: object = None,
     ):
         self.model_id = model_id
         self.transient = transient
         self.retry_after_s = retry_after_s
         self.status_code = status_code
+        self.paid = paid
         super().__init__(f"{model_id}: {message}" if model_id else message)
 
 

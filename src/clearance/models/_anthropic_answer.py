@@ -70,12 +70,32 @@ def anthropic_response(
     Raises:
         ModelError: No content list, more than `MAX_STREAMED_TOOL_CALLS` tool calls, more
             than `max_response_chars`, the forced answer tool not called, or a usage that
-            is not an object or not a token count.
+            is not an object or not a token count. Refused with a reported usage that is a
+            token count, the error's ``paid`` holds that usage.
     """
     content = field_of(message, "content")
     if not isinstance(content, list):
         raise ModelError("the server's answer has no content list", model_id=model_id)
     checked = _usage(field_of(message, "usage"), model_id) or Usage()
+    try:
+        return _answer(message, content, checked, model_id=model_id, answer_tool=answer_tool,
+                       wrapped=wrapped, max_tokens=max_tokens)  # fmt: skip
+    except ModelError as exc:  # the answer arrived: what its server says it cost is paid
+        exc.paid = checked if checked.requests else None
+        raise
+
+
+def _answer(
+    message: Any,
+    content: list[Any],
+    checked: Usage,
+    *,
+    model_id: str,
+    answer_tool: str | None,
+    wrapped: bool,
+    max_tokens: int,
+) -> ModelResponse:
+    """`anthropic_response` once its content list and usage are read."""
     texts: list[str] = []
     calls: list[ToolCall] = []
     answer: Any = None

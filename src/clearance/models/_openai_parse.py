@@ -62,17 +62,24 @@ def parse_completion(
         ModelError: The body is not JSON or not a JSON object; it has no choice; choice 0 or
             its message, content, tool calls, a tool call's function or name, or the usage
             has the wrong type; more than `MAX_STREAMED_TOOL_CALLS` tool calls; the answer is
-            longer than `max_response_chars`. Not transient.
+            longer than `max_response_chars`. Not transient. Refused with a reported usage
+            that is a token count, the error's ``paid`` holds that usage.
     """
     data = json_object(body, content_type=content_type, model_id=model_id)
-    message = _message(data, model_id)
-    content = message.get("content")
-    if content is not None and not isinstance(content, str):
-        raise ModelError(f"choice 0's content is {kind_of(content)}, not text", model_id=model_id)
-    text = content or ""
-    calls, arguments_chars = _tool_calls(message.get("tool_calls"), model_id)
-    check_response_size(len(text) + arguments_chars, max_tokens, model_id=model_id)
     usage, reported = _usage(data, model_id)
+    try:
+        message = _message(data, model_id)
+        content = message.get("content")
+        if content is not None and not isinstance(content, str):
+            raise ModelError(
+                f"choice 0's content is {kind_of(content)}, not text", model_id=model_id
+            )
+        text = content or ""
+        calls, arguments_chars = _tool_calls(message.get("tool_calls"), model_id)
+        check_response_size(len(text) + arguments_chars, max_tokens, model_id=model_id)
+    except ModelError as exc:  # the answer arrived: what its server says it cost is paid
+        exc.paid = usage if reported else None
+        raise
     finish = data["choices"][0].get("finish_reason")
     response = ModelResponse(
         text=text,
