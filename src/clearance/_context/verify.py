@@ -51,10 +51,14 @@ since), and anything the model provider did with the prompt after receiving it.
    offloaded tool output was shown as its preview (`verify_capabilities`); every call that
    needed a person's approval, a child's included, had one (`verify_approvals`).
 
+9. **Plans.** A ``plan`` event's hashes, task count and ``edited`` flag are those of the
+   recorded graphs: the run's, and its plan's run's when that run is in the same ledger
+   (`verify_plan`).
+
 The checks live in `verify_layout` (accounting), `verify_items` (clearance and provenance),
 `verify_results` (results), `verify_chain` (the chain), `verify_subagents`,
-`verify_synthesis`, `verify_capabilities` and `verify_approvals`; `verify_facts` indexes the
-ledger for them.
+`verify_synthesis`, `verify_capabilities`, `verify_approvals` and `verify_plan`;
+`verify_facts` indexes the ledger for them.
 """
 
 from __future__ import annotations
@@ -70,6 +74,7 @@ from clearance._context.verify_channels import mcp_channels
 from clearance._context.verify_facts import MemoryLookup, RunFacts, StoreLookup
 from clearance._context.verify_items import check_admission, check_sources
 from clearance._context.verify_layout import attach_contents, check_layout
+from clearance._context.verify_plan import check_plan_events
 from clearance._context.verify_replay import check_replays
 from clearance._context.verify_results import check_results
 from clearance._context.verify_review import check_review_accepted
@@ -243,6 +248,10 @@ def _verified(
     findings.extend(
         Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
         for subject, call_id, reason in check_replays(facts.events, calls, facts.tool_calls)
+    )
+    findings.extend(
+        Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
+        for subject, call_id, reason in check_plan_events(ledger, run, facts.events)
     )
     channels, undeclared = mcp_channels(facts.events, facts.tool_calls)
     findings.extend(Finding(call_id=c, subject=s, origin=None, reason=r) for s, c, r in undeclared)

@@ -15,7 +15,7 @@ import math
 import re
 from typing import Any
 
-__all__ = ["read_json_answer"]
+__all__ = ["loads_strict", "read_json_answer"]
 
 _FENCED_JSON = re.compile(r"```(?:json)?[ \t]*\n(.*?)```", re.DOTALL)
 
@@ -47,9 +47,18 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return value
 
 
-def _loads(text: str) -> Any:
+def loads_strict(text: str) -> Any:
+    """``text`` read as JSON, as every answer is read here (no NaN, no key given twice...).
+
+    Raises:
+        ValueError: As `read_json_answer` (`json.JSONDecodeError` for text that is not JSON).
+        RecursionError: The JSON is nested too deeply to read.
+    """
     return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float,
                       object_pairs_hook=_unique_keys, strict=False)  # fmt: skip
+
+
+_loads = loads_strict
 
 
 def read_json_answer(body: str) -> Any:

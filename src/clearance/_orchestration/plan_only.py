@@ -11,21 +11,20 @@ the plan into a copy of the team file: the planned ``tasks:``, the ``goal:`` and
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from clearance._core.errors import StoreError
 from clearance._core.hooks import RunHooks, RunInfo
-from clearance._core.prompt import canonical_json
 from clearance._core.run_spec import RunSpec
 from clearance._core.teamfile import LoadedTeam, prepare_run
 from clearance._core.vocabulary import EventKind
 from clearance._orchestration.orchestrator import Orchestrator
 from clearance._orchestration.run import RunServices
 from clearance._orchestration.run_config import spec_options
-from clearance._state.graph import TaskGraph
-from clearance._state.ledger import Recorder
+from clearance._state.graph import TaskGraph, tasks_sha256
+from clearance._state.ledger import Recorder, RunLedger
 from clearance.models._registry import DEFAULT_MODEL_ID
 
 __all__ = [
@@ -35,6 +34,7 @@ __all__ = [
     "plan_link_event",
     "plan_only",
     "plan_team_file",
+    "recorded_plan_sha256",
     "tasks_sha256",
 ]
 
@@ -45,11 +45,6 @@ class PlannedRun:
 
     run_id: str
     graph: TaskGraph
-
-
-def tasks_sha256(graph: TaskGraph) -> str:
-    """The hash of a graph's tasks in their recorded form (``TaskGraph.to_dict``)."""
-    return hashlib.sha256(canonical_json(graph.to_dict()).encode("utf-8")).hexdigest()
 
 
 async def plan_only(
@@ -105,14 +100,40 @@ def plan_team_file(raw: Mapping[str, Any], planned: PlannedRun, goal: str) -> di
     }
 
 
-def plan_link_event(plan: Mapping[str, str], graph: TaskGraph) -> dict[str, Any]:
-    """The data of a replayed run's ``plan`` event: its plan's run, and whether it was edited."""
+def plan_link_event(
+    plan: Mapping[str, str], graph: TaskGraph, *, ledger: Recorder | None = None
+) -> dict[str, Any]:
+    """The data of a replayed run's ``plan`` event: its plan's run, and whether it was edited.
+
+    The planned tasks' hash is that of the plan's run as ``ledger`` recorded it when the run
+    is there (`recorded_plan_sha256`): the team file's ``plan.tasks_sha256`` is as editable as
+    its tasks, so a copy of the edited tasks' hash written there never makes edited tasks
+    ``edited: false``. Without the plan's run at hand, it is the team file's.
+    """
+    planned = recorded_plan_sha256(ledger, plan["run_id"]) or plan["tasks_sha256"]
+    digest = tasks_sha256(graph)
     return {
         "plan_run_id": plan["run_id"],
-        "planned_tasks_sha256": plan["tasks_sha256"],
-        "tasks_sha256": tasks_sha256(graph),
-        "edited": tasks_sha256(graph) != plan["tasks_sha256"],
+        "planned_tasks_sha256": planned,
+        "tasks_sha256": digest,
+        "edited": digest != planned,
     }
+
+
+def recorded_plan_sha256(ledger: Recorder | None, run_id: str) -> str | None:
+    """The hash of the tasks run ``run_id`` (exactly that id) recorded in ``ledger``.
+
+    ``None`` when ``ledger`` is no `RunLedger`, or holds no such run, or the run has no graph.
+    """
+    if not isinstance(ledger, RunLedger):
+        return None
+    try:
+        record = ledger.get_run(run_id)
+    except StoreError:
+        return None
+    if record.run_id != run_id or record.graph is None:  # a prefix names no plan
+        return None
+    return tasks_sha256(record.graph)
 
 
 class PlanLink(RunHooks):
@@ -131,5 +152,5 @@ def plan_hooks(loaded: LoadedTeam, ledger: Recorder) -> tuple[RunHooks, ...]:
     """The hook linking a run of a planned team file to its plan (none for other specs)."""
     if loaded.spec.plan is None:
         return ()
-    data = plan_link_event(loaded.spec.plan.model_dump(), TaskGraph(loaded.tasks))
+    data = plan_link_event(loaded.spec.plan.model_dump(), TaskGraph(loaded.tasks), ledger=ledger)
     return (PlanLink(ledger, data),)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Collection, Mapping
 from typing import Any
@@ -13,6 +12,7 @@ from clearance._agents.caller import CallBudget, ModelCaller
 from clearance._context.builder import ContextBuilder
 from clearance._context.prompts_coordinator import plan_feedback_quotes
 from clearance._core.errors import ClearanceError, ConfigError, LimitExceeded, PlanError
+from clearance._core.json_answer import loads_strict
 from clearance._core.names import check_label
 from clearance._core.prompt import Prompt
 from clearance._core.spec import Agent, Task, Team
@@ -99,15 +99,18 @@ def parse_plan(text: str, *, agents: Collection[str]) -> TaskGraph:
 
     Raises:
         ValueError: With a one-paragraph reason fit to send back to the coordinator for
-            repair (invalid JSON, wrong shape, a title that is not one line of text, unknown
-            assignee, invalid graph).
+            repair (invalid JSON, or JSON that reads two ways: a key given twice in one
+            object, ``NaN``; wrong shape; a title that is not one line of text, or that
+            another task has too, ignoring case; unknown assignee; invalid graph).
     """
     try:
-        data = json.loads(_extract_json(text))
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"invalid JSON: {exc}") from exc
+        data = loads_strict(_extract_json(text))
     except RecursionError as exc:
         raise ValueError("invalid JSON: it is nested too deeply") from exc
+    except ValueError as exc:  # a key given twice, NaN, or not JSON at all
+        if str(exc) == "the answer holds no JSON object":
+            raise
+        raise ValueError(f"invalid JSON: {exc}") from exc
     try:
         plan = _Plan.model_validate(data)
     except ValidationError as exc:
@@ -118,11 +121,19 @@ def parse_plan(text: str, *, agents: Collection[str]) -> TaskGraph:
         raise ValueError(f"the plan does not have the required shape: {problems}") from exc
     known = set(agents)
     tasks = []
+    titles: dict[str, str] = {}
     for index, planned in enumerate(plan.tasks):
         try:  # a title is one line, as in a team file (where `clearance plan` writes it)
             check_label(f"tasks.{index}.title", planned.title)
         except ConfigError as exc:
             raise ValueError(str(exc)) from exc
+        # A result is labelled by its title (and assignee) where others read it (dependents,
+        # the synthesis): two tasks of one title would be results no one can tell apart.
+        if (other := titles.setdefault(planned.title.casefold(), planned.id)) != planned.id:
+            raise ValueError(
+                f"tasks {other!r} and {planned.id!r} have the same title {planned.title!r}: "
+                "give each task a title of its own"
+            )
         if planned.assignee not in known:
             raise ValueError(
                 f"task {planned.id!r} is assigned to unknown agent {planned.assignee!r}; "

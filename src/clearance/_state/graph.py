@@ -5,7 +5,7 @@ from __future__ import annotations
 import graphlib
 import heapq
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from clearance._core.errors import (
@@ -15,11 +15,12 @@ from clearance._core.errors import (
     SelfDependencyError,
     UnknownDependencyError,
 )
+from clearance._core.prompt import canonical_json_sha256
 from clearance._core.review import Review
 from clearance._core.routing import EdgeCondition
 from clearance._core.spec import FanOut, Task
 
-__all__ = ["TaskGraph"]
+__all__ = ["TaskGraph", "tasks_sha256"]
 
 
 class TaskGraph:
@@ -225,3 +226,14 @@ def _task_dict(task: Task) -> dict[str, Any]:
     if task.when:
         data["when"] = [{"task": c.task, "when": c.when()} for c in task.when]
     return data
+
+
+def tasks_sha256(tasks: TaskGraph | Sequence[Mapping[str, Any]]) -> str:
+    """The hash of a graph's tasks in their recorded form (`TaskGraph.to_dict`).
+
+    ``tasks`` is a graph, or its recorded form as read back from a ledger (a run's ``graph``):
+    both give the same hash, so ``clearance verify`` checks a ``plan`` event against the
+    recorded graph.
+    """
+    data = tasks.to_dict() if isinstance(tasks, TaskGraph) else list(tasks)
+    return canonical_json_sha256(data)
