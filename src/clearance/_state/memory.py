@@ -15,8 +15,8 @@ Ranking:
   ranked by ``ts_rank_cd`` (cover density).
 - With an `Embedder`: cosine similarity of embeddings, over the readable scopes.
 
-The query is split into words (runs of letters and digits); a record matches when it
-holds any of them.
+The query is split into words (runs of letters and digits), each kept once; a record
+matches when it holds any of them.
 
 A memory reads only the records of its partition (see ``memory_records.py``): the fake
 model's records when it records the fake model's output, every other record otherwise.
@@ -28,17 +28,20 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
 
 import sqlalchemy as sa
 
-from clearance._core.errors import AccessDenied
+from clearance._core.errors import AccessDenied, MalformedRecord
 from clearance._core.ids import new_id
+from clearance._core.names import check_count
 from clearance._core.vocabulary import MemoryKind
 from clearance._state.conversation import Turn
 from clearance._state.memory_records import (
     FAKE_PROVIDER,
+    MAX_LISTED,
     MEMORIES,
     MemoryDatabase,
     MemoryRecord,
@@ -221,22 +224,26 @@ class PersistentMemory(MemoryDatabase):
 
         Args:
             query: Free text; its words are matched (any of them).
-            limit: Most records to return.
+            limit: Most records to return (an integer from 0 to `MAX_LISTED`).
             group: Search only this group's memory (empty if the agent is not a member).
 
         Returns:
             Up to ``limit`` records with ``score`` set; empty when nothing matches.
 
         Raises:
+            ConfigError: ``limit`` is not an integer from 0 to `MAX_LISTED`.
             StoreError: The query failed.
+            MalformedRecord: A record is not of the shape the store writes (edited by hand).
         """
+        check_count("limit", limit, least=0, most=MAX_LISTED)
         scopes = self.scopes if group is None else self.scopes & {group_scope(group)}
         if limit < 1 or not scopes:
             return []
         with self._reading("retrieve memories") as conn:
             if self.embedder is not None:
                 return self._by_embedding(conn, query, limit, scopes)
-            words = _WORD.findall(query.lower())
+            # Each word once: a word repeated a thousand times costs FTS5 quadratic time.
+            words = list(dict.fromkeys(_WORD.findall(query.lower())))
             if not words:
                 return []
             if self._dialect == "sqlite":
@@ -258,7 +265,14 @@ class PersistentMemory(MemoryDatabase):
         return record_of(row._mapping) if row is not None else None
 
     def recent(self, limit: int = 10, *, group: str | None = None) -> list[MemoryRecord]:
-        """The newest records of the readable scopes (or of one group), oldest first."""
+        """The newest records of the readable scopes (or of one group), oldest first.
+
+        Raises:
+            ConfigError: ``limit`` is not an integer from 0 to `MAX_LISTED`.
+            StoreError: The query failed.
+            MalformedRecord: A record is not of the shape the store writes (edited by hand).
+        """
+        check_count("limit", limit, least=0, most=MAX_LISTED)
         scopes = self.scopes if group is None else {group_scope(group)} & self.scopes
         with self._reading("read recent memories") as conn:
             rows = conn.execute(
@@ -329,9 +343,10 @@ class PersistentMemory(MemoryDatabase):
         ).all()
         scored = []
         for row in rows:
-            hits = len(wanted & set(_WORD.findall(row.content.lower())))
+            found = record_of(row._mapping)
+            hits = len(wanted & set(_WORD.findall(found.content.lower())))
             if hits:
-                scored.append(record_of(row._mapping, score=float(hits)))
+                scored.append(replace(found, score=float(hits)))
         scored.sort(key=lambda r: (-(r.score or 0.0), -r.created_at.timestamp()))
         return scored[:limit]
 
@@ -347,7 +362,10 @@ class PersistentMemory(MemoryDatabase):
                 self._partition(),
             )
         ).all()
-        scored = [record_of(r._mapping, score=_cosine(qv, json.loads(r.embedding))) for r in rows]
+        scored = [
+            record_of(r._mapping, score=_cosine(qv, _vector(r.id, r.embedding, len(qv))))
+            for r in rows
+        ]
         scored.sort(key=lambda r: -(r.score or 0.0))
         return scored[:limit]
 
@@ -355,6 +373,31 @@ class PersistentMemory(MemoryDatabase):
 def _turn_text(turn: Turn) -> str:
     author = turn.author or turn.role
     return f"{author}: {turn.content}"
+
+
+def _vector(memory_id: object, text: object, dimensions: int) -> list[float]:
+    """A record's stored embedding, checked: a JSON list of ``dimensions`` finite numbers.
+
+    Raises:
+        MalformedRecord: It is not (edited by hand, or written by another embedder).
+    """
+    try:
+        vector = json.loads(text) if isinstance(text, str | bytes) else None
+    except (ValueError, RecursionError):
+        vector = None
+    if not (
+        isinstance(vector, list)
+        and len(vector) == dimensions
+        and all(
+            isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+            for x in vector
+        )
+    ):
+        raise MalformedRecord(
+            f"memory record {str(memory_id)[:64]!r} is malformed: its embedding is not a "
+            f"list of {dimensions} numbers (the embedder's dimensions)"
+        )
+    return vector
 
 
 def _cosine(a: Sequence[float], b: Sequence[float]) -> float:

@@ -19,7 +19,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.types import TypeDecorator
 
+from clearance._core.errors import MalformedRecord
+from clearance._core.names import check_count
 from clearance._core.vocabulary import MemoryKind
 from clearance._state.db import DatabaseBase, Schema, SchemaChange
 
@@ -27,6 +30,7 @@ __all__ = [
     "FAKE_PROVIDER",
     "MEMORY_SCHEMA",
     "MEMORIES",
+    "MAX_LISTED",
     "MemoryDatabase",
     "MemoryRecord",
     "list_memories",
@@ -34,6 +38,35 @@ __all__ = [
     "partition_of",
     "record_of",
 ]
+
+
+class _RecordTime(TypeDecorator[datetime]):
+    """A record's ``created_at``: a time that is not one (edited by hand) is a `MalformedRecord`.
+
+    The same column as ``DateTime(timezone=True)``; only reading it differs: SQLite holds any
+    text there, which SQLAlchemy's own conversion would raise a ``ValueError`` for.
+    """
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def result_processor(
+        self, dialect: sa.Dialect, coltype: object
+    ) -> Callable[[Any], datetime | None] | None:
+        process = super().result_processor(dialect, coltype)
+        if process is None:
+            return None
+
+        def checked(value: Any) -> datetime | None:
+            try:
+                return process(value)
+            except (ValueError, TypeError, OverflowError):
+                raise MalformedRecord(
+                    f"a memory record is malformed: its created_at {_shown(value)} is not a time"
+                ) from None
+
+        return checked
+
 
 MEMORY_SCHEMA = Schema("memory_schema_version")
 """The memory store's migrations (its own table of versions: it may share a database)."""
@@ -52,7 +85,7 @@ def _m001_memories(change: SchemaChange) -> None:
         sa.Column("author", sa.String(128), nullable=False),
         sa.Column("kind", sa.String(16), nullable=False),
         sa.Column("content", sa.Text, nullable=False),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("created_at", _RecordTime(), nullable=False),
         sa.Column("embedding", sa.Text, nullable=True),
         checkfirst=True,
     )
@@ -75,6 +108,9 @@ def _m002_provider(change: SchemaChange) -> None:
 
 
 MEMORIES = MEMORY_SCHEMA.metadata.tables["clearance_memories"]
+
+MAX_LISTED = 10_000
+"""Most records `list_memories` returns."""
 
 FAKE_PROVIDER = "fake"
 """The fake model's provider (``fake:<name>``): its records are a partition of their own."""
@@ -189,12 +225,15 @@ def list_memories(url_or_engine: str | sa.Engine, *, limit: int = 50) -> list[Me
 
     Args:
         url_or_engine: The memory store.
-        limit: Most records to return.
+        limit: Most records to return (an integer from 1 to `MAX_LISTED`).
 
     Raises:
+        ConfigError: ``limit`` is not an integer from 1 to `MAX_LISTED`.
         StoreError: The database cannot be opened or read, or is not a memory store (or,
             an SQLite file, one of an older schema: open it once with write access).
+        MalformedRecord: A record is not of the shape the store writes (edited by hand).
     """
+    check_count("limit", limit, least=1, most=MAX_LISTED)
     database = MemoryDatabase(url_or_engine, read_only=True)
     try:
         with database._reading("list memories") as conn:
@@ -209,19 +248,54 @@ def list_memories(url_or_engine: str | sa.Engine, *, limit: int = 50) -> list[Me
 
 
 def record_of(row: Any, *, score: float | None = None) -> MemoryRecord:
-    """The `MemoryRecord` of a row of ``clearance_memories`` (``score`` from a ranking)."""
+    """The `MemoryRecord` of a row of ``clearance_memories`` (``score`` from a ranking).
+
+    Raises:
+        MalformedRecord: The row holds what the store never writes (edited by hand): a
+            field that is not text, an unknown kind, a ``created_at`` that is not a time.
+    """
+    ident = row["id"]
+    texts = ("id", "scope", "author", "content")
+    wrong = next((name for name in texts if not isinstance(row[name], str)), None)
+    provider = row.get("provider")
+    if wrong is None and provider is not None and not isinstance(provider, str):
+        wrong = "provider"
+    if wrong is not None:
+        raise _malformed(ident, f"its {wrong} is {type(row[wrong]).__name__}, not text")
+    try:
+        kind = MemoryKind(row["kind"])
+    except ValueError:
+        raise _malformed(
+            ident, f"its kind {_shown(row['kind'])} is not {' or '.join(MemoryKind)}"
+        ) from None
     created = row["created_at"]
     if isinstance(created, str):
-        created = datetime.fromisoformat(created)
+        try:
+            created = datetime.fromisoformat(created)
+        except ValueError:
+            raise _malformed(ident, f"its created_at {_shown(created)} is not a time") from None
+    if not isinstance(created, datetime):
+        raise _malformed(ident, f"its created_at {_shown(created)} is not a time")
     if created.tzinfo is None:
         created = created.replace(tzinfo=UTC)
     return MemoryRecord(
-        id=row["id"],
+        id=ident,
         scope=row["scope"],
         author=row["author"],
-        kind=MemoryKind(row["kind"]),
+        kind=kind,
         content=row["content"],
         created_at=created,
         score=score,
-        provider=row.get("provider"),
+        provider=provider,
     )
+
+
+def _malformed(ident: object, problem: str) -> MalformedRecord:
+    """The error of memory record ``ident`` holding what the store never writes."""
+    return MalformedRecord(f"memory record {_shown(ident)} is malformed: {problem}")
+
+
+def _shown(value: object) -> str:
+    """``value`` quoted for a one-line message, cut to 60 characters."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."

@@ -133,15 +133,19 @@ async def _converse(session: AgentChat) -> int:
         How many messages were answered.
 
     Raises:
-        ClearanceError: A turn failed (the model, the prompt budget, the memory).
+        ClearanceError: A turn failed (the model, the prompt budget, the memory), or stdin
+            could not be read (opened write-only, say).
     """
     answered = 0
     lines = stdin_lines()
+    prompting = sys.stdin.isatty()
     while True:
-        if sys.stdin.isatty():
+        if prompting:
             err.print("you> ", end="")
         try:
             line = await lines.readline()
+        except OSError as exc:  # not a file to read lines from: one line, not a traceback
+            raise ConfigError(f"cannot read stdin: {exc.strerror or exc}") from None
         except LineTooLong as exc:  # read to its end and dropped; the conversation goes on
             err.print(
                 safe_text(
@@ -238,6 +242,8 @@ def chat(
     from clearance.memory import RunMemory, default_memory_url, group_members
     from clearance.models import DEFAULT_MODEL_ID, get_model
 
+    if sys.stdin is None:  # started with stdin closed: no line could ever be read
+        raise ConfigError("stdin is closed: clearance chat reads the messages from it")
     check_database_folder(db, default=DEFAULT_LEDGER_URL)
     if memory_url is not None:
         check_database_folder(memory_url, default="", flag="--memory")
