@@ -106,6 +106,8 @@ def terminal_approver() -> Approver:
                 line = await stdin_lines().readline()
             except LineTooLong:
                 line = b"n\n"
+            except OSError:  # stdin cannot be read (opened write-only): as at end of input
+                line = b""
             except asyncio.CancelledError:  # its deadline passed: left open, decided later
                 err.print()
                 err.print(safe_text(f"no answer in time: approval {request.call_id} stays open"))

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import gc
 import shlex
+import sys
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -281,10 +282,13 @@ def _answer_timeout(seconds: float | None, interactive: bool) -> float:
     """`RunServices`' ``answer_timeout_s``: ``--answer-timeout``, or `ANSWER_TIMEOUT_S`.
 
     Raises:
-        ConfigError: ``--answer-timeout`` without ``--interactive`` (nobody is asked).
+        ConfigError: ``--answer-timeout`` without ``--interactive`` (nobody is asked), or
+            ``--interactive`` with stdin closed (no answer could ever be read).
     """
     from clearance.runs import ANSWER_TIMEOUT_S
 
+    if interactive and sys.stdin is None:
+        raise ConfigError("stdin is closed: the answers are read from it", field="--interactive")
     if seconds is None:
         return ANSWER_TIMEOUT_S
     if not interactive:
@@ -306,6 +310,9 @@ async def _ask_at_terminal(task_id: str, question: str) -> str:
     except LineTooLong as exc:
         err.print(safe_text(f"the answer was {exc.size:,} bytes, over the {MAX_LINE_BYTES:,} "
                             "an answer may hold: no answer was given"))  # fmt: skip
+        return ""
+    except OSError as exc:  # stdin cannot be read (opened write-only): as at end of input
+        err.print(safe_text(f"cannot read stdin ({exc.strerror or exc}): no answer was given"))
         return ""
     except asyncio.CancelledError:
         err.print()
