@@ -67,9 +67,10 @@ def store_tools(view: StoreView) -> dict[str, Tool]:
             return ToolOutput(content=f"no entry {namespace}/{key}")
         try:
             json.loads(entry.value)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
+            problem = "nested too deeply to read" if isinstance(exc, RecursionError) else exc
             return ToolOutput(
-                content=f"error: the value of {namespace}/{key} is not valid JSON: {exc}",
+                content=f"error: the value of {namespace}/{key} is not valid JSON: {problem}",
                 is_error=True,
             )
         return ToolOutput(content=f"JSON entry {namespace}/{key} read", store_reads=(entry,))

@@ -51,8 +51,13 @@ def check_ttl(ttl_s: float | None, field: str = "ttl_s") -> None:
         return
     number = isinstance(ttl_s, (int, float)) and not isinstance(ttl_s, bool)
     if not number or not MIN_TTL_S <= ttl_s <= MAX_TTL_S:  # NaN and infinity too
+        # An integer past 10**4300 has no repr (ValueError): its size is said instead.
+        if isinstance(ttl_s, int) and abs(ttl_s) > 10**30:
+            shown = f"an integer of {ttl_s.bit_length()} bits"
+        else:
+            shown = f"{ttl_s!r:.80}"
         raise ConfigError(
             f"must be a positive number of seconds from {MIN_TTL_S:g} up to {MAX_TTL_S:.0f} "
-            f"(100 years; none for never), got {ttl_s!r}",
+            f"(100 years; none for never), got {shown}",
             field=field,
         )

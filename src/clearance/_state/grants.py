@@ -50,7 +50,7 @@ class StoreGrants:
         for pattern, access in grants.items():
             where = f"store_grants.{pattern}"
             check_grant_pattern(pattern, field=where)
-            if access not in _ACCESS:
+            if not isinstance(access, str) or access not in _ACCESS:  # a list: unhashable
                 raise ConfigError(
                     f"access must be one of {sorted(_ACCESS)}, got {access!r}", field=where
                 )

@@ -89,10 +89,19 @@ def _utc_sqlite_text(value: datetime) -> str:
 
 
 def _sqlite_time_value(value: str | None) -> datetime | None:
-    """SQLite ``DATETIME`` text as an aware UTC datetime."""
+    """SQLite ``DATETIME`` text as an aware UTC datetime.
+
+    Raises:
+        MalformedRecord: The column holds what no write puts there (a row edited by hand):
+            text that is not a time, or a number or bytes.
+    """
     if value is None:
         return None
-    parsed = datetime.fromisoformat(value)
+    try:
+        parsed = datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        shown = value[:60] if isinstance(value, (str, bytes)) else value
+        raise MalformedRecord(f"a record holds {shown!r:.80} where a time belongs") from None
     return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
 
 

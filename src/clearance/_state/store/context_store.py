@@ -31,29 +31,23 @@ from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Select, and_, func, or_, select
+from sqlalchemy import Select
 
 from clearance._core.clock import Clock, utc_now
-from clearance._core.errors import StoreError
+from clearance._core.errors import MalformedRecord, StoreError
 from clearance._core.locations import DEFAULT_STORE_URL
 from clearance._core.row_limit import check_limit
 from clearance._state.db import DatabaseBase, DriverStatement
-from clearance._state.db.sqlite import UNICODE_LOWER, register_unicode_lower
+from clearance._state.db.sqlite import register_unicode_lower
 from clearance._state.store.entry import (
     DEFAULT_EXTENSION_TTL_S,
     StoreEntry,
     check_store_entry,
     check_text,
     check_ttl,
+    malformed_entry,
 )
-from clearance._state.store.schema import (
-    ENTRIES,
-    LIKE_ESCAPE,
-    STORE_SCHEMA,
-    escape_like,
-    live,
-    statements,
-)
+from clearance._state.store.schema import STORE_SCHEMA, escape_like, search_statement, statements
 
 if TYPE_CHECKING:
     from clearance._state.grants import StoreGrants, StoreView
@@ -122,9 +116,23 @@ class ContextStore(DatabaseBase):
 
     # -- helpers --------------------------------------------------------------------------
 
-    @staticmethod
-    def _entry(row: Any) -> StoreEntry:
+    def _entry(self, row: Any) -> StoreEntry:
+        """The entry of a row, refusing one whose text columns hold no text.
+
+        SQLite keeps whatever a row edited by hand holds: a ``BLOB`` comes back as bytes,
+        which an agent's prompt, the ledger's digest of what it read and the CLI cannot take.
+
+        Raises:
+            MalformedRecord: A column holds bytes (or ``NULL``) instead of text.
+        """
         namespace, key, value, agent, created_at, updated_at, expires_at = row
+        if not (
+            namespace.__class__ is str
+            and key.__class__ is str
+            and value.__class__ is str
+            and agent.__class__ is str
+        ):
+            raise self._malformed(row)
         return StoreEntry(
             namespace=namespace,
             key=key,
@@ -134,6 +142,9 @@ class ContextStore(DatabaseBase):
             updated_at=updated_at,
             expires_at=expires_at,
         )
+
+    def _malformed(self, row: Any) -> MalformedRecord:
+        return malformed_entry(row, f"the store at {self._url}")
 
     def _upsert(
         self,
@@ -261,12 +272,17 @@ class ContextStore(DatabaseBase):
         Raises:
             ConfigError: An argument is not text or holds a NUL character or a lone
                 surrogate.
-            StoreError: The database could not be read.
+            StoreError: The database could not be read, or a row read holds what the
+                store never writes (`MalformedRecord`: edited by hand).
         """
         check_text(namespace=namespace, key=key)
         params = {"ns": namespace, "k": key, "now": self._clock()}
-        with self._reading(f"read {namespace}/{key}") as conn:
-            row = conn.execute(self._sql.get_entry, params).first()
+        operation = f"read {namespace}/{key}"
+        try:
+            with self._reading(operation) as conn:
+                row = conn.execute(self._sql.get_entry, params).first()
+        except MalformedRecord as exc:
+            raise self._unreadable(operation, exc) from None
         return self._entry(row) if row is not None else None
 
     def get(self, namespace: str, key: str) -> str | None:
@@ -277,15 +293,20 @@ class ContextStore(DatabaseBase):
         Raises:
             ConfigError: An argument is not text or holds a NUL character or a lone
                 surrogate.
-            StoreError: The database could not be read.
+            StoreError: The database could not be read, or a row read holds what the
+                store never writes (`MalformedRecord`: edited by hand).
         """
         check_text(namespace=namespace, key=key)
         params = {"ns": namespace, "k": key, "now": self._clock()}
+        value: str | None
         if self._driver_get is not None:
             row = self._driver_first(self._driver_get, params, f"read {namespace}/{key}")
-            return None if row is None else row[0]
-        with self._reading(f"read {namespace}/{key}") as conn:
-            value: str | None = conn.execute(self._sql.get_value, params).scalar()
+            value = None if row is None else row[0]
+        else:
+            with self._reading(f"read {namespace}/{key}") as conn:
+                value = conn.execute(self._sql.get_value, params).scalar()
+        if value is not None and value.__class__ is not str:
+            raise self._malformed((namespace, key, value, ""))
         return value
 
     def get_structured(self, namespace: str, key: str) -> Any:
@@ -305,6 +326,11 @@ class ContextStore(DatabaseBase):
                 f"the value of {namespace}/{key} in the store at {self._url} is not valid "
                 f"JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
             ) from exc
+        except RecursionError:
+            raise StoreError(
+                f"the value of {namespace}/{key} in the store at {self._url} is JSON nested "
+                "too deeply to read"
+            ) from None
 
     def query(self, namespace: str, limit: int = 10) -> list[StoreEntry]:
         """Live entries of ``namespace``, most recently updated first (ties by key).
@@ -316,7 +342,8 @@ class ContextStore(DatabaseBase):
         Raises:
             ConfigError: ``limit`` is out of that range, or an argument is not text or holds
                 a NUL character or a lone surrogate.
-            StoreError: The database could not be read.
+            StoreError: The database could not be read, or a row read holds what the
+                store never writes (`MalformedRecord`: edited by hand).
         """
         check_limit(limit)
         check_text(namespace=namespace)
@@ -338,7 +365,8 @@ class ContextStore(DatabaseBase):
         Raises:
             ConfigError: ``limit`` is out of that range, or an argument is not text or holds
                 a NUL character or a lone surrogate.
-            StoreError: The database could not be read.
+            StoreError: The database could not be read, or a row read holds what the
+                store never writes (`MalformedRecord`: edited by hand).
         """
         check_limit(limit)
         check_text(namespace=namespace, prefix=prefix)
@@ -370,44 +398,18 @@ class ContextStore(DatabaseBase):
         Raises:
             ConfigError: ``limit`` is out of that range, or ``text`` or a pattern is not text
                 or holds a NUL character or a lone surrogate.
-            StoreError: The database could not be read.
+            StoreError: The database could not be read, or a row read holds what the
+                store never writes (`MalformedRecord`: edited by hand).
         """
         check_limit(limit)
         check_text(text=text)
         patterns = sorted(set(patterns))
         for pattern in patterns:
             check_text(pattern=pattern)
-        c = ENTRIES.c
-        scopes = []
-        for pattern in patterns:
-            if pattern.endswith("*"):
-                prefix = pattern[:-1]
-                scopes.append(
-                    and_(
-                        c.namespace.like(escape_like(prefix) + "%", escape=LIKE_ESCAPE),
-                        func.substr(c.namespace, 1, len(prefix)) == prefix,
-                    )
-                )
-            else:
-                scopes.append(c.namespace == pattern)
-        if not scopes:
-            return []
-        needle = "%" + escape_like(text.lower()) + "%"
         sqlite = self._dialect == "sqlite"
-        lower = getattr(func, UNICODE_LOWER) if sqlite else func.lower
-        stmt = (
-            select(ENTRIES)
-            .where(
-                or_(*scopes),
-                or_(
-                    lower(c.key).like(needle, escape=LIKE_ESCAPE),
-                    lower(c.value).like(needle, escape=LIKE_ESCAPE),
-                ),
-                live(),
-            )
-            .order_by(c.updated_at.desc(), c.namespace, c.key)
-            .limit(limit)
-        )
+        stmt = search_statement(patterns, text, limit, sqlite=sqlite)
+        if stmt is None:
+            return []
         return self._select(stmt, {}, "search", unicode_lower=sqlite)
 
     def _select(
@@ -420,13 +422,20 @@ class ContextStore(DatabaseBase):
     ) -> list[StoreEntry]:
         params["now"] = self._clock()
         entry = self._entry
-        with self._reading(operation) as conn:
-            if unicode_lower:  # on the connection itself: an engine shared with us has none
-                dbapi = conn.connection.dbapi_connection
-                assert dbapi is not None
-                register_unicode_lower(dbapi)  # type: ignore[arg-type]
-            rows = conn.execute(stmt, params).all()  # one fetchall, not a fetch per row
+        try:
+            with self._reading(operation) as conn:
+                if unicode_lower:  # on the connection itself: an engine shared with us has none
+                    dbapi = conn.connection.dbapi_connection
+                    assert dbapi is not None
+                    register_unicode_lower(dbapi)  # type: ignore[arg-type]
+                rows = conn.execute(stmt, params).all()  # one fetchall, not a fetch per row
+        except MalformedRecord as exc:
+            raise self._unreadable(operation, exc) from None
         return [entry(row) for row in rows]
+
+    def _unreadable(self, operation: str, exc: MalformedRecord) -> MalformedRecord:
+        """``exc`` (a row edited by hand), naming the operation and the store."""
+        return MalformedRecord(f"cannot {operation} from the store at {self._url}: {exc}")
 
     def delete(self, namespace: str, key: str) -> bool:
         """Remove the entry at ``(namespace, key)``, live or expired.

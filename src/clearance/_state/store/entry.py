@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from clearance._core.errors import ConfigError
+from clearance._core.errors import ConfigError, MalformedRecord
 from clearance._core.store_rules import MAX_TTL_S, MIN_TTL_S, check_ttl
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "check_names",
     "check_text",
     "check_ttl",
+    "malformed_entry",
 ]
 
 DEFAULT_EXTENSION_TTL_S = 90 * 24 * 3600
@@ -153,3 +154,21 @@ def check_names(**fields: str) -> None:
             raise ConfigError(
                 f"is {len(value):,} characters long, over the limit of {most:,}", field=name
             )
+
+
+def malformed_entry(row: Any, where: str) -> MalformedRecord:
+    """The error for a row read whose namespace, key, value or agent is not text.
+
+    SQLite keeps whatever a row edited by hand holds: a ``BLOB`` comes back as bytes.
+
+    Args:
+        row: The row's namespace, key, value and agent (more columns may follow).
+        where: The store, for the message (``"the store at <url>"``).
+    """
+    names = ("namespace", "key", "value", "agent")
+    bad = [n for n, v in zip(names, row, strict=False) if v.__class__ is not str]
+    entry = "/".join(v if v.__class__ is str else "?" for v in row[:2])
+    return MalformedRecord(
+        f"the entry {entry!r:.120} in {where} is malformed: its {' and '.join(bad)} "
+        "is not text (edited by hand?)"
+    )

@@ -28,11 +28,20 @@ from sqlalchemy import (
 from sqlalchemy.sql.elements import ColumnElement
 
 from clearance._state.db import Schema, SchemaChange, UTCDateTime
+from clearance._state.db.sqlite import UNICODE_LOWER
 
 if TYPE_CHECKING:  # the dialect in use is imported when a statement is built
     from sqlalchemy.dialects import postgresql, sqlite
 
-__all__ = ["ENTRIES", "LIKE_ESCAPE", "STORE_SCHEMA", "escape_like", "live", "statements"]
+__all__ = [
+    "ENTRIES",
+    "LIKE_ESCAPE",
+    "STORE_SCHEMA",
+    "escape_like",
+    "live",
+    "search_statement",
+    "statements",
+]
 
 LIKE_ESCAPE = "\\"
 """The escape character of prefix patterns (escaped itself when it occurs in a prefix)."""
@@ -82,6 +91,49 @@ def live() -> ColumnElement[bool]:
     """Not expired at the bound ``now``: no expiry, or expiry after it."""
     c = ENTRIES.c
     return or_(c.expires_at.is_(None), c.expires_at > bindparam("now", type_=UTCDateTime))
+
+
+def search_statement(
+    patterns: list[str], text: str, limit: int, *, sqlite: bool
+) -> Select[Any] | None:
+    """`ContextStore.search`'s statement, or ``None`` when there is no pattern.
+
+    Live entries of the namespaces ``patterns`` cover whose key or value holds ``text``
+    (Unicode lowercase), newest first, at most ``limit``. A ``prefix*`` pattern matches
+    literally and case-sensitively: ``LIKE`` with the prefix escaped, confirmed by
+    comparing the namespace's first characters with it. On SQLite case is folded by
+    `UNICODE_LOWER` (its connection must have it).
+    """
+    c = ENTRIES.c
+    scopes = []
+    for pattern in patterns:
+        if pattern.endswith("*"):
+            prefix = pattern[:-1]
+            scopes.append(
+                and_(
+                    c.namespace.like(escape_like(prefix) + "%", escape=LIKE_ESCAPE),
+                    func.substr(c.namespace, 1, len(prefix)) == prefix,
+                )
+            )
+        else:
+            scopes.append(c.namespace == pattern)
+    if not scopes:
+        return None
+    needle = "%" + escape_like(text.lower()) + "%"
+    lower = getattr(func, UNICODE_LOWER) if sqlite else func.lower
+    return (
+        select(ENTRIES)
+        .where(
+            or_(*scopes),
+            or_(
+                lower(c.key).like(needle, escape=LIKE_ESCAPE),
+                lower(c.value).like(needle, escape=LIKE_ESCAPE),
+            ),
+            live(),
+        )
+        .order_by(c.updated_at.desc(), c.namespace, c.key)
+        .limit(limit)
+    )
 
 
 def _newest_first(stmt: Select[Any]) -> Select[Any]:
