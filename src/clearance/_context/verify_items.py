@@ -378,6 +378,10 @@ def _check_tool_item(
         yield origin, "the store namespace is not granted for reads"
     elif not any(r.get("sha256") == digest for r in reads):
         yield origin, "the content is not what the recorded tool call read"
+    elif not any(
+        r.get("sha256") == digest and clearance.admits_store(r["namespace"]) for r in reads
+    ):  # two reads of one origin (`a` + `b/c`, `a/b` + `c`): the one shown must be granted
+        yield origin, "the store namespace of the content shown is not granted for reads"
     elif facts.store is not None:
         # The entry each read names: a namespace may hold "/", so the origin alone cannot.
         for read in {(r["namespace"], r["key"]): r for r in reads}.values():
