@@ -126,3 +126,20 @@ def test_an_odd_file_name_does_not_break_a_for_each_file_task(tmp_path: Path) ->
         "f-we-ird": "we ird$.txt",
     }
     assert {t.title for t in loaded.tasks} >= {"Read we ird$.txt"}  # the name itself, unchanged
+
+
+def test_names_one_unicode_normalization_apart_are_refused(tmp_path: Path) -> None:
+    import unicodedata
+
+    root = tmp_path / "in"
+    root.mkdir()
+    (root / unicodedata.normalize("NFC", "café.txt")).write_text("1", encoding="utf-8")
+    try:
+        (root / unicodedata.normalize("NFD", "café.txt")).write_text("2", encoding="utf-8")
+    except OSError:  # pragma: no cover - a file system that normalizes names
+        pytest.skip("the file system holds one of the two names only")
+    if len(list(root.iterdir())) < 2:  # pragma: no cover
+        pytest.skip("the file system normalizes names")
+    # Both would be tasks titled and described alike ("Read café.txt"): refused, named.
+    with pytest.raises(ConfigError, match="differ only in Unicode normalization"):
+        files_for(tmp_path, "*.txt")

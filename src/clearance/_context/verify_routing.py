@@ -35,30 +35,33 @@ def check_routing(
         if mine is None:
             continue
         subject = str(Subject.task(task.id))
+        unmet: dict[str, tuple[str, str]] = {}  # recorded reason: (upstream, why)
         for condition in task.when:
             upstream = records.get(condition.task)
             if upstream is None or upstream.status != "completed" or upstream.result is None:
                 continue
             why = condition.unmet(upstream.result)
             if why is not None:
-                expected = ROUTED_PREFIX + why
-                if mine.status != "skipped" or mine.error != expected:
-                    yield (
-                        subject,
-                        None,
-                        (
-                            f"the recorded result of {condition.task!r} routes the task out "
-                            f"({why}), but it is recorded {mine.status}"
-                        ),
-                    )
-                if task.id in called:
-                    yield subject, None, "the task was routed out, but a model call of it is"
-            elif mine.status == "skipped" and (mine.error or "").startswith(ROUTED_PREFIX):
+                unmet.setdefault(ROUTED_PREFIX + why, (condition.task, why))
+        routed = (mine.error or "").startswith(ROUTED_PREFIX)
+        if unmet:
+            # Any unmet condition routes the task out; which one is recorded depends on which
+            # upstream finished first, and a dependency skipped on the way may have come first.
+            if mine.status != "skipped" or (routed and mine.error not in unmet):
+                upstream_id, why = next(iter(unmet.values()))
+                other = f" with another reason: {mine.error!r}" if mine.status == "skipped" else ""
                 yield (
                     subject,
                     None,
-                    (
-                        f"recorded skipped by a condition that holds for the recorded result of "
-                        f"{condition.task!r}"
-                    ),
+                    f"the recorded result of {upstream_id!r} routes the task out ({why}), "
+                    f"but it is recorded {mine.status}{other}",
                 )
+            if task.id in called:
+                yield subject, None, "the task was routed out, but a model call of it is"
+        elif mine.status == "skipped" and routed:
+            yield (
+                subject,
+                None,
+                "recorded skipped by a condition, but every condition of it holds for the "
+                "recorded result it tests (or it has none)",
+            )

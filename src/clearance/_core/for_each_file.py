@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import unicodedata
 import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -119,7 +120,8 @@ def matching_files(root: Path, pattern: str, include: list[str], field: str) -> 
             `MAX_FILES_MATCHED` (narrow the folder or the pattern); or a matching file's
             name is not valid UTF-8 or holds a control character (a newline, an escape),
             which would forge a line of a prompt, the ledger or the terminal: the message
-            names the file, escaped, and the field.
+            names the file, escaped, and the field; or two matching names differ only in
+            Unicode normalization (``café`` composed and decomposed), which read alike.
     """
     try:
         with warnings.catch_warnings():
@@ -154,8 +156,19 @@ def matching_files(root: Path, pattern: str, include: list[str], field: str) -> 
             f"{MAX_FILES_MATCHED} one task may stand for: narrow the pattern or the input folder",
             field=field,
         )
+    seen: dict[str, str] = {}
     for path in matches:
-        _check_name(path.relative_to(root).as_posix(), root, field)
+        rel = path.relative_to(root).as_posix()
+        _check_name(rel, root, field)
+        # Two names one Unicode normalization apart look alike: their tasks' titles and
+        # descriptions would too, and a dependent could not tell their results apart.
+        if (other := seen.setdefault(unicodedata.normalize("NFC", rel), rel)) != rel:
+            raise ConfigError(
+                f"the file names {other!a} and {rel!a} under {str(root)!r} differ "
+                "only in Unicode normalization and would read alike: rename one or narrow "
+                "the pattern",
+                field=field,
+            )
     return matches
 
 

@@ -4,8 +4,8 @@ A structured answer (a task's ``output_schema``, a reviewer's verdict) is model 
 read strictly, the same way wherever it is read, so that what the run acted on is what
 ``verify`` finds in the record: no ``NaN`` or ``Infinity``, no number beyond a float's range,
 no key given twice in one object (Python would keep the last value where another reader, or a
-person, may take the first), and a fenced block (```` ```json ````) when the whole answer is
-not JSON.
+person, may take the first), no nesting deeper than `MAX_ANSWER_DEPTH` levels, and a fenced
+block (```` ```json ````) when the whole answer is not JSON.
 """
 
 from __future__ import annotations
@@ -15,7 +15,13 @@ import math
 import re
 from typing import Any
 
-__all__ = ["loads_strict", "read_json_answer"]
+__all__ = ["MAX_ANSWER_DEPTH", "loads_strict", "read_json_answer"]
+
+MAX_ANSWER_DEPTH = 64
+"""Most levels of nesting (objects and lists) a JSON answer may have. Deeper is refused: how
+deep Python can read JSON depends on the stack in use where it is read, so an answer read once
+near that limit could fail when a dependent's condition, the run's result or ``verify`` reads
+it again elsewhere. No output schema needs this much."""
 
 _FENCED_JSON = re.compile(r"```(?:json)?[ \t]*\n(.*?)```", re.DOTALL)
 
@@ -47,6 +53,19 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return value
 
 
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests objects and lists more than ``limit`` levels (walked)."""
+    level: list[tuple[Any, int]] = [(value, 1)]
+    while level:
+        node, depth = level.pop()
+        if isinstance(node, dict | list):
+            if depth > limit:
+                return True
+            children = node.values() if isinstance(node, dict) else node
+            level.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
+
+
 def loads_strict(text: str) -> Any:
     """``text`` read as JSON, as every answer is read here (no NaN, no key given twice...).
 
@@ -54,8 +73,11 @@ def loads_strict(text: str) -> Any:
         ValueError: As `read_json_answer` (`json.JSONDecodeError` for text that is not JSON).
         RecursionError: The JSON is nested too deeply to read.
     """
-    return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float,
-                      object_pairs_hook=_unique_keys, strict=False)  # fmt: skip
+    value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float,
+                       object_pairs_hook=_unique_keys, strict=False)  # fmt: skip
+    if _deeper_than(value, MAX_ANSWER_DEPTH):
+        raise ValueError(f"the JSON nests objects and lists over {MAX_ANSWER_DEPTH} levels deep")
+    return value
 
 
 _loads = loads_strict
@@ -66,8 +88,8 @@ def read_json_answer(body: str) -> Any:
 
     Raises:
         ValueError: With a one-line reason: the answer (or its fenced block) is not valid
-            JSON, holds ``NaN``, ``Infinity`` or a number beyond a float's range, or gives a
-            key twice in one object.
+            JSON, holds ``NaN``, ``Infinity`` or a number beyond a float's range, gives a
+            key twice in one object, or nests over `MAX_ANSWER_DEPTH` levels.
         RecursionError: The JSON is nested too deeply to read.
     """
     try:

@@ -53,18 +53,23 @@ def resolve_pointer(document: Any, pointer: str) -> Any:
     return value
 
 
-def _canonical(value: Any) -> str:
-    """A JSON value in one text form (numbers compared as numbers, booleans apart)."""
-    if isinstance(value, bool) or value is None or isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, int | float):
-        return json.dumps(float(value))
-    if isinstance(value, list):
-        return "[" + ",".join(_canonical(v) for v in value) + "]"
-    if isinstance(value, dict):
-        items = sorted((str(k), _canonical(v)) for k, v in value.items())
-        return "{" + ",".join(f"{json.dumps(k)}:{v}" for k, v in items) + "}"
-    raise TypeError(f"not a JSON value: {value!r}")
+def _same(found: Any, expected: Any) -> bool:
+    """Whether two JSON values are equal: numbers as numbers, exactly; booleans apart.
+
+    Compared as values, never through floats: an integer beyond a float's range (a model may
+    answer one) is no error, and ``9007199254740993`` does not equal ``9007199254740992``.
+    """
+    if isinstance(found, bool) or isinstance(expected, bool):
+        return type(found) is type(expected) and found == expected
+    if isinstance(found, int | float) and isinstance(expected, int | float):
+        return found == expected  # exact for int against float, never an overflow
+    if isinstance(found, list) and isinstance(expected, list):
+        return len(found) == len(expected) and all(map(_same, found, expected))
+    if isinstance(found, dict) and isinstance(expected, dict):
+        return found.keys() == expected.keys() and all(
+            _same(found[k], expected[k]) for k in expected
+        )
+    return type(found) is type(expected) and found == expected
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -123,7 +128,7 @@ class EdgeCondition:
             found = resolve_pointer(document, pointer)
             if found is _MISSING:
                 return f"{pointer} is absent from the result of {self.task!r}, wanted {text}"
-            if _canonical(found) != _canonical(json.loads(text)):
+            if not _same(found, json.loads(text)):
                 shown = json.dumps(found, sort_keys=True)
                 if len(shown) > 80:
                     shown = shown[:77] + "..."

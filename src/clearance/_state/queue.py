@@ -242,13 +242,19 @@ class TaskQueue:
             if (why := self._unmet_condition(dependent, task_id, result)) is not None:
                 if not self._states[dependent].status.is_final:
                     self._skip(dependent, ROUTED_PREFIX + why, now)
-                    self.routed_out = self._cascade([dependent], dependent, now, (dependent,))
-                    self.routed.update(self.routed_out)
+                    # Every dependent routed out by this result, not only the last one's.
+                    routed = self._cascade([dependent], dependent, now, (dependent,))
+                    self.routed_out += routed
+                    self.routed.update(routed)
                 continue
             unmet[dependent] -= 1
             if not unmet[dependent] and self._states[dependent].status is TaskStatus.PENDING:
                 self._replace(dependent, status=TaskStatus.READY)
                 newly_ready.append(dependent)
+        if len(self.routed_out) > 1:  # several dependents' cascades: one topological order
+            order = {t: i for i, t in enumerate(self.graph.topological_order())}
+            unique = dict.fromkeys(self.routed_out)  # a task reached by two cascades, once
+            self.routed_out = tuple(sorted(unique, key=order.__getitem__))
         return tuple(newly_ready)
 
     def fail(self, task_id: str, error: str) -> tuple[str, ...]:
