@@ -16,6 +16,9 @@ documented forms of its last successful call's response (`accepted_results`):
 - for a task with an ``output_schema``, the JSON value it holds re-serialized
   (``json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True)``);
 - for a task run by a step (``Task.run``), the output its ``step`` event recorded.
+
+A structured result (a task with an ``output_schema``) must also hold to that schema, as the
+task was held to it: ``x-enum-from`` narrowed by its completed prerequisites' results.
 """
 
 from __future__ import annotations
@@ -23,12 +26,16 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from typing import Any
 
 from clearance._context.answers import mark_answer
 from clearance._context.isolated import STATUSES, status_word, subagent_result
 from clearance._context.verify_facts import RunFacts
+from clearance._core.json_answer import loads_strict
 from clearance._core.origins import Subject
 from clearance._core.prompt import sha256_text
+from clearance._core.schema_enum import narrowed_schema
+from clearance._core.task_spec import schema_validator
 from clearance._core.vocabulary import EventKind, PromptKind
 from clearance._state.ledger import CallRecord
 
@@ -91,6 +98,10 @@ def check_results(
                 call.call_id,
                 "the task's recorded result is not the response of its last call",
             )
+        elif task is not None and task.output_schema is not None:
+            deps = [facts.completed[d] for d in task.depends_on if d in facts.completed]
+            if (problem := _schema_problem(result, task.output_schema, deps)) is not None:
+                yield subject, call.call_id, f"the task's structured result {problem}"
         elif result != response and subject not in marked and result in _marked(call):
             yield subject, call.call_id, "the result is marked, but no answer_marked event is"
 
@@ -100,6 +111,22 @@ def _marked(call: CallRecord) -> set[str]:
     response = call.response or ""
     text = mark_answer(response, finish_reason=call.finish_reason).text
     return set() if text == response else {text}
+
+
+def _schema_problem(result: str, schema: dict[str, Any], deps: list[str]) -> str | None:
+    """Why a structured result does not hold to its task's schema, or ``None``.
+
+    The schema as the task was held to it: ``x-enum-from`` narrowed by its completed
+    prerequisites' recorded results (`narrowed_schema`).
+    """
+    try:
+        value = loads_strict(result)
+    except (ValueError, RecursionError):
+        return "is not JSON read one way (a key given twice, NaN, too deep...)"
+    error = next(iter(schema_validator(narrowed_schema(schema, deps)).iter_errors(value)), None)
+    if error is None:
+        return None
+    return f"does not match its output schema at {error.json_path}: {error.message:.200}"
 
 
 def _structured(text: str) -> str | None:
