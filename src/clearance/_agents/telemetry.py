@@ -43,6 +43,7 @@ from contextvars import ContextVar
 from types import ModuleType
 from typing import Any
 
+from clearance._core.errors import ConfigError
 from clearance.models._base import ModelRequest, ModelResponse
 
 __all__ = [
@@ -50,6 +51,7 @@ __all__ = [
     "TRACER_NAME",
     "agent_span",
     "capture_content",
+    "check_provider_variable",
     "mark_failed",
     "model_call_span",
     "span_id",
@@ -124,6 +126,26 @@ def _export_requested() -> bool:
     return env.get("OTEL_SDK_DISABLED", "").strip().lower() != "true"
 
 
+def check_provider_variable() -> None:
+    """Refuse an ``OTEL_PYTHON_TRACER_PROVIDER`` naming no installed tracer provider.
+
+    OpenTelemetry would log a traceback and fail the first `get_tracer_provider`; call this
+    before it while no provider is set (it then loads the variable's).
+
+    Raises:
+        ConfigError: The variable is set and no ``opentelemetry_tracer_provider`` entry point
+            has its name.
+    """
+    from importlib.metadata import entry_points
+
+    name = os.environ.get(_PROVIDER_ENV)
+    if name is not None and not entry_points(group="opentelemetry_tracer_provider", name=name):
+        raise ConfigError(
+            f"no installed tracer provider is named {name!r} (the SDK's is sdk_tracer_provider)",
+            field=_PROVIDER_ENV,
+        )
+
+
 # The decision of the run going on in this context (`tracing_for_run`): a 1-tuple holding
 # OpenTelemetry's ``trace`` module or ``None``; ``None`` outside a run.
 _RUN_TRACING: ContextVar[tuple[ModuleType | None] | None] = ContextVar(
@@ -182,7 +204,14 @@ def tracing_now() -> ModuleType | None:
             trace = importlib.import_module("opentelemetry.trace")
         except ImportError:  # the core install has no OpenTelemetry
             return None
-    provider = trace.get_tracer_provider()
+        # Nothing could set a provider before the import: the variable's is loaded below.
+        check_provider_variable()
+    try:
+        provider = trace.get_tracer_provider()
+    except Exception as exc:  # the named provider fails to load (OpenTelemetry logs why)
+        raise ConfigError(
+            f"cannot load the tracer provider it names: {type(exc).__name__}", field=_PROVIDER_ENV
+        ) from None
     if isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
         return None  # no provider set: every span would be a no-op
     return trace

@@ -29,6 +29,7 @@ recorded.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -86,7 +87,7 @@ def absolute_url(url: str, *, field: str = "memory") -> str:
         return url
     if database == ":memory:" or database.startswith("file:") or Path(database).is_absolute():
         return url
-    return parsed.set(database=str(Path(database).resolve())).render_as_string(hide_password=False)
+    return parsed.set(database=_resolved(database)).render_as_string(hide_password=False)
 
 
 def default_memory_url(ledger_url: str) -> str:
@@ -102,10 +103,19 @@ def default_memory_url(ledger_url: str) -> str:
     database = parsed.database
     if parsed.drivername.startswith("sqlite"):
         if not database or database == ":memory:" or database.startswith("file:"):
-            return "sqlite:///" + str(Path(".clearance/memory.db").resolve())
-        memory_file = Path(database).resolve().with_name("memory.db")
+            return "sqlite:///" + _resolved(".clearance/memory.db")
+        memory_file = Path(_resolved(database)).with_name("memory.db")
         return parsed.set(database=str(memory_file)).render_as_string(hide_password=False)
     return ledger_url
+
+
+def _resolved(path: str) -> str:
+    """``path`` made absolute, its symbolic links resolved as far as they go.
+
+    ``os.path.realpath`` rather than ``Path.resolve``, which raises `RuntimeError` on a loop
+    of links (before Python 3.13): the loop is left in the path, for opening it to name.
+    """
+    return os.path.realpath(path)
 
 
 def with_memories_that_fit(

@@ -36,7 +36,6 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -157,8 +156,7 @@ def load_ledger_key(environ: Mapping[str, str] | None = None) -> bytes | None:
             return None
         source = f"{LEDGER_KEY_FILE_ENV} ({path})"
         try:
-            with Path(path).open("rb") as handle:
-                data = handle.read(_MAX_KEY_FILE_BYTES + 1)
+            data = _read_key_file(path)
         except OSError as exc:
             raise ConfigError(
                 f"cannot read the ledger key file: {exc.strerror or exc}", field=LEDGER_KEY_FILE_ENV
@@ -173,8 +171,38 @@ def load_ledger_key(environ: Mapping[str, str] | None = None) -> bytes | None:
         except UnicodeDecodeError:
             return _checked_key(data.strip(), source)
     text = raw.strip()
-    key = bytes.fromhex(text) if _HEX.fullmatch(text) else text.encode("utf-8")
+    try:  # a variable of bytes that are not UTF-8 holds them as surrogate escapes
+        key = (
+            bytes.fromhex(text) if _HEX.fullmatch(text) else text.encode("utf-8", "surrogateescape")
+        )
+    except UnicodeEncodeError:
+        raise ConfigError(
+            f"the ledger key from {source} is not text (use hex digits)", field=LEDGER_KEY_ENV
+        ) from None
     return _checked_key(key, source)
+
+
+def _read_key_file(path: str) -> bytes:
+    """Up to ``_MAX_KEY_FILE_BYTES + 1`` bytes of the key file ``path``.
+
+    Opened without blocking, so a FIFO nobody writes to reads as empty (and is refused as
+    too short) instead of waiting for ever; a pipe with a writer (``<(pass show key)``) is
+    read as it is written.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        os.set_blocking(fd, True)
+        chunks: list[bytes] = []
+        size = 0
+        while size <= _MAX_KEY_FILE_BYTES:
+            chunk = os.read(fd, _MAX_KEY_FILE_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def _checked_key(key: bytes, source: str) -> bytes:

@@ -26,6 +26,7 @@ https://opentelemetry.io/docs/specs/otel/protocol/exporter/.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -41,6 +42,32 @@ _LENGTH_LIMITS = ("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_SPAN_ATTRIBUTE_VALU
 
 _ENDPOINTS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 _PROTOCOLS = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
+_PROVIDER = "OTEL_PYTHON_TRACER_PROVIDER"
+# The SDK's whole-number variables and their least value: a span limit that is not one fails
+# the provider with a traceback; a batch setting that is not one is logged with a traceback.
+_WHOLE_NUMBERS = {
+    **dict.fromkeys(
+        (
+            *_LENGTH_LIMITS,
+            "OTEL_ATTRIBUTE_COUNT_LIMIT",
+            "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT",
+            "OTEL_SPAN_EVENT_COUNT_LIMIT",
+            "OTEL_SPAN_LINK_COUNT_LIMIT",
+            "OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT",
+            "OTEL_LINK_ATTRIBUTE_COUNT_LIMIT",
+        ),
+        0,
+    ),
+    **dict.fromkeys(
+        (
+            "OTEL_BSP_SCHEDULE_DELAY",
+            "OTEL_BSP_EXPORT_TIMEOUT",
+            "OTEL_BSP_MAX_QUEUE_SIZE",
+            "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
+        ),
+        1,
+    ),
+}
 
 
 def wants_otlp(environ: Mapping[str, str]) -> bool:
@@ -49,7 +76,8 @@ def wants_otlp(environ: Mapping[str, str]) -> bool:
     Raises:
         ConfigError: An endpoint is not an ``http``/``https`` URL with a host,
             ``OTEL_TRACES_EXPORTER`` names an exporter other than ``otlp``/``none``, or the
-            protocol is not ``http/protobuf`` (the installed exporter).
+            protocol is not ``http/protobuf`` (the installed exporter), or a span limit or
+            batch setting (``OTEL_SPAN_*_LIMIT``, ``OTEL_BSP_*``) is not a whole number.
     """
     if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return False
@@ -80,7 +108,28 @@ def wants_otlp(environ: Mapping[str, str]) -> bool:
                 "http/protobuf",
                 field=name,
             )
+    for name, least in _WHOLE_NUMBERS.items():
+        text = environ.get(name, "").strip()
+        if not text:
+            continue
+        if not (text.isascii() and text.isdigit() and int(text) >= least):
+            raise ConfigError(f"must be a whole number from {least}, got {text!r}", field=name)
     return True
+
+
+def _check_provider_variable(environ: Mapping[str, str]) -> None:
+    """Refuse ``OTEL_PYTHON_TRACER_PROVIDER`` naming no installed tracer provider.
+
+    OpenTelemetry would log a traceback and fail the first ``get_tracer_provider``.
+    """
+    from importlib.metadata import entry_points
+
+    name = environ.get(_PROVIDER)
+    if name is not None and not entry_points(group="opentelemetry_tracer_provider", name=name):
+        raise ConfigError(
+            f"no installed tracer provider is named {name!r} (the SDK's is sdk_tracer_provider)",
+            field=_PROVIDER,
+        )
 
 
 @contextmanager
@@ -102,6 +151,7 @@ def otlp_tracing() -> Iterator[Any]:
     if not wants_otlp(env):
         yield None
         return
+    unset = "opentelemetry.trace" not in sys.modules  # so no provider is set yet
     try:
         from opentelemetry import trace
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -113,6 +163,8 @@ def otlp_tracing() -> Iterator[Any]:
             "OTLP export needs OpenTelemetry: pip install 'clearance[otel]'",
             field="OTEL_EXPORTER_OTLP_ENDPOINT",
         ) from None
+    if unset:
+        _check_provider_variable(env)
     if isinstance(trace.get_tracer_provider(), TracerProvider):
         yield None  # configured already (opentelemetry-instrument, or the caller)
         return
@@ -120,7 +172,14 @@ def otlp_tracing() -> Iterator[Any]:
     chosen = any(env.get(limit, "").strip() for limit in _LENGTH_LIMITS)
     limits = SpanLimits() if chosen else SpanLimits(max_span_attribute_length=MAX_ATTRIBUTE_CHARS)
     provider = TracerProvider(resource=Resource.create({SERVICE_NAME: name}), span_limits=limits)
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    try:
+        processor = BatchSpanProcessor(OTLPSpanExporter())
+    except ValueError as exc:  # the batch over the queue: the whole numbers are checked
+        raise ConfigError(
+            f"must be at most OTEL_BSP_MAX_QUEUE_SIZE (the SDK says: {exc})",
+            field="OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
+        ) from None
+    provider.add_span_processor(processor)
     trace.set_tracer_provider(provider)
     try:
         yield provider

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import math
 import os
 
 from clearance._core.errors import ConfigError
@@ -24,6 +25,18 @@ __all__ = ["LATENCY_ENV", "FakeModel"]
 LATENCY_ENV = "CLEARANCE_FAKE_LATENCY_S"
 """Environment variable giving `FakeModel`'s default latency in seconds (a float)."""
 
+MAX_LATENCY_S = 86_400.0
+"""Longest latency a `FakeModel` takes, in seconds (a day): more is a mistake, not a test."""
+
+
+def _latency_problem(latency: float) -> str | None:
+    """Why ``latency`` is not a latency in seconds, or ``None``."""
+    if not latency >= 0:
+        return "must be 0 or more"
+    if not math.isfinite(latency) or latency > MAX_LATENCY_S:
+        return f"must be at most {MAX_LATENCY_S:g} seconds"
+    return None
+
 
 def _latency_from_env() -> float:
     value = os.environ.get(LATENCY_ENV, "").strip()
@@ -35,8 +48,8 @@ def _latency_from_env() -> float:
         raise ConfigError(
             f"must be a number of seconds, got {value!r}", field=LATENCY_ENV
         ) from None
-    if not latency >= 0:
-        raise ConfigError(f"must be 0 or more, got {value!r}", field=LATENCY_ENV)
+    if (problem := _latency_problem(latency)) is not None:
+        raise ConfigError(f"{problem}, got {value!r}", field=LATENCY_ENV)
     return latency
 
 
@@ -64,7 +77,8 @@ class FakeModel:
         context_window: Tokens it claims to attend to; ``None`` means unknown.
 
     Raises:
-        ConfigError: The name is empty, or the latency is negative or not a number.
+        ConfigError: The name is empty, or the latency is negative, not a number, or over
+            `MAX_LATENCY_S`.
     """
 
     def __init__(
@@ -73,8 +87,8 @@ class FakeModel:
         if not name:
             raise ConfigError("the fake model's name is empty", field="model")
         latency = _latency_from_env() if latency_s is None else latency_s
-        if not latency >= 0:
-            raise ConfigError(f"must be 0 or more, got {latency}", field="latency_s")
+        if (problem := _latency_problem(latency)) is not None:
+            raise ConfigError(f"{problem}, got {latency}", field="latency_s")
         self.name = name
         self.model_id = f"fake:{name}"
         self.context_window = context_window

@@ -8,7 +8,9 @@ PostgreSQL connection a deadline to connect (`CONNECT_TIMEOUT_S`).
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from typing import Any
 
 from sqlalchemy import create_engine, event
@@ -54,16 +56,32 @@ def is_sqlite_file_url(url: str) -> bool:
 
 
 def _check_sqlite_path(path: str, label: str, masked: str, *, must_exist: bool) -> None:
-    """Refuse an SQLite file that is a folder, or (``must_exist``) that does not exist.
+    """Refuse an SQLite path that is not a database file, or is missing when it must exist.
+
+    A folder, a FIFO, socket or device, a loop of symbolic links, or (``must_exist``) a path
+    where nothing is.
 
     Raises:
         StoreError: One line naming the URL (SQLite itself says only "unable to open
-            database file").
+            database file", and blocks for ever opening a FIFO read-only).
     """
     if "\x00" in path:
         raise StoreError(f"cannot open the {label} at {masked}: its path holds a NUL character")
     if os.path.isdir(path) or path.endswith(("/", os.sep)):
         raise StoreError(f"cannot open the {label} at {masked}: it is a folder, not a file")
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise StoreError(
+                f"cannot open the {label} at {masked}: its path is a loop of symbolic links"
+            ) from None
+    else:
+        if not stat.S_ISREG(mode):
+            raise StoreError(
+                f"cannot open the {label} at {masked}: it is not a regular file "
+                "(a FIFO, socket or device)"
+            )
     if must_exist and not os.path.exists(path):
         raise StoreError(f"no {label} at {masked}: the file does not exist")
 
