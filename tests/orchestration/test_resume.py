@@ -222,10 +222,28 @@ async def test_a_run_whose_process_is_alive_is_not_resumed(ledger, sleeper):
     sleeper.wait()
     resumed = await Orchestrator(TEAM, model=model, ledger=ledger).resume(run_id)
     assert resumed.status == "completed"
-    assert ledger.get_run(run_id).config["process"] == {
+    from clearance._state.lease import start_ticks
+
+    recorded = ledger.get_run(run_id).config["process"]
+    assert {k: recorded[k] for k in ("host", "pid")} == {
         "host": socket.gethostname(),
         "pid": os.getpid(),
     }
+    assert recorded.get("started") == start_ticks(os.getpid())  # None where /proc is not
+
+
+async def test_a_process_id_reused_by_another_process_does_not_block_resume(ledger, sleeper):
+    """A live process holds the recorded id, but started at another time: not the run's."""
+    from clearance._state.lease import start_ticks
+
+    started = start_ticks(sleeper.pid)
+    if started is None:
+        pytest.skip("no /proc")
+    process = {"host": socket.gethostname(), "pid": sleeper.pid, "started": str(int(started) - 1)}
+    run_id = await stopped_as_running(ledger, process)
+    model = FunctionModel(lambda r: f"R-{subject(r)}")
+    resumed = await Orchestrator(TEAM, model=model, ledger=ledger).resume(run_id)
+    assert resumed.status == "completed"
 
 
 async def test_a_killed_but_unreaped_process_does_not_block_resume(ledger, zombie):

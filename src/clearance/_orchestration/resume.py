@@ -20,7 +20,7 @@ from clearance._core.vocabulary import PromptKind
 from clearance._orchestration.resume_checks import check_run_record
 from clearance._orchestration.run_memory import RunMemory
 from clearance._state.graph import TaskGraph
-from clearance._state.lease import pid_alive
+from clearance._state.lease import pid_alive, start_ticks
 from clearance._state.ledger import RunLedger, RunRecord, TaskRecord
 from clearance._state.messages import Message, MessageBus
 from clearance._state.queue import TaskStatus
@@ -41,8 +41,15 @@ __all__ = [
 
 
 def process_identity() -> dict[str, Any]:
-    """This process, as a run records its owner: ``{"host": hostname, "pid": pid}``."""
-    return {"host": socket.gethostname(), "pid": os.getpid()}
+    """This process, as a run records its owner: ``{"host": hostname, "pid": pid}``.
+
+    With ``"started"`` too, the process's start time (`start_ticks`) where it can be read: a
+    process id reused by a later process is not taken for the run's.
+    """
+    pid = os.getpid()
+    started = start_ticks(pid)
+    identity: dict[str, Any] = {"host": socket.gethostname(), "pid": pid}
+    return identity if started is None else {**identity, "started": started}
 
 
 def recorded_config(spec: RunSpec, synthesis_from: Sequence[str] | None) -> dict[str, Any]:
@@ -72,7 +79,9 @@ def _refuse_live_run(record: RunRecord) -> None:
         return
     me = process_identity()
     if host == me["host"]:
-        if pid != me["pid"] and pid_alive(pid):
+        started = owner.get("started")
+        reused = isinstance(started, str) and start_ticks(pid) not in (None, started)
+        if pid != me["pid"] and pid_alive(pid) and not reused:
             raise ConfigError(
                 f"run {record.run_id} is still running in process {pid} on this host; "
                 "stop it (Ctrl-C) or wait for it, then resume",
