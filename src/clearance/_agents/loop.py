@@ -48,6 +48,7 @@ from clearance._agents.workspace_tools import (
     workspace_tool_spec,
     write_output,
 )
+from clearance._context.answers import mark_answer
 from clearance._context.authority import Authority, missing_tool, withheld_tools
 from clearance._context.builder import ContextBuilder
 from clearance._context.tool_sections import ToolStep
@@ -462,7 +463,9 @@ class AgentLoop:
                     response = await self.caller.call(
                         subject=subject, agent=delegate, model=model, prompt=build((), []),
                         budget=self.call_budget)  # fmt: skip
-                    answer = response.text.strip()
+                    # A cut-off answer is marked, never passed on as whole (`mark_answer`).
+                    kept = mark_answer(response.text, finish_reason=response.finish_reason)
+                    answer = kept.text.strip()
                     if not answer:
                         raise ModelError(
                             "the model returned an empty completion", model_id=model.model_id

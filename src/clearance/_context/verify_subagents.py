@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
+from clearance._context.answers import mark_answer
 from clearance._context.clearance import Clearance
 from clearance._context.layout import item_kinds
 from clearance._context.memory_items import scope_of_title
@@ -164,7 +165,9 @@ def check_child_result(
         subject = f"child:{child_id}"
         answers = {text for c in facts.calls
                    if c.subject == subject and c.error is None and c.response is not None
-                   for text in (c.response, c.response.strip())}  # fmt: skip
+                   for text in (c.response, c.response.strip(),
+                                mark_answer(c.response, finish_reason=c.finish_reason)
+                                .text.strip())}  # fmt: skip
         if not any(
             o.shown_sha256 == item.get("sha256") == sha256_text(o.shown)
             and o.shown == child_shown(o.status, o.result, o.error)

@@ -27,6 +27,7 @@ from clearance._agents.session import AgentSession
 from clearance._agents.spawn import SpawnRequest, SpawnWorker
 from clearance._agents.telemetry import agent_span
 from clearance._agents.tools import ToolOutput
+from clearance._context.answers import mark_answer
 from clearance._context.authority import Authority
 from clearance._context.builder import ContextBuilder
 from clearance._context.tool_sections import ToolStep
@@ -262,7 +263,9 @@ class ChildRunner:
                     response = await session.call_model(
                         model, prompt, subject=subject, budget=parent.budget, agent=agent
                     )
-                    answer = response.text.strip()
+                    # A cut-off answer is marked, never passed on as whole (`mark_answer`).
+                    kept = mark_answer(response.text, finish_reason=response.finish_reason)
+                    answer = kept.text.strip()
                     if not answer:
                         raise ModelError("the model returned an empty completion",
                                          model_id=model.model_id)  # fmt: skip
