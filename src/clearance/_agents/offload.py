@@ -104,6 +104,8 @@ class DataOffloader:
 
         Raises:
             LimitExceeded: Writing it would exceed the agent's output limits.
+            ClearanceError: It could not be written (see `Workspace.write_output`: its name
+                held by a folder or a link, text that is not UTF-8, a full disk).
         """
         digest = sha256_text(output)
         lines = output.splitlines()
@@ -111,8 +113,8 @@ class DataOffloader:
             return OffloadedOutput(text=output, reference=None, sha256=digest,
                                    chars=len(output), lines=len(lines))  # fmt: skip
         name = f"{digest}.txt"
-        if name not in self._workspace.outputs():
-            self._workspace.write_output(name, output)
+        # Written each time, never trusted by name: the agent may have written that name.
+        self._workspace.write_output(name, output)
         preview = "\n".join(lines[: self.preview_lines])[: self.preview_chars]
         reference = f"outputs/{name}"
         how = f"; read it with {reader}" if reader else ""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import copy
+import dataclasses
 import functools
 import inspect
 import json
@@ -116,6 +117,20 @@ def _encodes(arguments: dict[str, Any]) -> bool:
     return True
 
 
+def _valid_text(output: ToolOutput) -> ToolOutput:
+    """``output`` with text that is not valid UTF-8 replaced by ``?``.
+
+    A lone surrogate (as a file name read with surrogate escapes holds) is text no ledger,
+    offloading or prompt accepts.
+    """
+    try:
+        output.content.encode("utf-8")
+    except UnicodeEncodeError:
+        text = output.content.encode("utf-8", "replace").decode("utf-8")
+        return dataclasses.replace(output, content=text)
+    return output
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolOutput:
     """What a tool call produced.
@@ -210,7 +225,7 @@ class Tool:
         finally:
             _CALLER.reset(token)
         assert isinstance(result, ToolOutput)
-        return result
+        return _valid_text(result)
 
     @classmethod
     def from_function(cls, function: ToolFunction, *, name: str | None = None) -> Tool:

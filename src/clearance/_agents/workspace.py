@@ -18,12 +18,21 @@ from clearance._core.confined import (
 from clearance._core.errors import ConfigError, LimitExceeded
 from clearance._core.spec import AgentLimits
 
-__all__ = ["DEFAULT_MAX_READ_BYTES", "MAX_OUTPUT_DEPTH", "Workspace", "check_agent_id"]
+__all__ = [
+    "DEFAULT_MAX_READ_BYTES",
+    "MAX_NAME_BYTES",
+    "MAX_OUTPUT_DEPTH",
+    "Workspace",
+    "check_agent_id",
+]
 
 _AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 MAX_OUTPUT_DEPTH = 32
 """Most parts of a name in ``outputs/`` (``a/b/c.txt`` has 3): the depth its caps count."""
+
+MAX_NAME_BYTES = 255
+"""Longest part of a name in ``outputs/``, in UTF-8 bytes (``NAME_MAX`` on Linux and macOS)."""
 
 DEFAULT_MAX_READ_BYTES = 64 * 1024 * 1024
 """Largest workspace file `Workspace.read_text` reads by default, in bytes."""
@@ -129,15 +138,25 @@ class Workspace:
                 control character.
             ConfigError: ``name`` names no file (empty, or ending in ``/`` or ``/.``), is
                 nested more than `MAX_OUTPUT_DEPTH` deep, is held by something other than a
-                regular file, or the system refuses it (a name too long, a full disk).
+                regular file, or the system refuses it (a name too long, a full disk); or
+                ``data`` is text that is not valid UTF-8 (a lone surrogate). A part of the
+                name over `MAX_NAME_BYTES` is refused before any folder is made.
             LimitExceeded: The write would make more than ``max_output_files`` files
                 (``limit="max_output_files"``) or more than ``max_output_size_bytes`` bytes
                 (``limit="max_output_size_bytes"``) in ``outputs/``.
         """
-        payload = data.encode("utf-8") if isinstance(data, str) else data
         parts = split_relative(name, self.outputs_dir)
+        try:
+            payload = data.encode("utf-8") if isinstance(data, str) else data
+        except UnicodeEncodeError:
+            message = f"the content of {name!r} is not valid UTF-8 (a lone surrogate: \\ud800)"
+            raise ConfigError(message, field="content") from None
         if not parts or name.replace("\\", "/").rsplit("/", 1)[-1] in ("", "."):
             raise ConfigError(f"{name!r} names a folder, not a file", field="name")
+        if any(len(part.encode("utf-8")) > MAX_NAME_BYTES for part in parts):
+            # Refused before any folder on the way is made: none is left behind uncounted.
+            raise ConfigError(f"{name!r} has a part longer than {MAX_NAME_BYTES} bytes, which "
+                              "the system refuses", field="name")  # fmt: skip
         if len(parts) > MAX_OUTPUT_DEPTH:
             # The caps count the files `_output_sizes` lists: none may lie below it.
             raise ConfigError(f"{name!r} is nested {len(parts)} deep; outputs/ holds files at "

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from clearance._agents.offload import DEFAULT_MAX_CHARS, DEFAULT_MAX_LINES, DataOffloader
-from clearance._agents.tools import Tool, ToolOutput
+from clearance._agents.tools import NOT_UTF8_ARGUMENTS, Tool, ToolOutput
 from clearance._agents.workspace import Workspace
 from clearance._context.tool_sections import READ_OUTPUT_TOOL, WORKSPACE_TOOLS, WRITE_OUTPUT_TOOL
 from clearance._core.errors import ClearanceError, LimitExceeded
@@ -95,7 +95,8 @@ def offloaded(
     The preview (first lines and the reference) is what the model sees and what the ledger
     records as the tool's result; an ``offloaded`` event records the reference and the full
     text's digest and size (see `DataOffloader`). ``readable``: the agent has
-    ``read_output``, and the reference says so.
+    ``read_output``, and the reference says so. An output that could not be kept (its name
+    held by a folder the agent made there, a full disk) is a tool error saying so.
 
     Returns:
         The output as it enters the context, and the limit it breached (which fails the
@@ -112,6 +113,10 @@ def offloaded(
         kept = DataOffloader(workspace).offload(output.content, label=name, reader=reader)
     except LimitExceeded as exc:
         return ToolOutput(content=f"error: {exc}", is_error=True), exc
+    except ClearanceError as exc:  # its name held by what the agent wrote there, a full disk
+        size = len(output.content)
+        return _error(f"{name}'s output ({size} characters) was too long to show and "
+                      f"could not be kept in your outputs folder: {exc}"), None  # fmt: skip
     if not kept.offloaded:
         return output, None
     ledger.record_event(run_id, EventKind.OFFLOADED, subject, {
@@ -131,6 +136,9 @@ def write_output(
 ) -> tuple[ToolOutput, LimitExceeded | None]:
     """Run ``write_output``: a bad request is a tool error; a breached limit fails the loop."""
     name, content = arguments.get("name"), arguments.get("content")
+    if NOT_UTF8_ARGUMENTS in arguments:  # see `checked_tool_call`
+        return _error("write_output's arguments hold text that is not valid UTF-8 (a lone "
+                      "surrogate such as \\ud800); call again with valid text"), None  # fmt: skip
     if not isinstance(name, str) or not isinstance(content, str):
         return ToolOutput(content="error: write_output needs 'name' and 'content' (text)",
                           is_error=True), None  # fmt: skip
