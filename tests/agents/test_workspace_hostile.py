@@ -9,6 +9,7 @@ and the run verifies.
 from __future__ import annotations
 
 import hashlib
+import os
 from typing import Any
 
 from clearance import Agent, Orchestrator, RunLedger, RunOptions, Task, Team
@@ -129,3 +130,21 @@ def test_a_name_the_system_would_refuse_leaves_no_folder_behind(tmp_path):
         output, breach = write_output(slot, {"name": name, "content": "c"})
         assert output.is_error and breach is None
     assert list((tmp_path / "ws" / "outputs").iterdir()) == []
+
+
+def test_a_refusal_never_names_where_the_workspace_is_on_this_host(tmp_path) -> None:
+    """The model (and its provider) hears the path inside the workspace, not the host's."""
+    from clearance._agents.workspace_tools import read_output
+
+    workspace = Workspace(tmp_path / "run" / "agent")
+    slot = WorkspaceSlot(workspace)
+    (workspace.outputs_dir / "real.txt").write_text("secret\n")
+    os.symlink(workspace.outputs_dir / "real.txt", workspace.outputs_dir / "link.txt")
+    refusals = [
+        write_output(slot, {"name": "link.txt", "content": "x"})[0],
+        read_output(slot, {"name": "link.txt"}),
+        read_output(slot, {"name": "missing.txt"}),
+    ]
+    for refusal in refusals:
+        assert refusal.is_error, refusal.content
+        assert str(tmp_path) not in refusal.content, refusal.content

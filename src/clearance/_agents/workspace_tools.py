@@ -114,9 +114,9 @@ def offloaded(
     except LimitExceeded as exc:
         return ToolOutput(content=f"error: {exc}", is_error=True), exc
     except ClearanceError as exc:  # its name held by what the agent wrote there, a full disk
-        size = len(output.content)
-        return _error(f"{name}'s output ({size} characters) was too long to show and "
-                      f"could not be kept in your outputs folder: {exc}"), None  # fmt: skip
+        size, why = len(output.content), _said(exc, workspace)
+        return _error(f"{name}'s output ({size} characters) was too long to show and could "
+                      f"not be kept in your outputs folder: {why}"), None  # fmt: skip
     if not kept.offloaded:
         return output, None
     ledger.record_event(run_id, EventKind.OFFLOADED, subject, {
@@ -148,9 +148,9 @@ def write_output(
             return ToolOutput(content="error: this agent has no workspace", is_error=True), None
         workspace.write_output(name, content)
     except LimitExceeded as exc:
-        return ToolOutput(content=f"error: {exc}", is_error=True), exc
+        return _error(_said(exc, slot.made)), exc
     except ClearanceError as exc:
-        return ToolOutput(content=f"error: {exc}", is_error=True), None
+        return _error(_said(exc, slot.made)), None
     size = len(content.encode("utf-8"))
     return ToolOutput(content=f"wrote outputs/{name} ({size} bytes)"), None
 
@@ -187,7 +187,7 @@ def read_output(slot: WorkspaceSlot, arguments: dict[str, Any]) -> ToolOutput:
     try:
         text = workspace.read_text(f"outputs/{name}")
     except ClearanceError as exc:
-        return _error(str(exc))
+        return _error(_said(exc, workspace))
     lines = text.splitlines(keepends=True)
     if start > max(len(lines), 1):
         return _error(f"outputs/{name} has {len(lines)} lines; start_line {start} is past its end")
@@ -212,6 +212,16 @@ def read_output(slot: WorkspaceSlot, arguments: dict[str, Any]) -> ToolOutput:
 
 def _error(text: str) -> ToolOutput:
     return ToolOutput(content=f"error: {text}", is_error=True)
+
+
+def _said(exc: Exception, workspace: Workspace | None) -> str:
+    """``exc``'s message as the model hears it: the workspace's path on this host left out.
+
+    A refusal names the folder it applies to; the model (and its provider) needs only the
+    path inside the workspace, never where the run's folder is on this machine.
+    """
+    text = str(exc)
+    return text if workspace is None else text.replace(str(workspace.root), "<workspace>")
 
 
 def workspace_tool_spec(name: str) -> Tool:
