@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from test_delegation import scripted  # the same scripted model the delegation tests use
 
 from clearance import (
     Agent,
@@ -47,16 +48,14 @@ def offered(request: ModelRequest) -> set[str]:
     return {t["function"]["name"] for t in request.tools}
 
 
-def scripted(plans: dict[str, list[object]]) -> FunctionModel:
-    def answer(request: ModelRequest) -> object:
-        manifest = request.prompt.manifest
-        if manifest.subject == "synthesis":
-            return "SYNTH"
-        plan = plans[manifest.agent]
-        step = len([o for o in manifest.origins if o.startswith("tool:")])
-        return plan[min(step, len(plan) - 1)]
-
-    return FunctionModel(answer)
+def edit_ledger(db: Path, statement: str, *parameters: object) -> None:
+    """Run one SQL statement on the ledger file, as a forger editing it by hand would."""
+    conn = sqlite3.connect(db)
+    try:
+        conn.execute(statement, parameters)
+        conn.commit()
+    finally:
+        conn.close()
 
 
 def wipe_call(call_id: str = "w") -> ToolCall:
@@ -186,15 +185,10 @@ async def test_a_run_recorded_before_tool_ceilings_is_not_held_to_them(
     ledger, result = await run(tmp_path, model, ASKER, CLEANER)
     ledger.close()
     db = tmp_path / "runs.db"
-    conn = sqlite3.connect(db)
-    try:
-        (config,) = conn.execute("SELECT config FROM runs").fetchone()
-        config = json.loads(config)
-        assert config.pop("tool_ceilings") is True
-        conn.execute("UPDATE runs SET config = ?", (json.dumps(config),))
-        conn.commit()
-    finally:
-        conn.close()
+    with RunLedger(f"sqlite:///{db}") as ledger:
+        config = dict(ledger.get_run(result.run_id).config)
+    assert config.pop("tool_ceilings") is True
+    edit_ledger(db, "UPDATE runs SET config = ?", json.dumps(config))
     rechain(db, result.run_id)
     with RunLedger(f"sqlite:///{db}") as ledger:
         reasons = [str(f) for f in verify_run(ledger, result.run_id).findings]
@@ -226,13 +220,8 @@ async def test_verify_holds_a_tool_to_its_caller_only_where_it_started(tmp_path,
     db = tmp_path / "runs.db"
     repeat = ("error: you already called wipe with these arguments; its result is above. "
               "Use it: answer, or call a different tool.")  # fmt: skip
-    conn = sqlite3.connect(db)
-    try:
-        conn.execute("UPDATE tool_calls SET result = ? WHERE tool_call_id = ?",
-                     (repeat, second.tool_call_id))  # fmt: skip
-        conn.commit()
-    finally:
-        conn.close()
+    edit_ledger(db, "UPDATE tool_calls SET result = ? WHERE tool_call_id = ?",
+                repeat, second.tool_call_id)  # fmt: skip
     rechain(db, result.run_id)
     with RunLedger(f"sqlite:///{db}") as ledger:
         reasons = [str(f) for f in verify_run(ledger, result.run_id).findings]
