@@ -465,8 +465,8 @@ class AgentLoop:
                         budget=self.call_budget)  # fmt: skip
                     # A cut-off answer is marked, never passed on as whole (`mark_answer`).
                     kept = mark_answer(response.text, finish_reason=response.finish_reason)
-                    answer = kept.text.strip()
-                    if not answer:
+                    answer = kept.text
+                    if not answer.strip():
                         raise ModelError(
                             "the model returned an empty completion", model_id=model.model_id
                         )

@@ -163,11 +163,14 @@ def check_child_result(
         yield origin, f"the content is not the recorded result of child {child_id!r}"
     else:
         subject = f"child:{child_id}"
-        answers = {text for c in facts.calls
-                   if c.subject == subject and c.error is None and c.response is not None
-                   for text in (c.response, c.response.strip(),
-                                mark_answer(c.response, finish_reason=c.finish_reason)
-                                .text.strip())}  # fmt: skip
+        # Kept verbatim or marked; stripped in ledgers written before answers were verbatim.
+        answers = {
+            text
+            for c in facts.calls
+            if c.subject == subject and c.error is None and c.response is not None
+            for marked in (mark_answer(c.response, finish_reason=c.finish_reason).text,)
+            for text in (c.response, c.response.strip(), marked, marked.strip())
+        }
         if not any(
             o.shown_sha256 == item.get("sha256") == sha256_text(o.shown)
             and o.shown == child_shown(o.status, o.result, o.error)

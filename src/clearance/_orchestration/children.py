@@ -265,8 +265,8 @@ class ChildRunner:
                     )
                     # A cut-off answer is marked, never passed on as whole (`mark_answer`).
                     kept = mark_answer(response.text, finish_reason=response.finish_reason)
-                    answer = kept.text.strip()
-                    if not answer:
+                    answer = kept.text
+                    if not answer.strip():
                         raise ModelError("the model returned an empty completion",
                                          model_id=model.model_id)  # fmt: skip
         except LimitExceeded as exc:
