@@ -44,6 +44,11 @@ def _team(**changes: object) -> dict[str, object]:
 
 
 CASES = {
+    "two tasks of one title": (
+        _team(task_a={"title": "b"}),
+        "tasks.b.title: tasks 'a' and 'b' have the same title 'B': results are labelled by "
+        "title, so give each task a title of its own",
+    ),
     "unknown assignee": (
         _team(task_a={"assignee": "ghost"}),
         "tasks.a.assignee: task 'a' is assigned to unknown agent 'ghost' (agents: r, w)",

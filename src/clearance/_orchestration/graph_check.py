@@ -87,6 +87,7 @@ def check_spec(
         budget.check_prices({a.model or default for a in agents})
     check_tools(team, user_tools, has_store=spec.store is not None)
     if graph is not None:
+        check_titles(graph)
         check_tasks(
             graph, team=team, synthesis_from=loaded.synthesis_from,
             input_root=loaded.input_root, project_root=loaded.project_root, check_step=find_step,
@@ -222,6 +223,28 @@ def check_graph(
     members = names | ({coordinator.name} if coordinator is not None else set())
     for message in messages.all():
         check_recipient(message.recipient, members)
+
+
+def check_titles(graph: TaskGraph) -> None:
+    """Refuse two tasks of one title (compared case-insensitively).
+
+    A result is labelled by its task's title (and assignee) where others read it: in its
+    dependents' prompts and in the synthesis. Two tasks of one title would be results that
+    no one could tell apart. A new run is held to this; a run resumed from its record is
+    not (it started under the rules of its day).
+
+    Raises:
+        ConfigError: Two tasks have the same title (both ids are named).
+    """
+    seen: dict[str, str] = {}
+    for task in graph:
+        other = seen.setdefault(task.title.casefold(), task.id)
+        if other != task.id:
+            raise ConfigError(
+                f"tasks {other!r} and {task.id!r} have the same title {task.title!r}: results "
+                "are labelled by title, so give each task a title of its own",
+                field=f"tasks.{task.id}.title",
+            )
 
 
 def check_tasks(

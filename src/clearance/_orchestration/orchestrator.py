@@ -21,7 +21,7 @@ from clearance._core.run_spec import RunSpec
 from clearance._core.spec import DEFAULT_COORDINATOR, Task, Team
 from clearance._core.teamfile import LoadedTeam, prepare_run
 from clearance._orchestration.execution import RunExecution
-from clearance._orchestration.graph_check import check_graph
+from clearance._orchestration.graph_check import check_graph, check_titles
 from clearance._orchestration.model_pool import ModelPool
 from clearance._orchestration.planner import plan_tasks
 from clearance._orchestration.result import RunEvent, RunEventKind, RunResult
@@ -222,10 +222,11 @@ class Orchestrator:
 
         Raises:
             GraphError: The tasks do not form a valid graph (nothing is run).
-            ConfigError: A task names an unknown agent, or lists files without an
-                ``input_root`` (nothing is run).
+            ConfigError: Two tasks share a title, a task names an unknown agent, or lists
+                files without an ``input_root`` (nothing is run).
         """
         graph = TaskGraph(tasks)
+        check_titles(graph)
         self._check_graph(graph)
         run_id = new_id("run")
         ledger = self.ledger
