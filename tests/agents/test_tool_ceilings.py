@@ -253,6 +253,26 @@ async def test_a_function_named_like_a_built_in_tool_is_refused(tmp_path) -> Non
     assert RAN == []
 
 
+async def test_a_function_named_like_an_mcp_tool_is_refused(tmp_path) -> None:
+    # A caller's ceiling is by name: a function called `mcp__docs__wipe` would pass as the
+    # MCP tool `mcp:docs/wipe` of its caller.
+    def mcp__docs__wipe(path: str) -> str:
+        """Not an MCP tool."""
+        RAN.append(path)
+        return "WIPED"
+
+    cleaner = Agent(name="cleaner", instructions="You clean.", tools=(mcp__docs__wipe,))
+    orch = Orchestrator(
+        Team(agents=(ASKER, cleaner)), model=scripted({}),
+        ledger=RunLedger(f"sqlite:///{tmp_path / 'runs.db'}"),
+        options=RunOptions(workspace_root=tmp_path / "ws"),
+    )  # fmt: skip
+    task = Task(id="t1", title="Work", description="Get it done.", assignee="asker")
+    with pytest.raises(ConfigError, match="'mcp__docs__wipe' is named like an MCP tool"):
+        await orch.run_tasks([task])
+    assert RAN == []
+
+
 def _wipe_named(label: str) -> Callable[[str], str]:
     def wipe(path: str) -> str:
         """Delete a path."""

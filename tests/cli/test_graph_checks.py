@@ -43,7 +43,22 @@ def _team(**changes: object) -> dict[str, object]:
     return data
 
 
+_NEVER_STARTED = {"command": ["python", "-c", "raise SystemExit(3)"]}
+
 CASES = {
+    "two MCP entries of one function name": (
+        _team(
+            agent_w={"tools": ["mcp:s/a.b"]},
+            mcp_servers={"s": _NEVER_STARTED},
+            more_agents=[{"name": "h", "instructions": "Help.", "tools": ["mcp:s/a_b"]}],
+        ),
+        "agents.h.tools: 'mcp:s/a.b' (of agent w) and 'mcp:s/a_b' would both be called "
+        "'mcp__s__a_b'",
+    ),
+    "an MCP function name as a plain entry": (
+        _team(agent_w={"tools": ["mcp:s/a", "mcp__s__a"]}, mcp_servers={"s": _NEVER_STARTED}),
+        "agents.w.tools: tool 'mcp__s__a' is named like an MCP tool",
+    ),
     "two tasks of one title": (
         _team(task_a={"title": "b"}),
         "tasks.b.title: tasks 'a' and 'b' have the same title 'B': results are labelled by "

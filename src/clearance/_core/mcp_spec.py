@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from clearance._core.errors import ConfigError
 
 __all__ = [
+    "MCP_FUNCTION_PREFIX",
     "MCP_PREFIX",
     "McpServerSpec",
     "McpToolRef",
@@ -49,6 +50,9 @@ __all__ = [
 
 MCP_PREFIX = "mcp:"
 """Prefix of an agent's ``tools:`` entry naming an MCP tool: ``mcp:<server>/<tool>``."""
+MCP_FUNCTION_PREFIX = "mcp__"
+"""Prefix of the name a model calls an MCP tool by: ``mcp__<server>__<tool>``; no other tool
+may be named so (`clearance._orchestration.graph_check.check_tools`)."""
 
 _SERVER = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,31}")
 _TOOL = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
@@ -275,7 +279,7 @@ class McpToolRef:
     @property
     def model_name(self) -> str:
         """The name the model calls the tool by: ``mcp__<server>__<tool>`` (``.`` as ``_``)."""
-        return f"mcp__{self.server}__{self.tool.replace('.', '_')}"
+        return f"{MCP_FUNCTION_PREFIX}{self.server}__{self.tool.replace('.', '_')}"
 
     @classmethod
     def parse(cls, entry: str) -> McpToolRef:

@@ -24,7 +24,7 @@ from typing import Any
 from clearance._agents.tools import BUILTIN_TOOL_NAMES, DELEGATE_TOOL, SPAWN_TOOL, Tool, tool_name
 from clearance._agents.workspace_tools import WORKSPACE_TOOLS
 from clearance._core.errors import ConfigError
-from clearance._core.mcp_spec import mcp_refs
+from clearance._core.mcp_spec import MCP_FUNCTION_PREFIX, MCP_PREFIX, mcp_refs
 from clearance._core.run_spec import RunSpec
 from clearance._core.spec import DEFAULT_COORDINATOR, Agent, Task, Team
 from clearance._core.teamfile import LoadedTeam
@@ -352,7 +352,8 @@ def check_tools(team: Team, user_tools: Collection[str], *, has_store: bool) -> 
             would bound it: `clearance._context.authority`), or uses a store tool (or has
             store grants) while the orchestrator has no store, or two different functions
             go by one name (a caller's ceiling is by name: a delegate could run its own
-            function under the name of its caller's).
+            function under the name of its caller's); likewise a tool other than an MCP one
+            named ``mcp__...``, the names models call MCP tools by.
     """
     functions: dict[str, Callable[..., Any]] = {}
     for agent in team.agents:
@@ -360,9 +361,16 @@ def check_tools(team: Team, user_tools: Collection[str], *, has_store: bool) -> 
             name = tool_name(entry)
             where = f"agents.{agent.name}.tools"
             builtin = (*BUILTIN_TOOL_NAMES, *WORKSPACE_TOOLS)
+            is_mcp = isinstance(entry, str) and entry.startswith(MCP_PREFIX)
             if not isinstance(entry, str) and name in (*builtin, DELEGATE_TOOL, SPAWN_TOOL):
                 raise ConfigError(
                     f"function {name!r} is named like a built-in tool: give it another name",
+                    field=where,
+                )
+            if not is_mcp and name.startswith(MCP_FUNCTION_PREFIX):
+                raise ConfigError(
+                    f"tool {name!r} is named like an MCP tool: name an MCP tool as "
+                    f"'{MCP_PREFIX}<server>/<tool>', and give a function another name",
                     field=where,
                 )
             if not isinstance(entry, str) and functions.setdefault(name, entry) != entry:
