@@ -184,3 +184,20 @@ def test_sdk_whole_number_variables_are_checked(name, value):
         wants_otlp(environ)
     environ[name] = "64"
     assert wants_otlp(environ)
+
+
+@pytest.mark.parametrize("args", [("inspect",), ("verify",), ("resume",), ("approve",)])
+def test_an_unknown_run_id_of_a_megabyte_is_not_echoed_back_whole(tmp_path, args):
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    team = tmp_path / "team.yaml"
+    team.write_text(yaml.safe_dump(TEAM))
+    assert (
+        CliRunner().invoke(app, ["run", str(team), "--model", "fake:m", "--db", url]).exit_code == 0
+    )
+    run_id = "run_" + "x" * 1_000_000
+    extra = ("apr_1",) if args == ("approve",) else ()
+    result = CliRunner().invoke(app, [*args, run_id, *extra, "--db", url])
+    assert result.exit_code != 0
+    (line,) = [ln for ln in result.output.splitlines() if ln.strip()]
+    assert line.startswith("error: unknown run 'run_xxx") and len(line) < 400, line[:500]
+    assert "[cut: 1000006 characters]" in line

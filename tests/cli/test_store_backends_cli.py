@@ -266,12 +266,26 @@ def test_a_store_setting_no_run_could_use_is_refused_when_the_file_is_loaded(
 # -- store set: what it is given is checked before the store is opened (or created) ------------
 
 
-@pytest.mark.parametrize("ttl", ["inf", "1e20", "nan", "3153600001", "0", "-1", "abc"])
-def test_store_set_refuses_a_ttl_before_it_creates_the_store(tmp_path: Path, ttl: str) -> None:
+@pytest.mark.parametrize(
+    ("ttl", "says"),
+    [
+        ("inf", "must be a finite number, got inf"),
+        ("nan", "must be a finite number, got nan"),  # not "less than or equal to ..."
+        ("1e20", "must be from 0.001 to 3,153,600,000, got 1e+20"),
+        ("3153600001", "must be from 0.001 to 3,153,600,000, got 3,153,600,001"),
+        ("0", "must be from 0.001 to 3,153,600,000, got 0"),
+        ("-1", "must be from 0.001 to 3,153,600,000, got -1"),
+        ("abc", "a valid number"),
+    ],
+)
+def test_store_set_refuses_a_ttl_before_it_creates_the_store(
+    tmp_path: Path, ttl: str, says: str
+) -> None:
     db = f"sqlite:///{tmp_path / 's.db'}"
     code, lines = cli("store", "set", "ns", "k", "v", "--ttl-s", ttl, "--db", db)
     assert code == 2
     assert len(lines) == 1 and lines[0].startswith("error: Invalid value for '--ttl-s'"), lines
+    assert says in lines[0], lines
     assert list(tmp_path.iterdir()) == []
 
 

@@ -192,3 +192,17 @@ def test_resume_refuses_a_cost_budget_for_a_run_without_prices(tmp_path):
     (run,) = RunLedger(db).list_runs()
     result = cli(["resume", run.run_id, "--db", db, "--budget-cost-usd", "2"])
     assert result.exit_code == 2 and "--budget-cost-usd: the run has no prices" in result.output
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [("nan", "must be a finite number, got nan"), ("inf", "must be a finite number, got inf"),
+     ("-1", "must be at least 0, got -1")],
+)  # fmt: skip
+def test_resume_names_a_cost_budget_that_is_not_a_number_of_dollars(tmp_path, value, says):
+    # NaN was answered "Input should be greater than or equal to 0": about the bound, not it.
+    db = f"sqlite:///{tmp_path}/runs.db"
+    result = cli(["resume", "run_x", "--db", db, "--budget-cost-usd", value])
+    assert result.exit_code == 2
+    assert "Invalid value for '--budget-cost-usd'" in result.output and says in result.output
+    assert list(tmp_path.iterdir()) == []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -17,7 +19,37 @@ __all__ = [
     "concurrency_option",
     "model_id_option",
     "not_empty",
+    "number_option",
 ]
+
+
+def number_option(
+    least: float, most: float | None = None
+) -> Callable[[float | None], float | None]:
+    """A float option's check: a finite number from ``least`` to ``most`` (if given).
+
+    Typer's own ``min``/``max`` let infinity through where there is no bound, and answer NaN
+    with a message about the bound; this names what was given.
+
+    Raises:
+        typer.BadParameter: (from the returned check) The value is NaN, infinite or out of
+            range (a one-line usage error, exit 2).
+    """
+
+    def check(value: float | None) -> float | None:
+        if value is None:
+            return None
+        if not math.isfinite(value):
+            raise typer.BadParameter(f"must be a finite number, got {value}")
+        if most is None and value < least:
+            raise typer.BadParameter(f"must be at least {least:,.10g}, got {value:,.10g}")
+        if most is not None and not least <= value <= most:
+            raise typer.BadParameter(
+                f"must be from {least:,.10g} to {most:,.10g}, got {value:,.10g}"
+            )
+        return value
+
+    return check
 
 
 def model_id_option(value: str | None) -> str | None:

@@ -43,6 +43,7 @@ from clearance.cli._options import (
     concurrency_option,
     model_id_option,
     not_empty,
+    number_option,
 )
 from clearance.cli._otel import otlp_tracing
 from clearance.cli._progress import RunProgress
@@ -413,7 +414,7 @@ def resume(
         float | None,
         typer.Option(
             "--budget-cost-usd",
-            min=0,
+            callback=number_option(0),
             help="The run's cost budget (US dollars) instead of the recorded one.",
         ),
     ] = None,

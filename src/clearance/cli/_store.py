@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from clearance.cli._common import err, one_line_errors, out, safe_text
-from clearance.cli._options import check_database_folder
+from clearance.cli._options import check_database_folder, number_option
 from clearance.runs import DEFAULT_STORE_URL, MAX_ROWS, MAX_TTL_S
 
 if TYPE_CHECKING:
@@ -76,8 +76,7 @@ def set_(
         float | None,
         typer.Option(
             "--ttl-s",
-            min=0.001,
-            max=MAX_TTL_S,
+            callback=number_option(0.001, MAX_TTL_S),
             help="Seconds until it expires (at most 100 years; leave out for never).",
         ),
     ] = None,

@@ -31,6 +31,7 @@ from clearance._state.db import (
 )
 from clearance._state.ledger.chaining import ChainWriter
 from clearance._state.ledger.leases import LeaseKeeper
+from clearance._state.ledger.records import unknown_run
 from clearance._state.ledger.rows import last_upsert_per_task
 from clearance._state.ledger.schema import LEDGER_SCHEMA, RUNS
 from clearance._state.ledger.statements import WRITE_ORDER, statement
@@ -291,7 +292,7 @@ class LedgerBase(DatabaseBase):
             return
         result = conn.execute(update(RUNS).where(RUNS.c.run_id == run_id).values(**values))
         if result.rowcount == 0:
-            raise LedgerError(f"unknown run {run_id!r} in the run ledger at {self._url}")
+            raise unknown_run(run_id, self._url)
         self._chain.append_run(conn, run_id)
 
     def _owned_update(self, conn: Connection, run_id: str, values: dict[str, Any]) -> bool:

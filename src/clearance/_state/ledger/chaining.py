@@ -29,6 +29,7 @@ from clearance._state.chain import (
     payload_sha256,
 )
 from clearance._state.db import run_on_driver
+from clearance._state.ledger.records import unknown_run
 from clearance._state.ledger.schema import CALLS, ENTRIES, RUNS
 from clearance._state.ledger.statements import WRITE_ORDER, statement
 from clearance._state.write_behind import Rows
@@ -109,7 +110,7 @@ class ChainWriter:
             finally:
                 cursor.close()
             if found is None:
-                raise LedgerError(f"unknown run {run_id!r} in the run ledger at {self._url}")
+                raise unknown_run(run_id, self._url)
             self._check_key(run_id, found[0])
             return (found[1], found[2], self._key) if found[1] is not None else (0, "", self._key)
         query = select(RUNS.c.chain_key_id).where(RUNS.c.run_id == run_id)
@@ -117,7 +118,7 @@ class ChainWriter:
             query = query.with_for_update()  # one writer per run's chain at a time
         row = conn.execute(query).first()
         if row is None:
-            raise LedgerError(f"unknown run {run_id!r} in the run ledger at {self._url}")
+            raise unknown_run(run_id, self._url)
         self._check_key(run_id, row[0])
         last = conn.execute(
             select(ENTRIES.c.seq, ENTRIES.c.chain_sha256)

@@ -25,6 +25,7 @@ from clearance._state.ledger.records import (
     run_record,
     task_record,
     tool_call_record,
+    unknown_run,
 )
 from clearance._state.ledger.schema import (
     CALLS,
@@ -67,7 +68,7 @@ class LedgerReads(LedgerBase):
         with self._reading(f"read run {run_id!r}") as conn:
             rows = conn.execute(query).all()
         if not rows:
-            raise LedgerError(f"unknown run {run_id!r} in the run ledger at {self._url}")
+            raise unknown_run(run_id, self._url)
         if rows[0].run_id != run_id and len(rows) > 1:
             shown = ", ".join(row.run_id for row in rows[:5])
             more = ", ..." if len(rows) > 5 else ""

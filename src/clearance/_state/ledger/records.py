@@ -14,13 +14,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Row
 
-from clearance._core.errors import MalformedRecord
+from clearance._core.errors import LedgerError, MalformedRecord
+from clearance._core.reasons import bounded_reason
 from clearance.models._base import Usage
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 __all__ = [
+    "unknown_run",
     "CallRecord",
     "chain_entry",
     "ChainEntry",
@@ -364,3 +366,13 @@ def tool_call_record(row: Row[Any]) -> ToolCallRecord:
 def chain_entry(row: Row[Any]) -> ChainEntry:
     """The `ChainEntry` of a ``ledger_entries`` row."""
     return _from_row(ChainEntry, row)
+
+
+def unknown_run(run_id: str, url: str) -> LedgerError:
+    """The error for a run id the ledger at ``url`` does not hold.
+
+    The id is shown as given, cut after 100 characters: it comes from a command line or a
+    caller, and a megabyte of it would be echoed back whole.
+    """
+    shown = bounded_reason(repr(run_id), 100)
+    return LedgerError(f"unknown run {shown} in the run ledger at {url}")

@@ -28,12 +28,13 @@ from typing import Any
 from sqlalchemy import select, update
 
 from clearance._core.clock import utc_now
-from clearance._core.errors import ConfigError, LedgerError
+from clearance._core.errors import ConfigError
 from clearance._core.ids import new_id
 from clearance._core.prompt import Prompt
 from clearance._state.db import JSONText, canonical_json_text
 from clearance._state.ledger.events import LedgerEvents
 from clearance._state.ledger.leases import lease_until
+from clearance._state.ledger.records import unknown_run
 from clearance._state.ledger.schema import RUNS
 from clearance._state.ledger.writes import CallWrite, FinishWrite, TaskWrite
 from clearance._state.messages import Message
@@ -163,7 +164,7 @@ class RunLedger(LedgerEvents):
                 query = query.with_for_update()
             row = conn.execute(query).first()
             if row is None:
-                raise LedgerError(f"unknown run {run_id!r} in the run ledger at {self._url}")
+                raise unknown_run(run_id, self._url)
             self._leases.check(run_id, row, now, force=force)
             values: dict[str, Any] = {}
             if process is not None:
