@@ -68,7 +68,8 @@ def _team(tmp_path, width: int, max_concurrency: int):
         "max_concurrency": max_concurrency,
         "agents": [{"name": "a", "instructions": "x"}],
         "tasks": [
-            {"id": f"t{i}", "title": f"T{i}", "description": "d", "assignee": "a"} for i in range(width)
+            {"id": f"t{i}", "title": f"T{i}", "description": "d", "assignee": "a"}
+            for i in range(width)
         ],
     }
     path = tmp_path / "team.yaml"
