@@ -225,8 +225,7 @@ class Orchestrator:
             ConfigError: Two tasks share a title, a task names an unknown agent, or lists
                 files without an ``input_root`` (nothing is run).
         """
-        graph = TaskGraph(tasks)
-        check_titles(graph)
+        check_titles(graph := TaskGraph(tasks))  # a new run only: a resumed one keeps its own
         self._check_graph(graph)
         run_id = new_id("run")
         ledger = self.ledger
