@@ -1,11 +1,12 @@
 """What the run page shows, gathered from the ledger and ``verify``: no HTML here.
 
 `load_run_view` reads one run (`RunLedger.get_run`, ``tasks``, ``calls``, ``tool_calls``,
-``events``), checks it with `verify_run`, and groups everything by task: each task's model
-calls (retries, isolated, clarification, delegation and child calls included), tool calls and
-events, and what its clearance admitted. Each prompt is split into segments that carry the
-origin of the manifest item they render, so a page can colour every part by where it came
-from. All text stays raw here; escaping is the template's job.
+``events``), checks it with `verify_run`, and groups everything by task (`Owners`): each
+task's model calls (retries, isolated, clarification, reviewer, delegation and child calls
+included), tool calls and events, and what the clearances of its prompts admitted. Each
+prompt is split into segments that carry the origin of the manifest item they render, so a
+page can colour every part by where it came from. All text stays raw here; escaping is the
+template's job.
 """
 
 from __future__ import annotations
@@ -20,9 +21,13 @@ from typing import Any
 from clearance._context.render import PromptParseError, parse_user_message, render_block
 from clearance._context.verify import Finding, verify_run
 from clearance._core.errors import ClearanceError
-from clearance._core.event_schema import SpawnEvent, event_problem, parse_event
-from clearance._core.vocabulary import EventKind, OriginKind, PromptKind
+from clearance._core.event_schema import event_problem
+from clearance._core.vocabulary import EventKind, OriginKind
 from clearance._state.ledger import CallRecord, EventRecord, RunLedger, RunRecord, ToolCallRecord
+from clearance._view.checked import checked, checked_call
+from clearance._view.owners import Owners
+
+_Owners = Owners  # its earlier name here
 
 __all__ = [
     "HIGHLIGHTED_KINDS",
@@ -143,11 +148,13 @@ class TaskView:
         duration_s: Seconds from start to finish, or ``None`` if it did not run or finish.
         started_at: When it started running (aware UTC), or ``None``.
         finished_at: When it reached a final status (aware UTC), or ``None``.
-        calls: Its model calls in order (task, isolated, clarification, delegation, child).
+        calls: Its model calls in order (task, isolated, clarification, review, delegation,
+            child).
         tool_calls: Its tool calls, delegated ones included.
         events: Its events (spawns, children, clarifications, limit breaches...).
         event_problems: Why an event does not match its kind's schema, by event id.
-        cleared: Ids of the tasks whose results its clearance admitted.
+        cleared: Ids of the tasks whose results the clearance of any of its prompts
+            admitted (or any of its prompts held), in the order first met.
     """
 
     index: int
@@ -278,8 +285,11 @@ def load_run_view(ledger: RunLedger, run_id: str) -> RunView:
 
     Raises:
         StoreError: The run is unknown, the prefix is ambiguous, or the ledger cannot be read.
+        MalformedRecord: A record is not of the shape the ledger writes (a call's token
+            counts or latency not numbers, bytes where text belongs: `checked`).
     """
     run = ledger.get_run(run_id)
+    checked(run, f"run {run.run_id!s}")
     seq = ledger.chain_heads([run.run_id]).get(run.run_id, 0)  # read first: never ahead
     findings: tuple[Finding, ...] = ()
     calls_checked = 0
@@ -295,6 +305,9 @@ def load_run_view(ledger: RunLedger, run_id: str) -> RunView:
     for finding in findings:  # run-level findings (the chain, results) have no call id
         by_call.setdefault(finding.call_id or "", []).append(finding)
     reasons = ledger.task_reasons(run.run_id)
+    records = [
+        checked(t, f"task {t.task_id!s} of run {run.run_id}") for t in ledger.tasks(run.run_id)
+    ]
     tasks = [
         TaskView(
             index=i,
@@ -310,12 +323,14 @@ def load_run_view(ledger: RunLedger, run_id: str) -> RunView:
             started_at=t.started_at,
             finished_at=t.finished_at,
         )
-        for i, t in enumerate(ledger.tasks(run.run_id))
+        for i, t in enumerate(records)
     ]
     by_id = {t.task_id: t for t in tasks}
-    tool_calls = ledger.tool_calls(run.run_id)
-    events = ledger.events(run.run_id)
-    owner = _Owners(tool_calls, events)
+    tool_calls = [
+        checked(t, f"tool call {t.tool_call_id!s}") for t in ledger.tool_calls(run.run_id)
+    ]
+    events = [checked(e, f"event {e.event_id!s}") for e in ledger.events(run.run_id)]
+    owner = Owners(tool_calls, events)
     for tool_call in tool_calls:
         task = by_id.get(owner.task_of(tool_call.subject) or "")
         if task is not None:
@@ -331,7 +346,7 @@ def load_run_view(ledger: RunLedger, run_id: str) -> RunView:
     attempts: dict[str, int] = {}
     replayed = [e.data for e in events if e.kind == EventKind.REPLAYED]
     replays = Counter(str(d.get("original")) for d in replayed if isinstance(d, dict))
-    for call in ledger.calls(run.run_id):
+    for call in map(checked_call, ledger.calls(run.run_id)):
         attempts[call.subject] = attempts.get(call.subject, 0) + 1
         view = segment_call(call, attempts[call.subject], by_call.get(call.call_id, ()))
         view = dataclasses.replace(view, replays=replays[call.call_id])
@@ -340,10 +355,7 @@ def load_run_view(ledger: RunLedger, run_id: str) -> RunView:
             coordinator_calls.append(view)
             continue
         task.calls.append(view)
-        if call.subject == f"task:{task.task_id}" and isinstance(call.manifest, dict):
-            clearance = call.manifest.get("clearance")
-            cleared = clearance.get("result_task_ids") if isinstance(clearance, dict) else None
-            task.cleared = tuple(str(x) for x in cleared) if isinstance(cleared, list) else ()
+        task.cleared = (*task.cleared, *(t for t in _admitted(call) if t not in task.cleared))
     return RunView(
         run=run,
         tasks=tasks,
@@ -453,31 +465,21 @@ def _item_segment(text: str, item: dict[str, Any], flagged: set[str]) -> Segment
     )
 
 
-class _Owners:
-    """Which task a call, tool call or event subject belongs to."""
+def _admitted(call: CallRecord) -> list[str]:
+    """The tasks whose results a call's clearance admitted, or its prompt held (in order).
 
-    def __init__(self, tool_calls: Sequence[ToolCallRecord], events: Sequence[EventRecord]):
-        self._tool_subject = {t.tool_call_id: t.subject for t in tool_calls}
-        self._child_parent: dict[str, str] = {}
-        for event in events:
-            if event.kind == EventKind.SPAWN and event_problem(event.kind, event.data) is None:
-                spawn = parse_event(event.kind, event.data)
-                assert isinstance(spawn, SpawnEvent)
-                self._child_parent[spawn.child_id] = event.subject
-
-    def task_of(self, subject: str) -> str | None:
-        """The task id a subject belongs to, or ``None`` (coordinator, run-wide)."""
-        for _ in range(32):  # delegation and spawn chains are short; a cap all the same
-            kind, _, ref = subject.partition(":")
-            if kind in (PromptKind.TASK, PromptKind.ISOLATED, PromptKind.CLARIFICATION):
-                return ref
-            if kind == PromptKind.DELEGATION and ref in self._tool_subject:
-                subject = self._tool_subject[ref]
-            elif kind == PromptKind.CHILD and ref in self._child_parent:
-                subject = self._child_parent[ref]
-            else:
-                return None
-        return None
+    Every prompt of a task counts (``task:``, ``isolated:``, a clarification's, a child's,
+    a delegate's...): what its panel says the task saw is what any of them was given.
+    """
+    manifest = call.manifest if isinstance(call.manifest, dict) else {}
+    clearance = manifest.get("clearance")
+    listed = clearance.get("result_task_ids") if isinstance(clearance, dict) else None
+    ids = [str(x) for x in listed] if isinstance(listed, list) else []
+    for item in _manifest_items(manifest) or []:
+        kind, _, ref = str(item.get("origin", "")).partition(":")
+        if kind in (OriginKind.TASK_RESULT, OriginKind.TASK_STATUS):
+            ids.append(ref)
+    return list(dict.fromkeys(ids))
 
 
 def _seconds(start: datetime | None, end: datetime | None) -> float | None:

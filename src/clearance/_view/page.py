@@ -27,11 +27,12 @@ from datetime import datetime
 from functools import cache
 from importlib import resources
 from typing import Any
+from urllib.parse import quote
 
 import jinja2
 from markupsafe import Markup
 
-from clearance._view.clearance_list import clearance_lists
+from clearance._view.clearance_list import clearance_lists, short
 from clearance._view.model import HIGHLIGHTED_KINDS, KIND_LABELS, RunView
 from clearance._view.runs import RunRow
 from clearance._view.timeline import build_timeline
@@ -54,6 +55,8 @@ def _environment() -> jinja2.Environment:
     env.filters["utc"] = _utc
     env.filters["pct"] = _pct
     env.filters["seconds"] = _seconds
+    env.filters["segment"] = _segment
+    env.filters["short"] = short
     env.globals["highlighted_kinds"] = HIGHLIGHTED_KINDS
     return env
 
@@ -141,15 +144,29 @@ def render_run_page(
 def render_index(runs: Sequence[RunRow], *, link_prefix: str = "/run/") -> str:
     """The HTML list of runs (``serve``'s home page), newest first.
 
+    Each run's team and goal are cut to `MAX_LABEL_CHARS` (`short`): the list is rendered
+    on every load, and a goal of a megabyte was a megabyte of every load. Its page has
+    them whole.
+
     Args:
         runs: The runs to list, with their verdicts (`VerdictCache.rows`).
-        link_prefix: Each run links to ``link_prefix`` + its id (URL-quoted).
+        link_prefix: Each run links to ``link_prefix`` + its id (URL-quoted whole, ``/``
+            included).
 
     Returns:
         One self-contained HTML document.
     """
     template = _environment().get_template("index.html.j2")
     return template.render(runs=runs, link_prefix=link_prefix, **_assets())
+
+
+def _segment(text: str) -> str:
+    """``text`` quoted whole as one segment of a URL's path: ``/``, ``?`` and ``#`` too.
+
+    Jinja2's ``urlencode`` keeps ``/``: a run id ``x/state`` (the ledger is not trusted)
+    linked to that run's state endpoint instead of its page.
+    """
+    return quote(text, safe="")
 
 
 def _duration(seconds: float | None) -> str:

@@ -17,6 +17,7 @@ from typing import Literal
 from clearance._context.verify import verify_run
 from clearance._core.errors import ClearanceError
 from clearance._state.ledger import RunLedger, RunRecord
+from clearance._view.checked import run_tokens
 from clearance._view.model import RunView
 
 __all__ = ["RunRow", "Verdict", "VerdictCache"]
@@ -62,11 +63,10 @@ class RunRow:
     def tokens(self) -> int | None:
         """Prompt plus completion tokens of the run, or ``None`` while it runs.
 
-        The run's usage total is written when it finishes; until then it would read 0.
+        The run's usage total is written when it finishes; until then it would read 0. Also
+        ``None`` when the recorded counts are not whole numbers (`run_tokens`).
         """
-        if self.run.finished_at is None:
-            return None
-        return self.run.usage.prompt_tokens + self.run.usage.completion_tokens
+        return run_tokens(self.run)
 
 
 _TEXT_CHARS = 1000  # of a verdict's line

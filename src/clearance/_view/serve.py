@@ -12,7 +12,10 @@ for the whole connection (a client trickling its request a byte at a time holds 
 up, and is cut off when the deadline passes), at most ``MAX_CONNECTIONS`` at once (one more
 is answered ``503`` and closed, so a client opening thousands costs no thread each), renders
 one page at a time, and refuses any ``Host`` other than the loopback name and port it
-serves, so a web page the user visits cannot reach it through DNS rebinding. A record of the
+serves, so a web page the user visits cannot reach it through DNS rebinding. A request a
+browser makes for another site's page (``Sec-Fetch-Site: cross-site`` or ``same-site``), but
+a top-level navigation, is ``403`` before the ledger is read: such a page could not read the
+answer, but could keep the server verifying runs. A record of the
 ledger that cannot be read is a one-line ``500``, never a dropped connection. Pages carry the
 same Content-Security-Policy as a header as they do in their ``<meta>`` tag.
 """
@@ -64,6 +67,7 @@ _BUSY = (
 )
 
 _REASON_CHARS = 300  # of a failure's text on an error page
+_CROSS_SITE = "refused: a request another site's page made (open this address yourself)"
 _STATE_PATH = re.compile(r"/run/([^/]+)/state")
 _JSON_POLICY = "default-src 'none'"
 _CSP = re.compile(r'http-equiv="Content-Security-Policy" content="([^"]*)"')
@@ -173,6 +177,9 @@ class _Handler(BaseHTTPRequestHandler):
         if self.headers.get("Host", "") not in allowed:
             self._send(HTTPStatus.MISDIRECTED_REQUEST, _message_page("unknown host"))
             return
+        if _from_another_site(self.headers):
+            self._send(HTTPStatus.FORBIDDEN, _message_page(_CROSS_SITE))
+            return
         path, _, query = self.path.split("#", 1)[0].partition("?")
         state = _STATE_PATH.fullmatch(path)
         if state is not None:
@@ -274,6 +281,20 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: object) -> None:
         """Quiet: the command prints its own address, not a line per request."""
+
+
+def _from_another_site(headers: Any) -> bool:
+    """Whether a browser sent the request for a page of another site, not as a navigation.
+
+    ``Sec-Fetch-Site`` (Fetch Metadata) names where a browser's request comes from: another
+    site's ``<img>``, ``<script>``, ``fetch`` or frame asking for a page would make the server
+    verify runs for nobody to see. A top-level navigation (a link the user followed from
+    elsewhere) is served; a request without the header (not a browser, or an older one) too.
+    """
+    if headers.get("Sec-Fetch-Site", "").strip().lower() not in ("cross-site", "same-site"):
+        return False
+    navigation = headers.get("Sec-Fetch-Mode", "").strip().lower() == "navigate"
+    return not (navigation and headers.get("Sec-Fetch-Dest", "").strip().lower() == "document")
 
 
 def _malformed(exc: Exception) -> str:

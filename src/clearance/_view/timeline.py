@@ -218,8 +218,19 @@ def _latest(view: RunView) -> datetime:
         times.extend(t for t in (task.started_at, task.finished_at) if t is not None)
         times.extend(t.created_at for t in task.tool_calls)
     for call in view.calls:
-        times.append(call.call.started_at + timedelta(seconds=call.call.latency_s))
+        times.append(_after(call.call.started_at, call.call.latency_s))
     return max(times)
+
+
+def _after(moment: datetime, seconds: float) -> datetime:
+    """``seconds`` after ``moment``, or the calendar's last moment when that is past it.
+
+    A record edited by hand may say a call lasted 1e300 seconds, or started in the year 9999.
+    """
+    try:
+        return moment + timedelta(seconds=seconds)
+    except OverflowError:
+        return datetime.max.replace(tzinfo=UTC)
 
 
 def _time(seconds: float) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated
 
@@ -42,10 +43,33 @@ def view(
     with RunLedger(db, read_only=True) as ledger:
         run_view = load_run_view(ledger, run_id)
     page = render_run_page(run_view)
-    target = output if output is not None else Path(f"{run_view.run.run_id}.html")
+    target = output if output is not None else _default_target(run_view.run.run_id)
     check_output_files({"--output": target})
     write_output_file(target, page, flag="--output")
     out.print(safe_text(f"wrote {target} (run {run_view.run.run_id}); open it in a browser"))
+
+
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,200}")
+
+
+def _default_target(run_id: str) -> Path:
+    """``<run id>.html`` in the current folder, for a run id that is a plain file name.
+
+    A plain file name: letters, digits, ``_``, ``.`` and ``-``, not starting with ``.`` or
+    ``-``, at most 201 characters (``run_0193c1a2b3c4_9f2e4d1a`` is one). The run id comes
+    from the ledger, which is not trusted: ``../../x`` or ``/home/me/x`` would put the page
+    anywhere. Such an id is refused; the user names the file instead.
+
+    Raises:
+        ConfigError: The run id is not a plain file name (``field`` is ``--output``).
+    """
+    if not _PLAIN_NAME.fullmatch(run_id):
+        raise ConfigError(
+            f"run id {run_id[:80]!r} is not a plain file name to name the page after; "
+            "give --output",
+            field="--output",
+        )
+    return Path(f"{run_id}.html")
 
 
 @one_line_errors
