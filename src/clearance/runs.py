@@ -22,7 +22,7 @@ do the same:
 - the team file's reference (``clearance schema``, ``clearance init``): `team_file_schema`,
   `team_file_markdown`, and the schema's file name `SCHEMA_ID`;
 - after a run: `report_function` and its `Report`; approvals (`Approver`, `decide`,
-  `default_decider`); how long a person may take to answer (`ANSWER_TIMEOUT_S`,
+  `default_decider`, `MAX_REASON_CHARS`); how long a person may take to answer (`ANSWER_TIMEOUT_S`,
   `check_answer_timeout`, ``--answer-timeout``). The run page is in `clearance.view`.
 """
 
@@ -40,6 +40,7 @@ if typing.TYPE_CHECKING:
     from clearance._core.teamfile_models import check_model_id
     from clearance._core.vocabulary import ExecutorKind
     from clearance._orchestration.approval import (
+        MAX_REASON_CHARS,
         Approver,
         check_answer_timeout,
         decide,
@@ -73,6 +74,7 @@ __all__ = [
     "ExecutorKind",
     "ExecutorSpec",
     "MAX_CONCURRENCY",
+    "MAX_REASON_CHARS",
     "MAX_ROWS",
     "MAX_TTL_S",
     "PlannedRun",
@@ -127,6 +129,7 @@ _EXPORTS = {
     "TaskRecord": "clearance._state.ledger",
     "ToolCallRecord": "clearance._state.ledger",
     "WINDOWED_PROVIDERS": "clearance._orchestration.run_config",
+    "MAX_REASON_CHARS": "clearance._orchestration.approval",
     "check_answer_timeout": "clearance._orchestration.approval",
     "check_chat_agent": "clearance._core.teamfile_checks",
     "check_model_id": "clearance._core.teamfile_models",

@@ -226,3 +226,39 @@ async def test_a_hook_offering_something_else_than_pairs_fails_the_task(tmp_path
     ).run_tasks([Task(id="t", title="T", description="Do.", assignee="alice")])  # fmt: skip
     assert result.tasks["t"].status == "failed"
     assert "(title, text) pairs" in (result.tasks["t"].error or "")
+
+
+async def test_a_resumed_task_whose_hook_offers_other_text_still_verifies(tmp_path):
+    """Each session's prompt holds what the hook offered in that session: both verify, and
+    an item matching neither offer is still a finding."""
+    from clearance._context.verify_hooks import check_hook_item
+
+    class Session(RunHooks):
+        offered = 0
+
+        def task_context(self, task: TaskInfo):
+            Session.offered += 1
+            return [("Session", f"this is session {Session.offered}")]
+
+    def empty_first(request):  # the task's first answer is empty: it fails, then resumes
+        return "" if request.prompt.manifest.subject == "task:t" else "SYNTH"
+
+    team = Team(agents=(Agent(name="alice", instructions="A."),))
+    tasks = [Task(id="t", title="T", description="Do.", assignee="alice")]
+    with RunLedger(f"sqlite:///{tmp_path}/runs.db") as ledger:
+        hooks = RunServices(hooks=(Session(),))
+        first = await Orchestrator(
+            team, model=FunctionModel(empty_first), ledger=ledger, services=hooks
+        ).run_tasks(tasks)
+        assert first.tasks["t"].status == "failed"
+        resumed = await Orchestrator(
+            team, model=FunctionModel(lambda r: "DONE"), ledger=ledger, services=hooks
+        ).resume(first.run_id)
+        assert resumed.status == "completed", resumed.error
+        calls = [c for c in ledger.calls(first.run_id) if c.subject == "task:t"]
+        assert len(calls) == 2
+        report = verify_run(ledger, first.run_id)
+        assert report.ok, report.findings
+        events = ledger.events(first.run_id)
+        item = next(i for i in calls[0].manifest["items"] if i["origin"] == "hook:Session/1")
+        assert list(check_hook_item(events, "t", "hook:Session/1", {**item, "sha256": "0" * 64}))

@@ -11,8 +11,9 @@ named in the run's config (``approval_tools``) and the tasks of its graph marked
   agent, tool and arguments; a delegate's or child's call is one of the task it serves)
   recorded before it; a call that was denied holds the denial as
   its (error) result, not the tool's output;
-- every model call of a task that requires approval, and its completion, come after an
-  approval of the task.
+- every model call of a task that requires approval (its own, its isolated dispatches',
+  clarifications' and reviewers', its children's and its delegates'), and its completion,
+  come after an approval of the task.
 """
 
 from __future__ import annotations
@@ -136,7 +137,8 @@ def check_approvals(
         if event.kind == EventKind.SPAWN and isinstance(spawn := _parsed(event), SpawnEvent)
     }
     yield from _check_tool_calls(run, approvals, tool_calls, seq, spawns)
-    yield from _check_tasks(run, approvals, calls, completed, seq, last)
+    call_tasks = [(call, _call_task(call.subject, tool_calls, spawns)) for call in calls]
+    yield from _check_tasks(run, approvals, call_tasks, completed, seq, last)
 
 
 def _task_of(
@@ -153,6 +155,22 @@ def _task_of(
             return None
         subject = parent.subject
     return None
+
+
+def _call_task(
+    subject: str, tool_calls: Mapping[str, ToolCallRecord], spawns: Mapping[str, str]
+) -> str | None:
+    """The task a model call serves, or ``None`` for none.
+
+    A task's own calls, its isolated dispatches', clarifications' and reviewers' serve it, and
+    so do its children's and delegates' (`_task_of`).
+    """
+    kind, _, rest = subject.partition(":")
+    if kind in (PromptKind.ISOLATED, PromptKind.CLARIFICATION):
+        return rest
+    if kind == PromptKind.REVIEW:  # review:<task>/<round>/<stage>
+        return rest.rsplit("/", 2)[0]
+    return _task_of(subject, tool_calls, spawns)
 
 
 def _check_tool_calls(
@@ -190,7 +208,7 @@ def _check_tool_calls(
 def _check_tasks(
     run: RunRecord,
     approvals: list[tuple[int, ApprovalDecidedEvent]],
-    calls: list[CallRecord],
+    call_tasks: list[tuple[CallRecord, str | None]],
     completed: set[str],
     seq: Mapping[tuple[str, str], int],
     last: Mapping[tuple[str, str], int],
@@ -205,12 +223,8 @@ def _check_tasks(
             (s for s, d in approvals if _key(d) == key and d.decision == "approved"),
             default=None,
         )
-        kinds = (PromptKind.TASK, PromptKind.ISOLATED, PromptKind.CLARIFICATION)
-        own = {f"{kind}:{task_id}" for kind in kinds}
-        for call in calls:
-            if call.subject in own and (
-                first is None or seq.get(("call", call.call_id), 0) < first
-            ):
+        for call, served in call_tasks:
+            if served == task_id and (first is None or seq.get(("call", call.call_id), 0) < first):
                 yield (f"task {task_id}", call.call_id, "a model call before the task's approval")
         state = last.get(("task", task_id), 0)
         if task_id in completed and (first is None or state < first):

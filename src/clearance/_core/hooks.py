@@ -13,35 +13,51 @@ tool calls) and open-multi-agent's ``beforeRun``/``afterRun``.
 Every method may be a plain function or a coroutine function. Hooks run in the order given,
 in the run's event loop: a slow hook slows the run. An exception raised by a hook is not
 swallowed: raised around a task or a call, it fails that task like any error of the task;
-raised around the run, it stops the run (recorded ``interrupted``, resumable).
+raised around the run, it stops the run (recorded ``interrupted``, resumable). A coroutine
+method has a deadline, the hook's `RunHooks.timeout_s` (a minute by default): one that has
+not returned by then is cancelled and fails like a hook that raised (`LimitExceeded`,
+naming the hook and the method). A plain function cannot be interrupted: one that blocks
+blocks the run, so a hook that waits on anything should be a coroutine.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import dataclasses
 import inspect
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from clearance._core.errors import ConfigError
-from clearance._core.names import check_label, check_utf8
+from clearance._core.errors import ConfigError, LimitExceeded
+from clearance._core.names import check_label, check_seconds, check_utf8
 
 if TYPE_CHECKING:
     from clearance._core.prompt import Prompt
 
 __all__ = [
+    "HOOK_TIMEOUT_S",
     "MAX_HOOK_ITEMS",
+    "MAX_HOOK_TIMEOUT_S",
     "HookRunner",
     "ModelCallInfo",
     "RunHooks",
     "RunInfo",
     "TaskInfo",
     "ToolCallInfo",
+    "check_hook_timeouts",
 ]
 
 MAX_HOOK_ITEMS = 100
 """Most items one hook may offer one task (`RunHooks.task_context`)."""
+
+HOOK_TIMEOUT_S = 60.0
+"""Default `RunHooks.timeout_s`: most seconds one call of a coroutine hook method may take."""
+
+MAX_HOOK_TIMEOUT_S = 86_400.0
+"""Longest `RunHooks.timeout_s` allowed, in seconds (a day)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -63,13 +79,29 @@ class TaskInfo:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ModelCallInfo:
-    """A model call: what it serves (``task:<id>``...), for whom, to which model, the prompt."""
+    """A model call: what it serves (``task:<id>``...), for whom, to which model, the prompt.
+
+    ``prompt`` is the call's `Prompt` with copies of its manifest's ``clearance`` and
+    ``compression`` (the only parts that are not frozen): editing them changes neither the
+    call nor its record.
+    """
 
     run_id: str | None
     subject: str
     agent: str
     model_id: str
     prompt: Prompt
+
+    def __post_init__(self) -> None:
+        manifest = self.prompt.manifest
+        if manifest.clearance is None and manifest.compression is None:
+            return
+        copied = dataclasses.replace(
+            manifest,
+            clearance=copy.deepcopy(manifest.clearance),
+            compression=copy.deepcopy(manifest.compression),
+        )
+        object.__setattr__(self, "prompt", dataclasses.replace(self.prompt, manifest=copied))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -89,7 +121,14 @@ class RunHooks:
 
     Give instances to ``Orchestrator(team, services=RunServices(hooks=(...)))``. See the
     module docstring for what a hook can and cannot do.
+
+    Attributes:
+        timeout_s: Most seconds one call of a coroutine method may take (above 0, at most
+            `MAX_HOOK_TIMEOUT_S`; `HOOK_TIMEOUT_S` by default). Past it the call is
+            cancelled and raises `LimitExceeded`.
     """
+
+    timeout_s: float = HOOK_TIMEOUT_S
 
     def before_run(self, run: RunInfo) -> Any:
         """Before a run (or a resumed session of one) runs its first task."""
@@ -159,6 +198,47 @@ def _checked_items(name: str, offered: Any) -> list[tuple[str, str, str]]:
     return items
 
 
+def check_hook_timeouts(hooks: Iterable[object]) -> list[float]:
+    """Each hook's ``timeout_s`` in seconds (`HOOK_TIMEOUT_S` for a hook without one).
+
+    Raises:
+        ConfigError: One is not a number of seconds above 0 and at most `MAX_HOOK_TIMEOUT_S`
+            (the message names ``hooks.<name>.timeout_s``).
+    """
+    return [
+        check_seconds(f"hooks.{_name(hook)}.timeout_s",
+                      getattr(hook, "timeout_s", HOOK_TIMEOUT_S), most=MAX_HOOK_TIMEOUT_S)
+        for hook in hooks
+    ]  # fmt: skip
+
+
+def _name(hook: object) -> str:
+    """A hook's name (`RunHooks.name`, else its class name)."""
+    return str(getattr(hook, "name", type(hook).__name__))
+
+
+async def _bounded(hook: object, method: str, timeout_s: float, outcome: Any) -> Any:
+    """``outcome`` of a hook's ``method``, awaited within ``timeout_s`` if it is awaitable.
+
+    Raises:
+        LimitExceeded: It did not finish in time (it is cancelled).
+    """
+    if not inspect.isawaitable(outcome):
+        return outcome
+    started = time.monotonic()
+    deadline = asyncio.timeout(timeout_s)
+    try:
+        async with deadline:
+            return await outcome
+    except TimeoutError:
+        if not deadline.expired():  # the hook's own failure, not its deadline
+            raise
+        raise LimitExceeded(
+            "timeout_s", value=round(time.monotonic() - started, 3), maximum=timeout_s,
+            subject=f"hook {_name(hook)}.{method}", hint="the hook did not return in time",
+        ) from None  # fmt: skip
+
+
 class _Output(Protocol):
     @property
     def content(self) -> str: ...
@@ -174,11 +254,17 @@ class HookRunner:
     """Calls every hook's method in order, awaiting those that are coroutines.
 
     Args:
-        hooks: The hooks (`RunHooks` instances, or objects with some of its methods).
+        hooks: The hooks (`RunHooks` instances, or objects with some of its methods; one
+            without ``timeout_s`` has `HOOK_TIMEOUT_S`).
+
+    Raises:
+        ConfigError: A hook's ``timeout_s`` is not a number of seconds above 0 and at most
+            `MAX_HOOK_TIMEOUT_S` (the message names ``hooks.<name>.timeout_s``).
     """
 
     def __init__(self, hooks: Iterable[RunHooks] = ()) -> None:
         self.hooks = tuple(hooks)
+        self._timeouts = check_hook_timeouts(self.hooks)
 
     def __bool__(self) -> bool:
         return bool(self.hooks)
@@ -187,15 +273,14 @@ class HookRunner:
         """Call ``method`` of every hook that has it; what they return is ignored.
 
         Raises:
+            LimitExceeded: A coroutine method did not return within its hook's ``timeout_s``.
             Exception: What a hook raised (see the module docstring).
         """
-        for hook in self.hooks:
+        for hook, timeout_s in zip(self.hooks, self._timeouts, strict=True):
             function = getattr(hook, method, None)
             if function is None:
                 continue
-            outcome = function(*args, **kwargs)
-            if inspect.isawaitable(outcome):
-                await outcome
+            await _bounded(hook, method, timeout_s, function(*args, **kwargs))
 
     async def context(self, info: TaskInfo) -> list[tuple[str, str, str]]:
         """Every hook's `RunHooks.task_context` items as ``(ref, title, text)``.
@@ -203,25 +288,25 @@ class HookRunner:
         ``ref`` is ``<hook name>/<n>``.
 
         Raises:
+            LimitExceeded: A coroutine ``task_context`` did not return within its hook's
+                ``timeout_s``.
             ConfigError: Two hooks share a name (or one is not one line, or holds ``/``), a
                 hook offers something else than an iterable of ``(title, text)`` pairs of
                 strings, a title that is not one line, or more than `MAX_HOOK_ITEMS` items.
         """
         items: list[tuple[str, str, str]] = []
         names: set[str] = set()
-        for hook in self.hooks:
+        for hook, timeout_s in zip(self.hooks, self._timeouts, strict=True):
             function = getattr(hook, "task_context", None)
             if function is None:
                 continue
-            name = str(getattr(hook, "name", type(hook).__name__))
+            name = _name(hook)
             check_label("hooks", name)
             if name in names or "/" in name:
                 raise ConfigError(f"hook names must be unique, without '/': {name!r}",
                                   field="hooks")  # fmt: skip
             names.add(name)
-            offered = function(info)
-            if inspect.isawaitable(offered):
-                offered = await offered
+            offered = await _bounded(hook, "task_context", timeout_s, function(info))
             items.extend(_checked_items(name, offered))
         return items
 

@@ -26,29 +26,36 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import getpass
-from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable
 from typing import Any
 
-from clearance._context.verify_approvals import arguments_sha256
-from clearance._context.verify_approvals import denial_text as call_denial_text
 from clearance._core.errors import ApprovalDenied, ApprovalPending, ConfigError
-from clearance._core.event_schema import ApprovalRequestedEvent, parse_event
 from clearance._core.ids import new_id
-from clearance._core.names import check_seconds
-from clearance._core.prompt import canonical_json
-from clearance._core.run_spec import ANSWER_TIMEOUT_S, MAX_ANSWER_TIMEOUT_S
+from clearance._core.run_spec import ANSWER_TIMEOUT_S
 from clearance._core.spec import Task
 from clearance._core.vocabulary import ApprovalKind, EventKind
-from clearance._state.ledger import EventRecord, Recorder, RunLedger
+from clearance._orchestration.approval_request import (
+    MAX_REASON_CHARS,
+    ApprovalDecision,
+    ApprovalRequest,
+    Approver,
+    check_answer_timeout,
+    check_decision,
+    decision_data,
+    decision_of,
+    default_decider,
+    denial_text,
+)
+from clearance._state.ledger import Recorder, RunLedger
 from clearance._state.queue import TaskQueue, TaskStatus
 
 __all__ = [
     "ANSWER_TIMEOUT_S",
+    "MAX_REASON_CHARS",
     "ApprovalDecision",
     "ApprovalGate",
     "check_answer_timeout",
+    "check_decision",
     "ApprovalRequest",
     "Approver",
     "awaiting_approval",
@@ -58,129 +65,6 @@ __all__ = [
     "denial_text",
     "pending_approvals",
 ]
-
-MAX_REASON_CHARS = 2000
-"""Longest reason a decision may carry."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ApprovalRequest:
-    """One point of a run that waits for a person's decision.
-
-    Attributes:
-        call_id: The request's id (``apr_...``).
-        run_id: The run.
-        kind: ``"tool"`` (a tool call), ``"task"`` (a task about to start) or ``"rerun"``
-            (a tool call the stopped run may have run, about to run again on resume).
-        task_id: The task it belongs to.
-        agent: The agent that would act.
-        tool: The tool's name (``None`` for a task).
-        arguments: The tool call's arguments (model output: untrusted), ``None`` for a task.
-    """
-
-    call_id: str
-    run_id: str
-    kind: ApprovalKind
-    task_id: str
-    agent: str
-    tool: str | None = None
-    arguments: dict[str, Any] | None = None
-
-    @property
-    def key(self) -> tuple[str, str, str, str | None, str | None]:
-        """What the request would let happen: kind, task, agent, tool, arguments digest."""
-        digest = arguments_sha256(self.arguments) if self.arguments is not None else None
-        return (self.kind, self.task_id, self.agent, self.tool, digest)
-
-    def to_data(self) -> dict[str, Any]:
-        """The ``awaiting_approval`` event's data."""
-        return {
-            "call_id": self.call_id, "kind": self.kind, "task_id": self.task_id,
-            "agent": self.agent, "tool": self.tool, "arguments": self.arguments,
-            "arguments_sha256": self.key[4],
-        }  # fmt: skip
-
-    @classmethod
-    def from_event(cls, event: EventRecord) -> ApprovalRequest:
-        """The request an ``awaiting_approval`` event records, read through its schema.
-
-        Raises:
-            ConfigError: The event is not a well-formed ``awaiting_approval`` event.
-        """
-        data = parse_event(event.kind, event.data)
-        if not isinstance(data, ApprovalRequestedEvent):
-            raise ConfigError(f"event {event.event_id} is not an approval request", field="kind")
-        return cls(
-            call_id=data.call_id,
-            run_id=event.run_id,
-            kind=data.kind,
-            task_id=data.task_id,
-            agent=data.agent,
-            tool=data.tool,
-            arguments=data.arguments,
-        )
-
-    def describe(self) -> str:
-        """One line for a person: what would happen (arguments in canonical JSON)."""
-        if self.kind == ApprovalKind.TASK:
-            return f"start of task {self.task_id} ({self.agent})"
-        args = canonical_json(self.arguments or {})
-        if self.kind == ApprovalKind.RERUN:
-            return (
-                f"tool {self.tool} may have run ({self.agent} in task {self.task_id}, {args}); "
-                "approve to run it again or deny"
-            )
-        return f"{self.agent} in task {self.task_id} calls {self.tool} {args}"
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ApprovalDecision:
-    """A person's decision on an `ApprovalRequest`.
-
-    Attributes:
-        approved: Whether it was approved.
-        by: Who decided.
-        reason: Why (``""`` for no reason given).
-    """
-
-    approved: bool
-    by: str
-    reason: str = ""
-
-
-Approver = Callable[[ApprovalRequest], Awaitable[ApprovalDecision]]
-"""Asks a person about a request on the spot (``--interactive``); raises `ApprovalPending` to
-leave the request open (nobody can answer now): its task pauses as without an approver."""
-
-
-def check_answer_timeout(timeout_s: object) -> float:
-    """A deadline on a person's answer, in seconds: above 0 and at most a day.
-
-    Raises:
-        ConfigError: It is not (the message names ``answer_timeout_s``).
-    """
-    return check_seconds("answer_timeout_s", timeout_s, most=MAX_ANSWER_TIMEOUT_S)
-
-
-def default_decider() -> str:
-    """The name of the person running this process (the OS user)."""
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):  # no user name for this uid
-        return "unknown"
-
-
-def denial_text(request: ApprovalRequest, decision: ApprovalDecision) -> str:
-    """The tool result a model gets for a denied call (see `verify_approvals.denial_text`)."""
-    return call_denial_text(request.tool, decision.by, decision.reason)
-
-
-def _decision(event: EventRecord) -> ApprovalDecision:
-    return ApprovalDecision(
-        approved=event.data.get("decision") == "approved",
-        by=str(event.data.get("by", "")),
-        reason=str(event.data.get("reason") or ""),
-    )
 
 
 class ApprovalGate:
@@ -193,6 +77,10 @@ class ApprovalGate:
         approver: Asks a person on the spot; ``None`` pauses the task instead.
         timeout_s: Most seconds ``approver`` may take on one request; past it the request
             stays open and its task pauses, as without an approver.
+
+    A decision another process records on a request (``clearance approve``/``deny``) before
+    or while ``approver`` is asked about it is the one that counts: ``approver`` is not
+    asked, or its later answer is not recorded, so a request has one decision only.
     """
 
     def __init__(
@@ -225,7 +113,7 @@ class ApprovalGate:
                 request = ApprovalRequest.from_event(event)
                 self._requests.setdefault(request.key, request)
             elif event.kind == EventKind.APPROVAL_DECIDED:
-                self._decisions.setdefault(str(event.data.get("call_id")), _decision(event))
+                self._decisions.setdefault(str(event.data.get("call_id")), decision_of(event))
 
     async def check_task(self, task: Task) -> None:
         """Let ``task`` start if it needs no approval or was approved.
@@ -329,9 +217,18 @@ class ApprovalGate:
                 )
             requests.append(request)
         for request in requests:
-            if request.call_id not in self._decisions and self.approver is not None:
+            if request.call_id in self._decisions or self.approver is None:
+                continue
+            # Someone may decide with `clearance approve`/`deny` while the person here is
+            # asked: the decision recorded first counts (as it does for verify and resume).
+            earlier = self._recorded_decision(request.call_id)
+            if earlier is None:
                 decision = await self._ask(self.approver, request)
-                self._record_decision(request, decision)
+                earlier = self._recorded_decision(request.call_id)
+                if earlier is None:
+                    self._record_decision(request, decision)
+                    continue
+            self._decisions[request.call_id] = earlier
         waiting = [r.call_id for r in requests if r.call_id not in self._decisions]
         if waiting:
             raise ApprovalPending(waiting)
@@ -343,15 +240,32 @@ class ApprovalGate:
         Raises:
             ApprovalPending: No decision came within ``timeout_s`` (the approver is
                 cancelled), or the approver left the request open.
+            ConfigError: The approver's answer is not a well-formed `ApprovalDecision`
+                (`check_decision`); nothing is recorded.
         """
         deadline = asyncio.timeout(self.timeout_s)
         try:
             async with deadline:
-                return await approver(request)
+                decision = await approver(request)
         except TimeoutError:
             if not deadline.expired():  # the approver's own failure, not our deadline
                 raise
             raise ApprovalPending([request.call_id]) from None
+        try:
+            check_decision(decision)
+        except ConfigError as exc:  # the user's approver: its answer decides nothing
+            raise ConfigError(f"the approver's answer on {request.call_id} decides nothing: {exc}",
+                              field="approver") from None  # fmt: skip
+        return decision
+
+    def _recorded_decision(self, call_id: str) -> ApprovalDecision | None:
+        """The first decision on ``call_id`` another process recorded, or ``None``."""
+        if not isinstance(self.ledger, RunLedger):  # keeps no record: nobody else decides
+            return None
+        for event in self.ledger.events(self.run_id, EventKind.APPROVAL_DECIDED):
+            if event.data.get("call_id") == call_id:
+                return decision_of(event)
+        return None
 
     def _record_decision(self, request: ApprovalRequest, decision: ApprovalDecision) -> None:
         self._decisions[request.call_id] = decision
@@ -359,15 +273,6 @@ class ApprovalGate:
             self.run_id, EventKind.APPROVAL_DECIDED, f"task:{request.task_id}",
             decision_data(request, decision),
         )  # fmt: skip
-
-
-def decision_data(request: ApprovalRequest, decision: ApprovalDecision) -> dict[str, Any]:
-    """The ``approval_decided`` event's data."""
-    data = request.to_data()
-    data.pop("arguments")
-    data["decision"] = "approved" if decision.approved else "denied"
-    data["by"], data["reason"] = decision.by, decision.reason
-    return data
 
 
 def pending_approvals(ledger: RunLedger, run_id: str) -> list[ApprovalRequest]:
@@ -401,15 +306,11 @@ def decide(
 
     Raises:
         ConfigError: The run has no such request, it was decided already (a decision is
-            final), the decider's name is empty, or the reason is over
-            `MAX_REASON_CHARS`.
+            final), or the decision is malformed (`check_decision`).
         StoreError: The run is unknown (or several match), or the ledger failed.
     """
     run = ledger.get_run(run_id)
-    if not decision.by.strip() or len(decision.by) > 200:
-        raise ConfigError("must be a name of 1 to 200 characters", field="--by")
-    if len(decision.reason) > MAX_REASON_CHARS:
-        raise ConfigError(f"must be at most {MAX_REASON_CHARS} characters", field="--reason")
+    check_decision(decision, by="--by", reason="--reason")
     events = ledger.events(run.run_id)
     asked = [
         e

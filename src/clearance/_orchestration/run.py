@@ -19,7 +19,7 @@ from clearance._context.builder import ContextBuilder
 from clearance._core.budget import RunBudget
 from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import ConfigError
-from clearance._core.hooks import RunHooks
+from clearance._core.hooks import RunHooks, check_hook_timeouts
 from clearance._core.names import check_count, text_tuple
 from clearance._core.run_spec import MAX_CONCURRENCY
 from clearance._core.spec import Agent, Team
@@ -153,8 +153,8 @@ class RunServices:
             (``"(no answer was given)"``).
 
     Raises:
-        ConfigError: ``answer_timeout_s`` is not a number of seconds above 0 and at most a
-            day.
+        ConfigError: ``answer_timeout_s``, or a hook's ``timeout_s``, is not a number of
+            seconds above 0 and at most a day.
     """
 
     models: Mapping[str, ChatModel] = field(default_factory=dict)
@@ -170,6 +170,7 @@ class RunServices:
     def __post_init__(self) -> None:
         object.__setattr__(self, "hooks", tuple(self.hooks))
         object.__setattr__(self, "answer_timeout_s", check_answer_timeout(self.answer_timeout_s))
+        check_hook_timeouts(self.hooks)  # refused before a run is recorded, not at its start
 
 
 class Emit(Protocol):

@@ -85,14 +85,15 @@ def terminal_approver() -> Approver:
 
     The request's text (model output among it) is shown escaped; the answer ``y`` or
     ``yes`` approves, anything else denies (the rest of a ``n <reason>`` answer is the
-    reason; a line over `MAX_LINE_BYTES` denies with no reason). With nobody to answer
+    reason, cut to `MAX_REASON_CHARS` characters; a line over `MAX_LINE_BYTES` denies with no
+    reason). With nobody to answer
     (stdin closed), or no answer within the run's ``answer_timeout_s`` (``--answer-timeout``;
     the run cancels the question), the request stays open: its task pauses, as without
     ``--interactive``. Lines come from the shared stdin reader (`stdin_lines`), so a line
     typed after a question was abandoned answers the next one.
     """
     from clearance import ApprovalDecision, ApprovalPending
-    from clearance.runs import default_decider
+    from clearance.runs import MAX_REASON_CHARS, default_decider
 
     lock = asyncio.Lock()
     by = default_decider()
@@ -119,7 +120,11 @@ def terminal_approver() -> Approver:
         word, _, reason = answer.partition(" ")
         if word.lower() in ("y", "yes"):
             return ApprovalDecision(approved=True, by=by)
-        return ApprovalDecision(approved=False, by=by, reason=reason.strip())
+        reason = reason.strip()
+        if len(reason) > MAX_REASON_CHARS:  # a decision's limit: still a denial
+            reason = reason[:MAX_REASON_CHARS]
+            err.print(f"the reason was cut to {MAX_REASON_CHARS} characters")
+        return ApprovalDecision(approved=False, by=by, reason=reason)
 
     return ask
 
