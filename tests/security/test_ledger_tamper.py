@@ -212,7 +212,8 @@ def test_completed_tasks_without_calls_fail_verification(tmp_path, monkeypatch, 
     rechain(db, run_id)
     report = verify(db, run_id)
     assert report.calls_checked == 0 and not report.ok
-    assert {f.subject for f in report.findings} == {"task:a", "task:x", "task:b"}
+    # Each completed task, and the run's synthesis: no call answered any of them.
+    assert {f.subject for f in report.findings} == {"task:a", "task:x", "task:b", "run"}
 
 
 def test_a_duplicated_file_origin_is_caught(tmp_path, monkeypatch, rechain):

@@ -351,6 +351,7 @@ class AgentLoop:
                                 "key": e.key,
                                 "sha256": sha256_text(e.value),
                                 "updated_at": e.updated_at.isoformat(),
+                                "writer": e.agent,
                             }
                             for e in output.store_reads
                         ],

@@ -25,9 +25,16 @@ __all__ = [
     "IsolatedContext",
     "IsolatedPart",
     "parse_status",
+    "project_heading",
     "status_word",
     "subagent_result",
 ]
+
+
+def project_heading(project: str) -> str:
+    """The heading of an isolated prompt's architectural context: ``Project <name>``."""
+    return f"Project {project}"
+
 
 DispatchStatus = Literal["done", "done_with_concerns", "needs_context", "blocked"]
 """How a subagent ended its answer (its ``STATUS:`` line)."""
@@ -118,7 +125,7 @@ class IsolatedContext:
                 IsolatedPart(
                     section=SECTION_ARCH,
                     origin="arch",
-                    heading=f"Project {arch.project}",
+                    heading=project_heading(arch.project),
                     content=arch.to_text(),
                 )
             )

@@ -32,6 +32,7 @@ __all__ = [
     "ToolStep",
     "compacted_result",
     "store_heading",
+    "store_title",
     "tool_heading",
     "tool_name",
     "tool_spec_text",
@@ -126,8 +127,13 @@ def tool_heading(step: ToolStep) -> str:
 
 
 def store_heading(entry: StoreEntry) -> str:
-    """The heading of a store entry block."""
-    return f"Store entry {entry.namespace}/{entry.key} (written by {entry.agent})"
+    """The heading of a store entry block (`store_title` of the entry and its writer)."""
+    return store_title(f"{entry.namespace}/{entry.key}", entry.agent)
+
+
+def store_title(ref: str, writer: str) -> str:
+    """``Store entry <namespace>/<key> (written by <writer>)``: ``ref`` is ``<namespace>/<key>``."""
+    return f"Store entry {ref} (written by {writer})"
 
 
 def tool_spec_text(spec: dict[str, Any]) -> str:

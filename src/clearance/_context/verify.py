@@ -38,7 +38,8 @@ record too.
 7. **Results.** Every completed task has a successful model call of its own, and its result
    is that call's response in one of the documented forms `verify_results` lists (verbatim,
    as results reach dependents; with cut-off or repetition marks; or, for a task with an
-   ``output_schema``, the JSON value it holds re-serialized).
+   ``output_schema``, the JSON value it holds re-serialized). The run's synthesis is the
+   answer of a successful ``synthesis`` call, in one of the same plain forms.
 
 What it cannot check: file contents are compared with the manifest's hashes and with the
 same file in the task's other prompts, not with the files on disk (which may have changed
@@ -55,10 +56,22 @@ since), and anything the model provider did with the prompt after receiving it.
    recorded graphs: the run's, and its plan's run's when that run is in the same ledger
    (`verify_plan`).
 
+10. **Children and delegates.** No task had more children in one session than its
+    ``max_children`` (the smaller of its spawner's and its assignee's), each child is
+    numbered as one session numbers them, no task prompt shows more children than its
+    assignee may have, and each ``spawn`` call's output is how its child ended
+    (`verify_children`); each delegate's answer, as its delegator was shown it, is an answer
+    of the delegate's own calls (`verify_delegation`).
+
+11. **Review rounds and store headings.** Every ``review_round`` event is the verdict of a
+    recorded call of its reviewer (`verify_review`), and a store entry's heading names the
+    entry and the writer its read recorded (`verify_store`).
+
 The checks live in `verify_layout` (accounting), `verify_items` (clearance and provenance),
 `verify_results` (results), `verify_chain` (the chain), `verify_subagents`,
-`verify_synthesis`, `verify_capabilities`, `verify_approvals` and `verify_plan`;
-`verify_facts` indexes the ledger for them.
+`verify_synthesis`, `verify_capabilities`, `verify_approvals`, `verify_plan`,
+`verify_children`, `verify_review` and `verify_store`; `verify_facts` indexes the ledger for
+them.
 """
 
 from __future__ import annotations
@@ -71,13 +84,19 @@ from clearance._context.verify_approvals import check_approvals
 from clearance._context.verify_capabilities import check_capabilities
 from clearance._context.verify_chain import check_chain
 from clearance._context.verify_channels import mcp_channels
+from clearance._context.verify_children import (
+    check_child_events,
+    check_child_limits,
+    check_spawn_outputs,
+)
+from clearance._context.verify_delegation import check_delegate_answers
 from clearance._context.verify_facts import MemoryLookup, RunFacts, StoreLookup
 from clearance._context.verify_items import check_admission, check_sources
 from clearance._context.verify_layout import attach_contents, check_layout
 from clearance._context.verify_plan import check_plan_events
 from clearance._context.verify_replay import check_replays
-from clearance._context.verify_results import check_results
-from clearance._context.verify_review import check_review_accepted
+from clearance._context.verify_results import check_results, check_synthesis_result
+from clearance._context.verify_review import check_review_accepted, check_review_rounds
 from clearance._context.verify_routing import check_routing
 from clearance._context.verify_synthesis import check_synthesis_coverage
 from clearance._core.errors import MalformedRecord
@@ -214,6 +233,16 @@ def _verified(
         Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
         for subject, call_id, reason in check_results(calls, facts)
     )
+    findings.extend(
+        Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
+        for subject, call_id, reason in check_synthesis_result(run.synthesis, calls)
+    )
+    findings.extend(
+        Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
+        for subject, call_id, reason in check_delegate_answers(
+            facts.tool_calls, calls, facts.events
+        )
+    )
     tasks = ledger.tasks(run.run_id)
     findings.extend(
         Finding(call_id=None, subject=str(Subject.task(t.task_id)), origin=None,
@@ -231,6 +260,10 @@ def _verified(
     )
     findings.extend(
         Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
+        for subject, call_id, reason in check_review_rounds(facts)
+    )
+    findings.extend(
+        Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
         for subject, call_id, reason in check_approvals(
             ledger, run, facts.events, calls, facts.tool_calls, set(facts.completed)
         )
@@ -244,6 +277,22 @@ def _verified(
             facts.events,
             tool_ceilings=facts.tool_ceilings,
         )
+    )
+    findings.extend(
+        Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
+        for subject, call_id, reason in check_child_limits(
+            run.config or {}, facts.graph, facts.events, calls
+        )
+    )
+    findings.extend(
+        Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
+        for subject, call_id, reason in check_spawn_outputs(
+            facts.tool_calls, facts.subagents.outcomes
+        )
+    )
+    findings.extend(
+        Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
+        for subject, call_id, reason in check_child_events(facts.events)
     )
     findings.extend(
         Finding(call_id=call_id, subject=subject, origin=None, reason=reason)

@@ -13,20 +13,33 @@ tool call claims. Then:
   child (`DelegationChain.above`): its spawner and the chain its spawner acted in, rebuilt
   from the recorded ``spawn`` event and delegate calls (no loop through a spawn);
 - the chain recorded with the tool call (what ``inspect`` shows) is the rebuilt one.
+
+And a successful ``delegate`` call's recorded result (what the delegator was shown) is an
+answer of a successful call of its delegate (subject ``delegation:<tool call id>``): the
+response verbatim, marked when cut off, or stripped as earlier versions kept it; for a
+result offloaded to the delegator's workspace, the offloaded text's digest is
+(`check_delegate_answers`).
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from clearance._context.answers import mark_answer
 from clearance._context.verify_facts import Problem
+from clearance._core.prompt import sha256_text
 from clearance._core.spec import Agent
-from clearance._core.vocabulary import PromptKind
-from clearance._state.ledger import ToolCallRecord
+from clearance._core.vocabulary import EventKind, PromptKind
+from clearance._state.ledger import CallRecord, EventRecord, ToolCallRecord
 
-__all__ = ["DEFAULT_MAX_DEPTH", "check_delegation_chain", "delegation_steps"]
+__all__ = [
+    "DEFAULT_MAX_DEPTH",
+    "check_delegate_answers",
+    "check_delegation_chain",
+    "delegation_steps",
+]
 
 DEFAULT_MAX_DEPTH = 3
 """Most delegation steps in one chain (`DelegationChain`'s default, which every run uses)."""
@@ -139,3 +152,42 @@ def _above(
 def _target(record: ToolCallRecord) -> Any:
     """The agent a ``delegate`` call named (as the model gave it)."""
     return record.arguments.get("agent")
+
+
+def check_delegate_answers(
+    tool_calls: Mapping[str, ToolCallRecord],
+    calls: Sequence[CallRecord],
+    events: Sequence[EventRecord],
+) -> Iterator[tuple[str, str | None, str]]:
+    """Every successful ``delegate`` call's result is an answer of its delegate.
+
+    Yields:
+        ``(subject, None, reason)`` for each ``delegate`` call (of ``subject``) whose
+        recorded result no successful call of its delegate answered.
+    """
+    answers: dict[str, set[str]] = {}
+    for call in calls:
+        kind, _, ref = call.subject.partition(":")
+        if kind != PromptKind.DELEGATION or call.error is not None or call.pending:
+            continue
+        response = call.response or ""
+        marked = mark_answer(response, finish_reason=call.finish_reason).text
+        answers.setdefault(ref, set()).update((response, response.strip(), marked, marked.strip()))
+    offloaded = {
+        str(e.data.get("tool_call_id")): e.data.get("sha256")
+        for e in events
+        if e.kind == EventKind.OFFLOADED
+    }
+    for record in tool_calls.values():
+        if record.name != _DELEGATE or record.is_error:
+            continue
+        given = answers.get(record.tool_call_id, set())
+        if record.result in given:
+            continue
+        if offloaded.get(record.tool_call_id) in {sha256_text(a) for a in given}:
+            continue  # too long to show: kept whole in the delegator's workspace
+        yield (
+            record.subject, None,
+            f"the result of delegate call {record.tool_call_id!r} is not an answer of its "
+            f"delegate {_target(record)!r}",
+        )  # fmt: skip

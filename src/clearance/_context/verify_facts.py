@@ -10,6 +10,7 @@ from clearance._context.verify_subagents import SubagentFacts
 from clearance._core.errors import ConfigError
 from clearance._core.event_schema import event_problem
 from clearance._core.spec import DEFAULT_COORDINATOR, Agent
+from clearance._core.teamfile_models import IsolationSpec
 from clearance._core.vocabulary import EventKind
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import CallRecord, RunLedger, RunRecord
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
     from clearance._state.store import StoreEntry
 
 __all__ = ["MemoryLookup", "Problem", "RunFacts", "StoreLookup"]
+
+_MAX_ROUNDS = IsolationSpec().max_rounds
 
 MemoryLookup = Callable[[str], "MemoryRecord | None"]
 """Finds a memory record by id in the memory store, whatever its scope (for auditing)."""
@@ -120,5 +123,15 @@ class RunFacts:
             if e.kind == EventKind.COMPACTED
             for call_id in e.data.get("tool_call_ids") or ()
         }
+        # Most clarification rounds of an isolated task (``isolation.max_rounds``; a config
+        # recorded before the run spec named it ``clarification_rounds``); ``None``: not a cap.
+        isolation = config.get("isolation")
+        rounds = (
+            isolation.get("max_rounds", _MAX_ROUNDS)
+            if isinstance(isolation, dict)
+            else config.get("clarification_rounds", _MAX_ROUNDS)
+        )
+        valid = isinstance(rounds, int) and not isinstance(rounds, bool) and 0 <= rounds <= 10
+        self.clarification_rounds: int | None = rounds if valid else None
         chosen = config.get("synthesis_ids", config.get("synthesis_from"))
         self.synthesis_from = frozenset(chosen) if isinstance(chosen, list) else None

@@ -34,6 +34,7 @@ from clearance._context.verify_delegation import check_delegation_chain
 from clearance._context.verify_facts import Problem, RunFacts
 from clearance._context.verify_hooks import check_hook_item, hooks_shown
 from clearance._context.verify_review import check_findings_item, check_review_call
+from clearance._context.verify_store import check_store_item
 from clearance._context.verify_subagents import (
     check_child_call,
     check_child_result,
@@ -355,7 +356,10 @@ def _check_tool_item(
     item: dict[str, Any],
     facts: RunFacts,
 ) -> Iterator[Problem]:
-    """A tool result or store entry is what a recorded tool call of this prompt returned."""
+    """A tool result or store entry is what a recorded tool call of this prompt returned.
+
+    A store entry is checked by `check_store_item` (its read, grant, content and heading).
+    """
     parsed = Origin.parse(origin)
     kind, ref = parsed.kind, parsed.id
     digest = item.get("sha256")
@@ -372,28 +376,7 @@ def _check_tool_item(
             yield origin, "the content is not the recorded result of the tool call"
         return
     reads = [r for t in mine for r in t.store_reads if f"{r['namespace']}/{r['key']}" == ref]
-    if not reads:
-        yield origin, f"no recorded tool call of {call.subject} read this store entry"
-    elif not any(clearance.admits_store(r["namespace"]) for r in reads):
-        yield origin, "the store namespace is not granted for reads"
-    elif not any(r.get("sha256") == digest for r in reads):
-        yield origin, "the content is not what the recorded tool call read"
-    elif not any(
-        r.get("sha256") == digest and clearance.admits_store(r["namespace"]) for r in reads
-    ):  # two reads of one origin (`a` + `b/c`, `a/b` + `c`): the one shown must be granted
-        yield origin, "the store namespace of the content shown is not granted for reads"
-    elif facts.store is not None:
-        # The entry each read names: a namespace may hold "/", so the origin alone cannot.
-        for read in {(r["namespace"], r["key"]): r for r in reads}.values():
-            entry = facts.store(read["namespace"], read["key"])
-            unchanged = entry is not None and any(
-                r.get("updated_at") == entry.updated_at.isoformat()
-                for r in reads
-                if (r["namespace"], r["key"]) == (read["namespace"], read["key"])
-            )
-            if entry is not None and unchanged and sha256_text(entry.value) != digest:
-                yield origin, "the content is not the value in the store"
-                break
+    yield from check_store_item(call.subject, origin, ref, item, reads, clearance, facts.store)
 
 
 def _check_conversation_call(

@@ -19,6 +19,10 @@ documented forms of its last successful call's response (`accepted_results`):
 
 A structured result (a task with an ``output_schema``) must also hold to that schema, as the
 task was held to it: ``x-enum-from`` narrowed by its completed prerequisites' results.
+
+The run's synthesis (its final answer, as ``inspect``, ``view`` and reports show it) must be
+the answer of a successful ``synthesis`` call in one of the same plain forms
+(`check_synthesis_result`).
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from clearance._core.task_spec import schema_validator
 from clearance._core.vocabulary import EventKind, PromptKind
 from clearance._state.ledger import CallRecord
 
-__all__ = ["accepted_results", "check_results"]
+__all__ = ["accepted_results", "check_results", "check_synthesis_result"]
 
 _FENCED_JSON = re.compile(r"```(?:json)?[ \t]*\n(.*?)```", re.DOTALL)
 _QUESTION = re.compile(r"^\W*question\W*:\s*(.*)$", re.IGNORECASE)
@@ -104,6 +108,30 @@ def check_results(
                 yield subject, call.call_id, f"the task's structured result {problem}"
         elif result != response and subject not in marked and result in _marked(call):
             yield subject, call.call_id, "the result is marked, but no answer_marked event is"
+
+
+def check_synthesis_result(
+    synthesis: str | None, calls: list[CallRecord]
+) -> Iterator[tuple[str, str | None, str]]:
+    """The run's recorded synthesis is a form of a successful ``synthesis`` call's answer.
+
+    Any such call of the run's sessions (a resumed run synthesizes again, or replays an
+    earlier synthesis call); ``None`` (no synthesis recorded) is not checked.
+
+    Yields:
+        ``("run", None, reason)`` when it is none of them.
+    """
+    if synthesis is None:
+        return
+    for call in calls:
+        if (
+            call.subject == PromptKind.SYNTHESIS
+            and call.error is None
+            and not call.pending
+            and synthesis in accepted_results(call.response or "", call.finish_reason)
+        ):
+            return
+    yield "run", None, "the run's synthesis is not the answer of a synthesis call of the run"
 
 
 def _marked(call: CallRecord) -> set[str]:

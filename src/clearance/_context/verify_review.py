@@ -9,27 +9,38 @@ task. The event's verdict and findings must be what the reviewer's recorded answ
 In an implementer's prompt, each ``review:<task>/<round>`` item must hold exactly the
 findings of the reviewer who sent that round's candidate back. A reviewed task recorded
 ``completed`` must have as its result a candidate that every stage of one round was recorded
-accepting (`check_review_accepted`).
+accepting (`check_review_accepted`). Every ``review_round`` event is recorded under its
+reviewer's subject and is the answer of a call of that subject by its reviewer on its
+candidate: each such call answers one round, and one more for each time a resumed run
+replayed it (`check_review_rounds`).
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from clearance._context.clearance import Clearance
 from clearance._context.layout import task_label
+from clearance._context.prompts_review import review_subject
+from clearance._context.render import one_line
 from clearance._context.verify_facts import Problem, RunFacts
 from clearance._core.json_answer import read_json_answer
 from clearance._core.origins import Origin, Subject
 from clearance._core.prompt import sha256_text
 from clearance._core.review import REVIEW_SCHEMA
 from clearance._core.task_spec import schema_validator
-from clearance._core.vocabulary import EventKind, OriginKind
+from clearance._core.vocabulary import EventKind, OriginKind, PromptKind, RecordKind
 from clearance._state.ledger import CallRecord
 
-__all__ = ["check_findings_item", "check_review_accepted", "check_review_call"]
+__all__ = [
+    "check_findings_item",
+    "check_review_accepted",
+    "check_review_call",
+    "check_review_rounds",
+]
 
 
 def _rounds(facts: RunFacts) -> dict[tuple[str, int, int], list[dict[str, Any]]]:
@@ -136,6 +147,10 @@ def check_review_call(
             yield origin, "the task text is not the recorded task's"
         elif kind == OriginKind.CANDIDATE and origin != f"candidate:{task_id}/{round_no}":
             yield origin, "the candidate is not the round's"
+        elif kind == OriginKind.CANDIDATE and one_line(str(item.get("title"))) != one_line(
+            heading := f"Round {round_no}"
+        ):
+            yield origin, f"the candidate's heading is not {heading!r}"
         elif (
             kind == OriginKind.CANDIDATE
             and not refused
@@ -233,3 +248,59 @@ def check_review_accepted(facts: RunFacts) -> Iterator[tuple[str, str | None, st
 def _accepted(events: Iterable[dict[str, Any]], digest: str) -> bool:
     """Whether one of a stage's recorded verdicts accepted the candidate ``digest``."""
     return any(e.get("accepted") is True and e.get("candidate_sha256") == digest for e in events)
+
+
+def check_review_rounds(facts: RunFacts) -> Iterator[tuple[str, str | None, str]]:
+    """Every ``review_round`` event has a reviewer's answered call behind it.
+
+    A round is ``(subject, reviewer, candidate digest, verdict)``; a call of a reviewer's
+    subject that answered with a review gives its round once, and once more for each
+    ``replayed`` event naming it (a resumed run's loop records the round again).
+
+    Yields:
+        ``(event subject, None, reason)`` for a round recorded under another subject than
+        its reviewer's, and for each round no answered call of its reviewer gives.
+    """
+    graph = facts.graph
+    replays = Counter(
+        str(e.data.get("original"))
+        for e in facts.events
+        if e.kind == EventKind.REPLAYED and e.data.get("record") == RecordKind.CALL
+    )
+    given: Counter[tuple[Any, ...]] = Counter()
+    for call in facts.calls:
+        subject = Subject.parse(call.subject)
+        if subject.kind != PromptKind.REVIEW or subject.ref is None or graph is None:
+            continue
+        task_id = subject.ref.partition("/")[0]
+        review = graph.get(task_id).review if task_id in graph else None
+        if review is None or call.error is not None or call.pending:
+            continue
+        verdict = _verdict(call, review)
+        if verdict is None:
+            continue
+        for digest in _candidates(call.manifest.get("items", [])):
+            given[(call.subject, call.agent, digest, verdict)] += 1 + replays[call.call_id]
+    for e in facts.events:
+        if e.kind != EventKind.REVIEW_ROUND:
+            continue
+        data = e.data
+        expected = review_subject(str(data.get("task_id")), int(data.get("round", 0)),
+                                  int(data.get("stage", 0)))  # fmt: skip
+        if e.subject != expected:
+            yield (
+                e.subject, None,
+                f"a review round is recorded under {e.subject!r}, not its reviewer's "
+                f"subject {expected!r}",
+            )  # fmt: skip
+        key = (expected, data.get("reviewer"), data.get("candidate_sha256"),
+               (data.get("accepted"), data.get("findings")))  # fmt: skip
+        if given[key] > 0:
+            given[key] -= 1
+        else:
+            yield (
+                expected, None,
+                f"a recorded round (reviewer {data.get('reviewer')!r}, "
+                f"{'accepted' if data.get('accepted') else 'sent back'}): no recorded call of "
+                "its reviewer gave this verdict on this candidate",
+            )  # fmt: skip

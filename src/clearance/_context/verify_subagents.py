@@ -4,11 +4,14 @@ Each clearance is derived from what the ledger recorded about the run — its gr
 ``clarification``, ``files``, ``architecture``, ``spawn`` and ``child`` events — never from
 what the prompt declares about itself. Then each item's provenance is checked:
 
-- ``arch`` is the run's recorded architectural context;
+- ``arch`` is the run's recorded architectural context, headed ``Project <name>`` with the
+  project recorded with that text;
 - ``task:<id>`` is the task's description, ``constraint:<n>`` its n-th constraint in the graph
   (the team file);
 - ``file:<path>`` has the digest recorded when the file was loaded or served;
-- ``clarification:<n>`` is the n-th recorded answer to the task's questions;
+- ``clarification:<n>`` is the n-th recorded answer to the task's questions, and a prompt
+  shows no more answers than the run's ``isolation.max_rounds`` (a subagent asks at most
+  that many times);
 - ``question:<id>`` is a recorded question of the task;
 - ``child_result:<id>`` is what the task's own child ``<id>`` was recorded to end with (in
   one of the run's sessions: a resumed run runs a failed child again under its id), and that
@@ -25,8 +28,10 @@ from typing import Any, Protocol
 
 from clearance._context.answers import mark_answer
 from clearance._context.clearance import Clearance
+from clearance._context.isolated import project_heading
 from clearance._context.layout import item_kinds
 from clearance._context.memory_items import scope_of_title
+from clearance._context.render import one_line
 from clearance._core.errors import ConfigError
 from clearance._core.event_schema import (
     ArchitectureEvent,
@@ -82,7 +87,7 @@ class SubagentFacts:
     """
 
     def __init__(self, events: Sequence[EventRecord]) -> None:
-        self.architecture: set[str] = set()
+        self.architecture: dict[str, set[str]] = {}  # digest: the projects recorded with it
         self.answers: dict[str, list[str]] = {}
         self.questions: dict[str, set[str]] = {}
         self.file_digests: dict[str, dict[str, set[str]]] = {}
@@ -101,7 +106,7 @@ class SubagentFacts:
                 continue  # verify reports it as a malformed event
             task_id = event.subject.removeprefix("task:")
             if isinstance(data, ArchitectureEvent):
-                self.architecture.add(data.sha256)
+                self.architecture.setdefault(data.sha256, set()).add(data.project)
             elif isinstance(data, FilesEvent):
                 for path, digest in data.files.items():
                     self.file_digests.setdefault(task_id, {}).setdefault(path, set()).add(digest)
@@ -144,6 +149,7 @@ class SubagentFacts:
 
 class _Facts(Protocol):
     graph: TaskGraph | None
+    clarification_rounds: int | None
     calls: list[CallRecord]
     agents: dict[str, Agent]
     memory_groups: dict[str, list[str]]
@@ -216,6 +222,11 @@ def check_isolated_call(
     ):
         yield None, "the recorded clearance is not one the graph and the recorded rounds give"
         return
+    cap = facts.clarification_rounds
+    if cap is None:
+        yield None, "the run's recorded isolation.max_rounds is not a number of rounds (0 to 10)"
+    elif shown > cap:
+        yield None, f"the prompt shows {shown} clarifications, but isolation.max_rounds is {cap}"
     clearance = replace(
         Clearance.for_task(graph, task_id, agent=facts.agents.get(task.assignee),
                            memory_groups=facts.memory_groups),
@@ -233,6 +244,11 @@ def check_isolated_call(
             yield origin, f"not in the clearance of isolated task {task_id!r}"
         elif kind == OriginKind.ARCH and digest not in events.architecture:
             yield origin, "not the run's recorded architectural context"
+        elif kind == OriginKind.ARCH and one_line(str(item.get("title"))) not in {
+            one_line(project_heading(p)) for p in events.architecture[str(digest)]
+        }:
+            headings = sorted(project_heading(p) for p in events.architecture[str(digest)])
+            yield origin, f"the heading is not the recorded project's heading {headings[0]!r}"
         elif kind == OriginKind.TASK and digest != sha256_text(task.description):
             yield origin, "the task text is not the recorded task's description"
         elif kind == OriginKind.CONSTRAINT and digest != sha256_text(

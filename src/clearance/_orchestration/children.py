@@ -16,7 +16,6 @@ child's session steps) and ``limit_exceeded``.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +30,7 @@ from clearance._context.answers import mark_answer
 from clearance._context.authority import Authority
 from clearance._context.builder import ContextBuilder
 from clearance._context.tool_sections import ToolStep
+from clearance._context.verify_children import child_id as make_child_id
 from clearance._context.verify_subagents import child_shown
 from clearance._core.errors import ApprovalPending, ConfigError, LimitExceeded, ModelError
 from clearance._core.prompt import Prompt, sha256_text
@@ -43,8 +43,6 @@ from clearance._state.ledger.recorder import record_breach
 from clearance.models._base import ChatModel
 
 __all__ = ["ChildRunner", "Spawner", "gather_children"]
-
-_SLUG = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +158,7 @@ class ChildRunner:
         ids: dict[str, str] = {}
         for goal in goals:
             self._count += 1
-            child_id = f"{_SLUG.sub('_', parent.task.id)}.{self._count}"
+            child_id = make_child_id(parent.task.id, self._count)  # verify reads it back
             ids[child_id] = goal
             self._pending[child_id] = (parent, child_agent, spawner)
             self.ledger.record_event(self.run_id, EventKind.SPAWN, f"task:{parent.task.id}", {

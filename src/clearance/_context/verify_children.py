@@ -1,0 +1,231 @@
+"""Verifying how many children each task had: ``max_children``, session by session.
+
+A run's `ChildRunner` numbers the children of all its tasks together: child ``n`` of the
+session is ``<task>.<n>`` (`child_id`), n counting from 1. A resumed run is a new session
+that counts from 1 again, so a task that runs again spawns its children again under the
+same ids (and replays their recorded calls). In one session a task has at most the smaller
+of its spawner's and its assignee's ``max_children`` (the spawner is the agent a ``spawn``
+event names as ``parent_agent``: the assignee, or a delegate of it).
+
+From the recorded ``spawn`` events, in the order recorded, `check_child_limits` finds:
+
+- a child id that is not one its task gives (``<task>.<n>``);
+- a child numbered neither one more than the run's previous child nor 1 (a new session);
+- a task with more children in one session than its limit (from the run's recorded config,
+  never from the events);
+- a task prompt whose recorded clearance shows more children than its assignee's
+  ``max_children`` (all the children one prompt shows are one session's).
+
+`check_child_events` finds a ``child`` outcome that no earlier ``spawn`` of that child (by
+its agent, under the same task) stands behind: what a prompt shows of a failed child comes
+from that event alone. And `check_spawn_outputs` finds a ``spawn`` tool call whose output
+(``child <id> (<agent>) ended: <status>``, then the child's result for a delegate, whose
+prompt has no section of children's results) is not how a recorded outcome of that child
+ended.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from clearance._core.agent_spec import LIMIT_RANGES, AgentLimits
+from clearance._core.event_schema import ChildEvent, SpawnEvent, parse_event
+from clearance._core.origins import Subject
+from clearance._core.vocabulary import EventKind, PromptKind
+from clearance._state.graph import TaskGraph
+from clearance._state.ledger import CallRecord, EventRecord, ToolCallRecord
+
+__all__ = [
+    "check_child_events",
+    "check_child_limits",
+    "check_spawn_outputs",
+    "child_id",
+    "max_children_of",
+]
+
+Problem = tuple[str, str | None, str]
+"""``(subject, call id or None, reason)`` of one finding."""
+
+_SLUG = re.compile(r"[^A-Za-z0-9_.-]+")
+_ENDED = re.compile(
+    r"child (?P<id>\S+) \((?P<agent>[^)]*)\) ended: (?P<status>\w+)(?P<rest>.*)", re.DOTALL
+)
+_INLINE = "; its result:\n"
+_ELSEWHERE = "; its result is under 'Results from subagents'"
+_DEFAULT = AgentLimits().max_children
+
+
+def child_id(task_id: str, number: int) -> str:
+    """The id of a session's ``number``-th child (from 1), spawned for ``task_id``."""
+    return f"{_SLUG.sub('_', task_id)}.{number}"
+
+
+def max_children_of(config: Mapping[str, Any]) -> tuple[dict[str, int], list[str]]:
+    """Each recorded agent's ``max_children``, from a run's recorded config.
+
+    Returns:
+        ``(limits, problems)``: the limit of each agent whose record holds a valid one (or
+        none: the default), and one line for each agent whose recorded limit is not one.
+    """
+    limits: dict[str, int] = {}
+    problems: list[str] = []
+    least, most = LIMIT_RANGES["max_children"]
+    for spec in config.get("agents") or ():
+        if not isinstance(spec, Mapping) or not isinstance(spec.get("name"), str):
+            continue
+        recorded = spec.get("limits") or {}
+        value = recorded.get("max_children", _DEFAULT) if isinstance(recorded, Mapping) else None
+        if isinstance(value, int) and not isinstance(value, bool) and least <= value <= most:
+            limits[spec["name"]] = value
+        else:
+            problems.append(
+                f"agent {spec['name']!r}'s recorded max_children is not a limit "
+                f"(an integer from {least} to {most})"
+            )
+    return limits, problems
+
+
+def check_child_limits(
+    config: Mapping[str, Any],
+    graph: TaskGraph | None,
+    events: Sequence[EventRecord],
+    calls: Sequence[CallRecord],
+) -> Iterator[Problem]:
+    """Check the run's children against their tasks' ``max_children`` (see the module)."""
+    limits, problems = max_children_of(config)
+    yield from (("run", None, problem) for problem in problems)
+    if graph is None:
+        return
+
+    def limit(agent: str | None) -> int | None:
+        return limits.get(agent) if agent is not None else None
+
+    previous = 0
+    counts: dict[str, int] = {}  # children of each task in the current session
+    over: set[str] = set()  # tasks already reported over their limit in this session
+    for event in events:
+        if event.kind != EventKind.SPAWN:
+            continue
+        data = parse_event(event.kind, event.data)  # verify leaves malformed events out
+        if not isinstance(data, SpawnEvent):
+            continue
+        task_id = event.subject.removeprefix("task:")
+        if task_id == event.subject or task_id not in graph:
+            yield event.subject, None, "a spawn recorded for no task of the run's graph"
+            continue
+        number = data.child_id.rpartition(".")[2]
+        if (
+            not number.isdecimal()
+            or len(number) > 18
+            or data.child_id != child_id(task_id, int(number))
+        ):
+            yield (
+                event.subject, None,
+                f"child {data.child_id!r} is not an id task {task_id!r} gives its children",
+            )  # fmt: skip
+            continue
+        n = int(number)
+        if n == 1:  # a new session: its counts start again
+            counts, over = {}, set()
+        elif n != previous + 1:
+            yield (
+                event.subject, None,
+                f"child {data.child_id!r} is not numbered as one session spawns "
+                f"(the previous child was number {previous})",
+            )  # fmt: skip
+        previous = n
+        counts[task_id] = counts.get(task_id, 0) + 1
+        bounds = [b for b in (limit(data.parent_agent), limit(graph.get(task_id).assignee))
+                  if b is not None]  # fmt: skip
+        if bounds and counts[task_id] > min(bounds) and task_id not in over:
+            over.add(task_id)
+            yield (
+                event.subject, None,
+                f"task:{task_id}: {counts[task_id]} children in one session, but its "
+                f"max_children is {min(bounds)}",
+            )  # fmt: skip
+    yield from _shown(limits, graph, calls)
+
+
+def _shown(
+    limits: Mapping[str, int], graph: TaskGraph, calls: Sequence[CallRecord]
+) -> Iterator[Problem]:
+    """A task prompt shows no more children than its assignee's ``max_children``."""
+    for call in calls:
+        subject = Subject.parse(call.subject)
+        if subject.kind not in (PromptKind.TASK, PromptKind.ISOLATED) or subject.ref is None:
+            continue
+        if subject.ref not in graph:
+            continue
+        recorded = call.manifest.get("clearance")
+        named = recorded.get("children") if isinstance(recorded, dict) else None
+        if not isinstance(named, list):
+            continue
+        assignee = graph.get(subject.ref).assignee
+        bound = limits.get(assignee) if assignee is not None else None
+        shown = len(set(map(str, named)))
+        if bound is not None and shown > bound:
+            yield (
+                call.subject, call.call_id,
+                f"the prompt shows {shown} children, but the task's max_children is {bound}",
+            )  # fmt: skip
+
+
+def check_spawn_outputs(
+    tool_calls: Mapping[str, ToolCallRecord], outcomes: Mapping[str, Sequence[ChildEvent]]
+) -> Iterator[Problem]:
+    """Each ``spawn`` call's output is how a recorded outcome of its child ended.
+
+    Args:
+        tool_calls: The run's tool calls by id.
+        outcomes: Every recorded ``child`` outcome, by child id.
+
+    Yields:
+        ``(subject, None, reason)`` for each ``spawn`` output naming a child that has no
+        such outcome (its agent, status, and for a delegate the result it was shown). An
+        output that is a refusal (``error: ...``) names no child and is not checked.
+    """
+    for record in tool_calls.values():
+        if record.name != "spawn" or record.result.startswith("error:"):
+            continue
+        ended = _ENDED.fullmatch(record.result)
+        rest = ended.group("rest") if ended is not None else ""
+        fits = ended is not None and any(
+            o.agent == ended.group("agent")
+            and o.status == ended.group("status")
+            and record.is_error == (o.status != "ok")
+            and (rest == _ELSEWHERE or rest == _INLINE + o.shown)
+            for o in outcomes.get(ended.group("id"), ())
+        )
+        if not fits:
+            yield (
+                record.subject, None,
+                f"the output of spawn call {record.tool_call_id!r} is not how its child ended "
+                "as recorded (its child event)",
+            )  # fmt: skip
+
+
+def check_child_events(events: Sequence[EventRecord]) -> Iterator[Problem]:
+    """Every ``child`` outcome follows a ``spawn`` of that child, as its agent, for its task.
+
+    Yields:
+        ``(subject, None, reason)`` for each outcome of a child its task never spawned (or
+        spawned as another agent) before it.
+    """
+    spawned: dict[tuple[str, str], set[str]] = {}
+    for event in events:
+        if event.kind not in (EventKind.SPAWN, EventKind.CHILD):
+            continue
+        data = parse_event(event.kind, event.data)  # verify leaves malformed events out
+        if isinstance(data, SpawnEvent):
+            spawned.setdefault((event.subject, data.child_id), set()).add(data.agent)
+        elif isinstance(data, ChildEvent) and data.agent not in spawned.get(
+            (event.subject, data.child_id), set()
+        ):
+            yield (
+                event.subject, None,
+                f"an outcome of child {data.child_id!r}, which {event.subject} never spawned "
+                f"as {data.agent!r}",
+            )  # fmt: skip
