@@ -20,8 +20,8 @@ from clearance.testing import FunctionModel
 
 TEAM = Team(
     agents=(
-        # alice may spawn too: a run serves spawns only when an assignee may spawn.
-        Agent(name="alice", instructions="A.", can_delegate_to=("bob",), can_spawn=("helper",)),
+        # Only bob, alice's delegate, may spawn: his `spawn` is served all the same.
+        Agent(name="alice", instructions="A.", can_delegate_to=("bob",)),
         Agent(name="bob", instructions="B.", can_spawn=("helper",)),
         Agent(name="helper", instructions="H."),
     ),
@@ -68,3 +68,12 @@ async def test_a_forged_child_result_in_a_spawn_output_is_a_finding(tmp_path, re
     with RunLedger(f"sqlite:///{db}") as ledger:
         found = [str(f) for f in verify_run(ledger, run_id).findings]
     assert any("is not how its child ended as recorded" in f for f in found), found
+
+
+async def test_a_delegate_may_spawn_when_no_assignee_may(tmp_path):
+    # `can_spawn` holds on the delegate path too: the run serves bob's spawn though alice,
+    # the only assignee, may not spawn (it answered "unknown tool 'spawn'").
+    run_id, _ = await _record(tmp_path / "runs.db")
+    with RunLedger(f"sqlite:///{tmp_path / 'runs.db'}") as ledger:
+        (spawn,) = [t for t in ledger.tool_calls(run_id) if t.name == "spawn"]
+        assert not spawn.is_error and spawn.agent == "bob"

@@ -315,7 +315,8 @@ class RunExecution:
                 ask_person=settings.ask_person,
                 answer_timeout_s=settings.answer_timeout_s,
             )  # fmt: skip
-        spawners = {a.name for a in settings.team.agents if a.can_spawn}
-        if any(t.fan_out is not None or t.assignee in spawners for t in tasks):
+        # Any agent that may spawn: a task's assignee, or a delegate of one (its `spawn` tool
+        # is served by the task's loop, whichever agent's turn it is).
+        if any(a.can_spawn for a in settings.team.agents) or any(t.fan_out for t in tasks):
             assert run.runtime is not None  # made as the run starts
             run.children = ChildRunner(run.runtime, builder_for=run.builder)
