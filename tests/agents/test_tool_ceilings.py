@@ -268,7 +268,7 @@ async def test_a_function_named_like_an_mcp_tool_is_refused(tmp_path) -> None:
         options=RunOptions(workspace_root=tmp_path / "ws"),
     )  # fmt: skip
     task = Task(id="t1", title="Work", description="Get it done.", assignee="asker")
-    with pytest.raises(ConfigError, match="'mcp__docs__wipe' is named like an MCP tool"):
+    with pytest.raises(ConfigError, match="function 'mcp__docs__wipe' is named like an MCP tool"):
         await orch.run_tasks([task])
     assert RAN == []
 

@@ -55,9 +55,9 @@ CASES = {
         "agents.h.tools: 'mcp:s/a.b' (of agent w) and 'mcp:s/a_b' would both be called "
         "'mcp__s__a_b'",
     ),
-    "an MCP function name as a plain entry": (
-        _team(agent_w={"tools": ["mcp:s/a", "mcp__s__a"]}, mcp_servers={"s": _NEVER_STARTED}),
-        "agents.w.tools: tool 'mcp__s__a' is named like an MCP tool",
+    "a tools: entry named like an MCP tool": (
+        _team(agent_w={"tools": ["mcp__s__a"]}, tools={"mcp__s__a": "json:dumps"}),
+        "tools.mcp__s__a: 'mcp__s__a' is named like an MCP tool",
     ),
     "two tasks of one title": (
         _team(task_a={"title": "b"}),

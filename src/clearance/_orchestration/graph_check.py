@@ -71,11 +71,19 @@ def check_spec(
 
     Raises:
         ConfigError: As `find_import_path`, `check_tools` and `check_tasks`; a ``tools:``
-            entry has no function and is not given; or a cost budget has no price for a
-            model an agent uses (``prices``).
+            entry has no function and is not given, or is named ``mcp__...`` (as MCP tools
+            are called); or a cost budget has no price for a model an agent uses
+            (``prices``).
     """
     spec = loaded.spec
     user_tools = set(given_tools)
+    for name in spec.tools:  # a caller's ceiling is by name: it would pass as an MCP tool
+        if name.startswith(MCP_FUNCTION_PREFIX):
+            raise ConfigError(
+                f"{name!r} is named like an MCP tool (name those {MCP_PREFIX}<server>/<tool> "
+                "in an agent's tools): give it another name",
+                field=f"tools.{name}",
+            )
     for name, path in tool_import_paths(spec, given_tools):
         find_import_path(path, field=f"tools.{name}")
         user_tools.add(name)
@@ -352,8 +360,8 @@ def check_tools(team: Team, user_tools: Collection[str], *, has_store: bool) -> 
             would bound it: `clearance._context.authority`), or uses a store tool (or has
             store grants) while the orchestrator has no store, or two different functions
             go by one name (a caller's ceiling is by name: a delegate could run its own
-            function under the name of its caller's); likewise a tool other than an MCP one
-            named ``mcp__...``, the names models call MCP tools by.
+            function under the name of its caller's); likewise a function named
+            ``mcp__...``, the names models call MCP tools by.
     """
     functions: dict[str, Callable[..., Any]] = {}
     for agent in team.agents:
@@ -361,16 +369,14 @@ def check_tools(team: Team, user_tools: Collection[str], *, has_store: bool) -> 
             name = tool_name(entry)
             where = f"agents.{agent.name}.tools"
             builtin = (*BUILTIN_TOOL_NAMES, *WORKSPACE_TOOLS)
-            is_mcp = isinstance(entry, str) and entry.startswith(MCP_PREFIX)
             if not isinstance(entry, str) and name in (*builtin, DELEGATE_TOOL, SPAWN_TOOL):
                 raise ConfigError(
                     f"function {name!r} is named like a built-in tool: give it another name",
                     field=where,
                 )
-            if not is_mcp and name.startswith(MCP_FUNCTION_PREFIX):
+            if not isinstance(entry, str) and name.startswith(MCP_FUNCTION_PREFIX):
                 raise ConfigError(
-                    f"tool {name!r} is named like an MCP tool: name an MCP tool as "
-                    f"'{MCP_PREFIX}<server>/<tool>', and give a function another name",
+                    f"function {name!r} is named like an MCP tool: give it another name",
                     field=where,
                 )
             if not isinstance(entry, str) and functions.setdefault(name, entry) != entry:
