@@ -37,6 +37,7 @@ from clearance import (  # noqa: E402
     Orchestrator,
     RayExecutor,
     RunLedger,
+    RunResult,
     Task,
     Team,
 )
@@ -302,7 +303,11 @@ def test_an_embedded_model_per_worker_runs_a_6_task_graph(ray_head: str, tmp_pat
             options=RunOptions(model_options=options, max_concurrency=2),
             services=RunServices(executor=ex),
         )
-        result = asyncio.run(orch.run_tasks(wide_tasks(6, chain=3)))
+
+        async def run() -> RunResult:
+            return await orch.run_tasks(wide_tasks(6, chain=3))
+
+        result = asyncio.run(run())
         report = verify_run(led, result.run_id)
     assert result.status == "completed", result.error
     assert all(o.result for o in result.tasks.values())

@@ -15,7 +15,9 @@ at most ``worker_retries`` times; Ray restarts the lost actor in the background.
 `ModelCaller`'s deadline covers the remote call; when it passes, the Ray task is cancelled.
 Streaming (``--stream``): the request's sink (a function of this process) is not sent; the
 worker streams the model's text back as the items of a Ray generator, handed to the sink as
-they come. A call that cannot be sent fails with a short message (never the request's text).
+they come. A call that cannot be sent fails with a short message (never the request's text);
+a model's failure on a worker reads as it would here (`ray_worker.error_outcome`), and a Ray
+failure is one line (`_ray_failure`). Reaching the cluster: `ray_cluster`.
 
 Ray is an optional dependency (``pip install 'clearance[ray]'``), imported on `start`.
 """
@@ -25,6 +27,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -32,6 +36,12 @@ from typing import Any
 from clearance._core.errors import ConfigError, ModelError
 from clearance._core.vocabulary import EventKind
 from clearance._orchestration.executor import EventRecorder
+from clearance._orchestration.ray_cluster import (
+    LOCAL_RAY_ENV,
+    checked_address,
+    import_ray,
+    init_ray,
+)
 from clearance._orchestration.ray_worker import (
     ModelFactory,
     ModelWorker,
@@ -49,17 +59,6 @@ from clearance.models._base import (
 from clearance.models._openai_stream import max_chunks
 
 __all__ = ["LOCAL_RAY_ENV", "RayExecutor", "RemoteModel", "checked_outcome"]
-
-LOCAL_RAY_ENV = {
-    "RAY_USAGE_STATS_ENABLED": "0",
-    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-}
-"""Environment Ray is imported with (where not already set): no usage statistics."""
-
-_LOCAL_ONLY_ENV = {"RAY_AUTH_MODE": "disabled"}
-"""Also set (where not already set) when the executor starts a loopback-only cluster."""
-
-_INSTALL = "pip install 'clearance[ray]'"
 
 
 def _bounded(name: str, value: object, low: int, high: int) -> int:
@@ -84,16 +83,23 @@ class _Worker:
 
 @dataclass(slots=True)
 class _Pool:
-    """The actors, and one semaphore per model id."""
+    """The actors, and one semaphore per model id and event loop."""
 
     workers: list[_Worker]
     per_model: int
-    slots: dict[str, asyncio.Semaphore] = field(default_factory=dict)
+    slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Semaphore]] = (
+        field(default_factory=weakref.WeakKeyDictionary)
+    )
 
     def slot(self, model_id: str) -> asyncio.Semaphore:
-        semaphore = self.slots.get(model_id)
+        """``model_id``'s semaphore on the running loop (a semaphore serves one loop only)."""
+        loop = asyncio.get_running_loop()
+        semaphores = self.slots.get(loop)
+        if semaphores is None:
+            semaphores = self.slots[loop] = {}
+        semaphore = semaphores.get(model_id)
         if semaphore is None:
-            semaphore = self.slots[model_id] = asyncio.Semaphore(self.per_model)
+            semaphore = semaphores[model_id] = asyncio.Semaphore(self.per_model)
         return semaphore
 
     def pick(self, avoid: set[int]) -> _Worker:
@@ -110,15 +116,16 @@ class RayExecutor:
     waits for the workers), and `close` after (or use it as a context manager).
 
     Args:
-        address: A running Ray cluster (``"auto"``, ``"ray://host:10001"``, ``"host:6379"``);
-            ``None`` starts a local cluster on 127.0.0.1 (no dashboard, no usage statistics)
-            that `close` stops.
+        address: A running Ray cluster (``"auto"``, ``"ray://host:10001"``, ``"host:6379"``;
+            a port from 1 to 65535); ``None`` starts a cluster of this process's own on
+            127.0.0.1 (no dashboard, no usage statistics; never the one ``RAY_ADDRESS``
+            names) that `close` stops.
         workers: Worker actors (1 to 256). Each makes its own models: one embedded model per
             actor for ``llama-cpp:`` ids.
         calls_per_worker: Most calls one actor answers at once (1 to 1024); an embedded model
             answers one at a time whatever this says.
-        max_calls_per_model: Most calls of one model in flight at once; ``None`` means
-            ``workers * calls_per_worker``.
+        max_calls_per_model: Most calls of one model in flight at once (on each event loop
+            the executor serves); ``None`` means ``workers * calls_per_worker``.
         worker_retries: Most times a call is sent again after the worker answering it died
             (0 to 10).
         cpus_per_worker: CPUs Ray reserves for each actor (0 to 256); also the size of a
@@ -150,10 +157,8 @@ class RayExecutor:
         record_received: bool = False,
         worker_env: Mapping[str, str] | None = None,
     ) -> None:
-        if address is not None and (not isinstance(address, str) or not address.strip()):
-            raise ConfigError(
-                "must be a Ray address such as 'auto' or 'host:6379'", field="address"
-            )
+        if address is not None:
+            checked_address(address)
         self.address = address
         self.workers = _bounded("workers", workers, 1, 256)
         self.calls_per_worker = _bounded("calls_per_worker", calls_per_worker, 1, 1024)
@@ -188,14 +193,18 @@ class RayExecutor:
         Does nothing when already started. Blocks until every actor is up.
 
         Raises:
-            ConfigError: Ray is not installed, the cluster cannot be reached, or the actors
-                did not start within ``start_timeout_s`` (too few CPUs in the cluster).
+            ConfigError: Ray is not installed, the cluster's head does not answer within
+                ``start_timeout_s`` (at most 5 s, `ray_cluster.probe`), a cluster started
+                here is not on loopback, or the actors did not start within
+                ``start_timeout_s`` (too few CPUs in the cluster).
         """
         if self._pool is not None:
             return
-        ray = _import_ray(local=self.address is None)
+        ray = import_ray(local=self.address is None)
         if not ray.is_initialized():
-            self._init(ray)
+            num_cpus = max(int(self.workers * self.cpus_per_worker + 0.999), os.cpu_count() or 1)
+            init_ray(ray, self.address, num_cpus=num_cpus, timeout_s=self.start_timeout_s)
+            self._started_ray = True
         actor_class = ray.remote(ModelWorker).options(
             max_concurrency=self.calls_per_worker,
             max_restarts=-1,
@@ -304,9 +313,17 @@ class RayExecutor:
         request: ModelRequest,
         sink: TextSink | None,
     ) -> ModelResponse:
-        from ray.exceptions import RayActorError, RayError
+        from ray.exceptions import RayActorError, RayError, RayTaskError
 
         lost: set[int] = set()
+        heard = [0]  # pieces handed to the sink: once any are, a lost worker is not replaced
+        if sink is not None:
+            shown = sink
+
+            def sink(piece: str) -> None:
+                heard[0] += 1
+                shown(piece)
+
         while True:
             worker = pool.pick(lost)
             worker.in_flight += 1
@@ -336,8 +353,18 @@ class RayExecutor:
                 raise
             except RayActorError as exc:
                 lost.add(worker.index)
-                self._lost(worker, model_id, request, exc, retry=len(lost))
-                if len(lost) > self.worker_retries:
+                # Text already shown cannot be taken back: like a stream whose connection
+                # dropped, the attempt fails (transient), and a retry is a new attempt.
+                retry = len(lost) <= self.worker_retries and not heard[0]
+                self._lost(worker, model_id, request, exc, retry=retry)
+                if heard[0]:
+                    raise ModelError(
+                        f"the Ray worker died while streaming the answer, after {heard[0]} "
+                        f"pieces ({type(exc).__name__})",
+                        model_id=model_id,
+                        transient=True,
+                    ) from None
+                if not retry:
                     raise ModelError(
                         f"{len(lost)} Ray workers died answering the call ({type(exc).__name__})",
                         model_id=model_id,
@@ -345,17 +372,19 @@ class RayExecutor:
                     ) from None
                 continue
             except RayError as exc:
+                # The worker's method raised (its answer would not pickle): the same call
+                # fails the same way. Other Ray failures (an object lost...) may pass.
                 raise ModelError(
-                    f"Ray failed: {type(exc).__name__}: {short_text(str(exc))}",
+                    _ray_failure(exc),
                     model_id=model_id,
-                    transient=True,
+                    transient=not isinstance(exc, RayTaskError),
                 ) from None
             finally:
                 worker.in_flight -= 1
             return checked_outcome(outcome, model_id)
 
     def _lost(
-        self, worker: _Worker, model_id: str, request: ModelRequest, exc: Exception, *, retry: int
+        self, worker: _Worker, model_id: str, request: ModelRequest, exc: Exception, *, retry: bool
     ) -> None:
         self.lost_workers += 1
         if self._recorder is not None:
@@ -366,33 +395,9 @@ class RayExecutor:
                     "worker": worker.index,
                     "model_id": model_id,
                     "error": type(exc).__name__,
-                    "retry": retry <= self.worker_retries,
+                    "retry": retry,
                 },
             )
-
-    def _init(self, ray: Any) -> None:
-        """``ray.init``: the given cluster, or a new local one on loopback."""
-        try:
-            if self.address is not None:
-                ray.init(address=self.address, log_to_driver=False, configure_logging=False)
-                return
-            ray.init(
-                num_cpus=max(int(self.workers * self.cpus_per_worker + 0.999), os.cpu_count() or 1),
-                include_dashboard=False,
-                _node_ip_address="127.0.0.1",
-                log_to_driver=False,
-                configure_logging=False,
-            )
-        except ConnectionError as exc:
-            raise ConfigError(
-                f"cannot reach the Ray cluster at {self.address!r}: {short_text(str(exc))}",
-                field="ray_address",
-            ) from None
-        except Exception as exc:
-            raise ConfigError(
-                f"cannot start Ray: {type(exc).__name__}: {short_text(str(exc))}", field="executor"
-            ) from None
-        self._started_ray = True
 
 
 class RemoteModel:
@@ -463,22 +468,31 @@ async def _streamed(items: Any, sink: TextSink, *, max_tokens: int, model_id: st
     return ("error", "RayError", "the worker's stream ended without an answer", True)
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+MAX_RAY_FAILURE = 500
+"""Most characters of the line naming a Ray failure."""
+
+
+def _ray_failure(exc: BaseException) -> str:
+    """One line naming a Ray failure: its type and the first line of its cause's text.
+
+    A `RayTaskError`'s own text is the worker's whole traceback (with ANSI colours); its
+    ``cause`` is the exception the worker's method raised. At most `MAX_RAY_FAILURE`
+    characters.
+    """
+    cause = getattr(exc, "cause", None)
+    try:
+        text = str(cause if isinstance(cause, BaseException) else exc)
+    except Exception:  # an exception's own bug
+        text = ""
+    lines = [" ".join(_CONTROL.sub(" ", line).split()) for line in _ANSI.sub("", text).splitlines()]
+    first = next((line for line in lines if line), "")
+    line = f"Ray failed: {type(exc).__name__}" + (f": {first}" if first else "")
+    return line if len(line) <= MAX_RAY_FAILURE else line[: MAX_RAY_FAILURE - 3] + "..."
+
+
 def _cancel(ref: Any) -> None:
     import ray
 
     ray.cancel(ref)
-
-
-def _import_ray(*, local: bool) -> Any:
-    """Import Ray with usage statistics off (and auth off for a loopback-only cluster).
-
-    Raises:
-        ConfigError: Ray is not installed.
-    """
-    for key, value in {**LOCAL_RAY_ENV, **(_LOCAL_ONLY_ENV if local else {})}.items():
-        os.environ.setdefault(key, value)
-    try:
-        import ray
-    except ImportError:
-        raise ConfigError(f"the Ray executor needs Ray: {_INSTALL}", field="executor") from None
-    return ray

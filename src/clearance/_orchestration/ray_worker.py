@@ -7,7 +7,9 @@ tagged tuple instead of raising, so no exception class (with fields the orchestr
 have to trust) crosses the network:
 
 - ``("ok", ModelResponse)``;
-- ``("error", kind, message, transient)``: the model failed, or could not be made.
+- ``("error", kind, message, transient, details)``: the model failed, or could not be made
+  (`error_outcome`; ``details`` holds a `ModelError`'s ``retry_after_s``, ``status_code``
+  and ``paid``, so a failure reads as it would in the orchestrator's process).
 
 A streamed call (`ModelWorker.stream`) is a generator of ``("text", piece)`` items, one per
 piece of text the model produced, ending with the outcome above. The orchestrator reads an
@@ -20,11 +22,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 import os
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
-from clearance._core.errors import ClearanceError, ModelError
+from clearance._core.errors import ModelError
 from clearance.models._base import ChatModel, ModelRequest, ModelResponse, ToolCall, Usage
 from clearance.models._registry import get_model
 
@@ -35,6 +38,7 @@ __all__ = [
     "ModelWorker",
     "Outcome",
     "checked_outcome",
+    "error_outcome",
     "short_text",
 ]
 
@@ -42,7 +46,8 @@ ModelFactory = Callable[..., ChatModel]
 """Makes a model on a worker: ``factory(model_id, **options)`` (`get_model` by default)."""
 
 Outcome = tuple[Any, ...]
-"""What a worker answers: ``("ok", response)`` or ``("error", kind, message, transient)``."""
+"""What a worker answers: ``("ok", response)`` or ``("error", kind, message, transient,
+details)`` (see `error_outcome`)."""
 
 MAX_RECORDED = 100_000
 """Most calls a recording worker keeps (the oldest are dropped beyond)."""
@@ -81,8 +86,9 @@ class ModelWorker:
         ``sink``, when given, receives the text as the model streams it (`stream`).
 
         Returns:
-            ``("ok", ModelResponse)``, or ``("error", kind, message, transient)`` when the
-            model cannot be made or fails.
+            ``("ok", ModelResponse)``, or `error_outcome` when the model cannot be made or
+            fails (whatever it raises, `SystemExit` included; only a cancellation of the
+            call is raised).
         """
         if self._record:
             self._received.append((model_id, dict(options), request))
@@ -92,12 +98,10 @@ class ModelWorker:
             if sink is not None:
                 request = dataclasses.replace(request, stream=sink)
             return ("ok", await model.request(request))
-        except ModelError as exc:
-            return ("error", "ModelError", str(exc), exc.transient)
-        except ClearanceError as exc:
-            return ("error", type(exc).__name__, str(exc), False)
-        except Exception as exc:  # a provider's own bug: reported, never raised across
-            return ("error", type(exc).__name__, str(exc), False)
+        except asyncio.CancelledError:  # `ray.cancel` (the caller's deadline passed)
+            raise
+        except BaseException as exc:  # anything the model raised: reported, never raised
+            return error_outcome(exc)
 
     async def stream(
         self, model_id: str, options: Mapping[str, Any], request: ModelRequest
@@ -139,6 +143,37 @@ class ModelWorker:
         return model
 
 
+def error_outcome(exc: BaseException) -> Outcome:
+    """The outcome reporting ``exc``, raised by a model (or its making) on a worker.
+
+    Reports what `ModelCaller` would make of ``exc`` in the orchestrator's process: a
+    `ModelError`'s text without its model id (the orchestrator adds it again), its
+    ``transient``, ``retry_after_s``, ``status_code`` and ``paid`` usage; a
+    `ConnectionError` as transient; anything else (`SystemExit` and `KeyboardInterrupt`
+    included: a model cannot end its worker) as ``Type: text``, not transient. An error
+    whose ``str`` fails is reported by its type alone.
+
+    Returns:
+        ``("error", kind, message, transient, details)``, ``details`` a dict of
+        ``retry_after_s``, ``status_code`` and ``paid``.
+    """
+    try:
+        message = str(exc)
+    except Exception:  # an exception's own bug
+        message = "(its text cannot be read)"
+    details: dict[str, Any] = {}
+    if isinstance(exc, ModelError):
+        prefix = f"{exc.model_id}: " if exc.model_id else ""
+        details = {
+            "retry_after_s": exc.retry_after_s,
+            "status_code": exc.status_code,
+            "paid": exc.paid if isinstance(exc.paid, Usage) else None,
+        }
+        return ("error", "ModelError", message.removeprefix(prefix), exc.transient, details)
+    transient = isinstance(exc, ConnectionError)
+    return ("error", type(exc).__name__, short_text(message), transient, details)
+
+
 def checked_outcome(outcome: Outcome, model_id: str) -> ModelResponse:
     """The response in a worker's answer, once its shape is checked.
 
@@ -151,15 +186,52 @@ def checked_outcome(outcome: Outcome, model_id: str) -> ModelResponse:
         if _well_formed(response):
             assert isinstance(response, ModelResponse)
             return response
-    elif isinstance(outcome, tuple) and len(outcome) == 4 and outcome[0] == "error":
-        _, kind, message, transient = outcome
-        if isinstance(kind, str) and isinstance(message, str) and isinstance(transient, bool):
-            raise ModelError(
-                f"on a Ray worker: {short_text(kind)}: {short_text(message)}",
-                model_id=model_id,
-                transient=transient,
-            )
+    elif isinstance(outcome, tuple) and len(outcome) in (4, 5) and outcome[0] == "error":
+        _, error_type, message, transient, *rest = outcome
+        details = _details(rest[0] if rest else {})
+        if (
+            isinstance(error_type, str)
+            and isinstance(message, str)
+            and isinstance(transient, bool)
+            and details is not None
+        ):
+            # A model's `ModelError` reads as it would in this process; anything else as
+            # `ModelCaller` words a provider's own exception (``Type: text``).
+            text = message if error_type == "ModelError" else f"{error_type}: {message}"
+            raise ModelError(short_text(text), model_id=model_id, transient=transient, **details)
     raise ModelError("a Ray worker answered with a malformed outcome", model_id=model_id)
+
+
+def _details(details: object) -> dict[str, Any] | None:
+    """An error outcome's ``retry_after_s``, ``status_code`` and ``paid``, checked.
+
+    ``None`` when they are malformed: not a dict of those keys, a ``retry_after_s`` that is
+    not a finite number of seconds from 0 to a day, a ``status_code`` that is not an HTTP
+    status (100 to 599), a ``paid`` that is not a `Usage` (its counts are checked where it
+    is charged, `paid_usage`).
+    """
+    if not isinstance(details, dict) or not set(details) <= set(_DETAIL_KEYS):
+        return None
+    after = details.get("retry_after_s")
+    status = details.get("status_code")
+    paid = details.get("paid")
+    if after is not None and not (
+        isinstance(after, int | float)
+        and not isinstance(after, bool)
+        and math.isfinite(after)
+        and 0 <= after <= 86_400
+    ):
+        return None
+    if status is not None and not (
+        isinstance(status, int) and not isinstance(status, bool) and 100 <= status <= 599
+    ):
+        return None
+    if paid is not None and type(paid) is not Usage:
+        return None
+    return {"retry_after_s": after, "status_code": status, "paid": paid}
+
+
+_DETAIL_KEYS = ("retry_after_s", "status_code", "paid")
 
 
 def _well_formed(response: object) -> bool:

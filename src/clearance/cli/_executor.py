@@ -82,9 +82,12 @@ def executor_spec(
     options alone change the spec's Ray executor.
 
     Raises:
-        ConfigError: Ray options without ``--executor ray``, or a ``--ray-env`` variable
-            that is not set.
+        ConfigError: Ray options without ``--executor ray``, a ``--ray-env`` variable
+            that is not set, or a value the team file's ``executor:`` would refuse (an
+            empty address, more than 64 ``--ray-env`` names), naming the option.
     """
+    from pydantic import ValidationError
+
     from clearance.runs import ExecutorSpec
 
     if name is None and not any(v is not None for v in (address, workers, env)):
@@ -106,4 +109,14 @@ def executor_spec(
     for key, value in (("address", address), ("workers", workers), ("env", env)):
         if value is not None:
             update[key] = value
-    return chosen.model_copy(update=update)
+    # Checked as the team file's ``executor:`` is (``model_copy`` checks nothing), so the
+    # run's recorded spec reads back on resume.
+    try:
+        return ExecutorSpec.model_validate({**chosen.model_dump(), **update})
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        key = str(error["loc"][0]) if error["loc"] else "executor"
+        raise ConfigError(error["msg"], field=_FLAGS.get(key, "executor")) from None
+
+
+_FLAGS = {"address": "--ray-address", "workers": "--ray-workers", "env": "--ray-env"}
