@@ -81,3 +81,14 @@ def test_a_value_no_encoder_can_serialize_raises_type_error() -> None:
         canonical_json({"a": object()})
     with pytest.raises(TypeError):
         canonical_json_sha256({"a": object()})
+
+
+@pytest.mark.parametrize("number", [2.106992849075452e-05, 1e-05, 1e16, 0.1, -0.0, 5e-324])
+def test_a_float_is_written_alike_whichever_encoder_writes_its_record(number: float) -> None:
+    # A record's digest may not depend on whether another of its fields (an integer beyond
+    # 64 bits here) sent it to the standard library: `payload_sha256` splices a JSON
+    # column's text in as it is, and verify digests the same record read back.
+    alone = canonical_json({"x": number})
+    beside = canonical_json({"x": number, "y": [2**64]})
+    assert beside == alone[:-1] + ',"y":[18446744073709551616]}'
+    assert canonical_json_sha256({"x": number, "y": [2**64]}) == sha256_text(beside)

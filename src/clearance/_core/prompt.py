@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import json.encoder
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -158,8 +159,9 @@ def canonical_json(value: Any) -> str:
     ``json`` with ``sort_keys=True, separators=(",", ":"), ensure_ascii=False``: the digests
     recorded by earlier versions still verify. What orjson refuses (keys that are not
     strings, integers beyond 64 bits, lone surrogates) is encoded by the standard library
-    as before. Floats are written in orjson's shortest form (``1e-05`` as ``0.00001``); no
-    digested record holds one.
+    as before, with its floats written by orjson too: a float is written in orjson's
+    shortest form (``1e-05`` as ``0.00001``) whichever encoder writes the value around it,
+    so a record's digest does not depend on which of its fields sent it to the fallback.
 
     Raises:
         TypeError: ``value`` holds something neither encoder can serialize.
@@ -167,7 +169,7 @@ def canonical_json(value: Any) -> str:
     try:
         return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
     except TypeError:  # orjson.JSONEncodeError: let the standard library try
-        return _CANONICAL.encode(value)
+        return _fallback(value)
 
 
 def canonical_json_sha256(value: Any) -> str:
@@ -179,12 +181,31 @@ def canonical_json_sha256(value: Any) -> str:
     try:
         encoded = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
     except TypeError:  # as `canonical_json`: the standard library's text, encoded
-        return sha256_text(_CANONICAL.encode(value))
+        return sha256_text(_fallback(value))
     return hashlib.sha256(encoded).hexdigest()
 
 
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-"""The standard library's canonical encoder, for what orjson refuses."""
+def _orjson_float(number: float) -> str:
+    """A float as orjson writes it (NaN and the infinities as ``null``, as orjson does)."""
+    return orjson.dumps(number).decode()
+
+
+def _fallback(value: Any) -> str:
+    """`canonical_json` of what orjson refuses, its floats written as orjson writes them.
+
+    The standard library's encoder (sorted keys, no whitespace, non-ASCII as is):
+    ``json.encoder._make_iterencode`` is the standard library's own encoder loop, given the
+    float writer; its C twin takes no such argument.
+    """
+    chunks = json.encoder._make_iterencode(  # type: ignore[attr-defined]
+        {}, _no_default, json.encoder.py_encode_basestring, None, _orjson_float,
+        ":", ",", True, False, True,
+    )  # fmt: skip
+    return "".join(chunks(value, 0))
+
+
+def _no_default(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
 def messages_sha256(messages: tuple[ChatMessage, ...]) -> str:
