@@ -58,15 +58,17 @@ def test_a_record_that_is_not_json_fails_verification_in_one_line(recorded, colu
     forge(db, column, "not json {")
     code, lines = cli("verify", run_id, "--db", f"sqlite:///{db}")
     assert code == 1, lines
-    assert lines == [f"run {run_id}: not verified: a record holds text that is not JSON "
-                     "(Expecting value: line 1 column 1 (char 0))"]  # fmt: skip
+    assert len(lines) == 1 and lines[0].startswith(f"run {run_id}: not verified: call call_")
+    assert lines[0].endswith(
+        f" is malformed: its {column} is not JSON (Expecting value: line 1 column 1 (char 0))"
+    )
     for command in (
         ["inspect", run_id, "--no-pager"],
         ["view", run_id, "-o", str(db.parent / "p.html")],
     ):
         code, lines = cli(*command, "--db", f"sqlite:///{db}")
         assert code == 2, lines
-        assert len(lines) == 1 and "a record holds text that is not JSON" in lines[0]
+        assert len(lines) == 1 and f"is malformed: its {column} is not JSON (" in lines[0]
 
 
 def test_a_record_nested_past_the_stack_is_malformed_too(recorded) -> None:
@@ -74,7 +76,8 @@ def test_a_record_nested_past_the_stack_is_malformed_too(recorded) -> None:
     forge(db, "manifest", "[" * 100_000 + "]" * 100_000)
     code, lines = cli("verify", run_id, "--db", f"sqlite:///{db}")
     assert code == 1, lines
-    assert "not verified: a record holds text that is not JSON (nested too deeply)" in lines[-1]
+    assert "is malformed: its manifest is not JSON (nested too deeply)" in lines[-1]
+    assert lines[-1].startswith(f"run {run_id}: not verified: call call_")
 
 
 @pytest.mark.parametrize(

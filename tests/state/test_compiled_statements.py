@@ -92,8 +92,13 @@ def test_ledgers_opened_one_after_another_record_and_verify(tmp_path: Path) -> N
     ledger = RunLedger(url)
     try:
         for n in range(3):
+            # Each run's records and chain verify; its synthesis, written here with no
+            # synthesis call behind it, is the one finding (as a forged one would be).
             report = verify_run(ledger, f"run_{n}")
-            assert report.ok, report.findings
+            assert report.entries_checked >= 2 and report.chain_head, report
+            assert [(f.subject, f.reason) for f in report.findings] == [
+                ("run", "the run's synthesis is not the answer of a synthesis call of the run")
+            ]
     finally:
         ledger.close()
 

@@ -63,7 +63,10 @@ async def test_a_row_that_cannot_be_read_is_a_one_line_500_not_a_dropped_connect
         status, headers, page = fetch(server.url)
         state_status, _, state = fetch(f"{server.url}run/{recorded.run_id}/state")
     assert status == 500
-    assert "the ledger holds a malformed record (a record holds text that is not JSON" in page
+    assert (
+        f"the ledger holds a malformed record (run {recorded.run_id} is malformed: its config "
+        "is not JSON (" in page
+    )
     assert "Content-Security-Policy" in headers
     assert state_status == 500
     assert json.loads(state)["error"].startswith("the ledger holds a malformed record")

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from clearance import ConfigError
 from clearance.cli._backends import verify_lookups
-from clearance.cli._common import one_line_errors, out, safe_text
+from clearance.cli._common import err, one_line_errors, out, safe_text
 from clearance.cli._events import print_events, select_calls
 from clearance.cli._inspect import (
     page_if_terminal,
@@ -230,11 +230,18 @@ def runs(
     limit: Annotated[int, typer.Option(min=1, max=MAX_ROWS, help="How many runs.")] = 20,
     db: DbOption = DEFAULT_LEDGER_URL,
 ) -> None:
-    """List recent runs, newest first."""
-    from clearance import RunLedger
+    """List recent runs, newest first.
+
+    A run whose record is malformed (edited by hand) is left out of the table and named, with
+    what is wrong, on one line of its own on stderr; the others are listed as usual, and the
+    command then exits 2.
+    """
+    from clearance import MalformedRecord, RunLedger
 
     with RunLedger(db, read_only=True) as ledger:
-        records = ledger.list_runs(limit=limit)
+        listed = ledger.run_listing(limit=limit)
+    records = [r for r in listed if not isinstance(r, MalformedRecord)]
+    broken = [r for r in listed if isinstance(r, MalformedRecord)]
     rows = [
         (r.run_id, r.team, r.status, f"{r.created_at:%Y-%m-%d %H:%M}", (r.goal or "")[:60])
         for r in records
@@ -251,4 +258,10 @@ def runs(
             table.add_column(name, no_wrap=True, min_width=widest)
     for row in rows:
         table.add_row(*map(safe_text, row))
-    out.print(table)
+    if rows or not broken:
+        out.print(table)
+    for problem in broken:  # one line each, even when the message quotes a line break
+        message = "\\n".join(str(problem).splitlines())
+        err.print(safe_text(f"error: {message}"), soft_wrap=True)
+    if broken:
+        raise typer.Exit(2)

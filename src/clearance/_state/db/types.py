@@ -2,7 +2,10 @@
 
 `UTCDateTime` stores aware datetimes as UTC and reads them back aware (SQLite drops the
 zone); `JSONText` marks text that is already JSON, stored as it is by `serialize_json`, the
-engines' JSON serializer.
+engines' JSON serializer. `tolerant_columns` reads a table so that a time or JSON value no
+write puts there (a row edited by hand) reads as `Unreadable` instead of failing the whole
+query: the record built from the row names itself and the field (`MalformedRecord`), and a
+listing keeps its other rows.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import DateTime, Dialect
+from sqlalchemy import JSON, ColumnElement, DateTime, Dialect, Table, type_coerce
 from sqlalchemy.types import TypeDecorator
 
 from clearance._core.clock import utc_iso_text
@@ -23,9 +26,11 @@ from clearance._core.errors import MalformedRecord
 __all__ = [
     "JSONText",
     "UTCDateTime",
+    "Unreadable",
     "canonical_json_text",
     "deserialize_json",
     "serialize_json",
+    "tolerant_columns",
 ]
 
 
@@ -93,16 +98,23 @@ def _sqlite_time_value(value: str | None) -> datetime | None:
 
     Raises:
         MalformedRecord: The column holds what no write puts there (a row edited by hand):
-            text that is not a time, or a number or bytes.
+            text that is not a time (or one whose zone puts it past the calendar's ends), or
+            a number or bytes.
     """
     if value is None:
         return None
     try:
         parsed = datetime.fromisoformat(value)
-    except (TypeError, ValueError):
-        shown = value[:60] if isinstance(value, (str, bytes)) else value
-        raise MalformedRecord(f"a record holds {shown!r:.80} where a time belongs") from None
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+        # A zone may put the time before the calendar's first day or after its last.
+        return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+    except (TypeError, ValueError, OverflowError):
+        raise MalformedRecord(f"a record holds {_shown(value)} where a time belongs") from None
+
+
+def _shown(value: object) -> str:
+    """A stored value as an error quotes it: its ``repr``, cut to about 80 characters."""
+    shown = value[:60] if isinstance(value, (str, bytes)) else value
+    return f"{shown!r:.80}"
 
 
 class JSONText(str):
@@ -141,7 +153,98 @@ def deserialize_json(text: str | bytes) -> Any:
         return json.loads(text)
     except (ValueError, RecursionError) as exc:
         cause = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
-        raise MalformedRecord(f"a record holds text that is not JSON ({cause})") from None
+        raise _NotJSON(cause) from None
+
+
+class _NotJSON(MalformedRecord):
+    """`deserialize_json`'s error, with its cause for `Unreadable`."""
+
+    def __init__(self, cause: str) -> None:
+        super().__init__(f"a record holds text that is not JSON ({cause})")
+        self.cause = cause
+
+
+class Unreadable:
+    """What a tolerant column (`tolerant_columns`) reads in place of a value no write puts there.
+
+    Attributes:
+        problem: What is wrong, worded to follow the column's name: ``"is not a time
+            ('yesterday')"``, ``"is not JSON (Expecting value: line 1 column 1 (char 0))"``.
+    """
+
+    __slots__ = ("problem",)
+
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+
+    def __repr__(self) -> str:
+        return f"Unreadable({self.problem!r})"
+
+
+class _TolerantTime(TypeDecorator[Any]):
+    """`UTCDateTime`'s reading, with a value that is not a time read as `Unreadable`."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def result_processor(self, dialect: Dialect, coltype: object) -> Callable[[Any], Any] | None:
+        process = UTCDateTime().result_processor(dialect, coltype)
+        if process is None:
+            return None
+
+        def tolerant(value: Any) -> Any:
+            try:
+                return process(value)
+            except (MalformedRecord, TypeError, ValueError, OverflowError, AssertionError):
+                return Unreadable(f"is not a time ({_shown(value)})")
+
+        return tolerant
+
+
+class _TolerantJSON(TypeDecorator[Any]):
+    """``JSON``, reading text that is not JSON as `Unreadable`."""
+
+    impl = JSON
+    cache_ok = True
+
+    def result_processor(self, dialect: Dialect, coltype: object) -> Callable[[Any], Any] | None:
+        process = super().result_processor(dialect, coltype)
+        if process is None:
+            return None
+
+        def tolerant(value: Any) -> Any:
+            try:
+                return process(value)
+            except _NotJSON as exc:
+                return Unreadable(f"is not JSON ({exc.cause})")
+            except (MalformedRecord, TypeError, ValueError, RecursionError):
+                return Unreadable(f"is not JSON ({_shown(value)})")
+
+        return tolerant
+
+
+def tolerant_columns(table: Table) -> list[ColumnElement[Any]]:
+    """``table``'s columns to select, its times and JSON read tolerantly.
+
+    A row whose time column holds what is not a time, or whose JSON column holds text that
+    is not JSON (SQLite keeps whatever it is given: a row edited by hand), reads with an
+    `Unreadable` in that column instead of raising out of the whole query: the reader names
+    the record and the field, and a listing keeps the rows that are fine. Every other value
+    reads as the table's own columns read it (on PostgreSQL, which refuses such values, the
+    same values).
+
+    Returns:
+        One selectable per column, labelled with the column's name.
+    """
+    columns: list[ColumnElement[Any]] = []
+    for column in table.c:
+        if isinstance(column.type, UTCDateTime):
+            columns.append(type_coerce(column, _TolerantTime()).label(column.name))
+        elif isinstance(column.type, JSON):
+            columns.append(type_coerce(column, _TolerantJSON()).label(column.name))
+        else:
+            columns.append(column)
+    return columns
 
 
 def serialize_json(value: Any) -> str:

@@ -8,6 +8,7 @@
 - `recorder`: `Recorder`, the protocol code that only records depends on.
 - `schema`: the migrations and the tables they define.
 - `records`: the record dataclasses and how each is read from its row.
+- `row_checks`: what in a stored row no write puts there, named by record and field.
 - `rows`: the rows each write commits; `statements`: the statement of each kind of row.
 - `chaining`: each record appended to its run's hash chain; `digest`: the call digest.
 - `leases`: one process runs a run at a time.

@@ -17,6 +17,7 @@ from clearance._core.event_schema import dump_event
 from clearance._core.ids import new_id
 from clearance._core.prompt import canonical_json
 from clearance._core.vocabulary import EventKind
+from clearance._state.db.types import tolerant_columns
 from clearance._state.ledger.reads import LedgerReads
 from clearance._state.ledger.records import EventRecord, event_record
 from clearance._state.ledger.schema import EVENTS
@@ -82,9 +83,11 @@ class LedgerEvents(LedgerReads):
             kind: Only events of this kind; ``None`` for all.
 
         Raises:
+            MalformedRecord: An event's row is malformed (the message names the event and
+                the field).
             StoreError: The database failed.
         """
-        query = select(EVENTS).where(EVENTS.c.run_id == run_id)
+        query = select(*tolerant_columns(EVENTS)).where(EVENTS.c.run_id == run_id)
         if kind is not None:
             query = query.where(EVENTS.c.kind == kind)
         with self._reading(f"read the events of run {run_id!r}") as conn:

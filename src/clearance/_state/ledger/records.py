@@ -1,9 +1,12 @@
 """The records a run ledger returns: runs, tasks, model calls, tool calls, events, chain entries.
 
-Each is a frozen dataclass; the ``*_record`` functions build one from a row of its table. A
-row's JSON is checked for the shape every reader relies on (a call's messages and manifest
-items, an event's data, a tool call's arguments): a row edited into another shape is a
-`MalformedRecord` naming it, never a ``TypeError`` deep in ``verify`` or ``inspect``.
+Each is a frozen dataclass; the ``*_record`` functions build one from a row of its table
+(read with `tolerant_columns`). Every field is checked against its declared type first (text,
+a time, whole numbers >= 0, a finite latency: `clearance._state.ledger.row_checks`), and a
+row's JSON for the shape every reader relies on (a call's messages and manifest items, an
+event's data, a tool call's arguments): a row edited into anything else is a
+`MalformedRecord` naming the record and the field, never a ``TypeError`` deep in ``verify``,
+``inspect`` or ``resume``.
 """
 
 from __future__ import annotations
@@ -16,6 +19,13 @@ from sqlalchemy import Row
 
 from clearance._core.errors import LedgerError, MalformedRecord
 from clearance._core.reasons import bounded_reason
+from clearance._state.ledger.row_checks import chain_problem as _chain_problem
+from clearance._state.ledger.row_checks import field_problems as _problem
+from clearance._state.ledger.row_checks import flag_problem as _flag_problem
+from clearance._state.ledger.row_checks import graph_problem as _graph_problem
+from clearance._state.ledger.row_checks import record_name
+from clearance._state.ledger.row_checks import shape_problem as _shape_problem
+from clearance._state.ledger.row_checks import usage_problem as _usage_problem
 from clearance.models._base import Usage
 
 if TYPE_CHECKING:
@@ -212,7 +222,9 @@ class ToolCallRecord:
         arguments: The arguments as the model gave them.
         result: The text returned to the model (an error message when ``is_error``).
         is_error: Whether the call failed or was refused.
-        store_reads: Store entries the call read: ``{"namespace", "key", "sha256"}`` each.
+        store_reads: Store entries the call read: ``{"namespace", "key", "sha256"}`` each, with
+            ``"updated_at"`` (ISO 8601) and ``"writer"`` (the agent that last wrote the entry)
+            in runs recorded since they were.
         chain: For ``delegate`` calls, the delegation chain passed to the delegate
             (`DelegationChain.to_dict`); ``None`` otherwise.
         created_at: When it was recorded (aware UTC).
@@ -233,7 +245,7 @@ class ToolCallRecord:
 
 
 def usage_of(row: Row[Any]) -> Usage:
-    """The usage columns of a ``runs`` or ``calls`` row."""
+    """The usage columns of a ``runs`` or ``calls`` row, as stored (checked by its record)."""
     return Usage(
         requests=row.requests,
         prompt_tokens=row.prompt_tokens,
@@ -242,6 +254,11 @@ def usage_of(row: Row[Any]) -> Usage:
         cached_prompt_tokens=getattr(row, "cached_prompt_tokens", None),
         counted=bool(getattr(row, "usage_counted", None)),  # calls only: 1 when counted
     )
+
+
+def _raise(what: str, problem: str | None) -> None:
+    if problem is not None:
+        raise MalformedRecord(f"{what} is malformed: {problem}")
 
 
 def _from_row(cls: type[_R], row: Row[Any], **derived: Any) -> _R:
@@ -255,21 +272,28 @@ def _from_row(cls: type[_R], row: Row[Any], **derived: Any) -> _R:
     return cls(**values, **derived)
 
 
-def run_record(row: Row[Any]) -> RunRecord:
+def run_record(row: Row[Any], *, totals: bool = True) -> RunRecord:
     """The `RunRecord` of a ``runs`` row.
 
+    Args:
+        row: The row.
+        totals: Whether to check the run's token totals too. A listing of runs, which
+            shows none, leaves them as stored (a consumer checks them before it sums them),
+            so one run whose totals were edited does not take the list down.
+
     Raises:
-        MalformedRecord: Its config is not an object, or its graph not a list of objects.
+        MalformedRecord: A field is not of its type (text, a time, whole numbers >= 0), its
+            config is not an object, or its graph not a list of tasks (`graph_problem`); the
+            message names the run and the field.
     """
-    problem = None
-    if not isinstance(row.config, dict):
+    problem = _problem(row, RunRecord)
+    if problem is None and not isinstance(row.config, dict):
         problem = "its config is not an object"
-    elif row.graph is not None and not (
-        isinstance(row.graph, list) and all(isinstance(t, dict) for t in row.graph)
-    ):
-        problem = "its graph is not a list of tasks"
-    if problem is not None:
-        raise MalformedRecord(f"run {row.run_id} is malformed: {problem}")
+    elif problem is None:
+        problem = _graph_problem(row.graph)
+    if problem is None and totals:
+        problem = _usage_problem(row)
+    _raise(f"run {record_name(row.run_id)}", problem)
     return _from_row(RunRecord, row, usage=usage_of(row))
 
 
@@ -277,94 +301,89 @@ def task_record(row: Row[Any]) -> TaskRecord:
     """The `TaskRecord` of a ``tasks`` row.
 
     Raises:
-        MalformedRecord: Its ``depends_on`` is not a list of task ids.
+        MalformedRecord: A field is not of its type (text, a time), or its ``depends_on``
+            is not a list of task ids; the message names the task, its run and the field.
     """
     depends_on = row.depends_on
-    if not isinstance(depends_on, list) or not all(isinstance(d, str) for d in depends_on):
-        raise MalformedRecord(
-            f"task {row.task_id} of run {row.run_id} is malformed: its depends_on is not a "
-            "list of task ids"
-        )
+    problem = _problem(row, TaskRecord)
+    if problem is None and not (
+        isinstance(depends_on, list) and all(isinstance(d, str) for d in depends_on)
+    ):
+        problem = "its depends_on is not a list of task ids"
+    _raise(f"task {record_name(row.task_id)} of run {record_name(row.run_id)}", problem)
     return _from_row(TaskRecord, row, depends_on=tuple(depends_on))
-
-
-def _shape_problem(messages: Any, manifest: Any) -> str | None:
-    """What in a call's messages or manifest is not of the shape the ledger writes, if any."""
-    if not isinstance(messages, list) or not all(
-        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
-        for m in messages
-    ):
-        return "its messages are not a list of {role, content} texts"
-    if not isinstance(manifest, dict):
-        return "its manifest is not an object"
-    items = manifest.get("items", [])
-    if not isinstance(items, list) or not all(
-        isinstance(i, dict)
-        and isinstance(i.get("origin"), str)
-        and isinstance(i.get("title"), str)
-        and type(i.get("tokens")) is int
-        for i in items
-    ):
-        return "its manifest's items are not a list of {origin, title, tokens}"
-    for key, kinds in (("subject", str), ("agent", str), ("prompt_sha256", str),
-                       ("total_tokens", int), ("clearance", (dict, type(None)))):  # fmt: skip
-        if key in manifest and (
-            not isinstance(manifest[key], kinds) or isinstance(manifest[key], bool)
-        ):
-            return f"its manifest's {key} is not of its type"
-    return None
-
-
-def _checked(record: _R, problem: str | None, what: str) -> _R:
-    if problem is not None:
-        raise MalformedRecord(f"{what} is malformed: {problem}")
-    return record
 
 
 def call_record(row: Row[Any]) -> CallRecord:
     """The `CallRecord` of a ``calls`` row.
 
     Raises:
-        MalformedRecord: Its messages or manifest are not of the shape the ledger writes.
+        MalformedRecord: Its messages or manifest are not of the shape the ledger writes, a
+            field is not of its type (text, a time, a latency that is a finite number of
+            seconds >= 0, token counts that are whole numbers >= 0), or its parameters are
+            not an object; the message names the call and the field.
     """
-    problem = _shape_problem(row.messages, row.manifest)
-    record = _from_row(
-        CallRecord,
-        row,
-        usage=usage_of(row),
-        pending=bool(row.pending),
-        parameters=getattr(row, "parameters", None),
+    parameters = getattr(row, "parameters", None)
+    problem = (
+        _problem(row, CallRecord)
+        or _shape_problem(row.messages, row.manifest)
+        or _usage_problem(row)
+        or _flag_problem(row, "pending")
     )
-    return _checked(record, problem, f"call {row.call_id}")
+    if problem is None and parameters is not None and not isinstance(parameters, dict):
+        problem = "its parameters are not an object"
+    _raise(f"call {record_name(row.call_id)}", problem)
+    return _from_row(
+        CallRecord, row, usage=usage_of(row), pending=bool(row.pending), parameters=parameters
+    )
 
 
 def event_record(row: Row[Any]) -> EventRecord:
     """The `EventRecord` of an ``events`` row.
 
     Raises:
-        MalformedRecord: Its data is not an object.
+        MalformedRecord: A field is not of its type (text, a time), or its data is not an
+            object; the message names the event and the field.
     """
-    problem = None if isinstance(row.data, dict) else "its data is not an object"
-    return _checked(_from_row(EventRecord, row), problem, f"event {row.event_id}")
+    problem = _problem(row, EventRecord)
+    if problem is None and not isinstance(row.data, dict):
+        problem = "its data is not an object"
+    _raise(f"event {record_name(row.event_id)}", problem)
+    return _from_row(EventRecord, row)
 
 
 def tool_call_record(row: Row[Any]) -> ToolCallRecord:
     """The `ToolCallRecord` of a ``tool_calls`` row.
 
     Raises:
-        MalformedRecord: Its arguments are not an object or its store reads not a list.
+        MalformedRecord: A field is not of its type (text, a time, a whole number of
+            steps), its arguments are not an object, its store reads not a list of objects
+            or its chain neither a delegation chain nor ``None`` (`chain_problem`); the
+            message names the tool call, its run and the field.
     """
-    problem = None
-    if not isinstance(row.arguments, dict):
+    problem = _problem(row, ToolCallRecord) or _flag_problem(row, "is_error")
+    if problem is None and not isinstance(row.arguments, dict):
         problem = "its arguments are not an object"
-    elif not isinstance(row.store_reads, list):
-        problem = "its store reads are not a list"
-    record = _from_row(ToolCallRecord, row, is_error=bool(row.is_error))
-    return _checked(record, problem, f"tool call {row.tool_call_id}")
+    elif problem is None and not (
+        isinstance(row.store_reads, list) and all(isinstance(r, dict) for r in row.store_reads)
+    ):
+        problem = "its store reads are not a list of objects"
+    elif problem is None:
+        problem = _chain_problem(row.chain)
+    what = f"tool call {record_name(row.tool_call_id)} of run {record_name(row.run_id)}"
+    _raise(what, problem)
+    return _from_row(ToolCallRecord, row, is_error=bool(row.is_error))
 
 
 def chain_entry(row: Row[Any]) -> ChainEntry:
-    """The `ChainEntry` of a ``ledger_entries`` row."""
+    """The `ChainEntry` of a ``ledger_entries`` row.
+
+    Raises:
+        MalformedRecord: A field is not of its type (text, a whole number); the message
+            names the entry's position and its run.
+    """
+    what = f"hash-chain entry {record_name(row.seq)} of run {record_name(row.run_id)}"
+    _raise(what, _problem(row, ChainEntry))
     return _from_row(ChainEntry, row)
 
 
