@@ -8,7 +8,6 @@ later step hold only an answer of the right shape, size and count of tool calls.
 from __future__ import annotations
 
 import dataclasses
-import re
 
 from clearance._core.errors import LimitExceeded, ModelError
 from clearance._core.spec import Agent
@@ -24,10 +23,6 @@ from clearance.models._base import (
 )
 
 __all__ = ["checked_response", "paid_usage"]
-
-_FINISH_REASON = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
-"""A finish reason as servers give them (``stop``, ``length``, ``end_turn``, ...): it is
-recorded, shown by ``inspect`` and put on spans, so a server may not make it a paragraph."""
 
 
 def checked_response(
@@ -56,8 +51,7 @@ def checked_response(
             `max_response_chars` allows for the request's ``max_tokens``, lone surrogates
             in the text or a tool call's name, a usage that is not a `Usage`, token counts
             that are not integers in ``[0, MAX_REPORTED_TOKENS]``; cached prompt tokens
-            that are not an integer in ``[0, prompt_tokens]``; a finish reason that is not
-            one word of at most 64 characters (`_FINISH_REASON`).
+            that are not an integer in ``[0, prompt_tokens]``.
         LimitExceeded: ``max_tool_calls_per_step`` (more tool calls than the agent's limit),
             ``max_tokens_per_step``.
     """
@@ -94,13 +88,6 @@ def checked_response(
             f"the completion is not valid Unicode ({exc.reason} at position {exc.start})",
             model_id=model_id,
         ) from exc
-    finish = response.finish_reason
-    if finish is not None and not (isinstance(finish, str) and _FINISH_REASON.fullmatch(finish)):
-        shown = repr(finish[:40]) if isinstance(finish, str) else kind_of(finish)
-        raise ModelError(
-            f"the finish reason {shown} is not a word of at most 64 letters, digits or _.:-",
-            model_id=model_id,
-        )
     _check_usage(response.usage, model_id=model_id, agent=agent, subject=subject)
     if not calls:
         return response
