@@ -5,8 +5,9 @@ a clarification, a spawned child, a memory summary, the plan and the synthesis) 
 `ModelCaller.call`, which applies the calling agent's limits in one place:
 
 - ``max_model_calls``: a `CallBudget` shared by everything one task causes (its tool loop,
-  its delegates, its clarification rounds and its spawned children), so a model that answers
-  with many delegate or spawn calls per turn cannot fan out without bound;
+  its delegates, its clarification rounds and its spawned children; a delegate or child
+  also within its own agent's), so a model that answers with many delegate or spawn calls
+  per turn cannot fan out without bound;
 - ``max_output_tokens`` and ``max_tokens_per_step``: the completion limit sent, and checked
   against the usage the provider reports; the answer's size is capped too
   (`max_response_chars` of the ``max_tokens`` sent);
@@ -85,26 +86,39 @@ class CallBudget:
     One budget is shared by a task's tool loop, its delegates, its clarification rounds and
     its spawned children. Retries of one call are not counted again.
 
+    A delegate or a spawned child has a budget of its own (its agent's ``max_model_calls``)
+    ``within`` the task's: each of its calls counts toward both, so it never makes more
+    calls than its own agent, nor than the task it serves, may.
+
     Args:
         maximum: Most calls; ``None`` for no cap.
-        subject: What the budget belongs to (``task:<id>``), named in the error.
+        subject: What the budget belongs to (``task:<id>``, ``delegation:<call id>``,
+            ``child:<id>``), named in the error.
+        within: The budget of the task this one serves, charged each call too; ``None``
+            for a task's own.
     """
 
-    def __init__(self, maximum: int | None, *, subject: str) -> None:
+    def __init__(
+        self, maximum: int | None, *, subject: str, within: CallBudget | None = None
+    ) -> None:
         self.maximum = maximum
         self.subject = subject
+        self.within = within
         self.used = 0
 
     def take(self) -> None:
-        """Count one more call.
+        """Count one more call (here and in every budget this one is within).
 
         Raises:
-            LimitExceeded: ``limit="max_model_calls"``: the call would be one too many.
+            LimitExceeded: ``limit="max_model_calls"``: the call would be one too many for
+                this budget or one it is within (nothing is counted then).
         """
         if self.maximum is not None and self.used >= self.maximum:
             raise LimitExceeded(
                 "max_model_calls", value=self.used + 1, maximum=self.maximum, subject=self.subject
             )
+        if self.within is not None:
+            self.within.take()
         self.used += 1
 
 

@@ -104,7 +104,7 @@ class AgentLoop:
         user_tools: Tools registered with the orchestrator, by name.
         model_for: The model of an agent.
         caller: Makes (and records) every model call.
-        call_budget: The task's model-call budget (delegates' calls count toward it).
+        call_budget: The task's model-call budget (a delegate's calls count toward it too).
         budget: An agent's prompt token budget for a model (``None``: no limit).
         workspace: The agent's own folder (a child's session), for ``write_output`` and
             offloading; ``None`` to make one with ``make_workspace`` on first use.
@@ -206,6 +206,7 @@ class AgentLoop:
         build: PromptFactory,
         ceiling: Authority | None = None,
         slot: WorkspaceSlot | None = None,
+        call_budget: CallBudget | None = None,
     ) -> str:
         """Run the loop until the model answers with text.
 
@@ -218,6 +219,8 @@ class AgentLoop:
                 own ``ceiling``.
             slot: The agent's workspace; ``None`` for the loop's (``workspace``, else one
                 made with ``make_workspace`` on first use).
+            call_budget: This run's call budget (a delegate's, within its delegator's);
+                ``None`` for the loop's.
 
         Returns:
             The final answer, stripped.
@@ -233,6 +236,7 @@ class AgentLoop:
         none and closes with the plain task trailer), so the model must answer.
         """
         model = self.model_for(agent)
+        calls = self.call_budget if call_budget is None else call_budget
         ceiling = self.ceiling if ceiling is None else ceiling
         tools, view = self._tools(agent, chain, ceiling)
         withheld = withheld_tools(self.ledger, self.run_id, subject, agent, ceiling)
@@ -254,7 +258,7 @@ class AgentLoop:
             prompt = build(offered, steps)
             response = await self.caller.call(
                 subject=subject, agent=agent, model=model, prompt=prompt, tools=offered,
-                budget=self.call_budget,
+                budget=calls,
             )  # fmt: skip
             if not response.tool_calls:
                 text = response.text  # kept verbatim: dependents receive it as answered
@@ -313,8 +317,9 @@ class AgentLoop:
                     elif call.name == DELEGATE_TOOL:  # on record: a resume re-runs it, replaying
                         await record_started(self.ledger, self.run_id, subject, step=step_no,
                                              call_id=call_id, call=call, tool=tool)  # fmt: skip
+                        own = Authority.of(agent, ceiling)
                         output, chain_record = await self._delegate(
-                            agent, chain, call_id, call.arguments, Authority.of(agent, ceiling)
+                            agent, chain, call_id, call.arguments, own, calls
                         )
                     elif call.name == WRITE_OUTPUT_TOOL:
                         output, breach = write_output(slot, call.arguments)
@@ -422,17 +427,12 @@ class AgentLoop:
         call_id: str,
         arguments: dict[str, Any],
         authority: Authority,
+        within: CallBudget | None,
     ) -> tuple[ToolOutput, dict[str, Any] | None]:
-        target = arguments.get("agent")
-        task = arguments.get("task")
+        target, task = arguments.get("agent"), arguments.get("task")
         if not isinstance(target, str) or not isinstance(task, str) or not task.strip():
-            return (
-                ToolOutput(
-                    content="error: delegate needs 'agent' (a name) and 'task' (text)",
-                    is_error=True,
-                ),
-                None,
-            )
+            needs = "error: delegate needs 'agent' (a name) and 'task' (text)"
+            return ToolOutput(content=needs, is_error=True), None
         refused = self.refusal(agent, chain, target)
         if refused is not None:
             return ToolOutput(content=f"error: delegation refused: {refused}", is_error=True), None
@@ -453,17 +453,20 @@ class AgentLoop:
             )
 
         subject = f"delegation:{call_id}"
+        # Its own max_model_calls, within its delegator's budget (the task's, in the end).
+        calls = CallBudget(delegate.limits.max_model_calls, subject=subject, within=within)
         try:
             with agent_span(run_id=self.run_id, agent=target, subject=subject):
                 if delegate.uses_tools:
                     answer = await self.run(
                         agent=delegate, subject=subject, chain=extended, build=build,
                         ceiling=authority, slot=self._slot(subject, delegate, None),
+                        call_budget=calls,
                     )  # fmt: skip
                 else:
                     response = await self.caller.call(
                         subject=subject, agent=delegate, model=model, prompt=build((), []),
-                        budget=self.call_budget)  # fmt: skip
+                        budget=calls)  # fmt: skip
                     # A cut-off answer is marked, never passed on as whole (`mark_answer`).
                     kept = mark_answer(response.text, finish_reason=response.finish_reason)
                     answer = kept.text

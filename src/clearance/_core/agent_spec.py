@@ -146,7 +146,9 @@ class AgentLimits:
             tool loop, its delegates, its clarification rounds and its spawned children
             together (retries of one call are not counted again). Bounds delegation and
             spawn fan-out; reaching it fails the task with `LimitExceeded` naming
-            ``max_model_calls``. ``None`` for no cap.
+            ``max_model_calls``. An agent running as a delegate or a spawned child makes at
+            most its own ``max_model_calls`` per delegation or child, within the task's
+            (reaching it fails that delegation or child). ``None`` for no cap.
         max_tool_calls_per_step: Most tool calls one model answer of this agent may ask for
             (on every call path: a task's tool loop, a delegate, a child, and the paths
             without tools, where an answer with tool calls is not expected at all). An answer

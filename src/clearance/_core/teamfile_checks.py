@@ -177,11 +177,13 @@ def check_paths(spec: RunSpec, tasks: tuple[Task, ...]) -> None:
       ``tools``, ``can_delegate_to``, ``can_spawn`` or ``store_grants``;
     - long-term memory is recalled and recorded per task: ``memory`` on an agent that only
       ever runs as a delegate or a spawned child (never a task's assignee) is refused;
+    - a spawned child never spawns: ``can_spawn`` on an agent that only ever runs as one
+      (never a task's assignee nor a delegate) is refused;
     - a delegate or child is offered only the user and MCP tools its caller may call too:
       such a tool on an agent that only ever runs as one, none of whose callers has it, is
       refused.
 
-    A run planned by the coordinator (no ``tasks:``) is not checked for the last two, since
+    A run planned by the coordinator (no ``tasks:``) is not checked for the last three, since
     the plan assigns the tasks.
 
     Raises:
@@ -228,7 +230,35 @@ def check_paths(spec: RunSpec, tasks: tuple[Task, ...]) -> None:
                 "and recorded per task (a delegate or child never has more than its caller)",
                 field=f"agents.{name}.memory",
             )
+    _check_child_spawns(spec, tasks, assignees)
     _check_lent_tools(spec, tasks, assignees)
+
+
+def _check_child_spawns(spec: RunSpec, tasks: tuple[Task, ...], assignees: set[str]) -> None:
+    """Refuse ``can_spawn`` on an agent that only ever runs as a spawned child.
+
+    A child's tool loop is offered no ``spawn`` tool (a spawned child never spawns), so on
+    an agent that is neither a task's assignee nor anyone's delegate, ``can_spawn`` would
+    be silently ignored.
+    """
+    parents: dict[str, set[str]] = {}
+    for entry in spec.agents:
+        for target in entry.can_spawn:
+            parents.setdefault(target, set()).add(repr(entry.name))
+    for task in tasks:
+        if task.fan_out is not None:
+            parents.setdefault(task.fan_out.agent, set()).add(f"task {task.id!r}")
+    delegates = {t for entry in spec.agents for t in entry.can_delegate_to}
+    for entry in spec.agents:
+        name = entry.name
+        if name not in parents or name in assignees or name in delegates or not entry.can_spawn:
+            continue
+        raise ConfigError(
+            f"has no effect: agent {name!r} runs only as a child spawned by "
+            f"{', '.join(sorted(parents[name]))}, and a spawned child never spawns (give "
+            "can_spawn to its parent, or make it a task's assignee or a delegate)",
+            field=f"agents.{name}.can_spawn",
+        )
 
 
 def _check_lent_tools(spec: RunSpec, tasks: tuple[Task, ...], assignees: set[str]) -> None:

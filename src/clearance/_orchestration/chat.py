@@ -48,7 +48,9 @@ class AgentChat:
 
     The prompt of each turn leaves the agent's ``max_output_tokens`` free in the window:
     when ``trigger_threshold`` of the window would not, the trigger is lowered to the share
-    that does, and ``target_ratio`` in proportion.
+    that does, and ``target_ratio`` in proportion. An agent's ``limits.max_prompt_tokens``
+    bounds every prompt, as on every call path (the window is narrowed to it plus
+    ``max_output_tokens``), and a summary asks for at most its ``max_output_tokens``.
 
     Args:
         agent: The agent.
@@ -103,6 +105,8 @@ class AgentChat:
             raise ConfigError("the model's context window is unknown", field="context_window")
         check_count("context_window", window, least=1)
         check_count("recall_limit", recall_limit, least=0, most=MAX_RECALL)
+        check_room_for_prompt(agent, window, field="context_window")
+        window = _prompt_window(agent, window)
         trigger_threshold, target_ratio = _room_for_answer(
             agent, window, trigger_threshold, target_ratio
         )
@@ -120,8 +124,11 @@ class AgentChat:
             target_ratio=target_ratio,
             strategy=strategy,
             long_term=memory,
+            # A summary is a call of the agent: at most its max_output_tokens, as any other.
+            summary_max_tokens=max(1, min(max(16, window // 10), agent.limits.max_output_tokens,
+                                          int(window * target_ratio) - 1)),
             memory_timeout_s=memory_timeout_s,
-        )
+        )  # fmt: skip
         self.team: TeamConversation | None = None
         if shared_group is not None:
             group = next((g for g in memory_groups if g.name == shared_group), None)
@@ -291,6 +298,19 @@ def check_room_for_prompt(agent: Agent, window: int, *, field: str) -> int:
             field=field,
         )
     return reserved
+
+
+def _prompt_window(agent: Agent, window: int) -> int:
+    """The window the conversation is kept within: the agent's ``max_prompt_tokens`` applies.
+
+    A turn's prompt may take at most ``window - max_output_tokens`` tokens, and at most the
+    agent's ``limits.max_prompt_tokens`` when it declares one (as on every other call path):
+    the window is narrowed to that prompt plus the answer's room.
+    """
+    most = agent.limits.max_prompt_tokens
+    if most is None:
+        return window
+    return min(window, most + agent.limits.max_output_tokens)
 
 
 def _room_for_answer(

@@ -3,7 +3,8 @@
 **Children** (Loom's spawn/aggregate pattern): a task's ``fan_out`` or its agent's ``spawn``
 tool calls create children. Each child gets its own workspace folder under the run's folder
 (created exclusively), a goal-only prompt (`ContextBuilder.build_child_prompt`), its agent's
-limits and sampling, and its calls charged to the parent task's call budget. Requests and
+limits and sampling, and its calls charged to its own ``max_model_calls`` and to the parent
+task's call budget. Requests and
 results travel over the `EventBus` with correlation ids (`SpawnWorker`, `Aggregator`); the
 parent waits for all of them or until its ``spawn_timeout_s`` (a child still running is
 cancelled). What the parent receives is each child's final answer, as a
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from clearance._agents.aggregator import Aggregator, ChildOutcome
+from clearance._agents.caller import CallBudget
 from clearance._agents.delegation import DelegationChain
 from clearance._agents.session import AgentSession
 from clearance._agents.spawn import SpawnRequest, SpawnWorker
@@ -297,8 +299,11 @@ class ChildRunner:
 
         # The runtime's loop, under the spawning agent's effective authority and its task's
         # approvals.
+        # Its own max_model_calls, within the parent task's budget.
+        calls = CallBudget(agent.limits.max_model_calls, subject=f"child:{request.child_id}",
+                           within=parent.budget)  # fmt: skip
         loop = self.runtime.loop(
-            task_id=parent.task.id, budget=parent.budget, workspace=session.workspace,
+            task_id=parent.task.id, budget=calls, workspace=session.workspace,
             ceiling=spawner.authority,
         )  # fmt: skip
         chain = DelegationChain(origin=agent.name, above=spawner.above)
