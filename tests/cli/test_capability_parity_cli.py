@@ -150,6 +150,66 @@ def test_can_spawn_on_a_child_that_is_also_a_tasks_assignee_is_kept(tmp_path: Pa
     )
 
 
+# -- nor does a delegate acting within a spawned child's run (its tool loop offers no spawn) --
+
+CHILD_DELEGATE_SPAWNS = """\
+name: nest
+agents:
+  - {{name: worker, instructions: You work., can_spawn: [kid]{worker}}}
+  - {{name: kid, instructions: You help., can_delegate_to: [helper]}}
+  - {{name: helper, instructions: You assist., can_delegate_to: [deep]{helper}}}
+  - {{name: deep, instructions: You assist more.{deep}}}
+  - {{name: grandkid, instructions: You help more.}}
+tasks:
+  - {{id: t, title: T, description: Do it., assignee: worker{task}}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("where", "task"),
+    [("helper", ""), ("deep", ""), ("helper", ", fan_out: {agent: kid, goals: [one]}")],
+)
+def test_can_spawn_on_an_agent_that_only_runs_as_a_childs_delegate_is_refused_at_load(
+    tmp_path: Path, where: str, task: str
+) -> None:
+    # worker spawns kid; kid delegates to helper, helper to deep: helper and deep only ever
+    # run within kid's tool loop, which offers no spawn, so can_spawn there was ignored.
+    spawns = ", can_spawn: [grandkid]"
+    team = CHILD_DELEGATE_SPAWNS.format(
+        worker="", helper=spawns if where == "helper" else "",
+        deep=spawns if where == "deep" else "", task=task,
+    )  # fmt: skip
+    (tmp_path / "team.yaml").write_text(team)
+    result = cli(tmp_path, "run", str(tmp_path / "team.yaml"), "--model", "fake:m")
+    assert result.exit_code == 2, result.output
+    assert f"agents.{where}.can_spawn" in result.output
+    assert "a spawned child never spawns" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert not (tmp_path / "runs.db").exists()  # refused before anything was opened
+
+
+def test_can_spawn_on_a_childs_delegate_that_is_also_a_tasks_delegate_is_kept(
+    tmp_path: Path, serve
+) -> None:
+    def reply(messages: list[dict[str, Any]]) -> Any:
+        system, user = messages[0]["content"], messages[-1]["content"]
+        if not system.startswith("You work.") or "## Results of your tool calls" in user:
+            return "done"
+        return [("delegate", {"agent": "helper", "task": "Assist."})]
+
+    url = serve(reply)
+    team = CHILD_DELEGATE_SPAWNS.format(
+        worker=", can_delegate_to: [helper]", helper=", can_spawn: [grandkid]", deep="", task=""
+    )
+    (tmp_path / "team.yaml").write_text(team)
+    result = cli(tmp_path, "run", str(tmp_path / "team.yaml"), "--model", "openai:m")
+    assert result.exit_code == 0, result.output
+    helper = [b for b in url.bodies if b["messages"][0]["content"].startswith("You assist.")]
+    assert helper and all(  # as the task's assignee's delegate it is offered spawn
+        "spawn" in {t["function"]["name"] for t in b.get("tools", ())} for b in helper
+    )
+
+
 # -- limits.max_model_calls binds a delegate and a child too (within its caller's task) -----
 
 CALLS_TEAM = """\

@@ -5,7 +5,8 @@ of a type `verify` does not expect used to raise out of the request: the server 
 connection and printed a traceback, and since the list of runs verifies every run, one such
 run took the whole list down. Now the run's verdict says it could not be checked, and its
 page, or a row that cannot even be read, is a one-line ``500`` naming the malformed record
-(the ledger's reads check every row's shape: `MalformedRecord`).
+(the ledger's reads check every row's shape: `MalformedRecord`); the list names a run whose
+own row cannot be read in one line and shows the others.
 
 A client opening connection after connection gets a ``503`` past `serve.MAX_CONNECTIONS`.
 """
@@ -60,13 +61,17 @@ async def test_the_page_of_a_run_with_a_forged_row_says_which_and_why(recorded):
 async def test_a_row_that_cannot_be_read_is_a_one_line_500_not_a_dropped_connection(recorded):
     forge(recorded.db, "UPDATE runs SET config = ?", "{not json")
     with RunLedger(recorded.db) as ledger, serving(ledger) as server:
-        status, headers, page = fetch(server.url)
+        status, headers, page = fetch(f"{server.url}run/{recorded.run_id}")
         state_status, _, state = fetch(f"{server.url}run/{recorded.run_id}/state")
+        list_status, _, listing = fetch(server.url)
     assert status == 500
     assert (
         f"the ledger holds a malformed record (run {recorded.run_id} is malformed: its config "
         "is not JSON (" in page
     )
+    # The list names the run in one line instead (test_serve_list_malformed.py).
+    assert list_status == 200
+    assert f"run {recorded.run_id} is malformed: its config is not JSON (" in listing
     assert "Content-Security-Policy" in headers
     assert state_status == 500
     assert json.loads(state)["error"].startswith("the ledger holds a malformed record")

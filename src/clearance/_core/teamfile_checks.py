@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 
 from clearance._core.errors import ConfigError
 from clearance._core.run_spec import RunSpec
@@ -177,8 +178,9 @@ def check_paths(spec: RunSpec, tasks: tuple[Task, ...]) -> None:
       ``tools``, ``can_delegate_to``, ``can_spawn`` or ``store_grants``;
     - long-term memory is recalled and recorded per task: ``memory`` on an agent that only
       ever runs as a delegate or a spawned child (never a task's assignee) is refused;
-    - a spawned child never spawns: ``can_spawn`` on an agent that only ever runs as one
-      (never a task's assignee nor a delegate) is refused;
+    - a spawned child never spawns, nor does a delegate (however deep) in a child's run:
+      ``can_spawn`` on an agent that only ever runs as one (never a task's assignee nor a
+      delegate, directly or through other delegates, of one) is refused;
     - a delegate or child is offered only the user and MCP tools its caller may call too:
       such a tool on an agent that only ever runs as one, none of whose callers has it, is
       refused.
@@ -235,11 +237,13 @@ def check_paths(spec: RunSpec, tasks: tuple[Task, ...]) -> None:
 
 
 def _check_child_spawns(spec: RunSpec, tasks: tuple[Task, ...], assignees: set[str]) -> None:
-    """Refuse ``can_spawn`` on an agent that only ever runs as a spawned child.
+    """Refuse ``can_spawn`` on an agent that only ever runs within a spawned child's run.
 
-    A child's tool loop is offered no ``spawn`` tool (a spawned child never spawns), so on
-    an agent that is neither a task's assignee nor anyone's delegate, ``can_spawn`` would
-    be silently ignored.
+    A child's tool loop is offered no ``spawn`` tool (a spawned child never spawns), and a
+    delegate acts in its delegator's loop, so neither is a delegate of a child, however many
+    delegates down. On an agent that runs only that way (never a task's assignee, nor a
+    delegate, directly or through other delegates, of one), ``can_spawn`` would be silently
+    ignored. The walk visits each agent once.
     """
     parents: dict[str, set[str]] = {}
     for entry in spec.agents:
@@ -248,17 +252,36 @@ def _check_child_spawns(spec: RunSpec, tasks: tuple[Task, ...], assignees: set[s
     for task in tasks:
         if task.fan_out is not None:
             parents.setdefault(task.fan_out.agent, set()).add(f"task {task.id!r}")
-    delegates = {t for entry in spec.agents for t in entry.can_delegate_to}
+    delegates = {a.name: a.can_delegate_to for a in spec.agents}
+    spawning = _delegation_closure(assignees, delegates)  # runs where spawn is offered
+    within_child = _delegation_closure(set(parents), delegates)
     for entry in spec.agents:
         name = entry.name
-        if name not in parents or name in assignees or name in delegates or not entry.can_spawn:
+        if name not in within_child or name in spawning or not entry.can_spawn:
             continue
+        if name in parents:
+            path = f"a child spawned by {', '.join(sorted(parents[name]))}"
+        else:
+            callers = sorted(repr(a) for a in within_child if name in delegates.get(a, ()))
+            path = f"a delegate of {', '.join(callers)} within a spawned child's run"
         raise ConfigError(
-            f"has no effect: agent {name!r} runs only as a child spawned by "
-            f"{', '.join(sorted(parents[name]))}, and a spawned child never spawns (give "
-            "can_spawn to its parent, or make it a task's assignee or a delegate)",
+            f"has no effect: agent {name!r} runs only as {path}, and a spawned child never "
+            "spawns, nor does a delegate in its run (give can_spawn to its parent, or make it "
+            "a task's assignee or the delegate of one)",
             field=f"agents.{name}.can_spawn",
         )
+
+
+def _delegation_closure(start: set[str], delegates: Mapping[str, Sequence[str]]) -> set[str]:
+    """``start`` and every agent a member delegates to, directly or through other delegates."""
+    reached = set(start)
+    pending = list(start)
+    while pending:
+        for target in delegates.get(pending.pop(), ()):
+            if target not in reached:
+                reached.add(target)
+                pending.append(target)
+    return reached
 
 
 def _check_lent_tools(spec: RunSpec, tasks: tuple[Task, ...], assignees: set[str]) -> None:

@@ -141,7 +141,9 @@ def render_run_page(
     )
 
 
-def render_index(runs: Sequence[RunRow], *, link_prefix: str = "/run/") -> str:
+def render_index(
+    runs: Sequence[RunRow], *, broken: Sequence[str] = (), link_prefix: str = "/run/"
+) -> str:
     """The HTML list of runs (``serve``'s home page), newest first.
 
     Each run's team and goal are cut to `MAX_LABEL_CHARS` (`short`): the list is rendered
@@ -150,6 +152,8 @@ def render_index(runs: Sequence[RunRow], *, link_prefix: str = "/run/") -> str:
 
     Args:
         runs: The runs to list, with their verdicts (`VerdictCache.rows`).
+        broken: One line for each run whose row cannot be read (its `MalformedRecord`'s
+            text), shown below the list as text (escaped).
         link_prefix: Each run links to ``link_prefix`` + its id (URL-quoted whole, ``/``
             included).
 
@@ -157,7 +161,7 @@ def render_index(runs: Sequence[RunRow], *, link_prefix: str = "/run/") -> str:
         One self-contained HTML document.
     """
     template = _environment().get_template("index.html.j2")
-    return template.render(runs=runs, link_prefix=link_prefix, **_assets())
+    return template.render(runs=runs, broken=broken, link_prefix=link_prefix, **_assets())
 
 
 def _segment(text: str) -> str:

@@ -16,7 +16,9 @@ serves, so a web page the user visits cannot reach it through DNS rebinding. A r
 browser makes for another site's page (``Sec-Fetch-Site: cross-site`` or ``same-site``), but
 a top-level navigation, is ``403`` before the ledger is read: such a page could not read the
 answer, but could keep the server verifying runs. A record of the
-ledger that cannot be read is a one-line ``500``, never a dropped connection. Pages carry the
+ledger that cannot be read is a one-line ``500``, never a dropped connection; in the list of
+runs, a run whose own row cannot be read (`RunLedger.run_listing`) is named in one line
+instead, below the runs that can, as ``clearance runs`` does. Pages carry the
 same Content-Security-Policy as a header as they do in their ``<meta>`` tag.
 """
 
@@ -195,8 +197,11 @@ class _Handler(BaseHTTPRequestHandler):
         ledger = self.server.ledger
         try:
             if path == "/":
-                runs = ledger.list_runs(limit=MAX_RUNS_LISTED)
-                return HTTPStatus.OK, render_index(self.server.verdicts.rows(ledger, runs))
+                listed = ledger.run_listing(limit=MAX_RUNS_LISTED)
+                runs = [r for r in listed if not isinstance(r, MalformedRecord)]
+                broken = [_one_line(r) for r in listed if isinstance(r, MalformedRecord)]
+                rows = self.server.verdicts.rows(ledger, runs)
+                return HTTPStatus.OK, render_index(rows, broken=broken)
             if path.startswith("/run/") and len(path) > len("/run/"):
                 return HTTPStatus.OK, self._run_page(unquote(path.removeprefix("/run/")))
             return HTTPStatus.NOT_FOUND, _message_page("no such page")
@@ -300,8 +305,12 @@ def _from_another_site(headers: Any) -> bool:
 def _malformed(exc: Exception) -> str:
     """One line for a record the ledger never writes (`MalformedRecord`, or another failure)."""
     text = str(exc) if isinstance(exc, MalformedRecord) else f"{type(exc).__name__}: {exc}"
-    text = " ".join(text.split())
-    return f"the ledger holds a malformed record ({text[:_REASON_CHARS]})"
+    return f"the ledger holds a malformed record ({_one_line(text)})"
+
+
+def _one_line(problem: object) -> str:
+    """``problem``'s text on one line (any run of whitespace one space), cut to a bound."""
+    return " ".join(str(problem).split())[:_REASON_CHARS]
 
 
 def _message_page(message: str) -> str:

@@ -4,7 +4,9 @@ A run that reaches a tool call or a task requiring approval pauses: ``clearance 
 ``resume``) exit with `EXIT_AWAITING_APPROVAL` and name each request (``apr_...``). A person
 decides each with ``clearance approve RUN_ID CALL_ID`` or ``clearance deny RUN_ID CALL_ID
 --reason ...`` (recorded in the run's ledger with who decided, ``--by``, the OS user by
-default), then continues the run with ``clearance resume RUN_ID``.
+default), then continues the run with ``clearance resume RUN_ID``. Each decision ends with the
+next step the run's recorded status calls for (`next_step`): a run that completed meanwhile
+is not sent to ``resume``, and a run still running is resumed once its process has stopped.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ if TYPE_CHECKING:
     from clearance.runs import Approver
 
 
-__all__ = ["EXIT_AWAITING_APPROVAL", "register", "terminal_approver"]
+__all__ = ["EXIT_AWAITING_APPROVAL", "next_step", "register", "terminal_approver"]
 
 EXIT_AWAITING_APPROVAL = 3
 """Exit code of ``clearance run`` / ``resume`` when the run paused for approval."""
@@ -45,14 +47,45 @@ def _decide(db: str, run_id: str, call_id: str, decision: ApprovalDecision) -> N
 
     with RunLedger(db, create=False) as ledger:  # the run's ledger: never a new one
         request = decide(ledger, run_id, call_id, decision)
-        run = ledger.get_run(run_id).run_id
+        record = ledger.get_run(run_id)
     verb = "approved" if decision.approved else "denied"
     outcome = ""
     if not decision.approved:
         outcome = "; the task fails" if request.kind == ApprovalKind.TASK else "; the model is told"
     said = f"{verb} {call_id} by {decision.by}: {request.describe()}{outcome}"
     out.print(safe_text(said), soft_wrap=True)
-    out.print(safe_text(f"continue the run with: clearance resume {run}"), soft_wrap=True)
+    out.print(safe_text(next_step(record.run_id, record.status)), soft_wrap=True)
+
+
+_NEXT_STEPS = {
+    "interrupted": "continue the run with: clearance resume {run}",
+    "failed": "run {run} failed; to run its unfinished tasks again, this decision with them: "
+    "clearance resume {run}",
+    "completed": "run {run} has already completed, so no task will act on this decision (it "
+    "is recorded; a completed run is not resumed)",
+    "running": "run {run} is still running (or its process stopped without recording an "
+    "end); it pauses once nothing else can run: once its process has stopped, continue it "
+    "with: clearance resume {run}",
+}
+
+
+def next_step(run_id: str, status: str) -> str:
+    """The line ``approve`` / ``deny`` end with: what to do next, for the run's recorded status.
+
+    Args:
+        run_id: The run's full id.
+        status: Its recorded status (`RunRecord.status`): ``interrupted`` (paused) and
+            ``failed`` runs are resumed, a ``completed`` one is not (``resume`` refuses it),
+            a ``running`` one once its process has stopped (``resume`` refuses while it
+            lives); any other status (a row edited by hand) is named as it is.
+
+    Returns:
+        One line, raw (the caller escapes it).
+    """
+    step = _NEXT_STEPS.get(status)
+    if step is None:
+        return f"run {run_id} is recorded as {status!r}; see it with: clearance inspect {run_id}"
+    return step.format(run=run_id)
 
 
 @one_line_errors

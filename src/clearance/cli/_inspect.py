@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import math
 import sys
 from collections.abc import Iterator, Sequence
 from datetime import datetime
@@ -12,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from clearance import ConfigError, PromptKind
 from clearance.cli._common import safe
 
 if TYPE_CHECKING:
@@ -25,23 +25,7 @@ __all__ = [
     "print_run_json",
     "prompt_cache",
     "prompt_cache_line",
-    "select_calls",
 ]
-
-
-def select_calls(run_id: str, calls: list[CallRecord], task: str | None) -> list[CallRecord]:
-    """The calls ``--task`` asks for: one task's (``task:<id>``), ``synthesis`` or ``plan``.
-
-    Raises:
-        ConfigError: The run has no call for that task.
-    """
-    if task is None:
-        return calls
-    wanted = task if task in (PromptKind.SYNTHESIS, PromptKind.PLAN) else f"task:{task}"
-    chosen = [c for c in calls if c.subject == wanted]
-    if not chosen:
-        raise ConfigError(f"run {run_id} has no model call for {task!r}", field="--task")
-    return chosen
 
 
 def prompt_cache(calls: Sequence[CallRecord]) -> dict[str, Any]:
@@ -86,6 +70,36 @@ def _plain(value: Any) -> Any:
     raise TypeError(f"cannot write {type(value).__name__} as JSON")
 
 
+def _standard(value: Any) -> Any:
+    """``value`` as plain JSON values, with each number that is not finite made ``None``.
+
+    Records become objects (`_plain`), tuples lists. A JSON column read from the ledger may
+    hold ``NaN`` or ``Infinity`` (Python's ``json`` reads and writes them; RFC 8259 has
+    neither), so they are written ``null``, as JavaScript's ``JSON.stringify`` does. Walked
+    with a stack, not by recursion: a column may be nested as deep as ``json`` reads.
+    """
+    top: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any]] = [(value, top, 0)]
+    while stack:
+        item, into, key = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            item = None
+        elif isinstance(item, datetime) or (
+            dataclasses.is_dataclass(item) and not isinstance(item, type)
+        ):
+            item = _plain(item)
+        if isinstance(item, dict):
+            copy: dict[Any, Any] = dict.fromkeys(item)  # the keys in their order, filled below
+            stack.extend((v, copy, k) for k, v in item.items())
+            item = copy
+        elif isinstance(item, (list, tuple)):
+            items: list[Any] = [None] * len(item)
+            stack.extend((v, items, i) for i, v in enumerate(item))
+            item = items
+        into[key] = item
+    return top[0]
+
+
 def print_run_json(
     record: RunRecord,
     *,
@@ -100,7 +114,10 @@ def print_run_json(
     record with the fields of its ledger class (`RunRecord`, `TaskRecord`, `CallRecord`...),
     times as ISO 8601 strings; ``prompt_cache`` is `prompt_cache` of the calls. Non-ASCII
     text is written as ``\uXXXX`` escapes, so control characters in model output reach a
-    terminal as text, never as escape sequences.
+    terminal as text, never as escape sequences. The document is standard JSON (RFC 8259):
+    a number a JSON column of the ledger holds as ``NaN``, ``Infinity`` or ``-Infinity`` is
+    written ``null``, as JavaScript's ``JSON.stringify`` does (``inspect`` without
+    ``--json`` shows the value as stored).
     """
     document = {
         "run": record,
@@ -110,7 +127,10 @@ def print_run_json(
         "events": list(events),
         "prompt_cache": prompt_cache(calls),
     }
-    sys.stdout.write(json.dumps(document, default=_plain, ensure_ascii=True, indent=2) + "\n")
+    text = json.dumps(
+        _standard(document), default=_plain, ensure_ascii=True, indent=2, allow_nan=False
+    )
+    sys.stdout.write(text + "\n")
 
 
 def print_responses(calls: Sequence[CallRecord]) -> None:
