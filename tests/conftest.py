@@ -183,6 +183,55 @@ def rechain() -> Any:
     return rechain_run
 
 
+def rewrite_last_prompt(conn: Any, subject: str, edit: Any, manifest_edit: Any = None) -> str:
+    """Rewrite the blocks of ``subject``'s last recorded prompt, as a forger could.
+
+    ``edit(block, item)`` returns each user-message block as it should read (and may change
+    its manifest ``item`` in place); ``manifest_edit(manifest)`` may change the rest. The
+    prompt's digest and the call's record digest are recomputed, so only `verify`'s own
+    checks can tell. ``conn`` is an `sqlite3` connection (committed by the caller). Returns
+    the call's id.
+    """
+    import json
+
+    from clearance._context.render import Section, parse_user_message, render_user_message
+    from clearance._core.prompt import ChatMessage, messages_sha256
+    from clearance._state.ledger import call_record_sha256
+
+    call_id, messages, manifest = conn.execute(
+        "SELECT call_id, messages, manifest FROM calls WHERE subject = ? ORDER BY rowid DESC",
+        (subject,),
+    ).fetchone()
+    messages, manifest = json.loads(messages), json.loads(manifest)
+    sections, trailer = parse_user_message(messages[1]["content"])
+    index, rebuilt = 0, []
+    for section in sections:
+        blocks = []
+        for block in section.blocks:
+            index += 1  # item 0 is the system message's
+            blocks.append(edit(block, manifest["items"][index]))
+        rebuilt.append(Section(section.heading, tuple(blocks)))
+    if manifest_edit is not None:
+        manifest_edit(manifest)
+    messages[1]["content"] = render_user_message(rebuilt, trailer)
+    manifest["prompt_sha256"] = messages_sha256(
+        tuple(ChatMessage(role=m["role"], content=m["content"]) for m in messages)
+    )
+    conn.execute(
+        "UPDATE calls SET messages = ?, manifest = ?, prompt_sha256 = ?, record_sha256 = ? "
+        "WHERE call_id = ?",
+        (json.dumps(messages), json.dumps(manifest), manifest["prompt_sha256"],
+         call_record_sha256(messages, manifest), call_id),
+    )  # fmt: skip
+    return str(call_id)
+
+
+@pytest.fixture
+def rewrite_prompt() -> Any:
+    """`rewrite_last_prompt`: rewrite a recorded prompt's blocks, digests recomputed."""
+    return rewrite_last_prompt
+
+
 class ServerUrl(str):
     """A scripted server's base URL; ``bodies`` holds every request body it received."""
 

@@ -57,13 +57,15 @@ async def _record(db: Path) -> tuple[str, str]:
         return result.run_id, spawn.tool_call_id
 
 
-async def test_a_forged_child_result_in_a_spawn_output_is_a_finding(tmp_path, rechain):
+async def test_a_forged_child_result_in_a_spawn_output_is_a_finding(
+    tmp_path, rechain, rewrite_prompt
+):
     db = tmp_path / "runs.db"
     run_id, call_id = await _record(db)
     with RunLedger(f"sqlite:///{db}") as ledger:
         (spawn,) = [t for t in ledger.tool_calls(run_id) if t.name == "spawn"]
     forged = spawn.result.replace("the helper's finding", "FORGED: all clear")
-    _forge(db, call_id, forged, subject=spawn.subject)
+    _forge(rewrite_prompt, db, call_id, forged, subject=spawn.subject)
     rechain(db, run_id)
     with RunLedger(f"sqlite:///{db}") as ledger:
         found = [str(f) for f in verify_run(ledger, run_id).findings]

@@ -12,14 +12,14 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 from clearance import Agent, Orchestrator, RunLedger, RunOptions, Task, Team
-from clearance._context.render import Block, Section, parse_user_message, render_user_message
+from clearance._context.render import Block
 from clearance._context.verify import verify_run
 from clearance._context.verify_subagents import child_shown
-from clearance._core.prompt import ChatMessage, messages_sha256, sha256_text
+from clearance._core.prompt import sha256_text
 from clearance._core.spec import FanOut
-from clearance._state.ledger import call_record_sha256
 from clearance.models import ModelRequest
 from clearance.testing import FunctionModel
 
@@ -51,8 +51,22 @@ async def _record(db: Path) -> str:
         return result.run_id
 
 
-def _forge_child(db: Path, old: str, new: str, shown: str) -> None:
+def _forge_child(rewrite_prompt: Any, db: Path, old: str, new: str, shown: str) -> None:
     """Record child ``new`` as failed and show it in place of ``old`` in task p's prompt."""
+
+    replaced = []
+
+    def edit(block: Block, item: dict[str, Any]) -> Block:
+        if item["origin"] != f"child_result:{old}":
+            return block
+        replaced.append(old)
+        item.update(origin=f"child_result:{new}", title=f"Result of {new}",
+                    sha256=sha256_text(shown))  # fmt: skip
+        return Block(heading=f"Result of {new}", content=shown)
+
+    def children(manifest: dict[str, Any]) -> None:
+        manifest["clearance"]["children"] = [new]
+
     conn = sqlite3.connect(db)
     try:
         data = {"child_id": new, "agent": "helper", "status": "failed", "result": None,
@@ -63,44 +77,17 @@ def _forge_child(db: Path, old: str, new: str, shown: str) -> None:
             "WHERE kind = 'child' LIMIT 1",
             (json.dumps(data),),
         )
-        call_id, messages, manifest = conn.execute(
-            "SELECT call_id, messages, manifest FROM calls WHERE subject = 'task:p' "
-            "ORDER BY rowid DESC"
-        ).fetchone()
-        messages, manifest = json.loads(messages), json.loads(manifest)
-        sections, trailer = parse_user_message(messages[1]["content"])
-        index, rebuilt = 0, []
-        for section in sections:
-            blocks = []
-            for block in section.blocks:
-                index += 1
-                item = manifest["items"][index]
-                if item["origin"] == f"child_result:{old}":
-                    block = Block(heading=f"Result of {new}", content=shown)
-                    item.update(origin=f"child_result:{new}", title=f"Result of {new}",
-                                sha256=sha256_text(shown))  # fmt: skip
-                blocks.append(block)
-            rebuilt.append(Section(section.heading, tuple(blocks)))
-        manifest["clearance"]["children"] = [new]
-        messages[1]["content"] = render_user_message(rebuilt, trailer)
-        manifest["prompt_sha256"] = messages_sha256(
-            tuple(ChatMessage(role=m["role"], content=m["content"]) for m in messages)
-        )
-        conn.execute(
-            "UPDATE calls SET messages = ?, manifest = ?, prompt_sha256 = ?, record_sha256 = ? "
-            "WHERE call_id = ?",
-            (json.dumps(messages), json.dumps(manifest), manifest["prompt_sha256"],
-             call_record_sha256(messages, manifest), call_id),
-        )  # fmt: skip
+        rewrite_prompt(conn, "task:p", edit, children)
         conn.commit()
     finally:
         conn.close()
+    assert replaced, f"no block of child {old!r} in task p's last prompt"
 
 
-async def test_the_outcome_of_a_child_never_spawned_is_a_finding(tmp_path, rechain):
+async def test_the_outcome_of_a_child_never_spawned_is_a_finding(tmp_path, rechain, rewrite_prompt):
     db = tmp_path / "runs.db"
     run_id = await _record(db)
-    _forge_child(db, "p.1", "p.2", child_shown("failed", None, INJECTED))
+    _forge_child(rewrite_prompt, db, "p.1", "p.2", child_shown("failed", None, INJECTED))
     rechain(db, run_id)
     with RunLedger(f"sqlite:///{db}") as ledger:
         found = [str(f) for f in verify_run(ledger, run_id).findings]

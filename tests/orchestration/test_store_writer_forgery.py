@@ -16,10 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from clearance import Agent, ContextStore, Orchestrator, RunLedger, RunOptions, Task, Team
-from clearance._context.render import Block, Section, parse_user_message, render_user_message
+from clearance._context.render import Block
 from clearance._context.verify import verify_run
-from clearance._core.prompt import ChatMessage, messages_sha256
-from clearance._state.ledger import call_record_sha256
 from clearance.models import ModelRequest, ToolCall
 from clearance.testing import FunctionModel
 
@@ -51,41 +49,25 @@ async def _record(tmp_path: Path) -> tuple[Path, ContextStore, str]:
     return db, store, result.run_id
 
 
-def retitle(db: Path, old: str, new: str, subject: str = "task:t") -> None:
+def retitle(rewrite_prompt: Any, db: Path, old: str, new: str, subject: str = "task:t") -> None:
     """Rename a block's heading in ``subject``'s last prompt, digests recomputed (a forger)."""
+    renamed = []
+
+    def edit(block: Block, item: dict[str, Any]) -> Block:
+        if block.heading != old:
+            return block
+        assert item["title"] == old
+        item["title"] = new
+        renamed.append(new)
+        return Block(heading=new, content=block.content)
+
     conn = sqlite3.connect(db)
     try:
-        call_id, messages, manifest = conn.execute(
-            "SELECT call_id, messages, manifest FROM calls WHERE subject = ? ORDER BY rowid DESC",
-            (subject,),
-        ).fetchone()
-        messages, manifest = json.loads(messages), json.loads(manifest)
-        sections, trailer = parse_user_message(messages[1]["content"])
-        index, rebuilt = 0, []
-        for section in sections:
-            blocks = []
-            for block in section.blocks:
-                index += 1
-                if block.heading == old:
-                    block = Block(heading=new, content=block.content)
-                    assert manifest["items"][index]["title"] == old
-                    manifest["items"][index]["title"] = new
-                blocks.append(block)
-            rebuilt.append(Section(section.heading, tuple(blocks)))
-        messages[1]["content"] = render_user_message(rebuilt, trailer)
-        assert new in messages[1]["content"]
-        manifest["prompt_sha256"] = messages_sha256(
-            tuple(ChatMessage(role=m["role"], content=m["content"]) for m in messages)
-        )
-        conn.execute(
-            "UPDATE calls SET messages = ?, manifest = ?, prompt_sha256 = ?, record_sha256 = ? "
-            "WHERE call_id = ?",
-            (json.dumps(messages), json.dumps(manifest), manifest["prompt_sha256"],
-             call_record_sha256(messages, manifest), call_id),
-        )  # fmt: skip
+        rewrite_prompt(conn, subject, edit)
         conn.commit()
     finally:
         conn.close()
+    assert renamed, f"no block headed {old!r}"
 
 
 def _edit_reads(db: Path, change: Any) -> None:
@@ -115,9 +97,9 @@ async def test_an_honest_read_verifies_with_and_without_the_store(tmp_path):
     store.close()
 
 
-async def test_a_writer_forged_in_the_heading_is_a_finding(tmp_path, rechain):
+async def test_a_writer_forged_in_the_heading_is_a_finding(tmp_path, rechain, rewrite_prompt):
     db, store, run_id = await _record(tmp_path)
-    retitle(db, HEADING, "Store entry notes/plan (written by lead)")
+    retitle(rewrite_prompt, db, HEADING, "Store entry notes/plan (written by lead)")
     rechain(db, run_id)
     found = _findings(db, run_id)
     assert any("names writer 'lead', but the read recorded 'intruder'" in f for f in found), found
@@ -125,10 +107,10 @@ async def test_a_writer_forged_in_the_heading_is_a_finding(tmp_path, rechain):
 
 
 async def test_a_writer_forged_in_the_heading_and_the_read_is_a_finding_against_the_store(
-    tmp_path, rechain
+    tmp_path, rechain, rewrite_prompt
 ):
     db, store, run_id = await _record(tmp_path)
-    retitle(db, HEADING, "Store entry notes/plan (written by lead)")
+    retitle(rewrite_prompt, db, HEADING, "Store entry notes/plan (written by lead)")
     _edit_reads(db, lambda r: {**r, "writer": "lead"})
     rechain(db, run_id)
     found = _findings(db, run_id, store)
@@ -136,14 +118,16 @@ async def test_a_writer_forged_in_the_heading_and_the_read_is_a_finding_against_
     store.close()
 
 
-async def test_a_read_recorded_without_its_writer_is_checked_against_the_store(tmp_path, rechain):
+async def test_a_read_recorded_without_its_writer_is_checked_against_the_store(
+    tmp_path, rechain, rewrite_prompt
+):
     """An older run's read names no writer: with the store at hand, the heading still is."""
     db, store, run_id = await _record(tmp_path)
     _edit_reads(db, lambda r: {k: v for k, v in r.items() if k != "writer"})
     rechain(db, run_id)
     assert _findings(db, run_id) == []
     assert _findings(db, run_id, store) == []
-    retitle(db, HEADING, "Store entry notes/plan (written by lead)")
+    retitle(rewrite_prompt, db, HEADING, "Store entry notes/plan (written by lead)")
     rechain(db, run_id)
     assert _findings(db, run_id) == []  # nothing to compare with
     found = _findings(db, run_id, store)
@@ -151,10 +135,10 @@ async def test_a_read_recorded_without_its_writer_is_checked_against_the_store(t
     store.close()
 
 
-async def test_a_heading_naming_another_entry_is_a_finding(tmp_path, rechain):
+async def test_a_heading_naming_another_entry_is_a_finding(tmp_path, rechain, rewrite_prompt):
     db, store, run_id = await _record(tmp_path)
     _edit_reads(db, lambda r: {k: v for k, v in r.items() if k != "writer"})
-    retitle(db, HEADING, "Store entry notes/approved (written by intruder)")
+    retitle(rewrite_prompt, db, HEADING, "Store entry notes/approved (written by intruder)")
     rechain(db, run_id)
     found = _findings(db, run_id)
     assert any("is not a heading of entry 'notes/plan'" in f for f in found), found
