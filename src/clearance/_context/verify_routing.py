@@ -1,13 +1,20 @@
-"""Verify conditional routing: each skip by a condition follows from the recorded result.
+"""Verify why tasks were skipped: each skip follows from the recorded graph and results.
 
-For every condition of the recorded graph (`Task.when`) whose dependency is recorded
-``completed``, the condition is evaluated again on the recorded result: a task it routes out
-must be recorded ``skipped`` with exactly that reason and have no model call; a task it
-lets through must not be recorded skipped by a condition.
+- **Routing.** For every condition of the recorded graph (`Task.when`) whose dependency is
+  recorded ``completed``, the condition is evaluated again on the recorded result: a task it
+  routes out must be recorded ``skipped`` with exactly that reason and have no model call; a
+  task it lets through must not be recorded skipped by a condition.
+- **Failures upstream.** Every other skip must carry the scheduler's own reason,
+  ``skipped: dependency '<id>' failed`` or ``... was skipped`` (`TaskQueue`), naming an
+  ancestor of the task in the recorded graph that is recorded so; the task must not proceed
+  after failures (``after_failure: proceed``) and must have no model call. The reason reaches
+  prompts (a proceeding dependent's status block, the synthesis), so text of a forger's own
+  there would otherwise be verified as the scheduler's.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 
 from clearance._core.origins import Subject
@@ -15,7 +22,7 @@ from clearance._core.routing import ROUTED_PREFIX
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import CallRecord, TaskRecord
 
-__all__ = ["check_routing"]
+__all__ = ["check_routing", "check_skips"]
 
 
 def check_routing(
@@ -64,4 +71,59 @@ def check_routing(
                 None,
                 "recorded skipped by a condition, but every condition of it holds for the "
                 "recorded result it tests (or it has none)",
+            )
+
+
+_CASCADE = re.compile(r"skipped: dependency (?P<cause>'[^'\\]*') (?P<what>failed|was skipped)")
+"""The reason `TaskQueue` gives a task skipped after a failure upstream (`repr` of the id)."""
+
+
+def check_skips(
+    graph: TaskGraph | None, tasks: Iterable[TaskRecord], calls: Iterable[CallRecord]
+) -> Iterator[tuple[str, str | None, str]]:
+    """Check every task recorded skipped for a reason other than a condition.
+
+    Yields:
+        ``(subject, call id or None, reason)`` for each problem.
+    """
+    if graph is None:
+        return
+    records = {t.task_id: t for t in tasks}
+    called = {Subject.parse(c.subject).id for c in calls if c.subject.startswith("task:")}
+    for record in records.values():
+        reason = record.error or ""
+        if record.status != "skipped" or reason.startswith(ROUTED_PREFIX):
+            continue
+        if record.task_id not in graph:
+            continue  # reported as a task outside the recorded graph
+        subject = str(Subject.task(record.task_id))
+        if record.task_id in called:
+            yield subject, None, "the task is recorded skipped, but a model call of it is"
+        if graph.get(record.task_id).after_failure == "proceed":
+            yield (
+                subject,
+                None,
+                "recorded skipped after a failure upstream, but the task proceeds after "
+                "failures (after_failure: proceed)",
+            )
+        match = _CASCADE.fullmatch(reason)
+        if match is None:
+            yield (
+                subject,
+                None,
+                f"skipped with {reason[:200]!r}, which is not a reason the scheduler gives",
+            )
+            continue
+        cause = match["cause"][1:-1]
+        if cause not in graph.ancestors(record.task_id):
+            yield subject, None, f"skipped for {cause!r}, but {cause!r} is not a dependency of it"
+            continue
+        upstream = records.get(cause)
+        wanted = "failed" if match["what"] == "failed" else "skipped"
+        if upstream is None or upstream.status != wanted:
+            status = "not recorded" if upstream is None else f"recorded {upstream.status}"
+            yield (
+                subject,
+                None,
+                f"skipped because {cause!r} {match['what']}, but {cause!r} is {status}",
             )
