@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from clearance._context.project_scan import (
+    MAX_SCANNED_ENTRIES,
     AdrSummary,
     Dependency,
     read_adrs,
@@ -25,8 +26,12 @@ from clearance._context.project_scan import (
 )
 from clearance._core.confined import escape_controls
 from clearance._core.errors import ConfigError
+from clearance._core.names import check_count
 
 __all__ = ["DEFAULT_TASK_ID_FORMAT", "AdrSummary", "ArchitecturalContext", "Dependency"]
+
+MAX_TREE_DEPTH = 100
+"""Deepest ``max_depth`` of `ArchitecturalContext.from_project` (the listing recurses)."""
 
 DEFAULT_TASK_ID_FORMAT = "task-{n:03d}"
 """Default task id format: ``str.format`` with ``n``, the task's number (from 1)."""
@@ -135,20 +140,21 @@ class ArchitecturalContext:
 
         Args:
             root: The project directory.
-            max_depth: Deepest directory level listed in ``structure`` (1: root entries).
-            max_entries: Most entries listed in ``structure``; the rest are counted in
-                ``structure_omitted``.
+            max_depth: Deepest directory level listed in ``structure`` (1: root entries),
+                1 to `MAX_TREE_DEPTH`.
+            max_entries: Most entries listed in ``structure``, 1 to 10,000 (the most the
+                scan reads); the rest are counted in ``structure_omitted``.
             task_id_format: ``str.format`` pattern of task ids, with field ``n``.
 
         Raises:
-            ConfigError: ``root`` is not a directory, a limit is below 1, or
+            ConfigError: ``root`` is not a directory, a limit is out of its range, or
                 ``task_id_format`` is not a format string with field ``n``.
         """
+        check_count("max_depth", max_depth, least=1, most=MAX_TREE_DEPTH)
+        check_count("max_entries", max_entries, least=1, most=MAX_SCANNED_ENTRIES)
         base = Path(root).resolve()
         if not base.is_dir():
             raise ConfigError(f"project root {str(root)!r} is not a directory", field="root")
-        if max_depth < 1 or max_entries < 1:
-            raise ConfigError("max_depth and max_entries must be at least 1", field="root")
         structure, omitted = walk_structure(base, max_depth=max_depth, max_entries=max_entries)
         dependencies = read_dependencies(base)
         return cls(

@@ -9,7 +9,6 @@ for a link during the scan, never reaches a prompt.
 
 from __future__ import annotations
 
-import contextlib
 import fnmatch
 import json
 import re
@@ -104,6 +103,37 @@ def read_text(root: Path, rel: str) -> str | None:
     return read.data.decode("utf-8", errors="replace")
 
 
+def _manifest(root: Path, name: str, loads: Callable[[str], Any]) -> dict[str, Any] | None:
+    """The manifest ``name`` parsed as a table; ``None`` if missing or not one.
+
+    A manifest that does not parse, is nested too deep for the parser (``RecursionError``)
+    or is not a table at its top (a ``package.json`` holding a list) counts as missing; a
+    field of the wrong type is skipped where it is read (`_table`, `_array`).
+    """
+    text = read_text(root, name)
+    if text is None:
+        return None
+    try:
+        data = loads(text)
+    except (ValueError, RecursionError):  # TOMLDecodeError and JSONDecodeError are ValueErrors
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _table(data: dict[str, Any] | None, *keys: str) -> dict[str, Any]:
+    """``data[keys[0]][keys[1]]...``, or ``{}`` where a value is missing or not a table."""
+    data = data or {}
+    for key in keys:
+        value = data.get(key)
+        data = value if isinstance(value, dict) else {}
+    return data
+
+
+def _array(value: Any) -> list[Any]:
+    """``value`` if it is an array, else ``[]`` (a manifest's field of the wrong type)."""
+    return value if isinstance(value, list) else []
+
+
 def _listing(root: Path, rel: str = "") -> tuple[TreeEntry, ...]:
     """The folder's entries; none if it cannot be listed or holds over `MAX_SCANNED_ENTRIES`."""
     try:
@@ -124,7 +154,14 @@ def _gitignore_spec(root: Path) -> pathspec.GitIgnoreSpec:
     """
     text = read_text(root, ".gitignore") or ""
     patterns = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
-    return pathspec.GitIgnoreSpec.from_lines(patterns[:MAX_IGNORE_PATTERNS])
+    usable = []
+    for line in patterns[:MAX_IGNORE_PATTERNS]:
+        try:  # a line that is no pattern (``!``) is skipped, as git skips it
+            pathspec.GitIgnoreSpec.from_lines([line])
+        except ValueError:
+            continue
+        usable.append(line)
+    return pathspec.GitIgnoreSpec.from_lines(usable)
 
 
 def walk_structure(root: Path, *, max_depth: int, max_entries: int) -> tuple[tuple[str, ...], int]:
@@ -202,23 +239,16 @@ def _pep508(spec: str, source: str, *, optional: bool) -> Dependency | None:
 
 
 def _pyproject(root: Path) -> Iterator[Dependency]:
-    text = read_text(root, "pyproject.toml")
-    if text is None:
-        return
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
-        return
-    project: dict[str, Any] = data.get("project", {})
-    for spec in project.get("dependencies", []):
+    data = _manifest(root, "pyproject.toml", tomllib.loads)
+    project = _table(data, "project")
+    for spec in _array(project.get("dependencies")):
         if (dep := _pep508(str(spec), "pyproject.toml", optional=False)) is not None:
             yield dep
-    for specs in project.get("optional-dependencies", {}).values():
-        for spec in specs:
+    for specs in _table(project, "optional-dependencies").values():
+        for spec in _array(specs):
             if (dep := _pep508(str(spec), "pyproject.toml", optional=True)) is not None:
                 yield dep
-    poetry: dict[str, Any] = data.get("tool", {}).get("poetry", {})
-    for name, version in poetry.get("dependencies", {}).items():
+    for name, version in _table(data, "tool", "poetry", "dependencies").items():
         if name != "python":
             yield Dependency(
                 name=name, version=str(version), source="pyproject.toml", optional=False
@@ -242,28 +272,16 @@ def _requirements(root: Path) -> Iterator[Dependency]:
 
 
 def _package_json(root: Path) -> Iterator[Dependency]:
-    text = read_text(root, "package.json")
-    if text is None:
-        return
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError:
-        return
+    data = _manifest(root, "package.json", json.loads)
     for key, dev in (("dependencies", False), ("devDependencies", True)):
-        for name, version in (data.get(key) or {}).items():
+        for name, version in _table(data, key).items():
             yield Dependency(name=name, version=str(version), source="package.json", optional=dev)
 
 
 def _cargo(root: Path) -> Iterator[Dependency]:
-    text = read_text(root, "Cargo.toml")
-    if text is None:
-        return
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
-        return
+    data = _manifest(root, "Cargo.toml", tomllib.loads)
     for key, dev in (("dependencies", False), ("dev-dependencies", True)):
-        for name, value in (data.get(key) or {}).items():
+        for name, value in _table(data, key).items():
             version = value.get("version", "") if isinstance(value, dict) else str(value)
             yield Dependency(name=name, version=str(version), source="Cargo.toml", optional=dev)
 
@@ -288,22 +306,22 @@ def _go_mod(root: Path) -> Iterator[Dependency]:
 def read_project_name(root: Path) -> str:
     """The name the root's manifest declares (pyproject, package.json, Cargo.toml, go.mod).
 
-    Falls back to the folder's name.
+    Falls back to the folder's name. Shown escaped (`escape_controls`): the name heads the
+    context in every isolated prompt, so a control character in it (a newline, an escape
+    sequence, a byte that is not UTF-8) never reaches that heading raw.
     """
-    readers: tuple[tuple[str, Callable[[str], Any]], ...] = (
-        ("pyproject.toml", lambda t: tomllib.loads(t).get("project", {}).get("name")),
-        ("package.json", lambda t: json.loads(t).get("name")),
-        ("Cargo.toml", lambda t: tomllib.loads(t).get("package", {}).get("name")),
-    )
-    for name, read in readers:
-        text = read_text(root, name)
-        if text is not None:
-            try:
-                declared = read(text)
-            except (tomllib.TOMLDecodeError, json.JSONDecodeError, AttributeError):
-                continue
-            if isinstance(declared, str) and declared.strip():
-                return declared.strip()
+    return escape_controls(_declared_name(root))
+
+
+def _declared_name(root: Path) -> str:
+    for name, loads, table in (
+        ("pyproject.toml", tomllib.loads, ("project",)),
+        ("package.json", json.loads, ()),
+        ("Cargo.toml", tomllib.loads, ("package",)),
+    ):
+        declared = _table(_manifest(root, name, loads), *table).get("name")
+        if isinstance(declared, str) and declared.strip():
+            return declared.strip()
     for line in (read_text(root, "go.mod") or "").splitlines():
         if line.startswith("module ") and len(line.split()) > 1:
             return line.split()[1]
@@ -395,27 +413,20 @@ def read_conventions(root: Path) -> tuple[str, ...]:
         One line per convention found, each naming its source.
     """
     out: list[str] = []
-    ruff: dict[str, Any] = {}
-    pyproject = read_text(root, "pyproject.toml")
-    if pyproject is not None:
-        try:
-            ruff = tomllib.loads(pyproject).get("tool", {}).get("ruff", {})
-        except tomllib.TOMLDecodeError:
-            ruff = {}
+    ruff = _table(_manifest(root, "pyproject.toml", tomllib.loads), "tool", "ruff")
     for name in ("ruff.toml", ".ruff.toml"):
-        if (text := read_text(root, name)) is not None:
-            with contextlib.suppress(tomllib.TOMLDecodeError):
-                ruff = tomllib.loads(text)
+        if (parsed := _manifest(root, name, tomllib.loads)) is not None:
+            ruff = parsed
     if ruff:
         if "line-length" in ruff:
             out.append(f"ruff: line length {ruff['line-length']}")
-        lint: dict[str, Any] = ruff.get("lint", ruff)
-        select = lint.get("select")
+        lint = _table(ruff, "lint") if "lint" in ruff else ruff
+        select = _array(lint.get("select"))
         if select:
             out.append(f"ruff: lint rules {', '.join(map(str, select))}")
             if "N" in select:
                 out.append("ruff: pep8-naming (snake_case functions, CapWords classes)")
-        convention = lint.get("pydocstyle", {}).get("convention")
+        convention = _table(lint, "pydocstyle").get("convention")
         if convention:
             out.append(f"ruff: {convention}-style docstrings")
     editorconfig = read_text(root, ".editorconfig")

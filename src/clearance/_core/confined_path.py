@@ -52,15 +52,28 @@ CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 paragraph separators. No confined path may hold one (`split_relative`)."""
 
 
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+"""A lone surrogate: a byte of a name that is not UTF-8, as the system's listing gives it."""
+
+
 def escape_controls(text: str) -> str:
     r"""``text`` with each `CONTROL_CHARACTER` as its visible escape (``\n``, ``\x1b``).
 
     For names read from a folder (never checked by `split_relative`) shown on one line of a
-    prompt: a name holding a newline cannot add a line of its own.
+    prompt: a name holding a newline cannot add a line of its own. A byte of a name that is
+    not UTF-8 (a lone surrogate, ``\udcff``, in the name listed) is shown as that byte,
+    ``\xff``, so the text can be encoded: a prompt, its digest and the ledger can hold it.
     """
+    if _SURROGATE.search(text) is not None:
+        text = _SURROGATE.sub(_escape_surrogate, text)
     if CONTROL_CHARACTER.search(text) is None:
         return text
     return CONTROL_CHARACTER.sub(lambda m: m[0].encode("unicode_escape").decode("ascii"), text)
+
+
+def _escape_surrogate(match: re.Match[str]) -> str:
+    point = ord(match[0])
+    return f"\\x{point - 0xDC00:02x}" if 0xDC80 <= point <= 0xDCFF else f"\\u{point:04x}"
 
 
 def split_relative(rel: str, root: str | os.PathLike[str] = "") -> tuple[str, ...]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from clearance._core.confined_path import DIR_FLAGS, Walker, root_fd, split_relative
-from clearance._core.errors import LimitExceeded
+from clearance._core.errors import ConfigError, LimitExceeded
 
 __all__ = ["EntryKind", "TreeEntry", "list_confined", "walk_confined"]
 
@@ -78,6 +78,7 @@ def walk_confined(
     max_depth: int,
     follow_symlinks: bool = False,
     max_entries: int | None = None,
+    unreadable: bool = True,
 ) -> Iterator[TreeEntry]:
     """Walk a folder beneath ``root`` depth-first, entries sorted by name; no link followed.
 
@@ -93,6 +94,9 @@ def walk_confined(
         follow_symlinks: Whether links on the way to ``rel`` itself are followed (when they
             stay beneath ``root``); links met during the walk never are.
         max_entries: Most entries read in the whole walk (``None``: no cap).
+        unreadable: Skip a folder beneath that may not be read (permission denied);
+            ``False`` refuses it with `ConfigError` instead, so nothing in it is silently
+            left out. A folder gone or swapped for a link during the walk is always skipped.
 
     Yields:
         One `TreeEntry` per entry; a folder comes before its own entries. ``path`` is
@@ -100,7 +104,8 @@ def walk_confined(
 
     Raises:
         PathEscapeError: See `read_bytes_confined`.
-        ConfigError: ``rel`` does not exist or is not a folder.
+        ConfigError: ``rel`` does not exist or is not a folder; or, with ``unreadable``
+            false, a folder beneath may not be read (the message names it).
         LimitExceeded: More than ``max_entries`` entries were read (``limit="max_entries"``,
             ``value`` the entries read, ``subject`` the folder walked).
     """
@@ -112,7 +117,7 @@ def walk_confined(
         finally:
             walker.close()
     prefix = "/".join(parts)
-    budget = _Budget(max_entries, prefix or os.fspath(root))
+    budget = _Budget(max_entries, prefix or os.fspath(root), os.fspath(root), unreadable)
     try:
         yield from _walk_fd(start, prefix, 1, max_depth, budget)
     finally:
@@ -122,8 +127,15 @@ def walk_confined(
 class _Budget:
     """The entries a walk may still read; `LimitExceeded` on the first one past the cap."""
 
-    def __init__(self, most: int | None, subject: str) -> None:
+    def __init__(self, most: int | None, subject: str, root: str, skip_unreadable: bool) -> None:
         self.most, self.subject, self.read = most, subject, 0
+        self.root, self.skip_unreadable = root, skip_unreadable
+
+    def denied(self, path: str, exc: OSError) -> None:
+        """Skip a folder that may not be read, or refuse it (``skip_unreadable`` false)."""
+        if isinstance(exc, PermissionError) and not self.skip_unreadable:
+            raise ConfigError(f"cannot read the folder {path or '.'!r} under {self.root!r}: "
+                              f"{exc.strerror}")  # fmt: skip
 
     def take(self) -> None:
         self.read += 1
@@ -141,7 +153,8 @@ def _walk_fd(
             for entry in scan:
                 budget.take()
                 found.append((entry.name, _entry_kind(entry), _entry_size(entry)))
-    except OSError:
+    except OSError as exc:
+        budget.denied(prefix, exc)
         return
     found.sort()
     for name, kind, size in found:
@@ -151,7 +164,8 @@ def _walk_fd(
             continue
         try:
             child = os.open(name, DIR_FLAGS, dir_fd=fd)
-        except OSError:
+        except OSError as exc:
+            budget.denied(path, exc)
             continue  # gone, or swapped for a link since the listing
         try:
             yield from _walk_fd(child, path, depth + 1, max_depth, budget)

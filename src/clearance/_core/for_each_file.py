@@ -117,7 +117,8 @@ def matching_files(root: Path, pattern: str, include: list[str], field: str) -> 
         ConfigError: The pattern cannot be used; the input folder holds more than
             `MAX_FILES_SCANNED` files or `MAX_ENTRIES_SCANNED` entries, or nests folders
             deeper than `MAX_DEPTH_SCANNED`; the pattern matches more than
-            `MAX_FILES_MATCHED` (narrow the folder or the pattern); or a matching file's
+            `MAX_FILES_MATCHED` (narrow the folder or the pattern); or a folder under
+            ``root`` may not be read (its files would be left out unseen); or a matching file's
             name is not valid UTF-8 or holds a control character (a newline, an escape),
             which would forge a line of a prompt, the ledger or the terminal: the message
             names the file, escaped, and the field; or two matching names differ only in
@@ -128,13 +129,10 @@ def matching_files(root: Path, pattern: str, include: list[str], field: str) -> 
             # A literal '[' in a set (``[[]``) makes `re` warn of a future nested-set syntax.
             warnings.simplefilter("ignore", FutureWarning)
             spec = pathspec.PathSpec.from_lines("gitignore", ["/" + pattern])
-            walked = _Candidates(
-                walk_confined(
-                    root, max_depth=MAX_DEPTH_SCANNED + 1, max_entries=MAX_ENTRIES_SCANNED
-                ),
-                root,
-                field,
-            )
+            # A folder the run may not read is refused: its files would get no task, unsaid.
+            entries = walk_confined(root, max_depth=MAX_DEPTH_SCANNED + 1,
+                                    max_entries=MAX_ENTRIES_SCANNED, unreadable=False)  # fmt: skip
+            walked = _Candidates(entries, root, field)
             found = list(spec.match_files(_at_most(walked, root, field)))
     except LimitExceeded:
         raise ConfigError(
@@ -148,7 +146,7 @@ def matching_files(root: Path, pattern: str, include: list[str], field: str) -> 
         raise ConfigError(exc.message, field=field) from None  # the folder cannot be read
     except ValueError as exc:
         raise ConfigError(f"cannot match {pattern!r}: {exc}", field=field) from exc
-    files = sorted(root / rel for rel in found if rel in walked.files or (root / rel).is_file())
+    files = sorted(root / rel for rel in found if rel in walked.files or _leads_to_file(root / rel))
     matches = [p for p in files if any(p.match(inc) for inc in include)]
     if len(matches) > MAX_FILES_MATCHED:
         raise ConfigError(
@@ -193,6 +191,19 @@ class _Candidates:
                 yield entry.path
             elif entry.kind == EntryKind.SYMLINK:
                 yield entry.path  # a file if it leads to one (`Path.is_file` follows it)
+
+
+def _leads_to_file(link: Path) -> bool:
+    """Whether a matched link leads to a regular file (followed as the system does).
+
+    A link that cannot be followed for a reason other than its target missing (a name too
+    long, permission denied on the way) counts as one: the confined read of the task's
+    files then refuses it in one line naming it, where ``is_file`` would raise.
+    """
+    try:
+        return link.is_file()
+    except OSError:
+        return True
 
 
 def _check_name(rel: str, root: Path, field: str) -> None:

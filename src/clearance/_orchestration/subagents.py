@@ -208,6 +208,8 @@ class IsolatedRunner:
             text = load_text_file(self.project_root, path, caps=self.file_caps,
                                   budget=self.file_caps.max_total_bytes - used)  # fmt: skip
         except ClearanceError as exc:
-            return str(exc)
+            # The model needs the path inside the project, never where it is on this host.
+            root = str(self.project_root)
+            return str(exc).replace(repr(root), "the project folder").replace(root, "<project>")
         files[path] = text
         return None
