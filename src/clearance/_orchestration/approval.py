@@ -31,6 +31,7 @@ from typing import Any
 
 from clearance._core.errors import ApprovalDenied, ApprovalPending, ConfigError
 from clearance._core.ids import new_id
+from clearance._core.reasons import bounded_reason
 from clearance._core.run_spec import ANSWER_TIMEOUT_S
 from clearance._core.spec import Task
 from clearance._core.vocabulary import ApprovalKind, EventKind
@@ -224,10 +225,7 @@ class ApprovalGate:
             earlier = self._recorded_decision(request.call_id)
             if earlier is None:
                 decision = await self._ask(self.approver, request)
-                earlier = self._recorded_decision(request.call_id)
-                if earlier is None:
-                    self._record_decision(request, decision)
-                    continue
+                earlier = self._record_decision(request, decision)
             self._decisions[request.call_id] = earlier
         waiting = [r.call_id for r in requests if r.call_id not in self._decisions]
         if waiting:
@@ -267,12 +265,23 @@ class ApprovalGate:
                 return decision_of(event)
         return None
 
-    def _record_decision(self, request: ApprovalRequest, decision: ApprovalDecision) -> None:
-        self._decisions[request.call_id] = decision
-        self.ledger.record_event(
-            self.run_id, EventKind.APPROVAL_DECIDED, f"task:{request.task_id}",
-            decision_data(request, decision),
-        )  # fmt: skip
+    def _record_decision(
+        self, request: ApprovalRequest, decision: ApprovalDecision
+    ) -> ApprovalDecision:
+        """Record ``decision`` unless one is recorded already; the decision that counts.
+
+        On a `RunLedger` the check and the write are one transaction (`record_first_event`),
+        so a decision another process records meanwhile is never recorded beside this one.
+        """
+        data = decision_data(request, decision)
+        subject = f"task:{request.task_id}"
+        if not isinstance(self.ledger, RunLedger):  # keeps no record: nobody else decides
+            self.ledger.record_event(self.run_id, EventKind.APPROVAL_DECIDED, subject, data)
+            return decision
+        earlier = self.ledger.record_first_event(
+            self.run_id, EventKind.APPROVAL_DECIDED, subject, data, unique="call_id"
+        )
+        return decision if earlier is None else decision_of(earlier)
 
 
 def pending_approvals(ledger: RunLedger, run_id: str) -> list[ApprovalRequest]:
@@ -306,7 +315,8 @@ def decide(
 
     Raises:
         ConfigError: The run has no such request, it was decided already (a decision is
-            final), or the decision is malformed (`check_decision`).
+            final; checked and recorded in one transaction, so of two decisions made at once
+            the second is refused), or the decision is malformed (`check_decision`).
         StoreError: The run is unknown (or several match), or the ledger failed.
     """
     run = ledger.get_run(run_id)
@@ -319,24 +329,26 @@ def decide(
     ]
     if not asked:
         raise ConfigError(
-            f"run {run.run_id} has no approval request {call_id!r} "
+            f"run {run.run_id} has no approval request {bounded_reason(repr(call_id), 100)} "
             f"(see them with: clearance inspect {run.run_id})",
             field="call_id",
         )
-    for event in events:
-        if event.kind == EventKind.APPROVAL_DECIDED and event.data.get("call_id") == call_id:
-            raise ConfigError(
-                f"approval {call_id} of run {run.run_id} was already {event.data.get('decision')} "
-                f"by {event.data.get('by')}; a decision is final",
-                field="call_id",
-            )
     request = ApprovalRequest.from_event(asked[0])
-    ledger.record_event(
+    # The check for an earlier decision and the write are one transaction: of two people
+    # deciding at once, the second is told the first's decision.
+    earlier = ledger.record_first_event(
         run.run_id,
         EventKind.APPROVAL_DECIDED,
         f"task:{request.task_id}",
         decision_data(request, decision),
+        unique="call_id",
     )
+    if earlier is not None:
+        raise ConfigError(
+            f"approval {call_id} of run {run.run_id} was already {earlier.data.get('decision')} "
+            f"by {earlier.data.get('by')}; a decision is final",
+            field="call_id",
+        )
     return request
 
 
