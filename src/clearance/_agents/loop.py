@@ -184,7 +184,7 @@ class AgentLoop:
                     view = StoreView(
                         self.store, agent=agent.name,
                         grants=StoreGrants.parse(agent.store_grants),
-                        read_extends_ttl_s=agent.store_read_extends_ttl_s,
+                        read_extends_ttl_s=authority.read_extends_ttl_s,
                         ceiling=ceiling.grants if ceiling else None,
                     )  # fmt: skip
                     bound = store_tools(view)

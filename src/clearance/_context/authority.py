@@ -7,7 +7,9 @@ capabilities and its caller's effective ones, so along a chain of delegations an
 agent has at most what every agent above it has:
 
 - **store grants**: `StoreGrants.intersect` (exact for namespace patterns); an operation
-  refused only for that reason is a ``grant_withheld`` event;
+  refused only for that reason is a ``grant_withheld`` event. Reads push expiry forward
+  (``store_read_extends_ttl_s``) only when every agent above extends on its reads too, by
+  the shortest extension;
 - **tools** from ``tools:`` (user functions and MCP tools): only those its caller may call
   too. A withheld tool is not offered to the model (its prompt does not list it) and a call
   of it is refused; each loop that withholds tools records a ``tools_withheld`` event. The
@@ -53,10 +55,14 @@ class Authority:
         grants: Its effective store grants.
         tools: The names of the user and MCP tools it may call (`ceiling_tools`; the
             workspace and store tools are not bounded by name).
+        read_extends_ttl_s: How far its store reads push expiry forward (its
+            ``store_read_extends_ttl_s``), ``None`` for not at all: acting for others, only
+            when each of them extends on its reads too, and by the shortest extension.
     """
 
     grants: StoreGrants
     tools: frozenset[str]
+    read_extends_ttl_s: float | None = None
 
     @classmethod
     def of(cls, agent: Agent, ceiling: Authority | None) -> Authority:
@@ -65,9 +71,15 @@ class Authority:
         ``None`` (acting for nobody: a task's assignee) gives its own grants and tools.
         """
         grants, tools = StoreGrants.parse(agent.store_grants), ceiling_tools(agent)
+        extends = agent.store_read_extends_ttl_s
         if ceiling is None:
-            return cls(grants=grants, tools=tools)
-        return cls(grants=grants.intersect(ceiling.grants), tools=tools & ceiling.tools)
+            return cls(grants=grants, tools=tools, read_extends_ttl_s=extends)
+        if extends is not None and ceiling.read_extends_ttl_s is not None:
+            extends = min(extends, ceiling.read_extends_ttl_s)
+        else:  # a read that would touch what its caller's own reads leave alone
+            extends = None
+        return cls(grants=grants.intersect(ceiling.grants), tools=tools & ceiling.tools,
+                   read_extends_ttl_s=extends)  # fmt: skip
 
     def withholds(self, name: str) -> bool:
         """Whether a ``tools:`` entry named ``name`` is withheld (its caller may not call it)."""

@@ -6,10 +6,10 @@ for (see `clearance._orchestration.runtime`). From the run's records alone (its 
 grants, its tool calls' subjects, its ``spawn`` events) ``verify`` rebuilds, for each tool
 call, the agents it acted for, and checks:
 
-- every store entry a tool call read is in a namespace each of those agents may read, and
-  every store write (``store_set``, ``store_set_with_extension``, ``store_touch``) is in one
-  each may write: a read or write outside the intersection is a capability lent (the
-  confused deputy);
+- every store entry a tool call read is in a namespace its own agent and each of those
+  agents may read, and every store write (``store_set``, ``store_set_with_extension``,
+  ``store_touch``) is in one each may write: a read or write outside the agent's own grants
+  is a finding, and one outside a caller's a capability lent (the confused deputy);
 - every call of a user or MCP tool by an agent acting for others that ran (recorded as
   ``tool_started``, or succeeded) is of a tool each of them may call too
   (`clearance._context.authority`; for runs recorded with ``tool_ceilings``);
@@ -95,9 +95,13 @@ def check_capabilities(
     started = {str(e.data.get("tool_call_id")) for e in events if e.kind == EventKind.TOOL_STARTED}
     for record in tool_calls.values():
         callers = callers_of(record.subject, tool_calls, spawns)
-        if not callers:
+        if callers is None:
             continue
         where = f"tool call {record.tool_call_id}"
+        if agents:  # a run recorded without its agents has no grants to check against
+            yield from _check_own_grants(where, record, agents)
+        if not callers:
+            continue
         ran = record.tool_call_id in started or not record.is_error
         if tool_ceilings and ran and (lender := _lender(record, callers, agents)) is not None:
             yield (
@@ -105,13 +109,7 @@ def check_capabilities(
                 f"{record.agent!r} called {record.name!r} acting for {lender!r}, which may "
                 "not call it (a capability lent)",
             )  # fmt: skip
-        ops: list[tuple[Literal["read", "write"], str]] = [
-            ("read", str(r.get("namespace"))) for r in record.store_reads
-        ]
-        namespace = record.arguments.get("namespace")
-        if record.name in _WRITES and not record.is_error and isinstance(namespace, str):
-            ops.append(("write", namespace))
-        for operation, ns in ops:
+        for operation, ns in _store_operations(record):
             for caller in callers:
                 agent = agents.get(caller)
                 grants = StoreGrants.parse(agent.store_grants) if agent else StoreGrants()
@@ -124,6 +122,33 @@ def check_capabilities(
                     break
     yield from _check_spawns(agents, tool_calls, spawns)
     yield from _check_offloads(tool_calls, events)
+
+
+def _store_operations(record: ToolCallRecord) -> list[tuple[Literal["read", "write"], str]]:
+    """The store reads (each entry read) and the write (if it succeeded) of a tool call."""
+    ops: list[tuple[Literal["read", "write"], str]] = [
+        ("read", str(r.get("namespace"))) for r in record.store_reads
+    ]
+    namespace = record.arguments.get("namespace")
+    if record.name in _WRITES and not record.is_error and isinstance(namespace, str):
+        ops.append(("write", namespace))
+    return ops
+
+
+def _check_own_grants(
+    where: str, record: ToolCallRecord, agents: Mapping[str, Agent]
+) -> Iterator[Problem]:
+    """Each store read and write of a tool call is one its own agent's grants allow."""
+    agent = agents.get(record.agent)
+    grants = StoreGrants.parse(agent.store_grants) if agent else StoreGrants()
+    for operation, ns in _store_operations(record):
+        if not grants.allows(ns, operation):
+            yield (
+                where, None,
+                f"{record.agent!r} could {operation} {ns!r}, which its own grants do not "
+                "allow",
+            )  # fmt: skip
+            return
 
 
 def _lender(record: ToolCallRecord, callers: list[str], agents: Mapping[str, Agent]) -> str | None:

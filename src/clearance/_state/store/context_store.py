@@ -198,8 +198,9 @@ class ContextStore(DatabaseBase):
             ConfigError: ``ttl_s`` is not a number of seconds from `MIN_TTL_S` to `MAX_TTL_S`,
                 or ``namespace`` or ``key`` is empty, or ``namespace``, ``key`` or ``agent``
                 is longer than its column (`MAX_NAMESPACE_CHARS`, `MAX_KEY_CHARS`,
-                `MAX_AGENT_CHARS`), or ``value`` is over `MAX_VALUE_BYTES`, or an argument
-                is not text or holds a NUL character or a lone surrogate.
+                `MAX_AGENT_CHARS`), or ``namespace`` and ``key`` together are over
+                `MAX_NAME_BYTES` of UTF-8, or ``value`` is over `MAX_VALUE_BYTES`, or an
+                argument is not text or holds a NUL character or a lone surrogate.
             StoreError: The database could not be written.
         """
         self._upsert(namespace, key, value, agent, ttl_s)
@@ -229,8 +230,9 @@ class ContextStore(DatabaseBase):
             ConfigError: ``ttl_s`` is not a number of seconds from `MIN_TTL_S` to `MAX_TTL_S`,
                 or ``namespace`` or ``key`` is empty, or ``namespace``, ``key`` or ``agent``
                 is longer than its column (`MAX_NAMESPACE_CHARS`, `MAX_KEY_CHARS`,
-                `MAX_AGENT_CHARS`), or ``value`` is over `MAX_VALUE_BYTES`, or an argument
-                is not text or holds a NUL character or a lone surrogate.
+                `MAX_AGENT_CHARS`), or ``namespace`` and ``key`` together are over
+                `MAX_NAME_BYTES` of UTF-8, or ``value`` is over `MAX_VALUE_BYTES`, or an
+                argument is not text or holds a NUL character or a lone surrogate.
             StoreError: The database could not be written.
         """
         self._upsert(namespace, key, value, agent, ttl_s, extend=True)

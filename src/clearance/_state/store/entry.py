@@ -14,12 +14,14 @@ __all__ = [
     "MAX_AGENT_CHARS",
     "MAX_KEY_CHARS",
     "MAX_NAMESPACE_CHARS",
+    "MAX_NAME_BYTES",
     "MAX_TTL_S",
     "MAX_VALUE_BYTES",
     "MIN_TTL_S",
     "StoreEntry",
-    "check_store_entry",
+    "check_name_bytes",
     "check_names",
+    "check_store_entry",
     "check_text",
     "check_ttl",
     "malformed_entry",
@@ -73,6 +75,12 @@ MAX_KEY_CHARS = 1024
 MAX_AGENT_CHARS = 255
 """Longest agent name recorded with an entry, in characters (the column's size)."""
 
+MAX_NAME_BYTES = 2_600
+"""Most bytes of UTF-8 a namespace and its key take together: PostgreSQL's index on them
+(the primary key) holds at most 2,704 bytes a row, about 20 more than the two texts, and
+refuses a longer name that does not compress (255 and 1,024 characters of 4 bytes each are
+5,116 bytes). SQLite would keep it, so both refuse it."""
+
 MAX_VALUE_BYTES = 1_000_000_000
 """Largest value written, in bytes of UTF-8: SQLite's default longest string, a little under
 PostgreSQL's 1 GB for one text. A value over it is refused before it is sent (the driver
@@ -115,7 +123,8 @@ def check_store_entry(
     Raises:
         ConfigError: ``value`` is not text, an argument is not text a driver stores
             (`check_text`), a name is empty or too long or the value too large
-            (`check_names`), or ``ttl_s`` is out of range (`check_ttl`).
+            (`check_names`), the namespace and key are too large together
+            (`check_name_bytes`), or ``ttl_s`` is out of range (`check_ttl`).
     """
     if not isinstance(value, str):
         raise ConfigError(
@@ -124,7 +133,27 @@ def check_store_entry(
         )
     check_text(namespace=namespace, key=key, value=value, agent=agent)
     check_names(namespace=namespace, key=key, agent=agent, value=value)
+    check_name_bytes(namespace, key)
     check_ttl(ttl_s)
+
+
+def check_name_bytes(namespace: str, key: str) -> None:
+    """Refuse a namespace and key over `MAX_NAME_BYTES` of UTF-8 together.
+
+    Raises:
+        ConfigError: Their size together is over the limit (``field`` is ``key``).
+    """
+    if len(namespace) + len(key) <= MAX_NAME_BYTES // 4:  # the common case: no encoding
+        return
+    size = len(namespace.encode("utf-8", "surrogatepass")) + len(
+        key.encode("utf-8", "surrogatepass")
+    )
+    if size > MAX_NAME_BYTES:
+        raise ConfigError(
+            f"with its namespace is {size:,} bytes of UTF-8, over the limit of "
+            f"{MAX_NAME_BYTES:,} for the two together",
+            field="key",
+        )
 
 
 def check_names(**fields: str) -> None:
