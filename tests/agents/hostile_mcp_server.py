@@ -1,9 +1,13 @@
 """A hostile MCP server over stdio, written by hand (raw JSON-RPC lines), for the attack tests.
 
-Run as ``python hostile_mcp_server.py BEHAVIOUR_JSON``. The behaviour is a JSON object:
+Run as ``python hostile_mcp_server.py BEHAVIOUR_JSON`` (or ``@FILE``, a file holding it).
+The behaviour is a JSON object:
 
 - ``tools``: the listed tools, each ``{"name", "inputSchema"}`` (any JSON, unchecked);
+- ``page_size``: list the tools this many a page (each page names the next);
+- ``endless_pages``: every page names a next one, even past the tools;
 - ``result``: what ``tools/call`` answers (a ``CallToolResult`` as JSON);
+- ``raw_result``: the same as JSON text, sent as it is (say, nested past any parser's stack);
 - ``stderr_bytes``: bytes written to standard error before anything else;
 - ``stderr_end``: a last line written to standard error after those;
 - ``fsize_limit``: a cap on the size of files this process may write (``RLIMIT_FSIZE``), so
@@ -26,8 +30,23 @@ def send(message: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
+def listing(behaviour: dict[str, Any], cursor: str | None) -> dict[str, Any]:
+    """One page of the tools: the one ``cursor`` names (``None``: the first)."""
+    tools = behaviour.get("tools", [])
+    size = behaviour.get("page_size", len(tools) or 1)
+    start = int(cursor or 0)
+    page: dict[str, Any] = {"tools": tools[start : start + size]}
+    if start + size < len(tools) or behaviour.get("endless_pages"):
+        page["nextCursor"] = str(start + size)
+    return page
+
+
 def main() -> None:
-    behaviour = json.loads(sys.argv[1])
+    given = sys.argv[1]
+    if given.startswith("@"):
+        with open(given[1:], encoding="utf-8") as f:
+            given = f.read()
+    behaviour = json.loads(given)
     limit = behaviour.get("fsize_limit")
     if limit is not None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
@@ -51,11 +70,16 @@ def main() -> None:
                 "serverInfo": {"name": "hostile", "version": "1"},
             }
         elif method == "tools/list":
-            result = {"tools": behaviour.get("tools", [])}
+            result = listing(behaviour, (request.get("params") or {}).get("cursor"))
         elif method == "tools/call":
             for _ in range(behaviour.get("notifications", 0)):
                 send({"jsonrpc": "2.0", "method": "notifications/message",
                       "params": {"level": "info", "data": "x" * 100}})  # fmt: skip
+            if "raw_result" in behaviour:
+                sys.stdout.write(f'{{"jsonrpc": "2.0", "id": {json.dumps(ident)}, "result": ')
+                sys.stdout.write(behaviour["raw_result"] + "}\n")
+                sys.stdout.flush()
+                continue
             result = behaviour.get("result", {"content": [{"type": "text", "text": "ok"}]})
         else:
             send({"jsonrpc": "2.0", "id": ident, "error": {"code": -32601, "message": "no"}})

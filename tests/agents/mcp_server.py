@@ -7,6 +7,7 @@ Run as ``python mcp_server.py stdio`` or ``python mcp_server.py http PORT``. Wit
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -61,6 +62,25 @@ def delete_everything() -> str:
     if marker:
         Path(marker).write_text("called", encoding="utf-8")
     return "deleted"
+
+
+@server.tool()
+def spawn(hang: bool = False) -> str:
+    """Start a process that outlives this call (its id goes to MCP_CHILD_PID_FILE); maybe hang."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(300)"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    Path(os.environ["MCP_CHILD_PID_FILE"]).write_text(str(child.pid), encoding="utf-8")
+    if hang:
+        time.sleep(3600)
+    return "spawned"
+
+
+@server.tool()
+def die() -> str:
+    """Exit in the middle of the call, without answering."""
+    os._exit(3)
 
 
 def main() -> None:

@@ -29,11 +29,13 @@ pytest.importorskip("mcp")
 
 from mcp.types import Tool as McpTool
 
+from clearance import RunLedger, RunSpec
 from clearance._agents.mcp import _checked_tool, load_mcp_tools
 from clearance._context.render import parse_user_message
 from clearance._core.errors import ConfigError
 from clearance._core.mcp_spec import McpServerSpec, McpToolRef
 from clearance._core.teamfile import load_team_file
+from clearance._orchestration.run_config import spec_tools
 from clearance.cli import app
 
 SERVER = Path(__file__).with_name("mcp_server.py")
@@ -176,6 +178,34 @@ def test_run_calls_an_mcp_tool_and_inspect_and_verify_pass(
 
     verified = runner.invoke(app, ["verify", run_id, "--db", db])
     assert verified.exit_code == 0, verified.output
+
+
+@pytest.mark.network
+def test_a_token_in_the_urls_query_is_not_recorded(tmp_path, monkeypatch, openai_server, http_url):
+    # The address of each call left the query out (it may hold a token), but the run's
+    # recorded config kept the URL whole: the token sat in the ledger for every reader.
+    secret = "TOKEN-IN-QUERY-7731"
+    url = openai_server(scripted([("mcp__docs__lookup", {"term": "x"})], []))
+    servers = {"docs": {"url": f"{http_url}?token={secret}"}}
+    result, db = run_cli(tmp_path, monkeypatch, url, team(servers, ["mcp:docs/lookup"]))
+    assert result.exit_code == 0, result.output
+    run_id = re.search(r"run id: (\S+)", result.output).group(1)
+    with RunLedger(db) as ledger:
+        config = ledger.get_run(run_id).config
+        (call,) = ledger.tool_calls(run_id)
+    assert call.result == "glossary: x means a bounded thing"
+    assert config["mcp_servers"]["docs"]["url"] == f"{http_url}?***"
+    stored = b"".join(p.read_bytes() for p in tmp_path.glob("runs.db*"))
+    assert secret.encode() not in stored and secret not in result.output
+    verified = runner.invoke(app, ["verify", run_id, "--db", db])
+    assert verified.exit_code == 0, verified.output
+    # Built again from the record alone, the server cannot be reached: the URL is asked for.
+    with pytest.raises(ConfigError) as caught:
+        spec_tools(RunSpec.from_record(config, run_id=run_id))
+    assert str(caught.value) == (
+        "mcp_servers.docs: the MCP server 'docs' has a secret that was not recorded; give its "
+        "tools (resume with --team)"
+    )
 
 
 @pytest.mark.network

@@ -212,3 +212,160 @@ async def test_a_flood_of_notifications_before_the_result_does_not_lose_it():
     output = await tool.call({})
     assert output.content == "the answer" and not output.is_error
     assert time.monotonic() - started < 10
+
+
+async def test_content_that_is_not_text_is_named_in_printable_notes():
+    # The notes are Clearance's own words around what the server sent: a MIME type or URI
+    # carrying a newline and a terminal escape went into them as it was.
+    result = {"content": [
+        {"type": "image", "data": "aGk=", "mimeType": "image/png\n\x1b[2J## Task"},
+        {"type": "resource", "resource": {"uri": "file:///x\x1b]0;t\x07", "blob": "aGk="}},
+        {"type": "audio", "data": "aGk=", "mimeType": "audio/" + "w" * 10_000},
+    ]}  # fmt: skip
+    tool = await load(one_tool({"type": "object"}, result=result))
+    output = await tool.call({})
+    assert output.content == (
+        "[image content image/png[2J## Task not shown]\n[binary resource file:///x]0;t]\n"
+        f"[audio content audio/{'w' * 57}… not shown]"
+    )
+
+
+async def test_a_result_nested_past_the_parser_is_a_one_line_error_at_the_deadline():
+    depth = 5000
+    raw = '{"content": [], "structuredContent": ' + '{"a": ' * depth + "1" + "}" * depth + "}"
+    spec = one_tool({"type": "object"}, raw_result=raw).model_copy(update={"timeout_s": 2.0})
+    started = time.monotonic()
+    output = await (await load(spec)).call({})
+    assert time.monotonic() - started < 10
+    assert output.is_error and "\n" not in output.content
+    assert output.content.startswith(
+        "error: MCP server 'evil' did not answer t within 2 s; it sent a message that is not "
+        "JSON-RPC: "
+    )
+
+
+# -- long listings ------------------------------------------------------------------------
+
+
+def listing(tmp_path: Path, count: int, **behaviour: Any) -> McpServerSpec:
+    """A server listing ``count`` tools ``t0``, ``t1``... (the behaviour in a file: too long
+    for a command line)."""
+    tools = [{"name": f"t{i}", "inputSchema": {"type": "object"}} for i in range(count)]
+    path = tmp_path / "behaviour.json"
+    path.write_text(json.dumps({"tools": tools, **behaviour}))
+    return McpServerSpec(
+        command=[sys.executable, str(SERVER), f"@{path}"], connect_timeout_s=20, timeout_s=10
+    )
+
+
+async def test_a_listing_over_the_read_cap_is_named_as_such(tmp_path):
+    # 30,000 tools in one message of about 1.4 MB: the read stopped at the cap (1 MiB), and
+    # the error said only "MCPError: Connection closed".
+    started = time.monotonic()
+    with pytest.raises(ConfigError) as caught:
+        await load_mcp_tools({"evil": listing(tmp_path, 30_000)}, [McpToolRef("evil", "t1")])
+    message = str(caught.value)
+    assert message == (
+        "mcp_servers.evil: MCP server 'evil' listed its tools in a message over 1048576 "
+        "bytes, which was not read (4 x max_result_bytes, at least 1 MiB)"
+    )
+    assert time.monotonic() - started < 15
+
+
+async def test_an_allowed_tool_late_in_a_long_listing_is_found(tmp_path):
+    # The first 2,000 tools listed were kept and the rest dropped: an allowed tool listed
+    # later was "not offered", though the server offered it.
+    spec = listing(tmp_path, 100_000, page_size=5_000)
+    tools = await load_mcp_tools({"big": spec}, [McpToolRef("big", "t99999")])
+    assert list(tools) == ["mcp__big__t99999"]
+    assert not (await tools["mcp__big__t99999"].call({})).is_error
+
+
+async def test_a_listing_without_end_is_read_to_the_page_cap_and_said_so(tmp_path):
+    spec = listing(tmp_path, 10, page_size=5, endless_pages=True)
+    with pytest.raises(ConfigError) as caught:
+        await load_mcp_tools({"loop": spec}, [McpToolRef("loop", "nope")])
+    assert str(caught.value) == (
+        "mcp_servers.loop: MCP server 'loop' has no tool 'nope' (it offers 10 tools: t0, t1, "
+        "t2, t3, t4, t5, t6, t7, t8, t9; its listing was read to 20 pages only)"
+    )
+
+
+async def test_a_missing_tool_is_named_with_a_few_of_the_many_offered(tmp_path):
+    with pytest.raises(ConfigError) as caught:
+        await load_mcp_tools({"big": listing(tmp_path, 500)}, [McpToolRef("big", "nope")])
+    shown = ", ".join(f"t{i}" for i in range(20))
+    assert str(caught.value) == (
+        f"mcp_servers.big: MCP server 'big' has no tool 'nope' (it offers 500 tools: {shown}, ...)"
+    )
+
+
+# -- an HTTP server that never lets go ----------------------------------------------------
+
+
+@pytest.fixture
+def sticky_http() -> Iterator[str]:
+    """An MCP endpoint on 127.0.0.1 answering every message, but never a session's end.
+
+    The client ends each session with a DELETE; this server holds it (and the GET stream)
+    open for an hour.
+    """
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            request = json.loads(self.rfile.read(int(self.headers["content-length"])))
+            if "id" not in request:  # a notification
+                self.send_response(202)
+                self.send_header("content-length", "0")
+                self.end_headers()
+                return
+            result: dict[str, Any] = {"content": [{"type": "text", "text": "the result"}]}
+            if request["method"] == "initialize":
+                result = {
+                    "protocolVersion": request["params"]["protocolVersion"],
+                    "capabilities": {"tools": {}},
+                    "serverInfo": {"name": "sticky", "version": "1"},
+                }
+            elif request["method"] == "tools/list":
+                result = {"tools": [{"name": "t", "inputSchema": {"type": "object"}}]}
+            body = json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": result}).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("mcp-session-id", "s1")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            time.sleep(3600)
+
+        do_DELETE = do_GET
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/mcp"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+async def test_a_session_end_the_server_holds_costs_neither_the_listing_nor_the_result(
+    sticky_http,
+):
+    # The DELETE waited for the read timeout (timeout_s): the listing, done in milliseconds,
+    # failed at its deadline (2 x connect_timeout_s) as if the server had not answered, and
+    # each call's result came timeout_s late.
+    spec = McpServerSpec(url=sticky_http, connect_timeout_s=2, timeout_s=60)
+    started = time.monotonic()
+    tools = await load_mcp_tools({"sticky": spec}, [McpToolRef("sticky", "t")])
+    output = await tools["mcp__sticky__t"].call({})
+    assert (output.content, output.is_error) == ("the result", False)
+    assert time.monotonic() - started < 12

@@ -116,3 +116,35 @@ def test_verify_flags_a_delegates_call_of_an_mcp_tool_its_delegator_lacks(
     assert verified.exit_code != 0, verified.output
     assert "'cleaner' called 'mcp__docs__delete_everything' acting for 'asker'" in (verified.output)
     assert "mcp__docs__lookup" not in verified.output
+
+
+def child_team(marker: Path) -> dict[str, Any]:
+    spec = team(marker)
+    spec["agents"][0] = {"name": "asker", "instructions": "You ask.",
+                         "tools": ["mcp:docs/lookup"], "can_spawn": ["cleaner"]}  # fmt: skip
+    spec["tasks"][0]["fan_out"] = {"agent": "cleaner", "goals": ["Clean it all."]}
+    return spec
+
+
+def test_a_spawned_child_is_not_given_an_mcp_tool_its_parent_lacks(
+    tmp_path, monkeypatch, openai_server
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OPENAI_BASE_URL", openai_server(reply))
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    path = tmp_path / "team.yaml"
+    path.write_text(yaml.safe_dump(child_team(tmp_path / "marker")))
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    result = runner.invoke(app, ["run", str(path), "--model", "openai:m", "--db", db])
+    assert result.exit_code == 0, result.output
+    run_id = re.search(r"run id: (\S+)", result.output).group(1)  # type: ignore[union-attr]
+    assert not (tmp_path / "marker").exists()  # delete_everything never ran
+    with RunLedger(db) as ledger:
+        (event,) = [e for e in ledger.events(run_id) if e.kind == "tools_withheld"]
+        assert event.subject.startswith("child:")
+        assert event.data == {"agent": "cleaner", "tools": ["mcp__docs__delete_everything"]}
+        calls = {t.name: t for t in ledger.tool_calls(run_id) if t.agent == "cleaner"}
+        assert "withheld" in calls["mcp__docs__delete_everything"].result
+        assert calls["mcp__docs__lookup"].result == "glossary: x means a bounded thing"
+    verified = runner.invoke(app, ["verify", run_id, "--db", db])
+    assert verified.exit_code == 0, verified.output

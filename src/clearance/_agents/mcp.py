@@ -23,6 +23,7 @@ import functools
 import json
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -40,8 +41,8 @@ __all__ = ["MAX_DESCRIPTION_CHARS", "load_mcp_tools", "load_mcp_tools_sync"]
 MAX_DESCRIPTION_CHARS = 1000
 """A server's tool description is cut to this many characters before a model sees it."""
 
-_MAX_PAGES = 20  # tools/list pages read from one server
-_MAX_LISTED = 2000  # tools read from one server's listing
+_MAX_PAGES = 20  # tools/list pages read from one server, each within its read cap
+_NAMES_SHOWN = 20  # names of a server's other tools quoted in an error
 _CLEANUP_S = 15.0  # bound on stopping a server after its caller was cancelled
 _ERROR_CHARS = 300  # of an error message quoting what a server said
 _PROBLEMS_SHOWN = 10  # argument problems told to the model, each cut to _ERROR_CHARS
@@ -118,15 +119,14 @@ async def load_mcp_tools(
     folders = StateFolders()
     for server, by_tool in wanted.items():
         spec = servers[server]
-        listed = await _listed(server, spec, folders.folder(server, spec, None))
+        listing = await _listed(server, spec, set(by_tool), folders.folder(server, spec, None))
         for name, ref in by_tool.items():
-            if name not in listed:
-                offered = ", ".join(_shown_name(n) for n in sorted(listed)[:20]) or "none"
+            if name not in listing.tools:
                 raise ConfigError(
-                    f"MCP server {server!r} has no tool {name!r} (it offers: {offered})",
+                    f"MCP server {server!r} has no tool {name!r} ({listing.offered()})",
                     field=f"mcp_servers.{server}",
                 )
-            description, schema = _checked_tool(server, spec, name, listed[name])
+            description, schema = _checked_tool(server, spec, name, listing.tools[name])
             if ref.model_name in tools:
                 raise ConfigError(
                     f"two allowed tools would both be called {ref.model_name!r}",
@@ -147,57 +147,95 @@ def load_mcp_tools_sync(
     return asyncio.run(load_mcp_tools(servers, list(refs)))
 
 
-async def _listed(server: str, spec: McpServerSpec, folder: Path) -> dict[str, Any]:
-    """The server's tools by name (every page, within the caps and the connect deadline)."""
+@dataclass(slots=True)
+class _Listing:
+    """What a server listed: the allowed tools, and a few names and a count of the others."""
+
+    tools: dict[str, Any] = field(default_factory=dict)
+    sample: list[str] = field(default_factory=list)
+    count: int = 0
+    pages: int = 0
+    more: bool = False  # it named a next page past the page cap
+
+    def add(self, tool: Any, wanted: set[str]) -> None:
+        self.count += 1
+        if tool.name in wanted:
+            self.tools.setdefault(tool.name, tool)
+        elif len(self.sample) < _NAMES_SHOWN:
+            self.sample.append(_shown_name(tool.name))
+
+    def offered(self) -> str:
+        """``"it offers N tools: a, b, ..."`` for an error (``"it offers none"``)."""
+        if not self.count:
+            text = "it offers none"
+        else:
+            rest = ", ..." if self.count > len(self.sample) else ""
+            text = f"it offers {self.count} tools: {', '.join(self.sample)}{rest}"
+        if self.more:
+            text += f"; its listing was read to {_MAX_PAGES} pages only"
+        return text
+
+
+async def _listed(server: str, spec: McpServerSpec, wanted: set[str], folder: Path) -> _Listing:
+    """The server's listing (every page, within the caps and the connect deadline).
+
+    Only the ``wanted`` tools are kept, so a listing of any length costs no more memory than
+    one page; the pages read are at most ``_MAX_PAGES``, each a message within `read_cap`.
+    """
     import anyio
     from mcp import MCPError
 
     errlog = ErrorTail(4 * _ERROR_CHARS)  # a server flooding it costs no disk, no memory
     malformed: list[str] = []
+    cap = ReadCap(read_cap(spec))
 
-    async def work() -> dict[str, Any]:
+    async def work() -> _Listing:
         from mcp.types import PaginatedRequestParams
 
-        found: dict[str, Any] = {}
+        found = _Listing()
         with anyio.fail_after(spec.connect_timeout_s * 2):
             async with session(
-                spec,
-                ReadCap(read_cap(spec)),
-                folder=folder,
-                errlog=errlog.file,
-                malformed=malformed,
+                spec, cap, folder=folder, errlog=errlog.file, malformed=malformed
             ) as open_:
                 cursor: str | None = None
-                for _ in range(_MAX_PAGES):
+                while found.pages < _MAX_PAGES:
                     params = PaginatedRequestParams(cursor=cursor) if cursor else None
                     with anyio.fail_after(spec.connect_timeout_s):
                         page = await open_.list_tools(params=params)
-                    for tool in page.tools[: _MAX_LISTED - len(found)]:
-                        found.setdefault(tool.name, tool)
+                    found.pages += 1
+                    for tool in page.tools:
+                        found.add(tool, wanted)
                     cursor = page.next_cursor
-                    if not cursor or len(found) >= _MAX_LISTED:
+                    if not cursor or wanted.issubset(found.tools):
                         break
+                found.more = bool(cursor) and not wanted.issubset(found.tools)
         return found
 
-    field = f"mcp_servers.{server}"
+    field_name = f"mcp_servers.{server}"
     try:
         listed = await _stopped_on_cancel(work)
     except Exception as exc:  # any failure of the server, its process or the connection
         leaf = _leaf(exc)
         said = _tail(errlog.close())
+        if cap.exceeded:
+            raise ConfigError(
+                f"MCP server {server!r} listed its tools in a message over {cap.limit} bytes, "
+                "which was not read (4 x max_result_bytes, at least 1 MiB)",
+                field=field_name,
+            ) from None
         if isinstance(leaf, ConfigError):
-            raise ConfigError(str(leaf), field=field) from None
+            raise ConfigError(str(leaf), field=field_name) from None
         if isinstance(leaf, TimeoutError) or (
             isinstance(leaf, MCPError) and "timed out" in str(leaf)
         ):
             raise ConfigError(
                 f"MCP server {server!r} ({spec.where()}) did not answer within "
                 f"{spec.connect_timeout_s:g} s{_sent(malformed)}",
-                field=field,
+                field=field_name,
             ) from None
         raise ConfigError(
             f"cannot use MCP server {server!r} ({spec.where()}): {_describe(leaf)}{said}",
-            field=field,
+            field=field_name,
         ) from None
     finally:
         errlog.close()  # a second close only returns the end again
@@ -306,8 +344,9 @@ async def _call(
                 return f"error: {message}", True, {"error": "malformed"}
             return f"error: {message}", True, {"error": "timeout"}
         if isinstance(leaf, ConfigError):
-            return f"error: {who}: {leaf}", True, {"error": "config"}
-        return f"error: {who} failed: {_describe(leaf)}", True, {"error": type(leaf).__name__}
+            return f"error: {who}, calling {ref.tool}: {leaf}", True, {"error": "config"}
+        message = f"{who} failed to answer {ref.tool}: {_describe(leaf)}"
+        return f"error: {message}", True, {"error": type(leaf).__name__}
     assert result is not None
     text, size = _result_text(result)
     capped, cut = _capped(text, spec.max_result_bytes)
@@ -390,7 +429,7 @@ def _tail(text: str) -> str:
 
 
 def _shown_name(name: str) -> str:
-    """A tool name a server listed, as an error may quote it: printable, at most 64 characters."""
+    """A name a server sent (a tool's, a MIME type, a URI), printable, at most 64 characters."""
     shown = "".join(c for c in name if c.isprintable())
     return _clean(shown if len(shown) <= 64 else shown[:63] + "…")
 
@@ -424,13 +463,13 @@ def _result_text(result: CallToolResult) -> tuple[str, int]:
             parts.append(block.text)
         elif isinstance(block, EmbeddedResource):
             text = getattr(block.resource, "text", None)
-            uri = block.resource.uri
+            uri = _shown_name(str(block.resource.uri))
             parts.append(text if isinstance(text, str) else f"[binary resource {uri}]")
         elif isinstance(block, ResourceLink):
-            parts.append(f"[resource link {block.uri}]")
+            parts.append(f"[resource link {_shown_name(str(block.uri))}]")
         else:
-            mime = getattr(block, "mime_type", "")
-            parts.append(f"[{block.type} content {mime} not shown]")
+            mime = _shown_name(str(getattr(block, "mime_type", "")))
+            parts.append(f"[{_shown_name(str(block.type))} content {mime} not shown]")
     if not parts and result.structured_content is not None:
         parts.append(json.dumps(result.structured_content, ensure_ascii=False, default=str))
     text = _clean("\n".join(parts))

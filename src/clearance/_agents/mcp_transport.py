@@ -13,6 +13,12 @@ agent by default, so what one agent's calls leave in the server's files never re
 another agent's calls; one per server when the team file declares ``share: true``. An HTTP
 server is one process that Clearance does not start: it cannot be separated per agent, so
 the team file must declare ``share: true`` for one that several agents use.
+
+**Nothing left running.** The SDK starts a stdio server in a process group of its own and
+kills that group only when the server outlives a grace period after its input closes; a
+server that exits in time would leave what it started running. When a session ends, however
+it ends (a result, a failure, a deadline, a cancellation), whatever is left of the group is
+killed (`_SpawnedGroups`). A process that leaves the group on purpose (``setsid``) escapes.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import logging
 import os
 import select
 import shutil
+import signal
 import tempfile
 import threading
 import time
@@ -119,16 +126,52 @@ class _LineStream(TextReceiveStream):
             return line
 
 
+_STDIO_GROUPS: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
+    "clearance_mcp_stdio_groups", default=None
+)
+
+
+async def _spawned(*args: Any, **kwargs: Any) -> Any:
+    """The SDK's process start, its process (group) id noted for `_kill_groups`."""
+    process = await _SDK_SPAWN[0](*args, **kwargs)
+    groups = _STDIO_GROUPS.get()
+    if groups is not None:
+        groups.append(process.pid)  # started with start_new_session: the group's id
+    return process
+
+
+_SDK_SPAWN: list[Any] = []  # the SDK's own process start, once patched
+
+
+def _kill_groups(groups: list[int]) -> None:
+    """Kill what is left of each stdio server's process group (the server is gone by now)."""
+    while groups:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(groups.pop(), signal.SIGKILL)
+
+
 def _patch_stdio() -> None:
-    """Have the SDK's stdio client read through `_LineStream` (idempotent)."""
+    """Have the SDK's stdio client read through `_LineStream`, note its groups (idempotent)."""
     import mcp.client.stdio as stdio
 
     if stdio.TextReceiveStream is not _LineStream:  # type: ignore[attr-defined]
         stdio.TextReceiveStream = _LineStream  # type: ignore[attr-defined]
+    if not _SDK_SPAWN:
+        _SDK_SPAWN.append(stdio._create_platform_compatible_process)
+        stdio._create_platform_compatible_process = _spawned
 
 
-def _capped_transport(cap: ReadCap) -> Any:
-    """An HTTP transport whose response bodies are counted as they stream."""
+_CLOSE_S = 5.0  # most seconds an HTTP server may take to answer a session's end (DELETE)
+
+
+def _capped_transport(cap: ReadCap, close_s: float) -> Any:
+    """An HTTP transport whose response bodies are counted as they stream.
+
+    A session's end (the SDK's DELETE, whose failure it only logs) is given ``close_s``
+    seconds, not the read timeout of a tool call: a server holding it open would otherwise
+    hold a listing or a result already received.
+    """
+    import anyio
     import httpx2
 
     class CapExceeded(httpx2.StreamError):
@@ -155,6 +198,11 @@ def _capped_transport(cap: ReadCap) -> Any:
             self._inner = httpx2.AsyncHTTPTransport()
 
         async def handle_async_request(self, request: Any) -> Any:
+            if request.method == "DELETE":
+                with anyio.fail_after(close_s):
+                    response = await self._inner.handle_async_request(request)
+                    await response.aread()
+                    return response
             response = await self._inner.handle_async_request(request)
             return httpx2.Response(
                 status_code=response.status_code, headers=response.headers,
@@ -286,7 +334,13 @@ async def session(
             )  # fmt: skip
             if errlog is None:
                 errlog = stack.enter_context(open(os.devnull, "w", encoding="utf-8"))  # noqa: ASYNC230, SIM115
-            streams = await stack.enter_async_context(stdio_client(params, errlog=errlog))
+            groups: list[int] = []
+            stack.callback(_kill_groups, groups)  # after the SDK stopped the server
+            noted = _STDIO_GROUPS.set(groups)
+            try:
+                streams = await stack.enter_async_context(stdio_client(params, errlog=errlog))
+            finally:
+                _STDIO_GROUPS.reset(noted)
             _STDIO_CAP.reset(token)
         else:
             assert spec.url is not None
@@ -294,7 +348,7 @@ async def session(
                 headers=spec.resolved_headers(),
                 timeout=httpx2.Timeout(spec.connect_timeout_s, read=spec.timeout_s),
                 follow_redirects=False,
-                transport=_capped_transport(cap),
+                transport=_capped_transport(cap, min(_CLOSE_S, spec.connect_timeout_s)),
             )
             await stack.enter_async_context(client)
             streams = await stack.enter_async_context(

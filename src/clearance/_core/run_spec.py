@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -285,9 +286,9 @@ class RunSpec(BaseModel):
     def to_record(self, *, synthesis_ids: list[str] | None = None) -> dict[str, Any]:
         """The config a run records when it starts: the spec, secrets masked.
 
-        Passwords in the store and memory URLs and literal ``env:`` and ``headers:`` values of
-        MCP servers (not ``${NAME}`` references) are recorded as ``***``: resuming such a run
-        needs them given again.
+        Passwords in the store and memory URLs, literal ``env:`` and ``headers:`` values of
+        MCP servers (not ``${NAME}`` references) and the query of an MCP server's URL (it may
+        hold a token) are recorded as ``***``: resuming such a run needs them given again.
 
         Args:
             synthesis_ids: The task ids the synthesis shows, ``synthesis_from`` expanded
@@ -305,6 +306,8 @@ class RunSpec(BaseModel):
             for key in ("env", "headers"):
                 if key in server:
                     server[key] = {k: _masked(v) for k, v in server[key].items()}
+            if isinstance(server.get("url"), str):
+                server["url"] = _masked_query(server["url"])
         data["synthesis_ids"] = synthesis_ids
         return data
 
@@ -335,6 +338,12 @@ class RunSpec(BaseModel):
 def _masked(value: str) -> str:
     """A recorded ``env``/``headers`` value: ``${NAME}`` references kept, the rest masked."""
     return value if _FROM_ENV.fullmatch(value) else MASK
+
+
+def _masked_query(url: str) -> str:
+    """A recorded MCP server URL: its query (which may hold a token), if any, as ``***``."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(query=MASK)) if parts.query else url
 
 
 def validation_error(exc: ValidationError) -> tuple[str, str]:

@@ -261,7 +261,8 @@ def spec_tools(
     for server in {r.server for r in refs}:
         server_spec = spec.mcp_servers.get(server)
         secrets = (*server_spec.env.values(), *server_spec.headers.values()) if server_spec else ()
-        if MASK in secrets:
+        masked_url = bool(server_spec and server_spec.url and server_spec.url.endswith("?" + MASK))
+        if MASK in secrets or masked_url:
             raise ConfigError(
                 f"the MCP server {server!r} has a secret that was not recorded; give its tools "
                 "(resume with --team)",
