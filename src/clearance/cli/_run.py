@@ -48,6 +48,7 @@ from clearance.cli._options import (
 from clearance.cli._otel import otlp_tracing
 from clearance.cli._progress import RunProgress
 from clearance.cli._run_output import exit_for, made_report, print_result, write_report
+from clearance.cli._signals import TERMINATED_EXIT_CODE, sigterm_as_interrupt
 from clearance.cli._stdin import MAX_LINE_BYTES, LineTooLong, stdin_lines
 from clearance.cli._stream import StreamView
 from clearance.runs import DEFAULT_LEDGER_URL
@@ -329,6 +330,8 @@ def _run_until_interrupted(
 ) -> RunResult:
     """Run ``work``; on Ctrl-C, say how to resume the run and exit with code 130.
 
+    SIGTERM stops it the same way (`sigterm_as_interrupt`), with exit code 143.
+
     While it runs, the objects made before it (the modules, the team, the loaded run) are
     out of the garbage collector's sight (`gc.freeze`, undone after, also on Ctrl-C or an
     error): most of them live as long as the command, and each of CPython's full collections
@@ -338,20 +341,22 @@ def _run_until_interrupted(
     """
     gc.freeze()
     try:
-        return asyncio.run(work)
+        with sigterm_as_interrupt() as termination:
+            return asyncio.run(work)
     except KeyboardInterrupt:
+        how = "terminated" if termination.received else "interrupted"
         if progress.run_id is None:
-            err.print(safe_text("interrupted before the run started"))
+            err.print(safe_text(f"{how} before the run started"))
         else:
             where = "" if db == DEFAULT_LEDGER_URL else f" --db {shlex.quote(db)}"
             err.print(
                 safe_text(
-                    f"interrupted: run {progress.run_id} is resumable; continue it with: "
+                    f"{how}: run {progress.run_id} is resumable; continue it with: "
                     f"clearance resume {progress.run_id}{where}"
                 ),
                 soft_wrap=True,
             )
-        raise typer.Exit(130) from None
+        raise typer.Exit(TERMINATED_EXIT_CODE if termination.received else 130) from None
     finally:
         gc.unfreeze()
 
