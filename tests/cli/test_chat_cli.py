@@ -245,9 +245,13 @@ def test_a_line_that_is_not_utf8_is_refused_and_the_session_goes_on(tmp_path, te
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
-def test_ctrl_c_at_the_prompt_ends_the_session_at_once_with_its_run_closed(tmp_path, team):
+@pytest.mark.parametrize(("stop", "exit_code"), [("SIGINT", 130), ("SIGTERM", 143)])
+def test_ctrl_c_at_the_prompt_ends_the_session_at_once_with_its_run_closed(
+    tmp_path, team, stop, exit_code
+):
     # The summary was printed, but the process waited for another line: the read of stdin
-    # blocked in a thread the event loop (and then the interpreter) waited for.
+    # blocked in a thread the event loop (and then the interpreter) waited for. SIGTERM (a
+    # service manager stopping the process) ended it without closing its run.
     import pty
     import select
     import signal
@@ -282,7 +286,7 @@ def test_ctrl_c_at_the_prompt_ends_the_session_at_once_with_its_run_closed(tmp_p
         read_until(b"x result for", 60)
         assert b"x result for" in seen, seen
         read_until(b"you> ", 10)
-        process.send_signal(signal.SIGINT)
+        process.send_signal(getattr(signal, stop))
         code = process.wait(timeout=10)  # at once, not after another line
         read_until(b"check it with", 5)
     finally:
@@ -290,7 +294,7 @@ def test_ctrl_c_at_the_prompt_ends_the_session_at_once_with_its_run_closed(tmp_p
             process.kill()
             process.wait()
         os.close(main)
-    assert code == 130, seen
+    assert code == exit_code, seen
     match = re.search(rb"chat run (\S+):", seen)
     assert match, seen
     with RunLedger(db, read_only=True) as ledger:

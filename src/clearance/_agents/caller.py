@@ -310,17 +310,20 @@ class ModelCaller:
                              error=None)  # fmt: skip
         return response
 
-    def summarizer(self, agent: Agent, model: ChatModel) -> SummaryCall:
+    def summarizer(
+        self, agent: Agent, model: ChatModel, *, budget: CallBudget | None = None
+    ) -> SummaryCall:
         """A `SummaryCall` for the context-window monitor: each summary is a call made here.
 
         The call's subject is the prompt's (``summary:<agent>``); its ``max_tokens`` is the
-        monitor's summary budget (within the agent's ``max_tokens_per_step``).
+        monitor's summary budget (within the agent's ``max_tokens_per_step``); each summary
+        is charged to ``budget`` (a chat message's ``max_model_calls``), ``None`` for none.
         """
 
         async def summarize(prompt: Prompt, *, max_tokens: int) -> str:
             response = await self.call(
                 subject=prompt.manifest.subject, agent=agent, model=model, prompt=prompt,
-                max_tokens=max_tokens,
+                max_tokens=max_tokens, budget=budget,
             )  # fmt: skip
             return response.text
 

@@ -24,6 +24,7 @@ __all__ = [
     "MEMORY_SECTION",
     "SUMMARY_PROMPT",
     "TURNS_SECTION",
+    "author_of_title",
     "memory_title",
     "message_title",
     "scope_of_title",
@@ -32,6 +33,7 @@ __all__ = [
 
 MEMORY_SECTION, TURNS_SECTION = L.MEMORY, L.TURNS
 _SCOPE = re.compile(r" from ((?:agent|group):\S+), by ")
+_AUTHOR = re.compile(r" from (?:agent|group):\S+, by (\S+) \(")
 
 
 def memory_title(record: MemoryRecord) -> str:
@@ -47,6 +49,12 @@ def message_title(message: Message) -> str:
 def scope_of_title(title: str) -> str | None:
     """The scope named in a memory block's title, or ``None`` when it names none."""
     match = _SCOPE.search(title)
+    return match.group(1) if match else None
+
+
+def author_of_title(title: str) -> str | None:
+    """The author named in a memory block's title, or ``None`` when it names none."""
+    match = _AUTHOR.search(title)
     return match.group(1) if match else None
 
 

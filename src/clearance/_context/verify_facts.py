@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from clearance._context.tool_sections import tool_name
+from clearance._context.verify_memory import ConversationFacts, recalled_memories
 from clearance._context.verify_subagents import SubagentFacts
 from clearance._core.errors import ConfigError
 from clearance._core.event_schema import event_problem
@@ -89,6 +91,8 @@ class RunFacts:
             except (ConfigError, KeyError, TypeError):
                 continue
         self.tool_calls = {t.tool_call_id: t for t in ledger.tool_calls(run.run_id)}
+        # Ids of the memory records each task recalled, by subject (``task:<id>``).
+        self.recalled = recalled_memories(self.tool_calls.values())
         # Whether delegates and children were given only their callers' tools (a run
         # recorded before 2026-11-27 used its own: not checked there).
         self.tool_ceilings = config.get("tool_ceilings") is True
@@ -135,3 +139,8 @@ class RunFacts:
         self.clarification_rounds: int | None = rounds if valid else None
         chosen = config.get("synthesis_ids", config.get("synthesis_from"))
         self.synthesis_from = frozenset(chosen) if isinstance(chosen, list) else None
+
+    @functools.cached_property
+    def conversation(self) -> ConversationFacts:
+        """The chat conversations' turns and summaries, indexed once (after `calls` is set)."""
+        return ConversationFacts.of(self.calls)

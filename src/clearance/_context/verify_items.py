@@ -26,13 +26,18 @@ from clearance._context.layout import (
     status_label,
     task_label,
 )
-from clearance._context.memory_items import memory_title, message_title, scope_of_title
+from clearance._context.memory_items import message_title, scope_of_title
 from clearance._context.prompts_coordinator import plan_feedback_quotes
 from clearance._context.render import one_line
 from clearance._context.tool_sections import ToolStep, compacted_result, tool_heading
 from clearance._context.verify_delegation import check_delegation_chain
 from clearance._context.verify_facts import Problem, RunFacts
 from clearance._context.verify_hooks import check_hook_item, hooks_shown
+from clearance._context.verify_memory import (
+    check_conversation_history,
+    check_memory_item,
+    not_recalled,
+)
 from clearance._context.verify_review import check_findings_item, check_review_call
 from clearance._context.verify_store import check_store_item
 from clearance._context.verify_subagents import (
@@ -313,6 +318,8 @@ def _check_task_call(
         elif kind == OriginKind.HOOK:
             yield from check_hook_item(facts.events, task_id, origin, item)
         else:
+            if kind == OriginKind.MEMORY:
+                yield from not_recalled(call.subject, ref, facts.recalled)
             yield from _check_provenance(origin, item, facts)
 
 
@@ -390,6 +397,7 @@ def _check_conversation_call(
     expected = {"agent": agent, "memory_scopes": sorted(scopes)}
     if call.manifest.get("clearance") != expected:
         yield None, "the recorded clearance differs from the agent's memory scopes"
+    yield from check_conversation_history(call, items, facts.conversation)
     for item in items[1:]:
         origin = str(item.get("origin"))
         kind = Origin.parse(origin).kind
@@ -443,14 +451,5 @@ def _check_provenance(origin: str, item: dict[str, Any], facts: RunFacts) -> Ite
             yield origin, "the content is not the recorded message"
         elif message is not None and item.get("title") != one_line(message_title(message)):
             yield origin, f"the message was sent by {message.sender!r}, not as its title says"
-    elif kind == OriginKind.MEMORY and facts.memories is not None:
-        record = facts.memories(ref)
-        title = str(item.get("title"))
-        if record is None:
-            yield origin, "no such record in the memory store"
-        elif record.scope != scope_of_title(title):
-            yield origin, f"the record is in scope {record.scope!r}, not the one its title names"
-        elif digest != sha256_text(record.content):
-            yield origin, "the content is not the stored memory record"
-        elif title != (stored := one_line(memory_title(record))):
-            yield origin, f"the record is titled {stored!r} in the memory store, not {title!r}"
+    elif kind == OriginKind.MEMORY:
+        yield from check_memory_item(origin, ref, item, facts)

@@ -32,6 +32,7 @@ from clearance._context.isolated import project_heading
 from clearance._context.layout import item_kinds
 from clearance._context.memory_items import scope_of_title
 from clearance._context.render import one_line
+from clearance._context.verify_memory import not_recalled
 from clearance._core.errors import ConfigError
 from clearance._core.event_schema import (
     ArchitectureEvent,
@@ -153,6 +154,7 @@ class _Facts(Protocol):
     calls: list[CallRecord]
     agents: dict[str, Agent]
     memory_groups: dict[str, list[str]]
+    recalled: dict[str, frozenset[str]]
     coordinator: str | None
     subagents: SubagentFacts
 
@@ -264,6 +266,8 @@ def check_isolated_call(
         elif kind == OriginKind.CHILD_RESULT:
             yield from check_child_result(task_id, ref, item, facts)
         elif kind in (OriginKind.TASK_RESULT, OriginKind.MEMORY):
+            if kind == OriginKind.MEMORY:
+                yield from not_recalled(f"task:{task_id}", ref, facts.recalled)
             yield from provenance(origin, item)
 
 

@@ -354,10 +354,11 @@ class ContextWindowMonitor:
         """The summary of ``dropped``, written in as many calls as the model's window needs.
 
         The turns go to the model in order, as many per summarizing prompt as fit in the
-        window (less the summary's room); each later prompt opens with the summary so far,
-        so the last summary covers them all (MemGPT's recursive summaries). A turn too
-        large to sit next to the summary so far in one prompt is left out of the summary
-        (it was recorded in long-term memory first, when there is one).
+        window (less the summary's room, and within the agent's ``max_prompt_tokens``); each
+        later prompt opens with the summary so far, so the last summary covers them all
+        (MemGPT's recursive summaries). A turn too large to sit next to the summary so far in
+        one prompt is left out of the summary (it was recorded in long-term memory first,
+        when there is one).
 
         Returns:
             The summary turn; ``None`` when no turn fitted a summarizing prompt.
@@ -387,10 +388,19 @@ class ContextWindowMonitor:
             start += fits
         return summary
 
-    def _fits_summary(self, agent: Agent, turns: Sequence[Turn]) -> bool:
-        """Whether the summarizing prompt of ``turns`` fits the window less the summary's room."""
+    def _summary_limit(self, agent: Agent) -> int:
+        """Most tokens of a summarizing prompt.
+
+        The window less the summary's room, and at most the agent's ``max_prompt_tokens``
+        (which bounds every prompt of the agent, on every call path).
+        """
         limit = self.context_window - self.summary_max_tokens
-        return self._summary_tokens(agent, turns) <= limit
+        most = agent.limits.max_prompt_tokens
+        return limit if most is None else min(limit, most)
+
+    def _fits_summary(self, agent: Agent, turns: Sequence[Turn]) -> bool:
+        """Whether the summarizing prompt of ``turns`` fits `_summary_limit`."""
+        return self._summary_tokens(agent, turns) <= self._summary_limit(agent)
 
     def _summary_tokens(self, agent: Agent, turns: Sequence[Turn]) -> int:
         """Tokens of the summarizing prompt of ``turns``."""
@@ -405,7 +415,7 @@ class ContextWindowMonitor:
             agent=agent,
             turns=turns,
             summarize=True,
-            max_prompt_tokens=self.context_window - self.summary_max_tokens,
+            max_prompt_tokens=self._summary_limit(agent),
         )
         text = (await summarize_with(prompt, max_tokens=self.summary_max_tokens)).strip()
         if not text:

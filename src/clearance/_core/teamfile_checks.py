@@ -48,8 +48,9 @@ def check_effective(spec: RunSpec, team: Team, tasks: tuple[Task, ...]) -> None:
             (its grants bound its delegates' and children's), ``project``, ``isolation``
             or ``workspace`` in a team without isolated tasks or tool loops, ``store``
             in a team none of whose agents has a store tool, ``store_read_extends_ttl_s`` on
-            an agent without store tools, or ``memory`` in a team none of whose agents has
-            ``memory:`` (a ``tools:`` entry: `check_tool_entries`).
+            an agent without store tools, ``memory.record_to`` with ``memory.record: none``,
+            or ``memory`` in a team none of whose agents has ``memory:`` (a ``tools:``
+            entry: `check_tool_entries`).
     """
     specs = [*spec.agents, *((spec.coordinator,) if spec.coordinator else ())]
     for entry in specs:
@@ -79,6 +80,13 @@ def check_effective(spec: RunSpec, team: Team, tasks: tuple[Task, ...]) -> None:
                 f"has no effect: agent {entry.name!r} reads the store through no tool "
                 "(store_get, ...)",
                 field=f"agents.{entry.name}.store_read_extends_ttl_s",
+            )
+    for entry in specs:
+        if entry.memory is not None and entry.memory.record == "none" and entry.memory.record_to:
+            where = "coordinator" if entry is spec.coordinator else f"agents.{entry.name}"
+            raise ConfigError(
+                f"has no effect: agent {entry.name!r} records nothing (memory.record: none)",
+                field=f"{where}.memory.record_to",
             )
     if spec.memory is not None and not any(entry.memory is not None for entry in specs):
         raise ConfigError(
@@ -177,7 +185,8 @@ def check_paths(spec: RunSpec, tasks: tuple[Task, ...]) -> None:
     - an isolated task's subagent is dispatched without tools: its assignee may not declare
       ``tools``, ``can_delegate_to``, ``can_spawn`` or ``store_grants``;
     - long-term memory is recalled and recorded per task: ``memory`` on an agent that only
-      ever runs as a delegate or a spawned child (never a task's assignee) is refused;
+      ever runs as a delegate, a spawned child or a reviewer (never a task's assignee) is
+      refused;
     - a spawned child never spawns, nor does a delegate (however deep) in a child's run:
       ``can_spawn`` on an agent that only ever runs as one (never a task's assignee nor a
       delegate, directly or through other delegates, of one) is refused;
@@ -232,6 +241,16 @@ def check_paths(spec: RunSpec, tasks: tuple[Task, ...]) -> None:
                 "and recorded per task (a delegate or child never has more than its caller)",
                 field=f"agents.{name}.memory",
             )
+    for task in tasks:
+        for reviewer in task.review.by if task.review is not None else ():
+            entry = entries.get(reviewer)
+            if entry is not None and entry.memory is not None and reviewer not in assignees:
+                raise ConfigError(
+                    f"has no effect: agent {reviewer!r} runs only as a reviewer of task "
+                    f"{task.id!r}, which answers with the task and the candidate only; memory "
+                    "is recalled and recorded per task (assign it a task to use it)",
+                    field=f"agents.{reviewer}.memory",
+                )
     _check_child_spawns(spec, tasks, assignees)
     _check_lent_tools(spec, tasks, assignees)
 

@@ -15,12 +15,13 @@ absolute), as runs do, so ``verify`` checks memory items with no flags.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from sqlalchemy.engine import make_url
 
-from clearance._agents.caller import ModelCaller
+from clearance._agents.caller import CallBudget, ModelCaller
 from clearance._agents.telemetry import agent_span
 from clearance._context.builder import ContextBuilder
 from clearance._context.window import CompressionRecord, ContextWindowMonitor, Strategy
@@ -38,7 +39,11 @@ from clearance._state.memory_calls import DEFAULT_MEMORY_TIMEOUT_S, memory_call
 from clearance._state.team_conversation import TeamConversation
 from clearance.models._base import ChatModel
 
-__all__ = ["AgentChat", "check_room_for_prompt"]
+__all__ = ["KEPT_PROMPTS", "AgentChat", "check_room_for_prompt"]
+
+KEPT_PROMPTS = 100
+"""Most prompts `AgentChat.prompts` keeps (the latest): a session of any length holds a
+bounded number (every prompt is in the ledger)."""
 
 T = TypeVar("T")
 
@@ -50,14 +55,16 @@ class AgentChat:
     when ``trigger_threshold`` of the window would not, the trigger is lowered to the share
     that does, and ``target_ratio`` in proportion. An agent's ``limits.max_prompt_tokens``
     bounds every prompt, as on every call path (the window is narrowed to it plus
-    ``max_output_tokens``), and a summary asks for at most its ``max_output_tokens``.
+    ``max_output_tokens``; a summarizing prompt too), and a summary asks for at most its
+    ``max_output_tokens``. Its ``max_model_calls`` bounds the calls of each message: the
+    answer and the summaries the message causes, together.
 
     Args:
         agent: The agent.
         model: Its model; its ``context_window`` and tokenizer bound the prompts.
         memory: Long-term memory of the agent: dropped turns are recorded there before they
-            leave the conversation, and relevant records are retrieved into each prompt.
-            ``None`` for none.
+            leave the conversation (not when the agent's ``memory.record`` is ``"none"``),
+            and relevant records are retrieved into each prompt. ``None`` for none.
         memory_groups: The team's declared memory groups.
         shared_group: Name of a group whose shared conversation the agent takes part in
             (the group must declare ``shared_conversation``).
@@ -72,6 +79,7 @@ class AgentChat:
             event loop (`memory_call`); past its deadline the turn fails with `StoreError`.
 
     Attributes:
+        prompts: The latest `KEPT_PROMPTS` prompts of the conversation's turns, oldest first.
         last_answer: The answer of the latest `say`, set as soon as the model gave it (before
             the conversation is compressed), ``None`` until then: when `say` fails after the
             answer came (a summary that failed), the answer is still there to show.
@@ -123,7 +131,9 @@ class AgentChat:
             trigger_threshold=trigger_threshold,
             target_ratio=target_ratio,
             strategy=strategy,
-            long_term=memory,
+            # An agent whose memory records nothing (`record: none`) keeps nothing it drops.
+            long_term=None if agent.memory is not None and agent.memory.record == "none"
+            else memory,
             # A summary is a call of the agent: at most its max_output_tokens, as any other.
             summary_max_tokens=max(1, min(max(16, window // 10), agent.limits.max_output_tokens,
                                           int(window * target_ratio) - 1)),
@@ -143,7 +153,7 @@ class AgentChat:
         self.ledger = ledger
         self.run_id = new_id("run")
         self.compressions: list[CompressionRecord] = []
-        self.prompts: list[Prompt] = []
+        self.prompts: deque[Prompt] = deque(maxlen=KEPT_PROMPTS)
         self.last_answer: str | None = None
         self._pending: list[CompressionRecord] = []
         self.caller = ModelCaller(ledger=ledger, run_id=self.run_id if ledger else None)
@@ -195,7 +205,9 @@ class AgentChat:
 
         Raises:
             LimitExceeded: The message is too large (`check_message`: the conversation is
-                unchanged), or the prompt does not fit even after compression.
+                unchanged), the prompt does not fit even after compression, or the message
+                would cause more model calls than the agent's ``max_model_calls`` (the call
+                over it is not sent).
             ModelError: The model failed.
             StoreError: The long-term memory failed or did not answer within
                 ``memory_timeout_s``.
@@ -216,8 +228,13 @@ class AgentChat:
     async def _say(self, text: str) -> str:
         self.last_answer = None
         self.check_message(text)
+        # A message is a chat's task: its answer and the summaries it causes count toward the
+        # agent's max_model_calls, as a task's calls do.
+        calls = CallBudget(
+            self.agent.limits.max_model_calls, subject=f"conversation:{self.agent.name}"
+        )
         self.conversation.add(Turn(id=new_id("turn"), role="user", content=text, author="user"))
-        await self._compress()  # the user's turn may itself reach the trigger
+        await self._compress(calls)  # the user's turn may itself reach the trigger
         budget = self.monitor.context_window - self.agent.limits.max_output_tokens
         turns, compression = self.conversation.get_messages(), self._compression()
         prompt = with_memories_that_fit(  # the least relevant left out when over the budget
@@ -233,8 +250,9 @@ class AgentChat:
         self._pending = []
         self.prompts.append(prompt)
         response = await self.caller.call(
-            subject=prompt.manifest.subject, agent=self.agent, model=self.model, prompt=prompt
-        )
+            subject=prompt.manifest.subject, agent=self.agent, model=self.model, prompt=prompt,
+            budget=calls,
+        )  # fmt: skip
         self.last_answer = response.text  # shown even if compressing after it fails
         answer = Turn(
             id=new_id("turn"), role="assistant", content=response.text, author=self.agent.name
@@ -243,14 +261,14 @@ class AgentChat:
         if self.team is not None:
             team = self.team
             await self._memory("posting to the shared conversation", lambda: team.post(answer))
-        await self._compress(keep_newest=False)  # an answer too long to keep may go too
+        await self._compress(calls, keep_newest=False)  # an answer too long to keep may go too
         return response.text
 
-    async def _compress(self, *, keep_newest: bool = True) -> None:
+    async def _compress(self, calls: CallBudget, *, keep_newest: bool = True) -> None:
         record = await self.monitor.after_turn(
             agent=self.agent,
             conversation=self.conversation,
-            summarize_with=self.caller.summarizer(self.agent, self.model),
+            summarize_with=self.caller.summarizer(self.agent, self.model, budget=calls),
             keep_newest=keep_newest,
         )
         if record is not None:

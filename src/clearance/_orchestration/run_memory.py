@@ -234,11 +234,17 @@ class RunMemory:
     ) -> PersistentMemory:
         """The agent's `PersistentMemory` (opened on first use; runs in a worker thread).
 
-        One per agent, provider and the groups the agent is a member of: a memory opened for
-        one team's groups is never handed to a team where the agent is in other groups.
+        One per agent, provider and the groups the agent is a member of, with their members
+        (a group's records are read only when by its members): a memory opened for one team's
+        groups is never handed to a team where the agent is in other groups, or in a group of
+        that name with other members.
         """
         provider = _provider_of(model_id)
-        member_of = frozenset(name for name, members in groups.items() if agent in set(members))
+        member_of = frozenset(
+            (name, frozenset(members))
+            for name, members in ((n, set(m)) for n, m in groups.items())
+            if agent in members
+        )
         key = (agent, provider, member_of)
         with self._lock:
             held = self._memories.get(key)
@@ -383,8 +389,9 @@ class RunMemory:
         )
 
 
-_MemoryKey = tuple[str, str, frozenset[str]]
-"""An opened memory's agent, model provider and the groups the agent is a member of."""
+_MemoryKey = tuple[str, str, frozenset[tuple[str, frozenset[str]]]]
+"""An opened memory's agent, model provider and the groups the agent is a member of (each
+with its members)."""
 
 
 @dataclass(frozen=True, slots=True)

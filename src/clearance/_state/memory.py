@@ -4,7 +4,9 @@ Stored through SQLAlchemy: SQLite by default, PostgreSQL for a shared server. Ev
 belongs to one **scope**: ``agent:<name>`` (private to that agent) or ``group:<name>`` (a
 memory group declared in the team file, shared by exactly its members). A memory reads only
 the scopes its agent is in, so agent B never retrieves agent A's memories unless both are in
-a declared group, and then only what was recorded to that group.
+a declared group, and then only what was recorded to that group by its members: a group's
+scope is its name, and another team sharing the database may declare a group of that name
+with other members, whose records this team's members never read (nor they this team's).
 
 Ranking:
 
@@ -64,6 +66,8 @@ __all__ = [
 ]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+_PAIRS = sa.bindparam("pairs", expanding=True, type_=sa.String())
+"""The ``"<scope>|<author>"`` pairs a raw query reads (typed: the list may be empty)."""
 
 
 def agent_scope(agent: str) -> str:
@@ -124,9 +128,15 @@ class PersistentMemory(MemoryDatabase):
     ):
         self.agent = agent
         self.provider = provider
-        self.groups = frozenset(
-            name for name, members in (groups or {}).items() if agent in set(members)
-        )
+        # The groups the agent is in, with their members: a group's scope is its name, and
+        # another team may declare a group of that name with other members; the agent reads
+        # only what the members of its own group recorded there.
+        self._members = {
+            name: frozenset(members)
+            for name, members in ((n, set(m)) for n, m in (groups or {}).items())
+            if agent in members
+        }
+        self.groups = frozenset(self._members)
         self.scopes = frozenset({agent_scope(agent), *(group_scope(g) for g in self.groups)})
         self.embedder = embedder
         super().__init__(url_or_engine)
@@ -257,9 +267,7 @@ class PersistentMemory(MemoryDatabase):
         with self._reading(f"read memory {memory_id!r}") as conn:
             row = conn.execute(
                 sa.select(MEMORIES).where(
-                    MEMORIES.c.id == memory_id,
-                    MEMORIES.c.scope.in_(self.scopes),
-                    self._partition(),
+                    MEMORIES.c.id == memory_id, self._readable(self.scopes), self._partition()
                 )
             ).first()
         return record_of(row._mapping) if row is not None else None
@@ -277,11 +285,41 @@ class PersistentMemory(MemoryDatabase):
         with self._reading("read recent memories") as conn:
             rows = conn.execute(
                 sa.select(MEMORIES)
-                .where(MEMORIES.c.scope.in_(scopes), self._partition())
+                .where(self._readable(scopes), self._partition())
                 .order_by(MEMORIES.c.created_at.desc(), MEMORIES.c.id.desc())
                 .limit(limit)
             ).all()
         return [record_of(r._mapping) for r in reversed(rows)]
+
+    def _authored(self, scopes: Iterable[str]) -> list[str]:
+        """``"<scope>|<author>"`` of each of the agent's groups in ``scopes`` and each member.
+
+        A group's records are read only when by one of its members (the agent's own scope
+        is matched apart, whoever wrote in it).
+        """
+        return sorted(
+            f"{group_scope(g)}|{member}"
+            for g, members in self._members.items()
+            if group_scope(g) in scopes
+            for member in members
+        )
+
+    def _readable(self, scopes: Iterable[str]) -> sa.ColumnElement[bool]:
+        """The records of ``scopes`` this agent reads: its own, and its groups' by members."""
+        scopes = frozenset(scopes)
+        own = agent_scope(self.agent)
+        pair = MEMORIES.c.scope + "|" + MEMORIES.c.author
+        return sa.or_(
+            MEMORIES.c.scope == (own if own in scopes else None),
+            pair.in_(self._authored(scopes)),
+        )
+
+    def _readable_sql(self, scopes: Iterable[str]) -> tuple[str, dict[str, object]]:
+        """`_readable` for the raw queries (table alias ``m``; parameters ``:own``, ``:pairs``)."""
+        scopes = frozenset(scopes)
+        own = agent_scope(self.agent)
+        sql = "(m.scope = :own OR (m.scope || '|' || m.author) IN :pairs)"
+        return sql, {"own": own if own in scopes else None, "pairs": self._authored(scopes)}
 
     def _partition(self) -> sa.ColumnElement[bool]:
         """The records of this memory's partition (see `partition_of`)."""
@@ -300,36 +338,42 @@ class PersistentMemory(MemoryDatabase):
         self, conn: sa.Connection, words: list[str], limit: int, scopes: frozenset[str]
     ) -> list[MemoryRecord]:
         match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+        readable, params = self._readable_sql(scopes)
         rows = conn.execute(
             sa.text(
                 "SELECT m.*, bm25(clearance_memories_fts) AS rank "
                 "FROM clearance_memories_fts JOIN clearance_memories m "
                 "ON m.id = clearance_memories_fts.id "
                 "WHERE clearance_memories_fts MATCH :match AND m.scope IN :scopes "
-                f"AND {self._partition_sql()} "
+                f"AND {readable} AND {self._partition_sql()} "
                 "ORDER BY rank, m.created_at DESC LIMIT :limit"
-            ).bindparams(sa.bindparam("scopes", expanding=True)),
-            {"match": match, "scopes": sorted(scopes), "limit": limit, "fake": FAKE_PROVIDER},
-        ).all()
+            ).bindparams(
+                sa.bindparam("scopes", expanding=True), _PAIRS
+            ),
+            {"match": match, "scopes": sorted(scopes), "limit": limit, "fake": FAKE_PROVIDER,
+             **params},
+        ).all()  # fmt: skip
         # bm25() is lower-is-better; publish higher-is-better scores.
         return [record_of(r._mapping, score=-float(r.rank)) for r in rows]
 
     def _by_tsvector(
         self, conn: sa.Connection, words: list[str], limit: int, scopes: frozenset[str]
     ) -> list[MemoryRecord]:
+        readable, params = self._readable_sql(scopes)
         rows = conn.execute(
             sa.text(
                 "SELECT m.*, ts_rank_cd(to_tsvector('english', m.content), q) AS rank "
                 "FROM clearance_memories m, to_tsquery('english', :query) q "
                 "WHERE to_tsvector('english', m.content) @@ q AND m.scope IN :scopes "
-                f"AND {self._partition_sql()} "
+                f"AND {readable} AND {self._partition_sql()} "
                 "ORDER BY rank DESC, m.created_at DESC LIMIT :limit"
-            ).bindparams(sa.bindparam("scopes", expanding=True)),
+            ).bindparams(sa.bindparam("scopes", expanding=True), _PAIRS),
             {
                 "query": " | ".join(words),
                 "scopes": sorted(scopes),
                 "limit": limit,
                 "fake": FAKE_PROVIDER,
+                **params,
             },
         ).all()
         return [record_of(r._mapping, score=float(r.rank)) for r in rows]
@@ -339,7 +383,7 @@ class PersistentMemory(MemoryDatabase):
     ) -> list[MemoryRecord]:
         wanted = set(words)
         rows = conn.execute(
-            sa.select(MEMORIES).where(MEMORIES.c.scope.in_(scopes), self._partition())
+            sa.select(MEMORIES).where(self._readable(scopes), self._partition())
         ).all()
         scored = []
         for row in rows:
@@ -357,7 +401,7 @@ class PersistentMemory(MemoryDatabase):
         (qv,) = self.embedder.embed([query])
         rows = conn.execute(
             sa.select(MEMORIES).where(
-                MEMORIES.c.scope.in_(scopes),
+                self._readable(scopes),
                 MEMORIES.c.embedding.is_not(None),
                 self._partition(),
             )

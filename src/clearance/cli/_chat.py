@@ -22,6 +22,7 @@ import typer
 from clearance import ClearanceError, ConfigError, LimitExceeded
 from clearance.cli._common import err, one_line_errors, out, safe_text
 from clearance.cli._options import check_database_folder, model_id_option, not_empty
+from clearance.cli._signals import TERMINATED_EXIT_CODE, sigterm_as_interrupt
 from clearance.cli._stdin import MAX_LINE_BYTES, LineTooLong, stdin_lines
 from clearance.runs import DEFAULT_LEDGER_URL
 
@@ -254,6 +255,15 @@ def chat(
     chat_model = get_model(model_id)
     window = _window(agent, model_id, chat_model.context_window, context_window)
     settings = loaded.spec.memory_settings
+    if settings.on_error == "continue":  # a run's setting: a chat turn fails with its memory
+        err.print(
+            safe_text(
+                f"warning: {loaded.source}: memory.on_error: continue has no effect in "
+                "clearance chat (a failure of the memory ends the session); it is used by "
+                "clearance run"
+            ),
+            soft_wrap=True,
+        )
     memory = RunMemory(
         memory_url or settings.url or default_memory_url(db), on_error=settings.on_error
     )
@@ -290,15 +300,18 @@ def chat(
 def _run_session(session: AgentChat, db: str) -> None:
     """Converse, then record the end of the run; exit 1 when a turn failed, 130 on Ctrl-C.
 
+    SIGTERM ends it as Ctrl-C does (`sigterm_as_interrupt`), with exit code 143.
+
     However the session ends, its run is finished: a failure that is not a `ClearanceError`
     (a bug) is recorded as the run's error and raised on.
     """
     try:
-        asyncio.run(_converse(session))
+        with sigterm_as_interrupt() as termination:
+            asyncio.run(_converse(session))
     except KeyboardInterrupt:
         session.finish()
         err.print(safe_text(_session_line(session, db)), soft_wrap=True)
-        raise typer.Exit(130) from None
+        raise typer.Exit(TERMINATED_EXIT_CODE if termination.received else 130) from None
     except ClearanceError as exc:
         message = " ".join(str(exc).splitlines())
         session.finish(error=message)

@@ -1,0 +1,164 @@
+"""``clearance verify``'s checks of memory items: recalled by their task, read by their agent.
+
+A task's clearance admits its assignee's memory scopes, but a run puts in a task's prompt
+only the records the task recalled (`RunMemory.recall`, which notes each recall in the ledger
+as a ``memory_recall`` tool call of step 0), never other records of those scopes: an agent
+with ``recall: 0`` sees none. A memory group's scope is its name, and another team sharing
+the memory database may declare a group of that name with other members: a group's record
+in a prompt must be by a member of the group the run declared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from clearance._context.memory_items import author_of_title, memory_title, scope_of_title
+from clearance._context.render import one_line
+from clearance._core.origins import Origin, Subject
+from clearance._core.prompt import sha256_text
+from clearance._core.vocabulary import OriginKind, PromptKind
+from clearance._state.ledger import CallRecord, ToolCallRecord
+
+if TYPE_CHECKING:
+    from clearance._state.memory import MemoryRecord
+
+__all__ = [
+    "ConversationFacts",
+    "check_conversation_history",
+    "check_memory_item",
+    "not_recalled",
+    "recalled_memories",
+]
+
+Problem = tuple[str | None, str]
+
+
+class _Facts(Protocol):
+    """What the checks read of a run's facts (`RunFacts`)."""
+
+    memory_groups: dict[str, list[str]]
+    memories: Callable[[str], MemoryRecord | None] | None
+
+
+_RECALLED = "recalled: "
+"""How `RunMemory.recall` notes a recall: ``recalled: <id>, <id>`` (or ``recalled: none``)."""
+
+
+def recalled_memories(tool_calls: Iterable[ToolCallRecord]) -> dict[str, frozenset[str]]:
+    """The ids of the memory records each subject (``task:<id>``) recalled.
+
+    From its ``memory_recall`` notes: tool calls of step 0 (no model answer asks for a
+    step-0 call) that did not fail; every note of a subject counts (a resumed run recalls
+    again).
+    """
+    found: dict[str, set[str]] = {}
+    for call in tool_calls:
+        if call.name != "memory_recall" or call.step != 0 or call.is_error:
+            continue
+        ids = found.setdefault(call.subject, set())
+        text = call.result
+        if text.startswith(_RECALLED) and text != f"{_RECALLED}none":
+            ids.update(text[len(_RECALLED) :].split(", "))
+    return {subject: frozenset(ids) for subject, ids in found.items()}
+
+
+def not_recalled(
+    subject: str, ref: str, recalled: Mapping[str, frozenset[str]]
+) -> Iterator[Problem]:
+    """A finding when memory record ``ref`` is in ``subject``'s prompt but was never recalled."""
+    if ref not in recalled.get(subject, frozenset()):
+        task = subject.partition(":")[2]
+        yield f"memory:{ref}", f"the record was not recalled for task {task!r}"
+
+
+def check_memory_item(
+    origin: str, ref: str, item: dict[str, Any], facts: _Facts
+) -> Iterator[Problem]:
+    """A memory item is a record its prompt's agent reads, and (given the store) the stored one.
+
+    A group's record must be by a member of the group the run declared: another team may
+    declare a group of that name with other members, and its records are not this group's.
+    """
+    title = str(item.get("title"))
+    scope, author = scope_of_title(title), author_of_title(title)
+    if scope is not None and scope.startswith("group:"):
+        group = scope.partition(":")[2]
+        if author not in facts.memory_groups.get(group, ()):
+            reason = f"the record is by {author!r}, who is not a member of memory group {group!r}"
+            yield origin, reason
+            return
+    if facts.memories is not None:
+        digest = item.get("sha256")
+        record = facts.memories(ref)
+        if record is None:
+            yield origin, "no such record in the memory store"
+        elif record.scope != scope_of_title(title):
+            yield origin, f"the record is in scope {record.scope!r}, not the one its title names"
+        elif digest != sha256_text(record.content):
+            yield origin, "the content is not the stored memory record"
+        elif title != (stored := one_line(memory_title(record))):
+            yield origin, f"the record is titled {stored!r} in the memory store, not {title!r}"
+
+
+_SUMMARY_AUTHOR = "summary of earlier turns"
+"""The author a compression's summary turn is titled with (`ContextWindowMonitor`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationFacts:
+    """What a chat's recorded calls say of its conversation, indexed once per run.
+
+    Attributes:
+        first: ``(agent, origin)`` of each turn or summary to ``(sha256, title)`` as the
+            first conversation (or summarizing) prompt that held it showed it.
+        summaries: Per agent, the digests of the summaries its summarizing calls wrote.
+    """
+
+    first: dict[tuple[str, str], tuple[Any, Any]] = field(default_factory=dict)
+    summaries: dict[str, set[str]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, calls: Sequence[CallRecord]) -> ConversationFacts:
+        """Index ``calls`` (in the order they were recorded)."""
+        facts = cls()
+        for call in calls:
+            kind = Subject.parse(call.subject).kind
+            if kind not in (PromptKind.CONVERSATION, PromptKind.SUMMARY):
+                continue
+            items = call.manifest.get("items")
+            for item in items[1:] if isinstance(items, list) else ():
+                if not isinstance(item, dict):
+                    continue
+                origin = str(item.get("origin"))
+                if Origin.parse(origin).kind in (OriginKind.TURN, OriginKind.SUMMARY):
+                    value = (item.get("sha256"), item.get("title"))
+                    facts.first.setdefault((call.agent, origin), value)
+            if kind == PromptKind.SUMMARY and call.response is not None and not call.error:
+                written = sha256_text(call.response.strip())  # the monitor keeps it stripped
+                facts.summaries.setdefault(call.agent, set()).add(written)
+        return facts
+
+
+def check_conversation_history(
+    call: CallRecord, items: list[dict[str, Any]], conversation: ConversationFacts
+) -> Iterator[Problem]:
+    """A conversation prompt's turns and summaries are the conversation's own.
+
+    A turn or summary shows what the first prompt that held it showed (a turn never changes
+    while it is kept), and a summary is one the agent's summarizing calls wrote.
+    """
+    for item in items[1:]:
+        origin = str(item.get("origin"))
+        parsed = Origin.parse(origin)
+        if parsed.kind not in (OriginKind.TURN, OriginKind.SUMMARY):
+            continue
+        value = (item.get("sha256"), item.get("title"))
+        if parsed.kind == OriginKind.SUMMARY and (
+            item.get("sha256") not in conversation.summaries.get(call.agent, set())
+            or item.get("title") != one_line(f"{_SUMMARY_AUTHOR} ({parsed.id})")
+        ):
+            yield origin, "not a summary the model wrote in this conversation"
+        elif conversation.first.get((call.agent, origin), value) != value:
+            yield origin, "the block is not the turn an earlier prompt of the conversation showed"
