@@ -11,7 +11,8 @@ refused with a `ConfigError` before it costs more than a moment:
 - nesting deeper than `MAX_YAML_DEPTH` collections is refused;
 - the loaded value may not be larger than `MAX_YAML_EXPANDED` characters once every alias is
   expanded (a file without aliases is never near it), and an alias may not refer to a node
-  that contains it (a recursive value).
+  that contains it (a recursive value);
+- a number may not be longer than `MAX_YAML_NUMBER` characters, nor out of Python's range.
 
 A key given twice in one mapping is refused too. YAML does not allow it ("The content of a
 mapping node is an unordered set of key/value node pairs, with the restriction that each of
@@ -36,7 +37,13 @@ from yaml.scanner import Scanner
 
 from clearance._core.errors import ConfigError
 
-__all__ = ["MAX_YAML_BYTES", "MAX_YAML_DEPTH", "MAX_YAML_EXPANDED", "load_yaml_file"]
+__all__ = [
+    "MAX_YAML_BYTES",
+    "MAX_YAML_DEPTH",
+    "MAX_YAML_EXPANDED",
+    "MAX_YAML_NUMBER",
+    "load_yaml_file",
+]
 
 MAX_YAML_BYTES = 1 << 20
 """Largest YAML file read, in bytes (1 MiB)."""
@@ -47,6 +54,9 @@ MAX_YAML_DEPTH = 64
 MAX_YAML_EXPANDED = 8 << 20
 """Largest loaded value, in characters of scalars plus two per collection, aliases expanded."""
 
+
+MAX_YAML_NUMBER = 400
+"""Longest number read, in characters (a team file's numbers are a few digits long)."""
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 """The tag of the merge key (``<<``)."""
@@ -145,6 +155,32 @@ class _LimitedLoader(Composer, *_EVENTS, SafeConstructor, Resolver):  # type: ig
             seen[key] = line
 
 
+def _number(construct: Any) -> Any:
+    """``construct`` (PyYAML's int or float constructor), within `MAX_YAML_NUMBER`.
+
+    Python refuses to read an integer of more than 4,300 digits (``ValueError``), a
+    base-60 number (``1:30:00``) of many parts takes time quadratic in its length, and one
+    past the float range raises ``OverflowError``: each is a `_LimitError` naming the line.
+    """
+
+    def checked(loader: _LimitedLoader, node: yaml.ScalarNode) -> Any:
+        line = node.start_mark.line + 1
+        if len(node.value) > MAX_YAML_NUMBER:
+            raise _LimitError(
+                f"the number on line {line} is over {MAX_YAML_NUMBER} characters long"
+            )
+        try:
+            return construct(loader, node)
+        except (ValueError, OverflowError):
+            raise _LimitError(f"the number on line {line} is out of range") from None
+
+    return checked
+
+
+for _tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float"):
+    _LimitedLoader.add_constructor(_tag, _number(_LimitedLoader.yaml_constructors[_tag]))
+
+
 def _read_capped(path: str) -> bytes:
     """The bytes of ``path``, a regular file of at most `MAX_YAML_BYTES` bytes."""
     # O_NONBLOCK: opening a FIFO for reading must not wait for a writer.
@@ -177,7 +213,8 @@ def load_yaml_file(path: str | os.PathLike[str]) -> Any:
         ConfigError: The file cannot be opened, is not a regular file, is over
             `MAX_YAML_BYTES`, is not UTF-8, is not valid YAML, nests deeper than
             `MAX_YAML_DEPTH`, expands past `MAX_YAML_EXPANDED` through aliases, or holds a
-            recursive alias. The message names the file and, where known, the line.
+            recursive alias, or a number over `MAX_YAML_NUMBER` characters or out of range.
+            The message names the file and, where known, the line.
     """
     source = os.fspath(path)
     try:

@@ -89,8 +89,8 @@ def resolve_input(value: str) -> Path:
             if not (folder / "__init__.py").is_file():
                 raise ConfigError(f"{name!r} is not an installed Python package", field="input")
         return folder
-    path = Path(value).expanduser()
-    if not path.is_dir():
+    path = Path(os.path.expanduser(value))  # "~nobody" stays as it is (no RuntimeError)
+    if not os.path.isdir(path):  # False for a name the system refuses (too long...) too
         what = "is not a folder" if os.path.lexists(path) else "does not exist"
         raise ConfigError(f"input folder {value!r} {what}", field="input")
     return path

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 from typer.core import TyperGroup
@@ -67,7 +70,34 @@ class _OneLineUsageErrors(TyperGroup):
         except typer.Abort:
             typer.echo("Aborted!", err=True)
             sys.exit(1)
+        except OSError as exc:
+            if exc.errno not in _OUTPUT_LOST:
+                raise
+            _output_lost(exc)
         sys.exit(code if isinstance(code, int) else 0)
+
+
+_OUTPUT_LOST = {errno.EPIPE, errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO}
+"""Why the command's output could not be written (to a full disk, a closed pipe...)."""
+
+
+def _output_lost(exc: OSError) -> NoReturn:
+    """End a command whose output could not be written: one line on stderr, no traceback.
+
+    What the command wrote to its database or files is kept (the output comes last). A
+    reader that went away (``clearance runs | head``) is not an error to report: exit 1,
+    silently, as rich does. Standard output is pointed at ``/dev/null`` first, so Python's
+    final flush of the text still buffered fails no second time.
+    """
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    if exc.errno == errno.EPIPE:
+        sys.exit(1)
+    with contextlib.suppress(OSError):
+        typer.echo(f"error: cannot write the output: {exc.strerror or exc}", err=True)
+    sys.exit(2)
 
 
 app = typer.Typer(
@@ -91,5 +121,13 @@ register_schema_command(app)
 
 
 def main() -> None:
-    """Entry point of the ``clearance`` command."""
+    """Entry point of the ``clearance`` command.
+
+    Text the output's encoding cannot hold (a file name that is not UTF-8, any non-ASCII
+    text under ``PYTHONIOENCODING=ascii``) is written as backslash escapes, not refused
+    with a traceback.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(AttributeError, ValueError):  # not a text file: as it is
+            stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
     app()

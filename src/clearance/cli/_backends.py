@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clearance import StoreError
@@ -39,7 +39,7 @@ def _reachable(url: str, what: str, option: str) -> None:
         path = sqlite_file_path(url)
     except (ArgumentError, ValueError) as exc:
         raise StoreError(f"the run's {what} URL {masked_url(url)!r} is not valid{hint}") from exc
-    if path is not None and not Path(path).is_file():
+    if path is not None and not os.path.isfile(path):  # False for a name too long too
         raise StoreError(
             f"the run's {what} at {masked_url(url)} is unreachable: no such file{hint}"
         )

@@ -7,6 +7,7 @@ import errno
 import functools
 import os
 import re
+import secrets
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -93,24 +94,34 @@ def check_output_files(targets: dict[str, Path | None]) -> None:
     for flag, target in targets.items():
         if target is None:
             continue
-        if not target.parent.is_dir():
-            raise ConfigError(f"folder {str(target.parent)!r} does not exist", field=flag)
-        if target.is_symlink():
-            raise ConfigError(f"{str(target)!r} {_LINKED}", field=flag)
-        if target.is_dir():
-            raise ConfigError(f"{str(target)!r} is a folder; give a file name", field=flag)
-        if target.exists() and (problem := _not_writable(target.stat())) is not None:
-            raise ConfigError(f"{str(target)!r}: {problem}", field=flag)
-        same = seen.setdefault(target.resolve(), flag)
-        if same != flag:
-            raise ConfigError(f"{same} and {flag} both name {str(target)!r}", field=flag)
+        try:
+            _check_output_file(flag, target, seen)
+        except OSError as exc:  # a name the system refuses: too long, a loop of links...
+            reason = exc.strerror or type(exc).__name__
+            raise ConfigError(f"cannot write {str(target)!r}: {reason}", field=flag) from None
+
+
+def _check_output_file(flag: str, target: Path, seen: dict[Path, str]) -> None:
+    """`check_output_files` for one file (``seen``: the files named so far)."""
+    if not target.parent.is_dir():
+        raise ConfigError(f"folder {str(target.parent)!r} does not exist", field=flag)
+    if target.is_symlink():
+        raise ConfigError(f"{str(target)!r} {_LINKED}", field=flag)
+    if target.is_dir():
+        raise ConfigError(f"{str(target)!r} is a folder; give a file name", field=flag)
+    if target.exists() and (problem := _not_writable(target.stat())) is not None:
+        raise ConfigError(f"{str(target)!r}: {problem}", field=flag)
+    same = seen.setdefault(target.resolve(), flag)
+    if same != flag:
+        raise ConfigError(f"{same} and {flag} both name {str(target)!r}", field=flag)
 
 
 _LINKED = "is a symbolic link, which is not followed: give another name or remove the link"
 _NOT_REGULAR = "it is not a regular file (a FIFO, socket or device)"
-# Open to write without following a link at the name, without waiting for a FIFO's reader,
-# and without cutting the file before it is known to be a regular file with one link.
-_OPEN_FLAGS = os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+# Create without following a link at the name, without waiting for a FIFO's reader, and
+# without taking a name something else already holds.
+_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_NONBLOCK
+_CREATE_FLAGS |= os.O_NOCTTY | os.O_CLOEXEC
 
 
 def _not_writable(info: os.stat_result) -> str | None:
@@ -124,55 +135,91 @@ def _not_writable(info: os.stat_result) -> str | None:
     return None
 
 
-def write_output_file(target: Path, text: str, *, flag: str, after: str = "") -> None:
-    """Write ``text`` (UTF-8) to the file an option names; never through a link.
+def write_output_file(
+    target: Path, text: str, *, flag: str, after: str = "", exists: str | None = None
+) -> None:
+    """Write ``text`` (UTF-8) to the file an option names; never through a link or in part.
 
-    The name is opened with ``O_NOFOLLOW`` and ``O_NONBLOCK`` and checked before anything is
-    cut or written: a symbolic link planted at the name (even after `check_output_files`)
-    is not followed, a FIFO does not block, and a file with a second hard link (another
-    file under another name) is not overwritten. A file this call created is removed again
-    if the write fails. The folders on the way are the user's and are followed.
+    A new file is created with ``O_EXCL`` (so nothing planted at the name is followed or
+    taken over) and removed again if the write fails. An existing file is never cut: the
+    text goes to a new file beside it, which then replaces it in one step (a rename, which
+    does not follow a link either), keeping its permission bits; a full disk or a
+    file-size limit leaves the earlier file as it was. What is at the name is checked just
+    before: a symbolic link, a FIFO, a device, a file with a second hard link (another file
+    under another name) or a file the user may not write are refused, even when planted
+    after `check_output_files`. The folders on the way are the user's and are followed.
 
     Args:
         target: The file.
         text: Its new content.
         flag: The option that named it, for the error.
         after: Appended to the error (what is kept all the same, say).
+        exists: ``None``: an existing regular file is replaced. Otherwise nothing at the
+            name is replaced, even something that appears meanwhile; the error is this
+            message.
 
     Raises:
         ConfigError: The file cannot be written: the system's reason, or what is at the name
-            (a link, a FIFO, a file with another link); ``field`` is ``flag``.
+            (a link, a FIFO, a file with another link, or anything when ``exists`` is given);
+            ``field`` is ``flag``.
     """
 
     def refused(reason: str) -> ConfigError:
         return ConfigError(f"cannot write {str(target)!r}: {reason}{after}", field=flag)
 
-    created = True
+    data = text.encode("utf-8")
     try:
-        try:
-            fd = os.open(target, _OPEN_FLAGS | os.O_CREAT | os.O_EXCL, 0o666)
-        except FileExistsError:
-            created = False
-            fd = os.open(target, _OPEN_FLAGS)
+        fd = os.open(target, _CREATE_FLAGS, 0o666)
+    except FileExistsError:
+        if exists is not None:
+            raise ConfigError(exists, field=flag) from None
+        _replace(target, data, refused)
+        return
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise refused(f"it {_LINKED}") from None
-        if exc.errno == errno.ENXIO:  # a FIFO with no reader, a socket, a missing device
-            raise refused(_NOT_REGULAR) from None
         raise refused(exc.strerror or type(exc).__name__) from None
     try:
-        if (problem := _not_writable(os.fstat(fd))) is not None:
-            raise refused(problem)
-        os.ftruncate(fd, 0)
-        data = memoryview(text.encode("utf-8"))
-        while data:
-            data = data[os.write(fd, data) :]
+        _write_all(fd, data)
     except OSError as exc:
-        if created:
-            _remove_own(target, fd)
+        _remove_own(target, fd)
         raise refused(exc.strerror or type(exc).__name__) from None
     finally:
         os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write every byte of ``data`` to ``fd`` and sync it to the disk."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.fsync(fd)
+
+
+def _replace(target: Path, data: bytes, refused: Callable[[str], ConfigError]) -> None:
+    """Replace the existing regular file ``target`` with ``data`` in one step."""
+    try:
+        info = os.stat(target, follow_symlinks=False)
+    except OSError as exc:
+        raise refused(exc.strerror or type(exc).__name__) from None
+    if stat.S_ISLNK(info.st_mode):
+        raise refused(f"it {_LINKED}")
+    if (problem := _not_writable(info)) is not None:
+        raise refused(problem)
+    if not os.access(target, os.W_OK, follow_symlinks=False):  # read-only: kept so
+        raise refused(os.strerror(errno.EACCES))
+    temp = target.with_name(f".{secrets.token_hex(8)}.clearance-tmp")
+    try:
+        fd = os.open(temp, _CREATE_FLAGS, stat.S_IMODE(info.st_mode))
+        try:
+            os.fchmod(fd, stat.S_IMODE(info.st_mode))
+            _write_all(fd, data)
+        finally:
+            os.close(fd)
+        os.replace(temp, target)
+    except OSError as exc:
+        raise refused(exc.strerror or type(exc).__name__) from None
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)  # gone already once renamed into place
 
 
 def _remove_own(target: Path, fd: int) -> None:

@@ -86,6 +86,12 @@ def init(path: _Path = Path("team.yaml"), force: _Force = False) -> None:
     """Write a commented starter team file (team.yaml) that runs as it is."""
     from clearance.runs import team_file_schema
 
+    if path.name == SCHEMA_ID:  # the schema, written next, would replace the team file
+        raise ConfigError(
+            f"{SCHEMA_ID} is the schema file init writes beside the team file; "
+            "give the team file another name",
+            field="path",
+        )
     _write(path, STARTER_TEAM, force=force)
     out.print(safe_text(f"wrote {path}"), soft_wrap=True)
     schema = path.parent / SCHEMA_ID
@@ -101,27 +107,18 @@ def init(path: _Path = Path("team.yaml"), force: _Force = False) -> None:
 def _write(path: Path, text: str, *, force: bool) -> None:
     """Write ``text`` to ``path``: a new file, or (``force``) over a file; never via a link.
 
-    Over a file, as every output file is written (`write_output_file`): never into a FIFO
-    (which would block) or a file with another hard link.
+    As every output file is written (`write_output_file`): whole or not at all, never into
+    a FIFO (which would block) or a file with another hard link; without ``force`` nothing
+    at the name is replaced, even a file that appears while it is written.
 
     Raises:
-        ConfigError: ``path`` exists (without ``force``), is a link, is not a regular file
-            with one link (with ``force``), or cannot be written.
+        ConfigError: ``path`` is a folder, exists (without ``force``), is a link, is not a
+            regular file with one link (with ``force``), or cannot be written.
     """
-    if force:
-        write_output_file(path, text, flag="path")
-        return
-    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_EXCL
-    try:
-        fd = os.open(path, flags, 0o644)
-    except FileExistsError:
-        raise ConfigError(
-            f"{path} exists: give another path, or --force to overwrite it", field="path"
-        ) from None
-    except OSError as exc:
-        raise ConfigError(f"cannot write {path}: {exc.strerror}", field="path") from None
-    with os.fdopen(fd, "w", encoding="utf-8") as file:
-        file.write(text)
+    if os.path.isdir(path):  # False for a name the system refuses (too long...): said below
+        raise ConfigError(f"{str(path)!r} is a folder; give a file name", field="path")
+    taken = None if force else f"{path} exists: give another path, or --force to overwrite it"
+    write_output_file(path, text, flag="path", exists=taken)
 
 
 def register(app: typer.Typer) -> None:

@@ -20,7 +20,7 @@ from clearance.cli._inspect import (
     print_run_json,
     prompt_cache_line,
 )
-from clearance.cli._options import DbOption, not_empty
+from clearance.cli._options import DbOption, RunIdArgument, not_empty
 from clearance.cli._store import print_tool_calls
 from clearance.events import EventKind
 from clearance.runs import DEFAULT_LEDGER_URL, MAX_ROWS
@@ -34,7 +34,7 @@ __all__ = ["inspect", "runs", "verify"]
 
 @one_line_errors
 def inspect(
-    run_id: Annotated[str, typer.Argument(help="Run id (or a unique prefix).")],
+    run_id: RunIdArgument,
     task: Annotated[
         str | None,
         typer.Option(
@@ -149,7 +149,7 @@ def _print_inspect(
 
 @one_line_errors
 def verify(
-    run_id: Annotated[str, typer.Argument(help="Run id (or a unique prefix).")],
+    run_id: RunIdArgument,
     db: DbOption = DEFAULT_LEDGER_URL,
     memory_url: Annotated[
         str | None,

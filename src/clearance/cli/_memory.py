@@ -7,6 +7,7 @@ partition of their own that real-model runs never recall.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -76,7 +77,8 @@ def memory(
 def _missing_file(url: str) -> bool:
     """Whether ``url`` names an SQLite file that does not exist (no memory recorded yet).
 
-    A folder there is not missing: opening it says it is one.
+    A folder there is not missing: opening it says it is one; nor is a name the system
+    refuses (too long, a loop of links).
     """
     from clearance.runs import sqlite_file_path
 
@@ -84,7 +86,15 @@ def _missing_file(url: str) -> bool:
         path = sqlite_file_path(url)
     except ValueError:
         return False  # list_memories names the bad URL
-    return path is not None and "\x00" not in path and not Path(path).exists()
+    if path is None or "\x00" in path:
+        return False
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        return True
+    except OSError:  # a name too long, a loop of links...: opening it names the problem
+        return False
+    return False
 
 
 def register(app: typer.Typer) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
@@ -13,6 +15,7 @@ from clearance import ConfigError
 
 __all__ = [
     "DbOption",
+    "RunIdArgument",
     "InputOption",
     "check_database_folder",
     "check_store_and_memory",
@@ -20,6 +23,7 @@ __all__ = [
     "model_id_option",
     "not_empty",
     "number_option",
+    "utf8_text",
 ]
 
 
@@ -92,6 +96,29 @@ def not_empty(value: str | None) -> str | None:
     if value is not None and not value.strip():
         raise typer.BadParameter("is empty")
     return value
+
+
+def utf8_text(value: str | None) -> str | None:
+    """The check of a run id or a goal given on the command line: UTF-8 text.
+
+    Arguments reach Python as the bytes the shell passed; bytes that are not UTF-8 become
+    lone surrogates, which no database, model or file can take (the ledger's driver
+    raised a traceback on them).
+
+    Raises:
+        typer.BadParameter: The value is not UTF-8 text (a one-line usage error, exit 2).
+    """
+    if value is not None:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise typer.BadParameter(f"{value!r} is not UTF-8 text") from None
+    return value
+
+
+RunIdArgument = Annotated[
+    str, typer.Argument(callback=utf8_text, help="Run id (or a unique prefix).")
+]
 
 
 def answer_timeout_option(value: float | None) -> float | None:
@@ -183,9 +210,10 @@ def check_database_folder(url: str, *, default: str, flag: str = "--db") -> None
         return  # opening it names the NUL character
     folder = Path(path).parent
     default_path = sqlite_file_path(default) if default else None
-    if default_path is not None and folder.resolve() == Path(default_path).parent.resolve():
-        return
-    if not folder.is_dir():
+    with contextlib.suppress(OSError):  # a name the system refuses: said below
+        if default_path is not None and folder.resolve() == Path(default_path).parent.resolve():
+            return
+    if not os.path.isdir(folder):  # False for a name too long too
         raise ConfigError(f"folder {str(folder)!r} does not exist", field=flag)
 
 

@@ -17,7 +17,13 @@ from clearance.cli._common import (
     safe_text,
     write_output_file,
 )
-from clearance.cli._options import DbOption, InputOption, check_database_folder, model_id_option
+from clearance.cli._options import (
+    DbOption,
+    InputOption,
+    check_database_folder,
+    model_id_option,
+    utf8_text,
+)
 from clearance.cli._team_setup import configured_models
 from clearance.runs import DEFAULT_LEDGER_URL
 
@@ -27,7 +33,9 @@ __all__ = ["plan"]
 @one_line_errors
 def plan(
     team_file: Annotated[Path, typer.Argument(help="Team file (YAML) whose coordinator plans.")],
-    goal: Annotated[str | None, typer.Option(help="The goal to plan for.")] = None,
+    goal: Annotated[
+        str | None, typer.Option(callback=utf8_text, help="The goal to plan for.")
+    ] = None,
     output: Annotated[
         Path, typer.Option("--output", "-o", help="Where to write the planned team file.")
     ] = Path("plan.yaml"),
@@ -54,9 +62,10 @@ def plan(
     goal = goal or spec.goal
     if not goal:
         raise ConfigError("give --goal (or goal: in the team file) to plan", field="--goal")
-    if output.exists():
-        raise ConfigError(f"{str(output)!r} exists: choose another file", field="--output")
     check_output_files({"--output": output})
+    taken = f"{str(output)!r} exists: choose another file"
+    if output.exists():
+        raise ConfigError(taken, field="--output")
     check_database_folder(db, default=DEFAULT_LEDGER_URL)
     loaded, _ = checked_run(spec, source=str(team_file))
     services = RunServices(models=configured_models(model_settings(spec)))
@@ -64,8 +73,7 @@ def plan(
         planned = asyncio.run(plan_only(loaded, goal, ledger=ledger, services=services))
     data = plan_team_file(written.to_data(), planned, goal)
     text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
-    write_output_file(
-        output, text, flag="--output", after=f"; the plan is recorded as run {planned.run_id}"
-    )
+    recorded = f"; the plan is recorded as run {planned.run_id}"
+    write_output_file(output, text, flag="--output", after=recorded, exists=taken + recorded)
     out.print(safe_text(f"plan: {len(planned.graph)} tasks (run {planned.run_id})"))
     out.print(safe_text(f"written to {output}; edit it, then: clearance run {output}"))

@@ -17,6 +17,7 @@ from clearance.cli._common import (
     safe_text,
     write_output_file,
 )
+from clearance.cli._options import RunIdArgument
 from clearance.runs import DEFAULT_LEDGER_URL
 
 __all__ = ["register"]
@@ -29,7 +30,7 @@ DbOption = Annotated[
 
 @one_line_errors
 def view(
-    run_id: Annotated[str, typer.Argument(help="Run id (or a unique prefix).")],
+    run_id: RunIdArgument,
     output: Annotated[
         Path | None,
         typer.Option("--output", "-o", help="HTML file to write (default: <run id>.html here)."),

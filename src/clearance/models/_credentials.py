@@ -6,11 +6,32 @@ import os
 
 from clearance._core.errors import ConfigError
 
-__all__ = ["PLACEHOLDER_API_KEY", "client_settings"]
+__all__ = ["PLACEHOLDER_API_KEY", "client_settings", "redacted"]
 
 PLACEHOLDER_API_KEY = "unused"
 """Key sent to a server at an explicit base URL when no key is configured (the SDKs refuse to
 run without one)."""
+
+
+MIN_REDACTED_KEY_CHARS = 8
+"""Shortest key `redacted` hides: a shorter one is no real secret, and hiding it would garble
+the text around every occurrence of its letters."""
+
+
+def redacted(text: str, api_key: object) -> str:
+    """``text`` with every occurrence of ``api_key`` replaced by ``[api key]``.
+
+    A server may echo the key back (``"Incorrect API key provided: sk-..."``); its error
+    text goes into the error, the ledger and the terminal, so the key is taken out first.
+    The placeholder key and keys under `MIN_REDACTED_KEY_CHARS` characters are left alone.
+    """
+    if (
+        not isinstance(api_key, str)
+        or len(api_key) < MIN_REDACTED_KEY_CHARS
+        or api_key == PLACEHOLDER_API_KEY
+    ):
+        return text
+    return text.replace(api_key, "[api key]")
 
 
 def client_settings(
@@ -32,9 +53,13 @@ def client_settings(
         ``(base_url or None, api_key)``.
 
     Raises:
-        ConfigError: Neither a key nor a base URL is configured.
+        ConfigError: Neither a key nor a base URL is configured, or the base URL holds a
+            control character (the HTTP client would raise on it).
     """
     url = base_url or os.environ.get(f"{env_prefix}_BASE_URL") or None
+    if url is not None and not url.isprintable():  # a line break, a tab, an escape...
+        where = "base_url" if base_url else f"{env_prefix}_BASE_URL"
+        raise ConfigError(f"{where} {url!r} holds a control character: not a URL", field="base_url")
     key = api_key or os.environ.get(f"{env_prefix}_API_KEY") or None
     if key is None:
         if url is None:
