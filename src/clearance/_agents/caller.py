@@ -297,6 +297,7 @@ class ModelCaller:
                         response = await retry_after(
                             first, partial(self._attempt, call, started=started),
                             retries=limits.retries, policy=self.retry_policy,
+                            time_left=self._time_left(limits.timeout_s, started),
                         )  # fmt: skip
                 except ClearanceError as exc:
                     if info is not None:
@@ -395,6 +396,12 @@ class ModelCaller:
                     call_id, run_id=self.run_id, response=response if error is None else None,
                     error=error, latency_s=self._monotonic() - t0, usage=paid,
                 )  # fmt: skip
+
+    def _time_left(self, timeout_s: float | None, started: float) -> Callable[[], float] | None:
+        """Seconds left before the call's deadline (``timeout_s`` from ``started``), if any."""
+        if timeout_s is None:
+            return None
+        return lambda: timeout_s - (self._monotonic() - started)
 
     def _charge(self, model_id: str, usage: Usage) -> None:
         """Add ``usage`` to the caller's total and charge it to the run's budget."""

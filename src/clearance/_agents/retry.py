@@ -4,11 +4,14 @@ Built on tenacity. An error is transient when a retry of the same call may succe
 `ModelError` whose ``transient`` field is set by its provider (connection errors, provider
 timeouts, HTTP 429 and 5xx) and an attempt abandoned at ``attempt_timeout_s`` (`LimitExceeded`
 on ``attempt_timeout_s``). Every other error, HTTP 4xx client errors included, fails at once;
-so does the call's own deadline (``timeout_s``), which covers every attempt.
+so does the call's own deadline (``timeout_s``), which covers every attempt and every wait: a
+wait (``Retry-After`` or backoff) that would end past it is not waited, the last error is
+raised at once.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -118,20 +121,42 @@ async def with_retries(
 
 
 async def retry_after(
-    first: Exception, call: Callable[[int], Awaitable[T]], *, retries: int, policy: RetryPolicy
+    first: Exception,
+    call: Callable[[int], Awaitable[T]],
+    *,
+    retries: int,
+    policy: RetryPolicy,
+    time_left: Callable[[], float] | None = None,
 ) -> T:
     """`with_retries` once its first attempt failed with ``first``: attempts 2 and on.
 
     For a caller that makes the first attempt itself (one coroutine less per call).
 
+    Args:
+        first: The first attempt's error.
+        call: One attempt; receives the attempt number (1-based).
+        retries: Most retries after the first attempt (0: no retry).
+        policy: Waits between attempts.
+        time_left: Seconds left before the call's deadline; a wait that would not end
+            before it is not waited (no retry could finish in time). ``None``: no deadline.
+
     Raises:
         Exception: ``first`` when it is not transient or ``retries`` is 0; else the error of
-            the last attempt, once the retries are used up, or a non-transient one at once.
+            the last attempt, once the retries are used up, or the next wait would pass the
+            deadline; a non-transient one at once.
     """
     if retries < 1 or not is_transient(first):
         raise first
+
+    attempts = stop_after_attempt(retries + 1)
+
+    def stop(state: RetryCallState) -> bool:
+        left = time_left() if time_left is not None else math.inf
+        # tenacity sets the wait before asking whether to stop
+        return attempts(state) or state.upcoming_sleep >= left
+
     retrying = AsyncRetrying(
-        stop=stop_after_attempt(retries + 1),
+        stop=stop,
         wait=policy.wait_s,
         retry=retry_if_exception(is_transient),
         reraise=True,

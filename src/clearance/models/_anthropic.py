@@ -8,6 +8,7 @@ server that speaks it at ``base_url``. The SDK is an optional extra:
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 from types import TracebackType
 from typing import Any
@@ -25,9 +26,10 @@ from clearance.models._base import (
     max_response_chars,
 )
 from clearance.models._counted import with_counted_usage
-from clearance.models._credentials import PLACEHOLDER_API_KEY, client_settings
+from clearance.models._credentials import PLACEHOLDER_API_KEY, client_settings, redacted
 from clearance.models._http_body import json_object, read_capped
-from clearance.models._openai_stream import max_chunks
+from clearance.models._http_client import guarded_client, redirect_note
+from clearance.models._openai_stream import MAX_STREAMED_TOOL_CALLS, max_chunks
 from clearance.models._transient import is_transient_status, parse_retry_after
 from clearance.tokens import TokenCounter, tiktoken_counter
 
@@ -72,7 +74,8 @@ class AnthropicModel:
             itself (per agent ``limits.retries``) and records every attempt.
         client: A ready ``anthropic.AsyncAnthropic`` client to use instead of creating one;
             then ``base_url``, ``api_key``, ``timeout_s`` (as the client's own timeout) and
-            ``max_retries`` are ignored, and `aclose` leaves the client open.
+            ``max_retries`` are ignored, and `aclose` leaves the client open. The client
+            made otherwise follows no redirect and reads bodies to a cap (`guarded_client`).
 
     Raises:
         ConfigError: No API key is configured for Anthropic's own API, or an argument is out
@@ -120,7 +123,13 @@ class AnthropicModel:
             )  # fmt: skip
             try:
                 client = anthropic.AsyncAnthropic(
-                    api_key=key, base_url=url, timeout=timeout_s, max_retries=max_retries
+                    api_key=key,
+                    base_url=url,
+                    timeout=timeout_s,
+                    max_retries=max_retries,
+                    http_client=guarded_client(
+                        anthropic.DefaultAsyncHttpxClient, model_id=self.model_id
+                    ),
                 )
             except (anthropic.AnthropicError, ValueError) as exc:
                 raise ConfigError(f"cannot create the Anthropic client: {exc}") from exc
@@ -265,14 +274,21 @@ class AnthropicModel:
 
         Raises:
             ModelError: More text events than `max_chunks` allows for ``max_tokens``, or
-                more text than `max_response_chars`.
+                more text than `max_response_chars`; or (transient) a stream that ended
+                without a ``stop_reason``: cut off, not taken as a whole answer.
         """
         assert request.stream is not None
         stream: Any = self._client.messages.stream
         cap, count = max_chunks(request.max_tokens), 0
         chars_cap, chars = max_response_chars(request.max_tokens), 0
+        inputs: dict[int, list[str]] = {}  # each tool_use block's input, as streamed
         async with stream(**arguments) as events:
-            async for piece in events.text_stream:
+            async for event in events:
+                event_type = getattr(event, "type", None)
+                if event_type == "content_block_delta":
+                    _add_input_piece(inputs, event)
+                if event_type not in ("text", "input_json"):
+                    continue
                 count += 1
                 if count > cap:
                     raise ModelError(
@@ -280,6 +296,7 @@ class AnthropicModel:
                         f"{request.max_tokens}: not an honest answer",
                         model_id=self.model_id,
                     )
+                piece = getattr(event, "text", None) if event_type == "text" else None
                 if isinstance(piece, str) and piece:
                     chars += len(piece)
                     if chars > chars_cap:
@@ -289,27 +306,44 @@ class AnthropicModel:
                             model_id=self.model_id,
                         )
                     request.stream(piece)
-            return await events.get_final_message()
+            message = await events.get_final_message()
+        _raw_unfinished_inputs(message, inputs)
+        if getattr(message, "stop_reason", None) is None:  # no message_delta: cut off
+            raise ModelError(
+                "the stream ended before the answer was finished (no stop_reason): cut off",
+                model_id=self.model_id,
+                transient=True,
+            )
+        return message
 
     def _error(self, exc: anthropic.AnthropicError) -> ModelError:
-        """The `ModelError` for an SDK failure."""
+        """The `ModelError` for an SDK failure, the API key taken out of its text."""
         if isinstance(exc, anthropic.APITimeoutError):
-            return ModelError(f"request timed out: {exc}", model_id=self.model_id, transient=True)
+            return ModelError(
+                self._text(f"request timed out: {exc}"), model_id=self.model_id, transient=True
+            )
         if isinstance(exc, anthropic.APIConnectionError):
             return ModelError(
-                f"cannot reach {self.base_url}: {exc} (caused by {exc.__cause__!r})",
+                self._text(f"cannot reach {self.base_url}: {exc} (caused by {exc.__cause__!r})"),
                 model_id=self.model_id,
                 transient=True,
             )
         if isinstance(exc, anthropic.APIStatusError):
             return ModelError(
-                f"HTTP {exc.status_code} from {self.base_url}: {exc.message}",
+                self._text(
+                    f"HTTP {exc.status_code} from {self.base_url}: {exc.message}"
+                    f"{redirect_note(exc.status_code, exc.response.headers)}"
+                ),
                 model_id=self.model_id,
                 transient=is_transient_status(exc.status_code),
                 retry_after_s=parse_retry_after(exc.response.headers),
                 status_code=exc.status_code,
             )
-        return ModelError(f"{type(exc).__name__}: {exc}", model_id=self.model_id)
+        return ModelError(self._text(f"{type(exc).__name__}: {exc}"), model_id=self.model_id)
+
+    def _text(self, text: str) -> str:
+        """``text`` without the API key (a server may echo it back in an error)."""
+        return redacted(text, self._client.api_key)
 
     def count_tokens(self, text: str) -> int:
         """An estimate of the tokens ``text`` takes for a Claude model.
@@ -401,3 +435,39 @@ class AnthropicModel:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+def _add_input_piece(inputs: dict[int, list[str]], event: Any) -> None:
+    """Keep a streamed ``input_json_delta`` piece with its block's others."""
+    delta = getattr(event, "delta", None)
+    index = getattr(event, "index", None)
+    piece = getattr(delta, "partial_json", None)
+    if (
+        getattr(delta, "type", None) == "input_json_delta"
+        and isinstance(piece, str)
+        and isinstance(index, int)
+        and not isinstance(index, bool)
+        and len(inputs) <= MAX_STREAMED_TOOL_CALLS * 32
+    ):
+        inputs.setdefault(index, []).append(piece)
+
+
+def _raw_unfinished_inputs(message: Any, inputs: dict[int, list[str]]) -> None:
+    """Give each tool_use block whose streamed input is not whole JSON ``{"_raw": ...}``.
+
+    The SDK reads a streamed input leniently (a string left open is dropped, so
+    ``{"force": true, "path": "/da`` would run the tool as ``{"force": true}``); the tool
+    must hear the problem instead, as with the OpenAI provider.
+    """
+    content = getattr(message, "content", None)
+    for index, pieces in inputs.items():
+        text = "".join(pieces)
+        if not isinstance(content, list) or not 0 <= index < len(content) or not text.strip():
+            continue
+        block = content[index]
+        if getattr(block, "type", None) != "tool_use":
+            continue
+        try:
+            json.loads(text)
+        except (ValueError, RecursionError):
+            block.input = {"_raw": text}

@@ -16,8 +16,9 @@ import openai
 from clearance._core.errors import ConfigError, ModelError
 from clearance.models._base import ModelRequest, ModelResponse
 from clearance.models._counted import with_counted_usage
-from clearance.models._credentials import PLACEHOLDER_API_KEY, client_settings
+from clearance.models._credentials import PLACEHOLDER_API_KEY, client_settings, redacted
 from clearance.models._http_body import read_capped
+from clearance.models._http_client import guarded_client, redirect_note
 from clearance.models._openai_parse import parse_completion
 from clearance.models._openai_stream import collect_stream
 from clearance.models._transient import is_transient_status, parse_retry_after
@@ -55,7 +56,8 @@ class OpenAIModel:
             transient errors itself (per agent ``limits.retries``) and records every attempt.
         client: A ready ``openai.AsyncOpenAI`` client to use instead of creating one; then
             ``base_url``, ``api_key``, ``timeout_s`` and ``max_retries`` are ignored, and
-            `aclose` leaves the client open (its owner closes it).
+            `aclose` leaves the client open (its owner closes it). The client made
+            otherwise follows no redirect and reads bodies to a cap (`guarded_client`).
 
     Raises:
         ConfigError: No API key is configured for OpenAI's own API, or an argument is out of
@@ -98,7 +100,13 @@ class OpenAIModel:
             )  # fmt: skip
             try:
                 client = openai.AsyncOpenAI(
-                    api_key=key, base_url=url, timeout=timeout_s, max_retries=max_retries
+                    api_key=key,
+                    base_url=url,
+                    timeout=timeout_s,
+                    max_retries=max_retries,
+                    http_client=guarded_client(
+                        openai.DefaultAsyncHttpxClient, model_id=self.model_id
+                    ),
                 )
             except openai.OpenAIError as exc:
                 raise ConfigError(f"cannot create the OpenAI client: {exc}") from exc
@@ -210,24 +218,33 @@ class OpenAIModel:
         return parsed.response
 
     def _error(self, exc: openai.OpenAIError) -> ModelError:
-        """The `ModelError` for an SDK failure."""
+        """The `ModelError` for an SDK failure, the API key taken out of its text."""
         if isinstance(exc, openai.APITimeoutError):
-            return ModelError(f"request timed out: {exc}", model_id=self.model_id, transient=True)
+            return ModelError(
+                self._text(f"request timed out: {exc}"), model_id=self.model_id, transient=True
+            )
         if isinstance(exc, openai.APIConnectionError):
             return ModelError(
-                f"cannot reach {self.base_url}: {exc} (caused by {exc.__cause__!r})",
+                self._text(f"cannot reach {self.base_url}: {exc} (caused by {exc.__cause__!r})"),
                 model_id=self.model_id,
                 transient=True,
             )
         if isinstance(exc, openai.APIStatusError):
             return ModelError(
-                f"HTTP {exc.status_code} from {self.base_url}: {exc.message}",
+                self._text(
+                    f"HTTP {exc.status_code} from {self.base_url}: {exc.message}"
+                    f"{redirect_note(exc.status_code, exc.response.headers)}"
+                ),
                 model_id=self.model_id,
                 transient=is_transient_status(exc.status_code),
                 retry_after_s=parse_retry_after(exc.response.headers),
                 status_code=exc.status_code,
             )
-        return ModelError(f"{type(exc).__name__}: {exc}", model_id=self.model_id)
+        return ModelError(self._text(f"{type(exc).__name__}: {exc}"), model_id=self.model_id)
+
+    def _text(self, text: str) -> str:
+        """``text`` without the API key (a server may echo it back in an error)."""
+        return redacted(text, self._client.api_key)
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` for this model, from `clearance.tokens.counter_for`.

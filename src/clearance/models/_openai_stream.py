@@ -79,7 +79,9 @@ async def collect_stream(
         ModelError: More chunks than `max_chunks`, more text (and tool-call names and
             arguments) than `max_response_chars` allows for ``max_tokens``, more tool calls than
             `MAX_STREAMED_TOOL_CALLS` (or a tool call index that is not one), a stream with
-            no choice at all, or a usage that is not a token count.
+            no choice at all, or a usage that is not a token count; a stream that ended
+            without a ``finish_reason`` (the connection was cut: transient, the answer is
+            not taken as whole).
     """
     cap = max_chunks(request.max_tokens)
     chars_cap = max_response_chars(request.max_tokens)
@@ -117,6 +119,12 @@ async def collect_stream(
                 _check_chars(chars, chars_cap, request.max_tokens, model_id)
     if not seen_choice:
         raise ModelError("the server streamed no choices", model_id=model_id)
+    if finish is None:  # an honest stream ends its choice with a finish_reason
+        raise ModelError(
+            "the stream ended before the answer was finished (no finish_reason): cut off",
+            model_id=model_id,
+            transient=True,
+        )
     response = ModelResponse(
         text="".join(text),
         tool_calls=tuple(_decoded(calls[i]) for i in sorted(calls) if calls[i].name),
