@@ -39,7 +39,9 @@ record too.
    is that call's response in one of the documented forms `verify_results` lists (verbatim,
    as results reach dependents; with cut-off or repetition marks; or, for a task with an
    ``output_schema``, the JSON value it holds re-serialized). The run's synthesis is the
-   answer of a successful ``synthesis`` call, in one of the same plain forms.
+   answer of a successful ``synthesis`` call, in one of the same plain forms. A ``run:``
+   step's result is the output its ``step`` event recorded, and that event names the task's
+   own function and files and only results its clearance admits, each as recorded.
 
 What it cannot check: file contents are compared with the manifest's hashes and with the
 same file in the task's other prompts, not with the files on disk (which may have changed
@@ -53,8 +55,8 @@ since), and anything the model provider did with the prompt after receiving it.
    needed a person's approval, a child's included, had one (`verify_approvals`).
 
 9. **Plans.** A ``plan`` event's hashes, task count and ``edited`` flag are those of the
-   recorded graphs: the run's, and its plan's run's when that run is in the same ledger
-   (`verify_plan`).
+   recorded graphs: the run's, and its plan's run's when that run is in the same ledger;
+   a planned run's recorded tasks are its last plan call's answer (`verify_plan`).
 
 10. **Children and delegates.** No task had more children in one session than its
     ``max_children`` (the smaller of its spawner's and its assignee's), each child is
@@ -93,9 +95,13 @@ from clearance._context.verify_delegation import check_delegate_answers
 from clearance._context.verify_facts import MemoryLookup, RunFacts, StoreLookup
 from clearance._context.verify_items import check_admission, check_sources
 from clearance._context.verify_layout import attach_contents, check_layout
-from clearance._context.verify_plan import check_plan_events
+from clearance._context.verify_plan import check_plan_events, check_planned_graph
 from clearance._context.verify_replay import check_replays
-from clearance._context.verify_results import check_results, check_synthesis_result
+from clearance._context.verify_results import (
+    check_results,
+    check_step_inputs,
+    check_synthesis_result,
+)
 from clearance._context.verify_review import check_review_accepted, check_review_rounds
 from clearance._context.verify_routing import check_routing, check_skips
 from clearance._context.verify_synthesis import check_synthesis_coverage
@@ -235,6 +241,10 @@ def _verified(
     )
     findings.extend(
         Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
+        for subject, call_id, reason in check_step_inputs(facts)
+    )
+    findings.extend(
+        Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
         for subject, call_id, reason in check_synthesis_result(run.synthesis, calls)
     )
     findings.extend(
@@ -305,6 +315,10 @@ def _verified(
     findings.extend(
         Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
         for subject, call_id, reason in check_plan_events(ledger, run, facts.events)
+    )
+    findings.extend(
+        Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
+        for subject, call_id, reason in check_planned_graph(run, calls)
     )
     channels, undeclared = mcp_channels(facts.events, facts.tool_calls)
     findings.extend(Finding(call_id=c, subject=s, origin=None, reason=r) for s, c, r in undeclared)

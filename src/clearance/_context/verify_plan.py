@@ -11,7 +11,10 @@ whether the tasks were ``edited``). Each is re-derived from the recorded graphs:
   id) is in the same ledger.
 
 An event edited to say otherwise (a run of edited tasks recorded ``edited: false``, say) is a
-finding.
+finding. A run the coordinator planned (``clearance run --goal``, ``clearance plan``) has
+recorded tasks that are exactly its last ``plan`` call's answer, read as the run read it
+(`parse_plan`, assignees among the recorded team's agents): a graph rewritten after the
+run, with its ``plan`` event to match, is a finding too.
 """
 
 from __future__ import annotations
@@ -19,13 +22,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+from clearance._context.plan_answer import parse_plan
 from clearance._core.errors import StoreError
 from clearance._core.event_schema import PlanEvent, PlanLinkEvent, parse_event
 from clearance._core.vocabulary import EventKind
 from clearance._state.graph import tasks_sha256
-from clearance._state.ledger import EventRecord, RunLedger, RunRecord
+from clearance._state.ledger import CallRecord, EventRecord, RunLedger, RunRecord
 
-__all__ = ["check_plan_events"]
+__all__ = ["check_plan_events", "check_planned_graph"]
 
 Finding = tuple[str, str | None, str]
 """``(subject, call id or None, reason)``."""
@@ -53,6 +57,25 @@ def check_plan_events(
             yield from _check_link(ledger, where, data, digest)
         elif data.tasks != count:
             yield where, None, f"it counts {data.tasks} tasks; the run's recorded graph has {count}"
+
+
+def check_planned_graph(run: RunRecord, calls: Sequence[CallRecord]) -> Iterator[Finding]:
+    """A finding if the run's recorded tasks are not its last answered ``plan`` call's plan.
+
+    A run without a plan call (its tasks came from a team file or code), or without a
+    recorded graph (its planning failed), has nothing to check here.
+    """
+    answered = [c for c in calls if c.subject == "plan" and c.response is not None]
+    if not answered or run.graph is None:
+        return
+    last = answered[-1]
+    agents = [str(a.get("name")) for a in (run.config or {}).get("agents", [])]
+    try:
+        planned = tasks_sha256(parse_plan(last.response or "", agents=agents))
+    except ValueError:
+        planned = None
+    if planned != tasks_sha256(run.graph):
+        yield "run", last.call_id, "the run's recorded tasks are not the coordinator's last plan"
 
 
 def _check_link(

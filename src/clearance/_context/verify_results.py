@@ -17,6 +17,10 @@ documented forms of its last successful call's response (`accepted_results`):
   (``json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True)``);
 - for a task run by a step (``Task.run``), the output its ``step`` event recorded.
 
+A step's input is checked as a prompt is (`check_step_inputs`): its ``step`` event must name
+the task's own ``run`` and ``files``, and every result it was given must be of a task its
+clearance admits, and be that task's recorded result.
+
 A structured result (a task with an ``output_schema``) must also hold to that schema, as the
 task was held to it: ``x-enum-from`` narrowed by its completed prerequisites' results.
 
@@ -33,6 +37,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from clearance._context.answers import mark_answer
+from clearance._context.clearance import Clearance
 from clearance._context.isolated import STATUSES, status_word, subagent_result
 from clearance._context.verify_facts import RunFacts
 from clearance._core.json_answer import loads_strict
@@ -43,7 +48,7 @@ from clearance._core.task_spec import schema_validator
 from clearance._core.vocabulary import EventKind, PromptKind
 from clearance._state.ledger import CallRecord
 
-__all__ = ["accepted_results", "check_results", "check_synthesis_result"]
+__all__ = ["accepted_results", "check_results", "check_step_inputs", "check_synthesis_result"]
 
 _FENCED_JSON = re.compile(r"```(?:json)?[ \t]*\n(.*?)```", re.DOTALL)
 _QUESTION = re.compile(r"^\W*question\W*:\s*(.*)$", re.IGNORECASE)
@@ -108,6 +113,41 @@ def check_results(
                 yield subject, call.call_id, f"the task's structured result {problem}"
         elif result != response and subject not in marked and result in _marked(call):
             yield subject, call.call_id, "the result is marked, but no answer_marked event is"
+
+
+def check_step_inputs(facts: RunFacts) -> Iterator[tuple[str, str | None, str]]:
+    """Every ``step`` event of a task: the task's own function and files, admitted results.
+
+    A step is given what its clearance admits (`Clearance.for_task`), as a model task's
+    prompt is; its event records the function, the files and each result by its hash.
+
+    Yields:
+        ``(subject, None, reason)`` for each problem.
+    """
+    graph = facts.graph
+    if graph is None:
+        return
+    for event in facts.events:
+        parsed = Subject.parse(event.subject)
+        if event.kind != EventKind.STEP or parsed.kind != PromptKind.TASK:
+            continue
+        subject, data = event.subject, event.data
+        task = graph.get(parsed.id) if parsed.id in graph else None
+        if task is None or task.run is None or data.get("run") != task.run:
+            yield subject, None, "the step event is not of a step task of the recorded graph"
+            continue
+        # Its shape is checked with every event's (`event_problem`).
+        results, failed, files = data["results"], data["failed"], data["files"]
+        if set(files) != set(task.files):
+            yield subject, None, "the step event's files are not the task's files"
+        admitted = Clearance.for_task(graph, task.id).result_task_ids
+        for given in sorted({*map(str, results), *map(str, failed)} - admitted):
+            yield subject, None, f"the step was given task {given!r}, outside its clearance"
+        for given, digest in sorted(results.items()):
+            recorded = facts.completed.get(given)
+            if given in admitted and (recorded is None or sha256_text(recorded) != digest):
+                reason = f"the step was given a result of task {given!r} other than its own"
+                yield subject, None, reason + " recorded result"
 
 
 def check_synthesis_result(

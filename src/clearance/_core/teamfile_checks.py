@@ -49,7 +49,8 @@ def check_effective(spec: RunSpec, team: Team, tasks: tuple[Task, ...]) -> None:
             or ``workspace`` in a team without isolated tasks or tool loops, ``store``
             in a team none of whose agents has a store tool, ``store_read_extends_ttl_s`` on
             an agent without store tools, ``memory.record_to`` with ``memory.record: none``,
-            or ``memory`` in a team none of whose agents has ``memory:`` (a ``tools:``
+            or ``memory`` in a team none of whose agents has ``memory:``, or
+            ``after_failure: proceed`` on a task without dependencies (a ``tools:``
             entry: `check_tool_entries`).
     """
     specs = [*spec.agents, *((spec.coordinator,) if spec.coordinator else ())]
@@ -92,6 +93,12 @@ def check_effective(spec: RunSpec, team: Team, tasks: tuple[Task, ...]) -> None:
         raise ConfigError(
             "has no effect: no agent has memory: (give one memory: {recall: 3})", field="memory"
         )
+    for task in tasks:
+        if task.after_failure == "proceed" and not task.depends_on:
+            raise ConfigError(
+                f"has no effect: task {task.id!r} has no dependencies to fail",
+                field=f"tasks.{task.id}.after_failure",
+            )
     isolated = any(t.mode == "isolated" for t in tasks)
     workspaces = any(a.can_spawn or a.uses_tools for a in team.agents) or any(
         t.fan_out is not None for t in tasks

@@ -277,9 +277,9 @@ def check_tasks(
 
     Raises:
         ConfigError: ``synthesis_from`` names an unknown task, or a task names an unknown
-            agent, a reviewer that cannot review it, a step that cannot run, lists files
-            without a folder to read them from, or fans out beyond its assignee's
-            ``can_spawn`` or ``max_children``.
+            agent, a reviewer that cannot review it, a step that cannot run (or has an
+            ``output_schema``), lists files without a folder to read them from, or fans out
+            beyond its assignee's ``can_spawn`` or ``max_children``.
     """
     names = {a.name for a in team.agents}
     unknown = sorted(set(synthesis_from or ()) - {t.id for t in graph})
@@ -288,6 +288,12 @@ def check_tasks(
     for task in graph:
         if task.run is not None:  # a non-model task: its assignee is only a label
             check_step(task)
+            if task.output_schema is not None:  # nothing would hold the step's output to it
+                raise ConfigError(
+                    f"task {task.id!r} runs a function, not a model: its output is not held "
+                    "to an output_schema (drop it)",
+                    field=f"tasks.{task.id}.output_schema",
+                )
             if task.files and input_root is None:
                 raise ConfigError(
                     f"task {task.id!r} lists files but the orchestrator has no input_root",

@@ -214,6 +214,14 @@ class RunSettings:
     approver: Approver | None = None
     answer_timeout_s: float = ANSWER_TIMEOUT_S
 
+    def __post_init__(self) -> None:
+        # Fixed as the run starts: a step (or tool) that changes the process's working
+        # directory must not move the folders later tasks read and children write in.
+        for name in ("input_root", "project_root", "workspace_root"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, Path(value).absolute())
+
 
 @dataclass(slots=True)
 class Run:

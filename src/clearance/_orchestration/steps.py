@@ -13,6 +13,7 @@ nothing waits for, so the run and the process end on time.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from clearance.analysis import STEPS, StepFunction
 __all__ = [
     "MAX_STEP_OUTPUT_CHARS",
     "STEP_MAX_FILE_BYTES",
+    "STEP_MAX_TOTAL_BYTES",
     "STEP_TIMEOUT_S",
     "EventRecorder",
     "StepError",
@@ -48,6 +50,8 @@ MAX_STEP_OUTPUT_CHARS = 1_000_000
 """Most characters a step's output may hold."""
 STEP_MAX_FILE_BYTES = 4 * 1024 * 1024
 """Largest file a step is given (a step reads facts from a file, it does not prompt a model)."""
+STEP_MAX_TOTAL_BYTES = 64 * 1024 * 1024
+"""Most bytes of all the files one step is given together."""
 
 
 class StepError(ClearanceError):
@@ -97,12 +101,25 @@ def resolve_step(task: Task) -> StepFunction:
     found = getattr(module, function, None)
     if not callable(found):
         raise ConfigError(f"{module_name!r} has no function {function!r}", field=where)
+    if inspect.iscoroutinefunction(found) or inspect.isasyncgenfunction(found):
+        raise ConfigError(
+            f"'{module_name}:{function}' is an async function: a step is a plain function "
+            "(it runs in a thread of its own)",
+            field=where,
+        )
     return found  # type: ignore[no-any-return]
 
 
 def _as_text(task_id: str, value: Any) -> str:
+    if inspect.isawaitable(value):
+        if inspect.iscoroutine(value):
+            value.close()  # never run: no "never awaited" warning on the terminal
+        raise StepError(
+            f"task {task_id!r}: the step returned a {type(value).__name__}: a step is a plain "
+            "function that returns text or JSON-ready data"
+        )
     if isinstance(value, str):
-        text = value
+        text = str.__str__(value)  # a plain copy: a subclass's strip or len could lie
     else:
         try:
             text = json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True, allow_nan=False)
@@ -216,7 +233,8 @@ async def run_task_step(
 ) -> str:
     """Run a ``run:`` task of a run: read its files, gather its admitted results, call it.
 
-    The files are read through the confined reader (at most `STEP_MAX_FILE_BYTES` each);
+    The files are read through the confined reader (at most `STEP_MAX_FILE_BYTES` each,
+    `STEP_MAX_TOTAL_BYTES` together);
     the results are those its clearance admits (`Clearance.for_task`), failed or skipped
     ones by their reason only. One ``step`` event records the function and the SHA-256 of
     every input and of the output.
@@ -226,9 +244,16 @@ async def run_task_step(
             `read_task_files`.
     """
     files: dict[str, str] = {}
-    if task.files:
+    total = 0
+    for path in dict.fromkeys(task.files):  # one at a time: the total is capped as it grows
         assert input_root is not None  # checked before the run started
-        files = read_task_files(input_root, task.files, max_file_bytes=STEP_MAX_FILE_BYTES)
+        files.update(read_task_files(input_root, [path], max_file_bytes=STEP_MAX_FILE_BYTES))
+        total += len(files[path].encode("utf-8"))
+        if total > STEP_MAX_TOTAL_BYTES:
+            raise LimitExceeded(
+                "step_max_total_bytes", value=total, maximum=STEP_MAX_TOTAL_BYTES,
+                subject=f"task:{task.id}",
+            )  # fmt: skip
     admitted = Clearance.for_task(queue.graph, task.id).result_task_ids
     results: dict[str, str] = {}
     failed: dict[str, str] = {}

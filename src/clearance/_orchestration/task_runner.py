@@ -78,8 +78,13 @@ class TaskRunner:
         return result
 
     def _body(self, task: Task) -> Coroutine[Any, Any, str]:
-        """The task's run: with the memory hook's recall and record if the run has memory."""
-        return self._run_task(task) if self.settings.memory is None else self._remembered(task)
+        """The task's run: with the memory hook's recall and record if the run has memory.
+
+        A step (``run:``) is not its assignee's model: it recalls and records nothing.
+        """
+        if self.settings.memory is None or task.run is not None:
+            return self._run_task(task)
+        return self._remembered(task)
 
     async def _remembered(self, task: Task) -> str:
         """Memory hook: recall before the task, record its result after (see `RunMemory`)."""

@@ -85,7 +85,9 @@ class RunProgress:
             self._seconds[step] += took
             line = f"{stamp} completed  {task} ({took:.1f}s){self._count()}"
         elif event.kind == RunEventKind.TASK_FAILED:
-            line = f"{stamp} FAILED     {task}: {event.detail}{self._count()}"
+            # One line even when the reason holds line breaks (a step's exception text).
+            reason = "\\n".join(event.detail.splitlines())
+            line = f"{stamp} FAILED     {task}: {reason}{self._count()}"
         elif event.kind == RunEventKind.TASK_SKIPPED:
             line = f"{stamp} skipped    {task}{self._count()}"
         elif event.kind == RunEventKind.SYNTHESIS_STARTED:
