@@ -160,7 +160,16 @@ def test_sigkill_mid_run_then_resume_gives_the_uninterrupted_results(tmp_path):
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
-def test_ctrl_c_marks_running_tasks_interrupted_and_says_how_to_resume(tmp_path):
+@pytest.mark.parametrize(
+    ("stop", "exit_code", "how"),
+    [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")],
+    ids=["ctrl-c", "sigterm"],
+)
+def test_ctrl_c_marks_running_tasks_interrupted_and_says_how_to_resume(
+    tmp_path, stop, exit_code, how
+):
+    # SIGTERM (a service manager, `docker stop`, a CI runner) stops a run as Ctrl-C does;
+    # Python's default for it ended the process at once, the run left recorded `running`.
     team = team_file(tmp_path)
     db = tmp_path / "runs.db"
     url = f"sqlite:///{db}"
@@ -170,9 +179,9 @@ def test_ctrl_c_marks_running_tasks_interrupted_and_says_how_to_resume(tmp_path)
     try:
         wait_until(proc, db, lambda s: "completed" in s.values() and "running" in s.values())
     finally:
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(stop)
     code, out, err = finish(proc)
-    assert code == 130, out + err
+    assert code == exit_code, out + err
     with RunLedger(url) as ledger:
         run = ledger.list_runs(limit=1)[0]
         assert run.status == "interrupted"
@@ -180,10 +189,22 @@ def test_ctrl_c_marks_running_tasks_interrupted_and_says_how_to_resume(tmp_path)
     assert "interrupted" in recorded and "running" not in recorded
     hint = [line for line in err.splitlines() if "clearance resume" in line]
     assert hint == [
-        f"interrupted: run {run.run_id} is resumable; continue it with: "
+        f"{how}: run {run.run_id} is resumable; continue it with: "
         f"clearance resume {run.run_id} --db {url}"
     ]
     assert "Traceback" not in err
+
+    # A resume stopped the same way is resumable again.
+    proc = clearance("resume", run.run_id, "--db", url, latency_s=0.3, cwd=tmp_path)
+    try:
+        wait_until(proc, db, lambda s: "running" in s.values())
+    finally:
+        proc.send_signal(stop)
+    code, out, err = finish(proc)
+    assert code == exit_code, out + err
+    assert "Traceback" not in err
+    with RunLedger(url) as ledger:
+        assert ledger.get_run(run.run_id).status == "interrupted"
 
     code, out, err = finish(clearance("resume", run.run_id, "--db", url, latency_s=0, cwd=tmp_path))
     assert code == 0, out + err

@@ -417,7 +417,7 @@ TOOLS = ({"type": "function", "function": {
             ['{"force": true, ', '"path": "/data/rep'],
             {"_raw": '{"force": true, "path": "/data/rep'},
         ),
-        (['{"force": true, ', '"path": "/tmp/x"}'], {"force": True, "path": "/tmp/x"}),
+        (['{"force": true, ', '"path": "notes/x"}'], {"force": True, "path": "notes/x"}),
     ],
 )
 async def test_an_anthropic_streamed_tool_input_left_open_is_raw_not_a_subset(
