@@ -103,7 +103,7 @@ from clearance._context.verify_results import (
     check_synthesis_result,
 )
 from clearance._context.verify_review import check_review_accepted, check_review_rounds
-from clearance._context.verify_routing import check_routing, check_skips
+from clearance._context.verify_routing import check_routing
 from clearance._context.verify_synthesis import check_synthesis_coverage
 from clearance._core.errors import MalformedRecord
 from clearance._core.origins import Subject
@@ -263,10 +263,6 @@ def _verified(
     findings.extend(
         Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
         for subject, call_id, reason in check_routing(facts.graph, tasks, calls)
-    )
-    findings.extend(
-        Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
-        for subject, call_id, reason in check_skips(facts.graph, tasks, calls)
     )
     findings.extend(
         Finding(call_id=call_id, subject=subject, origin=None, reason=reason)

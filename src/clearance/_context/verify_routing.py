@@ -22,13 +22,15 @@ from clearance._core.routing import ROUTED_PREFIX
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import CallRecord, TaskRecord
 
-__all__ = ["check_routing", "check_skips"]
+__all__ = ["check_routing"]
 
 
 def check_routing(
     graph: TaskGraph | None, tasks: Iterable[TaskRecord], calls: Iterable[CallRecord]
 ) -> Iterator[tuple[str, str | None, str]]:
-    """Check every recorded skip by a condition, and every condition that held.
+    """Check every recorded skip, by a condition or after a failure upstream.
+
+    Each condition that held is checked too: its task may not be skipped by it.
 
     Yields:
         ``(subject, call id or None, reason)`` for each problem.
@@ -37,6 +39,14 @@ def check_routing(
         return
     records = {t.task_id: t for t in tasks}
     called = {Subject.parse(c.subject).id for c in calls if c.subject.startswith("task:")}
+    yield from _routed(graph, records, called)
+    yield from _cascaded(graph, records, called)
+
+
+def _routed(
+    graph: TaskGraph, records: dict[str, TaskRecord], called: set[str]
+) -> Iterator[tuple[str, str | None, str]]:
+    """The problems of skips by a condition, and of conditions that held."""
     for task in graph:
         mine = records.get(task.id)
         if mine is None:
@@ -78,18 +88,10 @@ _CASCADE = re.compile(r"skipped: dependency (?P<cause>'[^'\\]*') (?P<what>failed
 """The reason `TaskQueue` gives a task skipped after a failure upstream (`repr` of the id)."""
 
 
-def check_skips(
-    graph: TaskGraph | None, tasks: Iterable[TaskRecord], calls: Iterable[CallRecord]
+def _cascaded(
+    graph: TaskGraph, records: dict[str, TaskRecord], called: set[str]
 ) -> Iterator[tuple[str, str | None, str]]:
-    """Check every task recorded skipped for a reason other than a condition.
-
-    Yields:
-        ``(subject, call id or None, reason)`` for each problem.
-    """
-    if graph is None:
-        return
-    records = {t.task_id: t for t in tasks}
-    called = {Subject.parse(c.subject).id for c in calls if c.subject.startswith("task:")}
+    """The problems of tasks recorded skipped for a reason other than a condition."""
     for record in records.values():
         reason = record.error or ""
         if record.status != "skipped" or reason.startswith(ROUTED_PREFIX):
