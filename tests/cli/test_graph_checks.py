@@ -155,6 +155,17 @@ CASES = {
         _team(synthesis_from=["ghost"]),
         "synthesis_from:",
     ),
+    # A part's own check names the task it belongs to (it said only "fan_out.goals").
+    "an empty fan-out goal": (
+        _team(
+            agent_w={"can_spawn": ["r"]}, task_a={"fan_out": {"agent": "r", "goals": ["x", " "]}}
+        ),
+        "tasks.a.fan_out.goals: a goal is empty",
+    ),
+    "a reviewer named twice": (
+        _team(task_a={"review": {"by": ["r", "r"]}}),
+        "tasks.a.review.by: name one or more reviewers, each once",
+    ),
 }
 
 

@@ -284,31 +284,38 @@ def expand_tasks(
             if dep in conditions:
                 where = f"tasks.{task.id}.depends_on"
                 when.extend(EdgeCondition.of(e, conditions[dep], where=where) for e in edges)
-        tasks.append(
-            Task(
-                id=_fill(task.id, values),
-                title=_fill(task.title, values),
-                description=_fill(task.description, values),
-                assignee=task.assignee or "step",
-                depends_on=tuple(depends),
-                memory_scope=task.memory_scope,
-                files=tuple(_fill(f, values) for f in task.files),
-                output_schema=_fill_schema(task.output_schema, values),
-                mode=task.mode,
-                constraints=tuple(_fill(c, values) for c in task.constraints),
-                fan_out=FanOut(
-                    agent=task.fan_out.agent,
-                    goals=tuple(_fill(g, values) for g in task.fan_out.goals),
+        try:
+            tasks.append(
+                Task(
+                    id=_fill(task.id, values),
+                    title=_fill(task.title, values),
+                    description=_fill(task.description, values),
+                    assignee=task.assignee or "step",
+                    depends_on=tuple(depends),
+                    memory_scope=task.memory_scope,
+                    files=tuple(_fill(f, values) for f in task.files),
+                    output_schema=_fill_schema(task.output_schema, values),
+                    mode=task.mode,
+                    constraints=tuple(_fill(c, values) for c in task.constraints),
+                    fan_out=FanOut(
+                        agent=task.fan_out.agent,
+                        goals=tuple(_fill(g, values) for g in task.fan_out.goals),
+                    )
+                    if task.fan_out is not None
+                    else None,
+                    run=task.run,
+                    after_failure=task.after_failure,
+                    approval=task.approval,
+                    when=tuple(when),
+                    review=task.review.to_review() if task.review is not None else None,
                 )
-                if task.fan_out is not None
-                else None,
-                run=task.run,
-                after_failure=task.after_failure,
-                approval=task.approval,
-                when=tuple(when),
-                review=task.review.to_review() if task.review is not None else None,
             )
-        )
+        except ConfigError as exc:  # a part's own check (fan_out, review): name the task
+            if exc.field is None or exc.field.startswith("tasks."):
+                raise
+            raise ConfigError(
+                exc.message, source=exc.source, field=f"tasks.{task.id}.{exc.field}"
+            ) from None
     return tuple(tasks), groups
 
 
