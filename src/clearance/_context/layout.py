@@ -26,7 +26,7 @@ check in verify.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from clearance._context.render import one_line
@@ -41,10 +41,12 @@ __all__ = [
     "fixed_title",
     "item_kinds",
     "layout_kind",
+    "legacy_summary_label",
     "legacy_task_label",
     "plan_example",
     "result_label",
     "status_label",
+    "summary_label",
     "task_label",
 ]
 
@@ -103,6 +105,32 @@ def status_label(title: str, assignee: str, status: str) -> str:
     return one_line(f"{title} (by {assignee}): {status}")
 
 
+SUMMARY_LABEL_TASKS = 8
+"""Most tasks a summary's label names; the rest are counted (``and <n> more tasks``)."""
+
+
+def summary_label(step: int, tasks: Sequence[tuple[str, str, str]], summaries: int = 0) -> str:
+    """The heading of map step ``step``'s summary in a later synthesis prompt, on one line.
+
+    ``Summary <step> of <n> tasks: [<id>] <title> (by <assignee>); ...; and <m> more tasks``
+    (``of <k> summaries, <n> tasks`` for a summary of ``summaries`` earlier ones), naming
+    the first `SUMMARY_LABEL_TASKS` of ``tasks``: ``(id, title, assignee)`` of every task
+    it covers, in order.
+    """
+    count = f"{len(tasks):,} task{'' if len(tasks) == 1 else 's'}"
+    head = f"{summaries} summaries, {count}" if summaries else count
+    named = [f"[{tid}] {title} (by {assignee})" for tid, title, assignee in tasks]
+    more = len(tasks) - SUMMARY_LABEL_TASKS
+    rest = [f"and {more:,} more task{'' if more == 1 else 's'}"] if more > 0 else []
+    named = named[:SUMMARY_LABEL_TASKS] + rest
+    return one_line(f"Summary {step} of {head}: " + "; ".join(named))
+
+
+def legacy_summary_label(step: int) -> str:
+    """`summary_label` as runs recorded before summaries were labelled: ``Summary <step>``."""
+    return f"Summary {step}"
+
+
 _FIXED_TITLES: Mapping[str, str] = {
     OriginKind.GOAL: "Goal",
     OriginKind.PLAN_FEEDBACK: "What was wrong",
@@ -116,7 +144,6 @@ _FIXED_TITLES: Mapping[str, str] = {
     OriginKind.TOOL_SPEC: "{ref}",
     OriginKind.AGENT: "{ref}",
     OriginKind.CHILD_RESULT: "Result of {ref}",
-    OriginKind.SUMMARY_OF: "Summary {ref}",
     OriginKind.CONSTRAINT: "Constraint {ref}",
     OriginKind.CLARIFICATION: "Clarification {ref}",
 }
@@ -127,7 +154,8 @@ def fixed_title(kind: str, ref: str) -> str | None:
     """The title of a ``kind:ref`` item, on one line, if its origin alone decides it.
 
     ``None`` for the kinds whose title comes from a record (a result's label, a message's
-    sender, a tool call's name and arguments...): `verify_items` checks those against it.
+    sender, a tool call's name and arguments...): `verify_items` checks those against it, and
+    `verify_synthesis` a summary's label (`summary_label`) against the map steps' records.
     """
     form = _FIXED_TITLES.get(kind)
     return None if form is None else one_line(form.replace("{ref}", ref))

@@ -9,6 +9,7 @@ synthesis prompts share that prefix.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 
 from clearance._context import layout as L
 from clearance._context.assemble import Part
@@ -22,7 +23,7 @@ from clearance._core.vocabulary import OriginKind, PromptKind
 from clearance._state.queue import TaskQueue, TaskStatus
 from clearance._state.shared_memory import SharedMemory
 
-__all__ = ["PLAN_SHOWN_ANSWER_CHARS", "CoordinatorPrompts", "plan_feedback_quotes"]
+__all__ = ["PLAN_SHOWN_ANSWER_CHARS", "CoordinatorPrompts", "MapSummary", "plan_feedback_quotes"]
 
 PLAN_SHOWN_ANSWER_CHARS = 2000
 """Most characters of a rejected plan a repair prompt shows when the whole does not fit."""
@@ -44,6 +45,22 @@ def plan_feedback_quotes(answer: str) -> list[str]:
                       "are not shown]\n\nIt was rejected: ")  # fmt: skip
     quotes.append("Your answer was rejected: ")
     return quotes
+
+
+@dataclass(frozen=True, slots=True)
+class MapSummary:
+    """A map step's summary as a later synthesis prompt shows it, labelled by what it covers.
+
+    Attributes:
+        text: The summary (the map call's answer, as kept).
+        tasks: Ids of the tasks whose results it covers, in order: the step's own results,
+            then those each summary it merged covers (transitively).
+        summaries: How many earlier summaries the step merged (0: it summarized results).
+    """
+
+    text: str
+    tasks: tuple[str, ...]
+    summaries: int = 0
 
 
 class CoordinatorPrompts(TaskPrompts):
@@ -97,7 +114,7 @@ class CoordinatorPrompts(TaskPrompts):
         coordinator: Agent,
         queue: TaskQueue,
         task_ids: Sequence[str] = (),
-        summaries: Mapping[int, str] | None = None,
+        summaries: Mapping[int, MapSummary] | None = None,
         max_prompt_tokens: int | None = None,
     ) -> Prompt:
         """Build one map step of a hierarchical synthesis: the goal and one group to summarize.
@@ -105,9 +122,10 @@ class CoordinatorPrompts(TaskPrompts):
         Used when the full view does not fit the coordinator's budget. The user message holds
         ``# Goal``, then ``## Completed tasks`` (the results of ``task_ids``, origin
         ``task_result:<id>``, each untruncated) and ``## Summaries of completed tasks``
-        (earlier map steps' summaries, origin ``summary_of:<step>``), then a request to
-        summarize them. Subject ``synthesis_map:<step>``; the manifest's clearance lists
-        exactly the results and summaries the step may hold.
+        (earlier map steps' summaries, origin ``summary_of:<step>``, each labelled with the
+        tasks it covers: `layout.summary_label`), then a request to summarize them. Subject
+        ``synthesis_map:<step>``; the manifest's clearance lists exactly the results and
+        summaries the step may hold.
 
         Args:
             step: The map step's number (from 1, unique in the run).
@@ -115,7 +133,8 @@ class CoordinatorPrompts(TaskPrompts):
             coordinator: The agent that writes the summary.
             queue: The run's state; each of ``task_ids`` must be completed.
             task_ids: Tasks whose results the step summarizes, in graph order.
-            summaries: Earlier map steps' summaries by step number (a summary of summaries).
+            summaries: Earlier map steps' summaries by step number (a summary of summaries);
+                each task they cover must be in ``queue``.
             max_prompt_tokens: Token budget, ``None`` for no limit.
 
         Raises:
@@ -130,7 +149,8 @@ class CoordinatorPrompts(TaskPrompts):
                 raise ContextViolation(subject, str(Origin(OriginKind.TASK_RESULT, tid)))
             results.append(result_part(state.task, state.result or ""))
         kept = dict(summaries or {})
-        sections = {L.GOAL: [_goal(goal)], L.COMPLETED: results, L.SUMMARIES: _summaries(kept)}
+        summary_parts = _summaries(queue, kept)
+        sections = {L.GOAL: [_goal(goal)], L.COMPLETED: results, L.SUMMARIES: summary_parts}
         step_clearance = {"step": subject, "task_results": list(task_ids), "summaries": list(kept)}
         return self._assemble(
             subject, coordinator, PromptKind.SYNTHESIS_MAP, sections,
@@ -144,16 +164,17 @@ class CoordinatorPrompts(TaskPrompts):
         coordinator: Agent,
         queue: TaskQueue,
         shared_memory: SharedMemory,
-        summaries: Mapping[int, str],
+        summaries: Mapping[int, MapSummary],
         max_prompt_tokens: int | None = None,
         include: Collection[str] | None = None,
     ) -> Prompt:
         """Build the reduce step of a hierarchical synthesis: the goal and the map summaries.
 
         As `build_synthesis_prompt`, with ``## Summaries of completed tasks`` (origin
-        ``summary_of:<step>``, each the response of map step ``<step>``) in place of the
-        completed results; failed and skipped tasks and the shared memory are shown as there.
-        Subject ``synthesis``; the manifest's clearance lists the summaries.
+        ``summary_of:<step>``, each the response of map step ``<step>`` under a label naming
+        the tasks it covers) in place of the completed results; failed and skipped tasks and
+        the shared memory are shown as there. Subject ``synthesis``; the manifest's clearance
+        lists the summaries.
 
         Args:
             goal: What the synthesis answers.
@@ -172,7 +193,7 @@ class CoordinatorPrompts(TaskPrompts):
         kept = dict(summaries)
         return self._assemble(
             PromptKind.SYNTHESIS, coordinator, PromptKind.SYNTHESIS_REDUCE,
-            {L.GOAL: [_goal(goal)], L.SUMMARIES: _summaries(kept), **sections},
+            {L.GOAL: [_goal(goal)], L.SUMMARIES: _summaries(queue, kept), **sections},
             max_prompt_tokens=max_prompt_tokens,
             clearance_dict={"step": "synthesis", "task_results": [], "summaries": list(kept)},
         )  # fmt: skip
@@ -183,9 +204,13 @@ class CoordinatorPrompts(TaskPrompts):
         part = result_part(state.task, state.result or "")
         return self._block_tokens("synthesis", L.COMPLETED, part)
 
-    def summary_tokens(self, step: int, text: str) -> int:
-        """Tokens of map step ``step``'s summary as a block of a later synthesis prompt."""
-        return self._block_tokens("synthesis_reduce", L.SUMMARIES, _summaries({step: text})[0])
+    def summary_tokens(self, queue: TaskQueue, step: int, summary: MapSummary) -> int:
+        """Tokens of map step ``step``'s summary as a block of a later synthesis prompt.
+
+        The block as every later prompt renders it: heading (its label), fence and text.
+        """
+        part = _summaries(queue, {step: summary})[0]
+        return self._block_tokens("synthesis_reduce", L.SUMMARIES, part)
 
     def _synthesis_view(
         self, queue: TaskQueue, shared_memory: SharedMemory, include: Collection[str] | None
@@ -297,11 +322,15 @@ def _goal(goal: str) -> Part:
     return Part("goal", "Goal", goal)
 
 
-def _summaries(summaries: Mapping[int, str]) -> list[Part]:
-    return [
-        Part(str(Origin.of(OriginKind.SUMMARY_OF, step)), f"Summary {step}", text)
-        for step, text in summaries.items()
-    ]
+def _summaries(queue: TaskQueue, summaries: Mapping[int, MapSummary]) -> list[Part]:
+    """Each summary (``summary_of:<step>``) under the label of the tasks it covers."""
+    parts = []
+    for step, summary in summaries.items():
+        covered = [queue.get(tid).task for tid in summary.tasks]
+        named = [(t.id, t.title, t.assignee) for t in covered]
+        label = L.summary_label(step, named, summary.summaries)
+        parts.append(Part(str(Origin.of(OriginKind.SUMMARY_OF, step)), label, summary.text))
+    return parts
 
 
 def _status_part(task: Task, reason: str) -> Part:

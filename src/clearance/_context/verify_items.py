@@ -199,7 +199,9 @@ def check_admission(
     elif kind in (PromptKind.CONVERSATION, PromptKind.SUMMARY):
         yield from _check_conversation_call(call, items, facts)
     elif is_synthesis_step(subject, items):
-        yield from check_synthesis_step(call, items, facts.calls, facts.run.goal, provenance)
+        yield from check_synthesis_step(
+            call, items, facts.calls, facts.run.goal, provenance, facts.graph
+        )
     else:
         yield from _check_coordinator_call(call, items, facts)
 

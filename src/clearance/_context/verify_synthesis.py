@@ -9,7 +9,11 @@ tasks, shared memory). These checks, from the ledger alone:
   only the kinds of item its step is built from;
 - a ``task_result:<id>`` is the recorded result of that task (the common provenance check);
 - a ``summary_of:<n>`` is the answer of a successful ``synthesis_map:<n>`` call made before,
-  as the orchestrator keeps it (verbatim, or marked as cut off; see `verify_results`);
+  as the orchestrator keeps it (verbatim, or marked as cut off; see `verify_results`), and
+  its label (`layout.summary_label`) names exactly the tasks that call covered: the results
+  its recorded clearance lists, then the tasks of each summary it lists, in the recorded
+  graph's titles and assignees (runs recorded before summaries were labelled show
+  ``Summary <n>``, which names no task);
 - across the run, each result reaches at most one map step and each summary at most one
   later step; when a reduce with summaries succeeded, every result the synthesis shows
   (all completed tasks, or the team file's ``synthesis_from``) reached a map step, and every
@@ -19,13 +23,15 @@ tasks, shared memory). These checks, from the ledger alone:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from clearance._context.layout import item_kinds
+from clearance._context.layout import item_kinds, legacy_summary_label, summary_label
 from clearance._context.verify_results import accepted_results
 from clearance._core.origins import Origin, Subject
 from clearance._core.prompt import sha256_text
 from clearance._core.vocabulary import OriginKind, PromptKind
+from clearance._state.graph import TaskGraph
 from clearance._state.ledger import CallRecord
 
 __all__ = ["check_synthesis_coverage", "check_synthesis_step", "is_synthesis_step"]
@@ -56,6 +62,7 @@ def check_synthesis_step(
     calls: Sequence[CallRecord],
     goal: str | None,
     provenance: ItemCheck,
+    graph: TaskGraph | None = None,
 ) -> Iterator[Problem]:
     """Check a map step or reduce: its clearance, its items' kinds and provenance.
 
@@ -66,11 +73,14 @@ def check_synthesis_step(
         goal: The run's recorded goal, or ``None``.
         provenance: The common check of ``task_result``, ``task_status`` and
             ``shared_memory`` items.
+        graph: The run's recorded graph, for the tasks a summary's label names; ``None``
+            when it was not recorded (labels are then not checked).
     """
     is_map = call.subject != PromptKind.SYNTHESIS
     allowed = _MAP_KINDS if is_map else _REDUCE_KINDS
     results: list[str] = []
     summaries: list[int] = []
+    earlier: dict[int, _MapStep] | None = None  # read once, when a summary is first met
     for item in items[1:]:
         origin = str(item.get("origin"))
         parsed = Origin.parse(origin)
@@ -85,11 +95,15 @@ def check_synthesis_step(
                 yield origin, "a summary names no map step"
                 continue
             summaries.append(int(ref))
-            if not _is_summary(call, int(ref), item.get("sha256"), calls):
+            earlier = _map_steps_before(call, calls) if earlier is None else earlier
+            step = earlier.get(int(ref))
+            if step is None or item.get("sha256") not in _kept_digests(step.call):
                 yield (
                     origin,
                     f"the content is not the answer of an earlier {PromptKind.SYNTHESIS_MAP}:{ref}",
                 )
+            elif graph is not None:
+                yield from _check_label(origin, int(ref), item.get("title"), step, graph)
         else:
             if kind == OriginKind.TASK_RESULT:
                 results.append(ref)
@@ -105,19 +119,72 @@ def _kept_answers(call: CallRecord) -> set[str]:
     return accepted_results(call.response or "", call.finish_reason)
 
 
-def _is_summary(call: CallRecord, step: int, digest: Any, calls: Sequence[CallRecord]) -> bool:
-    """Whether ``digest`` is the kept answer of the last successful map call ``step`` before."""
-    latest: CallRecord | None = None
-    for other in calls:
+def _kept_digests(call: CallRecord) -> set[str]:
+    return {sha256_text(t) for t in _kept_answers(call)}
+
+
+@dataclass(frozen=True, slots=True)
+class _MapStep:
+    """The last successful map call of one number, and what it covered (from its records).
+
+    ``covered``: the tasks its clearance lists, then (in order) those of each summary it
+    lists, and how many summaries it merged; ``None`` when a record is not of that form
+    (the step's own checks report it).
+    """
+
+    call: CallRecord
+    covered: tuple[list[str], int] | None
+
+
+def _map_steps_before(call: CallRecord, calls: Sequence[CallRecord]) -> dict[int, _MapStep]:
+    """Each map step's last successful call recorded before ``call``, by step number."""
+    steps: dict[int, _MapStep] = {}
+    for other in calls:  # in the order recorded: a summary is covered before it is read
         if other.call_id == call.call_id:
             break
-        if (
-            other.subject == f"{PromptKind.SYNTHESIS_MAP}:{step}"
-            and other.error is None
-            and not other.pending
-        ):
-            latest = other
-    return latest is not None and digest in {sha256_text(t) for t in _kept_answers(latest)}
+        parsed = Subject.parse(other.subject)
+        if parsed.kind != PromptKind.SYNTHESIS_MAP or not parsed.id.isdigit():
+            continue
+        if other.error is None and not other.pending:
+            steps[int(parsed.id)] = _MapStep(other, _step_coverage(other, steps))
+    return steps
+
+
+def _step_coverage(call: CallRecord, steps: dict[int, _MapStep]) -> tuple[list[str], int] | None:
+    clearance = call.manifest.get("clearance")
+    if not isinstance(clearance, dict):
+        return None
+    results, merged = clearance.get("task_results"), clearance.get("summaries")
+    if not isinstance(results, list) or not isinstance(merged, list):
+        return None
+    tasks = [str(r) for r in results]
+    for inner in merged:
+        known = steps.get(inner) if isinstance(inner, int) else None
+        if known is None or known.covered is None:
+            return None
+        tasks += known.covered[0]
+    return tasks, len(merged)
+
+
+def _check_label(
+    origin: str, step: int, title: Any, recorded: _MapStep, graph: TaskGraph
+) -> Iterator[Problem]:
+    """A summary's label names exactly the tasks its map step covered."""
+    if title == legacy_summary_label(step):
+        return  # recorded before summaries were labelled: it names no task
+    if recorded.covered is None:
+        return  # the map step's own checks report its record
+    tasks, merged = recorded.covered
+    if any(tid not in graph for tid in tasks):
+        return  # the map step's provenance check reports the unknown task
+    named = [(t.id, t.title, t.assignee) for t in map(graph.get, tasks)]
+    expected = summary_label(step, named, merged)
+    if title != expected:
+        yield (
+            origin,
+            f"the summary's label {title!r} does not name the tasks "
+            f"{PromptKind.SYNTHESIS_MAP}:{step} covered: {expected!r}",
+        )
 
 
 def check_synthesis_coverage(

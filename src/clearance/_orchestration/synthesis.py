@@ -8,8 +8,8 @@ budget, the synthesis is a map-reduce:
    prompts fit the budget; each group is summarized by one call ``synthesis_map:<n>`` (the
    goal and the group's results, nothing else). Every result reaches exactly one map step.
 2. **Reduce.** The coordinator writes the final answer from the goal, the map summaries
-   (items ``summary_of:<n>``), the failed and skipped tasks and the shared memory: one call,
-   subject ``synthesis``, as before.
+   (items ``summary_of:<n>``, each labelled with the tasks it covers), the failed and
+   skipped tasks and the shared memory: one call, subject ``synthesis``, as before.
 
 If the summaries themselves overflow the reduce prompt, they are summarized again in groups
 (summaries of summaries), at most `MAX_SYNTHESIS_DEPTH` levels in all. Nothing is truncated:
@@ -28,6 +28,7 @@ from typing import Literal
 
 from clearance._agents.caller import CallBudget, ModelCaller
 from clearance._context.builder import SUMMARIES_SECTION, ContextBuilder
+from clearance._context.prompts_coordinator import MapSummary
 from clearance._core.errors import LimitExceeded, ModelError
 from clearance._core.prompt import Prompt
 from clearance._core.spec import Agent
@@ -67,7 +68,8 @@ class Synthesis:
         include: Ids of the tasks whose results are shown; ``None`` for all.
         mark: Turns a response into the kept answer, given the call's subject.
         steps: Map steps numbered so far (set while synthesizing).
-        summaries: Every map step's summary by step number (set while synthesizing).
+        summaries: Every map step's summary, with the tasks it covers, by step number (set
+            while synthesizing).
         calls: Counts the synthesis's calls against the coordinator's
             ``limits.max_model_calls`` (made with the synthesis when not given).
     """
@@ -83,7 +85,7 @@ class Synthesis:
     include: Collection[str] | None
     mark: Marker
     steps: int = field(default=0)
-    summaries: dict[int, str] = field(default_factory=dict)
+    summaries: dict[int, MapSummary] = field(default_factory=dict)
     calls: CallBudget | None = None
 
     def __post_init__(self) -> None:
@@ -176,7 +178,7 @@ def _shown_results(queue: TaskQueue, include: Collection[str] | None) -> list[st
     ]
 
 
-async def _map_level(s: Synthesis, items: Sequence[_Item], budget: int) -> dict[int, str]:
+async def _map_level(s: Synthesis, items: Sequence[_Item], budget: int) -> dict[int, MapSummary]:
     """Summarize ``items`` in groups that fit ``budget``; return ``{step: summary}``."""
     numbered = []
     for group in _pack(s, items, budget):
@@ -184,9 +186,14 @@ async def _map_level(s: Synthesis, items: Sequence[_Item], budget: int) -> dict[
         numbered.append((s.steps, group))
     gate = asyncio.Semaphore(MAP_CONCURRENCY)
 
-    async def one(step: int, group: list[_Item]) -> str:
+    async def one(step: int, group: list[_Item]) -> MapSummary:
         async with gate:
-            return await _map_step(s, step, group, budget)
+            text = await _map_step(s, step, group, budget)
+        merged = [s.summaries[int(ref)] for kind, ref in group if kind == OriginKind.SUMMARY_OF]
+        # In the order the map prompt shows them: its results, then its summaries' tasks.
+        tasks = [str(ref) for kind, ref in group if kind == OriginKind.TASK_RESULT]
+        tasks += [tid for summary in merged for tid in summary.tasks]
+        return MapSummary(text, tuple(tasks), len(merged))
 
     try:
         async with asyncio.TaskGroup() as tasks:
@@ -240,7 +247,7 @@ def _pack(s: Synthesis, items: Sequence[_Item], budget: int) -> list[list[_Item]
         if kind == OriginKind.TASK_RESULT:
             tokens = s.builder.synthesis_result_tokens(s.queue, str(ref))
         else:
-            tokens = s.builder.summary_tokens(int(ref), s.summaries[int(ref)])
+            tokens = s.builder.summary_tokens(s.queue, int(ref), s.summaries[int(ref)])
         tokens += 1  # the blank line before the block
         if base + tokens > budget:
             raise _too_big(item, base + tokens, budget)
