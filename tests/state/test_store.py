@@ -419,10 +419,10 @@ def test_a_new_store_records_its_schema_version(tmp_path: Path) -> None:
     path = tmp_path / "store.db"
     with ContextStore(f"sqlite:///{path}"):
         pass
-    assert _store_versions(path) == [1]
+    assert _store_versions(path) == [1, 2]
     with ContextStore(f"sqlite:///{path}"):  # opening again applies nothing
         pass
-    assert _store_versions(path) == [1]
+    assert _store_versions(path) == [1, 2]
 
 
 def test_a_store_made_before_versioning_opens_with_its_entries(tmp_path: Path) -> None:
@@ -437,7 +437,7 @@ def test_a_store_made_before_versioning_opens_with_its_entries(tmp_path: Path) -
     connection.close()
     with ContextStore(f"sqlite:///{path}") as store:
         assert store.get("ns", "k") == "kept"
-    assert _store_versions(path) == [1]
+    assert _store_versions(path) == [1, 2]
 
 
 def test_a_newer_store_schema_is_refused(tmp_path: Path) -> None:
@@ -449,10 +449,10 @@ def test_a_newer_store_schema_is_refused(tmp_path: Path) -> None:
     connection = sqlite3.connect(path)
     with connection:
         connection.execute(
-            "INSERT INTO store_schema_version (version, applied_at) VALUES (2, '2030-01-01')"
+            "INSERT INTO store_schema_version (version, applied_at) VALUES (3, '2030-01-01')"
         )
     connection.close()
-    with pytest.raises(StoreError, match=r"store at .* has schema version 2, newer than"):
+    with pytest.raises(StoreError, match=r"store at .* has schema version 3, newer than"):
         ContextStore(f"sqlite:///{path}")
 
 

@@ -61,13 +61,13 @@ from clearance._core.errors import (
     ModelError,
 )
 from clearance._core.ids import new_id
-from clearance._core.prompt import Prompt, sha256_text
+from clearance._core.prompt import Prompt
 from clearance._core.reasons import bounded_reason
 from clearance._core.spec import DEFAULT_TOOL_STEPS, Agent, Team
 from clearance._core.vocabulary import EventKind
 from clearance._state.grants import StoreGrants, StoreView
 from clearance._state.ledger import Recorder
-from clearance._state.store import ContextStore
+from clearance._state.store import ContextStore, read_record
 from clearance.models._base import ChatModel
 
 __all__ = ["WRITE_OUTPUT_TOOL", "AgentLoop"]
@@ -350,16 +350,7 @@ class AgentLoop:
                         arguments=call.arguments,
                         result=output.content,
                         is_error=output.is_error,
-                        store_reads=[
-                            {
-                                "namespace": e.namespace,
-                                "key": e.key,
-                                "sha256": sha256_text(e.value),
-                                "updated_at": e.updated_at.isoformat(),
-                                "writer": e.agent,
-                            }
-                            for e in output.store_reads
-                        ],
+                        store_reads=[read_record(e) for e in output.store_reads],
                         chain=chain_record,
                     )
                     if source is not None:

@@ -9,7 +9,8 @@ Its block heading, ``Store entry <namespace>/<key> (written by <writer>)`` (`sto
 tells the model whose text it reads, so it is checked too: it must name the item's entry;
 its writer must be the one the read recorded (runs recorded since reads named their
 writer); and, with the store at hand, while the entry is unchanged since the read (same
-``updated_at``), the stored value and the entry's writer must be those shown.
+``version`` and ``updated_at``; ``updated_at`` alone for a read recorded before reads named
+the version), the stored value and the entry's writer must be those shown.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from clearance._context.render import one_line
 from clearance._context.tool_sections import store_title
 from clearance._context.verify_facts import Problem, StoreLookup
 from clearance._core.prompt import sha256_text
+from clearance._state.store import StoreEntry
 
 __all__ = ["check_store_item"]
 
@@ -98,12 +100,13 @@ def _check_stored(
 
     The entry each read names is looked up by its recorded namespace and key (a namespace
     may hold "/", so the origin alone cannot name it); an entry written since that read
-    (another ``updated_at``) has nothing to compare with.
+    (another version, or another ``updated_at``) has nothing to compare with. Two writes
+    within one tick of the clock share an ``updated_at``, never a version.
     """
     title = one_line(str(item.get("title")))
     for read in shown:
         entry = store(str(read["namespace"]), str(read["key"]))
-        if entry is None or read.get("updated_at") != entry.updated_at.isoformat():
+        if entry is None or not _unchanged(read, entry):
             continue
         if sha256_text(entry.value) != item.get("sha256"):
             yield origin, "the content is not the value in the store"
@@ -114,3 +117,14 @@ def _check_stored(
                 f"the block is titled {title!r}, but the store says {entry.agent!r} wrote it",
             )
             return
+
+
+def _unchanged(read: Mapping[str, Any], entry: StoreEntry) -> bool:
+    """Whether ``entry`` is still the version ``read`` recorded (no version: same updated_at)."""
+    if read.get("updated_at") != entry.updated_at.isoformat():
+        return False
+    live = getattr(entry, "version", None)  # a lookup of the caller's may give none
+    if "version" not in read or live is None:  # recorded before reads named the version
+        return True
+    version = read["version"]
+    return version.__class__ is int and version == live

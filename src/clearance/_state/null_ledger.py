@@ -164,7 +164,7 @@ class NullLedger:
         arguments: dict[str, Any],
         result: str,
         is_error: bool,
-        store_reads: Sequence[dict[str, str]] = (),
+        store_reads: Sequence[dict[str, Any]] = (),
         chain: dict[str, Any] | None = None,
     ) -> None:
         """Discard the tool call."""

@@ -114,13 +114,13 @@ def query(
             out.print(Text(json.dumps(entry.to_dict(), ensure_ascii=True)), soft_wrap=True)
         return
     table = Table(title=safe_text(f"{namespace}: {len(entries)} entries"), title_justify="left")
-    for column in ("key", "value", "agent", "updated", "expires"):
+    for column in ("key", "value", "agent", "updated", "version", "expires"):
         table.add_column(column)
     for e in entries:
         value = e.value if len(e.value) <= 60 else e.value[:57] + "..."
         expires = f"{e.expires_at:%Y-%m-%d %H:%M:%S}Z" if e.expires_at else "never"
         updated = f"{e.updated_at:%Y-%m-%d %H:%M:%S}Z"
-        table.add_row(*map(safe_text, (e.key, value, e.agent, updated, expires)))
+        table.add_row(*map(safe_text, (e.key, value, e.agent, updated, str(e.version), expires)))
     out.print(table)
 
 

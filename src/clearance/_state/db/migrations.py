@@ -83,20 +83,26 @@ class SchemaChange:
             table.create(self._conn, checkfirst=checkfirst)
         return table
 
-    def add_column(self, table: str, column: Column[object]) -> None:
+    def add_column(self, table: str, column: Column[object], *, checkfirst: bool = False) -> None:
         """Add ``column`` to ``table`` (``ALTER TABLE ... ADD COLUMN``).
 
         The column's DDL is SQLAlchemy's for the database's dialect (type, ``NOT NULL``,
         ``server_default``); a ``NOT NULL`` column needs a ``server_default`` for the rows
-        already there.
+        already there. ``checkfirst``: add it only if missing (a table a version-less
+        database already has in its latest form).
         """
         model = self.metadata.tables[table]
         model.append_column(column)
-        if self._conn is not None:
-            dialect = self._conn.dialect
-            spec = CreateColumn(column).compile(dialect=dialect)
-            quoted = dialect.identifier_preparer.format_table(model)
-            self._conn.exec_driver_sql(f"ALTER TABLE {quoted} ADD COLUMN {spec}")
+        if self._conn is None:
+            return
+        if checkfirst and column.name in {
+            c["name"] for c in inspect(self._conn).get_columns(table)
+        }:
+            return
+        dialect = self._conn.dialect
+        spec = CreateColumn(column).compile(dialect=dialect)
+        quoted = dialect.identifier_preparer.format_table(model)
+        self._conn.exec_driver_sql(f"ALTER TABLE {quoted} ADD COLUMN {spec}")
 
     def drop_index(self, table: str, name: str) -> None:
         """Drop index ``name`` of ``table`` (``DROP INDEX``) and remove it from the model.

@@ -130,7 +130,7 @@ class Recorder(Protocol):
         arguments: dict[str, Any],
         result: str,
         is_error: bool,
-        store_reads: Sequence[dict[str, str]] = (),
+        store_reads: Sequence[dict[str, Any]] = (),
         chain: dict[str, Any] | None = None,
     ) -> None:
         """Record one tool call and its result."""

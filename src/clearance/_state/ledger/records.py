@@ -224,7 +224,8 @@ class ToolCallRecord:
         is_error: Whether the call failed or was refused.
         store_reads: Store entries the call read: ``{"namespace", "key", "sha256"}`` each, with
             ``"updated_at"`` (ISO 8601) and ``"writer"`` (the agent that last wrote the entry)
-            in runs recorded since they were.
+            in runs recorded since they were, and ``"version"`` (the entry's write count,
+            `StoreEntry.version`) in runs recorded since it was.
         chain: For ``delegate`` calls, the delegation chain passed to the delegate
             (`DelegationChain.to_dict`); ``None`` otherwise.
         created_at: When it was recorded (aware UTC).
@@ -239,7 +240,7 @@ class ToolCallRecord:
     arguments: dict[str, Any]
     result: str
     is_error: bool
-    store_reads: list[dict[str, str]]
+    store_reads: list[dict[str, Any]]
     chain: dict[str, Any] | None
     created_at: datetime
 

@@ -1,7 +1,8 @@
 """The context store: durable, namespaced key/value knowledge with TTL.
 
 - `context_store`: `ContextStore`, its reads and writes.
-- `entry`: `StoreEntry` and the checks of what is written (TTL, text, limits).
+- `entry`: `StoreEntry`, what the ledger records of a read, and the checks of what is
+  written (TTL, text, limits).
 - `schema`: the table, its migrations and every statement, built once per dialect.
 """
 
@@ -15,6 +16,7 @@ from clearance._state.store.entry import (
     MAX_TTL_S,
     MAX_VALUE_BYTES,
     StoreEntry,
+    read_record,
 )
 from clearance._state.store.schema import escape_like
 
@@ -30,4 +32,5 @@ __all__ = [
     "ContextStore",
     "StoreEntry",
     "escape_like",
+    "read_record",
 ]

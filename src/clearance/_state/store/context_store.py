@@ -1,13 +1,15 @@
 """`ContextStore`: durable, namespaced key/value knowledge with TTL, shared deliberately.
 
 Entries are keyed by ``(namespace, key)`` and hold a text value, the agent that wrote it,
-``created_at``, ``updated_at`` and ``expires_at`` (``None``: never expires). Storage is
+``created_at``, ``updated_at``, ``expires_at`` (``None``: never expires) and ``version``,
+the count of its writes (two writes within one tick of the clock share ``updated_at``, never
+a version). Storage is
 SQLAlchemy Core on SQLite by default (a file in WAL mode, ``.clearance/store.db``) or
 PostgreSQL for scale; both use the same table, indexed on namespace and on expiry.
 
 - Writes are single-statement upserts in the dialect's ``INSERT ... ON CONFLICT DO UPDATE``
   form, never read-then-write, so concurrent writers on one key (threads or processes) never
-  fail on the key and the last write wins.
+  fail on the key, the last write wins, and each write's version is one more than the last.
 - Expired entries are filtered on read, never deleted by a read; `ContextStore.cleanup`
   removes them and says how many.
 - `ContextStore.set_with_extension` and `ContextStore.touch` push expiry forward, so
@@ -45,9 +47,16 @@ from clearance._state.store.entry import (
     check_store_entry,
     check_text,
     check_ttl,
+    entry_of_row,
     malformed_entry,
 )
-from clearance._state.store.schema import STORE_SCHEMA, escape_like, search_statement, statements
+from clearance._state.store.schema import (
+    PRE_VERSION_SCHEMA,
+    STORE_SCHEMA,
+    escape_like,
+    search_statement,
+    statements,
+)
 
 if TYPE_CHECKING:
     from clearance._state.grants import StoreGrants, StoreView
@@ -99,12 +108,18 @@ class ContextStore(DatabaseBase):
         create: bool = True,
     ) -> None:
         super().__init__(url, clock=clock, read_only=read_only, create=create)
+        # Read-only, a store made before entries had a version is read as it is (each entry
+        # at version 1, as the migration would make it): nothing is migrated.
+        self._versioned = True
         try:
-            self._migrate(STORE_SCHEMA)
+            if read_only and self._schema_version(STORE_SCHEMA) == PRE_VERSION_SCHEMA:
+                self._versioned = False
+            else:
+                self._migrate(STORE_SCHEMA)
         except BaseException:
             self._engine.dispose()
             raise
-        self._sql = statements(self._dialect)
+        self._sql = statements(self._dialect, self._versioned)
         # On an SQLite file the two hottest statements skip SQLAlchemy's execution
         # machinery (see `DriverStatement`); everywhere else every statement goes through it.
         self._driver_upsert: DriverStatement | None = None
@@ -117,31 +132,8 @@ class ContextStore(DatabaseBase):
     # -- helpers --------------------------------------------------------------------------
 
     def _entry(self, row: Any) -> StoreEntry:
-        """The entry of a row, refusing one whose text columns hold no text.
-
-        SQLite keeps whatever a row edited by hand holds: a ``BLOB`` comes back as bytes,
-        which an agent's prompt, the ledger's digest of what it read and the CLI cannot take.
-
-        Raises:
-            MalformedRecord: A column holds bytes (or ``NULL``) instead of text.
-        """
-        namespace, key, value, agent, created_at, updated_at, expires_at = row
-        if not (
-            namespace.__class__ is str
-            and key.__class__ is str
-            and value.__class__ is str
-            and agent.__class__ is str
-        ):
-            raise self._malformed(row)
-        return StoreEntry(
-            namespace=namespace,
-            key=key,
-            value=value,
-            agent=agent,
-            created_at=created_at,
-            updated_at=updated_at,
-            expires_at=expires_at,
-        )
+        """The entry of a row (`entry_of_row`: a row edited by hand is `MalformedRecord`)."""
+        return entry_of_row(row, f"the store at {self._url}")
 
     def _malformed(self, row: Any) -> MalformedRecord:
         return malformed_entry(row, f"the store at {self._url}")
@@ -167,6 +159,7 @@ class ContextStore(DatabaseBase):
             "created_at": now,
             "updated_at": now,
             "expires_at": None if ttl_s is None else now + timedelta(seconds=ttl_s),
+            "version": 1,  # of a new entry; the upsert counts the writes of one kept
         }
         if extend:
             with self._writing(f"write {namespace}/{key}") as conn:
@@ -409,7 +402,7 @@ class ContextStore(DatabaseBase):
         for pattern in patterns:
             check_text(pattern=pattern)
         sqlite = self._dialect == "sqlite"
-        stmt = search_statement(patterns, text, limit, sqlite=sqlite)
+        stmt = search_statement(patterns, text, limit, sqlite=sqlite, versioned=self._versioned)
         if stmt is None:
             return []
         return self._select(stmt, {}, "search", unicode_lower=sqlite)

@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from clearance._core.errors import ConfigError, MalformedRecord
+from clearance._core.prompt import sha256_text
 from clearance._core.store_rules import MAX_TTL_S, MIN_TTL_S, check_ttl
 
 __all__ = [
@@ -24,7 +25,9 @@ __all__ = [
     "check_store_entry",
     "check_text",
     "check_ttl",
+    "entry_of_row",
     "malformed_entry",
+    "read_record",
 ]
 
 DEFAULT_EXTENSION_TTL_S = 90 * 24 * 3600
@@ -43,6 +46,9 @@ class StoreEntry:
         created_at: First write (aware UTC).
         updated_at: Last write (aware UTC).
         expires_at: When it stops being visible (aware UTC), ``None`` for never.
+        version: How many times it was written: 1 when created (or written over an expired
+            entry), one more at each write since (`ContextStore.touch` is no write). Unlike
+            ``updated_at``, two writes never share it, even within one tick of the clock.
     """
 
     namespace: str
@@ -52,6 +58,7 @@ class StoreEntry:
     created_at: datetime
     updated_at: datetime
     expires_at: datetime | None
+    version: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (times in ISO 8601)."""
@@ -63,7 +70,25 @@ class StoreEntry:
             "created_at": self.created_at.isoformat(),
             "updated_at": self.updated_at.isoformat(),
             "expires_at": self.expires_at.isoformat() if self.expires_at else None,
+            "version": self.version,
         }
+
+
+def read_record(entry: StoreEntry) -> dict[str, Any]:
+    """What the ledger records of a read of ``entry`` (a tool call's ``store_reads``).
+
+    Its namespace, key, the digest of its value, ``updated_at``, version and writer: what
+    ``clearance verify`` checks a prompt's ``store:`` item against, and with ``--store``
+    whether the entry is still the version read.
+    """
+    return {
+        "namespace": entry.namespace,
+        "key": entry.key,
+        "sha256": sha256_text(entry.value),
+        "updated_at": entry.updated_at.isoformat(),
+        "version": entry.version,
+        "writer": entry.agent,
+    }
 
 
 MAX_NAMESPACE_CHARS = 255
@@ -185,19 +210,59 @@ def check_names(**fields: str) -> None:
             )
 
 
+def entry_of_row(row: Any, where: str) -> StoreEntry:
+    """The entry of a row (`entry_columns` order), refusing one edited into what is never written.
+
+    SQLite keeps whatever a row edited by hand holds: a ``BLOB`` comes back as bytes, which
+    an agent's prompt, the ledger's digest of what it read and the CLI cannot take.
+
+    Args:
+        row: namespace, key, value, agent, created_at, updated_at, expires_at, version.
+        where: The store, for the message (``"the store at <url>"``).
+
+    Raises:
+        MalformedRecord: A text column holds bytes (or ``NULL``), or the version is not a
+            whole number from 1.
+    """
+    namespace, key, value, agent, created_at, updated_at, expires_at, version = row
+    if not (
+        namespace.__class__ is str
+        and key.__class__ is str
+        and value.__class__ is str
+        and agent.__class__ is str
+        and version.__class__ is int
+        and version >= 1
+    ):
+        raise malformed_entry(row, where)
+    return StoreEntry(
+        namespace=namespace,
+        key=key,
+        value=value,
+        agent=agent,
+        created_at=created_at,
+        updated_at=updated_at,
+        expires_at=expires_at,
+        version=version,
+    )
+
+
 def malformed_entry(row: Any, where: str) -> MalformedRecord:
     """The error for a row read whose namespace, key, value or agent is not text.
 
     SQLite keeps whatever a row edited by hand holds: a ``BLOB`` comes back as bytes.
 
     Args:
-        row: The row's namespace, key, value and agent (more columns may follow).
+        row: The row's namespace, key, value and agent (more columns may follow; the eighth,
+            when there is one, is the version, a whole number from 1).
         where: The store, for the message (``"the store at <url>"``).
     """
     names = ("namespace", "key", "value", "agent")
     bad = [n for n, v in zip(names, row, strict=False) if v.__class__ is not str]
+    problem = f"its {' and '.join(bad)} is not text" if bad else ""
+    if len(row) > 7 and not (row[7].__class__ is int and row[7] >= 1):
+        shown = f"{row[7]!r:.40}"
+        problem += f"{'; ' if problem else 'its '}version {shown} is not a whole number from 1"
     entry = "/".join(v if v.__class__ is str else "?" for v in row[:2])
     return MalformedRecord(
-        f"the entry {entry!r:.120} in {where} is malformed: its {' and '.join(bad)} "
-        "is not text (edited by hand?)"
+        f"the entry {entry!r:.120} in {where} is malformed: {problem} (edited by hand?)"
     )

@@ -20,10 +20,14 @@ from sqlalchemy import (
     case,
     delete,
     func,
+    literal,
     null,
     or_,
     select,
     update,
+)
+from sqlalchemy import (
+    text as sql_text,
 )
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -36,6 +40,7 @@ if TYPE_CHECKING:  # the dialect in use is imported when a statement is built
 __all__ = [
     "ENTRIES",
     "LIKE_ESCAPE",
+    "PRE_VERSION_SCHEMA",
     "STORE_SCHEMA",
     "escape_like",
     "live",
@@ -70,8 +75,39 @@ def _m001_create_entries(change: SchemaChange) -> None:
     )
 
 
+@STORE_SCHEMA.migration
+def _m002_entry_versions(change: SchemaChange) -> None:
+    """Version 2: ``store_entries.version``, the entry's write count (entries kept start at 1).
+
+    ``updated_at`` cannot tell two writes within the clock's resolution apart; the version
+    can: every write adds one to it in the upsert itself, and a new entry (or one replacing
+    an expired entry) starts at 1.
+    """
+    change.add_column(
+        "store_entries",
+        Column("version", Integer, nullable=False, default=1, server_default=sql_text("1")),
+        checkfirst=True,  # a store of this version whose table of versions was dropped
+    )
+
+
+PRE_VERSION_SCHEMA = 1
+"""The schema version before entries had a version: read-only, such a store is read with
+every entry at version 1 (what the migration gives them)."""
+
 ENTRIES = STORE_SCHEMA.metadata.tables["store_entries"]
 """The entries' table of the model."""
+
+
+def entry_columns(versioned: bool = True) -> tuple[ColumnElement[Any], ...]:
+    """The columns of a `StoreEntry`, in its row's order.
+
+    Args:
+        versioned: The table has ``version``; ``False`` reads 1 in its place (a store at
+            `PRE_VERSION_SCHEMA`, opened read-only so not migrated).
+    """
+    c = ENTRIES.c
+    version = c.version if versioned else literal(1, Integer).label("version")
+    return (c.namespace, c.key, c.value, c.agent, c.created_at, c.updated_at, c.expires_at, version)
 
 
 def escape_like(text: str, escape: str = LIKE_ESCAPE) -> str:
@@ -94,7 +130,7 @@ def live() -> ColumnElement[bool]:
 
 
 def search_statement(
-    patterns: list[str], text: str, limit: int, *, sqlite: bool
+    patterns: list[str], text: str, limit: int, *, sqlite: bool, versioned: bool = True
 ) -> Select[Any] | None:
     """`ContextStore.search`'s statement, or ``None`` when there is no pattern.
 
@@ -102,7 +138,7 @@ def search_statement(
     (Unicode lowercase), newest first, at most ``limit``. A ``prefix*`` pattern matches
     literally and case-sensitively: ``LIKE`` with the prefix escaped, confirmed by
     comparing the namespace's first characters with it. On SQLite case is folded by
-    `UNICODE_LOWER` (its connection must have it).
+    `UNICODE_LOWER` (its connection must have it). ``versioned``: as in `entry_columns`.
     """
     c = ENTRIES.c
     scopes = []
@@ -122,7 +158,7 @@ def search_statement(
     needle = "%" + escape_like(text.lower()) + "%"
     lower = getattr(func, UNICODE_LOWER) if sqlite else func.lower
     return (
-        select(ENTRIES)
+        select(*entry_columns(versioned))
         .where(
             or_(*scopes),
             or_(
@@ -157,7 +193,10 @@ class _Statements:
     """
 
     upsert: sqlite.Insert | postgresql.Insert
-    """namespace, key, value, agent, created_at, updated_at, expires_at."""
+    """namespace, key, value, agent, created_at, updated_at, expires_at, version (1).
+
+    The stored version becomes 1 for a new or expired row, else one more than it was: in
+    the statement itself, so two writers of one key never get the same version."""
     extend: sqlite.Insert | postgresql.Insert
     """Like ``upsert``, but a live row's expiry never moves earlier and ``None`` stays."""
     get_entry: Select[Any]
@@ -176,8 +215,9 @@ class _Statements:
     """now."""
 
     @classmethod
-    def build(cls, dialect: str) -> _Statements:
+    def build(cls, dialect: str, versioned: bool = True) -> _Statements:
         c = ENTRIES.c
+        columns = entry_columns(versioned)
         this = (c.namespace == bindparam("ns"), c.key == bindparam("k"))
         insert: sqlite.Insert | postgresql.Insert
         if dialect == "sqlite":
@@ -192,6 +232,7 @@ class _Statements:
         # A dead (expired) row is replaced as if new: its created_at restarts too. Expired
         # means at or before the time of this write, which is the row's new updated_at.
         dead = and_(c.expires_at.is_not(None), c.expires_at <= excluded.updated_at)
+        version = case((dead, excluded.version), else_=c.version + 1)
         upsert = insert.on_conflict_do_update(
             index_elements=[c.namespace, c.key],
             set_={
@@ -200,6 +241,7 @@ class _Statements:
                 "updated_at": excluded.updated_at,
                 "expires_at": excluded.expires_at,
                 "created_at": case((dead, excluded.created_at), else_=c.created_at),
+                "version": version,
             },
         )
         # Expiry of set_with_extension: a dead row restarts; a live row never loses time and
@@ -218,17 +260,18 @@ class _Statements:
                 "updated_at": excluded.updated_at,
                 "expires_at": keep_later,
                 "created_at": case((dead, excluded.created_at), else_=c.created_at),
+                "version": version,
             },
         )
         new = bindparam("new_expiry", type_=UTCDateTime)
         return cls(
             upsert=upsert,
             extend=extend,
-            get_entry=select(ENTRIES).where(*this, live()),
+            get_entry=select(*columns).where(*this, live()),
             get_value=select(c.value).where(*this, live()),
-            query=_newest_first(select(ENTRIES).where(c.namespace == bindparam("ns"))),
+            query=_newest_first(select(*columns).where(c.namespace == bindparam("ns"))),
             by_prefix=_newest_first(
-                select(ENTRIES).where(
+                select(*columns).where(
                     c.namespace == bindparam("ns"),
                     c.key.like(bindparam("pattern", type_=String), escape=LIKE_ESCAPE),
                     func.substr(c.key, 1, bindparam("length", type_=Integer))
@@ -246,4 +289,5 @@ class _Statements:
 
 
 statements = cache(_Statements.build)
-"""The `_Statements` of a dialect (``"sqlite"``, ``"postgresql"``), built on first use."""
+"""The `_Statements` of a dialect (``"sqlite"``, ``"postgresql"``) and of a table with or
+without ``version`` (see `entry_columns`), built on first use."""
