@@ -36,7 +36,7 @@ from typing import Protocol, runtime_checkable
 
 import sqlalchemy as sa
 
-from clearance._core.errors import AccessDenied, MalformedRecord
+from clearance._core.errors import AccessDenied, MalformedRecord, StoreError
 from clearance._core.ids import new_id
 from clearance._core.names import check_count
 from clearance._core.vocabulary import MemoryKind
@@ -44,7 +44,10 @@ from clearance._state.conversation import Turn
 from clearance._state.memory_records import (
     FAKE_PROVIDER,
     MAX_LISTED,
+    MAX_RECORD_CHARS,
     MEMORIES,
+    READ_COLUMNS,
+    READ_COLUMNS_SQL,
     MemoryDatabase,
     MemoryRecord,
     list_memories,
@@ -164,7 +167,8 @@ class PersistentMemory(MemoryDatabase):
 
         Raises:
             AccessDenied: The agent is not a member of ``group``.
-            StoreError: The write failed.
+            StoreError: The write failed, or an item is over `MAX_RECORD_CHARS` characters
+                (then nothing is recorded).
         """
         scope = agent_scope(self.agent)
         if group is not None:
@@ -186,6 +190,13 @@ class PersistentMemory(MemoryDatabase):
             )
             for item in items
         ]
+        for number, rec in enumerate(records, 1):
+            if len(rec.content) > MAX_RECORD_CHARS:
+                raise StoreError(
+                    f"memory record {number} of {len(records)} is {len(rec.content):,} "
+                    f"characters, over the {MAX_RECORD_CHARS:,} a record may hold: nothing "
+                    "recorded"
+                )
         vectors = (
             self.embedder.embed([r.content for r in records]) if self.embedder and records else None
         )
@@ -266,7 +277,7 @@ class PersistentMemory(MemoryDatabase):
         """The record with this id, if it is in a scope this agent reads; else ``None``."""
         with self._reading(f"read memory {memory_id!r}") as conn:
             row = conn.execute(
-                sa.select(MEMORIES).where(
+                sa.select(*READ_COLUMNS).where(
                     MEMORIES.c.id == memory_id, self._readable(self.scopes), self._partition()
                 )
             ).first()
@@ -284,7 +295,7 @@ class PersistentMemory(MemoryDatabase):
         scopes = self.scopes if group is None else {group_scope(group)} & self.scopes
         with self._reading("read recent memories") as conn:
             rows = conn.execute(
-                sa.select(MEMORIES)
+                sa.select(*READ_COLUMNS)
                 .where(self._readable(scopes), self._partition())
                 .order_by(MEMORIES.c.created_at.desc(), MEMORIES.c.id.desc())
                 .limit(limit)
@@ -341,7 +352,7 @@ class PersistentMemory(MemoryDatabase):
         readable, params = self._readable_sql(scopes)
         rows = conn.execute(
             sa.text(
-                "SELECT m.*, bm25(clearance_memories_fts) AS rank "
+                f"SELECT {READ_COLUMNS_SQL}, bm25(clearance_memories_fts) AS rank "
                 "FROM clearance_memories_fts JOIN clearance_memories m "
                 "ON m.id = clearance_memories_fts.id "
                 "WHERE clearance_memories_fts MATCH :match AND m.scope IN :scopes "
@@ -362,7 +373,8 @@ class PersistentMemory(MemoryDatabase):
         readable, params = self._readable_sql(scopes)
         rows = conn.execute(
             sa.text(
-                "SELECT m.*, ts_rank_cd(to_tsvector('english', m.content), q) AS rank "
+                f"SELECT {READ_COLUMNS_SQL}, "
+                "ts_rank_cd(to_tsvector('english', m.content), q) AS rank "
                 "FROM clearance_memories m, to_tsquery('english', :query) q "
                 "WHERE to_tsvector('english', m.content) @@ q AND m.scope IN :scopes "
                 f"AND {readable} AND {self._partition_sql()} "
@@ -383,7 +395,7 @@ class PersistentMemory(MemoryDatabase):
     ) -> list[MemoryRecord]:
         wanted = set(words)
         rows = conn.execute(
-            sa.select(MEMORIES).where(self._readable(scopes), self._partition())
+            sa.select(*READ_COLUMNS).where(self._readable(scopes), self._partition())
         ).all()
         scored = []
         for row in rows:
@@ -400,7 +412,7 @@ class PersistentMemory(MemoryDatabase):
         assert self.embedder is not None
         (qv,) = self.embedder.embed([query])
         rows = conn.execute(
-            sa.select(MEMORIES).where(
+            sa.select(*READ_COLUMNS).where(
                 self._readable(scopes),
                 MEMORIES.c.embedding.is_not(None),
                 self._partition(),

@@ -31,6 +31,9 @@ __all__ = [
     "MEMORY_SCHEMA",
     "MEMORIES",
     "MAX_LISTED",
+    "MAX_RECORD_CHARS",
+    "READ_COLUMNS",
+    "READ_COLUMNS_SQL",
     "MemoryDatabase",
     "MemoryRecord",
     "list_memories",
@@ -111,6 +114,29 @@ MEMORIES = MEMORY_SCHEMA.metadata.tables["clearance_memories"]
 
 MAX_LISTED = 10_000
 """Most records `list_memories` returns."""
+
+MAX_RECORD_CHARS = 1_000_000
+"""Most characters of one record's content: more is refused when recorded, and a longer record
+found in the database (inserted by hand) is a `MalformedRecord` on reading, its text never
+loaded (`READ_COLUMNS`)."""
+
+_LENGTH = sa.func.length(MEMORIES.c.content)
+READ_COLUMNS = (
+    *(column for column in MEMORIES.c if column.name != "content"),
+    sa.case((_LENGTH <= MAX_RECORD_CHARS, MEMORIES.c.content), else_=sa.null()).label("content"),
+    _LENGTH.label("content_chars"),
+)
+"""What a read selects: every column, the content only up to `MAX_RECORD_CHARS` characters
+(``NULL`` past it), and its length (``content_chars``) for `record_of` to name."""
+
+READ_COLUMNS_SQL = ", ".join(
+    [f"m.{column.name}" for column in MEMORIES.c if column.name != "content"]
+    + [
+        f"CASE WHEN length(m.content) <= {MAX_RECORD_CHARS} THEN m.content END AS content",
+        "length(m.content) AS content_chars",
+    ]
+)
+"""`READ_COLUMNS` for a raw query, the table aliased ``m``."""
 
 FAKE_PROVIDER = "fake"
 """The fake model's provider (``fake:<name>``): its records are a partition of their own."""
@@ -210,7 +236,7 @@ def memory_lookup(url_or_engine: str | sa.Engine) -> Callable[[str], MemoryRecor
 
     def lookup(memory_id: str) -> MemoryRecord | None:
         with database._reading(f"read memory {memory_id!r}") as conn:
-            row = conn.execute(sa.select(MEMORIES).where(MEMORIES.c.id == memory_id)).first()
+            row = conn.execute(sa.select(*READ_COLUMNS).where(MEMORIES.c.id == memory_id)).first()
         return record_of(row._mapping) if row is not None else None
 
     return lookup
@@ -238,7 +264,7 @@ def list_memories(url_or_engine: str | sa.Engine, *, limit: int = 50) -> list[Me
     try:
         with database._reading("list memories") as conn:
             rows = conn.execute(
-                sa.select(MEMORIES)
+                sa.select(*READ_COLUMNS)
                 .order_by(MEMORIES.c.created_at.desc(), MEMORIES.c.id.desc())
                 .limit(limit)
             ).all()
@@ -252,9 +278,17 @@ def record_of(row: Any, *, score: float | None = None) -> MemoryRecord:
 
     Raises:
         MalformedRecord: The row holds what the store never writes (edited by hand): a
-            field that is not text, an unknown kind, a ``created_at`` that is not a time.
+            field that is not text, content over `MAX_RECORD_CHARS` (read with
+            `READ_COLUMNS`, so it was not loaded), an unknown kind, a ``created_at`` that is
+            not a time.
     """
     ident = row["id"]
+    chars = row.get("content_chars")
+    if row["content"] is None and isinstance(chars, int) and chars > MAX_RECORD_CHARS:
+        raise _malformed(
+            ident, f"its content is {chars:,} characters, over the {MAX_RECORD_CHARS:,} a "
+            "record may hold",
+        )  # fmt: skip
     texts = ("id", "scope", "author", "content")
     wrong = next((name for name in texts if not isinstance(row[name], str)), None)
     provider = row.get("provider")

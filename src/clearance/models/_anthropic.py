@@ -30,6 +30,7 @@ from clearance.models._credentials import PLACEHOLDER_API_KEY, client_settings, 
 from clearance.models._http_body import json_object, read_capped
 from clearance.models._http_client import guarded_client, redirect_note
 from clearance.models._openai_stream import MAX_STREAMED_TOOL_CALLS, max_chunks
+from clearance.models._stream_events import MALFORMED, checked_events, described
 from clearance.models._transient import is_transient_status, parse_retry_after
 from clearance.tokens import TokenCounter, tiktoken_counter
 
@@ -282,8 +283,11 @@ class AnthropicModel:
         cap, count = max_chunks(request.max_tokens), 0
         chars_cap, chars = max_response_chars(request.max_tokens), 0
         inputs: dict[int, list[str]] = {}  # each tool_use block's input, as streamed
+        server, model_id, redact = self.base_url, self.model_id, self._text
         async with stream(**arguments) as events:
-            async for event in events:
+            async for event in checked_events(
+                events, server=server, model_id=model_id, redact=redact
+            ):
                 event_type = getattr(event, "type", None)
                 if event_type == "content_block_delta":
                     _add_input_piece(inputs, event)
@@ -306,7 +310,10 @@ class AnthropicModel:
                             model_id=self.model_id,
                         )
                     request.stream(piece)
-            message = await events.get_final_message()
+            try:  # the SDK's checks of the events it gathered
+                message = await events.get_final_message()
+            except MALFORMED as exc:
+                raise described(exc, server=server, model_id=model_id, redact=redact) from exc
         _raw_unfinished_inputs(message, inputs)
         if getattr(message, "stop_reason", None) is None:  # no message_delta: cut off
             raise ModelError(

@@ -21,6 +21,7 @@ from clearance.models._http_body import read_capped
 from clearance.models._http_client import guarded_client, redirect_note
 from clearance.models._openai_parse import parse_completion
 from clearance.models._openai_stream import collect_stream
+from clearance.models._stream_events import checked_events
 from clearance.models._transient import is_transient_status, parse_retry_after
 from clearance.tokens import TokenCounter, counter_for
 
@@ -191,9 +192,13 @@ class OpenAIModel:
                 if request.stream is not None:
                     completion: Any = await self._client.chat.completions.create(**arguments)
                     async with completion:
+                        chunks = checked_events(
+                            completion, server=self.base_url, model_id=self.model_id,
+                            redact=self._text,
+                        )  # fmt: skip
                         return await collect_stream(
-                            completion, request, model_id=self.model_id, sink=request.stream,
-                            counter=self.count_tokens,
+                            chunks, request, model_id=self.model_id, sink=request.stream,
+                            server=self.base_url, counter=self.count_tokens,
                         )  # fmt: skip
                 create: Any = self._client.chat.completions.with_streaming_response.create
                 async with create(**arguments) as raw:  # the body read here, capped

@@ -19,11 +19,13 @@ from clearance.models._base import (
     TextSink,
     ToolCall,
     decoded_arguments,
+    kind_of,
     max_response_chars,
     validated_usage,
 )
 from clearance.models._cache import reported_cached_tokens
 from clearance.models._counted import with_counted_usage
+from clearance.models._stream_events import malformed_event
 
 __all__ = ["MAX_STREAMED_TOOL_CALLS", "collect_stream", "max_chunks"]
 
@@ -59,6 +61,7 @@ async def collect_stream(
     *,
     model_id: str,
     sink: TextSink,
+    server: str,
     counter: Callable[[str], int] | None = None,
 ) -> ModelResponse:
     """Read a stream of ``ChatCompletionChunk`` s into the response a non-streamed call gives.
@@ -68,6 +71,7 @@ async def collect_stream(
         request: The request (its ``max_tokens`` sets the chunk cap).
         model_id: The ``"provider:name"`` id, for errors and the response.
         sink: Called with each piece of text as it arrives.
+        server: The server's base URL, named when a chunk has the wrong shape.
         counter: The model's token counter: when the stream holds no usage, the tokens are
             counted with it (`with_counted_usage`); ``None`` records zeros.
 
@@ -79,9 +83,10 @@ async def collect_stream(
         ModelError: More chunks than `max_chunks`, more text (and tool-call names and
             arguments) than `max_response_chars` allows for ``max_tokens``, more tool calls than
             `MAX_STREAMED_TOOL_CALLS` (or a tool call index that is not one), a stream with
-            no choice at all, or a usage that is not a token count; a stream that ended
-            without a ``finish_reason`` (the connection was cut: transient, the answer is
-            not taken as whole).
+            no choice at all, a chunk of the wrong shape (``choices`` not a list, a choice
+            not an object: the server named), or a usage that is not a token count; a
+            stream that ended without a ``finish_reason`` (the connection was cut:
+            transient, the answer is not taken as whole).
     """
     cap = max_chunks(request.max_tokens)
     chars_cap = max_response_chars(request.max_tokens)
@@ -102,12 +107,12 @@ async def collect_stream(
             )
         if getattr(chunk, "usage", None) is not None:
             usage = chunk.usage
-        for choice in getattr(chunk, "choices", None) or ():
+        for choice in _choices(chunk, server=server, model_id=model_id):
             if getattr(choice, "index", 0) != 0:
                 continue
             seen_choice = True
-            finish = choice.finish_reason or finish
-            delta = choice.delta
+            finish = getattr(choice, "finish_reason", None) or finish
+            delta = getattr(choice, "delta", None)
             piece = getattr(delta, "content", None)
             if isinstance(piece, str) and piece:
                 chars += len(piece)
@@ -140,6 +145,21 @@ async def collect_stream(
     if usage is None and counter is not None:
         return with_counted_usage(response, request, counter)
     return response
+
+
+def _choices(chunk: Any, *, server: str, model_id: str) -> list[Any]:
+    """``chunk``'s choices, each an object; else the server's event is malformed."""
+    choices = getattr(chunk, "choices", None)
+    if choices is None:
+        return []
+    if not isinstance(choices, list):
+        what = f"choices is {kind_of(choices)}, not a list"
+        raise malformed_event(server, what, model_id=model_id)
+    for number, choice in enumerate(choices):
+        if choice is None or isinstance(choice, (str, int, float, list, dict)):
+            what = f"choice {number} is {kind_of(choice)}, not an object"
+            raise malformed_event(server, what, model_id=model_id)
+    return choices
 
 
 def _check_chars(chars: int, cap: int, max_tokens: int, model_id: str) -> None:
