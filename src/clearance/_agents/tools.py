@@ -117,6 +117,20 @@ def _encodes(arguments: dict[str, Any]) -> bool:
     return True
 
 
+def _not_finite(arguments: dict[str, Any]) -> str | None:
+    """The path (``n``, ``xs[1]``) of the first NaN or infinite number in ``arguments``."""
+    stack: list[tuple[str, Any]] = [(str(k), v) for k, v in arguments.items()]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            return path
+        if isinstance(value, dict):
+            stack.extend((f"{path}.{k}", v) for k, v in value.items())
+        elif isinstance(value, list | tuple):
+            stack.extend((f"{path}[{i}]", v) for i, v in enumerate(value))
+    return None
+
+
 def _valid_text(output: ToolOutput) -> ToolOutput:
     """``output`` with text that is not valid UTF-8 replaced by ``?``.
 
@@ -202,11 +216,15 @@ class Tool:
         """Run the tool; an exception becomes an error output (the run goes on).
 
         Arguments holding text that is not valid UTF-8 (see `checked_tool_call`) are not
-        passed on: the output is an error saying so. ``agent`` names the calling agent while
+        passed on, nor a NaN or infinite number (which no JSON schema's ``number`` admits):
+        the output is an error saying so. ``agent`` names the calling agent while
         the tool runs (`tool_caller`).
         """
         if NOT_UTF8_ARGUMENTS in arguments or not _encodes(arguments):
             return ToolOutput(content=_NOT_UTF8_ERROR, is_error=True)
+        if (where := _not_finite(arguments)) is not None:  # no JSON number is NaN or infinite
+            text = f"{where} is not a finite number (NaN or infinity); call again with a number"
+            return ToolOutput(content=f"error: invalid arguments: {text}", is_error=True)
         token = _CALLER.set(agent)
         deadline = asyncio.timeout(self.timeout_s)  # None: no deadline
         try:

@@ -190,7 +190,8 @@ def verify_run(
             the scope its title names.
         store: Optional lookup into the run's context store (`ContextStore.get_entry`);
             when given, a ``store:<namespace>/<key>`` item whose entry has not been written
-            since the recorded read (same ``updated_at``) must hold the stored value.
+            since the recorded read (same version and ``updated_at``) must hold the stored
+            value.
         key: The ledger key to check a keyed chain with; ``None`` means the ledger's own
             (`RunLedger.chain_key`, from ``CLEARANCE_LEDGER_KEY``), if any. With a key, an
             unkeyed run is a finding (its chain proves nothing against a forger).
@@ -286,6 +287,7 @@ def _verified(
             facts.subagents.spawns,
             facts.events,
             tool_ceilings=facts.tool_ceilings,
+            assignees={t.id: t.assignee for t in facts.graph or ()},
         )
     )
     findings.extend(

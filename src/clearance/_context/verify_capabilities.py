@@ -13,9 +13,13 @@ call, the agents it acted for, and checks:
 - every call of a user or MCP tool by an agent acting for others that ran (recorded as
   ``tool_started``, or succeeded) is of a tool each of them may call too
   (`clearance._context.authority`; for runs recorded with ``tool_ceilings``);
-- every child was spawned by an agent whose ``can_spawn`` names the child's agent, and a
-  child spawned by a delegate was recorded under that delegation (so its reads and writes
+- every child was spawned by an agent whose ``can_spawn`` names the child's agent: one
+  recorded under its task's own subject by the task's assignee, and one spawned by a
+  delegate under that delegation (so its reads and writes
   are checked against the delegate's grants and its delegator's);
+- every tool call is recorded as made by the agent its subject runs (a task's assignee, the
+  delegate a ``delegate`` call named, the agent a ``spawn`` event names), so none is judged
+  by another agent's grants and tools;
 - every ``offloaded`` event names a recorded tool call of its subject whose recorded result
   (what the model was shown) is the preview that names the offloaded file's reference.
 """
@@ -81,6 +85,7 @@ def check_capabilities(
     events: list[EventRecord],
     *,
     tool_ceilings: bool = False,
+    assignees: Mapping[str, str | None] | None = None,
 ) -> Iterator[Problem]:
     """Check that no store grant or tool was lent and that offloading records hold.
 
@@ -91,6 +96,8 @@ def check_capabilities(
         events: The run's events.
         tool_ceilings: Whether the run gave delegates and children only their callers'
             tools (its config's ``tool_ceilings``): a call outside is then a finding.
+        assignees: Each task's assignee, from the recorded graph: it makes the task's tool
+            calls, and asks for the children spawned under the task's own subject.
     """
     started = {str(e.data.get("tool_call_id")) for e in events if e.kind == EventKind.TOOL_STARTED}
     for record in tool_calls.values():
@@ -98,6 +105,13 @@ def check_capabilities(
         if callers is None:
             continue
         where = f"tool call {record.tool_call_id}"
+        runner = _runner(record.subject, tool_calls, spawns, assignees or {})
+        if runner is not None and record.agent != runner:
+            yield (
+                where, None,
+                f"tool call {record.tool_call_id} was recorded as made by {record.agent!r}, "
+                f"but {record.subject} is run by {runner!r}",
+            )  # fmt: skip
         if agents:  # a run recorded without its agents has no grants to check against
             yield from _check_own_grants(where, record, agents)
         if not callers:
@@ -120,8 +134,26 @@ def check_capabilities(
                         f"which has no {operation} grant there (a capability lent)",
                     )  # fmt: skip
                     break
-    yield from _check_spawns(agents, tool_calls, spawns)
+    yield from _check_spawns(agents, tool_calls, spawns, assignees or {})
     yield from _check_offloads(tool_calls, events)
+
+
+def _runner(
+    subject: str,
+    tool_calls: Mapping[str, ToolCallRecord],
+    spawns: Mapping[str, Mapping[str, Any]],
+    assignees: Mapping[str, str | None],
+) -> str | None:
+    """The agent that runs ``subject``: a task's assignee, a delegate, a child's agent."""
+    kind, _, ref = subject.partition(":")
+    if kind == PromptKind.TASK:
+        return assignees.get(ref)
+    if kind == PromptKind.DELEGATION and (call := tool_calls.get(ref)) is not None:
+        target = call.arguments.get("agent")
+        return target if isinstance(target, str) else None
+    if kind == PromptKind.CHILD and (spawn := spawns.get(ref)) is not None:
+        return str(spawn.get("agent"))
+    return None
 
 
 def _store_operations(record: ToolCallRecord) -> list[tuple[Literal["read", "write"], str]]:
@@ -173,6 +205,7 @@ def _check_spawns(
     agents: Mapping[str, Agent],
     tool_calls: Mapping[str, ToolCallRecord],
     spawns: Mapping[str, Mapping[str, Any]],
+    assignees: Mapping[str, str | None],
 ) -> Iterator[Problem]:
     for child_id, spawn in spawns.items():
         where = f"task:{spawn.get('task_id')}"
@@ -188,6 +221,14 @@ def _check_spawns(
             )  # fmt: skip
         subject = spawn.get("parent_subject")
         if subject is None or subject == where:
+            # Asked for by the task's assignee: any other agent named is one it acted for.
+            assignee = assignees.get(str(spawn.get("task_id")))
+            if assignee is not None and spawner != assignee:
+                yield (
+                    where, None,
+                    f"child {child_id!r} was recorded as spawned by {spawner!r} under {where!r}, "
+                    f"whose assignee is {assignee!r} (a capability lent)",
+                )  # fmt: skip
             continue
         kind, _, ref = str(subject).partition(":")
         call = tool_calls.get(ref) if kind == PromptKind.DELEGATION else None
