@@ -15,7 +15,8 @@ Ranking:
   documentation, section "The bm25() function").
 - PostgreSQL: built-in full-text search, ``to_tsvector('english', content)`` with a GIN index,
   ranked by ``ts_rank_cd`` (cover density).
-- With an `Embedder`: cosine similarity of embeddings, over the readable scopes.
+- With an `Embedder`: cosine similarity of embeddings, over the newest `MAX_SCANNED` records
+  of the readable scopes.
 
 The query is split into words (runs of letters and digits), each kept once; a record
 matches when it holds any of them.
@@ -58,6 +59,7 @@ from clearance._state.memory_records import (
 
 __all__ = [
     "FAKE_PROVIDER",
+    "MAX_SCANNED",
     "Embedder",
     "MemoryRecord",
     "PersistentMemory",
@@ -71,6 +73,13 @@ __all__ = [
 _WORD = re.compile(r"\w+", re.UNICODE)
 _PAIRS = sa.bindparam("pairs", expanding=True, type_=sa.String())
 """The ``"<scope>|<author>"`` pairs a raw query reads (typed: the list may be empty)."""
+
+MAX_SCANNED = 10_000
+"""Most records a search ranked in Python scores (by embedding, or by shared words where the
+database has no full-text index): the newest of the scopes it reads. Full-text search ranks
+every record in the database's own index."""
+
+_NEWEST_FIRST = (MEMORIES.c.created_at.desc(), MEMORIES.c.id.desc())
 
 
 def agent_scope(agent: str) -> str:
@@ -395,7 +404,10 @@ class PersistentMemory(MemoryDatabase):
     ) -> list[MemoryRecord]:
         wanted = set(words)
         rows = conn.execute(
-            sa.select(*READ_COLUMNS).where(self._readable(scopes), self._partition())
+            sa.select(*READ_COLUMNS)
+            .where(self._readable(scopes), self._partition())
+            .order_by(*_NEWEST_FIRST)
+            .limit(MAX_SCANNED)
         ).all()
         scored = []
         for row in rows:
@@ -411,19 +423,21 @@ class PersistentMemory(MemoryDatabase):
     ) -> list[MemoryRecord]:
         assert self.embedder is not None
         (qv,) = self.embedder.embed([query])
-        rows = conn.execute(
-            sa.select(*READ_COLUMNS).where(
-                self._readable(scopes),
-                MEMORIES.c.embedding.is_not(None),
-                self._partition(),
-            )
+        # Scored from the ids and embeddings alone (an over-long embedding is not loaded);
+        # only the best records are read whole.
+        stored = MEMORIES.c.embedding
+        kept = sa.case((sa.func.length(stored) <= MAX_RECORD_CHARS, stored), else_=sa.null())
+        candidates = conn.execute(
+            sa.select(MEMORIES.c.id, kept.label("embedding"))
+            .where(self._readable(scopes), stored.is_not(None), self._partition())
+            .order_by(*_NEWEST_FIRST)
+            .limit(MAX_SCANNED)
         ).all()
-        scored = [
-            record_of(r._mapping, score=_cosine(qv, _vector(r.id, r.embedding, len(qv))))
-            for r in rows
-        ]
-        scored.sort(key=lambda r: -(r.score or 0.0))
-        return scored[:limit]
+        scores = {r.id: _cosine(qv, _vector(r.id, r.embedding, len(qv))) for r in candidates}
+        best = sorted(scores, key=lambda i: -scores[i])[:limit]  # ties: the newer first
+        rows = conn.execute(sa.select(*READ_COLUMNS).where(MEMORIES.c.id.in_(best))).all()
+        found = {r.id: r for r in rows}
+        return [record_of(found[i]._mapping, score=scores[i]) for i in best if i in found]
 
 
 def _turn_text(turn: Turn) -> str:
