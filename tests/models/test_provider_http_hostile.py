@@ -324,7 +324,8 @@ async def test_a_streamed_event_that_never_ends_is_refused_at_the_cap(
         await call(ledger, model("openai", server), make_prompt, stream=True,
                    timeout_s=60, retries=0)  # fmt: skip
     assert str(info.value) == (
-        f"openai:m: the server's answer is over {MAX_RESPONSE_BYTES:,} bytes: refused"
+        f"openai:m: the answer from http://127.0.0.1:{server.port} is over "
+        f"{MAX_RESPONSE_BYTES:,} bytes: refused"
     )
     assert not info.value.transient
     await asyncio.sleep(0.2)

@@ -101,7 +101,7 @@ class _CappedBody(httpx2.AsyncByteStream):
                     chunk = chunk[: self._limit - size]
                 else:
                     raise ModelError(
-                        f"the server's answer is over {self._limit:,} bytes: refused",
+                        f"the answer from {self._server} is over {self._limit:,} bytes: refused",
                         model_id=self._model_id,
                     )
             size += len(chunk)
