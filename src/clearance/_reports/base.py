@@ -42,12 +42,12 @@ class ReportFunction(Protocol):
 
 
 def parse_json(text: str | None) -> Any:
-    """``text`` as JSON, or ``None`` when it is not JSON."""
+    """``text`` as JSON, or ``None`` when it is not JSON (or nests too deep to read)."""
     if not text:
         return None
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # ``[[[[...`` thousands deep: a model's answer
         return None
 
 

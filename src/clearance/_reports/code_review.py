@@ -150,6 +150,8 @@ def code_review_report(
                 error = (outcome.error if outcome is not None else None) or "did not run"
             text = outcome.result if outcome is not None else None
             review = checked_review(parse_json(text), facts, known, dropped)
+            if review is None and error is None and text:
+                dropped["not a JSON object"] += 1  # said, not silently lost
             reviews[str(facts.get("module"))] = (task.id, review, error)
         elif outcome is not None and outcome.status is TaskStatus.COMPLETED and outcome.result:
             other_text.append((task, outcome.result))
@@ -201,13 +203,15 @@ def code_review_report(
         lines += _module_lines(module, fans, importers)
         review_id, review, error = reviews.get(name, ("", None, None))
         if error is not None:
-            lines.append(f"- Model review ({review_id}) did not complete: {one_line(error)}")
+            reason = plain(one_line(error))  # a schema error quotes the model's answer
+            lines.append(f"- Model review ({review_id}) did not complete: {reason}")
         elif review is not None and (review["summary"] or review["findings"]):
             lines.append(f"- Model review ({model_id}): {review['summary'] or '(no summary)'}")
             for f in review["findings"]:
                 symbol = f" {_code(f['symbol'])}" if f["symbol"] else ""
                 rule = f" {f['rule']}" if f["rule"] else ""
-                lines.append(f"  - {f['severity']} {f['category']}{rule}{symbol}: {f['note']}")
+                category = plain(f["category"])
+                lines.append(f"  - {f['severity']} {category}{rule}{symbol}: {f['note']}")
         lines.append("")
         data_modules.append({"facts": module, "review": review, "review_error": error})
     if dropped:
@@ -222,7 +226,8 @@ def code_review_report(
     if incomplete:
         lines += ["## Tasks that did not complete", ""]
         for entry in incomplete:
-            lines.append(f"- {entry['task']} ({entry['status']}): {one_line(entry['reason'])}")
+            reason = plain(one_line(entry["reason"]))
+            lines.append(f"- {entry['task']} ({entry['status']}): {reason}")
         lines.append("")
     data = {
         "run": {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
@@ -10,11 +11,21 @@ from clearance._context.answers import REPEAT_MARK, TRUNCATED_MARK
 from clearance._reports.base import one_line
 from clearance.analysis import Known, ground
 
-__all__ = ["checked_review", "checked_text"]
+__all__ = ["MAX_REVIEW_FINDINGS", "checked_review", "checked_text"]
 
 _SEVERITY_RANK = {"high": 0, "medium": 1, "low": 2}
 MAX_CATEGORY_CHARS = 40
 """Most characters of a finding's category, on one line (a model's word, not a paragraph)."""
+MAX_REVIEW_FINDINGS = 10
+"""Most findings of one review checked and kept; the rest are counted as left out."""
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+"""Control characters, DEL, C1 and the bidirectional overrides: kept as their escapes."""
+
+
+def _category(value: Any) -> str:
+    r"""A finding's category on one line, its control characters escaped (``\x1b``)."""
+    text = one_line(value, MAX_CATEGORY_CHARS)
+    return _CONTROL.sub(lambda m: m[0].encode("unicode_escape").decode("ascii"), text)
 
 
 def checked_text(
@@ -41,8 +52,10 @@ def checked_review(
     ``symbol`` is empty or one of the module's own functions or names, its ``rule`` (if
     any) one of the module's findings, and its note has a sentence that passes grounding
     and repeats neither the summary nor another note. Its category is shown on one line,
-    cut at `MAX_CATEGORY_CHARS`. What is left out is counted in ``dropped``
-    (``"severity"``, ``"symbol"``, ``"rule code"``, and the reasons of `ground`).
+    cut at `MAX_CATEGORY_CHARS`, control characters escaped (the report shows it as text,
+    never as markup). At most `MAX_REVIEW_FINDINGS` findings are read. What is left out is
+    counted in ``dropped`` (``"severity"``, ``"symbol"``, ``"rule code"``, ``"over the
+    findings cap"``, and the reasons of `ground`).
 
     Returns:
         ``{"summary", "findings"}``, or ``None`` when ``value`` is not a JSON object.
@@ -55,7 +68,10 @@ def checked_review(
     summary = checked_text(str(value.get("summary", "")), known, dropped, seen)
     findings: list[dict[str, Any]] = []
     entries = value.get("findings")
-    for entry in entries if isinstance(entries, list) else ():
+    entries = entries if isinstance(entries, list) else []
+    if len(entries) > MAX_REVIEW_FINDINGS:
+        dropped["over the findings cap"] += len(entries) - MAX_REVIEW_FINDINGS
+    for entry in entries[:MAX_REVIEW_FINDINGS]:
         if not isinstance(entry, dict):
             dropped["malformed"] += 1
             continue
@@ -77,7 +93,7 @@ def checked_review(
         findings.append(
             {
                 "severity": severity,
-                "category": one_line(entry.get("category", ""), MAX_CATEGORY_CHARS),
+                "category": _category(entry.get("category", "")),
                 "symbol": symbol,
                 "rule": rule,
                 "note": one_line(note, 240),

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from clearance._core.spec import Task
 from clearance._orchestration.result import RunResult
-from clearance._reports.base import Report, marks, one_line
+from clearance._reports.base import Report, marks, one_line, plain
 from clearance._state.queue import TaskStatus
 
 __all__ = ["quoted", "run_report"]
@@ -70,7 +70,8 @@ def run_report(
             if found := marks(outcome.result):
                 lines += ["", f"_Note: this answer was {' and '.join(found)}._"]
         else:
-            lines.append(f"_{outcome.status}: {one_line(outcome.error or 'no result')}_")
+            reason = plain(one_line(outcome.error or "no result"))  # may quote the answer
+            lines.append(f"_{outcome.status}: {reason}_")
         data_tasks.append(
             {
                 "task_id": task_id,

@@ -21,6 +21,7 @@ __all__ = [
     "functions",
     "module_structure",
     "module_slug",
+    "source_lines",
 ]
 
 MAX_EXCERPT_CHARS = 1800
@@ -118,7 +119,8 @@ def module_structure(path: str, source: str, *, package: str = "") -> dict[str, 
             modules (``""``: only relative imports count).
 
     Returns:
-        A JSON-ready mapping: ``module``, ``slug``, ``lines`` (``len(source.splitlines())``),
+        A JSON-ready mapping: ``module``, ``slug``, ``lines`` (as Python counts them,
+        `source_lines`),
         ``bytes``, ``purpose`` (the docstring's first sentence), ``public`` (at most
         `MAX_PUBLIC` names with kind and line; ``__all__`` when declared, with re-exports),
         ``public_count``, ``all_declared``, ``imports`` (slugs of the package's modules it
@@ -134,9 +136,10 @@ def module_structure(path: str, source: str, *, package: str = "") -> dict[str, 
     facts: dict[str, Any] = {
         "module": path,
         "slug": slug,
-        "lines": len(source.splitlines()),
+        "lines": len(source_lines(source)),
         "bytes": len(source.encode("utf-8")),
     }
+    source = source.removeprefix("\ufeff")  # a byte order mark: Python reads past it too
     try:
         # One parse at a time: CPython 3.11's AST constructor keeps its recursion depth in
         # per-interpreter state, and two threads parsing at once can fail with SystemError
@@ -165,6 +168,22 @@ def module_structure(path: str, source: str, *, package: str = "") -> dict[str, 
     if ranked:
         facts["excerpt"] = _excerpt(source, ranked[0], _docstring_lines(tree, ranked[0].line))
     return facts
+
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def source_lines(source: str) -> list[str]:
+    r"""The lines of ``source`` as Python numbers them: broken at ``\r\n``, ``\r`` and ``\n``.
+
+    Not `str.splitlines`, which also breaks at a form feed, ``\x1c``-``\x1e``, NEL and the
+    Unicode line and paragraph separators: in a comment or a string they would shift every
+    later line away from the numbers `ast` and ruff give.
+    """
+    lines = _LINE_BREAK.split(source)
+    if lines and not lines[-1]:
+        lines.pop()  # the break that ends the last line starts no line of its own
+    return lines
 
 
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
@@ -207,7 +226,7 @@ def _excerpt(
     The line range and ``complete`` say how much of it is quoted; ``docstring_lines`` how
     many docstring lines were left out (the code is what a review reads).
     """
-    all_lines = source.splitlines()
+    all_lines = source_lines(source)
     skip = range(docstring[0], docstring[1] + 1) if docstring else range(0)
     kept: list[str] = []
     size = 0

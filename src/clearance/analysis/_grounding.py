@@ -7,8 +7,9 @@ Markdown link or image, an HTML tag, a URL), a rule code that is not one of the 
 ``call()``, anything in backticks, a ``.py`` file) that is not a module or symbol of the
 package, a count (lines, functions, findings, complexity, fan-in) that is not the named
 module's or function's, when it speaks of the prompt rather than the code ("this task",
-"the brief"), when it does not end (cut off mid-sentence), or when it repeats a sentence
-already kept. What fails is left out and counted, never printed with a warning.
+"the brief"), when it does not end (cut off mid-sentence), when it is longer than
+`MAX_SENTENCE_CHARS` (no sentence of a review is), or when it repeats a sentence already
+kept. What fails is left out and counted, never printed with a warning.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 
 from clearance.analysis._rank import fan_in
 
-__all__ = ["Grounded", "Known", "ground", "sentence_problem"]
+__all__ = ["MAX_SENTENCE_CHARS", "Grounded", "Known", "ground", "sentence_problem"]
 
 _FENCE = re.compile(r"(```|~~~)")
 _CODE_LINE = re.compile(
@@ -39,6 +40,8 @@ _META = re.compile(
     re.IGNORECASE,
 )
 _CALL = re.compile(r"\b[A-Za-z_]\w*\([^)\s][^)]*\)")
+MAX_SENTENCE_CHARS = 1000
+"""Longest sentence checked; a longer one is left out as ``"too long"`` before any check."""
 _MIN_WORDS = 3
 """Fewer words than this is a fragment ("Module types."), not a statement."""
 _COUNT = re.compile(
@@ -191,8 +194,11 @@ def sentence_problem(sentence: str, known: Known) -> str | None:
     Returns:
         ``"control character"``, ``"markup"``, ``"code"``, ``"rule code"``, ``"name"``,
         ``"number"``, ``"about the prompt"``,
-        ``"incomplete"`` (no final ``.``, ``!`` or ``?``), or ``None`` when it passes.
+        ``"incomplete"`` (no final ``.``, ``!`` or ``?``), ``"too long"`` (over
+        `MAX_SENTENCE_CHARS`), or ``None`` when it passes.
     """
+    if len(sentence) > MAX_SENTENCE_CHARS:
+        return "too long"
     if _CONTROL.search(sentence):
         return "control character"
     if _MARKUP.search(sentence):

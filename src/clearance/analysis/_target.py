@@ -17,7 +17,8 @@ __all__ = ["PythonTarget", "python_target", "target_from_specifier"]
 
 _OLDEST, _NEWEST = 7, 13
 """The ``3.x`` range of ruff's ``--target-version`` values used here."""
-_LOWER = re.compile(r"(>=|>|~=|==)\s*3\.(\d+)")
+_LOWER = re.compile(r"(>=|>|~=|==)\s*3\.0*(\d{1,3})(\d*)")
+"""A lower bound on ``3.x``; more than three digits of ``x`` is past any Python (clamped)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -40,7 +41,10 @@ def target_from_specifier(specifier: str) -> str | None:
     ``">=3.8"`` is ``"py38"``; ``">=3.8, !=3.9.0"`` is ``"py38"``; a specifier with no
     lower bound on 3.x is ``None``. Versions outside ruff's range are clamped to it.
     """
-    minors = [int(m.group(2)) + (1 if m.group(1) == ">" else 0) for m in _LOWER.finditer(specifier)]
+    minors = [
+        (int(m.group(2)) if not m.group(3) else _NEWEST) + (1 if m.group(1) == ">" else 0)
+        for m in _LOWER.finditer(specifier)
+    ]
     if not minors:
         return None
     minor = min(max(max(minors), _OLDEST), _NEWEST)
