@@ -30,6 +30,7 @@ from clearance._context.memory_items import message_title, scope_of_title
 from clearance._context.prompts_coordinator import plan_feedback_quotes
 from clearance._context.render import one_line
 from clearance._context.tool_sections import ToolStep, compacted_result, tool_heading
+from clearance._context.verify_compression import check_compression
 from clearance._context.verify_delegation import check_delegation_chain
 from clearance._context.verify_facts import Problem, RunFacts
 from clearance._context.verify_hooks import check_hook_item, hooks_shown
@@ -169,6 +170,7 @@ def check_admission(
 ) -> Iterator[Problem]:
     """Every item is admitted by the subject's clearance and is what its origin says."""
     yield from _check_memory_partition(call, items, facts)
+    yield from check_compression(call, items, facts.conversation)
     subject = call.subject
     parsed = Subject.parse(subject)
     kind = parsed.kind if parsed.ref is not None else None

@@ -114,20 +114,25 @@ class ConversationFacts:
         first: ``(agent, origin)`` of each turn or summary to ``(sha256, title)`` as the
             first conversation (or summarizing) prompt that held it showed it.
         summaries: Per agent, the digests of the summaries its summarizing calls wrote.
+        previous: Per conversation call id, the turn and summary origins of the agent's
+            conversation prompt recorded before it (none for its first).
     """
 
     first: dict[tuple[str, str], tuple[Any, Any]] = field(default_factory=dict)
     summaries: dict[str, set[str]] = field(default_factory=dict)
+    previous: dict[str, frozenset[str]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, calls: Sequence[CallRecord]) -> ConversationFacts:
         """Index ``calls`` (in the order they were recorded)."""
         facts = cls()
+        last: dict[str, frozenset[str]] = {}  # per agent, its latest conversation prompt's
         for call in calls:
             kind = Subject.parse(call.subject).kind
             if kind not in (PromptKind.CONVERSATION, PromptKind.SUMMARY):
                 continue
             items = call.manifest.get("items")
+            held: set[str] = set()
             for item in items[1:] if isinstance(items, list) else ():
                 if not isinstance(item, dict):
                     continue
@@ -135,6 +140,10 @@ class ConversationFacts:
                 if Origin.parse(origin).kind in (OriginKind.TURN, OriginKind.SUMMARY):
                     value = (item.get("sha256"), item.get("title"))
                     facts.first.setdefault((call.agent, origin), value)
+                    held.add(origin)
+            if kind == PromptKind.CONVERSATION:
+                facts.previous[call.call_id] = last.get(call.agent, frozenset())
+                last[call.agent] = frozenset(held)
             if kind == PromptKind.SUMMARY and call.response is not None and not call.error:
                 written = sha256_text(call.response.strip())  # the monitor keeps it stripped
                 facts.summaries.setdefault(call.agent, set()).add(written)

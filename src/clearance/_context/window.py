@@ -42,7 +42,16 @@ from clearance._state.memory_calls import (
     memory_call,
 )
 
-__all__ = ["CompressionRecord", "ContextWindowMonitor", "Strategy", "SummaryCall"]
+__all__ = [
+    "MAX_CONTEXT_WINDOW",
+    "CompressionRecord",
+    "ContextWindowMonitor",
+    "Strategy",
+    "SummaryCall",
+]
+
+MAX_CONTEXT_WINDOW = 10_000_000
+"""Largest context window accepted, in tokens (as ``clearance chat --context-window``)."""
 
 
 class SummaryCall(Protocol):
@@ -115,7 +124,8 @@ class ContextWindowMonitor:
 
     Raises:
         ConfigError: A ratio that is not a number in (0, 1], a target not below the
-            trigger, an unknown strategy, a window that is not an integer of at least 1, or
+            trigger, an unknown strategy, a window that is not an integer from 1 to
+            `MAX_CONTEXT_WINDOW`, or
             a ``summary_max_tokens`` that is not a positive integer below the target, or a
             ``memory_timeout_s`` that is not a number of seconds above 0 and at most a day.
     """
@@ -132,7 +142,7 @@ class ContextWindowMonitor:
         summary_max_tokens: int | None = None,
         memory_timeout_s: float = DEFAULT_MEMORY_TIMEOUT_S,
     ):
-        check_count("context_window", context_window, least=1)
+        check_count("context_window", context_window, least=1, most=MAX_CONTEXT_WINDOW)
         self.memory_timeout_s = check_memory_timeout(memory_timeout_s, field="memory_timeout_s")
         check_number("trigger_threshold", trigger_threshold)
         check_number("target_ratio", target_ratio)

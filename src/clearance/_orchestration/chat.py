@@ -24,8 +24,13 @@ from sqlalchemy.engine import make_url
 from clearance._agents.caller import CallBudget, ModelCaller
 from clearance._agents.telemetry import agent_span
 from clearance._context.builder import ContextBuilder
-from clearance._context.window import CompressionRecord, ContextWindowMonitor, Strategy
-from clearance._core.errors import ConfigError
+from clearance._context.window import (
+    MAX_CONTEXT_WINDOW,
+    CompressionRecord,
+    ContextWindowMonitor,
+    Strategy,
+)
+from clearance._core.errors import ConfigError, LimitExceeded
 from clearance._core.ids import new_id
 from clearance._core.memory_spec import MAX_RECALL, MemoryGroup, group_members
 from clearance._core.names import check_count
@@ -86,8 +91,10 @@ class AgentChat:
 
     Raises:
         ConfigError: The model has no known context window and none is given, the window
-            is not a positive integer or leaves no room for a prompt next to the agent's
-            ``max_output_tokens``, ``recall_limit`` is not an integer from 0 to 50, or
+            is not an integer from 1 to `MAX_CONTEXT_WINDOW` or leaves no room for a prompt
+            next to the agent's ``max_output_tokens`` (or for the agent's instructions and a
+            message, once compressed to ``target_ratio``), ``recall_limit`` is not an integer
+            from 0 to 50, or
             ``shared_group`` is not a declared group, or ``memory_timeout_s`` is not a
             number of seconds above 0 and at most a day.
     """
@@ -111,7 +118,7 @@ class AgentChat:
         window = context_window if context_window is not None else model.context_window
         if window is None:
             raise ConfigError("the model's context window is unknown", field="context_window")
-        check_count("context_window", window, least=1)
+        check_count("context_window", window, least=1, most=MAX_CONTEXT_WINDOW)
         check_count("recall_limit", recall_limit, least=0, most=MAX_RECALL)
         check_room_for_prompt(agent, window, field="context_window")
         window = _prompt_window(agent, window)
@@ -139,6 +146,7 @@ class AgentChat:
                                           int(window * target_ratio) - 1)),
             memory_timeout_s=memory_timeout_s,
         )  # fmt: skip
+        _check_room_for_instructions(self.monitor, agent, field="context_window")
         self.team: TeamConversation | None = None
         if shared_group is not None:
             group = next((g for g in memory_groups if g.name == shared_group), None)
@@ -316,6 +324,27 @@ def check_room_for_prompt(agent: Agent, window: int, *, field: str) -> int:
             field=field,
         )
     return reserved
+
+
+def _check_room_for_instructions(
+    monitor: ContextWindowMonitor, agent: Agent, *, field: str
+) -> None:
+    """Refuse a window in which no message could ever be sent: the instructions fill it.
+
+    Raises:
+        ConfigError: The prompt of an empty message (the agent's instructions, the closing
+            line) is over what the conversation is compressed to; ``field`` names the window.
+    """
+    empty = Turn(id="turn_check", role="user", content="", author="user")
+    try:
+        monitor.check_turn(agent, [], empty)
+    except LimitExceeded as exc:
+        raise ConfigError(
+            f"a context window of {monitor.context_window} tokens is compressed to "
+            f"{exc.maximum} tokens, fewer than the {exc.value} the instructions of agent "
+            f"{agent.name!r} take with an empty message: use a larger context window",
+            field=field,
+        ) from None
 
 
 def _prompt_window(agent: Agent, window: int) -> int:
