@@ -122,6 +122,25 @@ def test_the_checks_name_what_was_given():
     assert text_tuple("f", (x for x in "ab")) == ("a", "b")  # an iterable of strings is fine
 
 
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda v: check_count("f", v, least=1, most=3),
+        lambda v: check_number("f", v),
+        lambda v: AgentLimits(timeout_s=v),
+        lambda v: RetryPolicy(max_s=v),
+        lambda v: RunOptions(max_concurrency=v),
+    ],
+    ids=["check_count", "check_number", "timeout_s", "retry max_s", "max_concurrency"],
+)
+@pytest.mark.parametrize("sign", [1, -1])
+def test_an_integer_of_thousands_of_digits_is_one_config_error_naming_its_size(make, sign):
+    """Python gives no text for an integer of more than 4,300 digits, and one past a float's
+    range overflowed ``math.isfinite``: each was a traceback, not a refusal."""
+    with pytest.raises(ConfigError, match=r"got an integer of 16610 bits$"):
+        make(sign * 10**5000)
+
+
 # -- team files -----------------------------------------------------------------------------
 
 TEAM = """\

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -23,8 +24,11 @@ __all__ = [
     "check_number",
     "check_text",
     "check_utf8",
+    "shown_number",
     "text_tuple",
 ]
+
+_FLOAT_MAX = sys.float_info.max
 
 MAX_LABEL_CHARS = 300
 """Most characters of a one-line label: a task's title, a team's name."""
@@ -118,7 +122,7 @@ def check_count(field: str, value: object, *, least: int, most: int | None = Non
         raise ConfigError(f"must be an integer, got {_kind(value)}", field=field)
     if value < least or (most is not None and value > most):
         bounds = f"at least {least}" if most is None else f"from {least} to {most}"
-        raise ConfigError(f"must be an integer {bounds}, got {value}", field=field)
+        raise ConfigError(f"must be an integer {bounds}, got {shown_number(value)}", field=field)
 
 
 def check_number(field: str, value: object) -> None:
@@ -129,8 +133,10 @@ def check_number(field: str, value: object) -> None:
     """
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConfigError(f"must be a number, got {_kind(value)}", field=field)
-    if not math.isfinite(value):
-        raise ConfigError(f"must be a finite number, got {value}", field=field)
+    # An integer past a float's range is as good as infinite to every caller (and has no text
+    # past 4,300 digits).
+    if not (math.isfinite(value) if isinstance(value, float) else abs(value) <= _FLOAT_MAX):
+        raise ConfigError(f"must be a finite number, got {shown_number(value)}", field=field)
 
 
 def check_seconds(field: str, value: object, *, most: float) -> float:
@@ -144,10 +150,21 @@ def check_seconds(field: str, value: object, *, most: float) -> float:
     assert isinstance(value, int | float)
     if not 0 < value <= most:
         raise ConfigError(
-            f"must be a number of seconds above 0 and at most {most:g}, got {value!r}",
+            f"must be a number of seconds above 0 and at most {most:g}, got {shown_number(value)}",
             field=field,
         )
     return float(value)
+
+
+def shown_number(value: float) -> str:
+    """A number as an error message shows it: an integer past 10**30 by its size in bits.
+
+    Python gives no text for an integer of more than 4,300 digits (``ValueError``), and a
+    one-line error has no room for one of thirty.
+    """
+    if isinstance(value, int) and abs(value) > 10**30:
+        return f"an integer of {value.bit_length()} bits"
+    return f"{value!r:.80}"
 
 
 def _kind(value: Any) -> str:

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 from clearance._core.errors import ConfigError
+from clearance._core.names import shown_number
 
 __all__ = ["MAX_TTL_S", "MIN_TTL_S", "check_grant_pattern", "check_ttl"]
 
@@ -51,11 +52,7 @@ def check_ttl(ttl_s: float | None, field: str = "ttl_s") -> None:
         return
     number = isinstance(ttl_s, (int, float)) and not isinstance(ttl_s, bool)
     if not number or not MIN_TTL_S <= ttl_s <= MAX_TTL_S:  # NaN and infinity too
-        # An integer past 10**4300 has no repr (ValueError): its size is said instead.
-        if isinstance(ttl_s, int) and abs(ttl_s) > 10**30:
-            shown = f"an integer of {ttl_s.bit_length()} bits"
-        else:
-            shown = f"{ttl_s!r:.80}"
+        shown = shown_number(ttl_s) if number else f"{ttl_s!r:.80}"
         raise ConfigError(
             f"must be a positive number of seconds from {MIN_TTL_S:g} up to {MAX_TTL_S:.0f} "
             f"(100 years; none for never), got {shown}",
