@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from clearance._core.clock import utc_now
 from clearance._core.errors import ClearanceError, ConfigError
 from clearance._core.origins import Subject
 from clearance._core.run_spec import MASK, RunSpec
@@ -20,7 +21,7 @@ from clearance._core.vocabulary import PromptKind
 from clearance._orchestration.resume_checks import check_run_record
 from clearance._orchestration.run_memory import RunMemory
 from clearance._state.graph import TaskGraph
-from clearance._state.lease import pid_alive, start_ticks
+from clearance._state.lease import LEASE_S, pid_alive, start_ticks
 from clearance._state.ledger import RunLedger, RunRecord, TaskRecord
 from clearance._state.messages import Message, MessageBus
 from clearance._state.queue import TaskStatus
@@ -67,9 +68,13 @@ def recorded_config(spec: RunSpec, synthesis_from: Sequence[str] | None) -> dict
 def _refuse_live_run(record: RunRecord) -> None:
     """Refuse to resume a run whose recorded process may still be running it.
 
+    A run of another host is refused while its owner's lease holds: the owner renews it
+    while it runs (`clearance._state.lease.LEASE_S`), so a lapsed lease is a stopped owner,
+    and `RunLedger.reopen_run` takes the run over (an atomic compare-and-set on its row).
+
     Raises:
         ConfigError: The run is ``running`` and its process is alive on this host, or it
-            was started on another host (which cannot be checked from here).
+            was started on another host and its lease has not lapsed (or it has none).
     """
     owner = record.config.get("process")
     if record.status != "running" or not isinstance(owner, dict):
@@ -88,10 +93,13 @@ def _refuse_live_run(record: RunRecord) -> None:
                 field="run",
             )
         return
+    lease = record.lease_expires_at
+    if lease is not None and lease <= utc_now():
+        return  # its owner stopped renewing the lease: reopen_run takes the run over
     raise ConfigError(
         f"run {record.run_id} is marked running by process {pid} on host {host!r}, which "
-        "cannot be checked from here; if that process has stopped, resume with --force "
-        "(Orchestrator.resume(..., force=True))",
+        f"cannot be checked from here; its lease lapses {LEASE_S:.0f} s after that process "
+        "stops, or if it has stopped, resume with --force (Orchestrator.resume(..., force=True))",
         field="run",
     )
 

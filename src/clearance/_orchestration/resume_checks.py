@@ -19,8 +19,11 @@ write, so before anything is rebuilt from it:
    other capabilities there (``tools``, ``store_grants``, ``can_delegate_to``,
    ``can_spawn``). The run is resumed as recorded (its approvals and grants are the recorded
    ones, and ``verify`` checks against them), so such an edit would have no effect or a
-   silent one; it is refused instead. ``idempotent`` and ``replay`` are the team file's to
-   decide (see `clearance._agents.replay`).
+   silent one; it is refused instead. So is any other edit of the run's definition: an
+   agent or a task added, removed or changed (an agent's ``instructions``, ``limits`` or
+   recorded ``model``, a task's description or dependencies...): the run resumes the tasks
+   and prompts it recorded. ``idempotent`` and ``replay`` are the team
+   file's to decide (see `clearance._agents.replay`).
 """
 
 from __future__ import annotations
@@ -119,10 +122,13 @@ def check_team_file(recorded: RunSpec, declared: RunSpec) -> None:
             (a tool the run was given in code may be named now), or requires approval
             where the run did not, or the reverse; or an agent of the run (the coordinator
             included) has other ``tools``, ``store_grants``, ``can_delegate_to`` or
-            ``can_spawn`` in the team file. The message names the entry.
+            ``can_spawn``, or any other key but a ``model`` the run did not record, in the
+            team file; or an agent or a task is added, removed or changed there. The message
+            names the entry.
     """
     _check_tools(recorded, declared)
     _check_agents(recorded, declared)
+    _check_tasks(recorded, declared)
 
 
 def _check_tools(recorded: RunSpec, declared: RunSpec) -> None:
@@ -159,6 +165,76 @@ def _check_agents(recorded: RunSpec, declared: RunSpec) -> None:
                     "new run with the changed team file",
                     field=f"agents.{agent.name}.{key}",
                 )
+        _check_definition(f"agents.{agent.name}", original, agent)
+    names = {a.name for a in (*declared.agents, *_lead(declared))}
+    for name in agents:
+        if name not in names:
+            raise ConfigError(
+                f"is in the run's record, not in the team file; {_AS_RECORDED}",
+                field=f"agents.{name}",
+            )
+    for name in sorted(names - agents.keys())[:1]:
+        raise ConfigError(
+            f"is in the team file, not in the run's record; {_AS_RECORDED}",
+            field=f"agents.{name}",
+        )
+
+
+def _check_definition(where: str, recorded: AgentSpec, declared: AgentSpec) -> None:
+    """Refuse an agent's other key (``instructions``, ``limits``...) changed in the team file.
+
+    Its ``model`` is compared only where the run recorded one: ``clearance run --model``
+    records none for every agent (the run's default model is then the given one).
+    """
+    was, now = recorded.model_dump(mode="json"), declared.model_dump(mode="json")
+    for key, value in now.items():
+        if value == was.get(key) or (key == "model" and was.get(key) is None):
+            continue
+        raise ConfigError(
+            f"is {_shown(value)} in the team file, {_shown(was.get(key))} in the run's "
+            f"record; {_AS_RECORDED}",
+            field=f"{where}.{key}",
+        )
+
+
+_AS_RECORDED = (
+    "a resumed run runs the tasks and prompts it recorded: restore the team file to resume, "
+    "or start a new run with the changed team file"
+)
+
+
+def _shown(value: object) -> str:
+    """``value`` as JSON, cut to a length an error line can show."""
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= _MAX_VALUE_CHARS else text[: _MAX_VALUE_CHARS - 3] + "..."
+
+
+_MAX_VALUE_CHARS = 60
+
+
+def _check_tasks(recorded: RunSpec, declared: RunSpec) -> None:
+    """Refuse a task added, removed or changed in the team file (the first, in file order)."""
+    was = {task.id: task.model_dump(mode="json") for task in recorded.tasks}
+    now = {task.id: task.model_dump(mode="json") for task in declared.tasks}
+    for task_id, task in now.items():
+        if task_id not in was:
+            raise ConfigError(
+                f"is in the team file, not in the run's record; {_AS_RECORDED}",
+                field=f"tasks.{task_id}",
+            )
+        for key, value in task.items():
+            if value != was[task_id].get(key):
+                raise ConfigError(
+                    f"is {_shown(value)} in the team file, {_shown(was[task_id].get(key))} in "
+                    f"the run's record; {_AS_RECORDED}",
+                    field=f"tasks.{task_id}.{key}",
+                )
+    removed = [task_id for task_id in was if task_id not in now]
+    if removed:
+        raise ConfigError(
+            f"is in the run's record, not in the team file; {_AS_RECORDED}",
+            field=f"tasks.{removed[0]}",
+        )
 
 
 _CAPABILITIES = ("tools", "store_grants", "can_delegate_to", "can_spawn")

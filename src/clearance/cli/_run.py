@@ -396,7 +396,11 @@ def resume(
     ] = None,
     team_file: Annotated[
         Path | None,
-        typer.Option("--team", help="Team file providing the run's user tools and python: steps."),
+        typer.Option(
+            "--team",
+            help="Team file providing the run's user tools and python: steps; it must "
+            "declare the run as recorded (an edited agent or task is refused).",
+        ),
     ] = None,
     interactive: Annotated[
         bool, typer.Option("--interactive", help="Decide approvals at the terminal.")

@@ -6,7 +6,9 @@ stayed recorded ``running``, its tasks mid-flight, and the processes its MCP ser
 were left behind. While `sigterm_as_interrupt` is active, SIGTERM raises SIGINT instead, so
 ``asyncio.run`` cancels the run as it does on Ctrl-C (the orchestrator records the run
 ``interrupted`` and resumable, sessions close), and the command exits with
-`TERMINATED_EXIT_CODE`. A second SIGTERM stops at once, as a second Ctrl-C does.
+`TERMINATED_EXIT_CODE`. A second SIGTERM stops at once, as a second Ctrl-C does. A process
+started with SIGINT ignored (a script's background job) gets Python's SIGINT handler for
+the block, so SIGTERM stops it too (and so does Ctrl-C, then).
 """
 
 from __future__ import annotations
@@ -48,8 +50,16 @@ def sigterm_as_interrupt() -> Iterator[Termination]:
         termination.received = True
         signal.raise_signal(signal.SIGINT)
 
+    # A shell without job control (a script, a CI step) starts its background jobs with
+    # SIGINT ignored: the SIGINT raised for SIGTERM would be lost, and the run go on.
+    # ``asyncio.run`` cancels the run on SIGINT only when it finds Python's own handler.
+    ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    if ignored:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     previous = signal.signal(signal.SIGTERM, on_sigterm)
     try:
         yield termination
     finally:
         signal.signal(signal.SIGTERM, previous)
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)

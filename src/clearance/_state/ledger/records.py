@@ -68,6 +68,8 @@ class RunRecord:
         usage: Total token usage of the run, as given to `RunLedger.finish_run`.
         created_at: When the run started (aware UTC).
         finished_at: When it finished (aware UTC), or ``None`` while running.
+        lease_expires_at: When the lease of the process running it ends unless renewed
+            (aware UTC), or ``None`` when no process holds it (`clearance._state.lease`).
     """
 
     run_id: str
@@ -81,6 +83,7 @@ class RunRecord:
     usage: Usage
     created_at: datetime
     finished_at: datetime | None
+    lease_expires_at: datetime | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
