@@ -73,6 +73,8 @@ class AgentSession:
         monotonic: Seconds counter for `elapsed_s` (injectable so tests never sleep).
         caller: The `ModelCaller` model steps go through; ``None`` for one that records
             nothing in a ledger.
+        folder: The folder's name under ``base_dir`` when it is not ``agent_id`` (a run's
+            child whose id is taken by another folder of the run); same characters.
 
     Raises:
         ConfigError: A bad ``agent_id``, or its folder already exists under ``base_dir``
@@ -89,13 +91,14 @@ class AgentSession:
         clock: Clock = utc_now,
         monotonic: Callable[[], float] = time.monotonic,
         caller: ModelCaller | None = None,
+        folder: str | None = None,
     ) -> None:
         self.agent_id = check_agent_id(agent_id)
         self.base_dir = base_dir
         self.limits = limits or AgentLimits()
         try:
-            self.workspace = Workspace(base_dir / agent_id, limits=self.limits,
-                                       subject=f"agent:{agent_id}")  # fmt: skip
+            self.workspace = Workspace(base_dir / check_agent_id(folder or agent_id),
+                                       limits=self.limits, subject=f"agent:{agent_id}")  # fmt: skip
         except ConfigError as exc:
             raise ConfigError(f"agent {agent_id!r} needs a fresh workspace: {exc}",
                               field="agent_id") from None  # fmt: skip

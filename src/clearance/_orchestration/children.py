@@ -245,9 +245,13 @@ class ChildRunner:
         With tracing, the child is an ``invoke_agent`` span under its parent's agent span.
         """
         parent, agent, spawner = self._pending[request.child_id]
-        session = AgentSession(request.child_id, base_dir=self.runtime.run_dir,
-                               goal=request.goal, limits=agent.limits,
-                               caller=self.caller)  # fmt: skip
+
+        def make(folder: str) -> AgentSession:
+            return AgentSession(request.child_id, base_dir=self.runtime.run_dir,
+                                goal=request.goal, limits=agent.limits, caller=self.caller,
+                                folder=folder)  # fmt: skip
+
+        session = self.runtime.fresh(request.child_id, make, what=f"child {request.child_id}")
         model = self.model_for(agent)
         builder = self.builder_for(model)
         budget = self.prompt_budget(agent, model)

@@ -31,6 +31,7 @@ import re
 from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 from clearance._agents.caller import CallBudget, ModelCaller
 from clearance._agents.loop import AgentLoop, SpawnCalls
@@ -48,6 +49,7 @@ from clearance.models._base import ChatModel
 __all__ = ["AgentRuntime"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+_Made = TypeVar("_Made")
 
 
 class AgentRuntime:
@@ -113,17 +115,38 @@ class AgentRuntime:
         Raises:
             ConfigError: No fresh folder could be made.
         """
-        base = _UNSAFE.sub("_", subject)[:100]
+
+        def make(name: str) -> Workspace:
+            return Workspace(
+                self.run_dir / name, limits=agent.limits, subject=f"agent:{agent.name}"
+            )
+
+        return self.fresh(_UNSAFE.sub("_", subject)[:100], make, what=subject)
+
+    def fresh(self, base: str, make: Callable[[str], _Made], *, what: str) -> _Made:
+        """``make(name)`` for the first name of ``base``, ``base.2``, ``base.3``... free in the run.
+
+        Every folder of the run's workspaces is named here (tasks', delegates' and children's),
+        so two of them never ask for one name: a child ``b.2`` of task ``b`` and the second
+        attempt of a task whose workspace is ``b`` get folders of their own.
+
+        Args:
+            base: The first name tried (letters, digits, ``_.-``).
+            make: Makes the folder exclusively; raises `ConfigError` when it exists.
+            what: Named in the error.
+
+        Raises:
+            ConfigError: No fresh folder could be made.
+        """
         for n in range(1, 1000):
             name = base if n == 1 else f"{base}.{n}"
             if (self.run_dir / name).exists():
                 continue
             try:
-                return Workspace(self.run_dir / name, limits=agent.limits,
-                                 subject=f"agent:{agent.name}")  # fmt: skip
+                return make(name)
             except ConfigError:
                 continue  # made meanwhile by another attempt
-        raise ConfigError(f"cannot make a workspace for {subject}", field="workspace_root")
+        raise ConfigError(f"cannot make a workspace for {what}", field="workspace_root")
 
     def loop(
         self,
