@@ -28,9 +28,7 @@ class AxisEmbedder:
         return [[1.0, 0.0] if "north" in t else [0.0, 1.0] for t in texts]
 
 
-def test_only_the_newest_records_are_scored_and_only_the_best_are_loaded(
-    tmp_path, monkeypatch
-):
+def test_only_the_newest_records_are_scored_and_only_the_best_are_loaded(tmp_path, monkeypatch):
     monkeypatch.setattr(memory_module, "MAX_SCANNED", 5)
     memory = PersistentMemory(f"sqlite:///{tmp_path / 'm.db'}", agent="alice",
                               embedder=AxisEmbedder())  # fmt: skip
