@@ -13,7 +13,8 @@ tool calls) and open-multi-agent's ``beforeRun``/``afterRun``.
 Every method may be a plain function or a coroutine function. Hooks run in the order given,
 in the run's event loop: a slow hook slows the run. An exception raised by a hook is not
 swallowed: raised around a task or a call, it fails that task like any error of the task;
-raised around the run, it stops the run (recorded ``interrupted``, resumable). A coroutine
+raised around the run, it stops the run (recorded ``interrupted``, resumable); a
+``SystemExit``, ``GeneratorExit`` or ``CancelledError`` of the hook's own too. A coroutine
 method has a deadline, the hook's `RunHooks.timeout_s` (a minute by default): one that has
 not returned by then is cancelled and fails like a hook that raised (`LimitExceeded`,
 naming the hook and the method). A plain function cannot be interrupted: one that blocks
@@ -185,13 +186,15 @@ def _checked_items(name: str, offered: Any) -> list[tuple[str, str, str]]:
         if n > MAX_HOOK_ITEMS:
             raise ConfigError(f"hook {name!r} offered more than {MAX_HOOK_ITEMS} items",
                               field="hooks")  # fmt: skip
-        if not (isinstance(pair, tuple) and len(pair) == 2
-                and all(isinstance(p, str) for p in pair)):  # fmt: skip
+        parts = tuple(pair) if isinstance(pair, tuple) else ()  # read once: no second look
+        if not (len(parts) == 2 and all(isinstance(p, str) for p in parts)):
             raise ConfigError(
                 f"hook {name!r} offered {pair!r:.200}: give (title, text) pairs of strings",
                 field="hooks",
             )
-        title, text = pair
+        # Plain copies: a subclass's own __str__, __format__ or methods could show the
+        # model other text than the one checked here and recorded.
+        title, text = (str.__str__(p) for p in parts)
         check_label(f"hooks.{name}.{n}.title", title)
         check_utf8(f"hooks.{name}.{n}", title, text)
         items.append((f"{name}/{n}", title, text))
@@ -213,8 +216,37 @@ def check_hook_timeouts(hooks: Iterable[object]) -> list[float]:
 
 
 def _name(hook: object) -> str:
-    """A hook's name (`RunHooks.name`, else its class name)."""
-    return str(getattr(hook, "name", type(hook).__name__))
+    """A hook's name (`RunHooks.name`, else its class name), as a plain ``str``."""
+    return str.__str__(str(getattr(hook, "name", type(hook).__name__)))
+
+
+async def _call(
+    hook: object,
+    method: str,
+    timeout_s: float,
+    function: Callable[..., Any],
+    /,
+    *args: Any,
+    **kwargs: Any,
+) -> Any:
+    """What a hook's ``method`` (``function``) returns for ``args``, bounded by `_bounded`.
+
+    A ``SystemExit``, ``GeneratorExit`` or ``CancelledError`` the hook raises itself (the
+    task it runs in is not being cancelled) would stop the run, or the event loop: it
+    fails like any other error the hook raises.
+
+    Raises:
+        RuntimeError: The hook raised one of those (``hook <name>.<method> raised <class>``).
+    """
+    try:
+        return await _bounded(hook, method, timeout_s, function(*args, **kwargs))
+    except asyncio.CancelledError as exc:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():  # the run is cancelled: let it stop
+            raise
+        raise RuntimeError(f"hook {_name(hook)}.{method} raised CancelledError") from exc
+    except (SystemExit, GeneratorExit) as exc:
+        raise RuntimeError(f"hook {_name(hook)}.{method} raised {type(exc).__name__}") from exc
 
 
 async def _bounded(hook: object, method: str, timeout_s: float, outcome: Any) -> Any:
@@ -280,7 +312,7 @@ class HookRunner:
             function = getattr(hook, method, None)
             if function is None:
                 continue
-            await _bounded(hook, method, timeout_s, function(*args, **kwargs))
+            await _call(hook, method, timeout_s, function, *args, **kwargs)
 
     async def context(self, info: TaskInfo) -> list[tuple[str, str, str]]:
         """Every hook's `RunHooks.task_context` items as ``(ref, title, text)``.
@@ -306,7 +338,7 @@ class HookRunner:
                 raise ConfigError(f"hook names must be unique, without '/': {name!r}",
                                   field="hooks")  # fmt: skip
             names.add(name)
-            offered = await _bounded(hook, "task_context", timeout_s, function(info))
+            offered = await _call(hook, "task_context", timeout_s, function, info)
             items.extend(_checked_items(name, offered))
         return items
 

@@ -25,7 +25,9 @@ https://opentelemetry.io/docs/specs/otel/protocol/exporter/.
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -34,7 +36,7 @@ from urllib.parse import urlsplit
 
 from clearance import ConfigError
 
-__all__ = ["MAX_ATTRIBUTE_CHARS", "otlp_tracing", "wants_otlp"]
+__all__ = ["MAX_ATTRIBUTE_CHARS", "MAX_EXPORT_TIMEOUT_S", "otlp_tracing", "wants_otlp"]
 
 MAX_ATTRIBUTE_CHARS = 16_384
 """Longest span attribute value exported, in characters, unless the variables set one."""
@@ -43,6 +45,20 @@ _LENGTH_LIMITS = ("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_SPAN_ATTRIBUTE_VALU
 _ENDPOINTS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 _PROTOCOLS = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
 _PROVIDER = "OTEL_PYTHON_TRACER_PROVIDER"
+_CAPTURE = "CLEARANCE_OTEL_CAPTURE_CONTENT"  # read by the spans: 1, true or yes turn it on
+MAX_EXPORT_TIMEOUT_S = 300.0
+"""Longest ``OTEL_EXPORTER_OTLP_TIMEOUT`` accepted, in seconds (the exit waits that long)."""
+# A header entry as the SDK's exporter reads it (liberally: a value may hold spaces).
+_HEADER = re.compile(
+    r"[\x21\x23-\x27\x2a\x2b\x2d\x2e\x30-\x39\x41-\x5a\x5e-\x7a\x7c\x7e]+[ \t]*=[ \t]*"
+    r"[\x20\x21\x23-\x2b\x2d-\x3a\x3c-\x5b\x5d-\x7e]*"
+)
+_HEADER_DELIMITER = re.compile(r"[ \t]*,[ \t]*")
+_CERTIFICATES = tuple(
+    f"OTEL_EXPORTER_OTLP_{signal}{file}"
+    for signal in ("TRACES_", "")
+    for file in ("CERTIFICATE", "CLIENT_KEY", "CLIENT_CERTIFICATE")
+)
 # The SDK's whole-number variables and their least value: a span limit that is not one fails
 # the provider with a traceback; a batch setting that is not one is logged with a traceback.
 _WHOLE_NUMBERS = {
@@ -98,8 +114,8 @@ def wants_otlp(environ: Mapping[str, str]) -> bool:
         return False
     for name in endpoints:
         parts = urlsplit(environ[name].strip())
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ConfigError(f"{environ[name]!r} is not an http(s) URL", field=name)
+        if parts.scheme not in ("http", "https") or not parts.hostname:  # not shown: it may
+            raise ConfigError("is not an http(s) URL with a host", field=name)  # hold a token
     for name in _PROTOCOLS:
         protocol = environ.get(name, "").strip()
         if protocol and protocol != "http/protobuf":
@@ -114,7 +130,51 @@ def wants_otlp(environ: Mapping[str, str]) -> bool:
             continue
         if not (text.isascii() and text.isdigit() and int(text) >= least):
             raise ConfigError(f"must be a whole number from {least}, got {text!r}", field=name)
+    _check_exporter_variables(environ)
     return True
+
+
+def _check_exporter_variables(environ: Mapping[str, str]) -> None:
+    """Refuse exporter settings the SDK would drop with a log line, or that would hang the exit.
+
+    The SDK falls back to 10 seconds for a timeout that is not a number, and to no
+    compression for an unknown one; it drops a header that is not ``name=value``, logging
+    the entry (which may hold a token); a timeout of days holds the command's exit that long
+    when the collector does not answer; a certificate file that is missing fails every
+    export; a content-capture switch that reads as neither on nor off is off. None of the
+    values is shown but the timeout, the compression and the switch.
+    """
+    for name in ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"):
+        text = environ.get(name, "").strip()
+        if text:
+            try:
+                seconds = float(text)
+            except ValueError:
+                seconds = math.nan
+            if not 0 < seconds <= MAX_EXPORT_TIMEOUT_S:  # NaN fails too
+                most = f"{MAX_EXPORT_TIMEOUT_S:g}"
+                raise ConfigError(
+                    f"must be a number of seconds above 0 and at most {most}, got {text!r:.40}",
+                    field=name,
+                )
+    for name in ("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "OTEL_EXPORTER_OTLP_COMPRESSION"):
+        text = environ.get(name, "").strip().lower()
+        if text and text not in ("gzip", "deflate", "none"):
+            raise ConfigError(f"must be gzip, deflate or none, got {text!r:.40}", field=name)
+    for name in ("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS"):
+        entries = _HEADER_DELIMITER.split(environ.get(name, ""))
+        for n, entry in enumerate(entries, 1):
+            if entry.strip() and not _HEADER.fullmatch(entry.strip()):
+                raise ConfigError(f"entry {n} is not name=value (a comma-separated list of "
+                                  "name=value; the value is not shown)", field=name)  # fmt: skip
+    capture = environ.get(_CAPTURE, "").strip().lower()
+    if capture not in ("", "1", "true", "yes", "0", "false", "no"):
+        raise ConfigError(f"must be 1 (true, yes) or 0 (false, no), got {capture!r:.40}",
+                          field=_CAPTURE)  # fmt: skip
+    for name in _CERTIFICATES:
+        path = environ.get(name, "")
+        if path and not os.path.isfile(path):
+            raise ConfigError(f"{path!r:.200} is not a file", field=name)
 
 
 def _check_provider_variable(environ: Mapping[str, str]) -> None:
