@@ -43,8 +43,8 @@ from clearance._context.verify_facts import RunFacts
 from clearance._core.json_answer import loads_strict
 from clearance._core.origins import Subject
 from clearance._core.prompt import sha256_text
+from clearance._core.schema_check import PATTERN_SECONDS, schema_errors
 from clearance._core.schema_enum import narrowed_schema
-from clearance._core.task_spec import schema_validator
 from clearance._core.vocabulary import EventKind, PromptKind
 from clearance._state.ledger import CallRecord
 
@@ -52,6 +52,9 @@ __all__ = ["accepted_results", "check_results", "check_step_inputs", "check_synt
 
 _FENCED_JSON = re.compile(r"```(?:json)?[ \t]*\n(.*?)```", re.DOTALL)
 _QUESTION = re.compile(r"^\W*question\W*:\s*(.*)$", re.IGNORECASE)
+VERIFY_SECONDS = 10 * PATTERN_SECONDS
+"""The time ``verify`` gives a result's patterns: more than the run had, so a result the run
+accepted is not a finding on a slower machine."""
 
 
 def accepted_results(response: str, finish_reason: str | None) -> set[str]:
@@ -191,7 +194,11 @@ def _schema_problem(result: str, schema: dict[str, Any], deps: list[str]) -> str
         value = loads_strict(result)
     except (ValueError, RecursionError):
         return "is not JSON read one way (a key given twice, NaN, too deep...)"
-    error = next(iter(schema_validator(narrowed_schema(schema, deps)).iter_errors(value)), None)
+    try:
+        errors = schema_errors(narrowed_schema(schema, deps), value, seconds=VERIFY_SECONDS)
+    except ValueError as exc:
+        return f"cannot be checked against its output schema: {exc}"
+    error = errors[0] if errors else None
     if error is None:
         return None
     return f"does not match its output schema at {error.json_path}: {error.message:.200}"

@@ -4,7 +4,8 @@ A structured answer (a task's ``output_schema``, a reviewer's verdict) is model 
 read strictly, the same way wherever it is read, so that what the run acted on is what
 ``verify`` finds in the record: no ``NaN`` or ``Infinity``, no number beyond a float's range,
 no key given twice in one object (Python would keep the last value where another reader, or a
-person, may take the first), no nesting deeper than `MAX_ANSWER_DEPTH` levels, and a fenced
+person, may take the first), no nesting deeper than `MAX_ANSWER_DEPTH` levels, no lone
+surrogate (an unpaired U+D800 to U+DFFF: no UTF-8 text holds one), and a fenced
 block (```` ```json ````) when the whole answer is not JSON.
 """
 
@@ -15,7 +16,7 @@ import math
 import re
 from typing import Any
 
-__all__ = ["MAX_ANSWER_DEPTH", "loads_strict", "read_json_answer"]
+__all__ = ["MAX_ANSWER_DEPTH", "deeper_than", "loads_strict", "read_json_answer"]
 
 MAX_ANSWER_DEPTH = 64
 """Most levels of nesting (objects and lists) a JSON answer may have. Deeper is refused: how
@@ -53,7 +54,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return value
 
 
-def _deeper_than(value: Any, limit: int) -> bool:
+def deeper_than(value: Any, limit: int) -> bool:
     """Whether ``value`` nests objects and lists more than ``limit`` levels (walked)."""
     level: list[tuple[Any, int]] = [(value, 1)]
     while level:
@@ -66,6 +67,28 @@ def _deeper_than(value: Any, limit: int) -> bool:
     return False
 
 
+def _lone_surrogate(value: Any) -> bool:
+    """Whether a string of ``value`` (a key or a value) holds a lone surrogate (U+D800...).
+
+    No UTF-8 text can hold one, so neither could the ledger, a prompt or a file.
+    """
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            if not node.isascii():
+                try:
+                    node.encode("utf-8")
+                except UnicodeEncodeError:
+                    return True
+        elif isinstance(node, dict):
+            stack.extend(node)
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
+
+
 def loads_strict(text: str) -> Any:
     """``text`` read as JSON, as every answer is read here (no NaN, no key given twice...).
 
@@ -75,8 +98,10 @@ def loads_strict(text: str) -> Any:
     """
     value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float,
                        object_pairs_hook=_unique_keys, strict=False)  # fmt: skip
-    if _deeper_than(value, MAX_ANSWER_DEPTH):
+    if deeper_than(value, MAX_ANSWER_DEPTH):
         raise ValueError(f"the JSON nests objects and lists over {MAX_ANSWER_DEPTH} levels deep")
+    if _lone_surrogate(value):
+        raise ValueError("the JSON holds a lone surrogate (an unpaired U+D800 to U+DFFF)")
     return value
 
 
@@ -89,7 +114,8 @@ def read_json_answer(body: str) -> Any:
     Raises:
         ValueError: With a one-line reason: the answer (or its fenced block) is not valid
             JSON, holds ``NaN``, ``Infinity`` or a number beyond a float's range, gives a
-            key twice in one object, or nests over `MAX_ANSWER_DEPTH` levels.
+            key twice in one object, nests over `MAX_ANSWER_DEPTH` levels, or holds a lone
+            surrogate (an unpaired U+D800 to U+DFFF).
         RecursionError: The JSON is nested too deeply to read.
     """
     try:

@@ -16,6 +16,7 @@ condition is data compared for equality (JSON values: ``1`` equals ``1.0``, ``tr
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +29,8 @@ ROUTED_PREFIX = "skipped: condition not met: "
 """How the recorded reason of a task skipped by a condition starts."""
 
 _MISSING = object()
+_ARRAY_INDEX = re.compile(r"0|[1-9][0-9]*")
+"""An array index of RFC 6901: ASCII digits, no leading zero (never ``"²"``, a digit to Python)."""
 
 
 def resolve_pointer(document: Any, pointer: str) -> Any:
@@ -43,11 +46,10 @@ def resolve_pointer(document: Any, pointer: str) -> Any:
         token = raw.replace("~1", "/").replace("~0", "~")
         if isinstance(value, dict) and token in value:
             value = value[token]
-        elif isinstance(value, list) and token.isdigit() and (token == "0" or token[0] != "0"):
-            index = int(token)
-            if index >= len(value):
-                return _MISSING
-            value = value[index]
+        elif isinstance(value, list) and _ARRAY_INDEX.fullmatch(token):
+            if len(token) > len(str(len(value))) or int(token) >= len(value):
+                return _MISSING  # never an int of thousands of digits
+            value = value[int(token)]
         else:
             return _MISSING
     return value

@@ -9,12 +9,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from clearance._core.errors import ConfigError
+from clearance._core.json_answer import deeper_than
 from clearance._core.names import check_name, check_text, check_utf8, text_tuple
 from clearance._core.review import Review
 from clearance._core.routing import EdgeCondition
+from clearance._core.schema_check import schema_problem, schema_validator
 
 if TYPE_CHECKING:  # jsonschema is imported when a schema is first checked
-    from jsonschema.protocols import Validator
     from pydantic import BaseModel
 
 __all__ = [
@@ -36,6 +37,8 @@ MemoryScope = Literal["dependencies", "transitive", "all"]
 """
 
 _SCOPES = frozenset(get_args(MemoryScope))
+MAX_SCHEMA_DEPTH = 128
+"""Most levels of nesting (objects and lists) an ``output_schema`` may have."""
 
 TaskMode = Literal["standard", "isolated"]
 """How a task's agent is run.
@@ -281,6 +284,10 @@ def _checked_schema(task_id: str, schema: Any) -> dict[str, Any]:
             f"must be a JSON Schema object (a mapping), got {type(schema).__name__}",
             field=where,
         )
+    if deeper_than(schema, MAX_SCHEMA_DEPTH):
+        raise ConfigError(
+            f"nests objects and lists over {MAX_SCHEMA_DEPTH} levels deep", field=where
+        )
     try:
         json.dumps(schema)
     except (TypeError, ValueError) as exc:
@@ -295,14 +302,8 @@ def _checked_schema(task_id: str, schema: Any) -> dict[str, Any]:
             f"not a valid JSON Schema: {exc.message} (at {exc.json_path})",
             field=where,
         ) from exc
+    except RecursionError as exc:
+        raise ConfigError("nested too deeply to check", field=where) from exc
+    if (problem := schema_problem(schema)) is not None:
+        raise ConfigError(problem, field=where)
     return copy.deepcopy(schema)
-
-
-def schema_validator(schema: dict[str, Any]) -> Validator:
-    """A validator for ``schema`` (a task's checked ``output_schema``), in its own dialect.
-
-    The dialect is taken from ``$schema``; draft 2020-12 when absent or unknown.
-    """
-    from jsonschema.validators import Draft202012Validator, validator_for
-
-    return validator_for(schema, default=Draft202012Validator)(schema)

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from clearance._core.json_answer import read_json_answer
 from clearance._core.reasons import bounded_reason
-from clearance._core.task_spec import Task, schema_validator
+from clearance._core.schema_check import schema_errors
+from clearance._core.task_spec import Task
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -89,7 +90,7 @@ def _validated_json_value(body: str, schema: dict[str, Any]) -> str:
     value = read_json_answer(body)
     from jsonschema.exceptions import best_match  # with the validator, when first needed
 
-    errors = list(schema_validator(schema).iter_errors(value))
+    errors = schema_errors(schema, value)
     error = best_match(errors)
     if error is not None:
         more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""

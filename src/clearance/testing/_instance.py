@@ -4,7 +4,9 @@ Covers what hand-off schemas and pydantic models use: ``type`` (the first non-nu
 list), ``const``, ``enum``, ``$ref`` into ``$defs``/``definitions``, ``anyOf``/``oneOf`` (the
 first branch), ``allOf`` (merged), ``properties`` with ``required`` (only the required ones are
 written), ``items``/``prefixItems`` with ``minItems``, string ``minLength``/``maxLength``,
-and number bounds. ``pattern``, ``format`` and ``uniqueItems`` are not honoured.
+and number bounds (at most 1,000 items and 100,000 characters are built, so a schema that
+asks for more gets an answer it refuses). ``pattern``, ``format`` and ``uniqueItems`` are not
+honoured.
 """
 
 from __future__ import annotations
@@ -15,6 +17,10 @@ from typing import Any
 __all__ = ["schema_instance"]
 
 _MAX_DEPTH = 32
+_MAX_ITEMS = 1_000
+"""Most items of an array built (a ``minItems`` beyond it gives an answer the schema refuses)."""
+_MAX_CHARS = 100_000
+"""Most characters of a string built (likewise for ``minLength``)."""
 
 
 def schema_instance(schema: dict[str, Any], text: str) -> Any:
@@ -71,7 +77,7 @@ class _Builder:
             }
         if json_type == "array":
             prefix = schema.get("prefixItems", [])
-            count = max(int(schema.get("minItems", 0)), len(prefix))
+            count = min(max(int(schema.get("minItems", 0)), len(prefix)), _MAX_ITEMS)
             items = schema.get("items", {})
             return [
                 self.build(prefix[i] if i < len(prefix) else items, depth + 1) for i in range(count)
@@ -85,7 +91,7 @@ class _Builder:
         return None
 
     def _string(self, schema: dict[str, Any]) -> str:
-        low = int(schema.get("minLength", 0))
+        low = min(int(schema.get("minLength", 0)), _MAX_CHARS)
         high = schema.get("maxLength")
         value = self.text if high is None else self.text[: int(high)]
         return value + "x" * max(0, low - len(value))

@@ -1,0 +1,250 @@
+"""Holding a value to a task's ``output_schema``: bounded in time, never fetching anything.
+
+The schema comes from a team file and the value from a model, so neither is trusted:
+
+- a ``$ref`` must point into the schema itself (``#...``): one to a URL or a file is refused
+  when the task is made, and nothing is ever fetched while checking (an empty registry);
+- a ``pattern`` (and a ``patternProperties`` name) is matched with a time limit, so a
+  pattern that backtracks without end (``(a+)+$``) cannot hang a run or ``clearance verify``:
+  the patterns of one check share `PATTERN_SECONDS`;
+- ``uniqueItems`` and ``enum`` are checked by hashing, not by comparing every pair, so a
+  long answer (or thousands of ``x-enum-from`` values) is checked in linear time;
+- a number too large for the schema's arithmetic, or a ``$ref`` that refers to itself
+  without end, is a one-line `ValueError`, never a crash.
+
+JSON equality holds as in JSON Schema: ``1`` equals ``1.0``; ``true`` is not ``1``.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Iterator
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
+
+__all__ = ["PATTERN_SECONDS", "schema_errors", "schema_problem", "schema_validator"]
+
+PATTERN_SECONDS = 2.0
+"""Most seconds the regular expressions of one schema check may take together."""
+_REF_KEYWORDS = ("$ref", "$dynamicRef", "$recursiveRef")
+_deadline: ContextVar[float | None] = ContextVar("clearance_schema_deadline", default=None)
+
+
+class _PatternTimeout(Exception):
+    """The check's regular expressions used up their time."""
+
+
+def schema_problem(schema: Any) -> str | None:
+    """Why ``schema`` (a valid JSON Schema) cannot be used as an output schema, or ``None``.
+
+    A ``$ref`` that points outside the schema (not ``#...``: a URL, a file) is refused, and
+    so is a pattern this module cannot run, or ``unevaluatedProperties`` in a schema with
+    ``patternProperties`` (whose patterns it would run with no time limit).
+    """
+    stack: list[Any] = [schema]
+    patterns: list[str] = []
+    unevaluated = named = False
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(node)
+        if not isinstance(node, dict):
+            continue
+        for keyword in _REF_KEYWORDS:
+            ref = node.get(keyword)
+            if isinstance(ref, str) and not ref.startswith("#"):
+                return f"{keyword} {ref[:100]!r} points outside the schema; only '#...' is allowed"
+        if isinstance(node.get("pattern"), str):
+            patterns.append(node["pattern"])
+        if isinstance(node.get("patternProperties"), dict):
+            patterns.extend(node["patternProperties"])
+            named = True
+        unevaluated = unevaluated or "unevaluatedProperties" in node
+        stack.extend(node.values())
+    if unevaluated and named:
+        return "unevaluatedProperties cannot be used with patternProperties"
+    for pattern in patterns:
+        try:
+            _compiled(pattern)
+        except Exception as exc:  # regex.error: a pattern `re` took but `regex` does not
+            return f"the pattern {pattern[:100]!r} cannot be used: {exc}"
+    return None
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(pattern: str) -> Any:
+    import regex  # type: ignore[import-untyped]
+
+    return regex.compile(pattern)
+
+
+def _search(pattern: str, text: str) -> bool:
+    """Whether ``pattern`` matches somewhere in ``text``, within the check's time left."""
+    deadline = _deadline.get()
+    left = PATTERN_SECONDS if deadline is None else deadline - time.monotonic()
+    if left <= 0:
+        raise _PatternTimeout
+    try:
+        return _compiled(pattern).search(text, timeout=left) is not None
+    except TimeoutError as exc:
+        raise _PatternTimeout from exc
+
+
+def _key(value: Any) -> Any:
+    """A hashable form of a JSON value: equal exactly when the values are equal in JSON."""
+    if isinstance(value, bool):
+        return ("b", value)
+    if isinstance(value, int | float):
+        return ("n", value)  # 1 == 1.0 and hash(1) == hash(1.0)
+    if isinstance(value, str):
+        return ("s", value)
+    if isinstance(value, list):
+        return ("l", tuple(_key(item) for item in value))
+    if isinstance(value, dict):
+        return ("o", frozenset((k, _key(v)) for k, v in value.items()))
+    return ("z", value)
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[Any]:
+    from jsonschema.exceptions import ValidationError
+
+    if validator.is_type(instance, "string") and not _search(pattern, instance):
+        yield ValidationError(f"{repr(instance)[:200]} does not match {pattern!r}")
+
+
+def _pattern_properties(validator: Any, patterns: Any, instance: Any, schema: Any) -> Any:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in patterns.items():
+        for name, value in instance.items():
+            if _search(pattern, name):
+                yield from validator.descend(value, subschema, path=name, schema_path=pattern)
+
+
+def _additional_properties(validator: Any, allowed: Any, instance: Any, schema: Any) -> Any:
+    from jsonschema.exceptions import ValidationError
+
+    if not validator.is_type(instance, "object"):
+        return
+    named = schema.get("properties", {})
+    patterns = schema.get("patternProperties", {})
+    extras = [
+        name
+        for name in instance
+        if name not in named and not any(_search(p, name) for p in patterns)
+    ]
+    if validator.is_type(allowed, "object"):
+        for extra in extras:
+            yield from validator.descend(instance[extra], allowed, path=extra)
+    elif not allowed and extras:
+        listed = ", ".join(repr(name) for name in sorted(extras))
+        yield ValidationError(f"Additional properties are not allowed ({listed:.300} unexpected)")
+
+
+def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    from jsonschema.exceptions import ValidationError
+
+    if not unique or not validator.is_type(instance, "array"):
+        return
+    seen: set[Any] = set()
+    for item in instance:
+        key = _key(item)
+        if key in seen:
+            yield ValidationError(f"{instance!r:.200} has non-unique elements")
+            return
+        seen.add(key)
+
+
+_enum_keys: ContextVar[dict[int, tuple[Any, frozenset[Any]]] | None] = ContextVar(
+    "clearance_schema_enums", default=None
+)
+
+
+def _enum(validator: Any, enums: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    from jsonschema.exceptions import ValidationError
+
+    if not isinstance(enums, list):
+        enums = [enums]
+    cache = _enum_keys.get()
+    held = cache.get(id(enums)) if cache is not None else None
+    if held is None or held[0] is not enums:
+        held = (enums, frozenset(_key(each) for each in enums))
+        if cache is not None:
+            cache[id(enums)] = held  # the list is held too, so its id is not reused
+    if _key(instance) not in held[1]:
+        shown = repr(enums[:20])[:300] + (f" (of {len(enums)} values)" if len(enums) > 20 else "")
+        yield ValidationError(f"{repr(instance)[:200]} is not one of {shown}")
+
+
+@functools.cache
+def _bounded(base: Any) -> Any:
+    from jsonschema.validators import extend
+
+    return extend(  # type: ignore[no-untyped-call]
+        base,
+        {
+            "pattern": _pattern,
+            "patternProperties": _pattern_properties,
+            "additionalProperties": _additional_properties,
+            "uniqueItems": _unique_items,
+            "enum": _enum,
+        },
+    )
+
+
+def schema_validator(schema: dict[str, Any]) -> Validator:
+    """A validator for ``schema``, in its own dialect (``$schema``; 2020-12 by default).
+
+    Its regular expressions are time-limited (within `schema_errors`), ``uniqueItems`` and
+    ``enum`` are hashed, and no ``$ref`` is ever fetched.
+    """
+    from jsonschema.validators import Draft202012Validator, validator_for
+    from referencing import Registry
+
+    base = validator_for(schema, default=Draft202012Validator)
+    validator: Validator = _bounded(base)(schema, registry=Registry())
+    return validator
+
+
+def schema_errors(schema: dict[str, Any], value: Any, *, seconds: float | None = None) -> list[Any]:
+    """Every `ValidationError` of ``value`` against ``schema`` (see the module docstring).
+
+    Args:
+        schema: A checked JSON Schema.
+        value: The JSON value.
+        seconds: Most seconds its regular expressions may take together (default
+            `PATTERN_SECONDS`).
+
+    Raises:
+        ValueError: One line: the patterns took over ``seconds``; a number is too large for
+            the schema's arithmetic; the schema refers to itself without end, or to
+            something it does not hold.
+    """
+    seconds = PATTERN_SECONDS if seconds is None else seconds
+    deadline = _deadline.set(time.monotonic() + seconds)
+    enums = _enum_keys.set({})
+    try:
+        return list(schema_validator(schema).iter_errors(value))
+    except _PatternTimeout:
+        raise ValueError(
+            f"the output schema's patterns took over {seconds:g} seconds on the answer"
+        ) from None
+    except OverflowError as exc:
+        raise ValueError(f"a number is too large to check against the schema: {exc}") from exc
+    except RecursionError as exc:
+        raise ValueError(
+            "the output schema is nested too deeply or refers to itself without end"
+        ) from exc
+    except Exception as exc:  # an unresolvable $ref: the schema cannot be used
+        from referencing.exceptions import Unresolvable
+
+        if isinstance(exc, Unresolvable) or isinstance(exc.__cause__, Unresolvable):
+            raise ValueError(f"the output schema cannot be checked: {exc!s:.200}") from exc
+        raise
+    finally:
+        _enum_keys.reset(enums)
+        _deadline.reset(deadline)
