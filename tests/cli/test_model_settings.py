@@ -176,3 +176,10 @@ def test_graph_estimate_shows_the_embedded_models_configured_window(tmp_path) ->
     result = runner.invoke(app, ["graph", str(path), "--estimate"], terminal_width=200)
     assert result.exit_code == 0, result.output
     assert "1234" in result.output
+
+
+def test_a_by_model_key_that_is_no_model_id_is_refused(tmp_path) -> None:
+    # It was accepted and named no model: its settings had no effect.
+    path = team_file(tmp_path, "model_options: {by_model: {'not an id': {n_ctx: 1024}}}")
+    result = run(tmp_path, path)
+    refused(result, "model_options.by_model", "must look like 'provider:name'")

@@ -217,3 +217,60 @@ def test_an_unwritable_tiktoken_cache_is_one_config_error(tmp_path, monkeypatch)
         assert "\n" not in str(info.value)
     finally:
         tokens._encoding.cache_clear()
+
+
+@needs_llama
+@pytest.mark.embedded
+async def test_the_deadline_interrupts_prompt_evaluation(model, make_prompt) -> None:
+    # A 4,500-token prompt took a minute to evaluate on 2 busy cores; a 1 s deadline was
+    # checked only between generated tokens, after it.
+    long = make_prompt(model.count_tokens, upstream_result="different words here " * 600)
+    started = time.monotonic()
+    with pytest.raises(ModelError, match=r"deadline of 0\.5 s") as info:
+        await model.request(ModelRequest(prompt=long, max_tokens=4, timeout_s=0.5))
+    assert time.monotonic() - started < 3
+    assert info.value.transient
+    # The model is left usable: the next call answers as a call on a fresh model does.
+    prompt = make_prompt(model.count_tokens)
+    answer = await model.request(ModelRequest(prompt=prompt, max_tokens=8))
+    from clearance.models._llama_cpp import LlamaCppModel
+
+    fresh = LlamaCppModel(n_ctx=2048, n_threads=2)
+    try:
+        assert answer.text == (await fresh.request(ModelRequest(prompt=prompt, max_tokens=8))).text
+    finally:
+        fresh.close()
+
+
+@needs_llama
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [
+        ("seed", 2**70),  # llama.cpp's seed is 32 bits: cut to another seed, silently
+        ("seed", -1),  # llama.cpp's "random seed": not reproducible
+        ("seed", True),
+        ("temperature", float("nan")),  # sampled garbage
+        ("temperature", -1.0),
+        ("temperature", float("inf")),
+        ("top_p", float("nan")),
+        ("top_p", 0.0),
+        ("top_p", 1.5),
+        ("repeat_penalty", float("nan")),
+        ("repeat_penalty", -3.0),
+        ("stop", ("",)),  # matched everywhere: every answer was empty
+    ],
+)
+async def test_request_numbers_out_of_range_are_refused_before_loading(
+    make_prompt, setting: str, value: object
+) -> None:
+    from clearance.models._llama_cpp import LlamaCppModel
+
+    m = LlamaCppModel(n_ctx=512)
+    request = ModelRequest(prompt=make_prompt(heuristic_tokens), max_tokens=4, **{setting: value})
+    started = time.monotonic()
+    with pytest.raises(ConfigError) as info:
+        await m.request(request)
+    assert info.value.field == setting
+    assert "\n" not in str(info.value)
+    assert time.monotonic() - started < 1
+    assert m._llm is None  # refused before the weights were loaded

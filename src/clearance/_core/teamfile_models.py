@@ -179,6 +179,7 @@ class ModelOptionsSpec(_Strict):
     def _known_settings(cls, value: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
         """Only `MODEL_OPTION_KEYS`: a value's range is checked by the model it is given to."""
         for model_id, settings in value.items():
+            check_model_id(model_id)  # a key that is no model id named no model: no effect
             unknown = sorted(set(settings) - MODEL_OPTION_KEYS)
             if unknown:
                 raise ValueError(f"unknown model setting {unknown[0]!r} for {model_id!r}")

