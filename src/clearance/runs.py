@@ -46,8 +46,8 @@ if typing.TYPE_CHECKING:
         decide,
         default_decider,
     )
-    from clearance._orchestration.chat import check_room_for_prompt
     from clearance._orchestration.estimate import TaskEstimate, estimate_tasks, wall_time_range
+    from clearance._orchestration.model_pool import check_room_for_prompt
     from clearance._orchestration.plan_only import PlannedRun, plan_only, plan_team_file
     from clearance._orchestration.run_config import WINDOWED_PROVIDERS, model_settings, spec_tools
     from clearance._orchestration.run_memory import masked_url
@@ -133,7 +133,7 @@ _EXPORTS = {
     "check_answer_timeout": "clearance._orchestration.approval",
     "check_chat_agent": "clearance._core.teamfile_checks",
     "check_model_id": "clearance._core.teamfile_models",
-    "check_room_for_prompt": "clearance._orchestration.chat",
+    "check_room_for_prompt": "clearance._orchestration.model_pool",
     "check_store_entry": "clearance._state.store.entry",
     "checked_run": "clearance._orchestration.spec_run",
     "concurrency_notice": "clearance._state.graph_shape",

@@ -183,3 +183,24 @@ def test_a_by_model_key_that_is_no_model_id_is_refused(tmp_path) -> None:
     path = team_file(tmp_path, "model_options: {by_model: {'not an id': {n_ctx: 1024}}}")
     result = run(tmp_path, path)
     refused(result, "model_options.by_model", "must look like 'provider:name'")
+
+
+@pytest.mark.parametrize(
+    ("window", "agent", "reserved"), [("100", "a", 100), ("300", "coordinator", 512)]
+)
+def test_a_context_window_with_no_room_for_a_prompt_is_refused_before_the_run(
+    tmp_path, window: str, agent: str, reserved: int
+) -> None:
+    # The coordinator's max_output_tokens (512 by default) filled the window: the run was
+    # started, every task ran, and its synthesis failed with a negative prompt budget.
+    path = team_file(tmp_path, model="openai:gpt-4o-mini")
+    result = run(tmp_path, path, "--context-window", window)
+    assert result.exit_code == 2, result.output
+    (error,) = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert error.endswith(
+        f"context_window: a context window of {window} tokens leaves no room for a prompt "
+        f"next to the max_output_tokens ({reserved}) of agent {agent!r}"
+    )
+    assert "Traceback" not in result.output and "model calls" not in result.output
+    listed = runner.invoke(app, ["runs", "--db", f"sqlite:///{tmp_path}/r.db"])
+    assert "run_" not in listed.output  # nothing was recorded

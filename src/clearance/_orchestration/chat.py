@@ -36,6 +36,7 @@ from clearance._core.memory_spec import MAX_RECALL, MemoryGroup, group_members
 from clearance._core.names import check_count
 from clearance._core.prompt import Prompt
 from clearance._core.spec import Agent
+from clearance._orchestration.model_pool import check_room_for_prompt
 from clearance._orchestration.run_memory import absolute_url, masked_url, with_memories_that_fit
 from clearance._state.conversation import ConversationMemory, Turn
 from clearance._state.ledger import Recorder
@@ -44,7 +45,7 @@ from clearance._state.memory_calls import DEFAULT_MEMORY_TIMEOUT_S, memory_call
 from clearance._state.team_conversation import TeamConversation
 from clearance.models._base import ChatModel
 
-__all__ = ["KEPT_PROMPTS", "AgentChat", "check_room_for_prompt"]
+__all__ = ["KEPT_PROMPTS", "AgentChat"]
 
 KEPT_PROMPTS = 100
 """Most prompts `AgentChat.prompts` keeps (the latest): a session of any length holds a
@@ -307,23 +308,6 @@ class AgentChat:
             found.extend(self.team.view(text))
         unique = {r.id: r for r in found if r.id not in held}
         return list(unique.values())
-
-
-def check_room_for_prompt(agent: Agent, window: int, *, field: str) -> int:
-    """The agent's ``max_output_tokens``, checked to leave room for a prompt in ``window``.
-
-    Raises:
-        ConfigError: The window (tokens) is not larger than ``max_output_tokens``; ``field``
-            names the setting that gave it.
-    """
-    reserved = agent.limits.max_output_tokens
-    if window <= reserved:
-        raise ConfigError(
-            f"a context window of {window} tokens leaves no room for a prompt next to the "
-            f"max_output_tokens ({reserved}) of agent {agent.name!r}",
-            field=field,
-        )
-    return reserved
 
 
 def _check_room_for_instructions(

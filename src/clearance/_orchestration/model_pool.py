@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from clearance._core.errors import ConfigError
 from clearance._core.spec import Agent
 from clearance._orchestration.executor import ModelExecutor
 from clearance._orchestration.run_config import checked_model_options
@@ -65,12 +66,37 @@ class ModelPool:
         return self._answered(key, self._models[key])
 
     def resolve(self, agents: Iterable[Agent]) -> None:
-        """Make every agent's model now, so a bad model id fails before a run starts."""
+        """Make every agent's model now, so a bad model id fails before a run starts.
+
+        Raises:
+            ConfigError: A model id names an unknown provider or bad settings, or a model's
+                context window leaves an agent without ``max_prompt_tokens`` no room for a
+                prompt next to its ``max_output_tokens`` (its every call would be refused).
+        """
         for agent in agents:
-            self.for_agent(agent)
+            model = self.for_agent(agent)
+            if model.context_window is not None and agent.limits.max_prompt_tokens is None:
+                check_room_for_prompt(agent, model.context_window, field="context_window")
 
     def _answered(self, key: str, model: ChatModel) -> ChatModel:
         """``model`` as the executor answers it (itself without an executor)."""
         if self.executor is None:
             return model
         return self.executor.model(key, model, self.options.get(key, {}))
+
+
+def check_room_for_prompt(agent: Agent, window: int, *, field: str) -> int:
+    """The agent's ``max_output_tokens``, checked to leave room for a prompt in ``window``.
+
+    Raises:
+        ConfigError: The window (tokens) is not larger than ``max_output_tokens``; ``field``
+            names the setting that gave it.
+    """
+    reserved = agent.limits.max_output_tokens
+    if window <= reserved:
+        raise ConfigError(
+            f"a context window of {window} tokens leaves no room for a prompt next to the "
+            f"max_output_tokens ({reserved}) of agent {agent.name!r}",
+            field=field,
+        )
+    return reserved
