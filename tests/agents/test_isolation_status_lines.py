@@ -13,9 +13,14 @@ import time
 
 import pytest
 
-from clearance._context.isolated import STATUSES, parse_status, status_word, subagent_result
+from clearance._context.isolated import (
+    _FILE_REQUEST,
+    STATUSES,
+    parse_status,
+    status_word,
+    subagent_result,
+)
 from clearance._context.verify_results import _legacy_subagent_result
-from clearance._orchestration.subagents import _FILE_REQUEST
 
 _OLD_STATUS = re.compile(r"^\W*status\W*[:=]?\s*([a-z_ ]+?)\W*$", re.IGNORECASE)
 _OLD_FILE = re.compile(r"^\W*file\W*:\s*(\S.*?)\s*$", re.IGNORECASE | re.MULTILINE)

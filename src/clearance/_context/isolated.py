@@ -20,11 +20,16 @@ from clearance._context.render import Block, Section, render_user_message
 
 __all__ = [
     "ISOLATED_TRAILER",
+    "MAX_QUESTION_CHARS",
+    "NO_ANSWER",
     "STATUSES",
     "DispatchStatus",
     "IsolatedContext",
     "IsolatedPart",
+    "file_request",
     "parse_status",
+    "question_too_long",
+    "recorded_question",
     "project_heading",
     "status_word",
     "subagent_result",
@@ -43,6 +48,15 @@ _STATUS_HEAD = re.compile(r"\W*status", re.IGNORECASE)
 _WORD_CHAR = re.compile(r"\w")
 _STATUS_WORDS = re.compile(r"[a-z_ ]+", re.IGNORECASE)
 _QUESTION = re.compile(r"^\W*question\W*:\s*(.*)$", re.IGNORECASE)
+# ``FILE: <path>`` on a line of its own (the path may start on the next line). The path is
+# the rest of its line: no lazy group nor a non-word run that crosses lines, so a question
+# of many lines or spaces is read in linear time, not quadratic.
+_FILE_REQUEST = re.compile(r"^[^\w\n]*file\W*:\s*(\S.*)", re.IGNORECASE | re.MULTILINE)
+
+MAX_QUESTION_CHARS = 4_000
+"""Most characters of a subagent's question (or file request) that is answered."""
+NO_ANSWER = "(no answer was given)"
+"""The clarification a subagent gets when its question got an empty answer, or none in time."""
 
 
 STATUSES = ("done", "done_with_concerns", "needs_context", "blocked")
@@ -278,3 +292,37 @@ def subagent_result(text: str) -> str | None:
     if status not in ("done", "done_with_concerns"):
         return None
     return f"{result}\n\nConcerns: {concerns}" if concerns else result
+
+
+def file_request(question: str) -> str | None:
+    """The path a ``needs_context`` question asks for (``FILE: <path>``), or ``None``.
+
+    The first ``FILE:`` line decides; the path is the rest of it, stripped of whitespace
+    and of quotes or backticks around it.
+    """
+    match = _FILE_REQUEST.search(question)
+    return None if match is None else match.group(1).strip().strip("'\"`")
+
+
+def question_too_long(question: str) -> str | None:
+    """The answer to a question over `MAX_QUESTION_CHARS`, or ``None`` for one within it.
+
+    Such a question is never sent on (to the coordinator, a person or the file reader): the
+    subagent is told to ask a shorter one, and the round counts.
+    """
+    if len(question) <= MAX_QUESTION_CHARS:
+        return None
+    return (
+        f"Your question is {len(question):,} characters long, over the "
+        f"{MAX_QUESTION_CHARS:,} a question may hold, so it was not answered: ask a shorter one."
+    )
+
+
+def recorded_question(question: str) -> str:
+    """``question`` as a clarification event records it: cut, visibly, past the cap."""
+    if len(question) <= MAX_QUESTION_CHARS:
+        return question
+    return (
+        f"{question[:MAX_QUESTION_CHARS]} [clearance: cut at {MAX_QUESTION_CHARS:,} of "
+        f"{len(question):,} characters]"
+    )

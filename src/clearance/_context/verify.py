@@ -63,7 +63,9 @@ since), and anything the model provider did with the prompt after receiving it.
     numbered as one session numbers them, no task prompt shows more children than its
     assignee may have, and each ``spawn`` call's output is how its child ended
     (`verify_children`); each delegate's answer, as its delegator was shown it, is an answer
-    of the delegate's own calls (`verify_delegation`).
+    of the delegate's own calls (`verify_delegation`). Each clarification round of an
+    isolated task is a question its subagent asked in a recorded call, answered as the
+    coordinator's recorded call answered it (`verify_clarifications`).
 
 11. **Review rounds and store headings.** Every ``review_round`` event is the verdict of a
     recorded call of its reviewer (`verify_review`), and a store entry's heading names the
@@ -71,9 +73,9 @@ since), and anything the model provider did with the prompt after receiving it.
 
 The checks live in `verify_layout` (accounting), `verify_items` (clearance and provenance),
 `verify_results` (results), `verify_chain` (the chain), `verify_subagents`,
-`verify_synthesis`, `verify_capabilities`, `verify_approvals`, `verify_plan`,
-`verify_children`, `verify_review` and `verify_store`; `verify_facts` indexes the ledger for
-them.
+`verify_clarifications`, `verify_synthesis`, `verify_capabilities`, `verify_approvals`,
+`verify_plan`, `verify_children`, `verify_review` and `verify_store`; `verify_facts` indexes
+the ledger for them.
 """
 
 from __future__ import annotations
@@ -91,6 +93,7 @@ from clearance._context.verify_children import (
     check_child_limits,
     check_spawn_outputs,
 )
+from clearance._context.verify_clarifications import check_clarification_events
 from clearance._context.verify_delegation import check_delegate_answers
 from clearance._context.verify_facts import MemoryLookup, RunFacts, StoreLookup
 from clearance._context.verify_items import check_admission, check_sources
@@ -253,6 +256,10 @@ def _verified(
         for subject, call_id, reason in check_delegate_answers(
             facts.tool_calls, calls, facts.events
         )
+    )
+    findings.extend(
+        Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
+        for subject, call_id, reason in check_clarification_events(facts.events, calls)
     )
     tasks = ledger.tasks(run.run_id)
     findings.extend(

@@ -9,9 +9,11 @@ what the prompt declares about itself. Then each item's provenance is checked:
 - ``task:<id>`` is the task's description, ``constraint:<n>`` its n-th constraint in the graph
   (the team file);
 - ``file:<path>`` has the digest recorded when the file was loaded or served;
-- ``clarification:<n>`` is the n-th recorded answer to the task's questions, and a prompt
-  shows no more answers than the run's ``isolation.max_rounds`` (a subagent asks at most
-  that many times);
+- ``clarification:<n>`` is the n-th recorded answer to the task's questions in one run of
+  the task (each run starts with its ``files`` event: a resumed or retried task asks again,
+  and a person may answer differently), the prompt's answers all of that one run, and a
+  prompt shows no more answers than the run's ``isolation.max_rounds`` (a subagent asks at
+  most that many times);
 - ``question:<id>`` is a recorded question of the task;
 - ``child_result:<id>`` is what the task's own child ``<id>`` was recorded to end with (in
   one of the run's sessions: a resumed run runs a failed child again under its id), and that
@@ -89,7 +91,8 @@ class SubagentFacts:
 
     def __init__(self, events: Sequence[EventRecord]) -> None:
         self.architecture: dict[str, set[str]] = {}  # digest: the projects recorded with it
-        self.answers: dict[str, list[str]] = {}
+        # Each run of a task (from its ``files`` event) → the answers it was given, in order.
+        self.answers: dict[str, list[list[str]]] = {}
         self.questions: dict[str, set[str]] = {}
         self.file_digests: dict[str, dict[str, set[str]]] = {}
         self.served: dict[str, set[str]] = {}
@@ -109,6 +112,7 @@ class SubagentFacts:
             if isinstance(data, ArchitectureEvent):
                 self.architecture.setdefault(data.sha256, set()).add(data.project)
             elif isinstance(data, FilesEvent):
+                self.answers.setdefault(task_id, []).append([])
                 for path, digest in data.files.items():
                     self.file_digests.setdefault(task_id, {}).setdefault(path, set()).add(digest)
             elif isinstance(data, FileClarificationEvent | QuestionClarificationEvent):
@@ -132,7 +136,7 @@ class SubagentFacts:
             digests = self.file_digests.setdefault(task_id, {}).setdefault(data.path, set())
             digests.add(str(data.sha256))
         if data.answer is not None:
-            self.answers.setdefault(task_id, []).append(data.answer)
+            self.answers.setdefault(task_id, [[]])[-1].append(data.answer)
 
     def children_shown(self, task_id: str, recorded: Any) -> list[str] | None:
         """The children a task prompt's recorded clearance names, if all are the task's own.
@@ -211,15 +215,19 @@ def check_isolated_call(
         yield None, f"the prompt was built for {call.agent!r}, not the assignee {task.assignee!r}"
     recorded = call.manifest.get("clearance") or {}
     events = facts.subagents
-    answers = events.answers.get(task_id, [])
     children = events.children_shown(task_id, recorded)
     shown = recorded.get("clarifications")
     files = set(map(str, recorded.get("files") or ()))
     allowed_files = set(task.files) | events.served.get(task_id, set())
+    # The runs of the task that were given at least as many answers as the prompt shows.
+    runs = [
+        a for a in events.answers.get(task_id, ()) if isinstance(shown, int) and shown <= len(a)
+    ]
     if (
         children is None
         or not isinstance(shown, int)
-        or not 0 <= shown <= len(answers)
+        or shown < 0
+        or (shown > 0 and not runs)
         or not files <= allowed_files
     ):
         yield None, "the recorded clearance is not one the graph and the recorded rounds give"
@@ -257,7 +265,9 @@ def check_isolated_call(
             task.constraints[int(ref) - 1]
         ):
             yield origin, f"not constraint {ref} of the task in the team file"
-        elif kind == OriginKind.CLARIFICATION and digest != sha256_text(answers[int(ref) - 1]):
+        elif kind == OriginKind.CLARIFICATION and all(
+            digest != sha256_text(a[int(ref) - 1]) for a in runs
+        ):
             yield origin, f"not the recorded answer {ref} to the task's questions"
         elif kind == OriginKind.FILE and digest not in events.file_digests.get(task_id, {}).get(
             ref, ()
@@ -269,6 +279,20 @@ def check_isolated_call(
             if kind == OriginKind.MEMORY:
                 yield from not_recalled(f"task:{task_id}", ref, facts.recalled)
             yield from provenance(origin, item)
+    yield from _one_run(items, runs)
+
+
+def _one_run(items: list[dict[str, Any]], runs: list[list[str]]) -> Iterator[Problem]:
+    """The prompt's clarifications are the answers of one run of the task, not a mix."""
+    shown = {
+        int(parsed.id): item.get("sha256")
+        for item in items
+        if (parsed := Origin.parse(str(item.get("origin")))).kind == OriginKind.CLARIFICATION
+    }
+    if shown and not any(
+        all(0 < n <= len(a) and sha256_text(a[n - 1]) == d for n, d in shown.items()) for a in runs
+    ):
+        yield None, "the clarifications shown are not the answers of one run of the task"
 
 
 def _check_dispatch(

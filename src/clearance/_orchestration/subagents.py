@@ -8,9 +8,10 @@ the memory records recalled for it. The subagent ends with a ``STATUS:`` line.
 ``needs_context`` with ``FILE: <path>`` asks for a project file, served here within
 confinement and the run's file caps; any other question is answered by the coordinator (a
 recorded call whose prompt holds the question and what the task is cleared for) or, in an
-interactive run, by the person at the terminal. The subagent is then dispatched again, fresh,
-with the answer as a ``clarification:<n>`` item. After ``max_rounds`` rounds the task fails
-with `SubagentError`.
+interactive run, by the person at the terminal. A question over `MAX_QUESTION_CHARS` is
+never sent on: the subagent is told to ask a shorter one. The subagent is then dispatched
+again, fresh, with the answer as a ``clarification:<n>`` item. After ``max_rounds`` rounds the
+task fails with `SubagentError`.
 
 Recorded as events: ``architecture``, ``files`` and ``clarification`` (each round).
 Spawned children are in `children.py`.
@@ -19,15 +20,21 @@ Spawned children are in `children.py`.
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 from clearance._agents.caller import ModelCaller
 from clearance._agents.files import FileCaps, load_text_file
 from clearance._agents.isolation import dispatch_fresh
+from clearance._context.answers import mark_answer
 from clearance._context.architecture import ArchitecturalContext
 from clearance._context.builder import ContextBuilder
+from clearance._context.isolated import (
+    NO_ANSWER,
+    file_request,
+    question_too_long,
+    recorded_question,
+)
 from clearance._core.errors import ClearanceError, ModelError, SubagentError
 from clearance._core.prompt import sha256_text
 from clearance._core.spec import Agent
@@ -42,11 +49,6 @@ __all__ = ["AskPerson", "IsolatedRunner", "TaskContext"]
 
 AskPerson = Callable[[str, str], Awaitable[str]]
 """Asks the person at the terminal: ``(task id, question)`` to the answer."""
-
-# ``FILE: <path>`` on a line of its own (the path may start on the next line). The path is
-# the rest of its line, stripped by the caller: no lazy group nor a non-word run that crosses
-# lines, so a question of many lines or spaces is read in linear time, not quadratic.
-_FILE_REQUEST = re.compile(r"^[^\w\n]*file\W*:\s*(\S.*)", re.IGNORECASE | re.MULTILINE)
 
 
 class IsolatedRunner:
@@ -153,10 +155,17 @@ class IsolatedRunner:
     ) -> str | None:
         """Serve a file request (``None``: the file joins ``files``) or answer a question."""
         task = ctx.task
-        match = _FILE_REQUEST.search(question)
         subject = f"task:{task.id}"
-        if match is not None:
-            path = match.group(1).strip().strip("'\"`")
+        refusal = question_too_long(question)
+        if refusal is not None:  # never sent on: to the coordinator, a person or the reader
+            self.ledger.record_event(self.run_id, EventKind.CLARIFICATION, subject, {
+                "round": round_no, "kind": ClarificationKind.QUESTION,
+                "question": recorded_question(question), "answer": refusal,
+                "answered_by": "clearance",
+            })  # fmt: skip
+            return refusal
+        path = file_request(question)
+        if path is not None:
             reason = self._serve_file(path, files)
             answer = None if reason is None else f"The file {path!r} cannot be given: {reason}"
             self.ledger.record_event(self.run_id, EventKind.CLARIFICATION, subject, {
@@ -178,8 +187,10 @@ class IsolatedRunner:
                 subject=f"clarification:{task.id}", agent=self.coordinator,
                 model=self.coordinator_model, prompt=prompt, budget=ctx.budget,
             )  # fmt: skip
-            answer, by = response.text.strip(), "coordinator"
-        answer = answer or "(no answer was given)"
+            # A cut-off answer is marked, never passed on as whole (`mark_answer`).
+            marked = mark_answer(response.text, finish_reason=response.finish_reason)
+            answer, by = marked.text.strip(), "coordinator"
+        answer = answer or NO_ANSWER
         self.ledger.record_event(self.run_id, EventKind.CLARIFICATION, subject, {
             "round": round_no, "kind": ClarificationKind.QUESTION, "question": question,
             "answer": answer, "answered_by": by,

@@ -1,0 +1,148 @@
+"""Verifying isolated tasks' clarification rounds against the calls they came from.
+
+Each ``clarification`` event (subject ``task:<id>``) records one round: what the task's
+subagent asked and what it was given. A prompt's ``clarification:<n>`` item is checked
+against these events (`verify_subagents`); here the events themselves are checked against
+the recorded calls, so a round rewritten in the ledger (the event and the prompts that show
+it, the chain rebuilt) is still a finding:
+
+- a question (or file request) is one the task's own subagent asked: the question a
+  ``needs_context`` answer of a recorded ``isolated:<id>`` call holds (`parse_status`);
+- a file round names the path that question asked for, and is served with no answer, or
+  refused with ``The file '<path>' cannot be given: <why>``;
+- the coordinator's answer is what a recorded ``clarification:<id>`` call whose question is
+  that question answered (stripped, `mark_answer`'s marks included, or `NO_ANSWER` for an
+  empty answer);
+- Clearance's own answer is the one `question_too_long` gives the question it cut;
+- a person's answer has no call to compare with: the chain (keyed, see ``ledger.chain_key``)
+  is what proves it was not rewritten.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from clearance._context.answers import mark_answer
+from clearance._context.isolated import (
+    NO_ANSWER,
+    file_request,
+    parse_status,
+    question_too_long,
+    recorded_question,
+)
+from clearance._core.errors import ConfigError
+from clearance._core.event_schema import (
+    FileClarificationEvent,
+    QuestionClarificationEvent,
+    parse_event,
+)
+from clearance._core.origins import Origin, Subject
+from clearance._core.prompt import sha256_text
+from clearance._core.vocabulary import EventKind, OriginKind, PromptKind
+from clearance._state.ledger import CallRecord, EventRecord
+
+__all__ = ["check_clarification_events"]
+
+Problem = tuple[str, str | None, str]
+"""``(subject, call id or None, reason)``: one finding."""
+
+
+def _asked(calls: Sequence[CallRecord]) -> dict[str, set[str]]:
+    """Every question each isolated task's subagent asked in a recorded call."""
+    asked: dict[str, set[str]] = {}
+    for call in calls:
+        subject = Subject.parse(call.subject)
+        if subject.kind != PromptKind.ISOLATED or call.error is not None or call.response is None:
+            continue
+        task_id = str(subject.id)
+        status, _result, question, _concerns = parse_status(call.response)
+        if status == "needs_context":
+            asked.setdefault(task_id, set()).add(question or "(no question given)")
+    return asked
+
+
+def _answered(calls: Sequence[CallRecord]) -> dict[tuple[str, str], set[str]]:
+    """``(task id, question digest)`` → what the coordinator's recorded calls answered."""
+    answered: dict[tuple[str, str], set[str]] = {}
+    for call in calls:
+        subject = Subject.parse(call.subject)
+        if subject.kind != PromptKind.CLARIFICATION or call.error is not None:
+            continue
+        if call.response is None:
+            continue
+        task_id = str(subject.id)
+        marked = mark_answer(call.response, finish_reason=call.finish_reason).text.strip()
+        texts = {marked or NO_ANSWER, call.response.strip() or NO_ANSWER}
+        for item in call.manifest.get("items") or ():
+            origin = str(item.get("origin")) if isinstance(item, dict) else ""
+            if origin == str(Origin(OriginKind.QUESTION, task_id)):
+                answered.setdefault((task_id, str(item.get("sha256"))), set()).update(texts)
+    return answered
+
+
+def check_clarification_events(
+    events: Sequence[EventRecord], calls: Sequence[CallRecord]
+) -> Iterator[Problem]:
+    """Check every recorded clarification round against the calls it came from.
+
+    Args:
+        events: The run's events, in the order recorded.
+        calls: The run's model calls.
+
+    Yields:
+        ``(subject, None, reason)`` for each round that is not what the calls show.
+    """
+    asked, answered = _asked(calls), _answered(calls)
+    for event in events:
+        if event.kind != EventKind.CLARIFICATION:
+            continue
+        try:
+            data = parse_event(event.kind, event.data)
+        except ConfigError:
+            continue  # verify reports it as a malformed event
+        task_id = event.subject.removeprefix("task:")
+        questions = asked.get(task_id, set())
+        if isinstance(data, FileClarificationEvent):
+            reason = _file_round(data, questions)
+        elif isinstance(data, QuestionClarificationEvent):
+            reason = _question_round(task_id, data, questions, answered)
+        else:  # pragma: no cover - parse_event gives one of the two
+            continue
+        if reason is not None:
+            yield f"event {event.event_id}", None, f"clarification of task {task_id!r}: {reason}"
+
+
+def _file_round(data: FileClarificationEvent, questions: set[str]) -> str | None:
+    if data.path not in {file_request(q) for q in questions if question_too_long(q) is None}:
+        return f"{data.path!r} is not a file the task's subagent asked for"
+    if data.served != (data.answer is None):
+        return "a served file has no answer, and a refused one says why"
+    if data.answer is not None and not data.answer.startswith(
+        f"The file {data.path!r} cannot be given: "
+    ):
+        return "the answer is not a refusal of the file asked for"
+    return None
+
+
+def _question_round(
+    task_id: str,
+    data: QuestionClarificationEvent,
+    questions: set[str],
+    answered: dict[tuple[str, str], set[str]],
+) -> str | None:
+    if data.answered_by == "clearance":
+        if not any(
+            recorded_question(q) == data.question and question_too_long(q) == data.answer
+            for q in questions
+        ):
+            return "not Clearance's answer to an over-long question the task's subagent asked"
+        return None
+    if data.question not in questions or file_request(data.question) is not None:
+        return "not a question the task's subagent asked"
+    if data.answered_by == "coordinator":
+        if data.answer not in answered.get((task_id, sha256_text(data.question)), ()):
+            return "the answer is not what the coordinator's recorded call answered"
+        return None
+    if data.answered_by != "person":
+        return f"answered by {data.answered_by!r}, neither the coordinator nor a person"
+    return None
