@@ -21,6 +21,7 @@ from clearance._core.run_spec import RunSpec
 from clearance._core.spec import FileCaps, Task, Team
 from clearance._core.teamfile_checks import (
     check_effective,
+    check_input,
     check_messages,
     check_paths,
     check_tool_entries,
@@ -146,6 +147,7 @@ def prepare_run(spec: RunSpec, *, source: str | None = None) -> LoadedTeam:
             [(a.name, a.tools) for a in (*spec.agents, *filter(None, [spec.coordinator]))],
         )
         check_effective(spec, team, tasks)
+        check_input(spec, tasks)
         check_paths(spec, tasks)
         check_tool_entries(spec)
     except ConfigError as exc:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import PurePosixPath
 
 from clearance._core.errors import ConfigError
 from clearance._core.run_spec import RunSpec
@@ -12,6 +13,7 @@ from clearance._core.spec import Agent, Task, Team
 __all__ = [
     "check_chat_agent",
     "check_effective",
+    "check_input",
     "check_messages",
     "check_paths",
     "check_tool_entries",
@@ -20,6 +22,12 @@ __all__ = [
 _LOOP_KEYS = ("tools", "can_delegate_to", "can_spawn", "store_grants")
 """An agent's keys that act only through its tool loop (store grants through store tools)."""
 
+
+_STORE_READS = ("store_get", "store_query", "store_get_structured", "store_search")
+"""The store tools whose reads move an entry's expiry (``store_read_extends_ttl_s``)."""
+
+_NO_REPEAT_PENALTY = frozenset({"anthropic"})
+"""Providers whose API has no repeat penalty (``sampling.repeat_penalty`` is not sent)."""
 
 _NEEDS = {
     "max_output_files": ("write_output", "writes no outputs: give it the write_output tool"),
@@ -50,8 +58,11 @@ def check_effective(spec: RunSpec, team: Team, tasks: tuple[Task, ...]) -> None:
             in a team none of whose agents has a store tool, ``store_read_extends_ttl_s`` on
             an agent without store tools, ``memory.record_to`` with ``memory.record: none``,
             or ``memory`` in a team none of whose agents has ``memory:``, or
-            ``after_failure: proceed`` on a task without dependencies (a ``tools:``
-            entry: `check_tool_entries`).
+            ``after_failure: proceed`` on a task without dependencies; an agent's
+            ``memory`` that recalls and records nothing, ``sampling.repeat_penalty`` on an
+            ``anthropic:`` model, ``max_dependency_tokens`` on an agent whose tasks admit
+            no result, ``memory_scope: transitive`` that admits no more than the
+            dependencies (a ``tools:`` entry: `check_tool_entries`).
     """
     specs = [*spec.agents, *((spec.coordinator,) if spec.coordinator else ())]
     for entry in specs:
@@ -76,15 +87,31 @@ def check_effective(spec: RunSpec, team: Team, tasks: tuple[Task, ...]) -> None:
                 "no delegate or child to bound",
                 field=f"agents.{entry.name}.store_grants",
             )
-        if entry.store_read_extends_ttl_s is not None and not store_tools:
+        reads = any(t in _STORE_READS for t in entry.tools)
+        bounds = entry.can_delegate_to or entry.can_spawn  # its extension caps theirs
+        if entry.store_read_extends_ttl_s is not None and not (reads or bounds):
             raise ConfigError(
                 f"has no effect: agent {entry.name!r} reads the store through no tool "
-                "(store_get, ...)",
+                f"({', '.join(_STORE_READS)}) and has no delegate or child to bound",
                 field=f"agents.{entry.name}.store_read_extends_ttl_s",
             )
     for entry in specs:
+        where = "coordinator" if entry is spec.coordinator else f"agents.{entry.name}"
+        if entry.memory is not None and entry.memory.record == "none" and entry.memory.recall == 0:
+            raise ConfigError(
+                f"has no effect: agent {entry.name!r} recalls nothing (recall: 0) and records "
+                "nothing (record: none)",
+                field=f"{where}.memory",
+            )
+        if entry.sampling.repeat_penalty is not None and _provider(entry.model or spec.model) in (
+            _NO_REPEAT_PENALTY
+        ):
+            raise ConfigError(
+                f"has no effect: agent {entry.name!r} runs on {entry.model or spec.model!r}, "
+                "and the anthropic: Messages API has no repeat penalty",
+                field=f"{where}.sampling.repeat_penalty",
+            )
         if entry.memory is not None and entry.memory.record == "none" and entry.memory.record_to:
-            where = "coordinator" if entry is spec.coordinator else f"agents.{entry.name}"
             raise ConfigError(
                 f"has no effect: agent {entry.name!r} records nothing (memory.record: none)",
                 field=f"{where}.memory.record_to",
@@ -93,6 +120,8 @@ def check_effective(spec: RunSpec, team: Team, tasks: tuple[Task, ...]) -> None:
         raise ConfigError(
             "has no effect: no agent has memory: (give one memory: {recall: 3})", field="memory"
         )
+    _check_scopes(tasks)
+    _check_dependency_limits(spec, tasks)
     for task in tasks:
         if task.after_failure == "proceed" and not task.depends_on:
             raise ConfigError(
@@ -113,6 +142,55 @@ def check_effective(spec: RunSpec, team: Team, tasks: tuple[Task, ...]) -> None:
     ):
         if key in spec.model_fields_set and not used:
             raise ConfigError(f"has no effect: {why}", field=key)
+
+
+def _provider(model: str | None) -> str | None:
+    """The provider of a model id (``None``: the embedded default's, which takes every key)."""
+    return model.partition(":")[0] if model else None
+
+
+def _check_dependency_limits(spec: RunSpec, tasks: tuple[Task, ...]) -> None:
+    """Refuse ``max_dependency_tokens`` on an agent whose tasks admit no other task's result.
+
+    It bounds the results admitted into the agent's task prompts; a delegate's or child's
+    prompt admits none. Not checked when the coordinator plans the tasks.
+
+    Raises:
+        ConfigError: An agent sets it, and none of its tasks has a dependency or
+            ``memory_scope: all``.
+    """
+    if not tasks:
+        return
+    admitting = {
+        t.assignee for t in tasks if t.run is None and (t.depends_on or t.memory_scope == "all")
+    }
+    for entry in spec.agents:
+        if "max_dependency_tokens" in entry.limits.model_fields_set and entry.name not in (
+            admitting
+        ):
+            raise ConfigError(
+                f"has no effect: no task of agent {entry.name!r} sees another task's result "
+                "(no depends_on, no memory_scope: all)",
+                field=f"agents.{entry.name}.limits.max_dependency_tokens",
+            )
+
+
+def _check_scopes(tasks: tuple[Task, ...]) -> None:
+    """Refuse ``memory_scope: transitive`` where it admits no more than ``dependencies``.
+
+    Raises:
+        ConfigError: A task's dependencies have no dependencies of their own.
+    """
+    by_id = {t.id: t for t in tasks}
+    for task in tasks:
+        if task.memory_scope != "transitive":
+            continue
+        if not any(by_id[d].depends_on for d in task.depends_on if d in by_id):
+            raise ConfigError(
+                f"has no effect: the dependencies of task {task.id!r} have no dependencies "
+                "of their own, so it sees their results only (drop it, or depend on more)",
+                field=f"tasks.{task.id}.memory_scope",
+            )
 
 
 _TOOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
@@ -158,6 +236,37 @@ def check_tool_entries(spec: RunSpec) -> None:
                 f"has no effect: no agent lists the tool {name!r} in its tools",
                 field=f"tools.{name}",
             )
+
+
+def check_input(spec: RunSpec, tasks: tuple[Task, ...]) -> None:
+    """Hold the files tasks read from the input folder to ``input.include``.
+
+    ``include`` bounds the files tasks may read: a ``for_each_file`` task's matches, and
+    each task's ``files`` read from the input folder (a step's, a standard task's, and an
+    isolated task's when ``project:`` names no other folder).
+
+    Raises:
+        ConfigError: A task lists a file none of the globs matches (naming the task's
+            ``files``), or ``include`` is given and no task reads a file from the folder.
+    """
+    include = spec.input.include
+    reading = any(t.for_each_file for t in spec.tasks)
+    for task in tasks:
+        if not task.files or (task.mode == "isolated" and spec.project is not None):
+            continue
+        reading = True
+        for path in task.files:
+            if not any(PurePosixPath(path.replace("\\", "/")).match(g) for g in include):
+                raise ConfigError(
+                    f"task {task.id!r} lists {path!r}, which matches none of input.include "
+                    f"({', '.join(include)})",
+                    field=f"tasks.{task.id}.files",
+                )
+    if "include" in spec.input.model_fields_set and not reading:
+        raise ConfigError(
+            "has no effect: no task reads files from the input folder (files, for_each_file)",
+            field="input.include",
+        )
 
 
 def check_messages(spec: RunSpec) -> None:
@@ -231,6 +340,7 @@ def check_paths(spec: RunSpec, tasks: tuple[Task, ...]) -> None:
                 )
     if not tasks:
         return
+    _check_recipients(spec, tasks)
     callees: dict[str, str] = {}
     for entry in spec.agents:
         for target in entry.can_delegate_to:
@@ -260,6 +370,27 @@ def check_paths(spec: RunSpec, tasks: tuple[Task, ...]) -> None:
                 )
     _check_child_spawns(spec, tasks, assignees)
     _check_lent_tools(spec, tasks, assignees)
+
+
+def _check_recipients(spec: RunSpec, tasks: tuple[Task, ...]) -> None:
+    """Refuse a message to an agent that reads messages in no prompt.
+
+    Messages reach the prompt of a standard task only (`ContextBuilder.build_task_prompt`):
+    the coordinator, a reviewer, a delegate, a child, an isolated subagent and a step read
+    none. A message to an agent that is the assignee of no standard task, or to everyone
+    (``*``) in a run without one, would reach nobody.
+    """
+    readers = {t.assignee for t in tasks if t.run is None and t.mode != "isolated"}
+    for i, message in enumerate(spec.messages):
+        if message.to in readers or (message.to == "*" and readers):
+            continue
+        who = "no agent" if message.to == "*" else f"agent {message.to!r}"
+        raise ConfigError(
+            f"has no effect: {who} is the assignee of no standard task, and messages reach "
+            "task prompts only (not the coordinator, reviewers, delegates, children, "
+            "isolated tasks or steps)",
+            field=f"messages.{i}.to",
+        )
 
 
 def _check_child_spawns(spec: RunSpec, tasks: tuple[Task, ...], assignees: set[str]) -> None:
@@ -315,7 +446,9 @@ def _check_lent_tools(spec: RunSpec, tasks: tuple[Task, ...], assignees: set[str
 
     A delegate or child is offered only the tools its caller may call too (workspace and
     store tools aside: `clearance._context.authority`), so on an agent that is never a
-    task's assignee, a tool none of its callers has would never be offered.
+    task's assignee, a tool none of its callers has would never be offered. Likewise its
+    reads extend an entry's expiry only when its caller's do too: its
+    ``store_read_extends_ttl_s`` is refused when no caller sets one.
     """
     callers: dict[str, set[str]] = {}
     for entry in spec.agents:
@@ -339,6 +472,15 @@ def _check_lent_tools(spec: RunSpec, tasks: tuple[Task, ...], assignees: set[str
                 f"and none may call {tool!r} (a delegate or child never acts with more than "
                 "its caller may): give the caller the tool, or remove it here",
                 field=f"agents.{name}.tools",
+            )
+        extending = [c for c in above if c in entries and entries[c].store_read_extends_ttl_s]
+        if callee.store_read_extends_ttl_s is not None and not extending:
+            who = ", ".join(repr(c) for c in sorted(above))
+            raise ConfigError(
+                f"has no effect: agent {name!r} runs only as a delegate or child of {who}, "
+                "whose reads extend no expiry (a read extends it only when its caller's do "
+                "too): give the caller store_read_extends_ttl_s, or remove it here",
+                field=f"agents.{name}.store_read_extends_ttl_s",
             )
 
 

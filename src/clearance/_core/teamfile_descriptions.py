@@ -20,7 +20,8 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
     "SamplingSpec": {
         "temperature": "Sampling temperature, 0 to 2 (None: the model's default).",
         "top_p": "Nucleus sampling mass, above 0 to 1 (None: the model's default).",
-        "repeat_penalty": "Penalty on repeated tokens, 1 to 2 (llama-cpp models).",
+        "repeat_penalty": "Penalty on repeated tokens, 1 to 2 (llama-cpp models and "
+        "OpenAI-compatible servers; refused for anthropic: models, which have none).",
         "stop": "Strings that end an answer (at most 8).",
     },
     "ModelOptionsSpec": {
@@ -99,7 +100,8 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
     },
     "MessageSpec": {
         "from": "The sending agent.",
-        "to": "The receiving agent.",
+        "to": "The receiving agent (or `*`: all): the assignee of a standard task, whose "
+        "prompts are the only ones that hold messages.",
         "content": "The message's text.",
     },
     "SharedConversationSpec": {
@@ -113,7 +115,8 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
     },
     "InputSpec": {
         "default": "The input folder, or `python:<package>` (None: none; `--input` gives one).",
-        "include": "Globs of the files tasks may read.",
+        "include": "Globs of the files tasks may read from it (their files:, and for_each_file "
+        "matches); a task file outside them is refused.",
     },
     "FileCapsSpec": {
         "max_file_bytes": "Most bytes of one file of an isolated task.",

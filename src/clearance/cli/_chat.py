@@ -97,6 +97,27 @@ def _agent(loaded: LoadedTeam, name: str) -> Agent:
     raise ConfigError(f"no agent {name!r} in {loaded.source} (agents: {names})", field="--agent")
 
 
+def _model_options(loaded: LoadedTeam, model: str | None, model_id: str) -> dict[str, int]:
+    """The team file's ``model_options`` for the chat's model, as ``clearance run`` gives them.
+
+    Args:
+        loaded: The team file.
+        model: ``--model``, which replaces every agent's model as in ``clearance run``.
+        model_id: The chat's model.
+
+    Raises:
+        ConfigError: As `model_settings` (a setting no model of the team, or of ``--model``,
+            takes), naming the file.
+    """
+    from clearance.runs import model_settings
+
+    spec = loaded.spec.with_model(model) if model is not None else loaded.spec
+    try:
+        return model_settings(spec).get(model_id, {})
+    except ConfigError as exc:
+        raise exc.with_source(loaded.source) from exc
+
+
 def _strategy(value: str) -> Strategy:
     """``--strategy`` checked against the monitor's strategies."""
     from clearance.memory import Strategy
@@ -252,7 +273,7 @@ def chat(
     agent = _agent(loaded, agent_name)
     how = _strategy(strategy)
     model_id = model or agent.model or loaded.spec.model or DEFAULT_MODEL_ID
-    chat_model = get_model(model_id)
+    chat_model = get_model(model_id, **_model_options(loaded, model, model_id))
     window = _window(agent, model_id, chat_model.context_window, context_window)
     settings = loaded.spec.memory_settings
     if settings.on_error == "continue":  # a run's setting: a chat turn fails with its memory
