@@ -73,3 +73,45 @@ async def test_a_refused_file_request_never_names_the_host_folder(
             assert "OUTSIDE-SECRET-CANARY" not in request.prompt.text
         assert not any("private-host-folder" in r for r in refusals), refusals
         assert verify_run(ledger, result.run_id).ok
+
+
+@pytest.mark.parametrize("own_project", [False, True])
+async def test_a_file_request_is_held_to_input_include_when_the_project_is_the_input_folder(
+    project: Path, tmp_path: Path, own_project: bool
+) -> None:
+    """``input.include`` bounds the files tasks read from the input folder: a ``FILE:``
+    request too, when the project folder is the input folder. A project of its own
+    (``project:``) is not the input folder, and its files are the subagent's to ask for."""
+    (project / "notes.env").write_text("TOKEN-CANARY-4471")
+    other = tmp_path / "copy"  # a project folder of its own, holding the same files
+    (other / "src").mkdir(parents=True)
+    (other / "src" / "app.py").write_text("print('hi')\n")
+    (other / "notes.env").write_text("TOKEN-CANARY-4471")
+    asked = iter(["notes.env", "src/app.py"])
+
+    def answer(request: ModelRequest) -> str:
+        if subject(request) != "isolated:t":
+            return "S"
+        path = next(asked, None)
+        return f"STATUS: needs_context\nFILE: {path}" if path else "fine\nSTATUS: done"
+
+    model = FunctionModel(answer)
+    team = Team(agents=(Agent(name="worker", instructions="You review code."),),
+                coordinator=Agent(name="editor", instructions="You edit."))  # fmt: skip
+    options = RunOptions(input_root=project, project_root=other if own_project else None,
+                         input_include=("*.py",), clarification_rounds=3,
+                         workspace_root=tmp_path / "ws")  # fmt: skip
+    with RunLedger(f"sqlite:///{tmp_path / 'runs.db'}") as ledger:
+        orchestrator = Orchestrator(team, model=model, ledger=ledger, options=options)
+        result = await orchestrator.run_tasks([
+            Task(id="t", title="T", description="Review.", assignee="worker", mode="isolated"),
+        ])  # fmt: skip
+        assert result.tasks["t"].result == "fine", result.error
+        rounds = [e.data for e in ledger.events(result.run_id) if e.kind == "clarification"]
+        assert [r["served"] for r in rounds] == [own_project, True]
+        last = [r for r in model.requests if subject(r) == "isolated:t"][-1]
+        assert ("TOKEN-CANARY-4471" in last.prompt.text) is own_project
+        if not own_project:
+            assert rounds[0]["answer"].endswith("matches none of the run's input.include (*.py)")
+        report = verify_run(ledger, result.run_id)
+        assert report.ok, [str(f) for f in report.findings]

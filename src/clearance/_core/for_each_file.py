@@ -16,7 +16,7 @@ import re
 import unicodedata
 import warnings
 from collections.abc import Iterable, Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pathspec
@@ -43,6 +43,7 @@ __all__ = [
     "expand_ids",
     "file_slug",
     "expand_tasks",
+    "included",
     "matching_files",
 ]
 
@@ -98,6 +99,16 @@ def expand_ids(
             raise ConfigError(f"names unknown task {unknown[0]!r}", field="synthesis_from")
         expanded.extend(members)
     return tuple(dict.fromkeys(expanded))
+
+
+def included(path: str, include: Iterable[str]) -> bool:
+    r"""Whether ``path`` (relative to the input folder) matches one of ``include``'s globs.
+
+    Matched from the right, as `pathlib.PurePath.match` does (``*.py`` holds ``a/b.py``), with
+    ``\`` read as ``/``: the one reading of ``input.include``.
+    """
+    posix = PurePosixPath(path.replace("\\", "/"))
+    return any(posix.match(glob) for glob in include)
 
 
 def matching_files(root: Path, pattern: str, include: list[str], field: str) -> list[Path]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from pathlib import PurePosixPath
 
 from clearance._core.errors import ConfigError
+from clearance._core.for_each_file import included
 from clearance._core.run_spec import RunSpec
 from clearance._core.spec import Agent, Task, Team
 
@@ -256,7 +256,7 @@ def check_input(spec: RunSpec, tasks: tuple[Task, ...]) -> None:
             continue
         reading = True
         for path in task.files:
-            if not any(PurePosixPath(path.replace("\\", "/")).match(g) for g in include):
+            if not included(path, include):
                 raise ConfigError(
                     f"task {task.id!r} lists {path!r}, which matches none of input.include "
                     f"({', '.join(include)})",

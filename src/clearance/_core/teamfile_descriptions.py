@@ -115,8 +115,9 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
     },
     "InputSpec": {
         "default": "The input folder, or `python:<package>` (None: none; `--input` gives one).",
-        "include": "Globs of the files tasks may read from it (their files:, and for_each_file "
-        "matches); a task file outside them is refused.",
+        "include": "Globs of the files tasks may read from it (their files:, for_each_file "
+        "matches, and an isolated task's FILE: requests when project: names no other folder); "
+        "a file outside them is refused.",
     },
     "FileCapsSpec": {
         "max_file_bytes": "Most bytes of one file of an isolated task.",

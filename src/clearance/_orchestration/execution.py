@@ -312,8 +312,10 @@ class RunExecution:
                 coordinator=coordinator, coordinator_model=coordinator_model,
                 coordinator_builder=run.builder(coordinator_model),
                 coordinator_budget=prompt_budget(coordinator, coordinator_model),
-                ask_person=settings.ask_person,
-                answer_timeout_s=settings.answer_timeout_s,
+                ask_person=settings.ask_person, answer_timeout_s=settings.answer_timeout_s,
+                # The project is the input folder: a requested file is one a task reads from it.
+                include=settings.input_include
+                if settings.project_root == settings.input_root else None,
             )  # fmt: skip
         # Any agent that may spawn: a task's assignee, or a delegate of one (its `spawn` tool
         # is served by the task's loop, whichever agent's turn it is).

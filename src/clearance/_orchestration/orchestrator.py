@@ -227,8 +227,7 @@ class Orchestrator:
         """
         check_titles(graph := TaskGraph(tasks))  # a new run only: a resumed one keeps its own
         self._check_graph(graph)
-        run_id = new_id("run")
-        ledger = self.ledger
+        run_id, ledger = new_id("run"), self.ledger
         # The run's first record is queued like the rest (see `RunLedger.write_behind`).
         with ledger.write_behind():
             ledger.start_run(run_id=run_id, team=self.team.name, goal=goal,
@@ -466,8 +465,9 @@ class Orchestrator:
         return RunSettings(
             team=self.team, ledger=self.ledger, messages=self.messages, clock=self._clock,
             model_for=self._models.for_agent, emit=self._emit, memory=self.memory,
+            tools=self._tools, input_include=options.input_include,
             memory_groups=self._memory_groups, store=self.store, approver=services.approver,
-            input_root=options.input_root, project_root=self.project_root, tools=self._tools,
+            input_root=options.input_root, project_root=self.project_root,
             file_caps=options.file_caps, clarification_rounds=options.clarification_rounds,
             workspace_root=options.workspace_root, ask_person=services.ask_person,
             synthesis_from=options.synthesis_from, max_concurrency=options.max_concurrency,

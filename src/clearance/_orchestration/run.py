@@ -69,6 +69,9 @@ class RunOptions:
         project_root: The project isolated tasks work on: their architectural context is
             computed from it once per run, and their ``files`` (and files they ask for) are
             read from it; ``None`` means ``input_root``.
+        input_include: Globs (``input.include``) every file a task reads from the input folder
+            must match, the files an isolated task requests included when its project
+            folder is the input folder (right-anchored, as `pathlib.PurePath.match`).
         file_caps: Size caps on one isolated task's files.
         clarification_rounds: Most times an isolated task's subagent may ask for context
             before the task fails (0 to 10).
@@ -97,6 +100,7 @@ class RunOptions:
     max_concurrency: int = 4
     input_root: Path | None = None
     project_root: Path | None = None
+    input_include: tuple[str, ...] = ("*",)
     file_caps: FileCaps = field(default_factory=FileCaps)
     clarification_rounds: int = 2
     workspace_root: Path = Path(DEFAULT_WORKSPACE_ROOT)
@@ -129,6 +133,7 @@ class RunOptions:
         object.__setattr__(
             self, "approval_tools", frozenset(text_tuple("approval_tools", self.approval_tools))
         )
+        object.__setattr__(self, "input_include", text_tuple("input_include", self.input_include))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -213,6 +218,7 @@ class RunSettings:
     approval_tools: frozenset[str] = frozenset()
     approver: Approver | None = None
     answer_timeout_s: float = ANSWER_TIMEOUT_S
+    input_include: tuple[str, ...] = ("*",)
 
     def __post_init__(self) -> None:
         # Fixed as the run starts: a step (or tool) that changes the process's working

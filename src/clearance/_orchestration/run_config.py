@@ -223,6 +223,7 @@ def spec_options(
         max_concurrency=spec.max_concurrency,
         input_root=input_root,
         project_root=folder(spec.project, "project") or input_root,
+        input_include=tuple(spec.input.include),
         file_caps=spec.file_caps(),
         clarification_rounds=spec.isolation.max_rounds,
         workspace_root=Path(spec.workspace or DEFAULT_WORKSPACE_ROOT),
@@ -334,7 +335,7 @@ def derived_spec(
         model_options=ModelOptionsSpec(by_model=checked_model_options(options.model_options)),
         max_concurrency=options.max_concurrency,
         store=absolute_url(store.url) if store else None,
-        input=InputSpec(default=str(options.input_root)) if options.input_root else InputSpec(),
+        input=_input_spec(options),
         project=str(project) if project else None,
         workspace=workspace if workspace != DEFAULT_WORKSPACE_ROOT else None,
         isolation=IsolationSpec(
@@ -395,3 +396,13 @@ def orchestrator_arguments(
         "options": options,
         "services": services,
     }
+
+
+def _input_spec(options: RunOptions) -> InputSpec:
+    """The ``input:`` of `derived_spec`: the folder, and ``include`` unless it is every file."""
+    given: dict[str, Any] = {}
+    if options.input_root:
+        given["default"] = str(options.input_root)
+    if options.input_include != ("*",):
+        given["include"] = list(options.input_include)
+    return InputSpec(**given)

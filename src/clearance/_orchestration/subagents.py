@@ -20,7 +20,7 @@ Spawned children are in `children.py`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 
 from clearance._agents.caller import ModelCaller
@@ -36,6 +36,7 @@ from clearance._context.isolated import (
     recorded_question,
 )
 from clearance._core.errors import ClearanceError, ModelError, SubagentError
+from clearance._core.for_each_file import included
 from clearance._core.prompt import sha256_text
 from clearance._core.spec import Agent
 from clearance._core.vocabulary import ClarificationKind, EventKind
@@ -69,6 +70,8 @@ class IsolatedRunner:
         ask_person: Asks the person at the terminal instead of the coordinator, or ``None``.
         answer_timeout_s: Most seconds ``ask_person`` may take on one question; past it the
             question gets no answer (``"(no answer was given)"``) and the subagent goes on.
+        include: Globs a requested file must match (``input.include``, when the project
+            folder is the input folder: `included`); ``None`` for any file of the project.
     """
 
     def __init__(
@@ -87,6 +90,7 @@ class IsolatedRunner:
         coordinator_budget: int | None,
         ask_person: AskPerson | None = None,
         answer_timeout_s: float = ANSWER_TIMEOUT_S,
+        include: Sequence[str] | None = None,
     ) -> None:
         self.run_id = run_id
         self.answer_timeout_s = check_answer_timeout(answer_timeout_s)
@@ -101,6 +105,7 @@ class IsolatedRunner:
         self.coordinator_builder = coordinator_builder
         self.coordinator_budget = coordinator_budget
         self.ask_person = ask_person
+        self.include = tuple(include) if include is not None else None
 
     async def run(self, ctx: TaskContext, files: Mapping[str, str]) -> str:
         """Dispatch fresh subagents until one answers ``done`` (or the rounds run out).
@@ -214,6 +219,8 @@ class IsolatedRunner:
             return "the run has no project folder"
         if path in files:
             return "it is already above"
+        if self.include is not None and not included(path, self.include):
+            return f"it matches none of the run's input.include ({', '.join(self.include)})"
         used = sum(len(c.encode("utf-8")) for c in files.values())
         try:
             text = load_text_file(self.project_root, path, caps=self.file_caps,
