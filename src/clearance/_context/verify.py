@@ -179,6 +179,7 @@ def verify_run(
     memories: MemoryLookup | None = None,
     store: StoreLookup | None = None,
     key: bytes | None = None,
+    head: str | None = None,
 ) -> VerificationReport:
     """Check a run's records: its hash chain, its results, and every call's clearance.
 
@@ -198,6 +199,9 @@ def verify_run(
         key: The ledger key to check a keyed chain with; ``None`` means the ledger's own
             (`RunLedger.chain_key`, from ``CLEARANCE_LEDGER_KEY``), if any. With a key, an
             unkeyed run is a finding (its chain proves nothing against a forger).
+        head: A head of the run's chain noted earlier (`VerificationReport.chain_head`):
+            when given, a chain that no longer holds it (cut short, or the ledger rolled
+            back) is a finding.
 
     Returns:
         A report; ``report.ok`` is true when no problem was found.
@@ -210,7 +214,7 @@ def verify_run(
             traceback, never a pass.
     """
     try:
-        return _verified(ledger, run_id, memories, store, key)
+        return _verified(ledger, run_id, memories, store, key, head)
     except (TypeError, AttributeError, KeyError, ValueError, IndexError, RecursionError) as exc:
         text = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
         raise MalformedRecord(
@@ -224,11 +228,12 @@ def _verified(
     memories: MemoryLookup | None,
     store: StoreLookup | None,
     key: bytes | None,
+    head: str | None = None,
 ) -> VerificationReport:
     run = ledger.get_run(run_id)
     facts = RunFacts(ledger, run, memories, store)
     calls = ledger.calls(run.run_id)
-    chain = check_chain(ledger, run.run_id, key if key is not None else ledger.chain_key)
+    chain = check_chain(ledger, run.run_id, key if key is not None else ledger.chain_key, head)
     findings = [
         Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
         for subject, call_id, reason in chain.problems

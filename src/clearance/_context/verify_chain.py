@@ -12,6 +12,8 @@ re-derives, from the ledger alone:
    calls, tool calls, events) digests to its latest chained record (a call's prompt through
    its messages and manifest, recomputed); no row is missing from the chain, no chained
    record is missing a row, and rows are in the order they were chained.
+3. **Tail**, given a head noted earlier: the chain still holds it. Without one, a chain cut
+   short together with its records (the ledger rolled back) is a consistent chain.
 """
 
 from __future__ import annotations
@@ -104,7 +106,9 @@ class ChainReport:
     problems: tuple[tuple[str, str | None, str], ...]
 
 
-def check_chain(ledger: RunLedger, run_id: str, key: bytes | None) -> ChainReport:
+def check_chain(
+    ledger: RunLedger, run_id: str, key: bytes | None, noted_head: str | None = None
+) -> ChainReport:
     """Check a run's chain and its records against each other.
 
     Args:
@@ -112,6 +116,10 @@ def check_chain(ledger: RunLedger, run_id: str, key: bytes | None) -> ChainRepor
         run_id: The run's full id.
         key: The ledger key to check a keyed chain's links with; ``None`` checks an unkeyed
             chain's links only.
+        noted_head: A head of the chain noted earlier (`ChainReport.head`): the chain must
+            still hold it as one of its entries' chain values, so a chain cut short before
+            it (its last entries and their records removed together, or the ledger rolled
+            back) is a finding; entries appended since (a resumed run) are not.
 
     Raises:
         StoreError: The ledger cannot be read.
@@ -121,6 +129,12 @@ def check_chain(ledger: RunLedger, run_id: str, key: bytes | None) -> ChainRepor
     run_rows = rows.get("run") or [{}]
     recorded_key = run_rows[0].get("chain_key_id")
     problems: list[Problem] = []
+    if noted_head is not None and all(e.chain_sha256 != noted_head.lower() for e in entries):
+        problems.append(
+            ("run", None, f"the hash chain does not hold the head noted earlier "
+             f"({noted_head[:16]}...): records were removed from its end, or the ledger was "
+             "rolled back")
+        )  # fmt: skip
     if not entries:
         problems.append(
             (

@@ -149,12 +149,12 @@ def load_ledger_key(environ: Mapping[str, str] | None = None) -> bytes | None:
     """
     env = os.environ if environ is None else environ
     raw = env.get(LEDGER_KEY_ENV)
-    source = LEDGER_KEY_ENV
+    source = field = LEDGER_KEY_ENV
     if raw is None:
         path = env.get(LEDGER_KEY_FILE_ENV)
         if not path:
             return None
-        source = f"{LEDGER_KEY_FILE_ENV} ({path})"
+        source, field = f"{LEDGER_KEY_FILE_ENV} ({path})", LEDGER_KEY_FILE_ENV
         try:
             data = _read_key_file(path)
         except OSError as exc:
@@ -169,7 +169,7 @@ def load_ledger_key(environ: Mapping[str, str] | None = None) -> bytes | None:
         try:
             raw = data.decode("utf-8").strip()
         except UnicodeDecodeError:
-            return _checked_key(data.strip(), source)
+            return _checked_key(data.strip(), source, field)
     text = raw.strip()
     try:  # a variable of bytes that are not UTF-8 holds them as surrogate escapes
         key = (
@@ -177,9 +177,9 @@ def load_ledger_key(environ: Mapping[str, str] | None = None) -> bytes | None:
         )
     except UnicodeEncodeError:
         raise ConfigError(
-            f"the ledger key from {source} is not text (use hex digits)", field=LEDGER_KEY_ENV
+            f"the ledger key from {source} is not text (use hex digits)", field=field
         ) from None
-    return _checked_key(key, source)
+    return _checked_key(key, source, field)
 
 
 def _read_key_file(path: str) -> bytes:
@@ -205,12 +205,12 @@ def _read_key_file(path: str) -> bytes:
         os.close(fd)
 
 
-def _checked_key(key: bytes, source: str) -> bytes:
+def _checked_key(key: bytes, source: str, field: str) -> bytes:
     if len(key) < _MIN_KEY_BYTES:
         raise ConfigError(
             f"the ledger key from {source} is {len(key)} bytes; use at least {_MIN_KEY_BYTES} "
             "(for example 64 hex digits from `openssl rand -hex 32`)",
-            field=LEDGER_KEY_ENV,
+            field=field,
         )
     return key
 

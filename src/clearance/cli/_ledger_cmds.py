@@ -147,6 +147,16 @@ def _print_inspect(
     out.print(safe_text(prompt_cache_line(calls)))
 
 
+def _chain_head(value: str | None) -> str | None:
+    """The check of ``--head``: 64 hex digits, as ``verify`` prints a head (case ignored)."""
+    if value is None:
+        return None
+    text = value.strip().lower()
+    if len(text) != 64 or any(c not in "0123456789abcdef" for c in text):
+        raise typer.BadParameter("is not a chain head (64 hex digits, as verify prints it)")
+    return text
+
+
 @one_line_errors
 def verify(
     run_id: RunIdArgument,
@@ -167,11 +177,22 @@ def verify(
             help="Store URL to check store items against, instead of the one the run recorded.",
         ),
     ] = None,
+    head: Annotated[
+        str | None,
+        typer.Option(
+            "--head",
+            callback=_chain_head,
+            help="A head this command printed earlier: exit 1 if the run's hash chain no "
+            "longer holds it (cut short, or the ledger rolled back).",
+        ),
+    ] = None,
 ) -> None:
     """Check every prompt of a run against its clearance and manifest (exit 1 on a finding).
 
     A keyed run checked without its ledger key exits 1 too: its hash chain's links (HMACs)
-    cannot be checked, so a forged record would pass.
+    cannot be checked, so a forged record would pass. A chain cut short together with its
+    records (the ledger rolled back to an earlier copy) is consistent: only --head, a head
+    noted earlier, tells.
 
     Memory and store items are checked against the memory and store the run recorded (or
     --memory / --store); an unreachable one is an error naming it. A record that is not what
@@ -185,7 +206,7 @@ def verify(
             memories, entries, closing = verify_lookups(record, memory=memory_url, store=store_url)
             for opened in closing:
                 stack.callback(opened.close)
-            report = verify_run(ledger, record.run_id, memories=memories, store=entries)
+            report = verify_run(ledger, record.run_id, memories=memories, store=entries, head=head)
         except MalformedRecord as exc:
             out.print(safe_text(f"run {run_id}: not verified: {exc}"), soft_wrap=True)
             raise typer.Exit(1) from None
