@@ -15,8 +15,11 @@ TEAM = """\
 model: openai:gpt-4o-mini
 {options}
 agents: [{{name: a, instructions: You answer., limits: {{max_output_tokens: 100}}}}]
+coordinator: {{name: c, instructions: You sum up., limits: {{max_output_tokens: 50}}}}
 tasks: [{{id: t, title: T, description: Say hello., assignee: a}}]
 """
+# Every agent leaves room for a prompt in a window of 110 tokens (one that leaves none is
+# refused before the run: tests/cli/test_model_settings.py).
 
 
 def team_file(tmp_path, options: str = ""):

@@ -563,10 +563,14 @@ def test_cli_run_without_a_key_is_a_one_line_error(tmp_path) -> None:
 
     from clearance.cli import app
 
+    # Not the main job's team file: its reviewers' repeat_penalty (an embedded-model
+    # setting) is refused first for an anthropic: model, which has none.
     example = Path(__file__).parents[2] / "examples" / "code_review.yaml"
-    args = ["run", str(example), "--model", "anthropic:claude-test",
+    team = tmp_path / "team.yaml"
+    team.write_text(example.read_text().replace("repeat_penalty:", "temperature:"))
+    args = ["run", str(team), "--model", "anthropic:claude-test",
             "--db", f"sqlite:///{tmp_path}/r.db"]  # fmt: skip
-    result = CliRunner().invoke(app, args)
+    result = CliRunner().invoke(app, args, env={"ANTHROPIC_API_KEY": ""})
     assert result.exit_code == 2, result.output
     assert "ANTHROPIC_API_KEY" in result.output
     assert "Traceback" not in result.output
