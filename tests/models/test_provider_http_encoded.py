@@ -8,15 +8,13 @@ seconds with one line naming the server and what was wrong, never the API key.
 
 from __future__ import annotations
 
-import contextlib
-import socket
-import threading
 import time
 import zlib
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from raw_http import Server, answering
 
 from clearance import ModelError
 from clearance.models._anthropic import AnthropicModel
@@ -29,52 +27,12 @@ KEY = "sk-test-0123456789abcdef"
 WBITS = {"gzip": 31, "deflate": 15}
 
 
-class Server:
-    """Answers every request with ``answer`` (the whole HTTP answer, head included)."""
-
-    def __init__(self, answer: bytes) -> None:
-        self.answer = answer
-        self.heads: list[bytes] = []
-        self._sock = socket.socket()
-        self._sock.bind(("127.0.0.1", 0))
-        self._sock.listen(8)
-        self.port = self._sock.getsockname()[1]
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self._sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
-
-    def _one(self, conn: socket.socket) -> None:
-        with conn:
-            data = b""
-            while b"\r\n\r\n" not in data:
-                more = conn.recv(65536)
-                if not more:
-                    return
-                data += more
-            head, rest = data.split(b"\r\n\r\n", 1)
-            self.heads.append(head)
-            length = next(
-                (int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")[1:]
-                 if line.lower().startswith(b"content-length:")), 0,
-            )  # fmt: skip
-            while len(rest) < length:
-                rest += conn.recv(65536)
-            with contextlib.suppress(OSError):  # the client hung up
-                conn.sendall(self.answer)
-
-
 @pytest.fixture
 def servers() -> Iterator[list[Server]]:
     started: list[Server] = []
     yield started
     for server in started:
-        server._sock.close()
+        server.close()
 
 
 def bomb(coding: str, megabytes: int, prefix: bytes = b"") -> bytes:
@@ -127,7 +85,7 @@ async def test_a_compressed_stream_that_expands_past_the_cap_is_refused(
         prefix = b'event: content_block_delta\ndata: {"x": "'
     body = bomb(coding, 160, prefix)  # 160 MiB decoded, under 200 KiB on the wire
     assert len(body) < 256 * 1024
-    servers.append(Server(http(200, body, encoding=coding, content_type="text/event-stream",
+    servers.append(answering(http(200, body, encoding=coding, content_type="text/event-stream",
                                chunked=chunked)))  # fmt: skip
     started = time.monotonic()
     with pytest.raises(ModelError) as info:
@@ -144,7 +102,7 @@ async def test_a_compressed_stream_that_expands_past_the_cap_is_refused(
 async def test_a_compressed_body_that_expands_past_the_cap_is_refused(
     servers, make_prompt, provider: str
 ) -> None:
-    servers.append(Server(http(200, bomb("gzip", 160, b'{"x": "'), encoding="gzip",
+    servers.append(answering(http(200, bomb("gzip", 160, b'{"x": "'), encoding="gzip",
                                content_type="application/json", chunked=False)))  # fmt: skip
     started = time.monotonic()
     with pytest.raises(ModelError, match=r"over the cap of .* bytes for max_tokens=100"):
@@ -159,7 +117,7 @@ async def test_a_compressed_error_body_is_cut_at_the_cap_once_decoded(
 ) -> None:
     body = bomb(coding, 50, b'{"error": {"message": "')  # 50 MiB decoded, 50 KiB sent
     assert len(body) < MAX_ERROR_BODY_BYTES
-    servers.append(Server(http(500, body, encoding=coding, content_type="application/json",
+    servers.append(answering(http(500, body, encoding=coding, content_type="application/json",
                                chunked=True)))  # fmt: skip
     started = time.monotonic()
     with pytest.raises(ModelError) as info:
@@ -176,7 +134,7 @@ async def test_a_stacked_or_unasked_encoding_is_refused(
     servers, make_prompt, encoding: str, named: str
 ) -> None:
     body = zlib.compress(zlib.compress(b"{}", wbits=31), wbits=31)
-    servers.append(Server(http(200, body, encoding=encoding, content_type="application/json",
+    servers.append(answering(http(200, body, encoding=encoding, content_type="application/json",
                                chunked=False)))  # fmt: skip
     with pytest.raises(ModelError) as info:
         await ask(model("openai", servers[0]), make_prompt, stream=False)
@@ -185,7 +143,7 @@ async def test_a_stacked_or_unasked_encoding_is_refused(
         f"encoding {named!r}; only one of gzip, deflate is accepted: refused"
     )
     (head,) = servers[0].heads
-    assert b"accept-encoding: gzip, deflate\r\n" in head.lower() + b"\r\n"
+    assert "accept-encoding: gzip, deflate\r\n" in head.lower() + "\r\n"
 
 
 # -- a malformed server-sent event is named, with the server ---------------------------------
@@ -216,7 +174,7 @@ SSE = "text/event-stream"
 async def test_a_malformed_event_fails_with_one_line_naming_the_server(
     servers, make_prompt, provider: str, events: bytes, what: str
 ) -> None:
-    servers.append(Server(http(200, events, encoding="", content_type=SSE, chunked=False)))
+    servers.append(answering(http(200, events, encoding="", content_type=SSE, chunked=False)))
     with pytest.raises(ModelError) as info:
         await ask(model(provider, servers[0]), make_prompt, stream=True)
     base = f"http://127.0.0.1:{servers[0].port}{'/v1/' if provider == 'openai' else ''}"
@@ -232,7 +190,7 @@ async def test_a_long_malformed_event_is_cut_and_never_shows_the_key(
 ) -> None:
     data = b"{" + KEY.encode() + b"\x00" * 5000 + b"\n\n"
     events = (b"event: message_start\n" if provider == "anthropic" else b"") + b"data: " + data
-    servers.append(Server(http(200, events, encoding="", content_type=SSE, chunked=True)))
+    servers.append(answering(http(200, events, encoding="", content_type=SSE, chunked=True)))
     with pytest.raises(ModelError) as info:
         await ask(model(provider, servers[0]), make_prompt, stream=True)
     text = str(info.value)

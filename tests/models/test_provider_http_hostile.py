@@ -10,16 +10,15 @@ test asserts what was recorded as well as the one-line error.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import socket
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from raw_http import Handler, Server
 
 from clearance import Agent, AgentLimits, LimitExceeded, ModelError, RetryPolicy, RunLedger
 from clearance._agents.caller import ModelCaller
@@ -29,55 +28,6 @@ from clearance.models._http_body import MAX_RESPONSE_BYTES
 from clearance.models._openai import OpenAIModel
 
 KEY = "sk-test-0123456789abcdef"
-Handler = Callable[[int, socket.socket], None]  # (request number, 1-based; the connection)
-
-
-class Server:
-    """A raw HTTP/1.1 server: ``handler`` writes each answer's bytes itself."""
-
-    def __init__(self, handler: Handler) -> None:
-        self.heads: list[str] = []
-        self.sent = 0  # bytes the handler managed to write (see `send`)
-        self._handler = handler
-        self._sock = socket.socket()
-        self._sock.bind(("127.0.0.1", 0))
-        self._sock.listen(16)
-        self.port = self._sock.getsockname()[1]
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self._sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
-
-    def _one(self, conn: socket.socket) -> None:
-        with conn:
-            data = b""
-            while b"\r\n\r\n" not in data:
-                more = conn.recv(65536)
-                if not more:
-                    return
-                data += more
-            head, rest = data.split(b"\r\n\r\n", 1)
-            length = next(
-                (int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")[1:]
-                 if line.lower().startswith(b"content-length:")), 0,
-            )  # fmt: skip
-            while len(rest) < length:
-                rest += conn.recv(65536)
-            self.heads.append(head.decode())
-            with contextlib.suppress(OSError):  # the client hung up: the rest stays unsent
-                self._handler(len(self.heads), conn)
-
-    def send(self, conn: socket.socket, data: bytes) -> None:
-        conn.sendall(data)
-        self.sent += len(data)
-
-    def close(self) -> None:
-        self._sock.close()
 
 
 @pytest.fixture
