@@ -11,17 +11,13 @@ is.
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, text
 from typer.testing import CliRunner
 
 from clearance import ContextStore
@@ -39,19 +35,6 @@ class FrozenClock:
 
     def __call__(self) -> datetime:
         return self.now
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'store.db'}"
-    url: str = request.getfixturevalue("postgres_url")
-    engine = create_engine(url)  # fresh tables: opening the store creates them again
-    with engine.begin() as conn:
-        conn.execute(text("DROP TABLE IF EXISTS store_entries"))
-        conn.execute(text("DROP TABLE IF EXISTS store_schema_version"))
-    engine.dispose()
-    return url
 
 
 @pytest.fixture
@@ -111,41 +94,6 @@ def test_a_write_over_an_expired_entry_starts_again_at_one(
         assert store.delete("ns", "k") is True
     store.set("ns", "k", "again", "a")  # deleted, then created: 1
     assert _version(store) == 1
-
-
-_WRITER = """
-import sys
-from clearance import ContextStore
-url, who, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-with ContextStore(url) as s:
-    for i in range(n):
-        s.set("shared", "hot", f"{who}:{i}", who)
-print("ok")
-"""
-
-
-def test_writers_in_several_processes_never_share_a_version(store_url: str) -> None:
-    ContextStore(store_url).close()  # create the table before the race
-    writers, n = 4, 25
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", _WRITER, store_url, f"w{w}", str(n)],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for w in range(writers)
-    ]
-    for p in procs:
-        out, err = p.communicate(timeout=120)
-        assert p.returncode == 0, err
-        assert out.strip() == "ok"
-    with ContextStore(store_url) as s:
-        hot = s.get_entry("shared", "hot")
-        # Each write added one to the version the one before it left: none was lost to a race.
-        assert hot is not None and hot.version == writers * n
 
 
 def test_writers_in_threads_with_their_own_stores_count_every_write(
