@@ -188,7 +188,9 @@ async def test_a_served_file_the_subagent_never_asked_for_is_a_finding(
 
 
 async def test_a_resumed_run_whose_person_answers_again_verifies(tmp_path):
-    """The person is asked again after a resume; the new prompt shows the new answer."""
+    """A question asked again differently after a resume is asked again; the new prompt
+    shows the new answer. (The same question gets the recorded answer again:
+    test_person_answer_resume.py.)"""
     root = tmp_path / "project"
     root.mkdir()
     down = {"on": True}
@@ -197,7 +199,9 @@ async def test_a_resumed_run_whose_person_answers_again_verifies(tmp_path):
         if request.prompt.manifest.subject != "isolated:t":
             return "SYNTH"
         if "Clarification 1" not in request.prompt.messages[-1].content:
-            return "STATUS: needs_context\nQUESTION: Which version?"
+            return (
+                f"STATUS: needs_context\nQUESTION: Which version{'?' if down['on'] else ', again?'}"
+            )
         if down["on"]:
             raise ModelError("the server is down (scripted)", model_id="test:function")
         return "fine\nSTATUS: done"
@@ -240,8 +244,10 @@ async def test_a_prompt_mixing_answers_of_two_runs_of_the_task_is_a_finding(
         if request.prompt.manifest.subject != "isolated:t":
             return "SYNTH"
         text = request.prompt.messages[-1].content
-        if "Clarification 2" not in text:
-            return "STATUS: needs_context\nQUESTION: Which version?"
+        if "Clarification 2" not in text:  # asked differently after the resume: asked again
+            return (
+                f"STATUS: needs_context\nQUESTION: Which version{'?' if down['on'] else ', again?'}"
+            )
         if down["on"]:
             raise ModelError("the server is down (scripted)", model_id="test:function")
         return "fine\nSTATUS: done"

@@ -16,6 +16,9 @@ it, the chain rebuilt) is still a finding:
 - Clearance's own answer is the one `question_too_long` gives the question it cut;
 - a person's answer has no call to compare with: the chain (keyed, see ``ledger.chain_key``)
   is what proves it was not rewritten.
+
+`reusable_person_answer` is what a resumed run reuses instead of asking the person again: a
+recorded answer of theirs that the run's recorded prompts do not contradict.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from clearance._context.isolated import (
 from clearance._core.errors import ConfigError
 from clearance._core.event_schema import (
     FileClarificationEvent,
+    FilesEvent,
     QuestionClarificationEvent,
     parse_event,
 )
@@ -41,7 +45,7 @@ from clearance._core.prompt import sha256_text
 from clearance._core.vocabulary import EventKind, OriginKind, PromptKind
 from clearance._state.ledger import CallRecord, EventRecord
 
-__all__ = ["check_clarification_events"]
+__all__ = ["check_clarification_events", "reusable_person_answer"]
 
 Problem = tuple[str, str | None, str]
 """``(subject, call id or None, reason)``: one finding."""
@@ -146,3 +150,81 @@ def _question_round(
     if data.answered_by != "person":
         return f"answered by {data.answered_by!r}, neither the coordinator nor a person"
     return None
+
+
+def _runs_of_task(
+    events: Sequence[EventRecord], task_id: str
+) -> list[list[FileClarificationEvent | QuestionClarificationEvent]]:
+    """Each run of the task (from its ``files`` event) → its clarification rounds, in order."""
+    runs: list[list[FileClarificationEvent | QuestionClarificationEvent]] = []
+    for event in events:
+        if event.subject != f"task:{task_id}" or event.kind not in (
+            EventKind.FILES, EventKind.CLARIFICATION
+        ):  # fmt: skip
+            continue
+        try:
+            data = parse_event(event.kind, event.data)
+        except ConfigError:
+            continue  # verify reports it as a malformed event
+        if isinstance(data, FilesEvent):
+            runs.append([])
+        elif isinstance(data, FileClarificationEvent | QuestionClarificationEvent):
+            if not runs:
+                runs.append([])
+            runs[-1].append(data)
+    return runs
+
+
+def reusable_person_answer(
+    events: Sequence[EventRecord],
+    calls: Sequence[CallRecord],
+    *,
+    task_id: str,
+    round_no: int,
+    question: str,
+    given: Sequence[str],
+) -> str | None:
+    """The person's recorded answer to this question, for a resumed run to reuse.
+
+    A run of the task recorded the person answering ``question`` in round ``round_no``
+    after the same answers ``given`` (the latest such run); an empty answer
+    (`NO_ANSWER`) is no answer to reuse. The answer is not reused when a recorded prompt of
+    the task (``calls``: its ``isolated:<id>`` calls) that shows ``given`` first shows as
+    the next clarification something that no recorded answer of that round is: the rounds
+    were edited after that prompt was sent, and the person is asked again.
+
+    Returns:
+        The recorded answer, or ``None`` to ask.
+    """
+    candidate, accounted = None, set()
+    for run in _runs_of_task(events, task_id):
+        before = [r.answer for r in run if r.round < round_no and r.answer is not None]
+        for data in run:
+            if data.round != round_no or data.answer is None:
+                continue
+            accounted.add(sha256_text(data.answer))
+            if (
+                isinstance(data, QuestionClarificationEvent)
+                and data.answered_by == "person"
+                and data.question == question
+                and data.answer != NO_ANSWER
+                and before == list(given)
+            ):
+                candidate = data.answer
+    if candidate is None:
+        return None
+    prefix = {n: sha256_text(a) for n, a in enumerate(given, start=1)}
+    for call in calls:
+        shown = {}
+        for item in call.manifest.get("items") or ():
+            origin = Origin.parse(str(item.get("origin")) if isinstance(item, dict) else "")
+            if origin.kind == OriginKind.CLARIFICATION and str(origin.id).isdigit():
+                shown[int(str(origin.id))] = item.get("sha256")
+        nxt = shown.get(len(given) + 1)
+        if (
+            nxt is not None
+            and all(shown.get(n) == d for n, d in prefix.items())
+            and nxt not in accounted
+        ):
+            return None
+    return candidate

@@ -11,7 +11,8 @@ recorded call whose prompt holds the question and what the task is cleared for) 
 interactive run, by the person at the terminal. A question over `MAX_QUESTION_CHARS` is
 never sent on: the subagent is told to ask a shorter one. The subagent is then dispatched
 again, fresh, with the answer as a ``clarification:<n>`` item. After ``max_rounds`` rounds the
-task fails with `SubagentError`.
+task fails with `SubagentError`. On resume, a question the person already answered gets the
+recorded answer again (`reusable_person_answer`): the person is not asked twice.
 
 Recorded as events: ``architecture``, ``files`` and ``clarification`` (each round).
 Spawned children are in `children.py`.
@@ -35,6 +36,7 @@ from clearance._context.isolated import (
     question_too_long,
     recorded_question,
 )
+from clearance._context.verify_clarifications import reusable_person_answer
 from clearance._core.errors import ClearanceError, ModelError, SubagentError
 from clearance._core.for_each_file import included
 from clearance._core.prompt import sha256_text
@@ -43,7 +45,7 @@ from clearance._core.vocabulary import ClarificationKind, EventKind
 from clearance._orchestration.approval import ANSWER_TIMEOUT_S, check_answer_timeout
 from clearance._orchestration.run_memory import with_memories_that_fit
 from clearance._orchestration.task_context import TaskContext
-from clearance._state.ledger import Recorder
+from clearance._state.ledger import Recorder, RunLedger
 from clearance.models._base import ChatModel
 
 __all__ = ["AskPerson", "IsolatedRunner", "TaskContext"]
@@ -150,15 +152,24 @@ class IsolatedRunner:
             if round_no == self.max_rounds:
                 raise SubagentError(task.id, "needs_context",
                                     f"{asked} (after {self.max_rounds} rounds)")  # fmt: skip
-            answer = await self._answer(ctx, asked, files, round_no + 1)
+            answer = await self._answer(ctx, asked, files, round_no + 1, clarifications)
             if answer is not None:
                 clarifications.append(answer)
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _answer(
-        self, ctx: TaskContext, question: str, files: dict[str, str], round_no: int
+        self,
+        ctx: TaskContext,
+        question: str,
+        files: dict[str, str],
+        round_no: int,
+        given: Sequence[str],
     ) -> str | None:
-        """Serve a file request (``None``: the file joins ``files``) or answer a question."""
+        """Serve a file request (``None``: the file joins ``files``) or answer a question.
+
+        ``given`` holds the answers of the earlier rounds. In a resumed run, a question the
+        person already answered (`reusable_person_answer`) gets that answer again.
+        """
         task = ctx.task
         subject = f"task:{task.id}"
         refusal = question_too_long(question)
@@ -180,7 +191,10 @@ class IsolatedRunner:
                 "answer": answer,
             })  # fmt: skip
             return answer
-        if self.ask_person is not None:
+        recorded = self._recorded_answer(task.id, round_no, question, given)
+        if recorded is not None:  # durable resume: the person is not asked twice
+            answer, by = recorded, "person"
+        elif self.ask_person is not None:
             answer, by = await self._ask_person(self.ask_person, task.id, question), "person"
         else:
             prompt = self.coordinator_builder.build_clarification_prompt(
@@ -201,6 +215,19 @@ class IsolatedRunner:
             "answer": answer, "answered_by": by,
         })  # fmt: skip
         return answer
+
+    def _recorded_answer(
+        self, task_id: str, round_no: int, question: str, given: Sequence[str]
+    ) -> str | None:
+        """In a resumed run, the person's recorded answer to this question, if reusable."""
+        replay, ledger = self.caller.replay, self.ledger
+        if replay is None or replay.run_id != self.run_id or not isinstance(ledger, RunLedger):
+            return None
+        return reusable_person_answer(
+            ledger.events(self.run_id),
+            ledger.calls(self.run_id, subject=f"isolated:{task_id}"),
+            task_id=task_id, round_no=round_no, question=question, given=given,
+        )  # fmt: skip
 
     async def _ask_person(self, ask: AskPerson, task_id: str, question: str) -> str:
         """The person's answer, stripped; ``""`` when none came within the deadline."""

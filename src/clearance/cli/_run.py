@@ -403,7 +403,12 @@ def resume(
         ),
     ] = None,
     interactive: Annotated[
-        bool, typer.Option("--interactive", help="Decide approvals at the terminal.")
+        bool,
+        typer.Option(
+            "--interactive",
+            help="Answer isolated subagents' new questions yourself (a question you already "
+            "answered gets your recorded answer) and decide approvals at the terminal.",
+        ),
     ] = False,
     answer_timeout: AnswerTimeoutOption = None,
     executor_name: ExecutorOption = None,
@@ -468,6 +473,7 @@ def resume(
         spec = spec.with_model(model) if model is not None else spec
         services = RunServices(
             on_event=progress,
+            ask_person=_ask_at_terminal if interactive else None,
             approver=terminal_approver() if interactive else None,
             answer_timeout_s=_answer_timeout(answer_timeout, interactive),
         )
