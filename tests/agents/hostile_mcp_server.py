@@ -13,7 +13,9 @@ The behaviour is a JSON object:
 - ``fsize_limit``: a cap on the size of files this process may write (``RLIMIT_FSIZE``), so
   a flood of standard error into a file kills it, and into a pipe does not;
 - ``exit``: exit with this code once standard error is written, before any handshake;
-- ``notifications``: notifications sent before the answer to ``tools/call``.
+- ``notifications``: notifications sent before the answer to ``tools/call``;
+- ``calls_file``: a file to which each ``tools/call`` appends its arguments (one JSON line), so
+  a test can count the calls that reached the server.
 """
 
 from __future__ import annotations
@@ -72,6 +74,9 @@ def main() -> None:
         elif method == "tools/list":
             result = listing(behaviour, (request.get("params") or {}).get("cursor"))
         elif method == "tools/call":
+            if "calls_file" in behaviour:
+                with open(behaviour["calls_file"], "a", encoding="utf-8") as f:
+                    f.write(json.dumps(request["params"].get("arguments")) + "\n")
             for _ in range(behaviour.get("notifications", 0)):
                 send({"jsonrpc": "2.0", "method": "notifications/message",
                       "params": {"level": "info", "data": "x" * 100}})  # fmt: skip

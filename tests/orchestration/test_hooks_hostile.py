@@ -9,8 +9,8 @@ import pytest
 
 from clearance import Agent, Orchestrator, RunHooks, RunLedger, RunServices, Task, Team
 from clearance._context.verify import verify_run
-from clearance._core.errors import ConfigError
-from clearance._core.hooks import MAX_HOOK_ITEMS, HookRunner, TaskInfo
+from clearance._core.errors import ConfigError, LimitExceeded
+from clearance._core.hooks import MAX_HOOK_CONTEXT_CHARS, MAX_HOOK_ITEMS, HookRunner, TaskInfo
 from clearance.models import ModelRequest, ToolCall
 from clearance.testing import FunctionModel
 
@@ -72,6 +72,47 @@ async def test_a_hook_title_that_would_forge_a_prompt_line_fails_the_task(tmp_pa
     assert outcome.status == "failed" and prompts == []
     assert "must be one line of text" in (outcome.error or "")
     assert "\n" not in (outcome.error or "")
+
+
+async def test_a_hook_offering_too_much_text_fails_the_task_naming_the_hook_and_size(tmp_path):
+    # With no max_prompt_tokens, a hook's text went into the prompt whatever its size.
+    class Huge(RunHooks):
+        def task_context(self, task):
+            return [("Notes", "small"), ("More", "x" * MAX_HOOK_CONTEXT_CHARS)]
+
+    prompts: list[str] = []
+    ledger, result = await _run(tmp_path, Huge(), prompts)
+    outcome = result.tasks["t"]
+    expected = (
+        f"hook Huge.task_context: max_hook_context_chars exceeded: "
+        f"{MAX_HOOK_CONTEXT_CHARS + 14} > {MAX_HOOK_CONTEXT_CHARS}; "
+        "offer less text, or a reference the task can read"
+    )
+    assert outcome.status == "failed" and prompts == []  # the model was sent nothing
+    assert outcome.error == expected
+    (record,) = ledger.tasks(result.run_id)
+    assert record.status == "failed" and record.error == expected
+    assert ledger.events(result.run_id, "hook_context") == []
+    assert verify_run(ledger, result.run_id).ok
+
+
+async def test_hook_text_up_to_the_cap_is_offered_and_a_generator_stops_at_it():
+    class Full(RunHooks):
+        def task_context(self, task):
+            return [("Notes", "x" * (MAX_HOOK_CONTEXT_CHARS - 5))]
+
+    ((ref, title, text),) = await HookRunner((Full(),)).context(_info())
+    assert (ref, title, len(text)) == ("Full/1", "Notes", MAX_HOOK_CONTEXT_CHARS - 5)
+    read = itertools.count()
+    chunk = MAX_HOOK_CONTEXT_CHARS // 10
+
+    class Stream(RunHooks):
+        def task_context(self, task):
+            return (("T", "y" * chunk) for _ in range(MAX_HOOK_ITEMS) if next(read) >= 0)
+
+    with pytest.raises(LimitExceeded, match=r"hook Stream\.task_context: max_hook_context_chars"):
+        await HookRunner((Stream(),)).context(_info())
+    assert next(read) == 10  # read no further than the item that went over
 
 
 def _info() -> TaskInfo:

@@ -7,8 +7,9 @@ shortened and stripped of control characters. Each kept tool becomes a `Tool` wh
 opens its own session (a stdio server is started for the call, in its calling agent's own
 folder unless the server is declared shared, and always stopped after it, on failure and
 cancellation too; see `clearance._agents.mcp_transport`), checks the arguments against the
-schema, calls the tool under a deadline, caps what it reads while reading, and caps the
-result's size. A server cannot add tools: only the names
+schema with the project's one bounded check (`clearance._core.schema_check`: patterns under
+a time limit, no ``$ref`` fetched, enums hashed), calls the tool under a deadline, caps what
+it reads while reading, and caps the result's size. A server cannot add tools: only the names
 listed before the run are offered to a model, and only those are ever called.
 
 The result enters the next prompt like any tool result, as a fenced ``tool:<call id>`` item
@@ -19,7 +20,6 @@ ledger as an ``mcp_call`` event (see ``ToolOutput.source``).
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -31,6 +31,7 @@ from clearance._agents.mcp_transport import ErrorTail, ReadCap, StateFolders, re
 from clearance._agents.tools import Tool, ToolOutput, tool_caller
 from clearance._core.errors import ConfigError
 from clearance._core.mcp_spec import McpServerSpec, McpToolRef
+from clearance._core.schema_check import schema_errors, schema_problem
 from clearance.models._base import MAX_ARGUMENT_DEPTH, nested_deeper_than
 
 if TYPE_CHECKING:
@@ -244,9 +245,13 @@ async def _listed(server: str, spec: McpServerSpec, wanted: set[str], folder: Pa
 
 
 def _checked_tool(server: str, spec: McpServerSpec, name: str, tool: Any) -> tuple[str, Any]:
-    """The description (cut, cleaned) and argument schema of a listed tool, checked."""
+    """The description (cut, cleaned) and argument schema of a listed tool, checked.
+
+    The schema is checked in the dialect its ``$schema`` names (2020-12 by default), the one
+    its arguments are then held to.
+    """
     from jsonschema.exceptions import SchemaError
-    from jsonschema.validators import Draft202012Validator
+    from jsonschema.validators import Draft202012Validator, validator_for
 
     field = f"mcp_servers.{server}"
     schema = tool.input_schema
@@ -267,8 +272,11 @@ def _checked_tool(server: str, spec: McpServerSpec, name: str, tool: Any) -> tup
         )
     if not isinstance(schema, dict) or schema.get("type") != "object":
         raise ConfigError(f"tool {name!r}: its argument schema is not an object", field=field)
+    if not isinstance(schema.get("$schema", ""), str):
+        raise ConfigError(f"tool {name!r}: its argument schema's $schema is not a string",
+                          field=field)  # fmt: skip
     try:
-        Draft202012Validator.check_schema(schema)
+        validator_for(schema, default=Draft202012Validator).check_schema(schema)
     except SchemaError as exc:
         raise ConfigError(
             f"tool {name!r}: its argument schema is not valid: {exc.message[:_ERROR_CHARS]}",
@@ -287,13 +295,15 @@ def _tool(
     ref: McpToolRef, spec: McpServerSpec, description: str, schema: Any, folders: StateFolders
 ) -> Tool:
     """A `Tool` calling ``ref`` on its server (one session per call, in its agent's folder)."""
+    unusable = schema_problem(schema)  # an outside $ref, a pattern too large: every call fails
 
     async def run(arguments: dict[str, Any]) -> ToolOutput:
         source: dict[str, Any] = {
             "server": ref.server, "tool": ref.tool, "transport": spec.transport,
             "where": spec.where(), "shared": spec.share,
         }  # fmt: skip
-        problems = _argument_problems(schema, arguments)
+        # In a thread: the patterns' matcher lets the event loop (the run's other tasks) go on.
+        problems = await asyncio.to_thread(_argument_problems, schema, unusable, arguments)
         if problems:
             return ToolOutput(
                 content=f"error: invalid arguments: {problems}", is_error=True, source=source
@@ -353,62 +363,29 @@ async def _call(
     return capped, bool(result.is_error), {"bytes": size, "truncated": cut}
 
 
-def _argument_problems(schema: dict[str, Any], arguments: dict[str, Any]) -> str:
+def _argument_problems(schema: dict[str, Any], unusable: str | None, arguments: Any) -> str:
     """Problems of ``arguments`` against a server's schema (``""``: none), checked safely.
 
-    The schema is the server's, so it is not trusted to be cheap: no ``$ref`` is fetched (a
-    reference outside the schema is a problem, never a request to another host or a read of
-    a local file), and no regular expression of the server's is run (``pattern`` and
-    ``patternProperties`` are left to the server to check: Python's matcher can take
-    exponential time, and it would stop the whole run while it does). At most
-    ``_PROBLEMS_SHOWN`` problems are listed, each cut short.
+    The schema is the server's, so it is not trusted to be cheap: it is held with
+    `schema_errors`, the check of output schemas: no ``$ref`` is fetched (one outside the
+    schema, ``unusable`` from `schema_problem`, refuses every call, never a request to another
+    host or a read of a local file), its patterns are matched within ``PATTERN_SECONDS``
+    together, and a pattern that would unroll too large is never compiled. At most
+    ``_PROBLEMS_SHOWN`` problems are listed, each cut short, each naming its argument's path.
     """
-    from referencing import Registry
-    from referencing.exceptions import NoSuchResource
-
-    def refuse(uri: str) -> Any:
-        raise NoSuchResource(uri)
-
-    registry: Any = Registry(retrieve=refuse)  # type: ignore[call-arg]
-    validator = _lenient_validator()(schema, registry=registry)
-    problems: list[str] = []
+    subject = "the tool's argument schema"
+    if unusable is not None:
+        return f"{subject} cannot be checked: {unusable}"[:_ERROR_CHARS]
     try:
-        for error in validator.iter_errors(arguments):
-            problems.append(f"{error.json_path}: {error.message}"[:_ERROR_CHARS])
-            if len(problems) == _PROBLEMS_SHOWN:
-                problems.append("(more not shown)")
-                break
-    except RecursionError:
-        return "its argument schema refers to itself without end; it cannot be checked"
-    except Exception as exc:  # an unresolvable $ref, say: the schema cannot be used
-        return f"its argument schema cannot be checked: {_describe(exc)}"
+        errors = schema_errors(schema, arguments, subject=subject, value_name="the arguments")
+    except ValueError as exc:
+        return _clean(str(exc))[:_ERROR_CHARS]
+    except Exception as exc:  # anything else the schema makes the check raise
+        return f"{subject} cannot be checked: {_describe(exc)}"
+    problems = [f"{error.json_path}: {error.message}"[:_ERROR_CHARS] for error in errors]
+    if len(problems) > _PROBLEMS_SHOWN:
+        problems[_PROBLEMS_SHOWN:] = ["(more not shown)"]
     return "; ".join(problems)
-
-
-@functools.cache
-def _lenient_validator() -> Any:
-    """Draft 2020-12 validation that runs no regular expression of the schema's."""
-    from jsonschema.validators import Draft202012Validator, extend
-
-    default = Draft202012Validator.VALIDATORS
-
-    def unchecked(validator: Any, value: Any, instance: Any, schema: Any) -> None:
-        return None
-
-    def additional(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
-        if "patternProperties" in schema:  # which names it covers would take the patterns
-            return None
-        return default["additionalProperties"](validator, value, instance, schema)
-
-    return extend(  # type: ignore[no-untyped-call]
-        Draft202012Validator,
-        {
-            "pattern": unchecked,
-            "patternProperties": unchecked,
-            "additionalProperties": additional,
-            "unevaluatedProperties": unchecked,  # it would match patternProperties too
-        },
-    )
 
 
 def _sent(malformed: list[str]) -> str:

@@ -32,6 +32,7 @@ from clearance._context.verify_approvals import arguments_sha256
 from clearance._core.agent_spec import MAX_TOOL_TIMEOUT_S, TOOL_TIMEOUT_S
 from clearance._core.daemon_threads import in_daemon_thread
 from clearance._core.errors import ConfigError
+from clearance._core.schema_check import schema_errors
 from clearance._core.spec import Agent
 from clearance._core.user_modules import import_user_module, split_import_path
 from clearance._core.vocabulary import EventKind
@@ -459,15 +460,17 @@ def import_function(path: str, *, field: str = "tools") -> Callable[..., Any]:
 def check_arguments(schema: dict[str, Any], arguments: dict[str, Any]) -> str:
     """Problems of ``arguments`` against a tool's JSON Schema, or ``""`` when there are none.
 
+    The check is `schema_errors`, the one every schema of the project is held with.
+
     Returns:
         The problems, ``"; "``-separated, each with its JSON path.
     """
-    from jsonschema.validators import Draft202012Validator
-
-    errors = [
-        f"{e.json_path}: {e.message}" for e in Draft202012Validator(schema).iter_errors(arguments)
-    ]
-    return "; ".join(errors)
+    try:
+        errors = schema_errors(schema, arguments, subject="the tool's argument schema",
+                               value_name="the arguments")  # fmt: skip
+    except ValueError as exc:  # one line: a number too large to check, say
+        return str(exc)
+    return "; ".join(f"{e.json_path}: {e.message}" for e in errors)
 
 
 def spawn_tool(agent: Agent) -> Tool:

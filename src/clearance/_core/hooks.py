@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "HOOK_TIMEOUT_S",
+    "MAX_HOOK_CONTEXT_CHARS",
     "MAX_HOOK_ITEMS",
     "MAX_HOOK_TIMEOUT_S",
     "HookRunner",
@@ -53,6 +54,10 @@ __all__ = [
 
 MAX_HOOK_ITEMS = 100
 """Most items one hook may offer one task (`RunHooks.task_context`)."""
+
+MAX_HOOK_CONTEXT_CHARS = 1_000_000
+"""Most characters (titles and texts together) one hook may offer one task; more fails the
+task (`LimitExceeded` ``max_hook_context_chars``, naming the hook), the text is never cut."""
 
 HOOK_TIMEOUT_S = 60.0
 """Default `RunHooks.timeout_s`: most seconds one call of a coroutine hook method may take."""
@@ -153,7 +158,8 @@ class RunHooks:
         """Items to add to the task's prompt: ``(title, text)`` pairs, or ``None``.
 
         They are rendered under ``## From hooks``, one block each, with the origin
-        ``hook:<name>/<n>`` (``n`` from 1), admitted and recorded like any item.
+        ``hook:<name>/<n>`` (``n`` from 1), admitted and recorded like any item. At most
+        `MAX_HOOK_ITEMS` items and `MAX_HOOK_CONTEXT_CHARS` characters: more fails the task.
         """
 
     def after_task(self, task: TaskInfo, *, result: str | None, error: str | None) -> Any:
@@ -182,7 +188,8 @@ def _checked_items(name: str, offered: Any) -> list[tuple[str, str, str]]:
         raise ConfigError(f"hook {name!r} offered {type(offered).__name__}: give a list of "
                           "(title, text) pairs of strings", field="hooks")  # fmt: skip
     items: list[tuple[str, str, str]] = []
-    for n, pair in enumerate(offered, 1):  # a generator is read no further than the cap
+    chars = 0
+    for n, pair in enumerate(offered, 1):  # a generator is read no further than the caps
         if n > MAX_HOOK_ITEMS:
             raise ConfigError(f"hook {name!r} offered more than {MAX_HOOK_ITEMS} items",
                               field="hooks")  # fmt: skip
@@ -195,6 +202,13 @@ def _checked_items(name: str, offered: Any) -> list[tuple[str, str, str]]:
         # Plain copies: a subclass's own __str__, __format__ or methods could show the
         # model other text than the one checked here and recorded.
         title, text = (str.__str__(p) for p in parts)
+        chars += len(title) + len(text)
+        if chars > MAX_HOOK_CONTEXT_CHARS:
+            raise LimitExceeded(
+                "max_hook_context_chars", value=chars, maximum=MAX_HOOK_CONTEXT_CHARS,
+                subject=f"hook {name}.task_context",
+                hint="offer less text, or a reference the task can read",
+            )  # fmt: skip
         check_label(f"hooks.{name}.{n}.title", title)
         check_utf8(f"hooks.{name}.{n}", title, text)
         items.append((f"{name}/{n}", title, text))
@@ -325,6 +339,8 @@ class HookRunner:
             ConfigError: Two hooks share a name (or one is not one line, or holds ``/``), a
                 hook offers something else than an iterable of ``(title, text)`` pairs of
                 strings, a title that is not one line, or more than `MAX_HOOK_ITEMS` items.
+            LimitExceeded: A hook offers more than `MAX_HOOK_CONTEXT_CHARS` characters
+                (``max_hook_context_chars``; the task fails, nothing is cut).
         """
         items: list[tuple[str, str, str]] = []
         names: set[str] = set()

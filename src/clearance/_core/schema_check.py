@@ -5,8 +5,10 @@ The schema comes from a team file and the value from a model, so neither is trus
 - a ``$ref`` must point into the schema itself (``#...``): one to a URL or a file is refused
   when the task is made, and nothing is ever fetched while checking (an empty registry);
 - a ``pattern`` (and a ``patternProperties`` name) is matched with a time limit, so a
-  pattern that backtracks without end (``(a+)+$``) cannot hang a run or ``clearance verify``:
-  the patterns of one check share `PATTERN_SECONDS`;
+  pattern that backtracks without end (``(a|aa)+$``) cannot hang a run or ``clearance verify``:
+  the patterns of one check share `PATTERN_SECONDS` (the matcher lets other threads run
+  meanwhile); a pattern whose counted repeats would unroll past `MAX_PATTERN_SIZE` when
+  compiled (``(?:a{65535}){65535}``: gigabytes) is refused before it is compiled;
 - ``uniqueItems`` and ``enum`` are checked by hashing, not by comparing every pair, so a
   long answer (or thousands of ``x-enum-from`` values) is checked in linear time;
 - a number too large for the schema's arithmetic, or a ``$ref`` that refers to itself
@@ -18,6 +20,7 @@ JSON equality holds as in JSON Schema: ``1`` equals ``1.0``; ``true`` is not ``1
 from __future__ import annotations
 
 import functools
+import re
 import time
 from collections.abc import Iterator
 from contextvars import ContextVar
@@ -26,16 +29,29 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
 
-__all__ = ["PATTERN_SECONDS", "schema_errors", "schema_problem", "schema_validator"]
+__all__ = [
+    "MAX_PATTERN_SIZE",
+    "PATTERN_SECONDS",
+    "schema_errors",
+    "schema_problem",
+    "schema_validator",
+]
 
 PATTERN_SECONDS = 2.0
 """Most seconds the regular expressions of one schema check may take together."""
+MAX_PATTERN_SIZE = 10_000
+"""Most elements a pattern may have once its counted repeats are unrolled (``(ab){3}`` has 6):
+the ``regex`` package unrolls them when it compiles, some hundreds of bytes each."""
 _REF_KEYWORDS = ("$ref", "$dynamicRef", "$recursiveRef")
 _deadline: ContextVar[float | None] = ContextVar("clearance_schema_deadline", default=None)
 
 
 class _PatternTimeout(Exception):
     """The check's regular expressions used up their time."""
+
+
+class _PatternUnusable(Exception):
+    """A pattern met while checking cannot be compiled (`schema_problem` would have said so)."""
 
 
 def schema_problem(schema: Any) -> str | None:
@@ -75,10 +91,74 @@ def schema_problem(schema: Any) -> str | None:
     return None
 
 
+def _unrolled_size(pattern: str) -> int:
+    """How many elements ``pattern`` has with its counted repeats unrolled (at most one more).
+
+    Counting stops past `MAX_PATTERN_SIZE`. Each element (a character, an escape, a class)
+    counts 1; a group counts what it holds, its alternatives added; ``{m}``, ``{m,}`` and
+    ``{m,n}`` multiply what they repeat by ``m`` (``regex`` unrolls the least count). An
+    estimate, read without compiling.
+    """
+    frames: list[list[int]] = [[0, 0, 0]]  # per group: alternatives so far, sequence, last
+    counted = re.compile(r"\{(\d*)(?:,(\d*))?\}")
+    i, end = 0, len(pattern)
+    while i < end:
+        char, size, step = pattern[i], 1, 1
+        frame = frames[-1]
+        if char == "\\":
+            step = 2
+            if pattern[i + 1 : i + 2] in ("p", "P", "N", "x", "u", "U", "g") and (
+                pattern[i + 2 : i + 3] == "{" and (close := pattern.find("}", i)) != -1
+            ):
+                step = close + 1 - i
+        elif char == "[":
+            j = i + 1 + (pattern[i + 1 : i + 2] == "^")
+            j += pattern[j : j + 1] == "]"
+            while j < end and pattern[j] != "]":
+                j += 2 if pattern[j] == "\\" else 1
+            step = j + 1 - i
+        elif char == "(":
+            frames.append([0, 0, 0])
+            i += 1
+            continue
+        elif char == ")" and len(frames) > 1:
+            inner = frames.pop()
+            frame, size = frames[-1], inner[0] + inner[1]
+        elif char == "|":
+            frame[0], frame[1], frame[2] = frame[0] + frame[1], 0, 0
+            i += 1
+            continue
+        elif char == "{" and (match := counted.match(pattern, i)) and match.group(1):
+            least = int(match.group(1)) if len(match.group(1)) < 7 else MAX_PATTERN_SIZE + 1
+            frame[1] += frame[2] * (max(least, 1) - 1)
+            if frame[0] + frame[1] > MAX_PATTERN_SIZE:
+                return MAX_PATTERN_SIZE + 1
+            i = match.end()
+            continue
+        elif char in "*+?":
+            i += 1
+            continue
+        frame[1] += size
+        frame[2] = size
+        if frame[0] + frame[1] > MAX_PATTERN_SIZE:  # a group's size reaches its parent
+            return MAX_PATTERN_SIZE + 1  # when it closes, so one frame at a time suffices
+        i += step
+    return min(sum(f[0] + f[1] for f in frames), MAX_PATTERN_SIZE + 1)
+
+
 @functools.lru_cache(maxsize=256)
 def _compiled(pattern: str) -> Any:
+    """``pattern`` compiled by ``regex``, refused if it would unroll too large.
+
+    Raises:
+        ValueError: Past `MAX_PATTERN_SIZE`; ``regex.error``: not a pattern ``regex`` takes.
+    """
     import regex  # type: ignore[import-untyped]
 
+    if _unrolled_size(pattern) > MAX_PATTERN_SIZE:
+        raise ValueError(
+            f"its counted repeats would unroll past {MAX_PATTERN_SIZE} elements (too large)"
+        )
     return regex.compile(pattern)
 
 
@@ -89,7 +169,11 @@ def _search(pattern: str, text: str) -> bool:
     if left <= 0:
         raise _PatternTimeout
     try:
-        return _compiled(pattern).search(text, timeout=left) is not None
+        compiled = _compiled(pattern)
+    except Exception as exc:  # regex.error, or too large: one line from `schema_errors`
+        raise _PatternUnusable(f"the pattern {pattern[:100]!r} cannot be used: {exc}") from exc
+    try:
+        return compiled.search(text, timeout=left, concurrent=True) is not None
     except TimeoutError as exc:
         raise _PatternTimeout from exc
 
@@ -142,7 +226,10 @@ def _additional_properties(validator: Any, allowed: Any, instance: Any, schema: 
             yield from validator.descend(instance[extra], allowed, path=extra)
     elif not allowed and extras:
         listed = ", ".join(repr(name) for name in sorted(extras))
-        yield ValidationError(f"Additional properties are not allowed ({listed:.300} unexpected)")
+        verb = "was" if len(extras) == 1 else "were"
+        yield ValidationError(
+            f"Additional properties are not allowed ({listed:.300} {verb} unexpected)"
+        )
 
 
 def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> Iterator[Any]:
@@ -210,7 +297,14 @@ def schema_validator(schema: dict[str, Any]) -> Validator:
     return validator
 
 
-def schema_errors(schema: dict[str, Any], value: Any, *, seconds: float | None = None) -> list[Any]:
+def schema_errors(
+    schema: dict[str, Any],
+    value: Any,
+    *,
+    seconds: float | None = None,
+    subject: str = "the output schema",
+    value_name: str = "the answer",
+) -> list[Any]:
     """Every `ValidationError` of ``value`` against ``schema`` (see the module docstring).
 
     Args:
@@ -218,11 +312,13 @@ def schema_errors(schema: dict[str, Any], value: Any, *, seconds: float | None =
         value: The JSON value.
         seconds: Most seconds its regular expressions may take together (default
             `PATTERN_SECONDS`).
+        subject: What the schema is, in the errors (``"the output schema"``).
+        value_name: What the value is, in the errors (``"the answer"``).
 
     Raises:
-        ValueError: One line: the patterns took over ``seconds``; a number is too large for
-            the schema's arithmetic; the schema refers to itself without end, or to
-            something it does not hold.
+        ValueError: One line: the patterns took over ``seconds``; one cannot be compiled; a
+            number is too large for the schema's arithmetic; the schema refers to itself
+            without end, or to something it does not hold.
     """
     seconds = PATTERN_SECONDS if seconds is None else seconds
     deadline = _deadline.set(time.monotonic() + seconds)
@@ -231,19 +327,19 @@ def schema_errors(schema: dict[str, Any], value: Any, *, seconds: float | None =
         return list(schema_validator(schema).iter_errors(value))
     except _PatternTimeout:
         raise ValueError(
-            f"the output schema's patterns took over {seconds:g} seconds on the answer"
+            f"{subject}'s patterns took over {seconds:g} seconds on {value_name}"
         ) from None
+    except _PatternUnusable as exc:
+        raise ValueError(str(exc)) from None
     except OverflowError as exc:
         raise ValueError(f"a number is too large to check against the schema: {exc}") from exc
     except RecursionError as exc:
-        raise ValueError(
-            "the output schema is nested too deeply or refers to itself without end"
-        ) from exc
+        raise ValueError(f"{subject} is nested too deeply or refers to itself without end") from exc
     except Exception as exc:  # an unresolvable $ref: the schema cannot be used
         from referencing.exceptions import Unresolvable
 
         if isinstance(exc, Unresolvable) or isinstance(exc.__cause__, Unresolvable):
-            raise ValueError(f"the output schema cannot be checked: {exc!s:.200}") from exc
+            raise ValueError(f"{subject} cannot be checked: {exc!s:.200}") from exc
         raise
     finally:
         _enum_keys.reset(enums)

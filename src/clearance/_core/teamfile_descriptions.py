@@ -25,8 +25,9 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "stop": "Strings that end an answer (at most 8).",
     },
     "ModelOptionsSpec": {
-        "context_window": "Tokens the models attend to: bounds each prompt of openai: and "
-        "anthropic: models; the context llama-cpp: models load with.",
+        "context_window": "Tokens the models attend to: bounds each prompt of openai:, "
+        "anthropic: and fake: models; the context llama-cpp: models load with (refused for "
+        "a model of another provider: give it in by_model).",
         "threads": "Generation threads of llama-cpp: models (1 to 256).",
         "threads_batch": "Prompt evaluation (prefill) threads of llama-cpp: models (1 to 256).",
         "batch_size": "Prompt tokens per step of llama-cpp: models (1 to 8192).",

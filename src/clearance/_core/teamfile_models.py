@@ -157,15 +157,16 @@ class SamplingSpec(_Strict):
 class ModelOptionsSpec(_Strict):
     """``model_options:`` of the team: settings of its models.
 
-    ``context_window`` is the tokens the models can attend to: for ``openai:`` and
-    ``anthropic:`` models (whose servers do not say) it bounds each prompt at the window minus
-    the agent's ``max_output_tokens``; for the embedded ``llama-cpp:`` model it is the
-    context it is loaded with (``n_ctx``, 128 to 131072). ``threads`` (generation),
-    ``threads_batch`` (prompt evaluation, or prefill; 1 to 256 each) and ``batch_size``
-    (prompt tokens per step, 1 to 8192) apply to ``llama-cpp:`` models only, and are refused
-    when no agent uses one. ``by_model`` gives one model id its own `get_model` settings
-    (``context_window``, ``n_ctx``, ``n_threads``, ``n_threads_batch``, ``n_batch``), over
-    the team-wide ones.
+    ``context_window`` is the tokens the models can attend to: for ``openai:``,
+    ``anthropic:`` (whose servers do not say) and ``fake:`` models it bounds each prompt at
+    the window minus the agent's ``max_output_tokens``; for the embedded ``llama-cpp:`` model
+    it is the context it is loaded with (``n_ctx``, 128 to 131072); a team with a model of
+    another provider (one a package adds) has it refused, as it would not reach that model.
+    ``threads`` (generation), ``threads_batch`` (prompt evaluation, or prefill; 1 to 256
+    each) and ``batch_size`` (prompt tokens per step, 1 to 8192) apply to ``llama-cpp:``
+    models only, and are refused when no agent uses one. ``by_model`` gives one model id its
+    own `get_model` settings (``context_window``, ``n_ctx``, ``n_threads``,
+    ``n_threads_batch``, ``n_batch``), over the team-wide ones.
     """
 
     context_window: int | None = Field(default=None, ge=1, le=MAX_TOKENS, strict=True)

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy.engine import make_url
 
+from clearance._agents.budget_meter import BudgetMeter
 from clearance._agents.caller import CallBudget, ModelCaller
 from clearance._agents.telemetry import agent_span
 from clearance._context.builder import ContextBuilder
@@ -30,6 +31,7 @@ from clearance._context.window import (
     ContextWindowMonitor,
     Strategy,
 )
+from clearance._core.budget import RunBudget
 from clearance._core.errors import ConfigError, LimitExceeded
 from clearance._core.ids import new_id
 from clearance._core.memory_spec import MAX_RECALL, MemoryGroup, group_members
@@ -83,6 +85,9 @@ class AgentChat:
         memory_timeout_s: Deadline in seconds of each long-term memory operation (recall,
             recording dropped turns, posting to the shared conversation). Each runs off the
             event loop (`memory_call`); past its deadline the turn fails with `StoreError`.
+        budget: The most tokens and US dollars the conversation may spend, as a run's
+            (`RunBudget`): every call of it (summaries too) is checked before it is sent
+            and charged after; ``None`` for no cap.
 
     Attributes:
         prompts: The latest `KEPT_PROMPTS` prompts of the conversation's turns, oldest first.
@@ -97,7 +102,8 @@ class AgentChat:
             message, once compressed to ``target_ratio``), ``recall_limit`` is not an integer
             from 0 to 50, or
             ``shared_group`` is not a declared group, or ``memory_timeout_s`` is not a
-            number of seconds above 0 and at most a day.
+            number of seconds above 0 and at most a day, or ``budget`` caps the cost
+            and has no price for the model.
     """
 
     def __init__(
@@ -115,7 +121,10 @@ class AgentChat:
         ledger: Recorder | None = None,
         context_window: int | None = None,
         memory_timeout_s: float = DEFAULT_MEMORY_TIMEOUT_S,
+        budget: RunBudget | None = None,
     ):
+        if budget is not None:
+            budget.check_prices({model.model_id})
         window = context_window if context_window is not None else model.context_window
         if window is None:
             raise ConfigError("the model's context window is unknown", field="context_window")
@@ -165,7 +174,10 @@ class AgentChat:
         self.prompts: deque[Prompt] = deque(maxlen=KEPT_PROMPTS)
         self.last_answer: str | None = None
         self._pending: list[CompressionRecord] = []
-        self.caller = ModelCaller(ledger=ledger, run_id=self.run_id if ledger else None)
+        meter = BudgetMeter(budget, run_id=self.run_id) if budget is not None else None
+        self.caller = ModelCaller(
+            ledger=ledger, run_id=self.run_id if ledger else None, meter=meter
+        )
         if ledger is not None:
             ledger.start_run(
                 run_id=self.run_id,

@@ -59,8 +59,9 @@ __all__ = [
     "spec_tools",
 ]
 
-WINDOWED_PROVIDERS = ("openai", "anthropic")
-"""Providers whose context window comes from ``model_options.context_window``."""
+WINDOWED_PROVIDERS = ("openai", "anthropic", "fake")
+"""Providers whose context window comes from ``model_options.context_window`` (as their
+``context_window``; ``llama-cpp:`` takes it as ``n_ctx``)."""
 
 LLAMA_SETTINGS = {
     "threads": "n_threads",
@@ -129,8 +130,8 @@ def model_settings(
 ) -> dict[str, dict[str, int]]:
     """The `get_model` settings of the spec's models, by model id (only models with settings).
 
-    ``model_options.context_window`` goes to ``openai:`` and ``anthropic:`` models as
-    ``context_window`` and to ``llama-cpp:`` models as ``n_ctx``; ``threads``,
+    ``model_options.context_window`` goes to ``openai:``, ``anthropic:`` and ``fake:``
+    models as ``context_window`` and to ``llama-cpp:`` models as ``n_ctx``; ``threads``,
     ``threads_batch`` and ``batch_size`` go to ``llama-cpp:`` models only; then
     ``model_options.by_model`` wins for the models it names.
 
@@ -141,8 +142,10 @@ def model_settings(
 
     Raises:
         ConfigError: A ``llama-cpp:`` setting is given but no agent uses a ``llama-cpp:``
-            model (it would have no effect), or a ``llama-cpp:`` model's context window is
-            outside 128 to 131072 tokens.
+            model (it would have no effect), the context window is given and a model of
+            the team takes none (a provider an installed package adds: it would have no
+            effect there), or a ``llama-cpp:`` model's context window is outside 128 to
+            131072 tokens.
     """
     given_as = given_as or {}
     options = spec.model_options
@@ -163,10 +166,19 @@ def model_settings(
                 )
     settings: dict[str, dict[str, int]] = {}
     window = values.get("context_window")
+    # A model by_model gives a window of its own does not need the team-wide one.
+    own = {m for m, chosen in options.by_model.items() if "context_window" in chosen}
     for model_id in ids:
         provider = split_model_id(model_id)[0]
         if provider in WINDOWED_PROVIDERS and window is not None:
             settings[model_id] = {"context_window": window[0]}
+        elif provider != "llama-cpp" and window is not None and model_id not in own:
+            raise ConfigError(
+                f"has no effect on {model_id!r}: it reaches "
+                f"{', '.join(f'{p}:' for p in WINDOWED_PROVIDERS)} and llama-cpp: models only "
+                "(give a model that takes a window its own in model_options.by_model)",
+                field=window[1],
+            )
         elif provider == "llama-cpp":
             low, high = CONTEXT_RANGE
             if window is not None and not low <= window[0] <= high:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated, get_args
 
 import typer
 
-from clearance import ClearanceError, ConfigError, LimitExceeded
+from clearance import BudgetExceeded, ClearanceError, ConfigError, LimitExceeded
 from clearance.cli._common import err, one_line_errors, out, safe_text
 from clearance.cli._options import check_database_folder, model_id_option, not_empty
 from clearance.cli._signals import TERMINATED_EXIT_CODE, sigterm_as_interrupt
@@ -27,7 +27,7 @@ from clearance.cli._stdin import MAX_LINE_BYTES, LineTooLong, stdin_lines
 from clearance.runs import DEFAULT_LEDGER_URL
 
 if TYPE_CHECKING:
-    from clearance import Agent, AgentChat, LoadedTeam, RunLedger
+    from clearance import Agent, AgentChat, LoadedTeam, RunBudget, RunLedger
     from clearance.memory import Strategy
 
 
@@ -116,6 +116,35 @@ def _model_options(loaded: LoadedTeam, model: str | None, model_id: str) -> dict
         return model_settings(spec).get(model_id, {})
     except ConfigError as exc:
         raise exc.with_source(loaded.source) from exc
+
+
+def _run_settings(loaded: LoadedTeam, model_id: str) -> RunBudget | None:
+    """The team file's budget for the chat, once the run settings chat cannot apply are refused.
+
+    A chat session is one run: ``budget:`` (with ``prices:``) bounds its calls as a run's.
+    Its calls are made in this process, so an ``executor`` other than the local one would
+    have no effect.
+
+    Raises:
+        ConfigError: The file gives ``executor: {kind: ray}``, or a cost budget without a
+            price for the chat's model, naming the file.
+    """
+    from clearance.runs import ExecutorKind
+
+    spec = loaded.spec
+    try:
+        if spec.executor.kind is not ExecutorKind.LOCAL:
+            raise ConfigError(
+                "has no effect in clearance chat: a chat turn calls its model in this process "
+                "(remove executor, or run the team file)",
+                field="executor",
+            )
+        budget = spec.run_budget()
+        if budget is not None:
+            budget.check_prices({model_id})
+    except ConfigError as exc:
+        raise exc.with_source(loaded.source) from exc
+    return budget
 
 
 def _strategy(value: str) -> Strategy:
@@ -273,6 +302,7 @@ def chat(
     agent = _agent(loaded, agent_name)
     how = _strategy(strategy)
     model_id = model or agent.model or loaded.spec.model or DEFAULT_MODEL_ID
+    budget = _run_settings(loaded, model_id)
     chat_model = get_model(model_id, **_model_options(loaded, model, model_id))
     window = _window(agent, model_id, chat_model.context_window, context_window)
     settings = loaded.spec.memory_settings
@@ -306,6 +336,7 @@ def chat(
             ledger=ledger,
             context_window=window,
             memory_timeout_s=memory.timeout_s,
+            budget=budget,
         )
         joined = f"; shared conversation of group {shared}" if shared else ""
         err.print(
@@ -335,6 +366,12 @@ def _run_session(session: AgentChat, db: str) -> None:
         raise typer.Exit(TERMINATED_EXIT_CODE if termination.received else 130) from None
     except ClearanceError as exc:
         message = " ".join(str(exc).splitlines())
+        if isinstance(exc, BudgetExceeded):  # a chat session is never resumed
+            used = f"{exc.used:.6f}".rstrip("0").rstrip(".") if exc.limit != "tokens" else exc.used
+            message = (
+                f"the chat session reached its budget.{exc.limit} ({used} used of "
+                f"{exc.maximum}) before a model call; the message was not answered"
+            )
         session.finish(error=message)
         err.print(safe_text(f"error: {message}"), soft_wrap=True)
         err.print(safe_text(_session_line(session, db)), soft_wrap=True)

@@ -78,8 +78,8 @@ def run(
             min=1,
             max=MAX_CONTEXT_WINDOW,  # a run's record holds no more (resume refused it)
             help="Tokens the models can attend to (overrides the team file's "
-            "model_options.context_window): prompts are kept within it; the llama-cpp: model "
-            "is loaded with it (128 to 131072).",
+            "model_options.context_window): prompts of openai:, anthropic: and fake: models "
+            "are kept within it; the llama-cpp: model is loaded with it (128 to 131072).",
         ),
     ] = None,
     threads: Annotated[
@@ -196,7 +196,10 @@ def run(
         update["memory"] = spec.memory_settings.model_copy(update={"url": memory_url})
     spec = spec.model_copy(update=update)
     spec = spec.with_model(model) if model is not None else spec
-    model_settings(spec, given_as={k: "--" + k.replace("_", "-") for k in given})
+    try:  # the team file's models decide where a setting has effect: name the file
+        model_settings(spec, given_as={k: "--" + k.replace("_", "-") for k in given})
+    except ConfigError as exc:
+        raise exc.with_source(str(team_file)) from exc
     try:
         spec = with_resources(spec, ledger_url=db)
         loaded, _ = checked_run(spec, source=str(team_file))

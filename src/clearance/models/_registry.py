@@ -81,7 +81,8 @@ def get_model(model_id: str, **options: Any) -> ChatModel:
         ConfigError: The id is malformed or names an unknown provider or model, the
             provider's optional package is not installed, ``options`` names a setting a
             built-in provider does not take, or an installed provider's entry point cannot be
-            loaded or does not give a `ChatModel`.
+            loaded or does not give a `ChatModel`, or is given a ``context_window`` its
+            model does not keep (it would have no effect).
     """
     provider, name = split_model_id(model_id)
     target = _PROVIDER_CLASSES.get(provider)
@@ -153,5 +154,12 @@ def _from_entry_point(
             f"{where} gave {type(model).__name__} for {model_id!r}, not a ChatModel "
             "(an async request(ModelRequest) -> ModelResponse, model_id, context_window)",
             field="model",
+        )
+    given = options.get("context_window")
+    if given is not None and model.context_window != given:  # taken by **options, unused
+        raise ConfigError(
+            f"has no effect: {model_id!r} was given a context_window of {given} and keeps "
+            f"its own ({model.context_window}); its provider {where} does not take one",
+            field="context_window",
         )
     return model
