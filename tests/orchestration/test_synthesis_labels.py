@@ -15,10 +15,13 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from clearance import Agent, Orchestrator, RunLedger, Task, Team
 from clearance._context.layout import SUMMARIES, SUMMARY_LABEL_TASKS
 from clearance._context.render import Block, parse_user_message
 from clearance._context.verify import verify_run
+from clearance._core.errors import MalformedRecord
 from clearance.models import ModelRequest
 from clearance.testing import FunctionModel
 
@@ -225,3 +228,94 @@ async def test_a_summary_of_summaries_label_must_count_what_it_merged(
     assert [(f.origin, "label" in f.reason) for f in report.findings] == [(origin, True)], [
         str(f) for f in report.findings
     ]
+
+
+# -- a run records its prompt format: a plain label in a labelled run is a finding -----------
+
+
+def _relabel_plainly(db: Path, run_id: str, step: int, rewrite_prompt: Any, rechain: Any) -> None:
+    """Put the plain ``Summary <step>`` label of older runs on summary ``step``, chain rebuilt."""
+    origin = f"summary_of:{step}"
+
+    def edit(block: Block, item: dict[str, Any]) -> Block:
+        if item["origin"] != origin:
+            return block
+        item["title"] = f"Summary {step}"
+        return Block(heading=f"Summary {step}", content=block.content)
+
+    conn = sqlite3.connect(db)
+    try:
+        rewrite_prompt(conn, "synthesis", edit)
+        conn.commit()
+    finally:
+        conn.close()
+    rechain(db, run_id)
+
+
+async def test_a_run_records_the_prompt_format_its_summaries_were_labelled_in(ledger):
+    run_id = await run(ledger, Recording(summary_chars=40), 30)
+    assert ledger.get_run(run_id).config["prompt_format"] == 1
+
+
+async def test_a_plain_summary_label_in_a_run_that_labels_summaries_fails_verify(
+    tmp_path: Path, rewrite_prompt: Any, rechain: Any
+):
+    """The plain label of older runs names no false task, but it drops what the summary covers."""
+    db = tmp_path / "runs.db"
+    model = Recording(summary_chars=40)
+    with RunLedger(f"sqlite:///{db}") as ledger:
+        run_id = await run(ledger, model, 30)
+    step = sorted(summary_headings(model.received["synthesis"]))[0]
+    expected = label(step, covered(model, step)[0])
+    _relabel_plainly(db, run_id, step, rewrite_prompt, rechain)
+    with RunLedger(f"sqlite:///{db}") as ledger:
+        report = verify_run(ledger, run_id)
+    assert [(f.subject, f.origin, f.reason) for f in report.findings] == [
+        (
+            "synthesis",
+            f"summary_of:{step}",
+            f"the summary's label 'Summary {step}' does not name the tasks "
+            f"synthesis_map:{step} covered: {expected!r}",
+        )
+    ], [str(f) for f in report.findings]
+
+
+async def test_a_run_recorded_before_the_prompt_format_keeps_its_plain_labels(
+    tmp_path: Path, rewrite_prompt: Any, rechain: Any
+):
+    """A run whose config records no prompt format (an older run) verifies with plain labels."""
+    db = tmp_path / "runs.db"
+    model = Recording(summary_chars=40)
+    with RunLedger(f"sqlite:///{db}") as ledger:
+        run_id = await run(ledger, model, 30)
+    conn = sqlite3.connect(db)
+    conn.execute(
+        "UPDATE runs SET config = json_remove(config, '$.prompt_format') WHERE run_id = ?",
+        (run_id,),
+    )
+    conn.commit()
+    conn.close()
+    for step in sorted(summary_headings(model.received["synthesis"])):
+        _relabel_plainly(db, run_id, step, rewrite_prompt, rechain)
+    with RunLedger(f"sqlite:///{db}") as ledger:
+        report = verify_run(ledger, run_id)
+    assert report.ok, [str(f) for f in report.findings]
+
+
+async def test_a_prompt_format_that_is_not_a_version_is_refused_by_verify(tmp_path: Path):
+    """A forger may not make a run read as older by writing a prompt format that is no number."""
+    db = tmp_path / "runs.db"
+    with RunLedger(f"sqlite:///{db}") as ledger:
+        run_id = await run(ledger, Recording(summary_chars=40), 30)
+    conn = sqlite3.connect(db)
+    conn.execute(
+        "UPDATE runs SET config = json_set(config, '$.prompt_format', '1') WHERE run_id = ?",
+        (run_id,),
+    )
+    conn.commit()
+    conn.close()
+    with (
+        RunLedger(f"sqlite:///{db}") as ledger,
+        pytest.raises(MalformedRecord, match="prompt_format is not a version: '1'"),
+    ):
+        verify_run(ledger, run_id)

@@ -70,12 +70,15 @@ since), and anything the model provider did with the prompt after receiving it.
 11. **Review rounds and store headings.** Every ``review_round`` event is the verdict of a
     recorded call of its reviewer (`verify_review`), and a store entry's heading names the
     entry and the writer its read recorded (`verify_store`).
+12. **Compaction order.** A tool result shown as its compacted line comes after the
+    ``compacted`` event that names it, and a chat summary after the summarizing call that
+    wrote it, in the hash chain's order (`verify_compaction`).
 
 The checks live in `verify_layout` (accounting), `verify_items` (clearance and provenance),
 `verify_results` (results), `verify_chain` (the chain), `verify_subagents`,
 `verify_clarifications`, `verify_synthesis`, `verify_capabilities`, `verify_approvals`,
-`verify_plan`, `verify_children`, `verify_review` and `verify_store`; `verify_facts` indexes
-the ledger for them.
+`verify_plan`, `verify_children`, `verify_review`, `verify_store` and `verify_compaction`;
+`verify_facts` indexes the ledger for them.
 """
 
 from __future__ import annotations
@@ -94,6 +97,7 @@ from clearance._context.verify_children import (
     check_spawn_outputs,
 )
 from clearance._context.verify_clarifications import check_clarification_events
+from clearance._context.verify_compaction import check_compaction_order
 from clearance._context.verify_delegation import check_delegate_answers
 from clearance._context.verify_facts import MemoryLookup, RunFacts, StoreLookup
 from clearance._context.verify_items import check_admission, check_sources
@@ -329,6 +333,12 @@ def _verified(
     findings.extend(
         Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
         for subject, call_id, reason in check_planned_graph(run, calls)
+    )
+    findings.extend(
+        Finding(call_id=call_id, subject=subject, origin=origin, reason=reason)
+        for subject, call_id, origin, reason in check_compaction_order(
+            ledger, run.run_id, calls, facts.events, facts.tool_calls
+        )
     )
     channels, undeclared = mcp_channels(facts.events, facts.tool_calls)
     findings.extend(Finding(call_id=c, subject=s, origin=None, reason=r) for s, c, r in undeclared)

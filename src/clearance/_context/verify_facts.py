@@ -96,6 +96,12 @@ class RunFacts:
         # Whether delegates and children were given only their callers' tools (a run
         # recorded before 2026-11-27 used its own: not checked there).
         self.tool_ceilings = config.get("tool_ceilings") is True
+        # The format the run's prompts were built in (`PROMPT_FORMAT`); 0 for a run recorded
+        # before runs named it (its synthesis summaries may carry plain labels).
+        fmt = config.get("prompt_format", 0)
+        if not isinstance(fmt, int) or isinstance(fmt, bool) or fmt < 0:
+            raise TypeError(f"the run's recorded prompt_format is not a version: {fmt!r}")
+        self.prompt_format: int = fmt
         # (agent, tool name) to the digest of the tool's description in its first prompt.
         self.tool_specs: dict[tuple[str, str], Any] = {}
         groups = config.get("memory_groups") or {}

@@ -202,8 +202,9 @@ def check_admission(
         yield from _check_conversation_call(call, items, facts)
     elif is_synthesis_step(subject, items):
         yield from check_synthesis_step(
-            call, items, facts.calls, facts.run.goal, provenance, facts.graph
-        )
+            call, items, facts.calls, facts.run.goal, provenance, facts.graph,
+            labelled=facts.prompt_format >= 1,
+        )  # fmt: skip
     else:
         yield from _check_coordinator_call(call, items, facts)
 

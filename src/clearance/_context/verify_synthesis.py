@@ -13,7 +13,8 @@ tasks, shared memory). These checks, from the ledger alone:
   its label (`layout.summary_label`) names exactly the tasks that call covered: the results
   its recorded clearance lists, then the tasks of each summary it lists, in the recorded
   graph's titles and assignees (runs recorded before summaries were labelled show
-  ``Summary <n>``, which names no task);
+  ``Summary <n>``, which names no task: accepted only in a run whose config records no
+  ``prompt_format``, as those runs' do not);
 - across the run, each result reaches at most one map step and each summary at most one
   later step; when a reduce with summaries succeeded, every result the synthesis shows
   (all completed tasks, or the team file's ``synthesis_from``) reached a map step, and every
@@ -63,6 +64,8 @@ def check_synthesis_step(
     goal: str | None,
     provenance: ItemCheck,
     graph: TaskGraph | None = None,
+    *,
+    labelled: bool = False,
 ) -> Iterator[Problem]:
     """Check a map step or reduce: its clearance, its items' kinds and provenance.
 
@@ -75,6 +78,9 @@ def check_synthesis_step(
             ``shared_memory`` items.
         graph: The run's recorded graph, for the tasks a summary's label names; ``None``
             when it was not recorded (labels are then not checked).
+        labelled: The run records a prompt format that labels summaries with their tasks
+            (``prompt_format`` 1 or later): the plain ``Summary <n>`` label of older runs
+            is then a finding too.
     """
     is_map = call.subject != PromptKind.SYNTHESIS
     allowed = _MAP_KINDS if is_map else _REDUCE_KINDS
@@ -103,7 +109,9 @@ def check_synthesis_step(
                     f"the content is not the answer of an earlier {PromptKind.SYNTHESIS_MAP}:{ref}",
                 )
             elif graph is not None:
-                yield from _check_label(origin, int(ref), item.get("title"), step, graph)
+                yield from _check_label(
+                    origin, int(ref), item.get("title"), step, graph, labelled=labelled
+                )
         else:
             if kind == OriginKind.TASK_RESULT:
                 results.append(ref)
@@ -167,10 +175,10 @@ def _step_coverage(call: CallRecord, steps: dict[int, _MapStep]) -> tuple[list[s
 
 
 def _check_label(
-    origin: str, step: int, title: Any, recorded: _MapStep, graph: TaskGraph
+    origin: str, step: int, title: Any, recorded: _MapStep, graph: TaskGraph, *, labelled: bool
 ) -> Iterator[Problem]:
     """A summary's label names exactly the tasks its map step covered."""
-    if title == legacy_summary_label(step):
+    if title == legacy_summary_label(step) and not labelled:
         return  # recorded before summaries were labelled: it names no task
     if recorded.covered is None:
         return  # the map step's own checks report its record

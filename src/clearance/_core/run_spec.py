@@ -48,6 +48,7 @@ __all__ = [
     "MASK",
     "MAX_ANSWER_TIMEOUT_S",
     "MAX_CONCURRENCY",
+    "PROMPT_FORMAT",
     "RECORD_KEYS",
     "ExecutorSpec",
     "RunSpec",
@@ -63,11 +64,18 @@ on one request by default, in seconds (``--answer-timeout``)."""
 MAX_ANSWER_TIMEOUT_S = 86_400.0
 """The longest such deadline accepted (a day)."""
 
-RECORD_KEYS = ("process", "synthesis_ids", "tool_ceilings")
+RECORD_KEYS = ("process", "synthesis_ids", "tool_ceilings", "prompt_format")
 """Keys a run's recorded config holds beside its spec: the process that runs it (written by
-the ledger), the ids of the tasks the synthesis shows (``synthesis_from`` expanded), and
+the ledger), the ids of the tasks the synthesis shows (``synthesis_from`` expanded),
 ``tool_ceilings: true`` for a run whose delegates and children were given only the tools
-their callers may call (every run since 2026-11-27; ``verify`` checks it for those)."""
+their callers may call (every run since 2026-11-27; ``verify`` checks it for those), and
+the `PROMPT_FORMAT` the run's prompts were built in."""
+
+PROMPT_FORMAT = 1
+"""The version of the prompts' format a run records when it starts (``prompt_format``): 1
+labels each summary of a hierarchical synthesis with the tasks it covers. A run recorded
+without one (before 2026-11-27) may show the plain ``Summary <n>`` label; ``verify``
+accepts that only there."""
 
 _FROM_ENV = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
 _PASSWORD = re.compile(r"(://[^:/@]*:)[^@/]*@")

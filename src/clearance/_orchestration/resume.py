@@ -16,7 +16,7 @@ from typing import Any
 from clearance._core.clock import utc_now
 from clearance._core.errors import ClearanceError, ConfigError
 from clearance._core.origins import Subject
-from clearance._core.run_spec import MASK, RunSpec
+from clearance._core.run_spec import MASK, PROMPT_FORMAT, RunSpec
 from clearance._core.vocabulary import PromptKind
 from clearance._orchestration.resume_checks import check_run_record
 from clearance._orchestration.run_memory import RunMemory
@@ -58,11 +58,17 @@ def recorded_config(spec: RunSpec, synthesis_from: Sequence[str] | None) -> dict
 
     Its spec (`RunSpec.to_record`, with the ids of the tasks the synthesis shows, ``None``
     for all), this process (`process_identity`: `check_resumable` refuses a run whose
-    process is alive), and ``tool_ceilings`` (`clearance._context.authority`).
+    process is alive), ``tool_ceilings`` (`clearance._context.authority`) and the
+    ``prompt_format`` its prompts are built in (`PROMPT_FORMAT`).
     """
     ids = list(synthesis_from) if synthesis_from is not None else None
     record = spec.to_record(synthesis_ids=ids)
-    return {**record, "process": process_identity(), "tool_ceilings": True}
+    return {
+        **record,
+        "process": process_identity(),
+        "tool_ceilings": True,
+        "prompt_format": PROMPT_FORMAT,
+    }
 
 
 def _refuse_live_run(record: RunRecord) -> None:
