@@ -118,7 +118,8 @@ class AgentLimits:
     Attributes:
         max_output_tokens: Most tokens the model may generate per call.
         max_prompt_tokens: Most tokens a prompt may hold; ``None`` means the model's context
-            window minus ``max_output_tokens``. A larger prompt fails the task with
+            window minus ``max_output_tokens`` and the tokens its chat template adds (the
+            embedded model counts its own). A larger prompt fails the task with
             `LimitExceeded`; nothing is truncated silently.
         timeout_s: Deadline, in wall-clock seconds, of one model call: every attempt, and
             the backoff between attempts, included. When it passes the call fails with

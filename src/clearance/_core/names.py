@@ -112,8 +112,11 @@ def check_label(field: str, value: object, *, most: int = MAX_LABEL_CHARS) -> No
         raise ConfigError(f"is {len(value):,} characters, over {most}", field=field)
 
 
-def check_count(field: str, value: object, *, least: int, most: int | None = None) -> None:
+def check_count(field: str, value: object, *, least: int, most: int | None = None) -> int:
     """Refuse anything but an integer from ``least`` to ``most`` (``bool`` is no integer here).
+
+    Returns:
+        ``value``, checked.
 
     Raises:
         ConfigError: Naming ``field``, the bounds and the value given.
@@ -123,6 +126,7 @@ def check_count(field: str, value: object, *, least: int, most: int | None = Non
     if value < least or (most is not None and value > most):
         bounds = f"at least {least}" if most is None else f"from {least} to {most}"
         raise ConfigError(f"must be an integer {bounds}, got {shown_number(value)}", field=field)
+    return value
 
 
 def check_number(field: str, value: object) -> None:

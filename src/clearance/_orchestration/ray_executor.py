@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from clearance._core.errors import ConfigError, ModelError
+from clearance._core.names import check_count, check_number
 from clearance._core.vocabulary import EventKind
 from clearance._orchestration.executor import EventRecorder
 from clearance._orchestration.ray_cluster import (
@@ -54,22 +55,12 @@ from clearance.models._base import (
     ModelRequest,
     ModelResponse,
     TextSink,
+    framing_tokens,
     max_response_chars,
 )
 from clearance.models._openai_stream import max_chunks
 
 __all__ = ["LOCAL_RAY_ENV", "RayExecutor", "RemoteModel", "checked_outcome"]
-
-
-def _bounded(name: str, value: object, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ConfigError(f"must be an integer from {low} to {high}, got {value!r}", field=name)
-    return value
-
-
-def _number(value: object) -> bool:
-    """Whether ``value`` is an int or a float (not a `bool`, a string or anything else)."""
-    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 @dataclass(slots=True)
@@ -160,16 +151,21 @@ class RayExecutor:
         if address is not None:
             checked_address(address)
         self.address = address
-        self.workers = _bounded("workers", workers, 1, 256)
-        self.calls_per_worker = _bounded("calls_per_worker", calls_per_worker, 1, 1024)
-        default_cap = self.workers * self.calls_per_worker
-        cap = default_cap if max_calls_per_model is None else max_calls_per_model
-        self.max_calls_per_model = _bounded("max_calls_per_model", cap, 1, 1 << 20)
-        self.worker_retries = _bounded("worker_retries", worker_retries, 0, 10)
-        if not _number(cpus_per_worker) or not 0 <= cpus_per_worker <= 256:
+        self.workers = check_count("workers", workers, least=1, most=256)
+        self.calls_per_worker = check_count(
+            "calls_per_worker", calls_per_worker, least=1, most=1024
+        )
+        cap = max_calls_per_model
+        if cap is None:  # as many as the workers take at once
+            cap = self.workers * self.calls_per_worker
+        self.max_calls_per_model = check_count("max_calls_per_model", cap, least=1, most=1 << 20)
+        self.worker_retries = check_count("worker_retries", worker_retries, least=0, most=10)
+        check_number("cpus_per_worker", cpus_per_worker)
+        if not 0 <= cpus_per_worker <= 256:
             raise ConfigError(f"must be 0 to 256, got {cpus_per_worker!r}", field="cpus_per_worker")
         self.cpus_per_worker = float(cpus_per_worker)
-        if not _number(start_timeout_s) or not 0 < start_timeout_s <= 3600:
+        check_number("start_timeout_s", start_timeout_s)
+        if not 0 < start_timeout_s <= 3600:
             raise ConfigError("must be more than 0 and at most 3600", field="start_timeout_s")
         self.start_timeout_s = float(start_timeout_s)
         self._factory = model_factory
@@ -433,6 +429,11 @@ class RemoteModel:
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text``, counted by the local model."""
         return self.local.count_tokens(text)
+
+    @property
+    def prompt_framing_tokens(self) -> int:
+        """The local model's `framing_tokens` (the workers run the same model)."""
+        return framing_tokens(self.local)
 
 
 async def _streamed(items: Any, sink: TextSink, *, max_tokens: int, model_id: str) -> Outcome:

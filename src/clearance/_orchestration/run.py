@@ -42,7 +42,7 @@ from clearance._state.messages import MessageBus
 from clearance._state.queue import TaskQueue
 from clearance._state.shared_memory import SharedMemory
 from clearance._state.store import ContextStore
-from clearance.models._base import ChatModel, Usage
+from clearance.models._base import ChatModel, Usage, framing_tokens
 
 __all__ = [
     "DEFAULT_WORKSPACE_ROOT",
@@ -272,10 +272,14 @@ def prompt_budget(agent: Agent, model: ChatModel) -> int | None:
     """An agent's prompt token budget with ``model``; ``None`` for no limit.
 
     Its ``limits.max_prompt_tokens`` if set, else the model's context window less the
-    agent's ``limits.max_output_tokens``, else ``None``.
+    agent's ``limits.max_output_tokens`` and the tokens the model's chat template adds around
+    a prompt (`framing_tokens`), else ``None``.
+
+    Raises:
+        ConfigError: The model declares a framing that is no token count.
     """
     if agent.limits.max_prompt_tokens is not None:
         return agent.limits.max_prompt_tokens
     if model.context_window is not None:
-        return model.context_window - agent.limits.max_output_tokens
+        return model.context_window - agent.limits.max_output_tokens - framing_tokens(model)
     return None

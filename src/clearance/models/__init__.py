@@ -17,6 +17,7 @@ if typing.TYPE_CHECKING:
         ToolCall,
         Usage,
         estimate_tokens,
+        framing_tokens,
         split_model_id,
     )
     from clearance.models._registry import DEFAULT_MODEL_ID, PROVIDERS, get_model
@@ -30,6 +31,7 @@ __all__ = [
     "ToolCall",
     "Usage",
     "estimate_tokens",
+    "framing_tokens",
     "get_model",
     "split_model_id",
 ]
@@ -43,6 +45,7 @@ _EXPORTS = {
     "ToolCall": "clearance.models._base",
     "Usage": "clearance.models._base",
     "estimate_tokens": "clearance.models._base",
+    "framing_tokens": "clearance.models._base",
     "get_model": "clearance.models._registry",
     "split_model_id": "clearance.models._base",
 }

@@ -24,6 +24,7 @@ __all__ = [
     "Usage",
     "checked_arguments",
     "decoded_arguments",
+    "framing_tokens",
     "estimate_tokens",
     "kind_of",
     "max_response_chars",
@@ -440,6 +441,11 @@ class ChatModel(Protocol):
         model_id: ``"provider:name"``.
         context_window: Tokens the model can attend to (prompt plus completion), or ``None``
             when unknown.
+
+    A provider may also have ``prompt_framing_tokens`` (optional, read by `framing_tokens`):
+    the tokens its chat template adds around a prompt's system and user messages (turn
+    markers and the opening of the answer), which ``count_tokens`` of the messages' text does
+    not see. A prompt budget taken from the context window leaves room for them.
     """
 
     model_id: str
@@ -456,3 +462,27 @@ class ChatModel(Protocol):
     def count_tokens(self, text: str) -> int:
         """Tokens ``text`` takes for this model (its own tokenizer where it has one)."""
         ...
+
+
+MAX_FRAMING_TOKENS = 1_000_000
+"""The most tokens `framing_tokens` accepts from a provider (a template adds tens)."""
+
+
+def framing_tokens(model: ChatModel) -> int:
+    """The tokens ``model``'s chat template adds around a prompt; 0 when it declares none.
+
+    Read from the provider's optional ``prompt_framing_tokens`` (see `ChatModel`), which may
+    load the model (the embedded one counts its template with its own tokenizer).
+
+    Raises:
+        ConfigError: The provider's value is not a whole number from 0 to
+            `MAX_FRAMING_TOKENS`.
+    """
+    value = getattr(model, "prompt_framing_tokens", 0)
+    if value.__class__ is not int or not 0 <= value <= MAX_FRAMING_TOKENS:
+        raise ConfigError(
+            f"{model.model_id}: prompt_framing_tokens must be a whole number of tokens from 0 "
+            f"to {MAX_FRAMING_TOKENS:,}, got {_short(value)}",
+            field="prompt_framing_tokens",
+        )
+    return int(value)

