@@ -12,7 +12,9 @@ Guarantees:
       So the database always holds a *prefix* of the writes: after a crash it is what a crash
       a moment earlier would have left, never a later write without an earlier one.
     * **Nothing lost silently.** If a group fails, its writes are retried one per
-      transaction, so only the failing writes are lost; the first failure is raised to the
+      transaction, so only the failing writes are lost (once one of them fails because the
+      connection was lost, the database not answering in time, the rest fail with it
+      rather than wait as long each); the first failure is raised to the
       submitting thread by its next `submit`, `flush` or `close`.
     * **Bounded memory.** At most ``max_pending`` writes wait; `submit` then blocks until
       the writer catches up (back-pressure).
@@ -403,11 +405,17 @@ class WriteBehind:
                 error = _as_store_error(group[0].operation, exc)
                 return error, [(0, error)]
         failures: list[tuple[int, StoreError]] = []
+        lost: StoreError | None = None
         for position, write in enumerate(group):
+            if lost is not None:  # the database stopped answering: one deadline, not one each
+                failures.append((position, lost))
+                continue
             try:
                 self._commit([write])
             except Exception as exc:  # reported to the submitter
                 failures.append((position, _as_store_error(write.operation, exc)))
+                if _connection_lost(exc):
+                    lost = failures[-1][1]
         if not failures:
             return None, []
         first = failures[0][1]
@@ -432,6 +440,30 @@ def _resolve(settled: list[tuple[asyncio.Future[None], StoreError | None]]) -> N
             future.set_result(None)
         else:
             future.set_exception(error)
+
+
+def _connection_lost(exc: BaseException) -> bool:
+    """Whether ``exc`` came from the database's connection rather than from the write.
+
+    SQLAlchemy's ``connection_invalidated`` (a server that did not answer within its
+    deadline), or an ``OperationalError`` outside any statement (no connection could be
+    made in time): each further write alone would wait that long again.
+    """
+    seen: BaseException | None = exc
+    for _ in range(8):  # a short chain of causes
+        if seen is None:
+            return False
+        if getattr(seen, "connection_invalidated", False):
+            return True
+        orig = getattr(seen, "orig", None)
+        if (
+            hasattr(seen, "connection_invalidated")
+            and getattr(seen, "statement", "") is None
+            and type(orig).__name__ in ("OperationalError", "ConnectionTimeout")
+        ):
+            return True
+        seen = seen.__cause__
+    return False
 
 
 def _as_store_error(operation: str, exc: Exception) -> StoreError:

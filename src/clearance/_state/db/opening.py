@@ -3,7 +3,8 @@
 `open_engine` refuses in one line what would otherwise fail later or silently (an SQLite
 file that is a folder or whose path holds a NUL, a query argument SQLite would ignore, an
 unsupported database), creates the folder of a new SQLite file when asked, and gives every
-PostgreSQL connection a deadline to connect (`CONNECT_TIMEOUT_S`).
+PostgreSQL connection a deadline to connect (`CONNECT_TIMEOUT_S`) and to answer each
+statement (`clearance._state.db.deadlines`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from clearance._core.errors import StoreError
+from clearance._state.db.deadlines import answer_deadline_s, answering_connect, query_timeout_s
 from clearance._state.db.failures import failure_cause, mask_url
 from clearance._state.db.sqlite import (
     PYSQLITE_QUERY_ARGUMENTS,
@@ -127,17 +129,24 @@ def postgresql_connect_args(url: URL) -> dict[str, Any]:
 
 
 def configure_postgresql(
-    engine: Engine, *, lock_timeout_ms: int | None = None, read_only: bool = False
+    engine: Engine,
+    *,
+    lock_timeout_ms: int | None = None,
+    read_only: bool = False,
+    statement_timeout_ms: int | None = None,
 ) -> None:
     """Set up every new PostgreSQL session of ``engine`` with ``SET`` statements.
 
     ``lock_timeout`` ``lock_timeout_ms`` (unless ``None``): a statement waiting longer for
-    another session's lock fails; and, when ``read_only``, transactions that refuse to
-    write (``SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY``). Statements rather
-    than the connection's ``options``, which a pooler such as PgBouncer refuses. Nothing is
-    set when both are off.
+    another session's lock fails; ``statement_timeout`` ``statement_timeout_ms`` (unless
+    ``None``): the server cancels a statement running longer; and, when ``read_only``,
+    transactions that refuse to write (``SET SESSION CHARACTERISTICS AS TRANSACTION READ
+    ONLY``). Statements rather than the connection's ``options``, which a pooler such as
+    PgBouncer refuses. Nothing is set when all are off.
     """
     statements = []
+    if statement_timeout_ms is not None:
+        statements.append(f"SET statement_timeout = {int(statement_timeout_ms)}")
     if lock_timeout_ms is not None:
         statements.append(f"SET lock_timeout = {int(lock_timeout_ms)}")
     if read_only:
@@ -189,7 +198,8 @@ def open_engine(
 
     The parent folder of a writable SQLite file is created, unless ``create`` is false. A
     PostgreSQL connection that is not established within `CONNECT_TIMEOUT_S` fails (see
-    `postgresql_connect_args`).
+    `postgresql_connect_args`), and so does a statement the server has not answered
+    within the URL's ``query_timeout`` (`clearance._state.db.deadlines`).
 
     Args:
         url: SQLAlchemy URL (``sqlite:///path``, ``postgresql+psycopg://...``).
@@ -237,6 +247,8 @@ def open_engine(
                 options["creator"] = read_only_sqlite(path)
         else:
             options["connect_args"] = postgresql_connect_args(parsed)
+            query_timeout = query_timeout_s(parsed)
+            parsed = parsed.difference_update_query(["query_timeout"])  # not libpq's
         # A thread holds its connection (see `HeldConnections`): none may wait for one.
         if hold:
             options["max_overflow"] = -1
@@ -253,5 +265,12 @@ def open_engine(
     if dialect == "sqlite":
         configure_sqlite(engine, begin_event=not hold, read_only=read_only, page_size=page_size)
     else:
-        configure_postgresql(engine, lock_timeout_ms=lock_timeout_ms, read_only=read_only)
+        if parsed.get_driver_name() == "psycopg":
+            event.listen(engine, "do_connect", answering_connect(answer_deadline_s(query_timeout)))
+        configure_postgresql(
+            engine,
+            lock_timeout_ms=lock_timeout_ms,
+            read_only=read_only,
+            statement_timeout_ms=query_timeout * 1000,
+        )
     return engine
