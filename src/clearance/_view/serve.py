@@ -11,15 +11,17 @@ server listens on 127.0.0.1 only, serves each connection on its own thread under
 for the whole connection (a client trickling its request a byte at a time holds nobody else
 up, and is cut off when the deadline passes), at most ``MAX_CONNECTIONS`` at once (one more
 is answered ``503`` and closed, so a client opening thousands costs no thread each), renders
-one page at a time, and refuses any ``Host`` other than the loopback name and port it
-serves, so a web page the user visits cannot reach it through DNS rebinding. A request a
-browser makes for another site's page (``Sec-Fetch-Site: cross-site`` or ``same-site``), but
-a top-level navigation, is ``403`` before the ledger is read: such a page could not read the
-answer, but could keep the server verifying runs. A record of the
-ledger that cannot be read is a one-line ``500``, never a dropped connection; in the list of
-runs, a run whose own row cannot be read (`RunLedger.run_listing`) is named in one line
-instead, below the runs that can, as ``clearance runs`` does. Pages carry the
-same Content-Security-Policy as a header as they do in their ``<meta>`` tag.
+one page at a time (a request whose deadline passes while it waits renders nothing), keeps
+at most `PAGES_KEPT` pages (`PAGES_KEPT_CHARS` together), and refuses any ``Host`` other
+than the loopback name and port it serves (two ``Host`` headers: ``400``), so a web page the
+user visits cannot reach it through DNS rebinding. A request a browser makes for another
+site's page (``Sec-Fetch-Site: cross-site`` or ``same-site``), but a top-level navigation,
+is ``403`` before the ledger is read: such a page could not read the answer, but could keep
+the server verifying runs. A record of the ledger that cannot be read is a one-line ``500``,
+never a dropped connection; in the list of runs, a run whose own row cannot be read
+(`RunLedger.run_listing`) is named in one line instead, below the runs that can, as
+``clearance runs`` does. Pages carry the same Content-Security-Policy as a header as they
+do in their ``<meta>`` tag.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import re
 import socket
 import sys
 import threading
+import time
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -57,6 +60,9 @@ MAX_RUNS_LISTED = 500
 
 PAGES_KEPT = 8
 """Most rendered run pages kept (by run id, with the chain position they show)."""
+
+PAGES_KEPT_CHARS = 64_000_000
+"""Most characters of rendered pages kept, all together: a page over it is never kept."""
 
 MAX_CONNECTIONS = 64
 """Most connections served at once (each holds a thread until its deadline); one more is
@@ -156,6 +162,7 @@ class _Handler(BaseHTTPRequestHandler):
     def setup(self) -> None:
         self._head = False  # answering a HEAD request: headers only
         super().setup()
+        self._ends = time.monotonic() + REQUEST_TIMEOUT_S
         self._deadline = threading.Timer(REQUEST_TIMEOUT_S, self._cut_off)
         self._deadline.daemon = True
         self._deadline.start()
@@ -176,7 +183,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         allowed = {f"{HOST}:{self.server.port}", f"localhost:{self.server.port}"}
-        if self.headers.get("Host", "") not in allowed:
+        hosts = self.headers.get_all("Host") or []
+        if len(hosts) > 1:  # RFC 9112, section 3.2: which one a proxy used is not known
+            self._send(HTTPStatus.BAD_REQUEST, _message_page("more than one Host header"))
+            return
+        if not hosts or hosts[0] not in allowed:
             self._send(HTTPStatus.MISDIRECTED_REQUEST, _message_page("unknown host"))
             return
         if _from_another_site(self.headers):
@@ -185,13 +196,31 @@ class _Handler(BaseHTTPRequestHandler):
         path, _, query = self.path.split("#", 1)[0].partition("?")
         state = _STATE_PATH.fullmatch(path)
         if state is not None:
-            with self.server.lock:
+            if not self._lock():
+                return
+            try:
                 status, answer = self._state(unquote(state[1]), query)
+            finally:
+                self.server.lock.release()
             self._send_json(status, answer)
             return
-        with self.server.lock:  # sent after the lock is released: a slow reader holds no one
+        if not self._lock():
+            return
+        try:  # sent after the lock is released: a slow reader holds no one
             status, page = self._page(path)
+        finally:
+            self.server.lock.release()
         self._send(status, page)
+
+    def _lock(self) -> bool:
+        """Take the server's lock before the connection's deadline, or say it passed.
+
+        A request that waited for other pages past its deadline has been cut off: rendering
+        its page (and a page too large to keep is rendered each time) would hold everyone
+        else for nobody.
+        """
+        remaining = self._ends - time.monotonic()
+        return remaining > 0 and self.server.lock.acquire(timeout=remaining)
 
     def _page(self, path: str) -> tuple[HTTPStatus, str]:
         ledger = self.server.ledger
@@ -225,8 +254,9 @@ class _Handler(BaseHTTPRequestHandler):
         live_url = f"/run/{quote(full_id, safe='')}/state"
         page = render_run_page(view, runs_link="/", live_url=live_url)
         pages.pop(full_id, None)
-        pages[full_id] = (view.seq, page)
-        while len(pages) > PAGES_KEPT:
+        if len(page) <= PAGES_KEPT_CHARS:  # a huge record makes a huge page: rendered anew
+            pages[full_id] = (view.seq, page)
+        while len(pages) > PAGES_KEPT or _kept_chars(pages) > PAGES_KEPT_CHARS:
             del pages[next(iter(pages))]
         return page
 
@@ -286,6 +316,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: object) -> None:
         """Quiet: the command prints its own address, not a line per request."""
+
+
+def _kept_chars(pages: dict[str, tuple[int, str]]) -> int:
+    return sum(len(page) for _, page in pages.values())
 
 
 def _from_another_site(headers: Any) -> bool:

@@ -16,9 +16,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 from rich.table import Table
-from rich.text import Text
 
-from clearance.cli._common import err, one_line_errors, out, safe_text
+from clearance.cli._common import err, one_line_errors, out, safe, safe_text
 from clearance.cli._options import check_database_folder, number_option
 from clearance.runs import DEFAULT_STORE_URL, MAX_ROWS, MAX_TTL_S
 
@@ -63,7 +62,7 @@ def get(
     if value is None:
         err.print(safe_text(f"no live entry {namespace}/{key}"))
         raise typer.Exit(1)
-    out.print(safe_text(value), soft_wrap=True)
+    _print_whole(value)
 
 
 @store_app.command("set")
@@ -111,7 +110,7 @@ def query(
     if as_json:
         for entry in entries:
             # ASCII JSON: every control character is a JSON escape, safe on a terminal.
-            out.print(Text(json.dumps(entry.to_dict(), ensure_ascii=True)), soft_wrap=True)
+            _print_whole(json.dumps(entry.to_dict(), ensure_ascii=True))
         return
     table = Table(title=safe_text(f"{namespace}: {len(entries)} entries"), title_justify="left")
     for column in ("key", "value", "agent", "updated", "version", "expires"):
@@ -133,6 +132,22 @@ def cleanup(db: StoreDbOption = DEFAULT_STORE_URL) -> None:
     with ContextStore(db, create=False) as store:
         removed = store.cleanup()
     out.print(safe_text(f"removed {removed} expired entries"))
+
+
+_PIECE_CHARS = 1 << 20
+
+
+def _print_whole(text: str) -> None:
+    """Print ``text`` whole and a line break, a piece of `_PIECE_CHARS` at a time, `safe`.
+
+    A value may be up to a gigabyte, and a store edited by hand may hold more: printed as
+    one rich `Text`, 50 MB took gigabytes of memory; written in pieces (no markup to render),
+    it takes a few pieces more than the value itself.
+    """
+    for start in range(0, len(text), _PIECE_CHARS):
+        out.file.write(safe(text[start : start + _PIECE_CHARS]))
+    out.file.write("\n")
+    out.file.flush()
 
 
 def print_tool_calls(console: Console, records: Sequence[ToolCallRecord]) -> None:
