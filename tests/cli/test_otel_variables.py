@@ -13,8 +13,10 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -138,3 +140,176 @@ def test_a_content_capture_switch_that_is_neither_on_nor_off_is_refused(value):
     assert message.startswith("CLEARANCE_OTEL_CAPTURE_CONTENT: must be 1")
     for taken in ("1", "TRUE", "no", ""):
         assert wants_otlp({**ENDPOINT, "CLEARANCE_OTEL_CAPTURE_CONTENT": taken})
+
+
+# -- the resource: OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME ------------------------------
+# The SDK drops an entry it cannot read with a warning that shows it, keeps a bad escape or a
+# non-UTF-8 one as text, and sends any number of entries of any length with every export: a
+# user's service.name or deployment tags vanished, or the exports were refused.
+
+RESOURCE = "OTEL_RESOURCE_ATTRIBUTES"
+FORMAT = "a comma-separated list of key=value, values percent-encoded; the value is not shown"
+
+
+@pytest.mark.parametrize(
+    ("value", "line"),
+    [
+        ("s3cret", f"entry 1 is not key=value ({FORMAT})"),
+        ("deployment.environment=prod,s3cret", f"entry 2 is not key=value ({FORMAT})"),
+        ("=s3cret", f"entry 1 has no key ({FORMAT})"),
+        ("team=a,,b=c", f"entry 2 is empty ({FORMAT})"),
+        ("team=a,", f"entry 2 is empty ({FORMAT})"),
+        (" ", f"entry 1 is empty ({FORMAT})"),
+        (
+            "my key=s3cret",
+            "entry 1: the key is not a token (letters, digits and !#$%&'*+-.^_`|~; "
+            "the value is not shown)",
+        ),
+        (
+            "team=ml s3cret",
+            "entry 1: the value holds a character that must be percent-encoded (a space, "
+            "double quote, comma, semicolon, backslash, control or non-ASCII character; "
+            "the value is not shown)",
+        ),
+        ("team=caf\u00e9s3cret", "entry 1: the value holds a character that must be"),
+        (
+            "a=%ZZs3cret",
+            "entry 1: the value holds a % that starts no percent-escape (%XX, two hex "
+            "digits; %25 for %; the value is not shown)",
+        ),
+        ("a=%FFs3cret", "entry 1: the value's percent-escapes are not UTF-8 text"),
+        ("a=%C3s3cret", "entry 1: the value's percent-escapes are not UTF-8 text"),
+        ("a=1,b=2,a=s3cret", "entries 1 and 3 give the same key (the value is not shown)"),
+        (",".join(f"k{i}=v" for i in range(10_000)), "has 10,000 entries, over the 128"),
+        ("a=" + "s3cret" * 200_000, "is 1,200,002 characters, over the 8,192 accepted"),
+    ],
+)
+def test_a_malformed_resource_attribute_is_refused_without_showing_it(value, line):
+    message = refused({RESOURCE: value})
+    assert message.startswith(f"{RESOURCE}: {line}"), message
+    assert "s3cret" not in message and "\n" not in message
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "",  # the same as unset
+        "service.name=mine",
+        "deployment.environment=prod%20eu , team = ml,url=a=b=c,empty=",
+        "k8s.pod.name=web-1,note=caf%C3%A9%2C%20ok",
+        ",".join(f"k{i}=v" for i in range(128)),
+    ],
+)
+def test_resource_attributes_in_the_specified_format_are_taken(value):
+    assert wants_otlp({**ENDPOINT, RESOURCE: value})
+
+
+@pytest.mark.parametrize("value", ["bot\nname", "bot\x1b[31m", "bot\udcff", "b" * 8_193])
+def test_a_service_name_that_is_no_printable_bounded_text_is_refused(value):
+    message = refused({"OTEL_SERVICE_NAME": value})
+    assert message == (
+        "OTEL_SERVICE_NAME: must be printable text of at most 8,192 characters "
+        "(the value is not shown)"
+    )
+
+
+def test_a_service_name_is_taken():
+    assert wants_otlp({**ENDPOINT, "OTEL_SERVICE_NAME": " review bot/2 "})
+
+
+def test_bad_resource_attributes_are_one_error_line_with_exit_2_before_the_run(tmp_path):
+    code, stderr, _ = command(tmp_path, {**ENDPOINT, RESOURCE: "service.name=bot,s3cret"})
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert code == 2, stderr
+    assert lines == [f"error: {RESOURCE}: entry 2 is not key=value ({FORMAT})"]
+    assert sorted(os.listdir(tmp_path)) == ["team.yaml"]
+
+
+# -- a token in the endpoint's query ------------------------------------------------------------
+# The exporter's retry line shows the URL's path and query ("Max retries exceeded with url:
+# /v1/traces?api_key=..."): a token there reaches stderr and the logs.
+
+
+@pytest.mark.parametrize(
+    "name", ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"]
+)
+@pytest.mark.parametrize(
+    "url", ["http://127.0.0.1:4318/v1/traces?api_key=s3cret", "http://h/#s3cret"]
+)
+def test_an_endpoint_with_a_query_is_refused_pointing_to_the_headers(name, url):
+    message = refused({name: url})
+    assert message == (
+        f"{name}: has a query string or fragment, which the exporter shows in its log lines: "
+        "give a token in OTEL_EXPORTER_OTLP_HEADERS (name=value), not in the URL (the value "
+        "is not shown)"
+    )
+
+
+def test_a_query_token_never_reaches_stderr(tmp_path):
+    url = "http://127.0.0.1:1/v1/traces?api_key=s3cret"
+    env = {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": url, "OTEL_EXPORTER_OTLP_TIMEOUT": "1"}
+    code, stderr, _ = command(tmp_path, env)
+    assert code == 2 and "s3cret" not in stderr, stderr
+
+
+# -- service.name: OTEL_SERVICE_NAME, else OTEL_RESOURCE_ATTRIBUTES, else clearance ----------
+
+
+class Collector:
+    """An OTLP/HTTP collector on 127.0.0.1 that keeps the resource attributes it receives."""
+
+    def __init__(self) -> None:
+        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+
+        self.resources: list[dict[str, str]] = []
+        resources = self.resources
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                request = trace_service_pb2.ExportTraceServiceRequest()
+                request.ParseFromString(body)
+                for spans in request.resource_spans:
+                    attrs = spans.resource.attributes
+                    resources.append({a.key: a.value.string_value for a in attrs})
+                payload = trace_service_pb2.ExportTraceServiceResponse().SerializeToString()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+
+@pytest.fixture
+def collector() -> Iterator[Collector]:
+    server = Collector()
+    yield server
+    server.server.shutdown()
+    server.server.server_close()
+
+
+@pytest.mark.parametrize(
+    ("env", "service", "environment"),
+    [
+        ({RESOURCE: "service.name=review-bot,deployment.environment=prod%20eu"},
+         "review-bot", "prod eu"),
+        ({RESOURCE: "service.name=ignored", "OTEL_SERVICE_NAME": "named"}, "named", None),
+        ({RESOURCE: "deployment.environment=dev"}, "clearance", "dev"),
+    ],
+)  # fmt: skip
+def test_the_service_name_of_the_resource_attributes_is_kept(
+    tmp_path, collector, env, service, environment
+):
+    # Before: service.name in OTEL_RESOURCE_ATTRIBUTES was replaced by "clearance".
+    code, stderr, _ = command(tmp_path, {"OTEL_EXPORTER_OTLP_ENDPOINT": collector.url, **env})
+    assert code == 0, stderr
+    assert collector.resources, stderr
+    assert {r["service.name"] for r in collector.resources} == {service}
+    assert {r.get("deployment.environment") for r in collector.resources} == {environment}

@@ -76,7 +76,9 @@ async def test_a_chat_agent_whose_memory_records_nothing_keeps_nothing_it_drops(
             assert any("4711" in r.content for r in stored) and shown
 
 
-def test_chat_names_on_error_continue_as_having_no_effect_there(tmp_path):
+def test_chat_refuses_on_error_continue_in_one_line(tmp_path):
+    # A chat turn fails with its memory: continue has no effect there, so it is refused
+    # (it was a warning, and the session went on to fail at the memory's first failure).
     team = {
         "memory": {"on_error": "continue"},
         "agents": [{"name": "alice", "instructions": "A.", "memory": {},
@@ -90,12 +92,12 @@ def test_chat_names_on_error_continue_as_having_no_effect_there(tmp_path):
          "--db", f"sqlite:///{tmp_path / 'runs.db'}"],
         cwd=tmp_path, env=env, input="hello\n", capture_output=True, text=True, timeout=120,
     )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
-    assert warnings == [
-        "warning: team.yaml: memory.on_error: continue has no effect in clearance chat (a "
-        "failure of the memory ends the session); it is used by clearance run"
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines() == [
+        "error: team.yaml: memory.on_error: continue has no effect in clearance chat: a "
+        "failure of the memory ends the session (remove on_error, or run the team file)"
     ], result.stderr
+    assert not (tmp_path / "runs.db").exists()
 
 
 def test_memory_on_an_agent_that_only_reviews_is_refused_in_one_line(tmp_path):

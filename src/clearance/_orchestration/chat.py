@@ -10,7 +10,8 @@ memories come on top, bounded by ``recall_limit`` and the prompt budget).
 Every call, the monitor's summaries included, is recorded in the ledger when one is given
 (one run per conversation, team ``chat:<agent>``), so ``clearance verify`` checks it; the run's
 config records where the long-term memory lives (``memory.url``, password masked, SQLite path
-absolute), as runs do, so ``verify`` checks memory items with no flags.
+absolute), as runs do, so ``verify`` checks memory items with no flags, and the budget it
+keeps to (``budget`` and ``prices``, as a run records them).
 """
 
 from __future__ import annotations
@@ -196,6 +197,7 @@ class AgentChat:
                         g: sorted(m) for g, m in group_members(memory_groups).items()
                     },
                     "memory": _memory_config(memory),
+                    **_budget_config(budget),
                 },
             )
 
@@ -373,6 +375,19 @@ def _room_for_answer(
     if share >= trigger_threshold:
         return trigger_threshold, target_ratio
     return share, target_ratio * share / trigger_threshold
+
+
+def _budget_config(budget: RunBudget | None) -> dict[str, Any]:
+    """What the run's config records about the budget, as a run records its spec's.
+
+    ``budget`` holds the caps given (``tokens``, ``cost_usd``) and ``prices`` each model's
+    price, when there are any; nothing without a budget.
+    """
+    if budget is None:
+        return {}
+    data = budget.to_dict()
+    caps = {cap: data[cap] for cap in ("tokens", "cost_usd") if data[cap] is not None}
+    return {"budget": caps, **({"prices": data["prices"]} if data["prices"] else {})}
 
 
 def _memory_config(memory: PersistentMemory | None) -> dict[str, Any] | None:

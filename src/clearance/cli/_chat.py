@@ -123,11 +123,14 @@ def _run_settings(loaded: LoadedTeam, model_id: str) -> RunBudget | None:
 
     A chat session is one run: ``budget:`` (with ``prices:``) bounds its calls as a run's.
     Its calls are made in this process, so an ``executor`` other than the local one would
-    have no effect.
+    have no effect. A failure of the memory fails the turn (its recall, the shared
+    conversation and the records of dropped turns have no way on without the memory), so
+    ``memory.on_error: continue`` would have none either.
 
     Raises:
-        ConfigError: The file gives ``executor: {kind: ray}``, or a cost budget without a
-            price for the chat's model, naming the file.
+        ConfigError: The file gives ``executor: {kind: ray}``, ``memory.on_error:
+            continue``, or a cost budget without a price for the chat's model, naming the
+            file.
     """
     from clearance.runs import ExecutorKind
 
@@ -138,6 +141,12 @@ def _run_settings(loaded: LoadedTeam, model_id: str) -> RunBudget | None:
                 "has no effect in clearance chat: a chat turn calls its model in this process "
                 "(remove executor, or run the team file)",
                 field="executor",
+            )
+        if spec.memory_settings.on_error == "continue":
+            raise ConfigError(
+                "continue has no effect in clearance chat: a failure of the memory ends the "
+                "session (remove on_error, or run the team file)",
+                field="memory.on_error",
             )
         budget = spec.run_budget()
         if budget is not None:
@@ -306,15 +315,6 @@ def chat(
     chat_model = get_model(model_id, **_model_options(loaded, model, model_id))
     window = _window(agent, model_id, chat_model.context_window, context_window)
     settings = loaded.spec.memory_settings
-    if settings.on_error == "continue":  # a run's setting: a chat turn fails with its memory
-        err.print(
-            safe_text(
-                f"warning: {loaded.source}: memory.on_error: continue has no effect in "
-                "clearance chat (a failure of the memory ends the session); it is used by "
-                "clearance run"
-            ),
-            soft_wrap=True,
-        )
     memory = RunMemory(
         memory_url or settings.url or default_memory_url(db), on_error=settings.on_error
     )
