@@ -16,7 +16,7 @@ do the same:
   ``model:``), `MAX_CONCURRENCY` (the most tasks at once), `MAX_TTL_S` (the longest a
   store entry may live) and `check_store_entry` (what a store write accepts);
 - a graph before it runs: `graph_shape`, `concurrency_notice`, `estimate_tasks` (a
-  `TaskEstimate` each), `wall_time_range`;
+  `TaskEstimate` each; `model_windows`, its models' windows), `wall_time_range`;
 - plan only (``clearance plan``): `plan_only` records the coordinator's plan as a run of
   its own (a `PlannedRun`), `plan_team_file` writes it as an editable team file;
 - the team file's reference (``clearance schema``, ``clearance init``): `team_file_schema`,
@@ -46,7 +46,12 @@ if typing.TYPE_CHECKING:
         decide,
         default_decider,
     )
-    from clearance._orchestration.estimate import TaskEstimate, estimate_tasks, wall_time_range
+    from clearance._orchestration.estimate import (
+        TaskEstimate,
+        estimate_tasks,
+        model_windows,
+        wall_time_range,
+    )
     from clearance._orchestration.model_pool import check_room_for_prompt
     from clearance._orchestration.plan_only import PlannedRun, plan_only, plan_team_file
     from clearance._orchestration.run_config import WINDOWED_PROVIDERS, model_settings, spec_tools
@@ -98,6 +103,7 @@ __all__ = [
     "graph_shape",
     "masked_url",
     "model_settings",
+    "model_windows",
     "plan_only",
     "plan_team_file",
     "report_function",
@@ -143,6 +149,7 @@ _EXPORTS = {
     "graph_shape": "clearance._state.graph_shape",
     "masked_url": "clearance._orchestration.run_memory",
     "model_settings": "clearance._orchestration.run_config",
+    "model_windows": "clearance._orchestration.estimate",
     "plan_only": "clearance._orchestration.plan_only",
     "plan_team_file": "clearance._orchestration.plan_only",
     "report_function": "clearance._reports",

@@ -100,3 +100,43 @@ def test_the_starters_comments_say_what_the_reference_says(tmp_path: Path) -> No
     assert "downloaded" not in text
     reference = (Path(__file__).parents[2] / "docs" / "team-file.md").read_text()
     assert "Deadline, in wall-clock seconds, of one model call" in reference
+
+
+def _one_line(result) -> str:
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    (line,) = result.output.strip().splitlines()
+    return line
+
+
+def test_a_schema_target_init_cannot_write_leaves_no_team_file(tmp_path: Path) -> None:
+    # Before: team.yaml was written, then the schema was refused (exit 2): half a starter.
+    for name, make in (
+        ("link", lambda p: p.symlink_to(tmp_path / "elsewhere.json")),
+        ("folder", lambda p: p.mkdir()),
+    ):
+        folder = tmp_path / name
+        folder.mkdir()
+        make(folder / "team-file.schema.json")
+        line = _one_line(runner.invoke(app, ["init", str(folder / "team.yaml"), "--force"]))
+        assert line.startswith(f"error: path: '{folder / 'team-file.schema.json'}' is a "), line
+        assert not (folder / "team.yaml").exists(), name
+    assert not (tmp_path / "elsewhere.json").exists()
+
+
+def test_init_refuses_a_file_name_with_a_control_character(tmp_path: Path) -> None:
+    # Before: "a\nb.yaml" was written, and its "wrote"/"run it" lines broke in two.
+    for name in ("a\nb.yaml", "e\x1b[2Jx.yaml", "r\u202elmy.yaml"):
+        line = _one_line(runner.invoke(app, ["init", str(tmp_path / name)]))
+        assert line.startswith("error: path: the file name "), line
+        assert "holds a control character" in line, line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_init_quotes_the_path_in_the_commands_it_suggests(tmp_path: Path, monkeypatch) -> None:
+    # Before: "clearance run my team.yaml", which runs "my" and fails.
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["init", "my team.yaml"])
+    assert result.exit_code == 0, result.output
+    assert "clearance run 'my team.yaml' --model fake:try" in result.output
+    assert (tmp_path / "my team.yaml").exists()

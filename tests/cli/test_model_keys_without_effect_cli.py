@@ -184,6 +184,25 @@ def test_a_window_for_a_provider_that_takes_none_is_refused(tmp_path: Path) -> N
     assert "error: team.yaml: --context-window: has no effect on 'myprov:tiny'" in output
 
 
+def test_plan_and_graph_name_the_file_of_a_window_a_provider_takes_none_of(
+    tmp_path: Path,
+) -> None:
+    # Before: plan said the line without the file, and graph printed the graph (exit 0).
+    env = install(tmp_path)
+    third_party_team(tmp_path, "myprov:tiny", "{context_window: 2048}")
+    for args in (("plan", "team.yaml", "--goal", "Say hello."), ("graph", "team.yaml")):
+        done = subprocess.run(
+            [sys.executable, "-m", "clearance", *args], cwd=tmp_path, env=env,
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 2, (args, done.stdout + done.stderr)
+        (line,) = (done.stdout + done.stderr).strip().splitlines()
+        assert line.startswith(
+            "error: team.yaml: model_options.context_window: has no effect on 'myprov:tiny'"
+        ), (args, line)
+    assert not (tmp_path / "plan.yaml").exists()
+
+
 def test_a_by_model_window_a_provider_ignores_is_refused(tmp_path: Path) -> None:
     env = install(tmp_path)
     third_party_team(tmp_path, "myprov:tiny", "{by_model: {'myprov:tiny': {context_window: 999}}}")
@@ -194,6 +213,14 @@ def test_a_by_model_window_a_provider_ignores_is_refused(tmp_path: Path) -> None
         "error: team.yaml: context_window: has no effect: 'myprov:tiny' was given a "
         "context_window of 999 and keeps its own (4096)"
     ), line
+    # graph --estimate makes the model as the run does: it refuses the window too (before:
+    # it showed the model's own 4096).
+    done = subprocess.run(
+        [sys.executable, "-m", "clearance", "graph", "team.yaml", "--estimate"], cwd=tmp_path,
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert line.endswith((done.stdout + done.stderr).strip().removeprefix("error: ")), line
 
 
 def test_a_by_model_window_a_provider_takes_is_kept(tmp_path: Path) -> None:

@@ -97,3 +97,22 @@ def test_plan_needs_a_goal_and_a_fresh_output(tmp_path):
     db = f"sqlite:///{tmp_path}/r.db"
     result = runner.invoke(app, ["plan", str(team), "--goal", "G", "-o", taken, "--db", db])
     assert result.exit_code == 2 and "exists" in result.output
+
+
+def test_plan_quotes_the_file_in_the_command_it_suggests(tmp_path, monkeypatch):
+    # Before: "clearance run my plan.yaml", which runs "my" and fails.
+    from clearance.testing import FunctionModel
+
+    def answer(request):
+        return json.dumps(PLAN) if request.prompt.manifest.subject == "plan" else "ok"
+
+    scripted = FunctionModel(answer, model_id="fake:planner")
+    monkeypatch.setattr("clearance.cli._plan.configured_models", lambda options: {
+        "fake:planner": scripted})  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "team.yaml").write_text(TEAM)
+    args = ["plan", "team.yaml", "--goal", "Write.", "-o", "my plan.yaml"]
+    result = CliRunner().invoke(app, [*args, "--db", f"sqlite:///{tmp_path}/r.db"])
+    assert result.exit_code == 0, result.output
+    assert "edit it, then: clearance run 'my plan.yaml'" in result.output, result.output
+    assert (tmp_path / "my plan.yaml").exists()

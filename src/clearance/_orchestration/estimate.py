@@ -12,8 +12,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from clearance._core.run_spec import RunSpec
 from clearance._core.spec import Agent, Task, Team
+from clearance._orchestration.model_pool import ModelPool
+from clearance._orchestration.run_config import model_settings
 from clearance.analysis import step_result_tokens
+from clearance.models._registry import DEFAULT_MODEL_ID
 from clearance.tokens import heuristic_tokens
 
 __all__ = [
@@ -21,6 +25,7 @@ __all__ = [
     "STEP_RESULT_TOKENS",
     "TaskEstimate",
     "estimate_tasks",
+    "model_windows",
     "wall_time_range",
 ]
 
@@ -106,6 +111,19 @@ def estimate_tasks(
         estimates.append(TaskEstimate(task_id=task.id, prompt_tokens=tokens, budget=budget,
                                       context_window=window))  # fmt: skip
     return estimates
+
+
+def model_windows(spec: RunSpec) -> Callable[[Agent], int | None]:
+    """The context window of an agent's model, as ``spec``'s run makes the model.
+
+    The run's models, made the one way a run makes them: `model_settings` (the team-wide
+    ``model_options`` and ``by_model``), then `ModelPool`; a window a built-in provider is
+    given is read from its settings, with no model made (`ModelPool.context_window`).
+
+    Raises:
+        ConfigError: As `model_settings`; the function returned, as `ModelPool.for_agent`.
+    """
+    return ModelPool(spec.model or DEFAULT_MODEL_ID, options=model_settings(spec)).context_window
 
 
 def wall_time_range(

@@ -8,8 +8,8 @@ from clearance._core.errors import ConfigError
 from clearance._core.spec import Agent
 from clearance._orchestration.executor import ModelExecutor
 from clearance._orchestration.run_config import checked_model_options
-from clearance.models._base import ChatModel
-from clearance.models._registry import get_model
+from clearance.models._base import ChatModel, split_model_id
+from clearance.models._registry import PROVIDERS, get_model
 
 __all__ = ["ModelPool"]
 
@@ -64,6 +64,25 @@ class ModelPool:
         if key not in self._models:
             self._models[key] = get_model(key, **self.options.get(key, {}))
         return self._answered(key, self._models[key])
+
+    def context_window(self, agent: Agent) -> int | None:
+        """The context window (tokens) of the model ``agent`` calls; ``None`` when unknown.
+
+        A built-in provider's window given in its settings (``context_window``; ``n_ctx``
+        for ``llama-cpp:``) is the model's, and is answered without making the model, so a
+        served model needs no API key for it; otherwise the model is made (`for_agent`),
+        which refuses a window an installed provider's model would not keep.
+
+        Raises:
+            ConfigError: As `for_agent`.
+        """
+        key = agent.model or self.default
+        if isinstance(key, str) and key not in self._models and split_model_id(key)[0] in PROVIDERS:
+            settings = self.options.get(key, {})
+            given = settings.get("context_window", settings.get("n_ctx"))
+            if given is not None:
+                return given
+        return self.for_agent(agent).context_window
 
     def resolve(self, agents: Iterable[Agent]) -> None:
         """Make every agent's model now, so a bad model id fails before a run starts.

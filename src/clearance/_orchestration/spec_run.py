@@ -33,7 +33,7 @@ from clearance._orchestration.result import RunResult
 from clearance._orchestration.resume import recorded_spec
 from clearance._orchestration.resume_checks import check_run_record, check_team_file
 from clearance._orchestration.run import RunServices
-from clearance._orchestration.run_config import spec_tools
+from clearance._orchestration.run_config import model_settings, spec_tools
 from clearance._orchestration.run_memory import absolute_url, default_memory_url
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import RunLedger
@@ -78,10 +78,11 @@ def checked_run(
     """Prepare a spec (`prepare_run`) and check it as its run would, before anything runs.
 
     The one check before a run that ``clearance run``, ``plan`` and ``graph`` share: the
-    graph and task files, then `check_spec` (tools, prices, agents, reviewers, fan-out,
-    steps). It needs no model, ledger, store or network and runs no user code: a ``tools:``
-    entry's or ``python:`` step's module is only looked up, not imported, and MCP servers
-    are not started (see `check_spec` for what only the run itself can refuse).
+    models' settings (`model_settings`), the graph and task files, then `check_spec` (tools,
+    prices, agents, reviewers, fan-out, steps). It needs no model, ledger, store or network
+    and runs no user code: a ``tools:`` entry's or ``python:`` step's module is only looked
+    up, not imported, and MCP servers are not started (see `check_spec` for what only the
+    run itself can refuse).
 
     Args:
         spec: The run's spec.
@@ -92,12 +93,18 @@ def checked_run(
         The prepared spec, and its task graph (``None`` when the coordinator plans).
 
     Raises:
-        ConfigError: As `prepare_run` and `check_spec`; the graph is invalid, or a task lists
-            files without an input folder, or a listed file is absolute, has a ``..`` part,
-            leads outside its folder (the input folder; the project for an isolated task),
-            does not exist or is not a regular file (the message names ``source`` and the
-            task's ``files``).
+        ConfigError: As `model_settings`, `prepare_run` and `check_spec`; the graph is
+            invalid, or a task lists files without an input folder, or a listed file is
+            absolute, has a ``..`` part, leads outside its folder (the input folder; the
+            project for an isolated task), does not exist or is not a regular file (the
+            message names ``source`` and the task's ``files``).
     """
+    try:  # first, as ``run`` checks them before the rest: the same file, the same line
+        model_settings(spec)
+    except ConfigError as exc:
+        if source is None:
+            raise
+        raise exc.with_source(source) from exc
     loaded = prepare_run(spec, source=source)
     graph = _task_files_and_graph(loaded, source=source)
     try:

@@ -14,7 +14,7 @@ from clearance.cli._options import InputOption
 from clearance.cli._team_setup import load_checked
 
 if TYPE_CHECKING:
-    from clearance import Agent, LoadedTeam, Task, TaskGraph
+    from clearance import LoadedTeam, Task, TaskGraph
     from clearance.runs import TaskEstimate
 
 
@@ -63,29 +63,11 @@ def graph(
 
 def _print_estimate(loaded: LoadedTeam, task_graph: TaskGraph) -> None:
     """The ``--estimate`` table; exit 1 when a task's estimate is over its budget."""
-    from clearance.models import DEFAULT_MODEL_ID, get_model, split_model_id
-    from clearance.runs import (
-        WINDOWED_PROVIDERS,
-        concurrency_notice,
-        estimate_tasks,
-        graph_shape,
-    )
+    from clearance.models import DEFAULT_MODEL_ID
+    from clearance.runs import concurrency_notice, estimate_tasks, graph_shape, model_windows
 
     default = loaded.spec.model or DEFAULT_MODEL_ID
-    models: dict[str, int | None] = {}
-    configured = loaded.spec.model_options.context_window
-
-    def window(agent: Agent) -> int | None:
-        key = agent.model or default
-        if key not in models:
-            if configured is not None and split_model_id(key)[0] in (
-                *WINDOWED_PROVIDERS,
-                "llama-cpp",
-            ):
-                models[key] = configured
-            else:
-                models[key] = get_model(key).context_window  # weights load lazily
-        return models[key]
+    window = model_windows(loaded.spec)  # the models as the run makes them (weights: lazily)
 
     ordered = [task_graph.get(t) for t in task_graph.topological_order()]
     rows = estimate_tasks(ordered, loaded.team, input_root=loaded.input_root,

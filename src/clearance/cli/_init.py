@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from clearance import ConfigError
-from clearance.cli._common import one_line_errors, out, safe_text, write_output_file
+from clearance.cli._common import (
+    check_output_files,
+    one_line_errors,
+    out,
+    safe,
+    safe_text,
+    write_output_file,
+)
 from clearance.runs import SCHEMA_ID
 
 __all__ = ["STARTER_TEAM", "register"]
@@ -92,16 +100,26 @@ def init(path: _Path = Path("team.yaml"), force: _Force = False) -> None:
             "give the team file another name",
             field="path",
         )
+    if safe(path) != str(path) or any(c in str(path) for c in "\n\t"):  # not shown as is
+        raise ConfigError(
+            f"the file name {str(path)!a} holds a control character (or a bidirectional "
+            "override): give another name",
+            field="path",
+        )
+    schema = path.parent / SCHEMA_ID
+    keep = (schema.exists() or schema.is_symlink()) and not force
+    if not keep:  # checked before the team file is written: both are written, or neither
+        check_output_files({"path": schema})
     _write(path, STARTER_TEAM, force=force)
     out.print(safe_text(f"wrote {path}"), soft_wrap=True)
-    schema = path.parent / SCHEMA_ID
-    if (schema.exists() or schema.is_symlink()) and not force:
+    if keep:
         out.print(safe_text(f"kept {schema} (--force replaces it)"), soft_wrap=True)
     else:
         _write(schema, json.dumps(team_file_schema(), indent=2) + "\n", force=force)
         out.print(safe_text(f"wrote {schema} (editors check the team file with it)"))
-    out.print(safe_text(f"try it without a model:  clearance run {path} --model fake:try"))
-    out.print(safe_text(f"run it:                  clearance run {path}"), soft_wrap=True)
+    shown = shlex.quote(str(path))  # a command to type back, spaces and quotes included
+    out.print(safe_text(f"try it without a model:  clearance run {shown} --model fake:try"))
+    out.print(safe_text(f"run it:                  clearance run {shown}"), soft_wrap=True)
 
 
 def _write(path: Path, text: str, *, force: bool) -> None:

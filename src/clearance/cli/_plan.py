@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import shlex
 from pathlib import Path
 from typing import Annotated
 
@@ -24,7 +25,7 @@ from clearance.cli._options import (
     model_id_option,
     utf8_text,
 )
-from clearance.cli._team_setup import configured_models
+from clearance.cli._team_setup import configured_models, model_error
 from clearance.runs import DEFAULT_LEDGER_URL
 
 __all__ = ["plan"]
@@ -68,12 +69,19 @@ def plan(
         raise ConfigError(taken, field="--output")
     check_database_folder(db, default=DEFAULT_LEDGER_URL)
     loaded, _ = checked_run(spec, source=str(team_file))
-    services = RunServices(models=configured_models(model_settings(spec)))
+    try:
+        services = RunServices(models=configured_models(model_settings(spec)))
+    except ConfigError as exc:
+        raise model_error(exc, team_file, model_option=model is not None) from exc
     with RunLedger(db) as ledger:
-        planned = asyncio.run(plan_only(loaded, goal, ledger=ledger, services=services))
+        try:  # a model refused before the plan's run starts
+            planned = asyncio.run(plan_only(loaded, goal, ledger=ledger, services=services))
+        except ConfigError as exc:
+            raise model_error(exc, team_file, model_option=model is not None) from exc
     data = plan_team_file(written.to_data(), planned, goal)
     text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
     recorded = f"; the plan is recorded as run {planned.run_id}"
     write_output_file(output, text, flag="--output", after=recorded, exists=taken + recorded)
     out.print(safe_text(f"plan: {len(planned.graph)} tasks (run {planned.run_id})"))
-    out.print(safe_text(f"written to {output}; edit it, then: clearance run {output}"))
+    shown = shlex.quote(str(output))  # a command to type back, spaces and quotes included
+    out.print(safe_text(f"written to {output}; edit it, then: clearance run {shown}"))

@@ -51,6 +51,7 @@ from clearance.cli._run_output import exit_for, made_report, print_result, write
 from clearance.cli._signals import TERMINATED_EXIT_CODE, sigterm_as_interrupt
 from clearance.cli._stdin import MAX_LINE_BYTES, LineTooLong, stdin_lines
 from clearance.cli._stream import StreamView
+from clearance.cli._team_setup import model_error
 from clearance.runs import DEFAULT_LEDGER_URL
 
 if TYPE_CHECKING:
@@ -260,11 +261,9 @@ def run(
             try:
                 result = _run_until_interrupted(work, progress, db)
             except ConfigError as exc:  # refused before the run started: say where from
-                if progress.run_id is not None or exc.source is not None:
+                if progress.run_id is not None:
                     raise
-                from_option = model is not None and exc.field in ("model", "api_key", "base_url")
-                where = "--model" if from_option else str(team_file)
-                raise ConfigError(str(exc), source=where) from exc
+                raise model_error(exc, team_file, model_option=model is not None) from exc
     print_result(result)
     report = made_report(
         lambda: make_report(result, loaded.tasks, model_id=model_id, team_name=spec.name),

@@ -6,11 +6,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from clearance import LoadedTeam, TaskGraph
+    from clearance import ConfigError, LoadedTeam, TaskGraph
     from clearance.models import ChatModel
 
 
-__all__ = ["configured_models", "load_checked", "team_model_options"]
+__all__ = ["configured_models", "load_checked", "model_error", "team_model_options"]
 
 
 def load_checked(team_file: Path, input_dir: str | None) -> tuple[LoadedTeam, TaskGraph | None]:
@@ -75,3 +75,16 @@ def configured_models(options: dict[str, dict[str, int]]) -> dict[str, ChatModel
     from clearance.models import get_model
 
     return {model_id: get_model(model_id, **settings) for model_id, settings in options.items()}
+
+
+def model_error(exc: ConfigError, team_file: Path, *, model_option: bool = False) -> ConfigError:
+    """A model's error before anything ran (it cannot be made, its window has no room...).
+
+    Said of ``--model`` when the command line gave every agent's model (``model_option``)
+    and the error is that model's own (its id, key or URL), else of the team file; an error
+    that names its source already is kept.
+    """
+    if exc.source is not None:
+        return exc
+    from_option = model_option and exc.field in ("model", "api_key", "base_url")
+    return exc.with_source("--model" if from_option else str(team_file))
