@@ -43,11 +43,12 @@ from clearance._orchestration.approval_request import (
     check_answer_timeout,
     check_decision,
     decision_data,
-    decision_of,
+    decision_on,
     default_decider,
     denial_text,
+    not_about,
 )
-from clearance._state.ledger import Recorder, RunLedger
+from clearance._state.ledger import EventRecord, Recorder, RunLedger
 from clearance._state.queue import TaskQueue, TaskStatus
 
 __all__ = [
@@ -109,12 +110,18 @@ class ApprovalGate:
         self._loaded = True
         if not isinstance(self.ledger, RunLedger):  # keeps no record: nothing was decided
             return
+        asked: dict[str, ApprovalRequest] = {}
         for event in self.ledger.events(self.run_id):
             if event.kind == EventKind.AWAITING_APPROVAL:
                 request = ApprovalRequest.from_event(event)
                 self._requests.setdefault(request.key, request)
+                asked.setdefault(request.call_id, request)
             elif event.kind == EventKind.APPROVAL_DECIDED:
-                self._decisions.setdefault(str(event.data.get("call_id")), decision_of(event))
+                call_id = str(event.data.get("call_id"))
+                before = asked.get(call_id)  # a decision counts after its request only
+                decision = None if before is None else decision_on(before, event)
+                if decision is not None:  # one about another call decides nothing
+                    self._decisions.setdefault(call_id, decision)
 
     async def check_task(self, task: Task) -> None:
         """Let ``task`` start if it needs no approval or was approved.
@@ -222,7 +229,7 @@ class ApprovalGate:
                 continue
             # Someone may decide with `clearance approve`/`deny` while the person here is
             # asked: the decision recorded first counts (as it does for verify and resume).
-            earlier = self._recorded_decision(request.call_id)
+            earlier = self._recorded_decision(request)
             if earlier is None:
                 decision = await self._ask(self.approver, request)
                 earlier = self._record_decision(request, decision)
@@ -256,13 +263,21 @@ class ApprovalGate:
                               field="approver") from None  # fmt: skip
         return decision
 
-    def _recorded_decision(self, call_id: str) -> ApprovalDecision | None:
-        """The first decision on ``call_id`` another process recorded, or ``None``."""
+    def _recorded_decision(self, request: ApprovalRequest) -> ApprovalDecision | None:
+        """The first decision on ``request`` another process recorded, or ``None``.
+
+        Raises:
+            MalformedRecord: The recorded decision bearing its id is about another call
+                (`not_about`): no person's answer could be recorded in its place.
+        """
         if not isinstance(self.ledger, RunLedger):  # keeps no record: nobody else decides
             return None
         for event in self.ledger.events(self.run_id, EventKind.APPROVAL_DECIDED):
-            if event.data.get("call_id") == call_id:
-                return decision_of(event)
+            if event.data.get("call_id") == request.call_id:
+                decision = decision_on(request, event)
+                if decision is None:
+                    raise not_about(request)
+                return decision
         return None
 
     def _record_decision(
@@ -281,7 +296,12 @@ class ApprovalGate:
         earlier = self.ledger.record_first_event(
             self.run_id, EventKind.APPROVAL_DECIDED, subject, data, unique="call_id"
         )
-        return decision if earlier is None else decision_of(earlier)
+        if earlier is None:
+            return decision
+        recorded = decision_on(request, earlier)
+        if recorded is None:
+            raise not_about(request)
+        return recorded
 
 
 def pending_approvals(ledger: RunLedger, run_id: str) -> list[ApprovalRequest]:
@@ -291,12 +311,19 @@ def pending_approvals(ledger: RunLedger, run_id: str) -> list[ApprovalRequest]:
         StoreError: The ledger cannot be read.
     """
     events = ledger.events(run_id)
-    decided = {str(e.data.get("call_id")) for e in events if e.kind == EventKind.APPROVAL_DECIDED}
-    return [
-        ApprovalRequest.from_event(e)
-        for e in events
-        if e.kind == EventKind.AWAITING_APPROVAL and str(e.data.get("call_id")) not in decided
+    requests = [
+        ApprovalRequest.from_event(e) for e in events if e.kind == EventKind.AWAITING_APPROVAL
     ]
+    answers: dict[str, list[EventRecord]] = {}
+    for event in events:
+        if event.kind == EventKind.APPROVAL_DECIDED:
+            answers.setdefault(str(event.data.get("call_id")), []).append(event)
+    decided = {  # a record about another call decides nothing (`decision_on`)
+        request.call_id
+        for request in requests
+        if any(decision_on(request, e) is not None for e in answers.get(request.call_id, ()))
+    }
+    return [request for request in requests if request.call_id not in decided]
 
 
 def decide(
@@ -317,6 +344,8 @@ def decide(
         ConfigError: The run has no such request, it was decided already (a decision is
             final; checked and recorded in one transaction, so of two decisions made at once
             the second is refused), or the decision is malformed (`check_decision`).
+        MalformedRecord: The decision recorded on the request is about another call (the
+            ledger was edited): it cannot be decided (`not_about`).
         StoreError: The run is unknown (or several match), or the ledger failed.
     """
     run = ledger.get_run(run_id)
@@ -343,6 +372,8 @@ def decide(
         decision_data(request, decision),
         unique="call_id",
     )
+    if earlier is not None and decision_on(request, earlier) is None:
+        raise not_about(request)
     if earlier is not None:
         raise ConfigError(
             f"approval {call_id} of run {run.run_id} was already {earlier.data.get('decision')} "

@@ -14,8 +14,12 @@ from typing import Any
 
 from clearance._context.verify_approvals import arguments_sha256
 from clearance._context.verify_approvals import denial_text as call_denial_text
-from clearance._core.errors import ConfigError
-from clearance._core.event_schema import ApprovalRequestedEvent, parse_event
+from clearance._core.errors import ConfigError, MalformedRecord
+from clearance._core.event_schema import (
+    ApprovalDecidedEvent,
+    ApprovalRequestedEvent,
+    parse_event,
+)
 from clearance._core.names import check_label, check_seconds, check_text, check_utf8
 from clearance._core.prompt import canonical_json
 from clearance._core.run_spec import MAX_ANSWER_TIMEOUT_S
@@ -25,15 +29,17 @@ from clearance._state.ledger import EventRecord
 __all__ = [
     "MAX_DECIDER_CHARS",
     "MAX_REASON_CHARS",
+    "MAX_SHOWN_ARGUMENTS_CHARS",
     "ApprovalDecision",
     "ApprovalRequest",
     "Approver",
     "check_answer_timeout",
     "check_decision",
     "decision_data",
-    "decision_of",
+    "decision_on",
     "default_decider",
     "denial_text",
+    "not_about",
 ]
 
 MAX_REASON_CHARS = 2000
@@ -41,6 +47,9 @@ MAX_REASON_CHARS = 2000
 
 MAX_DECIDER_CHARS = 200
 """Longest name of who decided."""
+
+MAX_SHOWN_ARGUMENTS_CHARS = 2000
+"""Most characters of a tool call's arguments a person is shown (`ApprovalRequest.describe`)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -101,10 +110,22 @@ class ApprovalRequest:
         )
 
     def describe(self) -> str:
-        """One line for a person: what would happen (arguments in canonical JSON)."""
+        """One line for a person: what would happen (arguments in canonical JSON).
+
+        The arguments are model output: past `MAX_SHOWN_ARGUMENTS_CHARS` characters they are
+        cut, and the line says how many more there are, their SHA-256 (as recorded) and
+        where to read them all, so a wall of text can neither bury the question nor
+        scroll the call's other arguments out of sight unnoticed.
+        """
         if self.kind == ApprovalKind.TASK:
             return f"start of task {self.task_id} ({self.agent})"
         args = canonical_json(self.arguments or {})
+        if len(args) > MAX_SHOWN_ARGUMENTS_CHARS:
+            args = (
+                f"{args[:MAX_SHOWN_ARGUMENTS_CHARS]}… ({len(args) - MAX_SHOWN_ARGUMENTS_CHARS:,} "
+                f"more characters not shown; arguments sha256 {self.key[4]}; all of them: "
+                f"clearance inspect {self.run_id} --json)"
+            )
         if self.kind == ApprovalKind.RERUN:
             return (
                 f"tool {self.tool} may have run ({self.agent} in task {self.task_id}, {args}); "
@@ -184,12 +205,37 @@ def denial_text(request: ApprovalRequest, decision: ApprovalDecision) -> str:
     return call_denial_text(request.tool, decision.by, decision.reason)
 
 
-def decision_of(event: EventRecord) -> ApprovalDecision:
-    """The decision an ``approval_decided`` event records."""
+def decision_on(request: ApprovalRequest, event: EventRecord) -> ApprovalDecision | None:
+    """The decision an ``approval_decided`` event records on ``request``, or ``None``.
+
+    The event counts only when it is well-formed and about what the request would let happen
+    (the same call id, kind, task, agent, tool and arguments digest), as ``verify`` reads it:
+    a record bearing the request's id but about another call (edited into the ledger)
+    decides nothing.
+    """
+    try:
+        data = parse_event(event.kind, event.data)
+    except ConfigError:
+        return None
+    if not isinstance(data, ApprovalDecidedEvent) or data.call_id != request.call_id:
+        return None
+    if (data.kind, data.task_id, data.agent, data.tool, data.arguments_sha256) != request.key:
+        return None
     return ApprovalDecision(
-        approved=event.data.get("decision") == "approved",
-        by=str(event.data.get("by", "")),
-        reason=str(event.data.get("reason") or ""),
+        approved=data.decision == "approved", by=data.by, reason=data.reason or ""
+    )
+
+
+def not_about(request: ApprovalRequest) -> MalformedRecord:
+    """The error for a request whose recorded decision is about another call (`decision_on`).
+
+    Such a record takes the place of the request's one decision, so nobody can decide the
+    request any more; nothing acts on it either.
+    """
+    return MalformedRecord(
+        f"approval {request.call_id} of run {request.run_id} has a recorded decision that is "
+        "not about this request (another task, agent, tool or arguments: the ledger was "
+        f"edited); nothing acts on it; see: clearance verify {request.run_id}"
     )
 
 

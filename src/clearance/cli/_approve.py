@@ -15,6 +15,7 @@ import asyncio
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.text import Text
 
 from clearance import ApprovalKind
 from clearance.cli._common import err, one_line_errors, out, safe_text
@@ -135,7 +136,7 @@ def terminal_approver() -> Approver:
         async with lock:
             asked = f"approval {request.call_id}: {request.describe()}"
             err.print(safe_text(asked), soft_wrap=True)
-            err.print("approve? [y/N, or n <reason>] ", end="")
+            err.print(Text("approve? [y/N, or n <reason>] "), end="")  # no markup: shown as is
             try:
                 line = await stdin_lines().readline()
             except LineTooLong:
