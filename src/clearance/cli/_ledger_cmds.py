@@ -157,6 +157,13 @@ def _chain_head(value: str | None) -> str | None:
     return text
 
 
+_STILL_RUNNING = (
+    "; the run is recorded as running (in progress, or its process died): records added after "
+    "this check are not covered, so verify it again once it has ended"
+)
+"""Ends `verify`'s line for a run recorded as running: what passed is only what is recorded."""
+
+
 @one_line_errors
 def verify(
     run_id: RunIdArgument,
@@ -231,6 +238,7 @@ def verify(
                 f"run {report.run_id}: {report.calls_checked} model calls verified: every item "
                 "was in its task's clearance and every prompt is exactly its manifest's items; "
                 f"{report.entries_checked} records in its {chain}, head {report.chain_head}"
+                + (_STILL_RUNNING if record.status == "running" else "")
             ),
             soft_wrap=True,
         )
