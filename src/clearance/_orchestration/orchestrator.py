@@ -20,6 +20,7 @@ from clearance._core.memory_spec import group_members
 from clearance._core.run_spec import RunSpec
 from clearance._core.spec import DEFAULT_COORDINATOR, Task, Team
 from clearance._core.teamfile import LoadedTeam, prepare_run
+from clearance._orchestration.arguments import checked_arguments, checked_tasks
 from clearance._orchestration.execution import RunExecution
 from clearance._orchestration.graph_check import check_graph, check_titles
 from clearance._orchestration.model_pool import ModelPool
@@ -102,8 +103,8 @@ class Orchestrator:
     Agents with tools run the tool loop (`clearance._agents.loop`), bounded by ``max_steps``.
 
     Raises:
-        ConfigError: ``options.model_options`` has a key that is not a known setting or a
-            value that is not an integer.
+        ConfigError: An argument is not of its type (one line naming it), or
+            ``options.model_options`` has an unknown key or a value that is not an integer.
     """
 
     def __init__(
@@ -118,9 +119,8 @@ class Orchestrator:
         options: RunOptions | None = None,
         services: RunServices | None = None,
     ):
-        self.team = team
-        self.options = options = options if options is not None else RunOptions()
-        self.services = services = services if services is not None else RunServices()
+        options, services = checked_arguments(team, model, ledger, options, services, tools)
+        self.team, self.options, self.services = team, options, services
         self._clock = services.clock
         given = services.messages
         self.messages = given if given is not None else MessageBus(clock=self._clock)
@@ -222,10 +222,10 @@ class Orchestrator:
 
         Raises:
             GraphError: The tasks do not form a valid graph (nothing is run).
-            ConfigError: Two tasks share a title, a task names an unknown agent, or lists
-                files without an ``input_root`` (nothing is run).
+            ConfigError: An item of ``tasks`` is not a `Task`, two tasks share a title, a task
+                names an unknown agent, or lists files without an ``input_root`` (nothing is run).
         """
-        check_titles(graph := TaskGraph(tasks))  # a new run only: a resumed one keeps its own
+        check_titles(graph := TaskGraph(checked_tasks(tasks)))  # a resumed run keeps its own
         self._check_graph(graph)
         run_id, ledger = new_id("run"), self.ledger
         # The run's first record is queued like the rest (see `RunLedger.write_behind`).
