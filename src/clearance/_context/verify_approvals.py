@@ -5,6 +5,10 @@ named in the run's config (``approval_tools``) and the tasks of its graph marked
 ``approval: required``. Requests (``awaiting_approval`` events) and decisions
 (``approval_decided`` events) are ordered by the run's hash chain. The checks:
 
+- every request is recorded once under its id, its recorded arguments match its recorded
+  digest, and a tool call's request is about a call a recorded model answer asked for (the
+  resumed run runs the answer's call, while ``approve`` shows the request's arguments:
+  `request_problems`);
 - every decision answers a recorded request, after it, about the same thing (task, agent,
   tool, arguments digest), and is the only decision on it;
 - every recorded call of an approval tool has an approval of exactly that call (same task,
@@ -18,6 +22,7 @@ named in the run's config (``approval_tools``) and the tasks of its graph marked
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -27,6 +32,7 @@ from clearance._core.event_schema import (
     ApprovalDecidedEvent,
     ApprovalRequestedEvent,
     EventData,
+    ModelToolCallsEvent,
     SpawnEvent,
     parse_event,
 )
@@ -38,6 +44,7 @@ __all__ = [
     "arguments_sha256",
     "check_approvals",
     "denial_text",
+    "request_problems",
 ]
 
 _Approval = ApprovalRequestedEvent | ApprovalDecidedEvent
@@ -83,6 +90,40 @@ def _read(events: list[EventRecord]) -> Iterator[tuple[EventRecord, _Approval]]:
             yield event, data
 
 
+def request_problems(events: list[EventRecord]) -> Iterator[Problem]:
+    """Approval requests edited in the ledger, one finding per request id.
+
+    A request counts only when it is the one request bearing its id, its recorded arguments
+    hash to its recorded ``arguments_sha256``, and (for a tool call, or its rerun) the
+    model's recorded answers asked for exactly that call (``model_tool_calls``): the run
+    runs the answer's call when the request's digest matches, while a person is shown the
+    request's arguments, so they must be the same.
+    """
+    asked: set[tuple[str, str]] = set()
+    for event in events:
+        if event.kind == EventKind.MODEL_TOOL_CALLS:
+            answer = _parsed(event)
+            if isinstance(answer, ModelToolCallsEvent):
+                asked.update((c.name, arguments_sha256(c.arguments)) for c in answer.tool_calls)
+    requests = [d for _, d in _read(events) if isinstance(d, ApprovalRequestedEvent)]
+    count = Counter(d.call_id for d in requests)
+    reported: set[str] = set()
+    for data in requests:
+        if data.call_id in reported:
+            continue
+        digest = arguments_sha256(data.arguments) if data.arguments is not None else None
+        if count[data.call_id] > 1:
+            reason = "requested more than once under one id"
+        elif digest != data.arguments_sha256:
+            reason = "its recorded arguments do not match its recorded arguments digest"
+        elif data.kind != ApprovalKind.TASK and (data.tool or "", digest or "") not in asked:
+            reason = "its tool call is not one a recorded model answer asked for"
+        else:
+            continue
+        reported.add(data.call_id)
+        yield (f"approval {data.call_id}", None, reason)
+
+
 def check_approvals(
     ledger: RunLedger,
     run: RunRecord,
@@ -109,6 +150,7 @@ def check_approvals(
     for record in chained_records(ledger.chain_entries(run.run_id))[0]:
         seq.setdefault((record.kind, record.subject), record.position)
         last[(record.kind, record.subject)] = record.position
+    yield from request_problems(events)
     read = list(_read(events))
     requests: dict[str, tuple[int, ApprovalRequestedEvent]] = {}
     for event, data in read:

@@ -29,7 +29,8 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
-from clearance._core.errors import ApprovalDenied, ApprovalPending, ConfigError
+from clearance._context.verify_approvals import request_problems
+from clearance._core.errors import ApprovalDenied, ApprovalPending, ConfigError, MalformedRecord
 from clearance._core.ids import new_id
 from clearance._core.reasons import bounded_reason
 from clearance._core.run_spec import ANSWER_TIMEOUT_S
@@ -61,6 +62,7 @@ __all__ = [
     "ApprovalRequest",
     "Approver",
     "awaiting_approval",
+    "check_requests",
     "decide",
     "decision_data",
     "default_decider",
@@ -111,7 +113,9 @@ class ApprovalGate:
         if not isinstance(self.ledger, RunLedger):  # keeps no record: nothing was decided
             return
         asked: dict[str, ApprovalRequest] = {}
-        for event in self.ledger.events(self.run_id):
+        events = self.ledger.events(self.run_id)
+        check_requests(events, self.run_id)  # what runs is what a person is shown
+        for event in events:
             if event.kind == EventKind.AWAITING_APPROVAL:
                 request = ApprovalRequest.from_event(event)
                 self._requests.setdefault(request.key, request)
@@ -304,6 +308,25 @@ class ApprovalGate:
         return recorded
 
 
+def check_requests(events: list[EventRecord], run_id: str) -> None:
+    """Refuse a run whose approval requests were edited in the ledger (`request_problems`).
+
+    A resumed run runs the tool call of the model's recorded answer once a request with its
+    digest is approved, while ``approve`` and the terminal show the request's recorded
+    arguments: a request recorded twice under one id, whose arguments do not match its
+    digest, or about a call no recorded answer asked for is acted on by nobody.
+
+    Raises:
+        MalformedRecord: One is, naming the first.
+    """
+    for subject, _, reason in request_problems(events):
+        call_id = subject.removeprefix("approval ")
+        raise MalformedRecord(
+            f"approval request {call_id} of run {run_id} was edited in the ledger: {reason}; "
+            f"nothing acts on it; see: clearance verify {run_id}"
+        )
+
+
 def pending_approvals(ledger: RunLedger, run_id: str) -> list[ApprovalRequest]:
     """The run's approval requests that no decision answers yet, oldest first.
 
@@ -345,12 +368,14 @@ def decide(
             final; checked and recorded in one transaction, so of two decisions made at once
             the second is refused), or the decision is malformed (`check_decision`).
         MalformedRecord: The decision recorded on the request is about another call (the
-            ledger was edited): it cannot be decided (`not_about`).
+            ledger was edited): it cannot be decided (`not_about`); or an approval request of
+            the run was edited (`check_requests`).
         StoreError: The run is unknown (or several match), or the ledger failed.
     """
     run = ledger.get_run(run_id)
     check_decision(decision, by="--by", reason="--reason")
     events = ledger.events(run.run_id)
+    check_requests(events, run.run_id)  # a person decides on what would run, or not at all
     asked = [
         e
         for e in events

@@ -18,6 +18,7 @@ from clearance._core.errors import ClearanceError, ConfigError
 from clearance._core.origins import Subject
 from clearance._core.run_spec import MASK, PROMPT_FORMAT, RunSpec
 from clearance._core.vocabulary import PromptKind
+from clearance._orchestration.approval import check_requests
 from clearance._orchestration.resume_checks import check_run_record
 from clearance._orchestration.run_memory import RunMemory
 from clearance._state.graph import TaskGraph
@@ -159,9 +160,11 @@ def load_recorded_run(ledger: RunLedger, run_id: str) -> RecordedRun:
         ConfigError: The recorded run cannot be rebuilt (a damaged graph or config), fails
             its hash-chain check, or is keyed and the ledger has no key (see
             `check_run_record`); the message names the run.
+        MalformedRecord: An approval request of the run was edited (`check_requests`).
     """
     record = ledger.get_run(run_id)
     check_run_record(ledger, record.run_id)  # nothing is rebuilt from unchecked records
+    check_requests(ledger.events(record.run_id), record.run_id)  # approvals act as shown
     try:
         graph = TaskGraph.from_dict(record.graph) if record.graph is not None else None
     except (ClearanceError, KeyError, TypeError, ValueError) as exc:
