@@ -183,14 +183,17 @@ def rechain() -> Any:
     return rechain_run
 
 
-def rewrite_last_prompt(conn: Any, subject: str, edit: Any, manifest_edit: Any = None) -> str:
+def rewrite_last_prompt(
+    conn: Any, subject: str, edit: Any, manifest_edit: Any = None, *, call_id: str | None = None
+) -> str:
     """Rewrite the blocks of ``subject``'s last recorded prompt, as a forger could.
 
     ``edit(block, item)`` returns each user-message block as it should read (and may change
-    its manifest ``item`` in place); ``manifest_edit(manifest)`` may change the rest. The
-    prompt's digest and the call's record digest are recomputed, so only `verify`'s own
-    checks can tell. ``conn`` is an `sqlite3` connection (committed by the caller). Returns
-    the call's id.
+    its manifest ``item`` in place), or ``None`` to drop the block and its item;
+    ``manifest_edit(manifest)`` may change the rest. ``call_id`` picks another call than
+    the subject's last. The prompt's digest and the call's record digest are recomputed, so
+    only `verify`'s own checks can tell. ``conn`` is an `sqlite3` connection (committed by
+    the caller). Returns the call's id.
     """
     import json
 
@@ -198,19 +201,24 @@ def rewrite_last_prompt(conn: Any, subject: str, edit: Any, manifest_edit: Any =
     from clearance._core.prompt import ChatMessage, messages_sha256
     from clearance._state.ledger import call_record_sha256
 
-    call_id, messages, manifest = conn.execute(
-        "SELECT call_id, messages, manifest FROM calls WHERE subject = ? ORDER BY rowid DESC",
-        (subject,),
-    ).fetchone()
+    query = "SELECT call_id, messages, manifest FROM calls WHERE "
+    query += "call_id = ?" if call_id else "subject = ? ORDER BY rowid DESC"
+    call_id, messages, manifest = conn.execute(query, (call_id or subject,)).fetchone()
     messages, manifest = json.loads(messages), json.loads(manifest)
     sections, trailer = parse_user_message(messages[1]["content"])
-    index, rebuilt = 0, []
+    index, rebuilt, dropped = 0, [], []
     for section in sections:
         blocks = []
         for block in section.blocks:
             index += 1  # item 0 is the system message's
-            blocks.append(edit(block, manifest["items"][index]))
+            kept = edit(block, manifest["items"][index])
+            if kept is None:
+                dropped.append(index)
+            else:
+                blocks.append(kept)
         rebuilt.append(Section(section.heading, tuple(blocks)))
+    for index in reversed(dropped):
+        del manifest["items"][index]
     if manifest_edit is not None:
         manifest_edit(manifest)
     messages[1]["content"] = render_user_message(rebuilt, trailer)

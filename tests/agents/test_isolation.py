@@ -1,5 +1,6 @@
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -263,13 +264,11 @@ def test_parse_status(
 
 
 async def test_verify_accepts_isolated_dispatches_and_catches_a_foreign_item(
-    project: Path, ledger: RunLedger, tmp_path: Path
+    project: Path, ledger: RunLedger, tmp_path: Path, rewrite_prompt: Any
 ) -> None:
-    import json
     import sqlite3
 
     from clearance._context.verify import verify_run
-    from clearance._state.ledger import call_record_sha256
 
     ledger.start_run(run_id="run_v", team="t", goal=None, graph=None)
     model = ScriptedModel(["done\nSTATUS: done"])
@@ -282,14 +281,13 @@ async def test_verify_accepts_isolated_dispatches_and_catches_a_foreign_item(
 
     # A forger relabels the file as another task's text and re-signs the record.
     call = ledger.calls("run_v")[0]
-    manifest = json.loads(json.dumps(call.manifest))
-    manifest["items"][2]["origin"] = "task:t2"
+
+    def relabel(manifest: dict[str, Any]) -> None:
+        manifest["items"][2]["origin"] = "task:t2"
+
     conn = sqlite3.connect(tmp_path / "runs.db")
     try:
-        conn.execute(
-            "UPDATE calls SET manifest = ?, record_sha256 = ? WHERE call_id = ?",
-            (json.dumps(manifest), call_record_sha256(call.messages, manifest), call.call_id),
-        )
+        rewrite_prompt(conn, call.subject, lambda block, item: block, relabel, call_id=call.call_id)
         conn.commit()
     finally:
         conn.close()

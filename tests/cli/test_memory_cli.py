@@ -1,6 +1,5 @@
 """Memory and store from the command line: recall across runs, verify, and resume after SIGKILL."""
 
-import json
 import os
 import signal
 import sqlite3
@@ -13,8 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from clearance import RunLedger
-from clearance._core.prompt import ChatMessage, messages_sha256, sha256_text
-from clearance._state.ledger import call_record_sha256
+from clearance._context.render import Block
+from clearance._core.prompt import sha256_text
 from clearance.cli import app
 from clearance.testing import assert_never_saw, assert_saw
 
@@ -70,38 +69,32 @@ def test_second_run_recalls_the_first_by_scope_and_verifies(two_runs, tmp_path):
     assert code == 0, out
 
 
-def forge_memory_item(db: Path, run_id: str, subject: str) -> None:
+def forge_memory_item(rewrite_prompt, db: Path, run_id: str, subject: str) -> None:
     """Replace a memory item's text in a recorded prompt and recompute every digest."""
+    forged = []
+
+    def edit(block, item):
+        if forged or not item["origin"].startswith("memory:"):
+            return block
+        forged.append("X" * len(block.content))
+        item["sha256"] = sha256_text(forged[0])
+        return Block(heading=block.heading, content=forged[0], on_fence=block.on_fence)
+
     conn = sqlite3.connect(db)
     try:
-        ordinal, messages, manifest = conn.execute(
-            "SELECT ordinal, messages, manifest FROM calls WHERE run_id = ? AND subject = ?",
-            (run_id, subject),
+        (call_id,) = conn.execute(
+            "SELECT call_id FROM calls WHERE run_id = ? AND subject = ?", (run_id, subject)
         ).fetchone()
-        messages, manifest = json.loads(messages), json.loads(manifest)
-        item = next(i for i in manifest["items"] if i["origin"].startswith("memory:"))
-        user = messages[1]["content"]
-        start = user.index(item["title"])
-        original = user[start:].split("\n", 2)[2].split("\n~~~")[0]
-        forged = "X" * len(original)
-        messages[1]["content"] = user.replace(original, forged)
-        item["sha256"] = sha256_text(forged)
-        digest = messages_sha256(tuple(ChatMessage(**m) for m in messages))
-        manifest["prompt_sha256"] = digest
-        conn.execute(
-            "UPDATE calls SET messages = ?, manifest = ?, prompt_sha256 = ?, record_sha256 = ? "
-            "WHERE ordinal = ?",
-            (json.dumps(messages), json.dumps(manifest), digest,
-             call_record_sha256(messages, manifest), ordinal),
-        )  # fmt: skip
+        rewrite_prompt(conn, subject, edit, call_id=call_id)
         conn.commit()
     finally:
         conn.close()
+    assert forged
 
 
-def test_a_forged_memory_item_fails_verify_with_no_extra_flags(two_runs):
+def test_a_forged_memory_item_fails_verify_with_no_extra_flags(two_runs, rewrite_prompt):
     db, _, second = two_runs
-    forge_memory_item(db, second, "task:audit")
+    forge_memory_item(rewrite_prompt, db, second, "task:audit")
     code, out = cli("verify", second, "--db", f"sqlite:///{db}")
     assert code == 1, out
     assert "not the stored memory record" in out

@@ -83,6 +83,7 @@ def test_a_clean_run_verifies(recorded):
     assert report.calls_checked == 5  # a, x, b, boom (failed call), synthesis
 
 
+# Not `rewrite_prompt`: most EDITS leave a digest stale on purpose, and some edit raw text.
 def edit_call(db, subject: str, change: Callable[[dict], None]) -> None:
     """Apply ``change`` to a call row ({messages, manifest, prompt_sha256, record_sha256})."""
     conn = sqlite3.connect(db)

@@ -52,6 +52,7 @@ def retitle(old: str, new: str, origin: str) -> Callable[[dict], None]:
     return change
 
 
+# Not `rewrite_prompt`: `retitle` edits the raw text (first `### ` line) and fixes digests.
 def edit_call_id(db: Path, call_id: str, change: Callable[[dict], None]) -> None:
     """`edit_call` for the call ``call_id`` (a subject may have several calls)."""
     conn = sqlite3.connect(db)

@@ -20,11 +20,9 @@ import pytest
 import yaml
 
 from clearance import Agent, AgentChat, AgentLimits, ConfigError, RunLedger
-from clearance._context.render import Section, parse_user_message, render_user_message
 from clearance._context.verify import verify_run
 from clearance._context.window import MAX_CONTEXT_WINDOW
-from clearance._core.prompt import ChatMessage, messages_sha256, sha256_text
-from clearance._state.ledger import call_record_sha256
+from clearance._core.prompt import sha256_text
 from clearance.testing import FunctionModel
 
 SRC = str(Path(__file__).parents[2] / "src")
@@ -136,35 +134,27 @@ async def test_a_malformed_compression_record_is_a_finding(
     assert any("the compression record" in f for f in findings), findings
 
 
-async def test_a_turn_taken_out_of_a_prompt_without_a_compression_is_a_finding(tmp_path, rechain):
+async def test_a_turn_taken_out_of_a_prompt_without_a_compression_is_a_finding(
+    tmp_path, rechain, rewrite_prompt
+):
     # The user's first message (what the agent was asked) silently removed from the last
     # prompt, every digest recomputed: only the check against the earlier prompt can tell.
     db = tmp_path / "runs.db"
     run_id = await _chat(db)
+    removed = []
+
+    def edit(block, item):  # the prompt's first block: the oldest turn of the conversation
+        if removed:
+            return block
+        assert item["origin"].startswith("turn:")
+        removed.append(item)
+        return None
+
     conn = sqlite3.connect(db)
-    call_id, messages, manifest = conn.execute(
-        "SELECT call_id, messages, manifest FROM calls WHERE subject = 'conversation:alice' "
-        "ORDER BY rowid DESC"
-    ).fetchone()
-    messages, manifest = json.loads(messages), json.loads(manifest)
-    sections, trailer = parse_user_message(messages[1]["content"])
-    turns = sections[0]
-    assert turns.heading == "## Conversation so far"
-    removed = manifest["items"].pop(1)
-    assert removed["origin"].startswith("turn:")
-    rebuilt = [Section(turns.heading, turns.blocks[1:]), *sections[1:]]
-    messages[1]["content"] = render_user_message(rebuilt, trailer)
-    manifest["prompt_sha256"] = messages_sha256(
-        tuple(ChatMessage(role=m["role"], content=m["content"]) for m in messages)
-    )
-    conn.execute(
-        "UPDATE calls SET messages = ?, manifest = ?, prompt_sha256 = ?, record_sha256 = ? "
-        "WHERE call_id = ?",
-        (json.dumps(messages), json.dumps(manifest), manifest["prompt_sha256"],
-         call_record_sha256(messages, manifest), call_id),
-    )  # fmt: skip
+    rewrite_prompt(conn, "conversation:alice", edit)
     conn.commit()
     conn.close()
+    (removed,) = removed
     findings = _findings(db, run_id, rechain)
     assert any(
         removed["origin"] in f and "left the conversation with no compression recorded" in f

@@ -115,6 +115,7 @@ async def test_a_run_of_another_team_never_shows_its_member_the_records(tmp_path
     ), reasons
 
 
+# Not `rewrite_prompt`: the forged prompt is built anew by a builder, not edited block by block.
 def _show_memory(db, record) -> None:
     """Re-render the task's recorded prompt with ``record`` in it, as the builder would."""
     import json

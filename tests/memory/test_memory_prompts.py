@@ -160,6 +160,7 @@ async def test_chat_records_verifiable_calls_and_verify_catches_a_foreign_scope(
         if item["origin"].startswith("memory:"):
             item["title"] = item["title"].replace("agent:alice", "agent:bob")
     manifest["clearance"]["memory_scopes"].append("agent:bob")
+    # Manifest only, digests left stale on purpose (unlike `rewrite_prompt`): "altered".
     con.execute("UPDATE calls SET manifest = ? WHERE call_id = ?", (json.dumps(manifest), call_id))
     con.commit()
     con.close()
@@ -230,6 +231,7 @@ async def test_runs_recorded_before_memory_scopes_still_verify(tmp_path, rechain
             [Task(id="a", title="A", description="Do a.", assignee="alice")]
         )
     con = sqlite3.connect(db_path)
+    # Not `rewrite_prompt`: every call's manifest put in the old shape, prompts untouched.
     rows = con.execute("SELECT call_id, messages, manifest FROM calls").fetchall()
     for call_id, messages, manifest_json in rows:
         manifest = json.loads(manifest_json)

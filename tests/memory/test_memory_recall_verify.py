@@ -43,6 +43,7 @@ def _prompt(db: Path) -> tuple[str, str, str]:
     return row
 
 
+# Not `rewrite_prompt`: puts in a whole prompt another run recorded, its prompt digest kept.
 def _put_prompt(db: Path, prompt: tuple[str, str, str]) -> None:
     """Make the run's task call hold ``prompt``, its record digest recomputed."""
     import json

@@ -3,20 +3,19 @@ retitles a memory block or a message to name another author or sender."""
 
 from __future__ import annotations
 
-import json
 import sqlite3
 
 from clearance import Agent, Orchestrator, RunLedger, RunServices, Task, Team
-from clearance._context.render import parse_user_message, render_user_message
 from clearance._context.verify import verify_run
 from clearance._core.memory_spec import AgentMemory
-from clearance._core.prompt import ChatMessage, messages_sha256, sha256_text
-from clearance._state.ledger import call_record_sha256
+from clearance._core.prompt import sha256_text
 from clearance.memory import PersistentMemory, RunMemory, memory_lookup
 from clearance.testing import FunctionModel
 
 
-async def test_a_record_moved_from_another_agents_scope_is_a_finding(tmp_path, rechain):
+async def test_a_record_moved_from_another_agents_scope_is_a_finding(
+    tmp_path, rechain, rewrite_prompt
+):
     url = f"sqlite:///{tmp_path / 'memory.db'}"
     own = PersistentMemory(url, agent="alice").record("alpha note about the harbour")[0]
     foreign = PersistentMemory(url, agent="bob").record("bravo note about the harbour")[0]
@@ -41,34 +40,17 @@ async def test_a_record_moved_from_another_agents_scope_is_a_finding(tmp_path, r
 
     # The forger puts bob's private record in alice's prompt, titled as alice's own scope,
     # re-renders the prompt, recomputes every digest and rebuilds the chain.
+    def edit(block, item):
+        if item["origin"] != own.origin:
+            return block
+        assert block.content == own.content
+        item["origin"] = foreign.origin
+        item["title"] = item["title"].replace(own.id, foreign.id)
+        item["sha256"] = sha256_text(foreign.content)
+        return type(block)(heading=item["title"], content=foreign.content, on_fence=block.on_fence)
+
     conn = sqlite3.connect(db_path)
-    ordinal, messages, manifest = conn.execute(
-        "SELECT ordinal, messages, manifest FROM calls WHERE subject = 'task:t'"
-    ).fetchone()
-    messages, manifest = json.loads(messages), json.loads(manifest)
-    item = next(i for i in manifest["items"] if i["origin"] == own.origin)
-    item["origin"] = foreign.origin
-    item["title"] = item["title"].replace(own.id, foreign.id)
-    item["sha256"] = sha256_text(foreign.content)
-    sections, trailer = parse_user_message(messages[1]["content"])
-    forged = []
-    for section in sections:
-        blocks = tuple(
-            type(b)(heading=item["title"], content=foreign.content, on_fence=b.on_fence)
-            if b.content == own.content
-            else b
-            for b in section.blocks
-        )
-        forged.append(type(section)(heading=section.heading, blocks=blocks))
-    messages[1]["content"] = render_user_message(forged, trailer)
-    digest = messages_sha256(tuple(ChatMessage(**m) for m in messages))
-    manifest["prompt_sha256"] = digest
-    conn.execute(
-        "UPDATE calls SET messages = ?, manifest = ?, prompt_sha256 = ?, record_sha256 = ? "
-        "WHERE ordinal = ?",
-        (json.dumps(messages), json.dumps(manifest), digest,
-         call_record_sha256(messages, manifest), ordinal),
-    )  # fmt: skip
+    rewrite_prompt(conn, "task:t", edit)
     conn.commit()
     conn.close()
     rechain(db_path, result.run_id)
@@ -80,42 +62,24 @@ async def test_a_record_moved_from_another_agents_scope_is_a_finding(tmp_path, r
     assert any("in scope 'agent:bob', not the one its title names" in r for r in reasons), reasons
 
 
-def retitle(db_path, subject: str, origin: str, title: str) -> None:
+def retitle(rewrite_prompt, db_path, subject: str, origin: str, title: str) -> None:
     """Give one block of a recorded prompt another title, digests and all, as a forger could."""
+
+    def edit(block, item):
+        if item["origin"] != origin:
+            return block
+        item["title"] = title
+        return type(block)(heading=title, content=block.content, on_fence=block.on_fence)
+
     conn = sqlite3.connect(db_path)
-    ordinal, messages, manifest = conn.execute(
-        "SELECT ordinal, messages, manifest FROM calls WHERE subject = ?", (subject,)
-    ).fetchone()
-    messages, manifest = json.loads(messages), json.loads(manifest)
-    item = next(i for i in manifest["items"] if i["origin"] == origin)
-    old, item["title"] = item["title"], title
-    sections, trailer = parse_user_message(messages[1]["content"])
-    forged = [
-        type(section)(
-            heading=section.heading,
-            blocks=tuple(
-                type(b)(heading=title, content=b.content, on_fence=b.on_fence)
-                if b.heading == old
-                else b
-                for b in section.blocks
-            ),
-        )
-        for section in sections
-    ]
-    messages[1]["content"] = render_user_message(forged, trailer)
-    digest = messages_sha256(tuple(ChatMessage(**m) for m in messages))
-    manifest["prompt_sha256"] = digest
-    conn.execute(
-        "UPDATE calls SET messages = ?, manifest = ?, prompt_sha256 = ?, record_sha256 = ? "
-        "WHERE ordinal = ?",
-        (json.dumps(messages), json.dumps(manifest), digest,
-         call_record_sha256(messages, manifest), ordinal),
-    )  # fmt: skip
+    rewrite_prompt(conn, subject, edit)
     conn.commit()
     conn.close()
 
 
-async def test_a_message_retitled_with_another_sender_is_a_finding(tmp_path, rechain):
+async def test_a_message_retitled_with_another_sender_is_a_finding(
+    tmp_path, rechain, rewrite_prompt
+):
     from clearance import MessageBus
 
     db_path = tmp_path / "runs.db"
@@ -137,7 +101,7 @@ async def test_a_message_retitled_with_another_sender_is_a_finding(tmp_path, rec
             [Task(id="t", title="Write", description="Write it.", assignee="writer")]
         )
         assert verify_run(ledger, result.run_id).ok
-    retitle(db_path, "task:t", f"message:{message.id}", f"From ceo ({message.id})")
+    retitle(rewrite_prompt, db_path, "task:t", f"message:{message.id}", f"From ceo ({message.id})")
     rechain(db_path, result.run_id)
     with RunLedger(f"sqlite:///{db_path}") as ledger:
         report = verify_run(ledger, result.run_id)
@@ -147,7 +111,9 @@ async def test_a_message_retitled_with_another_sender_is_a_finding(tmp_path, rec
     )
 
 
-async def test_a_memory_block_retitled_with_another_author_is_a_finding(tmp_path, rechain):
+async def test_a_memory_block_retitled_with_another_author_is_a_finding(
+    tmp_path, rechain, rewrite_prompt
+):
     from clearance._context.memory_items import memory_title
     from clearance.memory import MemoryGroup
 
@@ -176,7 +142,7 @@ async def test_a_memory_block_retitled_with_another_author_is_a_finding(tmp_path
     memory.close()
     honest = memory_title(shared)
     assert "by bob" in honest
-    retitle(db_path, "task:t", shared.origin, honest.replace("by bob", "by alice"))
+    retitle(rewrite_prompt, db_path, "task:t", shared.origin, honest.replace("by bob", "by alice"))
     rechain(db_path, result.run_id)
     with RunLedger(f"sqlite:///{db_path}") as ledger:
         report = verify_run(ledger, result.run_id, memories=memory_lookup(url))

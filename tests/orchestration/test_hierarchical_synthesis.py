@@ -6,11 +6,10 @@ import sqlite3
 import pytest
 
 from clearance import Agent, Orchestrator, RunOptions, Task, Team
-from clearance._context.render import Block, Section, parse_user_message, render_user_message
+from clearance._context.render import Block
 from clearance._context.verify import verify_run
 from clearance._core.errors import ModelError
-from clearance._core.prompt import ChatMessage, messages_sha256, sha256_text
-from clearance._state.ledger import call_record_sha256
+from clearance._core.prompt import sha256_text
 from clearance.testing import FakeModel, FunctionModel
 
 WINDOW = 8192
@@ -113,11 +112,11 @@ def test_the_hierarchical_run_verifies(big_run):
     assert report.ok, [str(f) for f in report.findings][:5]
 
 
-def test_a_forged_map_summary_fails_verify(big_run, tmp_path):
+def test_a_forged_map_summary_fails_verify(big_run, tmp_path, rewrite_prompt):
     path, result, _ = big_run
     copy = tmp_path / "forged.db"
     copy.write_bytes(path.read_bytes())
-    forge_item(copy, "synthesis", "Summary ", "Everything went perfectly; ship it.")
+    forge_item(rewrite_prompt, copy, "synthesis", "Summary ", "Everything went perfectly; ship it.")
     with open_ledger(copy) as ledger:
         report = verify_run(ledger, result.run_id)
     assert not report.ok
@@ -127,7 +126,7 @@ def test_a_forged_map_summary_fails_verify(big_run, tmp_path):
     ), [str(f) for f in report.findings]
 
 
-def test_a_result_moved_between_map_steps_fails_verify(big_run, tmp_path):
+def test_a_result_moved_between_map_steps_fails_verify(big_run, tmp_path, rewrite_prompt):
     """A forger adding a result to a second map step is caught, digests recomputed."""
     path, result, _ = big_run
     copy = tmp_path / "moved.db"
@@ -136,20 +135,20 @@ def test_a_result_moved_between_map_steps_fails_verify(big_run, tmp_path):
     with open_ledger(path) as ledger:
         calls = synthesis_calls(ledger, result.run_id)
     first = next(o for o in origins(calls[0]) if o.startswith("task_result:"))
-    rename_item(copy, "synthesis_map:2", "task_result:", first)
+    rename_item(rewrite_prompt, copy, "synthesis_map:2", "task_result:", first)
     with open_ledger(copy) as ledger:
         report = verify_run(ledger, result.run_id)
     assert any(f.origin == first and "more than one step" in f.reason for f in report.findings)
 
 
-def test_a_result_dropped_from_every_map_step_fails_verify(big_run, tmp_path):
+def test_a_result_dropped_from_every_map_step_fails_verify(big_run, tmp_path, rewrite_prompt):
     path, result, _ = big_run
     copy = tmp_path / "dropped.db"
     copy.write_bytes(path.read_bytes())
     with open_ledger(path) as ledger:
         calls = synthesis_calls(ledger, result.run_id)
     last = [o for o in origins(calls[0]) if o.startswith("task_result:")][-1]
-    drop_last_result(copy, "synthesis_map:1")
+    drop_last_result(rewrite_prompt, copy, "synthesis_map:1")
     with open_ledger(copy) as ledger:
         report = verify_run(ledger, result.run_id)
     assert any(f.origin == last and "no map step" in f.reason for f in report.findings)
@@ -263,71 +262,47 @@ async def test_summaries_that_never_shrink_stop_at_the_depth_limit(ledger):
 # -- forging helpers: edit one recorded prompt, digests recomputed as a forger would --------
 
 
-def _edit(db, subject, edit):
+def _edit(rewrite_prompt, db, subject, edit, manifest_edit=None):
     connection = sqlite3.connect(db)
-    call_id, messages, manifest = connection.execute(
-        "SELECT call_id, messages, manifest FROM calls WHERE subject = ? ORDER BY rowid DESC",
-        (subject,),
-    ).fetchone()
-    messages, manifest = json.loads(messages), json.loads(manifest)
-    sections, trailer = parse_user_message(messages[1]["content"])
-    rebuilt = edit(sections, manifest)
-    messages[1]["content"] = render_user_message(rebuilt, trailer)
-    manifest["prompt_sha256"] = messages_sha256(
-        tuple(ChatMessage(role=m["role"], content=m["content"]) for m in messages)
-    )
-    connection.execute(
-        "UPDATE calls SET messages = ?, manifest = ?, prompt_sha256 = ?, record_sha256 = ? "
-        "WHERE call_id = ?",
-        (json.dumps(messages), json.dumps(manifest), manifest["prompt_sha256"],
-         call_record_sha256(messages, manifest), call_id),
-    )  # fmt: skip
+    rewrite_prompt(connection, subject, edit, manifest_edit)
     connection.commit()
     connection.close()
 
 
-def forge_item(db, subject, heading_prefix, text):
-    def edit(sections, manifest):
-        index, found, rebuilt = 0, False, []
-        for section in sections:
-            blocks = []
-            for block in section.blocks:
-                index += 1
-                if not found and block.heading.startswith(heading_prefix):
-                    block = Block(heading=block.heading, content=text)
-                    manifest["items"][index]["sha256"] = sha256_text(text)
-                    found = True
-                blocks.append(block)
-            rebuilt.append(Section(section.heading, tuple(blocks)))
-        assert found
-        return rebuilt
+def forge_item(rewrite_prompt, db, subject, heading_prefix, text):
+    found = []
 
-    _edit(db, subject, edit)
+    def edit(block, item):
+        if not found and block.heading.startswith(heading_prefix):
+            found.append(block)
+            item["sha256"] = sha256_text(text)
+            return Block(heading=block.heading, content=text)
+        return block
+
+    _edit(rewrite_prompt, db, subject, edit)
+    assert found
 
 
-def rename_item(db, subject, origin_prefix, new_origin):
-    def edit(sections, manifest):
+def rename_item(rewrite_prompt, db, subject, origin_prefix, new_origin):
+    def manifest_edit(manifest):
         item = next(i for i in manifest["items"] if i["origin"].startswith(origin_prefix))
         old = item["origin"].partition(":")[2]
         item["origin"] = new_origin
         results = manifest["clearance"]["task_results"]
         results[results.index(old)] = new_origin.partition(":")[2]
-        return list(sections)
 
-    _edit(db, subject, edit)
+    _edit(rewrite_prompt, db, subject, lambda block, item: block, manifest_edit)
 
 
-def drop_last_result(db, subject):
-    def edit(sections, manifest):
-        rebuilt = []
-        for section in sections:
-            if section.heading == "## Completed tasks":
-                dropped = manifest["clearance"]["task_results"].pop()
-                manifest["items"] = [
-                    i for i in manifest["items"] if i["origin"] != f"task_result:{dropped}"
-                ]
-                section = Section(section.heading, section.blocks[:-1])
-            rebuilt.append(section)
-        return rebuilt
+def drop_last_result(rewrite_prompt, db, subject):
+    connection = sqlite3.connect(db)
+    (manifest,) = connection.execute(
+        "SELECT manifest FROM calls WHERE subject = ? ORDER BY rowid DESC", (subject,)
+    ).fetchone()
+    connection.close()
+    dropped = "task_result:" + json.loads(manifest)["clearance"]["task_results"][-1]
 
-    _edit(db, subject, edit)
+    def edit(block, item):
+        return None if item["origin"] == dropped else block
+
+    _edit(rewrite_prompt, db, subject, edit, lambda m: m["clearance"]["task_results"].pop())

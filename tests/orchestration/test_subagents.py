@@ -1,7 +1,6 @@
 """Isolated tasks and spawned children in orchestrated runs: protocol, limits, canaries, ledger."""
 
 import asyncio
-import json
 from pathlib import Path
 
 import pytest
@@ -189,74 +188,45 @@ async def test_no_isolated_or_child_prompt_holds_a_siblings_text(project, ledger
 
 
 async def test_verify_catches_a_siblings_result_smuggled_in_as_a_constraint(
-    project, ledger, tmp_path
+    project, ledger, tmp_path, rewrite_prompt
 ):
     _, result = await run(project, ledger, tmp_path)
-    forge_item(ledger, result.run_id, "isolated:review", "Constraint 1", SIBLING_RESULT)
+    forge_item(rewrite_prompt, ledger, "isolated:review", "Constraint 1", SIBLING_RESULT)
     report = verify_run(ledger, result.run_id)
     assert not report.ok
     assert any("constraint" in (f.origin or "") for f in report.findings)
 
 
-async def test_verify_catches_a_forged_child_result(project, ledger, tmp_path):
+async def test_verify_catches_a_forged_child_result(project, ledger, tmp_path, rewrite_prompt):
     _, result = await run(project, ledger, tmp_path)
-    forge_item(ledger, result.run_id, "task:parent", "Result of parent.", SIBLING_RESULT)
+    forge_item(rewrite_prompt, ledger, "task:parent", "Result of parent.", SIBLING_RESULT)
     report = verify_run(ledger, result.run_id)
     assert not report.ok
     assert any("child_result" in (f.origin or "") for f in report.findings)
 
 
-def forge_item(ledger, run_id, subject, heading_prefix, text):
+def forge_item(rewrite_prompt, ledger, subject, heading_prefix, text):
     """Replace one item's content in a recorded prompt, digests recomputed as a forger would."""
     import sqlite3
 
-    from clearance._context.render import (
-        Block,
-        Section,
-        parse_user_message,
-        render_user_message,
-    )
-    from clearance._core.prompt import ChatMessage, messages_sha256, sha256_text
-    from clearance._state.ledger import call_record_sha256
+    from clearance._context.render import Block
+    from clearance._core.prompt import sha256_text
+
+    found = []
+
+    def edit(block, item):
+        if not found and (block.heading or "").startswith(heading_prefix):
+            found.append(block)
+            item["sha256"] = sha256_text(text)
+            return Block(heading=block.heading, content=text)
+        return block
 
     ledger.flush()
-    path = ledger._url.removeprefix("sqlite:///")
-    connection = sqlite3.connect(path)
-    call_id, messages, manifest = connection.execute(
-        "SELECT call_id, messages, manifest FROM calls WHERE subject = ? ORDER BY rowid DESC",
-        (subject,),
-    ).fetchone()
-    messages, manifest = json.loads(messages), json.loads(manifest)
-    sections, trailer = parse_user_message(messages[1]["content"])
-    index, found, rebuilt = 0, False, []
-    for section in sections:
-        blocks = []
-        for block in section.blocks:
-            index += 1
-            if not found and (block.heading or "").startswith(heading_prefix):
-                block = Block(heading=block.heading, content=text)
-                manifest["items"][index]["sha256"] = sha256_text(text)
-                found = True
-            blocks.append(block)
-        rebuilt.append(Section(section.heading, tuple(blocks)))
-    assert found, f"no block headed {heading_prefix!r}"
-    messages[1]["content"] = render_user_message(rebuilt, trailer)
-    manifest["prompt_sha256"] = messages_sha256(
-        tuple(ChatMessage(role=m["role"], content=m["content"]) for m in messages)
-    )
-    connection.execute(
-        "UPDATE calls SET messages = ?, manifest = ?, prompt_sha256 = ?, record_sha256 = ? "
-        "WHERE call_id = ?",
-        (
-            json.dumps(messages),
-            json.dumps(manifest),
-            manifest["prompt_sha256"],
-            call_record_sha256(messages, manifest),
-            call_id,
-        ),
-    )
+    connection = sqlite3.connect(ledger._url.removeprefix("sqlite:///"))
+    rewrite_prompt(connection, subject, edit)
     connection.commit()
     connection.close()
+    assert found, f"no block headed {heading_prefix!r}"
 
 
 def test_a_fan_out_to_an_agent_not_in_can_spawn_is_refused_before_the_run(project, ledger):

@@ -61,6 +61,7 @@ def sql(db, statement, *args):
     conn.close()
 
 
+# Not `rewrite_prompt`: raw-text edits, e.g. a block duplicated, which a block edit cannot do.
 def rewrite_call(db, subject, change):
     """Edit a call's prompt with ``change(messages, manifest)``; recompute its digests."""
     conn = sqlite3.connect(db)
