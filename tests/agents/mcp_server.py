@@ -78,6 +78,18 @@ def spawn(hang: bool = False) -> str:
 
 
 @server.tool()
+def process_facts() -> str:
+    """This process's argv, environment, folder, descriptors and ids, as JSON."""
+    import json
+
+    fds = sorted(int(fd) for fd in os.listdir("/proc/self/fd")) if sys.platform == "linux" else []
+    return json.dumps({
+        "argv": sys.argv, "env": dict(os.environ), "cwd": os.getcwd(), "fds": fds,
+        "pid": os.getpid(), "ppid": os.getppid(), "pgid": os.getpgrp(),
+    })  # fmt: skip
+
+
+@server.tool()
 def die() -> str:
     """Exit in the middle of the call, without answering."""
     os._exit(3)

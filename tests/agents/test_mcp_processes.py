@@ -205,3 +205,44 @@ def test_a_server_that_exits_mid_call_is_a_one_line_tool_error_and_the_run_goes_
         assert ledger.get_run(run_id).synthesis == "The report."
     verified = runner.invoke(app, ["verify", run_id, "--db", db])
     assert verified.exit_code == 0, verified.output
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's"
+)
+def test_a_killed_run_stops_its_server_and_what_the_server_started(
+    tmp_path, openai_server, reap
+) -> None:
+    """SIGKILL gives `clearance run` no chance to clean up: its servers still end with it."""
+    reap(tmp_path / "child.pid")
+    reap(tmp_path / "server.pid")
+    path = tmp_path / "team.yaml"
+    path.write_text(yaml.safe_dump(team(tmp_path)))
+    env = {
+        **os.environ,
+        "OPENAI_BASE_URL": openai_server(reply(hang=True)),
+        "OPENAI_API_KEY": "test",
+        "PYTHONPATH": str(Path(__file__).parents[2] / "src"),
+    }
+    command = [sys.executable, "-m", "clearance", "run", str(path), "--model", "openai:m"]
+    process = subprocess.Popen(
+        [*command, "--db", f"sqlite:///{tmp_path / 'runs.db'}"], cwd=tmp_path, env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "child.pid").exists():
+            assert process.poll() is None, "the run ended before its tool ran"
+            assert time.monotonic() < deadline, "the tool never ran"
+            time.sleep(0.05)
+        server = int((tmp_path / "server.pid").read_text())
+        child = int((tmp_path / "child.pid").read_text())
+        assert alive(server) and alive(child)
+        process.kill()  # SIGKILL: no handler, no cleanup in the run itself
+        process.wait(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert gone_within(server, 5), "the server outlived its run"
+    assert gone_within(child, 5), "what the server started outlived its run"

@@ -18,18 +18,23 @@ the team file must declare ``share: true`` for one that several agents use.
 kills that group only when the server outlives a grace period after its input closes; a
 server that exits in time would leave what it started running. When a session ends, however
 it ends (a result, a failure, a deadline, a cancellation), whatever is left of the group is
-killed (`_SpawnedGroups`). A process that leaves the group on purpose (``setsid``) escapes.
+killed (`_kill_groups`). A process that leaves the group on purpose (``setsid``) escapes.
+On Linux, each server is started through a small guard (`mcp_guard`) that the kernel
+signals when this process dies, even by SIGKILL, and that then kills the server's group;
+elsewhere a Clearance killed that way leaves its servers running.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import errno
 import logging
 import os
 import select
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -131,13 +136,68 @@ _STDIO_GROUPS: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar
 )
 
 
-async def _spawned(*args: Any, **kwargs: Any) -> Any:
-    """The SDK's process start, its process (group) id noted for `_kill_groups`."""
-    process = await _SDK_SPAWN[0](*args, **kwargs)
+async def _spawned(
+    command: str,
+    args: list[str],
+    env: dict[str, str] | None = None,
+    errlog: TextIO = sys.stderr,
+    cwd: Path | str | None = None,
+) -> Any:
+    """The SDK's process start (guarded on Linux), its process (group) id noted."""
+    if not _GUARDED:
+        process = await _SDK_SPAWN[0](command, args, env=env, errlog=errlog, cwd=cwd)
+        _note_group(process.pid)
+        return process
+    import anyio
+
+    lc_ctype = "-" if env is None or "LC_CTYPE" not in env else "=" + env["LC_CTYPE"]
+    read_end, write_end = os.pipe()
+    try:
+        guard = [sys.executable, "-I", "-S", str(_GUARD), str(os.getpid()), str(write_end)]
+        process = await anyio.open_process(
+            [*guard, lc_ctype, "--", command, *args], env=env, stderr=errlog, cwd=cwd,
+            start_new_session=True, pass_fds=(write_end,),
+        )  # fmt: skip
+    except BaseException:
+        os.close(read_end)
+        raise
+    finally:
+        os.close(write_end)
+    _note_group(process.pid)  # the guard leads the group the server runs in
+    try:
+        with anyio.fail_after(_GUARD_START_S):  # the guard's report: nothing once started
+            await anyio.wait_readable(read_end)
+        failed = os.read(read_end, 32)
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        with anyio.CancelScope(shield=True):
+            await process.aclose()
+        raise
+    finally:
+        os.close(read_end)
+    if failed:
+        with anyio.CancelScope(shield=True):
+            await process.aclose()
+        number = int(failed) if failed.isdigit() else errno.ENOEXEC
+        raise OSError(number, os.strerror(number), command)
+    return process
+
+
+def _note_group(pid: int) -> None:
+    """Note a stdio server's process group (started with start_new_session: ``pid``)."""
     groups = _STDIO_GROUPS.get()
     if groups is not None:
-        groups.append(process.pid)  # started with start_new_session: the group's id
-    return process
+        groups.append(pid)
+
+
+# On Linux a stdio server is started through `mcp_guard`, which ends the server's process
+# group when this process (strictly: the thread that started it, the event loop's) dies,
+# however it dies; it adds about 20 ms to a server's start. Elsewhere a server is started
+# directly, and a Clearance killed with SIGKILL leaves it (and what it started) running.
+_GUARD = Path(__file__).with_name("mcp_guard.py")
+_GUARDED = sys.platform.startswith("linux") and bool(sys.executable) and _GUARD.is_file()
+_GUARD_START_S = 30.0  # most seconds the guard may take to start the server
 
 
 _SDK_SPAWN: list[Any] = []  # the SDK's own process start, once patched
