@@ -13,50 +13,20 @@ from pathlib import Path
 import pytest
 
 from clearance import (
-    Agent,
     ApprovalDecision,
     ApprovalRequest,
     ClearanceError,
     Orchestrator,
     RunLedger,
-    RunOptions,
-    RunServices,
-    Task,
-    Team,
 )
 from clearance._context.verify import verify_run
 from clearance._orchestration.approval import pending_approvals
-from clearance.models import ToolCall
 from clearance.runs import decide
-from clearance.testing import FunctionModel
-
-TEAM = Team(
-    agents=(Agent(name="janitor", instructions="You tidy up.", tools=("remove",)),),
-    coordinator=Agent(name="editor", instructions="You edit."),
-)
-TASK = Task(id="tidy", title="Tidy", description="Delete old.txt.", assignee="janitor")
-
-
-def reply(request):
-    if request.prompt.manifest.subject != "task:tidy":
-        return "SYNTH"
-    text = request.prompt.text
-    if "denied this call" in text or "REMOVED" in text:
-        return "done"
-    return ToolCall(id="c1", name="remove", arguments={"path": "/etc/passwd"})
+from janitor import TASK, janitor
 
 
 def orchestrator(ledger: RunLedger, tmp_path: Path, ran: list[str], approver=None) -> Orchestrator:
-    def remove(path: str) -> str:
-        """Remove a file."""
-        ran.append(path)
-        return f"REMOVED {path}"
-
-    return Orchestrator(
-        TEAM, model=FunctionModel(reply), ledger=ledger, tools={"remove": remove},
-        options=RunOptions(approval_tools=["remove"], workspace_root=tmp_path / "ws"),
-        services=RunServices(approver=approver),
-    )  # fmt: skip
+    return janitor(ledger, tmp_path, ran, path="/etc/passwd", approver=approver)
 
 
 def forge(ledger: RunLedger, run_id: str, **changes: str) -> str:

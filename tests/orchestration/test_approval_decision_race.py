@@ -33,15 +33,11 @@ from clearance import (
 from clearance._context.verify import verify_run
 from clearance._orchestration.approval import ApprovalGate
 from clearance.cli._app import app
-from clearance.models import ToolCall
 from clearance.testing import FunctionModel
+from janitor import TASK, TEAM, removing
 
 ROUNDS = 16
 
-TEAM = Team(
-    agents=(Agent(name="janitor", instructions="You tidy up.", tools=("remove",)),),
-    coordinator=Agent(name="editor", instructions="You edit."),
-)
 WRITERS = Team(
     agents=(Agent(name="writer", instructions="You write."),),
     coordinator=Agent(name="editor", instructions="You edit."),
@@ -165,13 +161,7 @@ async def test_an_approval_and_a_denial_at_once_on_postgresql_record_one(
     check_one_decision_each(postgres_url, run_id, calls, outcomes)
 
 
-def reply(request):
-    if request.prompt.manifest.subject != "task:tidy":
-        return "SYNTH"
-    text = request.prompt.text
-    if "denied this call" in text or "REMOVED" in text:
-        return "done"
-    return ToolCall(id="c1", name="remove", arguments={"path": "old.txt"})
+reply = removing("old.txt")
 
 
 async def test_a_decision_committed_after_the_terminals_last_look_is_not_doubled(
@@ -199,11 +189,13 @@ async def test_a_decision_committed_after_the_terminals_last_look_is_not_doubled
     monkeypatch.setattr(ApprovalGate, "_recorded_decision", lambda self, call_id: None)
     with RunLedger(db) as ledger:
         result = await Orchestrator(
-            TEAM, model=FunctionModel(reply), ledger=ledger, tools={"remove": remove},
+            TEAM,
+            model=FunctionModel(reply),
+            ledger=ledger,
+            tools={"remove": remove},
             options=RunOptions(approval_tools=["remove"], workspace_root=tmp_path / "ws"),
             services=RunServices(approver=terminal),
-        ).run_tasks([Task(id="tidy", title="Tidy", description="Delete old.txt.",
-                          assignee="janitor")])  # fmt: skip
+        ).run_tasks([TASK])
         assert result.status == "completed", result.error
         assert ran == [], "the denial was recorded first: the call must not run"
         decided = ledger.events(result.run_id, "approval_decided")

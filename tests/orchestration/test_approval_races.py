@@ -13,35 +13,19 @@ import time
 import pytest
 
 from clearance import (
-    Agent,
     ApprovalDecision,
     ApprovalRequest,
     Orchestrator,
     RunLedger,
     RunOptions,
     RunServices,
-    Task,
-    Team,
 )
 from clearance._context.verify import verify_run
-from clearance.models import ToolCall
 from clearance.runs import decide
 from clearance.testing import FunctionModel
+from janitor import TASK, TEAM, removing
 
-TEAM = Team(
-    agents=(Agent(name="janitor", instructions="You tidy up.", tools=("remove",)),),
-    coordinator=Agent(name="editor", instructions="You edit."),
-)
-TASK = Task(id="tidy", title="Tidy", description="Delete old.txt.", assignee="janitor")
-
-
-def reply(request):
-    if request.prompt.manifest.subject != "task:tidy":
-        return "SYNTH"
-    text = request.prompt.text
-    if "denied this call" in text or "REMOVED" in text:
-        return "done"
-    return ToolCall(id="c1", name="remove", arguments={"path": "old.txt"})
+reply = removing("old.txt")
 
 
 async def visible(db: str, run_id: str, call_id: str) -> None:

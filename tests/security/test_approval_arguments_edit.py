@@ -19,53 +19,25 @@ import pytest
 from typer.testing import CliRunner
 
 from clearance import (
-    Agent,
     ApprovalDecision,
     ApprovalRequest,
     ClearanceError,
     Orchestrator,
     RunLedger,
-    RunOptions,
-    RunServices,
-    Task,
-    Team,
 )
 from clearance._context.verify import verify_run
 from clearance._context.verify_approvals import arguments_sha256
 from clearance._orchestration.approval_request import decision_data
 from clearance.cli import app
-from clearance.models import ToolCall
 from clearance.runs import decide
-from clearance.testing import FunctionModel
+from janitor import TASK, janitor
 
-TEAM = Team(
-    agents=(Agent(name="janitor", instructions="You tidy up.", tools=("remove",)),),
-    coordinator=Agent(name="editor", instructions="You edit."),
-)
-TASK = Task(id="tidy", title="Tidy", description="Delete old.txt.", assignee="janitor")
 ASKED = {"path": "/etc/passwd"}  # what the model's answer asks for
 SHOWN = {"path": "old.txt"}  # what the forger shows the person
 
 
-def reply(request):
-    if request.prompt.manifest.subject != "task:tidy":
-        return "SYNTH"
-    if "denied this call" in request.prompt.text or "REMOVED" in request.prompt.text:
-        return "done"
-    return ToolCall(id="c1", name="remove", arguments=dict(ASKED))
-
-
 def orchestrator(ledger: RunLedger, tmp_path: Path, ran: list[str], approver=None) -> Orchestrator:
-    def remove(path: str) -> str:
-        """Remove a file."""
-        ran.append(path)
-        return f"REMOVED {path}"
-
-    return Orchestrator(
-        TEAM, model=FunctionModel(reply), ledger=ledger, tools={"remove": remove},
-        options=RunOptions(approval_tools=["remove"], workspace_root=tmp_path / "ws"),
-        services=RunServices(approver=approver),
-    )  # fmt: skip
+    return janitor(ledger, tmp_path, ran, path=ASKED["path"], approver=approver)
 
 
 async def paused(tmp_path: Path, ran: list[str]) -> tuple[Path, str, str]:
