@@ -38,7 +38,7 @@ def _answer(request: ModelRequest) -> str:
     return "parent summary" if subject == "task:parent" else "SYNTHESIS"
 
 
-async def _record(db: Path) -> str:
+async def _record(db: Path, rewrite_prompt: Any) -> str:
     ledger = RunLedger(f"sqlite:///{db}")
     task = Task(id="parent", title="Parent", description="Sum up.", assignee="lead",
                 fan_out=FanOut(agent="helper", goals=("look",)))  # fmt: skip
@@ -48,7 +48,7 @@ async def _record(db: Path) -> str:
     ).run_tasks([task])  # fmt: skip
     assert result.tasks["parent"].status == "completed"
     assert verify_run(ledger, result.run_id).ok
-    forge_item(ledger, result.run_id, "task:parent", "Result of", FORGED)
+    forge_item(rewrite_prompt, ledger, "task:parent", "Result of", FORGED)
     ledger.close()
     return result.run_id
 
@@ -69,18 +69,20 @@ def _reasons(db: Path, run_id: str) -> list[str]:
         return [f.reason for f in verify_run(ledger, run_id).findings]
 
 
-async def test_a_child_result_forged_in_the_prompt_and_its_event_is_a_finding(tmp_path, rechain):
+async def test_a_child_result_forged_in_the_prompt_and_its_event_is_a_finding(
+    tmp_path, rechain, rewrite_prompt
+):
     db = tmp_path / "runs.db"
-    run_id = await _record(db)
+    run_id = await _record(db, rewrite_prompt)
     _edit_child_event(db, {"result": FORGED, "shown": FORGED, "shown_sha256": sha256_text(FORGED)})
     rechain(db, run_id)
     assert any("is not what its own calls answered" in r for r in _reasons(db, run_id))
 
 
-async def test_a_failed_child_shown_as_done_is_a_finding(tmp_path, rechain):
+async def test_a_failed_child_shown_as_done_is_a_finding(tmp_path, rechain, rewrite_prompt):
     """The event says the child failed, yet the parent was shown a result as if it had not."""
     db = tmp_path / "runs.db"
-    run_id = await _record(db)
+    run_id = await _record(db, rewrite_prompt)
     _edit_child_event(db, {"status": "failed", "result": "", "error": "boom", "shown": FORGED,
                            "shown_sha256": sha256_text(FORGED)})  # fmt: skip
     rechain(db, run_id)

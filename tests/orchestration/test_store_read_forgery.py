@@ -22,7 +22,9 @@ from clearance.testing import FunctionModel
 SECRET = "SECRET-VALUE-in-a/b"
 
 
-async def test_a_shown_value_from_an_ungranted_namespace_is_a_finding(tmp_path, rechain):
+async def test_a_shown_value_from_an_ungranted_namespace_is_a_finding(
+    tmp_path, rechain, rewrite_prompt
+):
     store = ContextStore(f"sqlite:///{tmp_path / 'store.db'}")
     store.set("a", "b/c", "PUBLIC", "owner")
     store.set("a/b", "c", SECRET, "owner")
@@ -45,7 +47,7 @@ async def test_a_shown_value_from_an_ungranted_namespace_is_a_finding(tmp_path, 
         assert result.status == "completed", result.error
         assert verify_run(ledger, result.run_id).ok
         (read_call,) = ledger.tool_calls(result.run_id)
-        forge_item(ledger, result.run_id, "task:t", "Store entry a/b/c", SECRET)
+        forge_item(rewrite_prompt, ledger, "task:t", "Store entry a/b/c", SECRET)
     updated = store.get_entry("a/b", "c").updated_at.isoformat()  # type: ignore[union-attr]
     conn = sqlite3.connect(db)
     try:
