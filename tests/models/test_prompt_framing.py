@@ -7,6 +7,7 @@ agent's ``max_output_tokens`` and llama.cpp silently lowered ``max_tokens`` to f
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 
 import pytest
@@ -93,3 +94,27 @@ def test_a_prompt_at_its_budget_leaves_the_model_its_max_output(embedded) -> Non
     )
     # What the model receives, plus the agent's whole output, fits in the window.
     assert len(sent) + 64 <= embedded.context_window
+
+
+# -- a chat keeps the same room ------------------------------------------------------------
+
+
+async def _chat_sends(framing: int) -> list[object]:
+    from clearance import AgentChat
+    from clearance._core.errors import LimitExceeded
+
+    model = FakeModel("m", context_window=1000)
+    model.prompt_framing_tokens = framing  # type: ignore[attr-defined]
+    chat = AgentChat(
+        agent=_agent(max_output=100), model=model, trigger_threshold=1.0, target_ratio=0.89
+    )
+    # A prompt of 783 tokens: room for it next to the answer's 100 in a window of 1000, not
+    # next to 100 more of framing.
+    with contextlib.suppress(LimitExceeded):
+        await chat.say("word " * 600)
+    return list(model.requests)
+
+
+async def test_a_chat_prompt_leaves_room_for_the_framing_too() -> None:
+    assert len(await _chat_sends(0)) == 1  # no framing: the prompt fits next to the answer
+    assert await _chat_sends(100) == []  # with it, it does not: refused before it is sent

@@ -46,7 +46,7 @@ from clearance._state.ledger import Recorder
 from clearance._state.memory import MemoryRecord, PersistentMemory
 from clearance._state.memory_calls import DEFAULT_MEMORY_TIMEOUT_S, memory_call
 from clearance._state.team_conversation import TeamConversation
-from clearance.models._base import ChatModel
+from clearance.models._base import ChatModel, framing_tokens
 
 __all__ = ["KEPT_PROMPTS", "AgentChat"]
 
@@ -133,8 +133,10 @@ class AgentChat:
         check_count("recall_limit", recall_limit, least=0, most=MAX_RECALL)
         check_room_for_prompt(agent, window, field="context_window")
         window = _prompt_window(agent, window)
+        # Each prompt leaves room for the answer and for what the chat template adds.
+        self._reserved = agent.limits.max_output_tokens + framing_tokens(model)
         trigger_threshold, target_ratio = _room_for_answer(
-            agent, window, trigger_threshold, target_ratio
+            window, self._reserved, trigger_threshold, target_ratio
         )
         self.agent = agent
         self.model = model
@@ -258,7 +260,7 @@ class AgentChat:
         )
         self.conversation.add(Turn(id=new_id("turn"), role="user", content=text, author="user"))
         await self._compress(calls)  # the user's turn may itself reach the trigger
-        budget = self.monitor.context_window - self.agent.limits.max_output_tokens
+        budget = self.monitor.context_window - self._reserved
         turns, compression = self.conversation.get_messages(), self._compression()
         prompt = with_memories_that_fit(  # the least relevant left out when over the budget
             lambda memories: self.builder.build_conversation_prompt(
@@ -359,18 +361,23 @@ def _prompt_window(agent: Agent, window: int) -> int:
 
 
 def _room_for_answer(
-    agent: Agent, window: int, trigger_threshold: float, target_ratio: float
+    window: int, reserved: int, trigger_threshold: float, target_ratio: float
 ) -> tuple[float, float]:
     """The monitor's ratios, lowered so a compressed prompt leaves room for the answer.
 
-    A prompt may take at most ``window - max_output_tokens`` tokens. When that is below
-    the trigger, the trigger becomes that share of the window and the target shrinks in
-    proportion; otherwise both are kept.
+    A prompt may take at most ``window - reserved`` tokens (the answer's ``max_output_tokens``
+    and the model's `framing_tokens`). When that is below the trigger, the trigger becomes
+    that share of the window and the target shrinks in proportion; otherwise both are kept.
 
     Raises:
-        ConfigError: ``max_output_tokens`` leaves no room for a prompt in the window.
+        ConfigError: ``reserved`` leaves no room for a prompt in the window.
     """
-    reserved = check_room_for_prompt(agent, window, field="context_window")
+    if window <= reserved:
+        raise ConfigError(
+            f"a context window of {window} tokens leaves no room for a prompt next to the "
+            f"{reserved} tokens kept for the answer and the chat template",
+            field="context_window",
+        )
     share = (window - reserved) / window
     if share >= trigger_threshold:
         return trigger_threshold, target_ratio
