@@ -106,6 +106,30 @@ class ChainReport:
     problems: tuple[tuple[str, str | None, str], ...]
 
 
+_READ_TRIES = 5
+"""Times `_read_at_one_moment` reads a run that its writer keeps changing."""
+
+
+def _read_at_one_moment(
+    ledger: RunLedger, run_id: str
+) -> tuple[list[ChainEntry], dict[str, list[dict[str, Any]]]]:
+    """A run's chain entries and records as they stood at one moment.
+
+    They are two reads; a writer committing between them (a run still going, a resume that
+    took the run) would make honest records look added or altered. Every transaction that
+    writes a run's records appends to its chain, so the reads are taken again until the
+    chain's head is the same after the records as it was before them (at most `_READ_TRIES`
+    times; then the last reads are checked as they are).
+    """
+    for _ in range(_READ_TRIES):
+        entries = ledger.chain_entries(run_id)
+        rows = ledger.record_rows(run_id)
+        head = entries[-1].seq if entries else None
+        if ledger.chain_heads([run_id]).get(run_id) == head:
+            break
+    return entries, rows
+
+
 def check_chain(
     ledger: RunLedger, run_id: str, key: bytes | None, noted_head: str | None = None
 ) -> ChainReport:
@@ -124,8 +148,7 @@ def check_chain(
     Raises:
         StoreError: The ledger cannot be read.
     """
-    entries = ledger.chain_entries(run_id)
-    rows = ledger.record_rows(run_id)
+    entries, rows = _read_at_one_moment(ledger, run_id)
     run_rows = rows.get("run") or [{}]
     recorded_key = run_rows[0].get("chain_key_id")
     problems: list[Problem] = []
