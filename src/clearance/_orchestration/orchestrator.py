@@ -356,7 +356,7 @@ class Orchestrator:
         recorded = load_recorded_run(ledger, run_id)
         record = recorded.record
         run_id = record.run_id
-        check_resumable(record, force=force)
+        check_resumable(record, now=ledger.server_time(), force=force)
         if not self.messages.all():
             for message in recorded.messages:
                 self.messages.restore(message)

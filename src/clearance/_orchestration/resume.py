@@ -11,9 +11,9 @@ import os
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from clearance._core.clock import utc_now
 from clearance._core.errors import ClearanceError, ConfigError
 from clearance._core.origins import Subject
 from clearance._core.run_spec import MASK, PROMPT_FORMAT, RunSpec
@@ -72,7 +72,7 @@ def recorded_config(spec: RunSpec, synthesis_from: Sequence[str] | None) -> dict
     }
 
 
-def _refuse_live_run(record: RunRecord) -> None:
+def _refuse_live_run(record: RunRecord, now: datetime) -> None:
     """Refuse to resume a run whose recorded process may still be running it.
 
     A run of another host is refused while its owner's lease holds: the owner renews it
@@ -101,7 +101,7 @@ def _refuse_live_run(record: RunRecord) -> None:
             )
         return
     lease = record.lease_expires_at
-    if lease is not None and lease <= utc_now():
+    if lease is not None and lease <= now:
         return  # its owner stopped renewing the lease: reopen_run takes the run over
     raise ConfigError(
         f"run {record.run_id} is marked running by process {pid} on host {host!r}, which "
@@ -209,8 +209,11 @@ def restore_messages(messages: tuple[Message, ...]) -> MessageBus:
     return bus
 
 
-def check_resumable(record: RunRecord, *, force: bool = False) -> None:
+def check_resumable(record: RunRecord, *, now: datetime, force: bool = False) -> None:
     """Refuse to resume a run that completed or that a live process may still be running.
+
+    ``now`` is the time on the ledger's clock (`RunLedger.server_time`), which another
+    host's lease is judged by.
 
     Raises:
         ConfigError: The run already completed, or is still running in a live process on
@@ -219,7 +222,7 @@ def check_resumable(record: RunRecord, *, force: bool = False) -> None:
     if record.status == "completed":
         raise ConfigError(f"run {record.run_id} already completed; nothing to resume", field="run")
     if not force:
-        _refuse_live_run(record)
+        _refuse_live_run(record, now)
 
 
 def recorded_usage(ledger: RunLedger, recorded: RecordedRun) -> tuple[Usage, dict[str, int]]:

@@ -27,6 +27,7 @@ from clearance._state.db.fastpath import DriverStatement
 from clearance._state.db.held import HeldConnections
 from clearance._state.db.migrations import Schema, lock_key
 from clearance._state.db.opening import is_sqlite_file_url, open_engine, supported_dialect
+from clearance._state.db.server_clock import ServerClock
 from clearance._state.db.sqlite import BUSY_TIMEOUT_MS, WRITE_OPTION
 
 __all__ = ["DatabaseBase", "open_engine"]
@@ -43,7 +44,8 @@ class DatabaseBase:
             ``postgresql+psycopg://user@host:port/db``. The parent folder of an SQLite file
             is created (unless ``create`` is false or ``read_only``). Or an engine to share:
             used as its owner configured it, and not disposed by `close`.
-        clock: Source of timestamps (aware UTC).
+        clock: Source of timestamps (aware UTC); ``None``: the database's clock
+            (`server_time`).
         read_only: Open an SQLite file read-only (``mode=ro``; see `read_only_sqlite`),
             creating nothing and writing nothing, so a file or folder without write
             permission can be read; on PostgreSQL every session is read-only
@@ -80,11 +82,10 @@ class DatabaseBase:
         self,
         url: str | Engine,
         *,
-        clock: Clock = utc_now,
+        clock: Clock | None = None,
         read_only: bool = False,
         create: bool = True,
     ) -> None:
-        self._clock = clock
         self._closed = False
         self._owns_engine = not isinstance(url, Engine)
         self._create = create and not read_only
@@ -115,6 +116,23 @@ class DatabaseBase:
             self._dialect = self._engine.dialect.name
             self._held = HeldConnections(self._engine) if hold else None
         self._write_engine = self._engine.execution_options(**{WRITE_OPTION: True})
+        # Measured with the schema version, on the same connection (`_schema_version`).
+        self._server_time: Clock = (
+            ServerClock(label=self._LABEL, url=self._url)
+            if self._dialect == "postgresql"
+            else utc_now
+        )
+        self._clock: Clock = clock if clock is not None else self._server_time
+
+    @property
+    def server_time(self) -> Clock:
+        """The current time on the database's clock, for times other hosts compare.
+
+        On PostgreSQL, this host's clock moved onto the server's (`ServerClock`, measured
+        when the database is opened and at each lease renewal: leases and store expiries
+        written here mean the same on every host); on SQLite, this host's.
+        """
+        return self._server_time
 
     @property
     def url(self) -> str:
@@ -323,6 +341,8 @@ class DatabaseBase:
         """
         if self._probe_url is None:
             with self._reading("read the schema version") as conn:
+                if isinstance(self._server_time, ServerClock):
+                    self._server_time.refresh(conn)
                 return schema.current_version(conn)
         probe = open_engine(self._probe_url, label=self._LABEL, read_only=True)
         try:

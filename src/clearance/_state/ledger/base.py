@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import Update, bindparam, update
 from sqlalchemy.engine import Connection, make_url
 
-from clearance._core.clock import Clock, utc_now
+from clearance._core.clock import Clock
 from clearance._core.errors import LedgerError, StoreError
 from clearance._core.locations import DEFAULT_LEDGER_URL
 from clearance._state.chain import key_id, load_ledger_key, payload_sha256
@@ -79,7 +79,7 @@ class LedgerBase(DatabaseBase):
         self,
         url: str = DEFAULT_LEDGER_URL,
         *,
-        clock: Clock = utc_now,
+        clock: Clock | None = None,
         read_only: bool = False,
         create: bool = True,
     ) -> None:
@@ -99,7 +99,9 @@ class LedgerBase(DatabaseBase):
         self._runs: dict[str, dict[str, Any]] = {}
         # Not `self._writing`: that would wait for (and take the errors of) the writer thread,
         # which belong to the ledger's user.
-        self._leases = LeaseKeeper(partial(DatabaseBase._writing, self), renew=not self._in_memory)
+        self._leases = LeaseKeeper(
+            partial(DatabaseBase._writing, self), renew=not self._in_memory, clock=self._server_time
+        )
         try:
             self._migrate(LEDGER_SCHEMA)
         except BaseException:

@@ -16,17 +16,22 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.engine import Connection
 
-from clearance._core.clock import utc_now
+from clearance._core.clock import Clock
 from clearance._core.errors import ConfigError, LedgerError, StoreError
+from clearance._state.db.server_clock import ServerClock
 from clearance._state.lease import LEASE_S, describe_owner, new_owner, owner_is_dead
 from clearance._state.ledger.schema import RUNS
 
 __all__ = ["LeaseKeeper", "lease_until"]
 
 
-def lease_until() -> datetime:
-    """When a lease taken or renewed now expires (real time: leases are between processes)."""
-    return utc_now() + timedelta(seconds=LEASE_S)
+def lease_until(clock: Clock) -> datetime:
+    """When a lease taken or renewed now expires, on ``clock``.
+
+    Leases are between processes, perhaps on several hosts: ``clock`` is the database's
+    (`DatabaseBase.server_time`), never a test's clock.
+    """
+    return clock() + timedelta(seconds=LEASE_S)
 
 
 class LeaseKeeper:
@@ -37,14 +42,21 @@ class LeaseKeeper:
             the ledger's queued writes, whose errors belong to the ledger's user.
         renew: Whether to renew from a thread (not for an in-memory database, which another
             thread would not see).
+        clock: The database's clock (`DatabaseBase.server_time`); a `ServerClock` is
+            measured again at each renewal.
     """
 
     def __init__(
-        self, writing: Callable[[str], AbstractContextManager[Connection]], *, renew: bool
+        self,
+        writing: Callable[[str], AbstractContextManager[Connection]],
+        *,
+        renew: bool,
+        clock: Clock,
     ) -> None:
         self.owner = new_owner()
         """This ledger's owner string (host, process, start time)."""
         self._writing = writing
+        self._clock = clock
         self._renew = renew
         self._owned: set[str] = set()
         self._lock = threading.Lock()
@@ -96,11 +108,13 @@ class LeaseKeeper:
             return
         try:
             with self._writing("renew run leases") as conn:
+                if isinstance(self._clock, ServerClock):
+                    self._clock.refresh(conn)
                 for run_id in owned:
                     renewed = conn.execute(
                         update(RUNS)
                         .where(RUNS.c.run_id == run_id, RUNS.c.owner == self.owner)
-                        .values(lease_expires_at=lease_until())
+                        .values(lease_expires_at=lease_until(self._clock))
                     ).rowcount
                     if renewed or self._lost is not None:
                         continue

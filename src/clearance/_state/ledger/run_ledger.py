@@ -27,7 +27,6 @@ from typing import Any
 
 from sqlalchemy import select, update
 
-from clearance._core.clock import utc_now
 from clearance._core.errors import ConfigError
 from clearance._core.ids import new_id
 from clearance._core.prompt import Prompt
@@ -123,7 +122,7 @@ class RunLedger(LedgerEvents):
             "created_at": self._clock(),
             "chain_key_id": self._key_id,
             "owner": self._leases.owner,
-            "lease_expires_at": lease_until(),
+            "lease_expires_at": lease_until(self._server_time),
         }
         self._submit(PendingWrite(f"start run {run_id!r}", {"run": [row]}))
         # Remembered for `_update_run`; not when the id was started before in this ledger
@@ -155,8 +154,8 @@ class RunLedger(LedgerEvents):
             StoreError: The run is unknown, is chained with another ledger key, or the
                 database failed.
         """
-        now = utc_now()
         with self._writing(f"reopen run {run_id!r}") as conn:
+            now = self._server_time()
             query = select(
                 RUNS.c.config, RUNS.c.owner, RUNS.c.lease_expires_at, RUNS.c.status
             ).where(RUNS.c.run_id == run_id)
@@ -182,7 +181,7 @@ class RunLedger(LedgerEvents):
                     synthesis=None,
                     finished_at=None,
                     owner=self._leases.owner,
-                    lease_expires_at=lease_until(),
+                    lease_expires_at=lease_until(self._server_time),
                     **values,
                 )
             ).rowcount

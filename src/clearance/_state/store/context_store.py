@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Select
 
-from clearance._core.clock import Clock, utc_now
+from clearance._core.clock import Clock
 from clearance._core.errors import MalformedRecord, StoreError
 from clearance._core.locations import DEFAULT_STORE_URL
 from clearance._core.row_limit import check_limit
@@ -82,7 +82,9 @@ class ContextStore(DatabaseBase):
         url: SQLAlchemy URL: ``sqlite:///path`` (relative), ``sqlite:////abs/path``, or
             ``postgresql+psycopg://user@host:port/db``. The parent folder of an SQLite file is
             created (unless ``create`` is false or ``read_only``).
-        clock: Source of every timestamp and of "now" for expiry (aware UTC).
+        clock: Source of every timestamp and of "now" for expiry (aware UTC); ``None``: the
+            database's clock (on PostgreSQL the server's, so that every host agrees on
+            expiry: `server_time`).
         read_only: Open an SQLite file read-only (``clearance store get`` and ``query``):
             nothing is created or written, writes fail with `StoreError`; implies
             ``create`` false.
@@ -103,7 +105,7 @@ class ContextStore(DatabaseBase):
         self,
         url: str = DEFAULT_STORE_URL,
         *,
-        clock: Clock = utc_now,
+        clock: Clock | None = None,
         read_only: bool = False,
         create: bool = True,
     ) -> None:
