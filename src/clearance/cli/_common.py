@@ -25,6 +25,7 @@ __all__ = [
     "one_line_errors",
     "out",
     "safe",
+    "safe_line",
     "safe_text",
     "write_output_file",
 ]
@@ -72,6 +73,16 @@ def safe(text: object) -> str:
 def safe_text(text: object) -> Text:
     """`safe` text as a rich `Text`, which rich prints as is (no markup is interpreted)."""
     return Text(safe(text))
+
+
+def safe_line(text: object) -> Text:
+    r"""`safe_text` on one line: each line break shown as ``\n`` too.
+
+    For a line that quotes text from outside (a verify finding naming a recorded origin, a
+    server's error body): a line break in it would start a line of its own, which could pose
+    as the command's own (``run ...: verified``).
+    """
+    return Text(safe(text).replace("\n", "\\n"))
 
 
 def one_line_errors(func: F) -> F:

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from clearance import ConfigError
 from clearance.cli._backends import verify_lookups
-from clearance.cli._common import err, one_line_errors, out, safe_text
+from clearance.cli._common import err, one_line_errors, out, safe_line, safe_text
 from clearance.cli._events import print_events, select_calls
 from clearance.cli._inspect import (
     page_if_terminal,
@@ -215,14 +215,14 @@ def verify(
                 stack.callback(opened.close)
             report = verify_run(ledger, record.run_id, memories=memories, store=entries, head=head)
         except MalformedRecord as exc:
-            out.print(safe_text(f"run {run_id}: not verified: {exc}"), soft_wrap=True)
+            out.print(safe_line(f"run {run_id}: not verified: {exc}"), soft_wrap=True)
             raise typer.Exit(1) from None
     if report.keyed:
         chain = "keyed hash chain checked with the ledger key"
     else:
         chain = "unkeyed hash chain checked"
     for channel in report.channels:
-        out.print(safe_text(f"declared channel: {channel}"), soft_wrap=True)
+        out.print(safe_line(f"declared channel: {channel}"), soft_wrap=True)
     if report.ok and report.keyed and not report.macs_checked:
         out.print(
             safe_text(
@@ -243,8 +243,8 @@ def verify(
             soft_wrap=True,
         )
         return
-    for finding in report.findings:
-        out.print(safe_text(str(finding)), soft_wrap=True)
+    for finding in report.findings:  # one line each, even when it quotes a line break
+        out.print(safe_line(finding), soft_wrap=True)
     out.print(
         safe_text(
             f"run {report.run_id}: {len(report.findings)} problem(s) "

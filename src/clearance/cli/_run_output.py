@@ -20,7 +20,7 @@ from rich.table import Table
 
 from clearance import TaskStatus
 from clearance.cli._approve import EXIT_AWAITING_APPROVAL
-from clearance.cli._common import err, out, safe, safe_text, write_output_file
+from clearance.cli._common import err, out, safe, safe_line, safe_text, write_output_file
 
 if TYPE_CHECKING:
     from clearance import RunResult
@@ -82,7 +82,9 @@ def write_report(
             out.print(safe_text(f"result written to {json_output}"))
         return
     if shown:  # model text and input files' docstrings: shown escaped, never obeyed
-        out.print(Markdown(safe(report.markdown)))
+        # No hyperlinks: a link's target would be hidden behind its text (an OSC 8
+        # sequence); shown as "text (target)" instead.
+        out.print(Markdown(safe(report.markdown), hyperlinks=False))
     if output is not None:
         write_output_file(output, report.markdown, flag="--output", after=kept)
         out.print(safe_text(f"report written to {output}"))
@@ -163,8 +165,8 @@ def print_run(result: RunResult) -> None:
             cut = f"[cut at {MAX_PRINTED_CHARS:,} of {len(shown):,} characters; all: {where}]"
             shown = f"{shown[:MAX_PRINTED_CHARS]}\n{cut}"
         out.print(Panel(safe_text(shown), title="Synthesis", title_align="left"))
-    if result.error:
-        err.print(safe_text(f"run {result.run_id}: {result.error}"), soft_wrap=True)
+    if result.error:  # one line even when it quotes a server's body with line breaks
+        err.print(safe_line(f"run {result.run_id}: {result.error}"), soft_wrap=True)
     usage = result.usage
     out.print(
         safe_text(

@@ -28,6 +28,9 @@ _TAIL_CHARS = 4000
 _TAIL_LINES = 8
 """Lines of each running call shown on a terminal."""
 
+_PIECE_CHARS = 4000
+"""Most characters of one printed line in a pipe: a longer line is printed in pieces."""
+
 
 class StreamView:
     """Shows streamed text; passes every other event on to ``progress``.
@@ -69,9 +72,11 @@ class StreamView:
             self._texts[subject] = ""
         elif event.kind == RunEventKind.TEXT:
             text = self._texts.get(subject, "") + event.detail
-            self._texts[subject] = text[-_TAIL_CHARS:]
-            if self._live is None:
+            if self._live is None:  # every line printed, none cut: only a tail is kept
+                self._texts[subject] = text
                 self._print_lines(subject)
+            else:
+                self._texts[subject] = text[-_TAIL_CHARS:]
         elif event.kind == RunEventKind.TOOL_CALL:
             self._flush(subject)
             self._say(safe_text(f"{subject} calls tool {event.detail}"))
@@ -91,9 +96,15 @@ class StreamView:
         (self._live.console if self._live is not None else self._console).print(text)
 
     def _print_lines(self, subject: str) -> None:
-        """Print the complete lines of ``subject``'s text (pipe mode); keep the rest."""
-        text = self._texts[subject]
-        *lines, rest = text.split("\n")
+        """Print the complete lines of ``subject``'s text (pipe mode); keep the rest.
+
+        Nothing is dropped: a line longer than `_PIECE_CHARS` (a model writing with no line
+        break) is printed in pieces of that length as it grows, so what is kept stays small.
+        """
+        *lines, rest = self._texts[subject].split("\n")
+        while len(rest) > _PIECE_CHARS:
+            lines.append(rest[:_PIECE_CHARS])
+            rest = rest[_PIECE_CHARS:]
         for line in lines:
             self._console.print(Text(f"{safe(subject)} | {safe(line)}"), soft_wrap=True)
         self._texts[subject] = rest
