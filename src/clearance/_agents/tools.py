@@ -27,14 +27,24 @@ from typing import Any, cast, get_type_hints
 
 from pydantic import ConfigDict, ValidationError, create_model
 
+from clearance._agents.tool_failures import (
+    Raised,
+    as_text,
+    caught,
+    described,
+    goes_on,
+    tool_error_text,
+    utf8_text,
+)
 from clearance._context.tool_sections import DELEGATE_TOOL, STORE_TOOLS, tool_name
 from clearance._context.verify_approvals import arguments_sha256
+from clearance._core import user_modules
 from clearance._core.agent_spec import MAX_TOOL_TIMEOUT_S, TOOL_TIMEOUT_S
 from clearance._core.daemon_threads import in_daemon_thread
 from clearance._core.errors import ConfigError
 from clearance._core.schema_check import schema_errors
 from clearance._core.spec import Agent
-from clearance._core.user_modules import import_user_module, split_import_path
+from clearance._core.user_modules import ImportFailed, import_user_module, split_import_path
 from clearance._core.vocabulary import EventKind
 from clearance._state.ledger import Recorder
 from clearance._state.store import StoreEntry
@@ -132,18 +142,10 @@ def _not_finite(arguments: dict[str, Any]) -> str | None:
     return None
 
 
-def _valid_text(output: ToolOutput) -> ToolOutput:
-    """``output`` with text that is not valid UTF-8 replaced by ``?``.
-
-    A lone surrogate (as a file name read with surrogate escapes holds) is text no ledger,
-    offloading or prompt accepts.
-    """
-    try:
-        output.content.encode("utf-8")
-    except UnicodeEncodeError:
-        text = output.content.encode("utf-8", "replace").decode("utf-8")
-        return dataclasses.replace(output, content=text)
-    return output
+def _failed(name: str, exc: BaseException) -> ToolOutput:
+    """Tool ``name``'s failure ``exc`` as an error output (`tool_error_text`)."""
+    return ToolOutput(content=tool_error_text(name, exc), is_error=True,
+                      error_type=type(exc).__name__)  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -233,18 +235,20 @@ class Tool:
                 result = self.run(arguments)
                 if inspect.isawaitable(result):
                     result = await result
-        except Exception as exc:  # a tool's failure is reported to the model, not raised
+        except BaseException as exc:  # a tool's failure is reported to the model, not raised
+            if goes_on(exc):  # Ctrl-C, or the run's own cancellation: not the tool's failure
+                raise
             if isinstance(exc, TimeoutError) and deadline.expired():
                 return ToolOutput(
                     content=f"error: the tool {self.name!r} did not return within "
                     f"{self.timeout_s:g} s (its timeout_s); it was abandoned",
                     is_error=True, error_type="TimeoutError",
                 )  # fmt: skip
-            return ToolOutput(content=f"error: {exc}", is_error=True, error_type=type(exc).__name__)
+            return _failed(self.name, exc)
         finally:
             _CALLER.reset(token)
         assert isinstance(result, ToolOutput)
-        return _valid_text(result)
+        return dataclasses.replace(result, content=utf8_text(result.content))
 
     @classmethod
     def from_function(cls, function: ToolFunction, *, name: str | None = None) -> Tool:
@@ -304,15 +308,15 @@ class Tool:
                 return ToolOutput(content=f"error: invalid arguments: {problems}", is_error=True)
             kwargs = {k: getattr(values, k) for k in fields}
             if threaded:  # the user's blocking code: off the event loop, in its own thread
-                result = await in_daemon_thread(
-                    functools.partial(function, **kwargs), name=f"clearance-tool-{tool_name}"
-                )
+                called = caught(functools.partial(function, **kwargs))
+                result = await in_daemon_thread(called, name=f"clearance-tool-{tool_name}")
+                if isinstance(result, Raised):  # whatever it raised, never into the loop
+                    return _failed(tool_name, result.error)
             else:
                 result = function(**kwargs)
             if inspect.isawaitable(result):
                 result = await result
-            text = result if isinstance(result, str) else json.dumps(result, default=str)
-            return ToolOutput(content=text)
+            return ToolOutput(content=as_text(result))
 
         threaded = not inspect.iscoroutinefunction(function)
         return cls(name=tool_name, description=description, parameters=schema, run=run,
@@ -440,16 +444,15 @@ def import_function(path: str, *, field: str = "tools") -> Callable[..., Any]:
     Imports the module: name only modules you trust, as you would in Python code.
 
     Raises:
-        ConfigError: The path is malformed, the module cannot be imported, or it has no such
-            callable (``field`` names the entry).
+        ConfigError: The path is malformed, the module cannot be imported (within
+            `IMPORT_TIMEOUT_S`), or it has no such callable (``field`` names the entry).
     """
     module_name, qualname = split_import_path(path, field=field)
-    try:
-        target: Any = import_user_module(module_name)
-    except (Exception, SystemExit) as exc:  # the imported module's own failure (sys.exit too)
-        raise ConfigError(
-            f"cannot import {module_name!r}: {type(exc).__name__}: {exc}", field=field
-        ) from exc
+    try:  # its module-level code is the user's: in a thread, under a deadline
+        target: Any = import_user_module(module_name, timeout_s=user_modules.IMPORT_TIMEOUT_S)
+    except (ImportFailed, TimeoutError) as exc:  # any kind (sys.exit too), or too slow
+        why = described(exc.error) if isinstance(exc, ImportFailed) else str(exc)
+        raise ConfigError(f"cannot import {module_name!r}: {why}", field=field) from exc
     for part in qualname.split("."):
         target = getattr(target, part, None)
     if not callable(target) or inspect.isclass(target):
