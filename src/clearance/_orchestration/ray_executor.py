@@ -93,7 +93,7 @@ class _Pool:
             semaphore = semaphores[model_id] = asyncio.Semaphore(self.per_model)
         return semaphore
 
-    def pick(self, avoid: set[int]) -> _Worker:
+    def pick(self, avoid: list[int]) -> _Worker:
         """The least busy worker not in ``avoid`` (any worker when every one is in it)."""
         candidates = [w for w in self.workers if w.index not in avoid] or self.workers
         return min(candidates, key=lambda w: (w.in_flight, w.index))
@@ -311,7 +311,7 @@ class RayExecutor:
     ) -> ModelResponse:
         from ray.exceptions import RayActorError, RayError, RayTaskError
 
-        lost: set[int] = set()
+        lost: list[int] = []  # a worker per death: one restarted may die again, and counts
         heard = [0]  # pieces handed to the sink: once any are, a lost worker is not replaced
         if sink is not None:
             shown = sink
@@ -348,7 +348,7 @@ class RayExecutor:
                     _cancel(ref)
                 raise
             except RayActorError as exc:
-                lost.add(worker.index)
+                lost.append(worker.index)
                 # Text already shown cannot be taken back: like a stream whose connection
                 # dropped, the attempt fails (transient), and a retry is a new attempt.
                 retry = len(lost) <= self.worker_retries and not heard[0]
@@ -362,7 +362,8 @@ class RayExecutor:
                     ) from None
                 if not retry:
                     raise ModelError(
-                        f"{len(lost)} Ray workers died answering the call ({type(exc).__name__})",
+                        f"the Ray workers died {len(lost)} times answering the call "
+                        f"({type(exc).__name__})",
                         model_id=model_id,
                         transient=True,
                     ) from None

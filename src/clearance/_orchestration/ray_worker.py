@@ -28,7 +28,14 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from clearance._core.errors import ModelError
-from clearance.models._base import ChatModel, ModelRequest, ModelResponse, ToolCall, Usage
+from clearance.models._base import (
+    ChatModel,
+    ModelRequest,
+    ModelResponse,
+    ToolCall,
+    Usage,
+    check_response_size,
+)
 from clearance.models._registry import get_model
 
 __all__ = [
@@ -97,7 +104,7 @@ class ModelWorker:
             model = self._model(model_id, options)
             if sink is not None:
                 request = dataclasses.replace(request, stream=sink)
-            return ("ok", await model.request(request))
+            return ("ok", _within_cap(await model.request(request), request.max_tokens))
         except asyncio.CancelledError:  # `ray.cancel` (the caller's deadline passed)
             raise
         except BaseException as exc:  # anything the model raised: reported, never raised
@@ -141,6 +148,28 @@ class ModelWorker:
         if model is None:
             model = self._models[key] = self._factory(model_id, **options)
         return model
+
+
+def _within_cap(response: ModelResponse, max_tokens: int) -> ModelResponse:
+    """``response``, unless it is over `max_response_chars` for ``max_tokens``.
+
+    Measured as `ModelCaller` measures it (the text and every tool call's name), so the
+    answer it would refuse is refused here, before it crosses the network, and charged as
+    it is there (the error's ``paid``). Anything that is not a well-formed answer is left
+    for `checked_outcome`.
+
+    Raises:
+        ModelError: The answer is over the cap (its usage as ``paid``).
+    """
+    if not _well_formed(response):
+        return response
+    size = len(response.text) + sum(len(call.name) for call in response.tool_calls)
+    try:
+        check_response_size(size, max_tokens, model_id="", who="the answer")
+    except ModelError as exc:
+        exc.paid = response.usage
+        raise
+    return response
 
 
 def error_outcome(exc: BaseException) -> Outcome:
