@@ -68,7 +68,7 @@ class RetryPolicy:
         exc = outcome.exception() if outcome is not None else None
         after = retry_after_s(exc) if exc is not None else None
         if after is not None:
-            return min(max(after, 0.0), self.max_retry_after_s)
+            return min(after, self.max_retry_after_s)
         backoff = wait_exponential_jitter(
             multiplier=self.initial_s, max=self.max_s, jitter=self.jitter_s
         )
@@ -88,8 +88,17 @@ def is_transient(exc: BaseException) -> bool:
 
 
 def retry_after_s(exc: BaseException) -> float | None:
-    """The seconds a provider asked to wait before a retry, or ``None``."""
-    return exc.retry_after_s if isinstance(exc, ModelError) else None
+    """The seconds a provider asked to wait before a retry (0 or more, maybe ``inf``), or ``None``.
+
+    A `ModelError` may come from any `ChatModel`, a user's own included, so its
+    ``retry_after_s`` is checked: anything but a number that is not NaN (a string, a
+    boolean, NaN) is ``None``, and the policy's backoff is waited instead. A NaN wait would
+    never end, nor be stopped by the call's deadline.
+    """
+    value = exc.retry_after_s if isinstance(exc, ModelError) else None
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        return None
+    return max(float(value), 0.0)
 
 
 async def with_retries(

@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from clearance._core.agent_spec import FileCaps
 from clearance._core.budget import ModelPrice, RunBudget
@@ -40,6 +47,7 @@ from clearance._core.teamfile_models import (
     PriceSpec,
     TaskSpec,
     ToolEntrySpec,
+    check_model_id,
 )
 from clearance._core.vocabulary import ExecutorKind
 
@@ -178,6 +186,13 @@ class RunSpec(BaseModel):
         if self.plan is not None and not self.tasks:
             raise ValueError("plan: names the run that planned the tasks: give its tasks")
         return self
+
+    @field_validator("prices")
+    @classmethod
+    def _prices_name_models(cls, value: dict[str, PriceSpec]) -> dict[str, PriceSpec]:
+        for model_id in value:
+            check_model_id(model_id)  # a key that is no model id prices no model: no effect
+        return value
 
     @model_validator(mode="after")
     def _prices_need_a_cost_budget(self) -> RunSpec:

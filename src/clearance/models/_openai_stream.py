@@ -3,7 +3,8 @@
 The server is untrusted: every chunk is checked as it arrives, the number of chunks is capped
 (an honest server sends about one per generated token, plus a few), tool-call pieces are
 joined by a bounded index, and the usage (asked for with ``stream_options.include_usage``)
-is validated like a non-streamed one. The caller's deadline covers the whole stream.
+is validated like a non-streamed one (one without token counts is counted here, one that is
+not an object refused). The caller's deadline covers the whole stream.
 """
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ from clearance.models._base import (
     ModelResponse,
     TextSink,
     ToolCall,
+    Usage,
     decoded_arguments,
     kind_of,
     max_response_chars,
     validated_usage,
 )
-from clearance.models._cache import reported_cached_tokens
+from clearance.models._cache import field_of, reported_cached_tokens
 from clearance.models._counted import with_counted_usage
 from clearance.models._stream_events import malformed_event
 
@@ -130,21 +132,37 @@ async def collect_stream(
             model_id=model_id,
             transient=True,
         )
+    checked = _streamed_usage(usage, model_id)
     response = ModelResponse(
         text="".join(text),
         tool_calls=tuple(_decoded(calls[i]) for i in sorted(calls) if calls[i].name),
-        usage=validated_usage(
-            getattr(usage, "prompt_tokens", None),
-            getattr(usage, "completion_tokens", None),
-            model_id=model_id,
-            cached_prompt_tokens=reported_cached_tokens({"usage": usage}),
-        ),
+        usage=checked or Usage(requests=1),
         model_id=model_id,
         finish_reason=finish,
     )
-    if usage is None and counter is not None:
+    if checked is None and counter is not None:
         return with_counted_usage(response, request, counter)
     return response
+
+
+def _streamed_usage(usage: Any, model_id: str) -> Usage | None:
+    """The stream's usage checked as a non-streamed one's; ``None`` when it gave no counts.
+
+    A usage without ``prompt_tokens`` or ``completion_tokens`` (``{}`` included) is not
+    reported, so the caller counts the tokens, as for a non-streamed answer.
+
+    Raises:
+        ModelError: The usage is not an object, or a count is not a token count.
+    """
+    if usage is None:
+        return None
+    if isinstance(usage, str | int | float | list):  # the SDK keeps what it was sent
+        raise ModelError(f"usage is {kind_of(usage)}, not an object", model_id=model_id)
+    prompt, completion = field_of(usage, "prompt_tokens"), field_of(usage, "completion_tokens")
+    if prompt is None or completion is None:
+        return None
+    cached = reported_cached_tokens({"usage": usage})
+    return validated_usage(prompt, completion, model_id=model_id, cached_prompt_tokens=cached)
 
 
 def _choices(chunk: Any, *, server: str, model_id: str) -> list[Any]:
