@@ -25,10 +25,14 @@ def test_a_run_holds_what_came_before_it_out_of_the_collectors_sight_and_gives_i
         return "done"
 
     assert gc.get_freeze_count() == 0
-    assert _run_until_interrupted(work(None), progress, "sqlite:///x.db") == "done"  # type: ignore[arg-type]
+    assert _run_until_interrupted(work(None), progress, "sqlite:///x.db", heartbeat=True) == "done"  # type: ignore[arg-type]
     with pytest.raises(RuntimeError):
-        _run_until_interrupted(work(RuntimeError("boom")), progress, "sqlite:///x.db")  # type: ignore[arg-type]
+        _run_until_interrupted(
+            work(RuntimeError("boom")), progress, "sqlite:///x.db", heartbeat=True
+        )  # type: ignore[arg-type]
     with pytest.raises(typer.Exit):
-        _run_until_interrupted(work(KeyboardInterrupt()), progress, "sqlite:///x.db")  # type: ignore[arg-type]
+        _run_until_interrupted(
+            work(KeyboardInterrupt()), progress, "sqlite:///x.db", heartbeat=True
+        )  # type: ignore[arg-type]
     assert len(seen) == 3 and all(count > 0 for count in seen)  # frozen during each run
     assert gc.get_freeze_count() == 0  # and given back after each

@@ -259,7 +259,9 @@ def run(
         work = run_spec(loaded, ledger=ledger, services=services, tools=tools, stream_text=stream)
         with view.showing() if view else contextlib.nullcontext():
             try:
-                result = _run_until_interrupted(work, progress, db)
+                result = _run_until_interrupted(
+                    work, progress, db, heartbeat=not (stream or interactive)
+                )
             except ConfigError as exc:  # refused before the run started: say where from
                 if progress.run_id is not None:
                     raise
@@ -328,9 +330,13 @@ async def _ask_at_terminal(task_id: str, question: str) -> str:
 
 
 def _run_until_interrupted(
-    work: Coroutine[Any, Any, RunResult], progress: RunProgress, db: str
+    work: Coroutine[Any, Any, RunResult], progress: RunProgress, db: str, *, heartbeat: bool
 ) -> RunResult:
     """Run ``work``; on Ctrl-C, say how to resume the run and exit with code 130.
+
+    With ``heartbeat``, a quiet run says what it is working on every `HEARTBEAT_S`
+    (`RunProgress.while_running`); not while the model's text streams, nor when a person may
+    be answering a question at the terminal.
 
     SIGTERM stops it the same way (`sigterm_as_interrupt`), with exit code 143.
 
@@ -344,7 +350,7 @@ def _run_until_interrupted(
     gc.freeze()
     try:
         with sigterm_as_interrupt() as termination:
-            return asyncio.run(work)
+            return asyncio.run(progress.while_running(work) if heartbeat else work)
     except KeyboardInterrupt:
         how = "terminated" if termination.received else "interrupted"
         if progress.run_id is None:
@@ -483,6 +489,6 @@ def resume(
         work = resume_run(run_id, ledger=ledger, spec=spec, tools=tools, services=services,
                           force=force, tasks=declared,
                           team=loaded.spec if loaded is not None else None)  # fmt: skip
-        result = _run_until_interrupted(work, progress, db)
+        result = _run_until_interrupted(work, progress, db, heartbeat=not interactive)
     print_result(result)
     exit_for(result)
