@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import Update, bindparam, update
 from sqlalchemy.engine import Connection, make_url
 
-from clearance._core.clock import Clock
+from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import LedgerError, StoreError
 from clearance._core.locations import DEFAULT_LEDGER_URL
 from clearance._state.chain import key_id, load_ledger_key, payload_sha256
@@ -84,7 +84,9 @@ class LedgerBase(DatabaseBase):
         create: bool = True,
     ) -> None:
         key = load_ledger_key()  # a bad key fails before anything is opened
-        super().__init__(url, clock=clock, read_only=read_only, create=create)
+        # Records keep this host's times (a run's times all from one clock); leases are on
+        # the database's (`server_time`).
+        super().__init__(url, clock=clock or utc_now, read_only=read_only, create=create)
         self._key = key
         self._key_id = key_id(key) if key is not None else None
         database = make_url(url).database or ""

@@ -68,7 +68,8 @@ class RunLedger(LedgerEvents):
     Args:
         url: SQLAlchemy database URL: ``sqlite:///path`` (relative) or ``sqlite:////abs/path``,
             or ``postgresql://...``. The parent folder of an SQLite file is created.
-        clock: Source of ``created_at`` and ``finished_at`` timestamps (aware UTC).
+        clock: Source of ``created_at`` and ``finished_at`` timestamps (aware UTC); ``None``:
+            this host's clock. Leases are on the database's clock (`server_time`) whatever it is.
         read_only: Open an SQLite file read-only, for reading a ledger whose file or folder
             is not writable (`clearance verify`, `inspect`, `runs`): no schema migration,
             no write-ahead-log switch; every write fails with `StoreError`.
