@@ -79,3 +79,24 @@ class _Failed:
 
     def exception(self) -> BaseException:
         return self._exc
+
+
+async def test_the_waits_of_one_call_without_a_deadline_are_bounded_in_all() -> None:
+    from clearance._agents.retry import MAX_TOTAL_WAIT_S, RetryPolicy, with_retries
+
+    assert RetryPolicy().max_total_wait_s == MAX_TOTAL_WAIT_S < 100 * 300
+    calls: list[int] = []
+
+    async def limited(attempt: int) -> str:
+        calls.append(attempt)
+        raise ModelError("HTTP 429: slow down", model_id="m:x", transient=True, retry_after_s=60)
+
+    policy = RetryPolicy(max_retry_after_s=0.1, max_total_wait_s=0.25)
+    with pytest.raises(ModelError) as info:
+        await with_retries(limited, retries=100, policy=policy)
+    assert calls == [1, 2, 3]  # waited 0.1 + 0.1; a third 0.1 would pass 0.25
+    assert str(info.value) == (
+        "m:x: HTTP 429: slow down (not retried: the waits between attempts would reach "
+        "0.3 s, past retry_policy.max_total_wait_s=0.25)"
+    )
+    assert info.value.transient and info.value.status_code is None

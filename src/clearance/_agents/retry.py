@@ -6,7 +6,9 @@ timeouts, HTTP 429 and 5xx) and an attempt abandoned at ``attempt_timeout_s`` (`
 on ``attempt_timeout_s``). Every other error, HTTP 4xx client errors included, fails at once;
 so does the call's own deadline (``timeout_s``), which covers every attempt and every wait: a
 wait (``Retry-After`` or backoff) that would end past it is not waited, the last error is
-raised at once.
+raised at once. Without a deadline, the waits of one call add up to at most
+`RetryPolicy.max_total_wait_s` (`MAX_TOTAL_WAIT_S` by default): past it, the last error is
+raised, saying so.
 """
 
 from __future__ import annotations
@@ -27,9 +29,21 @@ from tenacity import (
 from clearance._core.errors import ConfigError, LimitExceeded, ModelError
 from clearance._core.names import check_number
 
-__all__ = ["RetryPolicy", "is_transient", "retry_after", "retry_after_s", "with_retries"]
+__all__ = [
+    "MAX_TOTAL_WAIT_S",
+    "RetryPolicy",
+    "is_transient",
+    "retry_after",
+    "retry_after_s",
+    "with_retries",
+]
 
 T = TypeVar("T")
+
+MAX_TOTAL_WAIT_S = 900.0
+"""Most seconds one model call waits between its attempts in all, by default (15 minutes):
+without it, an agent with no ``timeout_s`` could wait ``retries`` (up to 100) times
+``max_retry_after_s`` (300 s) on 429s, about 8 hours."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -46,6 +60,9 @@ class RetryPolicy:
         max_s: Most seconds of backoff before any retry (0 or more).
         jitter_s: Most seconds of random jitter added to each backoff (0 or more).
         max_retry_after_s: Most seconds a provider's ``Retry-After`` may make us wait.
+        max_total_wait_s: Most seconds one call waits between its attempts in all; a wait
+            that would bring the sum past it is not waited, the last error is raised,
+            naming this bound.
 
     Raises:
         ConfigError: A value is negative.
@@ -55,9 +72,10 @@ class RetryPolicy:
     max_s: float = 60.0
     jitter_s: float = 1.0
     max_retry_after_s: float = 300.0
+    max_total_wait_s: float = MAX_TOTAL_WAIT_S
 
     def __post_init__(self) -> None:
-        for name in ("initial_s", "max_s", "jitter_s", "max_retry_after_s"):
+        for name in ("initial_s", "max_s", "jitter_s", "max_retry_after_s", "max_total_wait_s"):
             check_number(f"retry_policy.{name}", getattr(self, name))
             if getattr(self, name) < 0:
                 raise ConfigError("must be 0 or more", field=f"retry_policy.{name}")
@@ -152,17 +170,26 @@ async def retry_after(
     Raises:
         Exception: ``first`` when it is not transient or ``retries`` is 0; else the error of
             the last attempt, once the retries are used up, or the next wait would pass the
-            deadline; a non-transient one at once.
+            deadline; a non-transient one at once. When the next wait would bring the waits
+            past ``policy.max_total_wait_s``, the last error (a `ModelError`) is raised again
+            with that bound named in its message.
     """
     if retries < 1 or not is_transient(first):
         raise first
 
     attempts = stop_after_attempt(retries + 1)
+    over: list[float] = []  # the waits' sum, had the next one been waited
 
     def stop(state: RetryCallState) -> bool:
         left = time_left() if time_left is not None else math.inf
         # tenacity sets the wait before asking whether to stop
-        return attempts(state) or state.upcoming_sleep >= left
+        if attempts(state) or state.upcoming_sleep >= left:
+            return True
+        total = state.idle_for + state.upcoming_sleep
+        if total > policy.max_total_wait_s:
+            over.append(total)
+            return True
+        return False
 
     retrying = AsyncRetrying(
         stop=stop,
@@ -170,12 +197,23 @@ async def retry_after(
         retry=retry_if_exception(is_transient),
         reraise=True,
     )
-    async for attempt in retrying:
-        with attempt:
-            number = attempt.retry_state.attempt_number
-            if number == 1:
-                # Replay the first attempt's failure, so tenacity decides on it (and waits
-                # after it) exactly as if it had made that call itself.
-                raise first
-            return await call(number)
+    try:
+        async for attempt in retrying:
+            with attempt:
+                number = attempt.retry_state.attempt_number
+                if number == 1:
+                    # Replay the first attempt's failure, so tenacity decides on it (and
+                    # waits after it) exactly as if it had made that call itself.
+                    raise first
+                return await call(number)
+    except ModelError as exc:
+        if not over:
+            raise
+        text = str(exc).removeprefix(f"{exc.model_id}: ") if exc.model_id else str(exc)
+        raise ModelError(
+            f"{text} (not retried: the waits between attempts would reach {over[0]:g} s, "
+            f"past retry_policy.max_total_wait_s={policy.max_total_wait_s:g})",
+            model_id=exc.model_id, transient=exc.transient, retry_after_s=exc.retry_after_s,
+            status_code=exc.status_code, paid=exc.paid,
+        ) from exc  # fmt: skip
     raise AssertionError("unreachable: tenacity either returns or re-raises")  # pragma: no cover

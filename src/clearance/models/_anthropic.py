@@ -16,7 +16,7 @@ from typing import Any
 import anthropic
 
 from clearance._core.errors import ConfigError, ModelError
-from clearance.models._anthropic_answer import anthropic_response
+from clearance.models._anthropic_answer import anthropic_response, streamed_error
 from clearance.models._anthropic_format import anthropic_tool as _anthropic_tool
 from clearance.models._anthropic_format import to_anthropic_messages
 from clearance.models._base import (
@@ -335,6 +335,9 @@ class AnthropicModel:
                 model_id=self.model_id,
                 transient=True,
             )
+        if isinstance(exc, anthropic.APIStatusError) and exc.status_code == 200:  # in a stream
+            return streamed_error(exc.body, server=self.base_url, model_id=self.model_id,
+                                  redact=self._text)  # fmt: skip
         if isinstance(exc, anthropic.APIStatusError):
             return ModelError(
                 self._text(

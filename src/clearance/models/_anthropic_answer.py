@@ -9,6 +9,7 @@ answer's size.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from enum import StrEnum
 from typing import Any
 
@@ -25,7 +26,7 @@ from clearance.models._base import (
 from clearance.models._cache import anthropic_prompt_tokens, field_of
 from clearance.models._openai_stream import MAX_STREAMED_TOOL_CALLS
 
-__all__ = ["anthropic_response"]
+__all__ = ["anthropic_response", "streamed_error"]
 
 
 class _Block(StrEnum):
@@ -176,3 +177,34 @@ def _check_size(texts: list[str], calls: list[ToolCall], max_tokens: int, model_
     """Refuse an answer longer than `max_response_chars` allows for ``max_tokens``."""
     size = sum(len(t) for t in texts) + sum(len(c.name) for c in calls)
     check_response_size(size, max_tokens, model_id=model_id)
+
+
+_BUSY_ERRORS = frozenset({"overloaded_error", "api_error", "rate_limit_error"})
+"""Error types of a streamed ``error`` event that a retry may get past: what HTTP 529, 500
+and 429 say before a stream starts (Anthropic's documented error types)."""
+
+
+def streamed_error(
+    body: object, *, server: str, model_id: str, redact: Callable[[str], str]
+) -> ModelError:
+    """The `ModelError` for an ``error`` event in a stream (the SDK raises it with status 200).
+
+    Args:
+        body: The event's data as the SDK parsed it (``{"error": {"type", "message"}}``).
+        server: The server's URL, named in the message.
+        model_id: The model's id.
+        redact: Takes secrets out of the text (the API key a server may echo).
+
+    Returns:
+        One line naming the server, the error's type and (cut to 500 characters, quoted) its
+        message; transient for the types in `_BUSY_ERRORS`.
+    """
+    error = body.get("error") if isinstance(body, dict) else None
+    error = error if isinstance(error, dict) else {}
+    kind = error.get("type") if isinstance(error.get("type"), str) else "unknown error"
+    detail = str(error.get("message", ""))[:500]
+    return ModelError(
+        redact(f"the server at {server} streamed an error: {kind:.100}: {detail!r}"),
+        model_id=model_id,
+        transient=kind in _BUSY_ERRORS,
+    )
