@@ -94,7 +94,8 @@ class ArchitecturalContext:
         project: The project's name as its manifest declares it, else its folder's name.
         structure: The directory listing, one entry per line, two spaces per level.
         structure_omitted: Entries left out of ``structure`` by the entry limit.
-        dependencies: Declared dependencies with their version constraints.
+        dependencies: Declared dependencies with their version constraints (the first 200).
+        dependencies_omitted: Dependencies declared past those, counted in the text.
         adrs: Architecture decision record summaries.
         patterns: Detected patterns (``"language: Python"``, ``"tests: pytest"``...).
         conventions: Naming and style conventions, each naming its source.
@@ -105,6 +106,7 @@ class ArchitecturalContext:
     structure: tuple[str, ...] = ()
     structure_omitted: int = 0
     dependencies: tuple[Dependency, ...] = ()
+    dependencies_omitted: int = 0
     adrs: tuple[AdrSummary, ...] = ()
     patterns: tuple[str, ...] = ()
     conventions: tuple[str, ...] = ()
@@ -156,12 +158,13 @@ class ArchitecturalContext:
         if not base.is_dir():
             raise ConfigError(f"project root {str(root)!r} is not a directory", field="root")
         structure, omitted = walk_structure(base, max_depth=max_depth, max_entries=max_entries)
-        dependencies = read_dependencies(base)
+        dependencies, dependencies_omitted = read_dependencies(base)
         return cls(
             project=read_project_name(base),
             structure=structure,
             structure_omitted=omitted,
             dependencies=dependencies,
+            dependencies_omitted=dependencies_omitted,
             adrs=read_adrs(base),
             patterns=_detect_patterns(base, structure, dependencies),
             conventions=read_conventions(base),
@@ -190,6 +193,8 @@ class ArchitecturalContext:
                 + f" [{e(d.source)}]"
                 for d in self.dependencies
             ]
+            if self.dependencies_omitted:
+                lines.append(f"... {self.dependencies_omitted} more dependencies")
             parts.append("Dependencies:\n" + "\n".join(lines))
         if self.conventions:
             parts.append("Conventions:\n" + "\n".join(f"- {e(c)}" for c in self.conventions))

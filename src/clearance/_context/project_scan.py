@@ -12,9 +12,10 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
+import time
 import tomllib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,20 @@ MAX_REQUIREMENTS_FILES = 10
 """Most ``requirements*.txt`` files read, in name order."""
 MAX_IGNORE_PATTERNS = 500
 """Most patterns of the root ``.gitignore`` applied to the tree (the first ones)."""
+MAX_IGNORE_WILDCARDS = 2
+"""Most runs of ``*`` in a ``.gitignore`` pattern (``*a*a*a*a*a*b`` backtracks for minutes)."""
+MAX_IGNORE_PATTERN_CHARS = 1024
+"""Longest ``.gitignore`` pattern applied; a longer one is skipped."""
+MAX_MATCHED_PATH_CHARS = 1024
+"""Longest path the tree lists and matches (a match's time grows with it); longer: omitted."""
+IGNORE_MATCH_SECONDS = 2.0
+"""Most seconds the tree's listing spends matching entries against ``.gitignore``."""
+MAX_DEPENDENCIES = 200
+"""Most dependencies kept; the rest are counted (`read_dependencies`)."""
+MAX_CONVENTIONS = 100
+"""Most conventions kept; one more line counts the rest."""
+MAX_FIELD_CHARS = 200
+"""Longest name, version, title, status or convention kept; a longer one ends with ``...``."""
 ADR_DIRS = ("docs/adr", "docs/decisions", "adr", "doc/adr")
 ALWAYS_SKIPPED = frozenset({".git", ".hg", ".svn"})
 
@@ -103,6 +118,11 @@ def read_text(root: Path, rel: str) -> str | None:
     return read.data.decode("utf-8", errors="replace")
 
 
+def _clip(text: str, most: int = MAX_FIELD_CHARS) -> str:
+    """``text``, or its start ending with ``...`` when it is over ``most`` characters."""
+    return text if len(text) <= most else text[: most - 3] + "..."
+
+
 def _manifest(root: Path, name: str, loads: Callable[[str], Any]) -> dict[str, Any] | None:
     """The manifest ``name`` parsed as a table; ``None`` if missing or not one.
 
@@ -147,15 +167,23 @@ def root_files(root: Path) -> frozenset[str]:
     return frozenset(e.name for e in _listing(root) if e.kind == EntryKind.FILE)
 
 
+_STARS = re.compile(r"\*+")
+_clock = time.monotonic  # the scan's clock (a test replaces it)
+_TIMED_OUT = f"[not listed: the scan stops after {IGNORE_MATCH_SECONDS:g} s of matching .gitignore]"
+
+
 def _gitignore_spec(root: Path) -> pathspec.GitIgnoreSpec:
     """The root ``.gitignore``'s first `MAX_IGNORE_PATTERNS` patterns.
 
-    Each entry listed is matched against every pattern: their count bounds the scan's time.
+    Each entry listed is matched against every pattern: their count and shape bound the scan's
+    time (one over `MAX_IGNORE_PATTERN_CHARS` or `MAX_IGNORE_WILDCARDS` is skipped).
     """
     text = read_text(root, ".gitignore") or ""
     patterns = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
     usable = []
     for line in patterns[:MAX_IGNORE_PATTERNS]:
+        if len(line) > MAX_IGNORE_PATTERN_CHARS or len(_STARS.findall(line)) > MAX_IGNORE_WILDCARDS:
+            continue
         try:  # a line that is no pattern (``!``) is skipped, as git skips it
             pathspec.GitIgnoreSpec.from_lines([line])
         except ValueError:
@@ -173,7 +201,10 @@ def walk_structure(root: Path, *, max_depth: int, max_entries: int) -> tuple[tup
     control character is shown escaped (`escape_controls`), so it stays on its line. At most
     `MAX_SCANNED_ENTRIES` entries are read in all: the folder being read when the scan
     reaches that number is shown by one line, ``[not listed: the scan stops at N
-    entries]``, and no further folder is read.
+    entries]``, and no further folder is read. Matching entries against ``.gitignore`` stops
+    after `IGNORE_MATCH_SECONDS`: the listing then ends with ``[not listed: the scan stops
+    after N s of matching .gitignore]``. An entry whose path is over `MAX_MATCHED_PATH_CHARS`
+    characters is counted in ``omitted``, not listed.
 
     Args:
         root: The project root (resolved).
@@ -189,10 +220,12 @@ def walk_structure(root: Path, *, max_depth: int, max_entries: int) -> tuple[tup
     lines: list[str] = []
     omitted = 0
     budget: int | None = MAX_SCANNED_ENTRIES  # None once the scan stopped
+    deadline = _clock() + IGNORE_MATCH_SECONDS
+    timed_out = False
 
     def visit(folder: str, depth: int) -> None:
-        nonlocal omitted, budget
-        if budget is None:
+        nonlocal omitted, budget, timed_out
+        if budget is None or timed_out:
             return
         try:
             listed = list_confined(root, folder, max_entries=budget)
@@ -213,9 +246,15 @@ def walk_structure(root: Path, *, max_depth: int, max_entries: int) -> tuple[tup
             is_dir = child.kind == EntryKind.DIR
             if child.name in ALWAYS_SKIPPED:
                 continue
-            if len(lines) >= max_entries:
+            if timed_out:
+                return
+            if len(lines) >= max_entries or len(child.path) > MAX_MATCHED_PATH_CHARS:
                 omitted += 1
                 continue
+            if _clock() > deadline:
+                timed_out = True
+                lines.append("  " * (depth - 1) + _TIMED_OUT)
+                return
             if spec.match_file(child.path + "/" if is_dir else child.path):
                 continue
             lines.append("  " * (depth - 1) + escape_controls(child.name) + ("/" if is_dir else ""))
@@ -310,7 +349,7 @@ def read_project_name(root: Path) -> str:
     context in every isolated prompt, so a control character in it (a newline, an escape
     sequence, a byte that is not UTF-8) never reaches that heading raw.
     """
-    return escape_controls(_declared_name(root))
+    return _clip(escape_controls(_declared_name(root)))
 
 
 def _declared_name(root: Path) -> str:
@@ -328,18 +367,24 @@ def _declared_name(root: Path) -> str:
     return root.name
 
 
-def read_dependencies(root: Path) -> tuple[Dependency, ...]:
+def read_dependencies(root: Path) -> tuple[tuple[Dependency, ...], int]:
     """Dependencies declared in the root's manifests, as declared.
 
     Reads ``pyproject.toml``, ``requirements*.txt`` (the first `MAX_REQUIREMENTS_FILES` by
     name), ``package.json``, ``Cargo.toml`` and ``go.mod``, in that order.
 
-    A manifest that does not parse is skipped, not an error.
+    A manifest that does not parse is skipped, not an error. Returns the first
+    `MAX_DEPENDENCIES` (names and versions clipped to `MAX_FIELD_CHARS`) and how many more.
     """
     found: list[Dependency] = []
+    omitted = 0
     for reader in (_pyproject, _requirements, _package_json, _cargo, _go_mod):
-        found.extend(reader(root))
-    return tuple(found)
+        for dep in reader(root):
+            if len(found) < MAX_DEPENDENCIES:
+                found.append(replace(dep, name=_clip(dep.name), version=_clip(dep.version)))
+            else:
+                omitted += 1
+    return tuple(found), omitted
 
 
 _STATUS = re.compile(r"^\s*(?:[*_]*status[*_]*\s*:?[*_]*)\s*(.*)$", re.IGNORECASE)
@@ -378,8 +423,8 @@ def _adr(path: str, text: str) -> AdrSummary:
         summary = summary[:397] + "..."
     return AdrSummary(
         path=path,
-        title=title or Path(path).stem,
-        status=status,
+        title=_clip(title or Path(path).stem),
+        status=_clip(status),
         summary=summary,
     )
 
@@ -449,4 +494,7 @@ def read_conventions(root: Path) -> tuple[str, ...]:
                     if text:
                         out.append(f"{name}: {text[:200]}")
             break
+    out = [_clip(line) for line in out]
+    if len(out) > MAX_CONVENTIONS:
+        out[MAX_CONVENTIONS:] = [f"... {len(out) - MAX_CONVENTIONS} more conventions"]
     return tuple(out)
