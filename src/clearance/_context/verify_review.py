@@ -133,8 +133,9 @@ def check_review_call(
     if call.manifest.get("clearance") != clearance.to_dict():
         yield None, "the recorded clearance differs from a reviewer's"
     event = _event_of(call, review, _rounds(facts).get((task_id, round_no, stage), []), facts)
-    # An answer that is no review ended its task there: no round was recorded for it.
-    refused = call.error is None and not call.pending and _verdict(call, review) is None
+    # A failed call, or an answer that is no review, ended its task there (or was retried):
+    # no round was recorded for it.
+    refused = call.error is not None or (not call.pending and _verdict(call, review) is None)
     for item in items[1:]:
         origin = str(item.get("origin"))
         kind = Origin.parse(origin).kind
