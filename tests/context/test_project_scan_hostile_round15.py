@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from clearance._context import project_scan
+from clearance._context import project_ignore, project_scan
 from clearance._context.architecture import ArchitecturalContext
 
 
@@ -46,7 +46,7 @@ def test_an_ordinary_pattern_with_few_wildcards_still_applies(tmp_path: Path) ->
 
 
 def test_a_pattern_longer_than_its_cap_is_skipped(tmp_path: Path) -> None:
-    long = "x" * (project_scan.MAX_IGNORE_PATTERN_CHARS + 1)
+    long = "x" * (project_ignore.MAX_IGNORE_PATTERN_CHARS + 1)
     root = _project(tmp_path, f"{long}\nhidden.txt\n", [long[:200], "hidden.txt"])
     arch = ArchitecturalContext.from_project(root)
     assert "hidden.txt" not in arch.structure and long[:200] in arch.structure

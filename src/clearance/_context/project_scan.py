@@ -21,6 +21,11 @@ from typing import Any
 
 import pathspec
 
+from clearance._context.project_ignore import (
+    ALWAYS_SKIPPED,
+    MAX_MATCHED_PATH_CHARS,
+    gitignore_spec,
+)
 from clearance._core.confined import (
     EntryKind,
     TreeEntry,
@@ -48,14 +53,6 @@ MAX_SCANNED_ENTRIES = 10_000
 """Most folder entries the tree's listing reads, and each other listing (root, ADR folder)."""
 MAX_REQUIREMENTS_FILES = 10
 """Most ``requirements*.txt`` files read, in name order."""
-MAX_IGNORE_PATTERNS = 500
-"""Most patterns of the root ``.gitignore`` applied to the tree (the first ones)."""
-MAX_IGNORE_WILDCARDS = 2
-"""Most runs of ``*`` in a ``.gitignore`` pattern (``*a*a*a*a*a*b`` backtracks for minutes)."""
-MAX_IGNORE_PATTERN_CHARS = 1024
-"""Longest ``.gitignore`` pattern applied; a longer one is skipped."""
-MAX_MATCHED_PATH_CHARS = 1024
-"""Longest path the tree lists and matches (a match's time grows with it); longer: omitted."""
 IGNORE_MATCH_SECONDS = 2.0
 """Most seconds the tree's listing spends matching entries against ``.gitignore``."""
 MAX_DEPENDENCIES = 200
@@ -65,7 +62,6 @@ MAX_CONVENTIONS = 100
 MAX_FIELD_CHARS = 200
 """Longest name, version, title, status or convention kept; a longer one ends with ``...``."""
 ADR_DIRS = ("docs/adr", "docs/decisions", "adr", "doc/adr")
-ALWAYS_SKIPPED = frozenset({".git", ".hg", ".svn"})
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -167,29 +163,17 @@ def root_files(root: Path) -> frozenset[str]:
     return frozenset(e.name for e in _listing(root) if e.kind == EntryKind.FILE)
 
 
-_STARS = re.compile(r"\*+")
 _clock = time.monotonic  # the scan's clock (a test replaces it)
 _TIMED_OUT = f"[not listed: the scan stops after {IGNORE_MATCH_SECONDS:g} s of matching .gitignore]"
 
 
 def _gitignore_spec(root: Path) -> pathspec.GitIgnoreSpec:
-    """The root ``.gitignore``'s first `MAX_IGNORE_PATTERNS` patterns.
+    """The root ``.gitignore``'s spec (`gitignore_spec`: its patterns' count and shape capped).
 
-    Each entry listed is matched against every pattern: their count and shape bound the scan's
-    time (one over `MAX_IGNORE_PATTERN_CHARS` or `MAX_IGNORE_WILDCARDS` is skipped).
+    Each entry listed is matched against every pattern: their count and shape bound the
+    scan's time.
     """
-    text = read_text(root, ".gitignore") or ""
-    patterns = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
-    usable = []
-    for line in patterns[:MAX_IGNORE_PATTERNS]:
-        if len(line) > MAX_IGNORE_PATTERN_CHARS or len(_STARS.findall(line)) > MAX_IGNORE_WILDCARDS:
-            continue
-        try:  # a line that is no pattern (``!``) is skipped, as git skips it
-            pathspec.GitIgnoreSpec.from_lines([line])
-        except ValueError:
-            continue
-        usable.append(line)
-    return pathspec.GitIgnoreSpec.from_lines(usable)
+    return gitignore_spec(read_text(root, ".gitignore") or "")
 
 
 def walk_structure(root: Path, *, max_depth: int, max_entries: int) -> tuple[tuple[str, ...], int]:

@@ -9,7 +9,8 @@ it, the chain rebuilt) is still a finding:
 - a question (or file request) is one the task's own subagent asked: the question a
   ``needs_context`` answer of a recorded ``isolated:<id>`` call holds (`parse_status`);
 - a file round names the path that question asked for, and is served with no answer, or
-  refused with ``The file '<path>' cannot be given: <why>``;
+  refused with ``The file '<path>' cannot be given: <why>``; a file in a version-control
+  folder (`project_ignore.ALWAYS_SKIPPED`) is never served;
 - the coordinator's answer is what a recorded ``clarification:<id>`` call whose question is
   that question answered (stripped, `mark_answer`'s marks included, or `NO_ANSWER` for an
   empty answer);
@@ -33,6 +34,7 @@ from clearance._context.isolated import (
     question_too_long,
     recorded_question,
 )
+from clearance._context.project_ignore import is_vcs_metadata
 from clearance._core.errors import ConfigError
 from clearance._core.event_schema import (
     FileClarificationEvent,
@@ -121,6 +123,8 @@ def _file_round(data: FileClarificationEvent, questions: set[str]) -> str | None
         return f"{data.path!r} is not a file the task's subagent asked for"
     if data.served != (data.answer is None):
         return "a served file has no answer, and a refused one says why"
+    if data.served and is_vcs_metadata(data.path):
+        return f"{data.path!r} is version-control metadata, which is never given"
     if data.answer is not None and not data.answer.startswith(
         f"The file {data.path!r} cannot be given: "
     ):

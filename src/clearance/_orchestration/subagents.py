@@ -24,6 +24,8 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 
+from pathspec import GitIgnoreSpec
+
 from clearance._agents.caller import ModelCaller
 from clearance._agents.files import FileCaps, load_text_file
 from clearance._agents.isolation import dispatch_fresh
@@ -36,6 +38,8 @@ from clearance._context.isolated import (
     question_too_long,
     recorded_question,
 )
+from clearance._context.project_ignore import gitignore_spec, left_out
+from clearance._context.project_scan import read_text
 from clearance._context.verify_clarifications import reusable_person_answer
 from clearance._core.errors import ClearanceError, ModelError, SubagentError
 from clearance._core.for_each_file import included
@@ -108,6 +112,7 @@ class IsolatedRunner:
         self.coordinator_budget = coordinator_budget
         self.ask_person = ask_person
         self.include = tuple(include) if include is not None else None
+        self._gitignore: GitIgnoreSpec | None = None  # the project's, read at the first request
 
     async def run(self, ctx: TaskContext, files: Mapping[str, str]) -> str:
         """Dispatch fresh subagents until one answers ``done`` (or the rounds run out).
@@ -240,6 +245,13 @@ class IsolatedRunner:
                 raise
             return ""
 
+    def _ignored(self) -> GitIgnoreSpec:
+        """The project's root ``.gitignore`` (`gitignore_spec`), read once per run."""
+        if self._gitignore is None:
+            assert self.project_root is not None
+            self._gitignore = gitignore_spec(read_text(self.project_root, ".gitignore") or "")
+        return self._gitignore
+
     def _serve_file(self, path: str, files: dict[str, str]) -> str | None:
         """Load ``path`` into ``files`` within confinement and caps; why not, or ``None``."""
         if self.project_root is None:
@@ -248,6 +260,11 @@ class IsolatedRunner:
             return "it is already above"
         if self.include is not None and not included(path, self.include):
             return f"it matches none of the run's input.include ({', '.join(self.include)})"
+        # What the project's listing leaves out is not given either (unless input.include
+        # names it: the user's choice); version-control metadata never is.
+        hidden = left_out(path, None if self.include is not None else self._ignored())
+        if hidden is not None:
+            return hidden
         used = sum(len(c.encode("utf-8")) for c in files.values())
         try:
             text = load_text_file(self.project_root, path, caps=self.file_caps,
