@@ -11,8 +11,11 @@ Back-pressure: at most ``max_calls_per_model`` calls of one model are in flight 
 default every worker's ``calls_per_worker``), and each call goes to the worker with the fewest
 calls in flight. Failures: a worker that dies during a call (its process killed, its node lost)
 is recorded as a ``worker_lost`` event of the run, and the call is sent again to another worker,
-at most ``worker_retries`` times; Ray restarts the lost actor in the background. Deadlines: the
-`ModelCaller`'s deadline covers the remote call; when it passes, the Ray task is cancelled.
+at most ``worker_retries`` times; Ray restarts the lost actor in the background, and no call
+is sent to it before it answers again. Deadlines: the `ModelCaller`'s deadline covers the
+remote call; when it passes, the Ray task is cancelled, and a worker whose cancelled call does
+not end within ``cancel_grace_s`` (a model blocking its event loop) is killed, restarted and
+recorded (`ray_pool`).
 Streaming (``--stream``): the request's sink (a function of this process) is not sent; the
 worker streams the model's text back as the items of a Ray generator, handed to the sink as
 they come. A call that cannot be sent fails with a short message (never the request's text);
@@ -26,11 +29,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import re
-import weakref
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from clearance._core.errors import ConfigError, ModelError
@@ -43,6 +46,7 @@ from clearance._orchestration.ray_cluster import (
     import_ray,
     init_ray,
 )
+from clearance._orchestration.ray_pool import Pool, Reaper, Worker
 from clearance._orchestration.ray_worker import (
     ModelFactory,
     ModelWorker,
@@ -61,42 +65,6 @@ from clearance.models._base import (
 from clearance.models._openai_stream import max_chunks
 
 __all__ = ["LOCAL_RAY_ENV", "RayExecutor", "RemoteModel", "checked_outcome"]
-
-
-@dataclass(slots=True)
-class _Worker:
-    """One actor of the pool and the calls it has in flight."""
-
-    index: int
-    actor: Any
-    in_flight: int = 0
-
-
-@dataclass(slots=True)
-class _Pool:
-    """The actors, and one semaphore per model id and event loop."""
-
-    workers: list[_Worker]
-    per_model: int
-    slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Semaphore]] = (
-        field(default_factory=weakref.WeakKeyDictionary)
-    )
-
-    def slot(self, model_id: str) -> asyncio.Semaphore:
-        """``model_id``'s semaphore on the running loop (a semaphore serves one loop only)."""
-        loop = asyncio.get_running_loop()
-        semaphores = self.slots.get(loop)
-        if semaphores is None:
-            semaphores = self.slots[loop] = {}
-        semaphore = semaphores.get(model_id)
-        if semaphore is None:
-            semaphore = semaphores[model_id] = asyncio.Semaphore(self.per_model)
-        return semaphore
-
-    def pick(self, avoid: list[int]) -> _Worker:
-        """The least busy worker not in ``avoid`` (any worker when every one is in it)."""
-        candidates = [w for w in self.workers if w.index not in avoid] or self.workers
-        return min(candidates, key=lambda w: (w.in_flight, w.index))
 
 
 class RayExecutor:
@@ -129,6 +97,8 @@ class RayExecutor:
             (tests of what crosses the network; memory grows with the run).
         worker_env: Environment variables set in the workers' processes (an API key, a
             base URL); they cross the network to the cluster. ``None`` for none.
+        cancel_grace_s: Seconds a call cancelled at its deadline has to end on its worker
+            (more than 0, at most 600); the worker is killed and restarted after that.
 
     Raises:
         ConfigError: A setting is out of range.
@@ -147,6 +117,7 @@ class RayExecutor:
         model_factory: ModelFactory | None = None,
         record_received: bool = False,
         worker_env: Mapping[str, str] | None = None,
+        cancel_grace_s: float = 10.0,
     ) -> None:
         if address is not None:
             checked_address(address)
@@ -174,7 +145,11 @@ class RayExecutor:
         for key, value in self.worker_env.items():
             if not isinstance(key, str) or not key or "=" in key or not isinstance(value, str):
                 raise ConfigError(f"not an environment variable: {key!r}", field="worker_env")
-        self._pool: _Pool | None = None
+        check_number("cancel_grace_s", cancel_grace_s)
+        if not 0 < cancel_grace_s <= 600:
+            raise ConfigError("must be more than 0 and at most 600", field="cancel_grace_s")
+        self._reaper = Reaper(float(cancel_grace_s), self._killed)
+        self._pool: Pool | None = None
         self._models: dict[str, RemoteModel] = {}
         self._started_ray = False
         self._recorder: EventRecorder | None = None
@@ -224,8 +199,8 @@ class RayExecutor:
                 f"{self.workers * self.cpus_per_worker:g} free CPUs?",
                 field="ray_workers",
             ) from None
-        self._pool = _Pool(
-            workers=[_Worker(index=i, actor=a) for i, a in enumerate(actors)],
+        self._pool = Pool(
+            workers=[Worker(index=i, actor=a) for i, a in enumerate(actors)],
             per_model=self.max_calls_per_model,
         )
 
@@ -235,6 +210,7 @@ class RayExecutor:
         self._models.clear()
         if pool is None:
             return
+        self._reaper.close()
         import ray
 
         for worker in pool.workers:
@@ -303,7 +279,7 @@ class RayExecutor:
 
     async def _send(
         self,
-        pool: _Pool,
+        pool: Pool,
         model_id: str,
         options: Mapping[str, Any],
         request: ModelRequest,
@@ -324,11 +300,16 @@ class RayExecutor:
             worker = pool.pick(lost)
             worker.in_flight += 1
             try:
+                # Restarting (lost earlier): a call sent now would fail at once, no death.
+                await pool.wait_up(worker, self.start_timeout_s, model_id)
                 if sink is None:
                     ref = worker.actor.complete.remote(model_id, options, request)
                 else:
                     method = worker.actor.stream.options(num_returns="streaming")
                     ref = method.remote(model_id, options, request)
+            except (asyncio.CancelledError, ModelError):
+                worker.in_flight -= 1
+                raise
             except Exception as exc:  # the request could not be sent (serialized, say)
                 worker.in_flight -= 1
                 raise ModelError(
@@ -346,8 +327,11 @@ class RayExecutor:
             except (asyncio.CancelledError, ModelError):  # a deadline, the run stopping, a cap
                 with contextlib.suppress(Exception):
                     _cancel(ref)
+                # A model blocking its worker's loop cannot be cancelled: the reaper kills it.
+                self._reaper.watch(worker, ref, (asyncio.get_running_loop(), model_id, request))
                 raise
             except RayActorError as exc:
+                worker.down = True  # Ray restarts it; no call is sent to it before it answers
                 lost.append(worker.index)
                 # Text already shown cannot be taken back: like a stream whose connection
                 # dropped, the attempt fails (transient), and a retry is a new attempt.
@@ -381,8 +365,9 @@ class RayExecutor:
             return checked_outcome(outcome, model_id)
 
     def _lost(
-        self, worker: _Worker, model_id: str, request: ModelRequest, exc: Exception, *, retry: bool
-    ) -> None:
+        self, worker: Worker, model_id: str, request: ModelRequest, exc: Exception | str, *,
+        retry: bool,
+    ) -> None:  # fmt: skip
         self.lost_workers += 1
         if self._recorder is not None:
             self._recorder(
@@ -391,9 +376,17 @@ class RayExecutor:
                 {
                     "worker": worker.index,
                     "model_id": model_id,
-                    "error": type(exc).__name__,
+                    "error": exc if isinstance(exc, str) else type(exc).__name__,
                     "retry": retry,
                 },
+            )
+
+    def _killed(self, worker: Worker, context: Any) -> None:
+        """The reaper killed ``worker``: recorded on the loop of the call it abandoned."""
+        loop, model_id, request = context
+        with contextlib.suppress(RuntimeError):  # that loop has closed: nothing to record in
+            loop.call_soon_threadsafe(
+                functools.partial(self._lost, worker, model_id, request, HUNG_WORKER, retry=False)
             )
 
 
@@ -469,6 +462,10 @@ async def _streamed(items: Any, sink: TextSink, *, max_tokens: int, model_id: st
             sink(piece)
     return ("error", "RayError", "the worker's stream ended without an answer", True)
 
+
+HUNG_WORKER = "WorkerHung"
+"""The ``error`` of the ``worker_lost`` event of a worker killed because a cancelled call of
+its did not end within ``cancel_grace_s``."""
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
