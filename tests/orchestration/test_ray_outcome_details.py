@@ -66,9 +66,22 @@ def test_other_errors_read_as_model_caller_words_them(
         {"paid": {"requests": 1}},
         {"paid": 5},
         {"other": 1},
+        {"model_id": ""},
+        {"model_id": "x" * 201},
+        {"model_id": "fake:m\nforged line"},
+        {"model_id": 5},
     ],
 )
 def test_malformed_details_make_a_malformed_outcome(details: Any) -> None:
     with pytest.raises(ModelError, match="malformed outcome") as info:
         checked_outcome(("error", "ModelError", "boom", True, details), "fake:m")
     assert info.value.retry_after_s is None and info.value.paid is None
+
+
+@pytest.mark.parametrize(("named", "reads"), [(None, "boom"), ("custom:own", "custom:own: boom")])
+def test_a_model_errors_own_model_id_crosses_as_it_named_it(named: Any, reads: str) -> None:
+    outcome = error_outcome(ModelError("boom", model_id=named))
+    with pytest.raises(ModelError) as info:
+        checked_outcome(outcome, "fake:pool")
+    assert str(info.value) == reads  # as ModelCaller would read it in this process
+    assert info.value.model_id == named

@@ -307,11 +307,6 @@ async def test_every_call_path_fails_the_same_under_ray_as_locally(
     assert len(paid) == 2 and all(u.prompt_tokens == 5 for u in paid), paid
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a worker's ModelError is raised again with the executor's model id "
-    "(ray_worker.checked_outcome), not the model's own, so one naming none reads differently",
-)
 async def test_a_model_error_naming_no_model_reads_the_same_under_ray_as_locally(
     executor: RayExecutor, tmp_path: Path
 ) -> None:

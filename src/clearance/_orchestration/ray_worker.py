@@ -176,15 +176,17 @@ def error_outcome(exc: BaseException) -> Outcome:
     """The outcome reporting ``exc``, raised by a model (or its making) on a worker.
 
     Reports what `ModelCaller` would make of ``exc`` in the orchestrator's process: a
-    `ModelError`'s text without its model id (the orchestrator adds it again), its
-    ``transient``, ``retry_after_s``, ``status_code`` and ``paid`` usage; a
+    `ModelError`'s text without its model id (the orchestrator adds it again: the one the
+    error named, or none), its ``transient``, ``retry_after_s``, ``status_code`` and ``paid``
+    usage; a
     `ConnectionError` as transient; anything else (`SystemExit` and `KeyboardInterrupt`
     included: a model cannot end its worker) as ``Type: text``, not transient. An error
     whose ``str`` fails is reported by its type alone.
 
     Returns:
         ``("error", kind, message, transient, details)``, ``details`` a dict of
-        ``retry_after_s``, ``status_code`` and ``paid``.
+        ``retry_after_s``, ``status_code`` and ``paid`` (and, for a `ModelError`, its
+        ``model_id``).
     """
     try:
         message = str(exc)
@@ -198,6 +200,8 @@ def error_outcome(exc: BaseException) -> Outcome:
             "status_code": exc.status_code,
             "paid": exc.paid if isinstance(exc.paid, Usage) else None,
         }
+        if exc.model_id != "":  # the orchestrator names it as the model did ("": the pool's)
+            details["model_id"] = exc.model_id
         return ("error", "ModelError", message.removeprefix(prefix), exc.transient, details)
     transient = isinstance(exc, ConnectionError)
     return ("error", type(exc).__name__, short_text(message), transient, details)
@@ -227,14 +231,16 @@ def checked_outcome(outcome: Outcome, model_id: str) -> ModelResponse:
             # A model's `ModelError` reads as it would in this process; anything else as
             # `ModelCaller` words a provider's own exception (``Type: text``).
             text = message if error_type == "ModelError" else f"{error_type}: {message}"
-            raise ModelError(short_text(text), model_id=model_id, transient=transient, **details)
+            named = details.pop("model_id", model_id)  # a ModelError's own, else the pool's
+            raise ModelError(short_text(text), model_id=named, transient=transient, **details)
     raise ModelError("a Ray worker answered with a malformed outcome", model_id=model_id)
 
 
 def _details(details: object) -> dict[str, Any] | None:
     """An error outcome's ``retry_after_s``, ``status_code`` and ``paid``, checked.
 
-    ``None`` when they are malformed: not a dict of those keys, a ``retry_after_s`` that is
+    ``None`` when they are malformed: not a dict of those keys (and ``model_id``, a printable
+    id of at most `MAX_MODEL_ID` characters or ``None``), a ``retry_after_s`` that is
     not a finite number of seconds from 0 to a day, a ``status_code`` that is not an HTTP
     status (100 to 599), a ``paid`` that is not a `Usage` (its counts are checked where it
     is charged, `paid_usage`).
@@ -257,10 +263,20 @@ def _details(details: object) -> dict[str, Any] | None:
         return None
     if paid is not None and type(paid) is not Usage:
         return None
-    return {"retry_after_s": after, "status_code": status, "paid": paid}
+    checked: dict[str, Any] = {"retry_after_s": after, "status_code": status, "paid": paid}
+    if "model_id" in details:
+        named = details["model_id"]
+        if named is not None and not (
+            isinstance(named, str) and 0 < len(named) <= MAX_MODEL_ID and named.isprintable()
+        ):
+            return None
+        checked["model_id"] = named
+    return checked
 
 
-_DETAIL_KEYS = ("retry_after_s", "status_code", "paid")
+_DETAIL_KEYS = ("retry_after_s", "status_code", "paid", "model_id")
+MAX_MODEL_ID = 200
+"""Longest model id a worker's error may name (longer: a malformed outcome)."""
 
 
 def _well_formed(response: object) -> bool:
