@@ -403,7 +403,8 @@ def validation_error(exc: ValidationError) -> tuple[str, str]:
             text = "Input should be " + " or ".join(_expected(e) for e in shallow)
     else:
         text = _expected(err, whole=True)
-    field = ".".join(str(p) for p in loc) or "(top level)"
+    # a key holding a line break (or any unprintable character) is quoted: one line
+    field = ".".join(str(p) if str(p).isprintable() else repr(p) for p in loc) or "(top level)"
     count = len(errors) - len(used) + 1
     more = f" (and {count - 1} more problems)" if count > 1 else ""
     if "input" in err and err["type"] not in _NOT_GIVEN:

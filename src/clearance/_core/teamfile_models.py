@@ -380,7 +380,7 @@ class InputSpec(_Strict):
     """``input:``: the folder that task files are read from."""
 
     default: str | None = None
-    include: list[str] = ["*"]
+    include: list[Annotated[str, Field(min_length=1)]] = ["*"]  # "": no glob (pathlib refuses)
 
 
 class FileCapsSpec(_Strict):
