@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from clearance._core.errors import LedgerError, StoreError
+from clearance._state.db.sqlite import lock_wait_failed
 
 __all__ = ["COMMITTED", "PendingWrite", "Rows", "Write", "WriteBehind"]
 
@@ -393,10 +394,15 @@ class WriteBehind:
     ) -> tuple[StoreError | None, list[tuple[int, StoreError]]]:
         """Commit ``group``; if that fails, each write alone.
 
+        Unless it failed waiting for SQLite's lock (another process held it throughout the
+        busy timeout): then every write of the group fails with that, at once, rather than
+        each waiting the timeout again; likewise for the writes after one that failed so.
+
         Returns:
             The failure to report (the first, naming how many more), and each failed
             write's position in ``group`` with its failure.
         """
+        lost: StoreError | None = None
         try:
             self._commit(group)
             return None, []
@@ -404,8 +410,9 @@ class WriteBehind:
             if len(group) == 1:
                 error = _as_store_error(group[0].operation, exc)
                 return error, [(0, error)]
+            if lock_wait_failed(exc):  # another process held the lock throughout its timeout
+                lost = _as_store_error(group[0].operation, exc)
         failures: list[tuple[int, StoreError]] = []
-        lost: StoreError | None = None
         for position, write in enumerate(group):
             if lost is not None:  # the database stopped answering: one deadline, not one each
                 failures.append((position, lost))
@@ -414,7 +421,7 @@ class WriteBehind:
                 self._commit([write])
             except Exception as exc:  # reported to the submitter
                 failures.append((position, _as_store_error(write.operation, exc)))
-                if _connection_lost(exc):
+                if _connection_lost(exc) or lock_wait_failed(exc):
                     lost = failures[-1][1]
         if not failures:
             return None, []

@@ -28,6 +28,7 @@ __all__ = [
     "enable_wal",
     "ensure_sqlite_folder",
     "is_sqlite_file",
+    "lock_wait_failed",
     "read_only_sqlite",
     "register_unicode_lower",
     "sqlite_file_path",
@@ -162,6 +163,25 @@ def _is_locked(exc: BaseException) -> bool:
     return isinstance(exc, sqlite3.OperationalError) and (
         "locked" in str(exc) or "busy" in str(exc)
     )
+
+
+def lock_wait_failed(exc: BaseException) -> bool:
+    """Whether ``exc`` (or an error it was raised from) is SQLite's ``SQLITE_BUSY``.
+
+    Such an error says another connection held the database's lock for the whole busy
+    timeout: a property of the database, not of the statement that met it, so trying other
+    statements at once would each wait that long again.
+    """
+    seen: BaseException | None = exc
+    for _ in range(8):  # a short chain of causes
+        if seen is None:
+            return False
+        if isinstance(seen, sqlite3.OperationalError):
+            code = getattr(seen, "sqlite_errorcode", None)
+            return code & 0xFF == sqlite3.SQLITE_BUSY if isinstance(code, int) else False
+        orig = getattr(seen, "orig", None)
+        seen = orig if isinstance(orig, BaseException) else seen.__cause__
+    return False
 
 
 def enable_wal(cursor: Any) -> None:
