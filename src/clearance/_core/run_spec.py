@@ -346,7 +346,6 @@ class RunSpec(BaseModel):
             raise ConfigError(
                 f"run {run_id} was recorded by an older version of Clearance, without its spec; "
                 "resume it with Orchestrator(team, ...).resume(run_id)",
-                field="run",
             )
         data = {k: v for k, v in config.items() if k not in RECORD_KEYS}
         try:

@@ -364,7 +364,7 @@ class Orchestrator:
         if recorded.graph is not None:
             self._check_graph(recorded.graph)
         elif record.goal is None:
-            raise ConfigError(f"run {run_id} has neither a task graph nor a goal", field="run")
+            raise ConfigError(f"run {run_id} has neither a task graph nor a goal")
         else:
             self._resolve_models()
         # The run's usage counts every call, those of the earlier sessions included.

@@ -97,7 +97,6 @@ def _refuse_live_run(record: RunRecord, now: datetime) -> None:
             raise ConfigError(
                 f"run {record.run_id} is still running in process {pid} on this host; "
                 "stop it (Ctrl-C) or wait for it, then resume",
-                field="run",
             )
         return
     lease = record.lease_expires_at
@@ -107,7 +106,6 @@ def _refuse_live_run(record: RunRecord, now: datetime) -> None:
         f"run {record.run_id} is marked running by process {pid} on host {host!r}, which "
         f"cannot be checked from here; its lease lapses {LEASE_S:.0f} s after that process "
         "stops, or if it has stopped, resume with --force (Orchestrator.resume(..., force=True))",
-        field="run",
     )
 
 
@@ -141,7 +139,7 @@ def recorded_spec(record: RunRecord) -> tuple[RunSpec, tuple[str, ...] | None]:
     spec = RunSpec.from_record(record.config, run_id=record.run_id)
     ids = record.config.get("synthesis_ids")
     if ids is not None and not (isinstance(ids, list) and all(isinstance(i, str) for i in ids)):
-        raise ConfigError(f"run {record.run_id}: its synthesis_ids are damaged", field="run")
+        raise ConfigError(f"run {record.run_id}: its synthesis_ids are damaged")
     return spec, tuple(ids) if ids is not None else None
 
 
@@ -168,9 +166,7 @@ def load_recorded_run(ledger: RunLedger, run_id: str) -> RecordedRun:
     try:
         graph = TaskGraph.from_dict(record.graph) if record.graph is not None else None
     except (ClearanceError, KeyError, TypeError, ValueError) as exc:
-        raise ConfigError(
-            f"run {record.run_id} cannot be rebuilt from the ledger: {exc}", field="run"
-        ) from exc
+        raise ConfigError(f"run {record.run_id} cannot be rebuilt from the ledger: {exc}") from exc
     tasks = {t.task_id: t for t in ledger.tasks(record.run_id)}
     completed = {
         t.task_id: t.result
@@ -220,7 +216,7 @@ def check_resumable(record: RunRecord, *, now: datetime, force: bool = False) ->
             this host or was started on another host (unless ``force``).
     """
     if record.status == "completed":
-        raise ConfigError(f"run {record.run_id} already completed; nothing to resume", field="run")
+        raise ConfigError(f"run {record.run_id} already completed; nothing to resume")
     if not force:
         _refuse_live_run(record, now)
 

@@ -64,7 +64,6 @@ def check_run_record(ledger: RunLedger, run_id: str) -> None:
         raise ConfigError(
             f"run {run_id} was recorded with a ledger key; set {LEDGER_KEY_ENV} to that key to "
             "resume it (without the key its records cannot be told from forged ones)",
-            field="run",
         )
     if report.problems:
         where, record_id, reason = report.problems[0]
@@ -73,7 +72,6 @@ def check_run_record(ledger: RunLedger, run_id: str) -> None:
         raise ConfigError(
             f"run {run_id} cannot be resumed: {named}: {reason[:_MAX_REASON_CHARS]}{more}; "
             f"nothing was replayed or run (see clearance verify {run_id})",
-            field="run",
         )
 
 

@@ -144,5 +144,4 @@ class LeaseKeeper:
         raise ConfigError(
             f"run {run_id} is being run by {describe_owner(owner, expires)}; wait for it "
             "to stop, or resume with --force if you know it has",
-            field="run",
         )

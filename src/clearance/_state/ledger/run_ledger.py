@@ -189,7 +189,6 @@ class RunLedger(LedgerEvents):
             if not taken:  # another process took it between our read and our write
                 raise ConfigError(
                     f"run {run_id} was just taken over by another process; not resumed",
-                    field="run",
                 )
             self._chain.append_run(conn, run_id)
             self._runs.pop(run_id, None)
