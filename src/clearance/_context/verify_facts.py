@@ -15,7 +15,7 @@ from clearance._core.spec import DEFAULT_COORDINATOR, Agent
 from clearance._core.teamfile_models import IsolationSpec
 from clearance._core.vocabulary import EventKind
 from clearance._state.graph import TaskGraph
-from clearance._state.ledger import CallRecord, RunLedger, RunRecord
+from clearance._state.ledger import CallRecord, EventRecord, RunLedger, RunRecord, ToolCallRecord
 from clearance._state.messages import Message
 
 if TYPE_CHECKING:
@@ -54,6 +54,7 @@ class RunFacts:
         self.results = {t.task_id: t.result for t in records if t.result is not None}
         self.completed = {t.task_id: t.result or "" for t in records if t.status == "completed"}
         self.calls: list[CallRecord] = []
+        self._indexed: list[CallRecord] | None = None
         # Every reason a task was ever recorded with: a resumed run re-runs failed tasks.
         self.errors: dict[str, set[str]] = {
             task_id: set(reasons) for task_id, reasons in ledger.task_reasons(run.run_id).items()
@@ -91,6 +92,10 @@ class RunFacts:
             except (ConfigError, KeyError, TypeError):
                 continue
         self.tool_calls = {t.tool_call_id: t for t in ledger.tool_calls(run.run_id)}
+        # The tool calls of each subject, so a prompt's items never scan the whole run's.
+        self.tool_calls_of: dict[str, list[ToolCallRecord]] = {}
+        for tool_call in self.tool_calls.values():
+            self.tool_calls_of.setdefault(tool_call.subject, []).append(tool_call)
         # Ids of the memory records each task recalled, by subject (``task:<id>``).
         self.recalled = recalled_memories(self.tool_calls.values())
         # Whether delegates and children were given only their callers' tools (a run
@@ -126,6 +131,11 @@ class RunFacts:
         bad = {event.event_id for event, _ in self.malformed_events}
         self.events = [event for event in events if event.event_id not in bad]
         self.subagents = SubagentFacts(self.events)
+        # ``hook_context`` events by subject (``task:<id>``), read once for every prompt.
+        self.hook_events: dict[str, list[EventRecord]] = {}
+        for e in self.events:
+            if e.kind == EventKind.HOOK_CONTEXT:
+                self.hook_events.setdefault(e.subject, []).append(e)
         # (subject, tool call id) of each tool result a loop compacted (``compacted`` events).
         self.compacted = {
             (e.subject, str(call_id))
@@ -145,6 +155,26 @@ class RunFacts:
         self.clarification_rounds: int | None = rounds if valid else None
         chosen = config.get("synthesis_ids", config.get("synthesis_from"))
         self.synthesis_from = frozenset(chosen) if isinstance(chosen, list) else None
+
+    def calls_of(self, subject: str) -> list[CallRecord]:
+        """The calls of ``subject`` in recorded order (indexed once per list set as `calls`)."""
+        if self._indexed is not self.calls:
+            self._calls_of: dict[str, list[CallRecord]] = {}
+            for call in self.calls:
+                self._calls_of.setdefault(call.subject, []).append(call)
+            self._indexed = self.calls
+        return self._calls_of.get(subject, [])
+
+    @functools.cached_property
+    def review_rounds(self) -> dict[tuple[str, int, int], list[dict[str, Any]]]:
+        """The ``review_round`` events' data by ``(task, round, stage)``, in recorded order."""
+        rounds: dict[tuple[str, int, int], list[dict[str, Any]]] = {}
+        for e in self.events:
+            if e.kind == EventKind.REVIEW_ROUND:
+                key = (str(e.data.get("task_id")), int(e.data.get("round", 0)),
+                       int(e.data.get("stage", 0)))  # fmt: skip
+                rounds.setdefault(key, []).append(e.data)
+        return rounds
 
     @functools.cached_property
     def conversation(self) -> ConversationFacts:

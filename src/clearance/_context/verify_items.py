@@ -85,8 +85,8 @@ def check_sources(
         if kind == OriginKind.FILE:
             others = {
                 i.get("sha256")
-                for other in facts.calls
-                if other.subject == call.subject and other.call_id != call.call_id
+                for other in facts.calls_of(call.subject)
+                if other.call_id != call.call_id
                 for i in other.manifest.get("items", [])
                 if i.get("origin") == origin
             }
@@ -151,10 +151,10 @@ def _check_title(
 
 
 def _quotes_earlier_answer(call: CallRecord, kind: str, content: str, facts: RunFacts) -> bool:
-    for other in facts.calls:
+    for other in facts.calls_of(call.subject):
         if other.call_id == call.call_id:
             return False  # only calls made before this one
-        if other.subject != call.subject or other.response is None or other.error:
+        if other.response is None or other.error:
             continue
         if kind == OriginKind.REPAIR:
             prefixes = [other.response.strip() + "\n\nProblem: "]
@@ -284,7 +284,7 @@ def _check_task_call(
         yield None, "the recorded clearance names children the task never spawned"
     else:
         clearance = replace(clearance, children=frozenset(children))
-    hooks = hooks_shown(facts.events, task_id, recorded)
+    hooks = hooks_shown(facts.hook_events.get(f"task:{task_id}", []), task_id, recorded)
     if hooks is None:
         yield None, "the recorded clearance names hook items never recorded for the task"
     else:
@@ -321,7 +321,9 @@ def _check_task_call(
         elif kind == OriginKind.REVIEW:
             yield from check_findings_item(task_id, origin, item, facts)
         elif kind == OriginKind.HOOK:
-            yield from check_hook_item(facts.events, task_id, origin, item)
+            yield from check_hook_item(
+                facts.hook_events.get(f"task:{task_id}", []), task_id, origin, item
+            )
         else:
             if kind == OriginKind.MEMORY:
                 yield from not_recalled(call.subject, ref, facts.recalled)
@@ -375,7 +377,6 @@ def _check_tool_item(
     parsed = Origin.parse(origin)
     kind, ref = parsed.kind, parsed.id
     digest = item.get("sha256")
-    mine = [t for t in facts.tool_calls.values() if t.subject == call.subject]
     if kind == OriginKind.TOOL:
         record = facts.tool_calls.get(ref)
         if record is None or record.subject != call.subject:
@@ -387,6 +388,7 @@ def _check_tool_item(
         ):
             yield origin, "the content is not the recorded result of the tool call"
         return
+    mine = facts.tool_calls_of.get(call.subject, [])
     reads = [r for t in mine for r in t.store_reads if f"{r['namespace']}/{r['key']}" == ref]
     yield from check_store_item(call.subject, origin, ref, item, reads, clearance, facts.store)
 

@@ -48,13 +48,7 @@ def _rounds(facts: RunFacts) -> dict[tuple[str, int, int], list[dict[str, Any]]]
 
     A round has more than one event when its task ran again in a resumed session.
     """
-    rounds: dict[tuple[str, int, int], list[dict[str, Any]]] = {}
-    for e in facts.events:
-        if e.kind == EventKind.REVIEW_ROUND:
-            key = (str(e.data.get("task_id")), int(e.data.get("round", 0)),
-                   int(e.data.get("stage", 0)))  # fmt: skip
-            rounds.setdefault(key, []).append(e.data)
-    return rounds
+    return facts.review_rounds
 
 
 def _event_of(
@@ -69,9 +63,7 @@ def _event_of(
     last: the checks then name what differs.
     """
     taken: set[int] = set()
-    for other in facts.calls:
-        if other.subject != call.subject:
-            continue
+    for other in facts.calls_of(call.subject):
         shown = _candidates(other.manifest.get("items", []))
         verdict = _verdict(other, review) if other.error is None and not other.pending else None
         index = next((n for n, e in enumerate(events) if n not in taken
@@ -168,12 +160,12 @@ def _answers(facts: RunFacts, task_id: str) -> set[str]:
     subject = str(Subject.task(task_id))
     return {
         sha256_text((c.response or "").strip())
-        for c in facts.calls
-        if c.subject == subject and c.error is None and c.response is not None
+        for c in facts.calls_of(subject)
+        if c.error is None and c.response is not None
     } | {
         sha256_text(c.response or "")
-        for c in facts.calls
-        if c.subject == subject and c.error is None and c.response is not None
+        for c in facts.calls_of(subject)
+        if c.error is None and c.response is not None
     }
 
 

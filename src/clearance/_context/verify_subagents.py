@@ -162,6 +162,8 @@ class _Facts(Protocol):
     coordinator: str | None
     subagents: SubagentFacts
 
+    def calls_of(self, subject: str) -> list[CallRecord]: ...
+
 
 def check_child_result(
     task_id: str, child_id: str, item: Mapping[str, Any], facts: _Facts
@@ -178,8 +180,8 @@ def check_child_result(
         # Kept verbatim or marked; stripped in ledgers written before answers were verbatim.
         answers = {
             text
-            for c in facts.calls
-            if c.subject == subject and c.error is None and c.response is not None
+            for c in facts.calls_of(subject)
+            if c.error is None and c.response is not None
             for marked in (mark_answer(c.response, finish_reason=c.finish_reason).text,)
             for text in (c.response, c.response.strip(), marked, marked.strip())
         }
