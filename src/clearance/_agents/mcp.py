@@ -184,7 +184,6 @@ async def _listed(server: str, spec: McpServerSpec, wanted: set[str], folder: Pa
     one page; the pages read are at most ``_MAX_PAGES``, each a message within `read_cap`.
     """
     import anyio
-    from mcp import MCPError
 
     errlog = ErrorTail(4 * _ERROR_CHARS)  # a server flooding it costs no disk, no memory
     malformed: list[str] = []
@@ -226,9 +225,7 @@ async def _listed(server: str, spec: McpServerSpec, wanted: set[str], folder: Pa
             ) from None
         if isinstance(leaf, ConfigError):
             raise ConfigError(str(leaf), field=field_name) from None
-        if isinstance(leaf, TimeoutError) or (
-            isinstance(leaf, MCPError) and "timed out" in str(leaf)
-        ):
+        if _timed_out(leaf):
             raise ConfigError(
                 f"MCP server {server!r} ({spec.where()}) did not answer within "
                 f"{spec.connect_timeout_s:g} s{_sent(malformed)}",
@@ -322,7 +319,6 @@ async def _call(
 ) -> tuple[str, bool, dict[str, Any]]:
     """Call the tool: ``(text for the model, is error, details for the ledger)``."""
     import anyio
-    from mcp import MCPError
 
     cap = ReadCap(read_cap(spec))
     malformed: list[str] = []
@@ -345,9 +341,7 @@ async def _call(
                 "not read (4 x max_result_bytes, at least 1 MiB)"
             )
             return f"error: {message}", True, {"error": "too_large"}
-        if isinstance(leaf, TimeoutError) or (
-            isinstance(leaf, MCPError) and "timed out" in str(leaf)
-        ):
+        if _timed_out(leaf):
             message = f"{who} did not answer {ref.tool} within {spec.timeout_s:g} s"
             if malformed:
                 message += _sent(malformed)
@@ -386,6 +380,16 @@ def _argument_problems(schema: dict[str, Any], unusable: str | None, arguments: 
     if len(problems) > _PROBLEMS_SHOWN:
         problems[_PROBLEMS_SHOWN:] = ["(more not shown)"]
     return "; ".join(problems)
+
+
+def _timed_out(exc: BaseException) -> bool:
+    """Whether ``exc`` is a deadline's: the caller's, the SDK's or an HTTP read's."""
+    import httpx2
+    from mcp import MCPError
+
+    if isinstance(exc, TimeoutError | httpx2.TimeoutException):
+        return True
+    return isinstance(exc, MCPError) and "timed out" in str(exc)
 
 
 def _sent(malformed: list[str]) -> str:

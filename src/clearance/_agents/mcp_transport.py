@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import errno
+import functools
 import logging
 import os
 import select
@@ -224,6 +225,16 @@ def _patch_stdio() -> None:
 _CLOSE_S = 5.0  # most seconds an HTTP server may take to answer a session's end (DELETE)
 
 
+def _read_timeout(spec: McpServerSpec) -> float:
+    """An HTTP read's timeout: a backstop, past the deadlines the caller sets and names.
+
+    The listing is bounded by ``connect_timeout_s`` and a call by ``timeout_s``; a read
+    timeout of ``timeout_s`` alone cut a listing short (``timeout_s`` under
+    ``connect_timeout_s``) or raced a call's own deadline, and the error named neither.
+    """
+    return max(spec.connect_timeout_s, spec.timeout_s) + 1.0
+
+
 def _capped_transport(cap: ReadCap, close_s: float) -> Any:
     """An HTTP transport whose response bodies are counted as they stream.
 
@@ -358,6 +369,26 @@ class StateFolders:
         return found
 
 
+@functools.cache
+def _session_class() -> type[ClientSession]:
+    """The SDK's client session, without its check of a result against the output schema.
+
+    The SDK checks a tool's structured result against the ``outputSchema`` the server lists
+    (listing the tools again first), with ``jsonschema`` in the event loop: a server's
+    pattern that backtracks without end (``^(a+)+$``) would stall the whole run, past every
+    deadline. The schema and the result are the server's alike, so the check proves nothing;
+    the result reaches the model as an untrusted tool result, cut to ``max_result_bytes``.
+    """
+    from mcp import ClientSession
+    from mcp.types import CallToolResult
+
+    class Unchecked(ClientSession):
+        async def validate_tool_result(self, name: str, result: CallToolResult) -> None:
+            return None
+
+    return Unchecked
+
+
 @contextlib.asynccontextmanager
 async def session(
     spec: McpServerSpec,
@@ -378,7 +409,7 @@ async def session(
     """
     import anyio
     import httpx2
-    from mcp import ClientSession, StdioServerParameters
+    from mcp import StdioServerParameters
     from mcp.client.stdio import stdio_client
     from mcp.client.streamable_http import streamable_http_client
 
@@ -406,7 +437,7 @@ async def session(
             assert spec.url is not None
             client = httpx2.AsyncClient(
                 headers=spec.resolved_headers(),
-                timeout=httpx2.Timeout(spec.connect_timeout_s, read=spec.timeout_s),
+                timeout=httpx2.Timeout(spec.connect_timeout_s, read=_read_timeout(spec)),
                 follow_redirects=False,
                 transport=_capped_transport(cap, min(_CLOSE_S, spec.connect_timeout_s)),
             )
@@ -422,7 +453,7 @@ async def session(
                 malformed.append(text[:MALFORMED_SHOWN])
 
         client_session = await stack.enter_async_context(
-            ClientSession(read, write, message_handler=on_message)
+            _session_class()(read, write, message_handler=on_message)
         )
         with anyio.fail_after(spec.connect_timeout_s):
             await client_session.initialize()
