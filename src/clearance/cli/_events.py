@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from clearance.runs import CallRecord, EventRecord, ToolCallRecord
 
 
-__all__ = ["print_events", "select_calls"]
+__all__ = ["event_rows", "print_events", "select_calls"]
 
 _TASK_KINDS = (PromptKind.TASK, PromptKind.ISOLATED, PromptKind.CLARIFICATION)
 
@@ -51,16 +51,28 @@ def select_calls(
     return [c for c in calls if c.subject in subjects]
 
 
+def event_rows(events: Sequence[EventRecord]) -> list[tuple[str, str, str]]:
+    """The rows of the events table: ``(kind, subject, what)``, not yet made safe to print.
+
+    Steps and isolated-context records are left out (the calls show them).
+    """
+    return [
+        (str(e.kind), e.subject, _what(e))
+        for e in events
+        if e.kind != EventKind.STEP and e.kind != EventKind.ISOLATED_CONTEXT
+    ]
+
+
 def print_events(console: Console, events: Sequence[EventRecord]) -> None:
     """Print a run's events (spawns, children, clarification rounds, limit breaches...)."""
-    shown = [e for e in events if e.kind != EventKind.STEP and e.kind != EventKind.ISOLATED_CONTEXT]
-    if not shown:
+    rows = event_rows(events)
+    if not rows:
         return
     table = Table(title="Events", title_justify="left")
     for column in ("kind", "subject", "what"):
         table.add_column(column)
-    for event in shown:
-        table.add_row(safe_text(event.kind), safe_text(event.subject), safe_text(_what(event)))
+    for row in rows:
+        table.add_row(*map(safe_text, row))
     console.print(table)
 
 

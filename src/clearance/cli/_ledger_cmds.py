@@ -3,31 +3,23 @@
 from __future__ import annotations
 
 import contextlib
-from collections import Counter
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
-from rich.panel import Panel
 from rich.table import Table
 
 from clearance import ConfigError
 from clearance.cli._backends import verify_lookups
 from clearance.cli._common import err, one_line_errors, out, safe_line, safe_text
-from clearance.cli._events import print_events, select_calls
+from clearance.cli._events import select_calls
 from clearance.cli._inspect import (
     page_if_terminal,
+    print_inspect,
     print_responses,
     print_run_json,
-    prompt_cache_line,
 )
 from clearance.cli._options import DbOption, RunIdArgument, not_empty
-from clearance.cli._store import print_tool_calls
-from clearance.events import EventKind
 from clearance.runs import DEFAULT_LEDGER_URL, MAX_ROWS
-
-if TYPE_CHECKING:
-    from clearance.runs import CallRecord, EventRecord, RunRecord, TaskRecord, ToolCallRecord
-
 
 __all__ = ["inspect", "runs", "verify"]
 
@@ -84,67 +76,7 @@ def inspect(
         print_responses(calls)
     else:
         with page_if_terminal(out, enabled=pager):
-            _print_inspect(record, calls, tasks, tool_calls, events, show_prompt=show_prompt)
-
-
-def _print_inspect(
-    record: RunRecord,
-    calls: list[CallRecord],
-    tasks: dict[str, TaskRecord],
-    tool_calls: list[ToolCallRecord],
-    events: list[EventRecord],
-    *,
-    show_prompt: bool,
-) -> None:
-    out.print(
-        safe_text(
-            f"run {record.run_id}  team {record.team}  status {record.status}  "
-            f"created {record.created_at:%Y-%m-%d %H:%M:%S}Z"
-        )
-    )
-    if record.goal:
-        out.print(safe_text(f"goal: {record.goal}"))
-    replays = Counter(str(e.data.get("original")) for e in events if e.kind == EventKind.REPLAYED)
-    for call in calls:
-        task_id = call.subject.partition(":")[2]
-        status = tasks[task_id].status if task_id in tasks else ""
-        header = f"{call.subject}  agent {call.agent}  model {call.model_id}  {status}".rstrip()
-        if replays[call.call_id]:
-            header += f"  REPLAYED on resume ({replays[call.call_id]}x, not sent again)"
-        if call.finish_reason == "length":
-            header += "  CUT OFF at the output limit (marked truncated)"
-        table = Table(title=safe_text(header), title_justify="left", show_lines=False)
-        table.add_column("origin")
-        table.add_column("title")
-        table.add_column("tokens", justify="right")
-        for item in call.manifest.get("items", []):
-            table.add_row(*map(safe_text, (item["origin"], item["title"], item["tokens"])))
-        table.add_row("", "total prompt", safe_text(call.manifest.get("total_tokens", "")))
-        if call.usage.cached_prompt_tokens is not None:
-            cached = f"{call.usage.cached_prompt_tokens} of {call.usage.prompt_tokens}"
-            table.add_row("", "cached by the server", cached)
-        if call.usage.counted:
-            counted = f"{call.usage.prompt_tokens} + {call.usage.completion_tokens}"
-            table.add_row("", "prompt + completion, counted (server reported none)", counted)
-        out.print(table)
-        if show_prompt:
-            for message in call.messages:
-                out.print(
-                    Panel(
-                        safe_text(message["content"]),
-                        title=safe_text(message["role"]),
-                        title_align="left",
-                    )
-                )
-        if call.pending:
-            out.print(safe_text("sent, no outcome recorded (the process stopped during the call)"))
-        elif call.error:
-            out.print(safe_text(f"error: {call.error}"))
-        elif call.response is not None:
-            out.print(Panel(safe_text(call.response), title="response", title_align="left"))
-    print_tool_calls(out, tool_calls)
-    print_events(out, events)
-    out.print(safe_text(prompt_cache_line(calls)))
+            print_inspect(record, calls, tasks, tool_calls, events, show_prompt=show_prompt)
 
 
 def _chain_head(value: str | None) -> str | None:
@@ -259,7 +191,7 @@ def runs(
     limit: Annotated[int, typer.Option(min=1, max=MAX_ROWS, help="How many runs.")] = 20,
     db: DbOption = DEFAULT_LEDGER_URL,
 ) -> None:
-    """List recent runs, newest first.
+    """List recent runs, newest first, and how many older ones are not shown.
 
     A run whose record is malformed (edited by hand) is left out of the table and named, with
     what is wrong, on one line of its own on stderr; the others are listed as usual, and the
@@ -289,6 +221,8 @@ def runs(
         table.add_row(*map(safe_text, row))
     if rows or not broken:
         out.print(table)
+    if more > 0:
+        out.print(f"{more:,} older runs not shown; raise --limit")
     for problem in broken:  # one line each, even when the message quotes a line break
         message = "\\n".join(str(problem).splitlines())
         err.print(safe_text(f"error: {message}"), soft_wrap=True)

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from clearance.runs import ToolCallRecord
 
 
-__all__ = ["print_tool_calls", "store_app"]
+__all__ = ["TOOL_CALL_COLUMNS", "chain_lines", "print_tool_calls", "store_app", "tool_call_rows"]
 
 store_app = typer.Typer(
     name="store",
@@ -150,40 +150,58 @@ def _print_whole(text: str) -> None:
     out.file.flush()
 
 
-def print_tool_calls(console: Console, records: Sequence[ToolCallRecord]) -> None:
-    """Print a run's tool calls, with the delegation chain of each ``delegate`` call."""
-    if not records:
-        return
-    table = Table(title="Tool calls", title_justify="left")
-    for column in ("subject", "agent", "step", "tool", "arguments", "result"):
-        table.add_column(column)
+TOOL_CALL_COLUMNS = ("subject", "agent", "step", "tool", "arguments", "result")
+"""The columns of the tool-call table `print_tool_calls` prints (and `tool_call_rows` fills)."""
+
+
+def tool_call_rows(records: Sequence[ToolCallRecord]) -> list[tuple[str, ...]]:
+    """The rows of the tool-call table (arguments cut at 60 characters, results at 80).
+
+    Not yet made safe to print.
+    """
+    rows: list[tuple[str, ...]] = []
     for r in records:
         args = json.dumps(r.arguments, ensure_ascii=False)
         result = ("ERROR " if r.is_error else "") + r.result
-        table.add_row(
-            *map(
-                safe_text,
-                (
-                    r.subject,
-                    r.agent,
-                    r.step,
-                    r.name,
-                    args if len(args) <= 60 else args[:57] + "...",
-                    result if len(result) <= 80 else result[:77] + "...",
-                ),
+        rows.append(
+            (
+                r.subject,
+                r.agent,
+                str(r.step),
+                r.name,
+                args if len(args) <= 60 else args[:57] + "...",
+                result if len(result) <= 80 else result[:77] + "...",
             )
         )
-    console.print(table)
-    chains = [r for r in records if r.chain]
-    for r in chains:
-        assert r.chain is not None
+    return rows
+
+
+def chain_lines(records: Sequence[ToolCallRecord]) -> list[str]:
+    """One line per ``delegate`` call: its delegation chain (not yet made safe to print)."""
+    lines: list[str] = []
+    for r in records:
+        if not r.chain:
+            continue
         steps = " -> ".join(
             [r.chain["steps"][0]["from"], *(s["to"] for s in r.chain["steps"])]
             if r.chain.get("steps")
             else []
         )
-        console.print(
-            safe_text(
-                f"delegation chain ({r.tool_call_id}): {steps} (max depth {r.chain['max_depth']})"
-            )
+        lines.append(
+            f"delegation chain ({r.tool_call_id}): {steps} (max depth {r.chain['max_depth']})"
         )
+    return lines
+
+
+def print_tool_calls(console: Console, records: Sequence[ToolCallRecord]) -> None:
+    """Print a run's tool calls, with the delegation chain of each ``delegate`` call."""
+    if not records:
+        return
+    table = Table(title="Tool calls", title_justify="left")
+    for column in TOOL_CALL_COLUMNS:
+        table.add_column(column)
+    for row in tool_call_rows(records):
+        table.add_row(*map(safe_text, row))
+    console.print(table)
+    for line in chain_lines(records):
+        console.print(safe_text(line))
