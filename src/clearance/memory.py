@@ -3,8 +3,8 @@
 Every memory is private to its agent unless a `MemoryGroup` declares otherwise; a team file
 reaches all of this through ``clearance run`` and ``clearance chat``. Use the parts directly to
 keep one agent's turns (`ConversationMemory`), remember across runs with relevance retrieval
-(`PersistentMemory`; `memory_lookup` and `list_memories` for auditing), or watch a context
-window and compress history before it overflows (`ContextWindowMonitor`).
+(`PersistentMemory`; `memory_lookup`, `list_memories` and `count_memories` for auditing),
+or watch a context window and compress history before it overflows (`ContextWindowMonitor`).
 """
 
 import typing
@@ -20,6 +20,7 @@ if typing.TYPE_CHECKING:
         Embedder,
         MemoryRecord,
         PersistentMemory,
+        count_memories,
         list_memories,
         memory_lookup,
     )
@@ -38,6 +39,7 @@ __all__ = [
     "Strategy",
     "TeamConversation",
     "Turn",
+    "count_memories",
     "default_memory_url",
     "group_members",
     "list_memories",
@@ -57,6 +59,7 @@ _EXPORTS = {
     "Strategy": "clearance._context.window",
     "TeamConversation": "clearance._state.team_conversation",
     "Turn": "clearance._state.conversation",
+    "count_memories": "clearance._state.memory",
     "default_memory_url": "clearance._orchestration.run_memory",
     "group_members": "clearance._core.memory_spec",
     "list_memories": "clearance._state.memory",

@@ -107,6 +107,13 @@ class ReplaySource:
         self._asked = asked
         self._tools = tools
         self._started = started
+        # The calls started at each (subject, step), in recorded order: a turn looks up its
+        # own, not every started call of the run (a scan per turn grew with the run squared).
+        self._started_at: dict[tuple[str, Any], list[str]] = {}
+        for call_id, data in started.items():
+            subject, step = data.get("subject"), data.get("step")
+            if isinstance(subject, str) and isinstance(step, int | float | str):
+                self._started_at.setdefault((subject, step), []).append(call_id)
         self._owners = owners
         self._cursor: dict[str, int] = {}
         self._live: set[str] = set()
@@ -262,13 +269,11 @@ class ReplaySource:
             })  # fmt: skip
             return _Turn(call_id=new_id("tool"))
         if index == len(rows):  # the call the process may have stopped inside
-            for call_id, data in self._started.items():
-                if (
-                    data.get("subject") == subject
-                    and data.get("step") == step
-                    and data.get("name") == call.name
-                    and data.get("arguments_sha256") == arguments_sha256(call.arguments)
-                ):
+            for call_id in self._started_at.get((subject, step), ()):
+                data = self._started[call_id]
+                if data.get("name") == call.name and data.get(
+                    "arguments_sha256"
+                ) == arguments_sha256(call.arguments):
                     return _Turn(call_id=call_id, rerun=True)
         return _Turn(call_id=new_id("tool"))
 

@@ -36,6 +36,7 @@ __all__ = [
     "READ_COLUMNS_SQL",
     "MemoryDatabase",
     "MemoryRecord",
+    "count_memories",
     "list_memories",
     "memory_lookup",
     "partition_of",
@@ -271,6 +272,21 @@ def list_memories(url_or_engine: str | sa.Engine, *, limit: int = 50) -> list[Me
     finally:
         database.close()
     return [record_of(r._mapping) for r in rows]
+
+
+def count_memories(url_or_engine: str | sa.Engine) -> int:
+    """How many records the memory store holds, of every scope (what `list_memories` lists).
+
+    Raises:
+        StoreError: As `list_memories`.
+    """
+    database = MemoryDatabase(url_or_engine, read_only=True)
+    try:
+        with database._reading("count memories") as conn:
+            count = conn.execute(sa.select(sa.func.count()).select_from(MEMORIES)).scalar_one()
+    finally:
+        database.close()
+    return int(count)
 
 
 def record_of(row: Any, *, score: float | None = None) -> MemoryRecord:

@@ -201,6 +201,8 @@ def runs(
 
     with RunLedger(db, read_only=True) as ledger:
         listed = ledger.run_listing(limit=limit)
+        # Counted only when the page is full: fewer runs than the limit are all there are.
+        more = ledger.run_count() - len(listed) if len(listed) == limit else 0
     records = [r for r in listed if not isinstance(r, MalformedRecord)]
     broken = [r for r in listed if isinstance(r, MalformedRecord)]
     rows = [

@@ -49,7 +49,7 @@ def memory(
     model, never by runs on a real one.
     """
     from clearance import load_team_file
-    from clearance.memory import default_memory_url, list_memories
+    from clearance.memory import count_memories, default_memory_url, list_memories
     from clearance.runs import masked_url
 
     url = memory_url
@@ -60,7 +60,13 @@ def memory(
         out.print(safe_text(f"no memory at {masked_url(url)} yet"), soft_wrap=True)
         return
     records = list_memories(url, limit=limit)
-    out.print(safe_text(f"memory: {masked_url(url)} ({len(records)} newest records)"))
+    # Counted only when the page is full: fewer records than the limit are all there are.
+    more = count_memories(url) - len(records) if len(records) == limit else 0
+    tail = f"; {more:,} more, raise --limit" if more > 0 else ""
+    out.print(
+        safe_text(f"memory: {masked_url(url)} ({len(records)} newest records{tail})"),
+        soft_wrap=True,
+    )
     for record in records:  # two lines each: readable at any width
         provider = record.provider or "?"
         head = Text(safe(f"{record.id}  {record.scope}  by {record.author}  "))

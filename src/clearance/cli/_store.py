@@ -102,17 +102,25 @@ def query(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
     db: StoreDbOption = DEFAULT_STORE_URL,
 ) -> None:
-    """List live entries of a namespace, most recently updated first."""
+    """List live entries of a namespace, most recently updated first, and how many more."""
     from clearance import ContextStore
 
     with ContextStore(db, read_only=True) as store:
         entries = store.query_by_prefix(namespace, prefix, limit)
+        # Counted only when the page is full: fewer entries than the limit are all there are.
+        total = store.count_by_prefix(namespace, prefix) if len(entries) == limit else 0
+    more = max(total - len(entries), 0)
+    shown = f"{len(entries)} entries"
+    if more:
+        shown = f"{len(entries)} of {total:,} entries ({more:,} more; raise --limit)"
     if as_json:
         for entry in entries:
             # ASCII JSON: every control character is a JSON escape, safe on a terminal.
             _print_whole(json.dumps(entry.to_dict(), ensure_ascii=True))
+        if more:  # on stderr: stdout stays JSON lines
+            err.print(safe_text(f"{namespace}: {shown}"), soft_wrap=True)
         return
-    table = Table(title=safe_text(f"{namespace}: {len(entries)} entries"), title_justify="left")
+    table = Table(title=safe_text(f"{namespace}: {shown}"), title_justify="left")
     for column in ("key", "value", "agent", "updated", "version", "expires"):
         table.add_column(column)
     for e in entries:

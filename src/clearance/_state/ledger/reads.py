@@ -107,6 +107,15 @@ class LedgerReads(LedgerBase):
             records.append(entry)
         return records
 
+    def run_count(self) -> int:
+        """How many runs the ledger holds (what `run_listing` pages through).
+
+        Raises:
+            StoreError: The database failed.
+        """
+        with self._reading("count runs") as conn:
+            return int(conn.execute(select(func.count()).select_from(RUNS)).scalar_one())
+
     def run_listing(self, limit: int = 20) -> list[RunRecord | MalformedRecord]:
         """The most recent runs, newest first, each its record or why it cannot be read.
 

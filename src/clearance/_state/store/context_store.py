@@ -53,7 +53,7 @@ from clearance._state.store.entry import (
 from clearance._state.store.schema import (
     PRE_VERSION_SCHEMA,
     STORE_SCHEMA,
-    escape_like,
+    prefix_params,
     search_statement,
     statements,
 )
@@ -367,14 +367,20 @@ class ContextStore(DatabaseBase):
         """
         check_limit(limit)
         check_text(namespace=namespace, prefix=prefix)
-        params = {
-            "ns": namespace,
-            "pattern": escape_like(prefix) + "%",
-            "length": len(prefix),
-            "prefix": prefix,
-            "limit": limit,
-        }
+        params = {**prefix_params(namespace, prefix), "limit": limit}
         return self._select(self._sql.by_prefix, params, f"query {namespace} by prefix")
+
+    def count_by_prefix(self, namespace: str, prefix: str = "") -> int:
+        """How many live entries `query_by_prefix` could list with no limit (one COUNT).
+
+        Raises:
+            ConfigError: An argument is not text or holds a NUL or a lone surrogate.
+            StoreError: The database could not be read.
+        """
+        check_text(namespace=namespace, prefix=prefix)
+        params = {**prefix_params(namespace, prefix), "now": self._clock()}
+        with self._reading(f"count {namespace}") as conn:
+            return int(conn.execute(self._sql.count_by_prefix, params).scalar_one())
 
     def search(self, patterns: Iterable[str], text: str, limit: int = 10) -> list[StoreEntry]:
         """Live entries whose key or value holds ``text`` (case-insensitive), newest first.

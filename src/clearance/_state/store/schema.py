@@ -44,6 +44,7 @@ __all__ = [
     "STORE_SCHEMA",
     "escape_like",
     "live",
+    "prefix_params",
     "search_statement",
     "statements",
 ]
@@ -207,6 +208,8 @@ class _Statements:
     """ns, now, limit."""
     by_prefix: Select[Any]
     """ns, pattern (escaped prefix + ``%``), length, prefix, now, limit."""
+    count_by_prefix: Select[Any]
+    """ns, pattern, length, prefix, now: how many live rows ``by_prefix`` could return."""
     touch: Update
     """ns, k, now, new_expiry."""
     delete: Delete
@@ -264,20 +267,20 @@ class _Statements:
             },
         )
         new = bindparam("new_expiry", type_=UTCDateTime)
+        prefixed = (
+            c.namespace == bindparam("ns"),
+            c.key.like(bindparam("pattern", type_=String), escape=LIKE_ESCAPE),
+            func.substr(c.key, 1, bindparam("length", type_=Integer))
+            == bindparam("prefix", type_=String),
+        )
         return cls(
             upsert=upsert,
             extend=extend,
             get_entry=select(*columns).where(*this, live()),
             get_value=select(c.value).where(*this, live()),
             query=_newest_first(select(*columns).where(c.namespace == bindparam("ns"))),
-            by_prefix=_newest_first(
-                select(*columns).where(
-                    c.namespace == bindparam("ns"),
-                    c.key.like(bindparam("pattern", type_=String), escape=LIKE_ESCAPE),
-                    func.substr(c.key, 1, bindparam("length", type_=Integer))
-                    == bindparam("prefix", type_=String),
-                )
-            ),
+            by_prefix=_newest_first(select(*columns).where(*prefixed)),
+            count_by_prefix=select(func.count()).select_from(ENTRIES).where(*prefixed, live()),
             touch=update(ENTRIES)
             .where(*this, live())
             .values(expires_at=case((c.expires_at < new, new), else_=c.expires_at)),
@@ -286,6 +289,16 @@ class _Statements:
                 c.expires_at.is_not(None), c.expires_at <= bindparam("now", type_=UTCDateTime)
             ),
         )
+
+
+def prefix_params(namespace: str, prefix: str) -> dict[str, Any]:
+    """The bound parameters ``by_prefix`` and ``count_by_prefix`` share (all but now, limit)."""
+    return {
+        "ns": namespace,
+        "pattern": escape_like(prefix) + "%",
+        "length": len(prefix),
+        "prefix": prefix,
+    }
 
 
 statements = cache(_Statements.build)
