@@ -23,6 +23,7 @@ __all__ = [
     "BUSY_TIMEOUT_MS",
     "PYSQLITE_QUERY_ARGUMENTS",
     "UNICODE_LOWER",
+    "WAL_SIZE_LIMIT_BYTES",
     "WRITE_OPTION",
     "configure_sqlite",
     "enable_wal",
@@ -37,6 +38,11 @@ __all__ = [
 
 BUSY_TIMEOUT_MS = 10_000
 """How long an SQLite connection waits for another writer's lock before failing."""
+
+WAL_SIZE_LIMIT_BYTES = 32 << 20
+"""Size the write-ahead log is cut back to once a checkpoint has emptied it (32 MiB): a
+reader that held a snapshot (``clearance serve``, a long ``verify``) lets the log grow while
+it holds, and the file would otherwise keep that size on disk for as long as it is open."""
 
 WRITE_OPTION = "clearance_ledger_write"
 """Execution option marking the write engine's connections (SQLite: ``BEGIN IMMEDIATE``)."""
@@ -261,6 +267,7 @@ def configure_sqlite(
                     cursor.execute(f"PRAGMA page_size = {int(page_size)}")
                 enable_wal(cursor)
                 cursor.execute("PRAGMA synchronous = NORMAL")
+                cursor.execute(f"PRAGMA journal_size_limit = {int(WAL_SIZE_LIMIT_BYTES)}")
             cursor.execute("PRAGMA foreign_keys = ON")
         finally:
             cursor.close()
