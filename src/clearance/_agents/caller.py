@@ -31,9 +31,12 @@ the model, limits that carry their own checks.
 With a `CallListener`, every call streams: the listener hears each attempt start
 (``"model_call"``), each piece of text as the provider streams it (``"text"``; a provider
 that cannot stream is heard once, with the whole text) and each tool call the model asks
-for (``"tool_call"``). Streaming changes nothing else: the same deadline (over the whole
-stream, a server trickling its answer included), the same checks, and the same records (the
-whole text as the response, exactly as without streaming).
+for (``"tool_call"``). A `ServingListener` also hears the task each call serves: the task of
+its budget (`CallBudget.task_id`), so a delegate's, a child's, an isolated dispatch's, a
+clarification's or a review's call names the task it serves. Streaming changes nothing
+else: the same deadline (over the whole stream, a server trickling its answer included), the
+same checks, and the same records (the whole text as the response, exactly as without
+streaming).
 """
 
 from __future__ import annotations
@@ -44,10 +47,17 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Literal
+from typing import Any
 
 from clearance._agents.answer_checks import checked_response, paid_usage
 from clearance._agents.budget_meter import BudgetMeter
+from clearance._agents.call_budget import (
+    CallBudget,
+    CallEventKind,
+    CallListener,
+    ServingListener,
+    task_of,
+)
 from clearance._agents.replay import ReplaySource, tool_calls_data
 from clearance._agents.retry import RetryPolicy, retry_after
 from clearance._agents.telemetry import model_call_span
@@ -69,57 +79,16 @@ from clearance.models._base import (
     Usage,
 )
 
-__all__ = ["CallBudget", "CallEventKind", "CallListener", "ModelCaller"]
+__all__ = ["CallBudget", "CallEventKind", "CallListener", "ModelCaller", "ServingListener"]
 
-CallEventKind = Literal[RunEventKind.MODEL_CALL, RunEventKind.TEXT, RunEventKind.TOOL_CALL]
-"""What a `CallListener` hears: an attempt starting (detail: ``"attempt N"``), a piece of
-the completion's text (detail: the piece, untrusted), a tool call asked for (detail: its
-name, untrusted)."""
-
-CallListener = Callable[[CallEventKind, str, str], None]
-"""Hears ``(kind, subject, detail)`` as calls are made; must not block."""
+_Hear = Callable[[CallEventKind, str, str | None, str], None]
 
 
-class CallBudget:
-    """Counts the model calls one task causes, against its agent's ``max_model_calls``.
-
-    One budget is shared by a task's tool loop, its delegates, its clarification rounds and
-    its spawned children. Retries of one call are not counted again.
-
-    A delegate or a spawned child has a budget of its own (its agent's ``max_model_calls``)
-    ``within`` the task's: each of its calls counts toward both, so it never makes more
-    calls than its own agent, nor than the task it serves, may.
-
-    Args:
-        maximum: Most calls; ``None`` for no cap.
-        subject: What the budget belongs to (``task:<id>``, ``delegation:<call id>``,
-            ``child:<id>``), named in the error.
-        within: The budget of the task this one serves, charged each call too; ``None``
-            for a task's own.
-    """
-
-    def __init__(
-        self, maximum: int | None, *, subject: str, within: CallBudget | None = None
-    ) -> None:
-        self.maximum = maximum
-        self.subject = subject
-        self.within = within
-        self.used = 0
-
-    def take(self) -> None:
-        """Count one more call (here and in every budget this one is within).
-
-        Raises:
-            LimitExceeded: ``limit="max_model_calls"``: the call would be one too many for
-                this budget or one it is within (nothing is counted then).
-        """
-        if self.maximum is not None and self.used >= self.maximum:
-            raise LimitExceeded(
-                "max_model_calls", value=self.used + 1, maximum=self.maximum, subject=self.subject
-            )
-        if self.within is not None:
-            self.within.take()
-        self.used += 1
+def _hearing(listener: CallListener | ServingListener | None) -> _Hear | None:
+    """What the caller tells each call event: ``(kind, subject, task_id, detail)``."""
+    if listener is None or isinstance(listener, ServingListener):
+        return None if listener is None else listener.hear
+    return lambda kind, subject, task_id, detail: listener(kind, subject, detail)
 
 
 @dataclass(kw_only=True, slots=True)
@@ -139,6 +108,8 @@ class _Call:
     reuse: list[str] = dataclasses.field(default_factory=list)
     # This attempt's stream: [pieces heard, 1 while open] (see `ModelCaller._streaming`).
     stream: list[int] = dataclasses.field(default_factory=lambda: [0, 1])
+    # The task the call serves (its budget's), told to a `ServingListener`.
+    task_id: str | None = None
 
 
 class ModelCaller:
@@ -152,7 +123,8 @@ class ModelCaller:
         clock: Timestamps of the records (aware UTC).
         monotonic: Seconds counter for latencies and deadlines.
         listener: Hears every call's progress, and makes calls stream (see the module
-            docstring); ``None`` for neither.
+            docstring); a `ServingListener` hears the task each call serves too; ``None``
+            for neither.
         meter: The run's budget, checked before and charged after each call; ``None``
             for no budget.
         hooks: User hooks told before and after each call (`RunHooks`); ``None`` for none.
@@ -174,7 +146,7 @@ class ModelCaller:
         retry_policy: RetryPolicy | None = None,
         clock: Clock = utc_now,
         monotonic: Callable[[], float] = time.perf_counter,
-        listener: CallListener | None = None,
+        listener: CallListener | ServingListener | None = None,
         meter: BudgetMeter | None = None,
         hooks: HookRunner | None = None,
         replay: ReplaySource | None = None,
@@ -188,6 +160,7 @@ class ModelCaller:
         self._clock = clock
         self._monotonic = monotonic
         self.listener = listener
+        self._hear = _hearing(listener)
         self.meter = meter
         self.hooks = hooks or HookRunner()
         self.replay = replay
@@ -220,7 +193,8 @@ class ModelCaller:
             temperature: Sampling temperature; ``None`` means the agent's
                 ``sampling.temperature``, else 0. The agent's other sampling settings
                 (``top_p``, ``repeat_penalty``, ``stop``) are sent as they are.
-            budget: The task's call budget, charged one call; ``None`` for none.
+            budget: The task's call budget, charged one call; ``None`` for none. A
+                listener hears the call as serving its task (`CallBudget.task_id`).
 
         Returns:
             The response of the first successful attempt.
@@ -268,6 +242,7 @@ class ModelCaller:
         call = _Call(
             subject=subject, agent=agent, model=model, request=request,
             attempts=limits.retries + 1, reuse=[found] if found is not None else [],
+            task_id=budget.task_id if budget is not None else task_of(subject),
         )  # fmt: skip
         started = self._monotonic()
         info = None
@@ -411,27 +386,29 @@ class ModelCaller:
 
     def _streaming(self, call: _Call, number: int) -> _Call | None:
         """The attempt's call with a streaming request, when there is a listener."""
-        listener = self.listener
-        if listener is None:
+        hear = self._hear
+        if hear is None:
             return None
-        listener(RunEventKind.MODEL_CALL, call.subject, f"attempt {number}")
+        subject, task_id = call.subject, call.task_id
+        hear(RunEventKind.MODEL_CALL, subject, task_id, f"attempt {number}")
         state = [0, 1]  # pieces heard; 1 while the attempt is open
 
         def sink(piece: str) -> None:
             if state[1]:  # a provider thread may go on briefly after an abandoned attempt
                 state[0] += 1
-                listener(RunEventKind.TEXT, call.subject, piece)
+                hear(RunEventKind.TEXT, subject, task_id, piece)
 
         request = dataclasses.replace(call.request, stream=sink)
         return dataclasses.replace(call, request=request, stream=state)
 
     def _heard(self, call: _Call, streamed: _Call, response: ModelResponse) -> None:
         """Tell the listener the text a provider did not stream, and the tool calls."""
-        assert self.listener is not None
+        hear = self._hear
+        assert hear is not None
         if not streamed.stream[0] and response.text:
-            self.listener(RunEventKind.TEXT, call.subject, response.text)
+            hear(RunEventKind.TEXT, call.subject, call.task_id, response.text)
         for tool_call in response.tool_calls:
-            self.listener(RunEventKind.TOOL_CALL, call.subject, tool_call.name)
+            hear(RunEventKind.TOOL_CALL, call.subject, call.task_id, tool_call.name)
 
     async def _send(self, call: _Call, started: float) -> ModelResponse:
         """Send the request within the attempt's time; translate the provider's errors."""

@@ -19,7 +19,10 @@ class RunEvent:
     Attributes:
         kind: What happened.
         run_id: The run.
-        task_id: The task concerned, or ``None`` for run-level events.
+        task_id: The task concerned, or ``None`` for run-level events. For ``model_call``,
+            ``text`` and ``tool_call``: the task the call serves (a delegate's, a spawned
+            child's, an isolated dispatch's, a clarification's or a review's call included);
+            ``None`` for the plan's and the synthesis' calls.
         detail: A short human-readable detail (an error, a token count), or ``""``. For
             ``text``: a piece of a model's completion as it streams; for ``tool_call``: the
             tool's name; for ``model_call``: ``"attempt N"`` (a retried call streams again

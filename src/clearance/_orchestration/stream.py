@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from clearance._agents.caller import CallEventKind, CallListener
+from clearance._agents.caller import CallEventKind, ServingListener
 from clearance._core.errors import ConfigError
 from clearance._core.spec import Task
 from clearance._core.vocabulary import RunEventKind
@@ -36,18 +36,19 @@ DEFAULT_MAX_EVENTS = 10_000
 """Unread events after which a `RunStream` drops ``text`` pieces."""
 
 
-def call_listener(emit: Callable[..., None], run_id: str) -> CallListener:
-    """A `CallListener` that turns a run's call events into `RunEvent` s through ``emit``.
+def call_listener(emit: Callable[..., None], run_id: str) -> ServingListener:
+    """A listener that turns a run's call events into `RunEvent` s through ``emit``.
 
-    ``emit`` is the orchestrator's ``_emit(kind, run_id, task_id=, detail=, subject=)``; a
-    call whose subject is ``task:<id>`` is that task's.
+    ``emit`` is the orchestrator's ``_emit(kind, run_id, task_id=, detail=, subject=)``.
+    Each event names the task its call serves, as the caller hears it from the call's budget
+    (`CallBudget.task_id`): a delegate's, a child's, an isolated dispatch's, a
+    clarification's or a review's call names its task, the plan and the synthesis none.
     """
 
-    def listen(kind: CallEventKind, subject: str, detail: str) -> None:
-        task_id = subject.removeprefix("task:") if subject.startswith("task:") else None
+    def listen(kind: CallEventKind, subject: str, task_id: str | None, detail: str) -> None:
         emit(kind, run_id, task_id=task_id, detail=detail, subject=subject)
 
-    return listen
+    return ServingListener(listen)
 
 
 class RunStream:
