@@ -21,14 +21,23 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from clearance._agents.mcp_transport import ErrorTail, ReadCap, StateFolders, read_cap, session
+from clearance._agents.mcp_transport import (
+    MAX_SERVER_REQUESTS,
+    ErrorTail,
+    ReadCap,
+    StateFolders,
+    read_cap,
+    session,
+)
 from clearance._agents.tools import Tool, ToolOutput, tool_caller
+from clearance._core.confined import escape_controls
 from clearance._core.errors import ConfigError
 from clearance._core.mcp_spec import McpServerSpec, McpToolRef
 from clearance._core.schema_check import schema_errors, schema_problem
@@ -217,6 +226,12 @@ async def _listed(server: str, spec: McpServerSpec, wanted: set[str], folder: Pa
     except Exception as exc:  # any failure of the server, its process or the connection
         leaf = _leaf(exc)
         said = _tail(errlog.close())
+        if cap.flooded:
+            raise ConfigError(
+                f"MCP server {server!r} ({spec.where()}) sent more than {MAX_SERVER_REQUESTS} "
+                "requests while listing its tools",
+                field=field_name,
+            ) from None
         if cap.exceeded:
             raise ConfigError(
                 f"MCP server {server!r} listed its tools in a message over {cap.limit} bytes, "
@@ -335,6 +350,10 @@ async def _call(
         result = await _stopped_on_cancel(work)
     except Exception as exc:  # any failure of the server, its process or the connection
         leaf = _leaf(exc)
+        if cap.flooded:
+            message = f"{who} sent more than {MAX_SERVER_REQUESTS} requests while answering "
+            message += f"{ref.tool}; the call was ended"
+            return f"error: {message}", True, {"error": "too_many_requests"}
         if cap.exceeded:
             message = (
                 f"{who} answered {ref.tool} with a message over {cap.limit} bytes, which was "
@@ -373,7 +392,7 @@ def _argument_problems(schema: dict[str, Any], unusable: str | None, arguments: 
     try:
         errors = schema_errors(schema, arguments, subject=subject, value_name="the arguments")
     except ValueError as exc:
-        return _clean(str(exc))[:_ERROR_CHARS]
+        return _quoted(str(exc))
     except Exception as exc:  # anything else the schema makes the check raise
         return f"{subject} cannot be checked: {_describe(exc)}"
     problems = [f"{error.json_path}: {error.message}"[:_ERROR_CHARS] for error in errors]
@@ -397,7 +416,7 @@ def _sent(malformed: list[str]) -> str:
     if not malformed:
         return ""
     more = f" (and {len(malformed) - 1} more)" if len(malformed) > 1 else ""
-    return f"; it sent a message that is not JSON-RPC{more}: {malformed[0]}"
+    return f"; it sent a message that is not JSON-RPC{more}: {_quoted(malformed[0])}"
 
 
 def _tail(text: str) -> str:
@@ -426,7 +445,17 @@ def _describe(exc: BaseException) -> str:
     """One line about an exception (its first leaf, for exception groups), shortened."""
     exc = _leaf(exc)
     text = " ".join(str(exc).split()) or type(exc).__name__
-    return f"{type(exc).__name__}: {_clean(text)[:_ERROR_CHARS]}"
+    return f"{type(exc).__name__}: {_quoted(text)}"
+
+
+_BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")  # text shown in another order than sent
+
+
+def _quoted(text: str, limit: int = _ERROR_CHARS) -> str:
+    r"""A server's text, at most ``limit`` characters, controls shown as escapes (``\x1b``)."""
+    # ESC, NUL, C1, the bidirectional overrides: shown, never obeyed, as a line break is
+    shown = _BIDI.sub(lambda m: f"\\u{ord(m[0]):04x}", escape_controls(text[:limit]))
+    return _clean(shown if len(shown) <= limit else shown[: limit - 1] + "…")
 
 
 def _clean(text: str) -> str:

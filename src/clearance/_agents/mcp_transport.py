@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from anyio import ClosedResourceError, EndOfStream
+from anyio.abc import ObjectReceiveStream
 from anyio.streams.text import TextReceiveStream
 
 from clearance._core.mcp_spec import McpServerSpec
@@ -53,7 +54,8 @@ from clearance._core.mcp_spec import McpServerSpec
 if TYPE_CHECKING:
     from mcp import ClientSession
 
-__all__ = ["MALFORMED_SHOWN", "ErrorTail", "ReadCap", "StateFolders", "read_cap", "session"]
+__all__ = ["MALFORMED_SHOWN", "MAX_SERVER_REQUESTS", "ErrorTail", "ReadCap", "StateFolders",
+           "read_cap", "session"]  # fmt: skip
 
 # The SDK logs a server's malformed message with its traceback; with no logging set up,
 # Python's last-resort handler would print that to the terminal. What a server sends is
@@ -62,6 +64,10 @@ logging.getLogger("mcp").addHandler(logging.NullHandler())
 
 MALFORMED_SHOWN = 120
 """Most characters of a server's malformed message quoted in an error."""
+
+MAX_SERVER_REQUESTS = 100
+"""Most requests (``ping``, ``roots/list``, ...) a server may send the client in one session;
+past them the session's input ends (`ReadCap.flooded`), failing the listing or call at once."""
 
 _MIN_READ_CAP = 1024 * 1024
 _FOLDER_VARIABLES = (
@@ -82,10 +88,42 @@ class ReadCap:
     Attributes:
         limit: Most characters (stdio line) or bytes (HTTP response body) of one message.
         exceeded: Set when a message went over ``limit`` (its read was stopped).
+        requests: The requests the server sent the client so far.
+        flooded: Set when they went over `MAX_SERVER_REQUESTS` (the reading was stopped).
     """
 
     limit: int
     exceeded: bool = False
+    requests: int = 0
+    flooded: bool = False
+
+
+class _CountedRequests(ObjectReceiveStream[Any]):
+    """The server's messages, ended (as if it closed) past `MAX_SERVER_REQUESTS` requests."""
+
+    # Each request would otherwise get a task and an answer, until the call's deadline.
+
+    def __init__(self, inner: Any, cap: ReadCap) -> None:
+        self._inner, self._cap = inner, cap
+
+    @property
+    def last_context(self) -> Any:  # the SDK's per-message context, where the stream has one
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> Any:
+        from mcp.types import JSONRPCRequest
+
+        item = await self._inner.receive()
+        if isinstance(getattr(item, "message", None), JSONRPCRequest):
+            self._cap.requests += 1
+            if self._cap.requests > MAX_SERVER_REQUESTS:
+                self._cap.flooded = True
+                await self._inner.aclose()  # the transport's writes now fail; it stops
+                raise EndOfStream
+        return item
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
 
 
 _STDIO_CAP: contextvars.ContextVar[ReadCap | None] = contextvars.ContextVar(
@@ -405,7 +443,7 @@ async def session(
     ``errlog``, or is discarded (a hostile server could otherwise write to the terminal).
     Each message the server sent that is not JSON-RPC is described in ``malformed`` (the
     session goes on without it: a request it should have answered then times out, and the
-    caller can say why).
+    caller can say why). Past `MAX_SERVER_REQUESTS` requests of the server, its input ends.
     """
     import anyio
     import httpx2
@@ -453,7 +491,7 @@ async def session(
                 malformed.append(text[:MALFORMED_SHOWN])
 
         client_session = await stack.enter_async_context(
-            _session_class()(read, write, message_handler=on_message)
+            _session_class()(_CountedRequests(read, cap), write, message_handler=on_message)
         )
         with anyio.fail_after(spec.connect_timeout_s):
             await client_session.initialize()
