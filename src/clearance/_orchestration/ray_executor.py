@@ -297,7 +297,8 @@ class RayExecutor:
                 shown(piece)
 
         while True:
-            worker = pool.pick(lost)
+            bound = self._reaper.grace_s + self.start_timeout_s  # a hung actor killed, restarted
+            worker = await pool.take(lost, min(bound, request.timeout_s or bound), model_id)
             worker.in_flight += 1
             try:
                 # Restarting (lost earlier): a call sent now would fail at once, no death.

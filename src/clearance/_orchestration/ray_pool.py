@@ -1,7 +1,10 @@
 """The worker actors of a `RayExecutor`: which one answers a call, and keeping them alive.
 
-- **Routing.** A call goes to the worker that is up (not known to be restarting), has no
-  cancelled call still running, and has the fewest calls in flight (`Pool.pick`).
+- **Routing.** A call goes to a worker with no cancelled call still running, preferably one
+  that is up (not known to be restarting), with the fewest calls in flight (`Pool.pick`).
+  When every worker has a cancelled call still running, the call is not queued behind one
+  (that actor is about to be killed, and the call would be lost with it): it waits, within
+  its deadline, until a worker's cancelled call ends or the reaper kills it (`Pool.take`).
 - **Restarts.** A worker lost during a call is marked down; Ray restarts its actor. The next
   call picked for it (when no worker that is up is free of it) first waits for the actor to
   answer `ModelWorker.ready` (`Pool.wait_up`, within a deadline): a call sent to an actor
@@ -12,7 +15,10 @@
   cancellation cannot take effect, and every later call sent to that actor would wait behind
   it. `Reaper` gives each cancelled call ``grace_s`` to end; an actor whose cancelled call has
   not ended by then is killed (Ray restarts it), marked down, and reported (``on_kill``).
-  One reaper thread per executor, while it has calls to watch.
+  One reaper thread per executor, while it has calls to watch. A streamed call is watched by
+  the object that is ready when its generator task ends (``completed()``): the generator
+  itself reads as ready as soon as it has an item (or an error) to hand out, which a
+  cancelled stream does at once, even while its worker is blocked.
 """
 
 from __future__ import annotations
@@ -71,12 +77,36 @@ class Pool:
         return semaphore
 
     def pick(self, avoid: list[int]) -> Worker:
-        """The best worker not in ``avoid`` (any worker when every one is in it).
+        """The best worker, by: none stuck, not in ``avoid``, up, the fewest calls in flight."""
+        return min(
+            self.workers,
+            key=lambda w: (w.stuck > 0, w.index in avoid, w.down, w.in_flight, w.index),
+        )
 
-        Up before down, none stuck before some, then the fewest calls in flight.
+    async def take(self, avoid: list[int], timeout_s: float, model_id: str) -> Worker:
+        """`pick`, once some worker has no cancelled call still running (at once, mostly).
+
+        A worker whose cancelled call has not ended is killed by the reaper within its
+        grace (then it is down, not stuck, and `wait_up` waits for the restart), or its call
+        ends: the wait is bounded by that, by ``timeout_s``, and by the caller's deadline
+        (a cancellation).
+
+        Raises:
+            ModelError: Every worker was still stuck after ``timeout_s`` (transient).
         """
-        candidates = [w for w in self.workers if w.index not in avoid] or self.workers
-        return min(candidates, key=lambda w: (w.down, w.stuck > 0, w.in_flight, w.index))
+        deadline = time.monotonic() + timeout_s
+        while True:
+            worker = self.pick(avoid)
+            if not worker.stuck:
+                return worker
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ModelError(
+                    f"every Ray worker was still running a cancelled call after {timeout_s:g} s",
+                    model_id=model_id,
+                    transient=True,
+                )
+            await asyncio.sleep(min(_POLL_S, left))
 
     async def wait_up(self, worker: Worker, timeout_s: float, model_id: str) -> None:
         """Return once ``worker``'s actor answers (at once when it is not known to be down).
@@ -131,7 +161,12 @@ class Reaper:
         self._stop = threading.Event()
 
     def watch(self, worker: Worker, ref: Any, context: Any) -> None:
-        """Watch ``ref``, a call of ``worker``'s just cancelled; ``context`` goes to ``on_kill``."""
+        """Watch ``ref``, a call of ``worker``'s just cancelled; ``context`` goes to ``on_kill``.
+
+        ``ref`` is a call's result, or a streamed call's generator (watched by its task's
+        ``completed()`` ref, see the module).
+        """
+        ref = _ended(ref)
         with self._lock:
             worker.stuck += 1
             if len(self._watched) >= MAX_WATCHED:
@@ -168,8 +203,12 @@ class Reaper:
             wait_s = max(0.0, min(due for due, _, _, _ in watched.values()) - time.monotonic())
             try:
                 done, _ = ray.wait(refs, num_returns=len(refs), timeout=min(wait_s, 1.0))
-            except Exception:  # Ray shut down under the reaper: nothing left to kill
-                done = refs
+            except Exception:
+                if not ray.is_initialized():  # Ray shut down under the reaper: nothing to kill
+                    done = refs
+                else:  # a ref Ray would not wait on: unwatchable, so killed when it is due
+                    done = _each_ended(refs)
+                    self._stop.wait(min(wait_s, 1.0))
             ended = set(done)
             now = time.monotonic()
             for key, (due, worker, ref, context) in watched.items():
@@ -192,6 +231,26 @@ class Reaper:
             return
         with contextlib.suppress(Exception):
             self._on_kill(worker, context)
+
+
+def _ended(ref: Any) -> Any:
+    """What is ready when the call behind ``ref`` has ended on its worker (see the module)."""
+    import ray
+
+    if isinstance(ref, ray.ObjectRefGenerator):
+        return ref.completed()
+    return ref
+
+
+def _each_ended(refs: list[Any]) -> list[Any]:
+    """The ``refs`` that `ray.wait` says are ready, asked one by one (one that fails: not)."""
+    import ray
+
+    done = []
+    for ref in refs:
+        with contextlib.suppress(Exception):
+            done += ray.wait([ref], num_returns=1, timeout=0)[0]
+    return done
 
 
 def _cancel(ref: Any) -> None:
