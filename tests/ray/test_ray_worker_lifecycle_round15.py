@@ -179,7 +179,9 @@ async def test_calls_after_the_worker_is_killed_from_outside_wait_for_its_restar
         ex.attach(lambda kind, subject, data: recorded.append((kind, subject, data)))
         assert ex._pool is not None
         for worker in ex._pool.workers:
+            old = ray.get(worker.actor.ready.remote(), timeout=30)  # its process id
             ray.kill(worker.actor, no_restart=False)  # both restart: no live worker to use
+            _gone(worker.actor, old)  # the kill is sent, not done: wait until it is
             worker.down = True  # as a call that saw it die marks it
         request = ModelRequest(prompt=_prompt("x"), max_tokens=16)
         answers = await asyncio.wait_for(
@@ -188,3 +190,16 @@ async def test_calls_after_the_worker_is_killed_from_outside_wait_for_its_restar
         assert len(answers) == 6
         assert not recorded and ex.lost_workers == 0
         assert not any(w.down for w in ex._pool.workers)
+
+
+def _gone(actor: Any, pid: int) -> None:
+    """Return once the actor's process ``pid`` is gone (its ``ready`` fails or names another)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if ray.get(actor.ready.remote(), timeout=5) != pid:
+                return
+        except Exception:  # dead or restarting: the old process is gone
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the killed actor's process {pid} still answers after 30 s")
