@@ -8,10 +8,8 @@ page of megabytes, keep-alive comments forever.
 from __future__ import annotations
 
 import asyncio
-import http.server
 import json
 import re
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -22,89 +20,18 @@ from typer.testing import CliRunner
 
 pytest.importorskip("mcp")
 
+from raw_mcp_http import Behaviour, RawMcpServer, serving
+
 from clearance._agents.mcp import load_mcp_tools
 from clearance._core.errors import ConfigError
 from clearance._core.mcp_spec import McpServerSpec, McpToolRef
 from clearance.cli import app
 
-Behaviour = dict[str, Any]
-
-
-class _Server:
-    """A scripted MCP endpoint: what it was sent (method, headers) and how it answers."""
-
-    def __init__(self, behaviour: Behaviour) -> None:
-        self.behaviour = behaviour
-        self.seen: list[tuple[str, dict[str, str]]] = []
-        owner = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self) -> None:
-                request = json.loads(self.rfile.read(int(self.headers["content-length"])))
-                owner.seen.append((request.get("method", "?"), dict(self.headers)))
-                if "id" not in request or "method" not in request:
-                    return self.reply(202, b"", "text/plain")
-                answer = owner.behaviour.get(request["method"])
-                if callable(answer):
-                    return answer(self, request)
-                body = json.dumps(
-                    {"jsonrpc": "2.0", "id": request["id"], "result": owner.result(request)}
-                ).encode()
-                self.reply(200, body, "application/json")
-
-            def reply(self, status: int, body: bytes, kind: str, **headers: str) -> None:
-                self.send_response(status)
-                self.send_header("content-type", kind)
-                self.send_header("content-length", str(len(body)))
-                for name, value in headers.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(body)
-
-            def do_GET(self) -> None:
-                self.reply(405, b"", "text/plain")
-
-            do_DELETE = do_GET
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-        self.http = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.http.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.http.server_address[1]}/mcp"
-        threading.Thread(target=self.http.serve_forever, daemon=True).start()
-
-    def result(self, request: dict[str, Any]) -> dict[str, Any]:
-        if request["method"] == "initialize":
-            return {
-                "protocolVersion": request["params"]["protocolVersion"],
-                "capabilities": {"tools": {}},
-                "serverInfo": {"name": "hostile", "version": "1"},
-            }
-        if request["method"] == "tools/list":
-            tool = {"name": "t", "inputSchema": {"type": "object"}}
-            tool.update(self.behaviour.get("tool", {}))
-            return {"tools": [tool]}
-        return self.behaviour.get("result", {"content": [{"type": "text", "text": "ok"}]})
-
-    def methods(self) -> list[str]:
-        return [method for method, _ in self.seen]
-
 
 @pytest.fixture
-def serve() -> Iterator[Callable[[Behaviour], _Server]]:
-    servers: list[_Server] = []
-
-    def start(behaviour: Behaviour) -> _Server:
-        servers.append(_Server(behaviour))
-        return servers[-1]
-
-    yield start
-    for server in servers:
-        server.http.shutdown()
-        server.http.server_close()
+def serve() -> Iterator[Callable[[Behaviour], RawMcpServer]]:
+    with serving() as start:
+        yield start
 
 
 async def _longest_stall(work: Any) -> tuple[Any, float]:

@@ -6,11 +6,9 @@ never would) or a stdio process written by hand.
 
 from __future__ import annotations
 
-import http.server
 import json
 import re
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -21,90 +19,30 @@ from typer.testing import CliRunner
 
 pytest.importorskip("mcp")
 
+from raw_mcp_http import (
+    Answer,
+    Behaviour,
+    RawMcpServer,
+    result_body,
+    serving,
+    standard_result,
+)
+
 from clearance._agents.mcp import load_mcp_tools
 from clearance._agents.mcp_transport import MAX_SERVER_REQUESTS
 from clearance._core.errors import ConfigError
 from clearance._core.mcp_spec import McpServerSpec, McpToolRef
 from clearance.cli import app
 
-Answer = Callable[[Any, dict[str, Any]], None]
 HOSTILE = "\x1b]0;owned\x07\x1b[2J\x00\x9b31m\u202eevil\u2066"
 """A terminal title, a screen clear, NUL, a C1 CSI and two bidirectional controls."""
 RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
-class _Server:
-    """A raw MCP endpoint on 127.0.0.1: ``answers`` by method; what it was sent, in ``seen``."""
-
-    def __init__(self, answers: dict[str, Answer]) -> None:
-        self.seen: list[dict[str, Any]] = []
-        owner = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self) -> None:
-                message = json.loads(self.rfile.read(int(self.headers["content-length"])))
-                owner.seen.append(message)
-                if "id" not in message or "method" not in message:
-                    return self.reply(202, b"", "text/plain")  # a notification, an answer
-                if message["method"] in answers:
-                    return answers[message["method"]](self, message)
-                self.reply(200, _result(message, owner.result(message)), "application/json")
-
-            def reply(self, status: int, body: bytes, kind: str) -> None:
-                self.send_response(status)
-                self.send_header("content-type", kind)
-                self.send_header("content-length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def do_GET(self) -> None:
-                self.reply(405, b"", "text/plain")
-
-            do_DELETE = do_GET
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-        self.http = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.http.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.http.server_address[1]}/mcp"
-        threading.Thread(target=self.http.serve_forever, daemon=True).start()
-
-    @staticmethod
-    def result(message: dict[str, Any]) -> dict[str, Any]:
-        if message["method"] == "initialize":
-            return {
-                "protocolVersion": message["params"]["protocolVersion"],
-                "capabilities": {"tools": {}},
-                "serverInfo": {"name": "hostile", "version": "1"},
-            }
-        if message["method"] == "tools/list":
-            return {"tools": [{"name": "t", "inputSchema": {"type": "object"}}]}
-        return {"content": [{"type": "text", "text": "ok"}]}
-
-    def answers_to_the_client(self) -> int:
-        """How many of the client's messages were answers (to the server's requests)."""
-        return sum(1 for m in self.seen if "id" in m and "method" not in m)
-
-
-def _result(message: dict[str, Any], result: dict[str, Any]) -> bytes:
-    return json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}).encode()
-
-
 @pytest.fixture
-def serve() -> Iterator[Callable[[dict[str, Answer]], _Server]]:
-    servers: list[_Server] = []
-
-    def start(answers: dict[str, Answer]) -> _Server:
-        servers.append(_Server(answers))
-        return servers[-1]
-
-    yield start
-    for server in servers:
-        server.http.shutdown()
-        server.http.server_close()
+def serve() -> Iterator[Callable[[Behaviour], RawMcpServer]]:
+    with serving() as start:
+        yield start
 
 
 def _flood(method: str, count: int) -> Answer:
@@ -155,7 +93,7 @@ async def test_a_few_requests_during_a_call_are_answered_and_the_call_goes_on(se
         for n in range(3):
             ping = {"jsonrpc": "2.0", "id": f"p{n}", "method": "ping"}
             handler.wfile.write(f"data: {json.dumps(ping)}\n\n".encode())
-        handler.wfile.write(b"data: " + _result(message, _Server.result(message)) + b"\n\n")
+        handler.wfile.write(b"data: " + result_body(message, standard_result(message)) + b"\n\n")
         handler.wfile.flush()
 
     server = serve({"tools/call": pings_then_result})

@@ -1,10 +1,11 @@
-"""Fixtures for the provider tests: real prompts built by the `ContextBuilder`."""
+"""Fixtures for the provider tests: real prompts built by the `ContextBuilder`, raw servers."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
+from raw_http import Handler, Server
 
 from clearance._context.builder import ContextBuilder
 from clearance._core.prompt import Prompt
@@ -56,3 +57,17 @@ def build_prompt(
 def make_prompt() -> PromptFactory:
     """``make_prompt(count_tokens, description=..., upstream_result=...)`` -> `Prompt`."""
     return build_prompt
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[[Handler], Server]]:
+    """``serve(handler) -> Server``: raw HTTP servers on 127.0.0.1, closed after the test."""
+    servers: list[Server] = []
+
+    def start(handler: Handler) -> Server:
+        servers.append(Server(handler))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.close()

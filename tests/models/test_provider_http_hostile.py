@@ -14,7 +14,7 @@ import json
 import socket
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -28,19 +28,6 @@ from clearance.models._http_body import MAX_RESPONSE_BYTES
 from clearance.models._openai import OpenAIModel
 
 KEY = "sk-test-0123456789abcdef"
-
-
-@pytest.fixture
-def serve() -> Iterator[Callable[[Handler], Server]]:
-    servers: list[Server] = []
-
-    def start(handler: Handler) -> Server:
-        servers.append(Server(handler))
-        return servers[-1]
-
-    yield start
-    for server in servers:
-        server.close()
 
 
 @pytest.fixture

@@ -10,11 +10,11 @@ saw the call. Calls go through `ModelCaller` with a real ledger and the run's bu
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from raw_http import Handler, Server
+from raw_http import Server
 
 from clearance import Agent, ModelError, RetryPolicy, RunBudget, RunLedger
 from clearance._agents.budget_meter import BudgetMeter
@@ -22,19 +22,6 @@ from clearance._agents.caller import ModelCaller
 from clearance.models._openai import OpenAIModel
 
 WORDS = "one two three four five six seven eight nine ten " * 4
-
-
-@pytest.fixture
-def serve() -> Iterator[Callable[[Handler], Server]]:
-    servers: list[Server] = []
-
-    def start(handler: Handler) -> Server:
-        servers.append(Server(handler))
-        return servers[-1]
-
-    yield start
-    for server in servers:
-        server.close()
 
 
 @pytest.fixture

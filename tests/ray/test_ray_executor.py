@@ -175,16 +175,23 @@ async def test_canary_no_worker_receives_anything_outside_its_task_prompt(
     assert_saw(recorded, "c1", canaries["c0"])  # a dependency's result does arrive
 
 
-def _dying_model(flag: str, model_id: str, **options: Any) -> Any:
+def first_call(flag: str) -> bool:
+    """Whether this is the first call across every worker: the one that creates ``flag``."""
+    try:
+        fd = os.open(flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return False
+    os.close(fd)
+    return True
+
+
+def dying_model(flag: str, model_id: str, **options: Any) -> Any:
     """A fake model whose first call (across every worker) kills its worker process."""
 
     class Dying(FakeModel):
         async def request(self, request: ModelRequest) -> Any:
-            try:
-                fd = os.open(flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            except FileExistsError:
+            if not first_call(flag):
                 return await super().request(request)
-            os.close(fd)
             os._exit(1)
 
     return Dying(model_id.partition(":")[2], latency_s=0)
@@ -193,7 +200,7 @@ def _dying_model(flag: str, model_id: str, **options: Any) -> Any:
 async def test_a_worker_that_dies_mid_call_is_retried_on_another_and_recorded(
     ray_head: str, tmp_path: Path
 ) -> None:
-    factory = functools.partial(_dying_model, str(tmp_path / "died"))
+    factory = functools.partial(dying_model, str(tmp_path / "died"))
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     with (
         RayExecutor(address=ray_head, workers=2, cpus_per_worker=0, model_factory=factory) as ex,

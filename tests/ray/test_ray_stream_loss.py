@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_ray_executor import _prompt, ray, ray_head  # noqa: F401  (the module's Ray head)
+from test_ray_executor import _prompt, first_call, ray, ray_head  # noqa: F401  (the module's Ray head)
 
 from clearance import ModelError, RayExecutor
 from clearance.models._base import ModelRequest
@@ -32,11 +32,8 @@ def _dying_stream(flag: str, model_id: str, **options: Any) -> FakeModel:
 
     class DyingStream(FakeModel):
         async def request(self, request: ModelRequest) -> Any:
-            try:
-                fd = os.open(flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            except FileExistsError:
+            if not first_call(flag):
                 return await super().request(request)
-            os.close(fd)
             assert request.stream is not None
             request.stream("first ")
             request.stream("words ")

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import os
 import sys
 import time
 from collections.abc import Iterator
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_ray_executor import TEAM, _prompt, ray, ray_head, verify_cli  # noqa: F401
+from test_ray_executor import TEAM, _prompt, dying_model, ray, ray_head, verify_cli  # noqa: F401
 
 from clearance import (
     Agent,
@@ -59,21 +58,6 @@ def _blocking(model_id: str, **options: Any) -> FakeModel:
             return await super().request(request)
 
     return Blocking(model_id.partition(":")[2], latency_s=0)
-
-
-def _crash_once(flag: str, model_id: str, **options: Any) -> FakeModel:
-    """A fake model whose first call (flag file absent) ends its worker's process."""
-
-    class CrashOnce(FakeModel):
-        async def request(self, request: ModelRequest) -> Any:
-            try:
-                fd = os.open(flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            except FileExistsError:
-                return await super().request(request)
-            os.close(fd)
-            os._exit(1)
-
-    return CrashOnce(model_id.partition(":")[2], latency_s=0)
 
 
 @pytest.fixture(scope="module")
@@ -154,7 +138,7 @@ async def test_a_retry_waits_for_the_restarting_worker_and_is_not_a_second_death
     by_value: str, tmp_path: Path, round_: int
 ) -> None:
     recorded: list[tuple[Any, str, dict[str, Any]]] = []
-    factory = functools.partial(_crash_once, str(tmp_path / "crashed"))
+    factory = functools.partial(dying_model, str(tmp_path / "crashed"))
     with RayExecutor(address=by_value, workers=1, worker_retries=1, cpus_per_worker=0,
                      model_factory=factory) as ex:  # fmt: skip
         ex.attach(lambda kind, subject, data: recorded.append((kind, subject, data)))
