@@ -106,15 +106,15 @@ def offloaded(
         return output, None
     if not _long(output.content):  # no folder for an agent whose outputs all fit
         return output, None
-    workspace = slot.get()
-    assert workspace is not None
     try:
+        workspace = slot.get()  # its folder may not be makeable (a file at the root's name)
+        assert workspace is not None
         reader = READ_OUTPUT_TOOL if readable else None
         kept = DataOffloader(workspace).offload(output.content, label=name, reader=reader)
     except LimitExceeded as exc:
         return ToolOutput(content=f"error: {exc}", is_error=True), exc
     except ClearanceError as exc:  # its name held by what the agent wrote there, a full disk
-        size, why = len(output.content), _said(exc, workspace)
+        size, why = len(output.content), _said(exc, slot.made)
         return _error(f"{name}'s output ({size} characters) was too long to show and could "
                       f"not be kept in your outputs folder: {why}"), None  # fmt: skip
     if not kept.offloaded:

@@ -1,8 +1,10 @@
-"""What a project's listing leaves out: version-control metadata and the root ``.gitignore``.
+"""What a project's listing leaves out: version-control metadata, Clearance's own state.
 
-The project scan (`project_scan.walk_structure`) lists neither, and a subagent's ``FILE:``
-request (`clearance._orchestration.subagents`) is not given them: ``.git/config`` may hold a
-remote's credentials, and what ``.gitignore`` hides (``.env``, build output) is no part of the
+The project scan (`project_scan.walk_structure`) lists neither, nor what the root
+``.gitignore`` hides, and a subagent's ``FILE:`` request (`clearance._orchestration.subagents`)
+is not given them: ``.git/config`` may hold a remote's credentials, ``.clearance/`` holds the
+ledger, the stores and every agent's workspace (another agent's outputs, an earlier run's
+included), and what ``.gitignore`` hides (``.env``, build output) is no part of the
 project a subagent was shown. The ``.gitignore`` is applied with caps on its patterns' count
 and shape, and on the paths matched, so that a hostile one cannot make a match slow.
 """
@@ -20,12 +22,17 @@ __all__ = [
     "MAX_IGNORE_PATTERN_CHARS",
     "MAX_IGNORE_WILDCARDS",
     "MAX_MATCHED_PATH_CHARS",
+    "STATE_FOLDERS",
     "gitignore_spec",
+    "is_run_state",
     "left_out",
 ]
 
 ALWAYS_SKIPPED = frozenset({".git", ".hg", ".svn", ".bzr"})
 """Version-control folders: never listed, never given (compared case-insensitively)."""
+STATE_FOLDERS = frozenset({".clearance"})
+"""Clearance's own state (the default ledger, stores and workspaces): never listed, never given,
+even when ``input.include`` names it (compared case-insensitively)."""
 MAX_IGNORE_PATTERNS = 500
 """Most patterns of the root ``.gitignore`` applied (the first ones)."""
 MAX_IGNORE_WILDCARDS = 2
@@ -37,6 +44,7 @@ MAX_MATCHED_PATH_CHARS = 1024
 
 _STARS = re.compile(r"\*+")
 _SKIPPED_FOLDED = frozenset(name.casefold() for name in ALWAYS_SKIPPED)
+_STATE_FOLDED = frozenset(name.casefold() for name in STATE_FOLDERS)
 
 
 def gitignore_spec(text: str) -> pathspec.GitIgnoreSpec:
@@ -63,6 +71,11 @@ def is_vcs_metadata(path: str) -> bool:
     return any(part.casefold() in _SKIPPED_FOLDED for part in PurePosixPath(path).parts)
 
 
+def is_run_state(path: str) -> bool:
+    """Whether ``path`` (relative, ``/``-separated) lies in Clearance's own state folder."""
+    return any(part.casefold() in _STATE_FOLDED for part in PurePosixPath(path).parts)
+
+
 def left_out(path: str, spec: pathspec.GitIgnoreSpec | None) -> str | None:
     """Why the project's listing leaves ``path`` out, or ``None`` when it does not.
 
@@ -72,6 +85,9 @@ def left_out(path: str, spec: pathspec.GitIgnoreSpec | None) -> str | None:
     """
     if is_vcs_metadata(path):
         return "it is version-control metadata, which the project's listing leaves out"
+    if is_run_state(path):
+        return ("it is Clearance's own state (runs, stores and agents' workspaces), which no "
+                "subagent is given")  # fmt: skip
     if spec is None:
         return None
     if len(path) > MAX_MATCHED_PATH_CHARS:

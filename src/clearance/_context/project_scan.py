@@ -25,6 +25,7 @@ from clearance._context.project_ignore import (
     ALWAYS_SKIPPED,
     MAX_MATCHED_PATH_CHARS,
     gitignore_spec,
+    is_run_state,
 )
 from clearance._core.confined import (
     EntryKind,
@@ -180,8 +181,8 @@ def walk_structure(root: Path, *, max_depth: int, max_entries: int) -> tuple[tup
     """List the project tree, respecting the root ``.gitignore``, breadth-limited.
 
     Directories are listed with a trailing ``/``, indented two spaces per level, sorted
-    (directories first). ``.git``, symbolic links, FIFOs, devices and sockets are skipped;
-    each folder is opened beneath its parent without following links. A name holding a
+    (directories first). ``.git``, ``.clearance``, symbolic links, FIFOs, devices and sockets
+    are skipped; each folder is opened beneath its parent without following links. A name holding a
     control character is shown escaped (`escape_controls`), so it stays on its line. At most
     `MAX_SCANNED_ENTRIES` entries are read in all: the folder being read when the scan
     reaches that number is shown by one line, ``[not listed: the scan stops at N
@@ -228,7 +229,7 @@ def walk_structure(root: Path, *, max_depth: int, max_entries: int) -> tuple[tup
         children.sort(key=lambda e: (e.kind != EntryKind.DIR, e.name))
         for child in children:
             is_dir = child.kind == EntryKind.DIR
-            if child.name in ALWAYS_SKIPPED:
+            if child.name in ALWAYS_SKIPPED or is_run_state(child.name):
                 continue
             if timed_out:
                 return

@@ -88,7 +88,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from clearance._context.verify_approvals import check_approvals
-from clearance._context.verify_capabilities import check_capabilities
+from clearance._context.verify_capabilities import check_capabilities, check_offered_tools
 from clearance._context.verify_chain import check_chain
 from clearance._context.verify_channels import mcp_channels
 from clearance._context.verify_children import (
@@ -306,6 +306,13 @@ def _verified(
             assignees={t.id: t.assignee for t in facts.graph or ()},
         )
     )
+    if facts.tool_ceilings:
+        findings.extend(
+            Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
+            for subject, call_id, reason in check_offered_tools(
+                facts.agents, calls, facts.tool_calls, facts.subagents.spawns
+            )
+        )
     findings.extend(
         Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
         for subject, call_id, reason in check_child_limits(

@@ -12,7 +12,9 @@ call, the agents it acted for, and checks:
   is a finding, and one outside a caller's a capability lent (the confused deputy);
 - every call of a user or MCP tool by an agent acting for others that ran (recorded as
   ``tool_started``, or succeeded) is of a tool each of them may call too
-  (`clearance._context.authority`; for runs recorded with ``tool_ceilings``);
+  (`clearance._context.authority`; for runs recorded with ``tool_ceilings``), and so is
+  every such tool it was offered (the tools its recorded calls' parameters name:
+  `check_offered_tools`);
 - every child was spawned by an agent whose ``can_spawn`` names the child's agent: one
   recorded under its task's own subject by the task's assignee, and one spawned by a
   delegate under that delegation (so its reads and writes
@@ -33,9 +35,9 @@ from clearance._context.authority import ceiling_tools
 from clearance._core.spec import Agent
 from clearance._core.vocabulary import EventKind, PromptKind
 from clearance._state.grants import StoreGrants
-from clearance._state.ledger import EventRecord, ToolCallRecord
+from clearance._state.ledger import CallRecord, EventRecord, ToolCallRecord
 
-__all__ = ["callers_of", "check_capabilities"]
+__all__ = ["callers_of", "check_capabilities", "check_offered_tools"]
 
 Problem = tuple[str, str | None, str]
 """``(subject, call id or None, reason)`` of one finding."""
@@ -117,7 +119,8 @@ def check_capabilities(
         if not callers:
             continue
         ran = record.tool_call_id in started or not record.is_error
-        if tool_ceilings and ran and (lender := _lender(record, callers, agents)) is not None:
+        lender = _lender(record.agent, record.name, callers, agents) if ran else None
+        if tool_ceilings and lender is not None:
             yield (
                 where, None,
                 f"{record.agent!r} called {record.name!r} acting for {lender!r}, which may "
@@ -183,20 +186,55 @@ def _check_own_grants(
             return
 
 
-def _lender(record: ToolCallRecord, callers: list[str], agents: Mapping[str, Agent]) -> str | None:
-    """The first caller that may not call the tool ``record`` ran, or ``None``.
+def check_offered_tools(
+    agents: Mapping[str, Agent],
+    calls: list[CallRecord],
+    tool_calls: Mapping[str, ToolCallRecord],
+    spawns: Mapping[str, Mapping[str, Any]],
+) -> Iterator[Problem]:
+    """Check that no delegate or child was offered a tool an agent it acts for may not call.
 
-    Only a user or MCP tool of the acting agent's own can have run. The caller checks that
-    it did: a user or MCP tool is recorded as started (``tool_started``) before it runs, so
-    a failed call never started (refused as withheld, or as a repeat of a refused call) ran
-    nothing.
+    For runs recorded with ``tool_ceilings``: the tools each model call was offered (its
+    recorded ``parameters``) that are user or MCP tools of the agent its subject runs must
+    each be a tool of every agent it acts for (`callers_of`). One finding per subject and
+    tool.
     """
-    own = agents.get(record.agent)
-    if own is None or record.name not in ceiling_tools(own):
+    seen: set[tuple[str, str]] = set()
+    for call in calls:
+        offered = call.parameters.get("tools") if isinstance(call.parameters, dict) else None
+        if not isinstance(offered, list):
+            continue
+        callers = callers_of(call.subject, tool_calls, spawns)
+        if not callers:
+            continue
+        agent = _runner(call.subject, tool_calls, spawns, {}) or call.agent
+        for entry in offered:
+            name = entry.get("name") if isinstance(entry, dict) else None
+            if not isinstance(name, str) or (call.subject, name) in seen:
+                continue
+            if (lender := _lender(agent, name, callers, agents)) is not None:
+                seen.add((call.subject, name))
+                yield (
+                    call.subject, call.call_id,
+                    f"{agent!r} was offered {name!r} acting for {lender!r}, which may not "
+                    "call it (a capability lent)",
+                )  # fmt: skip
+
+
+def _lender(agent: str, name: str, callers: list[str], agents: Mapping[str, Agent]) -> str | None:
+    """The first caller that may not call ``agent``'s tool ``name``, or ``None``.
+
+    Only a user or MCP tool of the acting agent's own can have run (or been offered). For a
+    call, the caller checks that it ran: a user or MCP tool is recorded as started
+    (``tool_started``) before it runs, so a failed call never started (refused as withheld,
+    or as a repeat of a refused call) ran nothing.
+    """
+    own = agents.get(agent)
+    if own is None or name not in ceiling_tools(own):
         return None
     for caller in callers:
-        agent = agents.get(caller)
-        if agent is None or record.name not in ceiling_tools(agent):
+        above = agents.get(caller)
+        if above is None or name not in ceiling_tools(above):
             return caller
     return None
 

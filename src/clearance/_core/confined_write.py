@@ -138,18 +138,26 @@ def make_dir_exclusive(path: str | os.PathLike[str]) -> Path:
 
     Raises:
         PathEscapeError: The last component is not a plain name (``..``, empty).
-        ConfigError: ``path`` already exists (a folder, a file or a link).
+        ConfigError: ``path`` already exists (a folder, a file or a link), or the system
+            refuses to make it or a folder above it (the system's reason).
     """
     target = Path(path)
     parent = target.parent.resolve()
     split_relative(target.name, parent)
     if not target.name:
         raise PathEscapeError(os.fspath(path), str(parent), reason="it names no folder")
-    parent.mkdir(parents=True, exist_ok=True)
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a file at its name or above it, a read-only disk
+        raise ConfigError(f"cannot make the folder {str(parent)!r}: "
+                          f"{exc.strerror or type(exc).__name__}") from None  # fmt: skip
     with root_fd(parent) as fd:
         try:
             os.mkdir(target.name, 0o777, dir_fd=fd)
         except FileExistsError:
             raise ConfigError(f"folder {str(parent / target.name)!r} already exists; it is "
                               "created fresh, never reused") from None  # fmt: skip
+        except OSError as exc:
+            raise ConfigError(f"cannot make the folder {str(parent / target.name)!r}: "
+                              f"{exc.strerror or type(exc).__name__}") from None  # fmt: skip
     return parent / target.name
