@@ -8,7 +8,6 @@ server that speaks it at ``base_url``. The SDK is an optional extra:
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 from types import TracebackType
 from typing import Any
@@ -16,7 +15,11 @@ from typing import Any
 import anthropic
 
 from clearance._core.errors import ConfigError, ModelError
-from clearance.models._anthropic_answer import anthropic_response, streamed_error
+from clearance.models._anthropic_answer import (
+    StreamedInputs,
+    anthropic_response,
+    streamed_error,
+)
 from clearance.models._anthropic_format import anthropic_tool as _anthropic_tool
 from clearance.models._anthropic_format import to_anthropic_messages
 from clearance.models._base import (
@@ -29,7 +32,7 @@ from clearance.models._counted import with_counted_usage
 from clearance.models._credentials import PLACEHOLDER_API_KEY, client_settings, redacted
 from clearance.models._http_body import json_object, read_capped
 from clearance.models._http_client import guarded_client, redirect_note
-from clearance.models._openai_stream import MAX_STREAMED_TOOL_CALLS, max_chunks
+from clearance.models._openai_stream import max_chunks
 from clearance.models._stream_events import MALFORMED, checked_events, described
 from clearance.models._transient import is_transient_status, parse_retry_after
 from clearance.tokens import TokenCounter, tiktoken_counter
@@ -275,22 +278,30 @@ class AnthropicModel:
 
         Raises:
             ModelError: More text events than `max_chunks` allows for ``max_tokens``, or
-                more text than `max_response_chars`; or (transient) a stream that ended
+                more text and tool input than `max_response_chars`; a content block
+                started out of order (`StreamedInputs`); or (transient) a stream that ended
                 without a ``stop_reason``: cut off, not taken as a whole answer.
         """
         assert request.stream is not None
         stream: Any = self._client.messages.stream
         cap, count = max_chunks(request.max_tokens), 0
         chars_cap, chars = max_response_chars(request.max_tokens), 0
-        inputs: dict[int, list[str]] = {}  # each tool_use block's input, as streamed
         server, model_id, redact = self.base_url, self.model_id, self._text
+        inputs = StreamedInputs(server=redact(server), model_id=model_id)
         async with stream(**arguments) as events:
             async for event in checked_events(
                 events, server=server, model_id=model_id, redact=redact
             ):
                 event_type = getattr(event, "type", None)
-                if event_type == "content_block_delta":
-                    _add_input_piece(inputs, event)
+                piece = getattr(event, "text", None) if event_type == "text" else None
+                piece = piece if isinstance(piece, str) else ""
+                chars += len(piece) + inputs.add(event)  # a tool input's pieces count too
+                if chars > chars_cap:
+                    raise ModelError(
+                        f"the server streamed more than {chars_cap:,} characters for "
+                        f"max_tokens={request.max_tokens} (max_response_chars): refused",
+                        model_id=self.model_id,
+                    )
                 if event_type not in ("text", "input_json"):
                     continue
                 count += 1
@@ -300,21 +311,13 @@ class AnthropicModel:
                         f"{request.max_tokens}: not an honest answer",
                         model_id=self.model_id,
                     )
-                piece = getattr(event, "text", None) if event_type == "text" else None
-                if isinstance(piece, str) and piece:
-                    chars += len(piece)
-                    if chars > chars_cap:
-                        raise ModelError(
-                            f"the server streamed more than {chars_cap:,} characters for "
-                            f"max_tokens={request.max_tokens} (max_response_chars): refused",
-                            model_id=self.model_id,
-                        )
+                if piece:
                     request.stream(piece)
             try:  # the SDK's checks of the events it gathered
                 message = await events.get_final_message()
             except MALFORMED as exc:
                 raise described(exc, server=server, model_id=model_id, redact=redact) from exc
-        _raw_unfinished_inputs(message, inputs)
+        inputs.raw_unfinished(message)
         if getattr(message, "stop_reason", None) is None:  # no message_delta: cut off
             raise ModelError(
                 "the stream ended before the answer was finished (no stop_reason): cut off",
@@ -445,39 +448,3 @@ class AnthropicModel:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
-
-
-def _add_input_piece(inputs: dict[int, list[str]], event: Any) -> None:
-    """Keep a streamed ``input_json_delta`` piece with its block's others."""
-    delta = getattr(event, "delta", None)
-    index = getattr(event, "index", None)
-    piece = getattr(delta, "partial_json", None)
-    if (
-        getattr(delta, "type", None) == "input_json_delta"
-        and isinstance(piece, str)
-        and isinstance(index, int)
-        and not isinstance(index, bool)
-        and len(inputs) <= MAX_STREAMED_TOOL_CALLS * 32
-    ):
-        inputs.setdefault(index, []).append(piece)
-
-
-def _raw_unfinished_inputs(message: Any, inputs: dict[int, list[str]]) -> None:
-    """Give each tool_use block whose streamed input is not whole JSON ``{"_raw": ...}``.
-
-    The SDK reads a streamed input leniently (a string left open is dropped, so
-    ``{"force": true, "path": "/da`` would run the tool as ``{"force": true}``); the tool
-    must hear the problem instead, as with the OpenAI provider.
-    """
-    content = getattr(message, "content", None)
-    for index, pieces in inputs.items():
-        text = "".join(pieces)
-        if not isinstance(content, list) or not 0 <= index < len(content) or not text.strip():
-            continue
-        block = content[index]
-        if getattr(block, "type", None) != "tool_use":
-            continue
-        try:
-            json.loads(text)
-        except (ValueError, RecursionError):
-            block.input = {"_raw": text}

@@ -25,8 +25,9 @@ from clearance.models._base import (
 )
 from clearance.models._cache import anthropic_prompt_tokens, field_of
 from clearance.models._openai_stream import MAX_STREAMED_TOOL_CALLS
+from clearance.models._stream_events import malformed_event
 
-__all__ = ["anthropic_response", "streamed_error"]
+__all__ = ["StreamedInputs", "anthropic_response", "streamed_error"]
 
 
 class _Block(StrEnum):
@@ -131,7 +132,7 @@ def _answer(
             )
     reason = field_of(message, "stop_reason")
     finish = _STOP_REASONS.get(reason, reason) if isinstance(reason, str) else None
-    _check_size(texts, calls, max_tokens, model_id)
+    _check_size(texts, calls, answer, max_tokens, model_id)
     if answer_tool is not None and not calls:
         if not answered:
             raise ModelError(
@@ -173,10 +174,94 @@ def _usage(usage: Any, model_id: str) -> Usage | None:
     return validated_usage(prompt_tokens, output, model_id=model_id, cached_prompt_tokens=cached)
 
 
-def _check_size(texts: list[str], calls: list[ToolCall], max_tokens: int, model_id: str) -> None:
-    """Refuse an answer longer than `max_response_chars` allows for ``max_tokens``."""
-    size = sum(len(t) for t in texts) + sum(len(c.name) for c in calls)
+def _check_size(
+    texts: list[str], calls: list[ToolCall], answer: Any, max_tokens: int, model_id: str
+) -> None:
+    """Refuse an answer longer than `max_response_chars` allows for ``max_tokens``.
+
+    Tool inputs count as their JSON text, as an OpenAI answer's arguments do.
+    """
+    size = sum(len(t) for t in texts) + len(_json_text(answer))
+    size += sum(len(c.name) + len(_json_text(c.arguments)) for c in calls)
     check_response_size(size, max_tokens, model_id=model_id)
+
+
+def _json_text(value: Any) -> str:
+    """``value`` as the JSON text a server sent it in (about: its size is what counts)."""
+    if value is None:
+        return ""
+    try:
+        return json.dumps(value, ensure_ascii=False, default=repr)
+    except (ValueError, RecursionError):  # circular or too deep: `checked_arguments` cut it
+        return repr(value)
+
+
+MAX_STREAMED_BLOCKS = 4 * MAX_STREAMED_TOOL_CALLS
+"""Most content blocks one streamed answer may start (text, tool use, thinking...)."""
+
+
+class StreamedInputs:
+    """A streamed answer's content blocks, checked as they start, and each tool input's text.
+
+    The SDK appends each started block whatever index the server gives it, and adds a
+    delta's pieces to the block at the delta's index: a server that starts two blocks at
+    one index would have the second block's input joined onto the first's. A block started
+    at any index but the next one, or more than `MAX_STREAMED_BLOCKS` blocks, is refused.
+    """
+
+    def __init__(self, *, server: str, model_id: str) -> None:
+        self.server, self.model_id = server, model_id
+        self.started = 0
+        self.inputs: dict[int, list[str]] = {}
+
+    def add(self, event: Any) -> int:
+        """Check one event; return the characters of tool input it carried.
+
+        Raises:
+            ModelError: A block started out of order, or one too many.
+        """
+        event_type = getattr(event, "type", None)
+        index = getattr(event, "index", None)
+        if event_type == "content_block_start":
+            if isinstance(index, bool) or index != self.started:
+                what = f"content block {index!r} started where block {self.started} was next"
+                raise malformed_event(self.server, what, model_id=self.model_id)
+            self.started += 1
+            if self.started > MAX_STREAMED_BLOCKS:
+                what = f"more than {MAX_STREAMED_BLOCKS} content blocks"
+                raise malformed_event(self.server, what, model_id=self.model_id)
+            return 0
+        delta = getattr(event, "delta", None)
+        piece = getattr(delta, "partial_json", None)
+        if (
+            event_type != "content_block_delta"
+            or getattr(delta, "type", None) != "input_json_delta"
+            or not isinstance(piece, str)
+            or not isinstance(index, int)
+        ):
+            return 0
+        self.inputs.setdefault(index, []).append(piece)
+        return len(piece)
+
+    def raw_unfinished(self, message: Any) -> None:
+        """Give each tool_use block whose streamed input is not whole JSON ``{"_raw": ...}``.
+
+        The SDK reads a streamed input leniently (a string left open is dropped, so
+        ``{"force": true, "path": "/da`` would run the tool as ``{"force": true}``); the tool
+        must hear the problem instead, as with the OpenAI provider.
+        """
+        content = getattr(message, "content", None)
+        for index, pieces in self.inputs.items():
+            text = "".join(pieces)
+            if not isinstance(content, list) or not 0 <= index < len(content) or not text.strip():
+                continue
+            block = content[index]
+            if getattr(block, "type", None) != "tool_use":
+                continue
+            try:
+                json.loads(text)
+            except (ValueError, RecursionError):
+                block.input = {"_raw": text}
 
 
 _BUSY_ERRORS = frozenset({"overloaded_error", "api_error", "rate_limit_error"})

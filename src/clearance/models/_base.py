@@ -15,6 +15,7 @@ __all__ = [
     "MAX_ARGUMENT_DEPTH",
     "MAX_REPORTED_TOKENS",
     "RESPONSE_CHARS_PER_TOKEN",
+    "arguments_size",
     "check_response_size",
     "ChatModel",
     "ModelRequest",
@@ -156,6 +157,13 @@ def decoded_arguments(text: object) -> dict[str, Any]:
     except (ValueError, RecursionError):  # JSONDecodeError is a ValueError
         return {"_raw": text}
     return checked_arguments(value, raw=text)
+
+
+def arguments_size(raw: object) -> int:
+    """The characters of a tool call's arguments as sent: their text, or an object's JSON."""
+    if raw is None or isinstance(raw, str):
+        return len(raw or "")
+    return len(json.dumps(raw, ensure_ascii=False, default=str))
 
 
 def split_model_id(model_id: str) -> tuple[str, str]:

@@ -18,6 +18,7 @@ from clearance.models._base import (
     ModelResponse,
     ToolCall,
     Usage,
+    arguments_size,
     check_response_size,
     decoded_arguments,
     kind_of,
@@ -141,7 +142,7 @@ def _tool_calls(value: object, model_id: str) -> tuple[tuple[ToolCall, ...], int
                 model_id=model_id,
             )
         raw = function.get("arguments")
-        chars += len(name) + (len(raw) if isinstance(raw, str) else 0)
+        chars += len(name) + arguments_size(raw)
         call_id = call.get("id")
         calls.append(
             ToolCall(

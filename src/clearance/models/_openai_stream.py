@@ -20,6 +20,7 @@ from clearance.models._base import (
     TextSink,
     ToolCall,
     Usage,
+    arguments_size,
     decoded_arguments,
     kind_of,
     max_response_chars,
@@ -50,9 +51,22 @@ class _Call:
     id: str = ""
     name: str = ""
     arguments: list[str] = field(default_factory=list)
+    sent: object = None  # arguments sent as a value (an object), not as JSON text
 
 
-def _decoded(call: _Call) -> ToolCall:
+def _decoded(index: int, call: _Call, model_id: str) -> ToolCall:
+    if not call.name:  # as a whole answer's call with no name is refused
+        raise ModelError(
+            f"the server streamed tool call {index} with no name, not a tool call",
+            model_id=model_id,
+        )
+    if call.sent is not None:  # as in a whole answer: an object is checked as it is
+        arguments = (
+            decoded_arguments(call.sent)
+            if not call.arguments
+            else {"_raw": "(arguments sent partly as text, partly as a value)"}
+        )
+        return ToolCall(id=call.id, name=call.name, arguments=arguments)
     arguments = decoded_arguments("".join(call.arguments))
     return ToolCall(id=call.id, name=call.name, arguments=arguments)
 
@@ -84,9 +98,11 @@ async def collect_stream(
     Raises:
         ModelError: More chunks than `max_chunks`, more text (and tool-call names and
             arguments) than `max_response_chars` allows for ``max_tokens``, more tool calls than
-            `MAX_STREAMED_TOOL_CALLS` (or a tool call index that is not one), a stream with
-            no choice at all, a chunk of the wrong shape (``choices`` not a list, a choice
-            not an object: the server named), or a usage that is not a token count; a
+            `MAX_STREAMED_TOOL_CALLS` (or a tool call index that is not one), a tool call
+            with no name (or one that is not text), a stream with no choice at all, a chunk
+            of the wrong shape (``choices`` or ``tool_calls`` not a list, a choice or
+            tool-call piece not an object: the server named), or a usage that is not a
+            token count; a
             stream that ended without a ``finish_reason`` (the connection was cut:
             transient, the answer is not taken as whole).
     """
@@ -121,7 +137,7 @@ async def collect_stream(
                 _check_chars(chars, chars_cap, request.max_tokens, model_id)
                 text.append(piece)
                 sink(piece)
-            for part in getattr(delta, "tool_calls", None) or ():
+            for part in _tool_parts(delta, server=server, model_id=model_id):
                 chars += _add_tool_part(calls, part, model_id)
                 _check_chars(chars, chars_cap, request.max_tokens, model_id)
     if not seen_choice:
@@ -135,7 +151,7 @@ async def collect_stream(
     checked = _streamed_usage(usage, model_id)
     response = ModelResponse(
         text="".join(text),
-        tool_calls=tuple(_decoded(calls[i]) for i in sorted(calls) if calls[i].name),
+        tool_calls=tuple(_decoded(i, calls[i], model_id) for i in sorted(calls)),
         usage=checked or Usage(requests=1),
         model_id=model_id,
         finish_reason=finish,
@@ -180,6 +196,21 @@ def _choices(chunk: Any, *, server: str, model_id: str) -> list[Any]:
     return choices
 
 
+def _tool_parts(delta: Any, *, server: str, model_id: str) -> list[Any]:
+    """``delta``'s tool-call pieces, each an object; else the server's event is malformed."""
+    parts = getattr(delta, "tool_calls", None)
+    if parts is None:
+        return []
+    if not isinstance(parts, list):
+        what = f"tool_calls is {kind_of(parts)}, not a list"
+        raise malformed_event(server, what, model_id=model_id)
+    for number, part in enumerate(parts):
+        if part is None or isinstance(part, (str, int, float, list, dict)):
+            what = f"tool call piece {number} is {kind_of(part)}, not an object"
+            raise malformed_event(server, what, model_id=model_id)
+    return parts
+
+
 def _check_chars(chars: int, cap: int, max_tokens: int, model_id: str) -> None:
     if chars > cap:
         raise ModelError(
@@ -192,8 +223,9 @@ def _check_chars(chars: int, cap: int, max_tokens: int, model_id: str) -> None:
 def _add_tool_part(calls: dict[int, _Call], part: Any, model_id: str) -> int:
     """Join one streamed piece of a tool call onto the call at its index.
 
-    A call's id and name come once; its arguments come in pieces. Returns the characters
-    the piece added.
+    A call's id and name come once (a later one is ignored); its arguments come in pieces
+    of text, or as one value (an object, as a whole answer's may be; checked as it is by
+    `decoded_arguments`). Returns the characters the piece added (a value's, as JSON).
     """
     index = getattr(part, "index", None)
     if isinstance(index, bool) or not isinstance(index, int) or index < 0:
@@ -210,11 +242,23 @@ def _add_tool_part(calls: dict[int, _Call], part: Any, model_id: str) -> int:
         call.id = part.id
     function = getattr(part, "function", None)
     added = 0
-    if function is not None:
-        if isinstance(getattr(function, "name", None), str) and not call.name:
-            call.name = function.name
-            added += len(call.name)
-        if isinstance(getattr(function, "arguments", None), str):
-            call.arguments.append(function.arguments)
-            added += len(function.arguments)
+    if function is None:
+        return added
+    name, arguments = getattr(function, "name", None), getattr(function, "arguments", None)
+    if name is not None and not isinstance(name, str):
+        raise ModelError(
+            f"the server streamed tool call {index}'s name as {kind_of(name)}, not text",
+            model_id=model_id,
+        )
+    if name and not call.name:
+        call.name = name
+        added += len(name)
+    if isinstance(arguments, str):
+        call.arguments.append(arguments)
+        added += len(arguments)
+    elif arguments is not None:
+        if call.sent is not None:  # a second value: never one silently kept over the other
+            call.arguments.append("")
+        call.sent = arguments
+        added += arguments_size(arguments)
     return added
