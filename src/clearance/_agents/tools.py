@@ -19,7 +19,6 @@ import copy
 import dataclasses
 import functools
 import inspect
-import json
 import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -27,6 +26,11 @@ from typing import Any, cast, get_type_hints
 
 from pydantic import ConfigDict, ValidationError, create_model
 
+from clearance._agents.tool_arguments import (
+    NOT_UTF8_ARGUMENTS,
+    checked_tool_call,
+    refused_arguments,
+)
 from clearance._agents.tool_failures import (
     Raised,
     as_text,
@@ -88,58 +92,6 @@ def tool_caller() -> str | None:
     MCP tools use it to give each agent its own server folder.
     """
     return _CALLER.get()
-
-
-NOT_UTF8_ARGUMENTS = "_not_utf8"
-"""The only argument of a tool call whose arguments held text that is not valid UTF-8."""
-
-_NOT_UTF8_ERROR = (
-    "error: invalid arguments: they hold text that is not valid UTF-8 (a lone surrogate "
-    "such as \\ud800); call again with valid text"
-)
-
-
-def checked_tool_call(call: ToolCall) -> ToolCall:
-    r"""``call``, or a copy that no later step will choke on if its arguments are not UTF-8.
-
-    A model's JSON may hold an escape such as ``"\ud800"``, which decodes to a lone
-    surrogate: text that no UTF-8 encoder (database drivers, token counters, hashes)
-    accepts. Such arguments are replaced by one `NOT_UTF8_ARGUMENTS` argument holding them
-    as ASCII JSON (escapes kept), and `Tool.call` answers it with an error for the model.
-
-    Args:
-        call: A tool call as a model returned it.
-
-    Returns:
-        ``call`` itself when its arguments encode as UTF-8, else the replacement.
-    """
-    if _encodes(call.arguments):
-        return call
-    escaped = json.dumps(call.arguments, default=repr)
-    return ToolCall(id=call.id, name=call.name, arguments={NOT_UTF8_ARGUMENTS: escaped})
-
-
-def _encodes(arguments: dict[str, Any]) -> bool:
-    """Whether ``arguments`` (keys and values, at any depth) encode as UTF-8."""
-    try:
-        json.dumps(arguments, ensure_ascii=False, default=repr).encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _not_finite(arguments: dict[str, Any]) -> str | None:
-    """The path (``n``, ``xs[1]``) of the first NaN or infinite number in ``arguments``."""
-    stack: list[tuple[str, Any]] = [(str(k), v) for k, v in arguments.items()]
-    while stack:
-        path, value = stack.pop()
-        if isinstance(value, float) and not math.isfinite(value):
-            return path
-        if isinstance(value, dict):
-            stack.extend((f"{path}.{k}", v) for k, v in value.items())
-        elif isinstance(value, list | tuple):
-            stack.extend((f"{path}[{i}]", v) for i, v in enumerate(value))
-    return None
 
 
 def _failed(name: str, exc: BaseException) -> ToolOutput:
@@ -218,16 +170,13 @@ class Tool:
     async def call(self, arguments: dict[str, Any], *, agent: str | None = None) -> ToolOutput:
         """Run the tool; an exception becomes an error output (the run goes on).
 
-        Arguments holding text that is not valid UTF-8 (see `checked_tool_call`) are not
-        passed on, nor a NaN or infinite number (which no JSON schema's ``number`` admits):
-        the output is an error saying so. ``agent`` names the calling agent while
+        Arguments `refused_arguments` refuses (text that is not valid UTF-8, a NaN or
+        infinite number, arguments that were no JSON object) are not passed on: the output
+        is an error saying so. ``agent`` names the calling agent while
         the tool runs (`tool_caller`).
         """
-        if NOT_UTF8_ARGUMENTS in arguments or not _encodes(arguments):
-            return ToolOutput(content=_NOT_UTF8_ERROR, is_error=True)
-        if (where := _not_finite(arguments)) is not None:  # no JSON number is NaN or infinite
-            text = f"{where} is not a finite number (NaN or infinity); call again with a number"
-            return ToolOutput(content=f"error: invalid arguments: {text}", is_error=True)
+        if (refusal := refused_arguments(arguments, self.parameters)) is not None:
+            return ToolOutput(content=refusal, is_error=True)
         token = _CALLER.set(agent)
         deadline = asyncio.timeout(self.timeout_s)  # None: no deadline
         try:
