@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from clearance._core.errors import LedgerError, StoreError
+from clearance._state.db.failures import commit_unknown
 from clearance._state.db.sqlite import lock_wait_failed
 
 __all__ = ["COMMITTED", "PendingWrite", "Rows", "Write", "WriteBehind"]
@@ -397,6 +398,10 @@ class WriteBehind:
         Unless it failed waiting for SQLite's lock (another process held it throughout the
         busy timeout): then every write of the group fails with that, at once, rather than
         each waiting the timeout again; likewise for the writes after one that failed so.
+        Nor when the connection was lost while the group committed (`commit_unknown`): the
+        server may have committed it, and its writes sent again would be recorded twice (or
+        fail as duplicates); every write of the group fails with that error, and `resume`
+        reads what was committed.
 
         Returns:
             The failure to report (the first, naming how many more), and each failed
@@ -410,7 +415,9 @@ class WriteBehind:
             if len(group) == 1:
                 error = _as_store_error(group[0].operation, exc)
                 return error, [(0, error)]
-            if lock_wait_failed(exc):  # another process held the lock throughout its timeout
+            # Another process held the lock throughout its timeout, or the group may have
+            # been committed: either way, not to be written again one by one.
+            if lock_wait_failed(exc) or commit_unknown(exc):
                 lost = _as_store_error(group[0].operation, exc)
         failures: list[tuple[int, StoreError]] = []
         for position, write in enumerate(group):

@@ -30,6 +30,7 @@ __all__ = [
     "QUERY_TIMEOUT_S",
     "answer_deadline_s",
     "answering_connect",
+    "is_unanswered",
     "query_timeout_s",
 ]
 
@@ -130,6 +131,15 @@ class _Watchdog:
 _WATCHDOG = _Watchdog()
 
 
+class _Unanswered(Exception):
+    """Marks the error of a wait that outlasted its deadline (see `is_unanswered`)."""
+
+
+def is_unanswered(exc: BaseException) -> bool:
+    """Whether ``exc`` is a wait for the server that outlasted `answering_connect`'s deadline."""
+    return isinstance(exc, _Unanswered)
+
+
 def answering_connect(seconds: float) -> Callable[..., Any]:
     """A ``do_connect`` handler making psycopg connections that wait ``seconds`` per answer.
 
@@ -140,6 +150,9 @@ def answering_connect(seconds: float) -> Callable[..., Any]:
     """
     import psycopg
 
+    class _NoAnswer(psycopg.OperationalError, _Unanswered):
+        pass
+
     class _AnsweringConnection(psycopg.Connection):
         def wait(self, gen: Any, *args: Any, **kwargs: Any) -> Any:
             armed = _WATCHDOG.arm(self.pgconn.socket, seconds)
@@ -147,7 +160,7 @@ def answering_connect(seconds: float) -> Callable[..., Any]:
                 result = super().wait(gen, *args, **kwargs)
             except psycopg.OperationalError as exc:
                 if _WATCHDOG.disarm(armed):
-                    raise psycopg.OperationalError(
+                    raise _NoAnswer(
                         f"the server did not answer within {seconds:g} s "
                         "(the URL's query_timeout sets this deadline)"
                     ) from exc

@@ -22,7 +22,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from clearance._core.clock import Clock, utc_now
 from clearance._core.errors import StoreError
-from clearance._state.db.failures import failure_cause, mask_url
+from clearance._state.db.failures import CommitUnknown, failure_cause, mask_url
 from clearance._state.db.fastpath import DriverStatement
 from clearance._state.db.held import HeldConnections
 from clearance._state.db.migrations import Schema, lock_key
@@ -201,16 +201,22 @@ class DatabaseBase:
     def _writing(self, operation: str) -> Iterator[Connection]:
         """One write transaction; database failures become `StoreError` naming ``operation``.
 
-        On SQLite it takes the write lock up front (``BEGIN IMMEDIATE``).
+        On SQLite it takes the write lock up front (``BEGIN IMMEDIATE``). When the connection
+        is lost while the transaction commits (the server may have committed it), the error
+        says so and is raised from a `CommitUnknown` (`commit_unknown`).
         """
         if self._closed:
             raise self._closed_error(operation)
         held = self._held
         if held is None:
+            committing = False
             try:
                 with self._write_engine.begin() as conn:
                     yield conn
+                    committing = True
             except SQLAlchemyError as exc:
+                if committing and getattr(exc, "connection_invalidated", False):
+                    raise self._commit_unknown_error(operation, exc) from _unknown(exc)
                 raise self._write_error(operation, exc) from exc
             return
         try:
@@ -284,6 +290,17 @@ class DatabaseBase:
     def _write_error(self, operation: str, exc: BaseException) -> StoreError:
         return StoreError(
             f"cannot {operation} in the {self._LABEL} at {self._url}: {failure_cause(exc)}"
+        )
+
+    def _commit_unknown_error(self, operation: str, exc: BaseException) -> StoreError:
+        """The error of a write whose connection was lost while it committed.
+
+        Its class is the one `_write_error` gives; it is raised from a `CommitUnknown`, so
+        that the writes are not tried again as if they had not been committed.
+        """
+        return type(self._write_error(operation, exc))(
+            f"cannot {operation} in the {self._LABEL} at {self._url}: the connection was "
+            f"lost while committing, so it may have been committed or not: {failure_cause(exc)}"
         )
 
     def _read_error(self, operation: str, exc: BaseException) -> StoreError:
@@ -381,6 +398,13 @@ class DatabaseBase:
             yield held.connection()
         except BaseException as exc:
             self._give_up_held(held, exc, self._read_error(operation, exc))
+
+
+def _unknown(exc: BaseException) -> CommitUnknown:
+    """A `CommitUnknown` caused by ``exc``."""
+    marker = CommitUnknown(failure_cause(exc))
+    marker.__cause__ = exc
+    return marker
 
 
 def _backend(url: str) -> str | None:

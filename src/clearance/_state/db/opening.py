@@ -4,7 +4,9 @@
 file that is a folder or whose path holds a NUL, a query argument SQLite would ignore, an
 unsupported database), creates the folder of a new SQLite file when asked, and gives every
 PostgreSQL connection a deadline to connect (`CONNECT_TIMEOUT_S`) and to answer each
-statement (`clearance._state.db.deadlines`).
+statement (`clearance._state.db.deadlines`). A pooled PostgreSQL connection is checked
+before each use (`ping_before_use`), so one the server ended while it was idle is replaced
+instead of failing the next write.
 """
 
 from __future__ import annotations
@@ -19,7 +21,12 @@ from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from clearance._core.errors import StoreError
-from clearance._state.db.deadlines import answer_deadline_s, answering_connect, query_timeout_s
+from clearance._state.db.deadlines import (
+    answer_deadline_s,
+    answering_connect,
+    is_unanswered,
+    query_timeout_s,
+)
 from clearance._state.db.failures import failure_cause, mask_url
 from clearance._state.db.sqlite import (
     PYSQLITE_QUERY_ARGUMENTS,
@@ -37,6 +44,7 @@ __all__ = [
     "configure_postgresql",
     "is_sqlite_file_url",
     "open_engine",
+    "ping_before_use",
     "postgresql_connect_args",
     "supported_dialect",
 ]
@@ -169,6 +177,24 @@ def configure_postgresql(
             dbapi_connection.autocommit = autocommit
 
 
+def ping_before_use(engine: Engine) -> None:
+    """Make a ping that found no answer in time fail the checkout, not reconnect.
+
+    The engine's pool pings each pooled connection before handing it out
+    (``pool_pre_ping``): one the server ended while it sat idle (a backend terminated by an
+    administrator or an idle timeout, a server restarted, a pooler's connection closed) is
+    replaced by a new one, with nothing sent on the old one, so the next write does not fail
+    for it. A ping that outlasted the answer deadline (`clearance._state.db.deadlines`) is
+    not taken as such a disconnect: the server is there and does not answer, and a new
+    connection would only wait once more, ``connect_timeout`` long.
+    """
+
+    @event.listens_for(engine, "handle_error")
+    def _on_error(context: Any) -> None:
+        if context.is_pre_ping and is_unanswered(context.original_exception):
+            context.is_disconnect = False
+
+
 def supported_dialect(engine: Engine, label: str, masked: str) -> str:
     """The dialect name of ``engine``, if SQLite or PostgreSQL.
 
@@ -247,6 +273,7 @@ def open_engine(
                 options["creator"] = read_only_sqlite(path)
         else:
             options["connect_args"] = postgresql_connect_args(parsed)
+            options["pool_pre_ping"] = True
             query_timeout = query_timeout_s(parsed)
             parsed = parsed.difference_update_query(["query_timeout"])  # not libpq's
         # A thread holds its connection (see `HeldConnections`): none may wait for one.
@@ -267,6 +294,7 @@ def open_engine(
     else:
         if parsed.get_driver_name() == "psycopg":
             event.listen(engine, "do_connect", answering_connect(answer_deadline_s(query_timeout)))
+        ping_before_use(engine)
         configure_postgresql(
             engine,
             lock_timeout_ms=lock_timeout_ms,
