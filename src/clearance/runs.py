@@ -5,7 +5,8 @@
 ``clearance run``, ``inspect``, ``graph`` and ``approve`` use, for programs that
 do the same:
 
-- preparing a spec: `checked_run`, `with_resources`, `model_settings`, `spec_tools`,
+- preparing a spec: `checked_run`, `check_interactive` (``--interactive``),
+  `with_resources`, `model_settings`, `spec_tools`,
   `ExecutorSpec` (its `ExecutorKind`), `WINDOWED_PROVIDERS`, and `check_chat_agent` and
   `check_room_for_prompt` (its context window) for ``clearance chat``;
 - the ledger's records: `RunRecord`, `TaskRecord`, `CallRecord`, `EventRecord`,
@@ -38,6 +39,7 @@ if typing.TYPE_CHECKING:
     from clearance._core.team_reference import team_file_markdown, team_file_schema
     from clearance._core.teamfile_checks import check_chat_agent
     from clearance._core.teamfile_models import check_model_id
+    from clearance._core.teamfile_unread import check_interactive
     from clearance._core.vocabulary import ExecutorKind
     from clearance._orchestration.approval import (
         MAX_REASON_CHARS,
@@ -92,6 +94,7 @@ __all__ = [
     "WINDOWED_PROVIDERS",
     "check_answer_timeout",
     "check_chat_agent",
+    "check_interactive",
     "check_model_id",
     "check_room_for_prompt",
     "check_store_entry",
@@ -138,6 +141,7 @@ _EXPORTS = {
     "MAX_REASON_CHARS": "clearance._orchestration.approval",
     "check_answer_timeout": "clearance._orchestration.approval",
     "check_chat_agent": "clearance._core.teamfile_checks",
+    "check_interactive": "clearance._core.teamfile_unread",
     "check_model_id": "clearance._core.teamfile_models",
     "check_room_for_prompt": "clearance._orchestration.model_pool",
     "check_store_entry": "clearance._state.store.entry",

@@ -126,7 +126,7 @@ class AgentLimits:
             `LimitExceeded` naming ``timeout_s`` and is not retried. ``None`` means no
             deadline (not recommended: a server that trickles bytes then holds the task).
         attempt_timeout_s: Most seconds one attempt may take before it is abandoned and
-            retried (a transient failure), within ``timeout_s``; ``None`` lets an attempt
+            retried (a transient failure), shorter than ``timeout_s``; ``None`` lets an attempt
             use whatever is left of the deadline.
         retries: Most retries of a model call after a transient failure (connection error,
             timeout, HTTP 429 or 5xx), with exponential backoff and jitter between attempts;

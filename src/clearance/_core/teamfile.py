@@ -26,6 +26,7 @@ from clearance._core.teamfile_checks import (
     check_paths,
     check_tool_entries,
 )
+from clearance._core.teamfile_unread import check_unread
 
 __all__ = ["LoadedTeam", "load_team_file", "prepare_run", "resolve_input"]
 
@@ -149,6 +150,7 @@ def prepare_run(spec: RunSpec, *, source: str | None = None) -> LoadedTeam:
         check_effective(spec, team, tasks)
         check_input(spec, tasks)
         check_paths(spec, tasks)
+        check_unread(spec, tasks)
         check_tool_entries(spec)
     except ConfigError as exc:
         if source is None:

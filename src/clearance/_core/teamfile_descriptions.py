@@ -37,7 +37,10 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
     "AgentSpec": {
         "name": "The agent's name, unique in the team.",
         "instructions": "The agent's system instructions.",
-        "role": "A short role shown to the coordinator when it plans.",
+        "role": (
+            "A short role shown to the coordinator when it plans (a worker's; not the "
+            "coordinator's own)."
+        ),
         "model": "The agent's model id, `provider:name` (None: the team's `model`).",
         "limits": "Token, time, step and retry limits of the agent.",
         "tools": "Tools the agent may call: the built-ins (`store_get`, `store_set`, "
@@ -115,7 +118,10 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "shared_conversation": "A conversation the group shares (opt-in).",
     },
     "InputSpec": {
-        "default": "The input folder, or `python:<package>` (None: none; `--input` gives one).",
+        "default": (
+            "The input folder, or `python:<package>` (None: none; `--input` gives one); "
+            "refused when no task reads it."
+        ),
         "include": "Globs of the files tasks may read from it (their files:, for_each_file "
         "matches, and an isolated task's FILE: requests when project: names no other folder); "
         "a file outside them is refused.",

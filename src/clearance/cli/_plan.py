@@ -68,7 +68,12 @@ def plan(
     if output.exists():
         raise ConfigError(taken, field="--output")
     check_database_folder(db, default=DEFAULT_LEDGER_URL)
-    loaded, _ = checked_run(spec, source=str(team_file))
+    try:
+        loaded, _ = checked_run(spec, source=str(team_file))
+    except ConfigError as exc:  # the folder --input gave is named as the option
+        if input_dir is None or exc.field != "input.default":
+            raise
+        raise ConfigError(exc.message, field="--input") from exc
     try:
         services = RunServices(models=configured_models(model_settings(spec)))
     except ConfigError as exc:

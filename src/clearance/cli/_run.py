@@ -172,6 +172,7 @@ def run(
     from clearance import RunLedger, RunServices, RunSpec, run_spec
     from clearance.models import DEFAULT_MODEL_ID
     from clearance.runs import (
+        check_interactive,
         checked_run,
         concurrency_notice,
         model_settings,
@@ -209,6 +210,7 @@ def run(
             "store": ("--store", store_url),
             "memory": ("--memory", memory_url),
             "input": ("--input", input_dir),
+            "input.default": ("--input", input_dir),
         }.get(exc.field or "")
         if flag is None or flag[1] is None:
             raise
@@ -252,6 +254,7 @@ def run(
         approver=terminal_approver() if interactive else None,
         answer_timeout_s=_answer_timeout(answer_timeout, interactive),
     )
+    check_interactive(spec, interactive)  # after stdin is known to be open
     with otlp_tracing(), RunLedger(db) as ledger:
         if loaded.input_root is not None:
             out.print(safe_text(f"input: {loaded.input_root}"))
@@ -449,7 +452,7 @@ def resume(
     with --team, whose tools: entries provide the run's user tools.
     """
     from clearance import RunLedger, RunServices, load_team_file, recorded_run_spec, resume_run
-    from clearance.runs import spec_tools
+    from clearance.runs import check_interactive, spec_tools
 
     check_store_and_memory(store_url, memory_url)
     progress = RunProgress(out)
@@ -485,6 +488,7 @@ def resume(
             approver=terminal_approver() if interactive else None,
             answer_timeout_s=_answer_timeout(answer_timeout, interactive),
         )
+        check_interactive(spec, interactive)
         declared = loaded.tasks if loaded is not None else ()
         work = resume_run(run_id, ledger=ledger, spec=spec, tools=tools, services=services,
                           force=force, tasks=declared,

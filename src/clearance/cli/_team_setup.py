@@ -33,7 +33,12 @@ def load_checked(team_file: Path, input_dir: str | None) -> tuple[LoadedTeam, Ta
         spec = spec.model_copy(
             update={"input": spec.input.model_copy(update={"default": input_dir})}
         )
-    checked = checked_run(spec, source=str(team_file))
+    try:
+        checked = checked_run(spec, source=str(team_file))
+    except ConfigError as exc:  # the folder --input gave is named as the option
+        if input_dir is None or exc.field != "input.default":
+            raise
+        raise ConfigError(exc.message, field="--input") from exc
     try:
         report_function(spec.report)
     except ConfigError as exc:
