@@ -21,10 +21,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from clearance import Agent, AgentChat, AgentLimits, RunLedger
-from clearance._context.verify import verify_run
+from clearance import Agent, AgentChat, AgentLimits, RunLedger, verify_run
 from clearance.memory import PersistentMemory, memory_lookup
-from clearance.models._llama_cpp import LlamaCppModel
+from clearance.models import get_model
 
 TOPICS = [
     "My name is Dana and I keep bees on a rooftop in Lisbon.",
@@ -55,7 +54,7 @@ async def main(
 ) -> Outcome:
     """Run the conversation; return what happened."""
     folder = Path(workdir or tempfile.mkdtemp(prefix="clearance-chat-"))
-    model = LlamaCppModel(n_ctx=512, n_threads=1)
+    model = get_model("llama-cpp:smollm2", n_ctx=512, n_threads=1)
     agent = Agent(
         name="helper",
         instructions="You are a friendly beekeeping helper. Answer in one or two sentences.",
