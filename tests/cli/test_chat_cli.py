@@ -213,6 +213,8 @@ def test_run_warns_in_one_line_that_shared_conversation_has_no_effect_there(tmp_
     assert "no effect in clearance run" in warnings[0] and "clearance chat" in warnings[0]
 
     plain = {**TEAM, "memory_groups": [{"name": "lab", "agents": ["alice", "bob"]}]}
+    plain["agents"] = [{**TEAM["agents"][0], "memory": {}}, *TEAM["agents"][1:]]  # a group needs
+    # a member with memory: (else it is refused as having no effect)
     (tmp_path / "team.yaml").write_text(yaml.safe_dump({**plain, "tasks": [task]}))
     result = clearance(tmp_path, "run", "team.yaml", "--model", "fake:x", "--db", db)
     assert result.returncode == 0 and "warning" not in result.stderr

@@ -7,6 +7,10 @@ model is called. Where the same key is read, it is kept, and the test shows what
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -16,6 +20,7 @@ from clearance import RunLedger
 from clearance.cli import app
 
 runner = CliRunner()
+SRC = str(Path(__file__).parents[2] / "src")
 
 A = "{name: a, instructions: You work.}"
 TASK = "tasks: [{id: t, title: T, description: Go., assignee: a}]\n"
@@ -100,6 +105,12 @@ REFUSED = [
         " attempt_timeout_s: 6}}\n"
         f"agents: [{A}]\n" + TASK,
         "coordinator.limits.attempt_timeout_s",
+    ),
+    # A memory group none of whose agents has memory: nothing recalls or records its memory.
+    (
+        "memory_groups: [{name: g, agents: [a, b]}]\n"
+        f"agents: [{A}, {{name: b, instructions: You help.}}]\n" + TASK,
+        "memory_groups.g",
     ),
     # An input folder no task reads from.
     (f"input: {{default: '{{tmp}}'}}\nagents: [{A}]\n" + TASK, "input.default"),
@@ -221,3 +232,185 @@ def test_resume_interactive_with_nobody_to_ask_is_refused(tmp_path: Path) -> Non
         (record,) = ledger.list_runs()
     resumed = runner.invoke(app, ["resume", record.run_id, "--db", db(tmp_path), "--interactive"])
     one_line(resumed, "--interactive: ")
+
+
+# -- keys and options whose effect no other test showed ----------------------------------------
+
+
+@pytest.mark.network
+def test_accept_when_decides_which_review_answer_accepts(
+    tmp_path: Path, openai_server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first review answers verdict accept, which the default would take; accept_when
+    asks for findings 'none', so the task is sent back with the findings, then accepted."""
+    reviews: list[str] = []
+
+    def reply(messages):
+        if "You review." not in messages[0]["content"]:
+            return "a candidate"
+        reviews.append(messages[-1]["content"])
+        findings = "FIX-THE-TITLE-42" if len(reviews) == 1 else "none"
+        return f'{{"verdict": "accept", "findings": "{findings}"}}'
+
+    monkeypatch.setenv("OPENAI_BASE_URL", openai_server(reply))
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    body = (
+        "agents: [{name: a, instructions: You work.}, {name: r, instructions: You review.}]\n"
+        "tasks: [{id: t, title: T, description: Go., assignee: a,"
+        " review: {by: [r], rounds: 3, accept_when: {/findings: none}}}]\n"
+    )
+    result = run(tmp_path, body, "--model", "openai:m")
+    assert result.exit_code == 0, result.output
+    with RunLedger(db(tmp_path)) as ledger:
+        (record,) = ledger.list_runs()
+        rounds = ledger.events(record.run_id, "review_round")
+        work = [c for c in ledger.calls(record.run_id) if c.subject == "task:t"]
+    assert [(e.data["round"], e.data["accepted"]) for e in rounds] == [(1, False), (2, True)]
+    assert len(work) == 2 and "FIX-THE-TITLE-42" in str(work[1].messages)
+    assert record.status == "completed"
+
+
+def _finished_run(tmp_path: Path) -> str:
+    body = "agents: [{name: a, instructions: INSTRUCTIONS-CANARY-9.}]\n" + TASK
+    assert run(tmp_path, body).exit_code == 0
+    with RunLedger(db(tmp_path)) as ledger:
+        (record,) = ledger.list_runs()
+    return record.run_id
+
+
+def test_inspect_prompt_shows_the_prompt_text_and_no_prompt_leaves_it_out(tmp_path: Path) -> None:
+    run_id = _finished_run(tmp_path)
+    shown = runner.invoke(app, ["inspect", run_id, "--db", db(tmp_path), "--prompt"])
+    hidden = runner.invoke(app, ["inspect", run_id, "--db", db(tmp_path), "--no-prompt"])
+    assert shown.exit_code == 0 and hidden.exit_code == 0, shown.output + hidden.output
+    assert "INSTRUCTIONS-CANARY-9" in shown.output
+    assert "INSTRUCTIONS-CANARY-9" not in hidden.output
+    assert run_id in hidden.output  # the run is still shown, without its prompt text
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a pseudo-terminal")
+@pytest.mark.parametrize("flag", ["--pager", "--no-pager"])
+def test_inspect_pages_on_a_terminal_unless_no_pager(tmp_path: Path, flag: str) -> None:
+    """On a terminal, --pager sends the text to $PAGER; --no-pager prints it on the terminal."""
+    import pty  # POSIX only
+
+    run_id = _finished_run(tmp_path)
+    paged = tmp_path / "paged.txt"
+    env = dict(os.environ, PAGER=f"cat > {paged}", TERM="xterm", COLUMNS="200")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (SRC, env.get("PYTHONPATH")) if p)
+    main, child = pty.openpty()
+    shown = bytearray()
+    reader = threading.Thread(target=_drain, args=(main, shown), daemon=True)
+    reader.start()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "clearance", "inspect", run_id, "--db", db(tmp_path), flag],
+            stdin=child, stdout=child, stderr=child, env=env, timeout=60, check=False,
+        )  # fmt: skip
+    finally:
+        os.close(child)
+        reader.join(timeout=10)
+        os.close(main)
+    assert proc.returncode == 0, bytes(shown)
+    if flag == "--pager":
+        assert "INSTRUCTIONS-CANARY-9" in paged.read_text()
+        assert b"INSTRUCTIONS-CANARY-9" not in shown
+    else:
+        assert not paged.exists()
+        assert b"INSTRUCTIONS-CANARY-9" in shown
+
+
+def _drain(fd: int, into: bytearray) -> None:
+    """Read a pseudo-terminal until it closes (so the child never blocks on a full one)."""
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            return
+        if not chunk:
+            return
+        into.extend(chunk)
+
+
+def test_the_team_files_name_model_goal_title_and_synthesis_from_are_read(
+    tmp_path: Path,
+) -> None:
+    """Each reaches the run: the record's team, the calls' model, the task's and the
+    synthesis prompts (the synthesis holds the goal and only synthesis_from's results)."""
+    body = (
+        "name: TEAM-CANARY\ngoal: GOAL-CANARY-3\nsynthesis_from: [s]\n"
+        f"agents: [{A}]\n"
+        "tasks:\n  - {id: s, title: TITLE-CANARY-5, description: Go., assignee: a}\n"
+        "  - {id: t, title: T, description: Go., assignee: a}\n"
+    )
+    result = run(tmp_path, body)
+    assert result.exit_code == 0, result.output
+    with RunLedger(db(tmp_path)) as ledger:
+        (record,) = ledger.list_runs()
+        calls = {c.subject: c for c in ledger.calls(record.run_id)}
+    assert record.team == "TEAM-CANARY"
+    assert {c.model_id for c in calls.values()} == {"fake:x"}
+    assert "TITLE-CANARY-5" in str(calls["task:s"].messages)
+    synthesis = calls["synthesis"]
+    origins = [item["origin"] for item in synthesis.manifest["items"]]
+    assert "task_result:s" in origins and "task_result:t" not in origins
+    assert "GOAL-CANARY-3" in str(synthesis.messages)
+
+
+def test_project_and_constraints_reach_an_isolated_tasks_prompt(tmp_path: Path) -> None:
+    """The isolated prompt shows the project folder's modules and the task's constraints."""
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "canary_module_77.py").write_text("def f():\n    return 1\n")
+    body = (
+        f"project: '{{tmp}}/p'\nagents: [{A}]\n"
+        "tasks: [{id: t, title: T, description: Go., assignee: a, mode: isolated,"
+        " constraints: [CONSTRAINT-CANARY-6]}]\n"
+    )
+    result = run(tmp_path, body)
+    assert result.exit_code == 0, result.output
+    with RunLedger(db(tmp_path)) as ledger:
+        (record,) = ledger.list_runs()
+        (call,) = [c for c in ledger.calls(record.run_id) if c.subject == "isolated:t"]
+    assert "canary_module_77" in str(call.messages)
+    assert "CONSTRAINT-CANARY-6" in str(call.messages)
+
+
+def test_the_input_option_gives_the_folder_a_task_reads(tmp_path: Path) -> None:
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "notes.txt").write_text("NOTE-4712\n")
+    body = (
+        f"agents: [{A}]\n"
+        "tasks: [{id: t, title: T, description: Go., assignee: a, files: [notes.txt]}]\n"
+    )
+    result = run(tmp_path, body, "--input", str(tmp_path / "in"))
+    assert result.exit_code == 0, result.output
+    with RunLedger(db(tmp_path)) as ledger:
+        (record,) = ledger.list_runs()
+        (call,) = [c for c in ledger.calls(record.run_id) if c.subject == "task:t"]
+    assert "NOTE-4712" in str(call.messages)
+
+
+def test_the_memory_option_is_where_the_run_records_its_agents_memory(tmp_path: Path) -> None:
+    """The memory goes to the database --memory names, not to the default beside the ledger."""
+    body = "agents: [{name: a, instructions: You work., memory: {recall: 3}}]\n" + TASK
+    url = f"sqlite:///{tmp_path}/chosen-memory.db"
+    result = run(tmp_path, body, "--memory", url)
+    assert result.exit_code == 0, result.output
+    assert not (tmp_path / "memory.db").exists()
+    listing = runner.invoke(app, ["memory", str(tmp_path / "team.yaml"), "--memory", url])
+    assert listing.exit_code == 0, listing.output
+    assert "agent:a" in listing.output
+
+
+def test_an_include_an_isolated_tasks_file_requests_are_held_to_is_kept(tmp_path: Path) -> None:
+    # Its FILE: requests are held to input.include when project: names no other folder,
+    # so the key has an effect there (it was refused as reading nothing); with
+    # isolation.max_rounds 0 no request is made, and it is refused.
+    isolated = "tasks: [{id: t, title: T, description: Go., assignee: a, mode: isolated}]\n"
+    body = f"input: {{default: '{{tmp}}', include: ['*.py']}}\nagents: [{A}]\n" + isolated
+    team(tmp_path, body)
+    result = runner.invoke(app, ["graph", str(tmp_path / "team.yaml")])
+    assert result.exit_code == 0, result.output
+    team(tmp_path, body + "isolation: {max_rounds: 0}\n")
+    result = runner.invoke(app, ["graph", str(tmp_path / "team.yaml")])
+    one_line(result, f"{tmp_path / 'team.yaml'}: input.include")

@@ -116,3 +116,48 @@ def test_plan_quotes_the_file_in_the_command_it_suggests(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     assert "edit it, then: clearance run 'my plan.yaml'" in result.output, result.output
     assert (tmp_path / "my plan.yaml").exists()
+
+
+def test_a_plan_of_a_team_file_with_tasks_runs_as_written(tmp_path, monkeypatch):
+    # The plan replaces the file's tasks: `isolation:` (read by an isolated task, which a
+    # person may make of a planned one) is kept and not refused in the plan; a
+    # `synthesis_from` naming the replaced tasks is left out (it would name unknown tasks).
+    from clearance.testing import FunctionModel
+
+    def answer(request):
+        return json.dumps(PLAN) if request.prompt.manifest.subject == "plan" else "ok"
+
+    scripted = FunctionModel(answer, model_id="fake:planner")
+    monkeypatch.setattr("clearance.cli._plan.configured_models", lambda options: {
+        "fake:planner": scripted})  # fmt: skip
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.py").write_text("x = 1\n")
+    team = tmp_path / "team.yaml"
+    team.write_text(
+        TEAM + f"input: {{default: '{tmp_path / 'in'}', include: ['*.py']}}\n"
+        "isolation: {max_rounds: 1}\n"
+        "synthesis_from: [old]\n"
+        "coordinator: {name: lead, instructions: You plan.}\n"
+        "tasks:\n"
+        "  - {id: old, title: Old, description: Look., assignee: writer, mode: isolated}\n"
+    )
+    plan_file = tmp_path / "plan.yaml"
+    db = f"sqlite:///{tmp_path}/runs.db"
+    runner = CliRunner()
+    result = runner.invoke(app, ["plan", str(team), "--goal", "Write and check.", "-o",
+                                 str(plan_file), "--db", db])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    written = yaml.safe_load(plan_file.read_text())
+    assert "synthesis_from" not in written and written["isolation"] == {"max_rounds": 1}
+    result = runner.invoke(app, ["run", str(plan_file), "--db", db])
+    assert result.exit_code == 0, result.output
+    with RunLedger(db) as ledger:
+        replay = next(r for r in ledger.list_runs() if ledger.tasks(r.run_id))
+        statuses = {t.task_id: t.status for t in ledger.tasks(replay.run_id)}
+    assert statuses == {"draft": "completed", "check": "completed"}
+    # The same keys in a team file that is no plan are still refused.
+    written.pop("plan")
+    plan_file.write_text(yaml.safe_dump(written, sort_keys=False))
+    result = runner.invoke(app, ["run", str(plan_file), "--db", db])
+    assert result.exit_code == 2
+    assert "isolation: has no effect: no task has mode: isolated" in result.output

@@ -69,7 +69,8 @@ def test_bad_on_error_names_the_field(tmp_path):
     "path", ["no_such_module_here:f", "os.path:not_there", "not a path", "os:sep"]
 )
 def test_a_team_file_tool_that_cannot_be_imported_is_one_line_exit_2(tmp_path, path):
-    team = write(tmp_path, "    tools: [t]\n", f"tools: {{t: '{path}'}}\n")
+    # a's memory: keeps the shared memory group valid, so the tool entry is what is refused
+    team = write(tmp_path, "    tools: [t]\n    memory: {}\n", f"tools: {{t: '{path}'}}\n")
     result = CliRunner().invoke(app, ["run", str(team), "--model", "fake:m", "--goal", "G",
                                       "--db", f"sqlite:///{tmp_path / 'runs.db'}"])  # fmt: skip
     assert result.exit_code == 2, result.output

@@ -10,6 +10,7 @@ prefix cache can reuse it.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from clearance._context.project_scan import (
 from clearance._core.confined import escape_controls
 from clearance._core.errors import ConfigError
 from clearance._core.names import check_count
+from clearance._core.workspace_reach import state_prefixes
 
 __all__ = ["DEFAULT_TASK_ID_FORMAT", "AdrSummary", "ArchitecturalContext", "Dependency"]
 
@@ -130,6 +132,7 @@ class ArchitecturalContext:
         max_depth: int = 3,
         max_entries: int = 150,
         task_id_format: str = DEFAULT_TASK_ID_FORMAT,
+        leave_out: Sequence[Path] = (),
     ) -> ArchitecturalContext:
         """Compute the context from a project directory.
 
@@ -147,6 +150,8 @@ class ArchitecturalContext:
             max_entries: Most entries listed in ``structure``, 1 to 10,000 (the most the
                 scan reads); the rest are counted in ``structure_omitted``.
             task_id_format: ``str.format`` pattern of task ids, with field ``n``.
+            leave_out: Folders ``structure`` never lists when they lie in ``root`` (the
+                run's workspace root: agents' outputs are no part of the project).
 
         Raises:
             ConfigError: ``root`` is not a directory, a limit is out of its range, or
@@ -157,7 +162,8 @@ class ArchitecturalContext:
         base = Path(root).resolve()
         if not base.is_dir():
             raise ConfigError(f"project root {str(root)!r} is not a directory", field="root")
-        structure, omitted = walk_structure(base, max_depth=max_depth, max_entries=max_entries)
+        structure, omitted = walk_structure(base, max_depth=max_depth, max_entries=max_entries,
+                                            leave_out=state_prefixes(base, leave_out))  # fmt: skip
         dependencies, dependencies_omitted = read_dependencies(base)
         return cls(
             project=read_project_name(base),

@@ -2,7 +2,8 @@
 
 The project scan (`project_scan.walk_structure`) lists neither, nor what the root
 ``.gitignore`` hides, and a subagent's ``FILE:`` request (`clearance._orchestration.subagents`)
-is not given them: ``.git/config`` may hold a remote's credentials, ``.clearance/`` holds the
+is not given them, nor what lies under the run's workspace root (``workspace:``) when it is in
+the project: ``.git/config`` may hold a remote's credentials, ``.clearance/`` holds the
 ledger, the stores and every agent's workspace (another agent's outputs, an earlier run's
 included), and what ``.gitignore`` hides (``.env``, build output) is no part of the
 project a subagent was shown. The ``.gitignore`` is applied with caps on its patterns' count
@@ -16,6 +17,8 @@ from pathlib import PurePosixPath
 
 import pathspec
 
+from clearance._core.workspace_reach import STATE_FOLDERS, is_state_path, under_prefixes
+
 __all__ = [
     "ALWAYS_SKIPPED",
     "MAX_IGNORE_PATTERNS",
@@ -23,6 +26,7 @@ __all__ = [
     "MAX_IGNORE_WILDCARDS",
     "MAX_MATCHED_PATH_CHARS",
     "STATE_FOLDERS",
+    "WORKSPACE_REFUSAL",
     "gitignore_spec",
     "is_run_state",
     "left_out",
@@ -30,9 +34,6 @@ __all__ = [
 
 ALWAYS_SKIPPED = frozenset({".git", ".hg", ".svn", ".bzr"})
 """Version-control folders: never listed, never given (compared case-insensitively)."""
-STATE_FOLDERS = frozenset({".clearance"})
-"""Clearance's own state (the default ledger, stores and workspaces): never listed, never given,
-even when ``input.include`` names it (compared case-insensitively)."""
 MAX_IGNORE_PATTERNS = 500
 """Most patterns of the root ``.gitignore`` applied (the first ones)."""
 MAX_IGNORE_WILDCARDS = 2
@@ -44,7 +45,6 @@ MAX_MATCHED_PATH_CHARS = 1024
 
 _STARS = re.compile(r"\*+")
 _SKIPPED_FOLDED = frozenset(name.casefold() for name in ALWAYS_SKIPPED)
-_STATE_FOLDED = frozenset(name.casefold() for name in STATE_FOLDERS)
 
 
 def gitignore_spec(text: str) -> pathspec.GitIgnoreSpec:
@@ -73,21 +73,31 @@ def is_vcs_metadata(path: str) -> bool:
 
 def is_run_state(path: str) -> bool:
     """Whether ``path`` (relative, ``/``-separated) lies in Clearance's own state folder."""
-    return any(part.casefold() in _STATE_FOLDED for part in PurePosixPath(path).parts)
+    return is_state_path(path)
 
 
-def left_out(path: str, spec: pathspec.GitIgnoreSpec | None) -> str | None:
+WORKSPACE_REFUSAL = "it is the run's workspace folder (agents' outputs), which no subagent is given"
+"""Why a file under the run's workspace root is not given (`left_out`)."""
+
+
+def left_out(
+    path: str, spec: pathspec.GitIgnoreSpec | None, workspace: tuple[str, ...] = ()
+) -> str | None:
     """Why the project's listing leaves ``path`` out, or ``None`` when it does not.
 
     Args:
         path: A path relative to the project folder, ``/``-separated.
         spec: The root ``.gitignore``'s spec (`gitignore_spec`); ``None``: not applied.
+        workspace: Where the run's workspace root lies in the project
+            (`clearance._core.workspace_reach.state_prefixes`): never given either.
     """
     if is_vcs_metadata(path):
         return "it is version-control metadata, which the project's listing leaves out"
     if is_run_state(path):
         return ("it is Clearance's own state (runs, stores and agents' workspaces), which no "
                 "subagent is given")  # fmt: skip
+    if under_prefixes(path, workspace):
+        return WORKSPACE_REFUSAL
     if spec is None:
         return None
     if len(path) > MAX_MATCHED_PATH_CHARS:

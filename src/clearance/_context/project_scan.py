@@ -35,6 +35,7 @@ from clearance._core.confined import (
     read_bytes_confined,
 )
 from clearance._core.errors import ClearanceError, LimitExceeded
+from clearance._core.workspace_reach import under_prefixes
 
 __all__ = [
     "AdrSummary",
@@ -177,7 +178,9 @@ def _gitignore_spec(root: Path) -> pathspec.GitIgnoreSpec:
     return gitignore_spec(read_text(root, ".gitignore") or "")
 
 
-def walk_structure(root: Path, *, max_depth: int, max_entries: int) -> tuple[tuple[str, ...], int]:
+def walk_structure(
+    root: Path, *, max_depth: int, max_entries: int, leave_out: tuple[str, ...] = ()
+) -> tuple[tuple[str, ...], int]:
     """List the project tree, respecting the root ``.gitignore``, breadth-limited.
 
     Directories are listed with a trailing ``/``, indented two spaces per level, sorted
@@ -195,6 +198,8 @@ def walk_structure(root: Path, *, max_depth: int, max_entries: int) -> tuple[tup
         root: The project root (resolved).
         max_depth: Deepest level listed; 1 lists only the root's entries.
         max_entries: Most lines returned.
+        leave_out: Folders never listed, relative to ``root`` and casefolded
+            (`clearance._core.workspace_reach.state_prefixes`: the run's workspace root).
 
     Returns:
         ``(lines, omitted)``: the listing, and how many entries were left out because of
@@ -230,6 +235,8 @@ def walk_structure(root: Path, *, max_depth: int, max_entries: int) -> tuple[tup
         for child in children:
             is_dir = child.kind == EntryKind.DIR
             if child.name in ALWAYS_SKIPPED or is_run_state(child.name):
+                continue
+            if under_prefixes(child.path, leave_out):
                 continue
             if timed_out:
                 return

@@ -10,7 +10,8 @@ it, the chain rebuilt) is still a finding:
   ``needs_context`` answer of a recorded ``isolated:<id>`` call holds (`parse_status`);
 - a file round names the path that question asked for, and is served with no answer, or
   refused with ``The file '<path>' cannot be given: <why>``; a file in a version-control
-  folder (`project_ignore.ALWAYS_SKIPPED`) is never served;
+  folder (`project_ignore.ALWAYS_SKIPPED`), in Clearance's own state folder (``.clearance``)
+  or under the run's workspace root (`recorded_workspace`) is never served;
 - the coordinator's answer is what a recorded ``clarification:<id>`` call whose question is
   that question answered (stripped, `mark_answer`'s marks included, or `NO_ANSWER` for an
   empty answer);
@@ -24,7 +25,9 @@ recorded answer of theirs that the run's recorded prompts do not contradict.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import posixpath
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 from clearance._context.answers import mark_answer
 from clearance._context.isolated import (
@@ -45,9 +48,10 @@ from clearance._core.event_schema import (
 from clearance._core.origins import Origin, Subject
 from clearance._core.prompt import sha256_text
 from clearance._core.vocabulary import EventKind, OriginKind, PromptKind
+from clearance._core.workspace_reach import DEFAULT_WORKSPACE_ROOT, is_state_path, under_prefixes
 from clearance._state.ledger import CallRecord, EventRecord
 
-__all__ = ["check_clarification_events", "reusable_person_answer"]
+__all__ = ["check_clarification_events", "recorded_workspace", "reusable_person_answer"]
 
 Problem = tuple[str, str | None, str]
 """``(subject, call id or None, reason)``: one finding."""
@@ -86,14 +90,44 @@ def _answered(calls: Sequence[CallRecord]) -> dict[tuple[str, str], set[str]]:
     return answered
 
 
+def recorded_workspace(config: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """Where the run's workspace root lay in its project, as its recorded config spells both.
+
+    Read from the written paths alone (``workspace``, ``project`` or ``input.default``): both
+    relative to the run's working folder, or both absolute. ``()`` when they cannot be
+    compared so (one relative, the other absolute; a ``python:`` package) or the workspace
+    root lay outside the project.
+    """
+    if not isinstance(config, Mapping):
+        return ()
+    folder = config.get("input")
+    project = config.get("project") or (folder.get("default") if isinstance(folder, dict) else None)
+    workspace = config.get("workspace") or DEFAULT_WORKSPACE_ROOT
+    if (
+        not isinstance(project, str)
+        or not isinstance(workspace, str)
+        or project.startswith("python:")
+    ):
+        return ()
+    if posixpath.isabs(project) != posixpath.isabs(workspace):
+        return ()
+    rel = posixpath.relpath(posixpath.normpath("/" + workspace), posixpath.normpath("/" + project))
+    if rel == posixpath.pardir or rel.startswith(posixpath.pardir + "/"):
+        return ()
+    return (rel.casefold(),)
+
+
 def check_clarification_events(
-    events: Sequence[EventRecord], calls: Sequence[CallRecord]
+    events: Sequence[EventRecord],
+    calls: Sequence[CallRecord],
+    workspace: tuple[str, ...] = (),
 ) -> Iterator[Problem]:
     """Check every recorded clarification round against the calls it came from.
 
     Args:
         events: The run's events, in the order recorded.
         calls: The run's model calls.
+        workspace: Where the run's workspace root lay in the project (`recorded_workspace`).
 
     Yields:
         ``(subject, None, reason)`` for each round that is not what the calls show.
@@ -109,7 +143,7 @@ def check_clarification_events(
         task_id = event.subject.removeprefix("task:")
         questions = asked.get(task_id, set())
         if isinstance(data, FileClarificationEvent):
-            reason = _file_round(data, questions)
+            reason = _file_round(data, questions, workspace)
         elif isinstance(data, QuestionClarificationEvent):
             reason = _question_round(task_id, data, questions, answered)
         else:  # pragma: no cover - parse_event gives one of the two
@@ -118,13 +152,18 @@ def check_clarification_events(
             yield f"event {event.event_id}", None, f"clarification of task {task_id!r}: {reason}"
 
 
-def _file_round(data: FileClarificationEvent, questions: set[str]) -> str | None:
+def _file_round(
+    data: FileClarificationEvent, questions: set[str], workspace: tuple[str, ...]
+) -> str | None:
     if data.path not in {file_request(q) for q in questions if question_too_long(q) is None}:
         return f"{data.path!r} is not a file the task's subagent asked for"
     if data.served != (data.answer is None):
         return "a served file has no answer, and a refused one says why"
     if data.served and is_vcs_metadata(data.path):
         return f"{data.path!r} is version-control metadata, which is never given"
+    if data.served and (is_state_path(data.path) or under_prefixes(data.path, workspace)):
+        return (f"{data.path!r} is in the run's workspace folder or Clearance's own state, "
+                "which is never given")  # fmt: skip
     if data.answer is not None and not data.answer.startswith(
         f"The file {data.path!r} cannot be given: "
     ):

@@ -34,6 +34,12 @@ from clearance._core.routing import EdgeCondition
 from clearance._core.run_spec import RunSpec
 from clearance._core.spec import FanOut, Task
 from clearance._core.teamfile_models import TaskSpec
+from clearance._core.workspace_reach import (
+    DEFAULT_WORKSPACE_ROOT,
+    is_state_path,
+    state_prefixes,
+    under_prefixes,
+)
 
 __all__ = [
     "MAX_DEPTH_SCANNED",
@@ -111,8 +117,14 @@ def included(path: str, include: Iterable[str]) -> bool:
     return any(posix.match(glob) for glob in include)
 
 
-def matching_files(root: Path, pattern: str, include: list[str], field: str) -> list[Path]:
+def matching_files(
+    root: Path, pattern: str, include: list[str], field: str, leave_out: tuple[str, ...] = ()
+) -> list[Path]:
     r"""The files under ``root`` matching ``pattern`` and one of ``include``, sorted.
+
+    A file under Clearance's own state folder (``.clearance/``) or under ``leave_out``
+    (where the run's workspace root lies in ``root``: `state_prefixes`) is never matched:
+    agents' outputs of an earlier run are no input of a new task.
 
     ``pattern`` is a gitignore-style pattern (`pathspec`) anchored at ``root``: ``*`` and
     ``?`` stay within one folder, ``**`` spans folders (``**/*.py`` is every ``.py`` file,
@@ -157,6 +169,7 @@ def matching_files(root: Path, pattern: str, include: list[str], field: str) -> 
         raise ConfigError(exc.message, field=field) from None  # the folder cannot be read
     except ValueError as exc:
         raise ConfigError(f"cannot match {pattern!r}: {exc}", field=field) from exc
+    found = [rel for rel in found if not _in_state(root, rel, walked.files, leave_out)]
     files = sorted(root / rel for rel in found if rel in walked.files or _leads_to_file(root / rel))
     matches = [p for p in files if any(p.match(inc) for inc in include)]
     if len(matches) > MAX_FILES_MATCHED:
@@ -202,6 +215,19 @@ class _Candidates:
                 yield entry.path
             elif entry.kind == EntryKind.SYMLINK:
                 yield entry.path  # a file if it leads to one (`Path.is_file` follows it)
+
+
+def _in_state(root: Path, rel: str, files: set[str], leave_out: tuple[str, ...]) -> bool:
+    """Whether ``rel`` lies in Clearance's state or under ``leave_out``, or a link leads there."""
+    if is_state_path(rel) or under_prefixes(rel, leave_out):
+        return True
+    if rel in files:
+        return False
+    # A link: where it leads counts (a link in the project to an agent's output).
+    return any(
+        prefix != "." and (is_state_path(prefix) or under_prefixes(prefix, leave_out))
+        for prefix in state_prefixes(root, [root / rel])
+    )
 
 
 def _leads_to_file(link: Path) -> bool:
@@ -251,8 +277,13 @@ def _at_most(files: Iterable[str], root: Path, field: str) -> Iterator[str]:
 def expand_tasks(
     spec: RunSpec, input_root: Path | None
 ) -> tuple[tuple[Task, ...], dict[str, list[str]]]:
+    """The spec's tasks, each ``for_each_file`` one expanded, and each template's copies.
+
+    Files under the run's workspace root (``workspace:``) or ``.clearance/`` are never matched.
+    """
     groups: dict[str, list[str]] = {}
     expanded: list[tuple[TaskSpec, dict[str, str]]] = []
+    workspace = Path(spec.workspace or DEFAULT_WORKSPACE_ROOT)
     for i, task in enumerate(spec.tasks):
         if task.for_each_file is None:
             expanded.append((task, {}))
@@ -263,7 +294,10 @@ def expand_tasks(
                 field=f"tasks.{i}.for_each_file",
             )
         field = f"tasks.{i}.for_each_file"
-        matches = matching_files(input_root, task.for_each_file, spec.input.include, field)
+        leave_out = state_prefixes(input_root, [workspace])
+        matches = matching_files(
+            input_root, task.for_each_file, spec.input.include, field, leave_out
+        )
         if not matches:
             raise ConfigError(
                 f"no file under {str(input_root)!r} matches {task.for_each_file!r}",

@@ -136,10 +136,13 @@ class RunSpec(BaseModel):
         workspace: Folder under which runs that spawn children get their folders.
         isolation: Clarification rounds and file caps of isolated tasks.
         agents: The workers.
-        coordinator: The agent that plans and synthesizes (``None``: a built-in one).
+        coordinator: The agent that plans and synthesizes (``None``: a built-in one); its
+            ``role`` is refused, and so are its ``store_read_extends_ttl_s`` and
+            ``limits.max_dependency_tokens`` where none of its calls reads them.
+        memory_groups: Agents that share a long-term memory; a group none of whose agents has
+            ``memory:`` is refused unless it declares a ``shared_conversation``.
         tasks: The tasks (empty: the coordinator plans ``goal``).
         messages: Messages sent before the run starts.
-        memory_groups: Agents that share a long-term memory.
         memory: The long-term memory's URL (or ``{url, on_error}``).
         tools: User tools by name: an import path (``module:function``; the module is found
             among the installed ones, then in the folder ``clearance`` runs from), or

@@ -27,6 +27,7 @@ from clearance._core.teamfile_checks import (
     check_tool_entries,
 )
 from clearance._core.teamfile_unread import check_unread
+from clearance._core.workspace_reach import DEFAULT_WORKSPACE_ROOT, check_workspace_root
 
 __all__ = ["LoadedTeam", "load_team_file", "prepare_run", "resolve_input"]
 
@@ -98,12 +99,15 @@ def resolve_input(value: str) -> Path:
     return path
 
 
-def load_team_file(path: str | Path, *, input_dir: str | Path | None = None) -> LoadedTeam:
+def load_team_file(
+    path: str | Path, *, input_dir: str | Path | None = None, resuming: bool = False
+) -> LoadedTeam:
     """Read, validate and prepare a team file (`RunSpec.from_file`, then `prepare_run`).
 
     Args:
         path: The YAML file.
         input_dir: Overrides ``input.default`` (a folder, or ``python:<package>``).
+        resuming: The file a recorded run is resumed with (see `prepare_run`).
 
     Returns:
         The spec, its team, its tasks (``for_each_file`` expanded, sorted by path), and the
@@ -119,15 +123,20 @@ def load_team_file(path: str | Path, *, input_dir: str | Path | None = None) -> 
     if input_dir is not None:
         folder = spec.input.model_copy(update={"default": str(input_dir)})
         spec = spec.model_copy(update={"input": folder})
-    return prepare_run(spec, source=str(path))
+    return prepare_run(spec, source=str(path), resuming=resuming)
 
 
-def prepare_run(spec: RunSpec, *, source: str | None = None) -> LoadedTeam:
+def prepare_run(spec: RunSpec, *, source: str | None = None, resuming: bool = False) -> LoadedTeam:
     """Check a run's spec across its keys, build its team and expand its tasks.
 
     Args:
         spec: The run's spec.
         source: The team file it was read from, named in error messages; ``None`` for none.
+        resuming: The team file a recorded run is resumed with (``clearance resume
+            --team``): keys that nothing reads (`check_unread`) are not refused, since the
+            run recorded them and its team file must hold them as recorded
+            (`clearance._orchestration.resume_checks.check_team_file`), a run recorded
+            before such a key was refused included.
 
     Raises:
         ConfigError: A key would have no effect, a message names an unknown agent, an MCP
@@ -148,9 +157,11 @@ def prepare_run(spec: RunSpec, *, source: str | None = None) -> LoadedTeam:
             [(a.name, a.tools) for a in (*spec.agents, *filter(None, [spec.coordinator]))],
         )
         check_effective(spec, team, tasks)
+        _check_workspace(spec, team, tasks, input_root, project_root)
         check_input(spec, tasks)
         check_paths(spec, tasks)
-        check_unread(spec, tasks)
+        if not resuming:
+            check_unread(spec, tasks)
         check_tool_entries(spec)
     except ConfigError as exc:
         if source is None:
@@ -165,6 +176,30 @@ def prepare_run(spec: RunSpec, *, source: str | None = None) -> LoadedTeam:
         project_root=project_root,
         synthesis_from=synthesis_from,
     )
+
+
+def _check_workspace(
+    spec: RunSpec,
+    team: Team,
+    tasks: tuple[Task, ...],
+    input_root: Path | None,
+    project_root: Path | None,
+) -> None:
+    """Refuse, before the run starts, a workspace root no agent's workspace could be made in.
+
+    Only when some agent gets a workspace (a tool loop, spawning, a fan-out): a file at its
+    path or above it, or a folder that holds the project an isolated task is shown or the
+    input folder a ``for_each_file`` pattern is matched in (`check_workspace_root`).
+    """
+    if not (any(a.can_spawn or a.uses_tools for a in team.agents)
+            or any(t.fan_out is not None for t in tasks)):  # fmt: skip
+        return
+    holds_not: list[tuple[str, Path]] = []
+    if project_root is not None and any(t.mode == "isolated" for t in tasks):
+        holds_not.append(("project", project_root))
+    if input_root is not None and any(t.for_each_file is not None for t in spec.tasks):
+        holds_not.append(("input", input_root))
+    check_workspace_root(Path(spec.workspace or DEFAULT_WORKSPACE_ROOT), holds_not=holds_not)
 
 
 def _project_root(value: str) -> Path:

@@ -22,28 +22,21 @@ __all__ = [
 _LOOP_KEYS = ("tools", "can_delegate_to", "can_spawn", "store_grants")
 """An agent's keys that act only through its tool loop (store grants through store tools)."""
 
-
 _STORE_READS = ("store_get", "store_query", "store_get_structured", "store_search")
 """The store tools whose reads move an entry's expiry (``store_read_extends_ttl_s``)."""
 
 _NO_REPEAT_PENALTY = frozenset({"anthropic"})
 """Providers whose API has no repeat penalty (``sampling.repeat_penalty`` is not sent)."""
 
+_NO_OUTPUTS = ("write_output", "writes no outputs: give it the write_output tool")
+_NO_SPAWN = ("spawn", "spawns no children: give it can_spawn")
+_NO_LOOP = ("tools", "runs no tool loop: give it tools, can_delegate_to or can_spawn")
 _NEEDS = {
-    "max_output_files": ("write_output", "writes no outputs: give it the write_output tool"),
-    "max_output_size_bytes": ("write_output", "writes no outputs: give it the write_output tool"),
-    "max_children": ("spawn", "spawns no children: give it can_spawn"),
-    "spawn_timeout_s": ("spawn", "spawns no children: give it can_spawn"),
-    "max_steps": ("tools", "runs no tool loop: give it tools, can_delegate_to or can_spawn"),
-    "answer_at_max_steps": (
-        "tools",
-        "runs no tool loop: give it tools, can_delegate_to or can_spawn",
-    ),
-    "compact_tool_steps": (
-        "tools",
-        "runs no tool loop: give it tools, can_delegate_to or can_spawn",
-    ),
-}
+    "max_output_files": _NO_OUTPUTS, "max_output_size_bytes": _NO_OUTPUTS,
+    "max_children": _NO_SPAWN, "spawn_timeout_s": _NO_SPAWN,
+    "max_steps": _NO_LOOP, "answer_at_max_steps": _NO_LOOP, "compact_tool_steps": _NO_LOOP,
+}  # fmt: skip
+"""An agent limit's need (what its agent must have) and the reason it has no effect without."""
 
 
 def check_effective(spec: RunSpec, team: Team, tasks: tuple[Task, ...]) -> None:
@@ -128,7 +121,8 @@ def check_effective(spec: RunSpec, team: Team, tasks: tuple[Task, ...]) -> None:
                 f"has no effect: task {task.id!r} has no dependencies to fail",
                 field=f"tasks.{task.id}.after_failure",
             )
-    isolated = any(t.mode == "isolated" for t in tasks)
+    # A file `clearance plan` wrote keeps its source's keys for the plan's edits (`plan:`).
+    isolated = any(t.mode == "isolated" for t in tasks) or spec.plan is not None
     workspaces = any(a.can_spawn or a.uses_tools for a in team.agents) or any(
         t.fan_out is not None for t in tasks
     )
@@ -247,11 +241,16 @@ def check_input(spec: RunSpec, tasks: tuple[Task, ...]) -> None:
 
     Raises:
         ConfigError: A task lists a file none of the globs matches (naming the task's
-            ``files``), or ``include`` is given and no task reads a file from the folder.
+            ``files``), or ``include`` is given and no task reads a file from the folder
+            (an isolated task's ``FILE:`` requests do without ``project:``), in a file
+            that is no plan.
     """
     include = spec.input.include
     reading = any(t.for_each_file for t in spec.tasks)
+    asking = spec.project is None and spec.isolation.max_rounds > 0
     for task in tasks:
+        if task.mode == "isolated" and asking:
+            reading = True  # its FILE: requests are held to include
         if not task.files or (task.mode == "isolated" and spec.project is not None):
             continue
         reading = True
@@ -262,7 +261,7 @@ def check_input(spec: RunSpec, tasks: tuple[Task, ...]) -> None:
                     f"({', '.join(include)})",
                     field=f"tasks.{task.id}.files",
                 )
-    if "include" in spec.input.model_fields_set and not reading:
+    if "include" in spec.input.model_fields_set and not reading and spec.plan is None:
         raise ConfigError(
             "has no effect: no task reads files from the input folder (files, for_each_file)",
             field="input.include",

@@ -114,7 +114,10 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
     },
     "MemoryGroupSpec": {
         "name": "The group's name (record_to names it).",
-        "agents": "The agents that share the memory (at least 2).",
+        "agents": (
+            "The agents that share the memory (at least 2); refused when none has `memory:` "
+            "and the group declares no shared_conversation."
+        ),
         "shared_conversation": "A conversation the group shares (opt-in).",
     },
     "InputSpec": {

@@ -1,4 +1,4 @@
-"""Team-file keys that nothing reads in some teams: the coordinator's, limits, the input folder.
+"""Team-file keys nothing reads in some teams: the coordinator's, limits, input, memory groups.
 
 The companion of `clearance._core.teamfile_checks`: each check refuses, with one line naming
 the key, a setting the run would accept and then never read.
@@ -27,8 +27,12 @@ def check_unread(spec: RunSpec, tasks: tuple[Task, ...]) -> None:
             ``max_dependency_tokens`` when no prompt of it admits a task's result; an
             ``attempt_timeout_s`` no shorter than its ``timeout_s`` (the deadline ends the
             call first); ``input.default`` (or ``--input``) when no task reads the input
-            folder.
+            folder; a ``memory_groups`` entry none of whose members has ``memory:`` (nothing
+            recalls or records its memory) and that declares no ``shared_conversation``.
+            The keys only tasks read are not refused where the coordinator plans the tasks,
+            or planned them (`_planned`).
     """
+    _check_groups(spec)
     coordinator = spec.coordinator
     if coordinator is not None:
         _check_coordinator(spec, coordinator, tasks)
@@ -42,12 +46,36 @@ def check_unread(spec: RunSpec, tasks: tuple[Task, ...]) -> None:
                 "deadline ends the call first (make it shorter, or drop it)",
                 field=f"{where}.limits.attempt_timeout_s",
             )
-    if spec.input.default is not None and tasks and not _reads_input(spec, tasks):
+    if (
+        spec.input.default is not None
+        and not _planned(spec, tasks)
+        and not _reads_input(spec, tasks)
+    ):
         raise ConfigError(
             "has no effect: no task reads the input folder (files, for_each_file, an "
             "isolated task without project:, or a run: step)",
             field="input.default",
         )
+
+
+def _check_groups(spec: RunSpec) -> None:
+    """Refuse a memory group whose memory nobody recalls or records (no member has memory:).
+
+    A group's ``shared_conversation`` is used by ``clearance chat`` whatever its members'
+    ``memory:``, so a group that declares one is kept.
+    """
+    remembering = {
+        entry.name
+        for entry in (*spec.agents, *filter(None, [spec.coordinator]))
+        if entry.memory is not None
+    }
+    for group in spec.memory_groups:
+        if group.shared_conversation is None and not remembering.intersection(group.agents):
+            raise ConfigError(
+                "has no effect: none of its agents has memory:, so nothing recalls or records "
+                f"the group's memory (give one of {', '.join(group.agents)} memory: {{recall: 3}})",
+                field=f"memory_groups.{group.name}",
+            )
 
 
 def _check_coordinator(spec: RunSpec, coordinator: AgentSpec, tasks: tuple[Task, ...]) -> None:
@@ -66,7 +94,7 @@ def _check_coordinator(spec: RunSpec, coordinator: AgentSpec, tasks: tuple[Task,
             f"({', '.join(_STORE_READS)}) and has no delegate or child to bound",
             field="coordinator.store_read_extends_ttl_s",
         )
-    if "max_dependency_tokens" not in coordinator.limits.model_fields_set or not tasks:
+    if "max_dependency_tokens" not in coordinator.limits.model_fields_set or _planned(spec, tasks):
         return
     asks = spec.isolation.max_rounds > 0  # a clarification prompt holds the task's results
     admitting = [
@@ -82,6 +110,17 @@ def _check_coordinator(spec: RunSpec, coordinator: AgentSpec, tasks: tuple[Task,
             "no question of an isolated task with dependencies, and has no such task)",
             field="coordinator.limits.max_dependency_tokens",
         )
+
+
+def _planned(spec: RunSpec, tasks: tuple[Task, ...]) -> bool:
+    """Whether the coordinator plans the tasks (none are given) or planned them.
+
+    A file ``clearance plan`` wrote (its ``plan:`` key) keeps the keys of the team file it
+    planned for, and its tasks are the plan, to be edited before it runs (files given, a
+    task made isolated): a key that only such tasks would read is not refused there, as it
+    is not in the file the plan came from.
+    """
+    return not tasks or spec.plan is not None
 
 
 def _reads_input(spec: RunSpec, tasks: tuple[Task, ...]) -> bool:

@@ -298,7 +298,9 @@ class RunExecution:
         if any(t.mode == "isolated" for t in tasks):
             architecture = None
             if settings.project_root is not None:
-                architecture = ArchitecturalContext.from_project(settings.project_root)
+                architecture = ArchitecturalContext.from_project(
+                    settings.project_root, leave_out=(settings.workspace_root,)
+                )
                 text = architecture.to_text()
                 ledger.record_event(run.run_id, EventKind.ARCHITECTURE, "run", {
                     "project": architecture.project, "text": text, "sha256": sha256_text(text),
@@ -316,6 +318,7 @@ class RunExecution:
                 # The project is the input folder: a requested file is one a task reads from it.
                 include=settings.input_include
                 if settings.project_root == settings.input_root else None,
+                workspace_root=settings.workspace_root,
             )  # fmt: skip
         # Any agent that may spawn: a task's assignee, or a delegate of one (its `spawn` tool
         # is served by the task's loop, whichever agent's turn it is).

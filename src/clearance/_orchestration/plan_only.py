@@ -85,13 +85,17 @@ def plan_team_file(raw: Mapping[str, Any], planned: PlannedRun, goal: str) -> di
     """The team file ``raw`` (as read) with the plan's tasks, its goal and a link to the plan.
 
     Each task keeps the keys a plan has: ``id``, ``title``, ``description``, ``assignee``,
-    ``depends_on``.
+    ``depends_on``. A ``synthesis_from`` naming a task the plan does not hold (one of the
+    file's own tasks, which the plan replaces) is left out, as the tasks it named are.
     """
     tasks = [
         {key: task[key] for key in ("id", "title", "description", "assignee", "depends_on")}
         for task in planned.graph.to_dict()
     ]
     data = {key: value for key, value in raw.items() if key not in ("tasks", "goal", "plan")}
+    named = data.get("synthesis_from")
+    if isinstance(named, list) and not {t["id"] for t in tasks}.issuperset(map(str, named)):
+        del data["synthesis_from"]
     return {
         **data,
         "goal": goal,

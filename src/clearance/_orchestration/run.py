@@ -25,6 +25,7 @@ from clearance._core.run_spec import MAX_CONCURRENCY
 from clearance._core.spec import Agent, Team
 from clearance._core.teamfile_models import MODEL_OPTION_KEYS
 from clearance._core.vocabulary import RunEventKind
+from clearance._core.workspace_reach import DEFAULT_WORKSPACE_ROOT
 from clearance._orchestration.approval import (
     ANSWER_TIMEOUT_S,
     ApprovalGate,
@@ -53,9 +54,6 @@ __all__ = [
     "RunSettings",
     "prompt_budget",
 ]
-
-DEFAULT_WORKSPACE_ROOT = ".clearance/workspaces"
-"""Where runs that spawn children get their folders (relative to the working directory)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

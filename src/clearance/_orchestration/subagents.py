@@ -21,6 +21,7 @@ Spawned children are in `children.py`.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -46,6 +47,7 @@ from clearance._core.for_each_file import included
 from clearance._core.prompt import sha256_text
 from clearance._core.spec import Agent
 from clearance._core.vocabulary import ClarificationKind, EventKind
+from clearance._core.workspace_reach import state_prefixes
 from clearance._orchestration.approval import ANSWER_TIMEOUT_S, check_answer_timeout
 from clearance._orchestration.run_memory import with_memories_that_fit
 from clearance._orchestration.task_context import TaskContext
@@ -78,6 +80,9 @@ class IsolatedRunner:
             question gets no answer (``"(no answer was given)"``) and the subagent goes on.
         include: Globs a requested file must match (``input.include``, when the project
             folder is the input folder: `included`); ``None`` for any file of the project.
+        workspace_root: The run's workspace root: when it lies in the project, no file under
+            it is given (another agent's outputs, an earlier run's), however the request
+            spells it (a link to it included); ``None`` for none.
     """
 
     def __init__(
@@ -97,6 +102,7 @@ class IsolatedRunner:
         ask_person: AskPerson | None = None,
         answer_timeout_s: float = ANSWER_TIMEOUT_S,
         include: Sequence[str] | None = None,
+        workspace_root: Path | None = None,
     ) -> None:
         self.run_id = run_id
         self.answer_timeout_s = check_answer_timeout(answer_timeout_s)
@@ -113,6 +119,12 @@ class IsolatedRunner:
         self.ask_person = ask_person
         self.include = tuple(include) if include is not None else None
         self._gitignore: GitIgnoreSpec | None = None  # the project's, read at the first request
+        # Where the workspace root (and Clearance's state folder) lie in the project.
+        self._state: tuple[str, ...] = ()
+        if project_root is not None:
+            folders = [project_root / ".clearance"]
+            folders += [workspace_root] if workspace_root is not None else []
+            self._state = state_prefixes(project_root, folders)
 
     async def run(self, ctx: TaskContext, files: Mapping[str, str]) -> str:
         """Dispatch fresh subagents until one answers ``done`` (or the rounds run out).
@@ -262,8 +274,8 @@ class IsolatedRunner:
             return f"it matches none of the run's input.include ({', '.join(self.include)})"
         # What the project's listing leaves out is not given either (unless input.include
         # names it: the user's choice); version-control metadata never is.
-        hidden = left_out(path, None if self.include is not None else self._ignored())
-        if hidden is not None:
+        hidden = left_out(path, None if self.include is not None else self._ignored(), self._state)
+        if hidden is not None or (hidden := self._linked_to_state(path)) is not None:
             return hidden
         used = sum(len(c.encode("utf-8")) for c in files.values())
         try:
@@ -273,5 +285,20 @@ class IsolatedRunner:
             # The model needs the path inside the project, never where it is on this host.
             root = str(self.project_root)
             return str(exc).replace(repr(root), "the project folder").replace(root, "<project>")
+        if (hidden := self._linked_to_state(path)) is not None:  # a link swapped in meanwhile
+            return hidden
         files[path] = text
+        return None
+
+    def _linked_to_state(self, path: str) -> str | None:
+        """Why ``path`` is not given when a link in the project leads it into the run's state."""
+        assert self.project_root is not None
+        try:
+            real = Path(os.path.realpath(self.project_root / path))
+        except (OSError, ValueError):
+            return None  # the confined read refuses it in its own words
+        for rel in state_prefixes(self.project_root, [real]):
+            hidden = left_out(rel, None, self._state)
+            if rel != "." and hidden is not None:
+                return hidden
         return None

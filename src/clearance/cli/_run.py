@@ -456,7 +456,7 @@ def resume(
 
     check_store_and_memory(store_url, memory_url)
     progress = RunProgress(out)
-    loaded = load_team_file(team_file) if team_file is not None else None
+    loaded = load_team_file(team_file, resuming=True) if team_file is not None else None
     tools = None
     if loaded is not None:
         try:
