@@ -17,6 +17,7 @@ from clearance.models._base import (
     ModelResponse,
     ToolCall,
     Usage,
+    arguments_size,
     check_response_size,
     checked_arguments,
     kind_of,
@@ -47,8 +48,9 @@ def checked_response(
 
     Raises:
         ModelError: The answer is not a `ModelResponse`, its text is not a string, a tool
-            call is not a `ToolCall` or has no name, the text and tool names are longer than
-            `max_response_chars` allows for the request's ``max_tokens``, lone surrogates
+            call is not a `ToolCall` or has no name, the text, tool names and arguments (as
+            JSON) are longer than `max_response_chars` allows for the request's
+            ``max_tokens``, lone surrogates
             in the text or a tool call's name, a usage that is not a `Usage`, token counts
             that are not integers in ``[0, MAX_REPORTED_TOKENS]``; cached prompt tokens
             that are not an integer in ``[0, prompt_tokens]``.
@@ -70,6 +72,7 @@ def checked_response(
             hint="none of them was run",
         )  # fmt: skip
     size = len(text)
+    checked: list[ToolCall] = []
     for i, tool_call in enumerate(calls):
         if not isinstance(tool_call, ToolCall):
             raise ModelError(f"tool call {i} is {kind_of(tool_call)}, not a ToolCall",
@@ -77,7 +80,8 @@ def checked_response(
         if not isinstance(tool_call.name, str) or not tool_call.name:
             raise ModelError(f"tool call {i}'s name is {kind_of(tool_call.name)}, not a tool name",
                              model_id=model_id)  # fmt: skip
-        size += len(tool_call.name)
+        checked.append(_with_checked_arguments(tool_call))
+        size += len(tool_call.name) + arguments_size(checked[-1].arguments)
     check_response_size(size, request.max_tokens, model_id=model_id, who="the answer")
     try:
         text.encode("utf-8")
@@ -91,8 +95,7 @@ def checked_response(
     _check_usage(response.usage, model_id=model_id, agent=agent, subject=subject)
     if not calls:
         return response
-    checked = tuple(_with_checked_arguments(c) for c in calls)
-    return dataclasses.replace(response, tool_calls=checked)
+    return dataclasses.replace(response, tool_calls=tuple(checked))
 
 
 def _with_checked_arguments(tool_call: ToolCall) -> ToolCall:

@@ -160,10 +160,17 @@ def decoded_arguments(text: object) -> dict[str, Any]:
 
 
 def arguments_size(raw: object) -> int:
-    """The characters of a tool call's arguments as sent: their text, or an object's JSON."""
+    """The characters of a tool call's arguments as sent: their text, or an object's JSON.
+
+    An object JSON cannot hold as it is (a key that is no text, a loop) counts as its
+    ``repr``.
+    """
     if raw is None or isinstance(raw, str):
         return len(raw or "")
-    return len(json.dumps(raw, ensure_ascii=False, default=str))
+    try:
+        return len(json.dumps(raw, ensure_ascii=False, default=str))
+    except (TypeError, ValueError, RecursionError):
+        return len(repr(raw))
 
 
 def split_model_id(model_id: str) -> tuple[str, str]:
