@@ -160,11 +160,7 @@ def decoded_arguments(text: object) -> dict[str, Any]:
 
 
 def arguments_size(raw: object) -> int:
-    """The characters of a tool call's arguments as sent: their text, or an object's JSON.
-
-    An object JSON cannot hold as it is (a key that is no text, a loop) counts as its
-    ``repr``.
-    """
+    """Characters of a tool call's arguments as sent: their text, or an object's JSON (or repr)."""
     if raw is None or isinstance(raw, str):
         return len(raw or "")
     try:
