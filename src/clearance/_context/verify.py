@@ -89,14 +89,21 @@ from typing import Any
 
 from clearance._context.verify_approvals import check_approvals
 from clearance._context.verify_capabilities import check_capabilities, check_offered_tools
-from clearance._context.verify_chain import check_chain
+from clearance._context.verify_chain import (
+    audit_at_one_moment,
+    check_chain_rows,
+    digested_call_row,
+)
 from clearance._context.verify_channels import mcp_channels
 from clearance._context.verify_children import (
     check_child_events,
     check_child_limits,
     check_spawn_outputs,
 )
-from clearance._context.verify_clarifications import check_clarification_events
+from clearance._context.verify_clarifications import (
+    check_clarification_events,
+    recorded_workspace,
+)
 from clearance._context.verify_compaction import check_compaction_order
 from clearance._context.verify_delegation import check_delegate_answers
 from clearance._context.verify_facts import MemoryLookup, RunFacts, StoreLookup
@@ -116,6 +123,7 @@ from clearance._core.errors import MalformedRecord
 from clearance._core.origins import Subject
 from clearance._core.prompt import ChatMessage, messages_sha256, sha256_text
 from clearance._state.ledger import CallRecord, RunLedger, call_record_sha256
+from clearance._state.ledger.audit import AuditRows, KeepCall
 
 __all__ = ["Finding", "MemoryLookup", "StoreLookup", "VerificationReport", "verify_run"]
 
@@ -235,19 +243,35 @@ def _verified(
     head: str | None = None,
 ) -> VerificationReport:
     run = ledger.get_run(run_id)
-    facts = RunFacts(ledger, run, memories, store)
-    calls = ledger.calls(run.run_id)
-    chain = check_chain(ledger, run.run_id, key if key is not None else ledger.chain_key, head)
+    checked: list[Finding] = []  # each call's own findings, made as its prompt is read
+    made: list[RunFacts] = []
+
+    def sink(read: AuditRows) -> KeepCall:
+        checked.clear()
+        made[:] = [RunFacts(ledger, run, memories, store, read)]
+        made[0].calls = read.calls
+
+        def keep(call: CallRecord, row: dict[str, Any]) -> dict[str, Any]:
+            checked.extend(_check_call(call, made[0]))
+            return digested_call_row(row)
+
+        return keep
+
+    # Each table read once; each prompt checked as it is read, then let go.
+    entries, read = audit_at_one_moment(ledger, run.run_id, sink)
+    facts = made[0]
+    calls = facts.calls
+    chain_key = key if key is not None else ledger.chain_key
+    chain = check_chain_rows(entries, read.rows, run.run_id, chain_key, head)
     findings = [
         Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
         for subject, call_id, reason in chain.problems
     ]
-    facts.calls = calls
     findings.extend(
         Finding(call_id=None, subject=f"event {event.event_id}", origin=None, reason=problem)
         for event, problem in facts.malformed_events
     )
-    findings.extend(f for call in calls for f in _check_call(call, facts))
+    findings.extend(checked)
     findings.extend(
         Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
         for subject, call_id, reason in check_results(calls, facts)
@@ -268,9 +292,11 @@ def _verified(
     )
     findings.extend(
         Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
-        for subject, call_id, reason in check_clarification_events(facts.events, calls)
+        for subject, call_id, reason in check_clarification_events(
+            facts.events, calls, recorded_workspace(run.config)
+        )
     )
-    tasks = ledger.tasks(run.run_id)
+    tasks = facts.tasks
     findings.extend(
         Finding(call_id=None, subject=str(Subject.task(t.task_id)), origin=None,
                 reason="the task is recorded, but it is not in the run's recorded graph")
@@ -292,7 +318,7 @@ def _verified(
     findings.extend(
         Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
         for subject, call_id, reason in check_approvals(
-            ledger, run, facts.events, calls, facts.tool_calls, set(facts.completed)
+            chain.records, run, facts.events, calls, facts.tool_calls, set(facts.completed)
         )
     )
     findings.extend(
@@ -344,7 +370,7 @@ def _verified(
     findings.extend(
         Finding(call_id=call_id, subject=subject, origin=origin, reason=reason)
         for subject, call_id, origin, reason in check_compaction_order(
-            ledger, run.run_id, calls, facts.events, facts.tool_calls
+            chain.records, calls, facts.events, facts.tool_calls
         )
     )
     channels, undeclared = mcp_channels(facts.events, facts.tool_calls)

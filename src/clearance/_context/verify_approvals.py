@@ -23,10 +23,10 @@ named in the run's config (``approval_tools``) and the tasks of its graph marked
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from clearance._context.verify_chain import chained_records
+from clearance._context.verify_chain import ChainedRecord
 from clearance._core.errors import ConfigError
 from clearance._core.event_schema import (
     ApprovalDecidedEvent,
@@ -38,7 +38,7 @@ from clearance._core.event_schema import (
 )
 from clearance._core.prompt import canonical_json, sha256_text
 from clearance._core.vocabulary import ApprovalKind, EventKind, PromptKind
-from clearance._state.ledger import CallRecord, EventRecord, RunLedger, RunRecord, ToolCallRecord
+from clearance._state.ledger import CallRecord, EventRecord, RunRecord, ToolCallRecord
 
 __all__ = [
     "arguments_sha256",
@@ -125,7 +125,7 @@ def request_problems(events: list[EventRecord]) -> Iterator[Problem]:
 
 
 def check_approvals(
-    ledger: RunLedger,
+    chained: Sequence[ChainedRecord],
     run: RunRecord,
     events: list[EventRecord],
     calls: list[CallRecord],
@@ -135,19 +135,16 @@ def check_approvals(
     """Check a run's approvals (see the module docstring).
 
     Args:
-        ledger: The ledger (for the hash chain's order).
+        chained: The records the run's hash chain holds, in its order (`ChainReport.records`).
         run: The run's record (its config and graph say what requires approval).
         events: The run's events.
         calls: The run's model calls.
         tool_calls: The run's tool calls, by id.
         completed: Ids of the tasks recorded completed.
-
-    Raises:
-        StoreError: The ledger cannot be read.
     """
     seq: dict[tuple[str, str], int] = {}  # (kind, subject): its first place in the chain
     last: dict[tuple[str, str], int] = {}  # (kind, subject): its latest place
-    for record in chained_records(ledger.chain_entries(run.run_id))[0]:
+    for record in chained:
         seq.setdefault((record.kind, record.subject), record.position)
         last[(record.kind, record.subject)] = record.position
     yield from request_problems(events)

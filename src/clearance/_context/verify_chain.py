@@ -34,8 +34,17 @@ from clearance._state.chain import (
     payload_sha256,
 )
 from clearance._state.ledger import ChainEntry, RunLedger, call_record_sha256
+from clearance._state.ledger.audit import AuditRows, CallSink
 
-__all__ = ["ChainReport", "ChainedRecord", "chained_records", "check_chain"]
+__all__ = [
+    "ChainReport",
+    "ChainedRecord",
+    "audit_at_one_moment",
+    "chained_records",
+    "check_chain",
+    "check_chain_rows",
+    "digested_call_row",
+]
 
 Problem = tuple[str, str | None, str]
 """``(subject, call id or None, reason)``: one finding."""
@@ -97,6 +106,9 @@ class ChainReport:
         head: The last entry's chain value (``""`` for none): noting it elsewhere lets a
             later check detect the removal of the chain's tail.
         problems: ``(subject, call id or None, reason)`` per problem found.
+        records: The records the chain holds, in chain order (`chained_records`).
+        last_seq: The last entry's ``seq`` (0 for none): the head `RunLedger.chain_heads`
+            gives while nothing is appended.
     """
 
     entries: int
@@ -104,6 +116,8 @@ class ChainReport:
     macs_checked: bool
     head: str
     problems: tuple[tuple[str, str | None, str], ...]
+    records: tuple[ChainedRecord, ...] = ()
+    last_seq: int = 0
 
 
 _READ_TRIES = 5
@@ -130,6 +144,23 @@ def _read_at_one_moment(
     return entries, rows
 
 
+def audit_at_one_moment(
+    ledger: RunLedger, run_id: str, sink: CallSink
+) -> tuple[list[ChainEntry], AuditRows]:
+    """A run's chain entries and records (`RunLedger.audit_rows`) as they stood at one moment.
+
+    As `_read_at_one_moment`: read again while a writer moves the chain's head (at most
+    `_READ_TRIES` times); ``sink`` is given each read's records afresh.
+    """
+    for _ in range(_READ_TRIES):
+        entries = ledger.chain_entries(run_id)
+        read = ledger.audit_rows(run_id, sink)
+        head = entries[-1].seq if entries else None
+        if ledger.chain_heads([run_id]).get(run_id) == head:
+            break
+    return entries, read
+
+
 def check_chain(
     ledger: RunLedger, run_id: str, key: bytes | None, noted_head: str | None = None
 ) -> ChainReport:
@@ -149,6 +180,27 @@ def check_chain(
         StoreError: The ledger cannot be read.
     """
     entries, rows = _read_at_one_moment(ledger, run_id)
+    rows = {**rows, "call": [digested_call_row(row) for row in rows.get("call", [])]}
+    return check_chain_rows(entries, rows, run_id, key, noted_head)
+
+
+def check_chain_rows(
+    entries: list[ChainEntry],
+    rows: dict[str, list[dict[str, Any]]],
+    run_id: str,
+    key: bytes | None,
+    noted_head: str | None = None,
+) -> ChainReport:
+    """`check_chain` of entries and rows already read at one moment.
+
+    Args:
+        entries: The run's chain entries (`RunLedger.chain_entries`).
+        rows: The run's rows by kind (`RunLedger.record_rows`), each call's as
+            `digested_call_row` makes it.
+        run_id: The run's full id.
+        key: As `check_chain`'s.
+        noted_head: As `check_chain`'s.
+    """
     run_rows = rows.get("run") or [{}]
     recorded_key = run_rows[0].get("chain_key_id")
     problems: list[Problem] = []
@@ -192,8 +244,6 @@ def check_chain(
     problems.extend(bad_entries)
     for kind in ("run", "task", "task_reason", "message", "call", "tool_call", "event"):
         kind_rows = rows.get(kind, [])
-        if kind == RecordKind.CALL:
-            kind_rows = [_with_recomputed_digest(row) for row in kind_rows]
         chained = [r for r in records if r.kind == kind]
         if kind in UPSERT_KINDS:
             problems.extend(_check_upserts(kind, kind_rows, chained))
@@ -206,6 +256,8 @@ def check_chain(
         macs_checked=check_links,
         head=entries[-1].chain_sha256,
         problems=tuple(problems),
+        records=tuple(records),
+        last_seq=entries[-1].seq,
     )
 
 
@@ -216,6 +268,18 @@ def _with_recomputed_digest(row: dict[str, Any]) -> dict[str, Any]:
     except (TypeError, ValueError):
         digest = None
     return {**row, "record_sha256": digest}
+
+
+def digested_call_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A call row as the chain check reads it: its digest recomputed, its prompt left out.
+
+    ``record_sha256`` is recomputed from the row's messages and manifest, which are then
+    dropped (that digest covers them; nothing else of the check reads them), so a run's
+    checked rows never hold its prompts.
+    """
+    digested = _with_recomputed_digest(row)
+    del digested["messages"], digested["manifest"]
+    return digested
 
 
 def _check_links(

@@ -11,7 +11,7 @@ A prompt shows compacted context only after the compaction was recorded:
   and its answer) chained before the prompt's request.
 
 The order is the hash chain's (`verify_chain.chained_records`), which is the order the
-ledger wrote the records in; the chain is read only when a prompt shows compacted context.
+ledger wrote the records in; it is indexed only when a prompt shows compacted context.
 Whether the compacted line or the summary is the right one is checked elsewhere
 (`verify_items`, `verify_memory`); this module checks only when it was recorded.
 """
@@ -22,11 +22,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from clearance._context.tool_sections import compacted_result
-from clearance._context.verify_chain import chained_records
+from clearance._context.verify_chain import ChainedRecord
 from clearance._core.origins import Origin, Subject
 from clearance._core.prompt import sha256_text
 from clearance._core.vocabulary import EventKind, OriginKind, PromptKind, RecordKind
-from clearance._state.ledger import CallRecord, EventRecord, RunLedger, ToolCallRecord
+from clearance._state.ledger import CallRecord, EventRecord, ToolCallRecord
 
 __all__ = ["check_compaction_order"]
 
@@ -39,8 +39,7 @@ _Use = tuple[CallRecord, str, Sequence[str]]
 
 
 def check_compaction_order(
-    ledger: RunLedger,
-    run_id: str,
+    chained: Sequence[ChainedRecord],
     calls: Sequence[CallRecord],
     events: Sequence[EventRecord],
     tool_calls: Mapping[str, ToolCallRecord],
@@ -48,21 +47,17 @@ def check_compaction_order(
     """Each prompt's compacted tool results and chat summaries, recorded before it.
 
     Args:
-        ledger: The ledger (for the hash chain's order).
-        run_id: The run's full id.
+        chained: The records the run's hash chain holds, in its order (`ChainReport.records`).
         calls: The run's model calls, in the order recorded.
         events: The run's well-formed events, in the order recorded.
         tool_calls: The run's tool calls, by id.
-
-    Raises:
-        StoreError: The ledger cannot be read.
     """
     uses = [*_compacted_tool_results(calls, events, tool_calls), *_shown_summaries(calls)]
     if not uses:
         return
     first: dict[str, int] = {}  # "kind:subject" -> its first place in the chain
     last: dict[str, int] = {}  # and its latest (a call's answer)
-    for record in chained_records(ledger.chain_entries(run_id))[0]:
+    for record in chained:
         first.setdefault(f"{record.kind}:{record.subject}", record.position)
         last[f"{record.kind}:{record.subject}"] = record.position
     for call, origin, holders in uses:

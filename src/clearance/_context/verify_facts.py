@@ -16,6 +16,7 @@ from clearance._core.teamfile_models import IsolationSpec
 from clearance._core.vocabulary import EventKind
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import CallRecord, EventRecord, RunLedger, RunRecord, ToolCallRecord
+from clearance._state.ledger.audit import AuditRows
 from clearance._state.messages import Message
 
 if TYPE_CHECKING:
@@ -45,19 +46,33 @@ class RunFacts:
         run: RunRecord,
         memories: MemoryLookup | None = None,
         store: StoreLookup | None = None,
+        read: AuditRows | None = None,
     ):
+        """Index ``run``'s records: ``read`` when given, else read from ``ledger``.
+
+        ``read`` is one read of every record (`RunLedger.audit_rows`); its calls are set as
+        `calls` by the caller.
+        """
+        if read is None:
+            read = AuditRows(
+                tasks=ledger.tasks(run.run_id),
+                task_reasons=ledger.task_reasons(run.run_id),
+                messages=ledger.messages(run.run_id),
+                tool_calls=ledger.tool_calls(run.run_id),
+                events=ledger.events(run.run_id),
+            )
         self.run = run
         self.memories = memories
         self.store = store
         self.graph = TaskGraph.from_dict(run.graph) if run.graph else None
-        records = ledger.tasks(run.run_id)
+        records = self.tasks = read.tasks
         self.results = {t.task_id: t.result for t in records if t.result is not None}
         self.completed = {t.task_id: t.result or "" for t in records if t.status == "completed"}
         self.calls: list[CallRecord] = []
         self._indexed: list[CallRecord] | None = None
         # Every reason a task was ever recorded with: a resumed run re-runs failed tasks.
         self.errors: dict[str, set[str]] = {
-            task_id: set(reasons) for task_id, reasons in ledger.task_reasons(run.run_id).items()
+            task_id: set(reasons) for task_id, reasons in read.task_reasons.items()
         }
         for t in records:
             if t.error is not None:
@@ -70,7 +85,7 @@ class RunFacts:
                 content=m["content"],
                 created_at=m["created_at"],
             )
-            for m in ledger.messages(run.run_id)
+            for m in read.messages
         }
         config = run.config or {}
         self.instructions: dict[str, str] = {
@@ -91,7 +106,7 @@ class RunFacts:
                 )
             except (ConfigError, KeyError, TypeError):
                 continue
-        self.tool_calls = {t.tool_call_id: t for t in ledger.tool_calls(run.run_id)}
+        self.tool_calls = {t.tool_call_id: t for t in read.tool_calls}
         # The tool calls of each subject, so a prompt's items never scan the whole run's.
         self.tool_calls_of: dict[str, list[ToolCallRecord]] = {}
         for tool_call in self.tool_calls.values():
@@ -121,7 +136,7 @@ class RunFacts:
         if isinstance(coordinator, dict) and "instructions" in coordinator:
             self.instructions[coordinator["name"]] = str(coordinator["instructions"]).strip()
             self.coordinator = str(coordinator["name"])
-        events = ledger.events(run.run_id)
+        events = read.events
         # Events that do not match their kind's schema, with why (a finding each).
         self.malformed_events = [
             (event, problem)

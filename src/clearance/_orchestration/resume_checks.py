@@ -28,8 +28,10 @@ write, so before anything is rebuilt from it:
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextvars import ContextVar
 
 from clearance._context.verify_chain import check_chain
 from clearance._core.errors import ConfigError
@@ -40,9 +42,30 @@ from clearance._state.chain import LEDGER_KEY_ENV
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import RunLedger
 
-__all__ = ["check_recorded_steps", "check_run_record", "check_team_file"]
+__all__ = ["check_recorded_steps", "check_run_record", "check_team_file", "one_chain_check"]
 
 _MAX_REASON_CHARS = 300
+
+_CHECKED: ContextVar[dict[tuple[int, str], int] | None] = ContextVar(
+    "clearance_chain_checked", default=None
+)
+"""Within `one_chain_check`: ``(id of the ledger, run id)`` to the chain head checked."""
+
+
+@contextlib.contextmanager
+def one_chain_check() -> Iterator[None]:
+    """Within: `check_run_record` checks a run's chain once, not again while its head holds.
+
+    One resume reads the run back several times (`resume_run`, `Orchestrator.from_run`,
+    `Orchestrator.resume`); each read checks the chain, so a call outside this scope still
+    refuses a broken chain. Inside it a run whose chain was checked and whose chain has not
+    grown since (one indexed query) is not walked again.
+    """
+    token = _CHECKED.set({})
+    try:
+        yield
+    finally:
+        _CHECKED.reset(token)
 
 
 def check_run_record(ledger: RunLedger, run_id: str) -> None:
@@ -59,6 +82,15 @@ def check_run_record(ledger: RunLedger, run_id: str) -> None:
             the message names the first problem and how many there are.
         StoreError: The ledger cannot be read.
     """
+    checked = _CHECKED.get()
+    seen = (id(ledger), run_id)
+    # Checked in this resume, and nothing appended since: not walked again.
+    if (
+        checked is not None
+        and seen in checked
+        and ledger.chain_heads([run_id]).get(run_id) == checked[seen]
+    ):
+        return
     report = check_chain(ledger, run_id, ledger.chain_key)
     if report.keyed and ledger.chain_key is None:
         raise ConfigError(
@@ -73,6 +105,8 @@ def check_run_record(ledger: RunLedger, run_id: str) -> None:
             f"run {run_id} cannot be resumed: {named}: {reason[:_MAX_REASON_CHARS]}{more}; "
             f"nothing was replayed or run (see clearance verify {run_id})",
         )
+    if checked is not None and report.last_seq:
+        checked[seen] = report.last_seq
 
 
 def check_recorded_steps(graph: TaskGraph | None, declared: Iterable[Task]) -> None:

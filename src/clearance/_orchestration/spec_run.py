@@ -31,7 +31,11 @@ from clearance._orchestration.plan_only import plan_hooks
 from clearance._orchestration.ray_executor import RayExecutor
 from clearance._orchestration.result import RunResult
 from clearance._orchestration.resume import recorded_spec
-from clearance._orchestration.resume_checks import check_run_record, check_team_file
+from clearance._orchestration.resume_checks import (
+    check_run_record,
+    check_team_file,
+    one_chain_check,
+)
 from clearance._orchestration.run import RunServices
 from clearance._orchestration.run_config import model_settings, spec_tools
 from clearance._orchestration.run_memory import absolute_url, default_memory_url
@@ -291,8 +295,24 @@ async def resume_run(
             `Orchestrator.from_run` and `Orchestrator.resume`.
     """
     # Nothing named by the record (a tool's module, an executor's address) is imported or
-    # opened before the record is checked against its hash chain.
-    check_run_record(ledger, ledger.get_run(run_id).run_id)
+    # opened before the record is checked against its hash chain; checked once for the
+    # whole resume (`from_run` and `resume` read the run back again).
+    with one_chain_check():
+        check_run_record(ledger, ledger.get_run(run_id).run_id)
+        return await _resume_checked(run_id, ledger, spec, services, tools, force, tasks, team)
+
+
+async def _resume_checked(
+    run_id: str,
+    ledger: RunLedger,
+    spec: RunSpec | None,
+    services: RunServices | None,
+    tools: Tools | None,
+    force: bool,
+    tasks: Iterable[Task],
+    team: RunSpec | None,
+) -> RunResult:
+    """`resume_run` once the run's chain is checked."""
     if team is not None:
         check_team_file(recorded_run_spec(ledger, run_id), team)
     spec = spec if spec is not None else recorded_run_spec(ledger, run_id)

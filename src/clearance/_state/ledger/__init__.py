@@ -3,6 +3,7 @@
 - `run_ledger`: `RunLedger`, its writes (runs, tasks, calls, messages, tool calls).
 - `events`: the events of a run, recorded and read.
 - `reads`: every other read (runs, tasks, calls, messages, tool calls, the hash chain).
+- `audit`: one read of every record of a run for ``verify``, its prompts one at a time.
 - `task_view`: the tasks of a run as read: their rows, and the graph's unstarted tasks.
 - `base`: opening, group commit, the write-behind thread, closing.
 - `recorder`: `Recorder`, the protocol code that only records depends on.

@@ -10,7 +10,6 @@ it among the runs that are fine instead).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, select
@@ -18,7 +17,9 @@ from sqlalchemy import func, select
 from clearance._core.errors import LedgerError, MalformedRecord
 from clearance._core.row_limit import check_limit
 from clearance._core.vocabulary import RecordKind
-from clearance._state.db.types import Unreadable, tolerant_columns
+from clearance._state.db.types import tolerant_columns
+from clearance._state.ledger.audit import AuditRows, CallSink, read_audit_rows
+from clearance._state.ledger.audit import message_record as _message
 from clearance._state.ledger.base import LedgerBase
 from clearance._state.ledger.records import (
     CallRecord,
@@ -350,6 +351,21 @@ class LedgerReads(LedgerBase):
                 found[kind] = [_checked_row(kind, row) for row in conn.execute(query)]
         return found
 
+    def audit_rows(self, run_id: str, sink: CallSink) -> AuditRows:
+        """Every record of a run, each table read once, in one snapshot (for ``verify``).
+
+        The rows are those of `record_rows` and the records those of `tasks`,
+        `task_reasons`, `messages`, `tool_calls` and `events`; the calls are read last, one
+        row at a time, through ``sink`` (see `clearance._state.ledger.audit`), so a run's
+        prompts are never all in memory at once.
+
+        Raises:
+            MalformedRecord: A row is malformed (the message names the record and field).
+            StoreError: The database failed.
+        """
+        with self._reading(f"read the records of run {run_id!r}") as conn:
+            return read_audit_rows(conn, run_id, sink)
+
 
 _RECORDS: dict[str, Callable[[Any], object]] = {
     "run": run_record,
@@ -378,30 +394,3 @@ def _checked_row(kind: str, row: Any) -> dict[str, Any]:
     if problem is not None:
         raise MalformedRecord(problem)
     return values
-
-
-def _message(row: Any) -> dict[str, Any]:
-    """A ``messages`` row as `LedgerReads.messages` returns it, checked first."""
-    for name in ("message_id", "sender", "recipient", "content"):
-        value = row._mapping[name]
-        if type(value) is not str:
-            problem = value.problem if isinstance(value, Unreadable) else "is not text"
-            raise MalformedRecord(_message_problem(row, name, problem))
-    created = row.created_at
-    if not isinstance(created, datetime):
-        problem = created.problem if isinstance(created, Unreadable) else "is not a time"
-        raise MalformedRecord(_message_problem(row, "created_at", problem))
-    return {
-        "id": row.message_id,
-        "sender": row.sender,
-        "recipient": row.recipient,
-        "content": row.content,
-        "created_at": created,
-    }
-
-
-def _message_problem(row: Any, name: str, problem: str) -> str:
-    return (
-        f"message {record_name(row.message_id)} of run {record_name(row.run_id)} is "
-        f"malformed: its {name} {problem}"
-    )
