@@ -27,6 +27,7 @@ ROOT = Path(__file__).parents[2]
 
 # Files named often below.
 EFFECT16 = "tests/cli/test_keys_effect_round16.py"
+MORE = "tests/cli/test_keys_effect_more_round16.py"
 KEYS = "tests/cli/test_keys_without_effect_cli.py"
 MODEL_KEYS = "tests/cli/test_model_keys_without_effect_cli.py"
 PARITY = "tests/cli/test_capability_parity_cli.py"
@@ -98,16 +99,52 @@ _AGENT = {  # keys of an agent; the coordinator's entry has the same keys
     "tools": f"{PATHS}::test_a_delegate_is_not_given_a_tool_its_delegator_may_not_call",
     **{f"limits.{k}": v for k, v in _LIMITS.items()},
 }
+_COORDINATOR_REFUSED = (  # its calls run no tool loop and recall nothing
+    f"{MORE}::test_a_loop_or_memory_key_on_a_coordinator_without_a_task_is_refused"
+)
+_COORDINATOR_NO_LOOP = (
+    f"{MORE}::test_a_tool_loop_limit_on_a_coordinator_without_one_is_refused_by_its_own_name"
+)
+_COORDINATOR_SYNTHESIS = f"{MORE}::test_the_coordinators_limits_hold_on_its_synthesis"
 _COORDINATOR = {
     **_AGENT,
+    **{
+        k: _COORDINATOR_REFUSED
+        for k in _AGENT
+        if k.split(".")[0] in ("tools", "store_grants", "memory", "can_delegate_to", "can_spawn")
+    },
+    **{
+        f"limits.{k}": _COORDINATOR_NO_LOOP
+        for k in (
+            "max_steps",
+            "compact_tool_steps",
+            "answer_at_max_steps",
+            "max_children",
+            "spawn_timeout_s",
+            "max_output_files",
+            "max_output_size_bytes",
+        )
+    },
+    **{
+        f"limits.{k}": _COORDINATOR_SYNTHESIS
+        for k in (
+            "retries",
+            "timeout_s",
+            "attempt_timeout_s",
+            "max_tokens_per_step",
+            "max_tool_calls_per_step",
+            "max_prompt_tokens",
+        )
+    },
+    "store_read_extends_ttl_s": f"{EFFECT16}::test_a_key_nothing_reads_is_refused",
     "": _COORDINATOR_CALLS,
     "instructions": _COORDINATOR_CALLS,
     "limits": _COORDINATOR_CALLS,
     "limits.max_output_tokens": _COORDINATOR_CALLS,
     "limits.max_model_calls": "tests/orchestration/test_hostile_plans_and_resume.py::"
     "test_the_coordinators_max_model_calls_caps_its_planning",
-    "limits.max_dependency_tokens": f"{EFFECT16}::"
-    "test_the_coordinators_dependency_limit_is_kept_where_it_answers_questions",
+    "limits.max_dependency_tokens": f"{MORE}::"
+    "test_the_coordinators_dependency_limit_holds_where_it_answers_a_question",
     "name": _COORDINATOR_CALLS,
     "role": f"{EFFECT16}::test_a_key_nothing_reads_is_refused",  # always refused
     "sampling": _COORDINATOR_CALLS,
@@ -129,7 +166,7 @@ _MCP_SERVER = {
     "url": "tests/agents/test_mcp_http_hostile_round15.py::"
     "test_a_run_calling_hostile_http_tools_records_them_and_verifies",
 }
-_GROUPS = "tests/memory/test_memory_prompts.py::test_builder_admits_own_and_group_memories_only"
+_GROUPS = f"{MORE}::test_memory_groups_share_recorded_memory_with_members_only"
 _SHARED = (
     "tests/cli/test_chat_cli.py::test_members_of_a_shared_conversation_see_each_others_answers"
 )
@@ -138,11 +175,9 @@ _FAN_OUT = (
     f"{SUBAGENTS}::test_a_team_file_with_isolated_tasks_and_children_runs_inspects_and_verifies"
 )
 _ROUTING = "tests/orchestration/test_routing.py::test_team_file_conditions_on_the_cli_path"
+_EMBEDDED = f"{MORE}::test_threads_batch_and_batch_size_are_what_the_embedded_model_is_made_with"
 _READ_TOP = f"{EFFECT16}::test_the_team_files_name_model_goal_title_and_synthesis_from_are_read"
-_RAY = (
-    "tests/ray/test_ray_parity_paths_round15.py::"
-    "test_every_call_path_gets_the_same_calls_and_records_under_ray_as_locally"
-)
+_EXECUTOR = f"{MORE}::test_a_team_files_executor_keys_run_the_calls_on_that_cluster"
 _BUDGET_CHAT = f"{MODEL_KEYS}::test_chat_keeps_to_the_team_files_token_budget"
 _PRICES = f"{MODEL_KEYS}::test_chat_keeps_to_a_cost_budget_in_the_team_files_prices"
 _PLAN = "tests/cli/test_plan_cli.py::test_plan_edit_replay"
@@ -159,24 +194,23 @@ KEY_EFFECT: dict[str, str] = {
     "budget": _BUDGET_CHAT,
     "budget.cost_usd": _PRICES,
     "budget.tokens": _BUDGET_CHAT,
-    "executor": _RAY,
-    "executor.address": "tests/ray/test_ray_address.py::test_ray_addresses_are_kept",
-    "executor.env": _RAY,
-    "executor.kind": _RAY,
-    "executor.workers": _RAY,
+    "executor": _EXECUTOR,
+    "executor.address": _EXECUTOR,
+    "executor.env": _EXECUTOR,
+    "executor.kind": _EXECUTOR,
+    "executor.workers": _EXECUTOR,
     "goal": _READ_TOP,
     "input": f"{EFFECT16}::test_an_input_folder_a_task_reads_is_kept",
     "input.default": f"{EFFECT16}::test_an_input_folder_a_task_reads_is_kept",
     "input.include": f"{KEYS}::test_a_file_inside_include_is_read",
     "isolation": _FAN_OUT,
-    "isolation.file_caps": "tests/security/test_read_caps.py::"
-    "test_a_2gib_file_is_truncated_to_its_cap",
+    "isolation.file_caps": f"{MORE}::test_file_caps_of_an_isolated_task_hold_through_run",
     "isolation.file_caps.max_file_bytes": "tests/security/test_read_caps.py::"
     "test_a_2gib_file_is_truncated_to_its_cap",
-    "isolation.file_caps.max_total_bytes": "tests/agents/test_isolation.py::"
-    "test_total_cap_covers_all_files_of_a_context",
-    "isolation.file_caps.on_oversize": "tests/agents/test_isolation.py::"
-    "test_per_file_cap_truncates_with_a_visible_marker_when_configured",
+    "isolation.file_caps.max_total_bytes": f"{MORE}::"
+    "test_file_caps_of_an_isolated_task_hold_through_run",
+    "isolation.file_caps.on_oversize": f"{MORE}::"
+    "test_file_caps_of_an_isolated_task_hold_through_run",
     "isolation.max_rounds": "tests/orchestration/test_clarification_questions.py::"
     "test_a_subagent_that_asks_forever_stops_at_max_rounds",
     "max_concurrency": "tests/orchestration/test_orchestrator.py::"
@@ -210,8 +244,7 @@ KEY_EFFECT: dict[str, str] = {
     "test_the_team_files_window_bounds_a_fake_models_prompt",
     "model_options.threads": "tests/cli/test_model_settings.py::"
     "test_team_file_settings_reach_the_embedded_model",
-    "model_options.threads_batch": "tests/cli/test_model_settings.py::"
-    "test_embedded_settings_do_not_go_to_other_models",
+    "model_options.threads_batch": _EMBEDDED,
     "name": _READ_TOP,
     "plan": _PLAN,
     "plan.run_id": _PLAN,
@@ -243,8 +276,8 @@ KEY_EFFECT: dict[str, str] = {
     "tasks.files": f"{EFFECT16}::test_an_input_folder_a_task_reads_is_kept",
     "tasks.for_each_file": "tests/state/test_teamfile.py::test_example_expands_one_task_per_module",
     "tasks.id": f"{EFFECT16}::test_an_input_folder_a_task_reads_is_kept",
-    "tasks.memory_scope": "tests/context/test_builder.py::"
-    "test_transitive_scope_sees_ancestors_only",
+    "tasks.memory_scope": f"{MORE}::"
+    "test_memory_scope_decides_which_earlier_results_a_task_is_given",
     "tasks.mode": _FAN_OUT,
     "tasks.output_schema": "tests/orchestration/test_typed_results.py::"
     "test_an_output_schema_from_a_team_file_gives_the_json_value",
@@ -275,6 +308,7 @@ _RAY_RESUME = (
     "tests/ray/test_ray_executor.py::"
     "test_resume_after_the_orchestrator_is_killed_while_workers_are_busy"
 )
+_RESUME_BACKENDS = f"{MORE}::test_resume_store_and_memory_are_the_ones_the_rest_of_the_run_uses"
 _LISTING = "tests/cli/test_listing_counts_round15.py::"
 _STORE_QUERY = f"{_LISTING}test_store_query_says_how_many_more_entries_there_are"
 _MEMORY_OPTION = f"{EFFECT16}::test_the_memory_option_is_where_the_run_records_its_agents_memory"
@@ -287,7 +321,7 @@ OPTION_EFFECT: dict[str, str] = {
     "run --context-window": f"{MODEL_KEYS}::test_the_run_option_window_bounds_a_fake_models_prompt",
     "run --threads": _EMBEDDED_OPTIONS,
     "run --threads-batch": _EMBEDDED_OPTIONS,
-    "run --batch-size": _EMBEDDED_OPTIONS,
+    "run --batch-size": _EMBEDDED,
     "run --db": f"{EFFECT16}::test_an_input_folder_a_task_reads_is_kept",
     "run --input": f"{EFFECT16}::test_the_input_option_gives_the_folder_a_task_reads",
     "run --max-concurrency": "tests/state/test_graph_shape.py::"
@@ -316,16 +350,13 @@ OPTION_EFFECT: dict[str, str] = {
     "plan --model": "tests/cli/test_graph_estimate_models_cli.py::"
     "test_plan_says_a_model_given_with_model_was_given_there",
     "plan --db": _PLAN,
-    "plan --input": f"{EFFECT16}::test_input_option_nothing_reads_is_named_as_the_option",
+    "plan --input": f"{MORE}::test_plan_input_is_the_folder_the_planned_file_reads",
     "resume --model": _RESUME,
     "resume --db": _RESUME,
     "resume --max-concurrency": _RESUME,
-    "resume --force": "tests/security/test_hand_edited_ledger_reads.py::"
-    "test_each_command_names_the_edited_record_and_field_in_one_line",
-    "resume --store": "tests/cli/test_store_backends_cli.py::"
-    "test_resume_refuses_a_store_or_memory_in_a_folder_that_does_not_exist",
-    "resume --memory": "tests/cli/test_store_backends_cli.py::"
-    "test_resume_refuses_a_store_or_memory_in_a_folder_that_does_not_exist",
+    "resume --force": f"{MORE}::test_resume_force_takes_over_a_run_another_host_holds",
+    "resume --store": _RESUME_BACKENDS,
+    "resume --memory": _RESUME_BACKENDS,
     "resume --team": "tests/cli/test_resume_team_edits_cli.py::"
     "test_the_unedited_team_file_resumes_to_completion",
     "resume --interactive": "tests/cli/test_interactive_resume_cli.py::"
@@ -339,8 +370,8 @@ OPTION_EFFECT: dict[str, str] = {
     "resume --ray-env": _RAY_RESUME,
     "resume --budget-tokens": "tests/orchestration/test_budget.py::"
     "test_cli_breach_mid_run_then_resume_with_a_larger_budget_completes",
-    "resume --budget-cost-usd": "tests/orchestration/test_budget.py::"
-    "test_resume_refuses_a_cost_budget_for_a_run_without_prices",
+    "resume --budget-cost-usd": f"{MORE}::"
+    "test_resume_budget_cost_usd_replaces_the_runs_cost_budget",
     "inspect --task": "tests/cli/test_cli.py::test_inspect_shows_items_origins_tokens_and_prompts",
     "inspect --prompt": f"{EFFECT16}::"
     "test_inspect_prompt_shows_the_prompt_text_and_no_prompt_leaves_it_out",
@@ -369,8 +400,7 @@ OPTION_EFFECT: dict[str, str] = {
     "test_a_ledger_that_does_not_exist_is_refused_and_nothing_is_created",
     "chat --agent": _CHAT,
     "chat --db": _CHAT,
-    "chat --memory": "tests/cli/test_chat_cli.py::"
-    "test_a_second_session_recalls_what_compression_recorded_and_verifies",
+    "chat --memory": f"{MORE}::test_chat_memory_is_the_memory_a_session_recalls_from",
     "chat --model": f"{PARITY}::test_a_chat_turn_keeps_its_prompt_within_max_prompt_tokens",
     "chat --strategy": f"{PARITY}::test_a_chat_summary_asks_for_no_more_than_max_output_tokens",
     "chat --context-window": f"{PARITY}::"

@@ -60,6 +60,7 @@ def check_effective(spec: RunSpec, team: Team, tasks: tuple[Task, ...]) -> None:
     specs = [*spec.agents, *((spec.coordinator,) if spec.coordinator else ())]
     for entry in specs:
         agent = entry.to_agent()
+        where = "coordinator" if entry is spec.coordinator else f"agents.{agent.name}"
         has = {
             "write_output": "write_output" in entry.tools,
             "spawn": bool(agent.can_spawn),
@@ -70,7 +71,7 @@ def check_effective(spec: RunSpec, team: Team, tasks: tuple[Task, ...]) -> None:
             if need is not None and not has[need[0]]:
                 raise ConfigError(
                     f"has no effect: agent {agent.name!r} {need[1]}",
-                    field=f"agents.{agent.name}.limits.{name}",
+                    field=f"{where}.limits.{name}",
                 )
     for entry in spec.agents:
         store_tools = [t for t in entry.tools if t.startswith("store_")]
@@ -295,8 +296,8 @@ def check_paths(spec: RunSpec, tasks: tuple[Task, ...]) -> None:
     capability-by-path table); a key that no path of its agent would apply is refused:
 
     - the coordinator plans, answers clarifications and writes the synthesis without a tool
-      loop: ``tools``, ``can_delegate_to``, ``can_spawn``, ``store_grants`` and ``memory``
-      on it are refused unless it is also the assignee of a task;
+      loop, and is never a task's assignee: ``tools``, ``can_delegate_to``, ``can_spawn``,
+      ``store_grants`` and ``memory`` on it are refused;
     - an isolated task's subagent is dispatched without tools: its assignee may not declare
       ``tools``, ``can_delegate_to``, ``can_spawn`` or ``store_grants``;
     - long-term memory is recalled and recorded per task: ``memory`` on an agent that only
@@ -317,12 +318,12 @@ def check_paths(spec: RunSpec, tasks: tuple[Task, ...]) -> None:
     """
     assignees = {t.assignee for t in tasks}
     coordinator = spec.coordinator
-    if coordinator is not None and coordinator.name not in assignees:
+    if coordinator is not None:  # a task's assignee is a worker, never the coordinator
         for key in (*_LOOP_KEYS, "memory"):
             if key in coordinator.model_fields_set and getattr(coordinator, key):
                 raise ConfigError(
                     "has no effect: the coordinator plans, answers clarifications and writes "
-                    "the synthesis without tools or memory (assign it a task to use them)",
+                    "the synthesis without tools or memory (give it to a worker agent)",
                     field=f"coordinator.{key}",
                 )
     entries = {a.name: a for a in spec.agents}

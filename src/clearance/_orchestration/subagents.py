@@ -126,6 +126,26 @@ class IsolatedRunner:
             folders += [workspace_root] if workspace_root is not None else []
             self._state = state_prefixes(project_root, folders)
 
+    def listed_files(self, paths: Sequence[str]) -> dict[str, str]:
+        """The task's own ``files:``, read from the project within `file_caps`, in order.
+
+        The same caps and policy as a requested file (`_serve_file`), which then counts
+        against what these leave of ``max_total_bytes``.
+
+        Raises:
+            PathEscapeError: A path leads outside the project.
+            ConfigError: A file is missing, not a regular file, or not UTF-8 text.
+            LimitExceeded: Under ``on_oversize: error``, a file over ``max_file_bytes`` or
+                the files over ``max_total_bytes``.
+        """
+        files: dict[str, str] = {}
+        for path in paths:
+            assert self.project_root is not None  # checked before the run started
+            used = sum(len(text.encode("utf-8")) for text in files.values())
+            files[path] = load_text_file(self.project_root, path, caps=self.file_caps,
+                                         budget=self.file_caps.max_total_bytes - used)  # fmt: skip
+        return files
+
     async def run(self, ctx: TaskContext, files: Mapping[str, str]) -> str:
         """Dispatch fresh subagents until one answers ``done`` (or the rounds run out).
 

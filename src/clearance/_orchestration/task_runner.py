@@ -127,12 +127,8 @@ class TaskRunner:
             await gather_children(run.children, ctx)
         if task.mode == "isolated":
             assert run.isolated is not None
-            files: dict[str, str] | None = {}
-            if task.files:
-                assert settings.project_root is not None  # checked before the run started
-                files = read_task_files(settings.project_root, task.files)
-            try:
-                return await run.isolated.run(ctx, files or {})
+            try:  # its files are held to isolation.file_caps, as the files it requests are
+                return await run.isolated.run(ctx, run.isolated.listed_files(task.files))
             finally:
                 run.prompt_tokens[task.id] = ctx.prompt_tokens
         files = None

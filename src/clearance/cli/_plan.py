@@ -48,18 +48,18 @@ def plan(
 ) -> None:
     """Plan only: write the coordinator's validated plan as a team file to review and edit.
 
-    Run it with ``clearance run PLAN.yaml``; the run records which plan it replays.
+    Run it with ``clearance run PLAN.yaml``; the run records which plan it replays. The
+    folder --input gives is written into the plan as its input.default.
     """
     from clearance import RunLedger, RunServices, RunSpec
     from clearance.runs import checked_run, model_settings, plan_only, plan_team_file
 
     written = RunSpec.from_file(team_file)
-    spec = written
-    if input_dir is not None:
-        spec = spec.model_copy(
-            update={"input": spec.input.model_copy(update={"default": input_dir})}
+    if input_dir is not None:  # kept in the plan written, so running it reads the folder
+        written = written.model_copy(
+            update={"input": written.input.model_copy(update={"default": input_dir})}
         )
-    spec = spec.with_model(model) if model is not None else spec
+    spec = written.with_model(model) if model is not None else written
     goal = goal or spec.goal
     if not goal:
         raise ConfigError("give --goal (or goal: in the team file) to plan", field="--goal")
