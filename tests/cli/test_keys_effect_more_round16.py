@@ -239,6 +239,24 @@ def test_plan_input_is_the_folder_the_planned_file_reads(
     assert "NOTE-PLANNED-8" in str(call.messages)
 
 
+def test_plan_input_given_relative_is_written_absolute(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A relative --input is the folder under the current one at plan time: the plan names
+    it absolute, so it is the same folder wherever the plan is run from."""
+    import json
+
+    scripted_fake(monkeypatch, lambda r: json.dumps(PLANNED) if subject(r) == "plan" else "ok")
+    (tmp_path / "in").mkdir()
+    team(tmp_path, f"coordinator: {{name: boss, instructions: You lead.}}\nagents: [{A}]\n")
+    monkeypatch.chdir(tmp_path)
+    result = cli("plan", "team.yaml", "--goal", "Draft.", "--db", db(tmp_path),
+                 "--input", "in", "-o", "plan.yaml")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    written = yaml.safe_load((tmp_path / "plan.yaml").read_text())
+    assert written["input"]["default"] == str(tmp_path / "in")
+
+
 # -- chat's --memory ---------------------------------------------------------------------------
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import shlex
 from pathlib import Path
 from typing import Annotated
@@ -56,8 +57,9 @@ def plan(
 
     written = RunSpec.from_file(team_file)
     if input_dir is not None:  # kept in the plan written, so running it reads the folder
+        folder = input_dir if input_dir.startswith("python:") else os.path.abspath(input_dir)
         written = written.model_copy(
-            update={"input": written.input.model_copy(update={"default": input_dir})}
+            update={"input": written.input.model_copy(update={"default": folder})}
         )
     spec = written.with_model(model) if model is not None else written
     goal = goal or spec.goal
