@@ -31,7 +31,7 @@ from clearance._core.agent_spec import FileCaps
 from clearance._core.budget import ModelPrice, RunBudget
 from clearance._core.errors import ConfigError
 from clearance._core.mcp_spec import McpServerSpec
-from clearance._core.safe_yaml import load_yaml_file
+from clearance._core.safe_yaml import gc_paused, load_yaml_file
 from clearance._core.spec import Team
 from clearance._core.teamfile_models import (
     AgentSpec,
@@ -236,6 +236,11 @@ class RunSpec(BaseModel):
             ConfigError: Duplicate agent names, an unknown ``can_spawn`` target, or a bad
                 memory group (see `Team`).
         """
+        seen: set[str] = set()
+        for entry in self.agents:  # as `Team` refuses it, before each entry becomes an Agent
+            if entry.name in seen:
+                raise ConfigError(f"duplicate agent name {entry.name!r}", field="agents")
+            seen.add(entry.name)
         return Team(
             agents=tuple(a.to_agent() for a in self.agents),
             coordinator=self.coordinator.to_agent() if self.coordinator else None,
@@ -297,7 +302,8 @@ class RunSpec(BaseModel):
         if not isinstance(raw, dict):
             raise ConfigError("the file must hold a mapping with at least 'agents'", source=source)
         try:
-            spec = cls.model_validate(raw)
+            with gc_paused():  # as the file was loaded: 20,000 entries make no garbage
+                spec = cls.model_validate(raw)
         except ValidationError as exc:
             field, message = validation_error(exc)
             raise ConfigError(message, source=source, field=field) from exc
@@ -380,7 +386,8 @@ def validation_error(exc: ValidationError) -> tuple[str, str]:
     a key's forms is said of that key, without pydantic's name for each form: a mapping
     given where a mapping is one of the forms gets that form's own problem
     (``depends_on.0.when: Field required``), any other value the list of forms
-    (``tools.x: Input should be a valid string or a mapping of keys, got 5``).
+    (``tools.x: Input should be a valid string or a mapping of keys, got 5``). Problems of
+    several keys of one mapping are not forms: the first is said, and the others counted.
     """
     errors = exc.errors()
     err = errors[0]
@@ -392,7 +399,10 @@ def validation_error(exc: ValidationError) -> tuple[str, str]:
         for e in errors
         if len(e["loc"]) > len(prefix) and tuple(e["loc"])[: len(prefix)] == prefix
     ]
-    if len({e["loc"][len(prefix)] for e in forms}) > 1:  # the forms of one union
+    shallow = [e for e in forms if len(e["loc"]) == len(prefix) + 1]
+    if len({e["loc"][len(prefix)] for e in forms}) > 1 and all(  # the forms of one union
+        e.get("input") is err.get("input") and e["type"] not in _KEY_ERRORS for e in shallow
+    ):
         used = forms
         nested = [e for e in forms if len(e["loc"]) > len(prefix) + 1]
         if isinstance(err.get("input"), dict) and nested:
@@ -401,7 +411,6 @@ def validation_error(exc: ValidationError) -> tuple[str, str]:
             text = _expected(err, whole=True)
         else:
             loc = prefix
-            shallow = [e for e in forms if len(e["loc"]) == len(prefix) + 1]
             text = "Input should be " + " or ".join(_expected(e) for e in shallow)
     else:
         text = _expected(err, whole=True)
@@ -422,6 +431,11 @@ def _expected(error: Any, *, whole: bool = False) -> str:
     text = str(text).removeprefix("Value error, ")  # a validator's own message says it all
     return text if whole else text.removeprefix("Input should be ")
 
+
+_KEY_ERRORS = frozenset({"missing", "extra_forbidden"})
+"""Pydantic error types about one key of a mapping: two of them are two problems of one
+mapping (a key left out, a key it does not take), never two forms of one union, which are
+each given the same value."""
 
 _NOT_GIVEN = frozenset({"missing", "extra_forbidden", "value_error", "assertion_error"})
 """Pydantic error types whose message needs no "got ...": nothing was given, or the message

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -15,6 +16,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import to_jsonable_python
 
 from clearance._core.agent_spec import (
     LIMIT_RANGES,
@@ -110,6 +112,17 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _fresh(factory: Callable[[], Any], **constraints: Any) -> Any:
+    """A field whose default ``factory`` makes for each entry, shown in the schema as it is.
+
+    A shared default that is a list, a dict or a model holding one would be deep-copied by
+    pydantic for every entry that leaves the key out: for a file of 20,000 tasks or agents
+    that copying cost more than validating the entries themselves.
+    """
+    shown = to_jsonable_python(factory())
+    return Field(default_factory=factory, json_schema_extra={"default": shown}, **constraints)
+
+
 def _limit(name: str, default: int | None) -> Any:
     """The field of an integer limit, bounded as `LIMIT_RANGES` says."""
     least, most = LIMIT_RANGES[name]
@@ -151,7 +164,7 @@ class SamplingSpec(_Strict):
     temperature: float | None = Field(default=None, ge=0, le=2, strict=True)
     top_p: float | None = Field(default=None, gt=0, le=1, strict=True)
     repeat_penalty: float | None = Field(default=None, ge=1, le=2, strict=True)
-    stop: list[str] = Field(default=[], max_length=8)
+    stop: list[str] = _fresh(list, max_length=8)
 
 
 class ModelOptionsSpec(_Strict):
@@ -195,13 +208,13 @@ class AgentSpec(_Strict):
     role: str = ""
     model: ModelId | None = None
     limits: LimitsSpec = LimitsSpec()
-    tools: list[str] = []
-    can_delegate_to: list[str] = []
-    can_spawn: list[str] = []
-    store_grants: dict[str, Literal["read", "write", "read_write"]] = {}
+    tools: list[str] = _fresh(list)
+    can_delegate_to: list[str] = _fresh(list)
+    can_spawn: list[str] = _fresh(list)
+    store_grants: dict[str, Literal["read", "write", "read_write"]] = _fresh(dict)
     memory: AgentMemorySpec | None = None
     store_read_extends_ttl_s: float | None = Field(default=None, gt=0, lt=10**10, strict=True)
-    sampling: SamplingSpec = SamplingSpec()
+    sampling: SamplingSpec = _fresh(SamplingSpec)
 
     @classmethod
     def from_agent(cls, agent: Agent) -> AgentSpec:
@@ -286,13 +299,13 @@ class TaskSpec(_Strict):
     title: Title = Field(min_length=1)
     description: str = Field(min_length=1)
     assignee: str | None = Field(default=None, min_length=1)
-    depends_on: list[str | DependencySpec] = []
+    depends_on: list[str | DependencySpec] = _fresh(list)
     memory_scope: Literal["dependencies", "transitive", "all"] = "dependencies"
-    files: list[str] = []
+    files: list[str] = _fresh(list)
     output_schema: dict[str, Any] | None = None
     for_each_file: str | None = None
     mode: Literal["standard", "isolated"] = "standard"
-    constraints: list[str] = []
+    constraints: list[str] = _fresh(list)
     fan_out: FanOutSpec | None = None
     run: str | None = None
     after_failure: Literal["skip", "proceed"] = "skip"
