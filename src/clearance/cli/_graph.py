@@ -18,7 +18,10 @@ if TYPE_CHECKING:
     from clearance.runs import TaskEstimate
 
 
-__all__ = ["graph"]
+__all__ = ["RICH_MAX_ROWS", "graph"]
+
+RICH_MAX_ROWS = 500
+"""Most tasks drawn with rich's tree or table; a bigger graph is printed as plain lines."""
 
 
 @one_line_errors
@@ -48,17 +51,50 @@ def graph(
     if estimate:
         _print_estimate(loaded, task_graph)
         return
-    tree = Tree(safe_text(f"{loaded.spec.name}: {len(task_graph)} tasks"))
-    for task_id in task_graph.topological_order():
-        task = task_graph.get(task_id)
-        deps = ", ".join(task.depends_on) or "-"
-        node = tree.add(safe_text(f"{task.id}  [{task.assignee}]  {task.title}"))
-        node.add(safe_text(f"depends on: {deps}"))
-        if task.memory_scope != "dependencies":
-            node.add(safe_text(f"memory scope: {task.memory_scope}"))
-        if task.files:
-            node.add(safe_text(f"files: {', '.join(task.files)}"))
+    head = f"{loaded.spec.name}: {len(task_graph)} tasks"
+    tasks = [task_graph.get(t) for t in task_graph.topological_order()]
+    if len(tasks) > RICH_MAX_ROWS:  # rich's tree takes about a millisecond a task
+        out.print(safe_text(head), soft_wrap=True)
+        for task in tasks:
+            _print_lines([_task_line(task), *(f"  {line}" for line in _task_details(task))])
+        return
+    tree = Tree(safe_text(head))
+    for task in tasks:
+        node = tree.add(safe_text(_task_line(task)))
+        for line in _task_details(task):
+            node.add(safe_text(line))
     out.print(tree)
+
+
+def _task_line(task: Task) -> str:
+    return f"{task.id}  [{task.assignee}]  {task.title}"
+
+
+def _task_details(task: Task) -> list[str]:
+    """The lines under a task in the graph: its dependencies, scope and files."""
+    lines = [f"depends on: {', '.join(task.depends_on) or '-'}"]
+    if task.memory_scope != "dependencies":
+        lines.append(f"memory scope: {task.memory_scope}")
+    if task.files:
+        lines.append(f"files: {', '.join(task.files)}")
+    return lines
+
+
+def _aligned(rows: list[tuple[str, ...]]) -> list[str]:
+    """Rows as lines in columns: the first left-aligned, the next right-aligned, the last as is."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    lines = []
+    for row in rows:
+        cells = [row[0].ljust(widths[0])]
+        cells += [row[i].rjust(widths[i]) for i in range(1, len(widths))]
+        lines.append("  ".join([*cells, row[-1]]).rstrip())
+    return lines
+
+
+def _print_lines(lines: list[str]) -> None:
+    """Plain lines, each escaped (`safe_text`) and never wrapped."""
+    for line in lines:
+        out.print(safe_text(line), soft_wrap=True)
 
 
 def _print_estimate(loaded: LoadedTeam, task_graph: TaskGraph) -> None:
@@ -81,18 +117,23 @@ def _print_estimate(loaded: LoadedTeam, task_graph: TaskGraph) -> None:
     )
     if (notice := concurrency_notice(ordered, loaded.spec.max_concurrency)) is not None:
         out.print(safe_text(notice), soft_wrap=True)
-    table = Table(title="Estimated prompt tokens", title_justify="left")
-    for column in ("task", "estimate", "budget", "context window", ""):
-        table.add_column(column, justify="left" if column in ("task", "") else "right")
-    for row in rows:
-        if row.prompt_tokens == 0:
-            table.add_row(row.task_id, "-", "-", "-", "step (no model)")
-            continue
-        table.add_row(
+    columns = ("task", "estimate", "budget", "context window", "")
+    cells = [
+        (row.task_id, "-", "-", "-", "step (no model)") if row.prompt_tokens == 0 else (
             row.task_id, str(row.prompt_tokens), str(row.budget or "?"),
             str(row.context_window or "?"), "OVER BUDGET" if row.over else "ok",
-        )  # fmt: skip
-    out.print(table)
+        )
+        for row in rows
+    ]  # fmt: skip
+    if len(cells) > RICH_MAX_ROWS:  # rich's table takes about a millisecond a row
+        _print_lines(["Estimated prompt tokens", *_aligned([columns, *cells])])
+    else:
+        table = Table(title="Estimated prompt tokens", title_justify="left")
+        for column in columns:
+            table.add_column(column, justify="left" if column in ("task", "") else "right")
+        for cell in cells:
+            table.add_row(*cell)
+        out.print(table)
     _print_wall_time(loaded, ordered, rows, default)
     if any(r.over for r in rows):
         raise typer.Exit(1)
