@@ -125,7 +125,7 @@ async def collect_stream(
             )
         if getattr(chunk, "usage", None) is not None:
             usage = chunk.usage
-        for choice in _choices(chunk, server=server, model_id=model_id):
+        for choice in _objects(chunk, "choices", "choice", server=server, model_id=model_id):
             if getattr(choice, "index", 0) != 0:
                 continue
             seen_choice = True
@@ -137,7 +137,9 @@ async def collect_stream(
                 _check_chars(chars, chars_cap, request.max_tokens, model_id)
                 text.append(piece)
                 sink(piece)
-            for part in _tool_parts(delta, server=server, model_id=model_id):
+            for part in _objects(
+                delta, "tool_calls", "tool call piece", server=server, model_id=model_id
+            ):
                 chars += _add_tool_part(calls, part, model_id)
                 _check_chars(chars, chars_cap, request.max_tokens, model_id)
     if not seen_choice:
@@ -181,34 +183,27 @@ def _streamed_usage(usage: Any, model_id: str) -> Usage | None:
     return validated_usage(prompt, completion, model_id=model_id, cached_prompt_tokens=cached)
 
 
-def _choices(chunk: Any, *, server: str, model_id: str) -> list[Any]:
-    """``chunk``'s choices, each an object; else the server's event is malformed."""
-    choices = getattr(chunk, "choices", None)
-    if choices is None:
-        return []
-    if not isinstance(choices, list):
-        what = f"choices is {kind_of(choices)}, not a list"
-        raise malformed_event(server, what, model_id=model_id)
-    for number, choice in enumerate(choices):
-        if choice is None or isinstance(choice, (str, int, float, list, dict)):
-            what = f"choice {number} is {kind_of(choice)}, not an object"
-            raise malformed_event(server, what, model_id=model_id)
-    return choices
+def _objects(owner: Any, field: str, what: str, *, server: str, model_id: str) -> list[Any]:
+    """``owner``'s list ``field``, each item an object; else the server's event is malformed.
 
-
-def _tool_parts(delta: Any, *, server: str, model_id: str) -> list[Any]:
-    """``delta``'s tool-call pieces, each an object; else the server's event is malformed."""
-    parts = getattr(delta, "tool_calls", None)
-    if parts is None:
+    Args:
+        owner: A chunk (``choices``) or a choice's delta (``tool_calls``).
+        field: The attribute holding the list (absent or ``None``: an empty list).
+        what: How an item is named in the error (``choice``, ``tool call piece``).
+        server: The server, named in the error.
+        model_id: The model's id, for the error.
+    """
+    items = getattr(owner, field, None)
+    if items is None:
         return []
-    if not isinstance(parts, list):
-        what = f"tool_calls is {kind_of(parts)}, not a list"
-        raise malformed_event(server, what, model_id=model_id)
-    for number, part in enumerate(parts):
-        if part is None or isinstance(part, (str, int, float, list, dict)):
-            what = f"tool call piece {number} is {kind_of(part)}, not an object"
-            raise malformed_event(server, what, model_id=model_id)
-    return parts
+    if not isinstance(items, list):
+        problem = f"{field} is {kind_of(items)}, not a list"
+        raise malformed_event(server, problem, model_id=model_id)
+    for number, item in enumerate(items):
+        if item is None or isinstance(item, (str, int, float, list, dict)):
+            problem = f"{what} {number} is {kind_of(item)}, not an object"
+            raise malformed_event(server, problem, model_id=model_id)
+    return items
 
 
 def _check_chars(chars: int, cap: int, max_tokens: int, model_id: str) -> None:
