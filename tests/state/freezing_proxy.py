@@ -54,6 +54,9 @@ class FreezingProxy:
                 continue
             except OSError:
                 return
+            if not self._admits():
+                client.close()
+                continue
             try:
                 upstream = socket.create_connection(self._target, timeout=5)
             except OSError:
@@ -78,9 +81,19 @@ class FreezingProxy:
                 if not data:
                     sink.shutdown(socket.SHUT_WR)
                     return
+                if not self._passes(data, source, sink):
+                    return
                 sink.sendall(data)
             except OSError:
                 return
+
+    def _admits(self) -> bool:
+        """Whether a new connection is forwarded (a subclass may refuse some)."""
+        return True
+
+    def _passes(self, data: bytes, source: socket.socket, sink: socket.socket) -> bool:
+        """Whether ``data`` read from ``source`` goes on to ``sink`` (else the pipe ends)."""
+        return True
 
 
 @contextmanager

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
 import socket
 import subprocess
 import sys
@@ -99,51 +98,21 @@ class CuttingProxy(FreezingProxy):
     def restore(self) -> None:
         self.refusing.clear()
 
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                client = self._server.accept()[0]
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            if self.refusing.is_set():
-                client.close()
-                continue
-            try:
-                upstream = socket.create_connection(self._target, timeout=5)
-            except OSError:
-                client.close()
-                continue
-            self._sockets += [client, upstream]
-            for a, b in ((client, upstream), (upstream, client)):
-                thread = threading.Thread(target=self._pipe, args=(a, b), daemon=True)
-                self._threads.append(thread)
-                thread.start()
+    def _admits(self) -> bool:
+        return not self.refusing.is_set()
 
-    def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
-        while not self._stop.is_set():
-            self._flowing.wait()
-            try:
-                if not select.select([source], [], [], 0.1)[0] or not self._flowing.is_set():
-                    continue
-                data = source.recv(65536)
-                if not data:
-                    sink.shutdown(socket.SHUT_WR)
-                    return
-                if self._losing_answer and b"COMMIT" in data:  # the server's answer
-                    self._losing_answer = False
-                    for sock in (source, sink):
-                        with contextlib.suppress(OSError):
-                            sock.shutdown(socket.SHUT_RDWR)
-                        sock.close()
-                    return
-                if self._commit_armed and b"COMMIT" in data:  # the client's
-                    self._commit_armed = False
-                    self._losing_answer = True
-                sink.sendall(data)
-            except OSError:
-                return
+    def _passes(self, data: bytes, source: socket.socket, sink: socket.socket) -> bool:
+        if self._losing_answer and b"COMMIT" in data:  # the server's answer
+            self._losing_answer = False
+            for sock in (source, sink):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+                sock.close()
+            return False
+        if self._commit_armed and b"COMMIT" in data:  # the client's
+            self._commit_armed = False
+            self._losing_answer = True
+        return True
 
 
 def through_proxy(url: str, proxy: FreezingProxy, password: str | None = None) -> str:
