@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_isolated_file_requests_hidden import run_asking
 
 from clearance import Agent, Orchestrator, RunLedger, RunOptions, Task, Team
 from clearance._context.verify import verify_run
@@ -42,27 +43,11 @@ def project(tmp_path: Path) -> Path:
 
 
 def ask_files(project: Path, tmp_path: Path, asked: list[str], **options: Any):
-    paths = iter(asked)
-
-    def answer(request: ModelRequest) -> str:
-        if request.prompt.manifest.subject != "isolated:t":
-            return "S"
-        path = next(paths, None)
-        return f"STATUS: needs_context\nFILE: {path}" if path else "fine\nSTATUS: done"
-
-    model = FunctionModel(answer)
-    team = Team(agents=(Agent(name="worker", instructions="You review code."),),
-                coordinator=Agent(name="editor", instructions="You edit."))  # fmt: skip
-    with RunLedger(f"sqlite:///{tmp_path / 'runs.db'}") as ledger:
-        orchestrator = Orchestrator(team, model=model, ledger=ledger, options=RunOptions(
-            input_root=project, clarification_rounds=len(asked) + 1,
-            workspace_root=project / ".clearance" / "workspaces", **options,
-        ))  # fmt: skip
-        task = Task(id="t", title="T", description="Review.", assignee="worker", mode="isolated")
-        result = asyncio.run(orchestrator.run_tasks([task]))
-        assert result.tasks["t"].result == "fine", result.error
-        rounds = [e.data for e in ledger.events(result.run_id) if e.kind == "clarification"]
-        report = verify_run(ledger, result.run_id)
+    """`run_asking` with the project as the input folder, workspaces in its `.clearance/`."""
+    model, rounds, report, _, _ = run_asking(
+        project, tmp_path, asked, project_root=None, input_root=project,
+        workspace_root=project / ".clearance" / "workspaces", **options,
+    )  # fmt: skip
     return model, rounds, report
 
 

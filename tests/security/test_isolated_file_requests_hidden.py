@@ -59,9 +59,11 @@ def run_asking(project: Path, tmp_path: Path, asked: list[str], **options):
     with RunLedger(f"sqlite:///{db}") as ledger:
         orchestrator = Orchestrator(
             team, model=model, ledger=ledger,
-            options=RunOptions(project_root=project, input_root=options.pop("input_root", None),
+            options=RunOptions(project_root=options.pop("project_root", project),
+                               input_root=options.pop("input_root", None),
                                clarification_rounds=len(asked) + 1,
-                               workspace_root=tmp_path / "ws", **options),
+                               workspace_root=options.pop("workspace_root", tmp_path / "ws"),
+                               **options),
         )  # fmt: skip
         result = asyncio.run(
             orchestrator.run_tasks(
