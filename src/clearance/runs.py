@@ -58,7 +58,8 @@ if typing.TYPE_CHECKING:
     from clearance._orchestration.plan_only import PlannedRun, plan_only, plan_team_file
     from clearance._orchestration.run_config import WINDOWED_PROVIDERS, model_settings, spec_tools
     from clearance._orchestration.run_memory import masked_url
-    from clearance._orchestration.spec_run import checked_run, with_resources
+    from clearance._orchestration.spec_check import checked_run
+    from clearance._orchestration.spec_run import with_resources
     from clearance._reports import Report, report_function
     from clearance._state.db.sqlite import sqlite_file_path
     from clearance._state.graph_shape import concurrency_notice, graph_shape
@@ -145,7 +146,7 @@ _EXPORTS = {
     "check_model_id": "clearance._core.teamfile_models",
     "check_room_for_prompt": "clearance._orchestration.model_pool",
     "check_store_entry": "clearance._state.store.entry",
-    "checked_run": "clearance._orchestration.spec_run",
+    "checked_run": "clearance._orchestration.spec_check",
     "concurrency_notice": "clearance._state.graph_shape",
     "decide": "clearance._orchestration.approval",
     "default_decider": "clearance._orchestration.approval",

@@ -22,7 +22,7 @@ import inspect
 import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, cast, get_type_hints
+from typing import TYPE_CHECKING, Any, cast, get_type_hints
 
 from pydantic import ConfigDict, ValidationError, create_model
 
@@ -41,7 +41,6 @@ from clearance._agents.tool_failures import (
     utf8_text,
 )
 from clearance._context.tool_sections import DELEGATE_TOOL, STORE_TOOLS, tool_name
-from clearance._context.verify_approvals import arguments_sha256
 from clearance._core import user_modules
 from clearance._core.agent_spec import MAX_TOOL_TIMEOUT_S, TOOL_TIMEOUT_S
 from clearance._core.daemon_threads import in_daemon_thread
@@ -50,9 +49,11 @@ from clearance._core.schema_check import schema_errors
 from clearance._core.spec import Agent
 from clearance._core.user_modules import ImportFailed, import_user_module, split_import_path
 from clearance._core.vocabulary import EventKind
-from clearance._state.ledger import Recorder
-from clearance._state.store import StoreEntry
 from clearance.models._base import ToolCall
+
+if TYPE_CHECKING:  # the ledger and the store (and SQLAlchemy) load only when a run uses them
+    from clearance._state.ledger import Recorder
+    from clearance._state.store import StoreEntry
 
 __all__ = [
     "BUILTIN_TOOL_NAMES",
@@ -378,6 +379,8 @@ async def record_started(
     Raises:
         StoreError: The event could not be recorded (the tool has not run).
     """
+    from clearance._context.verify_approvals import arguments_sha256  # the ledger's reader
+
     ledger.record_event(run_id, EventKind.TOOL_STARTED, subject, {
         "tool_call_id": call_id, "step": step, "name": call.name,
         "arguments_sha256": arguments_sha256(call.arguments), "idempotent": tool.idempotent,

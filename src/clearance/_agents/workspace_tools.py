@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clearance._agents.offload import DEFAULT_MAX_CHARS, DEFAULT_MAX_LINES, DataOffloader
 from clearance._agents.tools import NOT_UTF8_ARGUMENTS, Tool, ToolOutput
@@ -23,7 +23,9 @@ from clearance._agents.workspace import Workspace
 from clearance._context.tool_sections import READ_OUTPUT_TOOL, WORKSPACE_TOOLS, WRITE_OUTPUT_TOOL
 from clearance._core.errors import ClearanceError, LimitExceeded
 from clearance._core.vocabulary import EventKind
-from clearance._state.ledger import Recorder
+
+if TYPE_CHECKING:  # the ledger (and SQLAlchemy) load only when a run records
+    from clearance._state.ledger import Recorder
 
 __all__ = [
     "READ_OUTPUT_TOOL",

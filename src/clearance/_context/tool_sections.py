@@ -10,14 +10,16 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clearance._context import layout as L
 from clearance._context.layout import TOOL_TRAILER
 from clearance._core.mcp_spec import mcp_model_name
 from clearance._core.origins import Origin
 from clearance._core.vocabulary import OriginKind
-from clearance._state.store import StoreEntry
+
+if TYPE_CHECKING:  # the store (and SQLAlchemy) load only when a run has one
+    from clearance._state.store import StoreEntry
 
 __all__ = [
     "DELEGATED_SECTION",

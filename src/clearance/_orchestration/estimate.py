@@ -1,7 +1,8 @@
 """Pre-flight: each task's estimated prompt tokens against its budget, before any run.
 
 The estimate needs no model call and no tokenizer load: text is counted with the byte
-heuristic (`heuristic_tokens`), files by their size, and the result of a dependency by its
+heuristic (`heuristic_tokens`), files by their size (an isolated task's as its run reads
+them, within ``isolation.file_caps``: `capped_sizes`), and the result of a dependency by its
 upper bound (a model task's ``max_output_tokens``; a built-in step's own bound,
 `step_result_tokens`; another step's `STEP_RESULT_TOKENS`).
 """
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from clearance._core.run_spec import RunSpec
-from clearance._core.spec import Agent, Task, Team
+from clearance._core.spec import Agent, FileCaps, Task, Team
 from clearance._orchestration.model_pool import ModelPool
 from clearance._orchestration.run_config import model_settings
 from clearance.analysis import step_result_tokens
@@ -53,12 +54,16 @@ class TaskEstimate:
         prompt_tokens: Estimated prompt tokens (``0`` for a non-model task).
         budget: Its agent's prompt budget, or ``None`` when unknown.
         context_window: The model's context window, or ``None`` when unknown.
+        error: Why the run would fail the task before its prompt is sent (an isolated
+            task's files over ``isolation.file_caps`` under ``on_oversize: error``), or
+            ``None``.
     """
 
     task_id: str
     prompt_tokens: int
     budget: int | None
     context_window: int | None
+    error: str | None = None
 
     @property
     def over(self) -> bool:
@@ -72,6 +77,8 @@ def estimate_tasks(
     *,
     input_root: Path | None,
     context_window: Callable[[Agent], int | None],
+    project_root: Path | None = None,
+    file_caps: FileCaps | None = None,
 ) -> list[TaskEstimate]:
     """Estimate every task's prompt (see the module docstring).
 
@@ -79,6 +86,9 @@ def estimate_tasks(
         tasks: The tasks, in graph order.
         team: Their agents.
         input_root: Where the tasks' files are (sizes only are read).
+        project_root: Where an isolated task's files are (``None``: ``input_root``).
+        file_caps: The caps an isolated task's files are read within (``None``: the
+            defaults), as the run reads them (`capped_sizes`).
         context_window: The context window of an agent's model (``None``: unknown).
     """
     tasks = list(tasks)
@@ -93,8 +103,14 @@ def estimate_tasks(
             continue
         tokens = _OVERHEAD_TOKENS + heuristic_tokens(agent.instructions)
         tokens += heuristic_tokens(task.title) + heuristic_tokens(task.description)
-        for path in task.files:
-            tokens += _file_tokens(input_root, path)
+        error = None
+        if task.mode == "isolated":
+            root = project_root if project_root is not None else input_root
+            sizes, error = capped_sizes(root, task.files, file_caps or FileCaps())
+            tokens += sum(size // 4 + 1 for size in sizes)
+        else:
+            for path in task.files:
+                tokens += _file_tokens(input_root, path)
         for dep in task.depends_on:
             other = by_id.get(dep)
             if other is None:
@@ -109,8 +125,37 @@ def estimate_tasks(
         if budget is None and window is not None:
             budget = window - agent.limits.max_output_tokens
         estimates.append(TaskEstimate(task_id=task.id, prompt_tokens=tokens, budget=budget,
-                                      context_window=window))  # fmt: skip
+                                      context_window=window, error=error))  # fmt: skip
     return estimates
+
+
+def capped_sizes(
+    root: Path | None, paths: Iterable[str], caps: FileCaps
+) -> tuple[list[int], str | None]:
+    """The bytes of each file an isolated task is given, in order, as `load_text_file` cuts them.
+
+    A file over what is left (``max_file_bytes``, and ``max_total_bytes`` less the earlier
+    files) is cut to it under ``truncate`` (the marker included); under ``error``, or when
+    nothing is left, the run fails the task: the reason is returned instead (the sizes so far).
+    """
+    sizes: list[int] = []
+    if root is None:
+        return sizes, None
+    for path in paths:
+        try:
+            size = (root / path).stat().st_size
+        except OSError:
+            continue
+        allowed = min(caps.max_file_bytes, caps.max_total_bytes - sum(sizes))
+        if size <= allowed:
+            sizes.append(size)
+            continue
+        if caps.on_oversize == "error" or allowed <= 0:
+            over_file = caps.on_oversize == "error" and size > caps.max_file_bytes
+            cap = "max_file_bytes" if over_file else "max_total_bytes"
+            return sizes, f"{path}: over isolation.file_caps.{cap}"
+        sizes.append(allowed)  # what is kept, then the marker, fills what was left
+    return sizes, None
 
 
 def model_windows(spec: RunSpec) -> Callable[[Agent], int | None]:

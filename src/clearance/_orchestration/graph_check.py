@@ -19,7 +19,7 @@ import os
 import sys
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clearance._agents.tools import BUILTIN_TOOL_NAMES, DELEGATE_TOOL, SPAWN_TOOL, Tool, tool_name
 from clearance._agents.workspace_tools import WORKSPACE_TOOLS
@@ -29,12 +29,15 @@ from clearance._core.run_spec import RunSpec
 from clearance._core.spec import DEFAULT_COORDINATOR, Agent, Task, Team
 from clearance._core.teamfile import LoadedTeam
 from clearance._core.user_modules import split_import_path
-from clearance._orchestration.run_memory import RunMemory
 from clearance._orchestration.steps import resolve_step, step_target
 from clearance._state.graph import TaskGraph
-from clearance._state.messages import MessageBus, check_recipient
-from clearance._state.store import ContextStore
+from clearance._state.messages import check_recipient
 from clearance.models._registry import DEFAULT_MODEL_ID
+
+if TYPE_CHECKING:  # a run's resources: their databases (SQLAlchemy) load only when a run opens them
+    from clearance._orchestration.run_memory import RunMemory
+    from clearance._state.messages import MessageBus
+    from clearance._state.store import ContextStore
 
 __all__ = [
     "check_graph",

@@ -12,9 +12,8 @@ import asyncio
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from clearance._agents.mcp import load_mcp_tools_sync
 from clearance._agents.tools import Tool, import_function, marked_tool, tool_marks
 from clearance._core.errors import ConfigError
 from clearance._core.mcp_spec import mcp_refs
@@ -35,14 +34,18 @@ from clearance._core.teamfile_models import (
     ToolEntrySpec,
 )
 from clearance._orchestration.graph_check import tool_import_paths
-from clearance._orchestration.resume import spec_resources
-from clearance._orchestration.run import DEFAULT_WORKSPACE_ROOT, RunOptions, RunServices
-from clearance._orchestration.run_memory import RunMemory, absolute_url
 from clearance._state.messages import MessageBus
-from clearance._state.store import ContextStore
 from clearance.models._base import split_model_id
 from clearance.models._llama_cpp import CONTEXT_RANGE
 from clearance.models._registry import DEFAULT_MODEL_ID
+
+if TYPE_CHECKING:
+    from clearance._orchestration.run import RunOptions, RunServices
+    from clearance._orchestration.run_memory import RunMemory
+    from clearance._state.store import ContextStore
+
+# A run's parts (the orchestrator's options, its store and memory, MCP) are imported where
+# they are used: `model_settings` and `spec_tools` serve ``clearance graph``, which opens none.
 
 __all__ = [
     "LLAMA_SETTINGS",
@@ -229,6 +232,8 @@ def spec_options(
         ConfigError: The input or project folder does not exist, or a model setting is bad
             (see `model_settings`).
     """
+    from clearance._orchestration.run import DEFAULT_WORKSPACE_ROOT, RunOptions
+
     input_root = folder(spec.input.default, "input")
     extra = {"retry_policy": retry_policy} if retry_policy is not None else {}
     return RunOptions(
@@ -284,6 +289,8 @@ def spec_tools(
     try:
         asyncio.get_running_loop()
     except RuntimeError:
+        from clearance._agents.mcp import load_mcp_tools_sync
+
         tools.update(load_mcp_tools_sync(spec.mcp_servers, refs))
         return tools
     raise ConfigError(
@@ -328,6 +335,9 @@ def derived_spec(
     Raises:
         ConfigError: A setting cannot be written as a spec (a value out of a spec's range).
     """
+    from clearance._orchestration.run import DEFAULT_WORKSPACE_ROOT
+    from clearance._orchestration.run_memory import absolute_url
+
     tools: dict[str, str | ToolEntrySpec] = {}
     for name in sorted({*tool_paths, *options.approval_tools}):
         path = tool_paths.get(name)
@@ -390,6 +400,9 @@ def orchestrator_arguments(
         ConfigError: As `spec_options`, `spec_tools` and `spec_resources`.
         StoreError: The store cannot be opened.
     """
+    from clearance._orchestration.resume import spec_resources
+    from clearance._orchestration.run import RunServices
+
     options = spec_options(
         spec, synthesis_from=synthesis_from, stream_text=stream_text, retry_policy=retry_policy
     )

@@ -33,7 +33,7 @@ def graph(
         typer.Option(
             "--estimate",
             help="Print each task's estimated prompt tokens against its budget and the "
-            "model's context window (exit 1 if one is over).",
+            "model's context window (exit 1 if one is over, or its files would fail it).",
         ),
     ] = False,
 ) -> None:
@@ -107,7 +107,8 @@ def _print_estimate(loaded: LoadedTeam, task_graph: TaskGraph) -> None:
 
     ordered = [task_graph.get(t) for t in task_graph.topological_order()]
     rows = estimate_tasks(ordered, loaded.team, input_root=loaded.input_root,
-                          context_window=window)  # fmt: skip
+                          context_window=window, project_root=loaded.project_root,
+                          file_caps=loaded.file_caps())  # fmt: skip
     shape = graph_shape(ordered)
     out.print(
         safe_text(
@@ -121,7 +122,8 @@ def _print_estimate(loaded: LoadedTeam, task_graph: TaskGraph) -> None:
     cells = [
         (row.task_id, "-", "-", "-", "step (no model)") if row.prompt_tokens == 0 else (
             row.task_id, str(row.prompt_tokens), str(row.budget or "?"),
-            str(row.context_window or "?"), "OVER BUDGET" if row.over else "ok",
+            str(row.context_window or "?"),
+            f"error: {row.error}" if row.error else "OVER BUDGET" if row.over else "ok",
         )
         for row in rows
     ]  # fmt: skip
@@ -135,7 +137,7 @@ def _print_estimate(loaded: LoadedTeam, task_graph: TaskGraph) -> None:
             table.add_row(*cell)
         out.print(table)
     _print_wall_time(loaded, ordered, rows, default)
-    if any(r.over for r in rows):
+    if any(r.over or r.error for r in rows):
         raise typer.Exit(1)
 
 
