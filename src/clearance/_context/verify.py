@@ -93,6 +93,7 @@ from clearance._context.verify_chain import (
     audit_at_one_moment,
     check_chain_rows,
     digested_call_row,
+    record_positions,
 )
 from clearance._context.verify_channels import mcp_channels
 from clearance._context.verify_children import (
@@ -122,7 +123,7 @@ from clearance._context.verify_synthesis import check_synthesis_coverage
 from clearance._core.errors import MalformedRecord
 from clearance._core.origins import Subject
 from clearance._core.prompt import ChatMessage, messages_sha256, sha256_text
-from clearance._state.ledger import CallRecord, RunLedger, call_record_sha256
+from clearance._state.ledger import CallRecord, ChainEntry, RunLedger, call_record_sha256
 from clearance._state.ledger.audit import AuditRows, KeepCall
 
 __all__ = ["Finding", "MemoryLookup", "StoreLookup", "VerificationReport", "verify_run"]
@@ -245,10 +246,15 @@ def _verified(
     run = ledger.get_run(run_id)
     checked: list[Finding] = []  # each call's own findings, made as its prompt is read
     made: list[RunFacts] = []
+    positions: dict[tuple[str, str], int] = {}  # each record's place in the chain
+
+    def entries_read(entries: list[ChainEntry]) -> None:
+        positions.clear()
+        positions.update(record_positions(entries))
 
     def sink(read: AuditRows) -> KeepCall:
         checked.clear()
-        made[:] = [RunFacts(ledger, run, memories, store, read)]
+        made[:] = [RunFacts(ledger, run, memories, store, read, positions)]
         made[0].calls = read.calls
 
         def keep(call: CallRecord, row: dict[str, Any]) -> dict[str, Any]:
@@ -258,7 +264,7 @@ def _verified(
         return keep
 
     # Each table read once; each prompt checked as it is read, then let go.
-    entries, read = audit_at_one_moment(ledger, run.run_id, sink)
+    entries, read = audit_at_one_moment(ledger, run.run_id, sink, entries_read)
     facts = made[0]
     calls = facts.calls
     chain_key = key if key is not None else ledger.chain_key

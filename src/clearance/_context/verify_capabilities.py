@@ -22,6 +22,10 @@ call, the agents it acted for, and checks:
 - every tool call is recorded as made by the agent its subject runs (a task's assignee, the
   delegate a ``delegate`` call named, the agent a ``spawn`` event names), so none is judged
   by another agent's grants and tools;
+
+a child's records are judged by the spawn of their own session (`Spawns`: a resumed session
+spawns a child again under its id, maybe by another spawner), and every session's spawn is
+checked;
 - every ``offloaded`` event names a recorded tool call of its subject whose recorded result
   (what the model was shown) is the preview that names the offloaded file's reference.
 """
@@ -29,9 +33,10 @@ call, the agents it acted for, and checks:
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any, Literal
+from typing import Literal
 
 from clearance._context.authority import ceiling_tools
+from clearance._context.verify_children import Spawns
 from clearance._core.spec import Agent
 from clearance._core.vocabulary import EventKind, PromptKind
 from clearance._state.grants import StoreGrants
@@ -48,12 +53,15 @@ _WRITES = ("store_set", "store_set_with_extension", "store_touch")
 def callers_of(
     subject: str,
     tool_calls: Mapping[str, ToolCallRecord],
-    spawns: Mapping[str, Mapping[str, Any]],
+    spawns: Spawns,
+    at: int | None = None,
 ) -> list[str] | None:
     """The agents a call of ``subject`` acts for, nearest first (``[]`` for a task's own).
 
     ``delegation:<tool call id>``: the delegating call's agent, then whoever that one acted
-    for; ``child:<id>``: the parent agent recorded at the spawn, then whoever it acted for.
+    for; ``child:<id>``: the parent agent recorded at the spawn of the record's session (the
+    last spawn of the id before the record at chain position ``at``: a resumed session
+    spawns it again under its id, maybe by another spawner), then whoever it acted for.
 
     Returns:
         The agents, or ``None`` when the records do not say (a forged or missing link).
@@ -68,13 +76,14 @@ def callers_of(
             if parent is None:
                 return None
             callers.append(parent.agent)
-            subject = parent.subject
+            subject, at = parent.subject, spawns.position("tool_call", ref)
         elif kind == PromptKind.CHILD:
-            spawn = spawns.get(ref)
+            spawn = spawns.at(ref, at)
             if spawn is None:
                 return None
             callers.append(str(spawn.get("parent_agent")))
             subject = str(spawn.get("parent_subject") or f"task:{spawn.get('task_id')}")
+            at = spawns.position_of(spawn)
         else:
             return None
     return None
@@ -83,7 +92,7 @@ def callers_of(
 def check_capabilities(
     agents: Mapping[str, Agent],
     tool_calls: Mapping[str, ToolCallRecord],
-    spawns: Mapping[str, Mapping[str, Any]],
+    spawns: Spawns,
     events: list[EventRecord],
     *,
     tool_ceilings: bool = False,
@@ -94,7 +103,7 @@ def check_capabilities(
     Args:
         agents: The run's agents, as its config recorded them.
         tool_calls: The run's tool calls, by id.
-        spawns: The run's recorded spawns, by child id (with the parent's ``task_id``).
+        spawns: The run's recorded spawns, every session's (with the parent's ``task_id``).
         events: The run's events.
         tool_ceilings: Whether the run gave delegates and children only their callers'
             tools (its config's ``tool_ceilings``): a call outside is then a finding.
@@ -103,11 +112,12 @@ def check_capabilities(
     """
     started = {str(e.data.get("tool_call_id")) for e in events if e.kind == EventKind.TOOL_STARTED}
     for record in tool_calls.values():
-        callers = callers_of(record.subject, tool_calls, spawns)
+        at = spawns.position("tool_call", record.tool_call_id)
+        callers = callers_of(record.subject, tool_calls, spawns, at)
         if callers is None:
             continue
         where = f"tool call {record.tool_call_id}"
-        runner = _runner(record.subject, tool_calls, spawns, assignees or {})
+        runner = _runner(record.subject, tool_calls, spawns, assignees or {}, at)
         if runner is not None and record.agent != runner:
             yield (
                 where, None,
@@ -144,17 +154,21 @@ def check_capabilities(
 def _runner(
     subject: str,
     tool_calls: Mapping[str, ToolCallRecord],
-    spawns: Mapping[str, Mapping[str, Any]],
+    spawns: Spawns,
     assignees: Mapping[str, str | None],
+    at: int | None = None,
 ) -> str | None:
-    """The agent that runs ``subject``: a task's assignee, a delegate, a child's agent."""
+    """The agent that runs ``subject``: a task's assignee, a delegate, a child's agent.
+
+    A child's is the one spawned in the session of the record at chain position ``at``.
+    """
     kind, _, ref = subject.partition(":")
     if kind == PromptKind.TASK:
         return assignees.get(ref)
     if kind == PromptKind.DELEGATION and (call := tool_calls.get(ref)) is not None:
         target = call.arguments.get("agent")
         return target if isinstance(target, str) else None
-    if kind == PromptKind.CHILD and (spawn := spawns.get(ref)) is not None:
+    if kind == PromptKind.CHILD and (spawn := spawns.at(ref, at)) is not None:
         return str(spawn.get("agent"))
     return None
 
@@ -190,7 +204,7 @@ def check_offered_tools(
     agents: Mapping[str, Agent],
     calls: list[CallRecord],
     tool_calls: Mapping[str, ToolCallRecord],
-    spawns: Mapping[str, Mapping[str, Any]],
+    spawns: Spawns,
 ) -> Iterator[Problem]:
     """Check that no delegate or child was offered a tool an agent it acts for may not call.
 
@@ -204,10 +218,11 @@ def check_offered_tools(
         offered = call.parameters.get("tools") if isinstance(call.parameters, dict) else None
         if not isinstance(offered, list):
             continue
-        callers = callers_of(call.subject, tool_calls, spawns)
+        at = spawns.position("call", call.call_id)
+        callers = callers_of(call.subject, tool_calls, spawns, at)
         if not callers:
             continue
-        agent = _runner(call.subject, tool_calls, spawns, {}) or call.agent
+        agent = _runner(call.subject, tool_calls, spawns, {}, at) or call.agent
         for entry in offered:
             name = entry.get("name") if isinstance(entry, dict) else None
             if not isinstance(name, str) or (call.subject, name) in seen:
@@ -242,10 +257,11 @@ def _lender(agent: str, name: str, callers: list[str], agents: Mapping[str, Agen
 def _check_spawns(
     agents: Mapping[str, Agent],
     tool_calls: Mapping[str, ToolCallRecord],
-    spawns: Mapping[str, Mapping[str, Any]],
+    spawns: Spawns,
     assignees: Mapping[str, str | None],
 ) -> Iterator[Problem]:
-    for child_id, spawn in spawns.items():
+    for spawn in spawns.every():  # every session's: a resumed one spawns again under its id
+        child_id = spawn.get("child_id")
         where = f"task:{spawn.get('task_id')}"
         spawner, child = str(spawn.get("parent_agent")), str(spawn.get("agent"))
         agent = agents.get(spawner)
@@ -273,7 +289,7 @@ def _check_spawns(
         if (
             call is None
             or call.arguments.get("agent") != spawner
-            or callers_of(str(subject), tool_calls, spawns) is None
+            or callers_of(str(subject), tool_calls, spawns, spawns.position_of(spawn)) is None
             or _task_of(call.subject, tool_calls) != where
         ):
             yield (

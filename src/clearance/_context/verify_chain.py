@@ -18,7 +18,7 @@ re-derives, from the ledger alone:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +41,7 @@ __all__ = [
     "ChainedRecord",
     "audit_at_one_moment",
     "chained_records",
+    "record_positions",
     "check_chain",
     "check_chain_rows",
     "digested_call_row",
@@ -94,6 +95,19 @@ def chained_records(entries: list[ChainEntry]) -> tuple[list[ChainedRecord], lis
     return records, problems
 
 
+def record_positions(entries: list[ChainEntry]) -> dict[tuple[str, str], int]:
+    """The chain entry (``seq``) that first chains each record, by ``(kind, id)``.
+
+    Entries are in commit order; the records of one transaction share an entry (a group's
+    records are listed by kind, not in the order they were written). A call is chained at
+    its request and again at its outcome: its entry is the request's.
+    """
+    positions: dict[tuple[str, str], int] = {}
+    for record in chained_records(entries)[0]:
+        positions.setdefault((record.kind, record.subject), record.seq)
+    return positions
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ChainReport:
     """What the chain check found.
@@ -145,15 +159,21 @@ def _read_at_one_moment(
 
 
 def audit_at_one_moment(
-    ledger: RunLedger, run_id: str, sink: CallSink
+    ledger: RunLedger,
+    run_id: str,
+    sink: CallSink,
+    entries_read: Callable[[list[ChainEntry]], None] | None = None,
 ) -> tuple[list[ChainEntry], AuditRows]:
     """A run's chain entries and records (`RunLedger.audit_rows`) as they stood at one moment.
 
     As `_read_at_one_moment`: read again while a writer moves the chain's head (at most
-    `_READ_TRIES` times); ``sink`` is given each read's records afresh.
+    `_READ_TRIES` times); ``sink`` is given each read's records afresh, after
+    ``entries_read`` (if given) was given that read's entries.
     """
     for _ in range(_READ_TRIES):
         entries = ledger.chain_entries(run_id)
+        if entries_read is not None:
+            entries_read(entries)
         read = ledger.audit_rows(run_id, sink)
         head = entries[-1].seq if entries else None
         if ledger.chain_heads([run_id]).get(run_id) == head:

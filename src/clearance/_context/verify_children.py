@@ -38,6 +38,7 @@ from clearance._state.graph import TaskGraph
 from clearance._state.ledger import CallRecord, EventRecord, ToolCallRecord
 
 __all__ = [
+    "Spawns",
     "check_child_events",
     "check_child_limits",
     "check_spawn_outputs",
@@ -60,6 +61,70 @@ _DEFAULT = AgentLimits().max_children
 def child_id(task_id: str, number: int) -> str:
     """The id of a session's ``number``-th child (from 1), spawned for ``task_id``."""
     return f"{_SLUG.sub('_', task_id)}.{number}"
+
+
+class Spawns:
+    """Every recorded ``spawn`` of each child id, in record order, for the records of each session.
+
+    A resumed session spawns its children again under the ids they had (``p.1`` in each), maybe
+    by another spawner (a delegate of the task instead of its assignee) and for another goal.
+    A record of a child (a model call, a tool call) belongs to the spawn of its session: the
+    last spawn of its id committed before it or with it, in the hash chain's order
+    (``positions``: the entry that first chains each record, by ``(kind, id)``; a session's
+    records are all committed before the next session's first, and one transaction lists
+    its records by kind, so a spawn and its child's first call may share an entry).
+
+    Args:
+        positions: The chain entry of each record, by ``(kind, id)`` (``{}``: unknown; then
+            each id's last spawn stands for all its sessions).
+    """
+
+    def __init__(self, positions: Mapping[tuple[str, str], int] | None = None) -> None:
+        self._positions = positions or {}
+        self._of: dict[str, list[tuple[int | None, dict[str, Any]]]] = {}
+
+    def add(self, event_id: str, data: dict[str, Any]) -> None:
+        """Add one ``spawn`` event's data (with its ``task_id``), in record order."""
+        where = self._positions.get(("event", event_id))
+        self._of.setdefault(str(data.get("child_id")), []).append((where, data))
+
+    def position(self, kind: str, record_id: str) -> int | None:
+        """The chain entry of the record ``(kind, id)``, or ``None`` when unknown."""
+        return self._positions.get((kind, record_id))
+
+    def at(self, child_id: str, position: int | None = None) -> dict[str, Any] | None:
+        """The spawn of ``child_id`` a record at chain entry ``position`` belongs to, or ``None``.
+
+        That is the last spawn of the id committed before it or with it; the first when none
+        is (a ledger rechained out of order), the last without a position.
+        """
+        history = self._of.get(child_id)
+        if not history:
+            return None
+        if position is None:
+            return history[-1][1]
+        chosen = history[0][1]
+        for where, data in history:
+            if where is not None and where <= position:
+                chosen = data
+        return chosen
+
+    def position_of(self, spawn: Mapping[str, Any]) -> int | None:
+        """The chain entry of a spawn `at` returned."""
+        for where, data in self._of.get(str(spawn.get("child_id")), ()):
+            if data is spawn:
+                return where
+        return None
+
+    def every(self) -> Iterator[dict[str, Any]]:
+        """Every recorded spawn, each session's, in record order per child id."""
+        for history in self._of.values():
+            for _, data in history:
+                yield data
+
+    def of(self, child_id: str) -> list[dict[str, Any]]:
+        """Every recorded spawn of ``child_id``, in record order."""
+        return [data for _, data in self._of.get(child_id, ())]
 
 
 def max_children_of(config: Mapping[str, Any]) -> tuple[dict[str, int], list[str]]:

@@ -28,6 +28,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from clearance._context.answers import mark_answer
+from clearance._context.verify_children import Spawns
 from clearance._context.verify_facts import Problem
 from clearance._core.prompt import sha256_text
 from clearance._core.spec import Agent
@@ -76,7 +77,7 @@ def check_delegation_chain(
     tool_call_id: str,
     tool_calls: Mapping[str, ToolCallRecord],
     agents: Mapping[str, Agent],
-    spawns: Mapping[str, Mapping[str, Any]] | None = None,
+    spawns: Spawns | None = None,
 ) -> Iterator[Problem]:
     """Check the delegation a delegate's prompt serves (see the module docstring).
 
@@ -85,8 +86,9 @@ def check_delegation_chain(
         tool_calls: The run's tool calls, by id.
         agents: The run's agents as its config recorded them (empty: not recorded, so
             ``can_delegate_to`` is not checked).
-        spawns: The run's ``spawn`` events' data by child id (with the ``task_id`` they
-            were recorded under), to rebuild what is above a child's chain.
+        spawns: The run's ``spawn`` events' data, every session's (with the ``task_id``
+            they were recorded under), to rebuild what is above a child's chain (as the
+            child's session spawned it).
     """
     steps = delegation_steps(tool_call_id, tool_calls)
     if steps is None:
@@ -111,7 +113,7 @@ def check_delegation_chain(
         earlier.append(step.agent)
     if target in earlier:
         yield None, f"{target!r} is already in the delegation chain {' -> '.join(earlier)}"
-    above = _above(steps[0].subject, tool_calls, spawns or {})
+    above = _above(steps[0], tool_calls, spawns or Spawns())
     if above and target in above:
         yield (
             None,
@@ -134,11 +136,15 @@ def check_delegation_chain(
 
 
 def _above(
-    subject: str, tool_calls: Mapping[str, ToolCallRecord], spawns: Mapping[str, Mapping[str, Any]]
+    first: ToolCallRecord, tool_calls: Mapping[str, ToolCallRecord], spawns: Spawns
 ) -> list[str]:
-    """The agents above a spawned child's chain (``[]`` when ``subject`` is not a child's)."""
-    kind, _, child_id = subject.partition(":")
-    spawn = spawns.get(child_id) if kind == PromptKind.CHILD else None
+    """The agents above a spawned child's chain (``[]`` when ``first`` is not a child's call).
+
+    The child as its session spawned it: the spawn of its id before ``first``'s record.
+    """
+    kind, _, child_id = first.subject.partition(":")
+    at = spawns.position("tool_call", first.tool_call_id)
+    spawn = spawns.at(child_id, at) if kind == PromptKind.CHILD else None
     if spawn is None:
         return []
     parent = spawn.get("parent_subject") or f"task:{spawn.get('task_id')}"

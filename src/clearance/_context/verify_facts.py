@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from clearance._context.tool_sections import tool_name
@@ -47,11 +47,14 @@ class RunFacts:
         memories: MemoryLookup | None = None,
         store: StoreLookup | None = None,
         read: AuditRows | None = None,
+        positions: Mapping[tuple[str, str], int] | None = None,
     ):
         """Index ``run``'s records: ``read`` when given, else read from ``ledger``.
 
         ``read`` is one read of every record (`RunLedger.audit_rows`); its calls are set as
-        `calls` by the caller.
+        `calls` by the caller. ``positions`` is each record's place in the run's hash chain
+        by ``(kind, id)`` (`record_positions`): which session's spawn a child's records
+        belong to.
         """
         if read is None:
             read = AuditRows(
@@ -145,7 +148,7 @@ class RunFacts:
         ]
         bad = {event.event_id for event, _ in self.malformed_events}
         self.events = [event for event in events if event.event_id not in bad]
-        self.subagents = SubagentFacts(self.events)
+        self.subagents = SubagentFacts(self.events, positions)
         # ``hook_context`` events by subject (``task:<id>``), read once for every prompt.
         self.hook_events: dict[str, list[EventRecord]] = {}
         for e in self.events:

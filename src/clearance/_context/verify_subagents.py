@@ -19,7 +19,8 @@ what the prompt declares about itself. Then each item's provenance is checked:
   one of the run's sessions: a resumed run runs a failed child again under its id), and that
   record holds: what it shows is `child_shown` of its outcome, and a result is the answer of
   a successful call of the child;
-- ``child_goal:<id>`` is the goal recorded when child ``<id>`` was spawned.
+- ``child_goal:<id>`` is the goal recorded when child ``<id>`` was spawned in the prompt's
+  session (a resumed session spawns it again under its id, maybe for another goal).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from clearance._context.isolated import project_heading
 from clearance._context.layout import item_kinds
 from clearance._context.memory_items import scope_of_title
 from clearance._context.render import one_line
+from clearance._context.verify_children import Spawns
 from clearance._context.verify_memory import not_recalled
 from clearance._core.errors import ConfigError
 from clearance._core.event_schema import (
@@ -87,16 +89,22 @@ class SubagentFacts:
 
     Args:
         events: Every event of the run, in the order recorded.
+        positions: Each record's place in the run's hash chain, by ``(kind, id)``: which
+            session's spawn a child's record belongs to (`Spawns`).
     """
 
-    def __init__(self, events: Sequence[EventRecord]) -> None:
+    def __init__(
+        self,
+        events: Sequence[EventRecord],
+        positions: Mapping[tuple[str, str], int] | None = None,
+    ) -> None:
         self.architecture: dict[str, set[str]] = {}  # digest: the projects recorded with it
         # Each run of a task (from its ``files`` event) → the answers it was given, in order.
         self.answers: dict[str, list[list[str]]] = {}
         self.questions: dict[str, set[str]] = {}
         self.file_digests: dict[str, dict[str, set[str]]] = {}
         self.served: dict[str, set[str]] = {}
-        self.spawns: dict[str, dict[str, Any]] = {}
+        self.spawns = Spawns(positions)  # every session's, by child id
         self.children: dict[str, dict[str, Any]] = {}
         # Every outcome shown for a child id: a resumed session runs a failed child again
         # under its id (its records are what it replays from).
@@ -118,7 +126,7 @@ class SubagentFacts:
             elif isinstance(data, FileClarificationEvent | QuestionClarificationEvent):
                 self._clarification(task_id, data)
             elif isinstance(data, SpawnEvent):
-                self.spawns[data.child_id] = {**data.model_dump(), "task_id": task_id}
+                self.spawns.add(event.event_id, {**data.model_dump(), "task_id": task_id})
             elif isinstance(data, ChildEvent):
                 self.children[data.child_id] = {**data.model_dump(), "task_id": task_id}
                 self.shown.setdefault(data.child_id, set()).add(data.shown_sha256)
@@ -367,7 +375,8 @@ def check_child_call(
 ) -> Iterator[Problem]:
     """A spawned child's prompt: its recorded goal and its own tools' results only."""
     child_id = Subject.parse(call.subject).id
-    spawn = facts.subagents.spawns.get(child_id)
+    spawns = facts.subagents.spawns
+    spawn = spawns.at(child_id, spawns.position("call", call.call_id))  # its session's
     if spawn is None:
         yield None, f"no spawn of child {child_id!r} was recorded in the run"
         return
