@@ -76,8 +76,8 @@ def state_prefixes(root: Path, folders: Iterable[Path]) -> tuple[str, ...]:
 def under_prefixes(path: str, prefixes: Iterable[str]) -> bool:
     """Whether ``path`` (relative, ``/``-separated) lies under one of ``prefixes``.
 
-    ``.`` parts and repeated ``/`` are dropped and ``..`` applied first (``src/../work/x`` is
-    ``work/x``); the comparison is case-insensitive.
+    ``.`` parts and repeated ``/`` are dropped and ``..`` applied first (``src/../outs/x`` is
+    ``outs/x``); the comparison is case-insensitive.
     """
     normal = os.path.normpath(path.replace("\\", "/")).replace(os.sep, "/").casefold()
     for prefix in prefixes:
