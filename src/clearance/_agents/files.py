@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+from collections.abc import Mapping
 from pathlib import Path
 
 from clearance._core.confined import read_bytes_confined, split_relative
@@ -46,7 +47,14 @@ def confined_path(root: Path, rel: str) -> Path:
     return target
 
 
-def load_text_file(root: Path, rel: str, *, caps: FileCaps, budget: int) -> str:
+def load_text_file(
+    root: Path,
+    rel: str,
+    *,
+    caps: FileCaps,
+    budget: int,
+    fenced: Mapping[tuple[int, int], str] | None = None,
+) -> str:
     """Read one UTF-8 text file confined to ``root``, within its caps.
 
     The file is opened with `read_bytes_confined` (no link leads outside ``root``, no
@@ -59,13 +67,14 @@ def load_text_file(root: Path, rel: str, *, caps: FileCaps, budget: int) -> str:
         caps: The size caps and oversize policy.
         budget: Bytes still allowed for this context (``max_total_bytes`` minus what its
             other files already hold).
+        fenced: Folders the path may not pass through (`folder_identities`).
 
     Returns:
         The text, possibly truncated with `truncation_marker` under ``"truncate"``.
 
     Raises:
         PathEscapeError: ``rel`` is absolute, has a ``..`` component, or leads outside
-            ``root`` through a link.
+            ``root`` through a link; `FencedFolderError` into a ``fenced`` folder.
         ConfigError: The file does not exist, is not a regular file (a folder, FIFO or
             device), or is binary (a NUL byte, or not UTF-8).
         LimitExceeded: Under ``"error"``: the file is over ``max_file_bytes``
@@ -73,7 +82,7 @@ def load_text_file(root: Path, rel: str, *, caps: FileCaps, budget: int) -> str:
             (``limit="max_total_bytes"``); under ``"truncate"``: no budget is left at all.
     """
     try:
-        read = read_bytes_confined(root, rel, max_bytes=caps.max_file_bytes)
+        read = read_bytes_confined(root, rel, max_bytes=caps.max_file_bytes, fenced=fenced)
     except ConfigError as exc:
         raise ConfigError(str(exc), field="files") from None
     data, size = read.data, read.size

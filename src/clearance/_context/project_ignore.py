@@ -26,6 +26,7 @@ __all__ = [
     "MAX_IGNORE_WILDCARDS",
     "MAX_MATCHED_PATH_CHARS",
     "STATE_FOLDERS",
+    "STATE_REFUSAL",
     "WORKSPACE_REFUSAL",
     "gitignore_spec",
     "is_run_state",
@@ -76,6 +77,9 @@ def is_run_state(path: str) -> bool:
     return is_state_path(path)
 
 
+STATE_REFUSAL = ("it is Clearance's own state (runs, stores and agents' workspaces), which no "
+                 "subagent is given")  # fmt: skip
+"""Why a file under Clearance's state folder (``.clearance/``) is not given (`left_out`)."""
 WORKSPACE_REFUSAL = "it is the run's workspace folder (agents' outputs), which no subagent is given"
 """Why a file under the run's workspace root is not given (`left_out`)."""
 
@@ -94,8 +98,7 @@ def left_out(
     if is_vcs_metadata(path):
         return "it is version-control metadata, which the project's listing leaves out"
     if is_run_state(path):
-        return ("it is Clearance's own state (runs, stores and agents' workspaces), which no "
-                "subagent is given")  # fmt: skip
+        return STATE_REFUSAL
     if under_prefixes(path, workspace):
         return WORKSPACE_REFUSAL
     if spec is None:

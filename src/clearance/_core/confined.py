@@ -34,13 +34,17 @@ names every caller imports, here.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 from clearance._core.confined_path import (
     CONTROL_CHARACTER,
     MAX_SYMLINKS,
+    FencedFolderError,
+    Identity,
     escape_controls,
+    folder_identities,
     open_regular_file,
     split_relative,
 )
@@ -53,8 +57,10 @@ __all__ = [
     "MAX_SYMLINKS",
     "ConfinedRead",
     "EntryKind",
+    "FencedFolderError",
     "TreeEntry",
     "escape_controls",
+    "folder_identities",
     "list_confined",
     "make_dir_confined",
     "make_dir_exclusive",
@@ -84,7 +90,12 @@ class ConfinedRead:
 
 
 def read_bytes_confined(
-    root: str | os.PathLike[str], rel: str, *, max_bytes: int, follow_symlinks: bool = True
+    root: str | os.PathLike[str],
+    rel: str,
+    *,
+    max_bytes: int,
+    follow_symlinks: bool = True,
+    fenced: Mapping[Identity, str] | None = None,
 ) -> ConfinedRead:
     """Read at most ``max_bytes`` bytes of a regular file beneath ``root``.
 
@@ -98,19 +109,22 @@ def read_bytes_confined(
         max_bytes: Most bytes returned (at least 0).
         follow_symlinks: Follow links that stay beneath ``root`` (``True``), or refuse any
             link on the way (``False``).
+        fenced: Folders the path may not pass through, however spelled or linked
+            (`folder_identities`: identity -> the reason given).
 
     Returns:
         The data, the file's size and whether the data is cut.
 
     Raises:
         PathEscapeError: ``rel`` is absolute, has ``..`` or NUL, or leads outside ``root``
-            (through a link, or any link when ``follow_symlinks`` is false).
+            (through a link, or any link when ``follow_symlinks`` is false); a
+            `FencedFolderError` when it passes through a ``fenced`` folder.
         ConfigError: ``root`` or the file does not exist, or the file is not a regular file
             (a folder, FIFO, device or socket).
     """
     if max_bytes < 0:
         raise ConfigError(f"max_bytes must be at least 0, got {max_bytes}", field="max_bytes")
-    fd = open_regular_file(root, rel, follow_symlinks=follow_symlinks)
+    fd = open_regular_file(root, rel, follow_symlinks=follow_symlinks, fenced=fenced)
     try:
         size = os.fstat(fd).st_size
         chunks: list[bytes] = []

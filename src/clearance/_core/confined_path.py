@@ -14,7 +14,7 @@ import errno
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import PurePosixPath
 from typing import NoReturn
 
@@ -23,11 +23,13 @@ from clearance._core.errors import ConfigError, PathEscapeError
 __all__ = [
     "CONTROL_CHARACTER",
     "DIR_FLAGS",
+    "FencedFolderError",
     "MAX_SYMLINKS",
     "READ_FLAGS",
     "WRITE_FLAGS",
     "Walker",
     "escape_controls",
+    "folder_identities",
     "kind_name",
     "open_regular_file",
     "root_fd",
@@ -50,6 +52,35 @@ LINK_ERRNOS = frozenset({errno.ELOOP, errno.EMLINK, errno.ENOTDIR})
 CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 """A character that breaks a line or drives a terminal: C0 and C1 controls, DEL, line and
 paragraph separators. No confined path may hold one (`split_relative`)."""
+
+
+Identity = tuple[int, int]
+"""A folder's ``(st_dev, st_ino)``: the same folder however a path spells it."""
+
+
+class FencedFolderError(PathEscapeError):
+    """A path leads into a fenced folder (`folder_identities`); ``reason`` says which."""
+
+
+def folder_identities(
+    folders: Iterable[tuple[str | os.PathLike[str], str]],
+) -> dict[Identity, str]:
+    """The identity of each ``(folder, reason)`` that exists (links followed), to its reason.
+
+    What a confined read is given as ``fenced``: it refuses to open any folder whose identity
+    is one of these, whichever path or link leads there (`FencedFolderError` with the
+    folder's reason), so no check of a path name stands between the decision and the read.
+    A folder that does not exist (yet) is left out.
+    """
+    found: dict[Identity, str] = {}
+    for folder, reason in folders:
+        try:
+            st = os.stat(folder)
+        except (OSError, ValueError):
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            found.setdefault((st.st_dev, st.st_ino), reason)
+    return found
 
 
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
@@ -144,10 +175,18 @@ def _is_link(name: str, dir_fd: int) -> str | None:
 class Walker:
     """Resolves components beneath a root file descriptor, holding one fd per level."""
 
-    def __init__(self, root: str | os.PathLike[str], root_fd: int, rel: str, follow: bool):
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        root_fd: int,
+        rel: str,
+        follow: bool,
+        fenced: Mapping[Identity, str] | None = None,
+    ):
         self.root = os.fspath(root)
         self.rel = rel
         self.follow = follow
+        self.fenced = fenced
         self.stack = [os.dup(root_fd)]
         self.hops = 0
         # An absolute link target may name the root by the path it was given or its real path.
@@ -193,6 +232,11 @@ class Walker:
             self.refuse(name, exc, pending, want="folder")
             return False
         self.stack.append(fd)
+        if self.fenced:
+            st = os.fstat(fd)
+            reason = self.fenced.get((st.st_dev, st.st_ino))
+            if reason is not None:
+                raise FencedFolderError(self.rel, self.root, reason=reason)
         return True
 
     def refuse(self, name: str, exc: OSError, pending: list[str], *, want: str) -> None:
@@ -233,10 +277,19 @@ class Walker:
         return self.stack[-1], pending[0]
 
 
-def open_regular_file(root: str | os.PathLike[str], rel: str, *, follow_symlinks: bool) -> int:
+def open_regular_file(
+    root: str | os.PathLike[str],
+    rel: str,
+    *,
+    follow_symlinks: bool,
+    fenced: Mapping[Identity, str] | None = None,
+) -> int:
     """An fd of the regular file ``rel`` names beneath ``root``, opened for reading.
 
+    ``fenced``: folders the path may not pass through (`folder_identities`).
+
     Raises:
+        FencedFolderError: The path passes through a ``fenced`` folder.
         PathEscapeError: ``rel`` is absolute, has ``..`` or NUL, or leads outside ``root``.
         ConfigError: ``root`` or the file does not exist, or it is not a regular file.
     """
@@ -244,7 +297,7 @@ def open_regular_file(root: str | os.PathLike[str], rel: str, *, follow_symlinks
     if not parts:
         raise ConfigError(f"{rel!r} names the folder {os.fspath(root)!r}, not a file")
     with root_fd(root) as top:
-        walker = Walker(root, top, rel, follow_symlinks)
+        walker = Walker(root, top, rel, follow_symlinks, fenced)
         try:
             pending = list(parts)
             while True:

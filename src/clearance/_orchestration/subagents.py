@@ -39,9 +39,15 @@ from clearance._context.isolated import (
     question_too_long,
     recorded_question,
 )
-from clearance._context.project_ignore import gitignore_spec, left_out
+from clearance._context.project_ignore import (
+    STATE_REFUSAL,
+    WORKSPACE_REFUSAL,
+    gitignore_spec,
+    left_out,
+)
 from clearance._context.project_scan import read_text
 from clearance._context.verify_clarifications import reusable_person_answer
+from clearance._core.confined import FencedFolderError, folder_identities
 from clearance._core.errors import ClearanceError, ModelError, SubagentError
 from clearance._core.for_each_file import included
 from clearance._core.prompt import sha256_text
@@ -121,10 +127,14 @@ class IsolatedRunner:
         self._gitignore: GitIgnoreSpec | None = None  # the project's, read at the first request
         # Where the workspace root (and Clearance's state folder) lie in the project.
         self._state: tuple[str, ...] = ()
+        # The same folders, each with why it is never given: a read refuses to enter one
+        # by its identity, however a path or a link swapped in meanwhile leads there.
+        self._fenced: list[tuple[Path, str]] = []
         if project_root is not None:
-            folders = [project_root / ".clearance"]
-            folders += [workspace_root] if workspace_root is not None else []
-            self._state = state_prefixes(project_root, folders)
+            self._fenced = [(project_root / ".clearance", STATE_REFUSAL)]
+            if workspace_root is not None:
+                self._fenced.append((workspace_root, WORKSPACE_REFUSAL))
+            self._state = state_prefixes(project_root, [folder for folder, _ in self._fenced])
 
     def listed_files(self, paths: Sequence[str]) -> dict[str, str]:
         """The task's own ``files:``, read from the project within `file_caps`, in order.
@@ -300,13 +310,14 @@ class IsolatedRunner:
         used = sum(len(c.encode("utf-8")) for c in files.values())
         try:
             text = load_text_file(self.project_root, path, caps=self.file_caps,
-                                  budget=self.file_caps.max_total_bytes - used)  # fmt: skip
+                                  budget=self.file_caps.max_total_bytes - used,
+                                  fenced=folder_identities(self._fenced))  # fmt: skip
+        except FencedFolderError as exc:
+            return exc.reason
         except ClearanceError as exc:
             # The model needs the path inside the project, never where it is on this host.
             root = str(self.project_root)
             return str(exc).replace(repr(root), "the project folder").replace(root, "<project>")
-        if (hidden := self._linked_to_state(path)) is not None:  # a link swapped in meanwhile
-            return hidden
         files[path] = text
         return None
 
