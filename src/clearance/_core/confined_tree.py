@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -79,6 +79,7 @@ def walk_confined(
     follow_symlinks: bool = False,
     max_entries: int | None = None,
     unreadable: bool = True,
+    prune: Callable[[str], bool] | None = None,
 ) -> Iterator[TreeEntry]:
     """Walk a folder beneath ``root`` depth-first, entries sorted by name; no link followed.
 
@@ -97,6 +98,8 @@ def walk_confined(
         unreadable: Skip a folder beneath that may not be read (permission denied);
             ``False`` refuses it with `ConfigError` instead, so nothing in it is silently
             left out. A folder gone or swapped for a link during the walk is always skipped.
+        prune: Called with the path of each folder met (relative to ``root``); ``True``
+            leaves it out unread: not yielded, not entered, not counted in ``max_entries``.
 
     Yields:
         One `TreeEntry` per entry; a folder comes before its own entries. ``path`` is
@@ -118,6 +121,7 @@ def walk_confined(
             walker.close()
     prefix = "/".join(parts)
     budget = _Budget(max_entries, prefix or os.fspath(root), os.fspath(root), unreadable)
+    budget.prune = prune
     try:
         yield from _walk_fd(start, prefix, 1, max_depth, budget)
     finally:
@@ -130,12 +134,17 @@ class _Budget:
     def __init__(self, most: int | None, subject: str, root: str, skip_unreadable: bool) -> None:
         self.most, self.subject, self.read = most, subject, 0
         self.root, self.skip_unreadable = root, skip_unreadable
+        self.prune: Callable[[str], bool] | None = None  # folders left out unread
 
     def denied(self, path: str, exc: OSError) -> None:
         """Skip a folder that may not be read, or refuse it (``skip_unreadable`` false)."""
         if isinstance(exc, PermissionError) and not self.skip_unreadable:
             raise ConfigError(f"cannot read the folder {path or '.'!r} under {self.root!r}: "
                               f"{exc.strerror}")  # fmt: skip
+
+    def left_out(self, prefix: str, name: str) -> bool:
+        """Whether the folder ``name`` in ``prefix`` is pruned (left out unread)."""
+        return self.prune is not None and self.prune(f"{prefix}/{name}" if prefix else name)
 
     def take(self) -> None:
         self.read += 1
@@ -151,8 +160,11 @@ def _walk_fd(
     try:
         with os.scandir(fd) as scan:
             for entry in scan:
+                kind = _entry_kind(entry)
+                if kind == EntryKind.DIR and budget.left_out(prefix, entry.name):
+                    continue
                 budget.take()
-                found.append((entry.name, _entry_kind(entry), _entry_size(entry)))
+                found.append((entry.name, kind, _entry_size(entry)))
     except OSError as exc:
         budget.denied(prefix, exc)
         return

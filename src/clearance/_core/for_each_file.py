@@ -124,7 +124,8 @@ def matching_files(
 
     A file under Clearance's own state folder (``.clearance/``) or under ``leave_out``
     (where the run's workspace root lies in ``root``: `state_prefixes`) is never matched:
-    agents' outputs of an earlier run are no input of a new task.
+    agents' outputs of an earlier run are no input of a new task. Those folders are not even
+    read: they count toward none of the caps below.
 
     ``pattern`` is a gitignore-style pattern (`pathspec`) anchored at ``root``: ``*`` and
     ``?`` stay within one folder, ``**`` spans folders (``**/*.py`` is every ``.py`` file,
@@ -153,8 +154,12 @@ def matching_files(
             warnings.simplefilter("ignore", FutureWarning)
             spec = pathspec.PathSpec.from_lines("gitignore", ["/" + pattern])
             # A folder the run may not read is refused: its files would get no task, unsaid.
+            # Clearance's state and the workspace root are left unread: never matched,
+            # they count toward no cap (an earlier run's outputs do not crowd the input out).
             entries = walk_confined(root, max_depth=MAX_DEPTH_SCANNED + 1,
-                                    max_entries=MAX_ENTRIES_SCANNED, unreadable=False)  # fmt: skip
+                                    max_entries=MAX_ENTRIES_SCANNED, unreadable=False,
+                                    prune=lambda rel: is_state_path(rel)
+                                    or under_prefixes(rel, leave_out))  # fmt: skip
             walked = _Candidates(entries, root, field)
             found = list(spec.match_files(_at_most(walked, root, field)))
     except LimitExceeded:
