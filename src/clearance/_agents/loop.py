@@ -67,6 +67,7 @@ from clearance._core.spec import DEFAULT_TOOL_STEPS, Agent, Team
 from clearance._core.vocabulary import EventKind
 from clearance._state.grants import StoreGrants, StoreView
 from clearance._state.ledger import Recorder
+from clearance._state.ledger.recorder import record_breach
 from clearance._state.store import ContextStore, read_record
 from clearance.models._base import ChatModel
 
@@ -82,15 +83,17 @@ arguments)])`` to, per call, ``None`` (run it) or the denial text the model gets
 raise `ApprovalPending` to stop the task until a person decides."""
 
 SpawnCalls = Callable[
-    [Agent, str, Authority, DelegationChain, list[tuple[str, dict[str, Any]]]],
+    [Agent, str, Authority, DelegationChain, CallBudget | None,
+     list[tuple[str, dict[str, Any]]]],
     Awaitable[dict[str, ToolOutput]],
-]
+]  # fmt: skip
 """Runs the ``spawn`` calls of one model turn together: ``(spawning agent, its subject, its
-effective authority, its delegation chain, [(call id, arguments)])`` to each call id's tool
-output. The spawning agent is the one whose turn it is (a delegate's own, not its
-delegator's): its ``can_spawn`` decides, its authority is its children's ceiling, and
-its chain's agents are above theirs. The children's results reach the next prompt as
-``child_result:`` items, not as tool results."""
+effective authority, its delegation chain, its call budget, [(call id, arguments)])`` to
+each call id's tool output. The spawning agent is the one whose turn it is (a delegate's
+own, not its delegator's): its ``can_spawn`` decides, its authority is its children's
+ceiling, its chain's agents are above theirs, and its call budget (a delegate's, within its
+delegator's) is the one its children's calls are within. The children's results reach the
+next prompt as ``child_result:`` items, not as tool results."""
 
 
 class AgentLoop:
@@ -285,7 +288,8 @@ class AgentLoop:
             ]
             if batch and self.spawn is not None:
                 own = Authority.of(agent, ceiling)
-                spawned = await traced_spawns(self.spawn(agent, subject, own, chain, batch), batch)
+                spawning = self.spawn(agent, subject, own, chain, calls, batch)
+                spawned = await traced_spawns(spawning, batch)
             for call_id, call, denial in zip(ids, response.tool_calls, denials, strict=True):
                 with tool_span(traced and call_id not in spawned, call, call_id, tools) as outcome:
                     if replay and (kept := replay.recorded_output(subject, call_id)) is not None:
@@ -466,6 +470,8 @@ class AgentLoop:
                             "the model returned an empty completion", model_id=model.model_id
                         )
         except (LimitExceeded, ModelError) as exc:
+            if isinstance(exc, LimitExceeded):  # on record, as a task's or child's breach is
+                record_breach(self.ledger, self.run_id, subject, exc)
             failed = bounded_reason(f"error: {target!r} failed: {exc}")
             return ToolOutput(content=failed, is_error=True), extended.to_dict()
         return ToolOutput(content=answer), extended.to_dict()

@@ -118,6 +118,8 @@ class ContextWindowMonitor:
         strategy: ``"drop_oldest"`` or ``"summarize"``.
         long_term: Where dropped turns are recorded before they are removed; ``None`` to
             drop them for good.
+        record_to: The memory group of ``long_term`` they are recorded into (the agent's
+            ``memory.record_to``); ``None`` for the agent's private scope.
         summary_max_tokens: Most tokens a summary may take; ``None`` means a tenth of the
             window. The room is reserved below the target before turns are chosen.
         memory_timeout_s: Deadline in seconds of each recording in ``long_term``.
@@ -141,6 +143,7 @@ class ContextWindowMonitor:
         long_term: PersistentMemory | None = None,
         summary_max_tokens: int | None = None,
         memory_timeout_s: float = DEFAULT_MEMORY_TIMEOUT_S,
+        record_to: str | None = None,
     ):
         check_count("context_window", context_window, least=1, most=MAX_CONTEXT_WINDOW)
         self.memory_timeout_s = check_memory_timeout(memory_timeout_s, field="memory_timeout_s")
@@ -166,6 +169,7 @@ class ContextWindowMonitor:
         self.target_ratio = target_ratio
         self.strategy: Strategy = strategy
         self.long_term = long_term
+        self.record_to = record_to
         self.summary_max_tokens = summary_max_tokens or max(16, context_window // 10)
 
     @property
@@ -276,12 +280,12 @@ class ContextWindowMonitor:
             StoreError: The memory failed or did not answer within ``memory_timeout_s``.
         """
         real = [t for t in turns if not t.id.startswith("summary_")]
-        long_term = self.long_term
+        long_term, group = self.long_term, self.record_to
         if long_term is None or not real:
             return ()
         await memory_call(
             "recording dropped turns",
-            lambda: long_term.record(real),
+            lambda: long_term.record(real, group=group),
             timeout_s=self.memory_timeout_s,
             where="the memory store",
         )

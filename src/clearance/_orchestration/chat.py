@@ -43,6 +43,7 @@ from clearance._orchestration.model_pool import check_room_for_prompt
 from clearance._orchestration.run_memory import absolute_url, masked_url, with_memories_that_fit
 from clearance._state.conversation import ConversationMemory, Turn
 from clearance._state.ledger import Recorder
+from clearance._state.ledger.recorder import record_breach
 from clearance._state.memory import MemoryRecord, PersistentMemory
 from clearance._state.memory_calls import DEFAULT_MEMORY_TIMEOUT_S, memory_call
 from clearance._state.team_conversation import TeamConversation
@@ -72,8 +73,9 @@ class AgentChat:
         agent: The agent.
         model: Its model; its ``context_window`` and tokenizer bound the prompts.
         memory: Long-term memory of the agent: dropped turns are recorded there before they
-            leave the conversation (not when the agent's ``memory.record`` is ``"none"``),
-            and relevant records are retrieved into each prompt. ``None`` for none.
+            leave the conversation (not when the agent's ``memory.record`` is ``"none"``;
+            into the group its ``memory.record_to`` names, when it names one), and relevant
+            records are retrieved into each prompt. ``None`` for none.
         memory_groups: The team's declared memory groups.
         shared_group: Name of a group whose shared conversation the agent takes part in
             (the group must declare ``shared_conversation``).
@@ -158,6 +160,8 @@ class AgentChat:
             summary_max_tokens=max(1, min(max(16, window // 10), agent.limits.max_output_tokens,
                                           int(window * target_ratio) - 1)),
             memory_timeout_s=memory_timeout_s,
+            # Into the group its memory.record_to names, as a run records its results.
+            record_to=agent.memory.record_to if agent.memory is not None else None,
         )  # fmt: skip
         _check_room_for_instructions(self.monitor, agent, field="context_window")
         self.team: TeamConversation | None = None
@@ -224,6 +228,8 @@ class AgentChat:
     async def say(self, text: str) -> str:
         """Send the user's message; return the agent's answer.
 
+        A limit that stops the turn is recorded (a ``limit_exceeded`` event), as in a run.
+
         With tracing, each turn is a trace of its own: an ``invoke_agent`` span whose
         ``gen_ai.conversation.id`` is the chat's run id (a chat has no end a span could wait
         for), over the turn's model calls.
@@ -238,7 +244,13 @@ class AgentChat:
                 ``memory_timeout_s``.
         """
         with agent_span(run_id=self.run_id, agent=self.agent.name, conversation_id=self.run_id):
-            return await self._say(text)
+            try:
+                return await self._say(text)
+            except LimitExceeded as exc:  # on record, as a run's breach is
+                if self.ledger is not None:
+                    subject = exc.subject or f"conversation:{self.agent.name}"
+                    record_breach(self.ledger, self.run_id, subject, exc)
+                raise
 
     def check_message(self, text: str) -> None:
         """Refuse a message too large for the conversation, before anything is sent or kept.

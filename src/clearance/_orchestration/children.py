@@ -3,11 +3,11 @@
 **Children** (Loom's spawn/aggregate pattern): a task's ``fan_out`` or its agent's ``spawn``
 tool calls create children. Each child gets its own workspace folder under the run's folder
 (created exclusively), a goal-only prompt (`ContextBuilder.build_child_prompt`), its agent's
-limits and sampling, and its calls charged to its own ``max_model_calls`` and to the parent
-task's call budget. Requests and
-results travel over the `EventBus` with correlation ids (`SpawnWorker`, `Aggregator`); the
-parent waits for all of them or until its ``spawn_timeout_s`` (a child still running is
-cancelled). What the parent receives is each child's final answer, as a
+limits and sampling, and its calls charged to its own ``max_model_calls`` and to its
+spawner's call budget: the parent task's, or a delegate's (itself within the task's).
+Requests and results travel over the `EventBus` with correlation ids (`SpawnWorker`,
+`Aggregator`); the parent waits for all of them or until its ``spawn_timeout_s`` (a child
+still running is cancelled). What the parent receives is each child's final answer, as a
 ``child_result:<child id>`` item through the builder; a child that failed or timed out is
 shown as such, never passed off as done.
 
@@ -60,12 +60,16 @@ class Spawner:
             every agent it acts for): the ceiling of its children's (`Authority`).
         above: The agents of the delegation chain it acts in (`DelegationChain.above` of
             each child): no child may delegate to one of them.
+        budget: Its call budget (a delegate's own ``max_model_calls``, within its
+            delegator's and the task's): each child's calls count toward it too, so what a
+            delegation causes stays within the delegate's cap; ``None`` for the task's.
     """
 
     agent: Agent
     subject: str
     authority: Authority
     above: tuple[str, ...] = ()
+    budget: CallBudget | None = None
 
     @classmethod
     def of_task(cls, parent: TaskContext) -> Spawner:
@@ -75,6 +79,7 @@ class Spawner:
             subject=f"task:{parent.task.id}",
             authority=Authority.of(parent.agent, None),
             above=(parent.agent.name,),
+            budget=parent.budget,
         )
 
 
@@ -245,6 +250,10 @@ class ChildRunner:
         With tracing, the child is an ``invoke_agent`` span under its parent's agent span.
         """
         parent, agent, spawner = self._pending[request.child_id]
+        subject = f"child:{request.child_id}"
+        # Its own max_model_calls, within its spawner's budget (the task's, in the end).
+        calls = CallBudget(agent.limits.max_model_calls, subject=subject,
+                           within=spawner.budget or parent.budget)  # fmt: skip
 
         def make(folder: str) -> AgentSession:
             return AgentSession(request.child_id, base_dir=self.runtime.run_dir,
@@ -255,17 +264,17 @@ class ChildRunner:
         model = self.model_for(agent)
         builder = self.builder_for(model)
         budget = self.prompt_budget(agent, model)
-        subject = f"child:{request.child_id}"
         try:
             with agent_span(run_id=self.run_id, agent=agent.name, subject=subject):
                 if agent.uses_tools:
-                    answer = await self._child_loop(request, parent, agent, spawner, session)
+                    answer = await self._child_loop(request, parent, agent, spawner, session,
+                                                    calls)  # fmt: skip
                 else:
                     prompt = builder.build_child_prompt(
                         request.child_id, request.goal, agent=agent, max_prompt_tokens=budget
                     )
                     response = await session.call_model(
-                        model, prompt, subject=subject, budget=parent.budget, agent=agent
+                        model, prompt, subject=subject, budget=calls, agent=agent
                     )
                     # A cut-off answer is marked, never passed on as whole (`mark_answer`).
                     kept = mark_answer(response.text, finish_reason=response.finish_reason)
@@ -291,6 +300,7 @@ class ChildRunner:
         agent: Agent,
         spawner: Spawner,
         session: AgentSession,
+        calls: CallBudget,
     ) -> str:
         model = self.model_for(agent)
         builder = self.builder_for(model)
@@ -303,9 +313,6 @@ class ChildRunner:
 
         # The runtime's loop, under the spawning agent's effective authority and its task's
         # approvals.
-        # Its own max_model_calls, within the parent task's budget.
-        calls = CallBudget(agent.limits.max_model_calls, subject=f"child:{request.child_id}",
-                           within=parent.budget)  # fmt: skip
         loop = self.runtime.loop(
             task_id=parent.task.id, budget=calls, workspace=session.workspace,
             ceiling=spawner.authority,

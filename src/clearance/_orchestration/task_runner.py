@@ -264,11 +264,12 @@ class TaskRunner:
 
         async def spawn(
             agent: Agent, subject: str, authority: Authority, chain: DelegationChain,
-            calls: list[tuple[str, dict[str, Any]]],
+            budget: CallBudget | None, calls: list[tuple[str, dict[str, Any]]],
         ) -> dict[str, ToolOutput]:  # fmt: skip
             assert children is not None
             above = (*chain.above, *chain.agents)
-            spawner = Spawner(agent=agent, subject=subject, authority=authority, above=above)
+            spawner = Spawner(agent=agent, subject=subject, authority=authority, above=above,
+                              budget=budget)  # fmt: skip
             return await children.spawn_calls(ctx, calls, spawner=spawner)
 
         # The run's agent runtime applies every capability (see `runtime.py`).
