@@ -4,13 +4,20 @@ A plan is model output. `parse_plan` reads it strictly (`loads_strict`: no key g
 no ``NaN``, bounded nesting), keeps only the keys a plan has (``id``, ``title``,
 ``description``, ``assignee``, ``depends_on``: a plan never grants tools, store grants,
 spawning, approvals or conditions), bounds every field, and says why in one bounded
-paragraph fit to send back for repair. ``clearance verify`` reads a planned run's last plan
-answer with it and checks that the run's recorded tasks are that plan.
+paragraph fit to send back for repair. A plan is also text a person reviews (``clearance
+plan`` writes it into a team file to edit): its titles and descriptions hold no
+bidirectional override (text shown in another order than it reads) and no C1 control (a
+next-line character reads back from YAML as a space), and no two titles look alike
+(compared by NFKC, ignoring case and invisible format characters). ``clearance verify``
+reads a planned run's last plan answer with it and checks that the run's recorded tasks
+are that plan.
 """
 
 from __future__ import annotations
 
+import json
 import re
+import unicodedata
 from collections.abc import Collection
 from typing import Annotated, Any
 
@@ -23,10 +30,16 @@ from clearance._core.reasons import bounded_reason
 from clearance._core.spec import Task
 from clearance._state.graph import TaskGraph
 
-__all__ = ["MAX_PLAN_TASKS", "PLAN_SCHEMA", "parse_plan"]
+__all__ = ["MAX_PLAN_CHARS", "MAX_PLAN_TASKS", "MAX_PLAN_VALUES", "PLAN_SCHEMA", "parse_plan"]
 
 MAX_PLAN_TASKS = 20
 """Most tasks a coordinator's plan may hold."""
+
+MAX_PLAN_CHARS = 2_000_000
+"""Most characters of a plan's JSON (20 tasks of the longest fields, escaped, fit easily)."""
+
+MAX_PLAN_VALUES = 10_000
+"""Most JSON values (objects, lists, strings, numbers...) a plan's JSON may hold."""
 
 _MAX_FIELD_CHARS = 8000
 _MAX_ID_CHARS = 128
@@ -74,6 +87,26 @@ PLAN_SCHEMA: dict[str, Any] = {
 }
 """JSON Schema of a plan, sent to providers that support structured output."""
 
+_HIDING = re.compile("[\x80-\x9f\u202a-\u202e\u2066-\u2069]")
+"""C1 controls (NEL among them) and the bidirectional overrides and isolates."""
+
+
+def _title_key(title: str) -> str:
+    """What a title looks like: NFKC, ignoring case and invisible format characters."""
+    shown = unicodedata.normalize("NFKC", title)
+    return "".join(c for c in shown if unicodedata.category(c) != "Cf").casefold()
+
+
+def _check_shown(index: int, planned: _PlannedTask) -> None:
+    """Refuse a title or description holding a character that hides what it says."""
+    for name in ("title", "description"):
+        if (found := _HIDING.search(getattr(planned, name))) is not None:
+            raise ValueError(
+                f"tasks.{index}.{name}: holds the character {found.group()!a}, which shows "
+                "text otherwise than it reads: write plain text"
+            )
+
+
 _FENCED = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
 
 
@@ -104,8 +137,11 @@ def parse_plan(text: str, *, agents: Collection[str]) -> TaskGraph:
     Raises:
         ValueError: With a one-paragraph reason fit to send back to the coordinator for
             repair (invalid JSON, or JSON that reads two ways: a key given twice in one
-            object, ``NaN``; wrong shape; a title that is not one line of text, or that
-            another task has too, ignoring case; unknown assignee; invalid graph), of at most
+            object, ``NaN``; JSON over `MAX_PLAN_CHARS` characters or `MAX_PLAN_VALUES`
+            values; wrong shape; a title that is not one line of text, or that
+            another task has too, ignoring case, Unicode normalization and invisible
+            characters; a title or description holding a C1 control or a bidirectional
+            override; unknown assignee; invalid graph), of at most
             `MAX_FAILURE_CHARS` characters and a note of the cut.
     """
     try:
@@ -114,13 +150,47 @@ def parse_plan(text: str, *, agents: Collection[str]) -> TaskGraph:
         raise ValueError(bounded_reason(str(exc))) from exc
 
 
+def _check_size(body: str) -> None:
+    """Refuse, before the strict (and slower) read, JSON bigger than any plan can be.
+
+    A plan holds at most `MAX_PLAN_TASKS` tasks of bounded fields: `MAX_PLAN_CHARS`
+    characters and `MAX_PLAN_VALUES` JSON values are far more than one needs. The values are
+    counted on the standard library's fast read, stopping at the cap, so a million empty
+    objects are refused in a fraction of a second instead of read for seconds.
+    """
+    if len(body) > MAX_PLAN_CHARS:
+        raise ValueError(
+            f"the plan's JSON is {len(body):,} characters, over the {MAX_PLAN_CHARS:,} a plan "
+            f"of at most {MAX_PLAN_TASKS} tasks can need"
+        )
+    try:
+        value = json.loads(body, strict=False)
+    except ValueError:
+        return  # not JSON: the strict read says why
+    stack, count = [value], 0
+    while stack:
+        item = stack.pop()
+        count += 1
+        if count > MAX_PLAN_VALUES:
+            raise ValueError(
+                f"the plan's JSON holds over {MAX_PLAN_VALUES:,} values; a plan has at most "
+                f"{MAX_PLAN_TASKS} tasks of five fields"
+            )
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
 def _parsed(text: str, agents: Collection[str]) -> TaskGraph:
     try:
-        data = loads_strict(_extract_json(text))
+        body = _extract_json(text)
+        _check_size(body)
+        data = loads_strict(body)
     except RecursionError as exc:
         raise ValueError("invalid JSON: it is nested too deeply") from exc
     except ValueError as exc:  # a key given twice, NaN, or not JSON at all
-        if str(exc) == "the answer holds no JSON object":
+        if str(exc).startswith(("the answer holds no JSON object", "the plan's JSON")):
             raise
         raise ValueError(f"invalid JSON: {exc}") from exc
     try:
@@ -133,17 +203,26 @@ def _parsed(text: str, agents: Collection[str]) -> TaskGraph:
         raise ValueError(f"the plan does not have the required shape: {problems}") from exc
     known = set(agents)
     tasks = []
-    titles: dict[str, str] = {}
+    titles: dict[str, tuple[str, str]] = {}  # what a title looks like: (id, title)
     for index, planned in enumerate(plan.tasks):
         try:  # a title is one line, as in a team file (where `clearance plan` writes it)
             check_label(f"tasks.{index}.title", planned.title)
         except ConfigError as exc:
             raise ValueError(str(exc)) from exc
+        _check_shown(index, planned)
         # A result is labelled by its title (and assignee) where others read it (dependents,
         # the synthesis): two tasks of one title would be results no one can tell apart.
-        if (other := titles.setdefault(planned.title.casefold(), planned.id)) != planned.id:
+        # Titles that only look alike (another normalization form, a zero-width space) are
+        # as hard to tell apart as one title twice.
+        key = _title_key(planned.title)
+        other, first = titles.setdefault(key, (planned.id, planned.title))
+        if other != planned.id:
+            same = first.casefold() == planned.title.casefold()
+            shown = (
+                f"title {planned.title!r}" if same else f"titles {first!a} and {planned.title!a}"
+            )
             raise ValueError(
-                f"tasks {other!r} and {planned.id!r} have the same title {planned.title!r}: "
+                f"tasks {other!r} and {planned.id!r} have the same {shown}: "
                 "give each task a title of its own"
             )
         if planned.assignee not in known:

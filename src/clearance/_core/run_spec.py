@@ -136,9 +136,10 @@ class RunSpec(BaseModel):
         workspace: Folder under which runs that spawn children get their folders.
         isolation: Clarification rounds and file caps of isolated tasks.
         agents: The workers.
-        coordinator: The agent that plans and synthesizes (``None``: a built-in one); its
-            ``role`` is refused, and so are its ``store_read_extends_ttl_s`` and
-            ``limits.max_dependency_tokens`` where none of its calls reads them.
+        coordinator: The agent that plans and synthesizes (``None``: a built-in one named
+            ``coordinator``, a name no worker may then take); its ``role`` is refused, and
+            so are its ``store_read_extends_ttl_s`` and ``limits.max_dependency_tokens``
+            where none of its calls reads them.
         memory_groups: Agents that share a long-term memory; a group none of whose agents has
             ``memory:`` is refused unless it declares a ``shared_conversation``.
         tasks: The tasks (empty: the coordinator plans ``goal``).

@@ -61,7 +61,8 @@ class Team:
             default: every agent's memory is private).
 
     Raises:
-        ConfigError: On duplicate agent names (the coordinator's included), ``can_spawn`` or
+        ConfigError: On duplicate agent names (the coordinator's included, and the built-in
+            coordinator's when the team declares none), ``can_spawn`` or
             ``can_delegate_to`` naming an unknown agent, or a memory group naming an unknown
             agent or declared twice.
     """
@@ -89,6 +90,13 @@ class Team:
                 f"{self.coordinator.name!r} is a worker's name: give the coordinator its own "
                 "(the ledger and verify tell agents apart by name)",
                 field="coordinator.name",
+            )
+        if self.coordinator is None and DEFAULT_COORDINATOR.name in seen:
+            raise ConfigError(
+                f"{DEFAULT_COORDINATOR.name!r} is the built-in coordinator's name: give the "
+                "worker another, or declare a coordinator (the ledger and verify tell agents "
+                "apart by name)",
+                field="agents",
             )
         for agent in (*self.agents, *((self.coordinator,) if self.coordinator else ())):
             for key in ("can_spawn", "can_delegate_to"):
