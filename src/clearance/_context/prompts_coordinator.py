@@ -78,11 +78,12 @@ class CoordinatorPrompts(TaskPrompts):
     ) -> Prompt:
         """Build the coordinator's synthesis prompt: the full view of the run.
 
-        Holds the goal, every completed result (untruncated) or those of ``include``, each
-        under its label ``### <title> (by <assignee>)``, and every failed and skipped task
-        with its reason. The shared memory's summary is shown only for tasks whose result or
-        reason is not already shown, so each result enters the prompt once; when a run ends,
-        every task is shown, so a run's synthesis holds no summary.
+        Holds the goal, every completed result (untruncated), each under its label
+        ``### <title> (by <assignee>)``, and every failed and skipped task with its reason;
+        with ``include``, only those of its tasks. The shared memory's summary is shown
+        only for tasks whose result or reason is not already shown, so each result enters
+        the prompt once; when a run ends, every task is shown, so a run's synthesis holds
+        no summary.
 
         Args:
             goal: What the synthesis answers.
@@ -91,8 +92,9 @@ class CoordinatorPrompts(TaskPrompts):
             shared_memory: The run's shared memory.
             max_prompt_tokens: Token budget, ``None`` for no limit.
             include: Ids of the tasks whose results are shown (the team file's
-                ``synthesis_from``); ``None`` for all. The other completed tasks are left
-                out, from the summary too.
+                ``synthesis_from``); ``None`` for all. The other tasks are left out,
+                completed, failed or skipped (a failure's reason may quote the task's
+                rejected answer), from the summary too.
 
         Raises:
             LimitExceeded: The prompt exceeds ``max_prompt_tokens``.
@@ -222,9 +224,9 @@ class CoordinatorPrompts(TaskPrompts):
             t = state.task
             if state.status.is_final:
                 shown.add(t.id)
+            if include is not None and t.id not in include:
+                continue  # nor its failure: a reason may quote its rejected answer
             if state.status is TaskStatus.COMPLETED:
-                if include is not None and t.id not in include:
-                    continue
                 completed.append(result_part(t, state.result or ""))
             elif state.status is TaskStatus.FAILED:
                 failed.append(_status_part(t, state.error or "failed"))

@@ -201,12 +201,30 @@ def check_admission(
     elif kind in (PromptKind.CONVERSATION, PromptKind.SUMMARY):
         yield from _check_conversation_call(call, items, facts)
     elif is_synthesis_step(subject, items):
+
+        def shown_provenance(origin: str, item: dict[str, Any]) -> Iterator[Problem]:
+            yield from _outside_synthesis_from(origin, facts)
+            yield from provenance(origin, item)
+
         yield from check_synthesis_step(
-            call, items, facts.calls, facts.run.goal, provenance, facts.graph,
+            call, items, facts.calls, facts.run.goal, shown_provenance, facts.graph,
             labelled=facts.prompt_format >= 1,
         )  # fmt: skip
     else:
         yield from _check_coordinator_call(call, items, facts)
+
+
+def _outside_synthesis_from(origin: str, facts: RunFacts) -> Iterator[Problem]:
+    """A synthesis item of a task the run's ``synthesis_from`` leaves out (result or failure)."""
+    parsed = Origin.parse(origin)
+    chosen = facts.synthesis_from
+    # A failure's reason is left out since prompt_format 2; older runs showed it.
+    kinds = (OriginKind.TASK_RESULT, OriginKind.TASK_STATUS) if facts.prompt_format >= 2 else (
+        OriginKind.TASK_RESULT,)  # fmt: skip
+    if chosen is None or parsed.kind not in kinds:
+        return
+    if parsed.id not in chosen:
+        yield origin, f"the synthesis shows task {parsed.id!r}, which synthesis_from leaves out"
 
 
 def _check_coordinator_call(
@@ -233,6 +251,8 @@ def _check_coordinator_call(
             if item.get("sha256") != sha256_text(facts.run.goal):
                 yield origin, "the goal is not the run's goal"
         else:
+            if subject == PromptKind.SYNTHESIS:
+                yield from _outside_synthesis_from(origin, facts)
             yield from _check_provenance(origin, item, facts)
 
 
