@@ -116,6 +116,7 @@ class ChildRunner:
         self._pending: dict[str, tuple[TaskContext, Agent, Spawner]] = {}
         self._spawned: dict[str, int] = {}
         self._paused: dict[str, list[str]] = {}  # task id: approval requests its children await
+        self._paused_children: set[str] = set()  # children stopped awaiting a person: not ended
 
     async def fan_out(
         self,
@@ -176,6 +177,12 @@ class ChildRunner:
         self._worker.start()  # subscribes once; later calls do nothing
         result = await Aggregator(self.bus, parent.task.id).fan_out(ids, timeout_s=timeout)
         for outcome in result.outcomes:
+            if outcome.child_id in self._paused_children:
+                # Not ended: it resumes (its steps replayed) once a person decides. A
+                # ``failed`` outcome would have a resume send its answered calls again.
+                self._paused_children.discard(outcome.child_id)
+                self._pending.pop(outcome.child_id, None)
+                continue
             shown = child_shown(outcome.status, outcome.result, outcome.error)
             parent.child_results[outcome.child_id] = shown
             self.ledger.record_event(self.run_id, EventKind.CHILD, f"task:{parent.task.id}", {
@@ -287,6 +294,7 @@ class ChildRunner:
             raise
         except ApprovalPending as exc:
             self._paused.setdefault(parent.task.id, []).extend(exc.call_ids)
+            self._paused_children.add(request.child_id)
             raise
         finally:
             self._record_steps(session)
