@@ -44,7 +44,7 @@ def check_agent_id(agent_id: str) -> str:
     Raises:
         ConfigError: It is empty, too long, or could name another folder (``..``, ``/``).
     """
-    if not _AGENT_ID.match(agent_id) or agent_id in (".", ".."):
+    if not _AGENT_ID.fullmatch(agent_id) or agent_id in (".", ".."):
         raise ConfigError(
             f"agent id {agent_id!r} must be 1-128 letters, digits, '_', '.' or '-', "
             "starting with a letter or digit",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 import sys
+import unicodedata
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -26,6 +27,7 @@ __all__ = [
     "check_utf8",
     "shown_number",
     "text_tuple",
+    "title_key",
 ]
 
 _FLOAT_MAX = sys.float_info.max
@@ -40,7 +42,7 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 
 
 def check_name(kind: str, value: str) -> None:
-    if not isinstance(value, str) or not _NAME.match(value):
+    if not isinstance(value, str) or not _NAME.fullmatch(value):
         raise ConfigError(
             f"{kind} {value!r} is not valid: use 1-128 letters, digits, '_', '.', ':' "
             "or '-', starting with a letter or digit"
@@ -110,6 +112,18 @@ def check_label(field: str, value: object, *, most: int = MAX_LABEL_CHARS) -> No
         )
     if len(value) > most:
         raise ConfigError(f"is {len(value):,} characters, over {most}", field=field)
+
+
+def title_key(title: str) -> str:
+    """What a title reads as: NFKC, ignoring case and invisible format characters (``Cf``).
+
+    Two tasks whose titles have one key are results no one can tell apart where they are
+    labelled (dependents' prompts, the synthesis): another normalization form of one word,
+    a zero-width character or full-width letters read alike. The one rule for team files
+    and plans.
+    """
+    shown = unicodedata.normalize("NFKC", title)
+    return "".join(c for c in shown if unicodedata.category(c) != "Cf").casefold()
 
 
 def check_count(field: str, value: object, *, least: int, most: int | None = None) -> int:

@@ -200,7 +200,7 @@ class Task:
                 "a condition must be on a dependency, at most one per dependency",
                 field=f"tasks.{self.id}.depends_on",
             )
-        if self.run is not None and not _RUN.match(self.run):
+        if self.run is not None and not _RUN.fullmatch(self.run):
             raise ConfigError(
                 f"must be 'step:<name>' or 'python:<module>:<function>', got {self.run!r}",
                 field=f"tasks.{self.id}.run",
