@@ -370,7 +370,7 @@ class Orchestrator:
         # The run's usage counts every call, those of the earlier sessions included.
         usage, prompt_tokens = recorded_usage(ledger, recorded)
         self._replay = ReplaySource.load(ledger, run_id)  # durable resume: verified steps
-        ledger.reopen_run(run_id, process=process_identity(), force=force)
+        ledger.reopen_run(run_id, process=process_identity(), force=force, seen=recorded.chain_head)
         self._meters.resume(self.options.budget, run_id, ledger)
         total, done = len(recorded.graph or ()), len(recorded.completed)
         detail = f"resumed: {done} of {total} tasks already completed"

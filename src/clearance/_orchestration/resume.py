@@ -119,6 +119,9 @@ class RecordedRun:
         completed: Results of the tasks recorded ``completed``, by task id.
         messages: Its recorded messages, oldest first.
         tasks: Each task as the ledger reads it (`RunLedger.tasks`), by task id.
+        chain_head: The run's chain head (`RunLedger.chain_heads`) read before the rest:
+            `RunLedger.reopen_run` takes the run over only while it still is, so a resume
+            never acts on a read another process's session made stale (``None``: unchained).
     """
 
     record: RunRecord
@@ -126,6 +129,7 @@ class RecordedRun:
     completed: dict[str, str]
     messages: tuple[Message, ...]
     tasks: dict[str, TaskRecord]
+    chain_head: int | None = None
 
 
 def recorded_spec(record: RunRecord) -> tuple[RunSpec, tuple[str, ...] | None]:
@@ -160,7 +164,9 @@ def load_recorded_run(ledger: RunLedger, run_id: str) -> RecordedRun:
             `check_run_record`); the message names the run.
         MalformedRecord: An approval request of the run was edited (`check_requests`).
     """
-    record = ledger.get_run(run_id)
+    full_id = ledger.get_run(run_id).run_id
+    head = ledger.chain_heads([full_id]).get(full_id)  # first: what is read next is as new
+    record = ledger.get_run(full_id)
     check_run_record(ledger, record.run_id)  # nothing is rebuilt from unchecked records
     check_requests(ledger.events(record.run_id), record.run_id)  # approvals act as shown
     try:
@@ -191,6 +197,7 @@ def load_recorded_run(ledger: RunLedger, run_id: str) -> RecordedRun:
         completed=completed,
         messages=messages,
         tasks=tasks,
+        chain_head=head,
     )
 
 

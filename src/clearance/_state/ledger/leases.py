@@ -13,14 +13,14 @@ from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.engine import Connection
 
 from clearance._core.clock import Clock
 from clearance._core.errors import ConfigError, LedgerError, StoreError
 from clearance._state.db.server_clock import ServerClock
 from clearance._state.lease import LEASE_S, describe_owner, new_owner, owner_is_dead
-from clearance._state.ledger.schema import RUNS
+from clearance._state.ledger.schema import ENTRIES, RUNS
 
 __all__ = ["LeaseKeeper", "lease_until"]
 
@@ -129,19 +129,38 @@ class LeaseKeeper:
         except StoreError:
             return
 
-    def check(self, run_id: str, row: Any, now: datetime, *, force: bool) -> None:
-        """Refuse to take over a run another live process holds (see `RunLedger.reopen_run`).
+    def check(
+        self, run_id: str, row: Any, now: datetime, *, force: bool, seen: int | None = None,
+        conn: Connection | None = None,
+    ) -> None:  # fmt: skip
+        """Refuse to take over a run another process holds, or one changed since it was read.
+
+        See `RunLedger.reopen_run`. Two ``resume`` processes may read a paused run at once;
+        the first takes it over, carries out its approved calls and stops; the second would
+        then take the run over too and act on what it read before: an approved call the
+        first carried out would run again. So a take-over is refused, whatever ``force``
+        says, once the run's chain grew past ``seen`` (read in the take-over's transaction
+        ``conn``).
 
         Raises:
             ConfigError: ``row`` (``owner``, ``lease_expires_at``, ``status``) shows a live
-                owner other than this one, and not ``force``.
+                owner other than this one, and not ``force``; or the run's chain head is not
+                ``seen``.
         """
         owner, expires = row.owner, row.lease_expires_at
-        if owner is None or owner == self.owner or force or row.status != "running":
+        live = owner is not None and owner != self.owner and not force
+        held = live and row.status == "running" and expires is not None and expires > now
+        if held and not owner_is_dead(owner):
+            raise ConfigError(
+                f"run {run_id} is being run by {describe_owner(owner, expires)}; wait for it "
+                "to stop, or resume with --force if you know it has",
+            )
+        if seen is None or conn is None:
             return
-        if expires is None or expires <= now or owner_is_dead(owner):
-            return
-        raise ConfigError(
-            f"run {run_id} is being run by {describe_owner(owner, expires)}; wait for it "
-            "to stop, or resume with --force if you know it has",
-        )
+        head = conn.execute(select(func.max(ENTRIES.c.seq)).where(ENTRIES.c.run_id == run_id))
+        if head.scalar() != seen:
+            raise ConfigError(
+                f"run {run_id} changed after this resume read it (another process recorded to "
+                f"it meanwhile); nothing was run; see clearance inspect {run_id}, or resume it "
+                "again",
+            )

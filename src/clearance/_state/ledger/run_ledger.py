@@ -133,25 +133,26 @@ class RunLedger(LedgerEvents):
         self._leases.hold(run_id)
 
     def reopen_run(
-        self, run_id: str, *, process: dict[str, Any] | None = None, force: bool = False
-    ) -> None:
+        self, run_id: str, *, process: dict[str, Any] | None = None, force: bool = False,
+        seen: int | None = None,
+    ) -> None:  # fmt: skip
         """Take a recorded run over to resume it: ``running`` again, owned by this ledger.
 
-        Clears the run's end, synthesis and error.
-
-        One process runs a run at a time: the run's row names its owner and the time its
-        lease expires, and this is an atomic compare-and-set on that row. A run ``running``
-        under another owner is taken only once the owner's lease has expired (it is renewed
-        while the owner runs) or the owner is a dead process on this host.
+        Clears the run's end, synthesis and error. One process runs a run at a time: the
+        run's row names its owner and the time its lease expires, and this is an atomic
+        compare-and-set on that row. A run ``running`` under another owner is taken only
+        once the owner's lease has expired (it is renewed while the owner runs) or the owner
+        is a dead process on this host; a run with records past ``seen`` is never taken.
 
         Args:
             run_id: The run's full id.
             process: The process resuming it (``{"host", "pid"}``), recorded as the run
                 config's ``process``; ``None`` leaves the config as it is.
             force: Take the run even from a live owner.
+            seen: The run's chain head (`chain_heads`) when the caller read it to resume.
 
         Raises:
-            ConfigError: Another live process holds the run's lease; the message names it.
+            ConfigError: Another live process holds the run's lease, or ``seen`` is stale.
             StoreError: The run is unknown, is chained with another ledger key, or the
                 database failed.
         """
@@ -165,7 +166,7 @@ class RunLedger(LedgerEvents):
             row = conn.execute(query).first()
             if row is None:
                 raise unknown_run(run_id, self._url)
-            self._leases.check(run_id, row, now, force=force)
+            self._leases.check(run_id, row, now, force=force, seen=seen, conn=conn)
             values: dict[str, Any] = {}
             if process is not None:
                 values["config"] = {**(row.config or {}), "process": process}
