@@ -13,7 +13,9 @@ step, which ask it first:
   request left without an outcome (the process stopped while it was in flight) is sent
   again once, and its outcome recorded on that same row. What failed is never replayed: a
   failed or skipped task's calls and its reviewers', a failed or timed-out child's, and a
-  rejected plan's are sent again.
+  rejected plan's are sent again. A task or child that failed and ran again (a later
+  session) has the steps recorded after its last failure replayed, by the hash chain's
+  order, never a step of the failed attempt.
 - **Tool calls.** In a replayed turn each tool call keeps its recorded id, so the next
   prompt is the one the original loop built. A call with a recorded result is not run: the
   result is given to the loop. A call recorded as started (``tool_started``) without a
@@ -43,11 +45,20 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from clearance._context.verify_approvals import arguments_sha256
+from clearance._context.verify_chain import chained_records
 from clearance._context.verify_replay import answer_sha256
 from clearance._core.ids import new_id
+from clearance._core.origins import Subject
 from clearance._core.prompt import Prompt, sha256_text
 from clearance._core.vocabulary import EventKind, PromptKind, RecordKind
-from clearance._state.ledger import CallRecord, Recorder, RunLedger, ToolCallRecord
+from clearance._state.ledger import (
+    CallRecord,
+    EventRecord,
+    Recorder,
+    RunLedger,
+    ToolCallRecord,
+)
+from clearance._state.queue import TaskStatus
 from clearance.models._base import ModelResponse, ToolCall
 
 __all__ = [
@@ -56,6 +67,9 @@ __all__ = [
     "answer_sha256",
     "tool_calls_data",
 ]
+
+_FAILED = (TaskStatus.FAILED, TaskStatus.SKIPPED)
+"""The statuses of a task reason that end an attempt (``interrupted`` does not)."""
 
 ConfirmRerun = Callable[[str, str, str, dict[str, Any]], Awaitable[str | None]]
 """Decides whether a tool call that may have run runs again: ``(task id, agent, tool,
@@ -152,14 +166,14 @@ class ReplaySource:
         if record.graph is None and record.status == "failed":
             excluded.add(str(PromptKind.PLAN))
         events = ledger.events(run_id)
-        excluded |= {
-            f"{PromptKind.CHILD}:{e.data.get('child_id')}"
-            for e in events
-            if e.kind == EventKind.CHILD and e.data.get("status") != "ok"
-        }
+        after = _after_failures(ledger, run_id, events)
         calls: dict[str, list[CallRecord]] = {}
         for call in ledger.calls(run_id):
-            if call.error is None and call.subject not in excluded:
+            if (
+                call.error is None
+                and call.subject not in excluded
+                and after(call.subject, RecordKind.CALL, call.call_id)
+            ):
                 if reviews and call.subject.startswith(reviews):
                     continue
                 calls.setdefault(call.subject, []).append(call)
@@ -173,7 +187,9 @@ class ReplaySource:
         for event in events:
             if event.kind == EventKind.MODEL_TOOL_CALLS:
                 asked[str(event.data.get("call_id"))] = list(event.data.get("tool_calls") or [])
-            elif event.kind == EventKind.TOOL_STARTED:
+            elif event.kind == EventKind.TOOL_STARTED and after(
+                event.subject, RecordKind.EVENT, event.event_id
+            ):
                 started[str(event.data.get("tool_call_id"))] = {
                     **event.data,
                     "subject": event.subject,
@@ -181,7 +197,8 @@ class ReplaySource:
                 owners[str(event.data.get("tool_call_id"))] = event.subject
         tools: dict[tuple[str, int], list[ToolCallRecord]] = {}
         for row in ledger.tool_calls(run_id):
-            tools.setdefault((row.subject, row.step), []).append(row)
+            if after(row.subject, RecordKind.TOOL_CALL, row.tool_call_id):
+                tools.setdefault((row.subject, row.step), []).append(row)
             owners[row.tool_call_id] = row.subject
         return cls(
             recorder if recorder is not None else ledger, run_id, calls=calls, asked=asked,
@@ -322,6 +339,50 @@ class ReplaySource:
             f"replayed {self.replayed_calls} model calls and {self.replayed_tools} tool calls, "
             f"sent {self.sent}"
         )
+
+
+def _after_failures(
+    ledger: RunLedger, run_id: str, events: Sequence[EventRecord]
+) -> Callable[[str, str, str], bool]:
+    """Whether a record of a subject comes after the last failed attempt it belongs to.
+
+    A task run again by a later session, or a child spawned again under its id, may have
+    failed before: only its records after its last failure (a task's ``failed`` or
+    ``skipped`` reason, a child's outcome that is not ``ok``) are its current attempt, and a
+    step of a failed attempt is never replayed. A task's failure cuts its own calls, its
+    isolated dispatches' and its reviewers'. The order is the hash chain's (the entry that
+    first chains each record), never a clock; a record the chain does not place is left
+    out. Returns ``(subject, record kind, record id) -> keep``.
+    """
+    failed: dict[str, tuple[str, str, int]] = {}  # subject: (kind, record id, occurrence)
+    for event in events:
+        if event.kind == EventKind.CHILD and event.data.get("status") != "ok":
+            subject = f"{PromptKind.CHILD}:{event.data.get('child_id')}"
+            failed[subject] = (RecordKind.EVENT, event.event_id, 0)
+    for task_id, statuses in ledger.task_reason_statuses(run_id).items():
+        last = max((i for i, s in enumerate(statuses) if s in _FAILED), default=None)
+        if last is not None:
+            failed[f"{PromptKind.TASK}:{task_id}"] = (RecordKind.TASK_REASON, task_id, last)
+    if not failed:
+        return lambda subject, kind, record_id: True
+    places: dict[tuple[str, str], list[int]] = {}  # every entry of each record, in order
+    for record in chained_records(ledger.chain_entries(run_id))[0]:
+        places.setdefault((record.kind, record.subject), []).append(record.seq)
+    cuts: dict[str, int | None] = {}
+    for subject, (kind, record_id, occurrence) in failed.items():
+        seqs = places.get((kind, record_id), [])
+        cuts[subject] = seqs[occurrence] if occurrence < len(seqs) else None
+
+    def after(subject: str, kind: str, record_id: str) -> bool:
+        of = Subject.parse(subject)
+        if of.kind in (PromptKind.ISOLATED, PromptKind.REVIEW):
+            subject = f"{PromptKind.TASK}:{(of.id or '').partition('/')[0]}"
+        if subject not in cuts:
+            return True
+        cut, seqs = cuts[subject], places.get((kind, record_id))
+        return cut is not None and seqs is not None and seqs[0] > cut
+
+    return after
 
 
 def _same_request(record: CallRecord, prompt: Prompt, parameters: dict[str, Any] | None) -> bool:

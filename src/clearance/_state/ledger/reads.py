@@ -233,6 +233,33 @@ class LedgerReads(LedgerBase):
             reasons.setdefault(row.task_id, []).append(row.error)
         return reasons
 
+    def task_reason_statuses(self, run_id: str) -> dict[str, list[str]]:
+        """The status each reason of `task_reasons` was recorded with, in the same order.
+
+        Returns:
+            Task id to ``failed``, ``skipped`` or ``interrupted`` per reason, oldest first.
+
+        Raises:
+            MalformedRecord: A reason's task id or status is not text.
+            StoreError: The database failed.
+        """
+        query = (
+            select(TASK_REASONS.c.task_id, TASK_REASONS.c.status)
+            .where(TASK_REASONS.c.run_id == run_id)
+            .order_by(TASK_REASONS.c.ordinal)
+        )
+        statuses: dict[str, list[str]] = {}
+        with self._reading(f"read the task reasons of run {run_id!r}") as conn:
+            rows = conn.execute(query).all()
+        for row in rows:
+            if type(row.task_id) is not str or type(row.status) is not str:
+                raise MalformedRecord(
+                    f"a task reason of run {record_name(run_id)} is malformed: its task id "
+                    "or status is not text"
+                )
+            statuses.setdefault(row.task_id, []).append(row.status)
+        return statuses
+
     def messages(self, run_id: str) -> list[dict[str, Any]]:
         """Return the messages of a run, in the order first recorded.
 
