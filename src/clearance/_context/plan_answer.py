@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import re
-import unicodedata
 from collections.abc import Collection
 from typing import Annotated, Any
 
@@ -25,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from clearance._core.errors import ClearanceError, ConfigError
 from clearance._core.json_answer import loads_strict
-from clearance._core.names import check_label
+from clearance._core.names import check_label, title_key
 from clearance._core.reasons import bounded_reason
 from clearance._core.spec import Task
 from clearance._state.graph import TaskGraph
@@ -89,12 +88,6 @@ PLAN_SCHEMA: dict[str, Any] = {
 
 _HIDING = re.compile("[\x80-\x9f\u202a-\u202e\u2066-\u2069]")
 """C1 controls (NEL among them) and the bidirectional overrides and isolates."""
-
-
-def _title_key(title: str) -> str:
-    """What a title looks like: NFKC, ignoring case and invisible format characters."""
-    shown = unicodedata.normalize("NFKC", title)
-    return "".join(c for c in shown if unicodedata.category(c) != "Cf").casefold()
 
 
 def _check_shown(index: int, planned: _PlannedTask) -> None:
@@ -214,7 +207,7 @@ def _parsed(text: str, agents: Collection[str]) -> TaskGraph:
         # the synthesis): two tasks of one title would be results no one can tell apart.
         # Titles that only look alike (another normalization form, a zero-width space) are
         # as hard to tell apart as one title twice.
-        key = _title_key(planned.title)
+        key = title_key(planned.title)
         other, first = titles.setdefault(key, (planned.id, planned.title))
         if other != planned.id:
             same = first.casefold() == planned.title.casefold()

@@ -80,8 +80,9 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "id": "The task's id, unique in the run (in a for_each_file task, `{slug}`: the "
         "file's path without its suffix, `/` as `.`, other characters an id may not hold "
         "as `-`).",
-        "title": "A short title, one line, unique among the tasks (ignoring case): "
-        "dependents and the synthesis read each result labelled by it.",
+        "title": "A short title, one line, unique among the tasks (ignoring case, Unicode "
+        "normalization and invisible characters such as a zero-width space): dependents "
+        "and the synthesis read each result labelled by it.",
         "description": "What the task asks: its prompt's text.",
         "assignee": "The agent that does the task (or give run:).",
         "depends_on": "Tasks whose results this task sees: ids, or {task, when} entries.",

@@ -25,6 +25,7 @@ from clearance._agents.tools import BUILTIN_TOOL_NAMES, DELEGATE_TOOL, SPAWN_TOO
 from clearance._agents.workspace_tools import WORKSPACE_TOOLS
 from clearance._core.errors import ConfigError
 from clearance._core.mcp_spec import MCP_FUNCTION_PREFIX, MCP_PREFIX, mcp_refs
+from clearance._core.names import title_key
 from clearance._core.run_spec import RunSpec
 from clearance._core.spec import DEFAULT_COORDINATOR, Agent, Task, Team
 from clearance._core.teamfile import LoadedTeam
@@ -237,22 +238,28 @@ def check_graph(
 
 
 def check_titles(graph: TaskGraph) -> None:
-    """Refuse two tasks of one title (compared case-insensitively).
+    """Refuse two tasks whose titles read alike (`title_key`: NFKC, case, invisible marks).
 
     A result is labelled by its task's title (and assignee) where others read it: in its
-    dependents' prompts and in the synthesis. Two tasks of one title would be results that
-    no one could tell apart. A new run is held to this; a run resumed from its record is
-    not (it started under the rules of its day).
+    dependents' prompts and in the synthesis. Two tasks of one title, or of titles that
+    differ only by a zero-width character, a normalization form or full-width letters,
+    would be results that no one could tell apart. A new run is held to this; a run resumed
+    from its record is not (it started under the rules of its day).
 
     Raises:
-        ConfigError: Two tasks have the same title (both ids are named).
+        ConfigError: Two titles read alike (both ids are named, and both titles, escaped,
+            when they differ).
     """
-    seen: dict[str, str] = {}
+    seen: dict[str, Task] = {}
     for task in graph:
-        other = seen.setdefault(task.title.casefold(), task.id)
-        if other != task.id:
+        other = seen.setdefault(title_key(task.title), task)
+        if other.id != task.id:
+            same = other.title.casefold() == task.title.casefold()
+            shown = (
+                f"title {task.title!r}" if same else f"titles {other.title!a} and {task.title!a}"
+            )
             raise ConfigError(
-                f"tasks {other!r} and {task.id!r} have the same title {task.title!r}: results "
+                f"tasks {other.id!r} and {task.id!r} have the same {shown}: results "
                 "are labelled by title, so give each task a title of its own",
                 field=f"tasks.{task.id}.title",
             )

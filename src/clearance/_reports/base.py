@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from clearance._context.answers import REPEAT_MARK, TRUNCATED_MARK
+from clearance._core.shown_text import shown
 from clearance._core.spec import Task
 from clearance._orchestration.result import RunResult
 
@@ -20,7 +21,8 @@ class Report:
     """A run's report.
 
     Attributes:
-        markdown: The report as Markdown.
+        markdown: The report as Markdown, each control character or bidirectional override
+            in it written as its visible escape (`shown`): a person reads the file.
         data: The same content as JSON-ready data.
         sarif: The findings as a SARIF 2.1.0 log (JSON-ready), for reports that have
             findings; else ``None``.
@@ -29,6 +31,11 @@ class Report:
     markdown: str
     data: dict[str, Any]
     sarif: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        # The one place every report's text passes: model answers, reasons quoting them and
+        # input files' docstrings are all in it, wherever a report put them.
+        object.__setattr__(self, "markdown", shown(self.markdown))
 
 
 class ReportFunction(Protocol):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from clearance._core.shown_text import escaped_count
 from clearance._core.spec import Task
 from clearance._orchestration.result import RunResult
 from clearance._reports.base import Report, marks, one_line, plain
@@ -23,6 +24,18 @@ def quoted(text: str) -> str:
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}text\n{text}\n{fence}"
+
+
+def _escapes_note(what: str, text: str) -> list[str]:
+    r"""A note that ``text`` held characters the report shows as escapes (`Report`), if any.
+
+    ``\x1b`` in the report may be the model's own four characters: the note tells which it
+    is. The answer as sent is in ``--json`` and ``clearance inspect``.
+    """
+    if not (count := escaped_count(text)):
+        return []
+    note = f"{what} held {count} control or bidirectional characters, shown as escapes"
+    return ["", f"_Note: {note} (ESC as \\\\x1b)._"]
 
 
 def run_report(
@@ -53,8 +66,10 @@ def run_report(
         lines.append(quoted(result.synthesis.strip()))
         if found := marks(result.synthesis):
             lines += ["", f"_Note: the synthesis was {' and '.join(found)}._"]
+        lines += _escapes_note("the synthesis", result.synthesis)
     else:
-        lines.append(f"_No synthesis: {result.error or 'the synthesis did not complete'}._")
+        reason = plain(one_line(result.error or "the synthesis did not complete"))
+        lines.append(f"_No synthesis: {reason}._")
     titles = {t.id: t.title for t in tasks}
     order = [t.id for t in tasks] + [i for i in result.tasks if i not in titles]
     data_tasks = []
@@ -63,12 +78,14 @@ def run_report(
         if outcome is None:
             continue
         heading = titles.get(task_id, task_id)
-        lines += ["", f"## {heading} ({task_id}, by {outcome.assignee})", ""]
+        # A planned run's titles are the model's: text, never a link or an image.
+        lines += ["", f"## {plain(heading)} ({task_id}, by {outcome.assignee})", ""]
         if outcome.status is TaskStatus.COMPLETED and outcome.result is not None:
             text = outcome.result.strip()
             lines.append(quoted(text) if text else "_(empty result)_")
             if found := marks(outcome.result):
                 lines += ["", f"_Note: this answer was {' and '.join(found)}._"]
+            lines += _escapes_note("this answer", outcome.result)
         else:
             reason = plain(one_line(outcome.error or "no result"))  # may quote the answer
             lines.append(f"_{outcome.status}: {reason}_")

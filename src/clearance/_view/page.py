@@ -1,7 +1,8 @@
-"""Rendering the run page and the list of runs as self-contained HTML (Jinja2).
+r"""Rendering the run page and the list of runs as self-contained HTML (Jinja2).
 
 Every value reaches the page through Jinja2 with autoescaping on, so text from a model, a
-file or an upstream agent is shown, never interpreted: ``<script>`` in a result is text. The
+file or an upstream agent is shown, never interpreted: ``<script>`` in a result is text; its
+control characters and bidirectional overrides are shown as escapes (``\x1b``). The
 graph data goes in as JSON inside a ``<script type="application/json">`` element with
 ``<``, ``>``, ``&`` and ``'`` escaped (Jinja2's ``tojson``), and is read with ``JSON.parse``;
 the layout script builds the graph with ``textContent`` only. As defence in depth, each page
@@ -32,6 +33,7 @@ from urllib.parse import quote
 import jinja2
 from markupsafe import Markup
 
+from clearance._core.shown_text import shown
 from clearance._view.clearance_list import clearance_lists, short
 from clearance._view.model import HIGHLIGHTED_KINDS, KIND_LABELS, RunView
 from clearance._view.runs import RunRow
@@ -50,6 +52,7 @@ def _environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=_finalize,
     )
     env.filters["duration"] = _duration
     env.filters["utc"] = _utc
@@ -59,6 +62,20 @@ def _environment() -> jinja2.Environment:
     env.filters["short"] = short
     env.globals["highlighted_kinds"] = HIGHLIGHTED_KINDS
     return env
+
+
+def _finalize(value: Any) -> Any:
+    r"""Every value a template prints, text from the run with its controls as escapes.
+
+    HTML escaping leaves control characters and bidirectional overrides as they are: a
+    browser would show a title, goal or answer in another order than it reads, and ``cat``
+    of a written page or ``curl`` of a served one would run a terminal escape. Run text is
+    shown as `shown` writes it (ESC as ``\x1b``); our own script and style (`Markup`) are
+    left alone, and ``tojson`` writes no raw control character.
+    """
+    if isinstance(value, str) and not isinstance(value, Markup):
+        return shown(value)
+    return value
 
 
 @cache

@@ -30,6 +30,7 @@ __all__ = [
     "MAX_PRINTED_CHARS",
     "TABLE_ROWS",
     "exit_for",
+    "json_text",
     "made_report",
     "print_result",
     "print_run",
@@ -77,8 +78,8 @@ def write_report(
     kept = f"; the run is recorded: clearance inspect {result.run_id}"
     if report is None:
         if json_output is not None:
-            text = json.dumps({"tasks": task_data(result)}, indent=2, ensure_ascii=False)
-            write_output_file(json_output, text + "\n", flag="--json", after=kept)
+            text = json_text({"tasks": task_data(result)})
+            write_output_file(json_output, text, flag="--json", after=kept)
             out.print(safe_text(f"result written to {json_output}"))
         return
     if shown:  # model text and input files' docstrings: shown escaped, never obeyed
@@ -90,13 +91,33 @@ def write_report(
         out.print(safe_text(f"report written to {output}"))
     if json_output is not None:
         data = {**report.data, "tasks": task_data(result)}
-        text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+        text = json_text(data)
         write_output_file(json_output, text, flag="--json", after=kept)
         out.print(safe_text(f"result written to {json_output}"))
     if sarif_output is not None and report.sarif is not None:
-        text = json.dumps(report.sarif, indent=2, ensure_ascii=False) + "\n"
+        text = json_text(report.sarif)
         write_output_file(sarif_output, text, flag="--sarif", after=kept)
         out.print(safe_text(f"SARIF written to {sarif_output}"))
+
+
+# DEL, the C1 controls and the bidirectional overrides and isolates: JSON may hold them raw,
+# a terminal or an editor showing the file would obey them. As ``\uXXXX`` escapes the
+# document's values are the same.
+_JSON_ESCAPES = {
+    code: f"\\u{code:04x}"
+    for code in (*range(0x7F, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+}
+
+
+def json_text(value: Any) -> str:
+    r"""``value`` as an indented JSON document for ``--json`` or ``--sarif``, with a last newline.
+
+    Text stays readable (not ASCII-escaped), but no control character or bidirectional
+    override is in the file raw: ``json`` escapes the C0 controls, and DEL, C1 and the
+    overrides are written as ``\u`` escapes (outside strings JSON has none of them), so
+    ``cat`` obeys none and the values read back unchanged.
+    """
+    return json.dumps(value, indent=2, ensure_ascii=False).translate(_JSON_ESCAPES) + "\n"
 
 
 def task_data(result: RunResult) -> list[dict[str, Any]]:
