@@ -122,6 +122,8 @@ def title_key(title: str) -> str:
     a zero-width character or full-width letters read alike. The one rule for team files
     and plans.
     """
+    if title.isascii():  # NFKC leaves ASCII as it is, and no ASCII character is a format one
+        return title.lower()  # casefold() of ASCII
     shown = unicodedata.normalize("NFKC", title)
     return "".join(c for c in shown if unicodedata.category(c) != "Cf").casefold()
 
