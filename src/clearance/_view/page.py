@@ -148,7 +148,7 @@ def render_run_page(
     live = live_url if view.live else None
     return template.render(
         view=view,
-        graph=view.graph_data(),
+        graph=_shown_graph(view.graph_data()),
         clearances=clearance_lists(view),
         timeline=build_timeline(view, now=now),
         kinds=[(k, KIND_LABELS[k]) for k in kinds],
@@ -156,6 +156,20 @@ def render_run_page(
         live_url=live,
         **_assets("dagre.min.js", "view.js", connect=live is not None),
     )
+
+
+def _shown_graph(graph: dict[str, Any]) -> dict[str, Any]:
+    r"""The graph data with each node's id, status and label as `shown` writes them.
+
+    ``tojson`` bypasses `_finalize`, and the script puts these in with ``textContent``: a
+    bidirectional override in a hand-edited ledger's task id would show it reordered. The
+    script finds nodes by ``index`` only, so the escapes change no lookup.
+    """
+    nodes = [
+        {**node, **{key: shown(str(node[key])) for key in ("id", "status", "label")}}
+        for node in graph["nodes"]
+    ]
+    return {**graph, "nodes": nodes}
 
 
 def render_index(

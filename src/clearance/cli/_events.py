@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from clearance import ApprovalKind, ConfigError, PromptKind
-from clearance.cli._common import safe_text
+from clearance.cli._common import safe_line
 from clearance.events import EventKind
 
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ def print_events(console: Console, events: Sequence[EventRecord]) -> None:
     for column in ("kind", "subject", "what"):
         table.add_column(column)
     for row in rows:
-        table.add_row(*map(safe_text, row))
+        table.add_row(*map(safe_line, row))  # a cell is one line: no forged row
     console.print(table)
 
 

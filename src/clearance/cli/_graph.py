@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 from rich.tree import Tree
 
-from clearance.cli._common import one_line_errors, out, safe_text
+from clearance.cli._common import one_line_errors, out, safe_line, safe_text
 from clearance.cli._options import InputOption
 from clearance.cli._team_setup import load_checked
 
@@ -133,8 +133,8 @@ def _print_estimate(loaded: LoadedTeam, task_graph: TaskGraph) -> None:
         table = Table(title="Estimated prompt tokens", title_justify="left")
         for column in columns:
             table.add_column(column, justify="left" if column in ("task", "") else "right")
-        for cell in cells:
-            table.add_row(*cell)
+        for cell in cells:  # escaped, one line, never read as markup (a file's name)
+            table.add_row(*map(safe_line, cell))
         out.print(table)
     _print_wall_time(loaded, ordered, rows, default)
     if any(r.over or r.error for r in rows):

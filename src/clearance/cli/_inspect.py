@@ -1,9 +1,12 @@
-"""What ``clearance inspect`` prints: calls with items and prompts, JSON, responses, paging.
+r"""What ``clearance inspect`` prints: calls with items and prompts, JSON, responses, paging.
 
-On a terminal a run of up to `RICH_MAX_RECORDS` records is drawn with rich's tables and
-panels. A bigger run, or output to a pipe or file, is written as plain aligned text in
-chunks: rich measures and wraps every cell and line (about 3 ms a call, a minute for 20,000
-tasks), the plain layout shows the same text at a small fraction of that.
+On a terminal a run of up to `RICH_MAX_RECORDS` records and `RICH_MAX_CHARS` characters of
+text is drawn with rich's tables and panels. A bigger run, or output to a pipe or file, is
+written as plain aligned text in chunks: rich measures and wraps every cell and line (about
+3 ms a call, a minute for 20,000 tasks), the plain layout shows the same text at a small
+fraction of that. Either way a one-line field (a header, a title, a cell, an error) is
+printed on one line, its line breaks as ``\n``, and a block (the goal, a message, an answer)
+is boxed or behind a gutter: no text of the run prints a line that passes for ours.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 
-from clearance.cli._common import out, safe, safe_text
+from clearance.cli._common import out, safe, safe_line, safe_text
 from clearance.cli._events import event_rows, print_events
 from clearance.cli._store import TOOL_CALL_COLUMNS, chain_lines, print_tool_calls, tool_call_rows
 from clearance.events import EventKind
@@ -33,6 +36,7 @@ if TYPE_CHECKING:
 
 
 __all__ = [
+    "RICH_MAX_CHARS",
     "RICH_MAX_RECORDS",
     "page_if_terminal",
     "print_inspect",
@@ -152,14 +156,16 @@ def print_responses(calls: Sequence[CallRecord]) -> None:
     """Write only the calls' responses (or errors), each under a ``# subject (call id)`` line.
 
     A single call's response is written alone, with no heading, so scripts can take it as is.
+    Of several, each response's lines are written behind a ``│`` gutter, so none of them
+    can pose as the heading of another call.
     """
     for call in calls:
         text = call.response if call.error is None else f"error: {call.error}"
-        if len(calls) > 1:
-            sys.stdout.write(safe(f"# {call.subject} ({call.call_id})") + "\n")
-        sys.stdout.write(safe(text or "") + "\n")
-        if len(calls) > 1:
-            sys.stdout.write("\n")
+        if len(calls) == 1:
+            sys.stdout.write(safe(text or "") + "\n")
+            continue
+        sys.stdout.write(_line(f"# {call.subject} ({call.call_id})") + "\n")
+        sys.stdout.write("\n".join(_gutter(text or "")) + "\n\n")
 
 
 @contextlib.contextmanager
@@ -178,6 +184,12 @@ def page_if_terminal(console: Console, enabled: bool = True) -> Iterator[None]:
 RICH_MAX_RECORDS = 500
 """The most records (calls, tool calls, events) `print_inspect` draws with rich on a terminal."""
 
+RICH_MAX_CHARS = 200_000
+"""The most characters of text (goal, prompts, answers) `print_inspect` draws with rich.
+
+Rich lays out every line of a panel: an answer of 100,000 lines took 20 seconds.
+"""
+
 _CHUNK = 2_000
 """Lines the plain layout gathers before writing them out."""
 
@@ -195,14 +207,31 @@ def print_inspect(
 
     Then the run's tool calls, its events and the prompt-cache line. Every text from the
     ledger is printed through `safe`. On a terminal, a run of at most `RICH_MAX_RECORDS`
-    records is drawn with rich's tables and panels; otherwise the same text is written as
-    plain aligned lines, each message's lines behind a ``│`` gutter.
+    records and `RICH_MAX_CHARS` characters of text is drawn with rich's tables and panels;
+    otherwise the same text is written as plain aligned lines, each message's lines behind
+    a ``│`` gutter.
     """
     size = len(calls) + len(tool_calls) + len(events)
-    if out.is_terminal and size <= RICH_MAX_RECORDS:
+    if (
+        out.is_terminal
+        and size <= RICH_MAX_RECORDS
+        and _text_chars(record, calls, show_prompt=show_prompt) <= RICH_MAX_CHARS
+    ):
         _print_rich(record, calls, tasks, tool_calls, events, show_prompt=show_prompt)
     else:
         _print_plain(record, calls, tasks, tool_calls, events, show_prompt=show_prompt)
+
+
+def _text_chars(record: RunRecord, calls: Sequence[CallRecord], *, show_prompt: bool) -> int:
+    """Characters of the goal, the prompts (if shown) and the answers, counted up to a cap."""
+    total = len(record.goal or "")
+    for call in calls:
+        total += len(call.response or "") + len(call.error or "")
+        if show_prompt:
+            total += sum(len(str(message["content"])) for message in call.messages)
+        if total > RICH_MAX_CHARS:
+            break
+    return total
 
 
 def _call_header(call: CallRecord, tasks: dict[str, TaskRecord], replays: Counter[str]) -> str:
@@ -253,36 +282,39 @@ def _print_rich(
     *,
     show_prompt: bool,
 ) -> None:
+    # One-line fields (the header, a title, a cell, an error) stay one line, a block (the
+    # goal, a message, a response) is boxed: no text of the run can pose as a line of ours.
     head, goal = _run_lines(record)
-    out.print(safe_text(head))
-    if goal is not None:
-        out.print(safe_text(goal))
+    out.print(safe_line(head), soft_wrap=True)
+    if goal is not None and "\n" in goal:
+        out.print(Panel(safe_text(record.goal), title="goal", title_align="left"))
+    elif goal is not None:
+        out.print(safe_line(goal), soft_wrap=True)
     replays = _replays(events)
     for call in calls:
-        table = Table(
-            title=safe_text(_call_header(call, tasks, replays)),
-            title_justify="left",
-            show_lines=False,
-        )
+        # Printed unwrapped, not as the table's title: a wrapped title's next line could
+        # start with any text a field padded with spaces puts there.
+        out.print(safe_line(_call_header(call, tasks, replays)), soft_wrap=True)
+        table = Table(show_lines=False)
         table.add_column("origin")
         table.add_column("title")
         table.add_column("tokens", justify="right")
         for row in _item_rows(call):
-            table.add_row(*map(safe_text, row))
+            table.add_row(*map(safe_line, row))
         out.print(table)
         if show_prompt:
             for message in call.messages:
                 out.print(
                     Panel(
                         safe_text(message["content"]),
-                        title=safe_text(message["role"]),
+                        title=safe_line(message["role"]),
                         title_align="left",
                     )
                 )
         if call.pending:
             out.print(safe_text("sent, no outcome recorded (the process stopped during the call)"))
         elif call.error:
-            out.print(safe_text(f"error: {call.error}"))
+            out.print(safe_line(f"error: {call.error}"), soft_wrap=True)
         elif call.response is not None:
             out.print(Panel(safe_text(call.response), title="response", title_align="left"))
     print_tool_calls(out, tool_calls)
@@ -295,9 +327,14 @@ def _line(text: object) -> str:
     return safe(text).replace("\n", "\\n").replace("\t", "\\t")
 
 
+def _gutter(text: object) -> list[str]:
+    """Each line of ``text`` (`safe`) behind a ``│`` gutter, so none can pose as our own."""
+    return [f"│ {line}" if line else "│" for line in safe(text).split("\n")]
+
+
 def _block(title: str, text: object) -> list[str]:
     """A titled block: each line of ``text`` behind a gutter, so none can pose as a header."""
-    return [f"─ {_line(title)}", *(f"│ {line}" if line else "│" for line in safe(text).split("\n"))]
+    return [f"─ {_line(title)}", *_gutter(text)]
 
 
 def _table(

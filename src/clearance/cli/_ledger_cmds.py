@@ -206,7 +206,7 @@ def runs(
     records = [r for r in listed if not isinstance(r, MalformedRecord)]
     broken = [r for r in listed if isinstance(r, MalformedRecord)]
     rows = [
-        (r.run_id, r.team, r.status, f"{r.created_at:%Y-%m-%d %H:%M}", (r.goal or "")[:60])
+        (r.run_id, r.team, r.status, f"{r.created_at:%Y-%m-%d %H:%M}", _cut(r.goal or "", 60))
         for r in records
     ]
     # The run id (what people copy from here), the status and the date are never cut or
@@ -219,8 +219,8 @@ def runs(
         else:
             widest = max([len(name), *(len(row[i]) for row in rows)])
             table.add_column(name, no_wrap=True, min_width=widest)
-    for row in rows:
-        table.add_row(*map(safe_text, row))
+    for row in rows:  # each cell one line: a line break in a goal would forge a row
+        table.add_row(*map(safe_line, row))
     if rows or not broken:
         out.print(table)
     if more > 0:
@@ -230,3 +230,8 @@ def runs(
         err.print(safe_text(f"error: {message}"), soft_wrap=True)
     if broken:
         raise typer.Exit(2)
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, ending in ``…`` when it was cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"

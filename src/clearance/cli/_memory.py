@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.text import Text
 
-from clearance.cli._common import one_line_errors, out, safe, safe_text
+from clearance.cli._common import one_line_errors, out, safe_line, safe_text
 from clearance.cli._options import DbOption, not_empty
 from clearance.runs import DEFAULT_LEDGER_URL
 
@@ -67,17 +66,25 @@ def memory(
         safe_text(f"memory: {masked_url(url)} ({len(records)} newest records{tail})"),
         soft_wrap=True,
     )
-    for record in records:  # two lines each: readable at any width
+    for record in records:  # two lines each, whatever they quote: readable at any width
         provider = record.provider or "?"
-        head = Text(safe(f"{record.id}  {record.scope}  by {record.author}  "))
+        head = safe_line(f"{record.id}  {record.scope}  by {record.author}  ")
         if provider == FAKE:
             head.append("fake run", style="yellow")
         else:
-            head.append(safe(provider))
+            head.append_text(safe_line(provider))
         head.append(f"  {record.created_at:%Y-%m-%d %H:%M}")
         out.print(head, soft_wrap=True)
-        first = record.content.splitlines()[0] if record.content else ""
-        out.print(safe_text("    " + first[:PREVIEW_CHARS]), soft_wrap=True)
+        out.print(safe_line("    " + _preview(record.content)), soft_wrap=True)
+
+
+def _preview(content: str) -> str:
+    """The first line of ``content``, at most `PREVIEW_CHARS`; ``…`` ends it if more is left out."""
+    lines = content.splitlines()
+    first = lines[0] if lines else ""
+    if len(first) > PREVIEW_CHARS:
+        return first[: PREVIEW_CHARS - 1] + "…"
+    return first + (" …" if len(lines) > 1 else "")
 
 
 def _missing_file(url: str) -> bool:

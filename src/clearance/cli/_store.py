@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from clearance.cli._common import err, one_line_errors, out, safe, safe_text
+from clearance.cli._common import err, one_line_errors, out, safe, safe_line, safe_text
 from clearance.cli._options import check_database_folder, number_option
 from clearance.runs import DEFAULT_STORE_URL, MAX_ROWS, MAX_TTL_S
 
@@ -127,7 +127,8 @@ def query(
         value = e.value if len(e.value) <= 60 else e.value[:57] + "..."
         expires = f"{e.expires_at:%Y-%m-%d %H:%M:%S}Z" if e.expires_at else "never"
         updated = f"{e.updated_at:%Y-%m-%d %H:%M:%S}Z"
-        table.add_row(*map(safe_text, (e.key, value, e.agent, updated, str(e.version), expires)))
+        cells = (e.key, value, e.agent, updated, str(e.version), expires)
+        table.add_row(*map(safe_line, cells))  # a cell is one line: no forged row
     out.print(table)
 
 
@@ -209,7 +210,7 @@ def print_tool_calls(console: Console, records: Sequence[ToolCallRecord]) -> Non
     for column in TOOL_CALL_COLUMNS:
         table.add_column(column)
     for row in tool_call_rows(records):
-        table.add_row(*map(safe_text, row))
+        table.add_row(*map(safe_line, row))  # a cell is one line: no forged row
     console.print(table)
     for line in chain_lines(records):
-        console.print(safe_text(line))
+        console.print(safe_line(line), soft_wrap=True)
