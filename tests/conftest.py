@@ -251,8 +251,10 @@ class _ChatCompletions:
 
     ``reply(messages)`` returns the answer: text, or ``[(tool name, arguments), ...]`` for
     tool calls, or (for a streamed request) an iterator of text pieces, each sent as it is
-    produced (a generator that sleeps trickles). Usage is reported as 10 prompt and 5
-    completion tokens unless ``usage`` (the response's ``usage`` object) is given.
+    produced (a generator that sleeps trickles). Text of a `str` subclass with a
+    ``finish_reason`` attribute is finished with it (``"length"``: cut off), else ``"stop"``.
+    Usage is reported as 10 prompt and 5 completion tokens unless ``usage`` (the response's
+    ``usage`` object) is given.
     A request with ``"stream": true`` is answered with server-sent
     events (one chunk per word, tool-call arguments in two pieces, usage last when
     ``stream_options.include_usage`` asks for it).
@@ -296,8 +298,9 @@ class _ChatCompletions:
 
             def _whole(self, body: dict[str, Any], answer: Any) -> None:
                 message: dict[str, Any] = {"role": "assistant", "content": None}
-                if isinstance(answer, str):
-                    message["content"], finish = answer, "stop"
+                if isinstance(answer, str):  # a str subclass may carry its finish_reason
+                    message["content"] = answer
+                    finish = getattr(answer, "finish_reason", "stop")
                 else:
                     message["tool_calls"], finish = tool_calls(answer), "tool_calls"
                 payload = json.dumps({
@@ -343,7 +346,7 @@ class _ChatCompletions:
                         pieces = re.findall(r"\S+\s*|\s+", answer)
                     for piece in pieces:
                         send(chunk(model, {"content": piece}))
-                    finish = "stop"
+                    finish = getattr(answer, "finish_reason", "stop")
                 send(chunk(model, {}, finish))
                 if stream_usage and (body.get("stream_options") or {}).get("include_usage"):
                     usage = {"id": "x", "object": "chat.completion.chunk", "created": 0,

@@ -1,9 +1,10 @@
 """``max_children`` in `clearance verify`: a task's children within its limit, session by session.
 
-A run numbers the children of all its tasks together (``<task>.<n>``, n from 1), and starts
-again at 1 in a resumed session, where a task that runs again spawns its children again
-under the same ids. Within one session a task has at most the smaller of its spawner's and
-its assignee's ``max_children``. A ledger rewritten (and rechained) to claim more children
+A run numbers each task's children from 1 (``<task>.<n>``; runs recorded before prompt
+format 3 numbered all tasks' children together), and starts again at 1 in a resumed
+session, where a task that runs again spawns its children again under the same ids. Within
+one session a task has at most the smaller of its spawner's and its assignee's
+``max_children``. A ledger rewritten (and rechained) to claim more children
 than that, a tighter limit than the run had, or a prompt showing more children than the
 task may have, is a finding; honest runs, resumed ones included, verify.
 """
@@ -99,10 +100,10 @@ def _set_limit(db: Path, run_id: str, limit: int) -> None:
 
 
 async def test_honest_runs_within_the_limit_verify(tmp_path):
-    """Two tasks spawning at once: their children are numbered together, and verify."""
+    """Two tasks spawning at once: each task's children are numbered from 1, and verify."""
     db = tmp_path / "runs.db"
     run_id = await _record(db, 2, [_task("p", ("a", "b")), _task("q", ("c", "d"))])
-    assert [e[2]["child_id"].rpartition(".")[2] for e in _spawn_events(db)] == ["1", "2", "3", "4"]
+    assert [e[2]["child_id"].rpartition(".")[2] for e in _spawn_events(db)] == ["1", "2", "1", "2"]
     assert _reasons(db, run_id) == []
 
 

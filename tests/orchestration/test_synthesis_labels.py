@@ -254,7 +254,7 @@ def _relabel_plainly(db: Path, run_id: str, step: int, rewrite_prompt: Any, rech
 
 async def test_a_run_records_the_prompt_format_its_summaries_were_labelled_in(ledger):
     run_id = await run(ledger, Recording(summary_chars=40), 30)
-    assert ledger.get_run(run_id).config["prompt_format"] == 2
+    assert ledger.get_run(run_id).config["prompt_format"] == 3
 
 
 async def test_a_plain_summary_label_in_a_run_that_labels_summaries_fails_verify(

@@ -48,7 +48,7 @@ from clearance._agents.workspace_tools import (
     workspace_tool_spec,
     write_output,
 )
-from clearance._context.answers import mark_answer
+from clearance._context.answers import kept_answer
 from clearance._context.authority import Authority, missing_tool, withheld_tools
 from clearance._context.builder import ContextBuilder
 from clearance._context.tool_sections import ToolStep
@@ -462,9 +462,9 @@ class AgentLoop:
                     response = await self.caller.call(
                         subject=subject, agent=delegate, model=model, prompt=build((), []),
                         budget=calls)  # fmt: skip
-                    # A cut-off answer is marked, never passed on as whole (`mark_answer`).
-                    kept = mark_answer(response.text, finish_reason=response.finish_reason)
-                    answer = kept.text
+                    # A cut-off answer is marked (and recorded), never passed on as whole.
+                    answer = kept_answer(self.ledger, self.run_id, subject, response.text,
+                                         finish_reason=response.finish_reason)  # fmt: skip
                     if not answer.strip():
                         raise ModelError(
                             "the model returned an empty completion", model_id=model.model_id

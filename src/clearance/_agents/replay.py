@@ -50,6 +50,7 @@ from clearance._context.verify_replay import answer_sha256
 from clearance._core.ids import new_id
 from clearance._core.origins import Subject
 from clearance._core.prompt import Prompt, sha256_text
+from clearance._core.run_spec import PROMPT_FORMAT
 from clearance._core.vocabulary import EventKind, PromptKind, RecordKind
 from clearance._state.ledger import (
     CallRecord,
@@ -100,6 +101,9 @@ class ReplaySource:
         replayed_calls: Model calls answered from their records.
         replayed_tools: Tool calls whose recorded result was used.
         sent: Model calls sent (a pending request sent again included).
+        prompt_format: The run's recorded ``prompt_format`` (0 when it records none, or one
+            that is not a version): the resume numbers its children as that format says
+            (`PROMPT_FORMAT` for a source built by hand).
         confirm: Decides re-running a tool call that may have run (set by the run);
             ``None`` denies it.
     """
@@ -114,8 +118,10 @@ class ReplaySource:
         tools: dict[tuple[str, int], list[ToolCallRecord]],
         started: dict[str, dict[str, Any]],
         owners: dict[str, str],
+        prompt_format: int = PROMPT_FORMAT,
     ) -> None:
         self.recorder = recorder
+        self.prompt_format = prompt_format
         self.run_id = run_id
         self._calls = calls
         self._asked = asked
@@ -200,9 +206,12 @@ class ReplaySource:
             if after(row.subject, RecordKind.TOOL_CALL, row.tool_call_id):
                 tools.setdefault((row.subject, row.step), []).append(row)
             owners[row.tool_call_id] = row.subject
+        fmt = (record.config or {}).get("prompt_format", 0)
+        if not isinstance(fmt, int) or isinstance(fmt, bool) or fmt < 0:
+            fmt = 0  # not a version: as a run recorded before runs named one
         return cls(
             recorder if recorder is not None else ledger, run_id, calls=calls, asked=asked,
-            tools=tools, started=started, owners=owners,
+            tools=tools, started=started, owners=owners, prompt_format=fmt,
         )  # fmt: skip
 
     # -- model calls --------------------------------------------------------------------

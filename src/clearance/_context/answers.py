@@ -10,13 +10,30 @@ answer. If such an answer ends in a loop (the same unit of text, from a word par
 lines, repeated to the cut-off: a small model's typical failure), the loop is cut after its
 first copy and `REPEAT_MARK` is appended too. Only the tail is touched: everything before
 the loop is kept as the model wrote it.
+
+Every path that keeps a model's answer (a task, a delegate, a child, a clarification, the
+synthesis) keeps it through `kept_answer`, which records an ``answer_marked`` event of the
+call's subject whenever it adds marks, so ``inspect`` shows it and ``verify`` checks it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-__all__ = ["REPEAT_MARK", "TRUNCATED_MARK", "MarkedAnswer", "mark_answer", "trailing_loop"]
+from clearance._core.vocabulary import EventKind
+
+if TYPE_CHECKING:
+    from clearance._state.ledger import Recorder
+
+__all__ = [
+    "REPEAT_MARK",
+    "TRUNCATED_MARK",
+    "MarkedAnswer",
+    "kept_answer",
+    "mark_answer",
+    "trailing_loop",
+]
 
 TRUNCATED_MARK = "[cut off: this answer reached its output limit and is incomplete]"
 """Appended (after a blank line) to an answer that stopped at the output limit."""
@@ -112,3 +129,27 @@ def mark_answer(text: str, *, finish_reason: str | None) -> MarkedAnswer:
         truncated=True,
         repetitive=cut is not None,
     )
+
+
+def kept_answer(
+    recorder: Recorder, run_id: str, subject: str, text: str, *, finish_reason: str | None
+) -> str:
+    """``text`` as kept (`mark_answer`), with an ``answer_marked`` event when marks were added.
+
+    Args:
+        recorder: Where the event is recorded.
+        run_id: The run.
+        subject: The subject of the call that answered (``task:<id>``,
+            ``delegation:<tool call id>``, ``child:<id>``, ``clarification:<task id>``...).
+        text: The model's answer, as received.
+        finish_reason: The call's finish reason.
+
+    Returns:
+        The text to keep: ``text`` itself for a finished answer, else the marked one.
+    """
+    marked = mark_answer(text, finish_reason=finish_reason)
+    if marked.truncated or marked.repetitive:
+        recorder.record_event(run_id, EventKind.ANSWER_MARKED, subject, {
+            "truncated": marked.truncated, "repetitive": marked.repetitive,
+        })  # fmt: skip
+    return marked.text

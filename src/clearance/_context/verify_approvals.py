@@ -17,11 +17,19 @@ named in the run's config (``approval_tools``) and the tasks of its graph marked
   its (error) result, not the tool's output;
 - every model call of a task that requires approval (its own, its isolated dispatches',
   clarifications' and reviewers', its children's and its delegates'), and its completion,
-  come after an approval of the task.
+  come after an approval of the task;
+- no tool call is carried out twice without a person's decision to run it again
+  (`_check_reruns`): a second ``tool_started`` of one call needs an approved ``rerun``
+  decision on that call recorded between its starts, unless its tool was idempotent when it
+  last started; and a second call run for one model answer (the answer its subject's loop
+  was given last: the call's record, or its ``replayed`` event), same tool and arguments
+  under another id, is one unless a ``replay_declined`` event names the earlier call.
 """
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -33,11 +41,14 @@ from clearance._core.event_schema import (
     ApprovalRequestedEvent,
     EventData,
     ModelToolCallsEvent,
+    ReplayDeclinedEvent,
+    ReplayedEvent,
     SpawnEvent,
+    ToolStartedEvent,
     parse_event,
 )
 from clearance._core.prompt import canonical_json, sha256_text
-from clearance._core.vocabulary import ApprovalKind, EventKind, PromptKind
+from clearance._core.vocabulary import ApprovalKind, EventKind, PromptKind, RecordKind
 from clearance._state.ledger import CallRecord, EventRecord, RunRecord, ToolCallRecord
 
 __all__ = [
@@ -176,6 +187,7 @@ def check_approvals(
         if event.kind == EventKind.SPAWN and isinstance(spawn := _parsed(event), SpawnEvent)
     }
     yield from _check_tool_calls(run, approvals, tool_calls, seq, spawns)
+    yield from _check_reruns(chained, events, calls, tool_calls, approvals, spawns)
     call_tasks = [(call, _call_task(call.subject, tool_calls, spawns)) for call in calls]
     yield from _check_tasks(run, approvals, call_tasks, completed, seq, last)
 
@@ -268,3 +280,96 @@ def _check_tasks(
         state = last.get(("task", task_id), 0)
         if task_id in completed and (first is None or state < first):
             yield (f"task {task_id}", None, "completed without an approval recorded before")
+
+
+_Start = tuple[int, str, ToolStartedEvent]
+"""One ``tool_started`` event: its place in the chain, its subject, its data."""
+
+
+def _starts(
+    events: list[EventRecord], places: Mapping[tuple[str, str], list[int]]
+) -> dict[str, list[_Start]]:
+    """Every ``tool_started`` event, by tool call id, in the chain's order."""
+    starts: dict[str, list[_Start]] = {}
+    for event in events:
+        data = _parsed(event) if event.kind == EventKind.TOOL_STARTED else None
+        where = places.get((RecordKind.EVENT, event.event_id))
+        if isinstance(data, ToolStartedEvent) and where:
+            starts.setdefault(data.tool_call_id, []).append((where[0], event.subject, data))
+    for started in starts.values():
+        started.sort(key=lambda s: s[0])
+    return starts
+
+
+def _check_reruns(
+    chained: Sequence[ChainedRecord],
+    events: list[EventRecord],
+    calls: list[CallRecord],
+    tool_calls: Mapping[str, ToolCallRecord],
+    approvals: list[tuple[int, ApprovalDecidedEvent]],
+    spawns: Mapping[str, str],
+) -> Iterator[Problem]:
+    """No tool call carried out twice without an approval to rerun it (module docstring)."""
+    places: dict[tuple[str, str], list[int]] = {}
+    for record in chained:
+        places.setdefault((record.kind, record.subject), []).append(record.position)
+    starts = _starts(events, places)
+    reruns = [(s, d) for s, d in approvals
+              if d.kind == ApprovalKind.RERUN and d.decision == "approved"]  # fmt: skip
+    for call_id, started in starts.items():
+        first, subject, data = started[0]
+        row = tool_calls.get(call_id)
+        tasks = {_task_of(subject, tool_calls, spawns), subject.partition(":")[2]}
+        for (_, _, before), (at, _, _) in itertools.pairwise(started):
+            if before.idempotent:  # run again without asking, as its tool was declared
+                continue
+            if not any(
+                first < s < at and d.tool == data.name and d.task_id in tasks
+                and d.arguments_sha256 == data.arguments_sha256
+                and (row is None or d.agent == row.agent)
+                for s, d in reruns
+            ):  # fmt: skip
+                reason = f"{data.name} ran again without a recorded approval to rerun it"
+                yield (f"tool call {call_id}", None, reason)
+                break
+    yield from _second_runs(starts, events, calls, places)
+
+
+def _second_runs(
+    starts: Mapping[str, list[_Start]],
+    events: list[EventRecord],
+    calls: list[CallRecord],
+    places: Mapping[tuple[str, str], list[int]],
+) -> Iterator[Problem]:
+    """Calls run again, under another id, for the model answer an earlier one ran for."""
+    answers: dict[str, list[tuple[int, str]]] = {}  # subject: (place, model call id) given
+    for call in calls:
+        for where in places.get((RecordKind.CALL, call.call_id), ()):
+            answers.setdefault(call.subject, []).append((where, call.call_id))
+    declined: set[str] = set()
+    for event in events:
+        if event.kind not in (EventKind.REPLAYED, EventKind.REPLAY_DECLINED):
+            continue
+        data = _parsed(event)
+        placed = places.get((RecordKind.EVENT, event.event_id))
+        if isinstance(data, ReplayedEvent) and data.record == RecordKind.CALL and placed:
+            answers.setdefault(event.subject, []).append((placed[0], data.original))
+        elif isinstance(data, ReplayDeclinedEvent):
+            declined.add(data.original)
+    for given in answers.values():
+        given.sort()
+    runs: dict[tuple[str, str, str, str], list[tuple[int, str]]] = {}
+    for call_id, ((at, subject, data), *_) in starts.items():
+        index = bisect.bisect_left(answers.get(subject, []), (at, ""))
+        if index == 0:
+            continue  # no recorded answer of its subject before it: nothing to compare
+        answer = answers[subject][index - 1][1]
+        key = (subject, answer, data.name, data.arguments_sha256)
+        runs.setdefault(key, []).append((at, call_id))
+    for (_, _, name, _), ran in runs.items():
+        ran.sort()
+        for (_, earlier), (_, later) in itertools.pairwise(ran):
+            if earlier not in declined:
+                reason = (f"{name} ran a second time for one model answer (first as tool call "
+                          f"{earlier}), without a recorded approval to rerun it")  # fmt: skip
+                yield (f"tool call {later}", None, reason)

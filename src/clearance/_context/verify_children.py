@@ -1,16 +1,20 @@
 """Verifying how many children each task had: ``max_children``, session by session.
 
-A run's `ChildRunner` numbers the children of all its tasks together: child ``n`` of the
-session is ``<task>.<n>`` (`child_id`), n counting from 1. A resumed run is a new session
-that counts from 1 again, so a task that runs again spawns its children again under the
-same ids (and replays their recorded calls). In one session a task has at most the smaller
-of its spawner's and its assignee's ``max_children`` (the spawner is the agent a ``spawn``
-event names as ``parent_agent``: the assignee, or a delegate of it).
+A run's `ChildRunner` numbers each task's children in a session: its ``n``-th child is
+``<task>.<n>`` (`child_id`), n counting from 1 (tasks whose ids give one prefix, ``x:y`` and
+``x_y``, share its numbers). A resumed run is a new session that counts from 1 again, so a
+task that runs again spawns its children again under the same ids (and replays their
+recorded calls), whichever other tasks run again. A run recorded before ``prompt_format``
+3 (`PER_TASK_FORMAT`) numbered the children of all its tasks together (``a.1``, ``b.2``),
+and so does a resume of it. In one session a task has at most the smaller of its spawner's
+and its assignee's ``max_children`` (the spawner is the agent a ``spawn`` event names as
+``parent_agent``: the assignee, or a delegate of it).
 
 From the recorded ``spawn`` events, in the order recorded, `check_child_limits` finds:
 
 - a child id that is not one its task gives (``<task>.<n>``);
-- a child numbered neither one more than the run's previous child nor 1 (a new session);
+- a child numbered neither one more than its task's previous child (the run's previous
+  child, before format 3) nor 1 (a new session);
 - a task with more children in one session than its limit (from the run's recorded config,
   never from the events);
 - a task prompt whose recorded clearance shows more children than its assignee's
@@ -38,11 +42,13 @@ from clearance._state.graph import TaskGraph
 from clearance._state.ledger import CallRecord, EventRecord, ToolCallRecord
 
 __all__ = [
+    "PER_TASK_FORMAT",
     "Spawns",
     "check_child_events",
     "check_child_limits",
     "check_spawn_outputs",
     "child_id",
+    "child_prefix",
     "max_children_of",
 ]
 
@@ -57,10 +63,18 @@ _INLINE = "; its result:\n"
 _ELSEWHERE = "; its result is under 'Results from subagents'"
 _DEFAULT = AgentLimits().max_children
 
+PER_TASK_FORMAT = 3
+"""The first ``prompt_format`` whose runs number each task's children on their own."""
+
+
+def child_prefix(task_id: str) -> str:
+    """What the ids of ``task_id``'s children start with (before ``.<n>``)."""
+    return _SLUG.sub("_", task_id)
+
 
 def child_id(task_id: str, number: int) -> str:
-    """The id of a session's ``number``-th child (from 1), spawned for ``task_id``."""
-    return f"{_SLUG.sub('_', task_id)}.{number}"
+    """The id of the ``number``-th child (from 1) numbered in a session, spawned for ``task_id``."""
+    return f"{child_prefix(task_id)}.{number}"
 
 
 class Spawns:
@@ -167,9 +181,13 @@ def check_child_limits(
     def limit(agent: str | None) -> int | None:
         return limits.get(agent) if agent is not None else None
 
-    previous = 0
-    counts: dict[str, int] = {}  # children of each task in the current session
-    over: set[str] = set()  # tasks already reported over their limit in this session
+    per_task = _recorded_format(config) >= PER_TASK_FORMAT
+    # By what numbers children (a task's prefix; "" for the whole run, before format 3):
+    # its previous child's number, and its tasks' children counted in the current session
+    # (and those already reported over their limit in it).
+    previous: dict[str, int] = {}
+    counts: dict[str, dict[str, int]] = {}
+    over: dict[str, set[str]] = {}
     for event in events:
         if event.kind != EventKind.SPAWN:
             continue
@@ -191,27 +209,39 @@ def check_child_limits(
                 f"child {data.child_id!r} is not an id task {task_id!r} gives its children",
             )  # fmt: skip
             continue
-        n = int(number)
+        n, key = int(number), child_prefix(task_id) if per_task else ""
+        last = previous.get(key, 0)
         if n == 1:  # a new session: its counts start again
-            counts, over = {}, set()
-        elif n != previous + 1:
+            counts[key], over[key] = {}, set()
+        elif n != last + 1:
+            before = (
+                f"(the previous child of its task was number {last})" if last
+                else "(its task had no child before it)"
+            ) if per_task else f"(the previous child was number {last})"  # fmt: skip
             yield (
                 event.subject, None,
-                f"child {data.child_id!r} is not numbered as one session spawns "
-                f"(the previous child was number {previous})",
+                f"child {data.child_id!r} is not numbered as one session spawns {before}",
             )  # fmt: skip
-        previous = n
-        counts[task_id] = counts.get(task_id, 0) + 1
+        previous[key] = n
+        count = counts.setdefault(key, {})
+        count[task_id] = count.get(task_id, 0) + 1
         bounds = [b for b in (limit(data.parent_agent), limit(graph.get(task_id).assignee))
                   if b is not None]  # fmt: skip
-        if bounds and counts[task_id] > min(bounds) and task_id not in over:
-            over.add(task_id)
+        reported = over.setdefault(key, set())
+        if bounds and count[task_id] > min(bounds) and task_id not in reported:
+            reported.add(task_id)
             yield (
                 event.subject, None,
-                f"task:{task_id}: {counts[task_id]} children in one session, but its "
+                f"task:{task_id}: {count[task_id]} children in one session, but its "
                 f"max_children is {min(bounds)}",
             )  # fmt: skip
     yield from _shown(limits, graph, calls)
+
+
+def _recorded_format(config: Mapping[str, Any]) -> int:
+    """The run's recorded ``prompt_format`` (0 when it records none, or none that is one)."""
+    fmt = config.get("prompt_format", 0)
+    return fmt if isinstance(fmt, int) and not isinstance(fmt, bool) and fmt >= 0 else 0
 
 
 def _shown(

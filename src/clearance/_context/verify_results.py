@@ -27,6 +27,12 @@ task was held to it: ``x-enum-from`` narrowed by its completed prerequisites' re
 The run's synthesis (its final answer, as ``inspect``, ``view`` and reports show it) must be
 the answer of a successful ``synthesis`` call in one of the same plain forms
 (`check_synthesis_result`).
+
+A marked answer and its ``answer_marked`` event agree on every path (`check_marks`): a
+delegate's, a child's or a clarification's answer kept marked (the ``delegate`` call's
+result, the child's outcome, the clarification event's answer) has an ``answer_marked``
+event of its call's subject, as a task's has; and every ``answer_marked`` event matches a
+successful call of its subject cut off with those marks (``truncated``, ``repetitive``).
 """
 
 from __future__ import annotations
@@ -48,7 +54,13 @@ from clearance._core.schema_enum import narrowed_schema
 from clearance._core.vocabulary import EventKind, PromptKind
 from clearance._state.ledger import CallRecord
 
-__all__ = ["accepted_results", "check_results", "check_step_inputs", "check_synthesis_result"]
+__all__ = [
+    "accepted_results",
+    "check_marks",
+    "check_results",
+    "check_step_inputs",
+    "check_synthesis_result",
+]
 
 _FENCED_JSON = re.compile(r"```(?:json)?[ \t]*\n(.*?)```", re.DOTALL)
 _QUESTION = re.compile(r"^\W*question\W*:\s*(.*)$", re.IGNORECASE)
@@ -116,6 +128,34 @@ def check_results(
                 yield subject, call.call_id, f"the task's structured result {problem}"
         elif result != response and subject not in marked and result in _marked(call):
             yield subject, call.call_id, "the result is marked, but no answer_marked event is"
+    yield from check_marks(calls, facts)
+
+
+def check_marks(calls: list[CallRecord], facts: RunFacts) -> Iterator[tuple[str, str | None, str]]:
+    """A marked answer of a delegate, child or clarification, and its ``answer_marked`` event.
+
+    Yields:
+        ``(subject, call id or None, reason)`` for a call whose answer was kept marked
+        without an ``answer_marked`` event of its subject, and ``("event <id>", None,
+        reason)`` for an ``answer_marked`` event no cut-off answer of its subject matches.
+    """
+    events = [e for e in facts.events if e.kind == EventKind.ANSWER_MARKED]
+    subjects = {e.subject for e in events}
+    done = [c for c in calls if c.error is None and not c.pending and c.response is not None]
+    for call in done:
+        if call.subject not in subjects and _kept_marked(call, facts):
+            reason = "the answer is marked, but no answer_marked event is"
+            yield call.subject, call.call_id, reason
+    flags: dict[str, set[tuple[bool, bool]]] = {}
+    for call in done:
+        marked = mark_answer(call.response or "", finish_reason=call.finish_reason)
+        flags.setdefault(call.subject, set()).add((marked.truncated, marked.repetitive))
+    for event in events:
+        if (event.data.get("truncated"), event.data.get("repetitive")) not in flags.get(
+            event.subject, ()
+        ):
+            reason = f"the answer_marked event matches no cut-off answer of {event.subject}"
+            yield f"event {event.event_id}", None, reason
 
 
 def check_step_inputs(facts: RunFacts) -> Iterator[tuple[str, str | None, str]]:
@@ -175,6 +215,38 @@ def check_synthesis_result(
         ):
             return
     yield "run", None, "the run's synthesis is not the answer of a synthesis call of the run"
+
+
+def _kept_marked(call: CallRecord, facts: RunFacts) -> bool:
+    """Whether a delegate's, child's or clarification's answer was kept with its marks."""
+    response = call.response or ""
+    marked = mark_answer(response, finish_reason=call.finish_reason).text
+    if marked == response:
+        return False
+    parsed = Subject.parse(call.subject)
+    ref = str(parsed.id)
+    if parsed.kind == PromptKind.DELEGATION:  # the delegate call's result (or offloaded)
+        row = facts.tool_calls.get(ref)
+        return row is not None and (
+            row.result in (marked, marked.strip())
+            or any(
+                e.kind == EventKind.OFFLOADED
+                and e.data.get("tool_call_id") == ref
+                and e.data.get("sha256") == sha256_text(marked)
+                for e in facts.events
+            )
+        )
+    if parsed.kind == PromptKind.CHILD:  # the child's recorded outcome
+        return any(o.result == marked for o in facts.subagents.outcomes.get(ref, ()))
+    if parsed.kind == PromptKind.CLARIFICATION:  # the answer its clarification event records
+        return any(
+            e.kind == EventKind.CLARIFICATION
+            and e.subject == str(Subject.task(ref))
+            and e.data.get("answered_by") == "coordinator"
+            and e.data.get("answer") == marked.strip()
+            for e in facts.events
+        )
+    return False
 
 
 def _marked(call: CallRecord) -> set[str]:

@@ -28,14 +28,16 @@ from clearance._agents.session import AgentSession
 from clearance._agents.spawn import SpawnRequest, SpawnWorker
 from clearance._agents.telemetry import agent_span
 from clearance._agents.tools import ToolOutput
-from clearance._context.answers import mark_answer
+from clearance._context.answers import kept_answer
 from clearance._context.authority import Authority
 from clearance._context.builder import ContextBuilder
 from clearance._context.tool_sections import ToolStep
+from clearance._context.verify_children import PER_TASK_FORMAT, child_prefix
 from clearance._context.verify_children import child_id as make_child_id
 from clearance._context.verify_subagents import child_shown
 from clearance._core.errors import ApprovalPending, ConfigError, LimitExceeded, ModelError
 from clearance._core.prompt import Prompt, sha256_text
+from clearance._core.run_spec import PROMPT_FORMAT
 from clearance._core.spec import Agent
 from clearance._core.vocabulary import EventKind
 from clearance._orchestration.runtime import AgentRuntime
@@ -112,7 +114,13 @@ class ChildRunner:
         # One worker serves every fan-out of the run: two workers on one bus would both run
         # each requested child.
         self._worker = SpawnWorker(self.bus, self._run_child)
-        self._count = 0
+        # Children numbered so far this session, by id prefix (`child_id`): from
+        # prompt_format 3 each task's own (a resume gives a task's children the ids they
+        # had, whichever tasks run again); run-wide ("") for a run recorded before.
+        replay = self.caller.replay
+        fmt = replay.prompt_format if replay is not None else PROMPT_FORMAT
+        self._per_task = fmt >= PER_TASK_FORMAT
+        self._count: dict[str, int] = {}
         self._pending: dict[str, tuple[TaskContext, Agent, Spawner]] = {}
         self._spawned: dict[str, int] = {}
         self._paused: dict[str, list[str]] = {}  # task id: approval requests its children await
@@ -164,9 +172,12 @@ class ChildRunner:
         self._spawned[parent.task.id] = used + len(goals)
         child_agent = self.team.agent(agent_name)
         ids: dict[str, str] = {}
+        # Tasks whose ids give one prefix (``x:y``, ``x_y``) share its numbers: no two
+        # children of a session share an id.
+        prefix = child_prefix(parent.task.id) if self._per_task else ""
         for goal in goals:
-            self._count += 1
-            child_id = make_child_id(parent.task.id, self._count)  # verify reads it back
+            self._count[prefix] = number = self._count.get(prefix, 0) + 1
+            child_id = make_child_id(parent.task.id, number)  # verify reads it back
             ids[child_id] = goal
             self._pending[child_id] = (parent, child_agent, spawner)
             self.ledger.record_event(self.run_id, EventKind.SPAWN, f"task:{parent.task.id}", {
@@ -283,9 +294,9 @@ class ChildRunner:
                     response = await session.call_model(
                         model, prompt, subject=subject, budget=calls, agent=agent
                     )
-                    # A cut-off answer is marked, never passed on as whole (`mark_answer`).
-                    kept = mark_answer(response.text, finish_reason=response.finish_reason)
-                    answer = kept.text
+                    # A cut-off answer is marked (and recorded), never passed on as whole.
+                    answer = kept_answer(self.ledger, self.run_id, subject, response.text,
+                                         finish_reason=response.finish_reason)  # fmt: skip
                     if not answer.strip():
                         raise ModelError("the model returned an empty completion",
                                          model_id=model.model_id)  # fmt: skip

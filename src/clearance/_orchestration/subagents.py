@@ -30,7 +30,7 @@ from pathspec import GitIgnoreSpec
 from clearance._agents.caller import ModelCaller
 from clearance._agents.files import FileCaps, load_text_file
 from clearance._agents.isolation import dispatch_fresh
-from clearance._context.answers import mark_answer
+from clearance._context.answers import kept_answer
 from clearance._context.architecture import ArchitecturalContext
 from clearance._context.builder import ContextBuilder
 from clearance._context.isolated import (
@@ -249,13 +249,15 @@ class IsolatedRunner:
                 max_prompt_tokens=self.coordinator_budget,
                 max_dependency_tokens=self.coordinator.limits.max_dependency_tokens,
             )  # fmt: skip
+            asking = f"clarification:{task.id}"
             response = await self.caller.call(
-                subject=f"clarification:{task.id}", agent=self.coordinator,
+                subject=asking, agent=self.coordinator,
                 model=self.coordinator_model, prompt=prompt, budget=ctx.budget,
             )  # fmt: skip
-            # A cut-off answer is marked, never passed on as whole (`mark_answer`).
-            marked = mark_answer(response.text, finish_reason=response.finish_reason)
-            answer, by = marked.text.strip(), "coordinator"
+            # A cut-off answer is marked (and recorded), never passed on as whole.
+            answer = kept_answer(self.ledger, self.run_id, asking, response.text,
+                                 finish_reason=response.finish_reason).strip()  # fmt: skip
+            by = "coordinator"
         answer = answer or NO_ANSWER
         self.ledger.record_event(self.run_id, EventKind.CLARIFICATION, subject, {
             "round": round_no, "kind": ClarificationKind.QUESTION, "question": question,

@@ -10,7 +10,7 @@ from clearance._agents.caller import CallBudget
 from clearance._agents.delegation import DelegationChain
 from clearance._agents.telemetry import agent_span
 from clearance._agents.tools import ToolOutput
-from clearance._context.answers import mark_answer
+from clearance._context.answers import kept_answer
 from clearance._context.authority import Authority
 from clearance._context.tool_sections import ToolStep
 from clearance._core.errors import ModelError, OutputValidationError
@@ -209,12 +209,8 @@ class TaskRunner:
 
     def marked(self, subject: str, text: str, finish_reason: str | None) -> str:
         """``text`` with cut-off and repetition marks (see `answers.py`); marks are recorded."""
-        marked = mark_answer(text, finish_reason=finish_reason)
-        if marked.truncated or marked.repetitive:
-            self.settings.ledger.record_event(self.run.run_id, EventKind.ANSWER_MARKED, subject, {
-                "truncated": marked.truncated, "repetitive": marked.repetitive,
-            })  # fmt: skip
-        return marked.text
+        return kept_answer(self.settings.ledger, self.run.run_id, subject, text,
+                           finish_reason=finish_reason)  # fmt: skip
 
     def _task_prompt(
         self,
