@@ -273,7 +273,7 @@ def test_a_call_that_may_have_run_approved_to_rerun_verifies_and_without_the_dec
     assert approved.exit_code == 0 and "may have run" in approved.output, approved.output
     finished = cli(env, "resume", run_id)
     assert finished.exit_code == 0, finished.output
-    assert ran(env) == ["old.txt"]
+    assert ran(env) == ["old.txt", "old.txt"]  # run again, as bob approved
     verified = cli(env, "verify", run_id)
     assert verified.exit_code == 0, verified.output
 
