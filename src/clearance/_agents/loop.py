@@ -226,7 +226,7 @@ class AgentLoop:
                 ``None`` for the loop's.
 
         Returns:
-            The final answer, stripped.
+            The final answer: verbatim, or marked if cut off (`kept_answer`: recorded).
 
         Raises:
             LimitExceeded: ``agent.limits.max_steps`` model calls were made without a final
@@ -263,13 +263,15 @@ class AgentLoop:
                 subject=subject, agent=agent, model=model, prompt=prompt, tools=offered,
                 budget=calls,
             )  # fmt: skip
-            if not response.tool_calls:
-                text = response.text  # kept verbatim: dependents receive it as answered
-                if not text.strip():
+            if not response.tool_calls:  # the one place a final answer leaves the loop
+                if not response.text.strip():
                     raise ModelError(
                         "the model returned an empty completion", model_id=model.model_id
                     )
-                return text
+                # Kept verbatim, or marked (and recorded) when cut off: never passed on as
+                # whole to a dependent, a delegator, a parent or the synthesis.
+                return kept_answer(self.ledger, self.run_id, subject, response.text,
+                                   finish_reason=response.finish_reason)  # fmt: skip
             replay = self.caller.replay  # durable resume: recorded ids, results, reruns
             ids = (replay.tool_ids(subject, step_no, response.tool_calls) if replay
                    else [new_id("tool") for _ in response.tool_calls])  # fmt: skip

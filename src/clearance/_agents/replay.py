@@ -23,7 +23,9 @@ step, which ask it first:
   otherwise the person decides (a ``rerun`` approval, see
   `clearance._orchestration.approval`). A tool declared ``replay: false`` (a live value)
   runs again under a new id (recorded as a ``replay_declined`` event), and so do calls
-  whose result reached the prompt by more than their text (store reads, spawned children).
+  whose result reached the prompt by more than their text (store reads, spawned children);
+  such a call of a tool that needs approval, and is not idempotent, runs again only once a
+  person approves the rerun (a ``rerun`` request): its earlier approval was for one run.
 
 Every replayed step is recorded as a ``replayed`` event naming its original record and the
 digest of what the loop was given; ``clearance verify`` checks it against the original
@@ -106,6 +108,8 @@ class ReplaySource:
             (`PROMPT_FORMAT` for a source built by hand).
         confirm: Decides re-running a tool call that may have run (set by the run);
             ``None`` denies it.
+        approval_tools: The tools whose calls need a person's approval (set by the run): a
+            finished call of one that is run again, not replayed, is confirmed first.
     """
 
     def __init__(
@@ -142,6 +146,7 @@ class ReplaySource:
         self.replayed_tools = 0
         self.sent = 0
         self.confirm: ConfirmRerun | None = None
+        self.approval_tools: frozenset[str] = frozenset()
 
     @classmethod
     def load(
@@ -293,7 +298,10 @@ class ReplaySource:
             self.recorder.record_event(self.run_id, EventKind.REPLAY_DECLINED, subject, {
                 "record": RecordKind.TOOL_CALL, "original": row.tool_call_id, "why": why,
             })  # fmt: skip
-            return _Turn(call_id=new_id("tool"))
+            # It ran: running it again is a second side effect, which the approval of its
+            # first run does not cover (`may_rerun` asks), unless its tool is idempotent.
+            again = row.name in self.approval_tools and not started.get("idempotent")
+            return _Turn(call_id=new_id("tool"), rerun=again)
         if index == len(rows):  # the call the process may have stopped inside
             for call_id in self._started_at.get((subject, step), ()):
                 data = self._started[call_id]
@@ -320,7 +328,8 @@ class ReplaySource:
         """Whether a tool call about to run may run: ``None``, or the denial text.
 
         A call recorded as started without a result runs again only if its tool was
-        declared idempotent when it started, or a person approves (`confirm`).
+        declared idempotent when it started, or a person approves (`confirm`); so does a
+        finished call of a tool that needs approval, run again rather than replayed.
 
         Raises:
             ApprovalPending: Nobody decided yet (from `confirm`).

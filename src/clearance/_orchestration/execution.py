@@ -82,6 +82,7 @@ class RunExecution:
         )  # fmt: skip
         if run.caller.replay is not None:  # a tool call that may have run asks a person
             run.caller.replay.confirm = run.gate.check_rerun
+            run.caller.replay.approval_tools = run.gate.tools  # so does a rerun of one of these
         # Records are queued and committed in groups by the ledger's writer thread, in order:
         # the ledger always holds a prefix of the run's history (see `RunLedger.write_behind`).
         with ledger.write_behind():
