@@ -114,8 +114,8 @@ def test_verify_fails_a_complete_answer_that_lost_its_repeated_lines(
     tmp_path, scripted_provider, monkeypatch
 ):
     """A runner that drops repeated lines of a finished answer (as one once did) is caught."""
+    from clearance._context import answers
     from clearance._context.answers import REPEAT_MARK, MarkedAnswer
-    from clearance._orchestration import task_runner
 
     def dropping(text: str, *, finish_reason: str | None) -> MarkedAnswer:
         seen: set[str] = set()
@@ -128,7 +128,8 @@ def test_verify_fails_a_complete_answer_that_lost_its_repeated_lines(
         text = "\n".join(kept) + "\n\n" + REPEAT_MARK
         return MarkedAnswer(text=text, truncated=False, repetitive=True)
 
-    monkeypatch.setattr(task_runner, "mark_answer", dropping)
+    # Every path keeps a model's answer through `kept_answer`, which marks it with this.
+    monkeypatch.setattr(answers, "mark_answer", dropping)
     scripted_provider.update({"task:code": FUNCTIONS})
     db, run_id = run_team_file(tmp_path, WHOLE_TEAM)
     with RunLedger(db) as ledger:

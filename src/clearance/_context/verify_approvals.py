@@ -23,7 +23,9 @@ named in the run's config (``approval_tools``) and the tasks of its graph marked
   decision on that call recorded between its starts, unless its tool was idempotent when it
   last started; and a second call run for one model answer (the answer its subject's loop
   was given last: the call's record, or its ``replayed`` event), same tool and arguments
-  under another id, is one unless a ``replay_declined`` event names the earlier call.
+  under another id, beyond the times that answer asked for it (a model may delegate one
+  task twice in one answer), is one unless a ``replay_declined`` event names the earlier
+  call.
 """
 
 from __future__ import annotations
@@ -347,8 +349,10 @@ def _second_runs(
         for where in places.get((RecordKind.CALL, call.call_id), ()):
             answers.setdefault(call.subject, []).append((where, call.call_id))
     declined: set[str] = set()
+    asked: dict[str, Counter[tuple[str, str]]] = {}  # answer: how often it asked each call
     for event in events:
-        if event.kind not in (EventKind.REPLAYED, EventKind.REPLAY_DECLINED):
+        if event.kind not in (EventKind.REPLAYED, EventKind.REPLAY_DECLINED,
+                              EventKind.MODEL_TOOL_CALLS):  # fmt: skip
             continue
         data = _parsed(event)
         placed = places.get((RecordKind.EVENT, event.event_id))
@@ -356,6 +360,10 @@ def _second_runs(
             answers.setdefault(event.subject, []).append((placed[0], data.original))
         elif isinstance(data, ReplayDeclinedEvent):
             declined.add(data.original)
+        elif isinstance(data, ModelToolCallsEvent):
+            asked[data.call_id] = Counter(
+                (c.name, arguments_sha256(c.arguments)) for c in data.tool_calls
+            )
     for given in answers.values():
         given.sort()
     runs: dict[tuple[str, str, str, str], list[tuple[int, str]]] = {}
@@ -366,9 +374,12 @@ def _second_runs(
         answer = answers[subject][index - 1][1]
         key = (subject, answer, data.name, data.arguments_sha256)
         runs.setdefault(key, []).append((at, call_id))
-    for (_, _, name, _), ran in runs.items():
+    for (_, answer, name, sha), ran in runs.items():
         ran.sort()
-        for (_, earlier), (_, later) in itertools.pairwise(ran):
+        # An answer that asked for one call n times (two delegations of one task) runs it
+        # n times: only a run beyond those, of a call not declined, is one too many.
+        times = max(1, asked.get(answer, Counter())[(name, sha)])
+        for (_, earlier), (_, later) in zip(ran, ran[times:], strict=False):
             if earlier not in declined:
                 reason = (f"{name} ran a second time for one model answer (first as tool call "
                           f"{earlier}), without a recorded approval to rerun it")  # fmt: skip

@@ -31,7 +31,8 @@ the answer of a successful ``synthesis`` call in one of the same plain forms
 A marked answer and its ``answer_marked`` event agree on every path (`check_marks`): a
 delegate's, a child's or a clarification's answer kept marked (the ``delegate`` call's
 result, the child's outcome, the clarification event's answer) has an ``answer_marked``
-event of its call's subject, as a task's has; and every ``answer_marked`` event matches a
+event of its call's subject, as a task's has (runs recorded from ``prompt_format`` 3 on:
+earlier ones recorded the event for tasks only); and every ``answer_marked`` event matches a
 successful call of its subject cut off with those marks (``truncated``, ``repetitive``).
 """
 
@@ -55,6 +56,7 @@ from clearance._core.vocabulary import EventKind, PromptKind
 from clearance._state.ledger import CallRecord
 
 __all__ = [
+    "MARKS_FORMAT",
     "accepted_results",
     "check_marks",
     "check_results",
@@ -64,6 +66,9 @@ __all__ = [
 
 _FENCED_JSON = re.compile(r"```(?:json)?[ \t]*\n(.*?)```", re.DOTALL)
 _QUESTION = re.compile(r"^\W*question\W*:\s*(.*)$", re.IGNORECASE)
+MARKS_FORMAT = 3
+"""The first ``prompt_format`` whose runs record ``answer_marked`` for a delegate's, a child's
+and a clarification's marked answer (earlier runs kept them marked without the event)."""
 VERIFY_SECONDS = 10 * PATTERN_SECONDS
 """The time ``verify`` gives a result's patterns: more than the run had, so a result the run
 accepted is not a finding on a slower machine."""
@@ -136,13 +141,15 @@ def check_marks(calls: list[CallRecord], facts: RunFacts) -> Iterator[tuple[str,
 
     Yields:
         ``(subject, call id or None, reason)`` for a call whose answer was kept marked
-        without an ``answer_marked`` event of its subject, and ``("event <id>", None,
+        without an ``answer_marked`` event of its subject (in a run recorded from
+        `MARKS_FORMAT` on), and ``("event <id>", None,
         reason)`` for an ``answer_marked`` event no cut-off answer of its subject matches.
     """
     events = [e for e in facts.events if e.kind == EventKind.ANSWER_MARKED]
     subjects = {e.subject for e in events}
     done = [c for c in calls if c.error is None and not c.pending and c.response is not None]
-    for call in done:
+    recorded = facts.prompt_format >= MARKS_FORMAT  # earlier runs recorded no such event
+    for call in done if recorded else ():
         if call.subject not in subjects and _kept_marked(call, facts):
             reason = "the answer is marked, but no answer_marked event is"
             yield call.subject, call.call_id, reason

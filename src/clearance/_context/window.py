@@ -285,7 +285,7 @@ class ContextWindowMonitor:
             return ()
         await memory_call(
             "recording dropped turns",
-            lambda: long_term.record(real, group=group),
+            lambda: long_term.record(real, group=group, cut=True),  # a long turn: its start
             timeout_s=self.memory_timeout_s,
             where="the memory store",
         )

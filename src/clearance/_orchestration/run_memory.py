@@ -15,6 +15,9 @@ recorded.
   (`with_memories_that_fit`).
 - Every recall and record is noted in the ledger with the task's tool calls (step 0, names
   ``memory_recall`` and ``memory_record``), with the ids involved or the failure.
+- A result over `MAX_RECORD_CHARS` characters is recorded cut, with a visible mark and its
+  full size (`cut_to_cap`), and the note says so (`cut_note`): the task's result itself,
+  for its dependents and the ledger, is never cut, and the task never fails for its size.
 - Failures of the memory database follow ``on_error``: ``"fail"`` (default) fails the task
   with a `StoreError` naming the agent and the database (password masked); ``"continue"``
   runs the task without memory and notes the failure in the ledger. The run itself never
@@ -53,11 +56,13 @@ from clearance._state.memory_calls import (
     check_memory_timeout,
     memory_call,
 )
+from clearance._state.memory_records import MAX_RECORD_CHARS, kept_chars
 
 __all__ = [
     "MemoryOnError",
     "RunMemory",
     "absolute_url",
+    "cut_note",
     "default_memory_url",
     "masked_url",
     "with_memories_that_fit",
@@ -154,6 +159,21 @@ def with_memories_that_fit(
         else:
             fits = middle
     return prompt if fits == 0 else build(memories[:fits])
+
+
+def cut_note(content: str) -> str:
+    """What a ``memory_record`` note adds when ``content`` is recorded cut, else ``""``.
+
+    A record holds at most `MAX_RECORD_CHARS` characters: a longer result is recorded cut
+    (`PersistentMemory.record` with ``cut``), and the note says how much of it was kept.
+    """
+    total = len(content)
+    if total <= MAX_RECORD_CHARS:
+        return ""
+    return (
+        f" (cut to the first {kept_chars(total):,} of {total:,} characters: over the "
+        f"{MAX_RECORD_CHARS:,} a record may hold)"
+    )
 
 
 class RunMemory:
@@ -349,9 +369,9 @@ class RunMemory:
         if settings.record == "task_and_result":
             content = f"Task: {task.title}\n{task.description}\n\nResult: {result}"
 
-        def store() -> list[MemoryRecord]:
+        def store() -> list[MemoryRecord]:  # a result over the cap is recorded cut
             memory = self._memory(agent.name, groups, model_id)
-            return memory.record(content, group=settings.record_to)
+            return memory.record(content, group=settings.record_to, cut=True)
 
         note = _Note(run_id, task, agent.name, "memory_record", model_id)
         try:
@@ -363,7 +383,7 @@ class RunMemory:
             return
         where = f"group:{settings.record_to}" if settings.record_to else f"agent:{agent.name}"
         ids = ", ".join(r.id for r in stored)
-        self._note(ledger, note, f"recorded {ids} in {where}")
+        self._note(ledger, note, f"recorded {ids} in {where}{cut_note(content)}")
 
     def _note(self, ledger: Recorder, note: _Note, text: str, *, error: bool = False) -> None:
         """Note a memory operation in the ledger, with the task's tool calls (step 0).

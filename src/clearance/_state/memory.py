@@ -52,6 +52,7 @@ from clearance._state.memory_records import (
     MemoryDatabase,
     MemoryRecord,
     count_memories,
+    cut_to_cap,
     list_memories,
     memory_lookup,
     partition_of,
@@ -163,6 +164,7 @@ class PersistentMemory(MemoryDatabase):
         *,
         group: str | None = None,
         now: datetime | None = None,
+        cut: bool = False,
     ) -> list[MemoryRecord]:
         """Remember messages (`Turn`) or facts (strings).
 
@@ -172,14 +174,17 @@ class PersistentMemory(MemoryDatabase):
             items: One item or several.
             group: Record into this memory group instead of the agent's private scope.
             now: Time stamp (aware UTC); ``None`` for the current time.
+            cut: Record an item over `MAX_RECORD_CHARS` characters cut, with a mark saying
+                how much of it is kept (`cut_to_cap`), instead of refusing the call: what a
+                run or a chat remembers of its own output, which it never fails for.
 
         Returns:
             The records stored (already-held turns left out).
 
         Raises:
             AccessDenied: The agent is not a member of ``group``.
-            StoreError: The write failed, or an item is over `MAX_RECORD_CHARS` characters
-                (then nothing is recorded).
+            StoreError: The write failed, or (not ``cut``) an item is over
+                `MAX_RECORD_CHARS` characters (then nothing is recorded).
         """
         scope = agent_scope(self.agent)
         if group is not None:
@@ -195,7 +200,7 @@ class PersistentMemory(MemoryDatabase):
                 scope=scope,
                 author=self.agent,
                 kind=MemoryKind.MESSAGE if isinstance(item, Turn) else MemoryKind.FACT,
-                content=_turn_text(item) if isinstance(item, Turn) else item,
+                content=_cut(_turn_text(item) if isinstance(item, Turn) else item, cut),
                 created_at=created,
                 provider=self.provider,
             )
@@ -440,6 +445,11 @@ class PersistentMemory(MemoryDatabase):
         rows = conn.execute(sa.select(*READ_COLUMNS).where(MEMORIES.c.id.in_(best))).all()
         found = {r.id: r for r in rows}
         return [record_of(found[i]._mapping, score=scores[i]) for i in best if i in found]
+
+
+def _cut(content: str, cut: bool) -> str:
+    """``content`` cut to the cap (`cut_to_cap`) when ``cut``, else as it is."""
+    return cut_to_cap(content) if cut else content
 
 
 def _turn_text(turn: Turn) -> str:

@@ -37,6 +37,8 @@ __all__ = [
     "MemoryDatabase",
     "MemoryRecord",
     "count_memories",
+    "cut_to_cap",
+    "kept_chars",
     "list_memories",
     "memory_lookup",
     "partition_of",
@@ -120,6 +122,33 @@ MAX_RECORD_CHARS = 1_000_000
 """Most characters of one record's content: more is refused when recorded, and a longer record
 found in the database (inserted by hand) is a `MalformedRecord` on reading, its text never
 loaded (`READ_COLUMNS`)."""
+
+
+def cut_to_cap(content: str) -> str:
+    """``content`` as a record keeps it: whole up to `MAX_RECORD_CHARS` characters, else cut.
+
+    A longer text keeps its first `kept_chars` characters and ends with a visible mark
+    saying how many of how many (``[cut by Clearance: the first 999,926 of 1,200,010
+    characters are kept]``), within the cap.
+    """
+    total = len(content)
+    if total <= MAX_RECORD_CHARS:
+        return content
+    kept = kept_chars(total)
+    return content[:kept] + _cut_mark(kept, total)
+
+
+def kept_chars(total: int) -> int:
+    """How many characters a record keeps of a text of ``total`` (`cut_to_cap`)."""
+    if total <= MAX_RECORD_CHARS:
+        return total
+    return MAX_RECORD_CHARS - len(_cut_mark(MAX_RECORD_CHARS, total))  # fewer: no longer
+
+
+def _cut_mark(kept: int, total: int) -> str:
+    """The mark that ends a record cut to its first ``kept`` of ``total`` characters."""
+    return f"\n\n[cut by Clearance: the first {kept:,} of {total:,} characters are kept]"
+
 
 _LENGTH = sa.func.length(MEMORIES.c.content)
 READ_COLUMNS = (

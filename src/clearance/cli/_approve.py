@@ -18,7 +18,7 @@ import typer
 from rich.text import Text
 
 from clearance import ApprovalKind
-from clearance.cli._common import err, one_line_errors, out, safe_text
+from clearance.cli._common import err, one_line_errors, out, safe_line
 from clearance.cli._stdin import LineTooLong, stdin_lines
 from clearance.runs import DEFAULT_LEDGER_URL
 
@@ -54,8 +54,9 @@ def _decide(db: str, run_id: str, call_id: str, decision: ApprovalDecision) -> N
     if not decision.approved:
         outcome = "; the task fails" if request.kind == ApprovalKind.TASK else "; the model is told"
     said = f"{verb} {call_id} by {decision.by}: {request.describe()}{outcome}"
-    out.print(safe_text(said), soft_wrap=True)
-    out.print(safe_text(next_step(record.run_id, record.status)), soft_wrap=True)
+    # Each on its one line: the arguments are model output, the rest read from the ledger.
+    out.print(safe_line(said), soft_wrap=True)
+    out.print(safe_line(next_step(record.run_id, record.status)), soft_wrap=True)
 
 
 _NEXT_STEPS = {
@@ -135,7 +136,7 @@ def terminal_approver() -> Approver:
     async def ask(request: ApprovalRequest) -> ApprovalDecision:
         async with lock:
             asked = f"approval {request.call_id}: {request.describe()}"
-            err.print(safe_text(asked), soft_wrap=True)
+            err.print(safe_line(asked), soft_wrap=True)  # one line, as `clearance deny`'s
             err.print(Text("approve? [y/N, or n <reason>] "), end="")  # no markup: shown as is
             try:
                 line = await stdin_lines().readline()
@@ -145,7 +146,7 @@ def terminal_approver() -> Approver:
                 line = b""
             except asyncio.CancelledError:  # its deadline passed: left open, decided later
                 err.print()
-                err.print(safe_text(f"no answer in time: approval {request.call_id} stays open"))
+                err.print(safe_line(f"no answer in time: approval {request.call_id} stays open"))
                 raise
             if not line:  # end of input: no answer can come; left open, decided later
                 err.print()

@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, get_args
 
 import typer
+from rich.text import Text
 
 from clearance import BudgetExceeded, ClearanceError, ConfigError, LimitExceeded
-from clearance.cli._common import err, one_line_errors, out, safe_text
+from clearance.cli._common import err, one_line_errors, out, safe, safe_line
 from clearance.cli._options import check_database_folder, model_id_option, not_empty
 from clearance.cli._signals import TERMINATED_EXIT_CODE, sigterm_as_interrupt
 from clearance.cli._stdin import MAX_LINE_BYTES, LineTooLong, stdin_lines
@@ -208,7 +209,7 @@ async def _converse(session: AgentChat) -> int:
             raise ConfigError(f"cannot read stdin: {exc.strerror or exc}") from None
         except LineTooLong as exc:  # read to its end and dropped; the conversation goes on
             err.print(
-                safe_text(
+                safe_line(
                     f"error: the line is {exc.size:,} bytes, over the {MAX_LINE_BYTES:,} a "
                     "message may hold; the message was not sent"
                 ),
@@ -222,7 +223,7 @@ async def _converse(session: AgentChat) -> int:
         except UnicodeDecodeError as exc:  # a lone surrogate could be sent nowhere
             where = f"byte 0x{line[exc.start]:02x} at position {exc.start}"
             err.print(
-                safe_text(
+                safe_line(
                     f"error: the line is not valid UTF-8 ({where}); the message was not sent"
                 ),
                 soft_wrap=True,
@@ -235,16 +236,31 @@ async def _converse(session: AgentChat) -> int:
         try:  # a message that can never fit is refused; the conversation goes on
             session.check_message(text)
         except LimitExceeded as exc:
-            err.print(safe_text(f"error: {exc}; the message was not sent"), soft_wrap=True)
+            err.print(safe_line(f"error: {exc}; the message was not sent"), soft_wrap=True)
             continue
         try:
             answer = await session.say(text)
         except ClearanceError:
             if session.last_answer is not None:  # answered, then compressing failed
-                out.print(safe_text(session.last_answer), soft_wrap=True)
+                _print_answer(session.last_answer)
             raise
-        out.print(safe_text(answer), soft_wrap=True)
+        _print_answer(answer)
         answered += 1
+
+
+def _print_answer(answer: str) -> None:
+    """Print the agent's answer: one line as it is, several each behind a ``│`` gutter.
+
+    The answer is model output. A line of its own could pose as one of the session's lines
+    (``error: ...``, ``chat run ...``): a one-line answer stands where answers stand, alone
+    on its line, as a script reading stdout takes it; every line of a longer one starts with
+    the gutter, a line break being any `str.splitlines` knows (U+2028 too). Control
+    characters and bidirectional overrides are shown escaped (`safe`).
+    """
+    lines = safe(answer).splitlines()
+    if len(lines) > 1:
+        lines = [f"│ {line}" if line else "│" for line in lines]
+    out.print(Text("\n".join(lines)), soft_wrap=True)
 
 
 def _session_line(session: AgentChat, db: str) -> str:
@@ -340,7 +356,7 @@ def chat(
         )
         joined = f"; shared conversation of group {shared}" if shared else ""
         err.print(
-            safe_text(
+            safe_line(
                 f"chat with {agent.name} ({model_id}, memory {memory.masked_url}{joined}); "
                 f"{QUIT} or end of input to stop"
             ),
@@ -362,7 +378,7 @@ def _run_session(session: AgentChat, db: str) -> None:
             asyncio.run(_converse(session))
     except KeyboardInterrupt:
         session.finish()
-        err.print(safe_text(_session_line(session, db)), soft_wrap=True)
+        err.print(safe_line(_session_line(session, db)), soft_wrap=True)
         raise typer.Exit(TERMINATED_EXIT_CODE if termination.received else 130) from None
     except ClearanceError as exc:
         message = " ".join(str(exc).splitlines())
@@ -373,14 +389,14 @@ def _run_session(session: AgentChat, db: str) -> None:
                 f"{exc.maximum}) before a model call; the message was not answered"
             )
         session.finish(error=message)
-        err.print(safe_text(f"error: {message}"), soft_wrap=True)
-        err.print(safe_text(_session_line(session, db)), soft_wrap=True)
+        err.print(safe_line(f"error: {message}"), soft_wrap=True)
+        err.print(safe_line(_session_line(session, db)), soft_wrap=True)
         raise typer.Exit(1) from None
     except BaseException as exc:
         session.finish(error=" ".join(f"{type(exc).__name__}: {exc}".splitlines()))
         raise
     session.finish()
-    err.print(safe_text(_session_line(session, db)), soft_wrap=True)
+    err.print(safe_line(_session_line(session, db)), soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

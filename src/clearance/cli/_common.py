@@ -75,14 +75,19 @@ def safe_text(text: object) -> Text:
     return Text(safe(text))
 
 
+_LINE_BREAKS = str.maketrans({"\n": "\\n", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+"""What `safe` leaves of the line breaks `str.splitlines` knows, and their escapes."""
+
+
 def safe_line(text: object) -> Text:
-    r"""`safe_text` on one line: each line break shown as ``\n`` too.
+    r"""`safe_text` on one line: each line break shown as ``\n`` (``\u2028``...) too.
 
     For a line that quotes text from outside (a verify finding naming a recorded origin, a
     server's error body): a line break in it would start a line of its own, which could pose
-    as the command's own (``run ...: verified``).
+    as the command's own (``run ...: verified``). The line and paragraph separators (U+2028,
+    U+2029) count too: an editor, a log viewer or ``str.splitlines`` breaks the line there.
     """
-    return Text(safe(text).replace("\n", "\\n"))
+    return Text(safe(text).translate(_LINE_BREAKS))
 
 
 def one_line_errors(func: F) -> F:
