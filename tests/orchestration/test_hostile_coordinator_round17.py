@@ -275,3 +275,34 @@ def test_a_coordinator_answering_with_a_million_objects_is_refused_quickly_on_th
         (run,) = ledger.list_runs()
         assert run.status == "failed" and "10,000 values" in (run.error or "")
         assert verify_run(ledger, run.run_id).ok
+
+
+def test_a_chat_team_with_an_agent_named_coordinator_still_chats(tmp_path: Path) -> None:
+    # Chat runs no coordinator: the built-in one's name is free there (it chatted before
+    # the refusal above was added, and must still).
+    import subprocess
+    import sys
+
+    src = str(Path(__file__).parents[2] / "src")
+    (tmp_path / "team.yaml").write_text(
+        'name: solo\nagents:\n  - {name: coordinator, instructions: "You answer."}\n'
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "clearance", "chat", "team.yaml", "--agent", "coordinator",
+         "--model", "fake:x", "--context-window", "4000",
+         "--db", f"sqlite:///{tmp_path / 'runs.db'}"],
+        cwd=tmp_path, input="hello\n", capture_output=True, text=True, timeout=120,
+        env={**__import__("os").environ, "PYTHONPATH": src},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip()
+
+
+def test_a_library_orchestrator_refuses_a_worker_named_coordinator_without_one() -> None:
+    from clearance import Agent, Orchestrator, Team
+    from clearance._core.errors import ConfigError
+    from clearance.testing import FakeModel
+
+    team = Team(agents=(Agent(name="coordinator", instructions="You do."),), name="t")
+    with pytest.raises(ConfigError, match="built-in coordinator's name"):
+        Orchestrator(team, model=FakeModel("x"))

@@ -44,6 +44,7 @@ __all__ = [
     "Task",
     "TaskMode",
     "Team",
+    "check_coordinator_name",
     "schema_validator",
 ]
 
@@ -61,8 +62,7 @@ class Team:
             default: every agent's memory is private).
 
     Raises:
-        ConfigError: On duplicate agent names (the coordinator's included, and the built-in
-            coordinator's when the team declares none), ``can_spawn`` or
+        ConfigError: On duplicate agent names (the coordinator's included), ``can_spawn`` or
             ``can_delegate_to`` naming an unknown agent, or a memory group naming an unknown
             agent or declared twice.
     """
@@ -90,13 +90,6 @@ class Team:
                 f"{self.coordinator.name!r} is a worker's name: give the coordinator its own "
                 "(the ledger and verify tell agents apart by name)",
                 field="coordinator.name",
-            )
-        if self.coordinator is None and DEFAULT_COORDINATOR.name in seen:
-            raise ConfigError(
-                f"{DEFAULT_COORDINATOR.name!r} is the built-in coordinator's name: give the "
-                "worker another, or declare a coordinator (the ledger and verify tell agents "
-                "apart by name)",
-                field="agents",
             )
         for agent in (*self.agents, *((self.coordinator,) if self.coordinator else ())):
             for key in ("can_spawn", "can_delegate_to"):
@@ -145,3 +138,23 @@ DEFAULT_COORDINATOR = Agent(
     ),
 )
 """The coordinator of a team that declares none."""
+
+
+def check_coordinator_name(team: Team) -> None:
+    """Refuse a worker named like the built-in coordinator in a team that declares none.
+
+    For a team that runs tasks or plans (not for ``clearance chat``, which runs no
+    coordinator): the built-in coordinator plans and synthesizes under its name, so a worker
+    of that name would be recorded under the same name, and the ledger and ``verify`` tell
+    agents apart by name.
+
+    Raises:
+        ConfigError: A worker is named ``coordinator`` and the team declares no coordinator.
+    """
+    if team.coordinator is None and any(a.name == DEFAULT_COORDINATOR.name for a in team.agents):
+        raise ConfigError(
+            f"{DEFAULT_COORDINATOR.name!r} is the built-in coordinator's name: give the "
+            "worker another, or declare a coordinator (the ledger and verify tell agents "
+            "apart by name)",
+            field="agents",
+        )

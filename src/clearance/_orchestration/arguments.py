@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from clearance._core.errors import ConfigError
-from clearance._core.spec import Task, Team
+from clearance._core.spec import Task, Team, check_coordinator_name
 from clearance._orchestration.run import RunOptions, RunServices
 from clearance._state.ledger import Recorder
 from clearance.models._base import ChatModel
@@ -33,10 +33,12 @@ def checked_arguments(
     """Check an `Orchestrator`'s arguments; return its options and services (defaults for ``None``).
 
     Raises:
-        ConfigError: An argument is not of its type; the message names it and what it got.
+        ConfigError: An argument is not of its type; the message names it and what it got;
+            or a worker takes the built-in coordinator's name (`check_coordinator_name`).
     """
     if not isinstance(team, Team):
         raise _refuse("team", "a Team", team)
+    check_coordinator_name(team)
     if not isinstance(model, str | ChatModel):
         raise _refuse("model", 'a model id such as "openai:gpt-4o-mini" or a ChatModel', model)
     if ledger is not None and not isinstance(ledger, Recorder):

@@ -27,7 +27,7 @@ from clearance._core.errors import ConfigError
 from clearance._core.mcp_spec import MCP_FUNCTION_PREFIX, MCP_PREFIX, mcp_refs
 from clearance._core.names import title_key
 from clearance._core.run_spec import RunSpec
-from clearance._core.spec import DEFAULT_COORDINATOR, Agent, Task, Team
+from clearance._core.spec import DEFAULT_COORDINATOR, Agent, Task, Team, check_coordinator_name
 from clearance._core.teamfile import LoadedTeam
 from clearance._core.user_modules import split_import_path
 from clearance._orchestration.steps import resolve_step, step_target
@@ -74,12 +74,14 @@ def check_spec(
         given_tools: Names of user tools given in code (``tools=``), which need no entry.
 
     Raises:
-        ConfigError: As `find_import_path`, `check_tools` and `check_tasks`; a ``tools:``
+        ConfigError: As `check_coordinator_name`, `find_import_path`, `check_tools` and
+            `check_tasks`; a ``tools:``
             entry has no function and is not given, or is named ``mcp__...`` (as MCP tools
             are called); or a cost budget has no price for a model an agent uses
             (``prices``).
     """
     spec = loaded.spec
+    check_coordinator_name(loaded.team)
     user_tools = set(given_tools)
     for name in spec.tools:  # a caller's ceiling is by name: it would pass as an MCP tool
         if name.startswith(MCP_FUNCTION_PREFIX):
