@@ -19,8 +19,10 @@ step, which ask it first:
 - **Tool calls.** In a replayed turn each tool call keeps its recorded id, so the next
   prompt is the one the original loop built. A call with a recorded result is not run: the
   result is given to the loop. A call recorded as started (``tool_started``) without a
-  result may have run: it runs again only when its tool was declared ``idempotent``;
-  otherwise the person decides (a ``rerun`` approval, see
+  result may have run (it is found by its place in the answer: an identical call of the
+  same answer that has its result, as a delegation asked for twice, is never taken for
+  it): it runs again only when its tool was declared ``idempotent``; otherwise the person
+  decides (a ``rerun`` approval, see
   `clearance._orchestration.approval`). A tool declared ``replay: false`` (a live value)
   runs again under a new id (recorded as a ``replay_declined`` event), and so do calls
   whose result reached the prompt by more than their text (store reads, spawned children);
@@ -138,6 +140,9 @@ class ReplaySource:
             subject, step = data.get("subject"), data.get("step")
             if isinstance(subject, str) and isinstance(step, int | float | str):
                 self._started_at.setdefault((subject, step), []).append(call_id)
+        # The calls with a result: a started call among them finished (never the one the
+        # process stopped inside), and its id is never handed out again.
+        self._recorded = {row.tool_call_id for rows in tools.values() for row in rows}
         self._owners = owners
         self._cursor: dict[str, int] = {}
         self._live: set[str] = set()
@@ -303,11 +308,17 @@ class ReplaySource:
             again = row.name in self.approval_tools and not started.get("idempotent")
             return _Turn(call_id=new_id("tool"), rerun=again)
         if index == len(rows):  # the call the process may have stopped inside
+            # Its place in the answer tells it apart: the turn's calls run in order, so the
+            # ones before it have their results (rows), and an identical call of the same
+            # answer (a delegation asked for twice) that finished is never this one.
             for call_id in self._started_at.get((subject, step), ()):
                 data = self._started[call_id]
-                if data.get("name") == call.name and data.get(
-                    "arguments_sha256"
-                ) == arguments_sha256(call.arguments):
+                if (
+                    call_id not in self._recorded
+                    and call_id not in self._turns
+                    and data.get("name") == call.name
+                    and data.get("arguments_sha256") == arguments_sha256(call.arguments)
+                ):
                     return _Turn(call_id=call_id, rerun=True)
         return _Turn(call_id=new_id("tool"))
 
