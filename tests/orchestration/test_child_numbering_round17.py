@@ -14,14 +14,13 @@ import json
 import os
 import signal
 import sqlite3
-import subprocess
-import sys
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from test_replay_sessions_round17 import Harness as SessionHarness
 
 from clearance import Agent, AgentLimits, Orchestrator, RunLedger, RunOptions, Task, Team
 from clearance._context.verify import verify_run
@@ -32,8 +31,6 @@ from clearance._state.graph import TaskGraph
 from clearance._state.ledger import EventRecord
 from clearance.models import ModelRequest
 from clearance.testing import FunctionModel
-
-SRC = Path(__file__).resolve().parents[2] / "src"
 
 TOOLS = '''\
 from pathlib import Path
@@ -102,53 +99,14 @@ class Script:
         return "summary"
 
 
-class Harness:
-    def __init__(self, tmp: Path, url: str, script: Script) -> None:
-        self.tmp, self.url, self.script = tmp, url, script
-        (tmp / "ids17_tools.py").write_text(TOOLS)
-        self.team = tmp / "team.yaml"
-        self.team.write_text(TEAM)
-        self.db = f"sqlite:///{tmp / 'r.db'}"
-        self.log: list[str] = []
+class Harness(SessionHarness):
+    tools_module, tools = "ids17_tools", TOOLS
 
-    def command(self, *args: str) -> tuple[int, str]:
-        env = {
-            **os.environ,
-            "OPENAI_BASE_URL": self.url,
-            "OPENAI_API_KEY": "test",
-            "PYTHONPATH": f"{SRC}{os.pathsep}{self.tmp}",
-            "COLUMNS": "250",
-        }
-        env.pop("CLEARANCE_LEDGER_KEY", None)
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "clearance", *args, "--db", self.db], cwd=self.tmp, env=env,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )  # fmt: skip
-        self.script.pid = proc.pid
-        try:
-            out, _ = proc.communicate(timeout=60)
-        finally:
-            self.script.pid = None
-        self.log.append(f"{' '.join(args[:2])}: exit {proc.returncode}\n{out}")
-        assert "Traceback" not in out, self.report()
-        return proc.returncode, out
+    def __init__(self, tmp: Path, url: str, script: Any) -> None:
+        super().__init__(tmp, url, script, TEAM)
 
-    def report(self) -> str:
-        return "\n".join(self.log)
-
-    def run_id(self) -> str:
-        with RunLedger(self.db) as ledger:
-            (run,) = ledger.list_runs()
-        return run.run_id
-
-    def answered(self) -> set[str]:
-        with RunLedger(self.db) as ledger:
-            calls = ledger.calls(self.run_id())
-        return {canonical(c.messages) for c in calls if c.response is not None}
-
-    def calls_log(self) -> list[str]:
-        path = self.tmp / "calls.log"
-        return path.read_text().split() if path.exists() else []
+    def answered(self, rid: str | None = None) -> set[str]:
+        return super().answered(rid or self.run_id())
 
     def spawned(self) -> list[str]:
         with RunLedger(self.db) as ledger:

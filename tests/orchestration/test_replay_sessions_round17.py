@@ -123,9 +123,13 @@ def deputy(text: str) -> Any:
 
 
 class Harness:
+    """``clearance run``/``resume`` in a subprocess against the script's server, logged."""
+
+    tools_module, tools = "replay17_tools", TOOLS  # the team file's tool module, written
+
     def __init__(self, tmp: Path, url: str, script: Script, team: str) -> None:
         self.tmp, self.url, self.script = tmp, url, script
-        (tmp / "replay17_tools.py").write_text(TOOLS)
+        (tmp / f"{self.tools_module}.py").write_text(self.tools)
         self.team = tmp / "team.yaml"
         self.team.write_text(team)
         self.db = f"sqlite:///{tmp / 'r.db'}"
