@@ -11,7 +11,10 @@ from __future__ import annotations
 from clearance._core.errors import ConfigError
 from clearance._core.names import shown_number
 
-__all__ = ["MAX_TTL_S", "MIN_TTL_S", "check_grant_pattern", "check_ttl"]
+__all__ = ["MAX_NAMESPACE_CHARS", "MAX_TTL_S", "MIN_TTL_S", "check_grant_pattern", "check_ttl"]
+
+MAX_NAMESPACE_CHARS = 255
+"""Longest namespace written, in characters (the column's size on PostgreSQL)."""
 
 MAX_TTL_S = 100 * 365 * 24 * 3600.0
 """Longest TTL accepted, in seconds (100 years); use ``None`` for an entry that never expires.
@@ -29,14 +32,42 @@ def check_grant_pattern(pattern: object, *, field: str) -> None:
     with ``team/``; ``"*"`` every namespace. A ``*`` anywhere but at the end would be
     taken literally, so it is refused.
 
+    A grant no namespace can match is refused too: one holding a NUL character or a lone
+    surrogate (no namespace holds one, and a search over it would fail), or longer than
+    `MAX_NAMESPACE_CHARS` before its ``*``.
+
     Raises:
-        ConfigError: ``pattern`` is empty, not text, or holds a ``*`` before its end
-            (``field`` names it).
+        ConfigError: ``pattern`` is empty, not text, or holds a ``*`` before its end, or
+            no namespace can match it (``field`` names it).
     """
     if not isinstance(pattern, str) or not pattern or "*" in pattern[:-1]:
         raise ConfigError(
             "a grant is a namespace, or a namespace prefix followed by '*'", field=field
         )
+    name = pattern.removesuffix("*")
+    if "\x00" in name or len(name) > MAX_NAMESPACE_CHARS or not _utf8(name):
+        raise ConfigError(
+            f"no namespace can match this grant: a namespace holds no NUL character or lone "
+            f"surrogate and is at most {MAX_NAMESPACE_CHARS} characters long",
+            field=_shown_field(field),
+        )
+
+
+def _utf8(text: str) -> bool:
+    """Whether ``text`` is valid UTF-8 (holds no lone surrogate)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _shown_field(field: str) -> str:
+    """``field`` cut to about 120 characters (a grant may be long), its NULs escaped."""
+    shown = field if len(field) <= 120 else field[:117] + "..."
+    return shown.replace("\x00", "\\x00")
 
 
 def check_ttl(ttl_s: float | None, field: str = "ttl_s") -> None:

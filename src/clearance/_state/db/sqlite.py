@@ -150,17 +150,21 @@ def ensure_sqlite_folder(url: URL) -> None:
 
 
 UNICODE_LOWER = "clearance_lower"
-"""The SQL name of `register_unicode_lower`'s function: ``lower`` for every letter, since
+"""The SQL name of `register_unicode_lower`'s function: case folded for every letter, since
 SQLite's own ``lower`` folds only ASCII letters (``É`` stays ``É``) where PostgreSQL's folds
 them all."""
 
 
 def _unicode_lower(value: str | bytes | int | float | None) -> str | bytes | int | float | None:
-    return value.lower() if isinstance(value, str) else value
+    return value.casefold() if isinstance(value, str) else value
 
 
 def register_unicode_lower(dbapi_connection: sqlite3.Connection) -> None:
-    """Give an SQLite connection `UNICODE_LOWER`: Python's ``str.lower`` (``NULL`` stays)."""
+    """Give an SQLite connection `UNICODE_LOWER`: Python's ``str.casefold`` (``NULL`` stays).
+
+    ``casefold`` folds each letter alone (``str.lower`` lowers a ``Σ`` by the letters around
+    it), so a text that holds another still holds it folded: a search finds it.
+    """
     dbapi_connection.create_function(UNICODE_LOWER, 1, _unicode_lower, deterministic=True)
 
 

@@ -385,9 +385,10 @@ class ContextStore(DatabaseBase):
     def search(self, patterns: Iterable[str], text: str, limit: int = 10) -> list[StoreEntry]:
         """Live entries whose key or value holds ``text`` (case-insensitive), newest first.
 
-        Case is folded with Unicode's lowercase on every database (``Éclair`` finds
-        ``éclair``), on SQLite by a function of Python's, since SQLite's ``lower`` folds only
-        ASCII letters.
+        Case is folded for every letter on every database (``Éclair`` finds ``éclair``), on
+        SQLite by a function of Python's, since SQLite's ``lower`` folds only ASCII letters;
+        the text is folded by the same function as the keys and values, so an entry that
+        holds it is always found.
 
         Only namespaces matching one of ``patterns`` are searched: a namespace, or a prefix
         followed by ``*`` (as in `StoreGrants`). Agents reach it only through

@@ -8,7 +8,7 @@ from typing import Any
 
 from clearance._core.errors import ConfigError, MalformedRecord
 from clearance._core.prompt import sha256_text
-from clearance._core.store_rules import MAX_TTL_S, MIN_TTL_S, check_ttl
+from clearance._core.store_rules import MAX_NAMESPACE_CHARS, MAX_TTL_S, MIN_TTL_S, check_ttl
 
 __all__ = [
     "DEFAULT_EXTENSION_TTL_S",
@@ -90,9 +90,6 @@ def read_record(entry: StoreEntry) -> dict[str, Any]:
         "writer": entry.agent,
     }
 
-
-MAX_NAMESPACE_CHARS = 255
-"""Longest namespace written, in characters (the column's size on PostgreSQL)."""
 
 MAX_KEY_CHARS = 1024
 """Longest key written, in characters (the column's size on PostgreSQL)."""

@@ -139,7 +139,10 @@ def search_statement(
     (Unicode lowercase), newest first, at most ``limit``. A ``prefix*`` pattern matches
     literally and case-sensitively: ``LIKE`` with the prefix escaped, confirmed by
     comparing the namespace's first characters with it. On SQLite case is folded by
-    `UNICODE_LOWER` (its connection must have it). ``versioned``: as in `entry_columns`.
+    `UNICODE_LOWER` (its connection must have it), elsewhere by the database's ``lower``;
+    the text is folded in the statement by the same function as the columns (Python's and
+    PostgreSQL's lowercase differ: ``İ``, a final ``Σ``), so an entry holding the text is
+    found. ``versioned``: as in `entry_columns`.
     """
     c = ENTRIES.c
     scopes = []
@@ -156,8 +159,9 @@ def search_statement(
             scopes.append(c.namespace == pattern)
     if not scopes:
         return None
-    needle = "%" + escape_like(text.lower()) + "%"
     lower = getattr(func, UNICODE_LOWER) if sqlite else func.lower
+    # Folding leaves "%", "_" and the escape as they are, and makes none of them.
+    needle = lower(literal("%" + escape_like(text) + "%", String))
     return (
         select(*entry_columns(versioned))
         .where(
