@@ -149,10 +149,12 @@ def check_marks(calls: list[CallRecord], facts: RunFacts) -> Iterator[tuple[str,
     subjects = {e.subject for e in events}
     done = [c for c in calls if c.error is None and not c.pending and c.response is not None]
     recorded = facts.prompt_format >= MARKS_FORMAT  # earlier runs recorded no such event
-    for call in done if recorded else ():
-        if call.subject not in subjects and _kept_marked(call, facts):
-            reason = "the answer is marked, but no answer_marked event is"
-            yield call.subject, call.call_id, reason
+    if recorded:  # the events that keep an answer, read once (not once per answer)
+        keeps = _Keeps(facts)
+        for call in done:
+            if call.subject not in subjects and _kept_marked(call, facts, keeps):
+                reason = "the answer is marked, but no answer_marked event is"
+                yield call.subject, call.call_id, reason
     flags: dict[str, set[tuple[bool, bool]]] = {}
     for call in done:
         marked = mark_answer(call.response or "", finish_reason=call.finish_reason)
@@ -224,7 +226,32 @@ def check_synthesis_result(
     yield "run", None, "the run's synthesis is not the answer of a synthesis call of the run"
 
 
-def _kept_marked(call: CallRecord, facts: RunFacts) -> bool:
+class _Keeps:
+    """The events that keep a delegate's or a clarification's answer, indexed once.
+
+    ``offloaded``: ``(tool call id, sha256)`` of each ``offloaded`` event; ``clarified``:
+    ``(subject, answer)`` of each ``clarification`` event the coordinator answered. Only
+    text values are kept: the checks compare them with text.
+    """
+
+    def __init__(self, facts: RunFacts) -> None:
+        self.offloaded: set[tuple[str, str]] = set()
+        self.clarified: set[tuple[str, str]] = set()
+        for e in facts.events:
+            data = e.data
+            if e.kind == EventKind.OFFLOADED:
+                ref, digest = data.get("tool_call_id"), data.get("sha256")
+                if isinstance(ref, str) and isinstance(digest, str):
+                    self.offloaded.add((ref, digest))
+            elif (
+                e.kind == EventKind.CLARIFICATION
+                and data.get("answered_by") == "coordinator"
+                and isinstance(answer := data.get("answer"), str)
+            ):
+                self.clarified.add((e.subject, answer))
+
+
+def _kept_marked(call: CallRecord, facts: RunFacts, keeps: _Keeps) -> bool:
     """Whether a delegate's, child's or clarification's answer was kept with its marks."""
     response = call.response or ""
     marked = mark_answer(response, finish_reason=call.finish_reason).text
@@ -235,24 +262,12 @@ def _kept_marked(call: CallRecord, facts: RunFacts) -> bool:
     if parsed.kind == PromptKind.DELEGATION:  # the delegate call's result (or offloaded)
         row = facts.tool_calls.get(ref)
         return row is not None and (
-            row.result in (marked, marked.strip())
-            or any(
-                e.kind == EventKind.OFFLOADED
-                and e.data.get("tool_call_id") == ref
-                and e.data.get("sha256") == sha256_text(marked)
-                for e in facts.events
-            )
+            row.result in (marked, marked.strip()) or (ref, sha256_text(marked)) in keeps.offloaded
         )
     if parsed.kind == PromptKind.CHILD:  # the child's recorded outcome
         return any(o.result == marked for o in facts.subagents.outcomes.get(ref, ()))
     if parsed.kind == PromptKind.CLARIFICATION:  # the answer its clarification event records
-        return any(
-            e.kind == EventKind.CLARIFICATION
-            and e.subject == str(Subject.task(ref))
-            and e.data.get("answered_by") == "coordinator"
-            and e.data.get("answer") == marked.strip()
-            for e in facts.events
-        )
+        return (str(Subject.task(ref)), marked.strip()) in keeps.clarified
     return False
 
 

@@ -248,16 +248,21 @@ async def _converse(session: AgentChat) -> int:
         answered += 1
 
 
+_SEPARATORS = str.maketrans({"\u2028": "\n", "\u2029": "\n"})
+"""The line and paragraph separators, as the line breaks of a chat answer they are."""
+
+
 def _print_answer(answer: str) -> None:
     """Print the agent's answer: one line as it is, several each behind a ``│`` gutter.
 
     The answer is model output. A line of its own could pose as one of the session's lines
     (``error: ...``, ``chat run ...``): a one-line answer stands where answers stand, alone
     on its line, as a script reading stdout takes it; every line of a longer one starts with
-    the gutter, a line break being any `str.splitlines` knows (U+2028 too). Control
-    characters and bidirectional overrides are shown escaped (`safe`).
+    the gutter, a line break being a newline or a line or paragraph separator (U+2028,
+    U+2029), as an editor breaks the line there. Control characters (NEL, a bare CR too) and
+    bidirectional overrides are shown escaped (`safe`).
     """
-    lines = safe(answer).splitlines()
+    lines = safe(answer.translate(_SEPARATORS)).splitlines()
     if len(lines) > 1:
         lines = [f"│ {line}" if line else "│" for line in lines]
     out.print(Text("\n".join(lines)), soft_wrap=True)

@@ -26,6 +26,7 @@ __all__ = [
     "out",
     "safe",
     "safe_line",
+    "safe_lines",
     "safe_text",
     "write_output_file",
 ]
@@ -70,24 +71,37 @@ def safe(text: object) -> str:
     return text.translate(_ESCAPES) if _UNSAFE.search(text) else text
 
 
+_SEPARATORS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029"})
+"""The line and paragraph separators `safe` leaves, and their escapes."""
+
+
+def safe_lines(text: object) -> str:
+    r"""`safe`, and the line and paragraph separators (U+2028, U+2029) shown escaped too.
+
+    For text from outside printed as lines (a model's answer in a box, behind a gutter or
+    after a ``subject |`` label): a terminal draws the separators as nothing, but an editor,
+    a log viewer or ``str.splitlines`` breaks the line there, and the rest would stand
+    outside the box or the gutter, where it could pass for a line of Clearance's own. NEL
+    (U+0085) is a C1 control, escaped by `safe`. A newline is the one line break left.
+    """
+    return safe(text).translate(_SEPARATORS)
+
+
 def safe_text(text: object) -> Text:
-    """`safe` text as a rich `Text`, which rich prints as is (no markup is interpreted)."""
-    return Text(safe(text))
-
-
-_LINE_BREAKS = str.maketrans({"\n": "\\n", "\u2028": "\\u2028", "\u2029": "\\u2029"})
-"""What `safe` leaves of the line breaks `str.splitlines` knows, and their escapes."""
+    """`safe_lines` text as a rich `Text`, which rich prints as is (no markup is interpreted)."""
+    return Text(safe_lines(text))
 
 
 def safe_line(text: object) -> Text:
-    r"""`safe_text` on one line: each line break shown as ``\n`` (``\u2028``...) too.
+    r"""`safe_text` on one line: a newline shown as ``\n`` too.
 
     For a line that quotes text from outside (a verify finding naming a recorded origin, a
     server's error body): a line break in it would start a line of its own, which could pose
     as the command's own (``run ...: verified``). The line and paragraph separators (U+2028,
-    U+2029) count too: an editor, a log viewer or ``str.splitlines`` breaks the line there.
+    U+2029) count too (`safe_lines`): an editor, a log viewer or ``str.splitlines`` breaks
+    the line there.
     """
-    return Text(safe(text).translate(_LINE_BREAKS))
+    return Text(safe_lines(text).replace("\n", "\\n"))
 
 
 def one_line_errors(func: F) -> F:

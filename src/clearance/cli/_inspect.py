@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 
-from clearance.cli._common import out, safe, safe_line, safe_text
+from clearance.cli._common import out, safe_line, safe_lines, safe_text
 from clearance.cli._events import event_rows, print_events
 from clearance.cli._store import TOOL_CALL_COLUMNS, chain_lines, print_tool_calls, tool_call_rows
 from clearance.events import EventKind
@@ -162,7 +162,7 @@ def print_responses(calls: Sequence[CallRecord]) -> None:
     for call in calls:
         text = call.response if call.error is None else f"error: {call.error}"
         if len(calls) == 1:
-            sys.stdout.write(safe(text or "") + "\n")
+            sys.stdout.write(safe_lines(text or "") + "\n")
             continue
         sys.stdout.write(_line(f"# {call.subject} ({call.call_id})") + "\n")
         sys.stdout.write("\n".join(_gutter(text or "")) + "\n\n")
@@ -324,12 +324,12 @@ def _print_rich(
 
 def _line(text: object) -> str:
     r"""`safe` text on one line: a line break in it is shown as ``\n`` (and a tab as ``\t``)."""
-    return safe(text).replace("\n", "\\n").replace("\t", "\\t")
+    return safe_lines(text).replace("\n", "\\n").replace("\t", "\\t")
 
 
 def _gutter(text: object) -> list[str]:
     """Each line of ``text`` (`safe`) behind a ``│`` gutter, so none can pose as our own."""
-    return [f"│ {line}" if line else "│" for line in safe(text).split("\n")]
+    return [f"│ {line}" if line else "│" for line in safe_lines(text).split("\n")]
 
 
 def _block(title: str, text: object) -> list[str]:

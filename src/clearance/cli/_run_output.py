@@ -20,7 +20,7 @@ from rich.table import Table
 
 from clearance import TaskStatus
 from clearance.cli._approve import EXIT_AWAITING_APPROVAL
-from clearance.cli._common import err, out, safe, safe_line, safe_text, write_output_file
+from clearance.cli._common import err, out, safe_line, safe_lines, safe_text, write_output_file
 
 if TYPE_CHECKING:
     from clearance import RunResult
@@ -85,7 +85,7 @@ def write_report(
     if shown:  # model text and input files' docstrings: shown escaped, never obeyed
         # No hyperlinks: a link's target would be hidden behind its text (an OSC 8
         # sequence); shown as "text (target)" instead.
-        out.print(Markdown(safe(report.markdown), hyperlinks=False))
+        out.print(Markdown(safe_lines(report.markdown), hyperlinks=False))
     if output is not None:
         write_output_file(output, report.markdown, flag="--output", after=kept)
         out.print(safe_text(f"report written to {output}"))

@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from clearance.cli._common import err, one_line_errors, out, safe, safe_line, safe_text
+from clearance.cli._common import err, one_line_errors, out, safe_line, safe_lines, safe_text
 from clearance.cli._options import check_database_folder, number_option
 from clearance.runs import DEFAULT_STORE_URL, MAX_ROWS, MAX_TTL_S
 
@@ -154,7 +154,7 @@ def _print_whole(text: str) -> None:
     it takes a few pieces more than the value itself.
     """
     for start in range(0, len(text), _PIECE_CHARS):
-        out.file.write(safe(text[start : start + _PIECE_CHARS]))
+        out.file.write(safe_lines(text[start : start + _PIECE_CHARS]))
     out.file.write("\n")
     out.file.flush()
 

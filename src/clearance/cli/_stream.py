@@ -18,7 +18,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from clearance import RunEvent, RunEventKind
-from clearance.cli._common import safe, safe_text
+from clearance.cli._common import safe, safe_line, safe_lines, safe_text
 
 __all__ = ["StreamView"]
 
@@ -79,7 +79,8 @@ class StreamView:
                 self._texts[subject] = text[-_TAIL_CHARS:]
         elif event.kind == RunEventKind.TOOL_CALL:
             self._flush(subject)
-            self._say(safe_text(f"{subject} calls tool {event.detail}"))
+            # The name is the model's: one line even when it holds line breaks.
+            self._say(safe_line(f"{subject} calls tool {event.detail}"))
         else:
             if (
                 event.kind in (RunEventKind.TASK_COMPLETED, RunEventKind.TASK_FAILED)
@@ -106,14 +107,14 @@ class StreamView:
             lines.append(rest[:_PIECE_CHARS])
             rest = rest[_PIECE_CHARS:]
         for line in lines:
-            self._console.print(Text(f"{safe(subject)} | {safe(line)}"), soft_wrap=True)
+            self._console.print(Text(f"{safe(subject)} | {safe_lines(line)}"), soft_wrap=True)
         self._texts[subject] = rest
 
     def _flush(self, subject: str) -> None:
         """Done with ``subject``'s text: print its last line (pipe mode) and forget it."""
         rest = self._texts.pop(subject, "")
         if rest.strip() and self._live is None:
-            self._console.print(Text(f"{safe(subject)} | {safe(rest)}"), soft_wrap=True)
+            self._console.print(Text(f"{safe(subject)} | {safe_lines(rest)}"), soft_wrap=True)
 
     def _flush_all(self) -> None:
         for subject in list(self._texts):
