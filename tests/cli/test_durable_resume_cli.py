@@ -450,11 +450,13 @@ def test_a_tool_that_opts_out_of_replay_runs_again_and_that_is_recorded(env) -> 
     assert "replayed 1 model calls and 0 tool calls, sent 5" in out
     with RunLedger(env["db"]) as ledger:
         (declined,) = ledger.events(rid, "replay_declined")
-        first = ledger.tool_calls(rid)[0]
+        first, *rest = ledger.tool_calls(rid)
+    again = next(row for row in rest if row.arguments == first.arguments)  # the step-1 call
     assert declined.data == {
         "record": "tool_call",
         "original": first.tool_call_id,
         "why": "replay: false",
+        "replacement": again.tool_call_id,
     }
     assert outcome(env, rid) == ("wrote lines 0 to 3", "summary")
     code, out = clearance(env, "verify", rid)

@@ -53,7 +53,9 @@ def checked_response(
             ``max_tokens``, lone surrogates
             in the text or a tool call's name, a usage that is not a `Usage`, token counts
             that are not integers in ``[0, MAX_REPORTED_TOKENS]``; cached prompt tokens
-            that are not an integer in ``[0, prompt_tokens]``.
+            that are not an integer in ``[0, prompt_tokens]``; a ``finish_reason`` that is
+            neither ``None`` nor text (a text, even an unknown one, is kept as it is: only
+            ``"length"`` marks an answer cut off).
         LimitExceeded: ``max_tool_calls_per_step`` (more tool calls than the agent's limit),
             ``max_tokens_per_step``.
     """
@@ -92,10 +94,20 @@ def checked_response(
             f"the completion is not valid Unicode ({exc.reason} at position {exc.start})",
             model_id=model_id,
         ) from exc
+    _check_finish_reason(response.finish_reason, model_id=model_id)
     _check_usage(response.usage, model_id=model_id, agent=agent, subject=subject)
     if not calls:
         return response
     return dataclasses.replace(response, tool_calls=tuple(checked))
+
+
+def _check_finish_reason(finish: object, *, model_id: str) -> None:
+    """Refuse a ``finish_reason`` that is neither ``None`` nor text (the ledger holds text)."""
+    if finish is not None and not isinstance(finish, str):
+        raise ModelError(
+            f"the answer's finish_reason is {kind_of(finish)}, not text: refused",
+            model_id=model_id,
+        )
 
 
 def _with_checked_arguments(tool_call: ToolCall) -> ToolCall:

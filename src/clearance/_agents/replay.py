@@ -24,10 +24,14 @@ step, which ask it first:
   it): it runs again only when its tool was declared ``idempotent``; otherwise the person
   decides (a ``rerun`` approval, see
   `clearance._orchestration.approval`). A tool declared ``replay: false`` (a live value)
-  runs again under a new id (recorded as a ``replay_declined`` event), and so do calls
+  runs again under a new id (a ``replay_declined`` event names it, and a later resume
+  puts that run in the call's place in the answer), and so do calls
   whose result reached the prompt by more than their text (store reads, spawned children);
   such a call of a tool that needs approval, and is not idempotent, runs again only once a
   person approves the rerun (a ``rerun`` request): its earlier approval was for one run.
+  A rerun request names the ``tool_started`` event it would run again (the call's latest
+  start), so one decision covers one rerun: a rerun the process stopped inside is asked
+  about again.
 
 Every replayed step is recorded as a ``replayed`` event naming its original record and the
 digest of what the loop was given; ``clearance verify`` checks it against the original
@@ -76,10 +80,11 @@ __all__ = [
 _FAILED = (TaskStatus.FAILED, TaskStatus.SKIPPED)
 """The statuses of a task reason that end an attempt (``interrupted`` does not)."""
 
-ConfirmRerun = Callable[[str, str, str, dict[str, Any]], Awaitable[str | None]]
+ConfirmRerun = Callable[[str, str, str, dict[str, Any], str | None], Awaitable[str | None]]
 """Decides whether a tool call that may have run runs again: ``(task id, agent, tool,
-arguments)`` to ``None`` (run it again) or the denial text the model gets; may raise
-`ApprovalPending` to pause the task until a person decides."""
+arguments, the id of the tool_started event it would run again)`` to ``None`` (run it again)
+or the denial text the model gets; may raise `ApprovalPending` to pause the task until a
+person decides."""
 
 
 def tool_calls_data(tool_calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
@@ -94,6 +99,7 @@ class _Turn:
     call_id: str
     output: str | None = None  # the recorded result, when replayed
     rerun: bool = False  # started, no result: may have run
+    reruns: str | None = None  # the tool_started event it runs again (a decision's subject)
 
 
 class ReplaySource:
@@ -125,6 +131,8 @@ class ReplaySource:
         started: dict[str, dict[str, Any]],
         owners: dict[str, str],
         prompt_format: int = PROMPT_FORMAT,
+        last_starts: dict[tuple[str, int, str, str], str] | None = None,
+        replaced: dict[str, str] | None = None,
     ) -> None:
         self.recorder = recorder
         self.prompt_format = prompt_format
@@ -144,6 +152,12 @@ class ReplaySource:
         # process stopped inside), and its id is never handed out again.
         self._recorded = {row.tool_call_id for rows in tools.values() for row in rows}
         self._owners = owners
+        # (subject, step, tool, arguments digest): the id of the latest ``tool_started``
+        # event of that call, under whichever id it ran: what a rerun would run again.
+        self._last_starts = last_starts or {}
+        # A finished call whose replay was declined: the id it ran again under.
+        self._replaced = replaced or {}
+        self._replacements = set(self._replaced.values())
         self._cursor: dict[str, int] = {}
         self._live: set[str] = set()
         self._turns: dict[str, _Turn] = {}
@@ -200,9 +214,14 @@ class ReplaySource:
         asked: dict[str, list[dict[str, Any]]] = {}
         started: dict[str, dict[str, Any]] = {}
         owners: dict[str, str] = {}
+        last_starts: dict[tuple[str, int, str, str], str] = {}
+        replaced: dict[str, str] = {}
         for event in events:
             if event.kind == EventKind.MODEL_TOOL_CALLS:
                 asked[str(event.data.get("call_id"))] = list(event.data.get("tool_calls") or [])
+            elif event.kind == EventKind.REPLAY_DECLINED:  # a later decline of it comes later
+                if isinstance(new := event.data.get("replacement"), str):
+                    replaced[str(event.data.get("original"))] = new
             elif event.kind == EventKind.TOOL_STARTED and after(
                 event.subject, RecordKind.EVENT, event.event_id
             ):
@@ -211,6 +230,10 @@ class ReplaySource:
                     "subject": event.subject,
                 }
                 owners[str(event.data.get("tool_call_id"))] = event.subject
+                step, name = event.data.get("step"), event.data.get("name")
+                sha = event.data.get("arguments_sha256")
+                if isinstance(step, int) and isinstance(name, str) and isinstance(sha, str):
+                    last_starts[(event.subject, step, name, sha)] = event.event_id
         tools: dict[tuple[str, int], list[ToolCallRecord]] = {}
         for row in ledger.tool_calls(run_id):
             if after(row.subject, RecordKind.TOOL_CALL, row.tool_call_id):
@@ -222,6 +245,7 @@ class ReplaySource:
         return cls(
             recorder if recorder is not None else ledger, run_id, calls=calls, asked=asked,
             tools=tools, started=started, owners=owners, prompt_format=fmt,
+            last_starts=last_starts, replaced=replaced,
         )  # fmt: skip
 
     # -- model calls --------------------------------------------------------------------
@@ -277,7 +301,7 @@ class ReplaySource:
         """The ids of a turn's tool calls: the recorded ones in a replayed turn, else new."""
         if subject in self._live:
             return [new_id("tool") for _ in calls]
-        rows = self._tools.get((subject, step), [])
+        rows = _in_place(self._tools.get((subject, step), []), self._replaced)
         ids = []
         for index, call in enumerate(calls):
             turn = self._plan(subject, step, rows, index, call)
@@ -300,13 +324,18 @@ class ReplaySource:
                 why = "its result reached the prompt by more than its text"
             if why is None:
                 return _Turn(call_id=row.tool_call_id, output=row.result)
+            replacement = new_id("tool")  # recorded: the rows keep the answer's order by it
             self.recorder.record_event(self.run_id, EventKind.REPLAY_DECLINED, subject, {
                 "record": RecordKind.TOOL_CALL, "original": row.tool_call_id, "why": why,
+                "replacement": replacement,
             })  # fmt: skip
             # It ran: running it again is a second side effect, which the approval of its
             # first run does not cover (`may_rerun` asks), unless its tool is idempotent.
             again = row.name in self.approval_tools and not started.get("idempotent")
-            return _Turn(call_id=new_id("tool"), rerun=again)
+            last = self._last_starts.get(
+                (subject, step, call.name, arguments_sha256(call.arguments))
+            )
+            return _Turn(call_id=replacement, rerun=again, reruns=last)
         if index == len(rows):  # the call the process may have stopped inside
             # Its place in the answer tells it apart: the turn's calls run in order, so the
             # ones before it have their results (rows), and an identical call of the same
@@ -316,10 +345,14 @@ class ReplaySource:
                 if (
                     call_id not in self._recorded
                     and call_id not in self._turns
+                    and call_id not in self._replacements  # a declined call's, in its place
                     and data.get("name") == call.name
                     and data.get("arguments_sha256") == arguments_sha256(call.arguments)
                 ):
-                    return _Turn(call_id=call_id, rerun=True)
+                    last = self._last_starts.get(
+                        (subject, step, call.name, data["arguments_sha256"])
+                    )
+                    return _Turn(call_id=call_id, rerun=True, reruns=last)
         return _Turn(call_id=new_id("tool"))
 
     def recorded_output(self, subject: str, call_id: str) -> str | None:
@@ -340,7 +373,9 @@ class ReplaySource:
 
         A call recorded as started without a result runs again only if its tool was
         declared idempotent when it started, or a person approves (`confirm`); so does a
-        finished call of a tool that needs approval, run again rather than replayed.
+        finished call of a tool that needs approval, run again rather than replayed. The
+        person decides on the call's latest start (``tool_started``): once that rerun has
+        started, running the call again is asked about again.
 
         Raises:
             ApprovalPending: Nobody decided yet (from `confirm`).
@@ -350,7 +385,7 @@ class ReplaySource:
             return None
         if self.confirm is None:
             return f"error: tool {name} may have run before the run stopped; not run again"
-        return await self.confirm(self.task_of(call_id), agent, name, arguments)
+        return await self.confirm(self.task_of(call_id), agent, name, arguments, turn.reruns)
 
     def task_of(self, call_id: str) -> str:
         """The task a tool call serves (through the delegations it was made in)."""
@@ -368,6 +403,32 @@ class ReplaySource:
             f"replayed {self.replayed_calls} model calls and {self.replayed_tools} tool calls, "
             f"sent {self.sent}"
         )
+
+
+def _in_place(rows: list[ToolCallRecord], replaced: dict[str, str]) -> list[ToolCallRecord]:
+    """A step's rows in the order of its answer's calls, one row per call.
+
+    A finished call whose replay was declined ran again under the id its ``replay_declined``
+    event names (``replacement``), recorded after the calls that follow it in the answer: its
+    latest run takes its place, so each later call keeps its own (a call's place is how the
+    turn finds its row). Runs recorded before the event named it keep the order recorded.
+    """
+    if not replaced:
+        return rows
+    by_id = {row.tool_call_id: row for row in rows}
+    moved = {new for old, new in replaced.items() if old in by_id and new in by_id}
+    placed = []
+    for row in rows:
+        if row.tool_call_id in moved:
+            continue
+        latest = row
+        for _ in range(len(rows)):  # each session's run declined by the next
+            new = replaced.get(latest.tool_call_id)
+            if new is None or new not in by_id:
+                break
+            latest = by_id[new]
+        placed.append(latest)
+    return placed
 
 
 def _after_failures(

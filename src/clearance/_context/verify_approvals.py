@@ -19,13 +19,15 @@ named in the run's config (``approval_tools``) and the tasks of its graph marked
   clarifications' and reviewers', its children's and its delegates'), and its completion,
   come after an approval of the task;
 - no tool call is carried out twice without a person's decision to run it again
-  (`_check_reruns`): a second ``tool_started`` of one call needs an approved ``rerun``
-  decision on that call recorded between its starts, unless its tool was idempotent when it
-  last started; and a second call run for one model answer (the answer its subject's loop
-  was given last: the call's record, or its ``replayed`` event), same tool and arguments
-  under another id, beyond the times that answer asked for it (a model may delegate one
-  task twice in one answer), is one unless a ``replay_declined`` event names the earlier
-  call.
+  (`_check_reruns`): each further ``tool_started`` of one call needs an approved ``rerun``
+  decision on that call recorded between it and the start before, unless its tool was
+  idempotent when it last started; a decision that names the start it reruns (``reruns``,
+  recorded since rerun requests name one) counts for that start only, so one decision
+  never covers a third run; and a second call run for one model answer (the answer its
+  subject's loop was given last: the call's record, or its ``replayed`` event), same tool
+  and arguments under another id, beyond the times that answer asked for it (a model may
+  delegate one task twice in one answer), is one unless a ``replay_declined`` event names
+  the earlier call.
 """
 
 from __future__ import annotations
@@ -81,8 +83,8 @@ def denial_text(tool: str | None, by: str, reason: str) -> str:
 
 
 def _key(data: _Approval) -> tuple[Any, ...]:
-    """What an approval is about: kind, task, agent, tool, arguments digest."""
-    return (data.kind, data.task_id, data.agent, data.tool, data.arguments_sha256)
+    """What an approval is about: kind, task, agent, tool, arguments digest, rerun start."""
+    return (data.kind, data.task_id, data.agent, data.tool, data.arguments_sha256, data.reruns)
 
 
 def _parsed(event: EventRecord) -> EventData | None:
@@ -244,7 +246,7 @@ def _check_tool_calls(
             continue
         key = (ApprovalKind.TOOL, _task_of(record.subject, tool_calls, spawns), record.agent,
                record.name,
-               arguments_sha256(record.arguments))  # fmt: skip
+               arguments_sha256(record.arguments), None)  # fmt: skip
         where = seq.get(("tool_call", record.tool_call_id), 0)
         before = [d for s, d in approvals if s < where and _key(d) == key]
         subject = f"tool call {record.tool_call_id}"
@@ -271,7 +273,7 @@ def _check_tasks(
     ]
     for task in required:
         task_id = str(task.get("id"))
-        key = (ApprovalKind.TASK, task_id, task.get("assignee"), None, None)
+        key = (ApprovalKind.TASK, task_id, task.get("assignee"), None, None, None)
         first = min(
             (s for s, d in approvals if _key(d) == key and d.decision == "approved"),
             default=None,
@@ -284,8 +286,8 @@ def _check_tasks(
             yield (f"task {task_id}", None, "completed without an approval recorded before")
 
 
-_Start = tuple[int, str, ToolStartedEvent]
-"""One ``tool_started`` event: its place in the chain, its subject, its data."""
+_Start = tuple[int, str, ToolStartedEvent, str]
+"""One ``tool_started`` event: its place in the chain, its subject, its data, its id."""
 
 
 def _starts(
@@ -297,7 +299,9 @@ def _starts(
         data = _parsed(event) if event.kind == EventKind.TOOL_STARTED else None
         where = places.get((RecordKind.EVENT, event.event_id))
         if isinstance(data, ToolStartedEvent) and where:
-            starts.setdefault(data.tool_call_id, []).append((where[0], event.subject, data))
+            starts.setdefault(data.tool_call_id, []).append(
+                (where[0], event.subject, data, event.event_id)
+            )
     for started in starts.values():
         started.sort(key=lambda s: s[0])
     return starts
@@ -319,22 +323,25 @@ def _check_reruns(
     reruns = [(s, d) for s, d in approvals
               if d.kind == ApprovalKind.RERUN and d.decision == "approved"]  # fmt: skip
     for call_id, started in starts.items():
-        first, subject, data = started[0]
+        _, subject, data, _ = started[0]
         row = tool_calls.get(call_id)
         tasks = {_task_of(subject, tool_calls, spawns), subject.partition(":")[2]}
-        for (_, _, before), (at, _, _) in itertools.pairwise(started):
+        for (since, _, before, before_id), (at, _, _, _) in itertools.pairwise(started):
             if before.idempotent:  # run again without asking, as its tool was declared
                 continue
+            # The decision between this start and the one before, on that start when it
+            # names one (older runs' name none): each decision covers one rerun.
             if not any(
-                first < s < at and d.tool == data.name and d.task_id in tasks
+                since < s < at and d.tool == data.name and d.task_id in tasks
                 and d.arguments_sha256 == data.arguments_sha256
                 and (row is None or d.agent == row.agent)
+                and d.reruns in (None, before_id)
                 for s, d in reruns
             ):  # fmt: skip
                 reason = f"{data.name} ran again without a recorded approval to rerun it"
                 yield (f"tool call {call_id}", None, reason)
                 break
-    yield from _second_runs(starts, events, calls, places)
+    yield from _second_runs(starts, events, calls, places, reruns)
 
 
 def _second_runs(
@@ -342,8 +349,15 @@ def _second_runs(
     events: list[EventRecord],
     calls: list[CallRecord],
     places: Mapping[tuple[str, str], list[int]],
+    reruns: Sequence[tuple[int, ApprovalDecidedEvent]],
 ) -> Iterator[Problem]:
-    """Calls run again, under another id, for the model answer an earlier one ran for."""
+    """Calls run again, under another id, for the model answer an earlier one ran for.
+
+    A run after the earlier call is one too many unless a ``replay_declined`` event names
+    the earlier call, or an approved ``rerun`` decision recorded between them names the
+    earlier call's start (a finished call run again, and that rerun stopped inside the
+    tool: its next run is a rerun of the rerun).
+    """
     answers: dict[str, list[tuple[int, str]]] = {}  # subject: (place, model call id) given
     for call in calls:
         for where in places.get((RecordKind.CALL, call.call_id), ()):
@@ -367,7 +381,7 @@ def _second_runs(
     for given in answers.values():
         given.sort()
     runs: dict[tuple[str, str, str, str], list[tuple[int, str]]] = {}
-    for call_id, ((at, subject, data), *_) in starts.items():
+    for call_id, ((at, subject, data, _), *_) in starts.items():
         index = bisect.bisect_left(answers.get(subject, []), (at, ""))
         if index == 0:
             continue  # no recorded answer of its subject before it: nothing to compare
@@ -379,8 +393,13 @@ def _second_runs(
         # An answer that asked for one call n times (two delegations of one task) runs it
         # n times: only a run beyond those, of a call not declined, is one too many.
         times = max(1, asked.get(answer, Counter())[(name, sha)])
-        for (_, earlier), (_, later) in zip(ran, ran[times:], strict=False):
-            if earlier not in declined:
+        for (_, earlier), (at, later) in zip(ran, ran[times:], strict=False):
+            began = {e: p for p, _, _, e in starts[earlier]}  # its starts: id, place
+            if earlier not in declined and not any(
+                d.reruns in began and began[d.reruns] < s < at
+                and d.tool == name and d.arguments_sha256 == sha
+                for s, d in reruns
+            ):  # fmt: skip
                 reason = (f"{name} ran a second time for one model answer (first as tool call "
                           f"{earlier}), without a recorded approval to rerun it")  # fmt: skip
                 yield (f"tool call {later}", None, reason)

@@ -200,7 +200,12 @@ class AnswerMarkedEvent(EventData):
 
 
 class ApprovalRequestedEvent(EventData):
-    """``awaiting_approval``: a tool call or a task waits for a person's decision."""
+    """``awaiting_approval``: a tool call or a task waits for a person's decision.
+
+    ``reruns`` (a ``rerun`` request) is the id of the ``tool_started`` event of the run that
+    may have happened, which the request would run again: each rerun is a request of its
+    own. ``None`` for other kinds, and for rerun requests recorded before it was recorded.
+    """
 
     call_id: str
     kind: ApprovalKind
@@ -209,6 +214,7 @@ class ApprovalRequestedEvent(EventData):
     tool: str | None
     arguments: dict[str, Any] | None
     arguments_sha256: str | None
+    reruns: str | None = None
 
 
 class ApprovalDecidedEvent(EventData):
@@ -223,6 +229,7 @@ class ApprovalDecidedEvent(EventData):
     decision: Literal["approved", "denied"]
     by: str
     reason: str | None
+    reruns: str | None = None  # its request's (`ApprovalRequestedEvent`)
 
 
 class WorkerLostEvent(EventData):
@@ -306,11 +313,16 @@ class ReplayedEvent(EventData):
 
 
 class ReplayDeclinedEvent(EventData):
-    """``replay_declined``: a finished tool call run again, not replayed, and why."""
+    """``replay_declined``: a finished tool call run again, not replayed, and why.
+
+    ``replacement`` is the id it runs again under (``None`` in runs recorded before it was):
+    a later resume matches that run, not the original, to the call's place in the answer.
+    """
 
     record: Literal[RecordKind.TOOL_CALL]
     original: str
     why: str
+    replacement: str | None = None
 
 
 class PlanEvent(EventData):

@@ -9,9 +9,10 @@ and why. Both are ordinary events of the run's hash chain, so ``verify`` can che
 every executed call that required approval has an approval recorded before it.
 
 A request is identified by what it would let happen: its task, its agent, the tool and the
-digest of its arguments (for a task: the task alone). When a paused run resumes, its
-interrupted tasks run again; when a model asks again for the same call, the recorded
-decision applies; a different call is a new request. Without a person at hand (no
+digest of its arguments (for a task: the task alone; for a rerun, also the ``tool_started``
+event it would run again, so each rerun of a call is asked about on its own). When a paused
+run resumes, its interrupted tasks run again; when a model asks again for the same call, the
+recorded decision applies; a different call is a new request. Without a person at hand (no
 ``approver``), an undecided request stops its task (`ApprovalPending`): the run finishes
 ``interrupted`` once nothing else can run, and continues with ``clearance resume`` after
 ``clearance approve`` / ``clearance deny``. With an ``approver`` (``--interactive``), the
@@ -190,9 +191,13 @@ class ApprovalGate:
         return answers
 
     async def check_rerun(
-        self, task_id: str, agent: str, tool: str, arguments: dict[str, Any]
+        self, task_id: str, agent: str, tool: str, arguments: dict[str, Any], reruns: str | None
     ) -> str | None:
         """Decide whether a tool call the stopped run may have run runs again.
+
+        ``reruns`` is the id of the call's ``tool_started`` event it would run again: a
+        decision is about that start, so a rerun that stops inside the tool too is asked
+        about again (``None``: a call recorded without one).
 
         Returns:
             ``None`` to run it again (approved), or the denial text the model gets.
@@ -203,7 +208,7 @@ class ApprovalGate:
         """
         wanted = ApprovalRequest(
             call_id="", run_id=self.run_id, kind=ApprovalKind.RERUN, task_id=task_id, agent=agent,
-            tool=tool, arguments=arguments,
+            tool=tool, arguments=arguments, reruns=reruns,
         )  # fmt: skip
         ((request, decision),) = await self._decide_all([wanted])
         return None if decision.approved else denial_text(request, decision)

@@ -65,6 +65,9 @@ class ApprovalRequest:
         agent: The agent that would act.
         tool: The tool's name (``None`` for a task).
         arguments: The tool call's arguments (model output: untrusted), ``None`` for a task.
+        reruns: For a ``"rerun"``: the id of the ``tool_started`` event of the run that may
+            have happened, the one it would run again. A decision covers that one rerun: when
+            the rerun stops inside the tool too, running it again is a new request.
     """
 
     call_id: str
@@ -74,20 +77,27 @@ class ApprovalRequest:
     agent: str
     tool: str | None = None
     arguments: dict[str, Any] | None = None
+    reruns: str | None = None
 
     @property
-    def key(self) -> tuple[str, str, str, str | None, str | None]:
-        """What the request would let happen: kind, task, agent, tool, arguments digest."""
+    def key(self) -> tuple[str, str, str, str | None, str | None, str | None]:
+        """What the request would let happen.
+
+        Its kind, task, agent, tool, arguments digest and (a rerun) the start it runs again.
+        """
         digest = arguments_sha256(self.arguments) if self.arguments is not None else None
-        return (self.kind, self.task_id, self.agent, self.tool, digest)
+        return (self.kind, self.task_id, self.agent, self.tool, digest, self.reruns)
 
     def to_data(self) -> dict[str, Any]:
-        """The ``awaiting_approval`` event's data."""
-        return {
+        """The ``awaiting_approval`` event's data (``reruns`` only when it names a start)."""
+        data = {
             "call_id": self.call_id, "kind": self.kind, "task_id": self.task_id,
             "agent": self.agent, "tool": self.tool, "arguments": self.arguments,
             "arguments_sha256": self.key[4],
         }  # fmt: skip
+        if self.reruns is not None:
+            data["reruns"] = self.reruns
+        return data
 
     @classmethod
     def from_event(cls, event: EventRecord) -> ApprovalRequest:
@@ -107,6 +117,7 @@ class ApprovalRequest:
             agent=data.agent,
             tool=data.tool,
             arguments=data.arguments,
+            reruns=data.reruns,
         )
 
     def describe(self) -> str:
@@ -209,7 +220,8 @@ def decision_on(request: ApprovalRequest, event: EventRecord) -> ApprovalDecisio
     """The decision an ``approval_decided`` event records on ``request``, or ``None``.
 
     The event counts only when it is well-formed and about what the request would let happen
-    (the same call id, kind, task, agent, tool and arguments digest), as ``verify`` reads it:
+    (the same call id, kind, task, agent, tool, arguments digest and rerun start), as
+    ``verify`` reads it:
     a record bearing the request's id but about another call (edited into the ledger)
     decides nothing.
     """
@@ -219,7 +231,8 @@ def decision_on(request: ApprovalRequest, event: EventRecord) -> ApprovalDecisio
         return None
     if not isinstance(data, ApprovalDecidedEvent) or data.call_id != request.call_id:
         return None
-    if (data.kind, data.task_id, data.agent, data.tool, data.arguments_sha256) != request.key:
+    about = (data.kind, data.task_id, data.agent, data.tool, data.arguments_sha256, data.reruns)
+    if about != request.key:
         return None
     return ApprovalDecision(
         approved=data.decision == "approved", by=data.by, reason=data.reason or ""

@@ -2,7 +2,8 @@
 
 The server is untrusted: every chunk is checked as it arrives, the number of chunks is capped
 (an honest server sends about one per generated token, plus a few), tool-call pieces are
-joined by a bounded index, and the usage (asked for with ``stream_options.include_usage``)
+joined by a bounded index (a piece that changes a call's id or name is refused, never merged
+into the call), and the usage (asked for with ``stream_options.include_usage``)
 is validated like a non-streamed one (one without token counts is counted here, one that is
 not an object refused). The caller's deadline covers the whole stream.
 """
@@ -28,7 +29,7 @@ from clearance.models._base import (
 )
 from clearance.models._cache import field_of, reported_cached_tokens
 from clearance.models._counted import with_counted_usage
-from clearance.models._stream_events import malformed_event
+from clearance.models._stream_events import excerpt, malformed_event
 
 __all__ = ["MAX_STREAMED_TOOL_CALLS", "collect_stream", "max_chunks"]
 
@@ -101,10 +102,10 @@ async def collect_stream(
             `MAX_STREAMED_TOOL_CALLS` (or a tool call index that is not one), a tool call
             with no name (or one that is not text), a stream with no choice at all, a chunk
             of the wrong shape (``choices`` or ``tool_calls`` not a list, a choice or
-            tool-call piece not an object: the server named), or a usage that is not a
-            token count; a
-            stream that ended without a ``finish_reason`` (the connection was cut:
-            transient, the answer is not taken as whole).
+            tool-call piece not an object, a ``finish_reason`` that is not text, a tool
+            call's id or name changed by a later piece: the server named), or a usage that
+            is not a token count; a stream that ended without a ``finish_reason`` (the
+            connection was cut: transient, the answer is not taken as whole).
     """
     cap = max_chunks(request.max_tokens)
     chars_cap = max_response_chars(request.max_tokens)
@@ -129,7 +130,11 @@ async def collect_stream(
             if getattr(choice, "index", 0) != 0:
                 continue
             seen_choice = True
-            finish = getattr(choice, "finish_reason", None) or finish
+            reason = getattr(choice, "finish_reason", None)
+            if reason is not None and not isinstance(reason, str):  # the SDK keeps what it got
+                problem = f"finish_reason is {kind_of(reason)}, not text"
+                raise malformed_event(server, problem, model_id=model_id)
+            finish = reason or finish
             delta = getattr(choice, "delta", None)
             piece = getattr(delta, "content", None)
             if isinstance(piece, str) and piece:
@@ -140,7 +145,7 @@ async def collect_stream(
             for part in _objects(
                 delta, "tool_calls", "tool call piece", server=server, model_id=model_id
             ):
-                chars += _add_tool_part(calls, part, model_id)
+                chars += _add_tool_part(calls, part, server=server, model_id=model_id)
                 _check_chars(chars, chars_cap, request.max_tokens, model_id)
     if not seen_choice:
         raise ModelError("the server streamed no choices", model_id=model_id)
@@ -215,12 +220,17 @@ def _check_chars(chars: int, cap: int, max_tokens: int, model_id: str) -> None:
         )
 
 
-def _add_tool_part(calls: dict[int, _Call], part: Any, model_id: str) -> int:
+def _add_tool_part(calls: dict[int, _Call], part: Any, *, server: str, model_id: str) -> int:
     """Join one streamed piece of a tool call onto the call at its index.
 
-    A call's id and name come once (a later one is ignored); its arguments come in pieces
-    of text, or as one value (an object, as a whole answer's may be; checked as it is by
+    A call's id and name come once, in its first piece; a server may repeat them in every
+    piece, and an empty or absent one adds nothing. Its arguments come in pieces of text, or
+    as one value (an object, as a whole answer's may be; checked as it is by
     `decoded_arguments`). Returns the characters the piece added (a value's, as JSON).
+
+    Raises:
+        ModelError: A piece names the call another id or another name than it already has
+            (which call ran, under which name, would be a guess): a malformed event.
     """
     index = getattr(part, "index", None)
     if isinstance(index, bool) or not isinstance(index, int) or index < 0:
@@ -233,8 +243,10 @@ def _add_tool_part(calls: dict[int, _Call], part: Any, model_id: str) -> int:
             )
         calls[index] = _Call()
     call = calls[index]
-    if isinstance(getattr(part, "id", None), str) and not call.id:
-        call.id = part.id
+    call_id = getattr(part, "id", None)
+    if isinstance(call_id, str) and call_id:
+        _check_same(index, "id", call.id, call_id, server=server, model_id=model_id)
+        call.id = call_id
     function = getattr(part, "function", None)
     added = 0
     if function is None:
@@ -245,9 +257,11 @@ def _add_tool_part(calls: dict[int, _Call], part: Any, model_id: str) -> int:
             f"the server streamed tool call {index}'s name as {kind_of(name)}, not text",
             model_id=model_id,
         )
-    if name and not call.name:
-        call.name = name
-        added += len(name)
+    if name:
+        _check_same(index, "name", call.name, name, server=server, model_id=model_id)
+        if not call.name:
+            call.name = name
+            added += len(name)
     if isinstance(arguments, str):
         call.arguments.append(arguments)
         added += len(arguments)
@@ -257,3 +271,10 @@ def _add_tool_part(calls: dict[int, _Call], part: Any, model_id: str) -> int:
         call.sent = arguments
         added += arguments_size(arguments)
     return added
+
+
+def _check_same(index: int, what: str, had: str, got: str, *, server: str, model_id: str) -> None:
+    """Refuse a tool call's ``what`` (its id or name) changed from ``had`` to ``got``."""
+    if had and got != had:
+        problem = f"tool call {index}'s {what} changed from {excerpt(had)} to {excerpt(got)}"
+        raise malformed_event(server, problem, model_id=model_id)
