@@ -159,7 +159,9 @@ def test_killed_in_the_second_of_two_identical_delegations(
     effects = lines(h.tmp / "calls.log")
     assert sorted(set(effects)) == ["a0", "a1", "a2"], h.report()
     reruns = sum(entry.startswith("approve ") for entry in h.log)  # each approved once
-    assert len(effects) == 6 + reruns, h.report()
+    # A call recorded as started "may have run": the kill may land before its body did, so
+    # an approved rerun adds at most one run (and each delegation ran its three lines).
+    assert 6 <= len(effects) <= 6 + reruns, h.report()
     assert reruns == (kill[0] == "tool") or kill[0] == "answered", h.report()
     code, out = h.command("verify", rid)
     assert code == 0, out + h.report()
