@@ -408,6 +408,7 @@ def check_tools(team: Team, user_tools: Collection[str], *, has_store: bool) -> 
                 raise ConfigError(f"unknown tool {name!r} (tools: {known})", field=where)
             if name in BUILTIN_TOOL_NAMES and not has_store:
                 raise ConfigError(
-                    f"tool {name!r} needs a context store: pass store=ContextStore(...)",
+                    f"tool {name!r} needs a context store: give the team one (store: in a team "
+                    "file, store=ContextStore(...) in code)",
                     field=where,
                 )

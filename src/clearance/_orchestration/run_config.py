@@ -294,8 +294,8 @@ def spec_tools(
         tools.update(load_mcp_tools_sync(spec.mcp_servers, refs))
         return tools
     raise ConfigError(
-        "MCP tools are looked up before the event loop runs: give them with tools= "
-        "(see clearance.load_mcp_tools)",
+        "MCP tools are looked up before the event loop runs: make the orchestrator outside "
+        "it, or await clearance.run_spec(spec), which looks them up for you",
         field="mcp_servers",
     )
 
