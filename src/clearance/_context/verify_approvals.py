@@ -26,8 +26,9 @@ named in the run's config (``approval_tools``) and the tasks of its graph marked
   never covers a third run; and a second call run for one model answer (the answer its
   subject's loop was given last: the call's record, or its ``replayed`` event), same tool
   and arguments under another id, beyond the times that answer asked for it (a model may
-  delegate one task twice in one answer), is one unless a ``replay_declined`` event names
-  the earlier call.
+  delegate one task twice in one answer), is one unless it runs under the id a
+  ``replay_declined`` event of an earlier run records as its ``replacement`` (an event
+  recorded before that field was: one naming the earlier call).
 """
 
 from __future__ import annotations
@@ -353,16 +354,17 @@ def _second_runs(
 ) -> Iterator[Problem]:
     """Calls run again, under another id, for the model answer an earlier one ran for.
 
-    A run after the earlier call is one too many unless a ``replay_declined`` event names
-    the earlier call, or an approved ``rerun`` decision recorded between them names the
-    earlier call's start (a finished call run again, and that rerun stopped inside the
-    tool: its next run is a rerun of the rerun).
+    A run after the earlier call is one too many unless it is the ``replacement`` a
+    ``replay_declined`` event of an earlier run records (for events recorded before that
+    field was: unless such an event names the earlier call), or an approved ``rerun``
+    decision recorded between them names the earlier call's start (a finished call run
+    again, and that rerun stopped inside the tool: its next run is a rerun of the rerun).
     """
     answers: dict[str, list[tuple[int, str]]] = {}  # subject: (place, model call id) given
     for call in calls:
         for where in places.get((RecordKind.CALL, call.call_id), ()):
             answers.setdefault(call.subject, []).append((where, call.call_id))
-    declined: set[str] = set()
+    declined: dict[str, set[str | None]] = {}  # call: the replacements its declines name
     asked: dict[str, Counter[tuple[str, str]]] = {}  # answer: how often it asked each call
     for event in events:
         if event.kind not in (EventKind.REPLAYED, EventKind.REPLAY_DECLINED,
@@ -373,7 +375,7 @@ def _second_runs(
         if isinstance(data, ReplayedEvent) and data.record == RecordKind.CALL and placed:
             answers.setdefault(event.subject, []).append((placed[0], data.original))
         elif isinstance(data, ReplayDeclinedEvent):
-            declined.add(data.original)
+            declined.setdefault(data.original, set()).add(data.replacement)
         elif isinstance(data, ModelToolCallsEvent):
             asked[data.call_id] = Counter(
                 (c.name, arguments_sha256(c.arguments)) for c in data.tool_calls
@@ -388,14 +390,22 @@ def _second_runs(
         answer = answers[subject][index - 1][1]
         key = (subject, answer, data.name, data.arguments_sha256)
         runs.setdefault(key, []).append((at, call_id))
+    origins = {new: old for old, news in declined.items() for new in news if new is not None}
     for (_, answer, name, sha), ran in runs.items():
         ran.sort()
         # An answer that asked for one call n times (two delegations of one task) runs it
-        # n times: only a run beyond those, of a call not declined, is one too many.
+        # n times: only a run beyond those, not in a declined call's place, is one too many.
         times = max(1, asked.get(answer, Counter())[(name, sha)])
+        first_at = {call: p for p, call in ran}  # each run of this call, where it started
         for (_, earlier), (at, later) in zip(ran, ran[times:], strict=False):
             began = {e: p for p, _, _, e in starts[earlier]}  # its starts: id, place
-            if earlier not in declined and not any(
+            # The recorded replacement of a call that ran before it (older runs' declines
+            # name none: any run after the declined call is taken for it).
+            replaces = origins.get(later)
+            in_place = None in declined.get(earlier, ()) or (
+                replaces in first_at and first_at[replaces] < at
+            )
+            if not in_place and not any(
                 d.reruns in began and began[d.reruns] < s < at
                 and d.tool == name and d.arguments_sha256 == sha
                 for s, d in reruns

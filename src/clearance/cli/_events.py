@@ -134,7 +134,8 @@ def _what(event: EventRecord) -> str:
                 f"from its record (sha256 {data.sha256[:12]})"
             )
         case ReplayDeclinedEvent():
-            return f"tool call {data.original} run again, not replayed: {data.why}"
+            again = f" as {data.replacement}" if data.replacement is not None else ""
+            return f"tool call {data.original} run again{again}, not replayed: {data.why}"
         case ToolStartedEvent():
             idempotent = ", idempotent" if data.idempotent else ""
             return f"{data.name} call {data.tool_call_id} started{idempotent}"

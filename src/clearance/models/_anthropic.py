@@ -22,6 +22,7 @@ from clearance.models._anthropic_answer import (
 )
 from clearance.models._anthropic_format import anthropic_tool as _anthropic_tool
 from clearance.models._anthropic_format import to_anthropic_messages
+from clearance.models._anthropic_stream_usage import RawStreamUsage
 from clearance.models._base import (
     MAX_REPORTED_TOKENS,
     ModelRequest,
@@ -185,7 +186,8 @@ class AnthropicModel:
                 answered with an error status, with no content list, without the forced
                 answer tool's call, with more than `MAX_STREAMED_TOOL_CALLS` tool calls or
                 more text than `max_response_chars` allows for ``max_tokens``, or with a
-                usage that is not an object or not a token count (see `validated_usage`).
+                usage that is not an object or not a token count (see `validated_usage`;
+                a streamed one checked as the server sent it, `RawStreamUsage`).
                 Connection errors, timeouts, 408, 409, 429 and 5xx statuses are transient
                 (with the server's ``Retry-After`` in ``retry_after_s``); the others are
                 not.
@@ -279,8 +281,10 @@ class AnthropicModel:
         Raises:
             ModelError: More text events than `max_chunks` allows for ``max_tokens``, or
                 more text and tool input than `max_response_chars`; a content block
-                started out of order (`StreamedInputs`); or (transient) a stream that ended
-                without a ``stop_reason``: cut off, not taken as a whole answer.
+                started out of order (`StreamedInputs`); an event's usage that is not an
+                object, or a count in it that is not a token count, as the server sent it
+                (`RawStreamUsage`: the SDK converts ``"7"`` to 7); or (transient) a stream
+                that ended without a ``stop_reason``: cut off, not taken as a whole answer.
         """
         assert request.stream is not None
         stream: Any = self._client.messages.stream
@@ -288,7 +292,9 @@ class AnthropicModel:
         chars_cap, chars = max_response_chars(request.max_tokens), 0
         server, model_id, redact = self.base_url, self.model_id, self._text
         inputs = StreamedInputs(server=redact(server), model_id=model_id)
+        usage = RawStreamUsage(server=redact(server), model_id=model_id)
         async with stream(**arguments) as events:
+            usage.watch(events.response)  # each usage checked as sent, before the SDK reads it
             async for event in checked_events(
                 events, server=server, model_id=model_id, redact=redact
             ):
@@ -317,6 +323,8 @@ class AnthropicModel:
                 message = await events.get_final_message()
             except MALFORMED as exc:
                 raise described(exc, server=server, model_id=model_id, redact=redact) from exc
+        if not usage.read:  # the SDK read the body some other way: nothing was checked
+            raise ModelError("the streamed answer's usage could not be checked", model_id=model_id)
         inputs.raw_unfinished(message)
         if getattr(message, "stop_reason", None) is None:  # no message_delta: cut off
             raise ModelError(
