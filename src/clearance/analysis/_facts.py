@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from clearance.analysis._complexity import COMPLEXITY_NAME, complexity
+from clearance.analysis._complexity import COMPLEXITY_NAME, complexities
 from clearance.analysis._imports import child_statements, package_imports
 from clearance.analysis._names import public_names
 
@@ -85,8 +85,10 @@ def functions(tree: ast.Module) -> list[FunctionFacts]:
         functions (``Class.method``, ``outer.inner``).
     """
     found: list[FunctionFacts] = []
-
-    def visit(node: ast.AST, prefix: str) -> None:
+    measured = complexities(tree)
+    pending: list[tuple[ast.AST, str]] = [(tree, "")]
+    while pending:  # no recursion: a chain of ``elif``s nests thousands deep (see `complexities`)
+        node, prefix = pending.pop()
         for child in child_statements(node):  # a def is a statement: no expression walked
             if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
                 name = f"{prefix}{child.name}"
@@ -95,16 +97,14 @@ def functions(tree: ast.Module) -> list[FunctionFacts]:
                         name=name,
                         line=child.lineno,
                         end_line=child.end_lineno or child.lineno,
-                        complexity=complexity(child),
+                        complexity=measured[child],
                     )
                 )
-                visit(child, f"{name}.")
+                pending.append((child, f"{name}."))
             elif isinstance(child, ast.ClassDef):
-                visit(child, f"{prefix}{child.name}.")
+                pending.append((child, f"{prefix}{child.name}."))
             else:
-                visit(child, prefix)
-
-    visit(tree, "")
+                pending.append((child, prefix))
     found.sort(key=lambda f: f.line)
     return found
 
@@ -147,7 +147,7 @@ def module_structure(path: str, source: str, *, package: str = "") -> dict[str, 
         with _PARSE_LOCK:
             tree = ast.parse(source, filename=path)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-        facts["parse_error"] = f"{type(exc).__name__}: {getattr(exc, 'msg', exc)}"
+        facts["parse_error"] = _parse_error(exc)
         return facts
     doc = ast.get_docstring(tree) or ""
     facts["purpose"] = _first_sentence(doc)
@@ -168,6 +168,18 @@ def module_structure(path: str, source: str, *, package: str = "") -> dict[str, 
     if ranked:
         facts["excerpt"] = _excerpt(source, ranked[0], _docstring_lines(tree, ranked[0].line))
     return facts
+
+
+def _parse_error(exc: BaseException) -> str:
+    """One line saying why the source does not parse (``Type: message``).
+
+    CPython's parser raises a `MemoryError` with no message when its stack overflows
+    (``x = ----...1``, ``not not ... x``): the line then says so.
+    """
+    message = " ".join(str(getattr(exc, "msg", exc)).split())
+    if isinstance(exc, MemoryError) and not message:
+        message = "too deeply nested for Python's parser"
+    return f"{type(exc).__name__}: {message}"[:300]
 
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")

@@ -44,9 +44,11 @@ MAX_SENTENCE_CHARS = 1000
 """Longest sentence checked; a longer one is left out as ``"too long"`` before any check."""
 _MIN_WORDS = 3
 """Fewer words than this is a fragment ("Module types."), not a statement."""
+_NUMBER = r"((?:(?<![\w\-\u2212])[\-\u2212])?\b\d+)"
+"""A count as written, with its sign: ``line -3`` states a line, one that cannot exist."""
 _COUNT = re.compile(
-    r"\b(\d+) (?:lines?|functions?|findings?|modules?)\b|\bcomplexity (?:of )?(\d+)\b"
-    r"|\bline (\d+)\b|\bimported by (\d+)\b"
+    rf"{_NUMBER} (?:lines?|functions?|findings?|modules?)\b|\bcomplexity (?:of )?{_NUMBER}\b"
+    rf"|\bline {_NUMBER}\b|\bimported by {_NUMBER}\b"
 )
 _PATH_RUN = re.compile(r"[\w/.-]+")
 _PY_AT = re.compile(r"(?=\w\.py\b)")
@@ -249,7 +251,9 @@ def _file_spans(text: str) -> list[tuple[int, int]]:
 
 def _number_problem(sentence: str, known: Known) -> str | None:
     """``"number"`` when a count the sentence states is not one of the named things'."""
-    stated = [int(n) for groups in _COUNT.findall(sentence) for n in groups if n]
+    stated = [
+        int(n.replace("\u2212", "-")) for groups in _COUNT.findall(sentence) for n in groups if n
+    ]
     if not stated or not known.numbers:
         return None
     named = _named(sentence, known)

@@ -37,10 +37,11 @@ def _is_type_checking(test: ast.expr) -> bool:
 def child_statements(node: ast.AST) -> Iterator[ast.stmt]:
     """The statements of ``node``'s blocks: its body, ``else``, ``finally``, handlers, cases.
 
-    Statements (an import, a ``def``, a ``class``) sit only in blocks, and blocks nest at
-    most 100 deep (the parser's limit on indentation), so a walk of statements never
-    descends into an expression: ``x = 1 + 1 + ...`` of thousands of terms, which parses,
-    costs no recursion at all.
+    Statements (an import, a ``def``, a ``class``) sit only in blocks, so a walk of
+    statements never descends into an expression: ``x = 1 + 1 + ...`` of thousands of
+    terms, which parses, costs it nothing. Blocks nest at most 100 deep (the parser's limit
+    on indentation) but an ``elif`` is an ``if`` in its parent's ``orelse``: a chain of
+    thousands nests as deep, so callers walk with a list of pending nodes, not recursion.
     """
     for name in ("body", "orelse", "finalbody", "handlers", "cases"):
         block = getattr(node, name, None)
@@ -53,19 +54,26 @@ def child_statements(node: ast.AST) -> Iterator[ast.stmt]:
                 yield from child.body
 
 
-def _walk(node: ast.AST, type_only: bool = False) -> Iterator[tuple[ast.stmt, bool]]:
-    """Every statement with whether it sits in a ``TYPE_CHECKING`` block's body."""
-    for child in child_statements(node):
-        yield child, type_only
-        if isinstance(child, ast.If) and _is_type_checking(child.test):
-            for stmt in child.body:
-                yield stmt, True
-                yield from _walk(stmt, True)
-            for stmt in child.orelse:
-                yield stmt, type_only
-                yield from _walk(stmt, type_only)
-            continue
-        yield from _walk(child, type_only)
+def _walk(node: ast.AST) -> Iterator[tuple[ast.stmt, bool]]:
+    """Every statement with whether it sits in a ``TYPE_CHECKING`` block's body.
+
+    Without recursion: blocks nest at most 100 deep, but an ``elif`` nests in its ``if``'s
+    ``orelse`` with no indentation, and a chain of thousands of them parses.
+    """
+    pending: list[tuple[ast.AST, bool]] = [(node, False)]
+    while pending:
+        parent, type_only = pending.pop()
+        for child in child_statements(parent):
+            yield child, type_only
+            if isinstance(child, ast.If) and _is_type_checking(child.test):
+                for stmt in child.body:
+                    yield stmt, True
+                    pending.append((stmt, True))
+                for stmt in child.orelse:
+                    yield stmt, type_only
+                    pending.append((stmt, type_only))
+                continue
+            pending.append((child, type_only))
 
 
 def package_imports(

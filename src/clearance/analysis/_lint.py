@@ -2,7 +2,9 @@
 
 Ruff runs as ``python -m ruff`` from the running interpreter's environment, in an empty
 temporary folder, with ``--isolated`` (no configuration file of the reviewed folder is
-read) and the source on stdin: nothing of the input folder but the given text reaches it.
+read), ``--ignore-noqa`` (a ``# noqa`` or ``# ruff: noqa`` comment of the reviewed module
+hides none of its findings: the code under review does not choose what its review sees)
+and the source on stdin: nothing of the input folder but the given text reaches it.
 Its output is read while it comes, at most `_MAX_OUTPUT_BYTES`, within `LINT_TIMEOUT_S`.
 """
 
@@ -95,7 +97,7 @@ def lint_source(path: str, source: str, *, target_version: str | None = None) ->
     """
     name = path.rsplit("/", 1)[-1] or "module.py"
     command = [
-        sys.executable, "-m", "ruff", "check", "--isolated", "--no-cache",
+        sys.executable, "-m", "ruff", "check", "--isolated", "--no-cache", "--ignore-noqa",
         "--output-format", "json", "--select", LINT_RULES,
         "--config", "lint.mccabe.max-complexity = 10",
         f"--stdin-filename={name}", "-",  # one token: a name like "--help.py" is no option

@@ -8,6 +8,7 @@ def y``). A name imported from elsewhere and exported is a re-export, with its s
 from __future__ import annotations
 
 import ast
+import itertools
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,19 +18,27 @@ __all__ = ["declared_all", "public_names"]
 
 
 def _module_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
-    """Statements at module level, descending into ``if``/``try``/``with`` blocks."""
-    for stmt in body:
+    """Statements at module level, descending into ``if``/``try``/``with`` blocks, in order.
+
+    Without recursion: an ``elif`` is an ``if`` in its parent's ``orelse``, and a chain of
+    thousands of them (which parses) nests as deep.
+    """
+    pending: list[Iterator[ast.stmt]] = [iter(body)]
+    while pending:
+        stmt = next(pending[-1], None)
+        if stmt is None:
+            pending.pop()
+            continue
         yield stmt
+        blocks: list[list[ast.stmt]] = []
         if isinstance(stmt, ast.If):
-            yield from _module_level(stmt.body)
-            yield from _module_level(stmt.orelse)
+            blocks = [stmt.body, stmt.orelse]
         elif isinstance(stmt, ast.Try | ast.TryStar):
-            for block in (stmt.body, stmt.orelse, stmt.finalbody):
-                yield from _module_level(block)
-            for handler in stmt.handlers:
-                yield from _module_level(handler.body)
+            blocks = [stmt.body, stmt.orelse, stmt.finalbody, *(h.body for h in stmt.handlers)]
         elif isinstance(stmt, ast.With | ast.AsyncWith):
-            yield from _module_level(stmt.body)
+            blocks = [stmt.body]
+        if blocks:
+            pending.append(itertools.chain.from_iterable(blocks))
 
 
 def _strings(node: ast.expr) -> list[str] | None:
@@ -91,7 +100,10 @@ def declared_all(tree: ast.Module) -> list[str] | None:
         strings = _strings(value)
         if strings is None:
             continue
-        names = [*(names or []), *strings] if extend else strings
+        if extend and names is not None:
+            names.extend(strings)  # in place: a copy per statement is quadratic
+        else:
+            names = strings
     return None if names is None else list(dict.fromkeys(names))
 
 

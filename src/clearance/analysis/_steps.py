@@ -70,10 +70,12 @@ def package_data(
     Returns:
         ``{"kind": "package_facts", "package", "modules": [...], "look_here_first": [...],
         "missing": [...]}``: per module its path, purpose, lines, fan-in (run-time imports
-        only), imports, type-only imports, highest complexity and number of findings; the
-        ranked list of `look_here_first`; and the admitted tasks that failed (ids only).
+        only), imports and type-only imports (of the given modules only: ``from . import
+        name`` of a name no module has is no edge), highest complexity and number of
+        findings; the ranked list of `look_here_first`; and the admitted tasks that failed
+        (ids only).
     """
-    fans = fan_in(modules)
+    fans = fan_in(modules)  # by slug: the package's modules
     return {
         "kind": PACKAGE_FACTS,
         "package": package,
@@ -83,8 +85,8 @@ def package_data(
                 "purpose": m.get("purpose", ""),
                 "lines": m.get("lines"),
                 "fan_in": fans.get(str(m.get("slug", "")), 0),
-                "imports": m.get("imports", []),
-                "type_imports": m.get("type_imports", []),
+                "imports": [i for i in m.get("imports", []) if i in fans],
+                "type_imports": [i for i in m.get("type_imports", []) if i in fans],
                 "max_complexity": max(
                     (f.get("complexity", 0) for f in m.get("most_complex", ())), default=0
                 ),
@@ -99,6 +101,9 @@ def package_data(
 
 TEXT_LOOK_HERE = 5
 """Places to look first that the package facts' text lists (a summary names two or three)."""
+SYMBOL_CHARS = 80
+"""Most characters of a function's name the package facts' text shows (Python sets no limit
+on a name's length; the text's size is bounded, `step_result_tokens`)."""
 
 
 def _clip(text: str, limit: int = 90) -> str:
@@ -131,7 +136,7 @@ def package_facts(step: StepInput) -> str:
         )
     lines += ["", "Look here first:"]
     for i, entry in enumerate(data["look_here_first"][:TEXT_LOOK_HERE], 1):
-        symbol = f" {entry['symbol']}" if entry["symbol"] else ""
+        symbol = f" {_clip(entry['symbol'], SYMBOL_CHARS)}" if entry["symbol"] else ""
         why = entry["why"].split("; imported by")[0]
         lines.append(f"{i}. {entry['module']}:{entry['line']}{symbol}: {why}")
     if data["missing"]:
