@@ -22,7 +22,6 @@ from clearance.models._anthropic_answer import (
 )
 from clearance.models._anthropic_format import anthropic_tool as _anthropic_tool
 from clearance.models._anthropic_format import to_anthropic_messages
-from clearance.models._anthropic_stream_usage import RawStreamUsage
 from clearance.models._base import (
     MAX_REPORTED_TOKENS,
     ModelRequest,
@@ -35,6 +34,7 @@ from clearance.models._http_body import json_object, read_capped
 from clearance.models._http_client import guarded_client, redirect_note
 from clearance.models._openai_stream import max_chunks
 from clearance.models._stream_events import MALFORMED, checked_events, described
+from clearance.models._stream_usage import ANTHROPIC_USAGE, RawStreamUsage
 from clearance.models._transient import is_transient_status, parse_retry_after
 from clearance.tokens import TokenCounter, tiktoken_counter
 
@@ -292,7 +292,7 @@ class AnthropicModel:
         chars_cap, chars = max_response_chars(request.max_tokens), 0
         server, model_id, redact = self.base_url, self.model_id, self._text
         inputs = StreamedInputs(server=redact(server), model_id=model_id)
-        usage = RawStreamUsage(server=redact(server), model_id=model_id)
+        usage = RawStreamUsage(ANTHROPIC_USAGE, server=redact(server), model_id=model_id)
         async with stream(**arguments) as events:
             usage.watch(events.response)  # each usage checked as sent, before the SDK reads it
             async for event in checked_events(

@@ -22,6 +22,7 @@ from clearance.models._http_client import guarded_client, redirect_note
 from clearance.models._openai_parse import parse_completion
 from clearance.models._openai_stream import collect_stream
 from clearance.models._stream_events import checked_events
+from clearance.models._stream_usage import OPENAI_USAGE, RawStreamUsage
 from clearance.models._transient import is_transient_status, parse_retry_after
 from clearance.tokens import TokenCounter, counter_for
 
@@ -139,7 +140,8 @@ class OpenAIModel:
         ``request.stream`` set, the answer is streamed (``stream=True`` with
         ``stream_options.include_usage``), each piece of text handed to ``request.stream``
         as it arrives, and read into the same response (see `collect_stream`); the deadline
-        covers the whole stream.
+        covers the whole stream; each chunk's usage is checked as the server sent it,
+        before the SDK converts it (`RawStreamUsage`).
 
         Args:
             request: The prompt and sampling settings.
@@ -190,16 +192,7 @@ class OpenAIModel:
         try:
             async with asyncio.timeout(deadline_s):  # over the whole stream too
                 if request.stream is not None:
-                    completion: Any = await self._client.chat.completions.create(**arguments)
-                    async with completion:
-                        chunks = checked_events(
-                            completion, server=self.base_url, model_id=self.model_id,
-                            redact=self._text,
-                        )  # fmt: skip
-                        return await collect_stream(
-                            chunks, request, model_id=self.model_id, sink=request.stream,
-                            server=self.base_url, counter=self.count_tokens,
-                        )  # fmt: skip
+                    return await self._streamed(arguments, request)
                 create: Any = self._client.chat.completions.with_streaming_response.create
                 async with create(**arguments) as raw:  # the body read here, capped
                     body = await read_capped(
@@ -221,6 +214,35 @@ class OpenAIModel:
         if not parsed.usage_reported:  # none, or no counts: count, so limits are not blind
             return with_counted_usage(parsed.response, request, self.count_tokens)
         return parsed.response
+
+    async def _streamed(self, arguments: dict[str, Any], request: ModelRequest) -> ModelResponse:
+        """Stream the answer, each chunk's usage checked as the server sent it.
+
+        Raises:
+            ModelError: As `collect_stream`; or a chunk's usage that is not an object, or a
+                count in it that is not a token count, as the server sent it (`RawStreamUsage`:
+                the SDK turns ``"7"`` into 7 when the chunk has the shape it expects).
+        """
+        assert request.stream is not None
+        completion: Any = await self._client.chat.completions.create(**arguments)
+        usage = RawStreamUsage(
+            OPENAI_USAGE, server=self._text(self.base_url), model_id=self.model_id
+        )
+        async with completion:
+            if getattr(completion, "response", None) is not None:
+                usage.watch(completion.response)  # each usage checked before the SDK reads it
+            chunks = checked_events(
+                completion, server=self.base_url, model_id=self.model_id, redact=self._text
+            )
+            response = await collect_stream(
+                chunks, request, model_id=self.model_id, sink=request.stream,
+                server=self.base_url, counter=self.count_tokens,
+            )  # fmt: skip
+        if not usage.read:  # the SDK read the body some other way: nothing was checked
+            raise ModelError(
+                "the streamed answer's usage could not be checked", model_id=self.model_id
+            )
+        return response
 
     def _error(self, exc: openai.OpenAIError) -> ModelError:
         """The `ModelError` for an SDK failure, the API key taken out of its text."""
