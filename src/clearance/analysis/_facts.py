@@ -12,11 +12,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from clearance.analysis._complexity import COMPLEXITY_NAME, complexities
-from clearance.analysis._imports import child_statements, package_imports
+from clearance.analysis._imports import capped_imports, child_statements, package_imports
 from clearance.analysis._names import public_names
 
 __all__ = [
     "MAX_EXCERPT_CHARS",
+    "MAX_NAME_CHARS",
     "FunctionFacts",
     "functions",
     "module_structure",
@@ -30,6 +31,9 @@ MAX_PUBLIC = 40
 """Most public names listed per module."""
 MAX_FUNCTIONS = 6
 """Most functions listed as the most complex of a module."""
+MAX_NAME_CHARS = 200
+"""Most characters of a name the facts quote (Python sets no limit on a name's length, and
+the facts' size is capped); a longer name ends with ``…`` and its entry has ``name_chars``."""
 
 _PARSE_LOCK = threading.Lock()
 
@@ -56,13 +60,27 @@ class FunctionFacts:
         return self.end_line - self.line + 1
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {
-            "name": self.name,
-            "line": self.line,
-            "lines": self.lines,
-            "complexity": self.complexity,
-        }
+        """JSON-ready form, the name within `MAX_NAME_CHARS` (see `named`)."""
+        return named(
+            {"name": self.name, "line": self.line, "lines": self.lines,
+             "complexity": self.complexity}
+        )  # fmt: skip
+
+
+def clipped(name: str) -> str:
+    """``name``, or its first `MAX_NAME_CHARS` characters ending with ``…``."""
+    return name if len(name) <= MAX_NAME_CHARS else name[: MAX_NAME_CHARS - 1] + "\u2026"
+
+
+def named(entry: dict[str, Any]) -> dict[str, Any]:
+    """``entry`` with its ``name`` (and ``from``) `clipped`; ``name_chars`` when cut."""
+    name = str(entry["name"])
+    out = {**entry, "name": clipped(name)}
+    if "from" in out:
+        out["from"] = clipped(str(out["from"]))
+    if len(name) > MAX_NAME_CHARS:
+        out["name_chars"] = len(name)
+    return out
 
 
 def module_slug(path: str) -> str:
@@ -125,12 +143,13 @@ def module_structure(path: str, source: str, *, package: str = "") -> dict[str, 
         `MAX_PUBLIC` names with kind and line; ``__all__`` when declared, with re-exports),
         ``public_count``, ``all_declared``, ``imports`` (slugs of the package's modules it
         imports at run time), ``type_imports`` (those imported only under
-        ``TYPE_CHECKING``), ``imported_names`` (names imported from each, by slug),
+        ``TYPE_CHECKING``), ``imported_names`` (names imported from each, by slug), each
+        capped with its count (``imports_count``...: see `capped_imports`),
         ``functions`` (every ``def`` wherever nested), ``complexity_measure``,
         ``most_complex`` (at most `MAX_FUNCTIONS`, highest complexity first) and
         ``excerpt`` (the source of the most complex function, at most
         `MAX_EXCERPT_CHARS`, with its line range); or, when the source does not parse,
-        ``parse_error`` instead of the names.
+        ``parse_error`` instead of the names. A name over `MAX_NAME_CHARS` is cut (`named`).
     """
     slug = module_slug(path)
     facts: dict[str, Any] = {
@@ -155,11 +174,8 @@ def module_structure(path: str, source: str, *, package: str = "") -> dict[str, 
     public, declared = public_names(tree, is_package=is_package)
     facts["public_count"] = len(public)
     facts["all_declared"] = declared
-    facts["public"] = public[:MAX_PUBLIC]
-    imports = package_imports(tree, package, slug, is_package=is_package)
-    facts["imports"] = imports.runtime
-    facts["type_imports"] = imports.type_only
-    facts["imported_names"] = imports.names
+    facts["public"] = [named(p) for p in public[:MAX_PUBLIC]]
+    facts.update(capped_imports(package_imports(tree, package, slug, is_package=is_package)))
     defs = functions(tree)
     facts["functions"] = len(defs)
     facts["complexity_measure"] = COMPLEXITY_NAME
@@ -253,7 +269,7 @@ def _excerpt(
         size += len(line) + 1
         last = number
     return {
-        "symbol": function.name,
+        "symbol": clipped(function.name),
         "first_line": function.line,
         "last_line": last,
         "complete": last >= function.end_line,

@@ -64,6 +64,9 @@ class _ModuleFacts(_Strict):
     imports: list[str] = Field(default_factory=list)
     type_imports: list[str] = Field(default_factory=list)
     imported_names: dict[str, list[str]] = Field(default_factory=dict)
+    imports_count: int = 0
+    type_imports_count: int = 0
+    imported_names_count: int = 0
     most_complex: list[_Function] = Field(default_factory=list)
     findings: list[_Finding] = Field(default_factory=list)
     findings_total: int = 0
