@@ -27,8 +27,9 @@ named in the run's config (``approval_tools``) and the tasks of its graph marked
   subject's loop was given last: the call's record, or its ``replayed`` event), same tool
   and arguments under another id, beyond the times that answer asked for it (a model may
   delegate one task twice in one answer), is one unless it runs under the id a
-  ``replay_declined`` event of an earlier run records as its ``replacement`` (an event
-  recorded before that field was: one naming the earlier call).
+  ``replay_declined`` event of an earlier run records as its ``replacement`` (events
+  recorded before that field was name the answer's first run: each is taken for one run
+  recorded after it).
 """
 
 from __future__ import annotations
@@ -355,16 +356,18 @@ def _second_runs(
     """Calls run again, under another id, for the model answer an earlier one ran for.
 
     A run after the earlier call is one too many unless it is the ``replacement`` a
-    ``replay_declined`` event of an earlier run records (for events recorded before that
-    field was: unless such an event names the earlier call), or an approved ``rerun``
-    decision recorded between them names the earlier call's start (a finished call run
-    again, and that rerun stopped inside the tool: its next run is a rerun of the rerun).
+    ``replay_declined`` event of an earlier run records (events recorded before that field
+    was, each naming the answer's first run, are taken for one later run each), or an
+    approved ``rerun`` decision recorded between them names the earlier call's start (a
+    finished call run again, and that rerun stopped inside the tool: its next run is a rerun
+    of the rerun).
     """
     answers: dict[str, list[tuple[int, str]]] = {}  # subject: (place, model call id) given
     for call in calls:
         for where in places.get((RecordKind.CALL, call.call_id), ()):
             answers.setdefault(call.subject, []).append((where, call.call_id))
     declined: dict[str, set[str | None]] = {}  # call: the replacements its declines name
+    unnamed: dict[str, list[int]] = {}  # call: where its declines naming none were recorded
     asked: dict[str, Counter[tuple[str, str]]] = {}  # answer: how often it asked each call
     for event in events:
         if event.kind not in (EventKind.REPLAYED, EventKind.REPLAY_DECLINED,
@@ -376,6 +379,8 @@ def _second_runs(
             answers.setdefault(event.subject, []).append((placed[0], data.original))
         elif isinstance(data, ReplayDeclinedEvent):
             declined.setdefault(data.original, set()).add(data.replacement)
+            if data.replacement is None and placed:
+                unnamed.setdefault(data.original, []).append(placed[0])
         elif isinstance(data, ModelToolCallsEvent):
             asked[data.call_id] = Counter(
                 (c.name, arguments_sha256(c.arguments)) for c in data.tool_calls
@@ -397,14 +402,17 @@ def _second_runs(
         # n times: only a run beyond those, not in a declined call's place, is one too many.
         times = max(1, asked.get(answer, Counter())[(name, sha)])
         first_at = {call: p for p, call in ran}  # each run of this call, where it started
+        # Older runs' declines name no replacement (each session's names the answer's
+        # first run): each is taken for one run after it, of any of this call's runs.
+        spare = sorted(p for call in first_at for p in unnamed.get(call, ()))
         for (_, earlier), (at, later) in zip(ran, ran[times:], strict=False):
             began = {e: p for p, _, _, e in starts[earlier]}  # its starts: id, place
-            # The recorded replacement of a call that ran before it (older runs' declines
-            # name none: any run after the declined call is taken for it).
+            # The recorded replacement of a call that ran before it.
             replaces = origins.get(later)
-            in_place = None in declined.get(earlier, ()) or (
-                replaces in first_at and first_at[replaces] < at
-            )
+            in_place = replaces in first_at and first_at[replaces] < at
+            if not in_place and spare and spare[0] < at:
+                spare.pop(0)
+                in_place = True
             if not in_place and not any(
                 d.reruns in began and began[d.reruns] < s < at
                 and d.tool == name and d.arguments_sha256 == sha

@@ -10,9 +10,10 @@ every executed call that required approval has an approval recorded before it.
 
 A request is identified by what it would let happen: its task, its agent, the tool and the
 digest of its arguments (for a task: the task alone; for a rerun, also the ``tool_started``
-event it would run again, so each rerun of a call is asked about on its own). When a paused
-run resumes, its interrupted tasks run again; when a model asks again for the same call, the
-recorded decision applies; a different call is a new request. Without a person at hand (no
+event it would run again, so each rerun of a call is asked about on its own; a rerun request
+recorded before requests named their start is about the call's latest start before it). When
+a paused run resumes, its interrupted tasks run again; when a model asks again for the same
+call, the recorded decision applies; a different call is a new request. Without a person at hand (no
 ``approver``), an undecided request stops its task (`ApprovalPending`): the run finishes
 ``interrupted`` once nothing else can run, and continues with ``clearance resume`` after
 ``clearance approve`` / ``clearance deny``. With an ``approver`` (``--interactive``), the
@@ -114,13 +115,26 @@ class ApprovalGate:
         if not isinstance(self.ledger, RunLedger):  # keeps no record: nothing was decided
             return
         asked: dict[str, ApprovalRequest] = {}
+        latest: dict[tuple[Any, Any], str] = {}  # (tool, arguments digest): its last start
         events = self.ledger.events(self.run_id)
         check_requests(events, self.run_id)  # what runs is what a person is shown
         for event in events:
-            if event.kind == EventKind.AWAITING_APPROVAL:
+            if event.kind == EventKind.TOOL_STARTED:
+                latest[(event.data.get("name"), event.data.get("arguments_sha256"))] = (
+                    event.event_id
+                )
+            elif event.kind == EventKind.AWAITING_APPROVAL:
                 request = ApprovalRequest.from_event(event)
                 self._requests.setdefault(request.key, request)
                 asked.setdefault(request.call_id, request)
+                if request.kind == ApprovalKind.RERUN and request.reruns is None:
+                    # Recorded before rerun requests named their start: it is about the
+                    # call's latest start before it, so its decision (a person's, maybe
+                    # made already) covers that rerun, and no other.
+                    start = latest.get((request.tool, request.key[4]))
+                    if start is not None:
+                        named = dataclasses.replace(request, reruns=start)
+                        self._requests.setdefault(named.key, request)
             elif event.kind == EventKind.APPROVAL_DECIDED:
                 call_id = str(event.data.get("call_id"))
                 before = asked.get(call_id)  # a decision counts after its request only
