@@ -8,6 +8,7 @@ from pathlib import Path
 
 from clearance._core.confined import read_bytes_confined, split_relative
 from clearance._core.errors import ConfigError, LimitExceeded, PathEscapeError
+from clearance._core.file_text import decoded, file_encoding
 from clearance._core.spec import FileCaps, OversizePolicy
 
 __all__ = ["FileCaps", "OversizePolicy", "confined_path", "load_text_file", "truncation_marker"]
@@ -55,11 +56,13 @@ def load_text_file(
     budget: int,
     fenced: Mapping[tuple[int, int], str] | None = None,
 ) -> str:
-    """Read one UTF-8 text file confined to ``root``, within its caps.
+    """Read one text file confined to ``root``, within its caps.
 
-    The file is opened with `read_bytes_confined` (no link leads outside ``root``, no
-    check-then-open race, regular files only) and at most ``max_file_bytes + 1`` bytes are
-    read, whatever its size.
+    UTF-8, or for a Python module the encoding it declares, as a task's ``files:`` are read
+    (`clearance._core.file_text`); caps and truncation count the file's bytes. The file is
+    opened with `read_bytes_confined` (no link leads outside ``root``, no check-then-open
+    race, regular files only) and at most ``max_file_bytes + 1`` bytes are read, whatever
+    its size.
 
     Args:
         root: The project root (resolved).
@@ -76,7 +79,8 @@ def load_text_file(
         PathEscapeError: ``rel`` is absolute, has a ``..`` component, or leads outside
             ``root`` through a link; `FencedFolderError` into a ``fenced`` folder.
         ConfigError: The file does not exist, is not a regular file (a folder, FIFO or
-            device), or is binary (a NUL byte, or not UTF-8).
+            device), or is binary (a NUL byte, or not UTF-8), or declares an encoding that
+            `text_of` refuses, or is not text in it.
         LimitExceeded: Under ``"error"``: the file is over ``max_file_bytes``
             (``limit="max_file_bytes"``) or over the remaining total budget
             (``limit="max_total_bytes"``); under ``"truncate"``: no budget is left at all.
@@ -89,12 +93,16 @@ def load_text_file(
     if b"\x00" in data[:_SNIFF_BYTES]:
         raise ConfigError(f"file {rel!r} is binary; only text files are given to agents",
                           field="files")  # fmt: skip
-    try:
-        # A cut file may end inside a character: only a complete file must end cleanly.
-        text = codecs.getincrementaldecoder("utf-8")().decode(data, final=not read.truncated)
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"file {rel!r} is not UTF-8 text ({exc.reason}); binary files are "
-                          "refused", field="files") from exc  # fmt: skip
+    encoding = file_encoding(rel, data)  # UTF-8, or what a Python module declares
+    if encoding != "utf-8":
+        text = decoded(rel, data, encoding, final=not read.truncated)[0]
+    else:
+        try:
+            # A cut file may end inside a character: only a complete file must end cleanly.
+            text = codecs.getincrementaldecoder("utf-8")().decode(data, final=not read.truncated)
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"file {rel!r} is not UTF-8 text ({exc.reason}); binary files "
+                              "are refused", field="files") from exc  # fmt: skip
     allowed = min(caps.max_file_bytes, budget)
     if size <= allowed:
         return text
@@ -108,6 +116,9 @@ def load_text_file(
                             maximum=caps.max_total_bytes, subject=rel)  # fmt: skip
     marker = truncation_marker(rel, 0, size)
     keep = max(0, allowed - len(marker.encode("utf-8")) - 8)
+    if encoding != "utf-8":  # a prefix of the checked text, and the bytes it holds
+        kept_text, kept = decoded(rel, data[:keep], encoding, final=False)
+        return kept_text + truncation_marker(rel, kept, size)
     kept_text = data[:keep].decode("utf-8", errors="ignore")
     kept = len(kept_text.encode("utf-8"))
     return kept_text + truncation_marker(rel, kept, size)

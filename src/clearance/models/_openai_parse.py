@@ -15,6 +15,7 @@ from typing import Any
 
 from clearance._core.errors import ModelError
 from clearance.models._base import (
+    MAX_REPORTED_TOKENS,
     ModelResponse,
     ToolCall,
     Usage,
@@ -47,7 +48,8 @@ def parse_completion(
     Usage: an absent or ``null`` ``usage``, or one without ``prompt_tokens`` or
     ``completion_tokens``, is unreported (``usage_reported`` false: the caller counts the
     tokens itself); a ``usage`` that is not an object, or a count that is not a token count
-    (`validated_usage`), is refused.
+    (`validated_usage`; ``total_tokens``, read nowhere, absent or ``null`` too, as a
+    streamed answer's is), is refused.
 
     Args:
         body: The body as received.
@@ -161,6 +163,7 @@ def _usage(data: dict[str, Any], model_id: str) -> tuple[Usage, bool]:
         return Usage(requests=1), False
     if not isinstance(usage, dict):
         raise ModelError(f"usage is {kind_of(usage)}, not an object", model_id=model_id)
+    _check_total(usage.get("total_tokens"), model_id)
     prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
     if prompt is None or completion is None:  # not reported: counted by the caller
         return Usage(requests=1), False
@@ -168,3 +171,25 @@ def _usage(data: dict[str, Any], model_id: str) -> tuple[Usage, bool]:
         prompt, completion, model_id=model_id, cached_prompt_tokens=reported_cached_tokens(data)
     )
     return checked, True
+
+
+def _check_total(total: object, model_id: str) -> None:
+    """Refuse a ``total_tokens`` that is neither ``None`` nor a token count.
+
+    Nothing reads it, but a streamed answer's is refused when it is not a count
+    (`RawStreamUsage`), so a whole answer's is too, in `validated_usage`'s words.
+    """
+    if total is None:
+        return
+    shown = repr(total)
+    shown = shown if len(shown) <= 40 else f"{shown[:37]}..."
+    if isinstance(total, bool) or not isinstance(total, int):
+        raise ModelError(
+            f"the provider reported total_tokens as {type(total).__name__} {shown}, not an integer",
+            model_id=model_id,
+        )
+    if not 0 <= total <= MAX_REPORTED_TOKENS:
+        raise ModelError(
+            f"the provider reported total_tokens={shown}, outside 0..{MAX_REPORTED_TOKENS}",
+            model_id=model_id,
+        )
