@@ -25,7 +25,8 @@ step, which ask it first:
   decides (a ``rerun`` approval, see
   `clearance._orchestration.approval`). A tool declared ``replay: false`` (a live value)
   runs again under a new id (a ``replay_declined`` event names it, and a later resume
-  puts that run in the call's place in the answer), and so do calls
+  puts that run in the call's place in the answer: `clearance._agents.replay_places`,
+  which works it out for older runs' events, naming none), and so do calls
   whose result reached the prompt by more than their text (store reads, spawned children);
   such a call of a tool that needs approval, and is not idempotent, runs again only once a
   person approves the rerun (a ``rerun`` request): its earlier approval was for one run.
@@ -52,6 +53,7 @@ import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from clearance._agents.replay_places import Replacements, in_place
 from clearance._context.verify_approvals import arguments_sha256
 from clearance._context.verify_chain import chained_records
 from clearance._context.verify_replay import answer_sha256
@@ -215,21 +217,19 @@ class ReplaySource:
         started: dict[str, dict[str, Any]] = {}
         owners: dict[str, str] = {}
         last_starts: dict[tuple[str, int, str, str], str] = {}
-        replaced: dict[str, str] = {}
+        replacements = Replacements()
         for event in events:
             if event.kind == EventKind.MODEL_TOOL_CALLS:
                 asked[str(event.data.get("call_id"))] = list(event.data.get("tool_calls") or [])
-            elif event.kind == EventKind.REPLAY_DECLINED:  # a later decline of it comes later
-                if isinstance(new := event.data.get("replacement"), str):
-                    replaced[str(event.data.get("original"))] = new
-            elif event.kind == EventKind.TOOL_STARTED and after(
-                event.subject, RecordKind.EVENT, event.event_id
-            ):
-                started[str(event.data.get("tool_call_id"))] = {
-                    **event.data,
-                    "subject": event.subject,
-                }
-                owners[str(event.data.get("tool_call_id"))] = event.subject
+            elif event.kind == EventKind.REPLAY_DECLINED:
+                replacements.declined(event.data)
+            elif event.kind == EventKind.TOOL_STARTED:
+                replacements.started(event.subject, event.data)  # a failed attempt's too
+                if not after(event.subject, RecordKind.EVENT, event.event_id):
+                    continue
+                call_id = str(event.data.get("tool_call_id"))
+                started[call_id] = {**event.data, "subject": event.subject}
+                owners[call_id] = event.subject
                 step, name = event.data.get("step"), event.data.get("name")
                 sha = event.data.get("arguments_sha256")
                 if isinstance(step, int) and isinstance(name, str) and isinstance(sha, str):
@@ -245,7 +245,7 @@ class ReplaySource:
         return cls(
             recorder if recorder is not None else ledger, run_id, calls=calls, asked=asked,
             tools=tools, started=started, owners=owners, prompt_format=fmt,
-            last_starts=last_starts, replaced=replaced,
+            last_starts=last_starts, replaced=replacements.replaced,
         )  # fmt: skip
 
     # -- model calls --------------------------------------------------------------------
@@ -301,11 +301,12 @@ class ReplaySource:
         """The ids of a turn's tool calls: the recorded ones in a replayed turn, else new."""
         if subject in self._live:
             return [new_id("tool") for _ in calls]
-        rows = _in_place(self._tools.get((subject, step), []), self._replaced)
+        rows = in_place(self._tools.get((subject, step), []), self._replaced)
         ids = []
         for index, call in enumerate(calls):
             turn = self._plan(subject, step, rows, index, call)
             self._turns[turn.call_id] = turn
+            self._owners.setdefault(turn.call_id, subject)  # a new id too: its rerun's task
             ids.append(turn.call_id)
         return ids
 
@@ -403,32 +404,6 @@ class ReplaySource:
             f"replayed {self.replayed_calls} model calls and {self.replayed_tools} tool calls, "
             f"sent {self.sent}"
         )
-
-
-def _in_place(rows: list[ToolCallRecord], replaced: dict[str, str]) -> list[ToolCallRecord]:
-    """A step's rows in the order of its answer's calls, one row per call.
-
-    A finished call whose replay was declined ran again under the id its ``replay_declined``
-    event names (``replacement``), recorded after the calls that follow it in the answer: its
-    latest run takes its place, so each later call keeps its own (a call's place is how the
-    turn finds its row). Runs recorded before the event named it keep the order recorded.
-    """
-    if not replaced:
-        return rows
-    by_id = {row.tool_call_id: row for row in rows}
-    moved = {new for old, new in replaced.items() if old in by_id and new in by_id}
-    placed = []
-    for row in rows:
-        if row.tool_call_id in moved:
-            continue
-        latest = row
-        for _ in range(len(rows)):  # each session's run declined by the next
-            new = replaced.get(latest.tool_call_id)
-            if new is None or new not in by_id:
-                break
-            latest = by_id[new]
-        placed.append(latest)
-    return placed
 
 
 def _after_failures(

@@ -11,7 +11,8 @@ every executed call that required approval has an approval recorded before it.
 A request is identified by what it would let happen: its task, its agent, the tool and the
 digest of its arguments (for a task: the task alone; for a rerun, also the ``tool_started``
 event it would run again, so each rerun of a call is asked about on its own; a rerun request
-recorded before requests named their start is about the call's latest start before it). When
+recorded before requests named their start is about the call's latest start before it; one
+recorded naming no task, as a declined call's once was, is about the same call in any task). When
 a paused run resumes, its interrupted tasks run again; when a model asks again for the same
 call, the recorded decision applies; a different call is a new request. Without a person at hand (no
 ``approver``), an undecided request stops its task (`ApprovalPending`): the run finishes
@@ -237,6 +238,9 @@ class ApprovalGate:
         requests = []
         for item in wanted:
             request = self._requests.get(item.key)
+            if request is None and item.kind == ApprovalKind.RERUN and item.task_id:
+                # Recorded before a declined call's rerun request named its task ("").
+                request = self._requests.get(dataclasses.replace(item, task_id="").key)
             if request is None:
                 request = dataclasses.replace(item, call_id=new_id("apr"))
                 self._requests[item.key] = request
