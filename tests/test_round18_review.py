@@ -90,6 +90,13 @@ def replier(tmp: Path) -> Any:
 
 @pytest.fixture
 def env(tmp_path: Path, openai_server: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    return approval_env(tmp_path, openai_server, monkeypatch)
+
+
+def approval_env(
+    tmp_path: Path, openai_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, Any]:
+    """The approval team in ``tmp_path``, its tool importable, against the scripted model."""
     url = openai_server(replier(tmp_path))
     monkeypatch.setenv("OPENAI_BASE_URL", url)
     (tmp_path / "round18_review_tools.py").write_text(TOOL_MODULE)

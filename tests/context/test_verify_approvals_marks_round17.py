@@ -35,24 +35,9 @@ from clearance._context.answers import TRUNCATED_MARK
 from clearance._context.verify_chain import chained_records
 from clearance._state.chain import chain_sha256, payload_sha256
 from clearance.cli._app import app
+from test_round18_review import TOOL_MODULE
 
 pytestmark = pytest.mark.network
-
-TOOL_MODULE = '''\
-import time
-from pathlib import Path
-
-HERE = Path(__file__).parent
-
-
-def remove(path: str) -> str:
-    """Remove a file."""
-    with open(HERE / "ran.log", "a") as log:
-        log.write(path + "\\n")
-    while (HERE / "hang").exists():  # the test kills the process here
-        time.sleep(0.05)
-    return f"REMOVED {path}"
-'''
 
 TEAM = """\
 name: approvals

@@ -31,24 +31,9 @@ from typer.testing import CliRunner
 
 from clearance import RunLedger
 from clearance.cli._app import app
+from test_round18_review import TOOL_MODULE
 
 pytestmark = pytest.mark.network
-
-TOOL_MODULE = '''\
-import time
-from pathlib import Path
-
-HERE = Path(__file__).parent
-
-
-def remove(path: str) -> str:
-    """Remove a file."""
-    with open(HERE / "ran.log", "a") as log:
-        log.write(path + "\\n")
-    while (HERE / "hang").exists():  # the test kills the process here
-        time.sleep(0.05)
-    return f"REMOVED {path}"
-'''
 
 TEAM = """\
 name: approvals

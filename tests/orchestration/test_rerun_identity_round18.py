@@ -19,7 +19,6 @@ real SQLite file.
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import sqlite3
@@ -30,96 +29,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
 from clearance import RunLedger
 from clearance._context.verify_chain import chained_records
 from clearance._state.chain import chain_sha256, payload_sha256
-from clearance.cli._app import app
+from test_round18_review import approval_env, cli, ran, requests
 
 pytestmark = pytest.mark.network
-
-TOOL_MODULE = '''\
-import time
-from pathlib import Path
-
-HERE = Path(__file__).parent
-
-
-def remove(path: str) -> str:
-    """Remove a file."""
-    with open(HERE / "ran.log", "a") as log:
-        log.write(path + "\\n")
-    while (HERE / "hang").exists():  # the test kills the process here
-        time.sleep(0.05)
-    return f"REMOVED {path}"
-'''
-
-TEAM = """\
-name: reruns
-agents:
-  - {name: janitor, instructions: "You tidy up.", tools: [remove]}
-tools:
-  remove: {function: "round18_rerun_tools:remove", approval: required, replay: false,
-           idempotent: false}
-tasks:
-  - {id: tidy, title: Tidy, description: Delete the file old.txt., assignee: janitor}
-"""
-
-
-def replier(tmp: Path) -> Any:
-    """The scripted model; while ``hang_model`` exists, the answer after the tool's result
-    waits (``model_waiting`` marks it), so the test can kill the run there."""
-
-    def reply(messages: list[dict[str, Any]]) -> Any:
-        text = "\n".join(m["content"] or "" for m in messages)
-        if "REMOVED old.txt" in text and (tmp / "hang_model").exists():
-            (tmp / "model_waiting").touch()
-            deadline = time.monotonic() + 60
-            while (tmp / "hang_model").exists() and time.monotonic() < deadline:
-                time.sleep(0.05)
-        return answer(text)
-
-    return reply
-
-
-def answer(text: str) -> Any:
-    if "Delete the file old.txt." in text:
-        if "REMOVED old.txt" in text:
-            return "removed it"
-        if "denied this call" in text or "may have run" in text:
-            return "left it in place"
-        return [("remove", {"path": "old.txt"})]
-    return "the summary"
 
 
 @pytest.fixture
 def env(tmp_path: Path, openai_server: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    monkeypatch.setenv("OPENAI_BASE_URL", openai_server(replier(tmp_path)))
-    (tmp_path / "round18_rerun_tools.py").write_text(TOOL_MODULE)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "round18_rerun_tools", raising=False)
-    (tmp_path / "team.yaml").write_text(TEAM)
-    return {
-        "tmp": tmp_path,
-        "file": tmp_path / "runs.db",
-        "db": f"sqlite:///{tmp_path / 'runs.db'}",
-        "log": tmp_path / "ran.log",
-        "proc_env": {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
-    }
-
-
-def cli(env: dict[str, Any], *args: str) -> Any:
-    return CliRunner().invoke(app, [*args, "--db", env["db"]])
-
-
-def ran(env: dict[str, Any]) -> list[str]:
-    return env["log"].read_text().splitlines() if env["log"].exists() else []
-
-
-def requests(output: str) -> list[str]:
-    assert "awaiting approval:" in output, output
-    return re.findall(r"apr_[0-9a-z_]+", output.split("awaiting approval:")[1])
+    """The approval team (the round's review test's), against its scripted model."""
+    return approval_env(tmp_path, openai_server, monkeypatch)
 
 
 def killed_inside_the_tool(env: dict[str, Any], run_id: str) -> None:
