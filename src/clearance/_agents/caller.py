@@ -44,7 +44,6 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
-from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -250,40 +249,46 @@ class ModelCaller:
             info = ModelCallInfo(run_id=self.run_id, subject=subject, agent=agent.name,
                                  model_id=model.model_id, prompt=prompt)  # fmt: skip
             await self.hooks("before_model_call", info)
-        reservation = (  # concurrent calls do not race past the run's budget
-            self.meter.reserved(subject, model.model_id,
-                                prompt_tokens=prompt.manifest.total_tokens, max_tokens=cap)
-            if self.meter is not None
-            else nullcontext()
-        )  # fmt: skip
-        async with reservation:
-            with model_call_span(
-                run_id=self.run_id, subject=subject, agent=agent.name, model_id=model.model_id,
-                request=request,
-            ) as record:  # fmt: skip
-                try:
-                    # `with_retries`, its first attempt awaited here: no coroutine in between.
-                    first: Exception | None = None
-                    try:
-                        response = await self._attempt(call, 1, started)
-                    except Exception as exc:
-                        first = exc  # retried outside this handler, as `with_retries` does
-                    if first is not None:
-                        response = await retry_after(
-                            first, partial(self._attempt, call, started=started),
-                            retries=limits.retries, policy=self.retry_policy,
-                            time_left=self._time_left(limits.timeout_s, started),
-                        )  # fmt: skip
-                except ClearanceError as exc:
-                    if info is not None:
-                        await self.hooks("after_model_call", info, text=None, usage=None,
-                                         error=str(exc))  # fmt: skip
-                    raise
-                record(response)
-            self._charge(model.model_id, response.usage)
+        if self.meter is None:  # no run budget: nothing to reserve
+            response = await self._made(call, started, info)
+        else:
+            async with self.meter.reserved(  # concurrent calls do not race past the budget
+                subject, model.model_id, prompt_tokens=prompt.manifest.total_tokens,
+                max_tokens=cap,
+            ):  # fmt: skip
+                response = await self._made(call, started, info)
         if info is not None:
             await self.hooks("after_model_call", info, text=response.text, usage=response.usage,
                              error=None)  # fmt: skip
+        return response
+
+    async def _made(self, call: _Call, started: float, info: ModelCallInfo | None) -> ModelResponse:
+        """The call's attempts (retried as its agent allows) in its span, then its charge."""
+        limits = call.agent.limits
+        with model_call_span(
+            run_id=self.run_id, subject=call.subject, agent=call.agent.name,
+            model_id=call.model.model_id, request=call.request,
+        ) as record:  # fmt: skip
+            try:
+                # `with_retries`, its first attempt awaited here: no coroutine in between.
+                first: Exception | None = None
+                try:
+                    response = await self._attempt(call, 1, started)
+                except Exception as exc:
+                    first = exc  # retried outside this handler, as `with_retries` does
+                if first is not None:
+                    response = await retry_after(
+                        first, partial(self._attempt, call, started=started),
+                        retries=limits.retries, policy=self.retry_policy,
+                        time_left=self._time_left(limits.timeout_s, started),
+                    )  # fmt: skip
+            except ClearanceError as exc:
+                if info is not None:
+                    await self.hooks("after_model_call", info, text=None, usage=None,
+                                     error=str(exc))  # fmt: skip
+                raise
+            record(response)
+        self._charge(call.model.model_id, response.usage)
         return response
 
     def summarizer(

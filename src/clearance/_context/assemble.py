@@ -64,8 +64,9 @@ class PromptAssembler:
         self._memory_groups = {g: frozenset(m) for g, m in (memory_groups or {}).items()}
         # (``task_result:<id>``, bare, on_fence) -> (title, content, block): see `_render`.
         self._results: dict[tuple[str, bool, bool], tuple[str, str, Block]] = {}
-        # (agent name, instructions) -> the item opening its prompts (items are immutable).
-        self._instructions: dict[tuple[str, str], ContextItem] = {}
+        # (agent name, instructions as declared) -> the item and the system message opening
+        # its prompts, made once (both are immutable).
+        self._instructions: dict[tuple[str, str], tuple[ContextItem, ChatMessage]] = {}
 
     def _render(self, part: Part, row: layout.Row) -> Block:
         """The item and its rendered block in ``row``'s form; its tokens are the block's.
@@ -121,13 +122,17 @@ class PromptAssembler:
         if not headings.issuperset(sections):
             unknown = sorted(set(sections) - headings)
             raise ValueError(f"the {kind} layout has no section {unknown}")
-        system = agent.instructions.strip()
-        # An agent's instructions open each of its prompts: one item (counted once) each.
-        instructions = self._instructions.get((agent.name, system))
-        if instructions is None:
-            instructions = self._instructions[(agent.name, system)] = ContextItem(
+        # An agent's instructions open each of its prompts: one item (counted once) and one
+        # system message each.
+        opening = self._instructions.get((agent.name, agent.instructions))
+        if opening is None:
+            system = agent.instructions.strip()
+            item = ContextItem(
                 origin="instructions", title=agent.name, content=system, tokens=self._count(system)
             )
+            opening = (item, ChatMessage(role="system", content=system))
+            self._instructions[(agent.name, agent.instructions)] = opening
+        instructions, system_message = opening
         system_tokens = instructions.tokens
         items = [instructions]
         rendered: list[tuple[str, list[str]]] = []
@@ -144,10 +149,7 @@ class PromptAssembler:
                 texts.append(text)
             rendered.append((row.heading, texts))
         user = render_parts(rendered, shape.trailers[trailer] + trailer_suffix)
-        messages = (
-            ChatMessage(role="system", content=system),
-            ChatMessage(role="user", content=user),
-        )
+        messages = (system_message, ChatMessage(role="user", content=user))
         total = system_tokens + self._count(user)
         if max_prompt_tokens is not None and total > max_prompt_tokens:
             raise LimitExceeded(

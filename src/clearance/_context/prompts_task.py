@@ -126,11 +126,16 @@ class TaskPrompts(PromptAssembler):
             L.TASK: [_task_part(task)],
             L.FILES: files_parts,
             L.RESULTS: self._result_parts(task, clearance, queue, max_dependency_tokens),
-            L.FAILED_PREREQUISITES: self._failed_parts(task, clearance, queue),
             L.MESSAGES: message_parts,
-            L.MEMORY: self._memory_parts(clearance, task.id, memories),
-            L.CHILDREN: self._child_parts(clearance, child_results),
         }
+        # The sections most tasks have nothing for are only looked at when they may have
+        # something (an absent section is an empty one: it is not rendered).
+        if task.after_failure == "proceed":
+            sections[L.FAILED_PREREQUISITES] = self._failed_parts(task, clearance, queue)
+        if memories:
+            sections[L.MEMORY] = self._memory_parts(clearance, task.id, memories)
+        if child_results:
+            sections[L.CHILDREN] = self._child_parts(clearance, child_results)
         if repair is not None:
             part = Part(
                 str(Origin(OriginKind.REPAIR, task.id)),
@@ -149,7 +154,8 @@ class TaskPrompts(PromptAssembler):
                 for n, reviewer, text in findings
             ]
             sections[L.REVIEW_FINDINGS] = [self._admit(clearance, p) for p in parts]
-        sections.update(self._tool_sections(clearance, tools, tool_steps))
+        if tools or tool_steps:
+            sections.update(self._tool_sections(clearance, tools, tool_steps))
         return self._assemble(
             Subject.text(PromptKind.TASK, task.id), agent, PromptKind.TASK, sections,
             trailer="tools" if tools else "default",

@@ -135,7 +135,8 @@ class TaskRunner:
         if task.files:
             assert settings.input_root is not None  # checked before the run started
             files = read_task_files(settings.input_root, task.files)
-        ctx.hook_items = await self._hook_context(task)  # not offered to isolated tasks
+        if run.caller.hooks:  # what the user's hooks offer; not offered to isolated tasks
+            ctx.hook_items = await self._hook_context(task)
         if task.review is not None:  # rounds of a fresh implementer, then reviewers
             loop = ReviewLoop(settings, run, ctx)
             # A partial, not a lambda: a lambda here would make cells of every task's locals.
