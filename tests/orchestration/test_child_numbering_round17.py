@@ -219,7 +219,7 @@ async def _record(
 async def test_a_new_run_numbers_each_tasks_children_from_one_and_verifies(tmp_path):
     db, run_id = await _record(tmp_path, fail=set(), resume=False)
     with RunLedger(f"sqlite:///{db}") as ledger:
-        assert ledger.get_run(run_id).config["prompt_format"] == 3
+        assert ledger.get_run(run_id).config["prompt_format"] == 4
     assert _spawns(db) == ["a.1", "a.2", "b.1", "c.1", "c.2"]
     assert _reasons(db, run_id) == []
 

@@ -100,6 +100,8 @@ class IsolatedContext:
         clarifications: Answers the controller gave to the subagent's questions, in order.
         child_results: For a parent that spawned children: child id → its final result
             (combined by an aggregator), never the children's steps.
+        child_labels: The label of each child's result (child id → `child_result_label`:
+            its agent and goal); a child without one is labelled with its id.
         history: The subagent's own earlier steps, compacted (see ``StepCompactor``);
             ``""`` for a fresh subagent.
     """
@@ -111,11 +113,13 @@ class IsolatedContext:
     constraints: tuple[str, ...] = ()
     clarifications: tuple[str, ...] = ()
     child_results: Mapping[str, str] = field(default_factory=dict)
+    child_labels: Mapping[str, str] = field(default_factory=dict)
     history: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "file_contents", MappingProxyType(dict(self.file_contents)))
         object.__setattr__(self, "child_results", MappingProxyType(dict(self.child_results)))
+        object.__setattr__(self, "child_labels", MappingProxyType(dict(self.child_labels)))
         object.__setattr__(self, "constraints", tuple(self.constraints))
         object.__setattr__(self, "clarifications", tuple(self.clarifications))
 
@@ -168,7 +172,8 @@ class IsolatedContext:
         )  # fmt: skip
         parts.extend(
             IsolatedPart(section=SECTION_CHILDREN, origin=f"child_result:{child}",
-                         heading=f"Result of {child}", content=text)
+                         heading=self.child_labels.get(child) or L.legacy_child_label(child),
+                         content=text)
             for child, text in self.child_results.items()
         )  # fmt: skip
         if self.history:

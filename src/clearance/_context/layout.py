@@ -8,13 +8,10 @@ how its blocks carry their titles: on a ``### <title>`` line before the fence, o
 opening fence line (``~~~~ <title>``: ``on_fence``), or not at all (``bare``: the fence
 only; the item's title stays in the manifest).
 
-The labels of a task's own text and of the results and failures it is shown are written
-once here: ``<title>`` (`task_label`), ``<title> (by <assignee>)`` (`result_label`) and
-``<title> (by <assignee>): <status>`` (`status_label`). A label comes from the team file or
-the coordinator's plan, never from the content it labels; it is collapsed onto one line
-(`render.one_line`), so no title can open a section, a block or a fence, and ``clearance
-verify`` checks each label against the recorded graph. A task prompt puts its labels on the
-fence line: the least text that still ties a label to its block (see ``docs/isolation.md``).
+The labels of items (a task's own text, the results, failures, summaries and children's
+results it is shown) are written once, in `labels`, and re-exported here. A task prompt puts
+its labels on the fence line: the least text that still ties a label to its block (see
+``docs/isolation.md``).
 
 `ContextBuilder` renders from the current `Layout` of each prompt kind; ``clearance verify``
 checks a recorded prompt against the layouts of its kind, the current one first and then
@@ -26,10 +23,20 @@ check in verify.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from clearance._context.render import one_line
+from clearance._context.labels import (
+    child_result_label,
+    fixed_title,
+    legacy_child_label,
+    legacy_summary_label,
+    legacy_task_label,
+    result_label,
+    status_label,
+    summary_label,
+    task_label,
+)
 from clearance._core.origins import Subject
 from clearance._core.vocabulary import OriginKind, PromptKind
 
@@ -37,10 +44,12 @@ __all__ = [
     "LAYOUTS",
     "Layout",
     "Row",
+    "child_result_label",
     "current",
     "fixed_title",
     "item_kinds",
     "layout_kind",
+    "legacy_child_label",
     "legacy_summary_label",
     "legacy_task_label",
     "plan_example",
@@ -82,84 +91,7 @@ HISTORY = "## Your earlier steps"
 QUESTION = "## Question from the subagent"
 TURNS = "## Conversation so far"
 
-# -- labels ----------------------------------------------------------------------------------
-
-
-def result_label(title: str, assignee: str) -> str:
-    """The heading of a task's result: ``<title> (by <assignee>)``, on one line."""
-    return one_line(f"{title} (by {assignee})")
-
-
-def task_label(title: str) -> str:
-    """The label of a task's own text: its title, on one line."""
-    return one_line(title)
-
-
-def legacy_task_label(title: str, task_id: str) -> str:
-    """`task_label` as layouts 1 and 2 recorded it: ``<title> (task <id>)``."""
-    return one_line(f"{title} (task {task_id})")
-
-
-def status_label(title: str, assignee: str, status: str) -> str:
-    """The heading of a task that did not complete: ``<title> (by <assignee>): <status>``."""
-    return one_line(f"{title} (by {assignee}): {status}")
-
-
-SUMMARY_LABEL_TASKS = 8
-"""Most tasks a summary's label names; the rest are counted (``and <n> more tasks``)."""
-
-
-def summary_label(step: int, tasks: Sequence[tuple[str, str, str]], summaries: int = 0) -> str:
-    """The heading of map step ``step``'s summary in a later synthesis prompt, on one line.
-
-    ``Summary <step> of <n> tasks: [<id>] <title> (by <assignee>); ...; and <m> more tasks``
-    (``of <k> summaries, <n> tasks`` for a summary of ``summaries`` earlier ones), naming
-    the first `SUMMARY_LABEL_TASKS` of ``tasks``: ``(id, title, assignee)`` of every task
-    it covers, in order.
-    """
-    count = f"{len(tasks):,} task{'' if len(tasks) == 1 else 's'}"
-    head = f"{summaries} summaries, {count}" if summaries else count
-    named = [f"[{tid}] {title} (by {assignee})" for tid, title, assignee in tasks]
-    more = len(tasks) - SUMMARY_LABEL_TASKS
-    rest = [f"and {more:,} more task{'' if more == 1 else 's'}"] if more > 0 else []
-    named = named[:SUMMARY_LABEL_TASKS] + rest
-    return one_line(f"Summary {step} of {head}: " + "; ".join(named))
-
-
-def legacy_summary_label(step: int) -> str:
-    """`summary_label` as runs recorded before summaries were labelled: ``Summary <step>``."""
-    return f"Summary {step}"
-
-
-_FIXED_TITLES: Mapping[str, str] = {
-    OriginKind.GOAL: "Goal",
-    OriginKind.PLAN_FEEDBACK: "What was wrong",
-    OriginKind.SHARED_MEMORY: "Summary of all results",
-    OriginKind.REPAIR: "Previous answer and validation error",
-    OriginKind.DELEGATION: "Task",
-    OriginKind.CHILD_GOAL: "Goal",
-    OriginKind.QUESTION: "Question",
-    OriginKind.HISTORY: "Your earlier steps",
-    OriginKind.FILE: "{ref}",
-    OriginKind.TOOL_SPEC: "{ref}",
-    OriginKind.AGENT: "{ref}",
-    OriginKind.CHILD_RESULT: "Result of {ref}",
-    OriginKind.CONSTRAINT: "Constraint {ref}",
-    OriginKind.CLARIFICATION: "Clarification {ref}",
-}
-"""The titles the builders give items whose title their origin alone decides (every version)."""
-
-
-def fixed_title(kind: str, ref: str) -> str | None:
-    """The title of a ``kind:ref`` item, on one line, if its origin alone decides it.
-
-    ``None`` for the kinds whose title comes from a record (a result's label, a message's
-    sender, a tool call's name and arguments...): `verify_items` checks those against it, and
-    `verify_synthesis` a summary's label (`summary_label`) against the map steps' records.
-    """
-    form = _FIXED_TITLES.get(kind)
-    return None if form is None else one_line(form.replace("{ref}", ref))
-
+# -- labels (`labels`) -----------------------------------------------------------------------
 
 # -- closing instructions ----------------------------------------------------------------------
 

@@ -75,6 +75,7 @@ class IsolatedPrompts(CoordinatorPrompts):
         files: Mapping[str, str] | None = None,
         clarifications: Sequence[str] = (),
         child_results: Mapping[str, str] | None = None,
+        child_labels: Mapping[str, str] | None = None,
         max_prompt_tokens: int | None = None,
         max_dependency_tokens: int | None = None,
         memories: Sequence[MemoryRecord] = (),
@@ -98,6 +99,7 @@ class IsolatedPrompts(CoordinatorPrompts):
             files: File contents by path: the task's own files and those served on request.
             clarifications: Answers to the subagent's earlier questions, in order.
             child_results: Final results of the task's children.
+            child_labels: The label of each child's result (see `build_task_prompt`).
             max_prompt_tokens: Token budget of the whole prompt, ``None`` for no limit.
             max_dependency_tokens: Most tokens of each admitted result.
             memories: Long-term memory records recalled for this task; each must be in the
@@ -125,6 +127,7 @@ class IsolatedPrompts(CoordinatorPrompts):
             constraints=task.constraints,
             clarifications=tuple(clarifications),
             child_results=dict(child_results or {}),
+            child_labels=dict(child_labels or {}),
         )
         sections = _grouped(context)
         for parts in sections.values():

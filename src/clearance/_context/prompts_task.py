@@ -51,6 +51,7 @@ class TaskPrompts(PromptAssembler):
         tool_steps: Sequence[ToolStep] = (),
         memories: Sequence[MemoryRecord] = (),
         child_results: Mapping[str, str] | None = None,
+        child_labels: Mapping[str, str] | None = None,
         findings: Sequence[tuple[int, str, str]] = (),
         hook_items: Sequence[tuple[str, str, str]] = (),
     ) -> Prompt:
@@ -85,6 +86,9 @@ class TaskPrompts(PromptAssembler):
             child_results: Final results of the children this task spawned (child id →
                 text, as aggregated), under ``## Results from subagents`` (origin
                 ``child_result:<child id>``); never the children's steps.
+            child_labels: The label of each child's result (child id →
+                `child_result_label`: its agent and goal); a child without one is labelled
+                with its id (`legacy_child_label`).
             findings: For a later round of a review loop: ``(round, reviewer, findings)``
                 of the reviewer who sent the candidate of ``round`` back, under ``## Review
                 findings to address`` (origin ``review:<task id>/<round>``); never the
@@ -135,7 +139,7 @@ class TaskPrompts(PromptAssembler):
         if memories:
             sections[L.MEMORY] = self._memory_parts(clearance, task.id, memories)
         if child_results:
-            sections[L.CHILDREN] = self._child_parts(clearance, child_results)
+            sections[L.CHILDREN] = self._child_parts(clearance, child_results, child_labels)
         if repair is not None:
             part = Part(
                 str(Origin(OriginKind.REPAIR, task.id)),
@@ -377,14 +381,22 @@ class TaskPrompts(PromptAssembler):
         return parts
 
     def _child_parts(
-        self, clearance: Clearance, child_results: Mapping[str, str] | None
+        self,
+        clearance: Clearance,
+        child_results: Mapping[str, str],
+        child_labels: Mapping[str, str] | None,
     ) -> list[Part]:
+        labels = child_labels or {}
         return [
             self._admit(
                 clearance,
-                Part(str(Origin(OriginKind.CHILD_RESULT, child)), f"Result of {child}", text),
+                Part(
+                    str(Origin(OriginKind.CHILD_RESULT, child)),
+                    labels.get(child) or L.legacy_child_label(child),
+                    text,
+                ),
             )
-            for child, text in (child_results or {}).items()
+            for child, text in child_results.items()
         ]
 
     def _memory_parts(

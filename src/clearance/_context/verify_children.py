@@ -66,6 +66,9 @@ _DEFAULT = AgentLimits().max_children
 PER_TASK_FORMAT = 3
 """The first ``prompt_format`` whose runs number each task's children on their own."""
 
+LABELLED_FORMAT = 4
+"""The first ``prompt_format`` whose runs label a child's result with its agent and goal."""
+
 
 def child_prefix(task_id: str) -> str:
     """What the ids of ``task_id``'s children start with (before ``.<n>``)."""

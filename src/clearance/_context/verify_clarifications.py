@@ -13,8 +13,8 @@ it, the chain rebuilt) is still a finding:
   folder (`project_ignore.ALWAYS_SKIPPED`), in Clearance's own state folder (``.clearance``)
   or under the run's workspace root (`recorded_workspace`) is never served;
 - the coordinator's answer is what a recorded ``clarification:<id>`` call whose question is
-  that question answered (stripped, `mark_answer`'s marks included, or `NO_ANSWER` for an
-  empty answer);
+  that question answered (verbatim, or with `mark_answer`'s marks; stripped in runs recorded
+  before answers were kept verbatim; `NO_ANSWER` for an empty answer);
 - Clearance's own answer is the one `question_too_long` gives the question it cut;
 - a person's answer has no call to compare with: the chain (keyed, see ``ledger.chain_key``)
   is what proves it was not rewritten.
@@ -81,8 +81,12 @@ def _answered(calls: Sequence[CallRecord]) -> dict[tuple[str, str], set[str]]:
         if call.response is None:
             continue
         task_id = str(subject.id)
-        marked = mark_answer(call.response, finish_reason=call.finish_reason).text.strip()
-        texts = {marked or NO_ANSWER, call.response.strip() or NO_ANSWER}
+        marked = mark_answer(call.response, finish_reason=call.finish_reason).text
+        # Verbatim (or marked), or stripped as runs recorded before answers were verbatim.
+        texts = {
+            text if text.strip() else NO_ANSWER
+            for text in (marked, marked.strip(), call.response.strip())
+        }
         for item in call.manifest.get("items") or ():
             origin = str(item.get("origin")) if isinstance(item, dict) else ""
             if origin == str(Origin(OriginKind.QUESTION, task_id)):

@@ -32,10 +32,11 @@ from typing import Any, Protocol
 from clearance._context.answers import mark_answer
 from clearance._context.clearance import Clearance
 from clearance._context.isolated import project_heading
+from clearance._context.labels import child_result_label, legacy_child_label
 from clearance._context.layout import item_kinds
 from clearance._context.memory_items import scope_of_title
 from clearance._context.render import one_line
-from clearance._context.verify_children import Spawns
+from clearance._context.verify_children import LABELLED_FORMAT, Spawns
 from clearance._context.verify_memory import not_recalled
 from clearance._core.errors import ConfigError
 from clearance._core.event_schema import (
@@ -162,6 +163,7 @@ class SubagentFacts:
 
 class _Facts(Protocol):
     graph: TaskGraph | None
+    prompt_format: int
     clarification_rounds: int | None
     calls: list[CallRecord]
     agents: dict[str, Agent]
@@ -176,11 +178,27 @@ class _Facts(Protocol):
 def check_child_result(
     task_id: str, child_id: str, item: Mapping[str, Any], facts: _Facts
 ) -> Iterator[Problem]:
-    """A ``child_result:<id>`` item is what the task's own child was recorded to end with."""
+    """A ``child_result:<id>`` item is what the task's own child was recorded to end with.
+
+    Its label names the child's agent and goal as a spawn of it for the task recorded them
+    (`child_result_label`; its id alone in runs recorded before `LABELLED_FORMAT`).
+    """
     origin = f"child_result:{child_id}"
     record = facts.subagents.children.get(child_id)
     if record is None or record.get("task_id") != task_id:
         yield origin, f"{child_id!r} is not a recorded child of task {task_id!r}"
+        return
+    if facts.prompt_format >= LABELLED_FORMAT:
+        labels = {
+            child_result_label(child_id, str(s.get("agent")), str(s.get("goal")))
+            for s in facts.subagents.spawns.of(child_id)
+            if s.get("task_id") == task_id
+        }
+    else:
+        labels = {legacy_child_label(child_id)}
+    title = item.get("title")
+    if not isinstance(title, str) or one_line(title) not in labels:
+        yield origin, f"the block is titled {title!r}, not the label its recorded spawn gives"
     elif item.get("sha256") not in facts.subagents.shown.get(child_id, ()):
         yield origin, f"the content is not the recorded result of child {child_id!r}"
     else:

@@ -31,8 +31,9 @@ from clearance._agents.tools import ToolOutput
 from clearance._context.answers import kept_answer
 from clearance._context.authority import Authority
 from clearance._context.builder import ContextBuilder
+from clearance._context.labels import child_result_label, legacy_child_label
 from clearance._context.tool_sections import ToolStep
-from clearance._context.verify_children import PER_TASK_FORMAT, child_prefix
+from clearance._context.verify_children import LABELLED_FORMAT, PER_TASK_FORMAT, child_prefix
 from clearance._context.verify_children import child_id as make_child_id
 from clearance._context.verify_subagents import child_shown
 from clearance._core.errors import ApprovalPending, ConfigError, LimitExceeded, ModelError
@@ -120,6 +121,8 @@ class ChildRunner:
         replay = self.caller.replay
         fmt = replay.prompt_format if replay is not None else PROMPT_FORMAT
         self._per_task = fmt >= PER_TASK_FORMAT
+        # From prompt_format 4 a child's result is labelled with its agent and goal.
+        self._labelled = fmt >= LABELLED_FORMAT
         self._count: dict[str, int] = {}
         self._pending: dict[str, tuple[TaskContext, Agent, Spawner]] = {}
         self._spawned: dict[str, int] = {}
@@ -196,6 +199,11 @@ class ChildRunner:
                 continue
             shown = child_shown(outcome.status, outcome.result, outcome.error)
             parent.child_results[outcome.child_id] = shown
+            parent.child_labels[outcome.child_id] = (
+                child_result_label(outcome.child_id, agent_name, ids[outcome.child_id])
+                if self._labelled
+                else legacy_child_label(outcome.child_id)
+            )
             self.ledger.record_event(self.run_id, EventKind.CHILD, f"task:{parent.task.id}", {
                 "child_id": outcome.child_id, "agent": agent_name, "status": outcome.status,
                 "result": outcome.result, "error": outcome.error, "shown": shown,

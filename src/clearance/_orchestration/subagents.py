@@ -179,6 +179,7 @@ class IsolatedRunner:
             prompt = with_memories_that_fit(lambda memories: ctx.builder.build_isolated_task_prompt(
                 task, agent=ctx.agent, queue=ctx.queue, architecture=self.architecture,
                 files=files, clarifications=clarifications, child_results=ctx.child_results,
+                child_labels=ctx.child_labels,
                 max_prompt_tokens=ctx.max_prompt_tokens,
                 max_dependency_tokens=ctx.agent.limits.max_dependency_tokens,
                 memories=memories,
@@ -254,11 +255,12 @@ class IsolatedRunner:
                 subject=asking, agent=self.coordinator,
                 model=self.coordinator_model, prompt=prompt, budget=ctx.budget,
             )  # fmt: skip
-            # A cut-off answer is marked (and recorded), never passed on as whole.
+            # A cut-off answer is marked (and recorded), never passed on as whole; a finished
+            # one reaches the subagent byte for byte (a code answer keeps its indentation).
             answer = kept_answer(self.ledger, self.run_id, asking, response.text,
-                                 finish_reason=response.finish_reason).strip()  # fmt: skip
+                                 finish_reason=response.finish_reason)  # fmt: skip
             by = "coordinator"
-        answer = answer or NO_ANSWER
+        answer = answer if answer.strip() else NO_ANSWER
         self.ledger.record_event(self.run_id, EventKind.CLARIFICATION, subject, {
             "round": round_no, "kind": ClarificationKind.QUESTION, "question": question,
             "answer": answer, "answered_by": by,

@@ -28,6 +28,7 @@ class TaskContext:
         budget: The task's model-call budget (children and clarifications included).
         max_prompt_tokens: The assignee's prompt budget, ``None`` for none.
         child_results: Results of the task's children so far (child id → shown text).
+        child_labels: The label of each child's result (child id → `child_result_label`).
         prompt_tokens: Tokens of the task's latest prompt (0 until one is built).
         memories: The long-term memory records recalled for the task (empty for none).
         hook_items: Items the user's hooks offered for the task: ``(ref, title, text)``.
@@ -44,6 +45,7 @@ class TaskContext:
     budget: CallBudget
     max_prompt_tokens: int | None
     child_results: dict[str, str] = field(default_factory=dict)
+    child_labels: dict[str, str] = field(default_factory=dict)
     prompt_tokens: int = 0
     memories: tuple[MemoryRecord, ...] = ()
     findings: tuple[tuple[int, str, str], ...] = ()

@@ -236,6 +236,7 @@ class TaskRunner:
                 tools=tools,
                 tool_steps=tool_steps,
                 child_results=ctx.child_results,
+                child_labels=ctx.child_labels,
                 memories=memories,
                 findings=ctx.findings,
                 hook_items=ctx.hook_items,
