@@ -5,7 +5,9 @@ The task's ``id``, ``title``, ``description``, ``files``, ``constraints``, fan-o
 the file. ``{slug}`` is the file's path without its suffix, ``/`` as ``.``, made fit for a
 task id (`file_slug`). A ``depends_on`` entry equal to such a task's ``id`` template depends
 on all of its copies; in a ``for_each_file`` task it depends on the copy for the same file
-(when there is one).
+(when there is one). Expanding is bounded before anything is made: at most
+`MAX_FOR_EACH_FILE_TASKS` templates, `MAX_EXPANDED_TASKS` tasks, `MAX_EXPANDED_DEPENDENCIES`
+dependencies and `MAX_FILLED_CHARS` characters added by filling in, each refused in one line.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import os
 import re
 import unicodedata
 import warnings
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -44,8 +47,12 @@ from clearance._core.workspace_reach import (
 __all__ = [
     "MAX_DEPTH_SCANNED",
     "MAX_ENTRIES_SCANNED",
+    "MAX_EXPANDED_DEPENDENCIES",
+    "MAX_EXPANDED_TASKS",
     "MAX_FILES_MATCHED",
     "MAX_FILES_SCANNED",
+    "MAX_FILLED_CHARS",
+    "MAX_FOR_EACH_FILE_TASKS",
     "expand_ids",
     "file_slug",
     "expand_tasks",
@@ -89,22 +96,40 @@ MAX_ENTRIES_SCANNED = 500_000
 MAX_DEPTH_SCANNED = 100
 """Deepest level of entries under the input folder (1: its own entries); deeper is refused."""
 
+MAX_FOR_EACH_FILE_TASKS = 64
+"""Most ``for_each_file`` tasks one team file may hold (each one walks the input folder)."""
+
+MAX_EXPANDED_TASKS = 100_000
+"""Most tasks a team file's tasks may make once every ``for_each_file`` one is expanded."""
+
+MAX_EXPANDED_DEPENDENCIES = 1_000_000
+"""Most dependencies the expanded tasks may have in all (a copy of a ``for_each_file`` task
+that depends on another one, matched by other files, depends on every copy of it)."""
+
+MAX_FILLED_CHARS = 16 * 2**20
+"""Most characters filling in ``{path}``, ``{name}``, ``{stem}`` and ``{slug}`` may add to the
+expanded tasks' text in all; counted before each copy is filled."""
+
 
 def expand_ids(
     ids: list[str] | None, groups: dict[str, list[str]], tasks: tuple[Task, ...]
 ) -> tuple[str, ...] | None:
-    """``synthesis_from`` with ``for_each_file`` templates expanded; unknown ids refused."""
+    """``synthesis_from`` with ``for_each_file`` templates expanded; unknown ids refused.
+
+    Each entry is expanded once, however often it is given: a template named 90,000 times
+    is not 90,000 lists of its copies.
+    """
     if ids is None:
         return None
     known = {t.id for t in tasks}
-    expanded: list[str] = []
-    for entry in ids:
+    expanded: dict[str, None] = {}
+    for entry in dict.fromkeys(ids):
         members = groups.get(entry, [entry])
         unknown = [m for m in members if m not in known]
         if unknown:
             raise ConfigError(f"names unknown task {unknown[0]!r}", field="synthesis_from")
-        expanded.extend(members)
-    return tuple(dict.fromkeys(expanded))
+        expanded.update(dict.fromkeys(members))
+    return tuple(expanded)
 
 
 def included(path: str, include: Iterable[str]) -> bool:
@@ -287,11 +312,14 @@ def expand_tasks(
     Files under the run's workspace root (``workspace:``) or ``.clearance/`` are never matched.
     """
     groups: dict[str, list[str]] = {}
-    expanded: list[tuple[TaskSpec, dict[str, str]]] = []
+    expanded: list[tuple[int, TaskSpec, dict[str, str]]] = []
     workspace = Path(spec.workspace or DEFAULT_WORKSPACE_ROOT)
+    _check_templates(spec.tasks)
+    fill = _Filler()
     for i, task in enumerate(spec.tasks):
         if task.for_each_file is None:
-            expanded.append((task, {}))
+            _check_count(len(expanded) + 1, f"tasks.{i}")
+            expanded.append((i, task, {}))
             continue
         if input_root is None:
             raise ConfigError(
@@ -308,6 +336,7 @@ def expand_tasks(
                 f"no file under {str(input_root)!r} matches {task.for_each_file!r}",
                 field=field,
             )
+        _check_count(len(expanded) + len(matches), field)
         ids = groups.setdefault(task.id, [])
         for file in matches:
             rel = file.relative_to(input_root).as_posix()
@@ -317,19 +346,28 @@ def expand_tasks(
                 "stem": file.stem,
                 "slug": file_slug(rel),
             }
-            _check_title(_fill(task.title, values), rel, field=f"tasks.{i}.title")
-            ids.append(_fill(task.id, values))
-            expanded.append((task, values))
+            _check_title(fill(task.title, values, i, "title"), rel, field=f"tasks.{i}.title")
+            ids.append(fill(task.id, values, i, "id"))
+            expanded.append((i, task, values))
 
     tasks = []
-    for task, values in expanded:
+    dependencies = 0
+    for i, task, values in expanded:
         depends: list[str] = []
         when: list[EdgeCondition] = []
         conditions = task.conditions
         for dep in task.dependency_ids:
-            own = _fill(dep, values)
+            own = fill(dep, values, i, "depends_on")
             # A per-file task depends on the same file's copy, else on every copy.
             edges = [own] if values and own in groups.get(dep, ()) else groups.get(dep, [own])
+            dependencies += len(edges)
+            if dependencies > MAX_EXPANDED_DEPENDENCIES:
+                raise ConfigError(
+                    f"the tasks would have more than {MAX_EXPANDED_DEPENDENCIES:,} dependencies "
+                    f"once for_each_file is expanded (a copy of {task.id!r} depends on "
+                    f"{len(edges):,} copies of {dep!r}): narrow the patterns",
+                    field=f"tasks.{i}.depends_on",
+                )
             depends.extend(edges)
             if dep in conditions:
                 where = f"tasks.{task.id}.depends_on"
@@ -337,19 +375,19 @@ def expand_tasks(
         try:
             tasks.append(
                 Task(
-                    id=_fill(task.id, values),
-                    title=_fill(task.title, values),
-                    description=_fill(task.description, values),
+                    id=fill(task.id, values, i, "id"),
+                    title=fill(task.title, values, i, "title"),
+                    description=fill(task.description, values, i, "description"),
                     assignee=task.assignee or "step",
                     depends_on=tuple(depends),
                     memory_scope=task.memory_scope,
-                    files=tuple(_fill(f, values) for f in task.files),
-                    output_schema=_fill_schema(task.output_schema, values),
+                    files=tuple(fill(f, values, i, "files") for f in task.files),
+                    output_schema=_fill_schema(task.output_schema, values, fill, i),
                     mode=task.mode,
-                    constraints=tuple(_fill(c, values) for c in task.constraints),
+                    constraints=tuple(fill(c, values, i, "constraints") for c in task.constraints),
                     fan_out=FanOut(
                         agent=task.fan_out.agent,
-                        goals=tuple(_fill(g, values) for g in task.fan_out.goals),
+                        goals=tuple(fill(g, values, i, "fan_out") for g in task.fan_out.goals),
                     )
                     if task.fan_out is not None
                     else None,
@@ -379,7 +417,7 @@ def _check_title(title: str, rel: str, *, field: str) -> None:
         )
 
 
-def _fill_schema(schema: Any, values: dict[str, str]) -> Any:
+def _fill_schema(schema: Any, values: dict[str, str], fill: _Filler, index: int) -> Any:
     """``output_schema`` with the placeholders of its strings filled.
 
     A per-file task's schema can so name its own file (``{"const": "{path}"}``).
@@ -387,23 +425,61 @@ def _fill_schema(schema: Any, values: dict[str, str]) -> Any:
     if not values or schema is None:
         return schema
     if isinstance(schema, str):
-        return _fill(schema, values)
+        return fill(schema, values, index, "output_schema")
     if isinstance(schema, list):
-        return [_fill_schema(v, values) for v in schema]
+        return [_fill_schema(v, values, fill, index) for v in schema]
     if isinstance(schema, dict):
-        return {k: _fill_schema(v, values) for k, v in schema.items()}
+        return {k: _fill_schema(v, values, fill, index) for k, v in schema.items()}
     return schema
 
 
 _PLACEHOLDER = re.compile(r"\{(path|name|stem|slug)\}")
 
 
-def _fill(text: str, values: dict[str, str]) -> str:
-    """Replace ``{path}``, ``{name}``, ``{stem}``, ``{slug}``; other braces stay as they are.
+class _Filler:
+    """Fills in placeholders, within `MAX_FILLED_CHARS` added in all (counted before filling).
 
     One pass: a value is never searched again, so a file named ``x{slug}.txt`` fills in as
-    itself, not as another file's name.
+    itself, not as another file's name. Other braces stay as they are.
     """
-    if not values:
-        return text
-    return _PLACEHOLDER.sub(lambda m: values[m[1]], text)
+
+    def __init__(self) -> None:
+        self.added = 0
+        self._counts: dict[str, Counter[str]] = {}
+
+    def __call__(self, text: str, values: dict[str, str], index: int, name: str) -> str:
+        if not values or "{" not in text:
+            return text
+        counts = self._counts.get(text)
+        if counts is None:
+            counts = self._counts[text] = Counter(_PLACEHOLDER.findall(text))
+        self.added += max(0, sum(n * (len(values[k]) - len(k) - 2) for k, n in counts.items()))
+        if self.added > MAX_FILLED_CHARS:
+            raise ConfigError(
+                f"filling in {{path}}, {{name}}, {{stem}} and {{slug}} for {values['path']!r} "
+                f"would add over {MAX_FILLED_CHARS:,} characters to the tasks in all: use "
+                "fewer placeholders in long text",
+                field=f"tasks.{index}.{name}",
+            )
+        return _PLACEHOLDER.sub(lambda m: values[m[1]], text)
+
+
+def _check_templates(tasks: Iterable[TaskSpec]) -> None:
+    """Refuse more than `MAX_FOR_EACH_FILE_TASKS` ``for_each_file`` tasks."""
+    templates = [i for i, task in enumerate(tasks) if task.for_each_file is not None]
+    if len(templates) > MAX_FOR_EACH_FILE_TASKS:
+        raise ConfigError(
+            f"the team file has {len(templates):,} for_each_file tasks, more than the "
+            f"{MAX_FOR_EACH_FILE_TASKS} it may hold: match several kinds of file with one pattern",
+            field=f"tasks.{templates[MAX_FOR_EACH_FILE_TASKS]}.for_each_file",
+        )
+
+
+def _check_count(count: int, field: str) -> None:
+    """Refuse ``count`` tasks once expanded when it is over `MAX_EXPANDED_TASKS`."""
+    if count > MAX_EXPANDED_TASKS:
+        raise ConfigError(
+            f"the tasks would be {count:,} once for_each_file is expanded, more than the "
+            f"{MAX_EXPANDED_TASKS:,} a run may hold: narrow the patterns or the input folder",
+            field=field,
+        )

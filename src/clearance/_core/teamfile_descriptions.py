@@ -93,7 +93,9 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "output_schema": "JSON Schema the answer must match (one repair attempt).",
         "for_each_file": "A glob in the input folder: one copy of the task per match (at most "
         "10,000 matches, in a folder of at most 200,000 files); `{path}`, `{name}`, `{stem}` "
-        "and `{slug}` in its strings are filled in from the file.",
+        "and `{slug}` in its strings are filled in from the file. A team file holds at most 64 "
+        "such tasks; once expanded, its tasks are at most 100,000 tasks with at most "
+        "1,000,000 dependencies, and filling in adds at most 16 MiB of text.",
         "mode": "standard, or isolated (its agent works in a sandboxed project copy).",
         "constraints": "Lines added to the task's prompt as constraints.",
         "fan_out": "Children spawned before the task's agent answers.",
