@@ -61,6 +61,7 @@ from clearance._agents.replay import ReplaySource, tool_calls_data
 from clearance._agents.retry import RetryPolicy, retry_after
 from clearance._agents.telemetry import model_call_span
 from clearance._agents.tools import checked_tool_call
+from clearance._context.answers import kept_answer, mark_answer
 from clearance._context.window import SummaryCall
 from clearance._core.clock import Clock, utc_now
 from clearance._core.deadline import deadline
@@ -299,14 +300,23 @@ class ModelCaller:
         The call's subject is the prompt's (``summary:<agent>``); its ``max_tokens`` is the
         monitor's summary budget (within the agent's ``max_tokens_per_step``); each summary
         is charged to ``budget`` (a chat message's ``max_model_calls``), ``None`` for none.
+        A summary cut off at ``max_tokens`` is kept marked as every cut-off answer is
+        (`kept_answer`, recorded as an ``answer_marked`` event), never as a whole summary.
         """
 
         async def summarize(prompt: Prompt, *, max_tokens: int) -> str:
+            subject = prompt.manifest.subject
             response = await self.call(
-                subject=prompt.manifest.subject, agent=agent, model=model, prompt=prompt,
+                subject=subject, agent=agent, model=model, prompt=prompt,
                 max_tokens=max_tokens, budget=budget,
             )  # fmt: skip
-            return response.text
+            finish = response.finish_reason
+            if not response.text.strip():  # refused by the monitor, not marked into text
+                return response.text
+            if self.ledger is None or self.run_id is None:
+                return mark_answer(response.text, finish_reason=finish).text
+            return kept_answer(self.ledger, self.run_id, subject, response.text,
+                               finish_reason=finish)  # fmt: skip
 
         return summarize
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from clearance._context.answers import mark_answer
 from clearance._context.memory_items import author_of_title, memory_title, scope_of_title
 from clearance._context.render import one_line
 from clearance._core.origins import Origin, Subject
@@ -116,11 +117,14 @@ class ConversationFacts:
         summaries: Per agent, the digests of the summaries its summarizing calls wrote.
         previous: Per conversation call id, the turn and summary origins of the agent's
             conversation prompt recorded before it (none for its first).
+        answers: Per agent, the digests of the answers its conversation calls gave, as a
+            chat keeps them (verbatim, or marked when cut off: `mark_answer`).
     """
 
     first: dict[tuple[str, str], tuple[Any, Any]] = field(default_factory=dict)
     summaries: dict[str, set[str]] = field(default_factory=dict)
     previous: dict[str, frozenset[str]] = field(default_factory=dict)
+    answers: dict[str, set[str]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, calls: Sequence[CallRecord]) -> ConversationFacts:
@@ -144,9 +148,15 @@ class ConversationFacts:
             if kind == PromptKind.CONVERSATION:
                 facts.previous[call.call_id] = last.get(call.agent, frozenset())
                 last[call.agent] = frozenset(held)
+            if kind == PromptKind.CONVERSATION and call.response is not None and not call.error:
+                marked = mark_answer(call.response, finish_reason=call.finish_reason).text
+                given = {sha256_text(call.response), sha256_text(marked)}
+                facts.answers.setdefault(call.agent, set()).update(given)
             if kind == PromptKind.SUMMARY and call.response is not None and not call.error:
-                written = sha256_text(call.response.strip())  # the monitor keeps it stripped
-                facts.summaries.setdefault(call.agent, set()).add(written)
+                # The monitor keeps it stripped; a cut-off one with its marks (`mark_answer`).
+                marked = mark_answer(call.response, finish_reason=call.finish_reason).text
+                written = {sha256_text(call.response.strip()), sha256_text(marked.strip())}
+                facts.summaries.setdefault(call.agent, set()).update(written)
         return facts
 
 
@@ -171,3 +181,29 @@ def check_conversation_history(
             yield origin, "not a summary the model wrote in this conversation"
         elif conversation.first.get((call.agent, origin), value) != value:
             yield origin, "the block is not the turn an earlier prompt of the conversation showed"
+        elif parsed.kind == OriginKind.TURN and Subject.parse(call.subject).kind == (
+            PromptKind.CONVERSATION
+        ):
+            yield from _check_turn(call, origin, item, conversation)
+
+
+def _is_titled(item: Mapping[str, Any], author: str) -> bool:
+    """Whether a turn's item is titled as ``author``'s turn (``<author> (<id>)``)."""
+    origin = Origin.parse(str(item.get("origin")))
+    return item.get("title") == one_line(f"{author} ({origin.id})")
+
+
+def _check_turn(
+    call: CallRecord, origin: str, item: Mapping[str, Any], conversation: ConversationFacts
+) -> Iterator[Problem]:
+    """A turn of a conversation prompt is the user's message or an answer the agent gave.
+
+    The user's messages are recorded nowhere but in the prompts; the agent's turns are
+    answers its conversation calls gave (as the chat keeps them).
+    """
+    if _is_titled(item, "user"):
+        return
+    if not _is_titled(item, call.agent):
+        yield origin, f"the turn is titled neither as the user's nor as {call.agent!r}'s"
+    elif item.get("sha256") not in conversation.answers.get(call.agent, set()):
+        yield origin, "the agent's turn is not an answer the model gave in this conversation"

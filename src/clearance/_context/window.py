@@ -123,13 +123,17 @@ class ContextWindowMonitor:
         summary_max_tokens: Most tokens a summary may take; ``None`` means a tenth of the
             window. The room is reserved below the target before turns are chosen.
         memory_timeout_s: Deadline in seconds of each recording in ``long_term``.
+        framing_tokens: Tokens the model's chat template adds around every prompt
+            (`framing_tokens`): a summarizing prompt leaves room for them next to the
+            summary, as a conversation prompt does next to the answer.
 
     Raises:
         ConfigError: A ratio that is not a number in (0, 1], a target not below the
             trigger, an unknown strategy, a window that is not an integer from 1 to
             `MAX_CONTEXT_WINDOW`, or
             a ``summary_max_tokens`` that is not a positive integer below the target, or a
-            ``memory_timeout_s`` that is not a number of seconds above 0 and at most a day.
+            ``memory_timeout_s`` that is not a number of seconds above 0 and at most a day,
+            or a ``framing_tokens`` that is not a count of tokens below the window.
     """
 
     def __init__(
@@ -144,8 +148,10 @@ class ContextWindowMonitor:
         summary_max_tokens: int | None = None,
         memory_timeout_s: float = DEFAULT_MEMORY_TIMEOUT_S,
         record_to: str | None = None,
+        framing_tokens: int = 0,
     ):
         check_count("context_window", context_window, least=1, most=MAX_CONTEXT_WINDOW)
+        check_count("framing_tokens", framing_tokens, least=0, most=context_window - 1)
         self.memory_timeout_s = check_memory_timeout(memory_timeout_s, field="memory_timeout_s")
         check_number("trigger_threshold", trigger_threshold)
         check_number("target_ratio", target_ratio)
@@ -170,6 +176,7 @@ class ContextWindowMonitor:
         self.strategy: Strategy = strategy
         self.long_term = long_term
         self.record_to = record_to
+        self.framing_tokens = framing_tokens
         self.summary_max_tokens = summary_max_tokens or max(16, context_window // 10)
 
     @property
@@ -405,10 +412,11 @@ class ContextWindowMonitor:
     def _summary_limit(self, agent: Agent) -> int:
         """Most tokens of a summarizing prompt.
 
-        The window less the summary's room, and at most the agent's ``max_prompt_tokens``
-        (which bounds every prompt of the agent, on every call path).
+        The window less the summary's room and the chat template's tokens, and at most the
+        agent's ``max_prompt_tokens`` (which bounds every prompt of the agent, on every call
+        path).
         """
-        limit = self.context_window - self.summary_max_tokens
+        limit = self.context_window - self.summary_max_tokens - self.framing_tokens
         most = agent.limits.max_prompt_tokens
         return limit if most is None else min(limit, most)
 

@@ -25,6 +25,7 @@ from sqlalchemy.engine import make_url
 from clearance._agents.budget_meter import BudgetMeter
 from clearance._agents.caller import CallBudget, ModelCaller
 from clearance._agents.telemetry import agent_span
+from clearance._context.answers import kept_answer, mark_answer
 from clearance._context.builder import ContextBuilder
 from clearance._context.window import (
     MAX_CONTEXT_WINDOW,
@@ -33,7 +34,7 @@ from clearance._context.window import (
     Strategy,
 )
 from clearance._core.budget import RunBudget
-from clearance._core.errors import ConfigError, LimitExceeded
+from clearance._core.errors import ConfigError, LimitExceeded, ModelError
 from clearance._core.ids import new_id
 from clearance._core.memory_spec import MAX_RECALL, MemoryGroup, group_members
 from clearance._core.names import check_count
@@ -162,6 +163,8 @@ class AgentChat:
             memory_timeout_s=memory_timeout_s,
             # Into the group its memory.record_to names, as a run records its results.
             record_to=agent.memory.record_to if agent.memory is not None else None,
+            # A summarizing prompt leaves room for the chat template too, as every prompt.
+            framing_tokens=self._reserved - agent.limits.max_output_tokens,
         )  # fmt: skip
         _check_room_for_instructions(self.monitor, agent, field="context_window")
         self.team: TeamConversation | None = None
@@ -239,7 +242,7 @@ class AgentChat:
                 unchanged), the prompt does not fit even after compression, or the message
                 would cause more model calls than the agent's ``max_model_calls`` (the call
                 over it is not sent).
-            ModelError: The model failed.
+            ModelError: The model failed, or its answer was empty.
             StoreError: The long-term memory failed or did not answer within
                 ``memory_timeout_s``.
         """
@@ -290,16 +293,31 @@ class AgentChat:
             subject=prompt.manifest.subject, agent=self.agent, model=self.model, prompt=prompt,
             budget=calls,
         )  # fmt: skip
-        self.last_answer = response.text  # shown even if compressing after it fails
-        answer = Turn(
-            id=new_id("turn"), role="assistant", content=response.text, author=self.agent.name
-        )
+        text = self._kept(prompt.manifest.subject, response.text, response.finish_reason)
+        self.last_answer = text  # shown even if compressing after it fails
+        answer = Turn(id=new_id("turn"), role="assistant", content=text, author=self.agent.name)
         self.conversation.add(answer)
         if self.team is not None:
             team = self.team
             await self._memory("posting to the shared conversation", lambda: team.post(answer))
         await self._compress(calls, keep_newest=False)  # an answer too long to keep may go too
-        return response.text
+        return text
+
+    def _kept(self, subject: str, text: str, finish_reason: str | None) -> str:
+        """The answer as every call path keeps one: refused empty, marked when cut off.
+
+        A cut-off answer (`kept_answer`: an ``answer_marked`` event) is shown, kept in the
+        conversation, posted to the shared conversation and remembered with its marks,
+        never as a whole answer.
+
+        Raises:
+            ModelError: The answer is empty (nothing would be shown, kept or posted).
+        """
+        if not text.strip():
+            raise ModelError("the model returned an empty completion", model_id=self.model.model_id)
+        if self.ledger is None:
+            return mark_answer(text, finish_reason=finish_reason).text
+        return kept_answer(self.ledger, self.run_id, subject, text, finish_reason=finish_reason)
 
     async def _compress(self, calls: CallBudget, *, keep_newest: bool = True) -> None:
         record = await self.monitor.after_turn(
