@@ -37,6 +37,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from clearance._core.errors import ConfigError
+from clearance._core.masking import mask_text, mask_url
 
 __all__ = [
     "MCP_FUNCTION_PREFIX",
@@ -230,16 +231,17 @@ def check_url(url: str) -> None:
     """
     if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url):
         raise ValueError("the URL holds whitespace or a control character")
+    shown = mask_url(url, whole_query=True)  # a refused URL's password or token is not shown
     try:
         parts = urlsplit(url)
         port = parts.port
     except ValueError as exc:
-        raise ValueError(f"{url!r} is not a valid URL: {exc}") from None
+        raise ValueError(f"{shown!r} is not a valid URL: {mask_text(str(exc))}") from None
     if parts.scheme not in ("http", "https"):
-        raise ValueError(f"{url!r}: the scheme must be http or https")
+        raise ValueError(f"{shown!r}: the scheme must be http or https")
     host = parts.hostname
     if not host:
-        raise ValueError(f"{url!r} names no host")
+        raise ValueError(f"{shown!r} names no host")
     if parts.username is not None or parts.password is not None:
         raise ValueError("the URL holds credentials: send them in headers (from ${VARIABLE})")
     if parts.fragment:

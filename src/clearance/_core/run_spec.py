@@ -16,7 +16,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import (
     BaseModel,
@@ -30,6 +29,7 @@ from pydantic import (
 from clearance._core.agent_spec import FileCaps
 from clearance._core.budget import ModelPrice, RunBudget
 from clearance._core.errors import ConfigError
+from clearance._core.masking import MASK, mask_url
 from clearance._core.mcp_spec import McpServerSpec
 from clearance._core.safe_yaml import gc_paused, load_yaml_file
 from clearance._core.spec import Team
@@ -92,9 +92,6 @@ recorded before format 2 such a task's reason; ``verify`` accepts each only ther
 each run's children by the numbering of its format (a resume keeps it)."""
 
 _FROM_ENV = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
-_PASSWORD = re.compile(r"(://[^:/@]*:)[^@/]*@")
-MASK = "***"
-"""What a recorded secret reads as."""
 
 
 class ExecutorSpec(BaseModel):
@@ -325,9 +322,11 @@ class RunSpec(BaseModel):
     def to_record(self, *, synthesis_ids: list[str] | None = None) -> dict[str, Any]:
         """The config a run records when it starts: the spec, secrets masked.
 
-        Passwords in the store and memory URLs, literal ``env:`` and ``headers:`` values of
-        MCP servers (not ``${NAME}`` references) and the query of an MCP server's URL (it may
-        hold a token) are recorded as ``***``: resuming such a run needs them given again.
+        Passwords and secret query values (``?password=``, ``?sslpassword=``...) in the
+        store and memory URLs (`clearance._core.masking.mask_url`), literal ``env:`` and
+        ``headers:`` values of MCP servers (not ``${NAME}`` references) and the query of an
+        MCP server's URL (it may hold a token) are recorded as ``***``: resuming such a run
+        needs them given again.
 
         Args:
             synthesis_ids: The task ids the synthesis shows, ``synthesis_from`` expanded
@@ -335,18 +334,18 @@ class RunSpec(BaseModel):
         """
         data = self.to_data()
         if isinstance(data.get("store"), str):
-            data["store"] = _PASSWORD.sub(rf"\1{MASK}@", data["store"])
+            data["store"] = mask_url(data["store"])
         memory = data.get("memory")
         if isinstance(memory, str):
-            data["memory"] = _PASSWORD.sub(rf"\1{MASK}@", memory)
+            data["memory"] = mask_url(memory)
         elif isinstance(memory, dict) and isinstance(memory.get("url"), str):
-            memory["url"] = _PASSWORD.sub(rf"\1{MASK}@", memory["url"])
+            memory["url"] = mask_url(memory["url"])
         for server in data.get("mcp_servers", {}).values():
             for key in ("env", "headers"):
                 if key in server:
                     server[key] = {k: _masked(v) for k, v in server[key].items()}
             if isinstance(server.get("url"), str):
-                server["url"] = _masked_query(server["url"])
+                server["url"] = mask_url(server["url"], whole_query=True)
         data["synthesis_ids"] = synthesis_ids
         return data
 
@@ -376,12 +375,6 @@ class RunSpec(BaseModel):
 def _masked(value: str) -> str:
     """A recorded ``env``/``headers`` value: ``${NAME}`` references kept, the rest masked."""
     return value if _FROM_ENV.fullmatch(value) else MASK
-
-
-def _masked_query(url: str) -> str:
-    """A recorded MCP server URL: its query (which may hold a token), if any, as ``***``."""
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(query=MASK)) if parts.query else url
 
 
 def validation_error(exc: ValidationError) -> tuple[str, str]:

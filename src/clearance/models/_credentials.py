@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from clearance._core.errors import ConfigError
+from clearance._core.masking import mask_text, url_secrets
 
 __all__ = ["PLACEHOLDER_API_KEY", "client_settings", "redacted"]
 
@@ -13,25 +14,19 @@ PLACEHOLDER_API_KEY = "unused"
 run without one)."""
 
 
-MIN_REDACTED_KEY_CHARS = 8
-"""Shortest key `redacted` hides: a shorter one is no real secret, and hiding it would garble
-the text around every occurrence of its letters."""
+def redacted(text: str, api_key: object, base_url: str | None = None) -> str:
+    """``text`` with ``api_key`` as ``[api key]`` and the credentials of URLs masked.
 
-
-def redacted(text: str, api_key: object) -> str:
-    """``text`` with every occurrence of ``api_key`` replaced by ``[api key]``.
-
-    A server may echo the key back (``"Incorrect API key provided: sk-..."``); its error
-    text goes into the error, the ledger and the terminal, so the key is taken out first.
-    The placeholder key and keys under `MIN_REDACTED_KEY_CHARS` characters are left alone.
+    A server may echo the key back (``"Incorrect API key provided: sk-..."``), or the
+    password of its base URL (``http://user:password@host/v1``, sent as Basic credentials)
+    or its ``?api_key=``; its error text goes into the error, the ledger and the terminal,
+    so they are taken out first (`clearance._core.masking.mask_text`), with the credentials
+    of any other URL the text quotes. The placeholder key and keys under
+    `clearance._core.masking.MIN_SECRET_CHARS` (4) characters are left alone.
     """
-    if (
-        not isinstance(api_key, str)
-        or len(api_key) < MIN_REDACTED_KEY_CHARS
-        or api_key == PLACEHOLDER_API_KEY
-    ):
-        return text
-    return text.replace(api_key, "[api key]")
+    if isinstance(api_key, str) and api_key != PLACEHOLDER_API_KEY:
+        text = mask_text(text, (api_key,), label="[api key]")
+    return mask_text(text, url_secrets(base_url))
 
 
 def client_settings(

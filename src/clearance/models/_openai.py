@@ -270,8 +270,8 @@ class OpenAIModel:
         return ModelError(self._text(f"{type(exc).__name__}: {exc}"), model_id=self.model_id)
 
     def _text(self, text: str) -> str:
-        """``text`` without the API key (a server may echo it back in an error)."""
-        return redacted(text, self._client.api_key)
+        """``text`` without the API key or the base URL's credentials (a server may echo them)."""
+        return redacted(text, self._client.api_key, self.base_url)
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` for this model, from `clearance.tokens.counter_for`.

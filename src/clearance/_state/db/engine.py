@@ -92,7 +92,7 @@ class DatabaseBase:
         # An SQLite file whose schema is read before anything is written (see `_migrate`).
         self._probe_url: str | None = None
         if isinstance(url, Engine):  # shared with its owner, used as it is configured
-            self._url = url.url.render_as_string(hide_password=True)
+            self._url = mask_url(url.url.render_as_string(hide_password=False))
             self._read_only = False
             self._dialect = supported_dialect(url, self._LABEL, self._url)
             self._engine = url

@@ -2,28 +2,22 @@
 
 from __future__ import annotations
 
-import re
+from sqlalchemy.exc import DBAPIError
 
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from clearance._core.masking import mask_text, mask_url
 
 __all__ = ["CommitUnknown", "commit_unknown", "failure_cause", "mask_url"]
 
 
-def mask_url(url: str) -> str:
-    """``url`` with any password replaced by ``***``, even when it does not parse."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except (SQLAlchemyError, ValueError, TypeError):
-        return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", url)
-
-
 def failure_cause(exc: BaseException) -> str:
-    """A one-line description of a database failure (never the SQL or its parameters)."""
+    """A one-line description of a database failure (never the SQL or its parameters).
+
+    A URL the driver quotes has its password and secret query values masked (`mask_text`).
+    """
     if isinstance(exc, DBAPIError) and exc.orig is not None:
         exc = exc.orig
     lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0] if lines else 'no details'}"
+    return f"{type(exc).__name__}: {mask_text(lines[0]) if lines else 'no details'}"
 
 
 class CommitUnknown(Exception):

@@ -21,6 +21,7 @@ from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from clearance._core.errors import StoreError
+from clearance._core.masking import password_holds_at
 from clearance._state.db.deadlines import (
     answer_deadline_s,
     answering_connect,
@@ -245,9 +246,14 @@ def open_engine(
             driver, or an SQLite file that is a folder or whose path holds a NUL, or
             (``read_only`` or not ``create``) one that does not exist, or it gives an
             SQLite query argument that would be ignored (``mode=ro`` without
-            ``uri=true``); the message holds the URL (password masked) and the cause.
+            ``uri=true``), or its password holds an ``@`` not written ``%40``; the message
+            holds the URL (password masked) and the cause.
     """
     masked = mask_url(url)
+    if password_holds_at(url):  # the driver would send the rest to a name server as a host
+        raise StoreError(
+            f"cannot open the {label} at {masked}: its password holds '@': write it as %40"
+        )
     try:
         parsed = make_url(url)
         backend = parsed.get_backend_name()
