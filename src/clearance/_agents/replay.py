@@ -299,12 +299,13 @@ class ReplaySource:
 
     def tool_ids(self, subject: str, step: int, calls: Sequence[ToolCall]) -> list[str]:
         """The ids of a turn's tool calls: the recorded ones in a replayed turn, else new."""
-        if subject in self._live:
-            return [new_id("tool") for _ in calls]
         rows = in_place(self._tools.get((subject, step), []), self._replaced)
         ids = []
         for index, call in enumerate(calls):
-            turn = self._plan(subject, step, rows, index, call)
+            if subject in self._live:  # a new answer: only a call that may have run is known
+                turn = self._in_flight(subject, step, call) or _Turn(call_id=new_id("tool"))
+            else:
+                turn = self._plan(subject, step, rows, index, call)
             self._turns[turn.call_id] = turn
             self._owners.setdefault(turn.call_id, subject)  # a new id too: its rerun's task
             ids.append(turn.call_id)
@@ -331,8 +332,14 @@ class ReplaySource:
                 "replacement": replacement,
             })  # fmt: skip
             # It ran: running it again is a second side effect, which the approval of its
-            # first run does not cover (`may_rerun` asks), unless its tool is idempotent.
-            again = row.name in self.approval_tools and not started.get("idempotent")
+            # first run does not cover (`may_rerun` asks), unless its tool is idempotent; so
+            # is running it once more after an earlier resume's run of it, started and
+            # never finished, may have run.
+            stopped = self._replaced.get(row.tool_call_id)
+            unfinished = stopped in self._started and stopped not in self._recorded
+            again = (unfinished or row.name in self.approval_tools) and not started.get(
+                "idempotent"
+            )
             last = self._last_starts.get(
                 (subject, step, call.name, arguments_sha256(call.arguments))
             )
@@ -341,20 +348,30 @@ class ReplaySource:
             # Its place in the answer tells it apart: the turn's calls run in order, so the
             # ones before it have their results (rows), and an identical call of the same
             # answer (a delegation asked for twice) that finished is never this one.
-            for call_id in self._started_at.get((subject, step), ()):
-                data = self._started[call_id]
-                if (
-                    call_id not in self._recorded
-                    and call_id not in self._turns
-                    and call_id not in self._replacements  # a declined call's, in its place
-                    and data.get("name") == call.name
-                    and data.get("arguments_sha256") == arguments_sha256(call.arguments)
-                ):
-                    last = self._last_starts.get(
-                        (subject, step, call.name, data["arguments_sha256"])
-                    )
-                    return _Turn(call_id=call_id, rerun=True, reruns=last)
+            turn = self._in_flight(subject, step, call)
+            if turn is not None:
+                return turn
         return _Turn(call_id=new_id("tool"))
+
+    def _in_flight(self, subject: str, step: int, call: ToolCall) -> _Turn | None:
+        """The call of a step recorded as started without a result that ``call`` repeats.
+
+        Such a call may have run. A live turn (its prompt differed from the recorded one:
+        an earlier call of the loop ran again under a new id, say) that asks for it again
+        runs it under its started id, as a rerun: only if idempotent, or a person approves.
+        """
+        for call_id in self._started_at.get((subject, step), ()):
+            data = self._started[call_id]
+            if (
+                call_id not in self._recorded
+                and call_id not in self._turns
+                and call_id not in self._replacements  # a declined call's, in its place
+                and data.get("name") == call.name
+                and data.get("arguments_sha256") == arguments_sha256(call.arguments)
+            ):
+                last = self._last_starts.get((subject, step, call.name, data["arguments_sha256"]))
+                return _Turn(call_id=call_id, rerun=True, reruns=last)
+        return None
 
     def recorded_output(self, subject: str, call_id: str) -> str | None:
         """The recorded result of a replayed tool call (a ``replayed`` event is recorded)."""
