@@ -12,7 +12,8 @@ do the same:
 - the ledger's records: `RunRecord`, `TaskRecord`, `CallRecord`, `EventRecord`,
   `ToolCallRecord`, and where runs and the store live (`DEFAULT_LEDGER_URL`,
   `DEFAULT_STORE_URL`, `masked_url`, `sqlite_file_path`); `MAX_ROWS`, the most rows one
-  listing returns;
+  listing returns; `process_gone` and `shown_status` (a run recorded ``running`` whose
+  process is gone, as ``clearance runs`` shows it);
 - checking what a command line gives: `check_model_id` (a model id, as the team file's
   ``model:``), `MAX_CONCURRENCY` (the most tasks at once), `MAX_TTL_S` (the longest a
   store entry may live) and `check_store_entry` (what a store write accepts);
@@ -56,6 +57,7 @@ if typing.TYPE_CHECKING:
     )
     from clearance._orchestration.model_pool import check_room_for_prompt
     from clearance._orchestration.plan_only import PlannedRun, plan_only, plan_team_file
+    from clearance._orchestration.resume import process_gone, shown_status
     from clearance._orchestration.run_config import WINDOWED_PROVIDERS, model_settings, spec_tools
     from clearance._orchestration.run_memory import masked_url
     from clearance._orchestration.spec_check import checked_run
@@ -110,7 +112,9 @@ __all__ = [
     "model_windows",
     "plan_only",
     "plan_team_file",
+    "process_gone",
     "report_function",
+    "shown_status",
     "spec_tools",
     "sqlite_file_path",
     "team_file_markdown",
@@ -157,6 +161,8 @@ _EXPORTS = {
     "model_windows": "clearance._orchestration.estimate",
     "plan_only": "clearance._orchestration.plan_only",
     "plan_team_file": "clearance._orchestration.plan_only",
+    "process_gone": "clearance._orchestration.resume",
+    "shown_status": "clearance._orchestration.resume",
     "report_function": "clearance._reports",
     "spec_tools": "clearance._orchestration.run_config",
     "sqlite_file_path": "clearance._state.db.sqlite",

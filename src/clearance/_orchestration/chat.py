@@ -16,6 +16,7 @@ keeps to (``budget`` and ``prices``, as a run records them).
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -41,6 +42,7 @@ from clearance._core.names import check_count
 from clearance._core.prompt import Prompt
 from clearance._core.spec import Agent
 from clearance._orchestration.model_pool import check_room_for_prompt
+from clearance._orchestration.resume import process_identity
 from clearance._orchestration.run_memory import absolute_url, masked_url, with_memories_that_fit
 from clearance._state.conversation import ConversationMemory, Turn
 from clearance._state.ledger import Recorder
@@ -98,6 +100,8 @@ class AgentChat:
         last_answer: The answer of the latest `say`, set as soon as the model gave it (before
             the conversation is compressed), ``None`` until then: when `say` fails after the
             answer came (a summary that failed), the answer is still there to show.
+        interrupted: Whether the latest `say` was stopped midway (cancelled, Ctrl-C): `finish`
+            then records the run ``interrupted``, as a run stopped so is.
 
     Raises:
         ConfigError: The model has no known context window and none is given, the window
@@ -183,6 +187,7 @@ class AgentChat:
         self.compressions: list[CompressionRecord] = []
         self.prompts: deque[Prompt] = deque(maxlen=KEPT_PROMPTS)
         self.last_answer: str | None = None
+        self.interrupted = False
         self._pending: list[CompressionRecord] = []
         meter = BudgetMeter(budget, run_id=self.run_id) if budget is not None else None
         self.caller = ModelCaller(
@@ -207,12 +212,20 @@ class AgentChat:
                     },
                     "memory": _memory_config(memory),
                     **_budget_config(budget),
+                    # Its owner, as a run records it: a session whose process is gone is
+                    # listed so (`process_gone`).
+                    "process": process_identity(),
                 },
             )
 
-    def finish(self, *, error: str | None = None) -> None:
-        """Record the end of the conversation's run: completed, or failed with ``error``.
+    def finish(self, *, error: str | None = None, stopped_by: str = "interrupted") -> None:
+        """Record the end of the conversation's run: completed, failed or interrupted.
 
+        Failed with ``error`` when one is given. A session ended between messages
+        (``/quit``, end of input, Ctrl-C at the prompt) completed. One whose latest `say` was
+        stopped midway (`interrupted`) is ``interrupted``, as a run stopped so is; its
+        error says how (``stopped_by``: ``"interrupted"``, ``"terminated"``), whether the
+        message was answered, and that it is not resumed (a chat has no tasks to run again).
         Does nothing without a ledger.
 
         Raises:
@@ -220,9 +233,12 @@ class AgentChat:
         """
         if self.ledger is None:
             return
+        status = "failed" if error else "completed"
+        if error is None and self.interrupted:
+            status, error = "interrupted", _interruption(stopped_by, self.last_answer)
         self.ledger.finish_run(
             self.run_id,
-            status="failed" if error else "completed",
+            status=status,
             synthesis=None,
             usage=self.caller.usage,
             error=error,
@@ -246,9 +262,13 @@ class AgentChat:
             StoreError: The long-term memory failed or did not answer within
                 ``memory_timeout_s``.
         """
+        self.interrupted = False
         with agent_span(run_id=self.run_id, agent=self.agent.name, conversation_id=self.run_id):
             try:
                 return await self._say(text)
+            except (asyncio.CancelledError, KeyboardInterrupt):  # Ctrl-C, SIGTERM, cancelled
+                self.interrupted = True
+                raise
             except LimitExceeded as exc:  # on record, as a run's breach is
                 if self.ledger is not None:
                     subject = exc.subject or f"conversation:{self.agent.name}"
@@ -354,6 +374,15 @@ class AgentChat:
             found.extend(self.team.view(text))
         unique = {r.id: r for r in found if r.id not in held}
         return list(unique.values())
+
+
+def _interruption(stopped_by: str, answer: str | None) -> str:
+    """The recorded error of a session stopped during a message."""
+    if answer is None:
+        during = "while a message waited for its answer (not answered)"
+    else:
+        during = "while the conversation was compressed after an answer"
+    return f"{stopped_by} {during}; a chat session is not resumed"
 
 
 def _check_room_for_instructions(

@@ -33,11 +33,13 @@ __all__ = [
     "RecordedRun",
     "check_resumable",
     "load_recorded_run",
+    "process_gone",
     "process_identity",
     "recorded_config",
     "recorded_spec",
     "recorded_usage",
     "restore_messages",
+    "shown_status",
     "spec_resources",
 ]
 
@@ -72,6 +74,51 @@ def recorded_config(spec: RunSpec, synthesis_from: Sequence[str] | None) -> dict
     }
 
 
+def _owner(record: RunRecord) -> tuple[str, int, str | None] | None:
+    """The host, process id and start ticks a ``running`` run recorded, else ``None``.
+
+    ``None`` too for a run recorded before runs named their process: nothing to judge by.
+    """
+    owner = record.config.get("process")
+    if record.status != "running" or not isinstance(owner, dict):
+        return None
+    host, pid, started = owner.get("host"), owner.get("pid"), owner.get("started")
+    if not isinstance(pid, int) or not isinstance(host, str):
+        return None
+    return host, pid, started if isinstance(started, str) else None
+
+
+def process_gone(record: RunRecord, *, now: datetime) -> bool:
+    """Whether a run recorded ``running`` is run by no process any more (killed, say).
+
+    Its recorded process (`process_identity`) is dead on this host, or its id now belongs
+    to a process started at another time; a process of another host has let its lease
+    lapse (`clearance._state.lease.LEASE_S`; ``now`` on the ledger's clock). A run (a chat
+    session too) whose owner may be alive, or that names none, is not gone. `resume` takes
+    over a run only when it is gone; `clearance runs` and `inspect` show it as gone.
+    """
+    owner = _owner(record)
+    if owner is None:
+        return False
+    host, pid, started = owner
+    if host == socket.gethostname():
+        now_started = start_ticks(pid)
+        reused = started is not None and now_started not in (None, started)
+        if pid == os.getpid():  # this process: the run's only if it started as the run's
+            return started is not None and now_started != started
+        return reused or not pid_alive(pid)
+    lease = record.lease_expires_at
+    return lease is not None and lease <= now
+
+
+def shown_status(record: RunRecord, *, now: datetime) -> str:
+    """A run's status as listed: its recorded status, or ``running (process gone)``.
+
+    The latter for a run `process_gone` says no process runs.
+    """
+    return f"{record.status} (process gone)" if process_gone(record, now=now) else record.status
+
+
 def _refuse_live_run(record: RunRecord, now: datetime) -> None:
     """Refuse to resume a run whose recorded process may still be running it.
 
@@ -83,25 +130,17 @@ def _refuse_live_run(record: RunRecord, now: datetime) -> None:
         ConfigError: The run is ``running`` and its process is alive on this host, or it
             was started on another host and its lease has not lapsed (or it has none).
     """
-    owner = record.config.get("process")
-    if record.status != "running" or not isinstance(owner, dict):
-        return  # stopped, or recorded before runs named their process: nothing to check
-    host, pid = owner.get("host"), owner.get("pid")
-    if not isinstance(pid, int) or not isinstance(host, str):
-        return
-    me = process_identity()
-    if host == me["host"]:
-        started = owner.get("started")
-        reused = isinstance(started, str) and start_ticks(pid) not in (None, started)
-        if pid != me["pid"] and pid_alive(pid) and not reused:
+    owner = _owner(record)
+    if owner is None or process_gone(record, now=now):
+        return  # stopped, named no process, or its process is gone: nothing to refuse
+    host, pid, _ = owner
+    if host == socket.gethostname():
+        if pid != os.getpid():
             raise ConfigError(
                 f"run {record.run_id} is still running in process {pid} on this host; "
                 "stop it (Ctrl-C) or wait for it, then resume",
             )
         return
-    lease = record.lease_expires_at
-    if lease is not None and lease <= now:
-        return  # its owner stopped renewing the lease: reopen_run takes the run over
     raise ConfigError(
         f"run {record.run_id} is marked running by process {pid} on host {host!r}, which "
         f"cannot be checked from here; its lease lapses {LEASE_S:.0f} s after that process "

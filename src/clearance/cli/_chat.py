@@ -373,7 +373,8 @@ def chat(
 def _run_session(session: AgentChat, db: str) -> None:
     """Converse, then record the end of the run; exit 1 when a turn failed, 130 on Ctrl-C.
 
-    SIGTERM ends it as Ctrl-C does (`sigterm_as_interrupt`), with exit code 143.
+    SIGTERM ends it as Ctrl-C does (`sigterm_as_interrupt`), with exit code 143. Either,
+    during a message, records the run ``interrupted`` (`AgentChat.finish`), as a run's.
 
     However the session ends, its run is finished: a failure that is not a `ClearanceError`
     (a bug) is recorded as the run's error and raised on.
@@ -382,7 +383,9 @@ def _run_session(session: AgentChat, db: str) -> None:
         with sigterm_as_interrupt() as termination:
             asyncio.run(_converse(session))
     except KeyboardInterrupt:
-        session.finish()
+        if session.interrupted and session.last_answer is not None:
+            _print_answer(session.last_answer)  # it came; compressing after it was stopped
+        session.finish(stopped_by="terminated" if termination.received else "interrupted")
         err.print(safe_line(_session_line(session, db)), soft_wrap=True)
         raise typer.Exit(TERMINATED_EXIT_CODE if termination.received else 130) from None
     except ClearanceError as exc:

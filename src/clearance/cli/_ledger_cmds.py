@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from typing import Annotated
 
 import typer
@@ -49,13 +50,18 @@ def inspect(
     ] = True,
     db: DbOption = DEFAULT_LEDGER_URL,
 ) -> None:
-    """Show what every agent of a run saw: admitted items with origin and tokens, and prompts."""
+    """Show what every agent of a run saw: admitted items with origin and tokens, and prompts.
+
+    A run recorded running whose process is gone (killed) is shown running (process gone).
+    """
     from clearance import RunLedger
+    from clearance.runs import shown_status
 
     if as_json and response_only:
         raise ConfigError("give --json or --response-only, not both", field="--json")
     with RunLedger(db, read_only=True) as ledger:
         record = ledger.get_run(run_id)
+        shown = dataclasses.replace(record, status=shown_status(record, now=ledger.server_time()))
         calls = ledger.calls(record.run_id)
         tasks = {t.task_id: t for t in ledger.tasks(record.run_id)}
         tool_calls = ledger.tool_calls(record.run_id)
@@ -76,7 +82,7 @@ def inspect(
         print_responses(calls)
     else:
         with page_if_terminal(out, enabled=pager):
-            print_inspect(record, calls, tasks, tool_calls, events, show_prompt=show_prompt)
+            print_inspect(shown, calls, tasks, tool_calls, events, show_prompt=show_prompt)
 
 
 def _chain_head(value: str | None) -> str | None:
@@ -193,20 +199,30 @@ def runs(
 ) -> None:
     """List recent runs, newest first, and how many older ones are not shown.
 
+    A run recorded running whose process is gone (killed) is shown running (process gone).
+
     A run whose record is malformed (edited by hand) is left out of the table and named, with
     what is wrong, on one line of its own on stderr; the others are listed as usual, and the
     command then exits 2.
     """
     from clearance import MalformedRecord, RunLedger
+    from clearance.runs import shown_status
 
     with RunLedger(db, read_only=True) as ledger:
         listed = ledger.run_listing(limit=limit)
+        now = ledger.server_time()
         # Counted only when the page is full: fewer runs than the limit are all there are.
         more = ledger.run_count() - len(listed) if len(listed) == limit else 0
     records = [r for r in listed if not isinstance(r, MalformedRecord)]
     broken = [r for r in listed if isinstance(r, MalformedRecord)]
     rows = [
-        (r.run_id, r.team, r.status, f"{r.created_at:%Y-%m-%d %H:%M}", _cut(r.goal or "", 60))
+        (
+            r.run_id,
+            r.team,
+            shown_status(r, now=now),
+            f"{r.created_at:%Y-%m-%d %H:%M}",
+            _cut(r.goal or "", 60),
+        )
         for r in records
     ]
     # The run id (what people copy from here), the status and the date are never cut or
