@@ -83,7 +83,8 @@ async def main(
                     f"compressed ({record.strategy}): {record.tokens_before} -> "
                     f"{record.tokens_after} tokens, {len(record.dropped)} turns"
                 )
-            report = verify_run(ledger, chat.run_id, memories=memory_lookup(memory_url))
+            with memory_lookup(memory_url) as lookup:
+                report = verify_run(ledger, chat.run_id, memories=lookup)
             print(f"verify: {'OK' if report.ok else report.findings}")
             return Outcome(
                 turns=len(chat.prompts),

@@ -39,6 +39,7 @@ from clearance._agents.mcp_transport import (
 from clearance._agents.tools import Tool, ToolOutput, tool_caller
 from clearance._core.confined import escape_controls
 from clearance._core.errors import ConfigError
+from clearance._core.masking import mask_cut, mask_text
 from clearance._core.mcp_spec import McpServerSpec, McpToolRef
 from clearance._core.schema_check import schema_errors, schema_problem
 from clearance.models._base import MAX_ARGUMENT_DEPTH, nested_deeper_than
@@ -225,7 +226,7 @@ async def _listed(server: str, spec: McpServerSpec, wanted: set[str], folder: Pa
         listed = await _stopped_on_cancel(work)
     except Exception as exc:  # any failure of the server, its process or the connection
         leaf = _leaf(exc)
-        said = _tail(errlog.close())
+        said = _describe(leaf, spec.secrets()) + _tail(errlog.close())
         if cap.flooded:
             raise ConfigError(
                 f"MCP server {server!r} ({spec.where()}) sent more than {MAX_SERVER_REQUESTS} "
@@ -247,7 +248,7 @@ async def _listed(server: str, spec: McpServerSpec, wanted: set[str], folder: Pa
                 field=field_name,
             ) from None
         raise ConfigError(
-            f"cannot use MCP server {server!r} ({spec.where()}): {_describe(leaf)}{said}",
+            f"cannot use MCP server {server!r} ({spec.where()}): {said}",
             field=field_name,
         ) from None
     finally:
@@ -368,10 +369,11 @@ async def _call(
             return f"error: {message}", True, {"error": "timeout"}
         if isinstance(leaf, ConfigError):
             return f"error: {who}, calling {ref.tool}: {leaf}", True, {"error": "config"}
-        message = f"{who} failed to answer {ref.tool}: {_describe(leaf)}"
+        message = f"{who} failed to answer {ref.tool}: {_describe(leaf, spec.secrets())}"
         return f"error: {message}", True, {"error": type(leaf).__name__}
     assert result is not None
-    text, size = _result_text(result)
+    text, size = _result_text(result)  # an error result echoing the request: no credential
+    text = mask_text(text, spec.secrets()) if result.is_error else text
     capped, cut = _capped(text, spec.max_result_bytes)
     return capped, bool(result.is_error), {"bytes": size, "truncated": cut}
 
@@ -441,11 +443,11 @@ def _leaf(exc: BaseException) -> BaseException:
     return exc
 
 
-def _describe(exc: BaseException) -> str:
-    """One line about an exception (its first leaf, for exception groups), shortened."""
+def _describe(exc: BaseException, secrets: Iterable[str] = ()) -> str:
+    """One line about an exception (its first leaf), shortened, ``secrets`` masked."""
     exc = _leaf(exc)
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return f"{type(exc).__name__}: {_quoted(text)}"
+    text = " ".join(mask_text(str(exc), secrets).split()) or type(exc).__name__
+    return f"{type(exc).__name__}: {_quoted(mask_cut(text[:_ERROR_CHARS], secrets))}"
 
 
 _BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")  # text shown in another order than sent

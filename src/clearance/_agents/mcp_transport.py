@@ -49,6 +49,7 @@ from anyio import ClosedResourceError, EndOfStream
 from anyio.abc import ObjectReceiveStream
 from anyio.streams.text import TextReceiveStream
 
+from clearance._core.masking import mask_cut, mask_text
 from clearance._core.mcp_spec import McpServerSpec
 
 if TYPE_CHECKING:
@@ -487,8 +488,9 @@ async def session(
 
         async def on_message(message: Any) -> None:
             if isinstance(message, Exception) and malformed is not None and len(malformed) < 8:
-                text = " ".join(str(message).split())
-                malformed.append(text[:MALFORMED_SHOWN])
+                secrets = spec.secrets()  # one echoing the request quotes no credential
+                text = " ".join(mask_text(str(message), secrets).split())
+                malformed.append(mask_cut(text[:MALFORMED_SHOWN], secrets))
 
         client_session = await stack.enter_async_context(
             _session_class()(_CountedRequests(read, cap), write, message_handler=on_message)

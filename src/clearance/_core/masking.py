@@ -11,9 +11,14 @@ a report, a span or the ledger.
   to the last ``@`` before the host; it may hold ``:``, ``/``, ``?`` or ``#``. A string that
   is no URL at all is masked by the same rules, so a mistyped URL is not shown whole.
 - `url_secrets`: the secret parts of a URL (password as written and decoded, the Basic
-  credentials an HTTP client makes of it, secret query values), for `mask_text`.
+  credentials an HTTP client makes of it, secret query values, or every query value), for
+  `mask_text`.
+- `header_secrets`: the secret parts of an HTTP header's value (``Bearer <token>``: the
+  value and the token), for `mask_text`.
 - `mask_text`: a text with the credentials of every URL it quotes masked, and each given
   secret (an API key, a URL's secrets) replaced.
+- `mask_cut`: a short text with what is left of a secret its producer cut short (a
+  validation error's ``'head...tail'``) masked too.
 - `password_holds_at`: whether a URL's password holds an unencoded ``@``, which a driver
   would read as part of the host (and send to a name server, and quote in its errors).
 """
@@ -23,11 +28,13 @@ from __future__ import annotations
 import base64
 import re
 from collections.abc import Iterable
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
 
 __all__ = [
     "MASK",
     "MIN_SECRET_CHARS",
+    "header_secrets",
+    "mask_cut",
     "mask_text",
     "mask_url",
     "password_holds_at",
@@ -102,11 +109,16 @@ def mask_url(url: str, *, whole_query: bool = False) -> str:
     return _QUERY_SECRET.sub(rf"\1{MASK}", url)
 
 
-def url_secrets(url: str | None) -> tuple[str, ...]:
+def url_secrets(url: str | None, *, whole_query: bool = False) -> tuple[str, ...]:
     """The secret parts of ``url`` (``None``: none), for `mask_text`.
 
     Its password (as written and decoded), the HTTP Basic credentials a client sends for its
     user and password, and its secret query values.
+
+    Args:
+        url: A database, API or MCP URL.
+        whole_query: Every query value, whatever its key (an MCP endpoint's query may hold a
+            token under any name), as `mask_url` masks it.
     """
     if not url:
         return ()
@@ -122,6 +134,31 @@ def url_secrets(url: str | None) -> tuple[str, ...]:
     for match in _QUERY_SECRET.finditer(url):
         value = url[match.end(1) : match.end()]
         found += [value, unquote(value)]
+    if whole_query:
+        for piece in re.split(r"[&;]", url.partition("?")[2].partition("#")[0]):
+            value = piece.partition("=")[2] if "=" in piece else piece
+            found += [value, unquote(value), unquote_plus(value)]
+    return tuple(s for s in dict.fromkeys(found) if s)
+
+
+def header_secrets(value: str) -> tuple[str, ...]:
+    """The secret parts of an HTTP header's value (``Authorization: ...``), for `mask_text`.
+
+    The value itself and, after an authentication scheme (``Bearer <token>``,
+    ``Basic <base64>``), the credentials alone; for ``Basic``, also the ``user:password``
+    they decode to and the password.
+    """
+    found = [value, value.strip()]
+    scheme, _, credentials = value.strip().partition(" ")
+    credentials = credentials.strip()
+    if credentials:
+        found.append(credentials)
+        if scheme.lower() == "basic":
+            try:
+                pair = base64.b64decode(credentials, validate=True).decode("utf-8")
+            except (ValueError, UnicodeDecodeError):
+                pair = ""
+            found += [pair, pair.partition(":")[2]]
     return tuple(s for s in dict.fromkeys(found) if s)
 
 
@@ -137,3 +174,35 @@ def mask_text(text: str, secrets: Iterable[str] = (), *, label: str = MASK) -> s
             text = text.replace(secret, label)
     text = _TEXT_USERINFO.sub(rf"\1{MASK}@", text)
     return _QUERY_SECRET.sub(rf"\1{MASK}", text)
+
+
+_CUT_MARK = re.compile(r"(\.\.\.|\u2026)")  # where a producer cut a value short: ``...``, ``…``
+_CUT_SHOWN = 3  # the fewest characters of a secret left by a cut that are masked
+_CUT_MAX = 64  # the most looked at on each side of a cut (a validation error keeps 24)
+
+
+def mask_cut(text: str, secrets: Iterable[str] = (), *, label: str = MASK) -> str:
+    """``text`` with what is left of each secret cut short by its producer replaced by ``label``.
+
+    The beginning of a secret right before a cut mark (``...``, ``…``), the end of one right
+    after it: a validation error shows a long value as its first and last characters around
+    ``...``, so a secret there is neither whole (`mask_text` misses it) nor gone. For a short
+    text (a line about to be shown), after `mask_text`.
+    """
+    wanted = sorted({s for s in secrets if len(s) > _CUT_SHOWN}, key=lambda s: (-len(s), s))
+    pieces = _CUT_MARK.split(text)  # text, mark, text, mark, ..., text
+    if not wanted or len(pieces) == 1:
+        return text
+    for i in range(1, len(pieces), 2):
+        before, after = pieces[i - 1], pieces[i + 1]
+        for secret in wanted:
+            for n in range(min(len(secret) - 1, len(before), _CUT_MAX), _CUT_SHOWN - 1, -1):
+                if before.endswith(secret[:n]):
+                    before = before[:-n] + label
+                    break
+            for n in range(min(len(secret) - 1, len(after), _CUT_MAX), _CUT_SHOWN - 1, -1):
+                if after.startswith(secret[-n:]):
+                    after = label + after[n:]
+                    break
+        pieces[i - 1], pieces[i + 1] = before, after
+    return "".join(pieces)

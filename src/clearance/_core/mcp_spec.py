@@ -37,7 +37,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from clearance._core.errors import ConfigError
-from clearance._core.masking import mask_text, mask_url
+from clearance._core.masking import header_secrets, mask_text, mask_url, url_secrets
 
 __all__ = [
     "MCP_FUNCTION_PREFIX",
@@ -197,6 +197,20 @@ class McpServerSpec(BaseModel):
             if any(ord(c) < 32 or ord(c) == 127 for c in value):
                 raise ConfigError("holds a control character", field=f"headers.{name}")
         return out
+
+    def secrets(self) -> tuple[str, ...]:
+        """What a server's errors must not quote back (masked with `mask_text`).
+
+        Every value of the URL's query and of the headers (``${NAME}`` resolved; one whose
+        variable is not set is left out), with the token of ``Bearer <token>``.
+        """
+        found = list(url_secrets(self.url, whole_query=True))
+        for name, value in self.headers.items():
+            try:
+                found += header_secrets(_from_env(value, f"headers.{name}"))
+            except ConfigError:
+                continue
+        return tuple(found)
 
     def where(self) -> str:
         """The server's address for messages and the ledger: its URL or its program.

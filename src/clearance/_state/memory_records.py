@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Self
 
 import sqlalchemy as sa
 from sqlalchemy.types import TypeDecorator
@@ -36,6 +36,7 @@ __all__ = [
     "READ_COLUMNS_SQL",
     "MemoryDatabase",
     "MemoryRecord",
+    "RecordLookup",
     "count_memories",
     "cut_to_cap",
     "kept_chars",
@@ -251,25 +252,48 @@ class MemoryRecord:
         }
 
 
-def memory_lookup(url_or_engine: str | sa.Engine) -> Callable[[str], MemoryRecord | None]:
+class RecordLookup:
+    """An unscoped lookup of memory records by id (see `memory_lookup`), holding its database.
+
+    Call it with an id for the record (``None`` when there is none). `close` releases the
+    database's connections (closing twice is fine; a lookup after it raises `StoreError`);
+    usable as a context manager, which closes it.
+    """
+
+    __slots__ = ("_database",)
+
+    def __init__(self, database: MemoryDatabase) -> None:
+        self._database = database
+
+    def __call__(self, memory_id: str) -> MemoryRecord | None:
+        with self._database._reading(f"read memory {memory_id!r}") as conn:
+            row = conn.execute(sa.select(*READ_COLUMNS).where(MEMORIES.c.id == memory_id)).first()
+        return record_of(row._mapping) if row is not None else None
+
+    def close(self) -> None:
+        """Release the database's connections (an engine passed in is left to its owner)."""
+        self._database.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def memory_lookup(url_or_engine: str | sa.Engine) -> RecordLookup:
     """An unscoped lookup of records by id, for auditing (``clearance verify``).
 
-    Not for agents: it ignores scopes. Pass it to `verify_run` as ``memories``. The
-    database is opened read-only (see `DatabaseBase`): nothing is created, upgraded or
-    written, and a database that is not a memory store is refused.
+    Not for agents: it ignores scopes. Pass it to `verify_run` as ``memories``, then close it
+    (``with memory_lookup(url) as lookup:``, or ``lookup.close()``): it holds the database
+    open. The database is opened read-only (see `DatabaseBase`): nothing is created,
+    upgraded or written, and a database that is not a memory store is refused.
 
     Raises:
         StoreError: The database cannot be opened, or is not a memory store (or is one of
             an older schema: open it once with write access).
     """
-    database = MemoryDatabase(url_or_engine, read_only=True)
-
-    def lookup(memory_id: str) -> MemoryRecord | None:
-        with database._reading(f"read memory {memory_id!r}") as conn:
-            row = conn.execute(sa.select(*READ_COLUMNS).where(MEMORIES.c.id == memory_id)).first()
-        return record_of(row._mapping) if row is not None else None
-
-    return lookup
+    return RecordLookup(MemoryDatabase(url_or_engine, read_only=True))
 
 
 def list_memories(url_or_engine: str | sa.Engine, *, limit: int = 50) -> list[MemoryRecord]:

@@ -55,35 +55,43 @@ def verify_lookups(
     """Lookups into the run's memory and store: the overrides, else the recorded URLs.
 
     Returns:
-        ``(memory lookup or None, store lookup or None, things to close)``.
+        ``(memory lookup or None, store lookup or None, things to close)``: the caller closes
+        them when done.
 
     Raises:
-        StoreError: A backend is unreachable (the message names it and the override option).
+        StoreError: A backend is unreachable (the message names it and the override option);
+            what was opened before it is closed.
     """
     from clearance import ContextStore
     from clearance.memory import memory_lookup
 
     closing: list[Any] = []
-    memory_url = memory or _recorded(record, "memory")
-    memories = None
-    if memory_url is not None:
-        _reachable(memory_url, "memory", "--memory")
-        try:
-            memories = memory_lookup(memory_url)
-        except StoreError as exc:
-            raise StoreError(
-                f"the run's memory is unreachable: {exc}; give it with --memory URL"
-            ) from exc
-    store_url = store or _recorded(record, "store")
-    entries = None
-    if store_url is not None:
-        _reachable(store_url, "store", "--store")
-        try:  # read-only: verify never creates, migrates or writes to a store
-            opened = ContextStore(store_url, read_only=True)
-        except StoreError as exc:
-            raise StoreError(
-                f"the run's store is unreachable: {exc}; give it with --store URL"
-            ) from exc
-        closing.append(opened)
-        entries = opened.get_entry
+    try:  # what is open is closed when a later backend is refused
+        memory_url = memory or _recorded(record, "memory")
+        memories = None
+        if memory_url is not None:
+            _reachable(memory_url, "memory", "--memory")
+            try:
+                memories = memory_lookup(memory_url)
+            except StoreError as exc:
+                raise StoreError(
+                    f"the run's memory is unreachable: {exc}; give it with --memory URL"
+                ) from exc
+            closing.append(memories)
+        store_url = store or _recorded(record, "store")
+        entries = None
+        if store_url is not None:
+            _reachable(store_url, "store", "--store")
+            try:  # read-only: verify never creates, migrates or writes to a store
+                opened = ContextStore(store_url, read_only=True)
+            except StoreError as exc:
+                raise StoreError(
+                    f"the run's store is unreachable: {exc}; give it with --store URL"
+                ) from exc
+            closing.append(opened)
+            entries = opened.get_entry
+    except BaseException:
+        for opened_backend in closing:
+            opened_backend.close()
+        raise
     return memories, entries, closing
