@@ -13,36 +13,24 @@ dependencies and `MAX_FILLED_CHARS` characters added by filling in, each refused
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import unicodedata
 import warnings
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pathspec
 
-from clearance._core.confined import (
-    CONTROL_CHARACTER,
-    EntryKind,
-    TreeEntry,
-    escape_controls,
-    walk_confined,
-)
+from clearance._core.confined import walk_confined
 from clearance._core.errors import ConfigError, LimitExceeded
+from clearance._core.input_listing import InputListing, ScanCaps, check_names
 from clearance._core.names import MAX_LABEL_CHARS
 from clearance._core.routing import EdgeCondition
 from clearance._core.run_spec import RunSpec
 from clearance._core.spec import FanOut, Task
 from clearance._core.teamfile_models import TaskSpec
-from clearance._core.workspace_reach import (
-    DEFAULT_WORKSPACE_ROOT,
-    is_state_path,
-    state_prefixes,
-    under_prefixes,
-)
+from clearance._core.workspace_reach import DEFAULT_WORKSPACE_ROOT, state_prefixes
 
 __all__ = [
     "MAX_DEPTH_SCANNED",
@@ -97,7 +85,8 @@ MAX_DEPTH_SCANNED = 100
 """Deepest level of entries under the input folder (1: its own entries); deeper is refused."""
 
 MAX_FOR_EACH_FILE_TASKS = 64
-"""Most ``for_each_file`` tasks one team file may hold (each one walks the input folder)."""
+"""Most ``for_each_file`` tasks one team file may hold (each one matched against the one
+listing of the input folder)."""
 
 MAX_EXPANDED_TASKS = 100_000
 """Most tasks a team file's tasks may make once every ``for_each_file`` one is expanded."""
@@ -173,20 +162,41 @@ def matching_files(
             names the file, escaped, and the field; or two matching names differ only in
             Unicode normalization (``café`` composed and decomposed), which read alike.
     """
+    return _matches(_Scan(root, leave_out), pattern, include, field)
+
+
+class _Scan:
+    """The input folder's listing: walked on first use, then kept (one walk for every template).
+
+    The caps and the walk are looked up when it is walked, not when it is made.
+    """
+
+    def __init__(self, root: Path, leave_out: tuple[str, ...]) -> None:
+        self.root, self.leave_out = root, leave_out
+        self._listing: InputListing | None = None
+
+    def __call__(self, field: str) -> InputListing:
+        if self._listing is None:
+            caps = ScanCaps(MAX_FILES_SCANNED, MAX_ENTRIES_SCANNED, MAX_DEPTH_SCANNED)
+            self._listing = InputListing.read(self.root, self.leave_out, field, caps,
+                                              walk_confined)  # fmt: skip
+        return self._listing
+
+
+def _matches(scan: _Scan, pattern: str, include: list[str], field: str) -> list[Path]:
+    """The files of ``scan``'s listing matching ``pattern`` and one of ``include``, sorted.
+
+    The pattern is compiled before the folder is walked: one that cannot be used is refused
+    first, however large the folder.
+    """
+    root = scan.root
     try:
         with warnings.catch_warnings():
             # A literal '[' in a set (``[[]``) makes `re` warn of a future nested-set syntax.
             warnings.simplefilter("ignore", FutureWarning)
             spec = pathspec.PathSpec.from_lines("gitignore", ["/" + pattern])
-            # A folder the run may not read is refused: its files would get no task, unsaid.
-            # Clearance's state and the workspace root are left unread: never matched,
-            # they count toward no cap (an earlier run's outputs do not crowd the input out).
-            entries = walk_confined(root, max_depth=MAX_DEPTH_SCANNED + 1,
-                                    max_entries=MAX_ENTRIES_SCANNED, unreadable=False,
-                                    prune=lambda rel: is_state_path(rel)
-                                    or under_prefixes(rel, leave_out))  # fmt: skip
-            walked = _Candidates(entries, root, field)
-            found = list(spec.match_files(_at_most(walked, root, field)))
+            listing = scan(field)
+            found = listing.matching(spec)
     except LimitExceeded:
         raise ConfigError(
             f"the input folder {str(root)!r} holds more than {MAX_ENTRIES_SCANNED} files and "
@@ -197,111 +207,17 @@ def matching_files(
         if exc.field is not None:
             raise
         raise ConfigError(exc.message, field=field) from None  # the folder cannot be read
-    except ValueError as exc:
+    except (ValueError, re.error) as exc:  # re.error: a reversed range (``[z-a]``)
         raise ConfigError(f"cannot match {pattern!r}: {exc}", field=field) from exc
-    found = [rel for rel in found if not _in_state(root, rel, walked.files, leave_out)]
-    files = sorted(root / rel for rel in found if rel in walked.files or _leads_to_file(root / rel))
-    matches = [p for p in files if any(p.match(inc) for inc in include)]
+    matches = listing.select(found, include)
     if len(matches) > MAX_FILES_MATCHED:
         raise ConfigError(
             f"{pattern!r} matches {len(matches)} files under {str(root)!r}, more than the "
             f"{MAX_FILES_MATCHED} one task may stand for: narrow the pattern or the input folder",
             field=field,
         )
-    seen: dict[str, str] = {}
-    for path in matches:
-        rel = path.relative_to(root).as_posix()
-        _check_name(rel, root, field)
-        # Two names one Unicode normalization apart look alike: their tasks' titles and
-        # descriptions would too, and a dependent could not tell their results apart.
-        if (other := seen.setdefault(unicodedata.normalize("NFC", rel), rel)) != rel:
-            raise ConfigError(
-                f"the file names {other!a} and {rel!a} under {str(root)!r} differ "
-                "only in Unicode normalization and would read alike: rename one or narrow "
-                "the pattern",
-                field=field,
-            )
+    check_names(matches, root, field)
     return matches
-
-
-class _Candidates:
-    """The paths of the files and links a walk yields; remembers which were regular files."""
-
-    def __init__(self, entries: Iterator[TreeEntry], root: Path, field: str) -> None:
-        self._entries, self._root, self._field = entries, root, field
-        self.files: set[str] = set()
-
-    def __iter__(self) -> Iterator[str]:
-        for entry in self._entries:
-            if entry.depth > MAX_DEPTH_SCANNED:
-                raise ConfigError(
-                    f"the input folder {str(self._root)!r} holds entries more than "
-                    f"{MAX_DEPTH_SCANNED} levels deep: give a narrower --input (or "
-                    "input.default)",
-                    field=self._field,
-                )
-            if entry.kind == EntryKind.FILE:
-                self.files.add(entry.path)
-                yield entry.path
-            elif entry.kind == EntryKind.SYMLINK:
-                yield entry.path  # a file if it leads to one (`Path.is_file` follows it)
-
-
-def _in_state(root: Path, rel: str, files: set[str], leave_out: tuple[str, ...]) -> bool:
-    """Whether ``rel`` lies in Clearance's state or under ``leave_out``, or a link leads there."""
-    if is_state_path(rel) or under_prefixes(rel, leave_out):
-        return True
-    if rel in files:
-        return False
-    # A link: where it leads counts (a link in the project to an agent's output).
-    return any(
-        prefix != "." and (is_state_path(prefix) or under_prefixes(prefix, leave_out))
-        for prefix in state_prefixes(root, [root / rel])
-    )
-
-
-def _leads_to_file(link: Path) -> bool:
-    """Whether a matched link leads to a regular file (followed as the system does).
-
-    A link that cannot be followed for a reason other than its target missing (a name too
-    long, permission denied on the way) counts as one: the confined read of the task's
-    files then refuses it in one line naming it, where ``is_file`` would raise.
-    """
-    try:
-        return link.is_file()
-    except OSError:
-        return True
-
-
-def _check_name(rel: str, root: Path, field: str) -> None:
-    """Refuse a matched file's name that is not UTF-8 or holds a control character."""
-    try:
-        rel.encode("utf-8")
-    except UnicodeEncodeError:
-        shown = os.fsencode(rel).decode("utf-8", "backslashreplace")
-        raise ConfigError(
-            f"the file name '{escape_controls(shown)}' under {str(root)!r} is not valid "
-            "UTF-8: rename it or narrow the pattern",
-            field=field,
-        ) from None
-    if (found := CONTROL_CHARACTER.search(rel)) is not None:
-        raise ConfigError(
-            f"the file name '{escape_controls(rel)}' under {str(root)!r} holds the control "
-            f"character {found[0]!r}: rename it or narrow the pattern",
-            field=field,
-        )
-
-
-def _at_most(files: Iterable[str], root: Path, field: str) -> Iterator[str]:
-    """``files`` (a walk of ``root``), refused past `MAX_FILES_SCANNED` of them."""
-    for count, name in enumerate(files, 1):
-        if count > MAX_FILES_SCANNED:
-            raise ConfigError(
-                f"the input folder {str(root)!r} holds more than {MAX_FILES_SCANNED} files: "
-                "give a narrower --input (or input.default)",
-                field=field,
-            )
-        yield name
 
 
 def expand_tasks(
@@ -316,6 +232,7 @@ def expand_tasks(
     workspace = Path(spec.workspace or DEFAULT_WORKSPACE_ROOT)
     _check_templates(spec.tasks)
     fill = _Filler()
+    scan: _Scan | None = None
     for i, task in enumerate(spec.tasks):
         if task.for_each_file is None:
             _check_count(len(expanded) + 1, f"tasks.{i}")
@@ -327,10 +244,9 @@ def expand_tasks(
                 field=f"tasks.{i}.for_each_file",
             )
         field = f"tasks.{i}.for_each_file"
-        leave_out = state_prefixes(input_root, [workspace])
-        matches = matching_files(
-            input_root, task.for_each_file, spec.input.include, field, leave_out
-        )
+        if scan is None:  # one walk of the input folder, matched by every template
+            scan = _Scan(input_root, state_prefixes(input_root, [workspace]))
+        matches = _matches(scan, task.for_each_file, spec.input.include, field)
         if not matches:
             raise ConfigError(
                 f"no file under {str(input_root)!r} matches {task.for_each_file!r}",
