@@ -43,11 +43,12 @@ def test_a_call_in_flight_at_sigkill_is_on_record_as_sent(tmp_path):
     assert "sent, no outcome recorded" in shown.output
     checked = CliRunner().invoke(app, ["verify", run_id, "--db", url])
     assert checked.exit_code == 0, checked.output  # a pending call is a faithful record
-    # A run left running is verified as far as it is recorded, and the line says so.
+    # A run left running is verified as far as it is recorded, and the line says so; its
+    # process was killed, which the line says too (`process_gone`, as `clearance runs`).
     (line,) = checked.output.strip().splitlines()
     assert "verified" in line and line.endswith(
-        "; the run is recorded as running (in progress, or its process died): records added "
-        "after this check are not covered, so verify it again once it has ended"
+        "; the run is recorded as running (process gone): it stopped before it ended, so what "
+        "it recorded is what was checked; verify it again if it is resumed"
     ), line
 
 

@@ -23,6 +23,7 @@ from clearance._context.verify import Finding, verify_run
 from clearance._core.errors import ClearanceError
 from clearance._core.event_schema import event_problem
 from clearance._core.vocabulary import EventKind, OriginKind
+from clearance._orchestration.resume import shown_status
 from clearance._state.ledger import CallRecord, EventRecord, RunLedger, RunRecord, ToolCallRecord
 from clearance._view.checked import checked, checked_call
 from clearance._view.owners import Owners
@@ -204,6 +205,8 @@ class RunView:
         verify_error: Why ``verify`` could not run, or ``None``.
         seq: The run's last chain position when it was read (`RunLedger.chain_heads`): the
             version of the run this view shows, 0 for a run without a chain.
+        status: Its status as listed (`shown_status`): ``running (process gone)`` for a run
+            recorded running whose process is gone, else as recorded (``run.status``).
     """
 
     run: RunRecord
@@ -213,11 +216,17 @@ class RunView:
     calls_checked: int
     verify_error: str | None
     seq: int = 0
+    status: str
+
+    @property
+    def process_gone(self) -> bool:
+        """Whether it is recorded running but its process is gone (`status` says so)."""
+        return self.status != self.run.status
 
     @property
     def live(self) -> bool:
-        """Whether the run is still going (not finished): a served page keeps refreshing."""
-        return self.run.finished_at is None
+        """Whether it is still going (not finished, its process not gone): a page refreshes."""
+        return self.run.finished_at is None and not self.process_gone
 
     @property
     def calls(self) -> list[CallView]:
@@ -364,6 +373,7 @@ def load_run_view(ledger: RunLedger, run_id: str) -> RunView:
         calls_checked=calls_checked,
         verify_error=verify_error,
         seq=seq,
+        status=shown_status(run, now=ledger.server_time()),
     )
 
 
@@ -395,13 +405,8 @@ def segment_call(call: CallRecord, attempt: int, findings: Iterable[Finding] = (
         for role, text in zip(roles, texts, strict=True)
     )
     if roles != ["system", "user"] or not items:
-        return CallView(
-            call=call,
-            attempt=attempt,
-            messages=raw,
-            layout_note="the prompt is not a system and a user message with a manifest",
-            findings=found,
-        )
+        note = "the prompt is not a system and a user message with a manifest"
+        return CallView(call=call, attempt=attempt, messages=raw, layout_note=note, findings=found)
     system = MessageView(role="system", segments=(_item_segment(texts[0], items[0], flagged),))
     try:
         user = _user_segments(texts[1], items[1:], flagged)
@@ -409,13 +414,8 @@ def segment_call(call: CallRecord, attempt: int, findings: Iterable[Finding] = (
         return CallView(
             call=call, attempt=attempt, messages=raw, layout_note=str(exc), findings=found
         )
-    return CallView(
-        call=call,
-        attempt=attempt,
-        messages=(system, MessageView(role="user", segments=user)),
-        layout_note=None,
-        findings=found,
-    )
+    split = (system, MessageView(role="user", segments=user))
+    return CallView(call=call, attempt=attempt, messages=split, layout_note=None, findings=found)
 
 
 def _manifest_items(manifest: object) -> list[dict[str, Any]] | None:

@@ -5,7 +5,9 @@ load. `VerdictCache` keeps each run's verdict with the run's chain head
 (`RunLedger.chain_heads`, one query for the whole list): a verdict is reused as long as the
 run has no new record, and at most ``max_per_request`` runs are verified per list, newest
 first; the others say "not checked yet" until a later load reaches them. A run still going
-is not verified (its verdict would be stale at the next record); its page verifies it.
+is not verified (its verdict would be stale at the next record); its page verifies it. A run
+recorded running whose process is gone is not going: it is listed ``running (process gone)``
+(`shown_status`, as ``clearance runs`` lists it) and verified as it stands.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Literal
 
 from clearance._context.verify import verify_run
 from clearance._core.errors import ClearanceError
+from clearance._orchestration.resume import shown_status
 from clearance._state.ledger import RunLedger, RunRecord
 from clearance._view.checked import run_tokens
 from clearance._view.model import RunView
@@ -47,10 +50,18 @@ class RunRow:
     Attributes:
         run: The run's record.
         verdict: Its ``verify`` verdict.
+        status: Its status as listed (`shown_status`): ``running (process gone)`` for a run
+            recorded running whose process is gone, else as recorded.
     """
 
     run: RunRecord
     verdict: Verdict
+    status: str
+
+    @property
+    def process_gone(self) -> bool:
+        """Whether it is recorded running but its process is gone (`status` says so)."""
+        return self.status != self.run.status
 
     @property
     def duration_s(self) -> float | None:
@@ -103,12 +114,14 @@ class VerdictCache:
             StoreError: The ledger cannot be read (a failing ``verify`` is a verdict instead).
         """
         heads = ledger.chain_heads([r.run_id for r in runs])
+        now = ledger.server_time()
         budget = self.max_per_request
         rows: list[RunRow] = []
         for run in runs:
             head = heads.get(run.run_id, 0)
             cached = self._verdicts.get(run.run_id)
-            if run.finished_at is None:
+            status = shown_status(run, now=now)
+            if run.finished_at is None and status == run.status:  # going (or may be)
                 verdict = _RUNNING
             elif cached is not None and cached[0] == head:
                 verdict = cached[1]
@@ -118,7 +131,7 @@ class VerdictCache:
                 self._keep(run.run_id, head, verdict)
             else:
                 verdict = _UNCHECKED
-            rows.append(RunRow(run=run, verdict=verdict))
+            rows.append(RunRow(run=run, verdict=verdict, status=status))
         return rows
 
     def remember(self, view: RunView) -> None:

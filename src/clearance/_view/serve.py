@@ -4,9 +4,12 @@
 ``GET /run/<run id>`` is that run's page (`render_run_page`); ``GET /run/<run id>/state?since=N``
 is what the page of a run still going polls about once a second: ``304 Not Modified`` while
 the run's last chain position (`RunLedger.chain_heads`) is still ``N``, else
-``{"run_id", "seq", "status", "live"}`` as JSON, after which the page fetches itself again
-and replaces what changed. A poll is two indexed reads; nothing is verified for it. Pages are
-kept by run and chain position, so several tabs on one run render it once per change. The
+``{"run_id", "seq", "status", "live"}`` as JSON (``status`` as recorded), after which the page
+fetches itself again and replaces what changed. A run recorded running whose process is gone
+(`shown_status`) is not live: a poll answers its state, not ``304``, though nothing new was
+recorded, and its page (shown ``running (process gone)``) polls no more. A poll is two indexed
+reads; nothing is verified for it. Pages are kept by run, chain position and shown status, so
+several tabs on one run render it once per change. The
 server listens on 127.0.0.1 only, serves each connection on its own thread under one deadline
 for the whole connection (a client trickling its request a byte at a time holds nobody else
 up, and is cut off when the deadline passes), at most ``MAX_CONNECTIONS`` at once (one more
@@ -42,6 +45,7 @@ from urllib.parse import parse_qs, quote, unquote
 from markupsafe import escape
 
 from clearance._core.errors import ClearanceError, ConfigError, MalformedRecord, StoreError
+from clearance._orchestration.resume import process_gone, shown_status
 from clearance._state.ledger import RunLedger
 from clearance._view.model import load_run_view
 from clearance._view.page import render_index, render_run_page
@@ -91,7 +95,8 @@ class RunServer(ThreadingHTTPServer):
         self.ledger = ledger
         self.lock = threading.Lock()  # one page rendered from the ledger at a time
         self.verdicts = VerdictCache()  # under the lock
-        self.pages: dict[str, tuple[int, str]] = {}  # run id -> (seq, page), under the lock
+        # run id -> ((seq, shown status), page), under the lock
+        self.pages: dict[str, tuple[tuple[int, str], str]] = {}
         self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)  # one per connection served
         super().__init__((HOST, port), _Handler)
 
@@ -245,9 +250,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _run_page(self, run_id: str) -> str:
         ledger, pages = self.server.ledger, self.server.pages
-        full_id = ledger.get_run(run_id).run_id  # a prefix names one run, or raises
+        record = ledger.get_run(run_id)  # a prefix names one run, or raises
+        full_id = record.run_id
         kept = pages.get(full_id)
-        if kept is not None and kept[0] == ledger.chain_heads([full_id]).get(full_id, 0):
+        # Kept by status too: a killed run's chain head stays where it was, its status not.
+        head = ledger.chain_heads([full_id]).get(full_id, 0)
+        if kept is not None and kept[0] == (head, shown_status(record, now=ledger.server_time())):
             return kept[1]
         view = load_run_view(ledger, full_id)
         self.server.verdicts.remember(view)
@@ -255,13 +263,13 @@ class _Handler(BaseHTTPRequestHandler):
         page = render_run_page(view, runs_link="/", live_url=live_url)
         pages.pop(full_id, None)
         if len(page) <= PAGES_KEPT_CHARS:  # a huge record makes a huge page: rendered anew
-            pages[full_id] = (view.seq, page)
+            pages[full_id] = ((view.seq, view.status), page)
         while len(pages) > PAGES_KEPT or _kept_chars(pages) > PAGES_KEPT_CHARS:
             del pages[next(iter(pages))]
         return page
 
     def _state(self, run_id: str, query: str) -> tuple[HTTPStatus, dict[str, object] | None]:
-        """``304`` (``None``) while the run's chain head is still ``since``, else its state."""
+        """``304`` (``None``) while the run's head is still ``since`` (and it is not gone)."""
         values = parse_qs(query, keep_blank_values=True).get("since", [])
         since: int | None = None
         if values:
@@ -276,6 +284,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             run = ledger.get_run(run_id)
             seq = ledger.chain_heads([run.run_id]).get(run.run_id, 0)
+            gone = process_gone(run, now=ledger.server_time())
         except MalformedRecord as exc:
             return HTTPStatus.INTERNAL_SERVER_ERROR, {"error": _malformed(exc)}
         except StoreError as exc:
@@ -284,9 +293,9 @@ class _Handler(BaseHTTPRequestHandler):
             return HTTPStatus.INTERNAL_SERVER_ERROR, {"error": str(exc)}
         except Exception as exc:  # a forged record
             return HTTPStatus.INTERNAL_SERVER_ERROR, {"error": _malformed(exc)}
-        if since == seq:
+        if since == seq and not gone:  # a killed run records nothing more: told, not 304
             return HTTPStatus.NOT_MODIFIED, None
-        live = run.finished_at is None
+        live = run.finished_at is None and not gone
         return HTTPStatus.OK, {
             "run_id": run.run_id, "seq": seq, "status": run.status, "live": live
         }  # fmt: skip
@@ -318,7 +327,7 @@ class _Handler(BaseHTTPRequestHandler):
         """Quiet: the command prints its own address, not a line per request."""
 
 
-def _kept_chars(pages: dict[str, tuple[int, str]]) -> int:
+def _kept_chars(pages: dict[str, tuple[tuple[int, str], str]]) -> int:
     return sum(len(page) for _, page in pages.values())
 
 

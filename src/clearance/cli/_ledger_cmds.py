@@ -101,6 +101,12 @@ _STILL_RUNNING = (
 )
 """Ends `verify`'s line for a run recorded as running: what passed is only what is recorded."""
 
+_PROCESS_GONE = (
+    "; the run is recorded as running (process gone): it stopped before it ended, so what it "
+    "recorded is what was checked; verify it again if it is resumed"
+)
+"""Ends it instead for such a run whose process is gone (`shown_status`, as ``runs`` shows)."""
+
 
 @one_line_errors
 def verify(
@@ -142,12 +148,16 @@ def verify(
     Memory and store items are checked against the memory and store the run recorded (or
     --memory / --store); an unreachable one is an error naming it. A record that is not what
     the ledger ever writes (text that is not JSON: edited by hand) fails verification.
+
+    A run recorded running whose process is gone (killed) is said to be so.
     """
     from clearance import MalformedRecord, RunLedger, verify_run
+    from clearance.runs import process_gone
 
     with RunLedger(db, read_only=True) as ledger, contextlib.ExitStack() as stack:
         try:
             record = ledger.get_run(run_id)
+            gone = process_gone(record, now=ledger.server_time())
             memories, entries, closing = verify_lookups(record, memory=memory_url, store=store_url)
             for opened in closing:
                 stack.callback(opened.close)
@@ -176,7 +186,7 @@ def verify(
                 f"run {report.run_id}: {report.calls_checked} model calls verified: every item "
                 "was in its task's clearance and every prompt is exactly its manifest's items; "
                 f"{report.entries_checked} records in its {chain}, head {report.chain_head}"
-                + (_STILL_RUNNING if record.status == "running" else "")
+                + (_PROCESS_GONE if gone else _STILL_RUNNING if record.status == "running" else "")
             ),
             soft_wrap=True,
         )
