@@ -9,6 +9,8 @@ page, or a row that cannot even be read, is a one-line ``500`` naming the malfor
 own row cannot be read in one line and shows the others.
 
 A client opening connection after connection gets a ``503`` past `serve.MAX_CONNECTIONS`.
+The answers the standard library's server gives itself (``501``, ``414``, ``431``) carry the
+same headers as every other answer (``nosniff``, the policy, ``frame-ancestors``).
 """
 
 from __future__ import annotations
@@ -102,3 +104,37 @@ def test_connections_past_the_cap_are_answered_503_at_once_and_freed_after(tmp_p
         while (status := fetch(server.url)[0]) != 200 and time.monotonic() < deadline:
             time.sleep(0.1)  # the closed connections' threads end and free their slots
         assert status == 200
+
+
+def raw(port: int, request: bytes) -> tuple[list[str], bytes]:
+    """The status line and headers, and the body, a raw request is answered with."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(request)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return head.decode("latin-1").split("\r\n"), body
+
+
+def test_the_errors_http_server_answers_carry_every_answers_headers(recorded):
+    """A ``POST``, a request line too long or too many headers: the standard library's page went
+    without ``nosniff``, a policy or ``frame-ancestors``; now each is one line, as ours are."""
+    with RunLedger(recorded.db) as ledger, serving(ledger) as server:
+        host = f"Host: 127.0.0.1:{server.port}\r\n".encode()
+        cases = [
+            (b"POST / HTTP/1.0\r\n" + host + b"Content-Length: 0\r\n\r\n",
+             "501 Not Implemented", "Unsupported method (&#39;POST&#39;)"),
+            (b"GET /run/" + b"a" * 70_000 + b" HTTP/1.0\r\n" + host + b"\r\n",
+             "414 Request-URI Too Long", "Request-URI Too Long"),
+            (b"GET / HTTP/1.0\r\n" + host + b"X: y\r\n" * 101 + b"\r\n",
+             "431 Request Header Fields Too Large", "Too many headers"),
+        ]  # fmt: skip
+        for request, status, said in cases:
+            head, body = raw(server.port, request)
+            assert head[0] == f"HTTP/1.0 {status}", head
+            assert "X-Content-Type-Options: nosniff" in head
+            assert "Content-Type: text/html; charset=utf-8" in head
+            assert "Content-Security-Policy: default-src 'none'; frame-ancestors 'none'" in head
+            assert "Cache-Control: no-store" in head and "X-Frame-Options: DENY" in head
+            assert f"<p>{said}</p>".encode() in body and b"<h1>Error response</h1>" not in body

@@ -8,8 +8,9 @@ graph data goes in as JSON inside a ``<script type="application/json">`` element
 the layout script builds the graph with ``textContent`` only. As defence in depth, each page
 carries a Content-Security-Policy that allows no network access and runs only the page's own
 script and style, named by their SHA-256 hashes (no inline event handlers, no ``eval``). The
-one exception is a page ``serve`` sends for a run still going: it may also fetch from its own
-origin (``connect-src 'self'``), to poll the run's state and fetch itself again.
+one exception is a page ``serve`` sends for a run still going (or recorded running, its
+process gone: it may be resumed): it may also fetch from its own origin
+(``connect-src 'self'``), to poll the run's state and fetch itself again.
 
 The timeline is inline SVG whose bars are placed by ``x`` and ``width`` attributes (an inline
 ``style`` would need the policy to allow it), each with a ``<title>`` for hovering.
@@ -136,7 +137,8 @@ def render_run_page(
         runs_link: Where a "all runs" link points (``serve``), or ``None`` for no link.
         live_url: Where the page polls the run's state while the run is going (``serve``'s
             ``/run/<id>/state``), or ``None`` for a page that never polls (a file). Ignored
-            once the run has finished.
+            once the run has finished; for a run whose process is gone, the page polls it
+            about every 15 seconds (``gone=1``), to show a resume.
         now: Where the timeline ends while the run is going (aware UTC); ``None`` for the
             clock (`build_timeline`).
 
@@ -146,6 +148,8 @@ def render_run_page(
     template = _environment().get_template("run.html.j2")
     kinds = [*HIGHLIGHTED_KINDS, "other"]
     live = live_url if view.live else None
+    # A run whose process is gone may be resumed: its page watches for that, slowly.
+    watch = live_url if view.process_gone and view.run.finished_at is None else None
     return template.render(
         view=view,
         graph=_shown_graph(view.graph_data()),
@@ -154,7 +158,8 @@ def render_run_page(
         kinds=[(k, KIND_LABELS[k]) for k in kinds],
         runs_link=runs_link,
         live_url=live,
-        **_assets("dagre.min.js", "view.js", connect=live is not None),
+        watch_url=watch,
+        **_assets("dagre.min.js", "view.js", connect=live is not None or watch is not None),
     )
 
 

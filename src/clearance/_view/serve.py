@@ -7,7 +7,9 @@ the run's last chain position (`RunLedger.chain_heads`) is still ``N``, else
 ``{"run_id", "seq", "status", "live"}`` as JSON (``status`` as recorded), after which the page
 fetches itself again and replaces what changed. A run recorded running whose process is gone
 (`shown_status`) is not live: a poll answers its state, not ``304``, though nothing new was
-recorded, and its page (shown ``running (process gone)``) polls no more. A poll is two indexed
+recorded, and its page (shown ``running (process gone)``) then polls about every 15 seconds
+with ``gone=1`` (``304`` while it is still gone at ``N``), so a resume shows on a page left
+open. A poll is two indexed
 reads; nothing is verified for it. Pages are kept by run, chain position and shown status, so
 several tabs on one run render it once per change. The
 server listens on 127.0.0.1 only, serves each connection on its own thread under one deadline
@@ -217,6 +219,17 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.lock.release()
         self._send(status, page)
 
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """An error the standard library answers itself: one line, with every answer's headers.
+
+        A method other than GET or HEAD, a malformed request, a request line or headers too
+        long: its own page went without ``X-Content-Type-Options``, a policy or
+        ``frame-ancestors``.
+        """
+        self.close_connection = True
+        status = HTTPStatus(code)
+        self._send(status, _message_page(_one_line(message or status.phrase)))
+
     def _lock(self) -> bool:
         """Take the server's lock before the connection's deadline, or say it passed.
 
@@ -269,8 +282,16 @@ class _Handler(BaseHTTPRequestHandler):
         return page
 
     def _state(self, run_id: str, query: str) -> tuple[HTTPStatus, dict[str, object] | None]:
-        """``304`` (``None``) while the run's head is still ``since`` (and it is not gone)."""
-        values = parse_qs(query, keep_blank_values=True).get("since", [])
+        """``304`` (``None``) while the run's head is still ``since`` and it is as gone as asked.
+
+        ``gone=1``: the asking page shows the run's process gone (it polls slowly, to pick up
+        a resume), and is answered ``304`` while that still holds; without it, ``304`` only
+        while the run is not gone.
+        """
+        fields = parse_qs(query, keep_blank_values=True)
+        values, marks = fields.get("since", []), fields.get("gone", [])
+        if marks not in ([], ["1"]):
+            return HTTPStatus.BAD_REQUEST, {"error": "gone must be 1, once, or not given"}
         since: int | None = None
         if values:
             given = values[0]
@@ -293,7 +314,9 @@ class _Handler(BaseHTTPRequestHandler):
             return HTTPStatus.INTERNAL_SERVER_ERROR, {"error": str(exc)}
         except Exception as exc:  # a forged record
             return HTTPStatus.INTERNAL_SERVER_ERROR, {"error": _malformed(exc)}
-        if since == seq and not gone:  # a killed run records nothing more: told, not 304
+        # A killed run records nothing more: a page showing it going is told, not 304; a
+        # page showing it gone is told once it is resumed (a live process again).
+        if since == seq and gone == bool(marks):
             return HTTPStatus.NOT_MODIFIED, None
         live = run.finished_at is None and not gone
         return HTTPStatus.OK, {

@@ -1,5 +1,6 @@
 /* The run page: lays out the task graph with dagre, shows the selected task and, on a page
-   `clearance serve` sent for a run still going, keeps itself up to date.
+   `clearance serve` sent for a run still going, keeps itself up to date (and, for a run whose
+   process is gone, watches for a resume).
    Builds every element with createElementNS/textContent: no text is ever parsed as HTML
    into this document (a fetched page is parsed by DOMParser, which runs nothing, and only
    its elements, escaped by the server, are moved in). */
@@ -7,6 +8,7 @@
   "use strict";
   var SVG = "http://www.w3.org/2000/svg";
   var POLL_MS = 1000;
+  var WATCH_MS = 15000;  // a run whose process is gone: polled slowly, to show a resume
   var data = JSON.parse(document.getElementById("graph-data").textContent);
   var svg = document.getElementById("graph");
   var nodes = {};
@@ -164,20 +166,24 @@
     if (current !== null) { select(current); }
     window.scrollTo(x, y);
   }
-  function poll(state, seq, failures) {
+  /* `watching`: the page shows the run's process gone; it asks about every WATCH_MS whether
+     the run was resumed (`gone=1`: 304 while it is still gone and nothing is new). */
+  function poll(state, seq, failures, watching) {
     var body = document.body;
-    function again(ms, nextSeq, nextFailures) {
-      window.setTimeout(function () { poll(state, nextSeq, nextFailures); }, ms);
+    var every = watching ? WATCH_MS : POLL_MS;
+    function again(ms, nextSeq, nextFailures, nextWatching) {
+      window.setTimeout(function () { poll(state, nextSeq, nextFailures, nextWatching); }, ms);
     }
-    if (document.hidden) { again(POLL_MS, seq, failures); return; }  // a background tab waits
-    fetch(state + "?since=" + encodeURIComponent(seq), { cache: "no-store", credentials: "same-origin" })
+    if (document.hidden) { again(every, seq, failures, watching); return; }  // a background tab waits
+    var asked = state + "?since=" + encodeURIComponent(seq) + (watching ? "&gone=1" : "");
+    fetch(asked, { cache: "no-store", credentials: "same-origin" })
       .then(function (response) {
         if (response.status === 304) { return null; }
         if (!response.ok) { throw new Error("state: HTTP " + response.status); }
         return response.json();
       })
       .then(function (news) {
-        if (news === null) { again(POLL_MS, seq, 0); return null; }
+        if (news === null) { again(every, seq, 0, watching); return null; }
         return fetch(window.location.pathname, { cache: "no-store", credentials: "same-origin" })
           .then(function (response) {
             if (!response.ok) { throw new Error("page: HTTP " + response.status); }
@@ -188,17 +194,25 @@
             refresh(doc);
             var nextSeq = doc.body.getAttribute("data-seq") || String(news.seq);
             body.setAttribute("data-seq", nextSeq);
-            if (doc.body.hasAttribute("data-live") && news.live) {
-              again(POLL_MS, nextSeq, 0);
+            /* The page was fetched after the state: it says what the run is now. */
+            if (doc.body.hasAttribute("data-live")) {
+              body.removeAttribute("data-watch");
+              body.setAttribute("data-live", state);
+              again(POLL_MS, nextSeq, 0, false);
+            } else if (doc.body.hasAttribute("data-watch")) {  // gone: watch for a resume
+              body.removeAttribute("data-live");
+              body.setAttribute("data-watch", state);
+              again(WATCH_MS, nextSeq, 0, true);
             } else {
               body.removeAttribute("data-live");  // finished: no more polling
+              body.removeAttribute("data-watch");
               body.setAttribute("data-finished", "true");
             }
           });
       })
       .catch(function () {  // the server stopped, say: try again, less and less often
         body.setAttribute("data-poll-failures", String(failures + 1));
-        again(Math.min(30000, POLL_MS * Math.pow(2, failures + 1)), seq, failures + 1);
+        again(Math.min(30000, every * Math.pow(2, failures + 1)), seq, failures + 1, watching);
       });
   }
 
@@ -216,8 +230,14 @@
     select("coordinator");
   }
   var live = document.body.getAttribute("data-live");
-  if (live && window.fetch && window.DOMParser) {
-    window.setTimeout(function () { poll(live, document.body.getAttribute("data-seq") || "0", 0); }, POLL_MS);
+  var watched = document.body.getAttribute("data-watch");
+  var seq = document.body.getAttribute("data-seq") || "0";
+  if (window.fetch && window.DOMParser) {
+    if (live) {
+      window.setTimeout(function () { poll(live, seq, 0, false); }, POLL_MS);
+    } else if (watched) {
+      window.setTimeout(function () { poll(watched, seq, 0, true); }, WATCH_MS);
+    }
   }
   document.body.setAttribute("data-ready", "true");
 })();
