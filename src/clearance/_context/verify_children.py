@@ -1,14 +1,16 @@
 """Verifying how many children each task had: ``max_children``, session by session.
 
 A run's `ChildRunner` numbers each task's children in a session: its ``n``-th child is
-``<task>.<n>`` (`child_id`), n counting from 1 (tasks whose ids give one prefix, ``x:y`` and
-``x_y``, share its numbers). A resumed run is a new session that counts from 1 again, so a
-task that runs again spawns its children again under the same ids (and replays their
-recorded calls), whichever other tasks run again. A run recorded before ``prompt_format``
-3 (`PER_TASK_FORMAT`) numbered the children of all its tasks together (``a.1``, ``b.2``),
-and so does a resume of it. In one session a task has at most the smaller of its spawner's
-and its assignee's ``max_children`` (the spawner is the agent a ``spawn`` event names as
-``parent_agent``: the assignee, or a delegate of it).
+``<task>.<n>`` (`child_id`), n counting from 1. Tasks whose ids give one prefix (``x:y`` and
+``x_y``) would share its numbers, so a new run refuses them (`child_id_problem`), and a task
+that may have children and whose id leaves no room for their ids (`max_spawning_id_chars`);
+a run recorded before is verified as it ran. A resumed run is a new session that counts
+from 1 again, so a task that runs again spawns its children again under the same ids (and
+replays their recorded calls), whichever other tasks run again. A run recorded before
+``prompt_format`` 3 (`PER_TASK_FORMAT`) numbered the children of all its tasks together
+(``a.1``, ``b.2``), and so does a resume of it. In one session a task has at most the
+smaller of its spawner's and its assignee's ``max_children`` (the spawner is the agent a
+``spawn`` event names as ``parent_agent``: the assignee, or a delegate of it).
 
 From the recorded ``spawn`` events, in the order recorded, `check_child_limits` finds:
 
@@ -31,25 +33,29 @@ ended.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from clearance._core.agent_spec import LIMIT_RANGES, AgentLimits
 from clearance._core.event_schema import ChildEvent, SpawnEvent, parse_event
 from clearance._core.origins import Subject
+from clearance._core.spec import Agent, Task, Team
 from clearance._core.vocabulary import EventKind, PromptKind
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import CallRecord, EventRecord, ToolCallRecord
 
 __all__ = [
+    "MAX_CHILD_ID_CHARS",
     "PER_TASK_FORMAT",
     "Spawns",
     "check_child_events",
     "check_child_limits",
     "check_spawn_outputs",
     "child_id",
+    "child_id_problem",
     "child_prefix",
     "max_children_of",
+    "max_spawning_id_chars",
 ]
 
 Problem = tuple[str, str | None, str]
@@ -78,6 +84,74 @@ def child_prefix(task_id: str) -> str:
 def child_id(task_id: str, number: int) -> str:
     """The id of the ``number``-th child (from 1) numbered in a session, spawned for ``task_id``."""
     return f"{child_prefix(task_id)}.{number}"
+
+
+MAX_CHILD_ID_CHARS = 128
+"""Most characters of a child's id: it is also its agent id and its workspace folder's name."""
+
+_RESUMED_FOLDER_CHARS = len(".999")
+"""What a folder's name may add to a child's id: when a folder of that name exists (a resumed
+session spawns the child again) it gets a fresh one, ``<id>.<k>``, k up to 999
+(`AgentRuntime.fresh`)."""
+
+
+def max_spawning_id_chars(max_children: int) -> int:
+    """Most characters of the id of a task that may have up to ``max_children`` children.
+
+    Its last child's id (``<id>.<max_children>``) and that child's folder in a resumed session
+    (``.<k>`` more) must fit in `MAX_CHILD_ID_CHARS`: 122 for the default 8 children.
+    """
+    return MAX_CHILD_ID_CHARS - len(f".{max_children}") - _RESUMED_FOLDER_CHARS
+
+
+def child_id_problem(tasks: Iterable[Task], team: Team) -> tuple[str, str] | None:
+    """Why ``tasks`` cannot give each its own children's ids: ``(field, reason)``, or ``None``.
+
+    Two tasks whose ids give one `child_prefix` (``a:b`` and ``a_b``) would number their
+    children together; a task that may have children (a ``fan_out``, or an assignee that may
+    spawn or delegate, however deep, to an agent that may) needs an id short enough for
+    them (`max_spawning_id_chars` of its assignee's ``max_children``, which bounds the
+    children of every spawner of the task). A step task (``run:``) has no children.
+    """
+    agents = {agent.name: agent for agent in team.agents}
+    owners: dict[str, str] = {}
+    for task in tasks:
+        prefix = child_prefix(task.id)
+        other = owners.setdefault(prefix, task.id)
+        if other != task.id:
+            return f"tasks.{task.id}", (
+                f"tasks {other!r} and {task.id!r} would number their children alike "
+                f"({prefix + '.1'!r}, {prefix + '.2'!r}, ...): ':' is '_' in a child's id, "
+                "so rename one"
+            )
+        assignee = agents.get(task.assignee) if task.run is None else None
+        if assignee is None or not (task.fan_out or _may_spawn(assignee.name, agents)):
+            continue
+        most = assignee.limits.max_children
+        if len(prefix) > (room := max_spawning_id_chars(most)):
+            return f"tasks.{task.id}", (
+                f"task {task.id!r} may have children, and its id has {len(task.id)} "
+                f"characters: at most {room} leave room for its children's ids (up to "
+                f"{child_id(task.id, most)!r}, its assignee's max_children) and their "
+                "workspace folders"
+            )
+    return None
+
+
+def _may_spawn(name: str, agents: Mapping[str, Agent]) -> bool:
+    """Whether agent ``name``, or an agent it may delegate to (however deep), may spawn."""
+    seen, todo = {name}, [name]
+    while todo:  # each agent once: at most len(agents) rounds
+        agent = agents.get(todo.pop())
+        if agent is None:
+            continue
+        if agent.can_spawn:
+            return True
+        for delegate in agent.can_delegate_to:
+            if delegate not in seen:
+                seen.add(delegate)
+                todo.append(delegate)
+    return False
 
 
 class Spawns:

@@ -20,11 +20,13 @@ if TYPE_CHECKING:  # jsonschema is imported when a schema is first checked
 
 __all__ = [
     "MAX_FAN_OUT",
+    "MAX_GOAL_CHARS",
     "AfterFailure",
     "FanOut",
     "MemoryScope",
     "Task",
     "TaskMode",
+    "goal_too_long",
     "schema_validator",
 ]
 
@@ -69,6 +71,23 @@ _RUN = re.compile(r"^(python:[A-Za-z_][\w.]*:[A-Za-z_]\w*|step:[a-z][a-z0-9_]*)$
 MAX_FAN_OUT = 32
 """Most goals one task's ``fan_out`` may list."""
 
+MAX_GOAL_CHARS = 4_000
+"""Most characters of a spawned child's goal (a ``fan_out`` goal, or a ``spawn`` call's).
+
+A goal is all a child is given, so it has room for a full brief (about 1,000 tokens); it also
+heads the child's result in its parent's prompt, on one line (``Result of p.1 (by helper):
+<goal>``), once per child, so a parent with its 8 children by default reads at most about
+8,000 tokens of headings, however its goals were written.
+"""
+
+
+def goal_too_long(goal: str, what: str) -> str:
+    """Why ``goal`` (named ``what``) is refused: it is over `MAX_GOAL_CHARS`."""
+    return (
+        f"{what} has {len(goal):,} characters: a child's goal may have at most "
+        f"{MAX_GOAL_CHARS:,} (it heads the child's result in its parent's prompt)"
+    )
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class FanOut:
@@ -79,7 +98,8 @@ class FanOut:
 
     Attributes:
         agent: The children's agent; the task's assignee must list it in ``can_spawn``.
-        goals: One goal per child (1 to `MAX_FAN_OUT`).
+        goals: One goal per child (1 to `MAX_FAN_OUT`; a new run refuses one over
+            `MAX_GOAL_CHARS`, a recorded run keeps its own).
 
     Raises:
         ConfigError: No goals, too many, or an empty goal.

@@ -64,7 +64,8 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
     },
     "FanOutSpec": {
         "agent": "The agent each child runs as.",
-        "goals": "One goal per child, run before the task's agent answers.",
+        "goals": "One goal per child, run before the task's agent answers (at most 4,000 "
+        "characters each: it heads the child's result in the task's prompt).",
     },
     "DependencySpec": {
         "task": "The id of the task depended on.",
@@ -79,7 +80,9 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
     "TaskSpec": {
         "id": "The task's id, unique in the run (in a for_each_file task, `{slug}`: the "
         "file's path without its suffix, `/` as `.`, other characters an id may not hold "
-        "as `-`).",
+        "as `-`). Two ids that differ only by `:` and `_` are refused (their children's ids "
+        "would be alike), and so is an id over 122 characters on a task that may have "
+        "children (fewer with a max_children over 9).",
         "title": "A short title, one line, unique among the tasks (ignoring case, Unicode "
         "normalization and invisible characters such as a zero-width space): dependents "
         "and the synthesis read each result labelled by it.",

@@ -40,6 +40,7 @@ from clearance._core.errors import ApprovalPending, ConfigError, LimitExceeded, 
 from clearance._core.prompt import Prompt, sha256_text
 from clearance._core.run_spec import PROMPT_FORMAT
 from clearance._core.spec import Agent
+from clearance._core.task_spec import MAX_GOAL_CHARS
 from clearance._core.vocabulary import EventKind
 from clearance._orchestration.runtime import AgentRuntime
 from clearance._orchestration.task_context import TaskContext
@@ -233,7 +234,9 @@ class ChildRunner:
 
         Returns:
             Each call's tool output: which child it started and how it ended; the child's
-            result itself reaches the next prompt as a ``child_result:`` item.
+            result itself reaches the next prompt as a ``child_result:`` item. A call without
+            an agent it may spawn, or a goal (at most `MAX_GOAL_CHARS` characters), is a tool
+            error naming what is wrong, and starts (and records) no child.
         """
         by = spawner or Spawner.of_task(parent)
         # A delegate's prompt has no 'Results from subagents' section: it gets each result
@@ -246,6 +249,12 @@ class ChildRunner:
             if not isinstance(target, str) or not isinstance(goal, str) or not goal.strip():
                 outputs[call_id] = ToolOutput(
                     content="error: spawn needs 'agent' (a name) and 'goal' (text)", is_error=True
+                )
+            elif len(goal) > MAX_GOAL_CHARS:  # it would head the child's result: refused whole
+                outputs[call_id] = ToolOutput(
+                    content=f"error: a spawn goal may have at most {MAX_GOAL_CHARS:,} characters "
+                    f"(this one has {len(goal):,}): shorten it",
+                    is_error=True,
                 )
             elif target not in by.agent.can_spawn:
                 allowed = ", ".join(by.agent.can_spawn)

@@ -23,11 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 from clearance._agents.tools import BUILTIN_TOOL_NAMES, DELEGATE_TOOL, SPAWN_TOOL, Tool, tool_name
 from clearance._agents.workspace_tools import WORKSPACE_TOOLS
+from clearance._context.verify_children import child_id_problem
 from clearance._core.errors import ConfigError
 from clearance._core.mcp_spec import MCP_FUNCTION_PREFIX, MCP_PREFIX, mcp_refs
 from clearance._core.names import title_key
 from clearance._core.run_spec import RunSpec
 from clearance._core.spec import DEFAULT_COORDINATOR, Agent, Task, Team, check_coordinator_name
+from clearance._core.task_spec import MAX_GOAL_CHARS, goal_too_long
 from clearance._core.teamfile import LoadedTeam
 from clearance._core.user_modules import split_import_path
 from clearance._orchestration.steps import resolve_step, step_target
@@ -41,7 +43,9 @@ if TYPE_CHECKING:  # a run's resources: their databases (SQLAlchemy) load only w
     from clearance._state.store import ContextStore
 
 __all__ = [
+    "check_children",
     "check_graph",
+    "check_new_tasks",
     "check_spec",
     "check_tasks",
     "check_tools",
@@ -74,8 +78,8 @@ def check_spec(
         given_tools: Names of user tools given in code (``tools=``), which need no entry.
 
     Raises:
-        ConfigError: As `check_coordinator_name`, `find_import_path`, `check_tools` and
-            `check_tasks`; a ``tools:``
+        ConfigError: As `check_coordinator_name`, `find_import_path`, `check_tools`,
+            `check_tasks` and `check_children`; a ``tools:``
             entry has no function and is not given, or is named ``mcp__...`` (as MCP tools
             are called); or a cost budget has no price for a model an agent uses
             (``prices``).
@@ -106,6 +110,40 @@ def check_spec(
             graph, team=team, synthesis_from=loaded.synthesis_from,
             input_root=loaded.input_root, project_root=loaded.project_root, check_step=find_step,
         )  # fmt: skip
+        check_children(graph, team)
+
+
+def check_children(graph: TaskGraph, team: Team) -> None:
+    """Refuse tasks whose children could not be told apart or could not run.
+
+    A new run is held to this; a run resumed from its record is not (it is verified as it
+    ran).
+
+    Raises:
+        ConfigError: A ``fan_out`` goal is over `MAX_GOAL_CHARS` (it heads its child's
+            result, on one line), two tasks' ids give one child-id prefix (``a:b`` and
+            ``a_b``: both are named), or a task that may have children has an id too long
+            for their ids (`child_id_problem`).
+    """
+    for task in graph:
+        for index, goal in enumerate(task.fan_out.goals if task.fan_out else (), 1):
+            if len(goal) > MAX_GOAL_CHARS:
+                raise ConfigError(
+                    goal_too_long(goal, f"goal {index}"), field=f"tasks.{task.id}.fan_out.goals"
+                )
+    problem = child_id_problem(graph, team)
+    if problem is not None:
+        raise ConfigError(problem[1], field=problem[0])
+
+
+def check_new_tasks(graph: TaskGraph, team: Team) -> None:
+    """`check_titles` and `check_children`: what a new run's tasks are held to, not a resume's.
+
+    Raises:
+        ConfigError: As `check_titles` and `check_children`.
+    """
+    check_titles(graph)
+    check_children(graph, team)
 
 
 def find_user_module(name: str) -> bool:

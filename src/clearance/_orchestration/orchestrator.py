@@ -22,7 +22,7 @@ from clearance._core.spec import DEFAULT_COORDINATOR, Task, Team
 from clearance._core.teamfile import LoadedTeam, prepare_run
 from clearance._orchestration.arguments import checked_arguments, checked_tasks
 from clearance._orchestration.execution import RunExecution
-from clearance._orchestration.graph_check import check_graph, check_titles
+from clearance._orchestration.graph_check import check_graph, check_new_tasks
 from clearance._orchestration.model_pool import ModelPool
 from clearance._orchestration.planner import plan_tasks
 from clearance._orchestration.result import RunEvent, RunEventKind, RunResult
@@ -222,10 +222,10 @@ class Orchestrator:
 
         Raises:
             GraphError: The tasks do not form a valid graph (nothing is run).
-            ConfigError: An item of ``tasks`` is not a `Task`, two tasks share a title, a task
-                names an unknown agent, or lists files without an ``input_root`` (nothing is run).
+            ConfigError: An item of ``tasks`` is not a `Task`, or the tasks fail `check_new_tasks`
+                (titles, children's ids) or `check_graph` (nothing is run).
         """
-        check_titles(graph := TaskGraph(checked_tasks(tasks)))  # a resumed run keeps its own
+        check_new_tasks(graph := TaskGraph(checked_tasks(tasks)), self.team)  # not on resume
         self._check_graph(graph)
         run_id, ledger = new_id("run"), self.ledger
         # The run's first record is queued like the rest (see `RunLedger.write_behind`).

@@ -8,6 +8,7 @@ from clearance._agents.caller import CallBudget, ModelCaller
 from clearance._context.builder import ContextBuilder
 from clearance._context.plan_answer import MAX_PLAN_TASKS, PLAN_SCHEMA, parse_plan
 from clearance._context.prompts_coordinator import plan_feedback_quotes
+from clearance._context.verify_children import child_id_problem
 from clearance._core.errors import ConfigError, LimitExceeded, PlanError
 from clearance._core.prompt import Prompt
 from clearance._core.spec import Agent, Team
@@ -67,10 +68,14 @@ async def plan_tasks(
                 record_breach(caller.ledger, caller.run_id, str(PromptKind.PLAN), exc)
             raise
         try:
-            return parse_plan(response.text, agents=names)
+            graph = parse_plan(response.text, agents=names)
         except ValueError as exc:
             reason = str(exc)
-            rejected = (response.text, reason)
+        else:  # tasks sharing their children's ids, or with no room for them: repaired too
+            if (problem := child_id_problem(graph, team)) is None:
+                return graph
+            reason = problem[1]
+        rejected = (response.text, reason)
     raise PlanError(reason, response=response.text)
 
 
