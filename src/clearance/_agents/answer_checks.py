@@ -22,6 +22,7 @@ from clearance.models._base import (
     checked_arguments,
     kind_of,
 )
+from clearance.models._finish import bounded_finish_reason
 
 __all__ = ["checked_response", "paid_usage"]
 
@@ -44,7 +45,8 @@ def checked_response(
     Returns:
         ``response``, with the arguments of any tool call that a tool cannot take (not an
         object, nested deeper than `MAX_ARGUMENT_DEPTH`) replaced by ``{"_raw": ...}``
-        (`checked_arguments`): the model hears a tool error for that call.
+        (`checked_arguments`): the model hears a tool error for that call; its finish
+        reason bounded (`bounded_finish_reason`: a short printable word, as recorded).
 
     Raises:
         ModelError: The answer is not a `ModelResponse`, its text is not a string, a tool
@@ -54,8 +56,8 @@ def checked_response(
             in the text or a tool call's name, a usage that is not a `Usage`, token counts
             that are not integers in ``[0, MAX_REPORTED_TOKENS]``; cached prompt tokens
             that are not an integer in ``[0, prompt_tokens]``; a ``finish_reason`` that is
-            neither ``None`` nor text (a text, even an unknown one, is kept as it is: only
-            ``"length"`` marks an answer cut off).
+            neither ``None`` nor text (a text, even an unknown one, is kept, bounded by
+            `bounded_finish_reason`: only ``"length"`` marks an answer cut off).
         LimitExceeded: ``max_tool_calls_per_step`` (more tool calls than the agent's limit),
             ``max_tokens_per_step``.
     """
@@ -96,9 +98,10 @@ def checked_response(
         ) from exc
     _check_finish_reason(response.finish_reason, model_id=model_id)
     _check_usage(response.usage, model_id=model_id, agent=agent, subject=subject)
-    if not calls:
+    finish = bounded_finish_reason(response.finish_reason)
+    if not calls and finish is response.finish_reason:
         return response
-    return dataclasses.replace(response, tool_calls=tuple(checked))
+    return dataclasses.replace(response, tool_calls=tuple(checked), finish_reason=finish)
 
 
 def _check_finish_reason(finish: object, *, model_id: str) -> None:

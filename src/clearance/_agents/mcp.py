@@ -226,7 +226,7 @@ async def _listed(server: str, spec: McpServerSpec, wanted: set[str], folder: Pa
         listed = await _stopped_on_cancel(work)
     except Exception as exc:  # any failure of the server, its process or the connection
         leaf = _leaf(exc)
-        said = _describe(leaf, spec.secrets()) + _tail(errlog.close())
+        said = _describe(leaf, spec.secrets()) + _tail(errlog.close(), spec.secrets())
         if cap.flooded:
             raise ConfigError(
                 f"MCP server {server!r} ({spec.where()}) sent more than {MAX_SERVER_REQUESTS} "
@@ -421,9 +421,9 @@ def _sent(malformed: list[str]) -> str:
     return f"; it sent a message that is not JSON-RPC{more}: {_quoted(malformed[0])}"
 
 
-def _tail(text: str) -> str:
-    """``"; its standard error ends: ..."`` with the end of what a stdio server wrote, or ``""``."""
-    lines = [" ".join(line.split()) for line in text.splitlines() if line.strip()]
+def _tail(text: str, secrets: Iterable[str]) -> str:
+    """``"; its standard error ends: ..."``: the end of a stdio server's, ``secrets`` masked."""
+    lines = [" ".join(ln.split()) for ln in mask_text(text, secrets).splitlines() if ln.strip()]
     if not lines:
         return ""
     last = "".join(c for c in lines[-1] if c.isprintable())[-_ERROR_CHARS:]

@@ -177,7 +177,7 @@ def mask_text(text: str, secrets: Iterable[str] = (), *, label: str = MASK) -> s
 
 
 _CUT_MARK = re.compile(r"(\.\.\.|\u2026)")  # where a producer cut a value short: ``...``, ``…``
-_CUT_SHOWN = 3  # the fewest characters of a secret left by a cut that are masked
+_CUT_SHOWN = 3  # the fewest characters of a secret left by a cut that are masked (both sides)
 _CUT_MAX = 64  # the most looked at on each side of a cut (a validation error keeps 24)
 
 
@@ -186,8 +186,11 @@ def mask_cut(text: str, secrets: Iterable[str] = (), *, label: str = MASK) -> st
 
     The beginning of a secret right before a cut mark (``...``, ``…``), the end of one right
     after it: a validation error shows a long value as its first and last characters around
-    ``...``, so a secret there is neither whole (`mask_text` misses it) nor gone. For a short
-    text (a line about to be shown), after `mask_text`.
+    ``...``, so a secret there is neither whole (`mask_text` misses it) nor gone. A piece of
+    at least 3 characters is masked alone; a piece of 1 or 2 only when the other side of the
+    same mark holds the other end of the same secret and the two hold 3 characters or more
+    together (alone, ``'wo...'`` is too common to be taken for a secret's beginning). For a
+    short text (a line about to be shown), after `mask_text`.
     """
     wanted = sorted({s for s in secrets if len(s) > _CUT_SHOWN}, key=lambda s: (-len(s), s))
     pieces = _CUT_MARK.split(text)  # text, mark, text, mark, ..., text
@@ -196,13 +199,23 @@ def mask_cut(text: str, secrets: Iterable[str] = (), *, label: str = MASK) -> st
     for i in range(1, len(pieces), 2):
         before, after = pieces[i - 1], pieces[i + 1]
         for secret in wanted:
-            for n in range(min(len(secret) - 1, len(before), _CUT_MAX), _CUT_SHOWN - 1, -1):
-                if before.endswith(secret[:n]):
-                    before = before[:-n] + label
-                    break
-            for n in range(min(len(secret) - 1, len(after), _CUT_MAX), _CUT_SHOWN - 1, -1):
-                if after.startswith(secret[-n:]):
-                    after = label + after[n:]
-                    break
+            head = _cut_end(secret, before, head=True)
+            tail = _cut_end(secret, after, head=False)
+            both = head > 0 and tail > 0 and head + tail >= _CUT_SHOWN
+            if head >= _CUT_SHOWN or both:
+                before = before[:-head] + label
+            if tail >= _CUT_SHOWN or both:
+                after = label + after[tail:]
         pieces[i - 1], pieces[i + 1] = before, after
     return "".join(pieces)
+
+
+def _cut_end(secret: str, text: str, *, head: bool) -> int:
+    """How many characters of ``secret``'s beginning end ``text`` (``head``; else of its end).
+
+    The most that do, fewer than the whole secret and at most `_CUT_MAX`; 0 for none.
+    """
+    for n in range(min(len(secret) - 1, len(text), _CUT_MAX), 0, -1):
+        if text.endswith(secret[:n]) if head else text.startswith(secret[-n:]):
+            return n
+    return 0

@@ -201,8 +201,9 @@ class McpServerSpec(BaseModel):
     def secrets(self) -> tuple[str, ...]:
         """What a server's errors must not quote back (masked with `mask_text`).
 
-        Every value of the URL's query and of the headers (``${NAME}`` resolved; one whose
-        variable is not set is left out), with the token of ``Bearer <token>``.
+        Every value of the URL's query, of the headers and of a stdio server's ``env``
+        (``${NAME}`` resolved; one whose variable is not set is left out), with the token of
+        ``Bearer <token>``. `mask_text` replaces those of at least `MIN_SECRET_CHARS`.
         """
         found = list(url_secrets(self.url, whole_query=True))
         for name, value in self.headers.items():
@@ -210,7 +211,12 @@ class McpServerSpec(BaseModel):
                 found += header_secrets(_from_env(value, f"headers.{name}"))
             except ConfigError:
                 continue
-        return tuple(found)
+        for name, value in self.env.items():
+            try:
+                found.append(_from_env(value, f"env.{name}"))
+            except ConfigError:
+                continue
+        return tuple(s for s in dict.fromkeys(found) if s)
 
     def where(self) -> str:
         """The server's address for messages and the ledger: its URL or its program.

@@ -24,6 +24,7 @@ from clearance.models._base import (
     validated_usage,
 )
 from clearance.models._cache import anthropic_prompt_tokens, field_of
+from clearance.models._finish import bounded_finish_reason
 from clearance.models._openai_stream import MAX_STREAMED_TOOL_CALLS
 from clearance.models._stream_events import malformed_event
 
@@ -131,7 +132,9 @@ def _answer(
                 )
             )
     reason = field_of(message, "stop_reason")
-    finish = _STOP_REASONS.get(reason, reason) if isinstance(reason, str) else None
+    finish = bounded_finish_reason(
+        _STOP_REASONS.get(reason, reason) if isinstance(reason, str) else None
+    )
     _check_size(texts, calls, answer, max_tokens, model_id)
     if answer_tool is not None and not calls:
         if not answered:

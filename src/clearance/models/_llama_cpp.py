@@ -27,6 +27,7 @@ from clearance.models._base import (
     validated_usage,
 )
 from clearance.models._cache import reused_prefix
+from clearance.models._finish import bounded_finish_reason
 from clearance.models._llama_files import (
     INSTALL_SMOLLM2,
     abort_callback,
@@ -451,5 +452,7 @@ class LlamaCppModel:
                 else None,
             ),
             model_id=self.model_id,
-            finish_reason=finish_reason,
+            finish_reason=bounded_finish_reason(finish_reason)
+            if isinstance(finish_reason, str)
+            else finish_reason,
         )

@@ -26,6 +26,7 @@ from clearance.models._base import (
     validated_usage,
 )
 from clearance.models._cache import reported_cached_tokens
+from clearance.models._finish import bounded_finish_reason
 from clearance.models._http_body import json_object
 from clearance.models._openai_stream import MAX_STREAMED_TOOL_CALLS
 
@@ -89,7 +90,7 @@ def parse_completion(
         tool_calls=calls,
         usage=usage,
         model_id=model_id,
-        finish_reason=finish if isinstance(finish, str) else None,
+        finish_reason=bounded_finish_reason(finish) if isinstance(finish, str) else None,
     )
     return ParsedCompletion(response, reported)
 

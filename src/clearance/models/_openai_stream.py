@@ -29,6 +29,7 @@ from clearance.models._base import (
 )
 from clearance.models._cache import field_of, reported_cached_tokens
 from clearance.models._counted import with_counted_usage
+from clearance.models._finish import bounded_finish_reason
 from clearance.models._stream_events import excerpt, malformed_event
 
 __all__ = ["MAX_STREAMED_TOOL_CALLS", "collect_stream", "max_chunks"]
@@ -161,7 +162,7 @@ async def collect_stream(
         tool_calls=tuple(_decoded(i, calls[i], model_id) for i in sorted(calls)),
         usage=checked or Usage(requests=1),
         model_id=model_id,
-        finish_reason=finish,
+        finish_reason=bounded_finish_reason(finish),
     )
     if checked is None and counter is not None:
         return with_counted_usage(response, request, counter)
