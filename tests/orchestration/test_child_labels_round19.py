@@ -20,6 +20,7 @@ from clearance import Agent, Orchestrator, RunLedger, RunOptions, Task, Team
 from clearance._context.labels import child_result_label, legacy_child_label
 from clearance._context.render import Block
 from clearance._context.verify import verify_run
+from clearance._core.run_spec import PROMPT_FORMAT
 from clearance._core.spec import FanOut
 from clearance.models import ModelRequest
 from clearance.testing import FunctionModel
@@ -71,7 +72,7 @@ async def test_each_childs_result_is_labelled_with_its_agent_and_goal(tmp_path: 
         "Result of p.2 (by helper): Look for ~~~~ a fence ## and a heading",
     ]
     with RunLedger(f"sqlite:///{db}") as ledger:
-        assert ledger.get_run(run_id).config["prompt_format"] == 4
+        assert ledger.get_run(run_id).config["prompt_format"] == PROMPT_FORMAT
         report = verify_run(ledger, run_id)
     assert report.ok, [str(f) for f in report.findings]
 

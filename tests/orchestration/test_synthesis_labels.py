@@ -23,6 +23,7 @@ from clearance._context.layout import SUMMARIES
 from clearance._context.render import Block, parse_user_message
 from clearance._context.verify import verify_run
 from clearance._core.errors import MalformedRecord
+from clearance._core.run_spec import PROMPT_FORMAT
 from clearance.models import ModelRequest
 from clearance.testing import FunctionModel
 
@@ -255,7 +256,7 @@ def _relabel_plainly(db: Path, run_id: str, step: int, rewrite_prompt: Any, rech
 
 async def test_a_run_records_the_prompt_format_its_summaries_were_labelled_in(ledger):
     run_id = await run(ledger, Recording(summary_chars=40), 30)
-    assert ledger.get_run(run_id).config["prompt_format"] == 4
+    assert ledger.get_run(run_id).config["prompt_format"] == PROMPT_FORMAT
 
 
 async def test_a_plain_summary_label_in_a_run_that_labels_summaries_fails_verify(

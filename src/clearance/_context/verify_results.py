@@ -13,8 +13,11 @@ documented forms of its last successful call's response (`accepted_results`):
   answer is read before it is parsed;
 - for an isolated task, the answer less its ``STATUS:`` line (`subagent_result`), or as
   earlier versions kept it (line breaks normalized, ``QUESTION:`` lines dropped);
-- for a task with an ``output_schema``, the JSON value it holds re-serialized
-  (``json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True)``);
+- for a task with an ``output_schema``, the JSON value it holds re-serialized as the run
+  keeps it (`~clearance._core.json_answer.dumps_answer`: sorted keys, two-space indents,
+  each number as the answer wrote it); in a run recorded before `EXACT_FORMAT`, also as
+  those runs kept it, its numbers read as floats (``3.14159265358979323846`` as
+  ``3.141592653589793``: a run of the current format that rounds so is a finding);
 - for a task run by a step (``Task.run``), the output its ``step`` event recorded.
 
 A step's input is checked as a prompt is (`check_step_inputs`): its ``step`` event must name
@@ -22,7 +25,8 @@ the task's own ``run`` and ``files``, and every result it was given must be of a
 clearance admits, and be that task's recorded result.
 
 A structured result (a task with an ``output_schema``) must also hold to that schema, as the
-task was held to it: ``x-enum-from`` narrowed by its completed prerequisites' results.
+task was held to it: ``x-enum-from`` narrowed by its completed prerequisites' results, its
+numbers exact (a run recorded before `EXACT_FORMAT` passes if it holds either read).
 
 The run's synthesis (its final answer, as ``inspect``, ``view`` and reports show it) must be
 the answer of a successful ``synthesis`` call in one of the same plain forms
@@ -47,7 +51,7 @@ from clearance._context.answers import mark_answer
 from clearance._context.clearance import Clearance
 from clearance._context.isolated import STATUSES, status_word, subagent_result
 from clearance._context.verify_facts import RunFacts
-from clearance._core.json_answer import loads_strict
+from clearance._core.json_answer import dumps_answer, loads_strict, read_json_answer
 from clearance._core.origins import Subject
 from clearance._core.prompt import sha256_text
 from clearance._core.schema_check import PATTERN_SECONDS, schema_errors
@@ -56,6 +60,7 @@ from clearance._core.vocabulary import EventKind, PromptKind
 from clearance._state.ledger import CallRecord
 
 __all__ = [
+    "EXACT_FORMAT",
     "MARKS_FORMAT",
     "accepted_results",
     "check_marks",
@@ -69,6 +74,10 @@ _QUESTION = re.compile(r"^\W*question\W*:\s*(.*)$", re.IGNORECASE)
 MARKS_FORMAT = 3
 """The first ``prompt_format`` whose runs record ``answer_marked`` for a delegate's, a child's
 and a clarification's marked answer (earlier runs kept them marked without the event)."""
+EXACT_FORMAT = 5
+"""The first ``prompt_format`` whose runs keep a structured result's numbers as the answer
+wrote them (earlier runs read them as floats: ``3.14159265358979323846`` was kept as
+``3.141592653589793``, ``-0`` as ``0``)."""
 VERIFY_SECONDS = 10 * PATTERN_SECONDS
 """The time ``verify`` gives a result's patterns: more than the run had, so a result the run
 accepted is not a finding on a slower machine."""
@@ -119,8 +128,11 @@ def check_results(
         if Subject.parse(call.subject).kind == PromptKind.ISOLATED:
             # The answer less its STATUS line; or as earlier versions kept it.
             accepted = {subagent_result(response), _legacy_subagent_result(response)}
+        exact = facts.prompt_format >= EXACT_FORMAT
         if task is not None and task.output_schema is not None:
             accepted.add(_structured(response))
+            if not exact:  # as runs of earlier formats kept it
+                accepted.add(_legacy_structured(response))
         if result not in accepted:
             yield (
                 subject,
@@ -129,7 +141,10 @@ def check_results(
             )
         elif task is not None and task.output_schema is not None:
             deps = [facts.completed[d] for d in task.depends_on if d in facts.completed]
-            if (problem := _schema_problem(result, task.output_schema, deps)) is not None:
+            problem = _schema_problem(result, task.output_schema, deps, exact=True)
+            if problem is not None and not exact:  # or as runs of earlier formats read it
+                problem = _schema_problem(result, task.output_schema, deps)
+            if problem is not None:
                 yield subject, call.call_id, f"the task's structured result {problem}"
         elif result != response and subject not in marked and result in _marked(call):
             yield subject, call.call_id, "the result is marked, but no answer_marked event is"
@@ -278,14 +293,17 @@ def _marked(call: CallRecord) -> set[str]:
     return set() if text == response else {text}
 
 
-def _schema_problem(result: str, schema: dict[str, Any], deps: list[str]) -> str | None:
+def _schema_problem(
+    result: str, schema: dict[str, Any], deps: list[str], *, exact: bool = False
+) -> str | None:
     """Why a structured result does not hold to its task's schema, or ``None``.
 
     The schema as the task was held to it: ``x-enum-from`` narrowed by its completed
-    prerequisites' recorded results (`narrowed_schema`).
+    prerequisites' recorded results (`narrowed_schema`); the result's numbers read exactly,
+    or (``exact=False``, as runs before `EXACT_FORMAT` read them) as floats.
     """
     try:
-        value = loads_strict(result)
+        value = loads_strict(result, exact=exact)
     except (ValueError, RecursionError):
         return "is not JSON read one way (a key given twice, NaN, too deep...)"
     try:
@@ -299,14 +317,26 @@ def _schema_problem(result: str, schema: dict[str, Any], deps: list[str]) -> str
 
 
 def _structured(text: str) -> str | None:
-    """A structured answer re-serialized as the orchestrator keeps it, or ``None``."""
+    """A structured answer re-serialized as the orchestrator keeps it, or ``None``.
+
+    Read as the orchestrator reads it (`read_json_answer`, numbers exact: the whole answer,
+    else its first fenced block) and written as it writes it (`dumps_answer`).
+    """
+    try:
+        return dumps_answer(read_json_answer(text.strip(), exact=True))
+    except (ValueError, TypeError, RecursionError):
+        return None
+
+
+def _legacy_structured(text: str) -> str | None:
+    """A structured answer as runs before `EXACT_FORMAT` kept it (as floats), or ``None``."""
     body = text.strip()
     match = _FENCED_JSON.search(body)
     for candidate in (body, match.group(1) if match else None):
         if candidate is None:
             continue
         try:
-            # As the orchestrator parses it: raw control characters inside strings allowed.
+            # As the orchestrator parsed it: raw control characters inside strings allowed.
             value = json.loads(candidate, strict=False)
         except (ValueError, RecursionError):
             continue

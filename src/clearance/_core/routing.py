@@ -10,7 +10,8 @@ When the dependency completes, each condition on it is evaluated; a dependent wh
 does not hold is ``skipped`` with the reason (which pointer held what), and so are its own
 dependents (unless their ``after_failure`` is ``proceed``). Nothing is evaluated as code: a
 condition is data compared for equality (JSON values: ``1`` equals ``1.0``, ``true`` is not
-``1``). The graph stays a DAG: a condition can only prune edges, never add one.
+``1``; numbers exactly, as the result and the team file write them: ``1.0000000000000000001``
+is not ``1``). The graph stays a DAG: a condition can only prune edges, never add one.
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from clearance._core.errors import ConfigError
+from clearance._core.json_answer import JSONNumber, dumps_answer
 
 __all__ = ["ROUTED_PREFIX", "EdgeCondition", "resolve_pointer"]
 
@@ -55,16 +58,33 @@ def resolve_pointer(document: Any, pointer: str) -> Any:
     return value
 
 
+def _number(text: str) -> Decimal | float:
+    """A JSON number with a fraction or exponent as its exact value (`JSONNumber`).
+
+    A float for one past the decimal module's exponents (not in a checked result).
+    """
+    try:
+        return JSONNumber(text)
+    except ArithmeticError:
+        return float(text)
+
+
+def _exact_json(text: str) -> Any:
+    """``text`` read as JSON with its numbers exact (as `_same` compares them)."""
+    return json.loads(text, parse_float=_number)
+
+
 def _same(found: Any, expected: Any) -> bool:
     """Whether two JSON values are equal: numbers as numbers, exactly; booleans apart.
 
     Compared as values, never through floats: an integer beyond a float's range (a model may
-    answer one) is no error, and ``9007199254740993`` does not equal ``9007199254740992``.
+    answer one) is no error, ``9007199254740993`` does not equal ``9007199254740992``, and
+    ``0.1000000000000000001`` does not equal ``0.1`` (both sides are read exactly).
     """
     if isinstance(found, bool) or isinstance(expected, bool):
         return type(found) is type(expected) and found == expected
-    if isinstance(found, int | float) and isinstance(expected, int | float):
-        return found == expected  # exact for int against float, never an overflow
+    if isinstance(found, int | float | Decimal) and isinstance(expected, int | float | Decimal):
+        return found == expected  # exact between int, float and Decimal, never an overflow
     if isinstance(found, list) and isinstance(expected, list):
         return len(found) == len(expected) and all(map(_same, found, expected))
     if isinstance(found, dict) and isinstance(expected, dict):
@@ -123,15 +143,15 @@ class EdgeCondition:
                 any other text holds no pointer).
         """
         try:
-            document = json.loads(result)
+            document = _exact_json(result)
         except ValueError:
             return f"the result of {self.task!r} is not JSON"
         for pointer, text in self.equals:
             found = resolve_pointer(document, pointer)
             if found is _MISSING:
                 return f"{pointer} is absent from the result of {self.task!r}, wanted {text}"
-            if not _same(found, json.loads(text)):
-                shown = json.dumps(found, sort_keys=True)
+            if not _same(found, _exact_json(text)):
+                shown = dumps_answer(found, indent=None)
                 if len(shown) > 80:
                     shown = shown[:77] + "..."
                 return f"{pointer or 'the result'} of {self.task!r} is {shown}, not {text}"

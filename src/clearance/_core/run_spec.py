@@ -79,14 +79,16 @@ the ledger), the ids of the tasks the synthesis shows (``synthesis_from`` expand
 their callers may call (every run since 2026-11-27; ``verify`` checks it for those), and
 the `PROMPT_FORMAT` the run's prompts were built in."""
 
-PROMPT_FORMAT = 4
+PROMPT_FORMAT = 5
 """The version of the prompts' format a run records when it starts (``prompt_format``): 1
 labels each summary of a hierarchical synthesis with the tasks it covers; 2 leaves a failed
 or skipped task that ``synthesis_from`` leaves out out of the synthesis too (its reason may
 quote its rejected answer); 3 numbers each task's children from 1 in each session (``a.1``,
 ``b.1``), where earlier runs numbered all the tasks' children of a session together; 4
 labels each child's result with its agent and goal (``Result of a.1 (by helper): <goal>``),
-where earlier runs labelled it with its id alone (a resume keeps the run's labels). A run
+where earlier runs labelled it with its id alone (a resume keeps the run's labels); 5 keeps
+a structured result's numbers as the answer wrote them (``3.14159265358979323846``), where
+earlier runs read them as floats (``3.141592653589793``). A run
 recorded without one (before 2026-11-27) may show the plain ``Summary <n>`` label, and one
 recorded before format 2 such a task's reason; ``verify`` accepts each only there, and checks
 each run's children by the numbering of its format (a resume keeps it)."""

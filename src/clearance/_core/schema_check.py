@@ -15,15 +15,24 @@ The schema comes from a team file and the value from a model, so neither is trus
   without end, is a one-line `ValueError`, never a crash.
 
 JSON equality holds as in JSON Schema: ``1`` equals ``1.0``; ``true`` is not ``1``.
+
+A structured answer's numbers are exact (`~clearance._core.json_answer.JSONNumber`, a
+`~decimal.Decimal`), and are held to the schema exactly: a schema's float is taken as the
+number its shortest text says (``0.1``, not the binary float nearest it), so ``0.07`` is a
+multiple of ``0.01`` and ``0.1`` is not below a ``minimum`` of ``0.1``; ``1.0E2`` is an
+integer where ``1.0`` is (from draft 6), and ``-0`` is one in every draft.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import re
+import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
+from decimal import Decimal, Inexact, Rounded, localcontext
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -178,12 +187,24 @@ def _search(pattern: str, text: str) -> bool:
         raise _PatternTimeout from exc
 
 
+def _exact(number: Any) -> Any:
+    """A finite float as the exact number its shortest text says (``0.1``); others as they are.
+
+    Two floats are equal exactly when these are, so comparing them so changes nothing
+    between floats; an exact number (a `~decimal.Decimal`) is compared with what the
+    schema's author wrote, not with the binary float nearest it.
+    """
+    if isinstance(number, float) and math.isfinite(number):
+        return Decimal(float.__repr__(number))
+    return number
+
+
 def _key(value: Any) -> Any:
     """A hashable form of a JSON value: equal exactly when the values are equal in JSON."""
     if isinstance(value, bool):
         return ("b", value)
-    if isinstance(value, int | float):
-        return ("n", value)  # 1 == 1.0 and hash(1) == hash(1.0)
+    if isinstance(value, int | float | Decimal):
+        return ("n", _exact(value))  # 1 == 1.0 == Decimal("1.00"), and so are their hashes
     if isinstance(value, str):
         return ("s", value)
     if isinstance(value, list):
@@ -267,19 +288,117 @@ def _enum(validator: Any, enums: Any, instance: Any, schema: Any) -> Iterator[An
         yield ValidationError(f"{repr(instance)[:200]} is not one of {shown}")
 
 
+def _const(validator: Any, const: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    from jsonschema.exceptions import ValidationError
+
+    if _key(instance) != _key(const):
+        yield ValidationError(f"{const!r:.200} was expected")
+
+
+def _multiple(number: Decimal | int, divisor: Decimal | int) -> bool:
+    """Whether ``number`` is a whole multiple of ``divisor`` (> 0), exactly.
+
+    Decimal arithmetic with the precision the quotient needs (every operand is a number a
+    float can hold, or an integer of at most 4300 digits), trapping any rounding.
+
+    Raises:
+        OverflowError: The quotient is too long to hold (not for such operands).
+    """
+    top, bottom = Decimal(number), Decimal(divisor)
+    digits = len(top.as_tuple().digits) + len(bottom.as_tuple().digits)
+    with localcontext() as context:
+        context.prec = digits + max(0, top.adjusted() - bottom.adjusted()) + 2
+        context.traps[Inexact] = context.traps[Rounded] = True
+        try:
+            return bool(top % bottom == 0)
+        except ArithmeticError as exc:
+            raise OverflowError("the quotient of multipleOf is too long") from exc
+
+
+def _multiple_of(original: Callable[..., Any]) -> Callable[..., Iterator[Any]]:
+    """``multipleOf`` checked exactly.
+
+    A float instance, or an integer past a float's range with a fractional divisor, is
+    checked as ``original`` checks it (the latter: "too large to check").
+    """
+
+    def check(validator: Any, divisor: Any, instance: Any, schema: Any) -> Iterator[Any]:
+        from jsonschema.exceptions import ValidationError
+
+        exact = _exact(divisor)
+        if (
+            isinstance(instance, bool)
+            or not isinstance(instance, int | Decimal)
+            or isinstance(exact, bool)
+            or not isinstance(exact, int | Decimal)
+            or (isinstance(divisor, float) and _past_floats(instance))
+        ):
+            yield from original(validator, divisor, instance, schema) or ()
+        elif exact > 0 and not _multiple(instance, exact):
+            yield ValidationError(f"{instance!r} is not a multiple of {divisor}")
+
+    return check
+
+
+def _past_floats(number: Any) -> bool:
+    """Whether ``number`` is an integer past a float's range (compared exactly, no overflow)."""
+    return isinstance(number, int) and abs(number) > sys.float_info.max
+
+
+def _bound(original: Callable[..., Any]) -> Callable[..., Iterator[Any]]:
+    """A bound (``minimum``...) that compares an exact number with the bound as written."""
+
+    def check(validator: Any, bound: Any, instance: Any, schema: Any) -> Iterator[Any]:
+        if isinstance(instance, Decimal) and isinstance(bound, float):
+            bound = _written(bound)
+        yield from original(validator, bound, instance, schema) or ()
+
+    return check
+
+
+def _written(number: float) -> Any:
+    """A float bound as an exact number that shows as written (``0.1``) in an error."""
+    from clearance._core.json_answer import JSONNumber
+
+    return JSONNumber(float.__repr__(number)) if math.isfinite(number) else number
+
+
+_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+
+
 @functools.cache
 def _bounded(base: Any) -> Any:
     from jsonschema.validators import extend
 
+    keywords: dict[str, Any] = {
+        "pattern": _pattern,
+        "patternProperties": _pattern_properties,
+        "additionalProperties": _additional_properties,
+        "uniqueItems": _unique_items,
+        "enum": _enum,
+    }
+    if "const" in base.VALIDATORS:  # from draft 6
+        keywords["const"] = _const
+    for name in ("multipleOf", "divisibleBy"):  # divisibleBy: draft 3
+        if name in base.VALIDATORS:
+            keywords[name] = _multiple_of(base.VALIDATORS[name])
+    for bound in _BOUNDS:
+        if bound in base.VALIDATORS:
+            keywords[bound] = _bound(base.VALIDATORS[bound])
+    checker = base.TYPE_CHECKER
+    fraction_ok = checker.is_type(1.0, "integer")  # draft 6 on: 1.0 is an integer
+
+    def is_integer(_: Any, instance: Any) -> bool:
+        if isinstance(instance, Decimal):
+            return (
+                instance.is_finite()
+                and instance == instance.to_integral_value()
+                and (fraction_ok or getattr(instance, "integer_token", False))
+            )
+        return bool(checker.is_type(instance, "integer"))
+
     return extend(  # type: ignore[no-untyped-call]
-        base,
-        {
-            "pattern": _pattern,
-            "patternProperties": _pattern_properties,
-            "additionalProperties": _additional_properties,
-            "uniqueItems": _unique_items,
-            "enum": _enum,
-        },
+        base, keywords, type_checker=checker.redefine("integer", is_integer)
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from clearance._core.json_answer import read_json_answer
+from clearance._core.json_answer import dumps_answer, read_json_answer
 from clearance._core.reasons import bounded_reason
 from clearance._core.schema_check import schema_errors
 from clearance._core.task_spec import Task
@@ -32,8 +32,9 @@ def validated_json(
             own validators included), or ``None``.
 
     Returns:
-        The value re-serialized canonically:
-        ``json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True)``.
+        The value re-serialized canonically (`dumps_answer`): as
+        ``json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True)`` writes it, each
+        number as the answer wrote it (read exactly, and held to the schema so).
 
     Raises:
         ValueError: With a one-line reason fit to show the model on the repair attempt
@@ -87,7 +88,7 @@ def parsed_output(task: Task, result: str | None) -> Any:
 
 
 def _validated_json_value(body: str, schema: dict[str, Any]) -> str:
-    value = read_json_answer(body)
+    value = read_json_answer(body, exact=True)
     from jsonschema.exceptions import best_match  # with the validator, when first needed
 
     errors = schema_errors(schema, value)
@@ -96,4 +97,4 @@ def _validated_json_value(body: str, schema: dict[str, Any]) -> str:
         more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
         where = f"the JSON does not match the output schema at {error.json_path}"
         raise ValueError(bounded_reason(f"{where}: {error.message}{more}", _REASON_CHARS))
-    return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True, allow_nan=False)
+    return dumps_answer(value)
