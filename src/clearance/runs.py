@@ -7,8 +7,8 @@ do the same:
 
 - preparing a spec: `checked_run`, `check_interactive` (``--interactive``),
   `with_resources`, `model_settings`, `spec_tools`,
-  `ExecutorSpec` (its `ExecutorKind`), `WINDOWED_PROVIDERS`, and `check_chat_agent` and
-  `check_room_for_prompt` (its context window) for ``clearance chat``;
+  `ExecutorSpec` (its `ExecutorKind`), `WINDOWED_PROVIDERS`, and `check_chat_agent`,
+  `check_chat_name` and `check_room_for_prompt` (its context window) for ``clearance chat``;
 - the ledger's records: `RunRecord`, `TaskRecord`, `CallRecord`, `EventRecord`,
   `ToolCallRecord`, and where runs and the store live (`DEFAULT_LEDGER_URL`,
   `DEFAULT_STORE_URL`, `masked_url`, `sqlite_file_path`); `MAX_ROWS`, the most rows one
@@ -49,6 +49,7 @@ if typing.TYPE_CHECKING:
         decide,
         default_decider,
     )
+    from clearance._orchestration.chat import check_chat_name
     from clearance._orchestration.estimate import (
         TaskEstimate,
         estimate_tasks,
@@ -97,6 +98,7 @@ __all__ = [
     "WINDOWED_PROVIDERS",
     "check_answer_timeout",
     "check_chat_agent",
+    "check_chat_name",
     "check_interactive",
     "check_model_id",
     "check_room_for_prompt",
@@ -146,6 +148,7 @@ _EXPORTS = {
     "MAX_REASON_CHARS": "clearance._orchestration.approval",
     "check_answer_timeout": "clearance._orchestration.approval",
     "check_chat_agent": "clearance._core.teamfile_checks",
+    "check_chat_name": "clearance._orchestration.chat",
     "check_interactive": "clearance._core.teamfile_unread",
     "check_model_id": "clearance._core.teamfile_models",
     "check_room_for_prompt": "clearance._orchestration.model_pool",

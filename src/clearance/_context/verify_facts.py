@@ -197,4 +197,7 @@ class RunFacts:
     @functools.cached_property
     def conversation(self) -> ConversationFacts:
         """The chat conversations' turns and summaries, indexed once (after `calls` is set)."""
-        return ConversationFacts.of(self.calls)
+        fmt = (self.run.config or {}).get("chat_format", 0)
+        if not isinstance(fmt, int) or isinstance(fmt, bool) or fmt < 0:
+            raise TypeError(f"the run's recorded chat_format is not a version: {fmt!r}")
+        return ConversationFacts.of(self.calls, self.events, fmt)

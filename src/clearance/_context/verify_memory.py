@@ -19,8 +19,9 @@ from clearance._context.memory_items import author_of_title, memory_title, scope
 from clearance._context.render import one_line
 from clearance._core.origins import Origin, Subject
 from clearance._core.prompt import sha256_text
-from clearance._core.vocabulary import OriginKind, PromptKind
-from clearance._state.ledger import CallRecord, ToolCallRecord
+from clearance._core.vocabulary import EventKind, OriginKind, PromptKind
+from clearance._state.conversation import CHAT_FORMAT, USER_AUTHOR
+from clearance._state.ledger import CallRecord, EventRecord, ToolCallRecord
 
 if TYPE_CHECKING:
     from clearance._state.memory import MemoryRecord
@@ -119,17 +120,35 @@ class ConversationFacts:
             conversation prompt recorded before it (none for its first).
         answers: Per agent, the digests of the answers its conversation calls gave, as a
             chat keeps them (verbatim, or marked when cut off: `mark_answer`).
+        recorded: Whether the chat recorded each message of the user (``chat_format`` 1 or
+            later): only then is a user turn held to one.
+        messages: Per ``(agent, turn id)``, each ``user_message`` event's ``(sha256, n)``:
+            its digest and its place among the run's user messages (0 for the first).
     """
 
     first: dict[tuple[str, str], tuple[Any, Any]] = field(default_factory=dict)
     summaries: dict[str, set[str]] = field(default_factory=dict)
     previous: dict[str, frozenset[str]] = field(default_factory=dict)
     answers: dict[str, set[str]] = field(default_factory=dict)
+    recorded: bool = False
+    messages: dict[tuple[str, str], list[tuple[Any, int]]] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, calls: Sequence[CallRecord]) -> ConversationFacts:
-        """Index ``calls`` (in the order they were recorded)."""
-        facts = cls()
+    def of(
+        cls, calls: Sequence[CallRecord], events: Sequence[EventRecord] = (), chat_format: int = 0
+    ) -> ConversationFacts:
+        """Index ``calls`` and the ``user_message`` ``events`` (each in recorded order).
+
+        ``chat_format`` is the run's recorded one (0 for none): from `CHAT_FORMAT` 1 on, a
+        chat records each message of the user.
+        """
+        facts = cls(recorded=chat_format >= CHAT_FORMAT)
+        for event in events:
+            subject = Subject.parse(event.subject)
+            if event.kind == EventKind.USER_MESSAGE and subject.kind == PromptKind.CONVERSATION:
+                key = (subject.id, str(event.data.get("turn_id")))
+                place = (event.data.get("sha256"), len(facts.messages))
+                facts.messages.setdefault(key, []).append(place)
         last: dict[str, frozenset[str]] = {}  # per agent, its latest conversation prompt's
         for call in calls:
             kind = Subject.parse(call.subject).kind
@@ -166,8 +185,13 @@ def check_conversation_history(
     """A conversation prompt's turns and summaries are the conversation's own.
 
     A turn or summary shows what the first prompt that held it showed (a turn never changes
-    while it is kept), and a summary is one the agent's summarizing calls wrote.
+    while it is kept), and a summary is one the agent's summarizing calls wrote. A turn of a
+    conversation prompt is an answer the agent gave or, in a chat that records the user's
+    messages, one of them, in the order received (and no prompt's newest message of the user
+    is older than its previous prompt's).
     """
+    kind = Subject.parse(call.subject).kind
+    shown: list[int] = []  # the places of the user's messages the prompt shows, in order
     for item in items[1:]:
         origin = str(item.get("origin"))
         parsed = Origin.parse(origin)
@@ -181,10 +205,23 @@ def check_conversation_history(
             yield origin, "not a summary the model wrote in this conversation"
         elif conversation.first.get((call.agent, origin), value) != value:
             yield origin, "the block is not the turn an earlier prompt of the conversation showed"
-        elif parsed.kind == OriginKind.TURN and Subject.parse(call.subject).kind == (
-            PromptKind.CONVERSATION
+        elif parsed.kind != OriginKind.TURN or kind != PromptKind.CONVERSATION:
+            continue  # a summarizing prompt's turns are held to the conversation prompts'
+        elif conversation.recorded and (
+            (call.agent, parsed.id) in conversation.messages or _is_titled(item, USER_AUTHOR)
         ):
+            yield from _check_user_turn(call.agent, origin, item, conversation, shown)
+        else:
             yield from _check_turn(call, origin, item, conversation)
+    if conversation.recorded and kind == PromptKind.CONVERSATION:
+        before = [
+            places[0][1]
+            for o in conversation.previous.get(call.call_id, ())
+            if (places := conversation.messages.get((call.agent, Origin.parse(o).id)))
+        ]
+        if max(shown, default=-1) < max(before, default=-1):
+            reason = "the prompt's newest message of the user is older than its previous prompt's"
+            yield None, reason
 
 
 def _is_titled(item: Mapping[str, Any], author: str) -> bool:
@@ -193,15 +230,45 @@ def _is_titled(item: Mapping[str, Any], author: str) -> bool:
     return item.get("title") == one_line(f"{author} ({origin.id})")
 
 
+def _check_user_turn(
+    agent: str,
+    origin: str,
+    item: Mapping[str, Any],
+    conversation: ConversationFacts,
+    shown: list[int],
+) -> Iterator[Problem]:
+    """A user turn is a message the user sent (a ``user_message`` event), in its place.
+
+    ``shown`` holds the places of the user's messages the prompt showed before this turn;
+    this one's is added.
+    """
+    places = conversation.messages.get((agent, Origin.parse(origin).id))
+    if not places:
+        reason = "the turn is titled as the user's, but it is not a message the user sent"
+        yield origin, f"{reason} in this conversation"
+        return
+    (digest, place), *others = places
+    if others:
+        yield origin, "the user's message is recorded more than once"
+    elif not _is_titled(item, USER_AUTHOR):
+        yield origin, "the user's message is titled as another's turn"
+    elif item.get("sha256") != digest:
+        yield origin, "the turn is not the message the user sent (its user_message record)"
+    if shown and place < shown[-1]:
+        yield origin, "the user's message is shown after a message the user sent later"
+    shown.append(max(place, shown[-1]) if shown else place)
+
+
 def _check_turn(
     call: CallRecord, origin: str, item: Mapping[str, Any], conversation: ConversationFacts
 ) -> Iterator[Problem]:
     """A turn of a conversation prompt is the user's message or an answer the agent gave.
 
-    The user's messages are recorded nowhere but in the prompts; the agent's turns are
-    answers its conversation calls gave (as the chat keeps them).
+    The agent's turns are answers its conversation calls gave (as the chat keeps them). The
+    user's messages are checked by `_check_user_turn` in a chat that records them; in one
+    recorded before (no ``chat_format``), they are in the prompts alone and not checked.
     """
-    if _is_titled(item, "user"):
+    if _is_titled(item, USER_AUTHOR):
         return
     if not _is_titled(item, call.agent):
         yield origin, f"the turn is titled neither as the user's nor as {call.agent!r}'s"

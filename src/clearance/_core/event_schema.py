@@ -54,6 +54,7 @@ __all__ = [
     "SessionStepEvent",
     "SpawnEvent",
     "ToolStartedEvent",
+    "UserMessageEvent",
     "WorkerLostEvent",
     "dump_event",
     "event_problem",
@@ -386,6 +387,17 @@ class HookContextEvent(EventData):
     items: list[HookItem]
 
 
+class UserMessageEvent(EventData):
+    """``user_message`` (subject ``conversation:<agent>``): a chat received the user's message.
+
+    Recorded once, when the message joins the conversation (turn ``turn_id``), before any
+    prompt shows it; ``sha256`` is the digest of its text.
+    """
+
+    turn_id: str
+    sha256: str
+
+
 SCHEMAS: Mapping[EventKind, tuple[type[EventData], ...]] = {
     EventKind.SPAWN: (SpawnEvent,),
     EventKind.CHILD: (ChildEvent,),
@@ -412,6 +424,7 @@ SCHEMAS: Mapping[EventKind, tuple[type[EventData], ...]] = {
     EventKind.REVIEW_ROUND: (ReviewRoundEvent,),
     EventKind.BUDGET: (BudgetEvent,),
     EventKind.HOOK_CONTEXT: (HookContextEvent,),
+    EventKind.USER_MESSAGE: (UserMessageEvent,),
 }
 """Every event kind's model(s); a kind with two shapes is read as the first that fits."""
 

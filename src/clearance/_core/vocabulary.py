@@ -131,6 +131,7 @@ class EventKind(StrEnum):
     REVIEW_ROUND = "review_round"
     BUDGET = "budget"
     HOOK_CONTEXT = "hook_context"
+    USER_MESSAGE = "user_message"
 
 
 class RunEventKind(StrEnum):

@@ -21,8 +21,6 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from sqlalchemy.engine import make_url
-
 from clearance._agents.budget_meter import BudgetMeter
 from clearance._agents.caller import CallBudget, ModelCaller
 from clearance._agents.telemetry import agent_span
@@ -39,12 +37,14 @@ from clearance._core.errors import ConfigError, LimitExceeded, ModelError
 from clearance._core.ids import new_id
 from clearance._core.memory_spec import MAX_RECALL, MemoryGroup, group_members
 from clearance._core.names import check_count
-from clearance._core.prompt import Prompt
+from clearance._core.origins import Subject
+from clearance._core.prompt import Prompt, sha256_text
 from clearance._core.spec import Agent
+from clearance._core.vocabulary import EventKind, PromptKind
+from clearance._orchestration.chat_config import chat_config
 from clearance._orchestration.model_pool import check_room_for_prompt
-from clearance._orchestration.resume import process_identity
-from clearance._orchestration.run_memory import absolute_url, masked_url, with_memories_that_fit
-from clearance._state.conversation import ConversationMemory, Turn
+from clearance._orchestration.run_memory import with_memories_that_fit
+from clearance._state.conversation import USER_AUTHOR, ConversationMemory, Turn
 from clearance._state.ledger import Recorder
 from clearance._state.ledger.recorder import record_breach
 from clearance._state.memory import MemoryRecord, PersistentMemory
@@ -52,7 +52,7 @@ from clearance._state.memory_calls import DEFAULT_MEMORY_TIMEOUT_S, memory_call
 from clearance._state.team_conversation import TeamConversation
 from clearance.models._base import ChatModel, framing_tokens
 
-__all__ = ["KEPT_PROMPTS", "AgentChat"]
+__all__ = ["KEPT_PROMPTS", "AgentChat", "check_chat_name"]
 
 KEPT_PROMPTS = 100
 """Most prompts `AgentChat.prompts` keeps (the latest): a session of any length holds a
@@ -104,7 +104,8 @@ class AgentChat:
             then records the run ``interrupted``, as a run stopped so is.
 
     Raises:
-        ConfigError: The model has no known context window and none is given, the window
+        ConfigError: The agent is named ``user`` (`check_chat_name`), the model has no known
+            context window and none is given, the window
             is not an integer from 1 to `MAX_CONTEXT_WINDOW` or leaves no room for a prompt
             next to the agent's ``max_output_tokens`` (or for the agent's instructions and a
             message, once compressed to ``target_ratio``), ``recall_limit`` is not an integer
@@ -131,6 +132,7 @@ class AgentChat:
         memory_timeout_s: float = DEFAULT_MEMORY_TIMEOUT_S,
         budget: RunBudget | None = None,
     ):
+        check_chat_name(agent)
         if budget is not None:
             budget.check_prices({model.model_id})
         window = context_window if context_window is not None else model.context_window
@@ -199,23 +201,7 @@ class AgentChat:
                 team=f"chat:{agent.name}",
                 goal=None,
                 graph=None,
-                config={
-                    "agents": [
-                        {
-                            "name": agent.name,
-                            "model": model.model_id,
-                            "instructions": agent.instructions,
-                        }
-                    ],
-                    "memory_groups": {
-                        g: sorted(m) for g, m in group_members(memory_groups).items()
-                    },
-                    "memory": _memory_config(memory),
-                    **_budget_config(budget),
-                    # Its owner, as a run records it: a session whose process is gone is
-                    # listed so (`process_gone`).
-                    "process": process_identity(),
-                },
+                config=chat_config(agent, model.model_id, memory, memory_groups, budget),
             )
 
     def finish(self, *, error: str | None = None, stopped_by: str = "interrupted") -> None:
@@ -293,7 +279,12 @@ class AgentChat:
         calls = CallBudget(
             self.agent.limits.max_model_calls, subject=f"conversation:{self.agent.name}"
         )
-        self.conversation.add(Turn(id=new_id("turn"), role="user", content=text, author="user"))
+        turn = Turn(id=new_id("turn"), role="user", content=text, author=USER_AUTHOR)
+        if self.ledger is not None:  # received: on record once, before a prompt shows it
+            subject = str(Subject(PromptKind.CONVERSATION, self.agent.name))
+            data = {"turn_id": turn.id, "sha256": sha256_text(text)}
+            self.ledger.record_event(self.run_id, EventKind.USER_MESSAGE, subject, data)
+        self.conversation.add(turn)
         await self._compress(calls)  # the user's turn may itself reach the trigger
         budget = self.monitor.context_window - self._reserved
         turns, compression = self.conversation.get_messages(), self._compression()
@@ -376,6 +367,22 @@ class AgentChat:
         return list(unique.values())
 
 
+def check_chat_name(agent: Agent, *, field: str = "agent") -> None:
+    """Refuse an agent named ``user`` for a chat: its answers would read as the user's.
+
+    A chat titles each turn with its author, ``user`` for the user's messages.
+
+    Raises:
+        ConfigError: The agent is named ``user``; ``field`` names where the name was given.
+    """
+    if agent.name == USER_AUTHOR:
+        raise ConfigError(
+            f"an agent named {USER_AUTHOR!r} cannot chat: its answers would be titled as the "
+            "user's messages (rename the agent, or run the team file)",
+            field=field,
+        )
+
+
 def _interruption(stopped_by: str, answer: str | None) -> str:
     """The recorded error of a session stopped during a message."""
     if answer is None:
@@ -441,32 +448,3 @@ def _room_for_answer(
     if share >= trigger_threshold:
         return trigger_threshold, target_ratio
     return share, target_ratio * share / trigger_threshold
-
-
-def _budget_config(budget: RunBudget | None) -> dict[str, Any]:
-    """What the run's config records about the budget, as a run records its spec's.
-
-    ``budget`` holds the caps given (``tokens``, ``cost_usd``) and ``prices`` each model's
-    price, when there are any; nothing without a budget.
-    """
-    if budget is None:
-        return {}
-    data = budget.to_dict()
-    caps = {cap: data[cap] for cap in ("tokens", "cost_usd") if data[cap] is not None}
-    return {"budget": caps, **({"prices": data["prices"]} if data["prices"] else {})}
-
-
-def _memory_config(memory: PersistentMemory | None) -> dict[str, Any] | None:
-    """What the run's config records about the memory, as runs do.
-
-    ``None`` when nothing outlives the process: no memory, or an in-memory SQLite database.
-    """
-    if memory is None:
-        return None
-    parsed = make_url(memory.url)
-    database = parsed.database or ""
-    if parsed.drivername.startswith("sqlite") and (
-        database in ("", ":memory:") or database.startswith("file:")
-    ):
-        return None
-    return {"url": masked_url(absolute_url(memory.url)), "on_error": "fail"}

@@ -11,7 +11,16 @@ from clearance._core.ids import new_id
 from clearance._core.names import check_count
 from clearance._core.prompt import ChatMessage, Role
 
-__all__ = ["ConversationMemory", "Turn"]
+__all__ = ["CHAT_FORMAT", "USER_AUTHOR", "ConversationMemory", "Turn"]
+
+USER_AUTHOR = "user"
+"""The author of the user's turns in a chat: a prompt titles each ``user (<turn id>)``."""
+
+CHAT_FORMAT = 1
+"""The version of a chat's records its run's config holds (``chat_format``): 1 records each
+of the user's messages as a ``user_message`` event when it is received. A chat recorded
+without one holds the user's messages only in its prompts (``verify`` cannot hold them to
+anything there)."""
 
 _ROLES: frozenset[str] = frozenset({"system", "user", "assistant"})
 

@@ -83,16 +83,18 @@ def _agent(loaded: LoadedTeam, name: str) -> Agent:
     """The team file's agent (or coordinator) called ``name``.
 
     Raises:
-        ConfigError: No agent has that name (the message lists the names there are), or
-            it declares tools a chat turn would not run (`check_chat_agent`).
+        ConfigError: No agent has that name (the message lists the names there are), it
+            declares tools a chat turn would not run (`check_chat_agent`), or it is named
+            ``user`` (`check_chat_name`).
     """
-    from clearance.runs import check_chat_agent
+    from clearance.runs import check_chat_agent, check_chat_name
 
     team = loaded.team
     agents: list[Agent] = [*team.agents, *([team.coordinator] if team.coordinator else [])]
     for agent in agents:
         if agent.name == name:
             check_chat_agent(agent)  # what a chat turn cannot apply is refused
+            check_chat_name(agent, field="--agent")  # nor its turns read as the user's
             return agent
     names = ", ".join(a.name for a in agents)
     raise ConfigError(f"no agent {name!r} in {loaded.source} (agents: {names})", field="--agent")
