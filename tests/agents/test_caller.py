@@ -81,7 +81,7 @@ async def test_the_deadline_covers_every_attempt_and_is_not_retried(ledger):
         )
     elapsed = time.perf_counter() - t0
     assert info.value.limit == "timeout_s"
-    assert elapsed < 1.0  # 50 retries of 0.1 s would take 5 s
+    assert elapsed < 2.0  # the 0.3 s deadline with room for a loaded machine; 50 retries: 5 s
     assert 2 <= len(attempts) <= 4
     calls = ledger.calls("run-1")
     assert len(calls) == len(attempts)  # every attempt that left the process is recorded

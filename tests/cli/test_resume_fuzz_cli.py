@@ -43,12 +43,14 @@ from typing import Any
 import pytest
 
 from clearance import RunLedger
+from killed_runs import KILL_AFTER_RECORDS_HOOK, scribe_turn
 
 pytestmark = pytest.mark.network
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
-TOOL_MODULE = '''\
+TOOL_MODULE = (
+    '''\
 import os
 import time
 from pathlib import Path
@@ -72,26 +74,9 @@ def append(line: str) -> str:
             out.write(line + "\\n")
     return f"appended {line}"
 
-
-# KILL_AFTER_RECORDS=K: SIGKILL this process once its K-th ledger record is committed.
-_KILL_AFTER = int(os.environ.get("KILL_AFTER_RECORDS") or 0)
-if _KILL_AFTER:
-    import signal
-
-    from clearance._state.write_behind import WriteBehind
-
-    _submit = WriteBehind.submit
-    _submitted = [0]
-
-    def submit(self, write):
-        _submit(self, write)
-        _submitted[0] += 1
-        if _submitted[0] == _KILL_AFTER:
-            self.flush()
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    WriteBehind.submit = submit
 '''
+    + KILL_AFTER_RECORDS_HOOK
+)
 
 TEAM = """\
 name: fuzz
@@ -143,12 +128,9 @@ class Script:
         time.sleep(self.latency_s)
         system, user = messages[0]["content"], messages[-1]["content"] or ""
         if system == "You append lines.":
-            marker = re.search(r"APPEND (\w):", text)
-            assert marker is not None, text
-            prefix = marker.group(1)
-            done = len(re.findall(rf"appended {prefix}\d", text))
-            if done < LINES[prefix]:
-                return [("append", {"line": f"{prefix}{done}"})]
+            prefix, line = scribe_turn(text, LINES)
+            if line is not None:
+                return [("append", {"line": line})]
             return f"wrote lines {prefix}"
         if system == "You lead.":
             if "wrote lines b" in text:

@@ -21,7 +21,6 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ import pytest
 import yaml
 
 from clearance import RunLedger
+from killed_runs import held_server, kill, stalled_run
 
 SRC = str(Path(__file__).parents[2] / "src")
 
@@ -61,14 +61,7 @@ def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def _stalled_chat(tmp_path: Path, openai_server: Any) -> tuple[subprocess.Popen[str], Any]:
     """A chat whose first message reached the server, which holds it unanswered."""
     _team(tmp_path)
-    arrived, release = threading.Event(), threading.Event()
-
-    def reply(messages: list[dict[str, Any]]) -> str:
-        arrived.set()
-        release.wait(60)
-        return "late"
-
-    url = openai_server(reply)
+    url, arrived, release = held_server(openai_server)
     process = subprocess.Popen(
         [sys.executable, "-m", "clearance", "chat", "team.yaml", "--agent", "a",
          "--model", "openai:m", "--context-window", "4000",
@@ -172,32 +165,9 @@ def test_a_live_session_is_listed_running(tmp_path, openai_server):
 def test_a_killed_run_of_tasks_is_listed_by_the_same_rule(tmp_path, openai_server):
     # One rule for both: the run path records its process too, and its listing showed a
     # killed run `running` for ever as well.
-    (tmp_path / "team.yaml").write_text(
-        "name: lab\nagents:\n  - {name: a, instructions: You are A.}\n"
-        "tasks:\n  - {id: t0, title: Step, description: Do it., assignee: a}\n"
-    )
-    arrived, release = threading.Event(), threading.Event()
-
-    def reply(messages: list[dict[str, Any]]) -> str:
-        arrived.set()
-        release.wait(60)
-        return "late"
-
-    url = openai_server(reply)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "clearance", "run", "team.yaml", "--model", "openai:m",
-         "--db", f"sqlite:///{tmp_path / 'runs.db'}"],
-        cwd=tmp_path, env=_env(url), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
-    try:
-        assert arrived.wait(60), "the task's call never reached the server"
-        run, _ = _only_run(tmp_path)
-        assert _row(_cli(tmp_path, "runs").stdout, run.run_id)[2] == "running"
-    finally:
-        process.kill()
-        process.communicate(timeout=30)
-        release.set()
+    with stalled_run(tmp_path, openai_server, _env) as (process, run_id):
+        assert _row(_cli(tmp_path, "runs").stdout, run_id)[2] == "running"
+        kill(process)
     run, _ = _only_run(tmp_path)
     assert run.status == "running"
     assert _row(_cli(tmp_path, "runs").stdout, run.run_id)[2] == "running (process gone)"

@@ -10,7 +10,6 @@ message repeating a word costs linear time, not quadratic.
 from __future__ import annotations
 
 import sqlite3
-import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ from clearance._orchestration.run_memory import RunMemory
 from clearance._state.memory import PersistentMemory, list_memories
 from clearance._state.null_ledger import NullLedger
 from clearance.cli import app
+from cpu_time import cpu_timer
 
 EDITS = {
     "kind": "UPDATE clearance_memories SET kind = 'bogus'",
@@ -136,10 +136,9 @@ def test_a_query_repeating_one_word_is_matched_in_linear_time(tmp_path):
     memory = PersistentMemory(f"sqlite:///{tmp_path / 'memory.db'}", agent="alice")
     try:
         memory.record(["the launch code is blue", "lunch is at noon"])
-        started = time.perf_counter()
-        found = memory.retrieve("launch " * 60_000)
-        elapsed = time.perf_counter() - started
+        with cpu_timer() as cpu:
+            found = memory.retrieve("launch " * 60_000)
     finally:
         memory.close()
     assert [r.content for r in found] == ["the launch code is blue"]
-    assert elapsed < 1.5, f"{elapsed:.2f} s for one repeated word"
+    assert cpu.seconds < 1.5, f"{cpu.seconds:.2f} s of CPU for one repeated word"

@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 from clearance import RunLedger, verify_run
 from clearance._context.plan_answer import parse_plan
 from clearance.cli._app import app
+from cpu_time import cpu_timer
 
 pytestmark = pytest.mark.network
 
@@ -234,10 +235,12 @@ def test_a_million_values_are_refused_in_a_fraction_of_a_second() -> None:
 
     for count in (660_000, 1_000_000):
         answer = '{"tasks": [' + ",".join(["{}"] * count) + "]}"
-        started = time.monotonic()
-        with pytest.raises(ValueError, match=r"the plan's JSON (holds over 10,000 values|is 3,0)"):
+        with (
+            cpu_timer() as cpu,
+            pytest.raises(ValueError, match=r"the plan's JSON (holds over 10,000 values|is 3,0)"),
+        ):
             parse_plan(answer, agents=["writer"])
-        assert time.monotonic() - started < 1
+        assert cpu.seconds < 1
     junk = task("a", "A", junk=[[]] * (MAX_PLAN_VALUES + 1))  # an ignored key counts too
     with pytest.raises(ValueError, match=r"holds over 10,000 values"):
         parse_plan(plan_of(junk), agents=["writer"])

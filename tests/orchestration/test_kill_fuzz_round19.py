@@ -44,12 +44,14 @@ from typing import Any
 import pytest
 
 from clearance import RunLedger
+from killed_runs import KILL_AFTER_RECORDS_HOOK, CommandLog, scribe_turn
 
 pytestmark = pytest.mark.network
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
-TOOL_MODULE = '''\
+TOOL_MODULE = (
+    '''\
 import os
 from pathlib import Path
 
@@ -76,24 +78,9 @@ def stamp(label: str) -> str:
     _effect("stamp", label)
     return f"stamped {label}"
 
-
-# KILL_AFTER_RECORDS=K: SIGKILL this process once its K-th ledger record is committed.
-_KILL_AFTER = int(os.environ.get("KILL_AFTER_RECORDS") or 0)
-if _KILL_AFTER:
-    from clearance._state.write_behind import WriteBehind
-
-    _submit = WriteBehind.submit
-    _submitted = [0]
-
-    def submit(self, write):
-        _submit(self, write)
-        _submitted[0] += 1
-        if _submitted[0] == _KILL_AFTER:
-            self.flush()
-            os.kill(os.getpid(), 9)
-
-    WriteBehind.submit = submit
 '''
+    + KILL_AFTER_RECORDS_HOOK
+)
 
 TEAM = """\
 name: fuzz19
@@ -154,12 +141,8 @@ class Script:
         time.sleep(self.latency_s)
         system, user = messages[0]["content"], messages[1]["content"] or ""
         if system == "You append lines.":
-            marker = re.search(r"APPEND (\w):", text)
-            assert marker is not None, text
-            prefix = marker.group(1)
-            done = len(re.findall(rf"appended {prefix}\d", text))
-            if done < LINES[prefix]:
-                line = f"{prefix}{done}"
+            prefix, line = scribe_turn(text, LINES)
+            if line is not None:
                 return [("append", {"line": line}), ("stamp", {"label": line})]
             return f"wrote lines {prefix} ({digest(text)})"
         if system == "You lead.":
@@ -185,19 +168,17 @@ def lines(path: Path) -> list[str]:
     return path.read_text().split() if path.exists() else []
 
 
-class Harness:
+class Harness(CommandLog):
     """One scenario: its folder, server script, ledger and what each command did."""
 
     def __init__(self, tmp: Path, openai_server: Any, latency_s: float = 0.0) -> None:
+        super().__init__(f"sqlite:///{tmp / 'r.db'}")
         self.tmp = tmp
         self.script = Script(latency_s)
         self.url = openai_server(self.script.reply)
         (tmp / "fuzz19_tools.py").write_text(TOOL_MODULE)
         self.team = tmp / "team.yaml"
         self.team.write_text(TEAM)
-        self.db = f"sqlite:///{tmp / 'r.db'}"
-        self.log: list[str] = []
-        self.kills = 0
         self.approved: Counter[str] = Counter()  # "tool:line" of each approved rerun
 
     def command(self, *args: str, kill: tuple[str, float] | None = None) -> tuple[int, str]:
@@ -246,21 +227,7 @@ class Harness:
             self.script.on_request = None
             if timer is not None:
                 timer.cancel()
-        self.log.append(f"{' '.join(args[:2])} (kill {kill}): exit {proc.returncode}\n{out}")
-        self.kills += proc.returncode == -signal.SIGKILL
-        assert "Traceback" not in out, self.report()
-        return proc.returncode, out
-
-    def report(self) -> str:
-        return "\n".join(self.log)
-
-    def run_id(self) -> str | None:
-        if not (self.tmp / "r.db").exists():
-            return None
-        with RunLedger(self.db) as ledger:
-            runs = ledger.list_runs()
-        assert len(runs) <= 1, self.report()
-        return runs[0].run_id if runs else None
+        return self.ended(args, kill, proc.returncode, out)
 
 
 def state(h: Harness, rid: str) -> dict[str, Any]:

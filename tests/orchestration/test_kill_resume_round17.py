@@ -38,6 +38,7 @@ from typing import Any
 import pytest
 
 from clearance import RunLedger
+from killed_runs import CommandLog, scribe_turn
 
 pytestmark = pytest.mark.network
 
@@ -151,12 +152,9 @@ class Script:
                 threading.Timer(0.003 * (number % 4), self._die).start()
         text = "\n".join(m["content"] or "" for m in messages)
         if system == "You append lines.":
-            marker = re.search(r"APPEND (\w):", text)
-            assert marker is not None, text
-            prefix = marker.group(1)
-            done = len(re.findall(rf"appended {prefix}\d", text))
-            if done < LINES[prefix]:
-                return [("append", {"line": f"{prefix}{done}"})]
+            prefix, line = scribe_turn(text, LINES)
+            if line is not None:
+                return [("append", {"line": line})]
             return f"wrote lines {prefix}"
         if system == "You lead.":
             return RESULTS["b"]
@@ -167,18 +165,17 @@ class Script:
         return SYNTHESIS
 
 
-class Harness:
+class Harness(CommandLog):
     """One seed's run: the server, the folder, the ledger and store URLs, the kills."""
 
     def __init__(
         self, tmp: Path, url: str, script: Script, db: str, store: str, team: str = TEAM
     ) -> None:
-        self.tmp, self.url, self.script, self.db, self.store = tmp, url, script, db, store
+        super().__init__(db)
+        self.tmp, self.url, self.script, self.store = tmp, url, script, store
         (tmp / "kill17_tools.py").write_text(TOOL_MODULE)
         self.team = tmp / "team.yaml"
         self.team.write_text(team.replace("STORE", store))
-        self.log: list[str] = []
-        self.kills = 0
 
     def command(self, *args: str, kill: tuple[str, int] | None = None) -> tuple[int, str]:
         """Run one `clearance` command, killed as ``kill`` says; its exit code and output."""
@@ -207,19 +204,7 @@ class Harness:
         finally:
             self.script.pid = None
             self.script.kill = None
-        self.log.append(f"{' '.join(args[:2])} (kill {kill}): exit {proc.returncode}\n{out}")
-        self.kills += proc.returncode == -signal.SIGKILL
-        assert "Traceback" not in out, self.report()
-        return proc.returncode, out
-
-    def report(self) -> str:
-        return "\n".join(self.log)
-
-    def run_id(self) -> str | None:
-        with RunLedger(self.db) as ledger:
-            runs = ledger.list_runs()
-        assert len(runs) <= 1, self.report()
-        return runs[0].run_id if runs else None
+        return self.ended(args, kill, proc.returncode, out)
 
     def finished(self, rid: str) -> dict[str, dict[str, Any]]:
         """What the ledger holds as finished: completed tasks, answered calls, tool results."""

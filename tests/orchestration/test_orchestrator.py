@@ -1,6 +1,5 @@
 import asyncio
 import json
-import time
 
 import pytest
 
@@ -164,11 +163,13 @@ async def test_progress_events_name_each_step_of_the_run(ledger):
 async def test_concurrency_overlaps_and_respects_the_limit(ledger):
     active = 0
     peak = 0
+    busy_at_start: list[int] = []  # how many others were running as each task began
 
     async def answer(request):
         nonlocal active, peak
         if subject(request) == "synthesis":
             return "S"
+        busy_at_start.append(active)
         active += 1
         peak = max(peak, active)
         await asyncio.sleep(0.05)
@@ -177,11 +178,11 @@ async def test_concurrency_overlaps_and_respects_the_limit(ledger):
 
     model = FunctionModel(answer)
     orch = Orchestrator(TEAM, model=model, ledger=ledger, options=RunOptions(max_concurrency=3))
-    t0 = time.perf_counter()
     await orch.run_tasks([t(f"n{i}") for i in range(9)])
-    elapsed = time.perf_counter() - t0
     assert peak == 3
-    assert elapsed < 9 * 0.05  # overlapped, not serial
+    # overlapped, not serial: counted, not timed (a loaded machine stretches the sleeps)
+    assert len(busy_at_start) == 9
+    assert sum(1 for others in busy_at_start if others) >= 6
 
 
 async def test_dependent_starts_before_unrelated_slow_task_finishes(ledger):

@@ -29,11 +29,10 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from clearance import RunLedger
+from killed_runs import kill, stalled_run
 
 SRC = str(Path(__file__).parents[2] / "src")
 
@@ -64,46 +63,6 @@ def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         [sys.executable, "-m", "clearance", *args, "--db", f"sqlite:///{tmp_path / 'runs.db'}"],
         cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120,
     )  # fmt: skip
-
-
-@contextmanager
-def _stalled_run(tmp_path: Path, openai_server: Any) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """A ``clearance run`` whose task's call reached the server, which holds it unanswered."""
-    (tmp_path / "team.yaml").write_text(
-        "name: lab\nagents:\n  - {name: a, instructions: You are A.}\n"
-        "tasks:\n  - {id: t0, title: Step, description: Do it., assignee: a}\n"
-    )
-    arrived, release = threading.Event(), threading.Event()
-
-    def reply(messages: list[dict[str, Any]]) -> str:
-        arrived.set()
-        release.wait(60)
-        return "late"
-
-    url = openai_server(reply)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "clearance", "run", "team.yaml", "--model", "openai:m",
-         "--db", f"sqlite:///{tmp_path / 'runs.db'}"],
-        cwd=tmp_path, env=_env(url), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
-    try:
-        if not arrived.wait(60):
-            process.kill()
-            pytest.fail(f"the task's call never reached the server: {process.communicate()}")
-        with RunLedger(f"sqlite:///{tmp_path / 'runs.db'}", read_only=True) as ledger:
-            (run,) = ledger.list_runs()
-        yield process, run.run_id
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.communicate(timeout=30)
-        release.set()
-
-
-def _kill(process: subprocess.Popen[str]) -> None:
-    process.kill()  # SIGKILL: no handler runs, nothing records the run's end
-    process.communicate(timeout=30)  # reaped: its process id names no process now
 
 
 @contextmanager
@@ -152,14 +111,14 @@ def _verified_line(tmp_path: Path, run_id: str) -> str:
 
 
 def test_view_and_verify_show_a_killed_run_gone_and_a_live_one_running(tmp_path, openai_server):
-    with _stalled_run(tmp_path, openai_server) as (process, run_id):
+    with stalled_run(tmp_path, openai_server, _env) as (process, run_id):
         written = _cli(tmp_path, "view", run_id, "--output", "live.html")
         assert written.returncode == 0, written.stderr
         live = (tmp_path / "live.html").read_text()
         assert _shown(live) == ("running", "")
         assert _verified_line(tmp_path, run_id).endswith(_IN_PROGRESS)
 
-        _kill(process)
+        kill(process)
         written = _cli(tmp_path, "view", run_id, "--output", "gone.html")
         assert written.returncode == 0, written.stderr
         gone = (tmp_path / "gone.html").read_text()
@@ -172,7 +131,7 @@ def test_view_and_verify_show_a_killed_run_gone_and_a_live_one_running(tmp_path,
 
 
 def test_serve_shows_a_run_gone_once_its_process_is_killed(tmp_path, openai_server):
-    with _stalled_run(tmp_path, openai_server) as (process, run_id), _serve(tmp_path) as base:
+    with stalled_run(tmp_path, openai_server, _env) as (process, run_id), _serve(tmp_path) as base:
         status, index = _get(base)
         assert status == 200 and _shown(index, _LISTED_STATUS) == ("running", "")
         assert "when the run has finished" in index  # not verified while it goes on
@@ -183,7 +142,7 @@ def test_serve_shows_a_run_gone_once_its_process_is_killed(tmp_path, openai_serv
         state = f"{base}run/{run_id}/state"
         assert _get(f"{state}?since={seq}") == (304, "")
 
-        _kill(process)  # nothing new is recorded: the chain head stays where it was
+        kill(process)  # nothing new is recorded: the chain head stays where it was
         status, body = _get(f"{state}?since={seq}")  # the open page learns it, and stops
         assert status == 200, body
         assert json.loads(body) == {"run_id": run_id, "seq": int(seq), "status": "running",

@@ -33,6 +33,11 @@ step, which ask it first:
   A rerun request names the ``tool_started`` event it would run again (the call's latest
   start), so one decision covers one rerun: a rerun the process stopped inside is asked
   about again.
+- **Live turns.** Once a subject is live, a turn's call is known by what it asks, not its
+  place: one that finished before (same tool and arguments, that step first, then another)
+  is given back as in a replayed turn, under its recorded id, never run again unasked
+  (one whose replay is declined runs as a new call); one started without a result is a
+  rerun, as above.
 
 Every replayed step is recorded as a ``replayed`` event naming its original record and the
 digest of what the loop was given; ``clearance verify`` checks it against the original
@@ -53,23 +58,20 @@ import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from clearance._agents.replay_attempts import after_failures
 from clearance._agents.replay_places import Replacements, in_place
 from clearance._context.verify_approvals import arguments_sha256
-from clearance._context.verify_chain import chained_records
 from clearance._context.verify_replay import answer_sha256
 from clearance._core.ids import new_id
-from clearance._core.origins import Subject
 from clearance._core.prompt import Prompt, sha256_text
 from clearance._core.run_spec import PROMPT_FORMAT
 from clearance._core.vocabulary import EventKind, PromptKind, RecordKind
 from clearance._state.ledger import (
     CallRecord,
-    EventRecord,
     Recorder,
     RunLedger,
     ToolCallRecord,
 )
-from clearance._state.queue import TaskStatus
 from clearance.models._base import ModelResponse, ToolCall
 
 __all__ = [
@@ -78,9 +80,6 @@ __all__ = [
     "answer_sha256",
     "tool_calls_data",
 ]
-
-_FAILED = (TaskStatus.FAILED, TaskStatus.SKIPPED)
-"""The statuses of a task reason that end an attempt (``interrupted`` does not)."""
 
 ConfirmRerun = Callable[[str, str, str, dict[str, Any], str | None], Awaitable[str | None]]
 """Decides whether a tool call that may have run runs again: ``(task id, agent, tool,
@@ -153,6 +152,9 @@ class ReplaySource:
         # The calls with a result: a started call among them finished (never the one the
         # process stopped inside), and its id is never handed out again.
         self._recorded = {row.tool_call_id for rows in tools.values() for row in rows}
+        self._steps: dict[str, list[int]] = {}  # each subject's steps with rows, in order
+        for subject, step in sorted(tools):
+            self._steps.setdefault(subject, []).append(step)
         self._owners = owners
         # (subject, step, tool, arguments digest): the id of the latest ``tool_started``
         # event of that call, under whichever id it ran: what a rerun would run again.
@@ -163,6 +165,7 @@ class ReplaySource:
         self._cursor: dict[str, int] = {}
         self._live: set[str] = set()
         self._turns: dict[str, _Turn] = {}
+        self._used: set[str] = set()  # finished calls already replayed or declined
         self.replayed_calls = 0
         self.replayed_tools = 0
         self.sent = 0
@@ -198,7 +201,7 @@ class ReplaySource:
         if record.graph is None and record.status == "failed":
             excluded.add(str(PromptKind.PLAN))
         events = ledger.events(run_id)
-        after = _after_failures(ledger, run_id, events)
+        after = after_failures(ledger, run_id, events)
         calls: dict[str, list[CallRecord]] = {}
         for call in ledger.calls(run_id):
             if (
@@ -302,8 +305,12 @@ class ReplaySource:
         rows = in_place(self._tools.get((subject, step), []), self._replaced)
         ids = []
         for index, call in enumerate(calls):
-            if subject in self._live:  # a new answer: only a call that may have run is known
-                turn = self._in_flight(subject, step, call) or _Turn(call_id=new_id("tool"))
+            if subject in self._live:  # a new answer: known calls are found by what they ask
+                turn = (
+                    self._finished(subject, step, call)
+                    or self._in_flight(subject, step, call)
+                    or _Turn(call_id=new_id("tool"))
+                )
             else:
                 turn = self._plan(subject, step, rows, index, call)
             self._turns[turn.call_id] = turn
@@ -318,32 +325,7 @@ class ReplaySource:
             row = rows[index]
             if row.name != call.name or row.arguments != call.arguments:
                 return _Turn(call_id=new_id("tool"))
-            started = self._started.get(row.tool_call_id, {})
-            why = None
-            if started.get("replay") is False:
-                why = "replay: false"
-            elif row.store_reads or row.name == "spawn":  # children's results: prompt items
-                why = "its result reached the prompt by more than its text"
-            if why is None:
-                return _Turn(call_id=row.tool_call_id, output=row.result)
-            replacement = new_id("tool")  # recorded: the rows keep the answer's order by it
-            self.recorder.record_event(self.run_id, EventKind.REPLAY_DECLINED, subject, {
-                "record": RecordKind.TOOL_CALL, "original": row.tool_call_id, "why": why,
-                "replacement": replacement,
-            })  # fmt: skip
-            # It ran: running it again is a second side effect, which the approval of its
-            # first run does not cover (`may_rerun` asks), unless its tool is idempotent; so
-            # is running it once more after an earlier resume's run of it, started and
-            # never finished, may have run.
-            stopped = self._replaced.get(row.tool_call_id)
-            unfinished = stopped in self._started and stopped not in self._recorded
-            again = (unfinished or row.name in self.approval_tools) and not started.get(
-                "idempotent"
-            )
-            last = self._last_starts.get(
-                (subject, step, call.name, arguments_sha256(call.arguments))
-            )
-            return _Turn(call_id=replacement, rerun=again, reruns=last)
+            return self._recorded_turn(subject, row, call)
         if index == len(rows):  # the call the process may have stopped inside
             # Its place in the answer tells it apart: the turn's calls run in order, so the
             # ones before it have their results (rows), and an identical call of the same
@@ -352,6 +334,59 @@ class ReplaySource:
             if turn is not None:
                 return turn
         return _Turn(call_id=new_id("tool"))
+
+    def _recorded_turn(self, subject: str, row: ToolCallRecord, call: ToolCall) -> _Turn:
+        """A finished call asked for again: its result replayed, or its replay declined."""
+        self._used.add(row.tool_call_id)
+        started = self._started.get(row.tool_call_id, {})
+        why = _declined_why(row, started)
+        if why is None:
+            return _Turn(call_id=row.tool_call_id, output=row.result)
+        replacement = new_id("tool")  # recorded: the rows keep the answer's order by it
+        self.recorder.record_event(self.run_id, EventKind.REPLAY_DECLINED, subject, {
+            "record": RecordKind.TOOL_CALL, "original": row.tool_call_id, "why": why,
+            "replacement": replacement,
+        })  # fmt: skip
+        # It ran: running it again is a second side effect, which the approval of its
+        # first run does not cover (`may_rerun` asks), unless its tool is idempotent; so
+        # is running it once more after an earlier resume's run of it, started and
+        # never finished, may have run.
+        stopped = self._replaced.get(row.tool_call_id)
+        unfinished = stopped in self._started and stopped not in self._recorded
+        again = (unfinished or row.name in self.approval_tools) and not started.get("idempotent")
+        last = self._last_starts.get(
+            (subject, row.step, call.name, arguments_sha256(call.arguments))
+        )
+        return _Turn(call_id=replacement, rerun=again, reruns=last)
+
+    def _finished(self, subject: str, step: int, call: ToolCall) -> _Turn | None:
+        """The finished call of a subject that a live turn's ``call`` asks for again.
+
+        A live turn (its prompt differed from the recorded one: an earlier call ran again
+        under a new id, say) may ask for a call that had run and finished before the run
+        stopped. Running it again would be a second side effect nobody asked for; so it is
+        given back as in a replayed turn, found by its tool and arguments instead of its
+        place: a call of the same step first, then of any other step (the live loop may
+        take its steps otherwise). Only calls recorded as started (a tool that ran) are
+        found, each at most once per resume; one whose replay a replayed turn would decline
+        (``replay: false``, store reads, spawns) runs again as the new call it is.
+        """
+        candidates = in_place(self._tools.get((subject, step), []), self._replaced)
+        for at in self._steps.get(subject, ()):
+            if at != step:
+                candidates += in_place(self._tools[(subject, at)], self._replaced)
+        for row in candidates:
+            started = self._started.get(row.tool_call_id)
+            if (
+                started is not None
+                and row.tool_call_id not in self._used
+                and row.tool_call_id not in self._turns
+                and row.name == call.name
+                and row.arguments == call.arguments
+                and _declined_why(row, started) is None
+            ):
+                return self._recorded_turn(subject, row, call)
+        return None
 
     def _in_flight(self, subject: str, step: int, call: ToolCall) -> _Turn | None:
         """The call of a step recorded as started without a result that ``call`` repeats.
@@ -423,48 +458,13 @@ class ReplaySource:
         )
 
 
-def _after_failures(
-    ledger: RunLedger, run_id: str, events: Sequence[EventRecord]
-) -> Callable[[str, str, str], bool]:
-    """Whether a record of a subject comes after the last failed attempt it belongs to.
-
-    A task run again by a later session, or a child spawned again under its id, may have
-    failed before: only its records after its last failure (a task's ``failed`` or
-    ``skipped`` reason, a child's outcome that is not ``ok``) are its current attempt, and a
-    step of a failed attempt is never replayed. A task's failure cuts its own calls, its
-    isolated dispatches' and its reviewers'. The order is the hash chain's (the entry that
-    first chains each record), never a clock; a record the chain does not place is left
-    out. Returns ``(subject, record kind, record id) -> keep``.
-    """
-    failed: dict[str, tuple[str, str, int]] = {}  # subject: (kind, record id, occurrence)
-    for event in events:
-        if event.kind == EventKind.CHILD and event.data.get("status") != "ok":
-            subject = f"{PromptKind.CHILD}:{event.data.get('child_id')}"
-            failed[subject] = (RecordKind.EVENT, event.event_id, 0)
-    for task_id, statuses in ledger.task_reason_statuses(run_id).items():
-        last = max((i for i, s in enumerate(statuses) if s in _FAILED), default=None)
-        if last is not None:
-            failed[f"{PromptKind.TASK}:{task_id}"] = (RecordKind.TASK_REASON, task_id, last)
-    if not failed:
-        return lambda subject, kind, record_id: True
-    places: dict[tuple[str, str], list[int]] = {}  # every entry of each record, in order
-    for record in chained_records(ledger.chain_entries(run_id))[0]:
-        places.setdefault((record.kind, record.subject), []).append(record.seq)
-    cuts: dict[str, int | None] = {}
-    for subject, (kind, record_id, occurrence) in failed.items():
-        seqs = places.get((kind, record_id), [])
-        cuts[subject] = seqs[occurrence] if occurrence < len(seqs) else None
-
-    def after(subject: str, kind: str, record_id: str) -> bool:
-        of = Subject.parse(subject)
-        if of.kind in (PromptKind.ISOLATED, PromptKind.REVIEW):
-            subject = f"{PromptKind.TASK}:{(of.id or '').partition('/')[0]}"
-        if subject not in cuts:
-            return True
-        cut, seqs = cuts[subject], places.get((kind, record_id))
-        return cut is not None and seqs is not None and seqs[0] > cut
-
-    return after
+def _declined_why(row: ToolCallRecord, started: dict[str, Any]) -> str | None:
+    """Why a finished call is run again rather than replayed, or ``None``: replay it."""
+    if started.get("replay") is False:
+        return "replay: false"
+    if row.store_reads or row.name == "spawn":  # children's results: prompt items
+        return "its result reached the prompt by more than its text"
+    return None
 
 
 def _same_request(record: CallRecord, prompt: Prompt, parameters: dict[str, Any] | None) -> bool:
