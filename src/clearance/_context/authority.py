@@ -16,7 +16,9 @@ agent has at most what every agent above it has:
   store tools are bounded by the grants above, exactly per namespace and operation; the
   workspace tools (``write_output``, ``read_output``) act on the agent's own fresh folder
   only; ``delegate`` and ``spawn`` follow ``can_delegate_to`` and ``can_spawn`` (and the
-  chain bounds what the next agent may do in turn): none of these is withheld.
+  chain bounds what the next agent may do in turn): none of these is withheld;
+- **children**: an agent that spawns acting for others spawns, in the task, at most the
+  fewest ``max_children`` of any agent above it (and its own), as the task's assignee does.
 
 This is the object-capability rule of attenuation (a capability passed on is never
 amplified: Miller, *Robust Composition*, 2006), applied to LLM agents: the confused deputy
@@ -58,11 +60,14 @@ class Authority:
         read_extends_ttl_s: How far its store reads push expiry forward (its
             ``store_read_extends_ttl_s``), ``None`` for not at all: acting for others, only
             when each of them extends on its reads too, and by the shortest extension.
+        max_children: Most children the task it serves may have when it spawns: its own
+            ``max_children``, and acting for others the fewest of theirs too.
     """
 
     grants: StoreGrants
     tools: frozenset[str]
     read_extends_ttl_s: float | None = None
+    max_children: int | None = None
 
     @classmethod
     def of(cls, agent: Agent, ceiling: Authority | None) -> Authority:
@@ -72,14 +77,18 @@ class Authority:
         """
         grants, tools = StoreGrants.parse(agent.store_grants), ceiling_tools(agent)
         extends = agent.store_read_extends_ttl_s
+        children = agent.limits.max_children
         if ceiling is None:
-            return cls(grants=grants, tools=tools, read_extends_ttl_s=extends)
+            return cls(grants=grants, tools=tools, read_extends_ttl_s=extends,
+                       max_children=children)  # fmt: skip
         if extends is not None and ceiling.read_extends_ttl_s is not None:
             extends = min(extends, ceiling.read_extends_ttl_s)
         else:  # a read that would touch what its caller's own reads leave alone
             extends = None
+        if ceiling.max_children is not None:
+            children = min(children, ceiling.max_children)
         return cls(grants=grants.intersect(ceiling.grants), tools=tools & ceiling.tools,
-                   read_extends_ttl_s=extends)  # fmt: skip
+                   read_extends_ttl_s=extends, max_children=children)  # fmt: skip
 
     def withholds(self, name: str) -> bool:
         """Whether a ``tools:`` entry named ``name`` is withheld (its caller may not call it)."""

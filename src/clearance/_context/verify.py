@@ -331,7 +331,7 @@ def _verified(
         Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
         for subject, call_id, reason in check_capabilities(
             facts.agents,
-            facts.tool_calls,
+            facts.delegations,  # with those the run stopped inside: whom a delegate acts for
             facts.subagents.spawns,
             facts.events,
             tool_ceilings=facts.tool_ceilings,
@@ -342,7 +342,7 @@ def _verified(
         findings.extend(
             Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
             for subject, call_id, reason in check_offered_tools(
-                facts.agents, calls, facts.tool_calls, facts.subagents.spawns
+                facts.agents, calls, facts.delegations, facts.subagents.spawns
             )
         )
     findings.extend(

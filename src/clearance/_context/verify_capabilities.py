@@ -42,7 +42,7 @@ from clearance._core.vocabulary import EventKind, PromptKind
 from clearance._state.grants import StoreGrants
 from clearance._state.ledger import CallRecord, EventRecord, ToolCallRecord
 
-__all__ = ["callers_of", "check_capabilities", "check_offered_tools"]
+__all__ = ["callers_of", "check_capabilities", "check_offered_tools", "runner_of"]
 
 Problem = tuple[str, str | None, str]
 """``(subject, call id or None, reason)`` of one finding."""
@@ -102,7 +102,8 @@ def check_capabilities(
 
     Args:
         agents: The run's agents, as its config recorded them.
-        tool_calls: The run's tool calls, by id.
+        tool_calls: The run's tool calls, by id, with each delegation the run stopped
+            inside (`delegations_in_flight`: started, not answered yet).
         spawns: The run's recorded spawns, every session's (with the parent's ``task_id``).
         events: The run's events.
         tool_ceilings: Whether the run gave delegates and children only their callers'
@@ -117,7 +118,7 @@ def check_capabilities(
         if callers is None:
             continue
         where = f"tool call {record.tool_call_id}"
-        runner = _runner(record.subject, tool_calls, spawns, assignees or {}, at)
+        runner = runner_of(record.subject, tool_calls, spawns, assignees or {}, at)
         if runner is not None and record.agent != runner:
             yield (
                 where, None,
@@ -151,7 +152,7 @@ def check_capabilities(
     yield from _check_offloads(tool_calls, events)
 
 
-def _runner(
+def runner_of(
     subject: str,
     tool_calls: Mapping[str, ToolCallRecord],
     spawns: Spawns,
@@ -222,7 +223,7 @@ def check_offered_tools(
         callers = callers_of(call.subject, tool_calls, spawns, at)
         if not callers:
             continue
-        agent = _runner(call.subject, tool_calls, spawns, {}, at) or call.agent
+        agent = runner_of(call.subject, tool_calls, spawns, {}, at) or call.agent
         for entry in offered:
             name = entry.get("name") if isinstance(entry, dict) else None
             if not isinstance(name, str) or (call.subject, name) in seen:

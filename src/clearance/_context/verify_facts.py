@@ -7,13 +7,15 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from clearance._context.tool_sections import tool_name
+from clearance._context.verify_capabilities import runner_of
+from clearance._context.verify_inflight import delegations_in_flight
 from clearance._context.verify_memory import ConversationFacts, recalled_memories
 from clearance._context.verify_subagents import SubagentFacts
 from clearance._core.errors import ConfigError
 from clearance._core.event_schema import event_problem
 from clearance._core.spec import DEFAULT_COORDINATOR, Agent
 from clearance._core.teamfile_models import IsolationSpec
-from clearance._core.vocabulary import EventKind
+from clearance._core.vocabulary import EventKind, RecordKind
 from clearance._state.graph import TaskGraph
 from clearance._state.ledger import CallRecord, EventRecord, RunLedger, RunRecord, ToolCallRecord
 from clearance._state.ledger.audit import AuditRows
@@ -193,6 +195,23 @@ class RunFacts:
                        int(e.data.get("stage", 0)))  # fmt: skip
                 rounds.setdefault(key, []).append(e.data)
         return rounds
+
+    @functools.cached_property
+    def delegations(self) -> dict[str, ToolCallRecord]:
+        """`tool_calls`, and each delegation the run stopped inside (`delegations_in_flight`).
+
+        For looking up whom a delegate acts for, never for what a tool call returned.
+        """
+        spawns = self.subagents.spawns
+        assignees = {t.id: t.assignee for t in self.graph or ()}
+
+        def runner(
+            subject: str, known: Mapping[str, ToolCallRecord], event: EventRecord
+        ) -> str | None:
+            at = spawns.position(RecordKind.EVENT, event.event_id)
+            return runner_of(subject, known, spawns, assignees, at)
+
+        return {**delegations_in_flight(self.tool_calls, self.events, runner), **self.tool_calls}
 
     @functools.cached_property
     def conversation(self) -> ConversationFacts:

@@ -355,14 +355,15 @@ def _check_delegation_call(
 ) -> Iterator[Problem]:
     """A delegate's prompt: the recorded ``delegate`` call's task text and its own tools."""
     tool_call_id = Subject.parse(call.subject).id
-    record = facts.tool_calls.get(tool_call_id)
+    # One the run stopped inside (started, asked for, not answered yet) counts too.
+    record = facts.delegations.get(tool_call_id)
     if record is None or record.name != "delegate":
         yield None, f"no delegate tool call {tool_call_id!r} was recorded in the run"
         return
     if record.arguments.get("agent") != call.agent:
         yield None, f"the delegation was to {record.arguments.get('agent')!r}, not {call.agent!r}"
     yield from check_delegation_chain(
-        tool_call_id, facts.tool_calls, facts.agents, facts.subagents.spawns
+        tool_call_id, facts.delegations, facts.agents, facts.subagents.spawns
     )
     agent = facts.agents.get(call.agent)
     if agent is None:

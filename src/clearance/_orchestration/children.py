@@ -154,7 +154,7 @@ class ChildRunner:
         Raises:
             ConfigError: The spawning agent may not spawn ``agent_name`` (``can_spawn``).
             LimitExceeded: The task would have more than its agent's (or the spawning
-                agent's) ``max_children``.
+                agent's, or any agent's it acts for) ``max_children``.
             ApprovalPending: A child called a tool that awaits a person's approval: the
                 parent task stops, like any task awaiting approval.
         """
@@ -167,7 +167,11 @@ class ChildRunner:
                 field=f"agents.{agent.name}.can_spawn",
             )
         used = self._spawned.get(parent.task.id, 0)
+        # The fewest of the spawning agent's, the task's assignee's and (acting for others)
+        # every agent's above it (`Authority.max_children`): a cap is never lent either.
         maximum = min(agent.limits.max_children, parent.agent.limits.max_children)
+        if spawner.authority.max_children is not None:
+            maximum = min(maximum, spawner.authority.max_children)
         if used + len(goals) > maximum:
             exc = LimitExceeded("max_children", value=used + len(goals), maximum=maximum,
                                 subject=f"task:{parent.task.id}")  # fmt: skip
