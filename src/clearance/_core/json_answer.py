@@ -212,7 +212,7 @@ def read_json_answer(body: str, *, exact: bool = False) -> Any:
             raise ValueError(f"the fenced block is not valid JSON: {inner}") from inner
 
 
-def dumps_answer(value: Any, *, indent: int | None = 2) -> str:
+def dumps_answer(value: Any, *, indent: int | None = 2, sort_keys: bool = True) -> str:
     """A JSON value as canonical text: sorted keys, non-ASCII as is, numbers as written.
 
     The text of ``json.dumps(value, ensure_ascii=False, indent=indent, sort_keys=True)``,
@@ -226,17 +226,19 @@ def dumps_answer(value: Any, *, indent: int | None = 2) -> str:
             ``None``), nested no deeper than the interpreter's recursion limit allows.
         indent: Spaces per level (each item on a line of its own), or ``None`` for one line
             (``", "`` and ``": "`` between items).
+        sort_keys: Write an object's members sorted by key; ``False``: in their order (with
+            ``indent=None``, the text of ``json.dumps(value, ensure_ascii=False)``).
 
     Raises:
         ValueError: A float or `~decimal.Decimal` that is NaN or infinite.
         TypeError: A value of another type, or a key that is not a string.
     """
     out: list[str] = []
-    _write(value, out, "\n" if indent is not None else "", " " * (indent or 0))
+    _write(value, out, "\n" if indent is not None else "", " " * (indent or 0), sort_keys)
     return "".join(out)
 
 
-def _write(value: Any, out: list[str], newline: str, step: str) -> None:
+def _write(value: Any, out: list[str], newline: str, step: str, sort_keys: bool = True) -> None:
     """Append ``value``'s canonical text to ``out`` (``newline``: the current line break)."""
     if isinstance(value, str):
         out.append(_encode_string(value))
@@ -249,7 +251,8 @@ def _write(value: Any, out: list[str], newline: str, step: str) -> None:
             raise ValueError(f"{value!r} is not a JSON number")
         out.append(str(value) if isinstance(value, Decimal) else float.__repr__(value))
     elif isinstance(value, list | tuple | dict):
-        items = sorted(value.items()) if isinstance(value, dict) else value
+        items = value if not isinstance(value, dict) else list(value.items())
+        items = sorted(items) if sort_keys and isinstance(value, dict) else items
         if not items:
             out.append("{}" if isinstance(value, dict) else "[]")
             return
@@ -262,7 +265,7 @@ def _write(value: Any, out: list[str], newline: str, step: str) -> None:
                 if not isinstance(key, str):
                     raise TypeError(f"a key of a JSON object must be a string, not {key!r:.40}")
                 out.append(_encode_string(key) + ": ")
-            _write(item, out, inner, step)
+            _write(item, out, inner, step, sort_keys)
         out.append(newline + ("}" if isinstance(value, dict) else "]"))
     else:
         raise TypeError(f"{type(value).__name__} is not a JSON value")

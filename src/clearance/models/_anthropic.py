@@ -18,6 +18,7 @@ from clearance._core.errors import ConfigError, ModelError
 from clearance.models._anthropic_answer import (
     StreamedInputs,
     anthropic_response,
+    exact_content,
     streamed_error,
 )
 from clearance.models._anthropic_format import anthropic_tool as _anthropic_tool
@@ -54,9 +55,11 @@ class AnthropicModel:
     the requested schema, and forces its use (``tool_choice={"type": "tool", "name":
     "json_answer"}``; with other tools offered too, ``{"type": "any"}``: the model must call
     one of them). The input the model gives that tool is the answer: it is returned as
-    `ModelResponse.text`, serialized as JSON. A schema whose ``type`` is not ``"object"``
-    (the API's tool inputs are objects) is wrapped as the ``"answer"`` property of an object
-    and unwrapped again. Callers validate the result either way.
+    `ModelResponse.text`, serialized as JSON with its members in the model's order and each
+    number as the answer's body holds it (``3.14159265358979323846``, ``1.0E2``, ``-0``:
+    never through a float; a structured answer is never streamed). A schema whose ``type``
+    is not ``"object"`` (the API's tool inputs are objects) is wrapped as the ``"answer"``
+    property of an object and unwrapped again. Callers validate the result either way.
 
     Token counts: `count_tokens` is an estimate (tiktoken's ``cl100k_base``; Claude's own
     tokenizer is not published, and the count must be cheap and offline), while the usage
@@ -247,6 +250,7 @@ class AnthropicModel:
             "model": self.name, "messages": messages, "max_tokens": request.max_tokens,
             "extra_body": sampling, "timeout": deadline_s, **options,
         }  # fmt: skip
+        exact: list[Any] | None = None
         try:
             async with asyncio.timeout(deadline_s):  # over the whole stream too
                 if request.stream is not None and answer_tool is None:
@@ -259,6 +263,8 @@ class AnthropicModel:
                         )  # fmt: skip
                         content_type = raw.headers.get("content-type", "")
                     message = json_object(body, content_type=content_type, model_id=self.model_id)
+                    if answer_tool is not None:  # its input written back as the model wrote it
+                        exact = exact_content(body)
         except TimeoutError as exc:
             raise ModelError(
                 f"request timed out: no complete answer within {deadline_s:g} s",
@@ -269,7 +275,7 @@ class AnthropicModel:
             raise self._error(exc) from exc
         response = anthropic_response(
             message, model_id=self.model_id, answer_tool=answer_tool, wrapped=wrapped,
-            max_tokens=request.max_tokens,
+            max_tokens=request.max_tokens, exact=exact,
         )  # fmt: skip
         if response.usage.requests == 0:  # no counts reported: count, so limits are not blind
             return with_counted_usage(response, request, self.count_tokens)

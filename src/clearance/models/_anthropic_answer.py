@@ -3,17 +3,20 @@
 The answer is the JSON object of a non-streamed body (read capped by the provider) or the
 SDK's final message of a stream. Neither is validated by the SDK, so every field read here
 is checked: the content list, each block's type, text and tool input, the usage and the
-answer's size.
+answer's size. A structured answer (the forced answer tool's input) is written back as the
+model wrote it, each number digit for digit (`exact_content`): never through a float.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from decimal import InvalidOperation
 from enum import StrEnum
 from typing import Any
 
 from clearance._core.errors import ModelError
+from clearance._core.json_answer import JSONNumber, dumps_answer
 from clearance.models._base import (
     ModelResponse,
     ToolCall,
@@ -28,7 +31,7 @@ from clearance.models._finish import bounded_finish_reason
 from clearance.models._openai_stream import MAX_STREAMED_TOOL_CALLS
 from clearance.models._stream_events import malformed_event
 
-__all__ = ["StreamedInputs", "anthropic_response", "streamed_error"]
+__all__ = ["StreamedInputs", "anthropic_response", "exact_content", "streamed_error"]
 
 
 class _Block(StrEnum):
@@ -47,8 +50,49 @@ _STOP_REASONS = {
 }
 
 
+def exact_content(body: bytes) -> list[Any] | None:
+    """The content list of a non-streamed answer's ``body``, each number kept as written.
+
+    A number with a fraction or exponent (and ``-0``) is a `JSONNumber`, whose text is what
+    the body holds; an integer is an `int` (exact). ``None`` when the body cannot be read so
+    (no content list, a number the decimal module cannot hold, nesting too deep): the
+    answer is then written from the values as the body was read for the rest.
+    """
+    try:
+        data = json.loads(body, parse_float=JSONNumber, parse_int=_exact_integer)
+    except (ValueError, RecursionError, InvalidOperation):  # 1e9999999999999999999: no Decimal
+        return None
+    content = data.get("content") if isinstance(data, dict) else None
+    return content if isinstance(content, list) else None
+
+
+def _exact_integer(text: str) -> int | JSONNumber:
+    """A JSON integer: an `int`, except ``-0``, kept as written (an `int` has no sign of 0)."""
+    return JSONNumber(text) if text == "-0" else int(text)
+
+
+def _answer_text(answer: Any, exact: Any) -> str:
+    """The answer tool's input as JSON text: ``exact`` (its numbers as sent) when it is one.
+
+    ``exact`` is the same block's input read with `exact_content`, or ``None``; its members
+    are written in the order the model wrote them.
+    """
+    if exact is not None:
+        try:
+            return dumps_answer(exact, indent=None, sort_keys=False)
+        except RecursionError:  # nested too deep for the writer: written as before
+            pass
+    return json.dumps(answer, ensure_ascii=False)
+
+
 def anthropic_response(
-    message: Any, *, model_id: str, answer_tool: str | None, wrapped: bool, max_tokens: int
+    message: Any,
+    *,
+    model_id: str,
+    answer_tool: str | None,
+    wrapped: bool,
+    max_tokens: int,
+    exact: list[Any] | None = None,
 ) -> ModelResponse:
     """Our `ModelResponse` from the SDK's message, checked field by field.
 
@@ -62,9 +106,12 @@ def anthropic_response(
         wrapped: Whether the schema was wrapped as ``{"answer": ...}`` (unwrapped here).
         max_tokens: The request's ``max_tokens``: the answer may hold at most
             `max_response_chars` of it.
+        exact: The body's content list read by `exact_content`, or ``None``: the answer
+            tool's input is written from it, each number as the model wrote it.
 
     Returns:
-        The text blocks joined (or the answer tool's input as JSON), the tool calls in order
+        The text blocks joined (or the answer tool's input as JSON: its numbers as written
+        when ``exact`` holds it, its members in the model's order), the tool calls in order
         (an input that is not an object, or nests deeper than `MAX_ARGUMENT_DEPTH`, as
         ``{"_raw": ...}``), the finish reason, and the checked usage; a usage the server did
         not report (or without ``input_tokens`` or ``output_tokens``) is ``Usage()``, with
@@ -82,7 +129,7 @@ def anthropic_response(
     checked = _usage(field_of(message, "usage"), model_id) or Usage()
     try:
         return _answer(message, content, checked, model_id=model_id, answer_tool=answer_tool,
-                       wrapped=wrapped, max_tokens=max_tokens)  # fmt: skip
+                       wrapped=wrapped, max_tokens=max_tokens, exact=exact)  # fmt: skip
     except ModelError as exc:  # the answer arrived: what its server says it cost is paid
         exc.paid = checked if checked.requests else None
         raise
@@ -97,13 +144,15 @@ def _answer(
     answer_tool: str | None,
     wrapped: bool,
     max_tokens: int,
+    exact: list[Any] | None,
 ) -> ModelResponse:
     """`anthropic_response` once its content list and usage are read."""
     texts: list[str] = []
     calls: list[ToolCall] = []
     answer: Any = None
+    exact_answer: Any = None
     answered = False
-    for block in content:
+    for index, block in enumerate(content):
         kind = field_of(block, "type")
         if kind == _Block.TEXT:
             text = field_of(block, "text")
@@ -117,6 +166,7 @@ def _answer(
                 continue
             if answer_tool is not None and name == answer_tool and not answered:
                 answer, answered = arguments, True
+                exact_answer = _exact_input(exact, index, block)
                 continue
             if len(calls) >= MAX_STREAMED_TOOL_CALLS:
                 raise ModelError(
@@ -145,8 +195,9 @@ def _answer(
             )
         if wrapped and isinstance(answer, dict):
             answer = answer.get("answer")
+            exact_answer = exact_answer.get("answer") if isinstance(exact_answer, dict) else None
         return ModelResponse(
-            text=json.dumps(answer, ensure_ascii=False),
+            text=_answer_text(answer, exact_answer),
             usage=checked,
             model_id=model_id,
             finish_reason="stop" if finish == "tool_calls" else finish,
@@ -158,6 +209,15 @@ def _answer(
         model_id=model_id,
         finish_reason=finish,
     )
+
+
+def _exact_input(exact: list[Any] | None, index: int, block: Any) -> Any:
+    """The exact reading of content block ``index``'s input, if it is the same block's."""
+    if exact is None or index >= len(exact) or not isinstance(exact[index], dict):
+        return None
+    twin = exact[index]
+    same = twin.get("type") == field_of(block, "type") and twin.get("id") == field_of(block, "id")
+    return twin.get("input") if same and twin.get("name") == field_of(block, "name") else None
 
 
 def _usage(usage: Any, model_id: str) -> Usage | None:
