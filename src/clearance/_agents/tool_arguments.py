@@ -7,6 +7,11 @@ checked_arguments`); text that is not UTF-8 is replaced by `NOT_UTF8_ARGUMENTS`
 (`checked_tool_call`). `refused_arguments` answers each with an error for the model, so a
 tool whose schema admits any object (an MCP server's ``{"type": "object"}``) does not run
 on what the model never meant as its arguments.
+
+A tool's name is the model's text too: one longer than the ledger's ``tool_calls.name``
+column, or holding a NUL (which PostgreSQL text cannot hold), is recorded and shown as
+`bounded_tool_name` makes it, so the call gets the usual ``unknown tool`` error and the run
+goes on on every database.
 """
 
 from __future__ import annotations
@@ -15,9 +20,20 @@ import json
 import math
 from typing import Any
 
+from clearance._core.shown_text import shown
 from clearance.models._base import ToolCall
 
-__all__ = ["NOT_UTF8_ARGUMENTS", "RAW_ARGUMENTS", "checked_tool_call", "refused_arguments"]
+__all__ = [
+    "MAX_TOOL_NAME_CHARS",
+    "NOT_UTF8_ARGUMENTS",
+    "RAW_ARGUMENTS",
+    "bounded_tool_name",
+    "checked_tool_call",
+    "refused_arguments",
+]
+
+MAX_TOOL_NAME_CHARS = 128
+"""Most characters of a recorded tool name (the ledger's ``tool_calls.name`` column)."""
 
 RAW_ARGUMENTS = "_raw"
 """The only argument of a tool call whose arguments were no JSON object (what was sent)."""
@@ -45,13 +61,38 @@ def checked_tool_call(call: ToolCall) -> ToolCall:
     Args:
         call: A tool call as a model returned it.
 
+    Its name is `bounded_tool_name`'s: a name no tool has (over `MAX_TOOL_NAME_CHARS`
+    characters, or holding a NUL) is kept short and printable, for the ``unknown tool``
+    error, the ledger and the next prompt alike.
+
     Returns:
-        ``call`` itself when its arguments encode as UTF-8, else the replacement.
+        ``call`` itself when its arguments encode as UTF-8 and its name is bounded, else
+        the replacement.
     """
+    name = bounded_tool_name(call.name)
     if _encodes(call.arguments):
-        return call
+        return call if name is call.name else ToolCall(id=call.id, name=name,
+                                                       arguments=call.arguments)  # fmt: skip
     escaped = json.dumps(call.arguments, default=repr)
-    return ToolCall(id=call.id, name=call.name, arguments={NOT_UTF8_ARGUMENTS: escaped})
+    return ToolCall(id=call.id, name=name, arguments={NOT_UTF8_ARGUMENTS: escaped})
+
+
+def bounded_tool_name(name: str) -> str:
+    r"""``name`` as recorded: itself when it fits the ledger, else short, printable and cut.
+
+    A name of at most `MAX_TOOL_NAME_CHARS` characters without a NUL (every tool's: a
+    team file's are at most 64, a ``mcp__<server>__<tool>`` function name too) is kept as
+    it is. Any other was invented by the model: its control characters become escapes
+    (`shown`: a NUL as ``\x00``), and past `MAX_TOOL_NAME_CHARS` characters it is cut,
+    ending ``...``, which no tool's name holds, so it names no tool.
+    """
+    if len(name) <= MAX_TOOL_NAME_CHARS and "\x00" not in name:
+        return name
+    # Cut before escaping (a megabyte is not escaped whole), then cut again after.
+    text = shown(name[: 4 * MAX_TOOL_NAME_CHARS])
+    if len(text) <= MAX_TOOL_NAME_CHARS and len(name) <= 4 * MAX_TOOL_NAME_CHARS:
+        return text
+    return text[: MAX_TOOL_NAME_CHARS - 3] + "..."
 
 
 def _encodes(arguments: dict[str, Any]) -> bool:

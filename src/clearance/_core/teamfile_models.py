@@ -75,13 +75,22 @@ MODEL_OPTION_KEYS = frozenset(
 
 _MODEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}:[^\s\x00-\x1f\x7f-\x9f]{1,256}")
 
+MAX_MODEL_ID_CHARS = 256
+"""Most characters of a model id: the ledger records each call's (``calls.model_id``)."""
+
 
 def check_model_id(value: str) -> str:
     """``value`` if it looks like a model id, ``provider:name`` (no space, no control).
 
     Raises:
-        ValueError: It does not (the message shows it and an example).
+        ValueError: It does not (the message shows it and an example), or it is longer
+            than `MAX_MODEL_ID_CHARS` characters.
     """
+    if len(value) > MAX_MODEL_ID_CHARS and _MODEL_ID.fullmatch(value):
+        raise ValueError(
+            f"model id {value[:40]!r}... is {len(value)} characters long, at most "
+            f"{MAX_MODEL_ID_CHARS}"
+        )
     if not _MODEL_ID.fullmatch(value):
         raise ValueError(
             f"model id {value!r} must look like 'provider:name' "

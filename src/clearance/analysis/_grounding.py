@@ -39,7 +39,8 @@ _META = re.compile(
     r"|\ba summary of\b",
     re.IGNORECASE,
 )
-_CALL = re.compile(r"\b[A-Za-z_]\w*\([^)\s][^)]*\)")
+_CALL_OPEN = re.compile(r"(?<!\w)[A-Za-z_]\w*\([^)\s]")
+"""A call's name, its ``(`` and its first argument's first character: `_call_span`'s start."""
 MAX_SENTENCE_CHARS = 1000
 """Longest sentence checked; a longer one is left out as ``"too long"`` before any check."""
 _MIN_WORDS = 3
@@ -220,7 +221,7 @@ def sentence_problem(sentence: str, known: Known) -> str | None:
         if not known.names(quoted) and not _RULE.fullmatch(quoted):
             return "name"
     plain = _BACKTICKED.sub(" ", sentence)
-    if _CALL.search(plain):
+    if _call_span(plain) is not None:
         return "code"  # a call with arguments: ``bool("")``
     spans = _file_spans(plain)
     for start, end in spans:
@@ -232,6 +233,22 @@ def sentence_problem(sentence: str, known: Known) -> str | None:
         if _code_like(token) and not known.names(token):
             return "name"
     return _number_problem(sentence, known)
+
+
+def _call_span(text: str) -> tuple[int, int] | None:
+    r"""Where ``text`` first writes a call with arguments (``bool("")``), in linear time.
+
+    The span ``\b[A-Za-z_]\w*\([^)\s][^)]*\)`` finds, searched; that expression is
+    quadratic on open calls without their ``)`` (``x(y x(y x(y ...``: each one read the rest
+    of the text). A match starts where a word starts (so each word is read once) and ends at
+    the first ``)`` after its first argument's character; the first start followed by a
+    ``)`` anywhere is the first match, and when the first start has none, no later one has.
+    """
+    opened = _CALL_OPEN.search(text)
+    if opened is None:
+        return None
+    closed = text.find(")", opened.end())
+    return None if closed < 0 else (opened.start(), closed + 1)
 
 
 def _file_spans(text: str) -> list[tuple[int, int]]:
