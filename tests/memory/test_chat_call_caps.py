@@ -15,7 +15,11 @@ from clearance.testing import FunctionModel
 
 
 def fill(chat: AgentChat, count: int, words: int) -> None:
-    """Put ``count`` long turns in the chat's conversation, as a long session would leave it."""
+    """Put ``count`` long turns in the chat's conversation, as a long session would leave it.
+
+    The turns are not recorded (no ``user_message`` event, no answer): a run filled so does
+    not verify, so the tests that verify send their turns as messages instead.
+    """
     for i in range(count):
         role = "user" if i % 2 == 0 else "assistant"
         author = "user" if role == "user" else chat.agent.name
@@ -75,11 +79,12 @@ async def test_the_call_budget_is_per_message_answer_and_summaries_together(tmp_
         agent=agent, model=model, strategy="summarize", ledger=ledger, context_window=1000
     )
     for i in range(3):  # one call per message: each message has its own budget
-        assert await chat.say(f"question {i}") == "ok"
+        assert await chat.say(f"question {i} " + "fact " * 150) == "ok"
     assert sent == ["conversation:alice"] * 3
-    fill(chat, 2, 400)  # over the trigger: this message needs a summary before its answer
+    assert not chat.compressions  # ~670 tokens: under the trigger (750)
     with pytest.raises(LimitExceeded, match="max_model_calls"):
-        await chat.say("and now?")
+        # over the trigger: this message needs a summary before its answer
+        await chat.say("and now? " + "word " * 150)
     assert sent[3:] == ["summary:alice"]  # the answer, one call too many, was not sent
     report = verify_run(ledger, chat.run_id)
     assert report.ok, [str(f) for f in report.findings]
@@ -92,10 +97,12 @@ async def test_summarizing_prompts_stay_within_max_prompt_tokens(tmp_path):
     # went over max_prompt_tokens.
     ledger = RunLedger(f"sqlite:///{tmp_path / 'runs.db'}")
     received = []
+    # ~230 tokens an answer: two fit 700 tokens, not 600 (a message that long is refused)
+    answers = iter([*(f"fact{i} " * 180 for i in range(3)), "ok"])
 
     def reply(request):
         received.append(request.prompt)
-        return "a summary" if request.prompt.manifest.subject == "summary:alice" else "ok"
+        return "a summary" if request.prompt.manifest.subject == "summary:alice" else next(answers)
 
     agent = Agent(
         name="alice",
@@ -107,7 +114,8 @@ async def test_summarizing_prompts_stay_within_max_prompt_tokens(tmp_path):
         agent=agent, model=model, strategy="summarize", ledger=ledger, context_window=4000
     )
     assert chat.monitor.summary_max_tokens < agent.limits.max_output_tokens
-    fill(chat, 4, 180)  # ~230 tokens a turn: two fit 700 tokens, not 600
+    for i in range(3):  # the second answer takes the conversation over the trigger
+        await chat.say(f"question {i}")
     assert await chat.say("and now?") == "ok"
     summaries = [p for p in received if p.manifest.subject == "summary:alice"]
     assert summaries, "the conversation was summarized"

@@ -188,7 +188,9 @@ def check_conversation_history(
     while it is kept), and a summary is one the agent's summarizing calls wrote. A turn of a
     conversation prompt is an answer the agent gave or, in a chat that records the user's
     messages, one of them, in the order received (and no prompt's newest message of the user
-    is older than its previous prompt's).
+    is older than its previous prompt's). A summarizing prompt's turns are held to the same
+    (in a chat that records the user's messages): it may hold nothing the agent's
+    conversation did not.
     """
     kind = Subject.parse(call.subject).kind
     shown: list[int] = []  # the places of the user's messages the prompt shows, in order
@@ -205,8 +207,10 @@ def check_conversation_history(
             yield origin, "not a summary the model wrote in this conversation"
         elif conversation.first.get((call.agent, origin), value) != value:
             yield origin, "the block is not the turn an earlier prompt of the conversation showed"
-        elif parsed.kind != OriginKind.TURN or kind != PromptKind.CONVERSATION:
-            continue  # a summarizing prompt's turns are held to the conversation prompts'
+        elif parsed.kind != OriginKind.TURN:
+            continue
+        elif kind == PromptKind.SUMMARY and not conversation.recorded:
+            continue  # a chat recorded before: its summarizing prompts verify as they did
         elif conversation.recorded and (
             (call.agent, parsed.id) in conversation.messages or _is_titled(item, USER_AUTHOR)
         ):
@@ -262,7 +266,7 @@ def _check_user_turn(
 def _check_turn(
     call: CallRecord, origin: str, item: Mapping[str, Any], conversation: ConversationFacts
 ) -> Iterator[Problem]:
-    """A turn of a conversation prompt is the user's message or an answer the agent gave.
+    """A turn of a conversation or summarizing prompt: a message of the user or an answer.
 
     The agent's turns are answers its conversation calls gave (as the chat keeps them). The
     user's messages are checked by `_check_user_turn` in a chat that records them; in one
