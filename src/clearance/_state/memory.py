@@ -42,6 +42,7 @@ from clearance._core.ids import new_id
 from clearance._core.names import check_count
 from clearance._core.vocabulary import MemoryKind
 from clearance._state.conversation import Turn
+from clearance._state.db.nul_text import NulText
 from clearance._state.memory_records import (
     FAKE_PROVIDER,
     MAX_LISTED,
@@ -395,7 +396,9 @@ class PersistentMemory(MemoryDatabase):
                 "WHERE to_tsvector('english', m.content) @@ q AND m.scope IN :scopes "
                 f"AND {readable} AND {self._partition_sql()} "
                 "ORDER BY rank DESC, m.created_at DESC LIMIT :limit"
-            ).bindparams(sa.bindparam("scopes", expanding=True), _PAIRS),
+            )
+            .bindparams(sa.bindparam("scopes", expanding=True), _PAIRS)
+            .columns(content=NulText()),  # read back as written (`NulText`)
             {
                 "query": " | ".join(words),
                 "scopes": sorted(scopes),

@@ -25,6 +25,7 @@ from clearance._core.errors import MalformedRecord
 from clearance._core.names import check_count
 from clearance._core.vocabulary import MemoryKind
 from clearance._state.db import DatabaseBase, Schema, SchemaChange
+from clearance._state.db.nul_text import NulText
 
 __all__ = [
     "FAKE_PROVIDER",
@@ -91,7 +92,7 @@ def _m001_memories(change: SchemaChange) -> None:
         sa.Column("scope", sa.String(200), nullable=False, index=True),
         sa.Column("author", sa.String(128), nullable=False),
         sa.Column("kind", sa.String(16), nullable=False),
-        sa.Column("content", sa.Text, nullable=False),
+        sa.Column("content", NulText, nullable=False),
         sa.Column("created_at", _RecordTime(), nullable=False),
         sa.Column("embedding", sa.Text, nullable=True),
         checkfirst=True,
