@@ -191,3 +191,16 @@ def test_a_memory_record_holding_nul_is_kept_and_recalled_as_written(memory_engi
     assert record.content == content
     assert [r.content for r in memory.retrieve("swordfish backups")] == [content]
     assert memory.get(record.id).content == content  # type: ignore[union-attr]
+
+
+def test_a_record_of_the_cap_holding_nul_throughout_is_read_back_whole(memory_engine: Any) -> None:
+    """Escaped on PostgreSQL it is stored about twice as long: the cap holds what is read."""
+    from clearance._state.memory import PersistentMemory
+    from clearance._state.memory_records import MAX_RECORD_CHARS
+
+    content = "\x00\\" * (MAX_RECORD_CHARS // 2)
+    memory = PersistentMemory(memory_engine, agent="alice")
+    (record,) = memory.record(content)
+    assert len(record.content) == MAX_RECORD_CHARS
+    assert memory.get(record.id).content == content  # type: ignore[union-attr]
+    assert [r.content for r in memory.recent()] == [content]

@@ -25,7 +25,7 @@ from clearance._core.errors import MalformedRecord
 from clearance._core.names import check_count
 from clearance._core.vocabulary import MemoryKind
 from clearance._state.db import DatabaseBase, Schema, SchemaChange
-from clearance._state.db.nul_text import NulText
+from clearance._state.db.nul_text import MARK, NulText
 
 __all__ = [
     "FAKE_PROVIDER",
@@ -152,19 +152,24 @@ def _cut_mark(kept: int, total: int) -> str:
     return f"\n\n[cut by Clearance: the first {kept:,} of {total:,} characters are kept]"
 
 
+MAX_STORED_CHARS = len(MARK) + 2 * MAX_RECORD_CHARS
+"""Most characters a record's content takes in its column: on PostgreSQL a content holding
+NUL is stored escaped (`clearance._state.db.nul_text`), at most twice as long behind a mark.
+`record_of` holds the content read back to `MAX_RECORD_CHARS`."""
+
 _LENGTH = sa.func.length(MEMORIES.c.content)
 READ_COLUMNS = (
     *(column for column in MEMORIES.c if column.name != "content"),
-    sa.case((_LENGTH <= MAX_RECORD_CHARS, MEMORIES.c.content), else_=sa.null()).label("content"),
+    sa.case((_LENGTH <= MAX_STORED_CHARS, MEMORIES.c.content), else_=sa.null()).label("content"),
     _LENGTH.label("content_chars"),
 )
-"""What a read selects: every column, the content only up to `MAX_RECORD_CHARS` characters
+"""What a read selects: every column, the content only up to `MAX_STORED_CHARS` characters
 (``NULL`` past it), and its length (``content_chars``) for `record_of` to name."""
 
 READ_COLUMNS_SQL = ", ".join(
     [f"m.{column.name}" for column in MEMORIES.c if column.name != "content"]
     + [
-        f"CASE WHEN length(m.content) <= {MAX_RECORD_CHARS} THEN m.content END AS content",
+        f"CASE WHEN length(m.content) <= {MAX_STORED_CHARS} THEN m.content END AS content",
         "length(m.content) AS content_chars",
     ]
 )
@@ -348,13 +353,15 @@ def record_of(row: Any, *, score: float | None = None) -> MemoryRecord:
 
     Raises:
         MalformedRecord: The row holds what the store never writes (edited by hand): a
-            field that is not text, content over `MAX_RECORD_CHARS` (read with
-            `READ_COLUMNS`, so it was not loaded), an unknown kind, a ``created_at`` that is
+            field that is not text, content over `MAX_RECORD_CHARS` (past `MAX_STORED_CHARS`
+            it is not loaded: `READ_COLUMNS`), an unknown kind, a ``created_at`` that is
             not a time.
     """
-    ident = row["id"]
-    chars = row.get("content_chars")
-    if row["content"] is None and isinstance(chars, int) and chars > MAX_RECORD_CHARS:
+    ident, content = row["id"], row["content"]
+    # As read back (on PostgreSQL a content holding NUL is stored longer, escaped), or as
+    # stored when it was too long to load.
+    chars = len(content) if isinstance(content, str) else row.get("content_chars")
+    if isinstance(chars, int) and chars > MAX_RECORD_CHARS:
         raise _malformed(
             ident, f"its content is {chars:,} characters, over the {MAX_RECORD_CHARS:,} a "
             "record may hold",
