@@ -466,3 +466,12 @@ async def test_a_result_over_the_read_cap_is_not_read_over_either_transport(tmp_
         assert time.monotonic() - started < 15
         assert output.is_error and "over 1048576 bytes, which was not read" in output.content
         assert output.source is not None and output.source["error"] == "too_large"
+
+
+async def test_a_result_holding_nul_reaches_the_model_as_a_user_tools_does(tmp_path, http_url):
+    """NUL is kept, as in a user tool's result: every ledger stores it."""
+    for spec in (stdio_spec(tmp_path), McpServerSpec(url=http_url)):
+        tools = await load_mcp_tools({"docs": spec}, [McpToolRef("docs", "lookup")])
+        output = await tools["mcp__docs__lookup"].call({"term": "a\x00b"})
+        assert output.content == "glossary: a\x00b means a bounded thing"
+        assert output.source is not None and output.source["bytes"] == len(output.content)

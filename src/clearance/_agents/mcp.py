@@ -484,7 +484,7 @@ def _result_text(result: CallToolResult) -> tuple[str, int]:
             parts.append(f"[{_shown_name(str(block.type))} content {mime} not shown]")
     if not parts and result.structured_content is not None:
         parts.append(json.dumps(result.structured_content, ensure_ascii=False, default=str))
-    text = _clean("\n".join(parts))
+    text = "\n".join(parts).encode("utf-8", "replace").decode("utf-8")  # NUL kept, as stored
     return text, len(text.encode("utf-8"))
 
 
