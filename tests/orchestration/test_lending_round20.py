@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -574,3 +575,72 @@ async def test_verify_judges_a_paused_childs_delegate_against_every_caller(
         "(a capability lent)"
     ) in found, found
     assert not [f for f in found if "no delegate tool call" in f], found
+
+
+# -- verify: a delegate's spawns are held to every caller's max_children (prompt_format 5) ---
+
+
+def _with_config(db: Path, run_id: str, mid_children: int, prompt_format: int | None) -> None:
+    """Forge the recorded config: mid's max_children, and maybe the run's prompt_format."""
+    conn = sqlite3.connect(db)
+    try:
+        (text,) = conn.execute("SELECT config FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        config = json.loads(text)
+        (mid,) = [a for a in config["agents"] if a["name"] == "mid"]
+        mid["limits"]["max_children"] = mid_children
+        if prompt_format is not None:
+            config["prompt_format"] = prompt_format
+        conn.execute("UPDATE runs SET config = ? WHERE run_id = ?", (json.dumps(config), run_id))
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def _raise_mid_cap(team: Path) -> None:
+    team.write_text(team.read_text().replace("max_children: 1", "max_children: 2"))
+
+
+async def _two_kids(team: Path) -> tuple[str, Path]:
+    """An honest run where mid may spawn 2: the leaf, acting for mid, spawns K-two."""
+    _raise_mid_cap(team)
+    _model, _approver, run_id, db = await _run(team)
+    with RunLedger(f"sqlite:///{db}") as ledger:
+        spawns = [(e.data["goal"], e.data["parent_agent"]) for e in ledger.events(run_id)
+                  if e.kind == "spawn"]  # fmt: skip
+        config = ledger.get_run(run_id).config
+    assert spawns == [("K-one", "mid"), ("K-two", "leaf")], spawns
+    assert config["prompt_format"] >= 5
+    assert _findings(db, run_id) == []
+    return run_id, db
+
+
+def _forged_findings(db: Path, run_id: str, rechain: Any, prompt_format: int | None) -> list[str]:
+    """The findings the cap adds: a rechained run (record-kind order, so its approvals read as
+    late) with mid's recorded cap 2, then with it 1; only what the cap changed is returned."""
+    _with_config(db, run_id, 2, prompt_format)
+    rechain(db, run_id)
+    baseline = _findings(db, run_id)
+    _with_config(db, run_id, 1, prompt_format)
+    rechain(db, run_id)
+    found = _findings(db, run_id)
+    assert not Counter(baseline) - Counter(found), (baseline, found)
+    return list((Counter(found) - Counter(baseline)).elements())
+
+
+async def test_verify_flags_a_delegates_child_over_an_intermediate_callers_max_children(
+    team: Path, rechain
+) -> None:
+    # Recorded as if mid's cap were 1: the leaf's spawn, acting for mid (for lead), makes a
+    # second child of task work, past mid's cap though within the leaf's and lead's (8).
+    run_id, db = await _two_kids(team)
+    assert _forged_findings(db, run_id, rechain, None) == [
+        "task:work: 2 children in one session, but its max_children is 1 "
+        "(that of 'mid', which 'leaf' acted for)"
+    ]
+
+
+async def test_verify_keeps_the_old_child_cap_for_a_format_4_run(team: Path, rechain) -> None:
+    # The same shape recorded by a format-4 run: its delegates spawned within their own and
+    # the assignee's caps only, so verify holds it to those.
+    run_id, db = await _two_kids(team)
+    assert _forged_findings(db, run_id, rechain, 4) == []

@@ -20,6 +20,7 @@ import dataclasses
 import functools
 import inspect
 import math
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast, get_type_hints
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any, cast, get_type_hints
 from pydantic import ConfigDict, ValidationError, create_model
 
 from clearance._agents.tool_arguments import (
+    MAX_TOOL_NAME_CHARS,
     NOT_UTF8_ARGUMENTS,
     checked_tool_call,
     refused_arguments,
@@ -65,6 +67,7 @@ __all__ = [
     "Tool",
     "ToolOutput",
     "check_arguments",
+    "check_function_name",
     "check_tool_timeout",
     "checked_tool_call",
     "import_function",
@@ -144,6 +147,10 @@ class Tool:
             (the run goes on). ``None``: no deadline of the tool's own (the built-in store
             tools; an MCP tool has its server's ``timeout_s``). A function tool's is
             `TOOL_TIMEOUT_S` unless `mark_tool` says otherwise.
+
+    Raises:
+        ConfigError: ``name`` is not a function name (`check_function_name`), or
+            ``timeout_s`` is not seconds in (0, `MAX_TOOL_TIMEOUT_S`].
     """
 
     name: str
@@ -155,6 +162,7 @@ class Tool:
     timeout_s: float | None = None
 
     def __post_init__(self) -> None:
+        check_function_name(self.name)
         check_tool_timeout(self.timeout_s, allow_none=True)
 
     def to_openai(self) -> dict[str, Any]:
@@ -221,6 +229,7 @@ class Tool:
             signature cannot be read.
         """
         tool_name: str = name or str(getattr(function, "__name__", repr(function)))
+        check_function_name(tool_name)
         try:
             signature = inspect.signature(function)
             hints = get_type_hints(function)
@@ -288,6 +297,28 @@ def tool_marks(function: Callable[..., Any]) -> dict[str, Any]:
         "replay": bool(marks.get("replay", True)),
         "timeout_s": float(marks.get("timeout_s", TOOL_TIMEOUT_S)),
     }
+
+
+_FUNCTION_NAME = re.compile(rf"[A-Za-z0-9_.-]{{1,{MAX_TOOL_NAME_CHARS}}}")
+"""A name a model may call any tool by (an MCP tool's ``mcp__<server>__<tool>`` is up to 128
+characters), within the ledger's ``tool_calls.name`` column; a user tool's name is held to the
+stricter rule of a team file's ``tools:`` (`check_tool_name`)."""
+
+
+def check_function_name(name: object) -> None:
+    """Check a tool's name: 1 to `MAX_TOOL_NAME_CHARS` letters, digits, ``_``, ``.`` or ``-``.
+
+    Raises:
+        ConfigError: It is not (the message shows the start of it).
+    """
+    if not isinstance(name, str) or not _FUNCTION_NAME.fullmatch(name):
+        shown = repr(name)
+        shown = shown if len(shown) <= 60 else f"{shown[:60]}..."
+        raise ConfigError(
+            f"a tool's name is what a model calls: 1-{MAX_TOOL_NAME_CHARS} letters, digits, "
+            f"'_', '.' or '-', got {shown}",
+            field="name",
+        )
 
 
 def check_tool_timeout(timeout_s: object, *, allow_none: bool = False) -> None:

@@ -59,9 +59,10 @@ since), and anything the model provider did with the prompt after receiving it.
    a planned run's recorded tasks are its last plan call's answer (`verify_plan`).
 
 10. **Children and delegates.** No task had more children in one session than its
-    ``max_children`` (the smaller of its spawner's and its assignee's), each child is
-    numbered as one session numbers them, no task prompt shows more children than its
-    assignee may have, and each ``spawn`` call's output is how its child ended
+    ``max_children`` (the smaller of its spawner's and its assignee's; from
+    ``prompt_format`` 5 the fewest of theirs and every agent a spawning delegate acted
+    for), each child is numbered as one session numbers them, no task prompt shows more
+    children than its assignee may have, and each ``spawn`` call's output is how its child ended
     (`verify_children`); each delegate's answer, as its delegator was shown it, is an answer
     of the delegate's own calls (`verify_delegation`). Each clarification round of an
     isolated task is a question its subagent asked in a recorded call, answered as the
@@ -88,7 +89,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from clearance._context.verify_approvals import check_approvals
-from clearance._context.verify_capabilities import check_capabilities, check_offered_tools
+from clearance._context.verify_capabilities import (
+    check_capabilities,
+    check_offered_tools,
+    spawn_callers,
+)
 from clearance._context.verify_chain import (
     audit_at_one_moment,
     check_chain_rows,
@@ -348,7 +353,11 @@ def _verified(
     findings.extend(
         Finding(call_id=call_id, subject=subject, origin=None, reason=reason)
         for subject, call_id, reason in check_child_limits(
-            run.config or {}, facts.graph, facts.events, calls
+            run.config or {},
+            facts.graph,
+            facts.events,
+            calls,
+            spawn_callers(facts.delegations, facts.subagents.spawns),
         )
     )
     findings.extend(

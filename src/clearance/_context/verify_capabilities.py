@@ -32,17 +32,23 @@ checked;
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Literal
 
 from clearance._context.authority import ceiling_tools
 from clearance._context.verify_children import Spawns
 from clearance._core.spec import Agent
-from clearance._core.vocabulary import EventKind, PromptKind
+from clearance._core.vocabulary import EventKind, PromptKind, RecordKind
 from clearance._state.grants import StoreGrants
 from clearance._state.ledger import CallRecord, EventRecord, ToolCallRecord
 
-__all__ = ["callers_of", "check_capabilities", "check_offered_tools", "runner_of"]
+__all__ = [
+    "callers_of",
+    "check_capabilities",
+    "check_offered_tools",
+    "runner_of",
+    "spawn_callers",
+]
 
 Problem = tuple[str, str | None, str]
 """``(subject, call id or None, reason)`` of one finding."""
@@ -87,6 +93,26 @@ def callers_of(
         else:
             return None
     return None
+
+
+def spawn_callers(
+    tool_calls: Mapping[str, ToolCallRecord], spawns: Spawns
+) -> Callable[[EventRecord], list[str] | None]:
+    """Whom the spawner of a ``spawn`` event acted for (`callers_of` its ``parent_subject``).
+
+    ``tool_calls`` holds the delegations the run stopped inside too (`RunFacts.delegations`):
+    a delegate that spawned acts for its delegators, nearest first, up to the task's
+    assignee; the assignee (``parent_subject`` the task's own, or none recorded) for nobody.
+    """
+
+    def acted_for(event: EventRecord) -> list[str] | None:
+        subject = event.data.get("parent_subject")
+        if not isinstance(subject, str) or subject == event.subject:
+            return []
+        at = spawns.position(RecordKind.EVENT, event.event_id)
+        return callers_of(subject, tool_calls, spawns, at)
+
+    return acted_for
 
 
 def check_capabilities(

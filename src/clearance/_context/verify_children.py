@@ -10,7 +10,9 @@ replays their recorded calls), whichever other tasks run again. A run recorded b
 ``prompt_format`` 3 (`PER_TASK_FORMAT`) numbered the children of all its tasks together
 (``a.1``, ``b.2``), and so does a resume of it. In one session a task has at most the
 smaller of its spawner's and its assignee's ``max_children`` (the spawner is the agent a
-``spawn`` event names as ``parent_agent``: the assignee, or a delegate of it).
+``spawn`` event names as ``parent_agent``: the assignee, or a delegate of it); from
+``prompt_format`` 5 (`CHAIN_CAP_FORMAT`), the fewest of those and of every agent a spawning
+delegate acted for (its delegators, up to the assignee), as the run held it.
 
 From the recorded ``spawn`` events, in the order recorded, `check_child_limits` finds:
 
@@ -33,7 +35,7 @@ ended.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from clearance._core.agent_spec import LIMIT_RANGES, AgentLimits
@@ -45,6 +47,7 @@ from clearance._state.graph import TaskGraph
 from clearance._state.ledger import CallRecord, EventRecord, ToolCallRecord
 
 __all__ = [
+    "CHAIN_CAP_FORMAT",
     "MAX_CHILD_ID_CHARS",
     "PER_TASK_FORMAT",
     "Spawns",
@@ -74,6 +77,15 @@ PER_TASK_FORMAT = 3
 
 LABELLED_FORMAT = 4
 """The first ``prompt_format`` whose runs label a child's result with its agent and goal."""
+
+CHAIN_CAP_FORMAT = 5
+"""The first ``prompt_format`` whose runs hold a delegate's spawns to the fewest
+``max_children`` of every agent it acts for (`Authority.max_children`), not only to its own
+and its task's assignee's."""
+
+ActedFor = Callable[[EventRecord], "list[str] | None"]
+"""The agents a ``spawn`` event's spawner acted for, nearest first (``[]`` for the task's
+assignee; ``None`` when the records do not say)."""
 
 
 def child_prefix(task_id: str) -> str:
@@ -248,8 +260,13 @@ def check_child_limits(
     graph: TaskGraph | None,
     events: Sequence[EventRecord],
     calls: Sequence[CallRecord],
+    acted_for: ActedFor | None = None,
 ) -> Iterator[Problem]:
-    """Check the run's children against their tasks' ``max_children`` (see the module)."""
+    """Check the run's children against their tasks' ``max_children`` (see the module).
+
+    ``acted_for`` gives whom each spawn's spawner acted for (`spawn_callers`); for runs of
+    `CHAIN_CAP_FORMAT` on, their limits bound the task's children too. ``None``: not known.
+    """
     limits, problems = max_children_of(config)
     yield from (("run", None, problem) for problem in problems)
     if graph is None:
@@ -258,6 +275,7 @@ def check_child_limits(
     def limit(agent: str | None) -> int | None:
         return limits.get(agent) if agent is not None else None
 
+    chained = acted_for if _recorded_format(config) >= CHAIN_CAP_FORMAT else None
     per_task = _recorded_format(config) >= PER_TASK_FORMAT
     # By what numbers children (a task's prefix; "" for the whole run, before format 3):
     # its previous child's number, and its tasks' children counted in the current session
@@ -304,15 +322,39 @@ def check_child_limits(
         count[task_id] = count.get(task_id, 0) + 1
         bounds = [b for b in (limit(data.parent_agent), limit(graph.get(task_id).assignee))
                   if b is not None]  # fmt: skip
+        bound, lender = _chain_bound(min(bounds, default=None), chained, event, limit)
         reported = over.setdefault(key, set())
-        if bounds and count[task_id] > min(bounds) and task_id not in reported:
+        if bound is not None and count[task_id] > bound and task_id not in reported:
             reported.add(task_id)
+            whose = (
+                f" (that of {lender!r}, which {data.parent_agent!r} acted for)" if lender else ""
+            )
             yield (
                 event.subject, None,
                 f"task:{task_id}: {count[task_id]} children in one session, but its "
-                f"max_children is {min(bounds)}",
+                f"max_children is {bound}{whose}",
             )  # fmt: skip
     yield from _shown(limits, graph, calls)
+
+
+def _chain_bound(
+    bound: int | None,
+    acted_for: ActedFor | None,
+    event: EventRecord,
+    limit: Callable[[str | None], int | None],
+) -> tuple[int | None, str | None]:
+    """``bound`` lowered to the fewest ``max_children`` of the agents the spawner acted for.
+
+    Returns:
+        The bound, and the agent acted for whose limit it is (``None`` when it is the
+        spawner's or the assignee's, or nobody's).
+    """
+    lender: str | None = None
+    for caller in (acted_for(event) or ()) if acted_for is not None else ():
+        cap = limit(caller)
+        if cap is not None and (bound is None or cap < bound):
+            bound, lender = cap, caller
+    return bound, lender
 
 
 def _recorded_format(config: Mapping[str, Any]) -> int:

@@ -24,7 +24,9 @@ __all__ = [
     "check_name",
     "check_number",
     "check_text",
+    "check_tool_name",
     "check_utf8",
+    "reserved_tool_name",
     "shown_number",
     "text_tuple",
     "title_key",
@@ -195,3 +197,39 @@ def _kind(value: Any) -> str:
         return "a string"
     name = type(value).__name__
     return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
+
+
+_TOOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
+"""A function name every provider takes (OpenAI's and Anthropic's tool-name rules)."""
+
+
+def reserved_tool_name(name: str) -> bool:
+    """Whether ``name`` is a built-in tool's (``store_*``, ``write_output``, ``delegate``...)."""
+    return name.startswith("store_") or name in ("write_output", "read_output", "delegate", "spawn")
+
+
+def check_tool_name(name: object, *, field: str, builtin: bool = True) -> None:
+    """Refuse a user tool's name as a team file's ``tools:`` refuses it.
+
+    Args:
+        name: The name a model would call the tool by.
+        field: Where the name was given, for the error.
+        builtin: Whether a built-in tool's name (`reserved_tool_name`) is refused too: an
+            agent listing it gets the built-in tool, never this one.
+
+    Raises:
+        ConfigError: It is not 1-64 letters, digits, ``_`` or ``-`` starting with a letter
+            or ``_`` (a function name every provider takes), or it is a built-in tool's.
+    """
+    if not isinstance(name, str) or not _TOOL_NAME.fullmatch(name):
+        raise ConfigError(
+            "a tool's name is what a model calls: 1-64 letters, digits, '_' or '-', "
+            "starting with a letter or '_'",
+            field=field,
+        )
+    if builtin and reserved_tool_name(name):
+        raise ConfigError(
+            "is the name of a built-in tool, which an agent listing it always gets: "
+            "give the function another name",
+            field=field,
+        )

@@ -88,7 +88,8 @@ quote its rejected answer); 3 numbers each task's children from 1 in each sessio
 labels each child's result with its agent and goal (``Result of a.1 (by helper): <goal>``),
 where earlier runs labelled it with its id alone (a resume keeps the run's labels); 5 keeps
 a structured result's numbers as the answer wrote them (``3.14159265358979323846``), where
-earlier runs read them as floats (``3.141592653589793``). A run
+earlier runs read them as floats (``3.141592653589793``), and holds a delegate's spawns to
+the fewest ``max_children`` of every agent it acts for (``verify`` checks that for it). A run
 recorded without one (before 2026-11-27) may show the plain ``Summary <n>`` label, and one
 recorded before format 2 such a task's reason; ``verify`` accepts each only there, and checks
 each run's children by the numbering of its format (a resume keeps it)."""

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 
 from clearance._core.errors import ConfigError
 from clearance._core.for_each_file import included
+from clearance._core.names import check_tool_name, reserved_tool_name
 from clearance._core.run_spec import RunSpec
 from clearance._core.spec import Agent, Task, Team
 
@@ -188,15 +188,6 @@ def _check_scopes(tasks: tuple[Task, ...]) -> None:
             )
 
 
-_TOOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
-"""A function name every provider takes (OpenAI's and Anthropic's tool-name rules)."""
-
-
-def _reserved(name: str) -> bool:
-    """Whether ``name`` is a built-in tool's (``store_*``, ``write_output``, ``delegate``...)."""
-    return name.startswith("store_") or name in ("write_output", "read_output", "delegate", "spawn")
-
-
 def check_tool_entries(spec: RunSpec) -> None:
     """Refuse a ``tools:`` entry no agent lists, or one named like a built-in tool.
 
@@ -211,21 +202,11 @@ def check_tool_entries(spec: RunSpec) -> None:
     specs = [*spec.agents, *((spec.coordinator,) if spec.coordinator else ())]
     listed = {t for entry in specs for t in entry.tools}
     misspelt = any(
-        t not in spec.tools and not _reserved(t) and not t.startswith("mcp:") for t in listed
+        t not in spec.tools and not reserved_tool_name(t) and not t.startswith("mcp:")
+        for t in listed
     )
     for name in spec.tools:
-        if not _TOOL_NAME.fullmatch(name):
-            raise ConfigError(
-                "a tool's name is what a model calls: 1-64 letters, digits, '_' or '-', "
-                "starting with a letter or '_'",
-                field=f"tools.{name}",
-            )
-        if _reserved(name):
-            raise ConfigError(
-                "is the name of a built-in tool, which an agent listing it always gets: "
-                "give the function another name",
-                field=f"tools.{name}",
-            )
+        check_tool_name(name, field=f"tools.{name}")
         if name not in listed and not misspelt:
             raise ConfigError(
                 f"has no effect: no agent lists the tool {name!r} in its tools",
@@ -464,7 +445,7 @@ def _check_lent_tools(spec: RunSpec, tasks: tuple[Task, ...], assignees: set[str
             continue
         held = {t for caller in above if caller in entries for t in entries[caller].tools}
         for tool in callee.tools:
-            if _reserved(tool) or tool in held:
+            if reserved_tool_name(tool) or tool in held:
                 continue
             who = ", ".join(repr(c) for c in sorted(above))
             raise ConfigError(
