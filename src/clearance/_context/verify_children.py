@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clearance._core.agent_spec import LIMIT_RANGES, AgentLimits
 from clearance._core.event_schema import ChildEvent, SpawnEvent, parse_event
@@ -44,7 +44,9 @@ from clearance._core.origins import Subject
 from clearance._core.spec import Agent, Task, Team
 from clearance._core.vocabulary import EventKind, PromptKind
 from clearance._state.graph import TaskGraph
-from clearance._state.ledger import CallRecord, EventRecord, ToolCallRecord
+
+if TYPE_CHECKING:  # `clearance graph` checks a team file's children without a database
+    from clearance._state.ledger import CallRecord, EventRecord, ToolCallRecord
 
 __all__ = [
     "CHAIN_CAP_FORMAT",
@@ -83,7 +85,7 @@ CHAIN_CAP_FORMAT = 5
 ``max_children`` of every agent it acts for (`Authority.max_children`), not only to its own
 and its task's assignee's."""
 
-ActedFor = Callable[[EventRecord], "list[str] | None"]
+ActedFor = Callable[["EventRecord"], "list[str] | None"]
 """The agents a ``spawn`` event's spawner acted for, nearest first (``[]`` for the task's
 assignee; ``None`` when the records do not say)."""
 
